@@ -1,0 +1,37 @@
+"""Transposed convolution exactly as OpenVINO, oneDNN Graph and ONNX define it.
+
+Four dialect functions compute on NumPy arrays; :mod:`convtranspose.shapes` holds
+their shape-only twins.  Every dialect reduces to one canonical plan per spatial
+axis, ``(offset, output_size)``, computed by one N-D grouped kernel.
+
+>>> import numpy as np, convtranspose as ct
+>>> data = np.zeros((1, 20, 16, 16), np.float32)
+>>> filter = np.zeros((20, 10, 3, 3), np.float32)
+>>> ct.convolution_backprop_data(data, filter, strides=2, pads_begin=1, pads_end=1).shape
+(1, 10, 31, 31)
+"""
+
+from . import shapes
+from ._api import (
+    conv_transpose,
+    convolution_backprop_data,
+    group_convolution_backprop_data,
+    onnx_conv_transpose,
+)
+from ._dtypes import SUPPORTED_DTYPES
+from ._errors import ConvTransposeError
+from ._plan import AxisPlan, ConvTransposePlan
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AxisPlan",
+    "ConvTransposeError",
+    "ConvTransposePlan",
+    "SUPPORTED_DTYPES",
+    "conv_transpose",
+    "convolution_backprop_data",
+    "group_convolution_backprop_data",
+    "onnx_conv_transpose",
+    "shapes",
+]

@@ -1,0 +1,286 @@
+"""The array functions: one thin frontend per dialect, all computing a plan.
+
+Each function turns its arrays' shapes and its dialect's attributes into a
+:class:`~convtranspose._plan.ConvTransposePlan` (exactly what the same-named
+function of :mod:`convtranspose.shapes` returns) and hands the plan to the one
+kernel.  The per-axis shape formula every docstring refers to is::
+
+    F = (X - 1) * stride + (K - 1) * dilation + 1
+    Y = F + output_padding - pads_begin - pads_end      (explicit pads)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _plan
+from ._dtypes import accumulation_dtype, check_dtypes
+from ._kernel import transposed_convolution
+
+__all__ = [
+    "convolution_backprop_data",
+    "group_convolution_backprop_data",
+    "conv_transpose",
+    "onnx_conv_transpose",
+]
+
+
+def _as_array(name: str, value: object) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must be an array, got {type(value).__name__}: {error}") from None
+
+
+def _canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.ndarray:
+    """The filter as ``(G, Ci, Co, K...)``, a view where the layout allows."""
+    if plan.filter_layout == "GIOX":
+        return filter
+    i_axis, o_axis, kernel_axes = _plan._filter_axes(plan.filter_layout, plan.spatial_rank)
+    return filter.transpose((i_axis, o_axis) + kernel_axes).reshape(plan.canonical_filter_shape)
+
+
+def _execute(plan, data, filter, bias=None, *, names=("data", "filter", "bias")):
+    arrays = {names[0]: data, names[1]: filter}
+    if bias is not None:
+        arrays[names[2]] = bias
+    dtype = check_dtypes(**arrays)
+    result = transposed_convolution(
+        data,
+        _canonical_weights(plan, filter),
+        plan.axes,
+        dtype=accumulation_dtype(dtype),
+        channels_last=plan.channels_last,
+        bias=bias,
+    )
+    return result.astype(dtype, copy=False)
+
+
+def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, pads_begin=None,
+                              pads_end=None, dilations=None, auto_pad="explicit",
+                              output_padding=None):
+    """OpenVINO ConvolutionBackpropData-1: transposed convolution.
+
+    Parameters
+    ----------
+    data : array_like
+        ``[N, C_IN, X1, ..., XD]``, any spatial rank D >= 1.
+    filter : array_like
+        ``[C_IN, C_OUT, K1, ..., KD]``, the same dtype as ``data``.
+    output_shape : sequence of int or 1-D integer array, optional
+        The spatial output size ``[Y1, ..., YD]``; pads are then derived from it
+        (``auto_pad`` chooses where the odd pad goes; with ``explicit`` the crop starts
+        at ``pads_begin`` and ``pads_end`` is unused).  Sizes larger than the natural
+        one give zeros at the end.
+    strides, dilations : int or sequence of int, optional
+        Default 1 on every axis.
+    pads_begin, pads_end, output_padding : int or sequence of int, optional
+        Default 0 on every axis.  Pads are ignored unless ``auto_pad`` is explicit.
+    auto_pad : {"explicit", "same_upper", "same_lower", "valid"}, optional
+        Case-insensitive; ``"notset"`` and ``None`` mean ``"explicit"``.
+
+    Returns
+    -------
+    ndarray
+        ``[N, C_OUT, Y1, ..., YD]`` with the dtype of ``data``, where without
+        ``output_shape`` and with explicit pads, per axis::
+
+            Y = (X - 1) * stride + (K - 1) * dilation + 1 + output_padding
+                - pads_begin - pads_end
+
+        and with ``same_*``/``valid`` the pads are 0 in that formula.
+
+    Raises
+    ------
+    ConvTransposeError
+        An invalid shape or attribute (a ``ValueError``).
+    TypeError
+        ``data`` and ``filter`` differ in dtype, or the dtype is not numeric.
+
+    See Also
+    --------
+    convtranspose.shapes.convolution_backprop_data : the same rules on shapes only.
+
+    Examples
+    --------
+    >>> import numpy as np, convtranspose as ct
+    >>> data = np.array([[[1.0, 2.0, 3.0]]])            # N=1, C_IN=1, X=3
+    >>> filter = np.array([[[1.0, 10.0, 100.0]]])       # C_IN=1, C_OUT=1, K=3
+    >>> ct.convolution_backprop_data(data, filter, strides=2)
+    array([[[  1.,  10., 102.,  20., 203.,  30., 300.]]])
+    >>> ct.convolution_backprop_data(data, filter, [6], strides=2, auto_pad="same_upper")
+    array([[[ 10., 102.,  20., 203.,  30., 300.]]])
+    """
+    data, filter = _as_array("data", data), _as_array("filter", filter)
+    plan = _plan.convolution_backprop_data(
+        data.shape, filter.shape, output_shape, strides=strides, pads_begin=pads_begin,
+        pads_end=pads_end, dilations=dilations, auto_pad=auto_pad, output_padding=output_padding)
+    return _execute(plan, data, filter)
+
+
+def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
+                                    pads_begin=None, pads_end=None, dilations=None,
+                                    auto_pad="explicit", output_padding=None):
+    """OpenVINO GroupConvolutionBackpropData-1: grouped transposed convolution.
+
+    Parameters
+    ----------
+    data : array_like
+        ``[N, G * C_IN, X1, ..., XD]``.
+    filter : array_like
+        ``[G, C_IN, C_OUT, K1, ..., KD]``: group ``g`` maps data channels
+        ``[g*C_IN, (g+1)*C_IN)`` to output channels ``[g*C_OUT, (g+1)*C_OUT)``.
+    output_shape, strides, pads_begin, pads_end, dilations, auto_pad, output_padding
+        As in :func:`convolution_backprop_data`.
+
+    Returns
+    -------
+    ndarray
+        ``[N, G * C_OUT, Y1, ..., YD]``, sizes as in :func:`convolution_backprop_data`.
+
+    Raises
+    ------
+    ConvTransposeError, TypeError
+        As in :func:`convolution_backprop_data`.
+
+    Examples
+    --------
+    >>> import numpy as np, convtranspose as ct
+    >>> data = np.ones((1, 4, 5, 5), np.float32)       # G=2 groups of 2 channels
+    >>> filter = np.ones((2, 2, 3, 3, 3), np.float32)  # each group: 2 -> 3 channels
+    >>> ct.group_convolution_backprop_data(data, filter, strides=2, pads_begin=1,
+    ...                                    pads_end=1).shape
+    (1, 6, 9, 9)
+    """
+    data, filter = _as_array("data", data), _as_array("filter", filter)
+    plan = _plan.group_convolution_backprop_data(
+        data.shape, filter.shape, output_shape, strides=strides, pads_begin=pads_begin,
+        pads_end=pads_end, dilations=dilations, auto_pad=auto_pad, output_padding=output_padding)
+    return _execute(plan, data, filter)
+
+
+def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, pads_end=None,
+                   dilations=None, auto_pad="none", output_padding=None, groups=1,
+                   data_format="NXC", filter_format="XIO", weights_format=None,
+                   output_shape=None):
+    """oneDNN Graph ConvTranspose-1: transposed convolution with groups and bias.
+
+    Parameters
+    ----------
+    input : array_like
+        ``(N, X1, ..., XD, I)`` for ``data_format="NXC"`` (the default) or
+        ``(N, I, X1, ..., XD)`` for ``"NCX"``.
+    filter : array_like
+        With ``I`` the input channels and ``O`` the output channels per group:
+        ``XIO`` (default) ``(K..., I, O)``, ``OIX`` ``(O, I, K...)``, ``IOX``
+        ``(I, O, K...)`` (PyTorch's and ONNX's layout) or ``XOI`` ``(K..., O, I)``.
+    bias : array_like, optional
+        ``(O * groups,)``, added to every output position.
+    strides, dilations : int or sequence of int, optional
+        Default 1.
+    pads_begin, pads_end : int or sequence of int, optional
+        Default 0; used when ``auto_pad="none"``.
+    auto_pad : {"none", "same_upper", "same_lower", "valid"}, optional
+        Case-insensitive.  SAME pads ``max(K' - stride, 0)`` in total with the odd pad
+        at the END for same_upper (unlike OpenVINO), giving ``Y = X * stride +
+        output_padding`` when ``K' >= stride``.
+    output_padding : int or sequence of int, optional
+        Default 0; each value must be smaller than its stride.
+    groups : int, optional
+        Default 1; ``I`` must be divisible by it.
+    data_format : {"NXC", "NCX"}, optional
+    filter_format : {"XIO", "OIX", "IOX", "XOI"}, optional
+    weights_format : {"XIO", "OIX", "IOX", "XOI"}, optional
+        Today's oneDNN name for ``filter_format``; overrides it when given.
+    output_shape : sequence of int, optional
+        The spatial output size; pads are derived from it (spec 002).
+
+    Returns
+    -------
+    ndarray
+        ``(N, Y..., O * groups)`` for NXC or ``(N, O * groups, Y...)`` for NCX, with
+        ``Y = (X - 1) * stride + (K - 1) * dilation + 1 + output_padding - pads_begin
+        - pads_end`` per axis for explicit pads.
+
+    Raises
+    ------
+    ConvTransposeError, TypeError
+        As in :func:`convolution_backprop_data`.
+
+    Examples
+    --------
+    >>> import numpy as np, convtranspose as ct
+    >>> x = np.ones((1, 4, 4, 8), np.float32)          # NXC
+    >>> w = np.ones((3, 3, 8, 2), np.float32)          # XIO
+    >>> ct.conv_transpose(x, w, strides=2, auto_pad="same_upper").shape
+    (1, 8, 8, 2)
+    """
+    input, filter = _as_array("input", input), _as_array("filter", filter)
+    bias = None if bias is None else _as_array("bias", bias)
+    plan = _plan.conv_transpose(
+        input.shape, filter.shape, None if bias is None else bias.shape, strides=strides,
+        pads_begin=pads_begin, pads_end=pads_end, dilations=dilations, auto_pad=auto_pad,
+        output_padding=output_padding, groups=groups, data_format=data_format,
+        filter_format=filter_format, weights_format=weights_format, output_shape=output_shape)
+    return _execute(plan, input, filter, bias, names=("input", "filter", "bias"))
+
+
+def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1,
+                        kernel_shape=None, output_padding=None, output_shape=None, pads=None,
+                        strides=None):
+    """ONNX ConvTranspose (opset 11 and later).
+
+    Parameters
+    ----------
+    X : array_like
+        ``(N, C, D1, ..., Dn)``.
+    W : array_like
+        ``(C, M / group, K1, ..., Kn)``.
+    B : array_like, optional
+        ``(M,)``, added to every output position.
+    auto_pad : {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"}, optional
+        Case-insensitive.  SAME_* without ``output_shape`` targets ``X * stride``.
+    dilations, strides : int or sequence of int, optional
+        Default 1.
+    group : int, optional
+        Default 1.
+    kernel_shape : sequence of int, optional
+        Checked against ``W``'s spatial shape.
+    output_padding : int or sequence of int, optional
+        Default 0.
+    output_shape : sequence of int, optional
+        Spatial output size (a whole ``(N, M, ...)`` shape is also accepted); pads are
+        derived from it, the odd one at the end for SAME_UPPER and at the beginning
+        otherwise.
+    pads : sequence of int, optional
+        ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``; default 0.
+
+    Returns
+    -------
+    ndarray
+        ``(N, M, Y...)`` with ``Y = stride * (D - 1) + output_padding + (K - 1) *
+        dilation + 1 - pads_begin - pads_end`` per axis unless ``output_shape`` or
+        SAME_* fixes it.
+
+    Raises
+    ------
+    ConvTransposeError, TypeError
+        As in :func:`convolution_backprop_data`.
+
+    Examples
+    --------
+    >>> import numpy as np, convtranspose as ct
+    >>> X = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)
+    >>> W = np.ones((1, 2, 3, 3), np.float32)
+    >>> ct.onnx_conv_transpose(X, W, strides=[3, 2], output_shape=[10, 8]).shape
+    (1, 2, 10, 8)
+    """
+    X, W = _as_array("X", X), _as_array("W", W)
+    B = None if B is None else _as_array("B", B)
+    plan = _plan.onnx_conv_transpose(
+        X.shape, W.shape, None if B is None else B.shape, auto_pad=auto_pad,
+        dilations=dilations, group=group, kernel_shape=kernel_shape,
+        output_padding=output_padding, output_shape=output_shape, pads=pads, strides=strides)
+    return _execute(plan, X, W, B, names=("X", "W", "B"))

@@ -1,0 +1,674 @@
+"""Shape rules: every dialect's attributes become one canonical plan.
+
+This module is pure integer code (it never imports NumPy), so shape inference can
+run anywhere, and every dialect quirk lives in a few small functions that can be
+tested exhaustively.
+
+The canonical computation (``shared/SEMANTICS.md``) per spatial axis, with data
+size ``X``, kernel size ``K``, stride ``s`` and dilation ``d``::
+
+    K' = (K - 1) * d + 1                      dilated kernel extent
+    F  = (X - 1) * s + K'                     length of the uncropped "full" result
+    full[t] = sum over x, k with t = x*s + k*d of data[x] * filter[k]
+    out[o]  = full[o + offset] for o in [0, Y); 0 where o + offset is outside [0, F)
+
+so a dialect only chooses ``(offset, Y)`` per axis; :class:`AxisPlan` holds them.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+from ._errors import ConvTransposeError
+
+__all__ = [
+    "AxisPlan",
+    "ConvTransposePlan",
+    "convolution_backprop_data",
+    "group_convolution_backprop_data",
+    "conv_transpose",
+    "onnx_conv_transpose",
+]
+
+
+@dataclass(frozen=True)
+class AxisPlan:
+    """The canonical description of one spatial axis.
+
+    Attributes
+    ----------
+    input_size, kernel_size, stride, dilation : int
+        ``X``, ``K``, ``s`` and ``d`` of the axis.
+    offset : int
+        Index into the full result of output element 0 (may be negative: the output
+        then starts with zeros).
+    output_size : int
+        ``Y``, the number of output elements along the axis.
+    """
+
+    input_size: int
+    kernel_size: int
+    stride: int
+    dilation: int
+    offset: int
+    output_size: int
+
+    @property
+    def dilated_kernel_size(self) -> int:
+        """``K' = (K - 1) * d + 1``."""
+        return (self.kernel_size - 1) * self.dilation + 1
+
+    @property
+    def full_size(self) -> int:
+        """``F = (X - 1) * s + K'``, the length of the uncropped result."""
+        return (self.input_size - 1) * self.stride + self.dilated_kernel_size
+
+
+@dataclass(frozen=True)
+class ConvTransposePlan:
+    """Everything a transposed convolution's shapes and attributes resolve to.
+
+    Produced by the functions of :mod:`convtranspose.shapes`; the array functions
+    compute exactly this plan, so shape inference and compute cannot disagree.
+
+    Attributes
+    ----------
+    op : str
+        The dialect function that made the plan.
+    data_shape, filter_shape, output_shape : tuple of int
+        Whole shapes in the dialect's own layouts (batch and channels included).
+    strides, dilations, output_padding : tuple of int
+        Per spatial axis, defaults filled in.
+    pads_begin, pads_end : tuple of int
+        The resolved pads, as the owning runtime reports them.
+    auto_pad : str
+        The padding mode, normalised to lower case (``"explicit"``, ``"none"``,
+        ``"notset"``, ``"same_upper"``, ``"same_lower"``, ``"valid"``).
+    groups : int
+    data_format : {"NCX", "NXC"}
+        Channels first or channels last, for data and output.
+    filter_layout : {"GIOX", "IOX", "OIX", "XIO", "XOI"}
+        How the filter's axes map to (groups, input channels, output channels,
+        kernel): ``GIOX`` is OpenVINO's grouped layout; in the others ``I`` is the
+        total input channel count and ``O`` the output channels per group.
+    axes : tuple of AxisPlan
+        The canonical per-axis plan.
+    formulas : tuple of str
+        Per axis, the rule that gave its offset and size with the numbers filled in.
+    """
+
+    op: str
+    data_shape: tuple[int, ...]
+    filter_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads_begin: tuple[int, ...]
+    pads_end: tuple[int, ...]
+    output_padding: tuple[int, ...]
+    auto_pad: str
+    groups: int
+    data_format: str
+    filter_layout: str
+    axes: tuple[AxisPlan, ...]
+    formulas: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def offset(self) -> tuple[int, ...]:
+        """Per axis, the index into the full result of output element 0."""
+        return tuple(axis.offset for axis in self.axes)
+
+    @property
+    def output_size(self) -> tuple[int, ...]:
+        """Per axis, the output size ``Y`` (the spatial part of ``output_shape``)."""
+        return tuple(axis.output_size for axis in self.axes)
+
+    @property
+    def kernel_shape(self) -> tuple[int, ...]:
+        return tuple(axis.kernel_size for axis in self.axes)
+
+    @property
+    def spatial_rank(self) -> int:
+        return len(self.axes)
+
+    @property
+    def channels_last(self) -> bool:
+        return self.data_format == "NXC"
+
+    @property
+    def batch(self) -> int:
+        return self.data_shape[0]
+
+    @property
+    def in_channels(self) -> int:
+        return self.data_shape[-1] if self.channels_last else self.data_shape[1]
+
+    @property
+    def out_channels(self) -> int:
+        return self.output_shape[-1] if self.channels_last else self.output_shape[1]
+
+    @property
+    def canonical_filter_shape(self) -> tuple[int, ...]:
+        """``(groups, in_channels // groups, out_channels // groups, *kernel_shape)``."""
+        return (
+            self.groups,
+            self.in_channels // self.groups,
+            self.out_channels // self.groups,
+        ) + self.kernel_shape
+
+    def __str__(self) -> str:
+        lines = [
+            f"{self.op}: data {self.data_shape} * filter {self.filter_shape}"
+            f" -> output {self.output_shape}",
+            f"  pads_begin={list(self.pads_begin)} pads_end={list(self.pads_end)}"
+            f" auto_pad={self.auto_pad} groups={self.groups}",
+        ]
+        lines += [f"  axis {i}: {text}" for i, text in enumerate(self.formulas)]
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Argument normalisation
+
+
+def _index(name: str, value: object) -> int:
+    """``value`` as a Python int; bools, floats and strings are refused."""
+    if isinstance(value, bool):
+        raise ConvTransposeError(f"{name} must be an integer, got the bool {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ConvTransposeError(
+            f"{name} must be an integer, got {value!r} of type {type(value).__name__}"
+        ) from None
+
+
+def _sequence(name: str, value: object) -> list[object]:
+    """The items of a sequence or 1-D integer array, checked without NumPy."""
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    if kind is not None and kind not in "iu":
+        raise ConvTransposeError(f"{name} must hold integers, got dtype {value.dtype}")
+    if getattr(value, "ndim", 1) != 1:
+        raise ConvTransposeError(
+            f"{name} must be 1-D, got an array of shape {tuple(value.shape)}"
+        )
+    if isinstance(value, (str, bytes)):
+        raise ConvTransposeError(f"{name} must be a sequence of integers, got {value!r}")
+    try:
+        return list(value)
+    except TypeError:
+        raise ConvTransposeError(
+            f"{name} must be an integer or a sequence of integers, got {value!r}"
+        ) from None
+
+
+def _shape(name: str, value: object) -> tuple[int, ...]:
+    dims = tuple(_index(f"{name}[{i}]", v) for i, v in enumerate(_sequence(name, value)))
+    negative = [d for d in dims if d < 0]
+    if negative:
+        raise ConvTransposeError(f"{name} {dims} has a negative dimension {negative[0]}")
+    return dims
+
+
+def _per_axis(
+    name: str, value: object, rank: int, default: int, minimum: int
+) -> tuple[int, ...]:
+    """An int-or-sequence attribute as one value per spatial axis.
+
+    ``None`` and an empty sequence mean the spec's ``default``; an int applies to
+    every axis.  Every value must be at least ``minimum``.
+    """
+    if value is None:
+        return (default,) * rank
+    if isinstance(value, bool):
+        raise ConvTransposeError(f"{name} must be an int or a sequence of ints, got {value!r}")
+    try:
+        values = (operator.index(value),) * rank
+    except TypeError:
+        items = _sequence(name, value)
+        if not items:
+            return (default,) * rank
+        if len(items) != rank:
+            raise ConvTransposeError(
+                f"{name} has {len(items)} values {tuple(items)} but the data has {rank}"
+                f" spatial axes; give one value per spatial axis or a single int"
+            )
+        values = tuple(_index(f"{name}[{i}]", v) for i, v in enumerate(items))
+    for i, v in enumerate(values):
+        if v < minimum:
+            rule = "positive" if minimum == 1 else "non-negative"
+            raise ConvTransposeError(f"{name}[{i}] is {v} but must be {rule}: {name}={value!r}")
+    return values
+
+
+def _output_shape(value: object, rank: int, name: str = "output_shape") -> tuple[int, ...] | None:
+    """The optional spatial output shape: one positive int per spatial axis."""
+    if value is None:
+        return None
+    items = _sequence(name, value)
+    sizes = tuple(_index(f"{name}[{i}]", v) for i, v in enumerate(items))
+    if len(sizes) != rank:
+        raise ConvTransposeError(
+            f"{name} has {len(sizes)} values {sizes} but the data has {rank} spatial axes;"
+            f" {name} gives the spatial dimensions only"
+        )
+    for i, v in enumerate(sizes):
+        if v <= 0:
+            raise ConvTransposeError(f"{name}[{i}] is {v} but must be positive: {name}={sizes}")
+    return sizes
+
+
+def _choice(name: str, value: object, choices: dict[object, str]) -> str:
+    """Map a case-insensitive string (or None) onto its canonical spelling."""
+    key = value.lower() if isinstance(value, str) else value
+    try:
+        return choices[key]
+    except (KeyError, TypeError):
+        accepted = ", ".join(repr(c) for c in choices if c is not None)
+        raise ConvTransposeError(f"{name} must be one of {accepted}, got {value!r}") from None
+
+
+def _check_ranks(data: tuple[int, ...], filter_: tuple[int, ...], extra_filter_axes: int,
+                 filter_layout: str) -> int:
+    """The spatial rank, after checking both tensors have enough axes and agree."""
+    if len(data) < 3:
+        raise ConvTransposeError(
+            f"data must have rank 3 or more (batch, channels, spatial axes), got shape {data}"
+        )
+    if len(filter_) != len(data) + extra_filter_axes:
+        raise ConvTransposeError(
+            f"filter has rank {len(filter_)} (shape {filter_}) but data has rank {len(data)}"
+            f" (shape {data}); a {filter_layout} filter needs rank {len(data) + extra_filter_axes}"
+        )
+    return len(data) - 2
+
+
+def _check_spatial(name: str, shape: tuple[int, ...], sizes: tuple[int, ...]) -> None:
+    for i, size in enumerate(sizes):
+        if size == 0:
+            raise ConvTransposeError(
+                f"{name} spatial axis {i} has size 0 in shape {shape}; spatial sizes must be positive"
+            )
+
+
+def _axis(
+    i: int, x: int, k: int, s: int, d: int, offset: int, size: int, rule: str
+) -> tuple[AxisPlan, str]:
+    axis = AxisPlan(x, k, s, d, offset, size)
+    full = f"F = ({x}-1)*{s} + ({k}-1)*{d}+1 = {axis.full_size}"
+    if size <= 0:
+        raise ConvTransposeError(
+            f"the output size along spatial axis {i} would be {size} ({full}; {rule}),"
+            f" but it must be positive"
+        )
+    return axis, f"{full}; {rule}; Y = {size}, offset = {offset}"
+
+
+def _plan(
+    op, data, filter_, output, strides, dilations, pads_begin, pads_end, output_padding,
+    auto_pad, groups, data_format, filter_layout, axes_rules,
+) -> ConvTransposePlan:
+    axes = tuple(a for a, _ in axes_rules)
+    return ConvTransposePlan(
+        op=op, data_shape=data, filter_shape=filter_, output_shape=output,
+        strides=strides, dilations=dilations, pads_begin=tuple(pads_begin),
+        pads_end=tuple(pads_end), output_padding=output_padding, auto_pad=auto_pad,
+        groups=groups, data_format=data_format, filter_layout=filter_layout, axes=axes,
+        formulas=tuple(r for _, r in axes_rules),
+    )
+
+
+# ---------------------------------------------------------------------------
+# OpenVINO ConvolutionBackpropData-1 / GroupConvolutionBackpropData-1
+
+_OPENVINO_AUTO_PAD = {
+    None: "explicit", "explicit": "explicit", "notset": "explicit",
+    "same_upper": "same_upper", "same_lower": "same_lower", "valid": "valid",
+}
+
+
+def _openvino(op, data, filter, output_shape, strides, pads_begin, pads_end, dilations,
+              auto_pad, output_padding, grouped):
+    data = _shape("data shape", data)
+    filter_ = _shape("filter shape", filter)
+    layout = "[G, C_IN, C_OUT, K...]" if grouped else "[C_IN, C_OUT, K...]"
+    rank = _check_ranks(data, filter_, 1 if grouped else 0, layout)
+    _check_spatial("data", data, data[2:])
+    mode = _choice("auto_pad", auto_pad, _OPENVINO_AUTO_PAD)
+    strides = _per_axis("strides", strides, rank, 1, 1)
+    dilations = _per_axis("dilations", dilations, rank, 1, 1)
+    pads_begin = _per_axis("pads_begin", pads_begin, rank, 0, 0)
+    pads_end = _per_axis("pads_end", pads_end, rank, 0, 0)
+    output_padding = _per_axis("output_padding", output_padding, rank, 0, 0)
+    target = _output_shape(output_shape, rank)
+
+    if grouped:
+        groups, c_in, c_out = filter_[:3]
+        if data[1] != groups * c_in:
+            raise ConvTransposeError(
+                f"data has {data[1]} channels but filter expects {groups} groups *"
+                f" {c_in} input channels = {groups * c_in} (filter shape {filter_})"
+            )
+    else:
+        groups, (c_in, c_out) = 1, filter_[:2]
+        if data[1] != c_in:
+            raise ConvTransposeError(
+                f"data has {data[1]} channels but filter expects {c_in} input channels"
+                f" (filter shape {filter_})"
+            )
+    kernel = filter_[-rank:]
+    _check_spatial("filter", filter_, kernel)
+
+    axes, reported_begin, reported_end = [], [], []
+    for i in range(rank):
+        x, k, s, d, op_ = data[2 + i], kernel[i], strides[i], dilations[i], output_padding[i]
+        full = (x - 1) * s + (k - 1) * d + 1
+        if target is None:
+            if mode == "explicit":
+                pb, pe = pads_begin[i], pads_end[i]
+                offset, size = pb, full + op_ - pb - pe
+                rule = f"Y = F + output_padding - pads_begin - pads_end = {full} + {op_} - {pb} - {pe}"
+            else:
+                pb = pe = offset = 0
+                size = full + op_
+                rule = f"{mode} without output_shape: pads 0, Y = F + output_padding = {full} + {op_}"
+        else:
+            size = target[i]
+            total = max(full + op_ - size, 0)
+            if mode == "explicit":
+                offset, pb, pe = pads_begin[i], pads_begin[i], pads_end[i]
+                rule = f"explicit with output_shape: offset = pads_begin = {pb} (pads_end unused)"
+            elif mode == "valid":
+                offset = pb = pe = 0
+                rule = "valid with output_shape: offset 0"
+            else:
+                offset = total - total // 2 if mode == "same_upper" else total // 2
+                pb, pe = offset, total - offset
+                where = "beginning" if mode == "same_upper" else "end"
+                rule = (
+                    f"total = max(F + output_padding - output_shape, 0) = max({full} + {op_} - {size}, 0)"
+                    f" = {total}; {mode}: odd extra pad at the {where}, pads {pb}/{pe}"
+                )
+        reported_begin.append(pb)
+        reported_end.append(pe)
+        axes.append(_axis(i, x, k, s, d, offset, size, rule))
+
+    output = (data[0], groups * c_out) + tuple(a.output_size for a, _ in axes)
+    return _plan(op, data, filter_, output, strides, dilations, reported_begin, reported_end,
+                 output_padding, mode, groups, "NCX", "GIOX" if grouped else "IOX", axes)
+
+
+def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, pads_begin=None,
+                              pads_end=None, dilations=None, auto_pad="explicit",
+                              output_padding=None) -> ConvTransposePlan:
+    """Plan OpenVINO ConvolutionBackpropData-1 from shapes.
+
+    Takes the shapes of ``data`` ``[N, C_IN, X...]`` and ``filter`` ``[C_IN, C_OUT, K...]``
+    and the same keywords as :func:`convtranspose.convolution_backprop_data`.
+
+    Returns
+    -------
+    ConvTransposePlan
+
+    Examples
+    --------
+    >>> from convtranspose import shapes
+    >>> plan = shapes.convolution_backprop_data((1, 20, 224, 224), (20, 10, 3, 3),
+    ...                                         strides=2, pads_begin=1, pads_end=1)
+    >>> plan.output_shape
+    (1, 10, 447, 447)
+    """
+    return _openvino("convolution_backprop_data", data, filter, output_shape, strides,
+                     pads_begin, pads_end, dilations, auto_pad, output_padding, grouped=False)
+
+
+def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
+                                    pads_begin=None, pads_end=None, dilations=None,
+                                    auto_pad="explicit", output_padding=None) -> ConvTransposePlan:
+    """Plan OpenVINO GroupConvolutionBackpropData-1 from shapes.
+
+    Takes the shapes of ``data`` ``[N, G*C_IN, X...]`` and ``filter``
+    ``[G, C_IN, C_OUT, K...]``, and the same keywords as
+    :func:`convtranspose.group_convolution_backprop_data`.
+
+    Examples
+    --------
+    >>> from convtranspose import shapes
+    >>> shapes.group_convolution_backprop_data((1, 20, 224, 224), (4, 5, 2, 3, 3),
+    ...     strides=2, pads_begin=1, pads_end=1).output_shape
+    (1, 8, 447, 447)
+    """
+    return _openvino("group_convolution_backprop_data", data, filter, output_shape, strides,
+                     pads_begin, pads_end, dilations, auto_pad, output_padding, grouped=True)
+
+
+# ---------------------------------------------------------------------------
+# oneDNN Graph ConvTranspose-1
+
+_ONEDNN_AUTO_PAD = {
+    None: "none", "none": "none", "same_upper": "same_upper",
+    "same_lower": "same_lower", "valid": "valid",
+}
+_DATA_FORMATS = {"ncx": "NCX", "nxc": "NXC"}
+_FILTER_FORMATS = {"xio": "XIO", "oix": "OIX", "iox": "IOX", "xoi": "XOI"}
+
+
+def _filter_axes(layout: str, rank: int) -> tuple[int, int, tuple[int, ...]]:
+    """Positions of the I axis, the O axis and the kernel axes in a filter layout."""
+    spatial_first = layout.startswith("X")
+    first = rank if spatial_first else 0
+    kernel = tuple(range(rank)) if spatial_first else tuple(range(2, 2 + rank))
+    io = layout.replace("X", "")
+    return first + io.index("I"), first + io.index("O"), kernel
+
+
+def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, pads_end=None,
+                   dilations=None, auto_pad="none", output_padding=None, groups=1,
+                   data_format="NXC", filter_format="XIO", weights_format=None,
+                   output_shape=None) -> ConvTransposePlan:
+    """Plan oneDNN Graph ConvTranspose-1 from shapes.
+
+    Takes the shapes of ``input``, ``filter`` and (optionally) ``bias``, and the same
+    keywords as :func:`convtranspose.conv_transpose`.
+
+    Examples
+    --------
+    >>> from convtranspose import shapes
+    >>> plan = shapes.conv_transpose((1, 8, 8, 16), (4, 4, 16, 3), strides=2,
+    ...                              pads_begin=1, pads_end=1)
+    >>> plan.output_shape, plan.pads_begin
+    ((1, 16, 16, 3), (1, 1))
+    """
+    data = _shape("input shape", input)
+    filter_ = _shape("filter shape", filter)
+    data_format = _choice("data_format", data_format, _DATA_FORMATS)
+    layout = _choice("filter_format", filter_format, _FILTER_FORMATS)
+    if weights_format is not None:
+        layout = _choice("weights_format", weights_format, _FILTER_FORMATS)
+    rank = _check_ranks(data, filter_, 0, layout)
+    mode = _choice("auto_pad", auto_pad, _ONEDNN_AUTO_PAD)
+    strides = _per_axis("strides", strides, rank, 1, 1)
+    dilations = _per_axis("dilations", dilations, rank, 1, 1)
+    pads_begin = _per_axis("pads_begin", pads_begin, rank, 0, 0)
+    pads_end = _per_axis("pads_end", pads_end, rank, 0, 0)
+    output_padding = _per_axis("output_padding", output_padding, rank, 0, 0)
+    target = _output_shape(output_shape, rank)
+    groups = _index("groups", groups)
+    if groups <= 0:
+        raise ConvTransposeError(f"groups must be positive, got {groups}")
+    for i, (op_, s) in enumerate(zip(output_padding, strides)):
+        if op_ >= s:
+            raise ConvTransposeError(
+                f"output_padding[{i}] is {op_} but must be smaller than strides[{i}] = {s}"
+                " (oneDNN cannot represent it)"
+            )
+
+    channels = data[-1] if data_format == "NXC" else data[1]
+    spatial = data[1:-1] if data_format == "NXC" else data[2:]
+    _check_spatial("input", data, spatial)
+    i_axis, o_axis, kernel_axes = _filter_axes(layout, rank)
+    kernel = tuple(filter_[a] for a in kernel_axes)
+    _check_spatial("filter", filter_, kernel)
+    if filter_[i_axis] != channels:
+        raise ConvTransposeError(
+            f"input has {channels} channels but the {layout} filter expects"
+            f" {filter_[i_axis]} input channels (filter shape {filter_})"
+        )
+    if channels % groups:
+        raise ConvTransposeError(
+            f"input channels {channels} are not divisible by groups={groups}"
+        )
+    out_channels = filter_[o_axis] * groups
+    if bias is not None:
+        bias_shape = _shape("bias shape", bias)
+        if bias_shape != (out_channels,):
+            raise ConvTransposeError(
+                f"bias has shape {bias_shape} but must be ({out_channels},), one value per"
+                f" output channel"
+            )
+
+    axes, reported_begin, reported_end = [], [], []
+    for i in range(rank):
+        x, k, s, d, op_ = spatial[i], kernel[i], strides[i], dilations[i], output_padding[i]
+        full = (x - 1) * s + (k - 1) * d + 1
+        dilated = (k - 1) * d + 1
+        if target is not None:
+            size = target[i]
+            total = max(full + op_ - size, 0)
+            pb = {"same_upper": total // 2, "valid": 0}.get(mode, total - total // 2)
+            pe = 0 if mode == "valid" else total - pb
+            rule = (f"output_shape given: total = max(F + output_padding - output_shape, 0)"
+                    f" = {total}; {mode}: pads {pb}/{pe}")
+        elif mode == "none":
+            pb, pe = pads_begin[i], pads_end[i]
+            size = full + op_ - pb - pe
+            rule = f"Y = F + output_padding - pads_begin - pads_end = {full} + {op_} - {pb} - {pe}"
+        elif mode == "valid":
+            pb = pe = 0
+            size = full + op_
+            rule = f"valid: pads 0, Y = F + output_padding = {full} + {op_}"
+        else:
+            total = max(dilated - s, 0)
+            pb = total // 2 if mode == "same_upper" else total - total // 2
+            pe = total - pb
+            size = full + op_ - total
+            where = "end" if mode == "same_upper" else "beginning"
+            rule = (f"total = max(K' - s, 0) = max({dilated} - {s}, 0) = {total}; {mode}:"
+                    f" odd extra pad at the {where}, pads {pb}/{pe}; Y = F + output_padding - total")
+        reported_begin.append(pb)
+        reported_end.append(pe)
+        axes.append(_axis(i, x, k, s, d, pb, size, rule))
+
+    sizes = tuple(a.output_size for a, _ in axes)
+    output = ((data[0],) + sizes + (out_channels,) if data_format == "NXC"
+              else (data[0], out_channels) + sizes)
+    return _plan("conv_transpose", data, filter_, output, strides, dilations, reported_begin,
+                 reported_end, output_padding, mode, groups, data_format, layout, axes)
+
+
+# ---------------------------------------------------------------------------
+# ONNX ConvTranspose (opset 11+)
+
+_ONNX_AUTO_PAD = {
+    None: "notset", "notset": "notset", "same_upper": "same_upper",
+    "same_lower": "same_lower", "valid": "valid",
+}
+
+
+def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1,
+                        kernel_shape=None, output_padding=None, output_shape=None, pads=None,
+                        strides=None) -> ConvTransposePlan:
+    """Plan ONNX ConvTranspose (opset 11+) from shapes.
+
+    Takes the shapes of ``X`` ``(N, C, D...)``, ``W`` ``(C, M/group, K...)`` and
+    optionally ``B`` ``(M,)``, and the same keywords as
+    :func:`convtranspose.onnx_conv_transpose`.
+
+    Examples
+    --------
+    >>> from convtranspose import shapes
+    >>> shapes.onnx_conv_transpose((1, 1, 3, 3), (1, 2, 3, 3), strides=[3, 2],
+    ...                            output_shape=[10, 8]).pads_begin
+    (1, 0)
+    """
+    data = _shape("X shape", X)
+    filter_ = _shape("W shape", W)
+    rank = _check_ranks(data, filter_, 0, "(C, M/group, K...)")
+    _check_spatial("X", data, data[2:])
+    mode = _choice("auto_pad", auto_pad, _ONNX_AUTO_PAD)
+    strides = _per_axis("strides", strides, rank, 1, 1)
+    dilations = _per_axis("dilations", dilations, rank, 1, 1)
+    output_padding = _per_axis("output_padding", output_padding, rank, 0, 0)
+    group = _index("group", group)
+    if group <= 0:
+        raise ConvTransposeError(f"group must be positive, got {group}")
+    if pads is None:
+        pads_begin = pads_end = (0,) * rank
+    else:
+        items = _sequence("pads", pads)
+        if len(items) != 2 * rank:
+            raise ConvTransposeError(
+                f"pads has {len(items)} values {tuple(items)} but must have 2 * {rank} ="
+                f" {2 * rank}: all begins, then all ends"
+            )
+        both = _per_axis("pads", items, 2 * rank, 0, 0)
+        pads_begin, pads_end = both[:rank], both[rank:]
+    target = output_shape
+    if target is not None:
+        items = _sequence("output_shape", target)
+        if len(items) == rank + 2:  # a whole shape (N, M, spatial...): keep the spatial part
+            items = items[2:]
+        target = _output_shape(items, rank)
+
+    kernel = filter_[2:]
+    _check_spatial("filter", filter_, kernel)
+    if kernel_shape is not None:
+        declared = _shape("kernel_shape", kernel_shape)
+        if declared != kernel:
+            raise ConvTransposeError(
+                f"kernel_shape is {declared} but W has spatial shape {kernel} (W shape {filter_})"
+            )
+    if filter_[0] != data[1]:
+        raise ConvTransposeError(
+            f"X has {data[1]} channels but W expects {filter_[0]} input channels"
+            f" (W shape {filter_})"
+        )
+    if data[1] % group:
+        raise ConvTransposeError(f"X channels {data[1]} are not divisible by group={group}")
+    out_channels = filter_[1] * group
+    if B is not None:
+        bias_shape = _shape("B shape", B)
+        if bias_shape != (out_channels,):
+            raise ConvTransposeError(
+                f"B has shape {bias_shape} but must be ({out_channels},), one value per output channel"
+            )
+
+    axes, reported_begin, reported_end = [], [], []
+    for i in range(rank):
+        x, k, s, d, op_ = data[2 + i], kernel[i], strides[i], dilations[i], output_padding[i]
+        full = (x - 1) * s + (k - 1) * d + 1
+        size = None
+        if mode == "valid":
+            pb = pe = 0
+            size = full + op_
+            rule = f"VALID: pads 0, Y = F + output_padding = {full} + {op_}"
+        elif target is None and mode == "notset":
+            pb, pe = pads_begin[i], pads_end[i]
+            size = full + op_ - pb - pe
+            rule = f"Y = F + output_padding - pads_begin - pads_end = {full} + {op_} - {pb} - {pe}"
+        else:
+            size = target[i] if target is not None else x * s
+            total = full + op_ - size
+            pb = total // 2 if mode == "same_upper" else total - total // 2
+            pe = total - pb
+            source = "output_shape" if target is not None else f"X*s = {x}*{s}"
+            rule = (f"Y = {source}; total = F + output_padding - Y = {full} + {op_} - {size}"
+                    f" = {total}; {mode.upper()}: pads {pb}/{pe}")
+        reported_begin.append(pb)
+        reported_end.append(pe)
+        axes.append(_axis(i, x, k, s, d, pb, size, rule))
+
+    output = (data[0], out_channels) + tuple(a.output_size for a, _ in axes)
+    return _plan("onnx_conv_transpose", data, filter_, output, strides, dilations, reported_begin,
+                 reported_end, output_padding, mode, group, "NCX", "IOX", axes)
