@@ -588,9 +588,10 @@ def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
     Examples
     --------
     >>> from convtranspose import shapes
-    >>> shapes.onnx_conv_transpose((1, 1, 3, 3), (1, 2, 3, 3), strides=[3, 2],
-    ...                            output_shape=[10, 8]).pads_begin
-    (1, 0)
+    >>> plan = shapes.onnx_conv_transpose((1, 1, 3, 3), (1, 2, 3, 3), strides=[3, 2],
+    ...                                   output_shape=[10, 8])
+    >>> plan.output_shape, plan.pads_begin, plan.pads_end   # onnx's test_convtranspose_output_shape
+    ((1, 2, 10, 8), (0, 0), (-1, -1))
     """
     data = _shape("X shape", X)
     filter_ = _shape("W shape", W)

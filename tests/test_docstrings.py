@@ -1,0 +1,20 @@
+"""The examples in the public docstrings run and print what they claim.
+
+Their expected values come from the specs (the XML examples' shapes) and the
+SEMANTICS.md worked example, not from running the code.
+"""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["convtranspose", "convtranspose._api", "convtranspose._plan", "convtranspose.shapes"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0, f"{name} has no docstring examples"
+    assert result.failed == 0
