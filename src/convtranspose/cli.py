@@ -50,9 +50,9 @@ class _Failure(Exception):
 
 
 def _int_list(text: str) -> tuple[int, ...]:
-    """``"1,20,224,224"``, ``"2"``, ``"[2, 2]"`` or ``"1x20x224x224"`` -> ints."""
+    """``"1,20,224,224"``, ``"2"`` or ``"[2, 2]"`` -> ints."""
     cleaned = text.strip().strip("[]()")
-    items = [item for item in re.split(r"[,\sx]+", cleaned) if item]
+    items = [item for item in re.split(r"[,\s]+", cleaned) if item]
     try:
         values = tuple(int(item) for item in items)
     except ValueError:
@@ -61,6 +61,12 @@ def _int_list(text: str) -> tuple[int, ...]:
     if not values:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
     return values
+
+
+def _int_or_list(text: str) -> int | tuple[int, ...]:
+    """Like :func:`_int_list`, but a single value stays an int (it applies to every axis)."""
+    values = _int_list(text)
+    return values[0] if len(values) == 1 else values
 
 
 def _byte_count(text: str) -> int:
@@ -314,14 +320,16 @@ def _onnx_run(args: argparse.Namespace) -> int:
 
 
 def _bench(argv: list[str]) -> int:
+    import importlib
+
     try:
-        from . import _bench as bench
+        bench = importlib.import_module("convtranspose._bench")
     except ModuleNotFoundError as error:
-        if error.name not in ("convtranspose._bench",):
-            return _error(f"the benchmark needs {error.name!r}, which is not installed:"
-                          " pip install 'convtranspose[bench]'")
-        return _error("the benchmark module convtranspose._bench is not part of this"
-                      " installation")
+        if error.name == "convtranspose._bench":
+            return _error("the benchmark module convtranspose._bench is not part of this"
+                          " installation")
+        return _error(f"the benchmark needs {error.name!r}, which is not installed:"
+                      " pip install 'convtranspose[bench]'")
     try:
         code = bench.main(argv)
     except SystemExit as exit_:
@@ -400,7 +408,7 @@ def _add_attribute_flags(parser: argparse.ArgumentParser) -> None:
         "attributes", "the op's keyword arguments with dashes; lists are comma-separated"
         " (a single value applies to every spatial axis)")
     for name in ("strides", "pads_begin", "pads_end", "dilations", "output_padding"):
-        group.add_argument("--" + name.replace("_", "-"), dest=name, type=_int_list,
+        group.add_argument("--" + name.replace("_", "-"), dest=name, type=_int_or_list,
                            metavar="N[,N...]")
     group.add_argument("--auto-pad", dest="auto_pad", metavar="MODE",
                        help="explicit|same_upper|same_lower|valid (OpenVINO), none|... (oneDNN),"
