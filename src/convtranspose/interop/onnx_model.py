@@ -105,7 +105,8 @@ class ONNXModel:
             self._inferred = {}
             try:
                 inferred = _onnx().shape_inference.infer_shapes(self.model)
-                for value_info in inferred.graph.value_info:
+                graph = inferred.graph  # inferred shapes land in value_info or the outputs
+                for value_info in list(graph.value_info) + list(graph.output):
                     dims = _value_info_dims(value_info)
                     if dims is not None:
                         self._inferred[value_info.name] = dims
