@@ -212,3 +212,80 @@ def test_handwritten_ir_with_f16_weights_and_a_wrong_declared_shape(tmp_path):
     assert result.returncode == 1
     assert re.search(r"upsampling_node.*declared output \[1,10,7,8\] but inferred \[1,10,8,8\]",
                      result.stderr), result.stderr
+
+
+def _compile(ov, xml):
+    core = ov.Core()
+    return core.compile_model(core.read_model(str(xml)), "CPU",
+                              {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": "2"})
+
+
+@pytest.mark.peers
+def test_quantized_weights_and_dynamic_batch(tmp_path):
+    """u8 weights decompressed by Convert -> Subtract -> Multiply, and a dynamic batch dim."""
+    ov = pytest.importorskip("openvino")
+    pytest.importorskip("defusedxml")
+    import openvino.opset1 as ops
+    from openvino.utils.node_factory import NodeFactory
+
+    rng = np.random.default_rng(9)
+    data = ops.parameter(ov.PartialShape([-1, 4, 5, 5]), np.float32, name="x")
+    quantized = ops.constant(rng.integers(0, 255, (4, 6, 3, 3)).astype(np.uint8))
+    zero_point = ops.constant(np.full((4, 1, 1, 1), 128, np.float32))
+    scale = ops.constant(rng.random((4, 1, 1, 1)).astype(np.float32) / 50)
+    weights = ops.multiply(ops.subtract(ops.convert(quantized, "f32"), zero_point), scale)
+    node = NodeFactory("opset1").create(
+        "ConvolutionBackpropData", [data.output(0), weights.output(0)],
+        dict(strides=[2, 2], pads_begin=[1, 1], pads_end=[0, 0], dilations=[1, 1],
+             auto_pad="explicit", output_padding=[1, 0]))
+    node.friendly_name = "up_quantized"
+    xml = tmp_path / "quantized.xml"
+    ov.save_model(ov.Model([node.output(0)], [data], "q"), str(xml), compress_to_fp16=False)
+    assert 'element_type="u8"' in xml.read_text() and "<dim>-1</dim>" in xml.read_text()
+
+    result = run_cli("ir", "check", xml, "--json")
+    assert result.returncode == 0, result.stderr
+    row = json.loads(result.stdout)["layers"][0]
+    # Y = (5-1)*2 + 3 + output_padding - pads_begin - pads_end: 11 + 1 - 1 and 11 + 0 - 1.
+    assert row["status"] == "ok" and row["inferred"] == [None, 6, 11, 10]
+
+    batch = rng.standard_normal((3, 4, 5, 5)).astype(np.float32)
+    expected = _compile(ov, xml)({"x": batch})[0]
+    np.save(tmp_path / "x.npy", batch)
+    result = run_cli("ir", "run", xml, "--layer", "up_quantized", "--data", tmp_path / "x.npy",
+                     "-o", tmp_path / "y.npy")
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.peers
+def test_progress_bar_only_on_a_terminal(tmp_path, monkeypatch, capsys):
+    ov = pytest.importorskip("openvino")
+    pytest.importorskip("defusedxml")
+    import io
+
+    import openvino.opset1 as ops
+
+    import convtranspose.cli as cli
+
+    node = parameter = ops.parameter([1, 2, 3], np.float32, name="x")
+    for index in range(25):
+        node = ops.convolution_backprop_data(node, ops.constant(np.ones((2, 2, 1), np.float32)),
+                                             strides=[1])
+        node.friendly_name = f"layer{index}"
+    xml = tmp_path / "deep.xml"
+    ov.save_model(ov.Model([node.output(0)], [parameter], "deep"), str(xml))
+
+    plain = run_cli("ir", "check", xml)  # stderr is a pipe: no bar
+    assert plain.returncode == 0 and plain.stderr == ""
+    assert "25 transposed-convolution layers checked, 0 mismatched" in plain.stdout
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert cli.main(["ir", "check", str(xml)]) == 0
+    assert "25/25" in terminal.getvalue() and "\r" in terminal.getvalue()
+    assert "25/25" not in capsys.readouterr().out
