@@ -336,7 +336,7 @@ class IRModel:
                 f"{layer.describe()}: declared output {format_dims(report.declared)} but"
                 f" inferred {format_dims(inferred)} from data {format_dims(data)}, filter"
                 f" {format_dims(filter_)}"
-                + ("" if output_shape is None else f", output_shape {list(output_shape)}"))
+                + ("" if output_shape is None else f", output_shape {format_dims(output_shape)}"))
         return report
 
     def run(self, layer: Layer, data):
