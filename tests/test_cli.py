@@ -222,3 +222,14 @@ def test_bench_without_its_module_is_a_one_line_error(monkeypatch, capsys):
     assert cli.main(["bench", "--quick"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "convtranspose._bench" in err[0]
+
+
+def test_the_shape_examples_in_the_help_run():
+    text = run_cli("shape", "--help").stdout
+    examples = text[text.index("examples:"):].replace("\\\n", " ").splitlines()[1:]
+    commands = [line.split()[1:] for line in examples if line.strip().startswith("convtranspose")]
+    assert len(commands) == 4
+    for command in commands:
+        result = run_cli(*command)
+        assert result.returncode == 0, (command, result.stderr)
+        assert result.stdout.strip()

@@ -262,3 +262,10 @@ def test_onnx_garbage_and_traversal(tmp_path):
                      "-o", tmp_path / "y.npy", timeout=QUICK)
     assert_one_line_error(result, "over the limit")
     assert not (tmp_path / "y.npy").exists()
+
+
+def test_device_files_are_not_read(ir, tmp_path):
+    result = run_cli("ir", "run", ir, "--layer", "upsampling_node", "--data", "/dev/zero",
+                     "-o", tmp_path / "y.npy", timeout=QUICK)
+    assert_one_line_error(result, "not a regular file")
+    assert_one_line_error(run_cli("ir", "check", "/dev/zero", timeout=QUICK), "not a regular file")
