@@ -289,3 +289,78 @@ def test_progress_bar_only_on_a_terminal(tmp_path, monkeypatch, capsys):
     assert cli.main(["ir", "check", str(xml)]) == 0
     assert "25/25" in terminal.getvalue() and "\r" in terminal.getvalue()
     assert "25/25" not in capsys.readouterr().out
+
+
+def _random_layer(rng, index):
+    """Random attributes for one layer: rank 1-3, both ops, every auto_pad, +- output_shape."""
+    rank = int(rng.integers(1, 4))
+    grouped = bool(rng.integers(0, 2))
+    groups = int(rng.integers(1, 4)) if grouped else 1
+    c_in, c_out = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    x = [int(v) for v in rng.integers(1, 6, rank)]
+    k = [int(v) for v in rng.integers(1, 4, rank)]
+    s = [int(v) for v in rng.integers(1, 4, rank)]
+    d = [int(v) for v in rng.integers(1, 3, rank)]
+    attributes = dict(strides=s, dilations=d,
+                      pads_begin=[int(v) for v in rng.integers(0, 2, rank)],
+                      pads_end=[int(v) for v in rng.integers(0, 2, rank)],
+                      auto_pad=str(rng.choice(["explicit", "same_upper", "same_lower", "valid"])),
+                      output_padding=[int(rng.integers(0, sv)) for sv in s])
+    full = [(xv - 1) * sv + (kv - 1) * dv + 1 for xv, sv, kv, dv in zip(x, s, k, d)]
+    output_shape = None
+    if rng.integers(0, 2):
+        output_shape = [max(1, f + int(rng.integers(-2, 1))) for f in full]
+    elif attributes["auto_pad"] == "explicit":
+        attributes["pads_begin"] = attributes["pads_end"] = [0] * rank
+    op = "GroupConvolutionBackpropData" if grouped else "ConvolutionBackpropData"
+    filter_shape = ([groups, c_in, c_out] if grouped else [c_in, c_out]) + k
+    return op, [2, groups * c_in] + x, filter_shape, output_shape, attributes
+
+
+@pytest.mark.peers
+def test_random_layers_match_openvino(tmp_path, peer_examples):
+    """Random layers in one OpenVINO-saved IR: check agrees with OpenVINO's declared
+    shapes and run with its runtime (layers its CPU plugin cannot compile are skipped)."""
+    ov = pytest.importorskip("openvino")
+    pytest.importorskip("defusedxml")
+    import openvino.opset1 as ops
+    from openvino.utils.node_factory import NodeFactory
+
+    from convtranspose.interop import ir
+
+    rng = np.random.default_rng(2026)
+    factory, core = NodeFactory("opset1"), ov.Core()
+    config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": "1"}
+    parameters, results, layers = [], [], []
+    count = max(10, peer_examples // 5)
+    for index in range(count):
+        op, data_shape, filter_shape, output_shape, attributes = _random_layer(rng, index)
+        parameter = ops.parameter(data_shape, np.float32, name=f"data{index}")
+        inputs = [parameter.output(0),
+                  ops.constant(rng.standard_normal(filter_shape).astype(np.float32)).output(0)]
+        if output_shape is not None:
+            inputs.append(ops.constant(np.array(output_shape, np.int64)).output(0))
+        node = factory.create(op, inputs, attributes)
+        node.friendly_name = f"layer{index}"
+        try:
+            compiled = core.compile_model(ov.Model([node.output(0)], [parameter]), "CPU", config)
+        except RuntimeError:  # e.g. oneDNN has no primitive for this output_padding
+            continue
+        parameters.append(parameter)
+        results.append(node.output(0))
+        layers.append((f"layer{index}", f"data{index}", data_shape, compiled))
+    assert len(layers) >= count // 2
+    xml = tmp_path / "random.xml"
+    ov.save_model(ov.Model(results, parameters, "random"), str(xml), compress_to_fp16=False)
+
+    result = run_cli("ir", "check", xml)
+    assert result.returncode == 0, result.stdout + result.stderr
+    model = ir.load(str(xml))
+    for name, data_name, data_shape, compiled in layers:
+        layer = model.layer(name)
+        report = model.check(layer)
+        data = rng.standard_normal(data_shape).astype(np.float32)
+        expected = compiled({data_name: data})[0]
+        assert report.status == "ok" and report.inferred == expected.shape, report
+        output, _ = model.run(layer, data)
+        np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4, err_msg=name)
