@@ -312,6 +312,10 @@ def _random_layer(rng, index):
         output_shape = [max(1, f + int(rng.integers(-2, 1))) for f in full]
     elif attributes["auto_pad"] == "explicit":
         attributes["pads_begin"] = attributes["pads_end"] = [0] * rank
+    if (output_shape == x and attributes["auto_pad"] == "explicit" and k == [1] * rank
+            and s == [1] * rank and not any(attributes["output_padding"])):
+        # PEERS.md quirk: here OpenVINO's CPU plugin ignores pads_begin (SEMANTICS.md: offset).
+        attributes["pads_begin"] = [0] * rank
     op = "GroupConvolutionBackpropData" if grouped else "ConvolutionBackpropData"
     filter_shape = ([groups, c_in, c_out] if grouped else [c_in, c_out]) + k
     return op, [2, groups * c_in] + x, filter_shape, output_shape, attributes

@@ -150,3 +150,89 @@ def test_onnx_run_unknown_node(onnx_models, tmp_path):
                      tmp_path / "x.npy", "-o", tmp_path / "y.npy")
     assert_one_line_error(result, "no ConvTranspose node named 'nope'", "ct_explicit")
     assert not (tmp_path / "y.npy").exists()
+
+
+def _random_node(rng):
+    """Random ConvTranspose attributes avoiding onnxruntime's documented divergences
+    (SAME_* with K' + output_padding < stride; output_shape beyond the full size)."""
+    rank = int(rng.integers(1, 4))
+    group = int(rng.integers(1, 4))
+    c_in, c_out = group * int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    x = [int(v) for v in rng.integers(1, 6, rank)]
+    k = [int(v) for v in rng.integers(1, 4, rank)]
+    s = [int(v) for v in rng.integers(1, 4, rank)]
+    d = [int(v) for v in rng.integers(1, 3, rank)]
+    op = [int(rng.integers(0, sv)) for sv in s]
+    auto_pad = str(rng.choice(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+    dilated = [(kv - 1) * dv + 1 for kv, dv in zip(k, d)]
+    if auto_pad.startswith("SAME"):
+        s = [min(sv, kd) for sv, kd in zip(s, dilated)]
+        op = [0] * rank
+    full = [(xv - 1) * sv + kd for xv, sv, kd in zip(x, s, dilated)]
+    attributes = dict(strides=s, dilations=d, group=group, auto_pad=auto_pad)
+    if any(op):
+        attributes["output_padding"] = op
+    if auto_pad == "NOTSET":
+        if rng.integers(0, 2):
+            attributes["output_shape"] = [max(1, f + o - int(rng.integers(0, 3)))
+                                          for f, o in zip(full, op)]
+        else:
+            pads = [int(v) for v in rng.integers(0, 2, 2 * rank)]
+            if all(f + o - a - b > 0 for f, o, a, b in zip(full, op, pads[:rank], pads[rank:])):
+                attributes["pads"] = pads
+    return [2, c_in] + x, [c_in, c_out] + k, bool(rng.integers(0, 2)), attributes
+
+
+def test_random_nodes_match_onnxruntime(tmp_path, peer_examples):
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from convtranspose.interop import onnx_model
+
+    rng = np.random.default_rng(2027)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    nodes, initializers, inputs, outputs, cases = [], [], [], [], []
+    for index in range(max(10, peer_examples // 5)):
+        x_shape, w_shape, with_bias, attributes = _random_node(rng)
+        names = [f"x{index}", f"W{index}"]
+        weights = [numpy_helper.from_array(rng.standard_normal(w_shape).astype(np.float32),
+                                           f"W{index}")]
+        if with_bias:
+            weights.append(numpy_helper.from_array(
+                rng.standard_normal(w_shape[1] * attributes["group"]).astype(np.float32),
+                f"B{index}"))
+            names.append(f"B{index}")
+        node = helper.make_node("ConvTranspose", names, [f"y{index}"], name=f"node{index}",
+                                **attributes)
+        x_info = helper.make_tensor_value_info(f"x{index}", TensorProto.FLOAT, x_shape)
+        single = helper.make_model(
+            helper.make_graph([node], "one", [x_info],
+                              [helper.make_tensor_value_info(f"y{index}", TensorProto.FLOAT, None)],
+                              initializer=weights),
+            opset_imports=[helper.make_opsetid("", 22)])
+        single.ir_version = 10
+        session = ort.InferenceSession(single.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        data = rng.standard_normal(x_shape).astype(np.float32)
+        expected = session.run(None, {f"x{index}": data})[0]
+        nodes.append(node)
+        initializers += weights
+        inputs.append(x_info)
+        outputs.append(helper.make_tensor_value_info(f"y{index}", TensorProto.FLOAT,
+                                                     list(expected.shape)))
+        cases.append((f"node{index}", data, expected))
+    model = helper.make_model(helper.make_graph(nodes, "random", inputs, outputs,
+                                                initializer=initializers),
+                              opset_imports=[helper.make_opsetid("", 22)])
+    model.ir_version = 10
+    path = tmp_path / "random.onnx"
+    onnx.save(model, str(path))
+
+    result = run_cli("onnx", "check", path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    loaded = onnx_model.load(str(path))
+    for name, data, expected in cases:
+        output, _ = loaded.run(loaded.node(name), data)
+        np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4, err_msg=name)
