@@ -233,3 +233,12 @@ def test_the_shape_examples_in_the_help_run():
         result = run_cli(*command)
         assert result.returncode == 0, (command, result.stderr)
         assert result.stdout.strip()
+
+
+def test_run_with_mismatched_dtypes_is_a_one_line_error(tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((1, 2, 3), np.float32))
+    np.save(tmp_path / "w.npy", np.ones((2, 2, 3), np.float64))
+    result = run_cli("run", "convolution_backprop_data", "--data", tmp_path / "x.npy",
+                     "--filter", tmp_path / "w.npy", "-o", tmp_path / "y.npy")
+    assert_one_line_error(result, "dtype float32", "float64")
+    assert not (tmp_path / "y.npy").exists()

@@ -568,14 +568,22 @@ def main(argv: list[str] | None = None) -> int:
     from .interop._safety import MissingDependencyError
 
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # inside the try: a closed pipe is reported here, not at exit
+        return code
     except (ConvTransposeError, _Failure, MissingDependencyError) as error:
         return _error(str(error))
     except TypeError as error:  # the documented dtype errors of the array functions
         return _error(str(error))
     except MemoryError:
         return _error("out of memory; lower the sizes or the --max-bytes limit")
-    except BrokenPipeError:  # e.g. `| head`: not an error of ours
+    except KeyboardInterrupt:
+        print("convtranspose: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `| head` closed stdout early: not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
 
 
