@@ -86,6 +86,7 @@ def test_xml_with_a_dtd_is_refused(tmp_path, text, command):
     ("<net><layers><layer", "not well-formed"),
     ('<?xml version="1.0"?><model/>', "not an OpenVINO IR"),
     ("", "not well-formed"),
+    ('<net name="old" version="7"><layers/></net>', "IR version 7"),
 ])
 def test_malformed_xml(tmp_path, text, fragment):
     xml = tmp_path / "bad.xml"

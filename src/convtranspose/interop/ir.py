@@ -423,6 +423,10 @@ def load(xml_path: str, bin_path: str | None = None, *, max_bytes: int = DEFAULT
         raise InteropError(f"cannot read {name}: {error.strerror or error}") from None
     if root.tag != "net":
         raise InteropError(f"{name} is not an OpenVINO IR: its root element is <{root.tag}>, not <net>")
+    version = root.get("version", "")
+    if version.isdigit() and int(version) < 10:
+        raise InteropError(f"{name} is an IR version {version}; only versions 10 and 11 (OpenVINO"
+                           " 2020.1 and later) are supported: re-save it with a current OpenVINO")
 
     layers = {}
     for element in root.iterfind("layers/layer"):
