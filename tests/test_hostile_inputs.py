@@ -98,8 +98,8 @@ def test_truncated_bin(ir, tmp_path):
     bin_path = ir.with_suffix(".bin")
     bin_path.write_bytes(bin_path.read_bytes()[:1000])
     assert_one_line_error(_ir_run(ir, tmp_path), "truncated", "weights")
-    # check reads only the output_shape Const, which now lies past the end too.
-    assert_one_line_error(run_cli("ir", "check", ir, timeout=QUICK), "truncated", "output_shape")
+    # check validates every Const's bounds too (without reading the weights).
+    assert_one_line_error(run_cli("ir", "check", ir, timeout=QUICK), "truncated", "weights")
 
 
 def test_missing_bin(ir, tmp_path):
@@ -121,16 +121,16 @@ def test_bad_const_is_refused(ir, tmp_path, old, new, fragment):
     ir.write_text(text[:start] + text[start:].replace(old, new, 1))
     assert_one_line_error(_ir_run(ir, tmp_path), fragment)
     assert not (tmp_path / "y.npy").exists()
+    assert_one_line_error(run_cli("ir", "check", ir, timeout=QUICK), fragment)
 
 
 def test_const_over_the_memory_limit(tmp_path):
-    """A consistent but huge Const: refused from its declared size, before any read."""
-    weights = np.zeros((20, 10, 3, 3), np.float32)
+    """A Const over --max-bytes is refused from its declared size, before it is read."""
+    weights = np.zeros((20, 10, 3, 3), np.float32)  # 7200 bytes
     xml = write_ir(tmp_path, data_shape=(1, 20, 4, 4), weights=weights, declared=(1, 10, 6, 6))
-    _edit(xml, 'shape="20, 10, 3, 3" offset="0" size="7200"',
-          'shape="20, 10, 30000, 30000" offset="0" size="720000000000"')
     np.save(tmp_path / "x.npy", np.ones((1, 20, 4, 4), np.float32))
-    assert_one_line_error(_ir_run(xml, tmp_path), "over the limit", "--max-bytes")
+    assert_one_line_error(_ir_run(xml, tmp_path, "--max-bytes", "4K"), "weights",
+                          "over the limit", "--max-bytes")
 
 
 @pytest.mark.parametrize("dims,fragment", [

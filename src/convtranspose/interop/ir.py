@@ -230,9 +230,8 @@ class IRModel:
             return np.dtype(require("ml_dtypes", "bfloat16", "reading bf16 constants").bfloat16)
         return np.dtype(name)
 
-    def _read_const(self, layer: Layer):
-        import numpy as np
-
+    def _const_layout(self, layer: Layer):
+        """A Const's (dtype, shape, offset, size), checked against each other and the .bin."""
         attrs = layer.attributes
         dtype = self._dtype(layer, attrs.get("element_type"))
         where = layer.describe()
@@ -246,9 +245,39 @@ class IRModel:
         if size != count * dtype.itemsize:
             raise InteropError(f"{where}: size {size} does not match shape {shape} of"
                                f" {attrs.get('element_type')} ({count * dtype.itemsize} bytes)")
-        check_bytes(where, size, self.max_bytes)
-        data = read_bounded(self.bin_path, offset, size, self._bin(), where)
+        if offset < 0:
+            raise InteropError(f"{where}: negative offset {offset}")
+        if offset + size > self._bin():
+            raise InteropError(
+                f"{where}: bytes [{offset}, {offset + size}) lie outside"
+                f" {os.path.basename(self.bin_path)} ({self._bin()} bytes); the file is"
+                " truncated or the offset is wrong")
+        return dtype, shape, offset, size
+
+    def _read_const(self, layer: Layer):
+        import numpy as np
+
+        dtype, shape, offset, size = self._const_layout(layer)
+        check_bytes(layer.describe(), size, self.max_bytes)
+        data = read_bounded(self.bin_path, offset, size, self._bin(), layer.describe())
         return np.frombuffer(data, dtype).reshape(shape)
+
+    def validate_weights(self, layer: Layer) -> None:
+        """Check, without reading them, every Const feeding ``layer``'s filter.
+
+        Follows the same Convert/Multiply/Subtract/Add chains as :meth:`constant`;
+        weights computed at run time are not an error here.
+        """
+        pending, seen = [self.producer(layer, 1)[0]], set()
+        while pending:
+            source = pending.pop()
+            if source.id in seen or len(seen) > _MAX_CONSTANT_DEPTH:
+                continue
+            seen.add(source.id)
+            if source.type == "Const":
+                self._const_layout(source)
+            elif source.type in ("Convert", "Multiply", "Subtract", "Add"):
+                pending += [self.producer(source, i)[0] for i in range(len(source.inputs))]
 
     # -- the two operations --------------------------------------------------------
 
@@ -289,6 +318,7 @@ class IRModel:
                     f" {format_dims(layer.inputs[index].dims)} but its producer"
                     f" {source.describe()} declares {format_dims(port.dims)}")
 
+        self.validate_weights(layer)
         output_shape = None
         if len(layer.inputs) == 3:
             source, _ = self.producer(layer, 2)
