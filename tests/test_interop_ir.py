@@ -368,3 +368,18 @@ def test_random_layers_match_openvino(tmp_path, peer_examples):
         assert report.status == "ok" and report.inferred == expected.shape, report
         output, _ = model.run(layer, data)
         np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def test_output_shape_computed_at_run_time_is_unchecked_not_failed(tmp_path):
+    pytest.importorskip("defusedxml")
+    xml = write_ir(tmp_path, data_shape=(1, 20, 4, 4), weights=np.ones((20, 10, 3, 3)),
+                   declared=(1, 10, 6, 6), output_shape=(6, 6),
+                   attributes=dict(strides="1,1", auto_pad="valid"))
+    text = xml.read_text().replace('name="output_shape" type="Const"',
+                                   'name="output_shape" type="Parameter"')
+    xml.write_text(text)
+    result = run_cli("ir", "check", xml, "--json")
+    assert result.returncode == 0, result.stderr
+    row = json.loads(result.stdout)["layers"][0]
+    assert row["status"] == "unchecked" and row["inferred"] is None
+    assert "computed at run time" in result.stderr

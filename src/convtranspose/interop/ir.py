@@ -29,7 +29,7 @@ from ._safety import (
     require,
 )
 
-__all__ = ["IRModel", "Layer", "Port", "TRANSPOSED_CONVOLUTIONS", "load"]
+__all__ = ["IRModel", "Layer", "NotConstantError", "Port", "TRANSPOSED_CONVOLUTIONS", "load"]
 
 #: IR layer type -> the :mod:`convtranspose` function computing it.
 TRANSPOSED_CONVOLUTIONS = {
@@ -43,6 +43,10 @@ ELEMENT_TYPES = {
     "i64": "int64", "i32": "int32", "i16": "int16", "i8": "int8",
     "u64": "uint64", "u32": "uint32", "u16": "uint16", "u8": "uint8", "boolean": "bool",
 }
+
+class NotConstantError(InteropError):
+    """An input the reader needs is computed at run time, not stored in the ``.bin``."""
+
 
 # How deep a chain of constant-folding layers (Const -> Convert -> Multiply ...) may be.
 _MAX_CONSTANT_DEPTH = 32
@@ -212,7 +216,7 @@ class IRModel:
             operation = {"Multiply": np.multiply, "Subtract": np.subtract, "Add": np.add}
             value = operation[layer.type](left, right)
         else:
-            raise InteropError(
+            raise NotConstantError(
                 f"{purpose} is computed by {layer.describe()}; only constants (Const, optionally"
                 " through Convert, Multiply, Subtract, Add) can be read from the .bin"
             )
@@ -324,9 +328,7 @@ class IRModel:
             source, _ = self.producer(layer, 2)
             try:
                 values = self.constant(layer, 2)
-            except InteropError as error:
-                if "only constants" not in str(error):
-                    raise
+            except NotConstantError:
                 report.status = "unchecked"
                 report.problems.append(f"{layer.describe()}: output_shape comes from"
                                        f" {source.describe()}, computed at run time: not checked")
