@@ -336,7 +336,7 @@ def test_random_layers_match_openvino(tmp_path, peer_examples):
     factory, core = NodeFactory("opset1"), ov.Core()
     config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": "1"}
     parameters, results, layers = [], [], []
-    count = max(10, peer_examples // 5)
+    count = max(10, peer_examples // 10)
     for index in range(count):
         op, data_shape, filter_shape, output_shape, attributes = _random_layer(rng, index)
         parameter = ops.parameter(data_shape, np.float32, name=f"data{index}")

@@ -194,7 +194,7 @@ def test_random_nodes_match_onnxruntime(tmp_path, peer_examples):
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     nodes, initializers, inputs, outputs, cases = [], [], [], [], []
-    for index in range(max(10, peer_examples // 5)):
+    for index in range(max(10, peer_examples // 10)):
         x_shape, w_shape, with_bias, attributes = _random_node(rng)
         names = [f"x{index}", f"W{index}"]
         weights = [numpy_helper.from_array(rng.standard_normal(w_shape).astype(np.float32),
