@@ -87,7 +87,8 @@ def write_ir(directory: Path, *, data_shape, weights: np.ndarray, declared,
             f'<layer id="3" name="output_shape" type="Const" version="opset1">'
             f'<data element_type="i64" shape="{len(values)}" offset="{len(blob)}"'
             f' size="{values.nbytes}"/>'
-            f'<output><port id="0" precision="I64"><dim>{len(values)}</dim></port></output></layer>')
+            f'<output><port id="0" precision="I64"><dim>{len(values)}</dim></port></output>'
+            '</layer>')
         blob += values.tobytes()
         inputs += f'<port id="2" precision="I64"><dim>{len(values)}</dim></port>'
         edges.append('<edge from-layer="3" from-port="0" to-layer="4" to-port="2"/>')

@@ -439,7 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  convtranspose shape convolution_backprop_data --data-shape 1,20,224,224"
                " --filter-shape 20,10,3,3 --strides 2,2 --pads-begin 1,1 --pads-end 1,1\n"
-               "  convtranspose run conv_transpose --data x.npy --filter w.npy --strides 2 -o y.npy\n"
+               "  convtranspose run conv_transpose --data x.npy --filter w.npy --strides 2"
+               " -o y.npy\n"
                "  convtranspose ir check model.xml\n"
                "  convtranspose onnx check model.onnx\n"
                "  convtranspose bench --quick\n"
@@ -502,7 +503,8 @@ def build_parser() -> argparse.ArgumentParser:
     ir_run.add_argument("--data", required=True, metavar="X.npy")
     ir_run.add_argument("-o", "--output", required=True, metavar="Y.npy")
     for sub in (ir_check, ir_run):
-        sub.add_argument("--bin", metavar="MODEL.bin", help="the weights (default: next to the .xml)")
+        sub.add_argument("--bin", metavar="MODEL.bin",
+                         help="the weights (default: next to the .xml)")
         sub.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
                          help=_MAX_BYTES_HELP)
     ir_check.set_defaults(handler=_ir_check)

@@ -162,7 +162,8 @@ class IRModel:
             raise InteropError(f"{layer.describe()}: input {index} is not connected") from None
         source = self.layers.get(from_id)
         if source is None:
-            raise InteropError(f"an edge into {layer.describe()} comes from a missing layer id {from_id}")
+            raise InteropError(f"an edge into {layer.describe()} comes from a missing layer"
+                               f" id {from_id}")
         for output in source.outputs:
             if output.id == from_port:
                 return source, output
@@ -244,8 +245,9 @@ class IRModel:
         try:
             offset, size = int(attrs["offset"]), int(attrs["size"])
         except (KeyError, ValueError):
-            raise InteropError(f"{where}: needs integer offset and size attributes, got"
-                               f" offset={attrs.get('offset')!r} size={attrs.get('size')!r}") from None
+            raise InteropError(
+                f"{where}: needs integer offset and size attributes, got"
+                f" offset={attrs.get('offset')!r} size={attrs.get('size')!r}") from None
         if size != count * dtype.itemsize:
             raise InteropError(f"{where}: size {size} does not match shape {shape} of"
                                f" {attrs.get('element_type')} ({count * dtype.itemsize} bytes)")
@@ -389,7 +391,8 @@ class IRModel:
             raise InteropError(f"data has shape {data.shape} but {layer.describe()} declares"
                                f" input 0 as {format_dims(declared)}")
         if len(layer.inputs) not in (2, 3):
-            raise InteropError(f"{layer.describe()} has {len(layer.inputs)} inputs; the op takes 2 or 3")
+            raise InteropError(f"{layer.describe()} has {len(layer.inputs)} inputs; the op"
+                               " takes 2 or 3")
         filter_ = self.constant(layer, 1)
         output_shape = None
         if len(layer.inputs) == 3:
@@ -413,7 +416,8 @@ class IRModel:
         return result, notes
 
 
-def load(xml_path: str, bin_path: str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES) -> IRModel:
+def load(xml_path: str, bin_path: str | None = None, *,
+         max_bytes: int = DEFAULT_MAX_BYTES) -> IRModel:
     """Parse an OpenVINO IR ``.xml`` safely; the ``.bin`` is read lazily, bounded.
 
     Parameters
@@ -454,7 +458,8 @@ def load(xml_path: str, bin_path: str | None = None, *, max_bytes: int = DEFAULT
     except OSError as error:
         raise InteropError(f"cannot read {name}: {error.strerror or error}") from None
     if root.tag != "net":
-        raise InteropError(f"{name} is not an OpenVINO IR: its root element is <{root.tag}>, not <net>")
+        raise InteropError(f"{name} is not an OpenVINO IR: its root element is <{root.tag}>,"
+                           " not <net>")
     version = root.get("version", "")
     if version.isdigit() and int(version) < 10:
         raise InteropError(f"{name} is an IR version {version}; only versions 10 and 11 (OpenVINO"
@@ -462,7 +467,8 @@ def load(xml_path: str, bin_path: str | None = None, *, max_bytes: int = DEFAULT
 
     layers = {}
     for element in root.iterfind("layers/layer"):
-        layer_id, layer_name, layer_type = element.get("id"), element.get("name"), element.get("type")
+        layer_id, layer_type = element.get("id"), element.get("type")
+        layer_name = element.get("name")
         if layer_id is None or layer_type is None:
             raise InteropError(f"{name}: a <layer> lacks its id or type attribute")
         if layer_id in layers:

@@ -93,7 +93,8 @@ class ONNXModel:
         names = ", ".join(repr(node_label(node)) for node in nodes[:10])
         more = f" and {len(nodes) - 10} more" if len(nodes) > 10 else ""
         raise InteropError(f"no ConvTranspose node named {name!r} in"
-                           f" {os.path.basename(self.path)}; its nodes are: {names or 'none'}{more}")
+                           f" {os.path.basename(self.path)}; its nodes are:"
+                           f" {names or 'none'}{more}")
 
     # -- shapes and constants --------------------------------------------------------
 
@@ -220,10 +221,12 @@ class ONNXModel:
         if attributes.get("output_shape") is not None:
             report.output_shape_input = tuple(attributes["output_shape"])
         unknown = [name for name, dims in ((x_name, data), (w_name, filter_)) if dims is None]
-        if unknown or None in data[1:] or None in filter_ or (b_name and (bias is None or None in bias)):
+        unknown_bias = b_name is not None and (bias is None or None in bias)
+        if unknown or None in data[1:] or None in filter_ or unknown_bias:
             report.status = "unchecked"
-            report.problems.append(f"{_describe(node)}: input shapes unknown or dynamic"
-                                   f" (X {format_dims(data)}, W {format_dims(filter_)}): not checked")
+            report.problems.append(
+                f"{_describe(node)}: input shapes unknown or dynamic (X {format_dims(data)},"
+                f" W {format_dims(filter_)}): not checked")
             return report
         dynamic_batch = bool(data) and data[0] is None
         for name, dims in ((x_name, data), (w_name, filter_)):
@@ -302,5 +305,6 @@ def load(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ONNXModel:
         model = onnx.load(path, load_external_data=False)
     except Exception as error:  # noqa: BLE001 - protobuf raises DecodeError, RuntimeError ...
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise InteropError(f"{os.path.basename(path)} is not a readable ONNX model: {reason}") from None
+        raise InteropError(
+            f"{os.path.basename(path)} is not a readable ONNX model: {reason}") from None
     return ONNXModel(path, model, max_bytes)
