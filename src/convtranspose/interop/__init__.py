@@ -1,0 +1,18 @@
+"""Read the transposed convolutions inside real models, safely.
+
+- :mod:`convtranspose.interop.ir`: OpenVINO IR (``.xml`` + ``.bin``), parsed with
+  ``defusedxml``; ConvolutionBackpropData-1 and GroupConvolutionBackpropData-1 layers.
+- :mod:`convtranspose.interop.onnx_model`: ONNX ``ConvTranspose`` nodes (needs ``onnx``).
+- :mod:`convtranspose.interop._safety`: the limits every reader enforces (bounded
+  file reads, no pickles, no shapes that overflow or exceed a memory limit).
+
+Both readers offer the same two things: ``check`` (recompute every layer's output
+shape from its inputs and attributes and compare with what the model declares) and
+``run`` (execute one layer on given data with the model's own weights).  Nothing here
+is imported by ``import convtranspose``; the optional dependencies are imported only
+when a model is read, and their absence raises :class:`MissingDependencyError`.
+"""
+
+from ._safety import DEFAULT_MAX_BYTES, InteropError, MissingDependencyError
+
+__all__ = ["DEFAULT_MAX_BYTES", "InteropError", "MissingDependencyError"]

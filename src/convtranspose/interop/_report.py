@@ -1,0 +1,107 @@
+"""The per-layer result of ``check``, shared by the IR and ONNX readers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["LayerReport", "compatible", "format_dims", "format_table"]
+
+Dims = tuple  # of int or None (a dynamic dimension)
+
+
+def compatible(declared: Dims | None, inferred: Dims | None) -> bool:
+    """Equal ranks and equal dims, a dynamic (``None``) dim matching anything."""
+    if declared is None or inferred is None:
+        return True
+    return len(declared) == len(inferred) and all(
+        a is None or b is None or a == b for a, b in zip(declared, inferred)
+    )
+
+
+def format_dims(dims: Dims | None) -> str:
+    """``(1, 20, None)`` -> ``"[1,20,?]"``; ``None`` -> ``"-"``."""
+    if dims is None:
+        return "-"
+    return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+@dataclass
+class LayerReport:
+    """What ``check`` found for one transposed-convolution layer or node.
+
+    Attributes
+    ----------
+    name : str
+        The layer's (node's) name in the model.
+    op : str
+        Its type in the model (``ConvolutionBackpropData``, ``ConvTranspose`` ...).
+    data_shape, filter_shape : tuple or None
+        The input shapes the model declares (``None`` entries are dynamic).
+    output_shape_input : tuple or None
+        The spatial ``output_shape`` the layer receives, if any.
+    declared : tuple or None
+        The output shape the model declares.
+    inferred : tuple or None
+        The output shape recomputed from the inputs and attributes.
+    pads_begin, pads_end : tuple or None
+        The resolved pads.
+    status : {"ok", "mismatch", "invalid", "unchecked"}
+        ``mismatch``: declared and inferred shapes differ (or an input's declared
+        shape differs from its producer's); ``invalid``: the attributes and shapes
+        break the op's rules; ``unchecked``: dynamic or run-time-computed shapes.
+    problems : list of str
+        One line per finding, naming the layer and both shapes.
+    """
+
+    name: str
+    op: str
+    data_shape: Dims | None = None
+    filter_shape: Dims | None = None
+    output_shape_input: Dims | None = None
+    declared: Dims | None = None
+    inferred: Dims | None = None
+    pads_begin: Dims | None = None
+    pads_end: Dims | None = None
+    status: str = "ok"
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("mismatch", "invalid")
+
+    def to_dict(self) -> dict:
+        def listed(dims):
+            return None if dims is None else list(dims)
+
+        return {
+            "name": self.name,
+            "op": self.op,
+            "data_shape": listed(self.data_shape),
+            "filter_shape": listed(self.filter_shape),
+            "output_shape_input": listed(self.output_shape_input),
+            "declared": listed(self.declared),
+            "inferred": listed(self.inferred),
+            "pads_begin": listed(self.pads_begin),
+            "pads_end": listed(self.pads_end),
+            "status": self.status,
+            "problems": list(self.problems),
+        }
+
+
+_COLUMNS = ("layer", "op", "data", "filter", "output_shape", "declared", "inferred",
+            "pads_begin", "pads_end", "status")
+
+
+def format_table(reports: list[LayerReport]) -> str:
+    """An aligned text table, one row per layer."""
+    rows = [_COLUMNS] + [
+        (r.name, r.op, format_dims(r.data_shape), format_dims(r.filter_shape),
+         format_dims(r.output_shape_input), format_dims(r.declared), format_dims(r.inferred),
+         format_dims(r.pads_begin), format_dims(r.pads_end),
+         r.status.upper() if r.failed else r.status)
+        for r in reports
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
+    )

@@ -1,0 +1,244 @@
+"""The ``convtranspose`` console script, run for real in subprocesses.
+
+Oracles: the output dims the specs' own XML examples declare, the direct loop in
+``tests/oracle.py``, and the spec formulas written out by hand.
+"""
+
+import json
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from cli_support import assert_one_line_error, run_cli, write_ir
+from oracle import crop, full_transposed_convolution
+
+import convtranspose.cli as cli
+
+# The spec XML examples: (op, data, filter, output_shape input, attributes, declared output).
+SPEC_EXAMPLES = [
+    ("convolution_backprop_data", (1, 20, 224, 224), (20, 10, 3, 3), None,
+     dict(strides="2,2", pads_begin="1,1", pads_end="1,1", dilations="1,1",
+          output_padding="0,0", auto_pad="explicit"), (1, 10, 447, 447)),
+    ("convolution_backprop_data", (1, 20, 2, 2), (20, 10, 3, 3), None,
+     dict(strides="3,3", pads_begin="0,0", pads_end="0,0", dilations="1,1",
+          output_padding="2,2", auto_pad="explicit"), (1, 10, 8, 8)),
+    ("convolution_backprop_data", (1, 20, 224, 224), (20, 10, 3, 3), (450, 450),
+     dict(strides="1,1", pads_begin="1,1", pads_end="1,1", dilations="1,1",
+          output_padding="0,0", auto_pad="valid"), (1, 10, 450, 450)),
+    ("group_convolution_backprop_data", (1, 20, 224, 224), (4, 5, 2, 3, 3), None,
+     dict(strides="2,2", pads_begin="1,1", pads_end="1,1", dilations="1,1"), (1, 8, 447, 447)),
+]
+
+
+def _flags(attributes):
+    flags = []
+    for key, value in attributes.items():
+        flags += ["--" + key.replace("_", "-"), value]
+    return flags
+
+
+@pytest.mark.parametrize("op,data,filter_,output_shape,attributes,declared", SPEC_EXAMPLES)
+def test_shape_json_matches_the_spec_examples(op, data, filter_, output_shape, attributes,
+                                              declared):
+    args = ["shape", op, "--data-shape", ",".join(map(str, data)),
+            "--filter-shape", ",".join(map(str, filter_)), "--json", *_flags(attributes)]
+    if output_shape:
+        args += ["--output-shape", ",".join(map(str, output_shape))]
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert tuple(plan["output_shape"]) == declared
+    explicit = attributes.get("auto_pad", "explicit") == "explicit"
+    expected_pads = [int(v) for v in attributes["pads_begin"].split(",")] if explicit else [0, 0]
+    assert plan["pads_begin"] == expected_pads
+    assert plan["output_size"] == list(declared[2:])
+    assert len(plan["offset"]) == 2
+
+
+def test_shape_text_shows_shape_pads_and_each_axis_formula_with_numbers():
+    result = run_cli("shape", "convolution_backprop_data", "--data-shape", "1,20,224,224",
+                     "--filter-shape", "20,10,3,3", "--strides", "2,2", "--pads-begin", "1,1",
+                     "--pads-end", "1,1")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "output_shape  [1, 10, 447, 447]" in lines
+    assert "pads_begin    [1, 1]" in lines and "pads_end      [1, 1]" in lines
+    axes = [line for line in lines if line.startswith("axis ")]
+    assert len(axes) == 2
+    # F = (X-1)*s + (K-1)*d + 1 = 223*2 + 3 = 449, then minus the pads: 447.
+    assert all("(224-1)*2" in line and "449" in line and "447" in line for line in axes)
+    assert result.stderr == ""
+
+
+def test_shape_onnx_and_onednn_follow_their_own_padding_rules():
+    # oneDNN same_upper: total = K' - s = 1, the odd pad at the END; Y = X * s.
+    result = run_cli("shape", "conv_transpose", "--data-shape", "1,8,8,16", "--filter-shape",
+                     "3,3,16,4", "--strides", "2", "--auto-pad", "same_upper", "--json")
+    plan = json.loads(result.stdout)
+    assert plan["output_shape"] == [1, 16, 16, 4]
+    assert (plan["pads_begin"], plan["pads_end"]) == ([0, 0], [1, 1])
+    # ONNX explicit pads [b1, b2, e1, e2]: Y = (X-1)*s + K - b - e.
+    result = run_cli("shape", "onnx_conv_transpose", "--data-shape", "1,1,3,3", "--filter-shape",
+                     "1,2,3,3", "--strides", "3,2", "--pads", "1,2,1,2", "--bias-shape", "2",
+                     "--group", "1", "--json")
+    plan = json.loads(result.stdout)
+    assert plan["output_shape"] == [1, 2, (3 - 1) * 3 + 3 - 2, (3 - 1) * 2 + 3 - 4]
+    assert (plan["pads_begin"], plan["pads_end"]) == ([1, 2], [1, 2])
+
+
+def test_run_convolution_backprop_data_matches_the_direct_loop(tmp_path):
+    rng = np.random.default_rng(1)
+    data = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    weights = rng.standard_normal((3, 2, 3, 2)).astype(np.float32)
+    np.save(tmp_path / "x.npy", data)
+    np.save(tmp_path / "w.npy", weights)
+    before = set(tmp_path.iterdir())
+    result = run_cli("run", "convolution_backprop_data", "--data", tmp_path / "x.npy",
+                     "--filter", tmp_path / "w.npy", "--strides", "2,1", "--pads-begin", "1,0",
+                     "--pads-end", "0,1", "--dilations", "1,2", "--output-padding", "1,0",
+                     "-o", tmp_path / "y.out")
+    assert result.returncode == 0, result.stderr
+    # Exactly the requested file, under exactly its name (numpy.save would add .npy).
+    assert set(tmp_path.iterdir()) - before == {tmp_path / "y.out"}
+    output = np.load(tmp_path / "y.out")
+    full = full_transposed_convolution(data, weights[None], (2, 1), (1, 2))
+    sizes = ((5 - 1) * 2 + 3 + 1 - 1, (4 - 1) * 1 + (2 - 1) * 2 + 1 - 1)
+    expected = crop(full, (1, 0), sizes)
+    assert output.dtype == np.float32 and output.shape == (2, 2) + sizes
+    np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_run_onnx_with_bias_and_groups_matches_the_direct_loop(tmp_path):
+    rng = np.random.default_rng(2)
+    data = rng.standard_normal((1, 4, 3, 3))
+    weights = rng.standard_normal((4, 3, 2, 2))  # (C, M/group, K...), group 2 -> M = 6
+    bias = rng.standard_normal(6)
+    for name, array in (("x", data), ("w", weights), ("b", bias)):
+        np.save(tmp_path / f"{name}.npy", array)
+    result = run_cli("run", "onnx_conv_transpose", "--data", tmp_path / "x.npy", "--filter",
+                     tmp_path / "w.npy", "--bias", tmp_path / "b.npy", "--group", "2",
+                     "--strides", "2,2", "--pads", "0,1,1,0", "-o", tmp_path / "y.npy")
+    assert result.returncode == 0, result.stderr
+    assert "y.npy" in result.stdout
+    # (C, M/g, K) -> (G, C/g, M/g, K): group g owns input channels [2g, 2g+2).
+    full = full_transposed_convolution(data, weights.reshape(2, 2, 3, 2, 2), (2, 2), (1, 1))
+    full_size = (3 - 1) * 2 + 2  # F = (X-1)*s + K
+    expected = crop(full, (0, 1), (full_size - 1, full_size - 1)) + bias[None, :, None, None]
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), expected, rtol=1e-12)
+
+
+def test_spec_ir_example_passes_ir_check(tmp_path):
+    pytest.importorskip("defusedxml")
+    weights = np.ones((20, 10, 3, 3), np.float32)
+    xml = write_ir(tmp_path, data_shape=(1, 20, 224, 224), weights=weights,
+                   declared=(1, 10, 450, 450), output_shape=(450, 450),
+                   attributes=dict(dilations="1,1", pads_begin="1,1", pads_end="1,1",
+                                   strides="1,1", output_padding="0,0", auto_pad="valid"))
+    result = run_cli("ir", "check", xml)
+    assert result.returncode == 0, result.stderr
+    assert "upsampling_node" in result.stdout and "[1,10,450,450]" in result.stdout
+
+
+@pytest.mark.parametrize("command", [
+    [], ["shape"], ["run"], ["ir"], ["ir", "check"], ["ir", "run"], ["onnx"],
+    ["onnx", "check"], ["onnx", "run"], ["demo"],
+])
+def test_every_command_has_help_with_examples(command):
+    result = run_cli(*command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "example" in result.stdout and "usage: convtranspose" in result.stdout
+
+
+def test_python_dash_m_runs_the_same_cli():
+    import subprocess
+
+    result = subprocess.run([sys.executable, "-m", "convtranspose", "shape",
+                             "convolution_backprop_data", "--data-shape", "1,20,2,2",
+                             "--filter-shape", "20,10,3,3", "--strides", "3",
+                             "--output-padding", "2", "--json"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["output_shape"] == [1, 10, 8, 8]
+
+
+def test_demo_still_runs():
+    result = run_cli("demo", "--repeat", "1")
+    assert result.returncode == 0, result.stderr
+    assert "(1, 10, 447, 447)" in result.stdout
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["shape", "deconv", "--data-shape", "1,2,3", "--filter-shape", "2,2,3"], "invalid choice"),
+    (["shape", "convolution_backprop_data", "--data-shape", "1,2,3", "--filter-shape", "2,2,3",
+      "--pads", "1,1"], "--pads is not an attribute of convolution_backprop_data"),
+    (["shape", "convolution_backprop_data", "--data-shape", "1,2,3", "--filter-shape", "2,2,3",
+      "--groups", "2"], "no groups attribute"),
+    (["shape", "convolution_backprop_data", "--data-shape", "1,3,3", "--filter-shape", "2,2,3"],
+     "channels"),
+    (["shape", "convolution_backprop_data", "--data-shape", "1,2,3", "--filter-shape", "2,2,x"],
+     "integers"),
+    (["shape", "convolution_backprop_data", "--data-shape=1,-2,3", "--filter-shape", "2,2,3"],
+     "negative"),
+    (["shape", "convolution_backprop_data", "--data-shape", "1,2,99999999999",
+      "--filter-shape", "2,99999999999,3"], "overflows"),
+    (["run", "convolution_backprop_data", "--data", "missing.npy", "--filter", "w.npy",
+      "-o", "y.npy"], "does not exist"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, fragment, tmp_path):
+    result = run_cli(*args, cwd=tmp_path)
+    assert_one_line_error(result, fragment)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_optional_dependencies_are_one_line_errors(tmp_path, monkeypatch, capsys):
+    xml = tmp_path / "m.xml"
+    xml.write_text("<net/>")
+    monkeypatch.setitem(sys.modules, "defusedxml", None)
+    monkeypatch.setitem(sys.modules, "defusedxml.ElementTree", None)
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    assert cli.main(["ir", "check", str(xml)]) == 2
+    assert cli.main(["onnx", "check", str(tmp_path / "m.onnx")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2
+    assert "defusedxml" in lines[0] and "convtranspose[interop]" in lines[0]
+    assert "'onnx'" in lines[1]
+
+
+def test_bench_forwards_every_argument(monkeypatch, tmp_path):
+    received = []
+    fake = types.ModuleType("convtranspose._bench")
+    fake.main = lambda argv: received.append(argv) or 0
+    monkeypatch.setitem(sys.modules, "convtranspose._bench", fake)
+    assert cli.main(["bench", "--quick", "--out", str(tmp_path)]) == 0
+    assert received == [["--quick", "--out", str(tmp_path)]]
+    fake.main = lambda argv: 3
+    assert cli.main(["bench"]) == 3
+
+
+def test_bench_without_its_module_is_a_one_line_error(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "convtranspose._bench", None)
+    assert cli.main(["bench", "--quick"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "convtranspose._bench" in err[0]
+
+
+def test_the_shape_examples_in_the_help_run():
+    text = run_cli("shape", "--help").stdout
+    examples = text[text.index("examples:"):].replace("\\\n", " ").splitlines()[1:]
+    commands = [line.split()[1:] for line in examples if line.strip().startswith("convtranspose")]
+    assert len(commands) == 4
+    for command in commands:
+        result = run_cli(*command)
+        assert result.returncode == 0, (command, result.stderr)
+        assert result.stdout.strip()
+
+
+def test_run_with_mismatched_dtypes_is_a_one_line_error(tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((1, 2, 3), np.float32))
+    np.save(tmp_path / "w.npy", np.ones((2, 2, 3), np.float64))
+    result = run_cli("run", "convolution_backprop_data", "--data", tmp_path / "x.npy",
+                     "--filter", tmp_path / "w.npy", "-o", tmp_path / "y.npy")
+    assert_one_line_error(result, "dtype float32", "float64")
+    assert not (tmp_path / "y.npy").exists()
