@@ -376,3 +376,24 @@ def onnx_conv_transpose_case(X, W, B=None, *, auto_pad="NOTSET", dilations=None,
 
 def onnx_conv_transpose(X, W, B=None, **attributes):
     return onnx_conv_transpose_case(X, W, B, **attributes).rounded()
+
+
+# ---------------------------------------------------------------------------
+# Test data
+
+def all_dtypes():
+    """Every element type the library accepts, bfloat16 included (needs ml_dtypes)."""
+    import ml_dtypes
+    return [np.dtype(t) for t in (np.float64, np.float32, np.float16, ml_dtypes.bfloat16,
+                                  np.int8, np.int16, np.int32, np.int64,
+                                  np.uint8, np.uint16, np.uint32, np.uint64)]
+
+
+def random_array(rng, shape, dtype):
+    """Random values of ``dtype``: the whole range for integers (so sums wrap), N(0, 1)
+    for floats (rounded to the element type)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    return rng.standard_normal(shape).astype(dtype)
