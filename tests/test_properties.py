@@ -16,6 +16,9 @@ and filter format, bias, batch 0..3 and every dtype.  For each draw:
 ``--examples N`` sets the number of draws per test.
 """
 
+import dataclasses
+import inspect
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -333,3 +336,30 @@ def test_conv_transpose_layouts_agree(examples):
                                     **keywords)
             np.testing.assert_array_equal(np.moveaxis(nxc, -1, 1), reference)
     run(examples, draw_problem(), check)
+
+
+# ---------------------------------------------------------------------------
+# The contract between each array function and its ct.shapes twin.
+
+FUNCTIONS = ["convolution_backprop_data", "group_convolution_backprop_data", "conv_transpose",
+             "onnx_conv_transpose"]
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_shapes_twin_has_the_same_parameters(name):
+    array_parameters = inspect.signature(getattr(ct, name)).parameters
+    shape_parameters = inspect.signature(getattr(ct.shapes, name)).parameters
+    assert [(p.name, p.kind, p.default) for p in array_parameters.values()] == \
+           [(p.name, p.kind, p.default) for p in shape_parameters.values()]
+
+
+def test_plan_is_frozen_and_printable():
+    plan = ct.shapes.convolution_backprop_data((1, 20, 224, 224), (20, 10, 3, 3), strides=2,
+                                               pads_begin=1, pads_end=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.output_shape = (1,)
+    text = str(plan)
+    assert "(1, 10, 447, 447)" in text and "pads_begin=[1, 1]" in text
+    assert (plan.offset, plan.output_size) == ((1, 1), (447, 447))
+    assert hash(plan) == hash(ct.shapes.convolution_backprop_data(
+        (1, 20, 224, 224), (20, 10, 3, 3), strides=[2, 2], pads_begin=1, pads_end=[1, 1]))
