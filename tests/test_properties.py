@@ -363,3 +363,30 @@ def test_plan_is_frozen_and_printable():
     assert (plan.offset, plan.output_size) == ((1, 1), (447, 447))
     assert hash(plan) == hash(ct.shapes.convolution_backprop_data(
         (1, 20, 224, 224), (20, 10, 3, 3), strides=[2, 2], pads_begin=1, pads_end=[1, 1]))
+
+
+def test_spatial_rank_four_in_every_dialect():
+    # Rank >= 3 tensors of any rank are accepted (SEMANTICS: "any rank >= 3"); one 4-D
+    # spatial problem per dialect, with groups, strides, dilations and pads.
+    rng = np.random.default_rng(11)
+    data = rng.standard_normal((2, 4, 2, 3, 2, 2))
+    iox = rng.standard_normal((4, 3, 2, 1, 3, 2))
+    attrs = dict(strides=[1, 2, 3, 1], dilations=[2, 1, 1, 2], pads_begin=[0, 1, 2, 0],
+                 pads_end=[1, 0, 0, 1])
+    oracle.assert_matches(ct.convolution_backprop_data(data, iox, **attrs),
+                          oracle.openvino_cbpd_case(data, iox, **attrs))
+    grouped = iox.reshape(2, 2, 3, 2, 1, 3, 2)
+    oracle.assert_matches(ct.group_convolution_backprop_data(data, grouped, [3, 5, 7, 4],
+                                                             auto_pad="same_lower", strides=2),
+                          oracle.openvino_group_cbpd_case(data, grouped, [3, 5, 7, 4],
+                                                          auto_pad="same_lower", strides=2))
+    nxc, xoi = np.moveaxis(data, 1, -1), layout_filter(iox, "XOI", 4)
+    bias = rng.standard_normal(6)
+    dnn = dict(attrs, groups=2, auto_pad="same_upper", output_padding=[0, 1, 2, 0])
+    oracle.assert_matches(ct.conv_transpose(nxc, xoi, bias, weights_format="XOI", **dnn),
+                          oracle.onednn_conv_transpose_case(nxc, xoi, bias,
+                                                            weights_format="XOI", **dnn))
+    onnx = dict(strides=[1, 2, 3, 1], dilations=[2, 1, 1, 2], pads=[0, 1, 2, 0, 1, 0, 0, 1],
+                group=2)
+    oracle.assert_matches(ct.onnx_conv_transpose(data, iox, bias, **onnx),
+                          oracle.onnx_conv_transpose_case(data, iox, bias, **onnx))
