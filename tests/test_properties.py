@@ -58,16 +58,17 @@ def per_axis(draw, values, rank):
 
 @st.composite
 def geometry(draw, *, max_groups=3, max_output_padding=2, stride_bound_padding=False,
-             with_output_shape=None):
-    """Sizes and per-axis attributes shared by every dialect."""
+             with_output_shape=None, wide=False):
+    """Sizes and per-axis attributes shared by every dialect (``wide``: larger ranges)."""
     rank = draw(st.integers(1, 3))
-    max_size = {1: 6, 2: 4, 3: 3}[rank]
+    max_size = ({1: 9, 2: 5, 3: 3} if wide else {1: 6, 2: 4, 3: 3})[rank]
+    big = 2 if wide else 0
     spatial = draw(st.lists(st.integers(1, max_size), min_size=rank, max_size=rank))
-    kernel = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
-    strides = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
-    dilations = draw(st.lists(st.integers(1, 2), min_size=rank, max_size=rank))
-    pads_begin = draw(st.lists(st.integers(0, 3), min_size=rank, max_size=rank))
-    pads_end = draw(st.lists(st.integers(0, 3), min_size=rank, max_size=rank))
+    kernel = draw(st.lists(st.integers(1, 3 + big), min_size=rank, max_size=rank))
+    strides = draw(st.lists(st.integers(1, 3 + big), min_size=rank, max_size=rank))
+    dilations = draw(st.lists(st.integers(1, 2 + big), min_size=rank, max_size=rank))
+    pads_begin = draw(st.lists(st.integers(0, 3 + 2 * big), min_size=rank, max_size=rank))
+    pads_end = draw(st.lists(st.integers(0, 3 + 2 * big), min_size=rank, max_size=rank))
     if stride_bound_padding:
         output_padding = [draw(st.integers(0, min(max_output_padding, s - 1))) for s in strides]
     else:
@@ -77,7 +78,8 @@ def geometry(draw, *, max_groups=3, max_output_padding=2, stride_bound_padding=F
                zip(spatial, kernel, strides, dilations, output_padding)]
     output_shape = None
     if with_output_shape if with_output_shape is not None else draw(st.booleans()):
-        output_shape = [max(1, n + draw(st.integers(-3, 3))) for n in natural]
+        reach = 9 if wide else 3
+        output_shape = [max(1, n + draw(st.integers(-reach, reach))) for n in natural]
     return dict(
         rank=rank, spatial=spatial, kernel=kernel, strides=strides, dilations=dilations,
         pads_begin=pads_begin, pads_end=pads_end, output_padding=output_padding,
@@ -137,9 +139,11 @@ WITH_OUTPUT_SHAPE = pytest.mark.parametrize("with_output_shape", [False, True],
 
 
 @st.composite
-def openvino_draw(draw, grouped, mode, with_output_shape):
-    g = draw(geometry(max_groups=3 if grouped else 1, with_output_shape=with_output_shape))
-    mode = draw(st.sampled_from(OPENVINO_MODES[mode]))
+def openvino_draw(draw, grouped, mode, with_output_shape, wide=False):
+    g = draw(geometry(max_groups=3 if grouped else 1, with_output_shape=with_output_shape,
+                      wide=wide))
+    mode = draw(st.sampled_from(OPENVINO_MODES[mode] if mode else sum(
+        OPENVINO_MODES.values(), [])))
     keywords = dict(auto_pad=draw(spelled(mode)))
     for name in ("strides", "dilations", "pads_begin", "pads_end", "output_padding"):
         if name in ("strides", "dilations") or draw(st.integers(0, 4)):  # sometimes omitted
@@ -207,11 +211,12 @@ def layout_filter(filter_iox, layout, rank):
 
 
 @st.composite
-def onednn_draw(draw, mode, with_output_shape):
+def onednn_draw(draw, mode, with_output_shape, wide=False):
     # output_padding >= stride is drawn too, sometimes: it must be rejected.
     g = draw(geometry(stride_bound_padding=draw(st.integers(0, 5)) > 0,
-                      with_output_shape=with_output_shape))
-    mode = draw(st.sampled_from(ONEDNN_MODES[mode]))
+                      with_output_shape=with_output_shape, wide=wide))
+    mode = draw(st.sampled_from(ONEDNN_MODES[mode] if mode else sum(
+        ONEDNN_MODES.values(), [])))
     keywords = dict(auto_pad=draw(spelled(mode)), groups=g["groups"])
     for name in ("strides", "dilations", "pads_begin", "pads_end", "output_padding"):
         keywords[name] = per_axis(draw, g[name], g["rank"])
@@ -231,28 +236,31 @@ def onednn_draw(draw, mode, with_output_shape):
 @WITH_OUTPUT_SHAPE
 @pytest.mark.parametrize("mode", list(ONEDNN_MODES))
 def test_conv_transpose_matches_oracle(examples, mode, with_output_shape):
-    def check(drawn):
-        g, keywords, data_format, layout, with_bias = drawn
-        rng = np.random.default_rng(g["seed"])
-        rank, channels = g["rank"], g["groups"] * g["in_per_group"]
-        shape = ([g["batch"]] + g["spatial"] + [channels] if data_format == "NXC"
-                 else [g["batch"], channels] + g["spatial"])
-        data = oracle.random_array(rng, shape, g["dtype"])
-        filter_iox = oracle.random_array(rng, [channels, g["out_per_group"]] + g["kernel"],
-                                         g["dtype"])
-        filter = layout_filter(filter_iox, layout, rank)
-        bias = (oracle.random_array(rng, [g["groups"] * g["out_per_group"]], g["dtype"])
-                if with_bias else None)
-        copies = snapshot(data, filter, bias)
-        oracle_keywords = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
-                           for k, v in keywords.items()}
-        result = check_against_oracle(
-            lambda: ct.conv_transpose(data, filter, bias, **keywords),
-            lambda: ct.shapes.conv_transpose(data.shape, filter.shape,
-                                             None if bias is None else bias.shape, **keywords),
-            lambda: oracle.onednn_conv_transpose_case(data, filter, bias, **oracle_keywords))
-        assert_untouched_and_unaliased(result, [data, filter, bias], copies)
-    run(examples, onednn_draw(mode, with_output_shape), check)
+    run(examples, onednn_draw(mode, with_output_shape), onednn_check)
+
+
+def onednn_check(drawn):
+    """One oneDNN draw against the oracle (shared by the default and wide tests)."""
+    g, keywords, data_format, layout, with_bias = drawn
+    rng = np.random.default_rng(g["seed"])
+    rank, channels = g["rank"], g["groups"] * g["in_per_group"]
+    shape = ([g["batch"]] + g["spatial"] + [channels] if data_format == "NXC"
+             else [g["batch"], channels] + g["spatial"])
+    data = oracle.random_array(rng, shape, g["dtype"])
+    filter_iox = oracle.random_array(rng, [channels, g["out_per_group"]] + g["kernel"],
+                                     g["dtype"])
+    filter = layout_filter(filter_iox, layout, rank)
+    bias = (oracle.random_array(rng, [g["groups"] * g["out_per_group"]], g["dtype"])
+            if with_bias else None)
+    copies = snapshot(data, filter, bias)
+    oracle_keywords = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
+                       for k, v in keywords.items()}
+    result = check_against_oracle(
+        lambda: ct.conv_transpose(data, filter, bias, **keywords),
+        lambda: ct.shapes.conv_transpose(data.shape, filter.shape,
+                                         None if bias is None else bias.shape, **keywords),
+        lambda: oracle.onednn_conv_transpose_case(data, filter, bias, **oracle_keywords))
+    assert_untouched_and_unaliased(result, [data, filter, bias], copies)
 
 
 # ---------------------------------------------------------------------------
@@ -263,9 +271,9 @@ ONNX_MODES = {"NOTSET": ["NOTSET", None], "SAME_UPPER": ["SAME_UPPER"],
 
 
 @st.composite
-def onnx_draw(draw, mode, with_output_shape):
-    g = draw(geometry(with_output_shape=with_output_shape))
-    mode = draw(st.sampled_from(ONNX_MODES[mode]))
+def onnx_draw(draw, mode, with_output_shape, wide=False):
+    g = draw(geometry(with_output_shape=with_output_shape, wide=wide))
+    mode = draw(st.sampled_from(ONNX_MODES[mode] if mode else sum(ONNX_MODES.values(), [])))
     keywords = dict(auto_pad=draw(spelled(mode)), group=g["groups"])
     for name in ("strides", "dilations", "output_padding"):
         if draw(st.integers(0, 4)):
@@ -285,24 +293,41 @@ def onnx_draw(draw, mode, with_output_shape):
 @WITH_OUTPUT_SHAPE
 @pytest.mark.parametrize("mode", list(ONNX_MODES))
 def test_onnx_conv_transpose_matches_oracle(examples, mode, with_output_shape):
-    def check(drawn):
-        g, keywords, with_bias = drawn
-        rng = np.random.default_rng(g["seed"])
-        channels = g["groups"] * g["in_per_group"]
-        X = oracle.random_array(rng, [g["batch"], channels] + g["spatial"], g["dtype"])
-        W = oracle.random_array(rng, [channels, g["out_per_group"]] + g["kernel"], g["dtype"])
-        B = (oracle.random_array(rng, [g["groups"] * g["out_per_group"]], g["dtype"])
-             if with_bias else None)
-        copies = snapshot(X, W, B)
-        oracle_keywords = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
-                           for k, v in keywords.items()}
-        result = check_against_oracle(
-            lambda: ct.onnx_conv_transpose(X, W, B, **keywords),
-            lambda: ct.shapes.onnx_conv_transpose(X.shape, W.shape,
-                                                  None if B is None else B.shape, **keywords),
-            lambda: oracle.onnx_conv_transpose_case(X, W, B, **oracle_keywords))
-        assert_untouched_and_unaliased(result, [X, W, B], copies)
-    run(examples, onnx_draw(mode, with_output_shape), check)
+    run(examples, onnx_draw(mode, with_output_shape), onnx_check)
+
+
+def onnx_check(drawn):
+    """One ONNX draw against the oracle (shared by the default and wide tests)."""
+    g, keywords, with_bias = drawn
+    rng = np.random.default_rng(g["seed"])
+    channels = g["groups"] * g["in_per_group"]
+    X = oracle.random_array(rng, [g["batch"], channels] + g["spatial"], g["dtype"])
+    W = oracle.random_array(rng, [channels, g["out_per_group"]] + g["kernel"], g["dtype"])
+    B = (oracle.random_array(rng, [g["groups"] * g["out_per_group"]], g["dtype"])
+         if with_bias else None)
+    copies = snapshot(X, W, B)
+    oracle_keywords = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
+                       for k, v in keywords.items()}
+    result = check_against_oracle(
+        lambda: ct.onnx_conv_transpose(X, W, B, **keywords),
+        lambda: ct.shapes.onnx_conv_transpose(X.shape, W.shape,
+                                              None if B is None else B.shape, **keywords),
+        lambda: oracle.onnx_conv_transpose_case(X, W, B, **oracle_keywords))
+    assert_untouched_and_unaliased(result, [X, W, B], copies)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dialect", ["openvino", "group", "onednn", "onnx"])
+def test_wide_ranges_match_oracle(examples, dialect):
+    """Larger kernels, strides, dilations, pads and output_shape offsets (--runslow);
+    ``examples * 5`` draws, every mode, output_shape present or not."""
+    draws = {
+        "openvino": (openvino_draw(False, None, None, wide=True), openvino_check(False)),
+        "group": (openvino_draw(True, None, None, wide=True), openvino_check(True)),
+        "onednn": (onednn_draw(None, None, wide=True), onednn_check),
+        "onnx": (onnx_draw(None, None, wide=True), onnx_check),
+    }
+    run(examples * 5, *draws[dialect])
 
 
 # ---------------------------------------------------------------------------
