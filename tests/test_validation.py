@@ -61,7 +61,6 @@ ONEDNN = Dialect("conv_transpose", (1, 3, 3, 4), (3, 3, 4, 2), 2, "input", "filt
 ONNX = Dialect("onnx_conv_transpose", (1, 4, 3, 3), (4, 2, 3, 3), 2, "X", "W", "B", {})
 DIALECTS = [OPENVINO, GROUP, ONEDNN, ONNX]
 WITH_BIAS = [ONEDNN, ONNX]
-OPENVINO_LIKE = [OPENVINO, GROUP]
 
 
 def raises(exc_type, words, call):
@@ -130,10 +129,7 @@ def test_masked_arrays_are_refused(dialect):
 # ---------------------------------------------------------------------------
 # output_shape
 
-OUTPUT_SHAPE_DIALECTS = DIALECTS  # all four accept an output_shape
-
-
-@pytest.mark.parametrize("dialect", OUTPUT_SHAPE_DIALECTS, ids=repr)
+@pytest.mark.parametrize("dialect", DIALECTS, ids=repr)  # all four take an output_shape
 @pytest.mark.parametrize("value, words", [
     ([7, 2.5], ["output_shape[1]", "2.5", "integer"]),
     (np.array([7.0, 7.0]), ["output_shape", "float64", "integers"]),
