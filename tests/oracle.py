@@ -9,9 +9,9 @@ accumulation (float64 for floats, Python-int-exact int64 wrap for integers).
 
 Below it, one oracle per dialect (``openvino_cbpd``, ``openvino_group_cbpd``,
 ``onednn_conv_transpose``, ``onnx_conv_transpose`` and their ``*_case`` forms)
-derives (offset, Y) per axis from the tables of SEMANTICS.md, transcribed from
-those tables (never importing ``convtranspose``), and ``assert_matches`` compares a result
-with a case under the documented error bound.
+derives (offset, Y) per axis by transcribing the tables of SEMANTICS.md (it never
+imports ``convtranspose``), and ``assert_matches`` compares a result with a case
+under the documented error bound.
 """
 
 import itertools
