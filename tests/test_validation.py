@@ -456,7 +456,7 @@ def test_shape_functions_refuse_garbage_shapes():
 @pytest.mark.parametrize("dialect", DIALECTS, ids=repr)
 def test_huge_outputs_are_refused_before_numpy_sees_them(dialect):
     # (3-1)*2**62 + ...: more elements than NumPy can index.
-    words = ["output shape", "elements"]
+    words = ["output shape", "elements", "overflows"]
     shape_rule(dialect, words, dilations=2**62)
     shape_rule(dialect, words, output_shape=np.array([2**64 - 1, 3], np.uint64))
 

@@ -327,9 +327,9 @@ def _plan(
         elements *= dim
     if elements > _MAX_ELEMENTS:
         raise ConvTransposeError(
-            f"the output shape {output} has {elements} elements, more than any array can"
-            f" hold ({_MAX_ELEMENTS} at 8 bytes each); check output_shape, strides,"
-            f" dilations and output_padding"
+            f"the output shape {output} has {elements} elements, which overflows the"
+            f" largest array NumPy can index ({_MAX_ELEMENTS} elements of 8 bytes); check"
+            f" output_shape, strides, dilations and output_padding"
         )
     return ConvTransposePlan(
         op=op, data_shape=data, filter_shape=filter_, output_shape=output,
