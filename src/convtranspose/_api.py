@@ -26,7 +26,13 @@ __all__ = [
 
 
 def _as_array(name: str, value: object) -> np.ndarray:
-    if isinstance(value, np.ndarray):
+    if isinstance(value, np.ma.MaskedArray):
+        # Computing on the raw data would silently use the masked-out values.
+        raise TypeError(
+            f"{name} is a masked array, which is not supported; pass {name}.filled(0)"
+            f" or the plain data"
+        )
+    if type(value) is np.ndarray:
         return value
     try:
         return np.asarray(value)

@@ -18,6 +18,8 @@ so a dialect only chooses ``(offset, Y)`` per axis; :class:`AxisPlan` holds them
 from __future__ import annotations
 
 import operator
+import sys
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
 from ._errors import ConvTransposeError
@@ -195,6 +197,11 @@ def _sequence(name: str, value: object) -> list[object]:
         )
     if isinstance(value, (str, bytes)):
         raise ConvTransposeError(f"{name} must be a sequence of integers, got {value!r}")
+    if isinstance(value, (Mapping, Set)):  # unordered or keyed: no per-axis order to read
+        raise ConvTransposeError(
+            f"{name} must be a sequence of integers (list, tuple or 1-D array), got"
+            f" the {type(value).__name__} {value!r}"
+        )
     try:
         return list(value)
     except TypeError:
@@ -305,11 +312,25 @@ def _axis(
     return axis, f"{full}; {rule}; Y = {size}, offset = {offset}"
 
 
+#: The largest element count NumPy can allocate at 8 bytes per element (the widest
+#: accumulation type): beyond it NumPy raises its own ValueError.
+_MAX_ELEMENTS = sys.maxsize // 8
+
+
 def _plan(
     op, data, filter_, output, strides, dilations, pads_begin, pads_end, output_padding,
     auto_pad, groups, data_format, filter_layout, axes_rules,
 ) -> ConvTransposePlan:
     axes = tuple(a for a, _ in axes_rules)
+    elements = 1
+    for dim in output:
+        elements *= dim
+    if elements > _MAX_ELEMENTS:
+        raise ConvTransposeError(
+            f"the output shape {output} has {elements} elements, which overflows the"
+            f" largest array NumPy can index ({_MAX_ELEMENTS} elements of 8 bytes); check"
+            f" output_shape, strides, dilations and output_padding"
+        )
     return ConvTransposePlan(
         op=op, data_shape=data, filter_shape=filter_, output_shape=output,
         strides=strides, dilations=dilations, pads_begin=tuple(pads_begin),
