@@ -1,0 +1,217 @@
+"""OpenVINO ConvolutionBackpropData-1 / GroupConvolutionBackpropData-1 against the CPU plugin.
+
+Each random configuration is an opset1 node built with ``NodeFactory`` (so the
+attributes are exactly ours), compiled with ``INFERENCE_PRECISION_HINT=f32``;
+we compare the output values, the output shape OpenVINO infers, and the pads it
+resolves and writes back on the node after ``compile_model``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+
+import convtranspose as ct
+
+from . import _runtimes as rt
+from ._runtimes import make_case, record
+
+ov = pytest.importorskip("openvino", reason="openvino is not installed (pip install '.[test]')")
+
+pytestmark = pytest.mark.peers
+
+AUTO_PADS = ["explicit", "same_upper", "same_lower", "valid"]
+# float32 dominates; the other element types the CPU plugin computes (docs/semantics.md
+# D8: it computes integer and float64 models in float32, so values stay small and exact)
+DTYPES = ["float32"] * 6 + ["float16"] * 2 + ["float64", "int32", "int64", "int16", "int8",
+                                               "uint8", "uint32"]
+
+
+@st.composite
+def openvino_cases(draw, op: str):
+    """A small random configuration of an OpenVINO op, valid for the spec."""
+    rank = draw(st.integers(1, 3))
+    groups = draw(st.integers(1, 3)) if op == "group_convolution_backprop_data" else 1
+    c_in, c_out, batch = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    big = 4 if rank < 3 else 3
+    sizes = draw(st.lists(st.integers(1, big), min_size=rank, max_size=rank))
+    kernel = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
+    strides = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
+    dilations = draw(st.lists(st.integers(1, 2), min_size=rank, max_size=rank))
+    output_padding = [draw(st.integers(0, max(s - 1, 0) if draw(st.booleans()) else 2))
+                      for s in strides]
+    auto_pad = draw(st.sampled_from(AUTO_PADS))
+    full = [(x - 1) * s + (k - 1) * d + 1 + p
+            for x, k, s, d, p in zip(sizes, kernel, strides, dilations, output_padding)]
+    with_output_shape = draw(st.booleans())
+    if with_output_shape:
+        # smaller than, equal to and larger than the natural size F + output_padding
+        output_shape = [max(1, f + draw(st.integers(-3, 2))) for f in full]
+        pads_begin = draw(st.lists(st.integers(0, 2), min_size=rank, max_size=rank))
+        pads_end = draw(st.lists(st.integers(0, 2), min_size=rank, max_size=rank))
+    else:
+        output_shape = None
+        pads_begin = [draw(st.integers(0, min(2, f - 1))) for f in full]
+        pads_end = [draw(st.integers(0, min(2, f - 1 - b))) for f, b in zip(full, pads_begin)]
+    dtype = draw(st.sampled_from(DTYPES))
+    values = draw(st.sampled_from(["integer", "normal"])) if dtype in ("float32", "float16") \
+        else "integer"
+    if op == "group_convolution_backprop_data":
+        data_shape, filter_shape = [batch, groups * c_in] + sizes, [groups, c_in, c_out] + kernel
+    else:
+        data_shape, filter_shape = [batch, c_in] + sizes, [c_in, c_out] + kernel
+    return make_case(op, data_shape, filter_shape, dtype=dtype, values=values,
+                     seed=draw(st.integers(0, 2**16)), output_shape=output_shape,
+                     strides=strides, dilations=dilations, pads_begin=pads_begin,
+                     pads_end=pads_end, output_padding=output_padding, auto_pad=auto_pad)
+
+
+def check_openvino(case: rt.Case, result: rt.OpenVINOResult) -> None:
+    """Shape, resolved pads and values of one case against OpenVINO."""
+    assert result.error is None, f"OpenVINO rejected a valid case: {result.error}\n  {case.reproducer()}"
+    plan = case.plan()
+    assert result.partial_shape == plan.output_shape, (
+        f"OpenVINO infers {result.partial_shape}, the plan {plan.output_shape}\n  {case.reproducer()}")
+    for when, pads in (("after compile_model", (result.pads_begin, result.pads_end)),
+                       ("on construction", result.pads_before_compile)):
+        assert pads == (plan.pads_begin, plan.pads_end), (
+            f"OpenVINO resolves pads {pads[0]}/{pads[1]} {when}, the plan"
+            f" {plan.pads_begin}/{plan.pads_end}\n  {case.reproducer()}")
+    if result.via:
+        record(f"{case.op} vs OpenVINO: one group, values via {result.via} (D9)", case)
+    if rt.openvino_1x1_quirk(case):
+        # D3: the plugin crops at 0 instead of pads_begin; make sure it is exactly that
+        shifted = rt.make_case(case.op, case.data_shape, case.filter_shape, case.dtype,
+                               case.values, case.seed, **{**case.kwargs, "pads_begin": None})
+        rt.assert_close(shifted, result.output, shifted.compute(), label="OpenVINO 1x1 quirk")
+        record(f"{case.op} vs OpenVINO: excluded, 1x1 pads_begin quirk (D3)", case)
+        return
+    rt.assert_close(case, result.output, case.compute(), label="OpenVINO")
+    record(f"{case.op} vs OpenVINO: equal", case)
+
+
+@pytest.mark.parametrize("op", ["convolution_backprop_data", "group_convolution_backprop_data"])
+def test_against_openvino(op, peer_examples):
+    compute = (rt.openvino_group_compute if op == "group_convolution_backprop_data"
+               else rt.openvino_compute)
+    # a few draws repeat a configuration: draw a tenth more than the budget
+    rt.run_batched(openvino_cases(op), peer_examples * 11 // 10, compute, check_openvino)
+
+
+# ---------------------------------------------------------------------------
+# Known divergences, demonstrated (docs/semantics.md)
+
+
+def _single(case):
+    return rt.openvino_compute([case])[case]
+
+
+def test_same_upper_puts_the_odd_pad_first():
+    """SEMANTICS.md worked example: OpenVINO same_upper crops the odd pad at the beginning."""
+    data = np.array([[[1.0, 2.0, 3.0]]], np.float32)
+    filter_ = np.array([[[1.0, 10.0, 100.0]]], np.float32)
+    expected = {"same_upper": [10, 102, 20, 203, 30, 300], "same_lower": [1, 10, 102, 20, 203, 30]}
+    for auto_pad, values in expected.items():
+        case = make_case("convolution_backprop_data", data.shape, filter_.shape,
+                         output_shape=[6], strides=[2], auto_pad=auto_pad)
+        case = rt.with_arrays(case, data, filter_)
+        result = _single(case)
+        np.testing.assert_array_equal(result.output.ravel(), values)
+        np.testing.assert_array_equal(
+            ct.convolution_backprop_data(data, filter_, [6], strides=2, auto_pad=auto_pad).ravel(),
+            values)
+    explicit = rt.with_arrays(make_case("convolution_backprop_data", data.shape, filter_.shape,
+                                      output_shape=[9], strides=[2], pads_begin=[1], pads_end=[0]),
+                            data, filter_)
+    np.testing.assert_array_equal(_single(explicit).output.ravel(),
+                                  [10, 102, 20, 203, 30, 300, 0, 0, 0])
+
+
+def test_cpu_plugin_ignores_pads_begin_for_1x1_identity_crop():
+    """D3: 1x1 kernel, stride 1, output_shape == input size, explicit pads_begin is ignored."""
+    data = np.arange(1, 6, dtype=np.float32).reshape(1, 1, 5)
+    filter_ = np.ones((1, 1, 1), np.float32)
+    quirk = rt.with_arrays(make_case("convolution_backprop_data", (1, 1, 5), (1, 1, 1),
+                                   output_shape=[5], pads_begin=[2], pads_end=[0]), data, filter_)
+    assert rt.openvino_1x1_quirk(quirk)
+    np.testing.assert_array_equal(_single(quirk).output.ravel(), [1, 2, 3, 4, 5])
+    assert _single(quirk).pads_begin == (2,)  # it still reports the pad it ignored
+    np.testing.assert_array_equal(
+        ct.convolution_backprop_data(data, filter_, [5], pads_begin=2, pads_end=0).ravel(),
+        [3, 4, 5, 0, 0])
+    # one element more or less and the plugin crops at pads_begin, as we do
+    for size, values in ((6, [3, 4, 5, 0, 0, 0]), (4, [3, 4, 5, 0])):
+        near = rt.with_arrays(make_case("convolution_backprop_data", (1, 1, 5), (1, 1, 1),
+                                      output_shape=[size], pads_begin=[2], pads_end=[0]),
+                            data, filter_)
+        assert not rt.openvino_1x1_quirk(near)
+        np.testing.assert_array_equal(_single(near).output.ravel(), values)
+
+
+def test_opset1_python_helper_drops_pads_with_output_shape():
+    """D2: ``opset1.group_convolution_backprop_data`` loses pads_begin when output_shape is given."""
+    from openvino import opset1
+
+    data = opset1.parameter([1, 1, 5], np.float32)
+    filter_ = opset1.parameter([1, 1, 1, 1], np.float32)
+    output_shape = opset1.constant(np.array([4], np.int64))
+    node = opset1.group_convolution_backprop_data(
+        data, filter_, [1], output_shape, pads_begin=[2], pads_end=[1])
+    assert list(node.get_pads_begin()) != [2]
+    case = make_case("group_convolution_backprop_data", (1, 1, 5), (1, 1, 1, 1),
+                     output_shape=[4], pads_begin=[2], pads_end=[1])
+    assert list(rt.openvino_node(case)[1].get_pads_begin()) == [2]
+
+
+def _runtime_precisions(compiled) -> dict:
+    return {info["layerType"].astype(str): info["runtimePrecision"].astype(str)
+            for info in (op.get_rt_info() for op in compiled.get_runtime_model().get_ordered_ops())}
+
+
+def test_default_inference_precision_is_bf16_on_bf16_cpus():
+    """D1: without the f32 hint, AVX512_BF16 machines compile float32 models for bfloat16.
+
+    Measured with openvino 2026.4.1 on an AVX512_BF16 CPU without AMX: the default hint
+    reads bf16 and a forward Convolution runs in bf16; the Deconvolution node happened to
+    stay f32, which nothing guarantees (other CPUs and versions differ), so every
+    differential test pins ``INFERENCE_PRECISION_HINT=f32`` and checks it took effect.
+    """
+    from openvino import opset1
+
+    core = ov.Core()
+    if "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        pytest.skip("this CPU has no native bfloat16: the default precision is f32 here")
+    data = opset1.parameter([1, 16, 8, 8], np.float32)
+    weights = opset1.constant(np.ones((16, 16, 3, 3), np.float32))
+    forward = ov.Model([opset1.result(opset1.convolution(data, weights, [1, 1], [1, 1], [1, 1],
+                                                         [1, 1]))], [data])
+    default = core.compile_model(forward, "CPU", {"INFERENCE_NUM_THREADS": "2"})
+    assert str(default.get_property("INFERENCE_PRECISION_HINT")) == "<Type: 'bfloat16'>"
+    assert _runtime_precisions(default)["Convolution"] == "bf16"
+
+    case = make_case("convolution_backprop_data", (1, 16, 6, 6), (16, 8, 3, 3), values="normal")
+    parameters, node = rt.openvino_node(case)
+    pinned = core.compile_model(ov.Model([opset1.result(node)], parameters), "CPU",
+                                rt.OPENVINO_CONFIG)
+    assert _runtime_precisions(pinned)["Deconvolution"] == "f32"
+
+
+def test_integer_models_saturate_and_round_through_float32():
+    """D8: the CPU plugin computes integer models in float32 and saturates 8-bit/32-bit results.
+
+    The library wraps (SEMANTICS.md, "Numbers"); the two agree whenever no sum leaves
+    the element type's range or float32's exact integers, which the random cases keep to.
+    """
+    cases = {
+        ("int8", 100, 2): 127,      # 200 saturates; we wrap to -56
+        ("uint8", 100, 3): 255,     # 300 saturates; we wrap to 44
+        ("int32", 2**20 + 1, 2**10 + 1): (2**20 + 1) * (2**10 + 1) - 1,  # float32 rounding
+    }
+    for (dtype, x, w), peer_value in cases.items():
+        data, filter_ = np.array([[[x]]], dtype), np.array([[[w]]], dtype)
+        case = rt.with_arrays(make_case("convolution_backprop_data", (1, 1, 1), (1, 1, 1),
+                                      dtype=dtype), data, filter_)
+        assert int(_single(case).output.ravel()[0]) == peer_value
+        wrapped = np.array(x * w).astype(dtype)
+        assert ct.convolution_backprop_data(data, filter_).ravel()[0] == wrapped
