@@ -344,12 +344,21 @@ def _openvino_batch(cases: list[Case]) -> dict:
     return results
 
 
-def openvino_1x1_quirk(case: Case) -> bool:
+def openvino_1x1_quirk(case: Case, via: str | None = None) -> bool:
     """The CPU plugin case that ignores pads_begin (PEERS.md; docs/semantics.md, D3).
 
     Explicit pads with an output_shape input, every axis a 1x1 kernel with stride 1,
-    output_padding 0 and output_shape equal to the input size.
+    output_padding 0 and output_shape equal to the input size.  Measured on a grid:
+    every such node ignores pads_begin except a depthwise (one input and one output
+    channel per group) GroupConvolutionBackpropData with 2 spatial axes and no
+    dilation, which crops at pads_begin as everywhere else.  ``via`` names the node
+    that really ran (the D9 fallback).
     """
+    node = via or _OV_NAMES[case.op]
+    if (node == "GroupConvolutionBackpropData" and len(case.data_shape) == 4
+            and case.filter_shape[1:3] == (1, 1)
+            and all(d == 1 for d in case.kwargs.get("dilations") or (1,))):
+        return False
     kwargs = case.kwargs
     output_shape = kwargs.get("output_shape")
     if output_shape is None or kwargs.get("auto_pad", "explicit") != "explicit":

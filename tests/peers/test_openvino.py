@@ -80,7 +80,7 @@ def check_openvino(case: rt.Case, result: rt.OpenVINOResult) -> None:
             f" {plan.pads_begin}/{plan.pads_end}\n  {case.reproducer()}")
     if result.via:
         record(f"{case.op} vs OpenVINO: one group, values via {result.via} (D9)", case)
-    if rt.openvino_1x1_quirk(case):
+    if rt.openvino_1x1_quirk(case, result.via):
         # D3: the plugin crops at 0 instead of pads_begin; make sure it is exactly that
         shifted = rt.make_case(case.op, case.data_shape, case.filter_shape, case.dtype,
                                case.values, case.seed, **{**case.kwargs, "pads_begin": None})
@@ -147,6 +147,40 @@ def test_cpu_plugin_ignores_pads_begin_for_1x1_identity_crop():
                             data, filter_)
         assert not rt.openvino_1x1_quirk(near)
         np.testing.assert_array_equal(_single(near).output.ravel(), values)
+
+
+def _quirk_neighbourhood():
+    """Explicit-pad cases with output_shape on and around the 1x1 identity crop."""
+    import itertools
+
+    axis_specs = [(1, 1, 0, 1), (2, 1, 0, 1), (1, 2, 0, 1), (1, 2, 1, 1), (1, 1, 0, 2)]
+    cases = []
+    for op, rank in itertools.product(["convolution_backprop_data",
+                                       "group_convolution_backprop_data"], (1, 2)):
+        for specs in itertools.product(axis_specs, repeat=rank):
+            for deltas in {(0,) * rank, (1,) + (0,) * (rank - 1), (-1,) + (0,) * (rank - 1)}:
+                for pads in ((1,) * rank, (2,) + (0,) * (rank - 1)):
+                    kernel = [k for k, _, _, _ in specs]
+                    sizes = [3] * rank
+                    data, filter_ = ((1, 2, *sizes), (2, 1, 1, *kernel)) if op.startswith("group") \
+                        else ((1, 1, *sizes), (1, 2, *kernel))
+                    cases.append(make_case(
+                        op, data, filter_, output_shape=[x + d for x, d in zip(sizes, deltas)],
+                        strides=[s for _, s, _, _ in specs],
+                        output_padding=[p for _, _, p, _ in specs],
+                        dilations=[d for _, _, _, d in specs], pads_begin=pads,
+                        pads_end=[0] * rank, values="normal", seed=len(cases)))
+    return cases
+
+
+def test_the_1x1_quirk_exclusion_is_exact():
+    """D3 on a grid around it: every case matches the library except exactly the quirk."""
+    cases = _quirk_neighbourhood()
+    results = rt.openvino_group_compute(cases)
+    quirks = [case for case in cases if rt.openvino_1x1_quirk(case, results[case].via)]
+    assert quirks and len(quirks) < len(cases) // 4
+    for case in cases:
+        check_openvino(case, results[case])
 
 
 def test_opset1_python_helper_drops_pads_with_output_shape():
