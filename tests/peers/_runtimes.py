@@ -141,15 +141,10 @@ class Case:
 
     def compute(self) -> np.ndarray:
         """This library's result."""
-        arrays = self.arrays()
-        function = getattr(ct, self.op)
-        if self.op in ("convolution_backprop_data", "group_convolution_backprop_data"):
-            kwargs = self.kwargs
-            return function(*arrays, kwargs.pop("output_shape", None), **kwargs)
-        return function(*arrays, **self.kwargs)
+        return _run_with(self, self.arrays())
 
     def reproducer(self) -> str:
-        """A line of Python that recomputes this case with the library."""
+        """Everything needed to rebuild the case (shown with every mismatch)."""
         return (f"{self.op}: data {self.data_shape} {self.dtype}, filter {self.filter_shape},"
                 f" {self.kwargs}, values={self.values}, seed={self.seed}, bias={self.bias}")
 

@@ -67,7 +67,7 @@ def openvino_cases(draw, op: str):
                      pads_end=pads_end, output_padding=output_padding, auto_pad=auto_pad)
 
 
-def check_openvino(case: rt.Case, result: rt.OpenVINOResult) -> None:
+def check_openvino(case: rt.Case, result: rt.OpenVINOResult, suite: str = "random") -> None:
     """Shape, resolved pads and values of one case against OpenVINO."""
     assert result.error is None, f"OpenVINO rejected a valid case: {result.error}\n  {case.reproducer()}"
     plan = case.plan()
@@ -79,16 +79,16 @@ def check_openvino(case: rt.Case, result: rt.OpenVINOResult) -> None:
             f"OpenVINO resolves pads {pads[0]}/{pads[1]} {when}, the plan"
             f" {plan.pads_begin}/{plan.pads_end}\n  {case.reproducer()}")
     if result.via:
-        record(f"{case.op} vs OpenVINO: one group, values via {result.via} (D9)", case)
+        record(f"{case.op} vs OpenVINO ({suite}): one group, values via {result.via} (D9)", case)
     if rt.openvino_1x1_quirk(case, result.via):
         # D3: the plugin crops at 0 instead of pads_begin; make sure it is exactly that
         shifted = rt.make_case(case.op, case.data_shape, case.filter_shape, case.dtype,
                                case.values, case.seed, **{**case.kwargs, "pads_begin": None})
         rt.assert_close(shifted, result.output, shifted.compute(), label="OpenVINO 1x1 quirk")
-        record(f"{case.op} vs OpenVINO: excluded, 1x1 pads_begin quirk (D3)", case)
+        record(f"{case.op} vs OpenVINO ({suite}): excluded, 1x1 pads_begin quirk (D3)", case)
         return
     rt.assert_close(case, result.output, case.compute(), label="OpenVINO")
-    record(f"{case.op} vs OpenVINO: equal", case)
+    record(f"{case.op} vs OpenVINO ({suite}): equal", case)
 
 
 @pytest.mark.parametrize("op", ["convolution_backprop_data", "group_convolution_backprop_data"])
@@ -180,7 +180,7 @@ def test_the_1x1_quirk_exclusion_is_exact():
     quirks = [case for case in cases if rt.openvino_1x1_quirk(case, results[case].via)]
     assert quirks and len(quirks) < len(cases) // 4
     for case in cases:
-        check_openvino(case, results[case])
+        check_openvino(case, results[case], suite="1x1 grid")
 
 
 def test_opset1_python_helper_drops_pads_with_output_shape():
