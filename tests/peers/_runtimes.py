@@ -339,31 +339,34 @@ def _openvino_batch(cases: list[Case]) -> dict:
     return results
 
 
-def openvino_1x1_quirk(case: Case, via: str | None = None) -> bool:
-    """The CPU plugin case that ignores pads_begin (PEERS.md; docs/semantics.md, D3).
+def openvino_1x1_quirk(case: Case) -> bool:
+    """The family where the CPU plugin may take a wrong shortcut (docs/semantics.md, D3).
 
-    Explicit pads with an output_shape input, every axis a 1x1 kernel with stride 1,
-    output_padding 0 and output_shape equal to the input size.  Measured on a grid:
-    every such node ignores pads_begin except a depthwise (one input and one output
-    channel per group) GroupConvolutionBackpropData with 2 spatial axes and no
-    dilation, which crops at pads_begin as everywhere else.  ``via`` names the node
-    that really ran (the D9 fallback).
+    Every axis a 1x1 kernel with stride 1 (the op is a channel mix followed by a crop)
+    and an output with no more elements per plane than the input.  In this family the
+    plugin returns either the spec's result or :func:`openvino_shortcut`, depending
+    on the node in a way we could not reduce to a rule.
     """
-    node = via or _OV_NAMES[case.op]
-    if (node == "GroupConvolutionBackpropData" and len(case.data_shape) == 4
-            and case.filter_shape[1:3] == (1, 1)
-            and all(d == 1 for d in case.kwargs.get("dilations") or (1,))):
-        return False
-    kwargs = case.kwargs
-    output_shape = kwargs.get("output_shape")
-    if output_shape is None or kwargs.get("auto_pad", "explicit") != "explicit":
-        return False
     rank = len(case.data_shape) - 2
     ones = (1,) * rank
+    plan = case.plan()
     return (tuple(case.filter_shape[-rank:]) == ones
-            and tuple(kwargs.get("strides") or ones) == ones
-            and tuple(kwargs.get("output_padding") or (0,) * rank) == (0,) * rank
-            and tuple(output_shape) == tuple(case.data_shape[2:]))
+            and tuple(case.kwargs.get("strides") or ones) == ones
+            and math.prod(plan.output_size) <= math.prod(case.data_shape[2:]))
+
+
+def openvino_shortcut(case: Case) -> np.ndarray:
+    """The plugin's shortcut for :func:`openvino_1x1_quirk` cases: the channel mix of the
+    data, each (n, c) plane flattened and its first ``prod(Y)`` elements reshaped to Y
+    (a reshape instead of a crop; when Y == X it is the data mixed at offset 0)."""
+    plan = case.plan()
+    mix = make_case(case.op, case.data_shape, case.filter_shape, case.dtype, case.values,
+                    case.seed, **{**case.kwargs, "auto_pad": "explicit", "pads_begin": None,
+                                  "pads_end": None, "output_padding": None,
+                                  "output_shape": None})
+    mixed = _run_with(mix, case.arrays()[:2])
+    planes = mixed.reshape(mixed.shape[:2] + (-1,))
+    return planes[..., :math.prod(plan.output_size)].reshape(plan.output_shape)
 
 
 # ---------------------------------------------------------------------------

@@ -23,9 +23,10 @@ pytestmark = pytest.mark.peers
 
 AUTO_PADS = ["explicit", "same_upper", "same_lower", "valid"]
 # float32 dominates; the other element types the CPU plugin computes (docs/semantics.md
-# D8: it computes integer and float64 models in float32, so values stay small and exact)
-DTYPES = ["float32"] * 6 + ["float16"] * 2 + ["float64", "int32", "int64", "int16", "int8",
-                                               "uint8", "uint32"]
+# D8: it computes integer and float64 models in float32, so values stay small and exact).
+# int8 is left out: its deconvolution returns garbage and can crash the process (D14).
+DTYPES = ["float32"] * 6 + ["float16"] * 2 + ["float64", "int32", "int64", "int16", "uint8",
+                                               "uint16", "uint32"]
 
 
 @st.composite
@@ -80,12 +81,19 @@ def check_openvino(case: rt.Case, result: rt.OpenVINOResult, suite: str = "rando
             f" {plan.pads_begin}/{plan.pads_end}\n  {case.reproducer()}")
     if result.via:
         record(f"{case.op} vs OpenVINO ({suite}): one group, values via {result.via} (D9)", case)
-    if rt.openvino_1x1_quirk(case, result.via):
-        # D3: the plugin crops at 0 instead of pads_begin; make sure it is exactly that
-        shifted = rt.make_case(case.op, case.data_shape, case.filter_shape, case.dtype,
-                               case.values, case.seed, **{**case.kwargs, "pads_begin": None})
-        rt.assert_close(shifted, result.output, shifted.compute(), label="OpenVINO 1x1 quirk")
-        record(f"{case.op} vs OpenVINO ({suite}): excluded, 1x1 pads_begin quirk (D3)", case)
+    if rt.openvino_1x1_quirk(case):
+        # D3: in this family the plugin returns the spec's result or its shortcut
+        try:
+            rt.assert_close(case, result.output, case.compute(), label="OpenVINO")
+        except AssertionError:
+            tolerance = 2e-3 if case.dtype == "float16" else 1e-5
+            np.testing.assert_allclose(
+                result.output, rt.openvino_shortcut(case), rtol=tolerance, atol=tolerance,
+                err_msg="OpenVINO 1x1 family: neither the spec's result nor the plugin's"
+                        f" shortcut\n  {case.reproducer()}")
+            record(f"{case.op} vs OpenVINO ({suite}): excluded, 1x1 shortcut (D3)", case)
+            return
+        record(f"{case.op} vs OpenVINO ({suite}): equal (1x1 family, D3)", case)
         return
     rt.assert_close(case, result.output, case.compute(), label="OpenVINO")
     record(f"{case.op} vs OpenVINO ({suite}): equal", case)
@@ -129,7 +137,11 @@ def test_same_upper_puts_the_odd_pad_first():
 
 
 def test_cpu_plugin_ignores_pads_begin_for_1x1_identity_crop():
-    """D3: 1x1 kernel, stride 1, output_shape == input size, explicit pads_begin is ignored."""
+    """D3: 1x1 kernel, stride 1, output as large as the input: pads_begin is ignored.
+
+    (The plugin's shortcut, :func:`_runtimes.openvino_shortcut`, reads the output as a
+    reshape of the input; at Y == X that is the identity.)
+    """
     data = np.arange(1, 6, dtype=np.float32).reshape(1, 1, 5)
     filter_ = np.ones((1, 1, 1), np.float32)
     quirk = rt.with_arrays(make_case("convolution_backprop_data", (1, 1, 5), (1, 1, 1),
@@ -145,8 +157,15 @@ def test_cpu_plugin_ignores_pads_begin_for_1x1_identity_crop():
         near = rt.with_arrays(make_case("convolution_backprop_data", (1, 1, 5), (1, 1, 1),
                                       output_shape=[size], pads_begin=[2], pads_end=[0]),
                             data, filter_)
-        assert not rt.openvino_1x1_quirk(near)
         np.testing.assert_array_equal(_single(near).output.ravel(), values)
+    # no output_shape: pads and output_padding that give Y == X do the same
+    single = np.array([[[[3.0]]]], np.float32)
+    padded = rt.with_arrays(make_case("convolution_backprop_data", (1, 1, 1, 1), (1, 1, 1, 1),
+                                      output_padding=[2, 0], pads_begin=[2, 0], pads_end=[0, 0]),
+                            single, np.ones((1, 1, 1, 1), np.float32))
+    assert rt.openvino_1x1_quirk(padded)
+    np.testing.assert_array_equal(_single(padded).output.ravel(), [3.0])
+    np.testing.assert_array_equal(padded.compute().ravel(), [0.0])  # position 2 is padding
 
 
 def _quirk_neighbourhood():
@@ -174,13 +193,17 @@ def _quirk_neighbourhood():
 
 
 def test_the_1x1_quirk_exclusion_is_exact():
-    """D3 on a grid around it: every case matches the library except exactly the quirk."""
+    """D3 on a grid around it: outside the family every case matches the library; inside
+    it the plugin gives the spec's result or its shortcut, and the shortcut does occur."""
     cases = _quirk_neighbourhood()
     results = rt.openvino_group_compute(cases)
-    quirks = [case for case in cases if rt.openvino_1x1_quirk(case, results[case].via)]
-    assert quirks and len(quirks) < len(cases) // 4
+    quirks = [case for case in cases if rt.openvino_1x1_quirk(case)]
+    assert quirks and len(quirks) < len(cases)
     for case in cases:
         check_openvino(case, results[case], suite="1x1 grid")
+    ignored = [case for case in quirks
+               if not np.allclose(results[case].output, case.compute(), atol=1e-5)]
+    assert ignored, "the plugin no longer ignores pads_begin here: revisit D3"
 
 
 def test_opset1_python_helper_drops_pads_with_output_shape():
@@ -249,3 +272,37 @@ def test_integer_models_saturate_and_round_through_float32():
         assert int(_single(case).output.ravel()[0]) == peer_value
         wrapped = np.array(x * w).astype(dtype)
         assert ct.convolution_backprop_data(data, filter_).ravel()[0] == wrapped
+
+
+INT8_CRASH = """
+import numpy as np, openvino as ov
+from openvino import opset1
+from openvino.utils.node_factory import NodeFactory
+data = opset1.parameter([1, 1, 2, 3], np.int8)
+filter_ = opset1.parameter([1, 3, 3, 1], np.int8)
+node = NodeFactory("opset1").create("ConvolutionBackpropData", [
+    data.output(0), filter_.output(0), opset1.constant(np.array([7, 5], np.int64)).output(0)],
+    {"strides": [3, 1], "dilations": [1, 1], "pads_begin": [0, 0], "pads_end": [0, 0],
+     "output_padding": [0, 0], "auto_pad": "explicit"})
+compiled = ov.Core().compile_model(ov.Model([opset1.result(node)], [data, filter_]), "CPU",
+                                   {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": "1"})
+compiled.create_infer_request().infer([np.ones((1, 1, 2, 3), np.int8), np.ones((1, 3, 3, 1), np.int8)])
+print("survived")
+"""
+
+
+def test_int8_output_shape_beyond_the_full_result_crashes():
+    """D14: an int8 model with output_shape larger than F segfaults the CPU plugin.
+
+    Run in a subprocess; the same model in float32, uint8 or int16 runs (and matches).
+    """
+    import subprocess
+    import sys
+
+    crashed = subprocess.run([sys.executable, "-c", INT8_CRASH], capture_output=True, text=True,
+                             timeout=120)
+    assert crashed.returncode != 0 and "survived" not in crashed.stdout
+    for dtype in ("float32", "uint8", "int16"):
+        case = make_case("convolution_backprop_data", (1, 1, 2, 3), (1, 3, 3, 1), dtype=dtype,
+                         output_shape=[7, 5], strides=[3, 1])
+        rt.assert_close(case, _single(case).output, case.compute(), label=f"OpenVINO {dtype}")
