@@ -176,9 +176,10 @@ def assert_close(case: Case, peer: np.ndarray, ours: np.ndarray, *, label: str) 
     """Equal for integer-valued cases; else within the accumulation-order bound.
 
     The bound is the classic one for a sum of ``n`` products computed in any order,
-    ``n * eps * sum |products|`` per element (plus, for float16, one rounding of the
-    result), with ``sum |products|`` from the library's float64 run on ``|data|``,
-    ``|filter|``: a missing or misplaced product is far larger.
+    ``(n + 2) * eps * sum |products|`` per element (bias included; plus one rounding
+    of the result for float16, which every peer accumulates in float32), with
+    ``sum |products|`` from the library's float64 run on ``|data|``, ``|filter|``: a
+    missing or misplaced product is far larger.
     """
     assert peer.shape == ours.shape, (
         f"{label}: shape {peer.shape} but the library gives {ours.shape}\n  {case.reproducer()}")
@@ -196,7 +197,7 @@ def assert_close(case: Case, peer: np.ndarray, ours: np.ndarray, *, label: str) 
     magnitude = _run_with(absolute, arrays)
     eps = float(np.finfo(np.float32).eps)
     bound = (taps(case) + 2) * eps * magnitude
-    if case.dtype == "float16":
+    if case.dtype == "float16":  # plus one rounding of the result to float16
         bound = bound + np.abs(ours.astype(np.float64)) * float(np.finfo(np.float16).eps)
     error = np.abs(peer.astype(np.float64) - ours.astype(np.float64))
     if not (error <= bound).all():
