@@ -10,62 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import strategies as st
 
 import convtranspose as ct
 
 from . import _runtimes as rt
 from ._runtimes import make_case, record
+from ._strategies import openvino_cases
 
 ov = pytest.importorskip("openvino", reason="openvino is not installed (pip install '.[test]')")
 
 pytestmark = pytest.mark.peers
-
-AUTO_PADS = ["explicit", "same_upper", "same_lower", "valid"]
-# float32 dominates; the other element types the CPU plugin computes (docs/semantics.md
-# D8: it computes integer and float64 models in float32, so values stay small and exact).
-# int8 is left out: its deconvolution returns garbage and can crash the process (D14).
-DTYPES = ["float32"] * 6 + ["float16"] * 2 + ["float64", "int32", "int64", "int16", "uint8",
-                                               "uint16", "uint32"]
-
-
-@st.composite
-def openvino_cases(draw, op: str):
-    """A small random configuration of an OpenVINO op, valid for the spec."""
-    rank = draw(st.integers(1, 3))
-    groups = draw(st.integers(1, 3)) if op == "group_convolution_backprop_data" else 1
-    c_in, c_out, batch = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 2))
-    big = 4 if rank < 3 else 3
-    sizes = draw(st.lists(st.integers(1, big), min_size=rank, max_size=rank))
-    kernel = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
-    strides = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
-    dilations = draw(st.lists(st.integers(1, 2), min_size=rank, max_size=rank))
-    output_padding = [draw(st.integers(0, max(s - 1, 0) if draw(st.booleans()) else 2))
-                      for s in strides]
-    auto_pad = draw(st.sampled_from(AUTO_PADS))
-    full = [(x - 1) * s + (k - 1) * d + 1 + p
-            for x, k, s, d, p in zip(sizes, kernel, strides, dilations, output_padding)]
-    with_output_shape = draw(st.booleans())
-    if with_output_shape:
-        # smaller than, equal to and larger than the natural size F + output_padding
-        output_shape = [max(1, f + draw(st.integers(-3, 2))) for f in full]
-        pads_begin = draw(st.lists(st.integers(0, 2), min_size=rank, max_size=rank))
-        pads_end = draw(st.lists(st.integers(0, 2), min_size=rank, max_size=rank))
-    else:
-        output_shape = None
-        pads_begin = [draw(st.integers(0, min(2, f - 1))) for f in full]
-        pads_end = [draw(st.integers(0, min(2, f - 1 - b))) for f, b in zip(full, pads_begin)]
-    dtype = draw(st.sampled_from(DTYPES))
-    values = draw(st.sampled_from(["integer", "normal"])) if dtype in ("float32", "float16") \
-        else "integer"
-    if op == "group_convolution_backprop_data":
-        data_shape, filter_shape = [batch, groups * c_in] + sizes, [groups, c_in, c_out] + kernel
-    else:
-        data_shape, filter_shape = [batch, c_in] + sizes, [c_in, c_out] + kernel
-    return make_case(op, data_shape, filter_shape, dtype=dtype, values=values,
-                     seed=draw(st.integers(0, 2**16)), output_shape=output_shape,
-                     strides=strides, dilations=dilations, pads_begin=pads_begin,
-                     pads_end=pads_end, output_padding=output_padding, auto_pad=auto_pad)
 
 
 def check_openvino(case: rt.Case, result: rt.OpenVINOResult, suite: str = "random") -> None:

@@ -10,8 +10,7 @@ import pytest
 
 from . import _runtimes as rt
 from ._runtimes import record
-from .test_onnxruntime import onnx_cases
-from .test_openvino import openvino_cases
+from ._strategies import onnx_cases, openvino_cases
 
 pytestmark = pytest.mark.peers
 

@@ -11,58 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import strategies as st
 
 from . import _runtimes as rt
-from ._runtimes import make_case, record
+from ._runtimes import record
+from ._strategies import onednn_cases
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install '.[test]')")
 
 pytestmark = pytest.mark.peers
-
-LAYOUTS = ["XIO", "OIX", "IOX", "XOI"]
-AUTO_PADS = ["none", "none", "same_upper", "same_lower", "valid"]
-
-
-@st.composite
-def onednn_cases(draw):
-    rank = draw(st.integers(1, 3))
-    groups = draw(st.integers(1, 3))
-    c_in, c_out, batch = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 2))
-    big = 4 if rank < 3 else 3
-    sizes = draw(st.lists(st.integers(1, big), min_size=rank, max_size=rank))
-    kernel = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
-    strides = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
-    dilations = draw(st.lists(st.integers(1, 2), min_size=rank, max_size=rank))
-    output_padding = [draw(st.integers(0, s - 1)) for s in strides]  # oneDNN: < stride
-    auto_pad = draw(st.sampled_from(AUTO_PADS))
-    full = [(x - 1) * s + (k - 1) * d + 1 + p
-            for x, k, s, d, p in zip(sizes, kernel, strides, dilations, output_padding)]
-    attrs = dict(strides=strides, dilations=dilations, output_padding=output_padding,
-                 groups=groups, auto_pad=auto_pad)
-    if draw(st.integers(0, 3)) == 0:
-        attrs["output_shape"] = [max(1, f + draw(st.integers(-3, 2))) for f in full]
-    if auto_pad == "none" and "output_shape" not in attrs:
-        if draw(st.booleans()):  # symmetric: torch's own padding
-            pads = [draw(st.integers(0, (f - 1) // 2)) for f in full]
-            attrs.update(pads_begin=pads, pads_end=pads)
-        else:
-            begin = [draw(st.integers(0, min(2, f - 1))) for f in full]
-            attrs.update(pads_begin=begin,
-                         pads_end=[draw(st.integers(0, min(2, f - 1 - b)))
-                                   for f, b in zip(full, begin)])
-    layout = draw(st.sampled_from(LAYOUTS))
-    attrs["weights_format" if draw(st.booleans()) else "filter_format"] = layout
-    data_format = draw(st.sampled_from(["NXC", "NCX"]))
-    attrs["data_format"] = data_format
-    i, o = groups * c_in, c_out
-    filter_shape = {"IOX": [i, o] + kernel, "OIX": [o, i] + kernel,
-                    "XIO": kernel + [i, o], "XOI": kernel + [o, i]}[layout]
-    data_shape = [batch] + sizes + [i] if data_format == "NXC" else [batch, i] + sizes
-    dtype = draw(st.sampled_from(["float32", "float32", "float32", "float64"]))
-    return make_case("conv_transpose", data_shape, filter_shape, dtype=dtype,
-                     values=draw(st.sampled_from(["integer", "normal"])),
-                     seed=draw(st.integers(0, 2**16)), bias=draw(st.booleans()), **attrs)
 
 
 def to_torch_layouts(case: rt.Case):
