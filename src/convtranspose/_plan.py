@@ -590,7 +590,7 @@ def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
     >>> from convtranspose import shapes
     >>> shapes.onnx_conv_transpose((1, 1, 3, 3), (1, 2, 3, 3), strides=[3, 2],
     ...                            output_shape=[10, 8]).pads_begin
-    (1, 0)
+    (0, 0)
     """
     data = _shape("X shape", X)
     filter_ = _shape("W shape", W)
