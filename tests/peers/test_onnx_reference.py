@@ -13,6 +13,7 @@ from . import _runtimes as rt
 from ._runtimes import make_case
 
 pytest.importorskip("onnx", reason="onnx is not installed (pip install '.[test]')")
+pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install '.[test]')")
 
 pytestmark = pytest.mark.peers
 
