@@ -205,7 +205,8 @@ def assert_close(case: Case, peer: np.ndarray, ours: np.ndarray, *, label: str,
         worst = np.unravel_index(np.argmax(error - bound), error.shape)
         raise AssertionError(
             f"{label}: error {error[worst]:.3g} above the accumulation bound {bound[worst]:.3g}"
-            f" at {list(worst)}: peer {peer[worst]} vs library {ours[worst]}\n  {case.reproducer()}")
+            f" at {list(worst)}: peer {peer[worst]} vs library {ours[worst]}"
+            f"\n  {case.reproducer()}")
 
 
 def _run_with(case: Case, arrays) -> np.ndarray:

@@ -69,7 +69,8 @@ def test_node_case(name):
 @pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
 def test_node_case_on_onnxruntime(name):
     """The same expected outputs from onnxruntime: the cases are fair to both."""
-    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install '.[test]')")
+    pytest.importorskip("onnxruntime",
+                        reason="onnxruntime is not installed (pip install '.[test]')")
     node, inputs, outputs = CASES[name]
     graph = onnx.helper.make_graph(
         [node], name,

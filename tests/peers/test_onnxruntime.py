@@ -9,7 +9,8 @@ from . import _runtimes as rt
 from ._runtimes import record
 from ._strategies import onnx_cases
 
-ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install '.[test]')")
+ort = pytest.importorskip("onnxruntime",
+                          reason="onnxruntime is not installed (pip install '.[test]')")
 pytest.importorskip("onnx", reason="onnx is not installed (pip install '.[test]')")
 
 pytestmark = pytest.mark.peers

@@ -24,10 +24,12 @@ pytestmark = pytest.mark.peers
 
 def check_openvino(case: rt.Case, result: rt.OpenVINOResult, suite: str = "random") -> None:
     """Shape, resolved pads and values of one case against OpenVINO."""
-    assert result.error is None, f"OpenVINO rejected a valid case: {result.error}\n  {case.reproducer()}"
+    assert result.error is None, (
+        f"OpenVINO rejected a valid case: {result.error}\n  {case.reproducer()}")
     plan = case.plan()
     assert result.partial_shape == plan.output_shape, (
-        f"OpenVINO infers {result.partial_shape}, the plan {plan.output_shape}\n  {case.reproducer()}")
+        f"OpenVINO infers {result.partial_shape}, the plan {plan.output_shape}"
+        f"\n  {case.reproducer()}")
     for when, pads in (("after compile_model", (result.pads_begin, result.pads_end)),
                        ("on construction", result.pads_before_compile)):
         assert pads == (plan.pads_begin, plan.pads_end), (
@@ -120,6 +122,16 @@ def test_cpu_plugin_ignores_pads_begin_for_1x1_identity_crop():
     assert rt.openvino_1x1_quirk(padded)
     np.testing.assert_array_equal(_single(padded).output.ravel(), [3.0])
     np.testing.assert_array_equal(padded.compute().ravel(), [0.0])  # position 2 is padding
+    # batch 2, output smaller than the input: a reshape instead of a crop
+    batch = np.arange(18, dtype=np.float32).reshape(2, 1, 3, 3)
+    cropped = rt.with_arrays(make_case("convolution_backprop_data", (2, 1, 3, 3), (1, 1, 1, 1),
+                                       auto_pad="valid", output_padding=[1, 0],
+                                       output_shape=[2, 1]),
+                             batch, np.ones((1, 1, 1, 1), np.float32))
+    assert rt.openvino_1x1_quirk(cropped)
+    reshaped = batch.reshape(2, 1, 9)[..., :2].reshape(2, 1, 2, 1)
+    np.testing.assert_array_equal(_single(cropped).output, reshaped)
+    np.testing.assert_array_equal(cropped.compute(), batch[:, :, :2, :1])
 
 
 def _quirk_neighbourhood():
@@ -161,7 +173,7 @@ def test_the_1x1_quirk_exclusion_is_exact():
 
 
 def test_opset1_python_helper_drops_pads_with_output_shape():
-    """D2: ``opset1.group_convolution_backprop_data`` loses pads_begin when output_shape is given."""
+    """D2: ``opset1.group_convolution_backprop_data`` loses pads_begin with output_shape."""
     from openvino import opset1
 
     data = opset1.parameter([1, 1, 5], np.float32)
@@ -239,8 +251,10 @@ node = NodeFactory("opset1").create("ConvolutionBackpropData", [
     {"strides": [3, 1], "dilations": [1, 1], "pads_begin": [0, 0], "pads_end": [0, 0],
      "output_padding": [0, 0], "auto_pad": "explicit"})
 compiled = ov.Core().compile_model(ov.Model([opset1.result(node)], [data, filter_]), "CPU",
-                                   {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": "1"})
-compiled.create_infer_request().infer([np.ones((1, 1, 2, 3), np.int8), np.ones((1, 3, 3, 1), np.int8)])
+                                   {"INFERENCE_PRECISION_HINT": "f32",
+                                    "INFERENCE_NUM_THREADS": "1"})
+compiled.create_infer_request().infer([np.ones((1, 1, 2, 3), np.int8),
+                                       np.ones((1, 3, 3, 1), np.int8)])
 print("survived")
 """
 
