@@ -352,8 +352,10 @@ def onnx_geometry(spatial, kernel, strides=None, pads=None, dilations=None, auto
     axes = []
     for i in range(rank):
         f = _full_size(spatial[i], kernel[i], s[i], d[i])
-        if mode == "VALID":
+        if mode == "VALID" and output_shape is None:
             axes.append((0, f + op[i], 0, 0))
+        # VALID with output_shape derives pads like NOTSET: the ONNX spec's "else" branch,
+        # confirmed by onnxruntime and onnx shape inference (docs/semantics.md, D12).
         elif mode == "NOTSET" and output_shape is None:
             b, e = pads[i], pads[rank + i]
             axes.append((b, f + op[i] - b - e, b, e))

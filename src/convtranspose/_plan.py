@@ -671,7 +671,9 @@ def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
         x, k, s, d, op_ = data[2 + i], kernel[i], strides[i], dilations[i], output_padding[i]
         full = (x - 1) * s + (k - 1) * d + 1
         size = None
-        if mode == "valid":
+        if mode == "valid" and target is None:
+            # with output_shape, VALID derives pads like NOTSET (the ONNX spec's "Else"
+            # branch; onnx shape inference and onnxruntime agree: docs/semantics.md)
             pb = pe = 0
             size = full + op_
             rule = f"VALID: pads 0, Y = F + output_padding = {full} + {op_}"

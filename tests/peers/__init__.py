@@ -1,0 +1,1 @@
+"""Differential tests: every dialect against the runtime that owns it (marker ``peers``)."""
