@@ -249,6 +249,17 @@ def _per_axis(
     return values
 
 
+def _geometry(rank, strides, dilations, pads_begin, pads_end, output_padding):
+    """The per-axis attributes every dialect shares, with the specs' defaults and ranges."""
+    return (
+        _per_axis("strides", strides, rank, 1, 1),
+        _per_axis("dilations", dilations, rank, 1, 1),
+        _per_axis("pads_begin", pads_begin, rank, 0, 0),
+        _per_axis("pads_end", pads_end, rank, 0, 0),
+        _per_axis("output_padding", output_padding, rank, 0, 0),
+    )
+
+
 def _output_shape(value: object, rank: int, name: str = "output_shape") -> tuple[int, ...] | None:
     """The optional spatial output shape: one positive int per spatial axis."""
     if value is None:
@@ -357,11 +368,8 @@ def _openvino(op, data, filter, output_shape, strides, pads_begin, pads_end, dil
     rank = _check_ranks(data, filter_, 1 if grouped else 0, layout)
     _check_spatial("data", data, data[2:])
     mode = _choice("auto_pad", auto_pad, _OPENVINO_AUTO_PAD)
-    strides = _per_axis("strides", strides, rank, 1, 1)
-    dilations = _per_axis("dilations", dilations, rank, 1, 1)
-    pads_begin = _per_axis("pads_begin", pads_begin, rank, 0, 0)
-    pads_end = _per_axis("pads_end", pads_end, rank, 0, 0)
-    output_padding = _per_axis("output_padding", output_padding, rank, 0, 0)
+    strides, dilations, pads_begin, pads_end, output_padding = _geometry(
+        rank, strides, dilations, pads_begin, pads_end, output_padding)
     target = _output_shape(output_shape, rank)
 
     if grouped:
@@ -509,11 +517,8 @@ def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, p
         layout = _choice("weights_format", weights_format, _FILTER_FORMATS)
     rank = _check_ranks(data, filter_, 0, layout)
     mode = _choice("auto_pad", auto_pad, _ONEDNN_AUTO_PAD)
-    strides = _per_axis("strides", strides, rank, 1, 1)
-    dilations = _per_axis("dilations", dilations, rank, 1, 1)
-    pads_begin = _per_axis("pads_begin", pads_begin, rank, 0, 0)
-    pads_end = _per_axis("pads_end", pads_end, rank, 0, 0)
-    output_padding = _per_axis("output_padding", output_padding, rank, 0, 0)
+    strides, dilations, pads_begin, pads_end, output_padding = _geometry(
+        rank, strides, dilations, pads_begin, pads_end, output_padding)
     target = _output_shape(output_shape, rank)
     groups = _index("groups", groups)
     if groups <= 0:
@@ -619,9 +624,8 @@ def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
     rank = _check_ranks(data, filter_, 0, "(C, M/group, K...)")
     _check_spatial("X", data, data[2:])
     mode = _choice("auto_pad", auto_pad, _ONNX_AUTO_PAD)
-    strides = _per_axis("strides", strides, rank, 1, 1)
-    dilations = _per_axis("dilations", dilations, rank, 1, 1)
-    output_padding = _per_axis("output_padding", output_padding, rank, 0, 0)
+    strides, dilations, _, _, output_padding = _geometry(
+        rank, strides, dilations, None, None, output_padding)
     group = _index("group", group)
     if group <= 0:
         raise ConvTransposeError(f"group must be positive, got {group}")
