@@ -40,6 +40,43 @@ def _as_array(name: str, value: object) -> np.ndarray:
         raise TypeError(f"{name} must be an array, got {type(value).__name__}: {error}") from None
 
 
+_PLAN_CACHE_SIZE = 512
+_plan_cache: dict = {}
+
+
+def _freeze(value: object) -> object:
+    """A hashable key that tells apart every value the resolvers tell apart.
+
+    Type-tagged, so that ``True``, ``1`` and ``1.0`` (equal and equally hashed) never
+    share an entry; raises TypeError for values with no faithful key.
+    """
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return (type(value),) + tuple(_freeze(item) for item in value)
+    hash(value)
+    return (type(value), value)
+
+
+def _resolve(resolver, *args, **kwargs) -> _plan.ConvTransposePlan:
+    """``resolver(*args, **kwargs)``, memoised: repeated layers skip shape validation.
+
+    Plans are immutable and errors are never cached, so a hit returns exactly what a
+    fresh resolution would.
+    """
+    try:
+        key = (resolver, _freeze(args), _freeze(tuple(kwargs.items())))
+    except TypeError:
+        return resolver(*args, **kwargs)
+    plan = _plan_cache.get(key)
+    if plan is None:
+        plan = resolver(*args, **kwargs)
+        if len(_plan_cache) >= _PLAN_CACHE_SIZE:
+            _plan_cache.pop(next(iter(_plan_cache)))
+        _plan_cache[key] = plan
+    return plan
+
+
 def _canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.ndarray:
     """The filter as ``(G, Ci, Co, K...)``, a view where the layout allows."""
     if plan.filter_layout == "GIOX":
@@ -120,9 +157,10 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, 
     array([[[ 10., 102.,  20., 203.,  30., 300.]]])
     """
     data, filter = _as_array("data", data), _as_array("filter", filter)
-    plan = _plan.convolution_backprop_data(
-        data.shape, filter.shape, output_shape, strides=strides, pads_begin=pads_begin,
-        pads_end=pads_end, dilations=dilations, auto_pad=auto_pad, output_padding=output_padding)
+    plan = _resolve(
+        _plan.convolution_backprop_data, data.shape, filter.shape, output_shape,
+        strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
+        auto_pad=auto_pad, output_padding=output_padding)
     return _execute(plan, data, filter)
 
 
@@ -161,9 +199,10 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
     (1, 6, 9, 9)
     """
     data, filter = _as_array("data", data), _as_array("filter", filter)
-    plan = _plan.group_convolution_backprop_data(
-        data.shape, filter.shape, output_shape, strides=strides, pads_begin=pads_begin,
-        pads_end=pads_end, dilations=dilations, auto_pad=auto_pad, output_padding=output_padding)
+    plan = _resolve(
+        _plan.group_convolution_backprop_data, data.shape, filter.shape, output_shape,
+        strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
+        auto_pad=auto_pad, output_padding=output_padding)
     return _execute(plan, data, filter)
 
 
@@ -225,10 +264,10 @@ def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, p
     """
     input, filter = _as_array("input", input), _as_array("filter", filter)
     bias = None if bias is None else _as_array("bias", bias)
-    plan = _plan.conv_transpose(
-        input.shape, filter.shape, None if bias is None else bias.shape, strides=strides,
-        pads_begin=pads_begin, pads_end=pads_end, dilations=dilations, auto_pad=auto_pad,
-        output_padding=output_padding, groups=groups, data_format=data_format,
+    plan = _resolve(
+        _plan.conv_transpose, input.shape, filter.shape, None if bias is None else bias.shape,
+        strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
+        auto_pad=auto_pad, output_padding=output_padding, groups=groups, data_format=data_format,
         filter_format=filter_format, weights_format=weights_format, output_shape=output_shape)
     return _execute(plan, input, filter, bias, names=("input", "filter", "bias"))
 
@@ -285,8 +324,8 @@ def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
     """
     X, W = _as_array("X", X), _as_array("W", W)
     B = None if B is None else _as_array("B", B)
-    plan = _plan.onnx_conv_transpose(
-        X.shape, W.shape, None if B is None else B.shape, auto_pad=auto_pad,
-        dilations=dilations, group=group, kernel_shape=kernel_shape,
+    plan = _resolve(
+        _plan.onnx_conv_transpose, X.shape, W.shape, None if B is None else B.shape,
+        auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
         output_padding=output_padding, output_shape=output_shape, pads=pads, strides=strides)
     return _execute(plan, X, W, B, names=("X", "W", "B"))
