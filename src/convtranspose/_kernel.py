@@ -3,21 +3,122 @@
 Input: data ``(N, G*Ci, X...)`` (or channels last ``(N, X..., G*Ci)``), weights
 ``(G, Ci, Co, K...)`` and one :class:`~convtranspose._plan.AxisPlan` per spatial axis.
 Output: ``(N, G*Co, Y...)`` (or channels last), in the accumulation dtype.
+
+Three algorithms compute the same sums; :func:`choose_algorithm` picks one per
+shape (cached) from a cost model, and ``CONVTRANSPOSE_ALGORITHM`` (or the
+``algorithm`` argument of :func:`transposed_convolution`) forces one:
+
+``phase`` (sub-pixel decomposition)
+    Output element ``o`` of an axis with stride ``s`` belongs to phase ``o mod s``;
+    a phase only receives the taps ``k`` with ``k*d = o + offset (mod s)``, each
+    from input ``o // s + shift``.  Adjacent phases with the same shifts form a
+    class: one im2col of the shifted inputs and one dense GEMM (phases and output
+    channels as the GEMM's columns) computes the whole class, and the result is
+    copied once into a strided view of the output.  No scatter-add, no
+    zero-inserted input, FLOPs only for taps that exist.
+``col2im``
+    One GEMM gives every tap's contribution ``(taps * Co)`` per input position,
+    then a strided add per tap.  Cheapest when ``Co * taps`` is small next to
+    ``Ci * taps / stride**D`` (few output channels).
+``direct``
+    Per-tap multiply-add for depthwise and few-channel groups (a numba kernel
+    when numba is installed, else NumPy), where a GEMM would have tiny operands.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ._plan import AxisPlan
 
-__all__ = ["transposed_convolution"]
+__all__ = ["ALGORITHMS", "choose_algorithm", "describe_algorithm", "transposed_convolution"]
+
+ALGORITHMS = ("phase", "col2im", "direct")
+
+#: Environment variable forcing an algorithm (one of ALGORITHMS) for every call.
+ALGORITHM_ENV = "CONVTRANSPOSE_ALGORITHM"
+#: Environment variable: set to 1 to never use numba, even when it is installed.
+NO_NUMBA_ENV = "CONVTRANSPOSE_NO_NUMBA"
+
+#: Scratch (im2col/column) buffers are split over the batch to stay under this many
+#: bytes, or under half the output when that is larger.
+_SCRATCH_BYTES = 16 << 20
 
 
-def _tap_windows(axis: AxisPlan) -> list[tuple[slice, slice] | None]:
+# --------------------------------------------------------------------------- plans
+
+
+@dataclass(frozen=True)
+class _PhaseClass:
+    """Adjacent output phases ``[first, first + count)`` of one axis sharing input shifts.
+
+    ``taps[i][slot]`` is the kernel index that phase ``first + i`` takes from input
+    ``j + shifts[slot]`` for its ``j``-th output ``o = j*s + first + i``.
+    """
+
+    first: int
+    count: int
+    shifts: tuple[int, ...]
+    taps: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class _AxisPhases:
+    stride: int
+    whole_blocks: int  # Y // s: blocks of s outputs entirely inside the output
+    blocks: int  # ceil(Y / s): output positions j computed per phase
+    remainder: int  # Y % s: phases present in the last, partial block
+    pad_low: int  # input zeros needed before x = 0 so that every shift is in range
+    pad_high: int
+    classes: tuple[_PhaseClass, ...]
+
+
+def _axis_phases(axis: AxisPlan) -> _AxisPhases:
+    s, d, size = axis.stride, axis.dilation, axis.input_size
+    blocks = -(-axis.output_size // s)
+    per_phase = []
+    for phase in range(min(s, axis.output_size)):
+        pairs = []
+        for k in range(axis.kernel_size):
+            numerator = phase + axis.offset - k * d
+            if numerator % s:
+                continue
+            shift = numerator // s
+            if shift + blocks - 1 < 0 or shift > size - 1:
+                continue  # this tap only ever reads zeros
+            pairs.append((shift, k))
+        pairs.sort()
+        per_phase.append(pairs)
+    classes = []
+    for phase, pairs in enumerate(per_phase):
+        shifts = tuple(shift for shift, _ in pairs)
+        taps = tuple(k for _, k in pairs)
+        if classes and classes[-1].shifts == shifts:
+            last = classes[-1]
+            classes[-1] = _PhaseClass(last.first, last.count + 1, shifts, last.taps + (taps,))
+        else:
+            classes.append(_PhaseClass(phase, 1, shifts, (taps,)))
+    all_shifts = [shift for c in classes for shift in c.shifts] or [0]
+    return _AxisPhases(
+        stride=s,
+        whole_blocks=axis.output_size // s,
+        blocks=blocks,
+        remainder=axis.output_size % s,
+        pad_low=max(0, -min(all_shifts)),
+        pad_high=max(0, max(all_shifts) + blocks - size),
+        classes=tuple(classes),
+    )
+
+
+def _tap_windows(axis: AxisPlan) -> tuple[tuple[slice, slice] | None, ...]:
     """Per kernel tap, the (input, output) slices it connects along one axis.
 
     Tap ``k`` sends input ``x`` to output ``o = x*s + k*d - offset``; the slices
@@ -33,7 +134,87 @@ def _tap_windows(axis: AxisPlan) -> list[tuple[slice, slice] | None]:
             windows.append(None)
         else:
             windows.append((slice(lo, hi + 1), slice(first + lo * s, first + hi * s + 1, s)))
-    return windows
+    return tuple(windows)
+
+
+# --------------------------------------------------------------------------- choice
+
+
+def _numba_usable() -> bool:
+    if os.environ.get(NO_NUMBA_ENV, "") not in ("", "0"):
+        return False
+    import importlib.util
+
+    return importlib.util.find_spec("numba") is not None
+
+
+@functools.lru_cache(maxsize=512)
+def _choose(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+            channels_last: bool, dtype: np.dtype, numba: bool) -> str:
+    groups, ci, co = weights_shape[:3]
+    spatial_in = math.prod(axis.input_size for axis in axes)
+    spatial_out = math.prod(axis.output_size for axis in axes)
+    taps = math.prod(weights_shape[3:])
+    if batch * groups * ci * co * spatial_in * taps == 0:
+        return "phase"
+    rows_in = batch * groups * spatial_in
+    outputs = batch * groups * co * spatial_out
+    # Cost in nanoseconds, roughly calibrated on a 2-core AVX-512 machine: a large
+    # sgemm runs at ~150 GFLOP/s and slows down when an operand dimension is small;
+    # a NumPy memory pass costs ~1 ns per element (more with a strided inner axis).
+    phases = [_axis_phases(axis) for axis in axes]
+    rows_phase = batch * groups * math.prod(p.blocks for p in phases)
+    phase_cost = 0.0
+    for combo in itertools.product(*(p.classes for p in phases)):
+        slots = math.prod(len(c.shifts) for c in combo)
+        width = math.prod(c.count for c in combo) * co
+        if slots == 0:
+            continue
+        depth = slots * ci
+        phase_cost += _gemm_ns(rows_phase, depth, width) + 1.0 * rows_phase * depth
+        phase_cost += 1.0 * rows_phase * width * (1 if channels_last else 3) + 3000
+    phase_cost += 1.0 * rows_in * ci  # padding / layout copy of the input
+    live = math.prod(sum(w is not None for w in _tap_windows(axis)) for axis in axes)
+    col_cost = _gemm_ns(rows_in, ci, taps * co) + 1.0 * outputs
+    col_cost += live * (2.5 * rows_in * co + 2000) + (0 if channels_last else 0.5 * outputs)
+    direct_cost = float("inf")
+    if ci * co <= 4 and dtype.kind == "f" and numba and len(axes) <= 3:
+        direct_cost = 0.6 * rows_in * ci * taps * co + 1.2 * outputs
+    costs = {"phase": phase_cost, "col2im": col_cost, "direct": direct_cost}
+    return min(costs, key=costs.get)
+
+
+def _gemm_ns(rows: int, depth: int, width: int) -> float:
+    flops = 2.0 * rows * depth * width
+    efficiency = min(1.0, depth / 256) * min(1.0, width / 96) * min(1.0, rows / 128)
+    return flops / (150.0 * max(efficiency, 0.03)) + 2.0 * rows * width
+
+
+def choose_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
+                     channels_last: bool = False, dtype=np.float32) -> str:
+    """The algorithm :func:`transposed_convolution` uses for these shapes (cached).
+
+    ``CONVTRANSPOSE_ALGORITHM`` overrides the choice.
+    """
+    forced = os.environ.get(ALGORITHM_ENV, "")
+    if forced:
+        if forced not in ALGORITHMS:
+            raise ValueError(f"{ALGORITHM_ENV}={forced!r}; expected one of {ALGORITHMS}")
+        return forced
+    return _choose(batch, tuple(axes), tuple(weights_shape), bool(channels_last),
+                   np.dtype(dtype), _numba_usable())
+
+
+def describe_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
+                       channels_last: bool = False, dtype=np.float32) -> str:
+    """A short human-readable name of the chosen algorithm (for benchmark tables)."""
+    name = choose_algorithm(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype)
+    if name == "direct":
+        return "direct (numba)" if _numba_usable() else "direct (numpy)"
+    return name
+
+
+# --------------------------------------------------------------------------- entry point
 
 
 def transposed_convolution(
@@ -44,61 +225,271 @@ def transposed_convolution(
     dtype: np.dtype,
     channels_last: bool = False,
     bias: np.ndarray | None = None,
+    algorithm: str | None = None,
 ) -> np.ndarray:
-    """Compute the canonical transposed convolution (GEMM, then col2im).
+    """Compute the canonical transposed convolution.
 
     Parameters
     ----------
     data : ndarray
         ``(N, G*Ci, X...)``, or ``(N, X..., G*Ci)`` when ``channels_last``.
     weights : ndarray
-        ``(G, Ci, Co, K...)``.
+        ``(G, Ci, Co, K...)`` (any strides).
     axes : sequence of AxisPlan
         One per spatial axis; gives ``X``, ``K``, stride, dilation, offset and ``Y``.
     dtype : numpy dtype
-        The accumulation dtype; the result has it.
+        The accumulation dtype (float64, float32 or int64); the result has it.
+        Integer sums wrap around like int64 arithmetic.
     channels_last : bool
         Layout of ``data`` and of the result.
     bias : ndarray, optional
         ``(G*Co,)``, added to every output position.
+    algorithm : {"phase", "col2im", "direct"}, optional
+        Force an algorithm (tests); by default :func:`choose_algorithm` decides.
 
     Returns
     -------
     ndarray
-        ``(N, G*Co, Y...)``, or ``(N, Y..., G*Co)`` when ``channels_last``; never a
-        view of an input.
+        ``(N, G*Co, Y...)``, or ``(N, Y..., G*Co)`` when ``channels_last``; a fresh
+        C-contiguous array, never a view of an input.
     """
+    dtype = np.dtype(dtype)
+    axes = tuple(axes)
     groups, in_per_group, out_per_group = weights.shape[:3]
-    kernel = tuple(weights.shape[3:])
-    if channels_last:
-        data = np.moveaxis(data, -1, 1)
-    batch, spatial = data.shape[0], tuple(data.shape[2:])
+    batch = data.shape[0]
     out_spatial = tuple(axis.output_size for axis in axes)
+    if channels_last:
+        out = np.empty((batch,) + out_spatial + (groups * out_per_group,), dtype)
+    else:
+        out = np.empty((batch, groups * out_per_group) + out_spatial, dtype)
+    if algorithm is None:
+        algorithm = choose_algorithm(batch, axes, weights.shape, channels_last=channels_last,
+                                     dtype=dtype)
+    if out.size == 0:
+        pass
+    elif data.size == 0 or weights.size == 0:
+        out.fill(0)
+    else:
+        with np.errstate(over="ignore"):
+            if algorithm == "phase":
+                _phase(data, weights, axes, dtype, channels_last, out)
+            elif algorithm == "col2im":
+                _col2im(data, weights, axes, dtype, channels_last, out)
+            elif algorithm == "direct":
+                _direct(data, weights, axes, dtype, channels_last, out)
+            else:
+                raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+    if bias is not None and out.size:
+        shape = (-1,) if channels_last else (-1,) + (1,) * len(axes)
+        out += bias.astype(dtype, copy=False).reshape(shape)
+    return out
+
+
+# --------------------------------------------------------------------------- layouts
+
+
+def _input_glxc(data: np.ndarray, groups: int, channels_last: bool) -> np.ndarray:
+    """A view of the data as ``(G, N, X..., Ci)``."""
+    rank = data.ndim - 2
+    if channels_last:
+        split = data.reshape(data.shape[:-1] + (groups, -1))  # (N, X..., G, Ci)
+        return np.moveaxis(split, -2, 0)
+    split = data.reshape((data.shape[0], groups, -1) + data.shape[2:])  # (N, G, Ci, X...)
+    return split.transpose((1, 0) + tuple(range(3, 3 + rank)) + (2,))
+
+
+def _output_glyc(out: np.ndarray, groups: int, channels_last: bool) -> np.ndarray:
+    """A writable view of the output as ``(G, N, Y..., Co)``."""
+    return _input_glxc(out, groups, channels_last)
+
+
+# --------------------------------------------------------------------------- phase
+
+
+def _batch_chunk(batch: int, bytes_per_sample: int, out_bytes: int) -> int:
+    budget = max(_SCRATCH_BYTES, out_bytes // 2)
+    return max(1, min(batch, budget // max(bytes_per_sample, 1)))
+
+
+def _phase(data, weights, axes, dtype, channels_last, out):
+    groups, ci, co = weights.shape[:3]
+    rank = len(axes)
+    batch = data.shape[0]
+    phases = tuple(_axis_phases(axis) for axis in axes)
+    combos = list(itertools.product(*(p.classes for p in phases)))
+    if any(math.prod(len(c.shifts) for c in combo) == 0 for combo in combos):
+        out.fill(0)  # some outputs receive no tap at all
+    source = _input_glxc(data, groups, channels_last)
+    if any(p.pad_low or p.pad_high for p in phases):
+        padded_shape = (groups, batch) + tuple(
+            axis.input_size + p.pad_low + p.pad_high for axis, p in zip(axes, phases)) + (ci,)
+        padded = np.zeros(padded_shape, dtype)
+        interior = (slice(None), slice(None)) + tuple(
+            slice(p.pad_low, p.pad_low + axis.input_size) for axis, p in zip(axes, phases))
+        padded[interior] = source
+    else:
+        padded = source.astype(dtype, copy=False)
+    target = _output_glyc(out, groups, channels_last)
+    blocks = tuple(p.blocks for p in phases)
+    itemsize = dtype.itemsize
+    for combo in combos:
+        slots = list(itertools.product(*(range(len(c.shifts)) for c in combo)))
+        if not slots:
+            continue
+        counts = tuple(c.count for c in combo)
+        depth = len(slots) * ci
+        width = math.prod(counts) * co
+        # Weights as (G, slots*Ci, phases*Co): column (phase..., co) of slot (slot..., ci).
+        matrix = np.empty((groups, len(slots), ci) + counts + (co,), dtype)
+        for slot_index, slot in enumerate(slots):
+            for phase in itertools.product(*(range(n) for n in counts)):
+                tap = tuple(c.taps[i][s] for c, i, s in zip(combo, phase, slot))
+                matrix[(slice(None), slot_index, slice(None)) + phase] = weights[
+                    (slice(None), slice(None), slice(None)) + tap]
+        matrix = matrix.reshape(groups, depth, width)
+        per_sample = groups * math.prod(blocks) * (depth + width) * itemsize
+        chunk = _batch_chunk(batch, per_sample, out.nbytes)
+        for start in range(0, batch, chunk):
+            stop = min(batch, start + chunk)
+            n = stop - start
+            columns = _gather(padded, combo, slots, phases, blocks, start, stop, ci, dtype)
+            product = np.matmul(columns.reshape(groups, n * math.prod(blocks), depth), matrix)
+            product = product.reshape((groups, n) + blocks + counts + (co,))
+            _scatter_phases(target[:, start:stop], product, combo, phases, rank, itemsize)
+
+
+def _gather(padded, combo, slots, phases, blocks, start, stop, ci, dtype):
+    """im2col of one class: ``(G, n, blocks..., slots, Ci)`` (a view when possible)."""
+    groups = padded.shape[0]
+    n = stop - start
+
+    def window(slot):
+        return (slice(None), slice(start, stop)) + tuple(
+            slice(p.pad_low + c.shifts[s], p.pad_low + c.shifts[s] + b)
+            for p, c, s, b in zip(phases, combo, slot, blocks))
+
+    if len(slots) == 1:
+        view = padded[window(slots[0])]
+        return np.ascontiguousarray(view)[..., None, :]
+    columns = np.empty((groups, n) + blocks + (len(slots), ci), dtype)
+    for index, slot in enumerate(slots):
+        columns[..., index, :] = padded[window(slot)]
+    return columns
+
+
+def _scatter_phases(target, product, combo, phases, rank, itemsize):
+    """Copy a class's ``(G, n, blocks..., counts..., Co)`` result into the output."""
+    # Per axis, the pieces: whole blocks j < Y // s, then the partial last block.
+    pieces_per_axis = []
+    for p, c in zip(phases, combo):
+        pieces = []
+        if p.whole_blocks:
+            pieces.append((0, p.whole_blocks, c.count))
+        keep = min(c.count, p.remainder - c.first)
+        if p.remainder and keep > 0:
+            pieces.append((p.whole_blocks, p.whole_blocks + 1, keep))
+        pieces_per_axis.append(pieces)
+    # product axes: (G, n, j_1..j_D, p_1..p_D, Co) -> (G, n, j_1, p_1, ..., j_D, p_D, Co)
+    order = (0, 1) + tuple(itertools.chain.from_iterable(
+        (2 + a, 2 + rank + a) for a in range(rank))) + (2 + 2 * rank,)
+    interleaved = product.transpose(order)
+    strides = target.strides
+    for pieces in itertools.product(*pieces_per_axis):
+        start = tuple(j0 * p.stride + c.first for (j0, _, _), p, c in zip(pieces, phases, combo))
+        corner = target[(slice(None), slice(None)) + start]  # (G, n, Co) view at the corner
+        shape = (target.shape[0], target.shape[1])
+        new_strides = (strides[0], strides[1])
+        for (j0, j1, keep), p, axis_stride in zip(pieces, phases, strides[2:2 + rank]):
+            shape += (j1 - j0, keep)
+            new_strides += (axis_stride * p.stride, axis_stride)
+        shape += (target.shape[-1],)
+        new_strides += (strides[-1],)
+        destination = as_strided(corner, shape, new_strides, writeable=True)
+        source = interleaved[(slice(None), slice(None)) + tuple(itertools.chain.from_iterable(
+            (slice(j0, j1), slice(0, keep)) for j0, j1, keep in pieces))]
+        np.copyto(destination, source)
+
+
+# --------------------------------------------------------------------------- col2im
+
+
+def _col2im(data, weights, axes, dtype, channels_last, out):
+    groups, ci, co = weights.shape[:3]
+    kernel = tuple(weights.shape[3:])
+    rank = len(axes)
+    batch = data.shape[0]
+    spatial = tuple(axis.input_size for axis in axes)
     taps = math.prod(kernel)
-
-    columns_in = data.reshape(batch, groups, in_per_group, math.prod(spatial)).astype(dtype, copy=False)
-    weight_rows = weights.reshape(groups, in_per_group, out_per_group * taps).astype(dtype, copy=False)
-    out = np.zeros((batch, groups, out_per_group) + out_spatial, dtype)
-
     windows = [_tap_windows(axis) for axis in axes]
     live_taps = [
         (tap, tuple(w[k] for w, k in zip(windows, tap)))
         for tap in np.ndindex(*kernel)
         if all(w[k] is not None for w, k in zip(windows, tap))
     ]
-    for g in range(groups):
-        # (Co*taps, Ci) @ (N, Ci, P) -> (N, Co*taps, P): every tap's contribution at once.
-        columns = np.matmul(weight_rows[g].T, columns_in[:, g])
-        columns = columns.reshape((batch, out_per_group) + kernel + spatial)
-        out_group = out[:, g]
-        for tap, window in live_taps:
-            source = (slice(None), slice(None)) + tap + tuple(src for src, _ in window)
-            target = (slice(None), slice(None)) + tuple(dst for _, dst in window)
-            out_group[target] += columns[source]
-
-    out = out.reshape((batch, groups * out_per_group) + out_spatial)
-    if bias is not None:
-        out += bias.astype(dtype, copy=False).reshape((-1,) + (1,) * len(axes))
+    out.fill(0)
+    target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
+    source = _input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
     if channels_last:
-        out = np.ascontiguousarray(np.moveaxis(out, 1, -1))
-    return out
+        # (G, Ci, K..., Co) -> (G, Ci, taps*Co): columns come out as (G, rows, K..., Co).
+        matrix = np.moveaxis(weights, 2, -1).reshape(groups, ci, taps * co).astype(dtype)
+    else:
+        # (G, K..., Co, Ci): columns come out as (G, K..., Co, n, X...).
+        matrix = weights.transpose((0,) + tuple(range(3, 3 + rank)) + (2, 1)).reshape(
+            groups, taps * co, ci).astype(dtype)
+    per_sample = groups * math.prod(spatial) * (taps * co + ci) * dtype.itemsize
+    chunk = _batch_chunk(batch, per_sample, out.nbytes)
+    for start in range(0, batch, chunk):
+        stop = min(batch, start + chunk)
+        n = stop - start
+        if channels_last:
+            rows = np.ascontiguousarray(source[:, start:stop], dtype).reshape(groups, -1, ci)
+            columns = np.matmul(rows, matrix).reshape((groups, n) + spatial + kernel + (co,))
+            for tap, window in live_taps:
+                src = (slice(None), slice(None)) + tuple(w[0] for w in window) + tap
+                dst = (slice(None), slice(start, stop)) + tuple(w[1] for w in window)
+                target[dst] += columns[src]
+        else:
+            # (G, Ci, n*X...) as the right operand keeps X contiguous in the columns.
+            rows = np.ascontiguousarray(np.moveaxis(source[:, start:stop], -1, 1), dtype)
+            columns = np.matmul(matrix, rows.reshape(groups, ci, -1))
+            columns = columns.reshape((groups,) + kernel + (co, n) + spatial)
+            # target as (G, Co, n, Y...)
+            target_c = np.moveaxis(target[:, start:stop], -1, 1)
+            for tap, window in live_taps:
+                src = (slice(None),) + tap + (slice(None), slice(None)) + tuple(w[0] for w in window)
+                dst = (slice(None), slice(None), slice(None)) + tuple(w[1] for w in window)
+                target_c[dst] += columns[src]
+
+
+# --------------------------------------------------------------------------- direct
+
+
+def _direct(data, weights, axes, dtype, channels_last, out):
+    """Per-tap multiply-add over the phase classes: no GEMM, for tiny channel counts."""
+    if dtype.kind == "f" and _numba_usable() and len(axes) <= 3:
+        from ._kernel_numba import direct_phase
+
+        direct_phase(data, weights, axes, dtype, channels_last, out)
+        return
+    _direct_numpy(data, weights, axes, dtype, channels_last, out)
+
+
+def _direct_numpy(data, weights, axes, dtype, channels_last, out):
+    groups, ci, co = weights.shape[:3]
+    kernel = tuple(weights.shape[3:])
+    windows = [_tap_windows(axis) for axis in axes]
+    out.fill(0)
+    target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
+    source = np.ascontiguousarray(_input_glxc(data, groups, channels_last), dtype)
+    w = weights.astype(dtype, copy=False)
+    for tap in np.ndindex(*kernel):
+        window = tuple(wins[k] for wins, k in zip(windows, tap))
+        if any(x is None for x in window):
+            continue
+        src = source[(slice(None), slice(None)) + tuple(x[0] for x in window)]
+        dst = target[(slice(None), slice(None)) + tuple(x[1] for x in window)]
+        tap_weights = w[(slice(None), slice(None), slice(None)) + tap]  # (G, Ci, Co)
+        shape = (groups,) + (1,) * (src.ndim - 2)
+        for i in range(ci):
+            for o in range(co):
+                dst[..., o] += src[..., i] * tap_weights[:, i, o].reshape(shape)
