@@ -41,7 +41,9 @@ from ._plan import AxisPlan
 
 __all__ = ["ALGORITHMS", "choose_algorithm", "describe_algorithm", "transposed_convolution"]
 
-ALGORITHMS = ("phase", "col2im", "direct")
+#: Every algorithm; ``-nxc``/``-ncx`` name the layout of the GEMM and of its copies
+#: (channels or spatial positions contiguous), independent of the input's layout.
+ALGORITHMS = ("phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx", "direct")
 
 #: Environment variable forcing an algorithm (one of ALGORITHMS) for every call.
 ALGORITHM_ENV = "CONVTRANSPOSE_ALGORITHM"
@@ -244,8 +246,9 @@ def transposed_convolution(
         Layout of ``data`` and of the result.
     bias : ndarray, optional
         ``(G*Co,)``, added to every output position.
-    algorithm : {"phase", "col2im", "direct"}, optional
-        Force an algorithm (tests); by default :func:`choose_algorithm` decides.
+    algorithm : str, optional
+        One of :data:`ALGORITHMS`, to force an algorithm (tests and benchmarks);
+        by default :func:`choose_algorithm` decides.
 
     Returns
     -------
@@ -271,10 +274,10 @@ def transposed_convolution(
         out.fill(0)
     else:
         with np.errstate(over="ignore"):
-            if algorithm == "phase":
-                _phase(data, weights, axes, dtype, channels_last, out)
-            elif algorithm == "col2im":
-                _col2im(data, weights, axes, dtype, channels_last, out)
+            if algorithm.startswith("phase"):
+                _phase(data, weights, axes, dtype, channels_last, out, algorithm == "phase-nxc")
+            elif algorithm.startswith("col2im"):
+                _col2im(data, weights, axes, dtype, channels_last, out, algorithm == "col2im-nxc")
             elif algorithm == "direct":
                 _direct(data, weights, axes, dtype, channels_last, out)
             else:
@@ -311,7 +314,33 @@ def _batch_chunk(batch: int, bytes_per_sample: int, out_bytes: int) -> int:
     return max(1, min(batch, budget // max(bytes_per_sample, 1)))
 
 
-def _phase(data, weights, axes, dtype, channels_last, out):
+def _chunks(batch: int, first_blocks: int, bytes_per_block_row: int, out_bytes: int):
+    """(n0, n1, j0, j1) pieces of work whose scratch stays under the budget.
+
+    Whole samples are grouped while they fit; a sample too large on its own is split
+    along the blocks of its first spatial axis.
+    """
+    budget = max(_SCRATCH_BYTES, out_bytes // 2)
+    per_sample = bytes_per_block_row * first_blocks
+    if per_sample <= budget:
+        step = max(1, min(batch, budget // max(per_sample, 1)))
+        for n0 in range(0, batch, step):
+            yield n0, min(batch, n0 + step), 0, first_blocks
+        return
+    rows = max(1, budget // max(bytes_per_block_row, 1))
+    for n0 in range(batch):
+        for j0 in range(0, first_blocks, rows):
+            yield n0, n0 + 1, j0, min(first_blocks, j0 + rows)
+
+
+def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
+    """Sub-pixel decomposition: one im2col + GEMM per class of phases (module docstring).
+
+    With ``internal_last`` the GEMM is ``(n, j...) x (slots, Ci) @ (slots, Ci) x
+    (phases..., Co)`` (channels contiguous in every copy); otherwise its transpose
+    ``(phases..., Co) x (slots, Ci) @ (slots, Ci) x (n, j...)`` (spatial axes
+    contiguous), whatever the layouts of ``data`` and ``out``.
+    """
     groups, ci, co = weights.shape[:3]
     rank = len(axes)
     batch = data.shape[0]
@@ -319,19 +348,26 @@ def _phase(data, weights, axes, dtype, channels_last, out):
     combos = list(itertools.product(*(p.classes for p in phases)))
     if any(math.prod(len(c.shifts) for c in combo) == 0 for combo in combos):
         out.fill(0)  # some outputs receive no tap at all
-    source = _input_glxc(data, groups, channels_last)
+    source = _input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
+    if not internal_last:
+        source = np.moveaxis(source, -1, 1)  # (G, Ci, N, X...)
+    spatial_at = 2 if internal_last else 3  # index of the first spatial axis in `padded`
     if any(p.pad_low or p.pad_high for p in phases):
-        padded_shape = (groups, batch) + tuple(
-            axis.input_size + p.pad_low + p.pad_high for axis, p in zip(axes, phases)) + (ci,)
-        padded = np.zeros(padded_shape, dtype)
-        interior = (slice(None), slice(None)) + tuple(
-            slice(p.pad_low, p.pad_low + axis.input_size) for axis, p in zip(axes, phases))
-        padded[interior] = source
+        shape = list(source.shape)
+        for index, (axis, p) in enumerate(zip(axes, phases)):
+            shape[spatial_at + index] = (
+                axis.input_size + p.pad_low + p.pad_high)
+        padded = np.zeros(shape, dtype)
+        interior = [slice(None)] * padded.ndim
+        for index, (axis, p) in enumerate(zip(axes, phases)):
+            interior[spatial_at + index] = slice(
+                p.pad_low, p.pad_low + axis.input_size)
+        padded[tuple(interior)] = source
     else:
-        padded = source.astype(dtype, copy=False)
-    target = _output_glyc(out, groups, channels_last)
+        padded = np.ascontiguousarray(source, dtype)
+    first = spatial_at  # the batch axis of `padded` is first - 1
+    target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
     blocks = tuple(p.blocks for p in phases)
-    itemsize = dtype.itemsize
     for combo in combos:
         slots = list(itertools.product(*(range(len(c.shifts)) for c in combo)))
         if not slots:
@@ -339,81 +375,106 @@ def _phase(data, weights, axes, dtype, channels_last, out):
         counts = tuple(c.count for c in combo)
         depth = len(slots) * ci
         width = math.prod(counts) * co
-        # Weights as (G, slots*Ci, phases*Co): column (phase..., co) of slot (slot..., ci).
-        matrix = np.empty((groups, len(slots), ci) + counts + (co,), dtype)
-        for slot_index, slot in enumerate(slots):
-            for phase in itertools.product(*(range(n) for n in counts)):
-                tap = tuple(c.taps[i][s] for c, i, s in zip(combo, phase, slot))
-                matrix[(slice(None), slot_index, slice(None)) + phase] = weights[
-                    (slice(None), slice(None), slice(None)) + tap]
-        matrix = matrix.reshape(groups, depth, width)
-        per_sample = groups * math.prod(blocks) * (depth + width) * itemsize
-        chunk = _batch_chunk(batch, per_sample, out.nbytes)
-        for start in range(0, batch, chunk):
-            stop = min(batch, start + chunk)
-            n = stop - start
-            columns = _gather(padded, combo, slots, phases, blocks, start, stop, ci, dtype)
-            product = np.matmul(columns.reshape(groups, n * math.prod(blocks), depth), matrix)
-            product = product.reshape((groups, n) + blocks + counts + (co,))
-            _scatter_phases(target[:, start:stop], product, combo, phases, rank, itemsize)
+        matrix = _class_matrix(weights, combo, slots, counts, dtype)  # (G, depth, width)
+        if not internal_last:
+            matrix = np.ascontiguousarray(matrix.transpose(0, 2, 1))  # (G, width, depth)
+        row_bytes = groups * math.prod(blocks[1:]) * (depth + width) * dtype.itemsize
+        for n0, n1, j0, j1 in _chunks(batch, blocks[0], row_bytes, out.nbytes):
+            sub_blocks = (j1 - j0,) + blocks[1:]
+            rows = (n1 - n0) * math.prod(sub_blocks)
+
+            def window(slot):
+                index = [slice(None)] * padded.ndim
+                index[first - 1] = slice(n0, n1)
+                for a, (p, c, s_, b) in enumerate(zip(phases, combo, slot, sub_blocks)):
+                    low = p.pad_low + c.shifts[s_] + (j0 if a == 0 else 0)
+                    index[first + a] = slice(low, low + b)
+                return tuple(index)
+
+            if internal_last:
+                # columns (G, n, j..., slots, Ci) -> product (G, n, j..., phases..., Co)
+                if len(slots) == 1:
+                    columns = np.ascontiguousarray(padded[window(slots[0])])
+                else:
+                    columns = np.empty((groups, n1 - n0) + sub_blocks + (len(slots), ci), dtype)
+                    for index, slot in enumerate(slots):
+                        columns[..., index, :] = padded[window(slot)]
+                product = np.matmul(columns.reshape(groups, rows, depth), matrix)
+                product = product.reshape((groups, n1 - n0) + sub_blocks + counts + (co,))
+            else:
+                # columns (G, slots, Ci, n, j...) -> product (G, phases..., Co, n, j...)
+                if len(slots) == 1:
+                    columns = np.ascontiguousarray(padded[window(slots[0])])
+                else:
+                    columns = np.empty((groups, len(slots), ci, n1 - n0) + sub_blocks, dtype)
+                    for index, slot in enumerate(slots):
+                        columns[:, index] = padded[window(slot)]
+                product = np.matmul(matrix, columns.reshape(groups, depth, rows))
+                product = product.reshape((groups,) + counts + (co, n1 - n0) + sub_blocks)
+                # view as (G, n, j..., phases..., Co)
+                product = product.transpose(
+                    (0, rank + 2) + tuple(range(rank + 3, 2 * rank + 3))
+                    + tuple(range(1, rank + 1)) + (rank + 1,))
+            _scatter_phases(target[:, n0:n1], product, combo, phases, rank, j0)
 
 
-def _gather(padded, combo, slots, phases, blocks, start, stop, ci, dtype):
-    """im2col of one class: ``(G, n, blocks..., slots, Ci)`` (a view when possible)."""
-    groups = padded.shape[0]
-    n = stop - start
-
-    def window(slot):
-        return (slice(None), slice(start, stop)) + tuple(
-            slice(p.pad_low + c.shifts[s], p.pad_low + c.shifts[s] + b)
-            for p, c, s, b in zip(phases, combo, slot, blocks))
-
-    if len(slots) == 1:
-        view = padded[window(slots[0])]
-        return np.ascontiguousarray(view)[..., None, :]
-    columns = np.empty((groups, n) + blocks + (len(slots), ci), dtype)
-    for index, slot in enumerate(slots):
-        columns[..., index, :] = padded[window(slot)]
-    return columns
+def _class_matrix(weights, combo, slots, counts, dtype):
+    """Weights as ``(G, slots*Ci, phases*Co)``: column (phase..., co) of row (slot, ci)."""
+    groups, ci, co = weights.shape[:3]
+    matrix = np.empty((groups, len(slots), ci) + counts + (co,), dtype)
+    for slot_index, slot in enumerate(slots):
+        for phase in itertools.product(*(range(n) for n in counts)):
+            tap = tuple(c.taps[i][s] for c, i, s in zip(combo, phase, slot))
+            matrix[(slice(None), slot_index, slice(None)) + phase] = weights[
+                (slice(None), slice(None), slice(None)) + tap]
+    return matrix.reshape(groups, len(slots) * ci, math.prod(counts) * co)
 
 
-def _scatter_phases(target, product, combo, phases, rank, itemsize):
-    """Copy a class's ``(G, n, blocks..., counts..., Co)`` result into the output."""
-    # Per axis, the pieces: whole blocks j < Y // s, then the partial last block.
+def _scatter_phases(target, product, combo, phases, rank, j_start=0):
+    """Copy a class's result into the output.
+
+    ``product`` is (a view of) ``(G, n, j..., phases..., Co)`` whose first block axis
+    starts at block ``j_start``; ``target`` is the output as ``(G, n, Y..., Co)``.
+    """
+    j_stop = j_start + product.shape[2]
     pieces_per_axis = []
-    for p, c in zip(phases, combo):
+    for a, (p, c) in enumerate(zip(phases, combo)):
+        low, high = (j_start, j_stop) if a == 0 else (0, p.blocks)
         pieces = []
-        if p.whole_blocks:
-            pieces.append((0, p.whole_blocks, c.count))
+        if min(high, p.whole_blocks) > low:
+            pieces.append((low, min(high, p.whole_blocks), c.count, low))
         keep = min(c.count, p.remainder - c.first)
-        if p.remainder and keep > 0:
-            pieces.append((p.whole_blocks, p.whole_blocks + 1, keep))
+        if p.remainder and keep > 0 and low <= p.whole_blocks < high:
+            pieces.append((p.whole_blocks, p.whole_blocks + 1, keep, low))
+        if not pieces:
+            return
         pieces_per_axis.append(pieces)
-    # product axes: (G, n, j_1..j_D, p_1..p_D, Co) -> (G, n, j_1, p_1, ..., j_D, p_D, Co)
+    # product axes (G, n, j_1..j_D, p_1..p_D, Co) -> (G, n, j_1, p_1, ..., j_D, p_D, Co)
     order = (0, 1) + tuple(itertools.chain.from_iterable(
         (2 + a, 2 + rank + a) for a in range(rank))) + (2 + 2 * rank,)
     interleaved = product.transpose(order)
     strides = target.strides
     for pieces in itertools.product(*pieces_per_axis):
-        start = tuple(j0 * p.stride + c.first for (j0, _, _), p, c in zip(pieces, phases, combo))
+        start = tuple(j0 * p.stride + c.first for (j0, _, _, _), p, c in zip(pieces, phases, combo))
         corner = target[(slice(None), slice(None)) + start]  # (G, n, Co) view at the corner
         shape = (target.shape[0], target.shape[1])
         new_strides = (strides[0], strides[1])
-        for (j0, j1, keep), p, axis_stride in zip(pieces, phases, strides[2:2 + rank]):
+        for (j0, j1, keep, _), p, axis_stride in zip(pieces, phases, strides[2:2 + rank]):
             shape += (j1 - j0, keep)
             new_strides += (axis_stride * p.stride, axis_stride)
         shape += (target.shape[-1],)
         new_strides += (strides[-1],)
         destination = as_strided(corner, shape, new_strides, writeable=True)
         source = interleaved[(slice(None), slice(None)) + tuple(itertools.chain.from_iterable(
-            (slice(j0, j1), slice(0, keep)) for j0, j1, keep in pieces))]
+            (slice(j0 - base, j1 - base), slice(0, keep)) for j0, j1, keep, base in pieces))]
         np.copyto(destination, source)
 
 
 # --------------------------------------------------------------------------- col2im
 
 
-def _col2im(data, weights, axes, dtype, channels_last, out):
+def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
+    """One GEMM for every tap's contribution, then one strided add per live tap."""
     groups, ci, co = weights.shape[:3]
     kernel = tuple(weights.shape[3:])
     rank = len(axes)
@@ -429,7 +490,7 @@ def _col2im(data, weights, axes, dtype, channels_last, out):
     out.fill(0)
     target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
     source = _input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
-    if channels_last:
+    if internal_last:
         # (G, Ci, K..., Co) -> (G, Ci, taps*Co): columns come out as (G, rows, K..., Co).
         matrix = np.moveaxis(weights, 2, -1).reshape(groups, ci, taps * co).astype(dtype)
     else:
@@ -441,7 +502,7 @@ def _col2im(data, weights, axes, dtype, channels_last, out):
     for start in range(0, batch, chunk):
         stop = min(batch, start + chunk)
         n = stop - start
-        if channels_last:
+        if internal_last:
             rows = np.ascontiguousarray(source[:, start:stop], dtype).reshape(groups, -1, ci)
             columns = np.matmul(rows, matrix).reshape((groups, n) + spatial + kernel + (co,))
             for tap, window in live_taps:
