@@ -150,46 +150,78 @@ def _numba_usable() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
+def _pass_ns(elements: float, run: int) -> float:
+    """Rough cost of one NumPy memory pass whose contiguous runs have ``run`` elements."""
+    return elements * (0.4 + 6.0 / max(1, min(run, 64)))
+
+
+def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
+    """Rough cost of ``batches`` GEMMs ``(rows, depth) @ (depth, width)``.
+
+    About 150 GFLOP/s on two cores when every dimension is large, less when one is
+    small, plus writing the result and a per-call overhead.
+    """
+    flops = 2.0 * rows * depth * width * batches
+    efficiency = min(1.0, depth / 128) * min(1.0, width / 48) * min(1.0, rows / 64)
+    return flops / (150.0 * max(efficiency, 0.02)) + 0.5 * rows * width * batches + 2000 * batches
+
+
+def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+           channels_last: bool, numba: bool, integer: bool) -> dict[str, float]:
+    """Estimated nanoseconds per algorithm (calibrated on a 2-core AVX-512 machine)."""
+    groups, ci, co = weights_shape[:3]
+    rank = len(axes)
+    spatial_in = tuple(axis.input_size for axis in axes)
+    spatial_out = tuple(axis.output_size for axis in axes)
+    taps = math.prod(weights_shape[3:])
+    rows_in = batch * math.prod(spatial_in)
+    outputs = batch * groups * co * math.prod(spatial_out)
+    inputs = batch * groups * ci * math.prod(spatial_in)
+    costs = {}
+    phases = [_axis_phases(axis) for axis in axes]
+    blocks = [p.blocks for p in phases]
+    rows_phase = batch * math.prod(blocks)
+    padding = any(p.pad_low or p.pad_high for p in phases)
+    for internal_last in (True, False):
+        cost = 0.0
+        same_layout = internal_last == channels_last
+        if padding or not same_layout:
+            cost += _pass_ns(inputs, (ci if internal_last else spatial_in[-1])
+                             if same_layout else 2)
+        for combo in itertools.product(*(p.classes for p in phases)):
+            slots = math.prod(len(c.shifts) for c in combo)
+            if slots == 0:
+                continue
+            depth, count = slots * ci, math.prod(c.count for c in combo)
+            width = count * co
+            cost += _gemm_ns(rows_phase, depth, width, groups) + 30000
+            if slots > 1 or padding:
+                cost += _pass_ns(groups * rows_phase * depth, ci if internal_last else blocks[-1])
+            run = (combo[-1].count * co if internal_last else 1)
+            cost += _pass_ns(groups * rows_phase * width, run if same_layout else 1)
+        costs["phase-nxc" if internal_last else "phase-ncx"] = cost
+    live = math.prod(sum(w is not None for w in _tap_windows(axis)) for axis in axes)
+    for internal_last in (True, False):
+        same_layout = internal_last == channels_last
+        cost = _gemm_ns(rows_in, ci, taps * co, groups) + _pass_ns(outputs, 64)
+        if not same_layout or batch > 1 and not internal_last:
+            cost += _pass_ns(inputs, 2 if not same_layout else spatial_in[-1])
+        run = co if internal_last else spatial_in[-1] // max(1, axes[-1].stride)
+        adds = live * groups * rows_in * co
+        cost += 1.5 * _pass_ns(adds, run if same_layout else 1) + live * 3000
+        costs["col2im-nxc" if internal_last else "col2im-ncx"] = cost
+    if ci * co <= 4 and numba and not integer and rank <= 3:
+        costs["direct"] = 1.0 * inputs * co * taps + 1.0 * outputs
+    return costs
+
+
 @functools.lru_cache(maxsize=512)
 def _choose(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
             channels_last: bool, dtype: np.dtype, numba: bool) -> str:
-    groups, ci, co = weights_shape[:3]
-    spatial_in = math.prod(axis.input_size for axis in axes)
-    spatial_out = math.prod(axis.output_size for axis in axes)
-    taps = math.prod(weights_shape[3:])
-    if batch * groups * ci * co * spatial_in * taps == 0:
-        return "phase"
-    rows_in = batch * groups * spatial_in
-    outputs = batch * groups * co * spatial_out
-    # Cost in nanoseconds, roughly calibrated on a 2-core AVX-512 machine: a large
-    # sgemm runs at ~150 GFLOP/s and slows down when an operand dimension is small;
-    # a NumPy memory pass costs ~1 ns per element (more with a strided inner axis).
-    phases = [_axis_phases(axis) for axis in axes]
-    rows_phase = batch * groups * math.prod(p.blocks for p in phases)
-    phase_cost = 0.0
-    for combo in itertools.product(*(p.classes for p in phases)):
-        slots = math.prod(len(c.shifts) for c in combo)
-        width = math.prod(c.count for c in combo) * co
-        if slots == 0:
-            continue
-        depth = slots * ci
-        phase_cost += _gemm_ns(rows_phase, depth, width) + 1.0 * rows_phase * depth
-        phase_cost += 1.0 * rows_phase * width * (1 if channels_last else 3) + 3000
-    phase_cost += 1.0 * rows_in * ci  # padding / layout copy of the input
-    live = math.prod(sum(w is not None for w in _tap_windows(axis)) for axis in axes)
-    col_cost = _gemm_ns(rows_in, ci, taps * co) + 1.0 * outputs
-    col_cost += live * (2.5 * rows_in * co + 2000) + (0 if channels_last else 0.5 * outputs)
-    direct_cost = float("inf")
-    if ci * co <= 4 and dtype.kind == "f" and numba and len(axes) <= 3:
-        direct_cost = 0.6 * rows_in * ci * taps * co + 1.2 * outputs
-    costs = {"phase": phase_cost, "col2im": col_cost, "direct": direct_cost}
+    if batch * math.prod(weights_shape) * math.prod(a.input_size for a in axes) == 0:
+        return "phase-nxc" if channels_last else "phase-ncx"
+    costs = _costs(batch, axes, weights_shape, channels_last, numba, dtype.kind != "f")
     return min(costs, key=costs.get)
-
-
-def _gemm_ns(rows: int, depth: int, width: int) -> float:
-    flops = 2.0 * rows * depth * width
-    efficiency = min(1.0, depth / 256) * min(1.0, width / 96) * min(1.0, rows / 128)
-    return flops / (150.0 * max(efficiency, 0.03)) + 2.0 * rows * width
 
 
 def choose_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
