@@ -11,6 +11,10 @@ order of float additions.
 
 from __future__ import annotations
 
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numba
 import numpy as np
 
@@ -19,46 +23,73 @@ from ._plan import AxisPlan
 
 __all__ = ["direct_phase"]
 
+_THREADS = max(1, min(os.cpu_count() or 1, 8))
 
-@numba.njit(parallel=True, fastmath=False, cache=False)
-def _direct_kernel(padded, weights, out, strides, tap_k, tap_shift, tap_count):  # pragma: no cover
-    # padded (N, G, Ci, P1, P2, P3); weights (G, Ci, Co, K1, K2, K3); out (N, G, Co, Y1, Y2, Y3)
-    batch, groups, ci_count = padded.shape[0], padded.shape[1], padded.shape[2]
-    co_count = weights.shape[2]
-    size1, size2, size3 = out.shape[3], out.shape[4], out.shape[5]
+
+@numba.njit(nogil=True, cache=False)
+def _direct_kernel(padded, weights, out, strides, tap_k, tap_shift, tap_count, start, stop):  # pragma: no cover
+    # padded (N, X1, X2, X3, Ci, G); weights (K1, K2, K3, Ci, Co, G); out (N, Y1, Y2, Y3, Co, G),
+    # any strides (views of the caller's arrays in their own layouts). Computes the output
+    # rows (n, y1) with flat index n*Y1 + y1 in [start, stop); the innermost loop runs over
+    # the groups, contiguous in channels-last layouts.
+    ci_count, groups = padded.shape[4], padded.shape[5]
+    limit1, limit2, limit3 = padded.shape[1], padded.shape[2], padded.shape[3]
+    co_count = weights.shape[4]
+    size1, size2, size3 = out.shape[1], out.shape[2], out.shape[3]
     s1, s2, s3 = strides[0], strides[1], strides[2]
-    for flat in numba.prange(batch * groups * co_count):
-        n = flat // (groups * co_count)
-        g = (flat // co_count) % groups
-        co = flat % co_count
-        row = np.empty(size3 // s3 + 1, out.dtype)
-        for p1 in range(min(s1, size1)):
-            for p2 in range(min(s2, size2)):
-                for p3 in range(min(s3, size3)):
-                    blocks3 = (size3 - p3 + s3 - 1) // s3
-                    for j1 in range((size1 - p1 + s1 - 1) // s1):
-                        for j2 in range((size2 - p2 + s2 - 1) // s2):
-                            row[:blocks3] = 0
+    line = np.empty((size3, co_count, groups), out.dtype)
+    for flat in range(start, stop):
+        n = flat // size1
+        y1 = flat % size1
+        p1 = y1 % s1
+        j1 = y1 // s1
+        for y2 in range(size2):
+            p2 = y2 % s2
+            j2 = y2 // s2
+            for y3 in range(size3):
+                p3 = y3 % s3
+                j3 = y3 // s3
+                acc = line[y3]
+                acc[:, :] = 0
+                for m1 in range(tap_count[0, p1]):
+                    k1 = tap_k[0, p1, m1]
+                    x1 = j1 + tap_shift[0, p1, m1]
+                    if x1 < 0 or x1 >= limit1:
+                        continue
+                    for m2 in range(tap_count[1, p2]):
+                        k2 = tap_k[1, p2, m2]
+                        x2 = j2 + tap_shift[1, p2, m2]
+                        if x2 < 0 or x2 >= limit2:
+                            continue
+                        for m3 in range(tap_count[2, p3]):
+                            k3 = tap_k[2, p3, m3]
+                            x3 = j3 + tap_shift[2, p3, m3]
+                            if x3 < 0 or x3 >= limit3:
+                                continue
                             for ci in range(ci_count):
-                                for m1 in range(tap_count[0, p1]):
-                                    k1 = tap_k[0, p1, m1]
-                                    x1 = j1 + tap_shift[0, p1, m1]
-                                    for m2 in range(tap_count[1, p2]):
-                                        k2 = tap_k[1, p2, m2]
-                                        x2 = j2 + tap_shift[1, p2, m2]
-                                        for m3 in range(tap_count[2, p3]):
-                                            k3 = tap_k[2, p3, m3]
-                                            x3 = tap_shift[2, p3, m3]
-                                            w = weights[g, ci, co, k1, k2, k3]
-                                            source = padded[n, g, ci, x1, x2]
-                                            for j3 in range(blocks3):
-                                                row[j3] += w * source[x3 + j3]
-                            target = out[n, g, co, j1 * s1 + p1, j2 * s2 + p2]
-                            for j3 in range(blocks3):
-                                target[j3 * s3 + p3] = row[j3]
+                                for co in range(co_count):
+                                    for g in range(groups):
+                                        acc[co, g] += (weights[k1, k2, k3, ci, co, g]
+                                                       * padded[n, x1, x2, x3, ci, g])
+            for y3 in range(size3):
+                for co in range(co_count):
+                    for g in range(groups):
+                        out[n, y1, y2, y3, co, g] = line[y3, co, g]
 
 
-def _tables(axes: tuple[AxisPlan, ...]):
+@numba.njit(nogil=True, cache=False)
+def _transpose_kernel(source, target, start, stop):  # pragma: no cover
+    # target[n, b, a] = source[n, a, b] for n in [start, stop), in cache-sized tiles.
+    rows, cols = source.shape[1], source.shape[2]
+    for n in range(start, stop):
+        for a0 in range(0, rows, 32):
+            for b0 in range(0, cols, 32):
+                for b in range(b0, min(cols, b0 + 32)):
+                    for a in range(a0, min(rows, a0 + 32)):
+                        target[n, b, a] = source[n, a, b]
+
+
+def _tables(axes: tuple[AxisPlan, ...], padded: bool = True):
     phases = [_axis_phases(axis) for axis in axes]
     widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
     stride_max = max(axis.stride for axis in axes)
@@ -72,34 +103,69 @@ def _tables(axes: tuple[AxisPlan, ...]):
                 tap_count[a, phase] = len(c.shifts)
                 for m, (shift, k) in enumerate(zip(c.shifts, c.taps[i])):
                     tap_k[a, phase, m] = k
-                    tap_shift[a, phase, m] = shift + p.pad_low
+                    tap_shift[a, phase, m] = shift + (p.pad_low if padded else 0)
     return phases, tap_k, tap_shift, tap_count
+
+
+def _with_unit_axes(array: np.ndarray, spatial_at: int, rank: int) -> np.ndarray:
+    """Insert length-1 spatial axes in front so that there are three."""
+    shape = array.shape[:spatial_at] + (1,) * (3 - rank) + array.shape[spatial_at:]
+    return array.reshape(shape)
+
+
+def _parallel(function, count: int, threads: int) -> None:
+    """``function(start, stop)`` over ``range(count)`` split between threads (numba nogil)."""
+    threads = max(1, min(threads, count))
+    bounds = [count * i // threads for i in range(threads + 1)]
+    if threads == 1:
+        function(0, count)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda i: function(bounds[i], bounds[i + 1]), range(threads)))
 
 
 def direct_phase(data, weights, axes, dtype, channels_last, out):
     """Fill ``out`` (any layout) with the transposed convolution, numba-compiled."""
     groups, ci, co = weights.shape[:3]
+    rank = len(axes)
     unit = AxisPlan(1, 1, 1, 1, 0, 1)
-    axes3 = (unit,) * (3 - len(axes)) + tuple(axes)
-    phases, tap_k, tap_shift, tap_count = _tables(axes3)
+    axes3 = (unit,) * (3 - rank) + tuple(axes)
+    phases, tap_k, tap_shift, tap_count = _tables(axes3, padded=False)
     batch = data.shape[0]
-    source = np.moveaxis(_input_glxc(data, groups, channels_last), -1, 1)  # (G, Ci, N, X...)
-    source = source.transpose((2, 0, 1) + tuple(range(3, source.ndim)))  # (N, G, Ci, X...)
-    source = source.reshape((batch, groups, ci) + tuple(a.input_size for a in axes3))
-    padded = np.zeros((batch, groups, ci) + tuple(
-        a.input_size + p.pad_low + p.pad_high for a, p in zip(axes3, phases)), dtype)
-    padded[(Ellipsis,) + tuple(slice(p.pad_low, p.pad_low + a.input_size)
-                               for a, p in zip(axes3, phases))] = source
-    kernel3 = tuple(a.kernel_size for a in axes3)
-    w = np.ascontiguousarray(weights, dtype).reshape((groups, ci, co) + kernel3)
     sizes = tuple(a.output_size for a in axes3)
+    big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= 1 << 18
+    threads = _THREADS if big else 1
     if channels_last:
-        result = np.empty((batch, groups, co) + sizes, dtype)
+        source = data
     else:
-        result = out.reshape((batch, groups, co) + sizes)
-    strides = np.array([a.stride for a in axes3], np.int64)
-    _direct_kernel(padded, w, result, strides, tap_k, tap_shift, tap_count)
+        # One tiled transpose to channels-last: the kernel reads channel vectors.
+        flat = data.reshape(batch, data.shape[1], -1)
+        if flat.dtype != dtype or not flat.flags.c_contiguous:
+            flat = np.ascontiguousarray(flat, dtype)
+        source = np.empty((batch, flat.shape[2], flat.shape[1]), dtype)
+        _parallel(lambda a, b: _transpose_kernel(flat, source, a, b), batch, threads)
+        source = source.reshape((batch,) + data.shape[2:] + (data.shape[1],))
+    # Views (N, X1, X2, X3, Ci, G) and (N, Y1, Y2, Y3, Co, G).
+    source = np.moveaxis(_input_glxc(source, groups, True), 0, -1)  # (N, X..., Ci, G)
+    source = _with_unit_axes(source, 1, rank)
+    if source.dtype != dtype:
+        source = source.astype(dtype)
     if channels_last:
-        target = _output_glyc(out, groups, True)  # (G, N, Y..., Co)
-        np.copyto(target, np.moveaxis(result.reshape((batch, groups, co) + tuple(
-            a.output_size for a in axes)), (0, 1, 2), (1, 0, -1)))
+        result = out
+    else:
+        result = np.empty((batch,) + tuple(a.output_size for a in axes) + (groups * co,), dtype)
+    target = np.moveaxis(_output_glyc(result, groups, True), 0, -1)  # (N, Y..., Co, G)
+    target = _with_unit_axes(target, 1, rank)
+    kernel3 = tuple(a.kernel_size for a in axes3)
+    # (G, Ci, Co, K...) -> (K1, K2, K3, Ci, Co, G)
+    w = np.ascontiguousarray(np.moveaxis(weights.reshape((groups, ci, co) + kernel3), 0, -1)
+                             .transpose(2, 3, 4, 0, 1, 5), dtype)
+    strides = np.array([a.stride for a in axes3], np.int64)
+    _parallel(lambda a, b: _direct_kernel(source, w, target, strides, tap_k, tap_shift,
+                                          tap_count, a, b),
+              batch * sizes[0], threads)
+    if not channels_last:
+        # One tiled transpose back to channels-first.
+        flat = result.reshape(batch, -1, groups * co)
+        _parallel(lambda a, b: _transpose_kernel(flat, out.reshape(batch, groups * co, -1), a, b),
+                  batch, threads)
