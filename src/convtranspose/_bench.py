@@ -553,3 +553,7 @@ def main(argv: list[str] | None = None) -> int:
         plot(rows, os.path.join(args.out, "ratios.png"))
     print(table)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
