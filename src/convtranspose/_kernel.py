@@ -407,7 +407,10 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
         counts = tuple(c.count for c in combo)
         depth = len(slots) * ci
         width = math.prod(counts) * co
-        matrix = _class_matrix(weights, combo, slots, counts, dtype)  # (G, depth, width)
+        # Rows-major products for a channels-first output keep the phases innermost, so
+        # that the copy into the output moves runs of adjacent phases.
+        co_first = internal_last and not channels_last
+        matrix = _class_matrix(weights, combo, slots, counts, dtype, co_first)  # (G, depth, width)
         if not internal_last:
             matrix = np.ascontiguousarray(matrix.transpose(0, 2, 1))  # (G, width, depth)
         row_bytes = groups * math.prod(blocks[1:]) * (depth + width) * dtype.itemsize
@@ -432,7 +435,11 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
                     for index, slot in enumerate(slots):
                         columns[..., index, :] = padded[window(slot)]
                 product = np.matmul(columns.reshape(groups, rows, depth), matrix)
-                product = product.reshape((groups, n1 - n0) + sub_blocks + counts + (co,))
+                if co_first:
+                    product = product.reshape((groups, n1 - n0) + sub_blocks + (co,) + counts)
+                    product = np.moveaxis(product, 2 + rank, -1)
+                else:
+                    product = product.reshape((groups, n1 - n0) + sub_blocks + counts + (co,))
             else:
                 # columns (G, slots, Ci, n, j...) -> product (G, phases..., Co, n, j...)
                 if len(slots) == 1:
@@ -450,15 +457,28 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
             _scatter_phases(target[:, n0:n1], product, combo, phases, rank, j0)
 
 
-def _class_matrix(weights, combo, slots, counts, dtype):
-    """Weights as ``(G, slots*Ci, phases*Co)``: column (phase..., co) of row (slot, ci)."""
+def _class_matrix(weights, combo, slots, counts, dtype, channels_first_width=False):
+    """Weights as ``(G, slots*Ci, phases*Co)``: column (phase..., co) of row (slot..., ci).
+
+    With ``channels_first_width`` the columns are ordered (co, phase...) instead.
+    """
     groups, ci, co = weights.shape[:3]
-    matrix = np.empty((groups, len(slots), ci) + counts + (co,), dtype)
-    for slot_index, slot in enumerate(slots):
-        for phase in itertools.product(*(range(n) for n in counts)):
-            tap = tuple(c.taps[i][s] for c, i, s in zip(combo, phase, slot))
-            matrix[(slice(None), slot_index, slice(None)) + phase] = weights[
-                (slice(None), slice(None), slice(None)) + tap]
+    rank = len(combo)
+    # One fancy index per axis, shaped so that the result is (G, Ci, Co, S_1..S_D, C_1..C_D).
+    index = []
+    for a, c in enumerate(combo):
+        taps = np.array(c.taps, np.intp).T  # (slots_a, count_a)
+        shape = [1] * (2 * rank)
+        shape[a], shape[rank + a] = taps.shape
+        index.append(taps.reshape(shape))
+    gathered = weights[(slice(None), slice(None), slice(None)) + tuple(index)]
+    slot_axes = tuple(range(3, 3 + rank))
+    phase_axes = tuple(range(3 + rank, 3 + 2 * rank))
+    if channels_first_width:
+        order = (0,) + slot_axes + (1, 2) + phase_axes
+    else:
+        order = (0,) + slot_axes + (1,) + phase_axes + (2,)
+    matrix = np.ascontiguousarray(gathered.transpose(order), dtype)
     return matrix.reshape(groups, len(slots) * ci, math.prod(counts) * co)
 
 
