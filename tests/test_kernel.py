@@ -109,9 +109,12 @@ def test_empty_batch_channels_and_depthwise(algorithm):
             np.testing.assert_array_equal(got, expected)
 
 
-def test_phase_scratch_chunking_splits_batches_and_rows(monkeypatch):
-    # A tiny scratch budget forces the batch and first-axis row chunking paths.
+def test_chunked_scratch_and_threaded_copies(monkeypatch):
+    # A tiny scratch budget forces the batch and first-axis row chunking paths, and a
+    # zero threshold sends every copy and add through the thread pool.
     monkeypatch.setattr(_kernel, "_SCRATCH_BYTES", 64)
+    monkeypatch.setattr(_kernel, "_PARALLEL_ELEMENTS", 0)
+    monkeypatch.setattr(_kernel, "_THREADS", 3)
     rng = np.random.default_rng(3)
     for rank in (1, 2, 3):
         for _ in range(6):

@@ -320,6 +320,58 @@ def transposed_convolution(
     return out
 
 
+# --------------------------------------------------------------------------- threads
+
+#: NumPy copies and adds run on one core; large ones are split between this many
+#: threads (NumPy releases the GIL inside them).  BLAS has its own threads.
+_THREADS = max(1, min(os.cpu_count() or 1, 4))
+_PARALLEL_ELEMENTS = 1 << 18
+_pool = None
+
+
+def _split_axis(shape: tuple[int, ...]) -> int | None:
+    for axis, size in enumerate(shape[:3]):
+        if size >= _THREADS:
+            return axis
+    return None
+
+
+def _parallel(operation, destination: np.ndarray, source: np.ndarray) -> None:
+    """``operation(destination, source)`` (a copy or an in-place add), split between threads.
+
+    Both arrays have the same shape; the work is split along one of the leading axes,
+    so every thread writes a disjoint part of ``destination``.
+    """
+    global _pool
+    axis = _split_axis(destination.shape)
+    if _THREADS == 1 or destination.size < _PARALLEL_ELEMENTS or axis is None:
+        operation(destination, source)
+        return
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="convtranspose")
+    size = destination.shape[axis]
+    bounds = [size * i // _THREADS for i in range(_THREADS + 1)]
+    index = [slice(None)] * destination.ndim
+
+    def part(i):
+        index_i = list(index)
+        index_i[axis] = slice(bounds[i], bounds[i + 1])
+        operation(destination[tuple(index_i)], source[tuple(index_i)])
+
+    for future in [_pool.submit(part, i) for i in range(_THREADS)]:
+        future.result()
+
+
+def _copy(destination, source):
+    np.copyto(destination, source, casting="unsafe")
+
+
+def _add(destination, source):
+    np.add(destination, source, out=destination)
+
+
 # --------------------------------------------------------------------------- layouts
 
 
@@ -394,9 +446,12 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
         for index, (axis, p) in enumerate(zip(axes, phases)):
             interior[spatial_at + index] = slice(
                 p.pad_low, p.pad_low + axis.input_size)
-        padded[tuple(interior)] = source
+        _parallel(_copy, padded[tuple(interior)], source)
     else:
-        padded = np.ascontiguousarray(source, dtype)
+        padded = source
+        if padded.dtype != dtype or not padded.flags.c_contiguous:
+            padded = np.empty(source.shape, dtype)
+            _parallel(_copy, padded, source)
     first = spatial_at  # the batch axis of `padded` is first - 1
     target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
     blocks = tuple(p.blocks for p in phases)
@@ -433,7 +488,7 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
                 else:
                     columns = np.empty((groups, n1 - n0) + sub_blocks + (len(slots), ci), dtype)
                     for index, slot in enumerate(slots):
-                        columns[..., index, :] = padded[window(slot)]
+                        _parallel(_copy, columns[..., index, :], padded[window(slot)])
                 product = np.matmul(columns.reshape(groups, rows, depth), matrix)
                 if co_first:
                     product = product.reshape((groups, n1 - n0) + sub_blocks + (co,) + counts)
@@ -447,7 +502,7 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
                 else:
                     columns = np.empty((groups, len(slots), ci, n1 - n0) + sub_blocks, dtype)
                     for index, slot in enumerate(slots):
-                        columns[:, index] = padded[window(slot)]
+                        _parallel(_copy, columns[:, index], padded[window(slot)])
                 product = np.matmul(matrix, columns.reshape(groups, depth, rows))
                 product = product.reshape((groups,) + counts + (co, n1 - n0) + sub_blocks)
                 # view as (G, n, j..., phases..., Co)
@@ -519,7 +574,7 @@ def _scatter_phases(target, product, combo, phases, rank, j_start=0):
         destination = as_strided(corner, shape, new_strides, writeable=True)
         source = interleaved[(slice(None), slice(None)) + tuple(itertools.chain.from_iterable(
             (slice(j0 - base, j1 - base), slice(0, keep)) for j0, j1, keep, base in pieces))]
-        np.copyto(destination, source)
+        _parallel(_copy, destination, source)
 
 
 # --------------------------------------------------------------------------- col2im
@@ -560,7 +615,7 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
             for tap, window in live_taps:
                 src = (slice(None), slice(None)) + tuple(w[0] for w in window) + tap
                 dst = (slice(None), slice(start, stop)) + tuple(w[1] for w in window)
-                target[dst] += columns[src]
+                _parallel(_add, target[dst], columns[src])
         else:
             # (G, Ci, n*X...) as the right operand keeps X contiguous in the columns.
             rows = np.ascontiguousarray(np.moveaxis(source[:, start:stop], -1, 1), dtype)
@@ -571,7 +626,7 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
             for tap, window in live_taps:
                 src = (slice(None),) + tap + (slice(None), slice(None)) + tuple(w[0] for w in window)
                 dst = (slice(None), slice(None), slice(None)) + tuple(w[1] for w in window)
-                target_c[dst] += columns[src]
+                _parallel(_add, target_c[dst], columns[src])
 
 
 # --------------------------------------------------------------------------- direct
