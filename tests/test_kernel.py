@@ -40,6 +40,11 @@ def _run(data_ncx, weights, axes, dtype, channels_last, algorithm, bias=None):
     return np.moveaxis(result, -1, 1) if channels_last else result
 
 
+def _dense_elements(data, weights, axes):
+    groups, _, co = weights.shape[:3]
+    return data[0].size * groups * co * int(np.prod([a.output_size for a in axes]))
+
+
 def _random_case(rng, rank):
     groups = int(rng.integers(1, 4))
     ci, co, batch = (int(v) for v in rng.integers(1, 4, 3))
@@ -64,6 +69,8 @@ def test_every_algorithm_matches_the_oracle(algorithm, channels_last, rank):
     rng = np.random.default_rng([rank, ALGORITHMS.index(algorithm), channels_last])
     for trial in range(25 if rank < 3 else 12):
         data, weights, axes = _random_case(rng, rank)
+        if algorithm == "dense" and _dense_elements(data, weights, axes) > 1 << 21:
+            continue  # dense is only ever chosen for tiny layers; keep the test fast
         dtype = DTYPES[trial % 3]
         expected = _reference(data.astype(dtype), weights.astype(dtype), axes)
         got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype, channels_last, algorithm)

@@ -20,6 +20,10 @@ shape (cached) from a cost model, and ``CONVTRANSPOSE_ALGORITHM`` (or the
     One GEMM gives every tap's contribution ``(taps * Co)`` per input position,
     then a strided add per tap.  Cheapest when ``Co * taps`` is small next to
     ``Ci * taps / stride**D`` (few output channels).
+``dense``
+    For tiny layers: the layer as one ``(C_in*X, C_out*Y)`` matrix (index
+    pattern cached per shape) and one matrix product, in the caller's layout;
+    a handful of NumPy calls, for the lowest call overhead.
 ``direct``
     Per-tap multiply-add for depthwise and few-channel groups (a numba kernel
     when numba is installed, else NumPy), where a GEMM would have tiny operands.
@@ -43,7 +47,11 @@ __all__ = ["ALGORITHMS", "choose_algorithm", "describe_algorithm", "transposed_c
 
 #: Every algorithm; ``-nxc``/``-ncx`` name the layout of the GEMM and of its copies
 #: (channels or spatial positions contiguous), independent of the input's layout.
-ALGORITHMS = ("phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx", "direct")
+ALGORITHMS = ("phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx", "direct", "dense")
+
+#: ``dense`` (one matrix product with the whole layer as a matrix) is chosen only
+#: when that matrix has at most this many elements: it exists for call overhead.
+DENSE_MAX_ELEMENTS = 1 << 16
 
 #: Environment variable forcing an algorithm (one of ALGORITHMS) for every call.
 ALGORITHM_ENV = "CONVTRANSPOSE_ALGORITHM"
@@ -145,6 +153,11 @@ def _tap_windows(axis: AxisPlan) -> tuple[tuple[slice, slice] | None, ...]:
 def _numba_usable() -> bool:
     if os.environ.get(NO_NUMBA_ENV, "") not in ("", "0"):
         return False
+    return _numba_installed()
+
+
+@functools.cache
+def _numba_installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("numba") is not None
@@ -210,6 +223,9 @@ def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...
         adds = live * groups * rows_in * co
         cost += 1.5 * _pass_ns(adds, run if same_layout else 1) + live * 3000
         costs["col2im-nxc" if internal_last else "col2im-ncx"] = cost
+    dense = groups * ci * math.prod(spatial_in) * groups * co * math.prod(spatial_out)
+    if dense <= DENSE_MAX_ELEMENTS:
+        costs["dense"] = 2.0 * batch * dense / 20.0 + 0.3 * dense + 5000
     if ci * co <= 4 and numba and not integer and rank <= 3:
         costs["direct"] = 1.0 * inputs * co * taps + 1.0 * outputs
     return costs
@@ -310,6 +326,8 @@ def transposed_convolution(
                 _phase(data, weights, axes, dtype, channels_last, out, algorithm == "phase-nxc")
             elif algorithm.startswith("col2im"):
                 _col2im(data, weights, axes, dtype, channels_last, out, algorithm == "col2im-nxc")
+            elif algorithm == "dense":
+                _dense(data, weights, axes, dtype, channels_last, out)
             elif algorithm == "direct":
                 _direct(data, weights, axes, dtype, channels_last, out)
             else:
@@ -627,6 +645,59 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
                 src = (slice(None),) + tap + (slice(None), slice(None)) + tuple(w[0] for w in window)
                 dst = (slice(None), slice(None), slice(None)) + tuple(w[1] for w in window)
                 _parallel(_add, target_c[dst], columns[src])
+
+
+# --------------------------------------------------------------------------- dense
+
+
+@functools.lru_cache(maxsize=128)
+def _dense_pattern(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+                   channels_last: bool):
+    """(rows, cols, weight index) of every nonzero of the layer's matrix.
+
+    Row = flat index of one sample's input element and column = flat index of one
+    sample's output element, both in the caller's layout; no two entries collide
+    (an input and an output position determine the tap).
+    """
+    groups, ci, co = weights_shape[:3]
+    kernel = weights_shape[3:]
+    spatial_in = tuple(a.input_size for a in axes)
+    spatial_out = tuple(a.output_size for a in axes)
+    g, i, o = np.meshgrid(np.arange(groups), np.arange(ci), np.arange(co), indexing="ij")
+    channel_in, channel_out = (g * ci + i).reshape(-1, 1), (g * co + o).reshape(-1, 1)
+    weight_base = ((g * ci + i) * co + o).reshape(-1, 1) * math.prod(kernel)
+    rows, cols, taps = [], [], []
+    windows = [_tap_windows(axis) for axis in axes]
+    for tap in np.ndindex(*kernel):
+        window = [w[k] for w, k in zip(windows, tap)]
+        if any(x is None for x in window):
+            continue
+        xs = np.meshgrid(*(np.arange(src.start, src.stop) for src, _ in window), indexing="ij")
+        ys = np.meshgrid(*(np.arange(dst.start, dst.stop, dst.step) for _, dst in window),
+                         indexing="ij")
+        x_flat = np.ravel_multi_index(tuple(x.ravel() for x in xs), spatial_in).reshape(1, -1)
+        y_flat = np.ravel_multi_index(tuple(y.ravel() for y in ys), spatial_out).reshape(1, -1)
+        if channels_last:
+            rows.append(x_flat * (groups * ci) + channel_in)
+            cols.append(y_flat * (groups * co) + channel_out)
+        else:
+            rows.append(channel_in * math.prod(spatial_in) + x_flat)
+            cols.append(channel_out * math.prod(spatial_out) + y_flat)
+        taps.append(np.broadcast_to(weight_base + np.ravel_multi_index(tap, kernel),
+                                    rows[-1].shape))
+    if not rows:
+        empty = np.zeros(0, np.intp)
+        return empty, empty, empty
+    return (np.concatenate([r.ravel() for r in rows]), np.concatenate([c.ravel() for c in cols]),
+            np.concatenate([t.ravel() for t in taps]))
+
+
+def _dense(data, weights, axes, dtype, channels_last, out):
+    rows, cols, taps = _dense_pattern(axes, weights.shape, channels_last)
+    batch = data.shape[0]
+    matrix = np.zeros((data[0].size, out[0].size), dtype)
+    matrix[rows, cols] = weights.astype(dtype, copy=False).reshape(-1)[taps]
+    np.matmul(data.reshape(batch, -1).astype(dtype, copy=False), matrix, out=out.reshape(batch, -1))
 
 
 # --------------------------------------------------------------------------- direct
