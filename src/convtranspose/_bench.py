@@ -362,6 +362,10 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
         except _Unsupported as reason:
             row["skipped"][peer] = str(reason)
             continue
+        except Exception as error:  # a peer that cannot build or run this layer
+            row["skipped"][peer] = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+            print(f"  {peer} skipped on {layer.label}: {row['skipped'][peer]}", file=sys.stderr)
+            continue
         row["max_relative_error"][peer] = check_close(peer, layer, reference, result)
         runners[peer] = peer_run
     # Alternate the implementations round by round so that machine noise hits all alike.
