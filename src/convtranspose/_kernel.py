@@ -58,9 +58,9 @@ ALGORITHM_ENV = "CONVTRANSPOSE_ALGORITHM"
 #: Environment variable: set to 1 to never use numba, even when it is installed.
 NO_NUMBA_ENV = "CONVTRANSPOSE_NO_NUMBA"
 
-#: Scratch (im2col/column) buffers are split over the batch to stay under this many
-#: bytes, or under half the output when that is larger.
-_SCRATCH_BYTES = 16 << 20
+#: Scratch (im2col/column) buffers are split over the batch (or the first spatial
+#: axis) to stay under half the output's size, or under this many bytes when larger.
+_SCRATCH_BYTES = 2 << 20
 
 
 # --------------------------------------------------------------------------- plans
@@ -411,11 +411,6 @@ def _output_glyc(out: np.ndarray, groups: int, channels_last: bool) -> np.ndarra
 # --------------------------------------------------------------------------- phase
 
 
-def _batch_chunk(batch: int, bytes_per_sample: int, out_bytes: int) -> int:
-    budget = max(_SCRATCH_BYTES, out_bytes // 2)
-    return max(1, min(batch, budget // max(bytes_per_sample, 1)))
-
-
 def _chunks(batch: int, first_blocks: int, bytes_per_block_row: int, out_bytes: int):
     """(n0, n1, j0, j1) pieces of work whose scratch stays under the budget.
 
@@ -423,6 +418,8 @@ def _chunks(batch: int, first_blocks: int, bytes_per_block_row: int, out_bytes: 
     along the blocks of its first spatial axis.
     """
     budget = max(_SCRATCH_BYTES, out_bytes // 2)
+    if first_blocks == 0:
+        return
     per_sample = bytes_per_block_row * first_blocks
     if per_sample <= budget:
         step = max(1, min(batch, budget // max(per_sample, 1)))
@@ -599,52 +596,72 @@ def _scatter_phases(target, product, combo, phases, rank, j_start=0):
 
 
 def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
-    """One GEMM for every tap's contribution, then one strided add per live tap."""
+    """One GEMM for every tap's contribution, then one strided add per live tap.
+
+    The columns buffer (``taps * Co`` values per input position) is built for a chunk
+    of samples, or of one sample's first spatial axis, at a time.
+    """
     groups, ci, co = weights.shape[:3]
     kernel = tuple(weights.shape[3:])
     rank = len(axes)
     batch = data.shape[0]
     spatial = tuple(axis.input_size for axis in axes)
     taps = math.prod(kernel)
-    windows = [_tap_windows(axis) for axis in axes]
-    live_taps = [
-        (tap, tuple(w[k] for w, k in zip(windows, tap)))
-        for tap in np.ndindex(*kernel)
-        if all(w[k] is not None for w, k in zip(windows, tap))
-    ]
     out.fill(0)
-    target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
-    source = _input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
     if internal_last:
+        target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
+        source = _input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
         # (G, Ci, K..., Co) -> (G, Ci, taps*Co): columns come out as (G, rows, K..., Co).
         matrix = np.moveaxis(weights, 2, -1).reshape(groups, ci, taps * co).astype(dtype)
     else:
-        # (G, K..., Co, Ci): columns come out as (G, K..., Co, n, X...).
+        target = np.moveaxis(_output_glyc(out, groups, channels_last), (0, -1), (1, 2))
+        source = np.moveaxis(_input_glxc(data, groups, channels_last), (0, -1), (1, 2))
+        # target (N, G, Co, Y...), source (N, G, Ci, X...): views, NCX-natural.
+        # (G, K..., Co, Ci): columns come out as (n, G, K..., Co, X...).
         matrix = weights.transpose((0,) + tuple(range(3, 3 + rank)) + (2, 1)).reshape(
             groups, taps * co, ci).astype(dtype)
-    per_sample = groups * math.prod(spatial) * (taps * co + ci) * dtype.itemsize
-    chunk = _batch_chunk(batch, per_sample, out.nbytes)
-    for start in range(0, batch, chunk):
-        stop = min(batch, start + chunk)
-        n = stop - start
+    row_bytes = groups * math.prod(spatial[1:]) * (taps * co + ci) * dtype.itemsize
+    first = axes[0]
+    for n0, n1, x0, x1 in _chunks(batch, spatial[0], row_bytes, out.nbytes):
+        n = n1 - n0
+        sub = (x1 - x0,) + spatial[1:]
+        # Tap k sends chunk input x' (= x - x0) to output x'*s + k*d - (offset - x0*s).
+        sub_axes = (AxisPlan(x1 - x0, first.kernel_size, first.stride, first.dilation,
+                             first.offset - x0 * first.stride, first.output_size),) + axes[1:]
+        windows = [_tap_windows(axis) for axis in sub_axes]
+        live = [(tap, tuple(w[k] for w, k in zip(windows, tap))) for tap in np.ndindex(*kernel)
+                if all(w[k] is not None for w, k in zip(windows, tap))]
+        if not live:
+            continue
         if internal_last:
-            rows = np.ascontiguousarray(source[:, start:stop], dtype).reshape(groups, -1, ci)
-            columns = np.matmul(rows, matrix).reshape((groups, n) + spatial + kernel + (co,))
-            for tap, window in live_taps:
+            rows = np.ascontiguousarray(source[:, n0:n1, x0:x1], dtype).reshape(groups, -1, ci)
+            columns = np.matmul(rows, matrix).reshape((groups, n) + sub + kernel + (co,))
+            for tap, window in live:
                 src = (slice(None), slice(None)) + tuple(w[0] for w in window) + tap
-                dst = (slice(None), slice(start, stop)) + tuple(w[1] for w in window)
+                dst = (slice(None), slice(n0, n1)) + tuple(w[1] for w in window)
                 _parallel(_add, target[dst], columns[src])
         else:
-            # (G, Ci, n*X...) as the right operand keeps X contiguous in the columns.
-            rows = np.ascontiguousarray(np.moveaxis(source[:, start:stop], -1, 1), dtype)
-            columns = np.matmul(matrix, rows.reshape(groups, ci, -1))
-            columns = columns.reshape((groups,) + kernel + (co, n) + spatial)
-            # target as (G, Co, n, Y...)
-            target_c = np.moveaxis(target[:, start:stop], -1, 1)
-            for tap, window in live_taps:
-                src = (slice(None),) + tap + (slice(None), slice(None)) + tuple(w[0] for w in window)
-                dst = (slice(None), slice(None), slice(None)) + tuple(w[1] for w in window)
-                _parallel(_add, target_c[dst], columns[src])
+            rows = source[n0:n1, :, :, x0:x1]
+            if rows.dtype != dtype or not _blasable_rows(rows):
+                rows = np.ascontiguousarray(rows, dtype)
+            columns = np.matmul(matrix, rows.reshape((n, groups, ci, -1)))
+            columns = columns.reshape((n, groups) + kernel + (co,) + sub)
+            for tap, window in live:
+                src = (slice(None), slice(None)) + tap + (slice(None),) + tuple(
+                    w[0] for w in window)
+                dst = (slice(n0, n1), slice(None), slice(None)) + tuple(w[1] for w in window)
+                _parallel(_add, target[dst], columns[src])
+
+
+def _blasable_rows(rows: np.ndarray) -> bool:
+    """Whether ``(n, G, Ci, X...)`` reshapes to ``(n, G, Ci, prod X)`` with unit inner stride."""
+    item = rows.itemsize
+    expected = item
+    for size, stride in zip(rows.shape[:2:-1], rows.strides[:2:-1]):
+        if size > 1 and stride != expected:
+            return False
+        expected *= size
+    return rows.shape[3] <= 1 or rows.strides[3] == expected
 
 
 # --------------------------------------------------------------------------- dense
