@@ -122,6 +122,7 @@ def test_chunked_scratch_and_threaded_copies(monkeypatch):
     monkeypatch.setattr(_kernel, "_SCRATCH_BYTES", 64)
     monkeypatch.setattr(_kernel, "_PARALLEL_ELEMENTS", 0)
     monkeypatch.setattr(_kernel, "_THREADS", 3)
+    monkeypatch.setattr(_kernel, "_PARALLEL_FLOPS", 0)  # stacks of products split too
     rng = np.random.default_rng(3)
     for rank in (1, 2, 3):
         for _ in range(6):

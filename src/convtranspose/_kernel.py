@@ -349,6 +349,19 @@ _PARALLEL_ELEMENTS = 1 << 18
 _pool = None
 
 
+#: Stacks of products with fewer FLOPs in total than four times this stay on one thread.
+_PARALLEL_FLOPS = 2e6
+
+
+def _thread_pool():
+    global _pool
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="convtranspose")
+    return _pool
+
+
 def _split_axis(shape: tuple[int, ...]) -> int | None:
     for axis, size in enumerate(shape[:3]):
         if size >= _THREADS:
@@ -362,15 +375,10 @@ def _parallel(operation, destination: np.ndarray, source: np.ndarray) -> None:
     Both arrays have the same shape; the work is split along one of the leading axes,
     so every thread writes a disjoint part of ``destination``.
     """
-    global _pool
     axis = _split_axis(destination.shape)
     if _THREADS == 1 or destination.size < _PARALLEL_ELEMENTS or axis is None:
         operation(destination, source)
         return
-    if _pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="convtranspose")
     size = destination.shape[axis]
     bounds = [size * i // _THREADS for i in range(_THREADS + 1)]
     index = [slice(None)] * destination.ndim
@@ -380,8 +388,70 @@ def _parallel(operation, destination: np.ndarray, source: np.ndarray) -> None:
         index_i[axis] = slice(bounds[i], bounds[i + 1])
         operation(destination[tuple(index_i)], source[tuple(index_i)])
 
-    for future in [_pool.submit(part, i) for i in range(_THREADS)]:
+    for future in [_thread_pool().submit(part, i) for i in range(_THREADS)]:
         future.result()
+
+
+#: GEMMs with fewer FLOPs than this run on the calling thread only: waking BLAS
+#: worker threads costs up to a scheduler tick (milliseconds) on a busy machine,
+#: more than splitting such a product can save.
+_SERIAL_GEMM_FLOPS = 64e6
+
+
+@functools.cache
+def _openblas_local_threads():
+    """NumPy's bundled OpenBLAS ``openblas_set_num_threads_local`` (per calling thread), or None."""
+    import ctypes
+    import glob
+
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
+        try:
+            function = ctypes.CDLL(path).openblas_set_num_threads_local
+        except (OSError, AttributeError):
+            continue
+        function.argtypes, function.restype = [ctypes.c_int], ctypes.c_int
+        return function
+    return None
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.matmul(a, b)``; small products run on one BLAS thread each.
+
+    A stack of small products is split between this module's threads instead, each
+    with a single BLAS thread (OpenBLAS's setting is per calling thread).
+    """
+    flops = 2.0 * a.shape[-2] * a.shape[-1] * b.shape[-1]
+    setter = _openblas_local_threads() if flops < _SERIAL_GEMM_FLOPS else None
+    if setter is None:
+        return np.matmul(a, b)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    stack = batch[0] if batch else 1
+    if stack < 2 or _THREADS == 1 or flops * math.prod(batch) < 4 * _PARALLEL_FLOPS:
+        previous = setter(1)
+        try:
+            return np.matmul(a, b)
+        finally:
+            setter(previous)
+    out = np.empty(batch + (a.shape[-2], b.shape[-1]), np.result_type(a, b))
+    threads = min(_THREADS, stack)
+    bounds = [stack * i // threads for i in range(threads + 1)]
+
+    def part(operand, lo, hi):
+        owns_axis = operand.ndim - 2 == len(batch) and operand.shape[0] == stack
+        return operand[lo:hi] if owns_axis else operand
+
+    def work(i):
+        lo, hi = bounds[i], bounds[i + 1]
+        previous = setter(1)
+        try:
+            np.matmul(part(a, lo, hi), part(b, lo, hi), out=out[lo:hi])
+        finally:
+            setter(previous)
+
+    for future in [_thread_pool().submit(work, i) for i in range(threads)]:
+        future.result()
+    return out
 
 
 def _copy(destination, source):
@@ -506,7 +576,7 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
                     columns = np.empty((groups, n1 - n0) + sub_blocks + (len(slots), ci), dtype)
                     for index, slot in enumerate(slots):
                         _parallel(_copy, columns[..., index, :], padded[window(slot)])
-                product = np.matmul(columns.reshape(groups, rows, depth), matrix)
+                product = _matmul(columns.reshape(groups, rows, depth), matrix)
                 if co_first:
                     product = product.reshape((groups, n1 - n0) + sub_blocks + (co,) + counts)
                     product = np.moveaxis(product, 2 + rank, -1)
@@ -520,7 +590,7 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
                     columns = np.empty((groups, len(slots), ci, n1 - n0) + sub_blocks, dtype)
                     for index, slot in enumerate(slots):
                         _parallel(_copy, columns[:, index], padded[window(slot)])
-                product = np.matmul(matrix, columns.reshape(groups, depth, rows))
+                product = _matmul(matrix, columns.reshape(groups, depth, rows))
                 product = product.reshape((groups,) + counts + (co, n1 - n0) + sub_blocks)
                 # view as (G, n, j..., phases..., Co)
                 product = product.transpose(
@@ -637,7 +707,7 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
             continue
         if internal_last:
             rows = np.ascontiguousarray(source[:, n0:n1, x0:x1], dtype).reshape(groups, -1, ci)
-            columns = np.matmul(rows, matrix).reshape((groups, n) + sub + kernel + (co,))
+            columns = _matmul(rows, matrix).reshape((groups, n) + sub + kernel + (co,))
             for tap, window in live:
                 src = (slice(None), slice(None)) + tuple(w[0] for w in window) + tap
                 dst = (slice(None), slice(n0, n1)) + tuple(w[1] for w in window)
@@ -646,7 +716,7 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
             rows = source[n0:n1, :, :, x0:x1]
             if rows.dtype != dtype or not _blasable_rows(rows):
                 rows = np.ascontiguousarray(rows, dtype)
-            columns = np.matmul(matrix, rows.reshape((n, groups, ci, -1)))
+            columns = _matmul(matrix, rows.reshape((n, groups, ci, -1)))
             columns = columns.reshape((n, groups) + kernel + (co,) + sub)
             for tap, window in live:
                 src = (slice(None), slice(None)) + tap + (slice(None),) + tuple(
