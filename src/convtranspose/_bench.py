@@ -486,7 +486,7 @@ def plot(rows: list[dict], path: str) -> bool:
     axis.set_xlabel("best peer time / convtranspose time (>1: convtranspose faster)")
     axis.set_title("convtranspose vs the best of torch, OpenVINO, onnxruntime")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)
     return True
 

@@ -59,10 +59,12 @@ ALGORITHM_ENV = "CONVTRANSPOSE_ALGORITHM"
 NO_NUMBA_ENV = "CONVTRANSPOSE_NO_NUMBA"
 
 #: Scratch (im2col/column) buffers are split over the batch (or the first spatial
-#: axis) to stay under half the output's size, or under this many bytes when larger.
-#: Smaller chunks mean more, smaller BLAS calls: 2 MiB made DCGAN/stride-1 layers
-#: 3-4x slower on a loaded 2-core machine, so speed wins over memory below 32 MiB.
-_SCRATCH_BYTES = 32 << 20
+#: axis) to stay under this many bytes.  Fewer, larger chunks mean fewer BLAS calls
+#: (2 MiB made DCGAN/stride-1 layers 3-4x slower on a loaded 2-core machine), but
+#: glibc serves blocks of 32 MiB and more with fresh mmaps whose page faults cost
+#: more than the copies themselves (a 64 MiB im2col buffer: ~55 ms of faults), while
+#: smaller blocks are recycled from the heap: so the budget stays under 32 MiB.
+_SCRATCH_BYTES = 24 << 20
 
 
 # --------------------------------------------------------------------------- plans
@@ -489,7 +491,7 @@ def _chunks(batch: int, first_blocks: int, bytes_per_block_row: int, out_bytes: 
     Whole samples are grouped while they fit; a sample too large on its own is split
     along the blocks of its first spatial axis.
     """
-    budget = max(_SCRATCH_BYTES, out_bytes // 2)
+    budget = _SCRATCH_BYTES
     if first_blocks == 0:
         return
     per_sample = bytes_per_block_row * first_blocks
