@@ -144,6 +144,26 @@ def test_numpy_fallback_of_direct_when_numba_is_disabled(monkeypatch):
         np.testing.assert_array_equal(got, _reference(data, weights, axes))
 
 
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_direct_on_long_lines(rank):
+    # Channels-first lines of 8 or more elements take the line-vectorised numba kernel.
+    rng = np.random.default_rng(100 + rank)
+    for trial in range(6):
+        data, weights, axes = _random_case(rng, rank)
+        last = axes[-1]
+        size = int(rng.integers(8, 13))
+        full = (size - 1) * last.stride + (last.kernel_size - 1) * last.dilation + 1
+        axes = axes[:-1] + (AxisPlan(size, last.kernel_size, last.stride, last.dilation,
+                                     int(rng.integers(-3, full)), int(rng.integers(1, full + 5))),)
+        data = rng.integers(-9, 10, data.shape[:-1] + (size,))
+        dtype = (np.float64, np.float32)[trial % 2]
+        expected = _reference(data.astype(dtype), weights.astype(dtype), axes)
+        for channels_last in (False, True):
+            got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype, channels_last,
+                       "direct")
+            np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
 def test_numba_direct_matches_numpy_direct_on_random_floats(monkeypatch):
     rng = np.random.default_rng(5)

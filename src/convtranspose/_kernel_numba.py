@@ -78,6 +78,62 @@ def _direct_kernel(padded, weights, out, strides, tap_k, tap_shift, tap_count, s
 
 
 @numba.njit(nogil=True, cache=False)
+def _direct_rows_kernel(source, weights, out, strides, tap_k, tap_shift, tap_count, lows,
+                        highs, start, stop):  # pragma: no cover
+    # source (N, G, Ci, X1, X2, X3); weights (G, Ci, Co, K1, K2, K3); out (N, G, Co, Y1, Y2, Y3):
+    # channels-first, the last axis contiguous.  Computes the (n, g, co) planes with flat
+    # index in [start, stop).  Each output line (y1, y2) is accumulated phase by phase in
+    # `line[p3, j3]` (contiguous, vectorised multiply-adds over j3), then interleaved once.
+    groups, ci_count = source.shape[1], source.shape[2]
+    co_count = weights.shape[2]
+    size1, size2, size3 = out.shape[3], out.shape[4], out.shape[5]
+    limit1, limit2 = source.shape[3], source.shape[4]
+    s1, s2, s3 = strides[0], strides[1], strides[2]
+    blocks3 = (size3 + s3 - 1) // s3
+    line = np.empty((s3, blocks3), out.dtype)
+    for flat in range(start, stop):
+        n = flat // (groups * co_count)
+        g = (flat // co_count) % groups
+        co = flat % co_count
+        for y1 in range(size1):
+            p1 = y1 % s1
+            j1 = y1 // s1
+            for y2 in range(size2):
+                p2 = y2 % s2
+                j2 = y2 // s2
+                line[:, :] = 0
+                for ci in range(ci_count):
+                    for m1 in range(tap_count[0, p1]):
+                        x1 = j1 + tap_shift[0, p1, m1]
+                        if x1 < 0 or x1 >= limit1:
+                            continue
+                        k1 = tap_k[0, p1, m1]
+                        for m2 in range(tap_count[1, p2]):
+                            x2 = j2 + tap_shift[1, p2, m2]
+                            if x2 < 0 or x2 >= limit2:
+                                continue
+                            k2 = tap_k[1, p2, m2]
+                            for p3 in range(min(s3, size3)):
+                                for m3 in range(tap_count[2, p3]):
+                                    w = weights[g, ci, co, k1, k2, tap_k[2, p3, m3]]
+                                    shift = tap_shift[2, p3, m3]
+                                    low = lows[p3, m3]
+                                    high = highs[p3, m3]
+                                    # Slices, so that the loop index is provably >= 0
+                                    # (no wrap-around checks: the loop vectorises).
+                                    segment = line[p3, low:high]
+                                    row = source[n, g, ci, x1, x2, low + shift:high + shift]
+                                    for t in range(high - low):
+                                        segment[t] += w * row[t]
+                destination = out[n, g, co, y1, y2]
+                for p3 in range(min(s3, size3)):
+                    phase_line = line[p3]
+                    stored = destination[p3::s3]
+                    for t in range(stored.shape[0]):
+                        stored[t] = phase_line[t]
+
+
+@numba.njit(nogil=True, cache=False)
 def _transpose_kernel(source, target, start, stop):  # pragma: no cover
     # target[n, b, a] = source[n, a, b] for n in [start, stop), in cache-sized tiles.
     rows, cols = source.shape[1], source.shape[2]
@@ -124,6 +180,34 @@ def _parallel(function, count: int, threads: int) -> None:
         list(pool.map(lambda i: function(bounds[i], bounds[i + 1]), range(threads)))
 
 
+def _direct_channels_first(data, weights, axes3, dtype, out, threads):
+    groups, ci, co = weights.shape[:3]
+    batch = data.shape[0]
+    phases, tap_k, tap_shift, tap_count = _tables(axes3, padded=False)
+    last = axes3[-1]
+    blocks3 = -(-last.output_size // last.stride)
+    # Per (phase, tap) of the last axis: the j3 range whose input j3 + shift exists.
+    lows = np.zeros(tap_k.shape[1:], np.int64)
+    highs = np.zeros(tap_k.shape[1:], np.int64)
+    for p3 in range(min(last.stride, last.output_size)):
+        count = -(-(last.output_size - p3) // last.stride)
+        for m in range(tap_count[2, p3]):
+            shift = tap_shift[2, p3, m]
+            lows[p3, m] = max(0, -shift)
+            highs[p3, m] = max(lows[p3, m], min(count, last.input_size - shift))
+    source = data.reshape((batch, groups, ci) + tuple(a.input_size for a in axes3))
+    if source.dtype != dtype or not source.flags.c_contiguous:
+        source = np.ascontiguousarray(source, dtype)
+    target = out.reshape((batch, groups, co) + tuple(a.output_size for a in axes3))
+    kernel3 = tuple(a.kernel_size for a in axes3)
+    w = np.ascontiguousarray(weights, dtype).reshape((groups, ci, co) + kernel3)
+    strides = np.array([a.stride for a in axes3], np.int64)
+    del blocks3
+    _parallel(lambda a, b: _direct_rows_kernel(source, w, target, strides, tap_k, tap_shift,
+                                               tap_count, lows, highs, a, b),
+              batch * groups * co, threads)
+
+
 def direct_phase(data, weights, axes, dtype, channels_last, out):
     """Fill ``out`` (any layout) with the transposed convolution, numba-compiled."""
     groups, ci, co = weights.shape[:3]
@@ -135,6 +219,10 @@ def direct_phase(data, weights, axes, dtype, channels_last, out):
     sizes = tuple(a.output_size for a in axes3)
     big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= 1 << 18
     threads = _THREADS if big else 1
+    if not channels_last and data.shape[-1] >= 8:
+        # Long enough lines: vectorise along them, in the caller's layout.
+        _direct_channels_first(data, weights, axes3, dtype, out, threads)
+        return
     if channels_last:
         source = data
     else:
