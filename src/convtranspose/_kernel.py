@@ -169,7 +169,7 @@ def _numba_installed() -> bool:
 
 def _pass_ns(elements: float, run: int) -> float:
     """Rough cost of one NumPy memory pass whose contiguous runs have ``run`` elements."""
-    return elements * (0.4 + 6.0 / max(1, min(run, 64)))
+    return elements * (2.0 + 6.0 / max(1, min(run, 64)))
 
 
 def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
@@ -180,7 +180,7 @@ def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
     """
     flops = 2.0 * rows * depth * width * batches
     efficiency = min(1.0, depth / 128) * min(1.0, width / 48) * min(1.0, rows / 64)
-    return flops / (150.0 * max(efficiency, 0.02)) + 0.5 * rows * width * batches + 2000 * batches
+    return flops / (150.0 * max(efficiency, 0.02)) + 1.0 * rows * width * batches + 2000 * batches
 
 
 def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
@@ -544,6 +544,7 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
     first = spatial_at  # the batch axis of `padded` is first - 1
     target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
     blocks = tuple(p.blocks for p in phases)
+    taps_first = np.ascontiguousarray(np.moveaxis(weights, (1, 2), (-2, -1)))  # (G, K..., Ci, Co)
     for combo in combos:
         slots = list(itertools.product(*(range(len(c.shifts)) for c in combo)))
         if not slots:
@@ -554,7 +555,7 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
         # Rows-major products for a channels-first output keep the phases innermost, so
         # that the copy into the output moves runs of adjacent phases.
         co_first = internal_last and not channels_last
-        matrix = _class_matrix(weights, combo, slots, counts, dtype, co_first)  # (G, depth, width)
+        matrix = _class_matrix(taps_first, combo, slots, counts, dtype, co_first)  # (G, depth, width)
         if not internal_last:
             matrix = np.ascontiguousarray(matrix.transpose(0, 2, 1))  # (G, width, depth)
         row_bytes = groups * math.prod(blocks[1:]) * (depth + width) * dtype.itemsize
@@ -601,27 +602,30 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
             _scatter_phases(target[:, n0:n1], product, combo, phases, rank, j0)
 
 
-def _class_matrix(weights, combo, slots, counts, dtype, channels_first_width=False):
+def _class_matrix(taps_first, combo, slots, counts, dtype, channels_first_width=False):
     """Weights as ``(G, slots*Ci, phases*Co)``: column (phase..., co) of row (slot..., ci).
 
-    With ``channels_first_width`` the columns are ordered (co, phase...) instead.
+    ``taps_first`` is the filter as ``(G, K..., Ci, Co)`` (contiguous), so that the
+    gather below moves whole ``(Ci, Co)`` blocks.  With ``channels_first_width`` the
+    columns are ordered (co, phase...) instead.
     """
-    groups, ci, co = weights.shape[:3]
     rank = len(combo)
-    # One fancy index per axis, shaped so that the result is (G, Ci, Co, S_1..S_D, C_1..C_D).
+    groups, ci, co = taps_first.shape[0], taps_first.shape[-2], taps_first.shape[-1]
+    # One fancy index per axis, shaped so that the result is (G, S_1..S_D, C_1..C_D, Ci, Co).
     index = []
     for a, c in enumerate(combo):
         taps = np.array(c.taps, np.intp).T  # (slots_a, count_a)
         shape = [1] * (2 * rank)
         shape[a], shape[rank + a] = taps.shape
         index.append(taps.reshape(shape))
-    gathered = weights[(slice(None), slice(None), slice(None)) + tuple(index)]
-    slot_axes = tuple(range(3, 3 + rank))
-    phase_axes = tuple(range(3 + rank, 3 + 2 * rank))
+    gathered = taps_first[(slice(None),) + tuple(index)]
+    slot_axes = tuple(range(1, 1 + rank))
+    phase_axes = tuple(range(1 + rank, 1 + 2 * rank))
+    in_axis, out_axis = 1 + 2 * rank, 2 + 2 * rank
     if channels_first_width:
-        order = (0,) + slot_axes + (1, 2) + phase_axes
+        order = (0,) + slot_axes + (in_axis, out_axis) + phase_axes
     else:
-        order = (0,) + slot_axes + (1,) + phase_axes + (2,)
+        order = (0,) + slot_axes + (in_axis,) + phase_axes + (out_axis,)
     matrix = np.ascontiguousarray(gathered.transpose(order), dtype)
     return matrix.reshape(groups, len(slots) * ci, math.prod(counts) * co)
 
