@@ -4,11 +4,13 @@ Input: data ``(N, G*Ci, X...)`` (or channels last ``(N, X..., G*Ci)``), weights
 ``(G, Ci, Co, K...)`` and one :class:`~convtranspose._plan.AxisPlan` per spatial axis.
 Output: ``(N, G*Co, Y...)`` (or channels last), in the accumulation dtype.
 
-Three algorithms compute the same sums; :func:`choose_algorithm` picks one per
-shape (cached) from a cost model, and ``CONVTRANSPOSE_ALGORITHM`` (or the
-``algorithm`` argument of :func:`transposed_convolution`) forces one:
+Several algorithms (:data:`ALGORITHMS`) compute the same sums;
+:func:`choose_algorithm` picks one per shape (cached) from a cost model, and
+``CONVTRANSPOSE_ALGORITHM`` (or the ``algorithm`` argument of
+:func:`transposed_convolution`) forces one.  ``-nxc``/``-ncx`` variants differ
+only in the internal layout of their GEMM and copies (see docs/performance.md).
 
-``phase`` (sub-pixel decomposition)
+``phase-nxc``, ``phase-ncx`` (sub-pixel decomposition)
     Output element ``o`` of an axis with stride ``s`` belongs to phase ``o mod s``;
     a phase only receives the taps ``k`` with ``k*d = o + offset (mod s)``, each
     from input ``o // s + shift``.  Adjacent phases with the same shifts form a
@@ -16,7 +18,7 @@ shape (cached) from a cost model, and ``CONVTRANSPOSE_ALGORITHM`` (or the
     channels as the GEMM's columns) computes the whole class, and the result is
     copied once into a strided view of the output.  No scatter-add, no
     zero-inserted input, FLOPs only for taps that exist.
-``col2im``
+``col2im-nxc``, ``col2im-ncx``
     One GEMM gives every tap's contribution ``(taps * Co)`` per input position,
     then a strided add per tap.  Cheapest when ``Co * taps`` is small next to
     ``Ci * taps / stride**D`` (few output channels).

@@ -185,7 +185,6 @@ def _direct_channels_first(data, weights, axes3, dtype, out, threads):
     batch = data.shape[0]
     phases, tap_k, tap_shift, tap_count = _tables(axes3, padded=False)
     last = axes3[-1]
-    blocks3 = -(-last.output_size // last.stride)
     # Per (phase, tap) of the last axis: the j3 range whose input j3 + shift exists.
     lows = np.zeros(tap_k.shape[1:], np.int64)
     highs = np.zeros(tap_k.shape[1:], np.int64)
@@ -202,7 +201,6 @@ def _direct_channels_first(data, weights, axes3, dtype, out, threads):
     kernel3 = tuple(a.kernel_size for a in axes3)
     w = np.ascontiguousarray(weights, dtype).reshape((groups, ci, co) + kernel3)
     strides = np.array([a.stride for a in axes3], np.int64)
-    del blocks3
     _parallel(lambda a, b: _direct_rows_kernel(source, w, target, strides, tap_k, tap_shift,
                                                tap_count, lows, highs, a, b),
               batch * groups * co, threads)
