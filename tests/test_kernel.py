@@ -1,0 +1,206 @@
+"""Every algorithm of the kernel, forced one by one, against the direct-loop oracle.
+
+The oracle (tests/oracle.py) shares no code with the kernel.  Inputs are small
+integers, so float32/float64 results are exact and can be compared with
+``array_equal``; int64 wraps like the oracle.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+
+import numpy as np
+import pytest
+
+from convtranspose import _kernel
+from convtranspose._kernel import ALGORITHMS, choose_algorithm, transposed_convolution
+from convtranspose._plan import AxisPlan
+
+from oracle import crop, full_transposed_convolution
+
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+DTYPES = (np.float64, np.float32, np.int64)
+
+
+def _reference(data_ncx, weights, axes):
+    full = full_transposed_convolution(
+        data_ncx, weights, [a.stride for a in axes], [a.dilation for a in axes])
+    return crop(full, [a.offset for a in axes], [a.output_size for a in axes])
+
+
+def _run(data_ncx, weights, axes, dtype, channels_last, algorithm, bias=None):
+    data = np.ascontiguousarray(np.moveaxis(data_ncx, 1, -1)) if channels_last else data_ncx
+    before = data.copy(), weights.copy()
+    result = transposed_convolution(data, weights, axes, dtype=np.dtype(dtype),
+                                    channels_last=channels_last, bias=bias, algorithm=algorithm)
+    assert np.array_equal(data, before[0]) and np.array_equal(weights, before[1])  # untouched
+    assert result.dtype == np.dtype(dtype) and result.flags.c_contiguous
+    assert not np.shares_memory(result, data) and not np.shares_memory(result, weights)
+    return np.moveaxis(result, -1, 1) if channels_last else result
+
+
+def _dense_elements(data, weights, axes):
+    groups, _, co = weights.shape[:3]
+    return data[0].size * groups * co * int(np.prod([a.output_size for a in axes]))
+
+
+def _random_case(rng, rank):
+    groups = int(rng.integers(1, 4))
+    ci, co, batch = (int(v) for v in rng.integers(1, 4, 3))
+    size = rng.integers(1, 6, rank)
+    kernel = rng.integers(1, 5, rank)
+    stride = rng.integers(1, 4, rank)
+    dilation = rng.integers(1, 3, rank)
+    full = (size - 1) * stride + (kernel - 1) * dilation + 1
+    offsets = [int(rng.integers(-3, f + 1)) for f in full]  # negative: zeros in front
+    sizes = [int(rng.integers(1, f + 5)) for f in full]  # may exceed the full size
+    axes = tuple(AxisPlan(*(int(v) for v in values), o, y)
+                 for values, o, y in zip(zip(size, kernel, stride, dilation), offsets, sizes))
+    data = rng.integers(-9, 10, (batch, groups * ci) + tuple(size))
+    weights = rng.integers(-9, 10, (groups, ci, co) + tuple(kernel))
+    return data, weights, axes
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_every_algorithm_matches_the_oracle(algorithm, channels_last, rank):
+    rng = np.random.default_rng([rank, ALGORITHMS.index(algorithm), channels_last])
+    for trial in range(25 if rank < 3 else 12):
+        data, weights, axes = _random_case(rng, rank)
+        if algorithm == "dense" and _dense_elements(data, weights, axes) > 1 << 21:
+            continue  # dense is only ever chosen for tiny layers; keep the test fast
+        dtype = DTYPES[trial % 3]
+        expected = _reference(data.astype(dtype), weights.astype(dtype), axes)
+        got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype, channels_last, algorithm)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{algorithm} {axes}")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_bias_strided_weights_and_float32_inputs_to_float64(algorithm):
+    rng = np.random.default_rng(7)
+    data = rng.integers(-5, 6, (2, 4, 4, 3)).astype(np.float32)
+    # A non-contiguous weights view, as the frontends pass for OIX/XIO filters.
+    stored = rng.integers(-5, 6, (3, 2, 2, 2, 4)).astype(np.float32)  # (K1, K2, G, Ci, Co)
+    weights = stored.transpose(2, 3, 4, 0, 1)
+    axes = (AxisPlan(4, 3, 2, 1, -1, 12), AxisPlan(3, 2, 3, 2, 1, 7))
+    bias = np.arange(8, dtype=np.float32)
+    expected = _reference(data.astype(np.float64), weights.astype(np.float64), axes)
+    expected += bias.reshape(-1, 1, 1)
+    for channels_last in (False, True):
+        got = _run(data, weights, axes, np.float64, channels_last, algorithm, bias=bias)
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_int64_wraps_around_like_the_oracle(algorithm):
+    big = np.int64(2) ** 62
+    data = np.array([[[big, big - 1, 3]]], np.int64)
+    weights = np.array([[[[3, -5]]]], np.int64)
+    axes = (AxisPlan(3, 2, 1, 1, 0, 4),)
+    with np.errstate(over="ignore"):
+        expected = _reference(data, weights, axes)
+    np.testing.assert_array_equal(_run(data, weights, axes, np.int64, False, algorithm), expected)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_empty_batch_channels_and_depthwise(algorithm):
+    axes = (AxisPlan(3, 3, 2, 1, 1, 6), AxisPlan(2, 2, 2, 1, 0, 4))
+    for batch, groups, ci, co in [(0, 2, 3, 2), (2, 2, 0, 3), (2, 3, 2, 0), (3, 5, 1, 1)]:
+        data = np.ones((batch, groups * ci, 3, 2), np.float32)
+        weights = np.ones((groups, ci, co, 3, 2), np.float32)
+        expected = _reference(data, weights, axes)
+        for channels_last in (False, True):
+            got = _run(data, weights, axes, np.float32, channels_last, algorithm)
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_chunked_scratch_and_threaded_copies(monkeypatch):
+    # A tiny scratch budget forces the batch and first-axis row chunking paths, and a
+    # zero threshold sends every copy and add through the thread pool.
+    monkeypatch.setattr(_kernel, "_SCRATCH_BYTES", 64)
+    monkeypatch.setattr(_kernel, "_PARALLEL_ELEMENTS", 0)
+    monkeypatch.setattr(_kernel, "_THREADS", 3)
+    monkeypatch.setattr(_kernel, "_PARALLEL_FLOPS", 0)  # stacks of products split too
+    rng = np.random.default_rng(3)
+    for rank in (1, 2, 3):
+        for _ in range(6):
+            data, weights, axes = _random_case(rng, rank)
+            expected = _reference(data, weights, axes)
+            for algorithm, channels_last in itertools.product(
+                    ("phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx"), (False, True)):
+                got = _run(data, weights, axes, np.int64, channels_last, algorithm)
+                np.testing.assert_array_equal(got, expected)
+
+
+def test_numpy_fallback_of_direct_when_numba_is_disabled(monkeypatch):
+    monkeypatch.setenv(_kernel.NO_NUMBA_ENV, "1")
+    rng = np.random.default_rng(11)
+    for rank in (1, 2, 3):
+        data, weights, axes = _random_case(rng, rank)
+        data, weights = data.astype(np.float32), weights.astype(np.float32)
+        got = _run(data, weights, axes, np.float32, rank % 2 == 0, "direct")
+        np.testing.assert_array_equal(got, _reference(data, weights, axes))
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_direct_on_long_lines(rank):
+    # Channels-first lines of 8 or more elements take the line-vectorised numba kernel.
+    rng = np.random.default_rng(100 + rank)
+    for trial in range(6):
+        data, weights, axes = _random_case(rng, rank)
+        last = axes[-1]
+        size = int(rng.integers(8, 13))
+        full = (size - 1) * last.stride + (last.kernel_size - 1) * last.dilation + 1
+        axes = axes[:-1] + (AxisPlan(size, last.kernel_size, last.stride, last.dilation,
+                                     int(rng.integers(-3, full)), int(rng.integers(1, full + 5))),)
+        data = rng.integers(-9, 10, data.shape[:-1] + (size,))
+        dtype = (np.float64, np.float32)[trial % 2]
+        expected = _reference(data.astype(dtype), weights.astype(dtype), axes)
+        for channels_last in (False, True):
+            got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype, channels_last,
+                       "direct")
+            np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+def test_numba_direct_matches_numpy_direct_on_random_floats(monkeypatch):
+    rng = np.random.default_rng(5)
+    axes = (AxisPlan(9, 4, 2, 1, 1, 18), AxisPlan(7, 3, 3, 2, -2, 25))
+    data = rng.standard_normal((3, 16, 9, 7))
+    weights = rng.standard_normal((16, 1, 1, 4, 3))
+    expected = _reference(data, weights, axes)
+    for channels_last in (False, True):
+        numba_result = _run(data, weights, axes, np.float64, channels_last, "direct")
+        np.testing.assert_allclose(numba_result, expected, rtol=1e-12, atol=1e-12)
+        monkeypatch.setenv(_kernel.NO_NUMBA_ENV, "1")
+        numpy_result = _run(data, weights, axes, np.float64, channels_last, "direct")
+        monkeypatch.delenv(_kernel.NO_NUMBA_ENV)
+        np.testing.assert_allclose(numpy_result, numba_result, rtol=1e-12, atol=1e-12)
+
+
+def test_choice_is_cached_overridable_and_validated(monkeypatch):
+    axes = (AxisPlan(8, 4, 2, 1, 1, 16),) * 2
+    name = choose_algorithm(16, axes, (1, 512, 256, 4, 4))
+    assert name in ALGORITHMS
+    assert choose_algorithm(16, axes, (1, 512, 256, 4, 4)) == name
+    monkeypatch.setenv(_kernel.ALGORITHM_ENV, "col2im-ncx")
+    assert choose_algorithm(16, axes, (1, 512, 256, 4, 4)) == "col2im-ncx"
+    monkeypatch.setenv(_kernel.ALGORITHM_ENV, "nonsense")
+    with pytest.raises(ValueError, match="nonsense"):
+        choose_algorithm(16, axes, (1, 512, 256, 4, 4))
+    monkeypatch.delenv(_kernel.ALGORITHM_ENV)
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        transposed_convolution(np.ones((1, 1, 2)), np.ones((1, 1, 1, 2)), (AxisPlan(2, 2, 1, 1, 0, 3),),
+                               dtype=np.dtype(np.float64), algorithm="nonsense")
+
+
+def test_importing_convtranspose_does_not_import_numba():
+    import subprocess
+    import sys
+
+    code = "import sys, convtranspose; print('numba' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "False"
