@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["LayerReport", "compatible", "format_dims", "format_table"]
+__all__ = ["LayerReport", "compatible", "format_dims", "format_table", "infer_output"]
 
 Dims = tuple  # of int or None (a dynamic dimension)
 
@@ -105,3 +105,25 @@ def format_table(reports: list[LayerReport]) -> str:
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
     )
+
+
+def infer_output(report: "LayerReport", label: str, plan_for, data: Dims) -> bool:
+    """Record on ``report`` the output shape and pads that ``plan_for(data)`` infers.
+
+    A dynamic batch (``None``) is planned as 1 and reported as dynamic again.  An
+    input the op's rules refuse marks the report ``invalid``.  Returns whether a plan
+    was made.
+    """
+    from .._errors import ConvTransposeError
+
+    dynamic_batch = bool(data) and data[0] is None
+    try:
+        plan = plan_for((1,) + tuple(data[1:]) if dynamic_batch else data)
+    except ConvTransposeError as error:
+        report.status = "invalid"
+        report.problems.append(f"{label}: {error}")
+        return False
+    inferred = plan.output_shape
+    report.inferred = (None,) + inferred[1:] if dynamic_batch else inferred
+    report.pads_begin, report.pads_end = plan.pads_begin, plan.pads_end
+    return True

@@ -16,8 +16,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from .._errors import ConvTransposeError
-from ._report import LayerReport, compatible, format_dims
+from ._report import LayerReport, compatible, format_dims, infer_output
 from ._safety import (
     DEFAULT_MAX_BYTES,
     InteropError,
@@ -349,21 +348,12 @@ class IRModel:
             report.problems.append(f"{layer.describe()}: dynamic input dims {format_dims(data)}"
                                    f" x {format_dims(filter_)}: not checked")
             return report
-        dynamic_batch = bool(data) and data[0] is None
         for name, dims in (("data", data), ("filter", filter_)):
             element_count(f"{layer.describe()} {name} shape", [d or 1 for d in dims])
-        try:
-            plan = self._plan(layer, (1,) + data[1:] if dynamic_batch else data, filter_,
-                              output_shape)
-        except ConvTransposeError as error:
-            report.status = "invalid"
-            report.problems.append(f"{layer.describe()}: {error}")
+        if not infer_output(report, layer.describe(),
+                            lambda dims: self._plan(layer, dims, filter_, output_shape), data):
             return report
-        inferred = plan.output_shape
-        if dynamic_batch:
-            inferred = (None,) + inferred[1:]
-        report.inferred = inferred
-        report.pads_begin, report.pads_end = plan.pads_begin, plan.pads_end
+        inferred = report.inferred
         if not compatible(report.declared, inferred):
             report.status = "mismatch"
             report.problems.append(

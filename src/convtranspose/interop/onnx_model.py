@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from .._errors import ConvTransposeError
-from ._report import LayerReport, compatible, format_dims
+from ._report import LayerReport, compatible, format_dims, infer_output
 from ._safety import (
     DEFAULT_MAX_BYTES,
     InteropError,
@@ -228,21 +228,12 @@ class ONNXModel:
                 f"{_describe(node)}: input shapes unknown or dynamic (X {format_dims(data)},"
                 f" W {format_dims(filter_)}): not checked")
             return report
-        dynamic_batch = bool(data) and data[0] is None
         for name, dims in ((x_name, data), (w_name, filter_)):
             element_count(f"{_describe(node)} input {name!r} shape", [d or 1 for d in dims])
-        try:
-            plan = ct.shapes.onnx_conv_transpose(
-                (1,) + data[1:] if dynamic_batch else data, filter_, bias, **attributes)
-        except ConvTransposeError as error:
-            report.status = "invalid"
-            report.problems.append(f"{_describe(node)}: {error}")
+        if not infer_output(report, _describe(node), lambda dims: ct.shapes.onnx_conv_transpose(
+                dims, filter_, bias, **attributes), data):
             return report
-        inferred = plan.output_shape
-        if dynamic_batch:
-            inferred = (None,) + inferred[1:]
-        report.inferred = inferred
-        report.pads_begin, report.pads_end = plan.pads_begin, plan.pads_end
+        inferred = report.inferred
         if report.declared is None:
             report.problems.append(f"{_describe(node)}: the model declares no shape for its"
                                    f" output {node.output[0]!r}; inferred {format_dims(inferred)}")
