@@ -55,3 +55,27 @@ def test_cache_stays_bounded():
     for pad in range(_api._PLAN_CACHE_SIZE + 10):
         _api._resolve(ct.shapes.onnx_conv_transpose, (1, 1, 3), (1, 1, 3), strides=pad + 1)
     assert len(_api._plan_cache) == _api._PLAN_CACHE_SIZE
+
+
+def test_same_values_under_other_keywords_do_not_collide():
+    _api._plan_cache.clear()
+    by_strides = _api._resolve(ct.shapes.onnx_conv_transpose, (1, 1, 3), (1, 1, 3), strides=2)
+    by_dilations = _api._resolve(ct.shapes.onnx_conv_transpose, (1, 1, 3), (1, 1, 3), dilations=2)
+    assert by_strides.strides == (2,) and by_dilations.strides == (1,)
+    assert by_dilations.dilations == (2,)
+
+
+@pytest.mark.parametrize("first, second", [
+    ([1, 2], [True, 2]),          # bool inside a sequence
+    ([2, 2], [2.0, 2]),           # float inside a sequence
+    (2, (2,)),                    # scalar vs one-element sequence: both valid, both cached
+])
+def test_lookalike_values_get_their_own_entries(first, second):
+    _api._plan_cache.clear()
+    _api._resolve(ct.shapes.onnx_conv_transpose, (1, 1, 3, 3), (1, 1, 3, 3), strides=first)
+    try:
+        _api._resolve(ct.shapes.onnx_conv_transpose, (1, 1, 3, 3), (1, 1, 3, 3), strides=second)
+    except ct.ConvTransposeError:
+        assert len(_api._plan_cache) == 1   # refused, as a fresh resolution would
+    else:
+        assert len(_api._plan_cache) == 2

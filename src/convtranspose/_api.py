@@ -47,15 +47,23 @@ _plan_cache: dict = {}
 def _freeze(value: object) -> object:
     """A hashable key that tells apart every value the resolvers tell apart.
 
-    Type-tagged, so that ``True``, ``1`` and ``1.0`` (equal and equally hashed) never
-    share an entry; raises TypeError for values with no faithful key.
+    Exact ints, strings, None and sequences of exact ints (the common case: shapes and
+    per-axis attributes) key as themselves; anything else is type-tagged, so that
+    ``True``, ``1`` and ``1.0`` (equal and equally hashed) never share an entry.  A
+    tagged key holds a type object, so it never equals an untagged one.  Raises
+    TypeError for values with no faithful key.
     """
+    kind = type(value)
+    if kind is int or kind is str or value is None:
+        return value
+    if kind is tuple or kind is list:
+        if all(type(item) is int for item in value):
+            return tuple(value)
+        return (tuple,) + tuple(_freeze(item) for item in value)
     if isinstance(value, np.ndarray):
-        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
-    if isinstance(value, (list, tuple)):
-        return (type(value),) + tuple(_freeze(item) for item in value)
+        return (np.ndarray, value.dtype.str, value.shape, value.tobytes())
     hash(value)
-    return (type(value), value)
+    return (kind, value)
 
 
 def _resolve(resolver, *args, **kwargs) -> _plan.ConvTransposePlan:
@@ -65,7 +73,8 @@ def _resolve(resolver, *args, **kwargs) -> _plan.ConvTransposePlan:
     fresh resolution would.
     """
     try:
-        key = (resolver, _freeze(args), _freeze(tuple(kwargs.items())))
+        key = (resolver, tuple(kwargs)) + tuple(_freeze(arg) for arg in args) + tuple(
+            _freeze(value) for value in kwargs.values())
     except TypeError:
         return resolver(*args, **kwargs)
     plan = _plan_cache.get(key)

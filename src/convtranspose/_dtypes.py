@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 __all__ = ["SUPPORTED_DTYPES", "accumulation_dtype", "check_dtypes"]
@@ -13,6 +15,7 @@ SUPPORTED_DTYPES = (
 )
 
 
+@functools.lru_cache(maxsize=64)
 def _is_supported(dtype: np.dtype) -> bool:
     # bfloat16 is a structured-kind ("V") dtype from ml_dtypes: recognise it by name so
     # that ml_dtypes is never imported unless the caller already uses it.
