@@ -21,17 +21,19 @@ EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
 OPS = ("convolution_backprop_data", "group_convolution_backprop_data", "conv_transpose",
        "onnx_conv_transpose")
 
-# Each op's keyword attributes (the Python names); --groups/--group map onto the op's own.
-_OP_KEYWORDS = {
-    "convolution_backprop_data": ("strides", "pads_begin", "pads_end", "dilations", "auto_pad",
-                                  "output_padding"),
-    "conv_transpose": ("strides", "pads_begin", "pads_end", "dilations", "auto_pad",
-                       "output_padding", "groups", "data_format", "filter_format",
-                       "weights_format", "output_shape"),
-    "onnx_conv_transpose": ("auto_pad", "dilations", "group", "kernel_shape", "output_padding",
-                            "output_shape", "pads", "strides"),
-}
-_OP_KEYWORDS["group_convolution_backprop_data"] = _OP_KEYWORDS["convolution_backprop_data"]
+_OPENVINO_OPS = ("convolution_backprop_data", "group_convolution_backprop_data")
+
+
+def _keywords(op: str) -> tuple[str, ...]:
+    """The op's keyword-only attributes, read off its ``ct.shapes`` signature."""
+    import inspect
+
+    from . import shapes
+
+    parameters = inspect.signature(getattr(shapes, op)).parameters.values()
+    return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
 _LIST_ATTRIBUTES = ("strides", "pads_begin", "pads_end", "dilations", "output_padding", "pads",
                     "kernel_shape")
 _TEXT_ATTRIBUTES = ("auto_pad", "data_format", "filter_format", "weights_format")
@@ -89,7 +91,7 @@ def _error(message: str) -> int:
 
 def _attributes(args: argparse.Namespace) -> dict:
     """The attribute flags given, as the op's keyword arguments; unknown ones refused."""
-    accepted = _OP_KEYWORDS[args.op]
+    accepted = _keywords(args.op)
     given = {}
     for name in _LIST_ATTRIBUTES + _TEXT_ATTRIBUTES + ("groups",):
         value = getattr(args, name, None)
@@ -119,18 +121,23 @@ def _plan(args: argparse.Namespace, data_shape, filter_shape, bias_shape):
         if dims is not None:
             element_count(label, dims)
     attributes = _attributes(args)
-    function = getattr(shapes, args.op)
-    if args.op in ("convolution_backprop_data", "group_convolution_backprop_data"):
-        if bias_shape is not None:
-            raise _Failure(f"{args.op} has no bias; --bias-shape/--bias apply to conv_transpose"
-                           " and onnx_conv_transpose")
-        plan = function(data_shape, filter_shape, args.output_shape, **attributes)
-    else:
-        if args.output_shape is not None:
-            attributes["output_shape"] = args.output_shape
-        plan = function(data_shape, filter_shape, bias_shape, **attributes)
+    plan = _call(getattr(shapes, args.op), args, data_shape, filter_shape, bias_shape, attributes)
     element_count("the output shape", plan.output_shape)
     return plan, attributes
+
+
+def _call(function, args: argparse.Namespace, data, filter_, bias, attributes: dict):
+    """``function`` (the op or its shapes twin) with the op's own calling convention.
+
+    The OpenVINO ops take ``output_shape`` as their third input and have no bias; the
+    others take the bias third and ``output_shape`` as a keyword.
+    """
+    if args.op in _OPENVINO_OPS:
+        if bias is not None:
+            raise _Failure(f"{args.op} has no bias; --bias-shape/--bias apply to conv_transpose"
+                           " and onnx_conv_transpose")
+        return function(data, filter_, args.output_shape, **attributes)
+    return function(data, filter_, bias, output_shape=args.output_shape, **attributes)
 
 
 def _plan_dict(plan) -> dict:
@@ -186,11 +193,7 @@ def _run(args: argparse.Namespace) -> int:
     plan, attributes = _plan(args, data.shape, filter_.shape,
                              None if bias is None else bias.shape)
     check_plan_memory(plan, data.dtype, args.max_bytes)
-    function = getattr(ct, args.op)
-    if args.op in ("convolution_backprop_data", "group_convolution_backprop_data"):
-        result = function(data, filter_, args.output_shape, **attributes)
-    else:
-        result = function(data, filter_, bias, **attributes)
+    result = _call(getattr(ct, args.op), args, data, filter_, bias, attributes)
     save_npy(args.output, result)
     print(f"{args.output}: {result.dtype} {list(result.shape)}")
     return EXIT_OK
@@ -225,6 +228,19 @@ class _Progress:
             sys.stderr.flush()
 
 
+def _check_each(items: list, check) -> list:
+    """``[check(item) for item in items]``, with a progress bar for large models."""
+    progress = _Progress(len(items), "checking")
+    reports = []
+    try:
+        for done, item in enumerate(items, 1):
+            reports.append(check(item))
+            progress.update(done)
+    finally:
+        progress.close()
+    return reports
+
+
 def _report_check(reports, items_name: str, file_name: str, as_json: bool) -> int:
     from .interop._report import format_table
 
@@ -253,15 +269,7 @@ def _ir_check(args: argparse.Namespace) -> int:
     from .interop import ir
 
     model = ir.load(args.model, args.bin, max_bytes=args.max_bytes)
-    layers = model.transposed_layers
-    progress = _Progress(len(layers), "checking")
-    reports = []
-    try:
-        for done, layer in enumerate(layers, 1):
-            reports.append(model.check(layer))
-            progress.update(done)
-    finally:
-        progress.close()
+    reports = _check_each(model.transposed_layers, model.check)
     return _report_check(reports, "transposed-convolution layers", os.path.basename(args.model),
                          args.json)
 
@@ -287,15 +295,7 @@ def _onnx_check(args: argparse.Namespace) -> int:
     from .interop import onnx_model
 
     model = onnx_model.load(args.model, max_bytes=args.max_bytes)
-    nodes = model.transposed_nodes
-    progress = _Progress(len(nodes), "checking")
-    reports = []
-    try:
-        for done, node in enumerate(nodes, 1):
-            reports.append(model.check(node))
-            progress.update(done)
-    finally:
-        progress.close()
+    reports = _check_each(model.transposed_nodes, model.check)
     return _report_check(reports, "ConvTranspose nodes", os.path.basename(args.model), args.json)
 
 

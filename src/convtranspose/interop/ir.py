@@ -296,11 +296,13 @@ class IRModel:
             attributes["auto_pad"] = layer.attributes["auto_pad"]
         return attributes
 
-    def _plan(self, layer: Layer, data_dims, filter_dims, output_shape):
+    def _plan(self, layer: Layer, data_dims, filter_dims, output_shape, attributes=None):
         import convtranspose as ct
 
         planner = getattr(ct.shapes, TRANSPOSED_CONVOLUTIONS[layer.type])
-        return planner(data_dims, filter_dims, output_shape, **self._attributes(layer))
+        if attributes is None:
+            attributes = self._attributes(layer)
+        return planner(data_dims, filter_dims, output_shape, **attributes)
 
     def check(self, layer: Layer) -> LayerReport:
         """Recompute ``layer``'s output shape and compare it with the declared one."""
@@ -395,11 +397,11 @@ class IRModel:
             notes.append(f"weights of {layer.describe()} are {filter_.dtype}; cast to the"
                          f" data's {data.dtype}")
             filter_ = filter_.astype(data.dtype)
-        plan = self._plan(layer, data.shape, filter_.shape, output_shape)
+        attributes = self._attributes(layer)
+        plan = self._plan(layer, data.shape, filter_.shape, output_shape, attributes)
         check_plan_memory(plan, data.dtype, self.max_bytes)
         function = getattr(ct, TRANSPOSED_CONVOLUTIONS[layer.type])
-        result = function(data, np.ascontiguousarray(filter_), output_shape,
-                          **self._attributes(layer))
+        result = function(data, np.ascontiguousarray(filter_), output_shape, **attributes)
         if not compatible(layer.outputs[0].dims if layer.outputs else None, result.shape):
             notes.append(f"the result has shape {result.shape} but {layer.describe()} declares"
                          f" {format_dims(layer.outputs[0].dims)} (run `ir check`)")
