@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 import pytest
 
-from convtranspose import _kernel
+from convtranspose import _blas, _kernel
 from convtranspose._kernel import ALGORITHMS, choose_algorithm, transposed_convolution
 from convtranspose._plan import AxisPlan
 
@@ -132,6 +132,42 @@ def test_chunked_scratch_and_threaded_copies(monkeypatch):
                     ("phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx"), (False, True)):
                 got = _run(data, weights, axes, np.int64, channels_last, algorithm)
                 np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.skipif(not _blas.available(np.float64), reason="no bundled OpenBLAS")
+def test_gemm_chunks_and_products_split_between_threads(monkeypatch):
+    # One block of the first axis per chunk, every copy through the pool, and every
+    # product "small", so that groups and rows are split between three threads.
+    monkeypatch.setattr(_kernel, "_GEMM_SCRATCH_BYTES", 64)
+    monkeypatch.setattr(_kernel, "_PARALLEL_ELEMENTS", 0)
+    monkeypatch.setattr(_kernel, "_THREADS", 3)
+    monkeypatch.setattr(_kernel, "_PARALLEL_FLOPS", 0)
+    monkeypatch.setattr(_kernel, "_SERIAL_GEMM_FLOPS", float("inf"))
+    rng = np.random.default_rng(5)
+    for rank in (1, 2, 3):
+        for trial in range(8):
+            data, weights, axes = _random_case(rng, rank)
+            dtype = (np.float64, np.float32)[trial % 2]
+            expected = _reference(data, weights, axes)
+            for algorithm, channels_last in itertools.product(("gemm-nxc", "gemm-ncx"),
+                                                              (False, True)):
+                got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype,
+                           channels_last, algorithm)
+                np.testing.assert_array_equal(got, expected)
+
+
+def test_gemm_falls_back_to_numpy_phases_without_blas(monkeypatch):
+    monkeypatch.setenv(_blas.NO_BLAS_ENV, "1")
+    monkeypatch.setattr(_kernel, "_phase_gemm", None)  # calling it would fail
+    rng = np.random.default_rng(13)
+    for rank in (1, 2):
+        data, weights, axes = _random_case(rng, rank)
+        expected = _reference(data, weights, axes)
+        for algorithm in ("gemm-nxc", "gemm-ncx"):
+            got = _run(data.astype(np.float32), weights.astype(np.float32), axes, np.float32,
+                       rank == 2, algorithm)
+            np.testing.assert_array_equal(got, expected)
+    assert not choose_algorithm(2, axes, weights.shape).startswith("gemm")
 
 
 def test_numpy_fallback_of_direct_when_numba_is_disabled(monkeypatch):

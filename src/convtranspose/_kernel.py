@@ -43,13 +43,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import _blas
 from ._plan import AxisPlan
 
 __all__ = ["ALGORITHMS", "choose_algorithm", "describe_algorithm", "transposed_convolution"]
 
 #: Every algorithm; ``-nxc``/``-ncx`` name the layout of the GEMM and of its copies
 #: (channels or spatial positions contiguous), independent of the input's layout.
-ALGORITHMS = ("phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx", "direct", "dense")
+ALGORITHMS = ("gemm-nxc", "gemm-ncx", "phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx", "direct", "dense")
 
 #: ``dense`` (one matrix product with the whole layer as a matrix) is chosen only
 #: when that matrix has at most this many elements: it exists for call overhead.
@@ -186,7 +187,8 @@ def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
 
 
 def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-           channels_last: bool, numba: bool, integer: bool) -> dict[str, float]:
+           channels_last: bool, numba: bool, integer: bool, blas: bool = False
+           ) -> dict[str, float]:
     """Estimated nanoseconds per algorithm (calibrated on a 2-core AVX-512 machine)."""
     groups, ci, co = weights_shape[:3]
     rank = len(axes)
@@ -219,6 +221,27 @@ def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...
             run = (combo[-1].count * co if internal_last else 1)
             cost += _pass_ns(groups * rows_phase * width, run if same_layout else 1)
         costs["phase-nxc" if internal_last else "phase-ncx"] = cost
+    if blas:
+        lead, rest = phases[0], phases[1:]
+        lead_classes = [c for c in lead.classes if c.shifts]
+        rest_combos = [combo for combo in itertools.product(*(p.classes for p in rest))
+                       if all(c.shifts for c in combo)]
+        for internal_last in (True, False):
+            same_layout = internal_last == channels_last
+            cost = 0.0
+            for combo in rest_combos:
+                slots = math.prod(len(c.shifts) for c in combo)
+                if slots > 1 or padding or not same_layout or batch > 1:
+                    cost += _pass_ns(slots * inputs, (ci if internal_last else blocks[-1])
+                                     if same_layout else 2)
+                for lead_class in lead_classes:
+                    width = lead_class.count * math.prod(c.count for c in combo) * co
+                    cost += _gemm_ns(rows_phase, slots * ci, width,
+                                     groups * len(lead_class.shifts)) + 40000
+                    run = (combo[-1].count if combo else lead_class.count) * co
+                    cost += _pass_ns(groups * rows_phase * width,
+                                     run if internal_last and same_layout else 1)
+            costs["gemm-nxc" if internal_last else "gemm-ncx"] = cost
     live = math.prod(sum(w is not None for w in _tap_windows(axis)) for axis in axes)
     for internal_last in (True, False):
         same_layout = internal_last == channels_last
@@ -239,10 +262,10 @@ def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...
 
 @functools.lru_cache(maxsize=512)
 def _choose(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-            channels_last: bool, dtype: np.dtype, numba: bool) -> str:
+            channels_last: bool, dtype: np.dtype, numba: bool, blas: bool) -> str:
     if batch * math.prod(weights_shape) * math.prod(a.input_size for a in axes) == 0:
         return "phase-nxc" if channels_last else "phase-ncx"
-    costs = _costs(batch, axes, weights_shape, channels_last, numba, dtype.kind != "f")
+    costs = _costs(batch, axes, weights_shape, channels_last, numba, dtype.kind != "f", blas)
     return min(costs, key=costs.get)
 
 
@@ -258,7 +281,7 @@ def choose_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequen
             raise ValueError(f"{ALGORITHM_ENV}={forced!r}; expected one of {ALGORITHMS}")
         return forced
     return _choose(batch, tuple(axes), tuple(weights_shape), bool(channels_last),
-                   np.dtype(dtype), _numba_usable())
+                   np.dtype(dtype), _numba_usable(), _blas.available(dtype))
 
 
 def describe_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
@@ -328,8 +351,12 @@ def transposed_convolution(
         out.fill(0)
     else:
         with np.errstate(over="ignore"):
-            if algorithm.startswith("phase"):
-                _phase(data, weights, axes, dtype, channels_last, out, algorithm == "phase-nxc")
+            if algorithm.startswith("gemm") and _blas.available(dtype):
+                _phase_gemm(data, weights, axes, dtype, channels_last, out,
+                            algorithm == "gemm-nxc")
+            elif algorithm.startswith(("phase", "gemm")):
+                _phase(data, weights, axes, dtype, channels_last, out,
+                       algorithm.endswith("-nxc"))
             elif algorithm.startswith("col2im"):
                 _col2im(data, weights, axes, dtype, channels_last, out, algorithm == "col2im-nxc")
             elif algorithm == "dense":
@@ -402,23 +429,6 @@ def _parallel(operation, destination: np.ndarray, source: np.ndarray) -> None:
 _SERIAL_GEMM_FLOPS = 64e6
 
 
-@functools.cache
-def _openblas_local_threads():
-    """NumPy's bundled OpenBLAS ``openblas_set_num_threads_local`` (per calling thread), or None."""
-    import ctypes
-    import glob
-
-    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
-        try:
-            function = ctypes.CDLL(path).openblas_set_num_threads_local
-        except (OSError, AttributeError):
-            continue
-        function.argtypes, function.restype = [ctypes.c_int], ctypes.c_int
-        return function
-    return None
-
-
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul(a, b)``; small products run on one BLAS thread each.
 
@@ -426,7 +436,7 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with a single BLAS thread (OpenBLAS's setting is per calling thread).
     """
     flops = 2.0 * a.shape[-2] * a.shape[-1] * b.shape[-1]
-    setter = _openblas_local_threads() if flops < _SERIAL_GEMM_FLOPS else None
+    setter = _blas.local_threads() if flops < _SERIAL_GEMM_FLOPS else None
     if setter is None:
         return np.matmul(a, b)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -670,6 +680,202 @@ def _scatter_phases(target, product, combo, phases, rank, j_start=0):
         source = interleaved[(slice(None), slice(None)) + tuple(itertools.chain.from_iterable(
             (slice(j0 - base, j1 - base), slice(0, keep)) for j0, j1, keep, base in pieces))]
         _parallel(_copy, destination, source)
+
+
+# --------------------------------------------------------------------------- gemm
+
+
+#: Scratch of the ``gemm`` algorithms (input windows plus one class's products) per
+#: chunk of the first spatial axis.
+_GEMM_SCRATCH_BYTES = 8 << 20
+
+
+def _merged_rows(array: np.ndarray, start: int, stop: int) -> np.ndarray | None:
+    """``array`` with axes ``[start, stop)`` merged into one, as a view; None if impossible."""
+    shape, strides = array.shape, array.strides
+    live = [(size, step) for size, step in zip(shape[start:stop], strides[start:stop]) if size > 1]
+    stride = live[-1][1] if live else array.itemsize
+    expected = stride
+    for size, step in reversed(live):
+        if step != expected:
+            return None
+        expected = step * size
+    return as_strided(array, shape[:start] + (math.prod(shape[start:stop]),) + shape[stop:],
+                      strides[:start] + (stride,) + strides[stop:], writeable=False)
+
+
+def _gemm_windows(source, lead_range, rest, rest_combo, slots, dtype, internal_last):
+    """The input windows of one class of the axes after the first, for BLAS.
+
+    ``source`` is the data as ``(X_1, N, X_2..., G, Ci)`` (``internal_last``) or
+    ``(G, Ci, X_1, N, X_2...)``; the result is ``(H, N, J_2..., G, S, Ci)`` or
+    ``(G, S, Ci, H, N, J_2...)`` where ``H`` covers inputs ``lead_range`` of the
+    first axis (zeros outside the data), ``J_a`` the blocks of axis ``a`` and ``S``
+    the class's slots: slot ``s`` of block ``j`` holds input ``j + shift_s``.  A view
+    of ``source`` when that is already the layout (no padding, one slot).
+    """
+    lo, hi = lead_range
+    lead_size = source.shape[0] if internal_last else source.shape[2]
+    blocks = tuple(p.blocks for p in rest)
+    spatial_at = 2 if internal_last else 4  # first axis after (H, N) in `source`
+    sizes = source.shape[spatial_at:spatial_at + len(rest)]
+    if (len(slots) == 1 and lo == 0 and hi == lead_size and source.dtype == dtype
+            and all(c.shifts[0] == 0 for c in rest_combo) and blocks == sizes):
+        view = np.expand_dims(source, -2 if internal_last else 1)
+        first = 0 if internal_last else 3
+        if _merged_rows(view, first, first + 1 + len(blocks) + 1) is not None:
+            return view
+    groups = source.shape[-2] if internal_last else source.shape[0]
+    ci = source.shape[-1] if internal_last else source.shape[1]
+    if internal_last:
+        windows = np.zeros((hi - lo, source.shape[1]) + blocks + (groups, len(slots), ci), dtype)
+    else:
+        windows = np.zeros((groups, len(slots), ci, hi - lo, source.shape[3]) + blocks, dtype)
+    h0, h1 = max(lo, 0), min(hi, lead_size)
+    if h0 >= h1:
+        return windows
+    for index, slot in enumerate(slots):
+        into, take = [slice(h0 - lo, h1 - lo), slice(None)], [slice(h0, h1), slice(None)]
+        for p, c, s, size in zip(rest, rest_combo, slot, sizes):
+            shift = c.shifts[s]
+            j0, j1 = max(0, -shift), min(p.blocks, size - shift)
+            into.append(slice(j0, j1))
+            take.append(slice(j0 + shift, j1 + shift))
+        if any(window.start >= window.stop for window in into[2:]):
+            continue  # this slot only reads zeros
+        if internal_last:
+            destination = windows[tuple(into) + (slice(None), index)]
+            _parallel(_copy, destination, source[tuple(take)])
+        else:
+            destination = windows[(slice(None), index, slice(None)) + tuple(into)]
+            _parallel(_copy, destination, source[(slice(None), slice(None)) + tuple(take)])
+    return windows
+
+
+def _run_gemms(calls, flops_each: float) -> None:
+    """Run ``calls`` (lists of ``gemm`` argument tuples, one list per independent unit).
+
+    Units run in order on the calling thread, with one BLAS thread when the products
+    are small, or split between this module's threads when there are several.
+    """
+    setter = _blas.local_threads() if flops_each < _SERIAL_GEMM_FLOPS else None
+
+    def work(units):
+        previous = setter(1) if setter is not None else None
+        try:
+            for unit in units:
+                for arguments in unit:
+                    _blas.gemm(*arguments)
+        finally:
+            if setter is not None:
+                setter(previous)
+
+    total = flops_each * sum(len(unit) for unit in calls)
+    if setter is None or _THREADS == 1 or len(calls) < 2 or total < 4 * _PARALLEL_FLOPS:
+        work(calls)
+        return
+    threads = min(_THREADS, len(calls))
+    parts = [calls[i::threads] for i in range(threads)]
+    for future in [_thread_pool().submit(work, part) for part in parts]:
+        future.result()
+
+
+def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
+    """Stride phases as accumulating BLAS products over row-shifted windows (``gemm-*``).
+
+    Like :func:`_phase`, but the slots of the first spatial axis are not copied:
+    the windows of the other axes are laid out with the first axis outermost
+    (``(X_1, N, J_2..., G, S, Ci)``), so that shifting the first axis by one input
+    is an offset of one block of rows; each class of the first axis is then one
+    BLAS product per slot and group, accumulated into the class's result (``beta =
+    1``), which is copied once into a strided view of the output.
+    """
+    groups, ci, co = weights.shape[:3]
+    rank = len(axes)
+    batch = data.shape[0]
+    phases = tuple(_axis_phases(axis) for axis in axes)
+    lead, rest = phases[0], phases[1:]
+    if any(math.prod(len(c.shifts) for c in combo) == 0
+           for combo in itertools.product(*(p.classes for p in phases))):
+        out.fill(0)  # some outputs receive no tap at all
+    lead_classes = [c for c in lead.classes if c.shifts]
+    rest_combos = [combo for combo in itertools.product(*(p.classes for p in rest))
+                   if all(c.shifts for c in combo)]
+    if not lead_classes or not rest_combos:
+        return
+    source = _input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
+    if internal_last:
+        source = source.transpose((2, 1) + tuple(range(3, rank + 2)) + (0, rank + 2))
+    else:
+        source = source.transpose((0, rank + 2, 2, 1) + tuple(range(3, rank + 2)))
+    target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
+    taps_first = np.ascontiguousarray(np.moveaxis(weights, (1, 2), (-2, -1)), dtype)
+    low_shift = min(c.shifts[0] for c in lead_classes)
+    high_shift = max(c.shifts[-1] for c in lead_classes)
+    pitch = batch * math.prod(p.blocks for p in rest)  # rows per block of the first axis
+    widest_slots = max(math.prod(len(c.shifts) for c in combo) for combo in rest_combos)
+    widest = max(math.prod(c.count for c in combo) for combo in rest_combos) * max(
+        c.count for c in lead_classes)
+    row_bytes = pitch * groups * (widest_slots * ci + widest * co) * dtype.itemsize
+    step = max(1, _GEMM_SCRATCH_BYTES // max(1, row_bytes))
+    matrices = {}
+    for j0 in range(0, lead.blocks, step):
+        j1 = min(lead.blocks, j0 + step)
+        lead_range = (j0 + low_shift, j1 + high_shift)
+        rows = (j1 - j0) * pitch
+        for rest_combo in rest_combos:
+            slots = list(itertools.product(*(range(len(c.shifts)) for c in rest_combo)))
+            windows = _gemm_windows(source, lead_range, rest, rest_combo, slots, dtype,
+                                    internal_last)
+            depth = len(slots) * ci
+            if internal_last:
+                inputs = _merged_rows(windows, 0, rank + 1)
+                inputs = inputs.reshape(inputs.shape[0], groups, depth)
+            else:
+                inputs = _merged_rows(windows, 3, rank + 4)
+                inputs = inputs.reshape(groups, depth, inputs.shape[-1])
+            for lead_class in lead_classes:
+                combo = (lead_class,) + rest_combo
+                counts = tuple(c.count for c in combo)
+                width = math.prod(counts) * co
+                key = (lead_class, rest_combo)
+                if key not in matrices:
+                    all_slots = list(itertools.product(*(range(len(c.shifts)) for c in combo)))
+                    matrices[key] = _class_matrix(taps_first, combo, all_slots, counts, dtype
+                                                  ).reshape(groups, len(lead_class.shifts),
+                                                            depth, width)
+                matrix = matrices[key]
+                if internal_last:
+                    products = np.empty((j1 - j0, batch) + tuple(p.blocks for p in rest)
+                                        + (groups,) + counts + (co,), dtype)
+                    flat = products.reshape(rows, groups, width)
+                else:
+                    products = np.empty((groups,) + counts + (co, j1 - j0, batch)
+                                        + tuple(p.blocks for p in rest), dtype)
+                    flat = products.reshape(groups, width, rows)
+                flops = 2.0 * rows * depth * width
+                parts = 1 if flops >= _SERIAL_GEMM_FLOPS else max(1, _THREADS // groups)
+                calls = []
+                for g, part in itertools.product(range(groups), range(parts)):
+                    r0, r1 = rows * part // parts, rows * (part + 1) // parts
+                    unit = []
+                    for slot, shift in enumerate(lead_class.shifts):
+                        first = (j0 + shift - lead_range[0]) * pitch
+                        if internal_last:
+                            unit.append((inputs[first + r0:first + r1, g], matrix[g, slot],
+                                         flat[r0:r1, g], slot > 0))
+                        else:
+                            unit.append((matrix[g, slot].T, inputs[g, :, first + r0:first + r1],
+                                         flat[g, :, r0:r1], slot > 0))
+                    calls.append(unit)
+                _run_gemms(calls, flops / parts)
+                if internal_last:
+                    order = (rank + 1, 1, 0) + tuple(range(2, rank + 1)) + tuple(
+                        range(rank + 2, 2 * rank + 3))
+                else:
+                    order = (0, rank + 3, rank + 2) + tuple(range(rank + 4, 2 * rank + 3)) + tuple(
+                        range(1, rank + 2))
+                _scatter_phases(target, products.transpose(order), combo, phases, rank, j0)
 
 
 # --------------------------------------------------------------------------- col2im

@@ -1,0 +1,65 @@
+"""The direct BLAS binding against ``np.matmul`` (an independent implementation)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from convtranspose import _blas
+
+pytestmark = pytest.mark.skipif(not _blas.available(np.float32),
+                                reason="NumPy's bundled OpenBLAS is not loadable here")
+
+
+def _view(rng, rows, cols, dtype):
+    """A (rows, cols) view with one of the layouts the kernel passes to BLAS."""
+    kind = int(rng.integers(4))
+    if kind == 0:
+        return rng.standard_normal((rows, cols)).astype(dtype)
+    if kind == 1:  # transposed
+        return rng.standard_normal((cols, rows)).astype(dtype).T
+    if kind == 2:  # a window of a wider buffer (leading dimension > cols)
+        return rng.standard_normal((rows + 2, cols + 3)).astype(dtype)[1:rows + 1, 2:cols + 2]
+    # a column block of a (rows, groups, cols) buffer, as for grouped products
+    return rng.standard_normal((rows, 3, cols)).astype(dtype)[:, 1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_matches_matmul_on_strided_views(dtype):
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        m, n, k = (int(v) for v in rng.integers(1, 9, 3))
+        a, b, c = _view(rng, m, k, dtype), _view(rng, k, n, dtype), _view(rng, m, n, dtype)
+        a_before, b_before, c_before = a.copy(), b.copy(), c.copy()
+        accumulate = bool(rng.integers(2))
+        _blas.gemm(a, b, c, accumulate)
+        expected = a.astype(np.float64) @ b.astype(np.float64)
+        if accumulate:
+            expected += c_before
+        np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
+        assert np.array_equal(a, a_before) and np.array_equal(b, b_before)
+
+
+def test_empty_products_and_zero_depth():
+    c = np.full((2, 3), 7.0)
+    _blas.gemm(np.ones((2, 0)), np.ones((0, 3)), c, accumulate=True)
+    assert np.array_equal(c, np.full((2, 3), 7.0))
+    _blas.gemm(np.ones((2, 0)), np.ones((0, 3)), c)
+    assert np.array_equal(c, np.zeros((2, 3)))
+    _blas.gemm(np.ones((0, 4)), np.ones((4, 3)), np.ones((0, 3)))
+
+
+def test_rejects_mismatches_and_non_blas_views():
+    with pytest.raises(ValueError, match="gemm of"):
+        _blas.gemm(np.ones((2, 3)), np.ones((4, 5)), np.ones((2, 5)))
+    with pytest.raises(ValueError, match="gemm of"):
+        _blas.gemm(np.ones((2, 3), np.float32), np.ones((3, 5)), np.ones((2, 5)))
+    every_other = np.ones((4, 6))[:, ::2]  # neither axis packed
+    with pytest.raises(ValueError, match="not a BLAS operand"):
+        _blas.gemm(every_other, np.ones((3, 2)), np.ones((4, 2)))
+
+
+def test_switch_off_by_environment(monkeypatch):
+    monkeypatch.setenv(_blas.NO_BLAS_ENV, "1")
+    assert not _blas.available(np.float32)
+    assert not _blas.available(np.int64)
