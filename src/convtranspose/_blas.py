@@ -22,6 +22,8 @@ import os
 
 import numpy as np
 
+from ._environment import switch
+
 __all__ = ["NO_BLAS_ENV", "available", "gemm", "local_threads"]
 
 #: Environment variable: set to 1 to never call BLAS directly (the kernel then uses
@@ -71,7 +73,7 @@ def _gemm_functions():
 
 def available(dtype) -> bool:
     """Whether :func:`gemm` can multiply matrices of this dtype."""
-    if os.environ.get(NO_BLAS_ENV, "") not in ("", "0"):
+    if switch(NO_BLAS_ENV) not in ("", "0"):
         return False
     return np.dtype(dtype) in _gemm_functions()
 

@@ -44,6 +44,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import _blas
+from ._environment import switch
 from ._plan import AxisPlan
 
 __all__ = ["ALGORITHMS", "choose_algorithm", "describe_algorithm", "transposed_convolution"]
@@ -158,7 +159,7 @@ def _tap_windows(axis: AxisPlan) -> tuple[tuple[slice, slice] | None, ...]:
 
 
 def _numba_usable() -> bool:
-    if os.environ.get(NO_NUMBA_ENV, "") not in ("", "0"):
+    if switch(NO_NUMBA_ENV) not in ("", "0"):
         return False
     return _numba_installed()
 
@@ -275,7 +276,7 @@ def choose_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequen
 
     ``CONVTRANSPOSE_ALGORITHM`` overrides the choice.
     """
-    forced = os.environ.get(ALGORITHM_ENV, "")
+    forced = switch(ALGORITHM_ENV)
     if forced:
         if forced not in ALGORITHMS:
             raise ValueError(f"{ALGORITHM_ENV}={forced!r}; expected one of {ALGORITHMS}")
@@ -956,11 +957,12 @@ def _blasable_rows(rows: np.ndarray) -> bool:
 @functools.lru_cache(maxsize=128)
 def _dense_pattern(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
                    channels_last: bool):
-    """(rows, cols, weight index) of every nonzero of the layer's matrix.
+    """(row count, flat index, weight index) of every nonzero of the layer's matrix.
 
-    Row = flat index of one sample's input element and column = flat index of one
-    sample's output element, both in the caller's layout; no two entries collide
-    (an input and an output position determine the tap).
+    The flat index is ``row * columns + column`` with row = flat index of one
+    sample's input element and column = flat index of one sample's output element,
+    both in the caller's layout; no two entries collide (an input and an output
+    position determine the tap).
     """
     groups, ci, co = weights_shape[:3]
     kernel = weights_shape[3:]
@@ -988,18 +990,47 @@ def _dense_pattern(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
             cols.append(channel_out * math.prod(spatial_out) + y_flat)
         taps.append(np.broadcast_to(weight_base + np.ravel_multi_index(tap, kernel),
                                     rows[-1].shape))
+    row_count = groups * ci * math.prod(spatial_in)
     if not rows:
         empty = np.zeros(0, np.intp)
-        return empty, empty, empty
-    return (np.concatenate([r.ravel() for r in rows]), np.concatenate([c.ravel() for c in cols]),
-            np.concatenate([t.ravel() for t in taps]))
+        return row_count, empty, empty
+    flat = (np.concatenate([r.ravel() for r in rows]) * (groups * co * math.prod(spatial_out))
+            + np.concatenate([c.ravel() for c in cols]))
+    return row_count, flat, np.concatenate([t.ravel() for t in taps])
+
+
+#: Layer matrices of ``dense`` kept for repeated calls, keyed by the pattern and the
+#: exact weight bytes (at most this many, each at most DENSE_MAX_ELEMENTS elements).
+_DENSE_MATRICES_KEPT = 16
+_dense_matrices: dict = {}
+
+
+def _dense_matrix(weights, axes, dtype, channels_last, out_size):
+    """The layer as a ``(C_in*X, C_out*Y)`` matrix, memoised on the weights' bytes.
+
+    Repeated calls with the same filter (a model run layer by layer) skip building
+    it; the key holds the bytes themselves, so a changed filter never hits.
+    """
+    values = np.ascontiguousarray(weights, dtype)
+    key = (axes, weights.shape, channels_last, dtype, values.tobytes())
+    matrix = _dense_matrices.get(key)
+    if matrix is None:
+        rows, flat, taps = _dense_pattern(axes, weights.shape, channels_last)
+        matrix = np.zeros((rows, out_size), dtype)
+        matrix.reshape(-1)[flat] = values.reshape(-1)[taps]
+        matrix.flags.writeable = False
+        if len(_dense_matrices) >= _DENSE_MATRICES_KEPT:
+            try:
+                del _dense_matrices[next(iter(_dense_matrices))]
+            except (StopIteration, KeyError, RuntimeError):
+                pass  # another thread evicted it first
+        _dense_matrices[key] = matrix
+    return matrix
 
 
 def _dense(data, weights, axes, dtype, channels_last, out):
-    rows, cols, taps = _dense_pattern(axes, weights.shape, channels_last)
     batch = data.shape[0]
-    matrix = np.zeros((data[0].size, out[0].size), dtype)
-    matrix[rows, cols] = weights.astype(dtype, copy=False).reshape(-1)[taps]
+    matrix = _dense_matrix(weights, axes, dtype, channels_last, out[0].size)
     np.matmul(data.reshape(batch, -1).astype(dtype, copy=False), matrix, out=out.reshape(batch, -1))
 
 
