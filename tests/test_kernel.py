@@ -240,3 +240,28 @@ def test_importing_convtranspose_does_not_import_numba():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_dense_memo_never_returns_a_stale_filter(monkeypatch):
+    monkeypatch.setattr(_kernel, "_DENSE_MATRICES_KEPT", 2)
+    rng = np.random.default_rng(17)
+    data, weights, axes = _random_case(rng, 2)
+    weights = weights.astype(np.float64)
+    for _ in range(2):  # the second round hits the memo with the same bytes
+        for trial in range(4):
+            weights[(0,) * weights.ndim] = trial  # the caller edits its filter in place
+            expected = _reference(data, weights, axes)
+            got = _run(data.astype(np.float64), weights, axes, np.float64, False, "dense")
+            np.testing.assert_array_equal(got, expected)
+    assert len(_kernel._dense_matrices) <= 2
+
+
+def test_environment_switches_follow_run_time_changes(monkeypatch):
+    from convtranspose._environment import switch
+
+    monkeypatch.delenv("CONVTRANSPOSE_TEST_SWITCH", raising=False)
+    assert switch("CONVTRANSPOSE_TEST_SWITCH") == ""
+    monkeypatch.setenv("CONVTRANSPOSE_TEST_SWITCH", "dense")
+    assert switch("CONVTRANSPOSE_TEST_SWITCH") == "dense"
+    monkeypatch.setenv(_kernel.ALGORITHM_ENV, "col2im-ncx")
+    assert choose_algorithm(1, (AxisPlan(3, 2, 2, 1, 0, 6),), (1, 1, 1, 2)) == "col2im-ncx"
