@@ -1019,11 +1019,11 @@ def _dense_matrix(weights, axes, dtype, channels_last, out_size):
         matrix = np.zeros((rows, out_size), dtype)
         matrix.reshape(-1)[flat] = values.reshape(-1)[taps]
         matrix.flags.writeable = False
-        if len(_dense_matrices) >= _DENSE_MATRICES_KEPT:
+        while len(_dense_matrices) >= _DENSE_MATRICES_KEPT:
             try:
                 del _dense_matrices[next(iter(_dense_matrices))]
             except (StopIteration, KeyError, RuntimeError):
-                pass  # another thread evicted it first
+                break  # another thread evicted it first
         _dense_matrices[key] = matrix
     return matrix
 
