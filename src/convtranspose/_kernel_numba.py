@@ -78,59 +78,99 @@ def _direct_kernel(padded, weights, out, strides, tap_k, tap_shift, tap_count, s
 
 
 @numba.njit(nogil=True, cache=False)
-def _direct_rows_kernel(source, weights, out, strides, tap_k, tap_shift, tap_count, lows,
-                        highs, start, stop):  # pragma: no cover
-    # source (N, G, Ci, X1, X2, X3); weights (G, Ci, Co, K1, K2, K3); out (N, G, Co, Y1, Y2, Y3):
-    # channels-first, the last axis contiguous.  Computes the (n, g, co) planes with flat
-    # index in [start, stop).  Each output line (y1, y2) is accumulated phase by phase in
-    # `line[p3, j3]` (contiguous, vectorised multiply-adds over j3), then interleaved once.
-    groups, ci_count = source.shape[1], source.shape[2]
-    co_count = weights.shape[2]
-    size1, size2, size3 = out.shape[3], out.shape[4], out.shape[5]
-    limit1, limit2 = source.shape[3], source.shape[4]
-    s1, s2, s3 = strides[0], strides[1], strides[2]
-    blocks3 = (size3 + s3 - 1) // s3
-    line = np.empty((s3, blocks3), out.dtype)
+def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_offset, tap_count,
+                   start, stop):  # pragma: no cover
+    # Flat C-order buffers: source (N, G, Ci, X1, X2, X3), weights (G, Ci, Co, K1, K2, K3),
+    # out (N, G, Co, Y1, Y2, Y3); sizes = (G, Ci, Co, X, Y, K) with X, Y, K the spatial
+    # volumes.  Computes the (n, g) planes with flat index in [start, stop).
+    #
+    # Each input plane is copied into a zero-bordered window (per axis: size
+    # geometry[a, 0], starting at input index geometry[a, 1]) in which every tap of
+    # every phase reads in range.  Flattened, one tap of one phase is then a single
+    # multiply-add `acc[f] += w * window[f + offset]` over all output positions of the
+    # phase at once (the window's border columns give junk that is never stored):
+    # long contiguous loops that vectorise, instead of many short lines.  Indices are
+    # computed on flat arrays: views created in inner loops cost more than the work.
+    groups, ci_count, co_count = sizes[0], sizes[1], sizes[2]
+    x_volume, y_volume, k_volume = sizes[3], sizes[4], sizes[5]
+    out1, out2, out3 = sizes[6], sizes[7], sizes[8]
+    size1, size2, size3 = sizes[9], sizes[10], sizes[11]
+    w1, w2, w3 = geometry[0, 0], geometry[1, 0], geometry[2, 0]
+    lo1, lo2, lo3 = geometry[0, 1], geometry[1, 1], geometry[2, 1]
+    s1, s2, s3 = geometry[0, 2], geometry[1, 2], geometry[2, 2]
+    plane = w2 * w3
+    window_volume = w1 * plane
+    length = (geometry[0, 3] - 1) * plane + (geometry[1, 3] - 1) * w3 + geometry[2, 3]
+    windows = np.zeros(ci_count * window_volume, source.dtype)
+    acc = np.empty(s3 * length, out.dtype)
+    first1, last1 = max(0, lo1), min(size1, lo1 + w1)
+    first2, last2 = max(0, lo2), min(size2, lo2 + w2)
+    first3, last3 = max(0, lo3), min(size3, lo3 + w3)
+    # Unsigned indices: NumPy's negative-index wrap-around check keeps LLVM from
+    # vectorising loops over signed flat indices (5x slower).
+    run3 = np.uint64(max(0, last3 - first3))
+    half = np.uint64(out3 // 2)
+    one = np.uint64(1)
+    flat_length = np.uint64(length)
+    row_length = np.uint64(out3)
     for flat in range(start, stop):
-        n = flat // (groups * co_count)
-        g = (flat // co_count) % groups
-        co = flat % co_count
-        for y1 in range(size1):
-            p1 = y1 % s1
-            j1 = y1 // s1
-            for y2 in range(size2):
-                p2 = y2 % s2
-                j2 = y2 // s2
-                line[:, :] = 0
-                for ci in range(ci_count):
-                    for m1 in range(tap_count[0, p1]):
-                        x1 = j1 + tap_shift[0, p1, m1]
-                        if x1 < 0 or x1 >= limit1:
-                            continue
-                        k1 = tap_k[0, p1, m1]
-                        for m2 in range(tap_count[1, p2]):
-                            x2 = j2 + tap_shift[1, p2, m2]
-                            if x2 < 0 or x2 >= limit2:
-                                continue
-                            k2 = tap_k[1, p2, m2]
-                            for p3 in range(min(s3, size3)):
+        g = flat % groups
+        # The window's interior is overwritten for every plane; its border stays zero.
+        for ci in range(ci_count):
+            plane_at = (flat * ci_count + ci) * x_volume
+            for x1 in range(first1, last1):
+                for x2 in range(first2, last2):
+                    src = np.uint64(plane_at + (x1 * size2 + x2) * size3 + first3)
+                    dst = np.uint64(ci * window_volume + (x1 - lo1) * plane + (x2 - lo2) * w3
+                                    + first3 - lo3)
+                    for t in range(run3):
+                        windows[dst + t] = source[src + t]
+        for co in range(co_count):
+            out_at = (flat * co_count + co) * y_volume
+            for p1 in range(min(s1, out1)):
+                for p2 in range(min(s2, out2)):
+                    for p3 in range(min(s3, out3)):
+                        at = np.uint64(p3 * length)
+                        assigned = False
+                        for m1 in range(tap_count[0, p1]):
+                            for m2 in range(tap_count[1, p2]):
                                 for m3 in range(tap_count[2, p3]):
-                                    w = weights[g, ci, co, k1, k2, tap_k[2, p3, m3]]
-                                    shift = tap_shift[2, p3, m3]
-                                    low = lows[p3, m3]
-                                    high = highs[p3, m3]
-                                    # Slices, so that the loop index is provably >= 0
-                                    # (no wrap-around checks: the loop vectorises).
-                                    segment = line[p3, low:high]
-                                    row = source[n, g, ci, x1, x2, low + shift:high + shift]
-                                    for t in range(high - low):
-                                        segment[t] += w * row[t]
-                destination = out[n, g, co, y1, y2]
-                for p3 in range(min(s3, size3)):
-                    phase_line = line[p3]
-                    stored = destination[p3::s3]
-                    for t in range(stored.shape[0]):
-                        stored[t] = phase_line[t]
+                                    k = tap_k[0, p1, m1] + tap_k[1, p2, m2] + tap_k[2, p3, m3]
+                                    offset = (tap_offset[0, p1, m1] + tap_offset[1, p2, m2]
+                                              + tap_offset[2, p3, m3])
+                                    for ci in range(ci_count):
+                                        w = weights[((g * ci_count + ci) * co_count + co)
+                                                    * k_volume + k]
+                                        read = np.uint64(ci * window_volume + offset)
+                                        if assigned:
+                                            for f in range(flat_length):
+                                                acc[at + f] += w * windows[read + f]
+                                        else:
+                                            for f in range(flat_length):
+                                                acc[at + f] = w * windows[read + f]
+                                            assigned = True
+                        if not assigned:
+                            for f in range(flat_length):
+                                acc[at + f] = 0
+                    # Interleave the phases of the last axis into whole output rows.
+                    for j1 in range(counts[0, p1]):
+                        for j2 in range(counts[1, p2]):
+                            row = np.uint64(out_at + ((j1 * s1 + p1) * out2 + j2 * s2 + p2)
+                                            * out3)
+                            at = np.uint64(j1 * plane + j2 * w3)
+                            if s3 == 1:
+                                for t in range(row_length):
+                                    out[row + t] = acc[at + t]
+                            elif s3 == 2:
+                                odd = at + flat_length
+                                for t in range(half):
+                                    out[row + t + t] = acc[at + t]
+                                    out[row + t + t + one] = acc[odd + t]
+                                if out3 % 2:
+                                    out[row + half + half] = acc[at + half]
+                            else:
+                                for t in range(out3):
+                                    out[row + t] = acc[(t % s3) * length + at + t // s3]
 
 
 @numba.njit(nogil=True, cache=False)
@@ -180,30 +220,57 @@ def _parallel(function, count: int, threads: int) -> None:
         list(pool.map(lambda i: function(bounds[i], bounds[i + 1]), range(threads)))
 
 
+def _window_tables(axes3: tuple[AxisPlan, ...]):
+    """Geometry and tap tables of :func:`_planes_kernel`.
+
+    ``geometry[a]`` is (window size, first input index in the window, stride,
+    output positions per phase); ``tap_offset`` is each tap's start in the
+    flattened window; ``counts[a, p]`` the output positions of phase ``p``.
+    """
+    phases = [_axis_phases(axis) for axis in axes3]
+    widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
+    stride_max = max(axis.stride for axis in axes3)
+    geometry = np.zeros((3, 4), np.int64)
+    for a, (axis, p) in enumerate(zip(axes3, phases)):
+        shifts = [shift for c in p.classes for shift in c.shifts] or [0]
+        geometry[a] = (p.blocks + max(shifts) - min(shifts), min(shifts), axis.stride, p.blocks)
+    window_strides = (geometry[1, 0] * geometry[2, 0], geometry[2, 0], 1)
+    tap_k = np.zeros((3, stride_max, widest), np.int64)
+    tap_offset = np.zeros((3, stride_max, widest), np.int64)
+    tap_count = np.zeros((3, stride_max), np.int64)
+    counts = np.zeros((3, stride_max), np.int64)
+    for a, (axis, p) in enumerate(zip(axes3, phases)):
+        for phase in range(min(axis.stride, axis.output_size)):
+            counts[a, phase] = -(-(axis.output_size - phase) // axis.stride)
+        for c in p.classes:
+            for i in range(c.count):
+                phase = c.first + i
+                tap_count[a, phase] = len(c.shifts)
+                for m, (shift, k) in enumerate(zip(c.shifts, c.taps[i])):
+                    tap_k[a, phase, m] = k
+                    tap_offset[a, phase, m] = (shift - geometry[a, 1]) * window_strides[a]
+    return geometry, counts, tap_k, tap_offset, tap_count
+
+
 def _direct_channels_first(data, weights, axes3, dtype, out, threads):
     groups, ci, co = weights.shape[:3]
     batch = data.shape[0]
-    phases, tap_k, tap_shift, tap_count = _tables(axes3, padded=False)
-    last = axes3[-1]
-    # Per (phase, tap) of the last axis: the j3 range whose input j3 + shift exists.
-    lows = np.zeros(tap_k.shape[1:], np.int64)
-    highs = np.zeros(tap_k.shape[1:], np.int64)
-    for p3 in range(min(last.stride, last.output_size)):
-        count = -(-(last.output_size - p3) // last.stride)
-        for m in range(tap_count[2, p3]):
-            shift = tap_shift[2, p3, m]
-            lows[p3, m] = max(0, -shift)
-            highs[p3, m] = max(lows[p3, m], min(count, last.input_size - shift))
-    source = data.reshape((batch, groups, ci) + tuple(a.input_size for a in axes3))
-    if source.dtype != dtype or not source.flags.c_contiguous:
-        source = np.ascontiguousarray(source, dtype)
-    target = out.reshape((batch, groups, co) + tuple(a.output_size for a in axes3))
+    geometry, counts, tap_k, tap_offset, tap_count = _window_tables(axes3)
+    source = data.reshape(-1)
+    if source.dtype != dtype or not data.flags.c_contiguous:
+        source = np.ascontiguousarray(data, dtype).reshape(-1)
     kernel3 = tuple(a.kernel_size for a in axes3)
-    w = np.ascontiguousarray(weights, dtype).reshape((groups, ci, co) + kernel3)
-    strides = np.array([a.stride for a in axes3], np.int64)
-    _parallel(lambda a, b: _direct_rows_kernel(source, w, target, strides, tap_k, tap_shift,
-                                               tap_count, lows, highs, a, b),
-              batch * groups * co, threads)
+    w = np.ascontiguousarray(weights, dtype).reshape(-1)
+    inputs = tuple(a.input_size for a in axes3)
+    outputs = tuple(a.output_size for a in axes3)
+    sizes = np.array((groups, ci, co, math.prod(inputs), math.prod(outputs), math.prod(kernel3))
+                     + outputs + inputs, np.int64)
+    # Flat kernel index: k1 * K2 * K3 + k2 * K3 + k3.
+    tap_k = tap_k * np.array((kernel3[1] * kernel3[2], kernel3[2], 1), np.int64)[:, None, None]
+    target = out.reshape(-1)
+    _parallel(lambda a, b: _planes_kernel(source, w, target, sizes, geometry, counts, tap_k,
+                                          tap_offset, tap_count, a, b),
+              batch * groups, threads)
 
 
 def direct_phase(data, weights, axes, dtype, channels_last, out):
@@ -217,7 +284,7 @@ def direct_phase(data, weights, axes, dtype, channels_last, out):
     sizes = tuple(a.output_size for a in axes3)
     big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= 1 << 18
     threads = _THREADS if big else 1
-    if not channels_last and data.shape[-1] >= 8:
+    if not channels_last:
         # Long enough lines: vectorise along them, in the caller's layout.
         _direct_channels_first(data, weights, axes3, dtype, out, threads)
         return
