@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from ._kernel import _axis_phases, _input_glxc, _output_glyc
+from ._kernel import _axis_phases
 from ._plan import AxisPlan
 
 __all__ = ["direct_phase"]
@@ -27,54 +27,70 @@ _THREADS = max(1, min(os.cpu_count() or 1, 8))
 
 
 @numba.njit(nogil=True, cache=False)
-def _direct_kernel(padded, weights, out, strides, tap_k, tap_shift, tap_count, start, stop):  # pragma: no cover
-    # padded (N, X1, X2, X3, Ci, G); weights (K1, K2, K3, Ci, Co, G); out (N, Y1, Y2, Y3, Co, G),
-    # any strides (views of the caller's arrays in their own layouts). Computes the output
-    # rows (n, y1) with flat index n*Y1 + y1 in [start, stop); the innermost loop runs over
-    # the groups, contiguous in channels-last layouts.
-    ci_count, groups = padded.shape[4], padded.shape[5]
-    limit1, limit2, limit3 = padded.shape[1], padded.shape[2], padded.shape[3]
-    co_count = weights.shape[4]
-    size1, size2, size3 = out.shape[1], out.shape[2], out.shape[3]
+def _channels_last_kernel(source, weights, out, sizes, strides, tap_k, tap_shift, tap_count,
+                          start, stop):  # pragma: no cover
+    # Flat C-order buffers: source (N, X1, X2, X3, G*Ci), weights (K1, K2, K3, Ci, Co, G),
+    # out (N, Y1, Y2, Y3, G*Co); sizes = (G, Ci, Co, X1, X2, X3, Y1, Y2, Y3).  Computes the
+    # output rows (n, y1, y2) with flat index in [start, stop): every output position
+    # sums the taps of its phase, each one multiply-add over the channel vector
+    # (contiguous when Ci = Co = 1), written straight into the output.
+    groups, ci_count, co_count = sizes[0], sizes[1], sizes[2]
+    size1, size2, size3 = sizes[3], sizes[4], sizes[5]
+    out1, out2, out3 = sizes[6], sizes[7], sizes[8]
     s1, s2, s3 = strides[0], strides[1], strides[2]
-    line = np.empty((size3, co_count, groups), out.dtype)
+    # Unsigned indices in the vector loops (see _planes_kernel).
+    width_in = np.uint64(groups * ci_count)
+    width_out = np.uint64(groups * co_count)
+    group_count = np.uint64(groups)
+    ci_stride = np.uint64(ci_count)
+    co_stride = np.uint64(co_count)
+    depthwise = ci_count == 1 and co_count == 1
     for flat in range(start, stop):
-        n = flat // size1
-        y1 = flat % size1
-        p1 = y1 % s1
-        j1 = y1 // s1
-        for y2 in range(size2):
-            p2 = y2 % s2
-            j2 = y2 // s2
-            for y3 in range(size3):
-                p3 = y3 % s3
-                j3 = y3 // s3
-                acc = line[y3]
-                acc[:, :] = 0
-                for m1 in range(tap_count[0, p1]):
-                    k1 = tap_k[0, p1, m1]
-                    x1 = j1 + tap_shift[0, p1, m1]
-                    if x1 < 0 or x1 >= limit1:
+        y2 = flat % out2
+        y1 = (flat // out2) % out1
+        n = flat // (out1 * out2)
+        p1, j1 = y1 % s1, y1 // s1
+        p2, j2 = y2 % s2, y2 // s2
+        for y3 in range(out3):
+            p3, j3 = y3 % s3, y3 // s3
+            dest = np.uint64(flat * out3 + y3) * width_out
+            assigned = False
+            for m1 in range(tap_count[0, p1]):
+                x1 = j1 + tap_shift[0, p1, m1]
+                if x1 < 0 or x1 >= size1:
+                    continue
+                for m2 in range(tap_count[1, p2]):
+                    x2 = j2 + tap_shift[1, p2, m2]
+                    if x2 < 0 or x2 >= size2:
                         continue
-                    for m2 in range(tap_count[1, p2]):
-                        k2 = tap_k[1, p2, m2]
-                        x2 = j2 + tap_shift[1, p2, m2]
-                        if x2 < 0 or x2 >= limit2:
+                    for m3 in range(tap_count[2, p3]):
+                        x3 = j3 + tap_shift[2, p3, m3]
+                        if x3 < 0 or x3 >= size3:
                             continue
-                        for m3 in range(tap_count[2, p3]):
-                            k3 = tap_k[2, p3, m3]
-                            x3 = j3 + tap_shift[2, p3, m3]
-                            if x3 < 0 or x3 >= limit3:
-                                continue
-                            for ci in range(ci_count):
-                                for co in range(co_count):
-                                    for g in range(groups):
-                                        acc[co, g] += (weights[k1, k2, k3, ci, co, g]
-                                                       * padded[n, x1, x2, x3, ci, g])
-            for y3 in range(size3):
-                for co in range(co_count):
-                    for g in range(groups):
-                        out[n, y1, y2, y3, co, g] = line[y3, co, g]
+                        read = np.uint64(((n * size1 + x1) * size2 + x2) * size3 + x3) * width_in
+                        taps = np.uint64(tap_k[0, p1, m1] + tap_k[1, p2, m2] + tap_k[2, p3, m3])
+                        if depthwise:
+                            if assigned:
+                                for g in range(group_count):
+                                    out[dest + g] += weights[taps + g] * source[read + g]
+                            else:
+                                for g in range(group_count):
+                                    out[dest + g] = weights[taps + g] * source[read + g]
+                                assigned = True
+                            continue
+                        if not assigned:
+                            for c in range(width_out):
+                                out[dest + c] = 0
+                            assigned = True
+                        for ci in range(ci_stride):
+                            for co in range(co_stride):
+                                w_at = taps + (ci * co_stride + co) * group_count
+                                for g in range(group_count):
+                                    out[dest + g * co_stride + co] += (
+                                        weights[w_at + g] * source[read + g * ci_stride + ci])
+            if not assigned:
+                for c in range(width_out):
+                    out[dest + c] = 0
 
 
 @numba.njit(nogil=True, cache=False)
@@ -173,18 +189,6 @@ def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_off
                                     out[row + t] = acc[(t % s3) * length + at + t // s3]
 
 
-@numba.njit(nogil=True, cache=False)
-def _transpose_kernel(source, target, start, stop):  # pragma: no cover
-    # target[n, b, a] = source[n, a, b] for n in [start, stop), in cache-sized tiles.
-    rows, cols = source.shape[1], source.shape[2]
-    for n in range(start, stop):
-        for a0 in range(0, rows, 32):
-            for b0 in range(0, cols, 32):
-                for b in range(b0, min(cols, b0 + 32)):
-                    for a in range(a0, min(rows, a0 + 32)):
-                        target[n, b, a] = source[n, a, b]
-
-
 def _tables(axes: tuple[AxisPlan, ...], padded: bool = True):
     phases = [_axis_phases(axis) for axis in axes]
     widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
@@ -201,12 +205,6 @@ def _tables(axes: tuple[AxisPlan, ...], padded: bool = True):
                     tap_k[a, phase, m] = k
                     tap_shift[a, phase, m] = shift + (p.pad_low if padded else 0)
     return phases, tap_k, tap_shift, tap_count
-
-
-def _with_unit_axes(array: np.ndarray, spatial_at: int, rank: int) -> np.ndarray:
-    """Insert length-1 spatial axes in front so that there are three."""
-    shape = array.shape[:spatial_at] + (1,) * (3 - rank) + array.shape[spatial_at:]
-    return array.reshape(shape)
 
 
 def _parallel(function, count: int, threads: int) -> None:
@@ -273,52 +271,42 @@ def _direct_channels_first(data, weights, axes3, dtype, out, threads):
               batch * groups, threads)
 
 
+def _direct_channels_last(data, weights, axes3, dtype, out, threads):
+    groups, ci, co = weights.shape[:3]
+    batch = data.shape[0]
+    _, tap_k, tap_shift, tap_count = _tables(axes3, padded=False)
+    kernel3 = tuple(a.kernel_size for a in axes3)
+    # Flat weight index of a tap: ((k1 * K2 + k2) * K3 + k3) * Ci * Co * G.
+    scale = np.array((kernel3[1] * kernel3[2], kernel3[2], 1), np.int64) * (ci * co * groups)
+    tap_k = tap_k * scale[:, None, None]
+    # (G, Ci, Co, K...) -> (K1, K2, K3, Ci, Co, G)
+    w = np.ascontiguousarray(np.moveaxis(weights.reshape((groups, ci, co) + kernel3), 0, -1)
+                             .transpose(2, 3, 4, 0, 1, 5), dtype).reshape(-1)
+    source = data.reshape(-1)
+    if data.dtype != dtype or not data.flags.c_contiguous:
+        source = np.ascontiguousarray(data, dtype).reshape(-1)
+    sizes = np.array((groups, ci, co) + tuple(a.input_size for a in axes3)
+                     + tuple(a.output_size for a in axes3), np.int64)
+    strides = np.array([a.stride for a in axes3], np.int64)
+    target = out.reshape(-1)
+    _parallel(lambda a, b: _channels_last_kernel(source, w, target, sizes, strides, tap_k,
+                                                 tap_shift, tap_count, a, b),
+              batch * axes3[0].output_size * axes3[1].output_size, threads)
+
+
 def direct_phase(data, weights, axes, dtype, channels_last, out):
-    """Fill ``out`` (any layout) with the transposed convolution, numba-compiled."""
+    """Fill ``out`` (C-contiguous, the layout of ``data``) with the transposed convolution."""
     groups, ci, co = weights.shape[:3]
     rank = len(axes)
     unit = AxisPlan(1, 1, 1, 1, 0, 1)
     axes3 = (unit,) * (3 - rank) + tuple(axes)
-    phases, tap_k, tap_shift, tap_count = _tables(axes3, padded=False)
-    batch = data.shape[0]
-    sizes = tuple(a.output_size for a in axes3)
     big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= 1 << 18
     threads = _THREADS if big else 1
-    if not channels_last:
-        # Long enough lines: vectorise along them, in the caller's layout.
-        _direct_channels_first(data, weights, axes3, dtype, out, threads)
-        return
-    if channels_last:
-        source = data
+    target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
+    if channels_last and (groups * ci > 1 or groups * co > 1):
+        _direct_channels_last(data, weights, axes3, dtype, target, threads)
     else:
-        # One tiled transpose to channels-last: the kernel reads channel vectors.
-        flat = data.reshape(batch, data.shape[1], -1)
-        if flat.dtype != dtype or not flat.flags.c_contiguous:
-            flat = np.ascontiguousarray(flat, dtype)
-        source = np.empty((batch, flat.shape[2], flat.shape[1]), dtype)
-        _parallel(lambda a, b: _transpose_kernel(flat, source, a, b), batch, threads)
-        source = source.reshape((batch,) + data.shape[2:] + (data.shape[1],))
-    # Views (N, X1, X2, X3, Ci, G) and (N, Y1, Y2, Y3, Co, G).
-    source = np.moveaxis(_input_glxc(source, groups, True), 0, -1)  # (N, X..., Ci, G)
-    source = _with_unit_axes(source, 1, rank)
-    if source.dtype != dtype:
-        source = source.astype(dtype)
-    if channels_last:
-        result = out
-    else:
-        result = np.empty((batch,) + tuple(a.output_size for a in axes) + (groups * co,), dtype)
-    target = np.moveaxis(_output_glyc(result, groups, True), 0, -1)  # (N, Y..., Co, G)
-    target = _with_unit_axes(target, 1, rank)
-    kernel3 = tuple(a.kernel_size for a in axes3)
-    # (G, Ci, Co, K...) -> (K1, K2, K3, Ci, Co, G)
-    w = np.ascontiguousarray(np.moveaxis(weights.reshape((groups, ci, co) + kernel3), 0, -1)
-                             .transpose(2, 3, 4, 0, 1, 5), dtype)
-    strides = np.array([a.stride for a in axes3], np.int64)
-    _parallel(lambda a, b: _direct_kernel(source, w, target, strides, tap_k, tap_shift,
-                                          tap_count, a, b),
-              batch * sizes[0], threads)
-    if not channels_last:
-        # One tiled transpose back to channels-first.
-        flat = result.reshape(batch, -1, groups * co)
-        _parallel(lambda a, b: _transpose_kernel(flat, out.reshape(batch, groups * co, -1), a, b),
-                  batch, threads)
+        # With a single channel both layouts are the same in memory.
+        _direct_channels_first(data, weights, axes3, dtype, target, threads)
+    if target is not out:
+        out[...] = target
