@@ -11,6 +11,7 @@ order of float additions.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,8 @@ from ._plan import AxisPlan
 __all__ = ["direct_phase"]
 
 _THREADS = max(1, min(os.cpu_count() or 1, 8))
+_PIECES_PER_THREAD = 8
+_pool = None
 
 
 @numba.njit(nogil=True, cache=False)
@@ -45,6 +48,9 @@ def _channels_last_kernel(source, weights, out, sizes, strides, tap_k, tap_shift
     ci_stride = np.uint64(ci_count)
     co_stride = np.uint64(co_count)
     depthwise = ci_count == 1 and co_count == 1
+    most = tap_k.shape[2] ** 3
+    reads = np.empty(most, np.uint64)
+    taps = np.empty(most, np.uint64)
     for flat in range(start, stop):
         y2 = flat % out2
         y1 = (flat // out2) % out1
@@ -54,7 +60,7 @@ def _channels_last_kernel(source, weights, out, sizes, strides, tap_k, tap_shift
         for y3 in range(out3):
             p3, j3 = y3 % s3, y3 // s3
             dest = np.uint64(flat * out3 + y3) * width_out
-            assigned = False
+            count = 0
             for m1 in range(tap_count[0, p1]):
                 x1 = j1 + tap_shift[0, p1, m1]
                 if x1 < 0 or x1 >= size1:
@@ -67,30 +73,105 @@ def _channels_last_kernel(source, weights, out, sizes, strides, tap_k, tap_shift
                         x3 = j3 + tap_shift[2, p3, m3]
                         if x3 < 0 or x3 >= size3:
                             continue
-                        read = np.uint64(((n * size1 + x1) * size2 + x2) * size3 + x3) * width_in
-                        taps = np.uint64(tap_k[0, p1, m1] + tap_k[1, p2, m2] + tap_k[2, p3, m3])
-                        if depthwise:
-                            if assigned:
-                                for g in range(group_count):
-                                    out[dest + g] += weights[taps + g] * source[read + g]
-                            else:
-                                for g in range(group_count):
-                                    out[dest + g] = weights[taps + g] * source[read + g]
-                                assigned = True
-                            continue
-                        if not assigned:
-                            for c in range(width_out):
-                                out[dest + c] = 0
-                            assigned = True
-                        for ci in range(ci_stride):
-                            for co in range(co_stride):
-                                w_at = taps + (ci * co_stride + co) * group_count
-                                for g in range(group_count):
-                                    out[dest + g * co_stride + co] += (
-                                        weights[w_at + g] * source[read + g * ci_stride + ci])
-            if not assigned:
+                        reads[count] = np.uint64(((n * size1 + x1) * size2 + x2) * size3
+                                                 + x3) * width_in
+                        taps[count] = tap_k[0, p1, m1] + tap_k[1, p2, m2] + tap_k[2, p3, m3]
+                        count += 1
+            if count == 0 or not depthwise:
                 for c in range(width_out):
                     out[dest + c] = 0
+            if depthwise:
+                # Up to four taps per pass over the output vector: fewer loads and
+                # stores of the output than one pass per tap.
+                done = 0
+                while done < count:
+                    r0, w0 = reads[done], taps[done]
+                    if count - done >= 4:
+                        r1, w1, r2, w2 = reads[done + 1], taps[done + 1], reads[done + 2], taps[done + 2]
+                        r3, w3 = reads[done + 3], taps[done + 3]
+                        if done == 0:
+                            for g in range(group_count):
+                                out[dest + g] = (weights[w0 + g] * source[r0 + g]
+                                                 + weights[w1 + g] * source[r1 + g]
+                                                 + weights[w2 + g] * source[r2 + g]
+                                                 + weights[w3 + g] * source[r3 + g])
+                        else:
+                            for g in range(group_count):
+                                out[dest + g] += (weights[w0 + g] * source[r0 + g]
+                                                  + weights[w1 + g] * source[r1 + g]
+                                                  + weights[w2 + g] * source[r2 + g]
+                                                  + weights[w3 + g] * source[r3 + g])
+                        done += 4
+                    elif count - done >= 2:
+                        r1, w1 = reads[done + 1], taps[done + 1]
+                        if done == 0:
+                            for g in range(group_count):
+                                out[dest + g] = (weights[w0 + g] * source[r0 + g]
+                                                 + weights[w1 + g] * source[r1 + g])
+                        else:
+                            for g in range(group_count):
+                                out[dest + g] += (weights[w0 + g] * source[r0 + g]
+                                                  + weights[w1 + g] * source[r1 + g])
+                        done += 2
+                    else:
+                        if done == 0:
+                            for g in range(group_count):
+                                out[dest + g] = weights[w0 + g] * source[r0 + g]
+                        else:
+                            for g in range(group_count):
+                                out[dest + g] += weights[w0 + g] * source[r0 + g]
+                        done += 1
+                continue
+            for m in range(count):
+                for ci in range(ci_stride):
+                    for co in range(co_stride):
+                        w_at = taps[m] + (ci * co_stride + co) * group_count
+                        read = reads[m] + ci
+                        for g in range(group_count):
+                            out[dest + g * co_stride + co] += (
+                                weights[w_at + g] * source[read + g * ci_stride])
+
+
+@numba.njit(nogil=True, cache=False)
+def _weighted_sum(acc, at, length, windows, reads, factors, count):  # pragma: no cover
+    # acc[at + f] = sum over m < count of factors[m] * windows[reads[m] + f], f < length;
+    # up to four terms per pass over acc (fewer loads and stores of acc than one
+    # pass per term).  All indices unsigned (see _planes_kernel).
+    if count == 0:
+        for f in range(length):
+            acc[at + f] = 0
+    done = 0
+    while done < count:
+        r0, w0 = reads[done], factors[done]
+        if count - done >= 4:
+            r1, w1, r2, w2 = reads[done + 1], factors[done + 1], reads[done + 2], factors[done + 2]
+            r3, w3 = reads[done + 3], factors[done + 3]
+            if done == 0:
+                for f in range(length):
+                    acc[at + f] = (w0 * windows[r0 + f] + w1 * windows[r1 + f]
+                                   + w2 * windows[r2 + f] + w3 * windows[r3 + f])
+            else:
+                for f in range(length):
+                    acc[at + f] += (w0 * windows[r0 + f] + w1 * windows[r1 + f]
+                                    + w2 * windows[r2 + f] + w3 * windows[r3 + f])
+            done += 4
+        elif count - done >= 2:
+            r1, w1 = reads[done + 1], factors[done + 1]
+            if done == 0:
+                for f in range(length):
+                    acc[at + f] = w0 * windows[r0 + f] + w1 * windows[r1 + f]
+            else:
+                for f in range(length):
+                    acc[at + f] += w0 * windows[r0 + f] + w1 * windows[r1 + f]
+            done += 2
+        else:
+            if done == 0:
+                for f in range(length):
+                    acc[at + f] = w0 * windows[r0 + f]
+            else:
+                for f in range(length):
+                    acc[at + f] += w0 * windows[r0 + f]
+            done += 1
 
 
 @numba.njit(nogil=True, cache=False)
@@ -119,6 +200,9 @@ def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_off
     length = (geometry[0, 3] - 1) * plane + (geometry[1, 3] - 1) * w3 + geometry[2, 3]
     windows = np.zeros(ci_count * window_volume, source.dtype)
     acc = np.empty(s3 * length, out.dtype)
+    most = tap_k.shape[2] ** 3 * ci_count
+    reads = np.empty(most, np.uint64)
+    factors = np.empty(most, out.dtype)
     first1, last1 = max(0, lo1), min(size1, lo1 + w1)
     first2, last2 = max(0, lo2), min(size2, lo2 + w2)
     first3, last3 = max(0, lo3), min(size3, lo3 + w3)
@@ -146,8 +230,7 @@ def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_off
             for p1 in range(min(s1, out1)):
                 for p2 in range(min(s2, out2)):
                     for p3 in range(min(s3, out3)):
-                        at = np.uint64(p3 * length)
-                        assigned = False
+                        count = 0
                         for m1 in range(tap_count[0, p1]):
                             for m2 in range(tap_count[1, p2]):
                                 for m3 in range(tap_count[2, p3]):
@@ -155,19 +238,12 @@ def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_off
                                     offset = (tap_offset[0, p1, m1] + tap_offset[1, p2, m2]
                                               + tap_offset[2, p3, m3])
                                     for ci in range(ci_count):
-                                        w = weights[((g * ci_count + ci) * co_count + co)
-                                                    * k_volume + k]
-                                        read = np.uint64(ci * window_volume + offset)
-                                        if assigned:
-                                            for f in range(flat_length):
-                                                acc[at + f] += w * windows[read + f]
-                                        else:
-                                            for f in range(flat_length):
-                                                acc[at + f] = w * windows[read + f]
-                                            assigned = True
-                        if not assigned:
-                            for f in range(flat_length):
-                                acc[at + f] = 0
+                                        factors[count] = weights[
+                                            ((g * ci_count + ci) * co_count + co) * k_volume + k]
+                                        reads[count] = ci * window_volume + offset
+                                        count += 1
+                        _weighted_sum(acc, np.uint64(p3 * length), flat_length, windows, reads,
+                                      factors, count)
                     # Interleave the phases of the last axis into whole output rows.
                     for j1 in range(counts[0, p1]):
                         for j2 in range(counts[1, p2]):
@@ -207,15 +283,38 @@ def _tables(axes: tuple[AxisPlan, ...], padded: bool = True):
     return phases, tap_k, tap_shift, tap_count
 
 
+def _helper_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(_THREADS - 1, thread_name_prefix="convtranspose-direct")
+    return _pool
+
+
 def _parallel(function, count: int, threads: int) -> None:
-    """``function(start, stop)`` over ``range(count)`` split between threads (numba nogil)."""
-    threads = max(1, min(threads, count))
-    bounds = [count * i // threads for i in range(threads + 1)]
+    """``function(start, stop)`` over ``range(count)``, on up to ``threads`` threads.
+
+    The range is cut into several pieces per thread that the threads (the calling
+    one included) take in turn: on a machine shared with other work, a thread whose
+    core is busy does fewer pieces instead of holding up the whole call.
+    """
+    threads = max(1, min(threads, _THREADS, count))
     if threads == 1:
         function(0, count)
         return
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda i: function(bounds[i], bounds[i + 1]), range(threads)))
+    pieces = min(count, threads * _PIECES_PER_THREAD)
+    bounds = [count * i // pieces for i in range(pieces + 1)]
+    taken = itertools.count()  # next() is atomic under the GIL
+
+    def work():
+        for i in iter(taken.__next__, None):
+            if i >= pieces:
+                return
+            function(bounds[i], bounds[i + 1])
+
+    helpers = [_helper_pool().submit(work) for _ in range(threads - 1)]
+    work()
+    for helper in helpers:
+        helper.result()
 
 
 def _window_tables(axes3: tuple[AxisPlan, ...]):
