@@ -11,6 +11,7 @@ order of float additions.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -265,10 +266,25 @@ def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_off
                                     out[row + t] = acc[(t % s3) * length + at + t // s3]
 
 
-def _tables(axes: tuple[AxisPlan, ...], padded: bool = True):
-    phases = [_axis_phases(axis) for axis in axes]
+def _frozen(*arrays):
+    for array in arrays:
+        array.flags.writeable = False
+    return arrays
+
+
+@functools.lru_cache(maxsize=256)
+def _row_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
+    """Tables of :func:`_channels_last_kernel` (cached per shape; read-only).
+
+    Per axis and phase: the tap count, each tap's input shift and its flat weight
+    index ``((k1 * K2 + k2) * K3 + k3) * Ci * Co * G`` (summed over the axes).
+    """
+    phases = [_axis_phases(axis) for axis in axes3]
     widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
-    stride_max = max(axis.stride for axis in axes)
+    stride_max = max(axis.stride for axis in axes3)
+    kernel3 = tuple(a.kernel_size for a in axes3)
+    scale = (kernel3[1] * kernel3[2] * ci * co * groups, kernel3[2] * ci * co * groups,
+             ci * co * groups)
     tap_k = np.zeros((3, stride_max, widest), np.int64)
     tap_shift = np.zeros((3, stride_max, widest), np.int64)
     tap_count = np.zeros((3, stride_max), np.int64)
@@ -278,9 +294,12 @@ def _tables(axes: tuple[AxisPlan, ...], padded: bool = True):
                 phase = c.first + i
                 tap_count[a, phase] = len(c.shifts)
                 for m, (shift, k) in enumerate(zip(c.shifts, c.taps[i])):
-                    tap_k[a, phase, m] = k
-                    tap_shift[a, phase, m] = shift + (p.pad_low if padded else 0)
-    return phases, tap_k, tap_shift, tap_count
+                    tap_k[a, phase, m] = k * scale[a]
+                    tap_shift[a, phase, m] = shift
+    sizes = np.array((groups, ci, co) + tuple(a.input_size for a in axes3)
+                     + tuple(a.output_size for a in axes3), np.int64)
+    strides = np.array([a.stride for a in axes3], np.int64)
+    return _frozen(sizes, strides, tap_k, tap_shift, tap_count)
 
 
 def _helper_pool() -> ThreadPoolExecutor:
@@ -317,21 +336,25 @@ def _parallel(function, count: int, threads: int) -> None:
         helper.result()
 
 
-def _window_tables(axes3: tuple[AxisPlan, ...]):
-    """Geometry and tap tables of :func:`_planes_kernel`.
+@functools.lru_cache(maxsize=256)
+def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
+    """Tables of :func:`_planes_kernel` (cached per shape; read-only).
 
     ``geometry[a]`` is (window size, first input index in the window, stride,
     output positions per phase); ``tap_offset`` is each tap's start in the
-    flattened window; ``counts[a, p]`` the output positions of phase ``p``.
+    flattened window, ``tap_k`` its flat kernel index ``k1 * K2 * K3 + k2 * K3 + k3``
+    (summed over the axes); ``counts[a, p]`` the output positions of phase ``p``.
     """
     phases = [_axis_phases(axis) for axis in axes3]
     widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
     stride_max = max(axis.stride for axis in axes3)
+    kernel3 = tuple(a.kernel_size for a in axes3)
     geometry = np.zeros((3, 4), np.int64)
     for a, (axis, p) in enumerate(zip(axes3, phases)):
         shifts = [shift for c in p.classes for shift in c.shifts] or [0]
         geometry[a] = (p.blocks + max(shifts) - min(shifts), min(shifts), axis.stride, p.blocks)
     window_strides = (geometry[1, 0] * geometry[2, 0], geometry[2, 0], 1)
+    kernel_strides = (kernel3[1] * kernel3[2], kernel3[2], 1)
     tap_k = np.zeros((3, stride_max, widest), np.int64)
     tap_offset = np.zeros((3, stride_max, widest), np.int64)
     tap_count = np.zeros((3, stride_max), np.int64)
@@ -344,53 +367,40 @@ def _window_tables(axes3: tuple[AxisPlan, ...]):
                 phase = c.first + i
                 tap_count[a, phase] = len(c.shifts)
                 for m, (shift, k) in enumerate(zip(c.shifts, c.taps[i])):
-                    tap_k[a, phase, m] = k
+                    tap_k[a, phase, m] = k * kernel_strides[a]
                     tap_offset[a, phase, m] = (shift - geometry[a, 1]) * window_strides[a]
-    return geometry, counts, tap_k, tap_offset, tap_count
-
-
-def _direct_channels_first(data, weights, axes3, dtype, out, threads):
-    groups, ci, co = weights.shape[:3]
-    batch = data.shape[0]
-    geometry, counts, tap_k, tap_offset, tap_count = _window_tables(axes3)
-    source = data.reshape(-1)
-    if source.dtype != dtype or not data.flags.c_contiguous:
-        source = np.ascontiguousarray(data, dtype).reshape(-1)
-    kernel3 = tuple(a.kernel_size for a in axes3)
-    w = np.ascontiguousarray(weights, dtype).reshape(-1)
     inputs = tuple(a.input_size for a in axes3)
     outputs = tuple(a.output_size for a in axes3)
     sizes = np.array((groups, ci, co, math.prod(inputs), math.prod(outputs), math.prod(kernel3))
                      + outputs + inputs, np.int64)
-    # Flat kernel index: k1 * K2 * K3 + k2 * K3 + k3.
-    tap_k = tap_k * np.array((kernel3[1] * kernel3[2], kernel3[2], 1), np.int64)[:, None, None]
+    return _frozen(sizes, geometry, counts, tap_k, tap_offset, tap_count)
+
+
+def _direct_channels_first(data, weights, axes3, dtype, out, threads):
+    groups, ci, co = weights.shape[:3]
+    tables = _window_tables(axes3, groups, ci, co)
+    source = data.reshape(-1)
+    if data.dtype != dtype or not data.flags.c_contiguous:
+        source = np.ascontiguousarray(data, dtype).reshape(-1)
+    w = np.ascontiguousarray(weights, dtype).reshape(-1)
     target = out.reshape(-1)
-    _parallel(lambda a, b: _planes_kernel(source, w, target, sizes, geometry, counts, tap_k,
-                                          tap_offset, tap_count, a, b),
-              batch * groups, threads)
+    _parallel(lambda a, b: _planes_kernel(source, w, target, *tables, a, b),
+              data.shape[0] * groups, threads)
 
 
 def _direct_channels_last(data, weights, axes3, dtype, out, threads):
     groups, ci, co = weights.shape[:3]
-    batch = data.shape[0]
-    _, tap_k, tap_shift, tap_count = _tables(axes3, padded=False)
+    tables = _row_tables(axes3, groups, ci, co)
     kernel3 = tuple(a.kernel_size for a in axes3)
-    # Flat weight index of a tap: ((k1 * K2 + k2) * K3 + k3) * Ci * Co * G.
-    scale = np.array((kernel3[1] * kernel3[2], kernel3[2], 1), np.int64) * (ci * co * groups)
-    tap_k = tap_k * scale[:, None, None]
     # (G, Ci, Co, K...) -> (K1, K2, K3, Ci, Co, G)
     w = np.ascontiguousarray(np.moveaxis(weights.reshape((groups, ci, co) + kernel3), 0, -1)
                              .transpose(2, 3, 4, 0, 1, 5), dtype).reshape(-1)
     source = data.reshape(-1)
     if data.dtype != dtype or not data.flags.c_contiguous:
         source = np.ascontiguousarray(data, dtype).reshape(-1)
-    sizes = np.array((groups, ci, co) + tuple(a.input_size for a in axes3)
-                     + tuple(a.output_size for a in axes3), np.int64)
-    strides = np.array([a.stride for a in axes3], np.int64)
     target = out.reshape(-1)
-    _parallel(lambda a, b: _channels_last_kernel(source, w, target, sizes, strides, tap_k,
-                                                 tap_shift, tap_count, a, b),
-              batch * axes3[0].output_size * axes3[1].output_size, threads)
+    _parallel(lambda a, b: _channels_last_kernel(source, w, target, *tables, a, b),
+              data.shape[0] * axes3[0].output_size * axes3[1].output_size, threads)
 
 
 def direct_phase(data, weights, axes, dtype, channels_last, out):
