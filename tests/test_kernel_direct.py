@@ -74,7 +74,10 @@ def _check(data, weights, axes, dtype, channels_last, **kwargs):
 @pytest.mark.parametrize("rank", [1, 2, 3])
 def test_random_depthwise_and_few_channel_groups(rank, channels_last):
     rng = np.random.default_rng([rank, channels_last, 7])
-    channel_choices = [(1, 1), (1, 1), (1, 2), (2, 1), (2, 2), (1, 4), (4, 1), (1, 3)]
+    # (Ci, Co): the channels-last kernel is compiled per pair up to Ci * Co = 4 (one
+    # compilation per pair and dtype: a short, even-length cycle keeps them few);
+    # (2, 3) takes its run-time-count variant.
+    channel_choices = [(1, 1), (1, 1), (2, 2), (1, 3), (4, 1), (2, 3)]
     for trial in range(30 if rank < 3 else 15):
         ci, co = channel_choices[trial % len(channel_choices)]
         groups = int(rng.integers(1, 10))
