@@ -3,8 +3,8 @@
 ``direct_phase`` is called directly with a preallocated output, on random shapes
 that reach each of its paths: the channels-first plane kernel (zero-bordered
 windows, strides 1, 2 and 3+ in the last axis), the channels-last kernel
-(Ci = Co = 1 and the general few-channel loop), single-channel channels-last data
-(computed by the plane kernel), the threaded split, and inputs that need a copy.
+(Ci = Co = 1 and the general few-channel loop), few-channel channels-last data
+(computed channels-first, then transposed), the threaded split, and inputs that need a copy.
 The oracle (tests/oracle.py) shares no code with the kernel.
 """
 
@@ -70,10 +70,23 @@ def _check(data, weights, axes, dtype, channels_last, **kwargs):
                                err_msg=f"{axes} {weights.shape} channels_last={channels_last}")
 
 
-@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+#: Channels-last data is computed along the channels (the row kernel) or, when there
+#: are few channels, channels-first and transposed: tests force each route.
+ROUTES = {"ncx": (False, None), "nxc-rows": (True, 0), "nxc-transposed": (True, 1 << 30)}
+
+
+def _route(monkeypatch, name):
+    channels_last, min_width = ROUTES[name]
+    if min_width is not None:
+        monkeypatch.setattr(_kernel_numba, "_CHANNELS_LAST_MIN_WIDTH", min_width)
+    return channels_last
+
+
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("rank", [1, 2, 3])
-def test_random_depthwise_and_few_channel_groups(rank, channels_last):
-    rng = np.random.default_rng([rank, channels_last, 7])
+def test_random_depthwise_and_few_channel_groups(monkeypatch, rank, route):
+    channels_last = _route(monkeypatch, route)
+    rng = np.random.default_rng([rank, list(ROUTES).index(route), 7])
     # (Ci, Co): the channels-last kernel is compiled per pair up to Ci * Co = 4 (one
     # compilation per pair and dtype: a short, even-length cycle keeps them few);
     # (2, 3) takes its run-time-count variant.
@@ -105,6 +118,7 @@ def test_long_lines_every_last_axis_stride(channels_last):
 
 
 def test_single_channel_channels_last_uses_the_same_memory_layout():
+    # One channel: the transposed route computes straight into the output.
     rng = np.random.default_rng(3)
     for rank in (1, 2, 3):
         axes = _random_axes(rng, rank, max_size=6)
@@ -126,8 +140,9 @@ def test_threaded_split_into_pieces(monkeypatch, channels_last):
         _check(data, weights, axes, np.float32, channels_last)
 
 
-@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
-def test_inputs_needing_a_copy_and_a_non_contiguous_output(channels_last):
+@pytest.mark.parametrize("route", ROUTES)
+def test_inputs_needing_a_copy_and_a_non_contiguous_output(monkeypatch, route):
+    channels_last = _route(monkeypatch, route)
     # float32 data accumulated in float64, a non-contiguous weights view, and an
     # output in Fortran order (computed in a scratch array, then copied).
     rng = np.random.default_rng(12)

@@ -27,6 +27,9 @@ __all__ = ["direct_phase"]
 
 _THREADS = max(1, min(os.cpu_count() or 1, 8))
 _PIECES_PER_THREAD = 8
+#: Channels-last layers with fewer channels than this (per side, G * max(Ci, Co)) are
+#: computed channels-first and transposed: vectors along so few channels are too short.
+_CHANNELS_LAST_MIN_WIDTH = 12
 _pool = None
 
 
@@ -425,18 +428,28 @@ def _direct_channels_last(data, weights, axes3, dtype, out, threads):
 
 
 def direct_phase(data, weights, axes, dtype, channels_last, out):
-    """Fill ``out`` (C-contiguous, the layout of ``data``) with the transposed convolution."""
+    """Fill ``out`` (the layout of ``data``) with the transposed convolution."""
     groups, ci, co = weights.shape[:3]
     rank = len(axes)
     unit = AxisPlan(1, 1, 1, 1, 0, 1)
     axes3 = (unit,) * (3 - rank) + tuple(axes)
     big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= 1 << 18
     threads = _THREADS if big else 1
+    if channels_last and groups * max(ci, co) < _CHANNELS_LAST_MIN_WIDTH:
+        # Too few channels for vectors along them: compute channels-first and
+        # transpose (with a single channel both layouts are the same in memory).
+        data = np.moveaxis(data, -1, 1)
+        target = np.moveaxis(out, -1, 1)
+        if groups * co > 1 or not target.flags.c_contiguous:
+            target = np.empty(target.shape, dtype)
+        _direct_channels_first(data, weights, axes3, dtype, target, threads)
+        if not np.shares_memory(target, out):
+            np.copyto(out, np.moveaxis(target, 1, -1))
+        return
     target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
-    if channels_last and (groups * ci > 1 or groups * co > 1):
+    if channels_last:
         _direct_channels_last(data, weights, axes3, dtype, target, threads)
     else:
-        # With a single channel both layouts are the same in memory.
         _direct_channels_first(data, weights, axes3, dtype, target, threads)
     if target is not out:
-        out[...] = target
+        np.copyto(out, target)
