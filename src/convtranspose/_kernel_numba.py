@@ -1,12 +1,23 @@
 """The ``direct`` algorithm compiled with numba (optional: ``pip install convtranspose[fast]``).
 
 Imported only when the kernel chooses ``direct`` and numba is installed, never at
-``import convtranspose``.  For each output phase (module docstring of
-:mod:`convtranspose._kernel`) and each output row, the row is accumulated from
-the few taps of that phase reading contiguous, zero-padded input rows, then
-stored with the phase's stride: no GEMM, no scratch beyond one row, every output
-element written once.  Results are identical to the NumPy algorithms up to the
-order of float additions.
+``import convtranspose``.  No GEMM: each output phase (module docstring of
+:mod:`convtranspose._kernel`) sums its few taps directly.
+
+Channels first (:func:`_planes_kernel`)
+    Per (batch, group) plane, the input is copied into a zero-bordered window in
+    which every tap of every phase reads in range; flattened, one tap of one phase
+    is then a single long multiply-add over all output positions of the phase, and
+    the phases of the last axis are interleaved into the output rows.
+Channels last (:func:`_channels_last_kernel`)
+    Per output position, up to four taps per pass over the channel vector, written
+    straight into the output; compiled per (Ci, Co) so that the channel loops
+    vectorise.  Layers with few channels are computed channels-first and transposed.
+
+Every output element is written exactly once; the work is split into pieces that
+the calling thread and helper threads take in turn.  Results equal the NumPy
+algorithms up to the order of float additions.  Compiled on first use in each
+process (``cache=False``: nothing is written to disk).
 """
 
 from __future__ import annotations
