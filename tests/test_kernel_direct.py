@@ -154,3 +154,20 @@ def test_inputs_needing_a_copy_and_a_non_contiguous_output(monkeypatch, route):
         expected = _reference(data, weights, axes)
         got = _direct(data, weights, axes, np.float64, channels_last, out_order=order)
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("route", ["ncx", "nxc-transposed"])
+def test_planes_cut_into_bands(monkeypatch, route):
+    # Tiny bands: one or two output blocks of the first axis per window, so that
+    # windows at the input's edges are re-zeroed after interior bands filled them.
+    channels_last = _route(monkeypatch, route)
+    rng = np.random.default_rng(31)
+    for trial in range(12):
+        monkeypatch.setattr(_kernel_numba, "_BAND_ELEMENTS", int(rng.integers(1, 24)))
+        rank = 2 + trial % 2
+        ci, co = ((1, 1), (2, 1), (1, 2))[trial % 3]
+        groups = int(rng.integers(1, 4))
+        axes = _random_axes(rng, rank, max_size=8 if rank == 2 else 5)
+        data = rng.standard_normal((2, groups * ci) + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((groups, ci, co) + tuple(a.kernel_size for a in axes))
+        _check(data, weights, axes, np.float64, channels_last)

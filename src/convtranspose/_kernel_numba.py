@@ -38,6 +38,12 @@ __all__ = ["direct_phase"]
 
 _THREADS = max(1, min(os.cpu_count() or 1, 8))
 _PIECES_PER_THREAD = 8
+#: Layers with fewer multiply-adds than this run on the calling thread: waking a
+#: helper thread costs 0.1-0.2 ms on a loaded 2-core VM, about this much work.
+_PARALLEL_MACS = 1 << 21
+#: Channels-first planes are computed in bands whose window and accumulator hold
+#: about this many elements (cache-sized).
+_BAND_ELEMENTS = 1 << 16
 #: Channels-last layers with fewer channels than this (per side, G * max(Ci, Co)) are
 #: computed channels-first and transposed: vectors along so few channels are too short.
 _CHANNELS_LAST_MIN_WIDTH = 12
@@ -211,10 +217,12 @@ def _weighted_sum(acc, at, length, windows, reads, factors, count):  # pragma: n
 
 @numba.njit(nogil=True, cache=False)
 def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_offset, tap_count,
-                   start, stop):  # pragma: no cover
+                   band, start, stop):  # pragma: no cover
     # Flat C-order buffers: source (N, G, Ci, X1, X2, X3), weights (G, Ci, Co, K1, K2, K3),
     # out (N, G, Co, Y1, Y2, Y3); sizes = (G, Ci, Co, X, Y, K) with X, Y, K the spatial
-    # volumes.  Computes the (n, g) planes with flat index in [start, stop).
+    # volumes.  Each (n, g) plane is cut into bands of `band` output blocks of the
+    # first axis (so that window and accumulator stay in cache); computes the
+    # (plane, band) items with flat index in [start, stop).
     #
     # Each input plane is copied into a zero-bordered window (per axis: size
     # geometry[a, 0], starting at input index geometry[a, 1]) in which every tap of
@@ -231,14 +239,16 @@ def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_off
     lo1, lo2, lo3 = geometry[0, 1], geometry[1, 1], geometry[2, 1]
     s1, s2, s3 = geometry[0, 2], geometry[1, 2], geometry[2, 2]
     plane = w2 * w3
-    window_volume = w1 * plane
-    length = (geometry[0, 3] - 1) * plane + (geometry[1, 3] - 1) * w3 + geometry[2, 3]
+    blocks1 = geometry[0, 3]
+    bands = (blocks1 + band - 1) // band
+    span1 = w1 - blocks1  # window rows beyond the band's own blocks
+    window_volume = (min(band, blocks1) + span1) * plane
+    tail = (geometry[1, 3] - 1) * w3 + geometry[2, 3]
     windows = np.zeros(ci_count * window_volume, source.dtype)
-    acc = np.empty(s3 * length, out.dtype)
+    acc = np.empty(s3 * ((min(band, blocks1) - 1) * plane + tail), out.dtype)
     most = tap_k.shape[2] ** 3 * ci_count
     reads = np.empty(most, np.uint64)
     factors = np.empty(most, out.dtype)
-    first1, last1 = max(0, lo1), min(size1, lo1 + w1)
     first2, last2 = max(0, lo2), min(size2, lo2 + w2)
     first3, last3 = max(0, lo3), min(size3, lo3 + w3)
     # Unsigned indices: NumPy's negative-index wrap-around check keeps LLVM from
@@ -246,18 +256,30 @@ def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_off
     run3 = np.uint64(max(0, last3 - first3))
     half = np.uint64(out3 // 2)
     one = np.uint64(1)
-    flat_length = np.uint64(length)
     row_length = np.uint64(out3)
-    for flat in range(start, stop):
+    for item in range(start, stop):
+        flat = item // bands
         g = flat % groups
-        # The window's interior is overwritten for every plane; its border stays zero.
+        band_first = (item % bands) * band
+        band_blocks = min(band, blocks1 - band_first)
+        length = (band_blocks - 1) * plane + tail
+        flat_length = np.uint64(length)
+        origin1 = lo1 + band_first  # input index of the window's first row
+        first1, last1 = max(0, origin1), min(size1, origin1 + band_blocks + span1)
+        # The window's interior is overwritten for every item; the rows outside the
+        # input are zeroed (another band may have filled them), other borders stay zero.
         for ci in range(ci_count):
             plane_at = (flat * ci_count + ci) * x_volume
+            for r in range(band_blocks + span1):
+                if origin1 + r < first1 or origin1 + r >= last1:
+                    row_at = np.uint64(ci * window_volume + r * plane)
+                    for t in range(np.uint64(plane)):
+                        windows[row_at + t] = 0
             for x1 in range(first1, last1):
                 for x2 in range(first2, last2):
                     src = np.uint64(plane_at + (x1 * size2 + x2) * size3 + first3)
-                    dst = np.uint64(ci * window_volume + (x1 - lo1) * plane + (x2 - lo2) * w3
-                                    + first3 - lo3)
+                    dst = np.uint64(ci * window_volume + (x1 - origin1) * plane
+                                    + (x2 - lo2) * w3 + first3 - lo3)
                     for t in range(run3):
                         windows[dst + t] = source[src + t]
         for co in range(co_count):
@@ -280,11 +302,11 @@ def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_off
                         _weighted_sum(acc, np.uint64(p3 * length), flat_length, windows, reads,
                                       factors, count)
                     # Interleave the phases of the last axis into whole output rows.
-                    for j1 in range(counts[0, p1]):
+                    for j1 in range(band_first, min(counts[0, p1], band_first + band_blocks)):
                         for j2 in range(counts[1, p2]):
                             row = np.uint64(out_at + ((j1 * s1 + p1) * out2 + j2 * s2 + p2)
                                             * out3)
-                            at = np.uint64(j1 * plane + j2 * w3)
+                            at = np.uint64((j1 - band_first) * plane + j2 * w3)
                             if s3 == 1:
                                 for t in range(row_length):
                                     out[row + t] = acc[at + t]
@@ -418,8 +440,14 @@ def _direct_channels_first(data, weights, axes3, dtype, out, threads):
         source = np.ascontiguousarray(data, dtype).reshape(-1)
     w = np.ascontiguousarray(weights, dtype).reshape(-1)
     target = out.reshape(-1)
-    _parallel(lambda a, b: _planes_kernel(source, w, target, *tables, a, b),
-              data.shape[0] * groups, threads)
+    geometry = tables[1]
+    blocks1 = int(geometry[0, 3])
+    plane = int(geometry[1, 0] * geometry[2, 0])
+    # Bands of the first axis: window and accumulator of about _BAND_ELEMENTS.
+    band = max(1, min(blocks1, _BAND_ELEMENTS // (plane * (ci + int(geometry[2, 2])))))
+    bands = -(-blocks1 // band)
+    _parallel(lambda a, b: _planes_kernel(source, w, target, *tables, band, a, b),
+              data.shape[0] * groups * bands, threads)
 
 
 def _direct_channels_last(data, weights, axes3, dtype, out, threads):
@@ -443,8 +471,13 @@ def direct_phase(data, weights, axes, dtype, channels_last, out):
     groups, ci, co = weights.shape[:3]
     rank = len(axes)
     unit = AxisPlan(1, 1, 1, 1, 0, 1)
-    axes3 = (unit,) * (3 - rank) + tuple(axes)
-    big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= 1 << 18
+    # Three axes: the last one stays last (the contiguous one); in 2-D the unit axis
+    # goes second, so that the first axis (cut into bands) is a real one.
+    if rank == 1:
+        axes3 = (unit, unit, axes[0])
+    else:
+        axes3 = (axes[0],) + (unit,) * (3 - rank) + tuple(axes[1:])
+    big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= _PARALLEL_MACS
     threads = _THREADS if big else 1
     if channels_last and groups * max(ci, co) < _CHANNELS_LAST_MIN_WIDTH:
         # Too few channels for vectors along them: compute channels-first and
