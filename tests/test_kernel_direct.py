@@ -4,8 +4,8 @@
 that reach each of its paths: the channels-first plane kernel (zero-bordered
 windows, strides 1, 2 and 3+ in the last axis), the channels-last kernel
 (Ci = Co = 1 and the general few-channel loop), few-channel channels-last data
-(computed channels-first, then transposed), the threaded split, and inputs that need a copy.
-The oracle (tests/oracle.py) shares no code with the kernel.
+(computed by the plane kernel with strided reads and writes), the threaded split, and
+inputs that need a copy.  The oracle (tests/oracle.py) shares no code with the kernel.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ def _check(data, weights, axes, dtype, channels_last, **kwargs):
 
 
 #: Channels-last data is computed along the channels (the row kernel) or, when there
-#: are few channels, channels-first and transposed: tests force each route.
-ROUTES = {"ncx": (False, None), "nxc-rows": (True, 0), "nxc-transposed": (True, 1 << 30)}
+#: are few channels, by the plane kernel with strided access: tests force each route.
+ROUTES = {"ncx": (False, None), "nxc-rows": (True, 0), "nxc-planes": (True, 1 << 30)}
 
 
 def _route(monkeypatch, name):
@@ -118,7 +118,7 @@ def test_long_lines_every_last_axis_stride(channels_last):
 
 
 def test_single_channel_channels_last_uses_the_same_memory_layout():
-    # One channel: the transposed route computes straight into the output.
+    # One channel: channels-first and channels-last are the same memory layout.
     rng = np.random.default_rng(3)
     for rank in (1, 2, 3):
         axes = _random_axes(rng, rank, max_size=6)
@@ -156,7 +156,7 @@ def test_inputs_needing_a_copy_and_a_non_contiguous_output(monkeypatch, route):
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("route", ["ncx", "nxc-transposed"])
+@pytest.mark.parametrize("route", ["ncx", "nxc-planes"])
 def test_planes_cut_into_bands(monkeypatch, route):
     # Tiny bands: one or two output blocks of the first axis per window, so that
     # windows at the input's edges are re-zeroed after interior bands filled them.

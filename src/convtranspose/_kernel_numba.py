@@ -5,14 +5,16 @@ Imported only when the kernel chooses ``direct`` and numba is installed, never a
 :mod:`convtranspose._kernel`) sums its few taps directly.
 
 Channels first (:func:`_planes_kernel`)
-    Per (batch, group) plane, the input is copied into a zero-bordered window in
-    which every tap of every phase reads in range; flattened, one tap of one phase
-    is then a single long multiply-add over all output positions of the phase, and
-    the phases of the last axis are interleaved into the output rows.
+    Per (batch, group) plane, in cache-sized bands of the first axis, the input is
+    copied into a zero-bordered window in which every tap of every phase reads in
+    range; flattened, one tap of one phase is then a single long multiply-add over
+    all output positions of the phase, and the phases of the last axis are
+    interleaved into the output rows.  Channels-last layers with fewer than 8
+    channels use it too, reading and writing with the channel stride.
 Channels last (:func:`_channels_last_kernel`)
     Per output position, up to four taps per pass over the channel vector, written
     straight into the output; compiled per (Ci, Co) so that the channel loops
-    vectorise.  Layers with few channels are computed channels-first and transposed.
+    vectorise.
 
 Every output element is written exactly once; the work is split into pieces that
 the calling thread and helper threads take in turn.  Results equal the NumPy
@@ -45,8 +47,8 @@ _PARALLEL_MACS = 1 << 21
 #: about this many elements (cache-sized).
 _BAND_ELEMENTS = 1 << 16
 #: Channels-last layers with fewer channels than this (per side, G * max(Ci, Co)) are
-#: computed channels-first and transposed: vectors along so few channels are too short.
-_CHANNELS_LAST_MIN_WIDTH = 12
+#: computed by the plane kernel: vectors along so few channels are too short.
+_CHANNELS_LAST_MIN_WIDTH = 8
 _pool = None
 
 
@@ -217,12 +219,14 @@ def _weighted_sum(acc, at, length, windows, reads, factors, count):  # pragma: n
 
 @numba.njit(nogil=True, cache=False)
 def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_offset, tap_count,
-                   band, start, stop):  # pragma: no cover
+                   band, channels_last, start, stop):  # pragma: no cover
     # Flat C-order buffers: source (N, G, Ci, X1, X2, X3), weights (G, Ci, Co, K1, K2, K3),
-    # out (N, G, Co, Y1, Y2, Y3); sizes = (G, Ci, Co, X, Y, K) with X, Y, K the spatial
-    # volumes.  Each (n, g) plane is cut into bands of `band` output blocks of the
-    # first axis (so that window and accumulator stay in cache); computes the
-    # (plane, band) items with flat index in [start, stop).
+    # out (N, G, Co, Y1, Y2, Y3), or source (N, X1, X2, X3, G, Ci) and out (N, Y1, Y2, Y3,
+    # G, Co) when channels_last (for few channels: strided window fills and stores);
+    # sizes = (G, Ci, Co, X, Y, K) with X, Y, K the spatial volumes.  Each (n, g)
+    # plane is cut into bands of `band` output blocks of the first axis (so that
+    # window and accumulator stay in cache); computes the (n, band, g) items with flat
+    # index in [start, stop) (groups innermost: neighbouring channels close in time).
     #
     # Each input plane is copied into a zero-bordered window (per axis: size
     # geometry[a, 0], starting at input index geometry[a, 1]) in which every tap of
@@ -257,10 +261,14 @@ def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_off
     half = np.uint64(out3 // 2)
     one = np.uint64(1)
     row_length = np.uint64(out3)
+    in_step = np.uint64(groups * ci_count if channels_last else 1)
+    stride3 = np.uint64(s3)
+    out_step = np.uint64(groups * co_count if channels_last else 1)
     for item in range(start, stop):
-        flat = item // bands
-        g = flat % groups
-        band_first = (item % bands) * band
+        g = item % groups
+        n = item // (groups * bands)
+        flat = n * groups + g
+        band_first = ((item // groups) % bands) * band
         band_blocks = min(band, blocks1 - band_first)
         length = (band_blocks - 1) * plane + tail
         flat_length = np.uint64(length)
@@ -269,7 +277,10 @@ def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_off
         # The window's interior is overwritten for every item; the rows outside the
         # input are zeroed (another band may have filled them), other borders stay zero.
         for ci in range(ci_count):
-            plane_at = (flat * ci_count + ci) * x_volume
+            if channels_last:
+                plane_at = n * x_volume * groups * ci_count + g * ci_count + ci
+            else:
+                plane_at = (flat * ci_count + ci) * x_volume
             for r in range(band_blocks + span1):
                 if origin1 + r < first1 or origin1 + r >= last1:
                     row_at = np.uint64(ci * window_volume + r * plane)
@@ -277,13 +288,21 @@ def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_off
                         windows[row_at + t] = 0
             for x1 in range(first1, last1):
                 for x2 in range(first2, last2):
-                    src = np.uint64(plane_at + (x1 * size2 + x2) * size3 + first3)
+                    src = np.uint64(plane_at) + np.uint64((x1 * size2 + x2) * size3
+                                                          + first3) * in_step
                     dst = np.uint64(ci * window_volume + (x1 - origin1) * plane
                                     + (x2 - lo2) * w3 + first3 - lo3)
-                    for t in range(run3):
-                        windows[dst + t] = source[src + t]
+                    if channels_last:
+                        for t in range(run3):
+                            windows[dst + t] = source[src + t * in_step]
+                    else:
+                        for t in range(run3):
+                            windows[dst + t] = source[src + t]
         for co in range(co_count):
-            out_at = (flat * co_count + co) * y_volume
+            if channels_last:
+                out_at = n * y_volume * groups * co_count + g * co_count + co
+            else:
+                out_at = (flat * co_count + co) * y_volume
             for p1 in range(min(s1, out1)):
                 for p2 in range(min(s2, out2)):
                     for p3 in range(min(s3, out3)):
@@ -304,9 +323,15 @@ def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_off
                     # Interleave the phases of the last axis into whole output rows.
                     for j1 in range(band_first, min(counts[0, p1], band_first + band_blocks)):
                         for j2 in range(counts[1, p2]):
-                            row = np.uint64(out_at + ((j1 * s1 + p1) * out2 + j2 * s2 + p2)
-                                            * out3)
+                            row = np.uint64(((j1 * s1 + p1) * out2 + j2 * s2 + p2) * out3)
                             at = np.uint64((j1 - band_first) * plane + j2 * w3)
+                            if channels_last:
+                                row = np.uint64(out_at) + row * out_step
+                                for t in range(row_length):
+                                    out[row + t * out_step] = acc[
+                                        (t % stride3) * flat_length + at + t // stride3]
+                                continue
+                            row += np.uint64(out_at)
                             if s3 == 1:
                                 for t in range(row_length):
                                     out[row + t] = acc[at + t]
@@ -432,12 +457,12 @@ def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
     return _frozen(sizes, geometry, counts, tap_k, tap_offset, tap_count)
 
 
-def _direct_channels_first(data, weights, axes3, dtype, out, threads):
+def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last):
     groups, ci, co = weights.shape[:3]
     tables = _window_tables(axes3, groups, ci, co)
-    source = data.reshape(-1)
     if data.dtype != dtype or not data.flags.c_contiguous:
-        source = np.ascontiguousarray(data, dtype).reshape(-1)
+        data = np.ascontiguousarray(data, dtype)
+    source = data.reshape(-1)
     w = np.ascontiguousarray(weights, dtype).reshape(-1)
     target = out.reshape(-1)
     geometry = tables[1]
@@ -446,7 +471,7 @@ def _direct_channels_first(data, weights, axes3, dtype, out, threads):
     # Bands of the first axis: window and accumulator of about _BAND_ELEMENTS.
     band = max(1, min(blocks1, _BAND_ELEMENTS // (plane * (ci + int(geometry[2, 2])))))
     bands = -(-blocks1 // band)
-    _parallel(lambda a, b: _planes_kernel(source, w, target, *tables, band, a, b),
+    _parallel(lambda a, b: _planes_kernel(source, w, target, *tables, band, channels_last, a, b),
               data.shape[0] * groups * bands, threads)
 
 
@@ -457,9 +482,9 @@ def _direct_channels_last(data, weights, axes3, dtype, out, threads):
     # (G, Ci, Co, K...) -> (K1, K2, K3, Ci, Co, G)
     w = np.ascontiguousarray(np.moveaxis(weights.reshape((groups, ci, co) + kernel3), 0, -1)
                              .transpose(2, 3, 4, 0, 1, 5), dtype).reshape(-1)
-    source = data.reshape(-1)
     if data.dtype != dtype or not data.flags.c_contiguous:
-        source = np.ascontiguousarray(data, dtype).reshape(-1)
+        data = np.ascontiguousarray(data, dtype)
+    source = data.reshape(-1)
     target = out.reshape(-1)
     kernel = _channels_last_kernel(ci, co) if ci * co <= 4 else _channels_last_kernel(0, 0)
     _parallel(lambda a, b: kernel(source, w, target, *tables, a, b),
@@ -479,21 +504,13 @@ def direct_phase(data, weights, axes, dtype, channels_last, out):
         axes3 = (axes[0],) + (unit,) * (3 - rank) + tuple(axes[1:])
     big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= _PARALLEL_MACS
     threads = _THREADS if big else 1
-    if channels_last and groups * max(ci, co) < _CHANNELS_LAST_MIN_WIDTH:
-        # Too few channels for vectors along them: compute channels-first and
-        # transpose (with a single channel both layouts are the same in memory).
-        data = np.moveaxis(data, -1, 1)
-        target = np.moveaxis(out, -1, 1)
-        if groups * co > 1 or not target.flags.c_contiguous:
-            target = np.empty(target.shape, dtype)
-        _direct_channels_first(data, weights, axes3, dtype, target, threads)
-        if not np.shares_memory(target, out):
-            np.copyto(out, np.moveaxis(target, 1, -1))
-        return
     target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
-    if channels_last:
+    if channels_last and groups * max(ci, co) >= _CHANNELS_LAST_MIN_WIDTH:
         _direct_channels_last(data, weights, axes3, dtype, target, threads)
     else:
-        _direct_channels_first(data, weights, axes3, dtype, target, threads)
+        # Few channels: too short for vectors along them; the plane kernel reads and
+        # writes channels-last data with strides (one channel: the same memory layout).
+        strided = channels_last and (groups * ci > 1 or groups * co > 1)
+        _direct_planes(data, weights, axes3, dtype, target, threads, strided)
     if target is not out:
         np.copyto(out, target)
