@@ -1,16 +1,31 @@
 """The ``direct`` algorithm compiled with numba (optional: ``pip install convtranspose[fast]``).
 
 Imported only when the kernel chooses ``direct`` and numba is installed, never at
-``import convtranspose``.  For each output phase (module docstring of
-:mod:`convtranspose._kernel`) and each output row, the row is accumulated from
-the few taps of that phase reading contiguous, zero-padded input rows, then
-stored with the phase's stride: no GEMM, no scratch beyond one row, every output
-element written once.  Results are identical to the NumPy algorithms up to the
-order of float additions.
+``import convtranspose``.  No GEMM: each output phase (module docstring of
+:mod:`convtranspose._kernel`) sums its few taps directly.
+
+Channels first (:func:`_planes_kernel`)
+    Per (batch, group) plane, in cache-sized bands of the first axis, the input is
+    copied into a zero-bordered window in which every tap of every phase reads in
+    range; flattened, one tap of one phase is then a single long multiply-add over
+    all output positions of the phase, and the phases of the last axis are
+    interleaved into the output rows.  Channels-last layers with fewer than 8
+    channels use it too, reading and writing with the channel stride.
+Channels last (:func:`_channels_last_kernel`)
+    Per output position, up to four taps per pass over the channel vector, written
+    straight into the output; compiled per (Ci, Co) so that the channel loops
+    vectorise.
+
+Every output element is written exactly once; the work is split into pieces that
+the calling thread and helper threads take in turn.  Results equal the NumPy
+algorithms up to the order of float additions.  Compiled on first use in each
+process (``cache=False``: nothing is written to disk).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -18,137 +33,339 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from ._kernel import _axis_phases, _input_glxc, _output_glyc
+from ._kernel import _axis_phases
 from ._plan import AxisPlan
 
 __all__ = ["direct_phase"]
 
 _THREADS = max(1, min(os.cpu_count() or 1, 8))
+_PIECES_PER_THREAD = 8
+#: Layers with fewer multiply-adds than this run on the calling thread: waking a
+#: helper thread costs 0.1-0.2 ms on a loaded 2-core VM, about this much work.
+_PARALLEL_MACS = 1 << 21
+#: Channels-first planes are computed in bands whose window and accumulator hold
+#: about this many elements (cache-sized).
+_BAND_ELEMENTS = 1 << 16
+#: Channels-last layers with fewer channels than this (per side, G * max(Ci, Co)) are
+#: computed by the plane kernel: vectors along so few channels are too short.
+_CHANNELS_LAST_MIN_WIDTH = 8
+_pool = None
 
 
-@numba.njit(nogil=True, cache=False)
-def _direct_kernel(padded, weights, out, strides, tap_k, tap_shift, tap_count, start, stop):  # pragma: no cover
-    # padded (N, X1, X2, X3, Ci, G); weights (K1, K2, K3, Ci, Co, G); out (N, Y1, Y2, Y3, Co, G),
-    # any strides (views of the caller's arrays in their own layouts). Computes the output
-    # rows (n, y1) with flat index n*Y1 + y1 in [start, stop); the innermost loop runs over
-    # the groups, contiguous in channels-last layouts.
-    ci_count, groups = padded.shape[4], padded.shape[5]
-    limit1, limit2, limit3 = padded.shape[1], padded.shape[2], padded.shape[3]
-    co_count = weights.shape[4]
-    size1, size2, size3 = out.shape[1], out.shape[2], out.shape[3]
-    s1, s2, s3 = strides[0], strides[1], strides[2]
-    line = np.empty((size3, co_count, groups), out.dtype)
-    for flat in range(start, stop):
-        n = flat // size1
-        y1 = flat % size1
-        p1 = y1 % s1
-        j1 = y1 // s1
-        for y2 in range(size2):
-            p2 = y2 % s2
-            j2 = y2 // s2
-            for y3 in range(size3):
-                p3 = y3 % s3
-                j3 = y3 // s3
-                acc = line[y3]
-                acc[:, :] = 0
+@functools.lru_cache(maxsize=None)
+def _channels_last_kernel(ci: int, co: int):
+    """The channels-last kernel compiled for ``Ci = ci`` and ``Co = co`` (constants).
+
+    Constant channel counts let LLVM unroll the per-group channel loops and
+    vectorise over the groups with constant strides (5x faster than runtime
+    ones).  ``ci = co = 0`` compiles one kernel reading them at run time, for
+    shapes outside the cost model's range for ``direct`` (at most 4 per group).
+    """
+    constant = ci > 0
+    ci_constant = np.uint64(ci)
+    co_constant = np.uint64(co)
+    depthwise = ci == 1 and co == 1
+    one = np.uint64(1)
+
+    @numba.njit(nogil=True, cache=False)
+    def kernel(source, weights, out, sizes, strides, tap_k, tap_shift, tap_count, start,
+               stop):  # pragma: no cover
+        # Flat C-order buffers: source (N, X1, X2, X3, G*Ci), weights (K1, K2, K3, Ci, Co, G),
+        # out (N, Y1, Y2, Y3, G*Co); sizes = (G, Ci, Co, X1, X2, X3, Y1, Y2, Y3).  Computes the
+        # output rows (n, y1, y2) with flat index in [start, stop): every output position
+        # sums the taps of its phase, each one multiply-add over the channel vector
+        # (contiguous when Ci = Co = 1), written straight into the output.
+        groups = sizes[0]
+        size1, size2, size3 = sizes[3], sizes[4], sizes[5]
+        out1, out2, out3 = sizes[6], sizes[7], sizes[8]
+        s1, s2, s3 = strides[0], strides[1], strides[2]
+        # Unsigned indices in the vector loops (see _planes_kernel).
+        group_count = np.uint64(groups)
+        ci_stride = ci_constant if constant else np.uint64(sizes[1])
+        co_stride = co_constant if constant else np.uint64(sizes[2])
+        width_in = group_count * ci_stride
+        width_out = group_count * co_stride
+        most = tap_k.shape[2] ** 3
+        reads = np.empty(most, np.uint64)
+        taps = np.empty(most, np.uint64)
+        for flat in range(start, stop):
+            y2 = flat % out2
+            y1 = (flat // out2) % out1
+            n = flat // (out1 * out2)
+            p1, j1 = y1 % s1, y1 // s1
+            p2, j2 = y2 % s2, y2 // s2
+            for y3 in range(out3):
+                p3, j3 = y3 % s3, y3 // s3
+                dest = np.uint64(flat * out3 + y3) * width_out
+                count = 0
                 for m1 in range(tap_count[0, p1]):
-                    k1 = tap_k[0, p1, m1]
                     x1 = j1 + tap_shift[0, p1, m1]
-                    if x1 < 0 or x1 >= limit1:
+                    if x1 < 0 or x1 >= size1:
                         continue
                     for m2 in range(tap_count[1, p2]):
-                        k2 = tap_k[1, p2, m2]
                         x2 = j2 + tap_shift[1, p2, m2]
-                        if x2 < 0 or x2 >= limit2:
+                        if x2 < 0 or x2 >= size2:
                             continue
                         for m3 in range(tap_count[2, p3]):
-                            k3 = tap_k[2, p3, m3]
                             x3 = j3 + tap_shift[2, p3, m3]
-                            if x3 < 0 or x3 >= limit3:
+                            if x3 < 0 or x3 >= size3:
                                 continue
-                            for ci in range(ci_count):
-                                for co in range(co_count):
-                                    for g in range(groups):
-                                        acc[co, g] += (weights[k1, k2, k3, ci, co, g]
-                                                       * padded[n, x1, x2, x3, ci, g])
-            for y3 in range(size3):
-                for co in range(co_count):
-                    for g in range(groups):
-                        out[n, y1, y2, y3, co, g] = line[y3, co, g]
+                            reads[count] = np.uint64(((n * size1 + x1) * size2 + x2) * size3
+                                                     + x3) * width_in
+                            taps[count] = tap_k[0, p1, m1] + tap_k[1, p2, m2] + tap_k[2, p3, m3]
+                            count += 1
+                if count == 0 or not depthwise:
+                    for c in range(width_out):
+                        out[dest + c] = 0
+                if depthwise:
+                    # Up to four taps per pass over the output vector: fewer loads and
+                    # stores of the output than one pass per tap.
+                    done = 0
+                    while done < count:
+                        r0, w0 = reads[done], taps[done]
+                        if count - done >= 4:
+                            r1, w1 = reads[done + 1], taps[done + 1]
+                            r2, w2 = reads[done + 2], taps[done + 2]
+                            r3, w3 = reads[done + 3], taps[done + 3]
+                            if done == 0:
+                                for g in range(group_count):
+                                    out[dest + g] = (weights[w0 + g] * source[r0 + g]
+                                                     + weights[w1 + g] * source[r1 + g]
+                                                     + weights[w2 + g] * source[r2 + g]
+                                                     + weights[w3 + g] * source[r3 + g])
+                            else:
+                                for g in range(group_count):
+                                    out[dest + g] += (weights[w0 + g] * source[r0 + g]
+                                                      + weights[w1 + g] * source[r1 + g]
+                                                      + weights[w2 + g] * source[r2 + g]
+                                                      + weights[w3 + g] * source[r3 + g])
+                            done += 4
+                        elif count - done >= 2:
+                            r1, w1 = reads[done + 1], taps[done + 1]
+                            if done == 0:
+                                for g in range(group_count):
+                                    out[dest + g] = (weights[w0 + g] * source[r0 + g]
+                                                     + weights[w1 + g] * source[r1 + g])
+                            else:
+                                for g in range(group_count):
+                                    out[dest + g] += (weights[w0 + g] * source[r0 + g]
+                                                      + weights[w1 + g] * source[r1 + g])
+                            done += 2
+                        else:
+                            if done == 0:
+                                for g in range(group_count):
+                                    out[dest + g] = weights[w0 + g] * source[r0 + g]
+                            else:
+                                for g in range(group_count):
+                                    out[dest + g] += weights[w0 + g] * source[r0 + g]
+                            done += 1
+                    continue
+                for m in range(count):
+                    read, w_at = reads[m], taps[m]
+                    for g in range(group_count):
+                        for o in range(co_stride):
+                            total = (weights[w_at + o * group_count + g]
+                                     * source[read + g * ci_stride])
+                            for i in range(one, ci_stride):
+                                total += (weights[w_at + (i * co_stride + o) * group_count + g]
+                                          * source[read + g * ci_stride + i])
+                            out[dest + g * co_stride + o] += total
+
+    return kernel
+
 
 
 @numba.njit(nogil=True, cache=False)
-def _direct_rows_kernel(source, weights, out, strides, tap_k, tap_shift, tap_count, lows,
-                        highs, start, stop):  # pragma: no cover
-    # source (N, G, Ci, X1, X2, X3); weights (G, Ci, Co, K1, K2, K3); out (N, G, Co, Y1, Y2, Y3):
-    # channels-first, the last axis contiguous.  Computes the (n, g, co) planes with flat
-    # index in [start, stop).  Each output line (y1, y2) is accumulated phase by phase in
-    # `line[p3, j3]` (contiguous, vectorised multiply-adds over j3), then interleaved once.
-    groups, ci_count = source.shape[1], source.shape[2]
-    co_count = weights.shape[2]
-    size1, size2, size3 = out.shape[3], out.shape[4], out.shape[5]
-    limit1, limit2 = source.shape[3], source.shape[4]
-    s1, s2, s3 = strides[0], strides[1], strides[2]
-    blocks3 = (size3 + s3 - 1) // s3
-    line = np.empty((s3, blocks3), out.dtype)
-    for flat in range(start, stop):
-        n = flat // (groups * co_count)
-        g = (flat // co_count) % groups
-        co = flat % co_count
-        for y1 in range(size1):
-            p1 = y1 % s1
-            j1 = y1 // s1
-            for y2 in range(size2):
-                p2 = y2 % s2
-                j2 = y2 // s2
-                line[:, :] = 0
-                for ci in range(ci_count):
-                    for m1 in range(tap_count[0, p1]):
-                        x1 = j1 + tap_shift[0, p1, m1]
-                        if x1 < 0 or x1 >= limit1:
-                            continue
-                        k1 = tap_k[0, p1, m1]
-                        for m2 in range(tap_count[1, p2]):
-                            x2 = j2 + tap_shift[1, p2, m2]
-                            if x2 < 0 or x2 >= limit2:
-                                continue
-                            k2 = tap_k[1, p2, m2]
-                            for p3 in range(min(s3, size3)):
+def _weighted_sum(acc, at, length, windows, reads, factors, count):  # pragma: no cover
+    # acc[at + f] = sum over m < count of factors[m] * windows[reads[m] + f], f < length;
+    # up to four terms per pass over acc (fewer loads and stores of acc than one
+    # pass per term).  All indices unsigned (see _planes_kernel).
+    if count == 0:
+        for f in range(length):
+            acc[at + f] = 0
+    done = 0
+    while done < count:
+        r0, w0 = reads[done], factors[done]
+        if count - done >= 4:
+            r1, w1, r2, w2 = reads[done + 1], factors[done + 1], reads[done + 2], factors[done + 2]
+            r3, w3 = reads[done + 3], factors[done + 3]
+            if done == 0:
+                for f in range(length):
+                    acc[at + f] = (w0 * windows[r0 + f] + w1 * windows[r1 + f]
+                                   + w2 * windows[r2 + f] + w3 * windows[r3 + f])
+            else:
+                for f in range(length):
+                    acc[at + f] += (w0 * windows[r0 + f] + w1 * windows[r1 + f]
+                                    + w2 * windows[r2 + f] + w3 * windows[r3 + f])
+            done += 4
+        elif count - done >= 2:
+            r1, w1 = reads[done + 1], factors[done + 1]
+            if done == 0:
+                for f in range(length):
+                    acc[at + f] = w0 * windows[r0 + f] + w1 * windows[r1 + f]
+            else:
+                for f in range(length):
+                    acc[at + f] += w0 * windows[r0 + f] + w1 * windows[r1 + f]
+            done += 2
+        else:
+            if done == 0:
+                for f in range(length):
+                    acc[at + f] = w0 * windows[r0 + f]
+            else:
+                for f in range(length):
+                    acc[at + f] += w0 * windows[r0 + f]
+            done += 1
+
+
+@numba.njit(nogil=True, cache=False)
+def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_offset, tap_count,
+                   band, channels_last, start, stop):  # pragma: no cover
+    # Flat C-order buffers: source (N, G, Ci, X1, X2, X3), weights (G, Ci, Co, K1, K2, K3),
+    # out (N, G, Co, Y1, Y2, Y3), or source (N, X1, X2, X3, G, Ci) and out (N, Y1, Y2, Y3,
+    # G, Co) when channels_last (for few channels: strided window fills and stores);
+    # sizes = (G, Ci, Co, X, Y, K) with X, Y, K the spatial volumes.  Each (n, g)
+    # plane is cut into bands of `band` output blocks of the first axis (so that
+    # window and accumulator stay in cache); computes the (n, band, g) items with flat
+    # index in [start, stop) (groups innermost: neighbouring channels close in time).
+    #
+    # Each input plane is copied into a zero-bordered window (per axis: size
+    # geometry[a, 0], starting at input index geometry[a, 1]) in which every tap of
+    # every phase reads in range.  Flattened, one tap of one phase is then a single
+    # multiply-add `acc[f] += w * window[f + offset]` over all output positions of the
+    # phase at once (the window's border columns give junk that is never stored):
+    # long contiguous loops that vectorise, instead of many short lines.  Indices are
+    # computed on flat arrays: views created in inner loops cost more than the work.
+    groups, ci_count, co_count = sizes[0], sizes[1], sizes[2]
+    x_volume, y_volume, k_volume = sizes[3], sizes[4], sizes[5]
+    out1, out2, out3 = sizes[6], sizes[7], sizes[8]
+    size1, size2, size3 = sizes[9], sizes[10], sizes[11]
+    w1, w2, w3 = geometry[0, 0], geometry[1, 0], geometry[2, 0]
+    lo1, lo2, lo3 = geometry[0, 1], geometry[1, 1], geometry[2, 1]
+    s1, s2, s3 = geometry[0, 2], geometry[1, 2], geometry[2, 2]
+    plane = w2 * w3
+    blocks1 = geometry[0, 3]
+    bands = (blocks1 + band - 1) // band
+    span1 = w1 - blocks1  # window rows beyond the band's own blocks
+    window_volume = (min(band, blocks1) + span1) * plane
+    tail = (geometry[1, 3] - 1) * w3 + geometry[2, 3]
+    windows = np.zeros(ci_count * window_volume, source.dtype)
+    acc = np.empty(s3 * ((min(band, blocks1) - 1) * plane + tail), out.dtype)
+    most = tap_k.shape[2] ** 3 * ci_count
+    reads = np.empty(most, np.uint64)
+    factors = np.empty(most, out.dtype)
+    first2, last2 = max(0, lo2), min(size2, lo2 + w2)
+    first3, last3 = max(0, lo3), min(size3, lo3 + w3)
+    # Unsigned indices: NumPy's negative-index wrap-around check keeps LLVM from
+    # vectorising loops over signed flat indices (5x slower).
+    run3 = np.uint64(max(0, last3 - first3))
+    half = np.uint64(out3 // 2)
+    one = np.uint64(1)
+    row_length = np.uint64(out3)
+    in_step = np.uint64(groups * ci_count if channels_last else 1)
+    stride3 = np.uint64(s3)
+    out_step = np.uint64(groups * co_count if channels_last else 1)
+    for item in range(start, stop):
+        g = item % groups
+        n = item // (groups * bands)
+        flat = n * groups + g
+        band_first = ((item // groups) % bands) * band
+        band_blocks = min(band, blocks1 - band_first)
+        length = (band_blocks - 1) * plane + tail
+        flat_length = np.uint64(length)
+        origin1 = lo1 + band_first  # input index of the window's first row
+        first1, last1 = max(0, origin1), min(size1, origin1 + band_blocks + span1)
+        # The window's interior is overwritten for every item; the rows outside the
+        # input are zeroed (another band may have filled them), other borders stay zero.
+        for ci in range(ci_count):
+            if channels_last:
+                plane_at = n * x_volume * groups * ci_count + g * ci_count + ci
+            else:
+                plane_at = (flat * ci_count + ci) * x_volume
+            for r in range(band_blocks + span1):
+                if origin1 + r < first1 or origin1 + r >= last1:
+                    row_at = np.uint64(ci * window_volume + r * plane)
+                    for t in range(np.uint64(plane)):
+                        windows[row_at + t] = 0
+            for x1 in range(first1, last1):
+                for x2 in range(first2, last2):
+                    src = np.uint64(plane_at) + np.uint64((x1 * size2 + x2) * size3
+                                                          + first3) * in_step
+                    dst = np.uint64(ci * window_volume + (x1 - origin1) * plane
+                                    + (x2 - lo2) * w3 + first3 - lo3)
+                    if channels_last:
+                        for t in range(run3):
+                            windows[dst + t] = source[src + t * in_step]
+                    else:
+                        for t in range(run3):
+                            windows[dst + t] = source[src + t]
+        for co in range(co_count):
+            if channels_last:
+                out_at = n * y_volume * groups * co_count + g * co_count + co
+            else:
+                out_at = (flat * co_count + co) * y_volume
+            for p1 in range(min(s1, out1)):
+                for p2 in range(min(s2, out2)):
+                    for p3 in range(min(s3, out3)):
+                        count = 0
+                        for m1 in range(tap_count[0, p1]):
+                            for m2 in range(tap_count[1, p2]):
                                 for m3 in range(tap_count[2, p3]):
-                                    w = weights[g, ci, co, k1, k2, tap_k[2, p3, m3]]
-                                    shift = tap_shift[2, p3, m3]
-                                    low = lows[p3, m3]
-                                    high = highs[p3, m3]
-                                    # Slices, so that the loop index is provably >= 0
-                                    # (no wrap-around checks: the loop vectorises).
-                                    segment = line[p3, low:high]
-                                    row = source[n, g, ci, x1, x2, low + shift:high + shift]
-                                    for t in range(high - low):
-                                        segment[t] += w * row[t]
-                destination = out[n, g, co, y1, y2]
-                for p3 in range(min(s3, size3)):
-                    phase_line = line[p3]
-                    stored = destination[p3::s3]
-                    for t in range(stored.shape[0]):
-                        stored[t] = phase_line[t]
+                                    k = tap_k[0, p1, m1] + tap_k[1, p2, m2] + tap_k[2, p3, m3]
+                                    offset = (tap_offset[0, p1, m1] + tap_offset[1, p2, m2]
+                                              + tap_offset[2, p3, m3])
+                                    for ci in range(ci_count):
+                                        factors[count] = weights[
+                                            ((g * ci_count + ci) * co_count + co) * k_volume + k]
+                                        reads[count] = ci * window_volume + offset
+                                        count += 1
+                        _weighted_sum(acc, np.uint64(p3 * length), flat_length, windows, reads,
+                                      factors, count)
+                    # Interleave the phases of the last axis into whole output rows.
+                    for j1 in range(band_first, min(counts[0, p1], band_first + band_blocks)):
+                        for j2 in range(counts[1, p2]):
+                            row = np.uint64(((j1 * s1 + p1) * out2 + j2 * s2 + p2) * out3)
+                            at = np.uint64((j1 - band_first) * plane + j2 * w3)
+                            if channels_last:
+                                row = np.uint64(out_at) + row * out_step
+                                for t in range(row_length):
+                                    out[row + t * out_step] = acc[
+                                        (t % stride3) * flat_length + at + t // stride3]
+                                continue
+                            row += np.uint64(out_at)
+                            if s3 == 1:
+                                for t in range(row_length):
+                                    out[row + t] = acc[at + t]
+                            elif s3 == 2:
+                                odd = at + flat_length
+                                for t in range(half):
+                                    out[row + t + t] = acc[at + t]
+                                    out[row + t + t + one] = acc[odd + t]
+                                if out3 % 2:
+                                    out[row + half + half] = acc[at + half]
+                            else:
+                                for t in range(out3):
+                                    out[row + t] = acc[(t % s3) * length + at + t // s3]
 
 
-@numba.njit(nogil=True, cache=False)
-def _transpose_kernel(source, target, start, stop):  # pragma: no cover
-    # target[n, b, a] = source[n, a, b] for n in [start, stop), in cache-sized tiles.
-    rows, cols = source.shape[1], source.shape[2]
-    for n in range(start, stop):
-        for a0 in range(0, rows, 32):
-            for b0 in range(0, cols, 32):
-                for b in range(b0, min(cols, b0 + 32)):
-                    for a in range(a0, min(rows, a0 + 32)):
-                        target[n, b, a] = source[n, a, b]
+def _frozen(*arrays):
+    for array in arrays:
+        array.flags.writeable = False
+    return arrays
 
 
-def _tables(axes: tuple[AxisPlan, ...], padded: bool = True):
-    phases = [_axis_phases(axis) for axis in axes]
+@functools.lru_cache(maxsize=256)
+def _row_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
+    """Tables of :func:`_channels_last_kernel` (cached per shape; read-only).
+
+    Per axis and phase: the tap count, each tap's input shift and its flat weight
+    index ``((k1 * K2 + k2) * K3 + k3) * Ci * Co * G`` (summed over the axes).
+    """
+    phases = [_axis_phases(axis) for axis in axes3]
     widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
-    stride_max = max(axis.stride for axis in axes)
+    stride_max = max(axis.stride for axis in axes3)
+    kernel3 = tuple(a.kernel_size for a in axes3)
+    scale = (kernel3[1] * kernel3[2] * ci * co * groups, kernel3[2] * ci * co * groups,
+             ci * co * groups)
     tap_k = np.zeros((3, stride_max, widest), np.int64)
     tap_shift = np.zeros((3, stride_max, widest), np.int64)
     tap_count = np.zeros((3, stride_max), np.int64)
@@ -158,100 +375,142 @@ def _tables(axes: tuple[AxisPlan, ...], padded: bool = True):
                 phase = c.first + i
                 tap_count[a, phase] = len(c.shifts)
                 for m, (shift, k) in enumerate(zip(c.shifts, c.taps[i])):
-                    tap_k[a, phase, m] = k
-                    tap_shift[a, phase, m] = shift + (p.pad_low if padded else 0)
-    return phases, tap_k, tap_shift, tap_count
+                    tap_k[a, phase, m] = k * scale[a]
+                    tap_shift[a, phase, m] = shift
+    sizes = np.array((groups, ci, co) + tuple(a.input_size for a in axes3)
+                     + tuple(a.output_size for a in axes3), np.int64)
+    strides = np.array([a.stride for a in axes3], np.int64)
+    return _frozen(sizes, strides, tap_k, tap_shift, tap_count)
 
 
-def _with_unit_axes(array: np.ndarray, spatial_at: int, rank: int) -> np.ndarray:
-    """Insert length-1 spatial axes in front so that there are three."""
-    shape = array.shape[:spatial_at] + (1,) * (3 - rank) + array.shape[spatial_at:]
-    return array.reshape(shape)
+def _helper_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(_THREADS - 1, thread_name_prefix="convtranspose-direct")
+    return _pool
 
 
 def _parallel(function, count: int, threads: int) -> None:
-    """``function(start, stop)`` over ``range(count)`` split between threads (numba nogil)."""
-    threads = max(1, min(threads, count))
-    bounds = [count * i // threads for i in range(threads + 1)]
+    """``function(start, stop)`` over ``range(count)``, on up to ``threads`` threads.
+
+    The range is cut into several pieces per thread that the threads (the calling
+    one included) take in turn: on a machine shared with other work, a thread whose
+    core is busy does fewer pieces instead of holding up the whole call.
+    """
+    threads = max(1, min(threads, _THREADS, count))
     if threads == 1:
         function(0, count)
         return
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda i: function(bounds[i], bounds[i + 1]), range(threads)))
+    pieces = min(count, threads * _PIECES_PER_THREAD)
+    bounds = [count * i // pieces for i in range(pieces + 1)]
+    taken = itertools.count()  # next() is atomic under the GIL
+
+    def work():
+        for i in iter(taken.__next__, None):
+            if i >= pieces:
+                return
+            function(bounds[i], bounds[i + 1])
+
+    helpers = [_helper_pool().submit(work) for _ in range(threads - 1)]
+    work()
+    for helper in helpers:
+        helper.result()
 
 
-def _direct_channels_first(data, weights, axes3, dtype, out, threads):
-    groups, ci, co = weights.shape[:3]
-    batch = data.shape[0]
-    phases, tap_k, tap_shift, tap_count = _tables(axes3, padded=False)
-    last = axes3[-1]
-    # Per (phase, tap) of the last axis: the j3 range whose input j3 + shift exists.
-    lows = np.zeros(tap_k.shape[1:], np.int64)
-    highs = np.zeros(tap_k.shape[1:], np.int64)
-    for p3 in range(min(last.stride, last.output_size)):
-        count = -(-(last.output_size - p3) // last.stride)
-        for m in range(tap_count[2, p3]):
-            shift = tap_shift[2, p3, m]
-            lows[p3, m] = max(0, -shift)
-            highs[p3, m] = max(lows[p3, m], min(count, last.input_size - shift))
-    source = data.reshape((batch, groups, ci) + tuple(a.input_size for a in axes3))
-    if source.dtype != dtype or not source.flags.c_contiguous:
-        source = np.ascontiguousarray(source, dtype)
-    target = out.reshape((batch, groups, co) + tuple(a.output_size for a in axes3))
+@functools.lru_cache(maxsize=256)
+def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
+    """Tables of :func:`_planes_kernel` (cached per shape; read-only).
+
+    ``geometry[a]`` is (window size, first input index in the window, stride,
+    output positions per phase); ``tap_offset`` is each tap's start in the
+    flattened window, ``tap_k`` its flat kernel index ``k1 * K2 * K3 + k2 * K3 + k3``
+    (summed over the axes); ``counts[a, p]`` the output positions of phase ``p``.
+    """
+    phases = [_axis_phases(axis) for axis in axes3]
+    widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
+    stride_max = max(axis.stride for axis in axes3)
     kernel3 = tuple(a.kernel_size for a in axes3)
-    w = np.ascontiguousarray(weights, dtype).reshape((groups, ci, co) + kernel3)
-    strides = np.array([a.stride for a in axes3], np.int64)
-    _parallel(lambda a, b: _direct_rows_kernel(source, w, target, strides, tap_k, tap_shift,
-                                               tap_count, lows, highs, a, b),
-              batch * groups * co, threads)
+    geometry = np.zeros((3, 4), np.int64)
+    for a, (axis, p) in enumerate(zip(axes3, phases)):
+        shifts = [shift for c in p.classes for shift in c.shifts] or [0]
+        geometry[a] = (p.blocks + max(shifts) - min(shifts), min(shifts), axis.stride, p.blocks)
+    window_strides = (geometry[1, 0] * geometry[2, 0], geometry[2, 0], 1)
+    kernel_strides = (kernel3[1] * kernel3[2], kernel3[2], 1)
+    tap_k = np.zeros((3, stride_max, widest), np.int64)
+    tap_offset = np.zeros((3, stride_max, widest), np.int64)
+    tap_count = np.zeros((3, stride_max), np.int64)
+    counts = np.zeros((3, stride_max), np.int64)
+    for a, (axis, p) in enumerate(zip(axes3, phases)):
+        for phase in range(min(axis.stride, axis.output_size)):
+            counts[a, phase] = -(-(axis.output_size - phase) // axis.stride)
+        for c in p.classes:
+            for i in range(c.count):
+                phase = c.first + i
+                tap_count[a, phase] = len(c.shifts)
+                for m, (shift, k) in enumerate(zip(c.shifts, c.taps[i])):
+                    tap_k[a, phase, m] = k * kernel_strides[a]
+                    tap_offset[a, phase, m] = (shift - geometry[a, 1]) * window_strides[a]
+    inputs = tuple(a.input_size for a in axes3)
+    outputs = tuple(a.output_size for a in axes3)
+    sizes = np.array((groups, ci, co, math.prod(inputs), math.prod(outputs), math.prod(kernel3))
+                     + outputs + inputs, np.int64)
+    return _frozen(sizes, geometry, counts, tap_k, tap_offset, tap_count)
 
 
-def direct_phase(data, weights, axes, dtype, channels_last, out):
-    """Fill ``out`` (any layout) with the transposed convolution, numba-compiled."""
+def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last):
     groups, ci, co = weights.shape[:3]
-    rank = len(axes)
-    unit = AxisPlan(1, 1, 1, 1, 0, 1)
-    axes3 = (unit,) * (3 - rank) + tuple(axes)
-    phases, tap_k, tap_shift, tap_count = _tables(axes3, padded=False)
-    batch = data.shape[0]
-    sizes = tuple(a.output_size for a in axes3)
-    big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= 1 << 18
-    threads = _THREADS if big else 1
-    if not channels_last and data.shape[-1] >= 8:
-        # Long enough lines: vectorise along them, in the caller's layout.
-        _direct_channels_first(data, weights, axes3, dtype, out, threads)
-        return
-    if channels_last:
-        source = data
-    else:
-        # One tiled transpose to channels-last: the kernel reads channel vectors.
-        flat = data.reshape(batch, data.shape[1], -1)
-        if flat.dtype != dtype or not flat.flags.c_contiguous:
-            flat = np.ascontiguousarray(flat, dtype)
-        source = np.empty((batch, flat.shape[2], flat.shape[1]), dtype)
-        _parallel(lambda a, b: _transpose_kernel(flat, source, a, b), batch, threads)
-        source = source.reshape((batch,) + data.shape[2:] + (data.shape[1],))
-    # Views (N, X1, X2, X3, Ci, G) and (N, Y1, Y2, Y3, Co, G).
-    source = np.moveaxis(_input_glxc(source, groups, True), 0, -1)  # (N, X..., Ci, G)
-    source = _with_unit_axes(source, 1, rank)
-    if source.dtype != dtype:
-        source = source.astype(dtype)
-    if channels_last:
-        result = out
-    else:
-        result = np.empty((batch,) + tuple(a.output_size for a in axes) + (groups * co,), dtype)
-    target = np.moveaxis(_output_glyc(result, groups, True), 0, -1)  # (N, Y..., Co, G)
-    target = _with_unit_axes(target, 1, rank)
+    tables = _window_tables(axes3, groups, ci, co)
+    if data.dtype != dtype or not data.flags.c_contiguous:
+        data = np.ascontiguousarray(data, dtype)
+    source = data.reshape(-1)
+    w = np.ascontiguousarray(weights, dtype).reshape(-1)
+    target = out.reshape(-1)
+    geometry = tables[1]
+    blocks1 = int(geometry[0, 3])
+    plane = int(geometry[1, 0] * geometry[2, 0])
+    # Bands of the first axis: window and accumulator of about _BAND_ELEMENTS.
+    band = max(1, min(blocks1, _BAND_ELEMENTS // (plane * (ci + int(geometry[2, 2])))))
+    bands = -(-blocks1 // band)
+    _parallel(lambda a, b: _planes_kernel(source, w, target, *tables, band, channels_last, a, b),
+              data.shape[0] * groups * bands, threads)
+
+
+def _direct_channels_last(data, weights, axes3, dtype, out, threads):
+    groups, ci, co = weights.shape[:3]
+    tables = _row_tables(axes3, groups, ci, co)
     kernel3 = tuple(a.kernel_size for a in axes3)
     # (G, Ci, Co, K...) -> (K1, K2, K3, Ci, Co, G)
     w = np.ascontiguousarray(np.moveaxis(weights.reshape((groups, ci, co) + kernel3), 0, -1)
-                             .transpose(2, 3, 4, 0, 1, 5), dtype)
-    strides = np.array([a.stride for a in axes3], np.int64)
-    _parallel(lambda a, b: _direct_kernel(source, w, target, strides, tap_k, tap_shift,
-                                          tap_count, a, b),
-              batch * sizes[0], threads)
-    if not channels_last:
-        # One tiled transpose back to channels-first.
-        flat = result.reshape(batch, -1, groups * co)
-        _parallel(lambda a, b: _transpose_kernel(flat, out.reshape(batch, groups * co, -1), a, b),
-                  batch, threads)
+                             .transpose(2, 3, 4, 0, 1, 5), dtype).reshape(-1)
+    if data.dtype != dtype or not data.flags.c_contiguous:
+        data = np.ascontiguousarray(data, dtype)
+    source = data.reshape(-1)
+    target = out.reshape(-1)
+    kernel = _channels_last_kernel(ci, co) if ci * co <= 4 else _channels_last_kernel(0, 0)
+    _parallel(lambda a, b: kernel(source, w, target, *tables, a, b),
+              data.shape[0] * axes3[0].output_size * axes3[1].output_size, threads)
+
+
+def direct_phase(data, weights, axes, dtype, channels_last, out):
+    """Fill ``out`` (the layout of ``data``) with the transposed convolution."""
+    groups, ci, co = weights.shape[:3]
+    rank = len(axes)
+    unit = AxisPlan(1, 1, 1, 1, 0, 1)
+    # Three axes: the last one stays last (the contiguous one); in 2-D the unit axis
+    # goes second, so that the first axis (cut into bands) is a real one.
+    if rank == 1:
+        axes3 = (unit, unit, axes[0])
+    else:
+        axes3 = (axes[0],) + (unit,) * (3 - rank) + tuple(axes[1:])
+    big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= _PARALLEL_MACS
+    threads = _THREADS if big else 1
+    target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
+    if channels_last and groups * max(ci, co) >= _CHANNELS_LAST_MIN_WIDTH:
+        _direct_channels_last(data, weights, axes3, dtype, target, threads)
+    else:
+        # Few channels: too short for vectors along them; the plane kernel reads and
+        # writes channels-last data with strides (one channel: the same memory layout).
+        strided = channels_last and (groups * ci > 1 or groups * co > 1)
+        _direct_planes(data, weights, axes3, dtype, target, threads, strided)
+    if target is not out:
+        np.copyto(out, target)

@@ -1,0 +1,173 @@
+"""The numba ``direct`` kernels (depthwise and few-channel groups) against the oracle.
+
+``direct_phase`` is called directly with a preallocated output, on random shapes
+that reach each of its paths: the channels-first plane kernel (zero-bordered
+windows, strides 1, 2 and 3+ in the last axis), the channels-last kernel
+(Ci = Co = 1 and the general few-channel loop), few-channel channels-last data
+(computed by the plane kernel with strided reads and writes), the threaded split, and
+inputs that need a copy.  The oracle (tests/oracle.py) shares no code with the kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from convtranspose._plan import AxisPlan
+
+from oracle import crop, full_transposed_convolution
+
+pytest.importorskip("numba")
+from convtranspose import _kernel_numba  # noqa: E402  (needs numba)
+
+
+def _reference(data_ncx, weights, axes):
+    full = full_transposed_convolution(
+        data_ncx, weights, [a.stride for a in axes], [a.dilation for a in axes])
+    return crop(full, [a.offset for a in axes], [a.output_size for a in axes])
+
+
+def _direct(data_ncx, weights, axes, dtype, channels_last, out_order="C"):
+    """``direct_phase`` in the requested layout, returned as NCX."""
+    groups, _, co = weights.shape[:3]
+    batch = data_ncx.shape[0]
+    spatial = tuple(a.output_size for a in axes)
+    if channels_last:
+        data = np.ascontiguousarray(np.moveaxis(data_ncx, 1, -1))
+        out = np.empty((batch,) + spatial + (groups * co,), dtype, order=out_order)
+    else:
+        data = data_ncx
+        out = np.empty((batch, groups * co) + spatial, dtype, order=out_order)
+    out.fill(np.nan)  # every element must be written
+    before = data.copy(), weights.copy()
+    _kernel_numba.direct_phase(data, weights, tuple(axes), np.dtype(dtype), channels_last, out)
+    assert np.array_equal(data, before[0]) and np.array_equal(weights, before[1])
+    return np.moveaxis(out, -1, 1) if channels_last else out
+
+
+def _random_axes(rng, rank, max_size=7):
+    axes = []
+    for _ in range(rank):
+        size = int(rng.integers(1, max_size + 1))
+        kernel = int(rng.integers(1, 6))
+        stride = int(rng.integers(1, 4))
+        dilation = int(rng.integers(1, 4))
+        full = (size - 1) * stride + (kernel - 1) * dilation + 1
+        offset = int(rng.integers(-3, full + 1))  # negative: zeros in front; large: crop
+        output = int(rng.integers(1, full + 5))  # may run past the full result
+        axes.append(AxisPlan(size, kernel, stride, dilation, offset, output))
+    return tuple(axes)
+
+
+def _check(data, weights, axes, dtype, channels_last, **kwargs):
+    expected = _reference(data, weights, axes)
+    got = _direct(data.astype(dtype), weights.astype(dtype), axes, dtype, channels_last,
+                  **kwargs)
+    assert not np.isnan(got).any(), "output element left unwritten"
+    tolerance = 1e-4 if dtype == np.float32 else 1e-11
+    scale = max(1.0, float(np.abs(expected).max(initial=0)))
+    np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance * scale,
+                               err_msg=f"{axes} {weights.shape} channels_last={channels_last}")
+
+
+#: Channels-last data is computed along the channels (the row kernel) or, when there
+#: are few channels, by the plane kernel with strided access: tests force each route.
+ROUTES = {"ncx": (False, None), "nxc-rows": (True, 0), "nxc-planes": (True, 1 << 30)}
+
+
+def _route(monkeypatch, name):
+    channels_last, min_width = ROUTES[name]
+    if min_width is not None:
+        monkeypatch.setattr(_kernel_numba, "_CHANNELS_LAST_MIN_WIDTH", min_width)
+    return channels_last
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_random_depthwise_and_few_channel_groups(monkeypatch, rank, route):
+    channels_last = _route(monkeypatch, route)
+    rng = np.random.default_rng([rank, list(ROUTES).index(route), 7])
+    # (Ci, Co): the channels-last kernel is compiled per pair up to Ci * Co = 4 (one
+    # compilation per pair and dtype: a short, even-length cycle keeps them few);
+    # (2, 3) takes its run-time-count variant.
+    channel_choices = [(1, 1), (1, 1), (2, 2), (1, 3), (4, 1), (2, 3)]
+    for trial in range(30 if rank < 3 else 15):
+        ci, co = channel_choices[trial % len(channel_choices)]
+        groups = int(rng.integers(1, 10))
+        batch = int(rng.integers(1, 3))
+        axes = _random_axes(rng, rank, max_size=9 if rank < 3 else 5)
+        data = rng.standard_normal((batch, groups * ci) + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((groups, ci, co) + tuple(a.kernel_size for a in axes))
+        _check(data, weights, axes, (np.float64, np.float32)[trial % 2], channels_last)
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+def test_long_lines_every_last_axis_stride(channels_last):
+    # The plane kernel stores the last axis's phases by stride: 1, 2 (odd and even
+    # lengths) and a general stride; windows starting before and after input 0.
+    rng = np.random.default_rng(21)
+    for stride in (1, 2, 3, 4):
+        for output_extra, offset in ((0, 0), (1, 2), (-5, 7), (3, -2)):
+            size = 20
+            full = (size - 1) * stride + 4 * 2 + 1
+            axes = (AxisPlan(5, 3, 2, 1, 1, 9),
+                    AxisPlan(size, 5, stride, 2, offset, max(1, full - offset + output_extra)))
+            data = rng.standard_normal((2, 6, 5, size))
+            weights = rng.standard_normal((6, 1, 1, 3, 5))
+            _check(data, weights, axes, np.float32, channels_last)
+
+
+def test_single_channel_channels_last_uses_the_same_memory_layout():
+    # One channel: channels-first and channels-last are the same memory layout.
+    rng = np.random.default_rng(3)
+    for rank in (1, 2, 3):
+        axes = _random_axes(rng, rank, max_size=6)
+        data = rng.standard_normal((3, 1) + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((1, 1, 1) + tuple(a.kernel_size for a in axes))
+        _check(data, weights, axes, np.float64, True)
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+def test_threaded_split_into_pieces(monkeypatch, channels_last):
+    # Large enough to be split between threads; more threads than pieces of some sizes.
+    monkeypatch.setattr(_kernel_numba, "_THREADS", 3)
+    monkeypatch.setattr(_kernel_numba, "_pool", None)
+    rng = np.random.default_rng(8)
+    for groups, ci, co, batch in ((64, 1, 1, 2), (5, 2, 2, 1), (2, 1, 1, 1)):
+        axes = (AxisPlan(24, 4, 2, 1, 1, 48), AxisPlan(24, 3, 1, 2, 0, 28))
+        data = rng.standard_normal((batch, groups * ci, 24, 24))
+        weights = rng.standard_normal((groups, ci, co, 4, 3))
+        _check(data, weights, axes, np.float32, channels_last)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_inputs_needing_a_copy_and_a_non_contiguous_output(monkeypatch, route):
+    channels_last = _route(monkeypatch, route)
+    # float32 data accumulated in float64, a non-contiguous weights view, and an
+    # output in Fortran order (computed in a scratch array, then copied).
+    rng = np.random.default_rng(12)
+    axes = (AxisPlan(6, 4, 2, 1, 1, 12), AxisPlan(5, 3, 3, 1, 0, 15))
+    data = rng.standard_normal((2, 8, 6, 5)).astype(np.float32)
+    stored = rng.standard_normal((4, 3, 4, 2, 1))  # (K1, K2, G, Ci, Co)
+    weights = stored.transpose(2, 3, 4, 0, 1)
+    for order in ("C", "F"):
+        expected = _reference(data, weights, axes)
+        got = _direct(data, weights, axes, np.float64, channels_last, out_order=order)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("route", ["ncx", "nxc-planes"])
+def test_planes_cut_into_bands(monkeypatch, route):
+    # Tiny bands: one or two output blocks of the first axis per window, so that
+    # windows at the input's edges are re-zeroed after interior bands filled them.
+    channels_last = _route(monkeypatch, route)
+    rng = np.random.default_rng(31)
+    for trial in range(12):
+        monkeypatch.setattr(_kernel_numba, "_BAND_ELEMENTS", int(rng.integers(1, 24)))
+        rank = 2 + trial % 2
+        ci, co = ((1, 1), (2, 1), (1, 2))[trial % 3]
+        groups = int(rng.integers(1, 4))
+        axes = _random_axes(rng, rank, max_size=8 if rank == 2 else 5)
+        data = rng.standard_normal((2, groups * ci) + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((groups, ci, co) + tuple(a.kernel_size for a in axes))
+        _check(data, weights, axes, np.float64, channels_last)
