@@ -51,7 +51,8 @@ __all__ = ["ALGORITHMS", "choose_algorithm", "describe_algorithm", "transposed_c
 
 #: Every algorithm; ``-nxc``/``-ncx`` name the layout of the GEMM and of its copies
 #: (channels or spatial positions contiguous), independent of the input's layout.
-ALGORITHMS = ("gemm-nxc", "gemm-ncx", "phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx", "direct", "dense")
+ALGORITHMS = ("gemm-nxc", "gemm-ncx", "phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx",
+              "direct", "dense")
 
 #: ``dense`` (one matrix product with the whole layer as a matrix) is chosen only
 #: when that matrix has at most this many elements: it exists for call overhead.
@@ -134,6 +135,20 @@ def _axis_phases(axis: AxisPlan) -> _AxisPhases:
         pad_high=max(0, max(all_shifts) + blocks - size),
         classes=tuple(classes),
     )
+
+
+def _some_output_unreached(phases: tuple[_AxisPhases, ...]) -> bool:
+    """Whether some output phase receives no tap at all (so stays zero)."""
+    return any(math.prod(len(c.shifts) for c in combo) == 0
+               for combo in itertools.product(*(p.classes for p in phases)))
+
+
+def _live_classes(phases: tuple[_AxisPhases, ...]):
+    """(classes of the first axis, combinations of the others' classes) that have taps."""
+    lead_classes = [c for c in phases[0].classes if c.shifts]
+    rest_combos = [combo for combo in itertools.product(*(p.classes for p in phases[1:]))
+                   if all(c.shifts for c in combo)]
+    return lead_classes, rest_combos
 
 
 def _tap_windows(axis: AxisPlan) -> tuple[tuple[slice, slice] | None, ...]:
@@ -223,10 +238,7 @@ def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...
             cost += _pass_ns(groups * rows_phase * width, run if same_layout else 1)
         costs["phase-nxc" if internal_last else "phase-ncx"] = cost
     if blas:
-        lead, rest = phases[0], phases[1:]
-        lead_classes = [c for c in lead.classes if c.shifts]
-        rest_combos = [combo for combo in itertools.product(*(p.classes for p in rest))
-                       if all(c.shifts for c in combo)]
+        lead_classes, rest_combos = _live_classes(tuple(phases))
         for internal_last in (True, False):
             same_layout = internal_last == channels_last
             cost = 0.0
@@ -532,8 +544,8 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
     batch = data.shape[0]
     phases = tuple(_axis_phases(axis) for axis in axes)
     combos = list(itertools.product(*(p.classes for p in phases)))
-    if any(math.prod(len(c.shifts) for c in combo) == 0 for combo in combos):
-        out.fill(0)  # some outputs receive no tap at all
+    if _some_output_unreached(phases):
+        out.fill(0)
     source = _input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
     if not internal_last:
         source = np.moveaxis(source, -1, 1)  # (G, Ci, N, X...)
@@ -796,12 +808,9 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
     batch = data.shape[0]
     phases = tuple(_axis_phases(axis) for axis in axes)
     lead, rest = phases[0], phases[1:]
-    if any(math.prod(len(c.shifts) for c in combo) == 0
-           for combo in itertools.product(*(p.classes for p in phases))):
-        out.fill(0)  # some outputs receive no tap at all
-    lead_classes = [c for c in lead.classes if c.shifts]
-    rest_combos = [combo for combo in itertools.product(*(p.classes for p in rest))
-                   if all(c.shifts for c in combo)]
+    if _some_output_unreached(phases):
+        out.fill(0)
+    lead_classes, rest_combos = _live_classes(phases)
     if not lead_classes or not rest_combos:
         return
     source = _input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
