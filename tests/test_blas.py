@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -63,3 +68,13 @@ def test_switch_off_by_environment(monkeypatch):
     monkeypatch.setenv(_blas.NO_BLAS_ENV, "1")
     assert not _blas.available(np.float32)
     assert not _blas.available(np.int64)
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 core names")
+def test_corename_reports_the_core_the_environment_forces():
+    # OpenBLAS reads OPENBLAS_CORETYPE once, when it is loaded: hence a fresh process.
+    script = "from convtranspose import _blas; print(_blas.corename())"
+    environment = dict(os.environ, OPENBLAS_CORETYPE="Nehalem")
+    result = subprocess.run([sys.executable, "-c", script], env=environment,
+                            capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "Nehalem"

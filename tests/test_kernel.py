@@ -242,18 +242,39 @@ def test_importing_convtranspose_does_not_import_numba():
     assert result.stdout.strip() == "False"
 
 
-def test_dense_memo_never_returns_a_stale_filter(monkeypatch):
-    monkeypatch.setattr(_kernel, "_DENSE_MATRICES_KEPT", 2)
+@pytest.mark.parametrize("algorithm", ["dense", "phase-nxc", "phase-ncx", "gemm-nxc",
+                                       "gemm-ncx", "col2im-nxc", "col2im-ncx"])
+def test_weights_memo_never_returns_a_stale_filter(monkeypatch, algorithm):
+    monkeypatch.setattr(_kernel, "_DERIVED_KEPT", 2)
     rng = np.random.default_rng(17)
     data, weights, axes = _random_case(rng, 2)
     weights = weights.astype(np.float64)
-    for _ in range(2):  # the second round hits the memo with the same bytes
+    for _ in range(2):  # the second round hits the memo with the same values
         for trial in range(4):
             weights[(0,) * weights.ndim] = trial  # the caller edits its filter in place
             expected = _reference(data, weights, axes)
-            got = _run(data.astype(np.float64), weights, axes, np.float64, False, "dense")
+            got = _run(data.astype(np.float64), weights, axes, np.float64, False, algorithm)
             np.testing.assert_array_equal(got, expected)
-    assert len(_kernel._dense_matrices) <= 2
+    assert len(_kernel._derived) <= 2
+
+
+@pytest.mark.parametrize("size", [6, 6000])  # compared as bytes / as integer views
+def test_weights_memo_compares_bits_not_values(size):
+    zeros = np.zeros((1, 1, 1, size), np.float32)
+    first = _kernel._derived_from(zeros, "test")
+    assert _kernel._derived_from(zeros.copy(), "test") is first
+    assert _kernel._derived_from(-zeros, "test") is not first  # -0.0 == 0.0, other bits
+    assert _kernel._derived_from(zeros, "other key") is not first
+
+
+def test_weights_memo_keeps_no_filter_above_its_size_cap(monkeypatch):
+    monkeypatch.setattr(_kernel, "_DERIVED_MAX_BYTES", 64)
+    _kernel._derived.clear()
+    rng = np.random.default_rng(3)
+    data, weights, axes = _random_case(rng, 1)
+    assert weights.nbytes > 64
+    _run(data, weights, axes, np.float64, False, "col2im-ncx")
+    assert not _kernel._derived
 
 
 def test_environment_switches_follow_run_time_changes(monkeypatch):

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from . import _blas
+
 __all__ = ["Layer", "SUITE", "main"]
 
 THREADS = 2
@@ -432,6 +434,18 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
+#: OpenBLAS reads its kernel family from this variable when set (it is on some hosts).
+CORE_ENV = "OPENBLAS_CORETYPE"
+
+
+def _blas_description() -> str:
+    core = _blas.corename()
+    if not core:
+        return "no OpenBLAS found"
+    forced = f", forced by {CORE_ENV}" if os.environ.get(CORE_ENV) else ""
+    return f"OpenBLAS {core} kernels{forced}"
+
+
 def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:
     head = ["layer", "algorithm", "convtranspose ms"] + [f"{p} ms" for p in peers] + [
         "GFLOP/s", "x best peer", "% roofline", "extra mem / output"]
@@ -456,7 +470,8 @@ def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:
         "",
         f"Geometric mean of (best peer time / convtranspose time): **{_geomean(ratios):.2f}x** over"
         f" {len(ratios)} layers; worst {min(ratios):.2f}x, best {max(ratios):.2f}x." if ratios else "",
-        f"Machine: {meta['machine']}; {meta['threads']} threads; NumPy {meta['numpy']};"
+        f"Machine: {meta['machine']}; {meta['threads']} threads; NumPy {meta['numpy']}"
+        f" ({meta['blas']});"
         f" repeat {meta['repeat']} (medians). Ratios > 1 mean convtranspose is faster.",
         "`extra mem / output`: peak bytes NumPy allocated during one call minus the output, over the"
         " output's bytes (tracemalloc; numba/BLAS-internal buffers are not counted).",
@@ -532,6 +547,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no layer matches --layers")
     budget = 1.5 if args.quick else 6.0
     rows = []
+    if os.environ.get(CORE_ENV):
+        print(f"note: {CORE_ENV}={os.environ[CORE_ENV]} is set, so NumPy's OpenBLAS (which "
+              f"convtranspose's GEMMs use) runs {_blas.corename() or 'those'} kernels while the "
+              "peers use the CPU's own; to compare like with like, unset it (and "
+              "OPENBLAS_L2_SIZE) for this command alone", file=sys.stderr)
     print(f"peers: {', '.join(peers) or 'none installed'}; {len(layers)} layers", file=sys.stderr)
     for layer in layers:
         try:
@@ -545,7 +565,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{'' if ratio is None else format(ratio, '5.2f') + 'x vs ' + row['best_peer']}"
               f"  [{row.get('algorithm', '')}]", file=sys.stderr)
     meta = {"machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.python_version()}",
-            "threads": THREADS, "numpy": np.__version__, "repeat": repeat, "peers": peers,
+            "threads": THREADS, "numpy": np.__version__, "blas": _blas_description(),
+            "repeat": repeat, "peers": peers,
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     os.makedirs(args.out, exist_ok=True)
     table = markdown(rows, peers, meta)

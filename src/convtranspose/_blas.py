@@ -24,7 +24,7 @@ import numpy as np
 
 from ._environment import switch
 
-__all__ = ["NO_BLAS_ENV", "available", "gemm", "local_threads"]
+__all__ = ["NO_BLAS_ENV", "available", "corename", "gemm", "local_threads"]
 
 #: Environment variable: set to 1 to never call BLAS directly (the kernel then uses
 #: its NumPy-only algorithms).
@@ -43,6 +43,26 @@ def _library():
         except OSError:
             continue
     return None
+
+
+def corename() -> str:
+    """The kernel family NumPy's OpenBLAS chose for this CPU (e.g. ``'SkylakeX'``), or ''.
+
+    OpenBLAS picks it when it is loaded, from the CPU or from the environment
+    variable ``OPENBLAS_CORETYPE``, which forces it (for instance to ``Haswell``:
+    AVX2 kernels, about half the sgemm speed of ``SkylakeX`` on an AVX-512 CPU).
+    """
+    library = _library()
+    function = None
+    for name in ("scipy_openblas_get_corename64_", "openblas_get_corename64_",
+                 "openblas_get_corename"):
+        function = getattr(library, name, None) if library is not None else None
+        if function is not None:
+            break
+    if function is None:
+        return ""
+    function.argtypes, function.restype = [], ctypes.c_char_p
+    return (function() or b"").decode("ascii", "replace")
 
 
 @functools.cache

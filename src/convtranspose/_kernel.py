@@ -37,6 +37,7 @@ import functools
 import itertools
 import math
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -489,6 +490,56 @@ def _add(destination, source):
     np.add(destination, source, out=destination)
 
 
+# --------------------------------------------------------------------------- weights memo
+
+#: Matrices derived from a filter (class matrices, the dense layer matrix) are kept
+#: for repeated calls with the same filter: a model run layer by layer, or a
+#: benchmark, calls each layer with the same weights again, and rebuilding them
+#: costs milliseconds (DCGAN 512->256: 4 of 20 ms).  At most this many filters,
+#: each of at most _DERIVED_MAX_BYTES (the memo holds a copy of the filter and
+#: about as much again in matrices).
+_DERIVED_KEPT = 8
+_DERIVED_MAX_BYTES = 16 << 20
+_derived: dict = {}
+_derived_lock = threading.Lock()
+
+
+def _same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
+    """Whether two filters of one shape and dtype hold the same bits (-0.0 is not 0.0)."""
+    if kept.nbytes <= 4096:
+        return kept.tobytes() == weights.tobytes()
+    unsigned = np.dtype(f"u{weights.itemsize}") if weights.itemsize in (1, 2, 4, 8) else None
+    return unsigned is not None and np.array_equal(kept.view(unsigned), weights.view(unsigned))
+
+
+def _derived_from(weights: np.ndarray, *key) -> dict:
+    """The dict of matrices derived from ``weights`` for ``key`` (a fresh one if new).
+
+    Callers fill it on a miss; later calls with a filter of the same bits and the
+    same ``key`` get the same dict.  The filter is compared value by value (a
+    quarter of a millisecond for 8 MB), so a filter edited in place never hits.
+    """
+    full_key = (weights.shape, weights.dtype.str) + key
+    with _derived_lock:
+        entry = _derived.pop(full_key, None)
+        if entry is not None and _same_bits(entry[0], weights):
+            _derived[full_key] = entry  # most recently used last
+            return entry[1]
+    derived: dict = {}
+    if weights.nbytes <= _DERIVED_MAX_BYTES:
+        kept = _frozen(np.array(weights, copy=True, order="C"))
+        with _derived_lock:
+            while len(_derived) >= max(1, _DERIVED_KEPT):
+                del _derived[next(iter(_derived))]
+            _derived[full_key] = (kept, derived)
+    return derived
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
 # --------------------------------------------------------------------------- layouts
 
 
@@ -569,7 +620,8 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
     first = spatial_at  # the batch axis of `padded` is first - 1
     target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
     blocks = tuple(p.blocks for p in phases)
-    taps_first = np.ascontiguousarray(np.moveaxis(weights, (1, 2), (-2, -1)))  # (G, K..., Ci, Co)
+    co_first = internal_last and not channels_last
+    derived = _derived_from(weights, "phase", axes, dtype, internal_last, co_first)
     for combo in combos:
         slots = list(itertools.product(*(range(len(c.shifts)) for c in combo)))
         if not slots:
@@ -577,12 +629,15 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
         counts = tuple(c.count for c in combo)
         depth = len(slots) * ci
         width = math.prod(counts) * co
-        # Rows-major products for a channels-first output keep the phases innermost, so
-        # that the copy into the output moves runs of adjacent phases.
-        co_first = internal_last and not channels_last
-        matrix = _class_matrix(taps_first, combo, slots, counts, dtype, co_first)  # (G, depth, width)
-        if not internal_last:
-            matrix = np.ascontiguousarray(matrix.transpose(0, 2, 1))  # (G, width, depth)
+        matrix = derived.get(combo)
+        if matrix is None:
+            # Rows-major products for a channels-first output keep the phases innermost,
+            # so that the copy into the output moves runs of adjacent phases.
+            matrix = _class_matrix(_taps_first(weights, derived), combo, slots, counts, dtype,
+                                   co_first)  # (G, depth, width)
+            if not internal_last:
+                matrix = np.ascontiguousarray(matrix.transpose(0, 2, 1))  # (G, width, depth)
+            derived[combo] = matrix = _frozen(matrix)
         row_bytes = groups * math.prod(blocks[1:]) * (depth + width) * dtype.itemsize
         for n0, n1, j0, j1 in _chunks(batch, blocks[0], row_bytes, out.nbytes):
             sub_blocks = (j1 - j0,) + blocks[1:]
@@ -625,6 +680,15 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
                     (0, rank + 2) + tuple(range(rank + 3, 2 * rank + 3))
                     + tuple(range(1, rank + 1)) + (rank + 1,))
             _scatter_phases(target[:, n0:n1], product, combo, phases, rank, j0)
+
+
+def _taps_first(weights, derived: dict) -> np.ndarray:
+    """The filter as ``(G, K..., Ci, Co)``, contiguous (built once per memo entry)."""
+    taps_first = derived.get("taps first")
+    if taps_first is None:
+        taps_first = np.ascontiguousarray(np.moveaxis(weights, (1, 2), (-2, -1)))
+        derived["taps first"] = taps_first
+    return taps_first
 
 
 def _class_matrix(taps_first, combo, slots, counts, dtype, channels_first_width=False):
@@ -819,7 +883,6 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
     else:
         source = source.transpose((0, rank + 2, 2, 1) + tuple(range(3, rank + 2)))
     target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
-    taps_first = np.ascontiguousarray(np.moveaxis(weights, (1, 2), (-2, -1)), dtype)
     low_shift = min(c.shifts[0] for c in lead_classes)
     high_shift = max(c.shifts[-1] for c in lead_classes)
     pitch = batch * math.prod(p.blocks for p in rest)  # rows per block of the first axis
@@ -828,7 +891,7 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
         c.count for c in lead_classes)
     row_bytes = pitch * groups * (widest_slots * ci + widest * co) * dtype.itemsize
     step = max(1, _GEMM_SCRATCH_BYTES // max(1, row_bytes))
-    matrices = {}
+    matrices = _derived_from(weights, "gemm", axes, dtype)
     for j0 in range(0, lead.blocks, step):
         j1 = min(lead.blocks, j0 + step)
         lead_range = (j0 + low_shift, j1 + high_shift)
@@ -851,9 +914,9 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
                 key = (lead_class, rest_combo)
                 if key not in matrices:
                     all_slots = list(itertools.product(*(range(len(c.shifts)) for c in combo)))
-                    matrices[key] = _class_matrix(taps_first, combo, all_slots, counts, dtype
-                                                  ).reshape(groups, len(lead_class.shifts),
-                                                            depth, width)
+                    matrices[key] = _frozen(_class_matrix(
+                        _taps_first(weights, matrices), combo, all_slots, counts, dtype
+                    ).reshape(groups, len(lead_class.shifts), depth, width))
                 matrix = matrices[key]
                 if internal_last:
                     products = np.empty((j1 - j0, batch) + tuple(p.blocks for p in rest)
@@ -891,6 +954,26 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
 # --------------------------------------------------------------------------- col2im
 
 
+def _col2im_matrix(weights, dtype, internal_last: bool) -> np.ndarray:
+    """The filter as col2im's GEMM operand (memoised with the filter).
+
+    ``(G, Ci, taps*Co)`` when ``internal_last`` (columns come out as ``(G, rows, K...,
+    Co)``), else ``(G, taps*Co, Ci)`` (columns ``(n, G, K..., Co, X...)``).
+    """
+    derived = _derived_from(weights, "col2im", dtype, internal_last)
+    matrix = derived.get("matrix")
+    if matrix is None:
+        groups, ci, co = weights.shape[:3]
+        rank, taps = weights.ndim - 3, math.prod(weights.shape[3:])
+        if internal_last:
+            matrix = np.moveaxis(weights, 2, -1).reshape(groups, ci, taps * co)
+        else:
+            matrix = weights.transpose((0,) + tuple(range(3, 3 + rank)) + (2, 1)).reshape(
+                groups, taps * co, ci)
+        derived["matrix"] = matrix = _frozen(matrix.astype(dtype))
+    return matrix
+
+
 def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
     """One GEMM for every tap's contribution, then one strided add per live tap.
 
@@ -899,7 +982,6 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
     """
     groups, ci, co = weights.shape[:3]
     kernel = tuple(weights.shape[3:])
-    rank = len(axes)
     batch = data.shape[0]
     spatial = tuple(axis.input_size for axis in axes)
     taps = math.prod(kernel)
@@ -907,15 +989,11 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
     if internal_last:
         target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
         source = _input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
-        # (G, Ci, K..., Co) -> (G, Ci, taps*Co): columns come out as (G, rows, K..., Co).
-        matrix = np.moveaxis(weights, 2, -1).reshape(groups, ci, taps * co).astype(dtype)
     else:
         target = np.moveaxis(_output_glyc(out, groups, channels_last), (0, -1), (1, 2))
         source = np.moveaxis(_input_glxc(data, groups, channels_last), (0, -1), (1, 2))
         # target (N, G, Co, Y...), source (N, G, Ci, X...): views, NCX-natural.
-        # (G, K..., Co, Ci): columns come out as (n, G, K..., Co, X...).
-        matrix = weights.transpose((0,) + tuple(range(3, 3 + rank)) + (2, 1)).reshape(
-            groups, taps * co, ci).astype(dtype)
+    matrix = _col2im_matrix(weights, dtype, internal_last)
     row_bytes = groups * math.prod(spatial[1:]) * (taps * co + ci) * dtype.itemsize
     first = axes[0]
     for n0, n1, x0, x1 in _chunks(batch, spatial[0], row_bytes, out.nbytes):
@@ -1008,32 +1086,16 @@ def _dense_pattern(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
     return row_count, flat, np.concatenate([t.ravel() for t in taps])
 
 
-#: Layer matrices of ``dense`` kept for repeated calls, keyed by the pattern and the
-#: exact weight bytes (at most this many, each at most DENSE_MAX_ELEMENTS elements).
-_DENSE_MATRICES_KEPT = 16
-_dense_matrices: dict = {}
-
-
 def _dense_matrix(weights, axes, dtype, channels_last, out_size):
-    """The layer as a ``(C_in*X, C_out*Y)`` matrix, memoised on the weights' bytes.
-
-    Repeated calls with the same filter (a model run layer by layer) skip building
-    it; the key holds the bytes themselves, so a changed filter never hits.
-    """
-    values = np.ascontiguousarray(weights, dtype)
-    key = (axes, weights.shape, channels_last, dtype, values.tobytes())
-    matrix = _dense_matrices.get(key)
+    """The layer as a ``(C_in*X, C_out*Y)`` matrix (memoised with the filter)."""
+    derived = _derived_from(weights, "dense", axes, dtype, channels_last)
+    matrix = derived.get("matrix")
     if matrix is None:
+        values = np.ascontiguousarray(weights, dtype)
         rows, flat, taps = _dense_pattern(axes, weights.shape, channels_last)
         matrix = np.zeros((rows, out_size), dtype)
         matrix.reshape(-1)[flat] = values.reshape(-1)[taps]
-        matrix.flags.writeable = False
-        while len(_dense_matrices) >= _DENSE_MATRICES_KEPT:
-            try:
-                del _dense_matrices[next(iter(_dense_matrices))]
-            except (StopIteration, KeyError, RuntimeError):
-                break  # another thread evicted it first
-        _dense_matrices[key] = matrix
+        derived["matrix"] = _frozen(matrix)
     return matrix
 
 
