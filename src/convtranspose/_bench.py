@@ -31,6 +31,8 @@ from . import _blas
 __all__ = ["Layer", "SUITE", "main"]
 
 THREADS = 2
+#: Pause before each implementation's calls in a round (see bench_layer).
+SETTLE_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -370,7 +372,12 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
             continue
         row["max_relative_error"][peer] = check_close(peer, layer, reference, result)
         runners[peer] = peer_run
-    # Alternate the implementations round by round so that machine noise hits all alike.
+    # Alternate the implementations round by round so that machine noise hits all alike,
+    # but let each start clean: a call right after another runtime's pays for that
+    # runtime's leftovers, which a program using one runtime never sees.  Its worker
+    # threads go on spinning for tens of ms (onnxruntime's: DCGAN 512->256 NXC 20 ->
+    # 40 ms right after it), hence a pause; it may have trimmed the heap (grouped g8
+    # right after torch: 2500 page faults, +17 ms), hence an untimed call first.
     samples = {name: [] for name in runners}
     for name, function in runners.items():
         for _ in range(warmup):
@@ -378,6 +385,8 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
     started = time.perf_counter()
     for round_index in range(repeat):
         for name, function in runners.items():
+            time.sleep(SETTLE_SECONDS)
+            function()
             start = time.perf_counter()
             function()
             samples[name].append(time.perf_counter() - start)
