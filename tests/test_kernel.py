@@ -121,6 +121,7 @@ def test_chunked_scratch_and_threaded_copies(monkeypatch):
     # zero threshold sends every copy and add through the thread pool.
     monkeypatch.setattr(_kernel, "_SCRATCH_BYTES", 64)
     monkeypatch.setattr(_kernel, "_PARALLEL_ELEMENTS", 0)
+    monkeypatch.setattr(_kernel, "_COPY_THREADS", 3)
     monkeypatch.setattr(_kernel, "_THREADS", 3)
     monkeypatch.setattr(_kernel, "_PARALLEL_FLOPS", 0)  # stacks of products split too
     rng = np.random.default_rng(3)
@@ -140,6 +141,7 @@ def test_gemm_chunks_and_products_split_between_threads(monkeypatch):
     # product "small", so that groups and rows are split between three threads.
     monkeypatch.setattr(_kernel, "_GEMM_SCRATCH_BYTES", 64)
     monkeypatch.setattr(_kernel, "_PARALLEL_ELEMENTS", 0)
+    monkeypatch.setattr(_kernel, "_COPY_THREADS", 3)
     monkeypatch.setattr(_kernel, "_THREADS", 3)
     monkeypatch.setattr(_kernel, "_PARALLEL_FLOPS", 0)
     monkeypatch.setattr(_kernel, "_SERIAL_GEMM_FLOPS", float("inf"))

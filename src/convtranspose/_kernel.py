@@ -387,9 +387,14 @@ def transposed_convolution(
 
 # --------------------------------------------------------------------------- threads
 
-#: NumPy copies and adds run on one core; large ones are split between this many
-#: threads (NumPy releases the GIL inside them).  BLAS has its own threads.
+#: Python threads for stacks of small products (each on one BLAS thread).
 _THREADS = max(1, min(os.cpu_count() or 1, 4))
+#: Python threads for NumPy copies and adds of at least _PARALLEL_ELEMENTS (NumPy
+#: releases the GIL in them).  One: they run between BLAS products, and OpenBLAS's
+#: worker threads spin for tens of milliseconds after each product, so a second copy
+#: thread waits for a core (3D k3 s2: its 20 window copies took 17 ms on one thread,
+#: 17-65 ms on two; the whole layer was 1.25x faster on one, most layers 1.0-1.2x).
+_COPY_THREADS = 1
 _PARALLEL_ELEMENTS = 1 << 18
 _pool = None
 
@@ -403,13 +408,14 @@ def _thread_pool():
     if _pool is None:
         from concurrent.futures import ThreadPoolExecutor
 
-        _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="convtranspose")
+        _pool = ThreadPoolExecutor(max(_THREADS, _COPY_THREADS),
+                                   thread_name_prefix="convtranspose")
     return _pool
 
 
 def _split_axis(shape: tuple[int, ...]) -> int | None:
     for axis, size in enumerate(shape[:3]):
-        if size >= _THREADS:
+        if size >= _COPY_THREADS:
             return axis
     return None
 
@@ -421,11 +427,11 @@ def _parallel(operation, destination: np.ndarray, source: np.ndarray) -> None:
     so every thread writes a disjoint part of ``destination``.
     """
     axis = _split_axis(destination.shape)
-    if _THREADS == 1 or destination.size < _PARALLEL_ELEMENTS or axis is None:
+    if _COPY_THREADS == 1 or destination.size < _PARALLEL_ELEMENTS or axis is None:
         operation(destination, source)
         return
     size = destination.shape[axis]
-    bounds = [size * i // _THREADS for i in range(_THREADS + 1)]
+    bounds = [size * i // _COPY_THREADS for i in range(_COPY_THREADS + 1)]
     index = [slice(None)] * destination.ndim
 
     def part(i):
@@ -433,7 +439,7 @@ def _parallel(operation, destination: np.ndarray, source: np.ndarray) -> None:
         index_i[axis] = slice(bounds[i], bounds[i + 1])
         operation(destination[tuple(index_i)], source[tuple(index_i)])
 
-    for future in [_thread_pool().submit(part, i) for i in range(_THREADS)]:
+    for future in [_thread_pool().submit(part, i) for i in range(_COPY_THREADS)]:
         future.result()
 
 
