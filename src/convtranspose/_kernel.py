@@ -883,6 +883,10 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
     lead_classes, rest_combos = _live_classes(phases)
     if not lead_classes or not rest_combos:
         return
+    if data.dtype != dtype:
+        # Cast once, contiguously: the windows copy runs of Ci elements, and NumPy's
+        # casting copies are several times slower than plain ones on short runs.
+        data = data.astype(dtype)
     source = _input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
     if internal_last:
         source = source.transpose((2, 1) + tuple(range(3, rank + 2)) + (0, rank + 2))
