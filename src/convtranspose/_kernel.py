@@ -795,18 +795,23 @@ def _gemm_windows(source, lead_range, rest, rest_combo, slots, dtype, internal_l
     ``(G, S, Ci, H, N, J_2...)`` where ``H`` covers inputs ``lead_range`` of the
     first axis (zeros outside the data), ``J_a`` the blocks of axis ``a`` and ``S``
     the class's slots: slot ``s`` of block ``j`` holds input ``j + shift_s``.  A view
-    of ``source`` when that is already the layout (no padding, one slot).
+    of ``source`` when that is already the layout (the range inside the data, one slot).
     """
     lo, hi = lead_range
     lead_size = source.shape[0] if internal_last else source.shape[2]
     blocks = tuple(p.blocks for p in rest)
     spatial_at = 2 if internal_last else 4  # first axis after (H, N) in `source`
     sizes = source.shape[spatial_at:spatial_at + len(rest)]
-    if (len(slots) == 1 and lo == 0 and hi == lead_size and source.dtype == dtype
+    if (len(slots) == 1 and 0 <= lo and hi <= lead_size and source.dtype == dtype
             and all(c.shifts[0] == 0 for c in rest_combo) and blocks == sizes):
-        view = np.expand_dims(source, -2 if internal_last else 1)
+        inside = source[lo:hi] if internal_last else source[:, :, lo:hi]
+        view = np.expand_dims(inside, -2 if internal_last else 1)
         first = 0 if internal_last else 3
-        if _merged_rows(view, first, first + 1 + len(blocks) + 1) is not None:
+        rows = _merged_rows(view, first, first + 1 + len(blocks) + 1)
+        # BLAS needs Ci packed (rows x Ci operands) or the rows packed (Ci x rows).
+        packed = (view.shape[-1] == 1 or view.strides[-1] == view.itemsize if internal_last
+                  else rows is not None and rows.strides[first] == view.itemsize)
+        if rows is not None and packed:
             return view
     groups = source.shape[-2] if internal_last else source.shape[0]
     ci = source.shape[-1] if internal_last else source.shape[1]
@@ -902,10 +907,11 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
     row_bytes = pitch * groups * (widest_slots * ci + widest * co) * dtype.itemsize
     step = max(1, _GEMM_SCRATCH_BYTES // max(1, row_bytes))
     matrices = _derived_from(weights, "gemm", axes, dtype)
+    # A 1-D channels-last result can take whole blocks straight from BLAS.
+    direct_to_output = rank == 1 and internal_last and channels_last
     for j0 in range(0, lead.blocks, step):
         j1 = min(lead.blocks, j0 + step)
         lead_range = (j0 + low_shift, j1 + high_shift)
-        rows = (j1 - j0) * pitch
         for rest_combo in rest_combos:
             slots = list(itertools.product(*(range(len(c.shifts)) for c in rest_combo)))
             windows = _gemm_windows(source, lead_range, rest, rest_combo, slots, dtype,
@@ -928,12 +934,20 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
                         _taps_first(weights, matrices), combo, all_slots, counts, dtype
                     ).reshape(groups, len(lead_class.shifts), depth, width))
                 matrix = matrices[key]
+                j_rest = j0  # blocks from here on go through a products buffer
+                if direct_to_output and (groups == 1 or lead_class.count == 1):
+                    j_rest = max(j0, min(j1, lead.whole_blocks))
+                    _gemms_into_output(out, inputs, matrix, lead_class, lead.stride,
+                                       (j0, j_rest), (j0 - lead_range[0]) * pitch, batch, co)
+                if j_rest == j1:
+                    continue
+                rows = (j1 - j_rest) * pitch
                 if internal_last:
-                    products = np.empty((j1 - j0, batch) + tuple(p.blocks for p in rest)
+                    products = np.empty((j1 - j_rest, batch) + tuple(p.blocks for p in rest)
                                         + (groups,) + counts + (co,), dtype)
                     flat = products.reshape(rows, groups, width)
                 else:
-                    products = np.empty((groups,) + counts + (co, j1 - j0, batch)
+                    products = np.empty((groups,) + counts + (co, j1 - j_rest, batch)
                                         + tuple(p.blocks for p in rest), dtype)
                     flat = products.reshape(groups, width, rows)
                 flops = 2.0 * rows * depth * width
@@ -943,7 +957,7 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
                     r0, r1 = rows * part // parts, rows * (part + 1) // parts
                     unit = []
                     for slot, shift in enumerate(lead_class.shifts):
-                        first = (j0 + shift - lead_range[0]) * pitch
+                        first = (j_rest + shift - lead_range[0]) * pitch
                         if internal_last:
                             unit.append((inputs[first + r0:first + r1, g], matrix[g, slot],
                                          flat[r0:r1, g], slot > 0))
@@ -958,7 +972,37 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
                 else:
                     order = (0, rank + 3, rank + 2) + tuple(range(rank + 4, 2 * rank + 3)) + tuple(
                         range(1, rank + 2))
-                _scatter_phases(target, products.transpose(order), combo, phases, rank, j0)
+                _scatter_phases(target, products.transpose(order), combo, phases, rank, j_rest)
+
+
+def _gemms_into_output(out, inputs, matrix, lead_class, stride, j_range, row_offset, batch, co):
+    """A class's products for whole blocks ``j_range`` of a 1-D layer, written by BLAS
+    straight into the channels-last output (no products buffer, no scatter).
+
+    Output ``j*stride + lead_class.first + i`` of phase ``i`` of the class holds the
+    class's ``count * Co`` columns of row ``j`` side by side, so for one sample and
+    group the rows are a strided matrix BLAS can write (``ldc = stride * G * Co``).
+    ``inputs`` is ``(rows, G, depth)`` with rows ``(h, n)``, ``h`` counted from the
+    chunk's first input (``row_offset`` rows before block ``j_range[0]``).
+    """
+    j0, j1 = j_range
+    if j1 <= j0:
+        return
+    groups = matrix.shape[0]
+    width = lead_class.count * co
+    item = out.itemsize
+    row_stride = stride * out.strides[1]
+    calls = []
+    for n, g in itertools.product(range(batch), range(groups)):
+        start = out[n, j0 * stride + lead_class.first, g * co:]
+        target = as_strided(start, (j1 - j0, width), (row_stride, item), writeable=True)
+        unit = []
+        for slot, shift in enumerate(lead_class.shifts):
+            first = row_offset + shift * batch + n
+            rows = inputs[first:first + (j1 - j0) * batch:batch, g]
+            unit.append((rows, matrix[g, slot], target, slot > 0))
+        calls.append(unit)
+    _run_gemms(calls, 2.0 * (j1 - j0) * matrix.shape[2] * width)
 
 
 # --------------------------------------------------------------------------- col2im
