@@ -137,9 +137,11 @@ def test_chunked_scratch_and_threaded_copies(monkeypatch):
 
 @pytest.mark.skipif(not _blas.available(np.float64), reason="no bundled OpenBLAS")
 def test_gemm_chunks_and_products_split_between_threads(monkeypatch):
-    # One block of the first axis per chunk, every copy through the pool, and every
-    # product "small", so that groups and rows are split between three threads.
+    # One block (gemm) or one grid plane (shift) of the first axis per chunk, every
+    # copy through the pool, and every product "small", so that groups and rows are
+    # split between three threads.
     monkeypatch.setattr(_kernel, "_GEMM_SCRATCH_BYTES", 64)
+    monkeypatch.setattr(_kernel, "_SHIFT_CHUNK_BYTES", 64)
     monkeypatch.setattr(_kernel, "_PARALLEL_ELEMENTS", 0)
     monkeypatch.setattr(_kernel, "_COPY_THREADS", 3)
     monkeypatch.setattr(_kernel, "_THREADS", 3)
@@ -151,8 +153,8 @@ def test_gemm_chunks_and_products_split_between_threads(monkeypatch):
             data, weights, axes = _random_case(rng, rank)
             dtype = (np.float64, np.float32)[trial % 2]
             expected = _reference(data, weights, axes)
-            for algorithm, channels_last in itertools.product(("gemm-nxc", "gemm-ncx"),
-                                                              (False, True)):
+            for algorithm, channels_last in itertools.product(
+                    ("gemm-nxc", "gemm-ncx", "shift-nxc", "shift-ncx"), (False, True)):
                 got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype,
                            channels_last, algorithm)
                 np.testing.assert_array_equal(got, expected)
@@ -161,15 +163,16 @@ def test_gemm_chunks_and_products_split_between_threads(monkeypatch):
 def test_gemm_falls_back_to_numpy_phases_without_blas(monkeypatch):
     monkeypatch.setenv(_blas.NO_BLAS_ENV, "1")
     monkeypatch.setattr(_kernel, "_phase_gemm", None)  # calling it would fail
+    monkeypatch.setattr(_kernel, "_shift_gemm", None)
     rng = np.random.default_rng(13)
     for rank in (1, 2):
         data, weights, axes = _random_case(rng, rank)
         expected = _reference(data, weights, axes)
-        for algorithm in ("gemm-nxc", "gemm-ncx"):
+        for algorithm in ("gemm-nxc", "gemm-ncx", "shift-nxc", "shift-ncx"):
             got = _run(data.astype(np.float32), weights.astype(np.float32), axes, np.float32,
                        rank == 2, algorithm)
             np.testing.assert_array_equal(got, expected)
-    assert not choose_algorithm(2, axes, weights.shape).startswith("gemm")
+    assert not choose_algorithm(2, axes, weights.shape).startswith(("gemm", "shift"))
 
 
 def test_numpy_fallback_of_direct_when_numba_is_disabled(monkeypatch):

@@ -18,6 +18,11 @@ only in the internal layout of their GEMM and copies (see docs/performance.md).
     channels as the GEMM's columns) computes the whole class, and the result is
     copied once into a strided view of the output.  No scatter-add, no
     zero-inserted input, FLOPs only for taps that exist.
+``shift-nxc``, ``shift-ncx``
+    The same classes, but every tap of every axis is a row shift of one
+    zero-padded copy of the input, so each tap is one accumulating BLAS product
+    straight from a view (no im2col at all); rows past the blocks' ends are
+    computed and dropped, so it suits large spatial extents.
 ``col2im-nxc``, ``col2im-ncx``
     One GEMM gives every tap's contribution ``(taps * Co)`` per input position,
     then a strided add per tap.  Cheapest when ``Co * taps`` is small next to
@@ -52,8 +57,8 @@ __all__ = ["ALGORITHMS", "choose_algorithm", "describe_algorithm", "transposed_c
 
 #: Every algorithm; ``-nxc``/``-ncx`` name the layout of the GEMM and of its copies
 #: (channels or spatial positions contiguous), independent of the input's layout.
-ALGORITHMS = ("gemm-nxc", "gemm-ncx", "phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx",
-              "direct", "dense")
+ALGORITHMS = ("gemm-nxc", "gemm-ncx", "shift-nxc", "shift-ncx", "phase-nxc", "phase-ncx",
+              "col2im-nxc", "col2im-ncx", "direct", "dense")
 
 #: ``dense`` (one matrix product with the whole layer as a matrix) is chosen only
 #: when that matrix has at most this many elements: it exists for call overhead.
@@ -192,15 +197,28 @@ def _pass_ns(elements: float, run: int) -> float:
     return elements * (2.0 + 6.0 / max(1, min(run, 64)))
 
 
+#: OpenBLAS kernel families with AVX-512 sgemm (about twice the AVX2 ones' speed).
+_AVX512_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
+
+
+@functools.cache
+def _gemm_gflops() -> float:
+    """Large-GEMM speed (GFLOP/s, two cores) of the BLAS this process uses."""
+    return 400.0 if _blas.corename().lower() in _AVX512_CORES else 200.0
+
+
 def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
     """Rough cost of ``batches`` GEMMs ``(rows, depth) @ (depth, width)``.
 
-    About 150 GFLOP/s on two cores when every dimension is large, less when one is
-    small, plus writing the result and a per-call overhead.
+    :func:`_gemm_gflops` when every dimension is large; narrow products are slower
+    (measured with OpenBLAS on 8192 rows: width 8, 16, 32, 64, 128 at 30, 60, 75,
+    87, 93% of the widest, depth mattering little from 32 up), plus writing the
+    result and a per-call overhead.
     """
     flops = 2.0 * rows * depth * width * batches
-    efficiency = min(1.0, depth / 128) * min(1.0, width / 48) * min(1.0, rows / 64)
-    return flops / (150.0 * max(efficiency, 0.02)) + 1.0 * rows * width * batches + 2000 * batches
+    efficiency = min(1.0, depth / 32) * width / (width + 12) * min(1.0, rows / 64)
+    return (flops / (_gemm_gflops() * max(efficiency, 0.02)) + 1.0 * rows * width * batches
+            + 2000 * batches)
 
 
 def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
@@ -240,22 +258,41 @@ def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...
         costs["phase-nxc" if internal_last else "phase-ncx"] = cost
     if blas:
         lead_classes, rest_combos = _live_classes(tuple(phases))
+        rest_padding = any(p.pad_low or p.pad_high for p in phases[1:])
         for internal_last in (True, False):
             same_layout = internal_last == channels_last
             cost = 0.0
             for combo in rest_combos:
                 slots = math.prod(len(c.shifts) for c in combo)
-                if slots > 1 or padding or not same_layout or batch > 1:
+                # The first axis's padding costs copies only at the ends (views inside).
+                if slots > 1 or rest_padding or not same_layout or batch > 1:
                     cost += _pass_ns(slots * inputs, (ci if internal_last else blocks[-1])
                                      if same_layout else 2)
                 for lead_class in lead_classes:
                     width = lead_class.count * math.prod(c.count for c in combo) * co
                     cost += _gemm_ns(rows_phase, slots * ci, width,
                                      groups * len(lead_class.shifts)) + 40000
+                    if rank == 1 and internal_last and channels_last:
+                        continue  # written straight into the output
                     run = (combo[-1].count if combo else lead_class.count) * co
                     cost += _pass_ns(groups * rows_phase * width,
                                      run if internal_last and same_layout else 1)
             costs["gemm-nxc" if internal_last else "gemm-ncx"] = cost
+        sizes, _, _ = _shift_grid(axes, tuple(phases))
+        grid_rows = batch * math.prod(sizes)
+        for internal_last in (True, False):
+            same_layout = internal_last == channels_last
+            cost = _pass_ns(inputs, (ci if internal_last else spatial_in[-1])
+                            if same_layout else 2)
+            for combo in itertools.product(*(p.classes for p in phases)):
+                slots = math.prod(len(c.shifts) for c in combo)
+                if slots == 0:
+                    continue
+                width = math.prod(c.count for c in combo) * co
+                cost += _gemm_ns(grid_rows, ci, width, groups * slots) + 30000
+                run = combo[-1].count * co if internal_last else 1
+                cost += _pass_ns(groups * rows_phase * width, run if same_layout else 1)
+            costs["shift-nxc" if internal_last else "shift-ncx"] = cost
     live = math.prod(sum(w is not None for w in _tap_windows(axis)) for axis in axes)
     for internal_last in (True, False):
         same_layout = internal_last == channels_last
@@ -368,7 +405,10 @@ def transposed_convolution(
             if algorithm.startswith("gemm") and _blas.available(dtype):
                 _phase_gemm(data, weights, axes, dtype, channels_last, out,
                             algorithm == "gemm-nxc")
-            elif algorithm.startswith(("phase", "gemm")):
+            elif algorithm.startswith("shift") and _blas.available(dtype):
+                _shift_gemm(data, weights, axes, dtype, channels_last, out,
+                            algorithm == "shift-nxc")
+            elif algorithm.startswith(("phase", "gemm", "shift")):
                 _phase(data, weights, axes, dtype, channels_last, out,
                        algorithm.endswith("-nxc"))
             elif algorithm.startswith("col2im"):
@@ -1003,6 +1043,117 @@ def _gemms_into_output(out, inputs, matrix, lead_class, stride, j_range, row_off
             unit.append((rows, matrix[g, slot], target, slot > 0))
         calls.append(unit)
     _run_gemms(calls, 2.0 * (j1 - j0) * matrix.shape[2] * width)
+
+
+# --------------------------------------------------------------------------- shift
+
+#: Bytes of input rows plus products per chunk of the ``shift`` algorithms: a
+#: chunk's rows stay in cache while every tap's product is added to them.
+_SHIFT_CHUNK_BYTES = 2 << 20
+
+
+def _shift_grid(axes: tuple[AxisPlan, ...], phases: tuple[_AxisPhases, ...]):
+    """(padded sizes, rows per step of each axis, rows of slack) of the ``shift`` grid."""
+    sizes = tuple(a.input_size + p.pad_low + p.pad_high for a, p in zip(axes, phases))
+    pitches = tuple(math.prod(sizes[a + 1:]) for a in range(len(sizes)))
+    slack = sum((max(s for c in p.classes for s in c.shifts) + p.pad_low) * pitch
+                for p, pitch in zip(phases, pitches) if any(c.shifts for c in p.classes))
+    return sizes, pitches, slack
+
+
+def _shift_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
+    """Every tap as one accumulating BLAS product over a row-shifted view (``shift-*``).
+
+    The input is copied once onto a grid padded so that every shift of every axis
+    stays inside it.  Row ``r`` of the grid (``(n, x_1, ..., x_D)`` flattened) then
+    stands for block ``j = x`` of every phase, and slot shifts ``t_a`` read grid row
+    ``r + sum((t_a + pad_a) * pitch_a)``: each class's product over a chunk of rows
+    is one GEMM per slot, added up in place (``beta = 1``) straight from views of
+    the grid.  Rows with some ``x_a >= blocks_a`` are computed and dropped.
+    """
+    groups, ci, co = weights.shape[:3]
+    rank = len(axes)
+    batch = data.shape[0]
+    phases = tuple(_axis_phases(axis) for axis in axes)
+    if _some_output_unreached(phases):
+        out.fill(0)
+    combos = [combo for combo in itertools.product(*(p.classes for p in phases))
+              if all(c.shifts for c in combo)]
+    if not combos:
+        return
+    sizes, pitches, slack = _shift_grid(axes, phases)
+    plane = pitches[0]  # grid rows per step of the first axis
+    grid_rows = batch * sizes[0] * plane
+    interior = tuple(slice(p.pad_low, p.pad_low + a.input_size) for a, p in zip(axes, phases))
+    source = _input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
+    if internal_last:
+        grid = np.zeros((grid_rows + slack, groups, ci), dtype)
+        spatial = grid[:grid_rows].reshape((batch,) + sizes + (groups, ci))
+        _parallel(_copy, spatial[(slice(None),) + interior],
+                  np.moveaxis(source, 0, -2))  # (N, X..., G, Ci)
+    else:
+        grid = np.zeros((groups, ci, grid_rows + slack), dtype)
+        spatial = grid[:, :, :grid_rows].reshape((groups, ci, batch) + sizes)
+        _parallel(_copy, spatial[(slice(None),) * 3 + interior],
+                  np.moveaxis(source, -1, 1))  # (G, Ci, N, X...)
+    target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
+    matrices = _derived_from(weights, "shift", axes, dtype)
+    widest = max(math.prod(c.count for c in combo) for combo in combos) * co
+    step = max(1, _SHIFT_CHUNK_BYTES // (plane * groups * (ci + widest) * dtype.itemsize))
+    planes = batch * sizes[0]
+    last_plane = (batch - 1) * sizes[0] + phases[0].blocks  # planes past it are all padding
+    blocks_rest = tuple(slice(0, p.blocks) for p in phases[1:])
+    for q0 in range(0, last_plane, step):
+        q1 = min(planes, q0 + step)
+        rows = (q1 - q0) * plane
+        for combo in combos:
+            counts = tuple(c.count for c in combo)
+            width = math.prod(counts) * co
+            all_slots = list(itertools.product(*(range(len(c.shifts)) for c in combo)))
+            matrix = matrices.get(combo)
+            if matrix is None:
+                matrix = _class_matrix(_taps_first(weights, matrices), combo, all_slots, counts,
+                                       dtype).reshape(groups, len(all_slots), ci, width)
+                matrices[combo] = matrix = _frozen(matrix)
+            offsets = [sum((c.shifts[t] + p.pad_low) * pitch
+                           for c, t, p, pitch in zip(combo, slot, phases, pitches))
+                       for slot in all_slots]
+            if internal_last:
+                products = np.empty((rows, groups, width), dtype)
+            else:
+                products = np.empty((groups, width, rows), dtype)
+            flops = 2.0 * rows * ci * width
+            parts = 1 if flops >= _SERIAL_GEMM_FLOPS else max(1, _THREADS // groups)
+            calls = []
+            for g, part in itertools.product(range(groups), range(parts)):
+                r0, r1 = rows * part // parts, rows * (part + 1) // parts
+                base = q0 * plane
+                if internal_last:
+                    calls.append([(grid[base + offset + r0:base + offset + r1, g],
+                                   matrix[g, index], products[r0:r1, g], index > 0)
+                                  for index, offset in enumerate(offsets)])
+                else:
+                    calls.append([(matrix[g, index].T,
+                                   grid[g, :, base + offset + r0:base + offset + r1],
+                                   products[g, :, r0:r1], index > 0)
+                                  for index, offset in enumerate(offsets)])
+            _run_gemms(calls, flops / parts)
+            # (G, planes, x_2.., phases.., Co) over this chunk's planes
+            if internal_last:
+                view = products.reshape((q1 - q0,) + sizes[1:] + (groups,) + counts + (co,))
+                view = np.moveaxis(view, rank, 0)
+            else:
+                view = products.reshape((groups,) + counts + (co, q1 - q0) + sizes[1:])
+                view = view.transpose((0,) + tuple(range(rank + 2, 2 * rank + 2))
+                                      + tuple(range(1, rank + 2)))
+            for n in range(q0 // sizes[0], -(-q1 // sizes[0])):
+                x0 = max(q0 - n * sizes[0], 0)
+                x1 = min(q1 - n * sizes[0], phases[0].blocks)
+                if x0 >= x1:
+                    continue
+                piece = view[(slice(None), slice(n * sizes[0] + x0 - q0, n * sizes[0] + x1 - q0))
+                             + blocks_rest]
+                _scatter_phases(target[:, n:n + 1], piece[:, None], combo, phases, rank, x0)
 
 
 # --------------------------------------------------------------------------- col2im
