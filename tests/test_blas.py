@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -78,3 +79,27 @@ def test_corename_reports_the_core_the_environment_forces():
     result = subprocess.run([sys.executable, "-c", script], env=environment,
                             capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "Nehalem"
+
+
+@pytest.mark.skipif(_blas._thread_setter() is None, reason="no openblas_set_num_threads_local")
+def test_one_thread_restores_the_count_after_concurrent_users():
+    # openblas_set_num_threads_local is process-wide in pthreads builds: concurrent
+    # set-and-restore pairs must not leave OpenBLAS on one thread.
+    before = _blas.threads()
+    inside = []
+    barrier = threading.Barrier(4)
+
+    def user():
+        with _blas.one_thread:
+            barrier.wait()
+            inside.append(_blas.threads())
+            with _blas.one_thread:  # nested
+                barrier.wait()
+
+    workers = [threading.Thread(target=user) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert inside == [1] * 4
+    assert _blas.threads() == before

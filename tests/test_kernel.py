@@ -147,6 +147,7 @@ def test_gemm_chunks_and_products_split_between_threads(monkeypatch):
     monkeypatch.setattr(_kernel, "_THREADS", 3)
     monkeypatch.setattr(_kernel, "_PARALLEL_FLOPS", 0)
     monkeypatch.setattr(_kernel, "_SERIAL_GEMM_FLOPS", float("inf"))
+    threads_before = _blas.threads()
     rng = np.random.default_rng(5)
     for rank in (1, 2, 3):
         for trial in range(8):
@@ -158,6 +159,7 @@ def test_gemm_chunks_and_products_split_between_threads(monkeypatch):
                 got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype,
                            channels_last, algorithm)
                 np.testing.assert_array_equal(got, expected)
+    assert _blas.threads() == threads_before  # one BLAS thread only while products ran
 
 
 def test_gemm_falls_back_to_numpy_phases_without_blas(monkeypatch):

@@ -19,12 +19,13 @@ import ctypes
 import functools
 import glob
 import os
+import threading
 
 import numpy as np
 
 from ._environment import switch
 
-__all__ = ["NO_BLAS_ENV", "available", "corename", "gemm", "local_threads"]
+__all__ = ["NO_BLAS_ENV", "available", "corename", "gemm", "one_thread", "threads"]
 
 #: Environment variable: set to 1 to never call BLAS directly (the kernel then uses
 #: its NumPy-only algorithms).
@@ -99,13 +100,62 @@ def available(dtype) -> bool:
 
 
 @functools.cache
-def local_threads():
-    """OpenBLAS's ``openblas_set_num_threads_local`` (per calling thread), or None."""
+def _thread_setter():
+    """OpenBLAS's ``openblas_set_num_threads_local``, or None."""
     library = _library()
     function = getattr(library, "openblas_set_num_threads_local", None) if library else None
     if function is not None:
         function.argtypes, function.restype = [ctypes.c_int], ctypes.c_int
     return function
+
+
+def threads() -> int:
+    """The number of threads OpenBLAS runs a product on now (0 if unknown)."""
+    library = _library()
+    for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                 "openblas_get_num_threads"):
+        function = getattr(library, name, None) if library is not None else None
+        if function is not None:
+            function.argtypes, function.restype = [], ctypes.c_int
+            return function()
+    return 0
+
+
+class _OneThread:
+    """``with one_thread():`` BLAS runs on one thread (for small products).
+
+    Despite its name, OpenBLAS's ``openblas_set_num_threads_local`` sets the
+    process-wide count in its pthreads builds (NumPy's): two threads that each set
+    1 and restore what they got back race, and can leave every later product on
+    one thread (which made DCGAN 512->256 1.7x slower after a grouped layer).  So
+    the count is set once for all concurrent users: the first to enter records it
+    and sets 1, the last to leave restores it.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._users = 0
+        self._previous = 1
+
+    def __enter__(self):
+        setter = _thread_setter()
+        with self._lock:
+            if self._users == 0 and setter is not None:
+                self._previous = setter(1)
+            self._users += 1
+        return self
+
+    def __exit__(self, *exc_info):
+        setter = _thread_setter()
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and setter is not None:
+                setter(self._previous)
+        return False
+
+
+#: Enter from the thread that starts the work (never per worker thread).
+one_thread = _OneThread()
 
 
 def _leading(count: int, stride: int, item: int, packed: int) -> int | None:

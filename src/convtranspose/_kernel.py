@@ -492,40 +492,31 @@ _SERIAL_GEMM_FLOPS = 64e6
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul(a, b)``; small products run on one BLAS thread each.
 
-    A stack of small products is split between this module's threads instead, each
-    with a single BLAS thread (OpenBLAS's setting is per calling thread).
+    A stack of small products is split between this module's threads instead.
     """
     flops = 2.0 * a.shape[-2] * a.shape[-1] * b.shape[-1]
-    setter = _blas.local_threads() if flops < _SERIAL_GEMM_FLOPS else None
-    if setter is None:
+    if flops >= _SERIAL_GEMM_FLOPS:
         return np.matmul(a, b)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     stack = batch[0] if batch else 1
-    if stack < 2 or _THREADS == 1 or flops * math.prod(batch) < 4 * _PARALLEL_FLOPS:
-        previous = setter(1)
-        try:
+    with _blas.one_thread:
+        if stack < 2 or _THREADS == 1 or flops * math.prod(batch) < 4 * _PARALLEL_FLOPS:
             return np.matmul(a, b)
-        finally:
-            setter(previous)
-    out = np.empty(batch + (a.shape[-2], b.shape[-1]), np.result_type(a, b))
-    threads = min(_THREADS, stack)
-    bounds = [stack * i // threads for i in range(threads + 1)]
+        out = np.empty(batch + (a.shape[-2], b.shape[-1]), np.result_type(a, b))
+        threads = min(_THREADS, stack)
+        bounds = [stack * i // threads for i in range(threads + 1)]
 
-    def part(operand, lo, hi):
-        owns_axis = operand.ndim - 2 == len(batch) and operand.shape[0] == stack
-        return operand[lo:hi] if owns_axis else operand
+        def part(operand, lo, hi):
+            owns_axis = operand.ndim - 2 == len(batch) and operand.shape[0] == stack
+            return operand[lo:hi] if owns_axis else operand
 
-    def work(i):
-        lo, hi = bounds[i], bounds[i + 1]
-        previous = setter(1)
-        try:
+        def work(i):
+            lo, hi = bounds[i], bounds[i + 1]
             np.matmul(part(a, lo, hi), part(b, lo, hi), out=out[lo:hi])
-        finally:
-            setter(previous)
 
-    for future in [_thread_pool().submit(work, i) for i in range(threads)]:
-        future.result()
-    return out
+        for future in [_thread_pool().submit(work, i) for i in range(threads)]:
+            future.result()
+        return out
 
 
 def _copy(destination, source):
@@ -886,26 +877,23 @@ def _run_gemms(calls, flops_each: float) -> None:
     Units run in order on the calling thread, with one BLAS thread when the products
     are small, or split between this module's threads when there are several.
     """
-    setter = _blas.local_threads() if flops_each < _SERIAL_GEMM_FLOPS else None
-
     def work(units):
-        previous = setter(1) if setter is not None else None
-        try:
-            for unit in units:
-                for arguments in unit:
-                    _blas.gemm(*arguments)
-        finally:
-            if setter is not None:
-                setter(previous)
+        for unit in units:
+            for arguments in unit:
+                _blas.gemm(*arguments)
 
-    total = flops_each * sum(len(unit) for unit in calls)
-    if setter is None or _THREADS == 1 or len(calls) < 2 or total < 4 * _PARALLEL_FLOPS:
+    if flops_each >= _SERIAL_GEMM_FLOPS:
         work(calls)
         return
-    threads = min(_THREADS, len(calls))
-    parts = [calls[i::threads] for i in range(threads)]
-    for future in [_thread_pool().submit(work, part) for part in parts]:
-        future.result()
+    total = flops_each * sum(len(unit) for unit in calls)
+    with _blas.one_thread:
+        if _THREADS == 1 or len(calls) < 2 or total < 4 * _PARALLEL_FLOPS:
+            work(calls)
+            return
+        threads = min(_THREADS, len(calls))
+        parts = [calls[i::threads] for i in range(threads)]
+        for future in [_thread_pool().submit(work, part) for part in parts]:
+            future.result()
 
 
 def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
