@@ -129,7 +129,8 @@ def test_chunked_scratch_and_threaded_copies(monkeypatch):
             data, weights, axes = _random_case(rng, rank)
             expected = _reference(data, weights, axes)
             for algorithm, channels_last in itertools.product(
-                    ("phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx"), (False, True)):
+                    ("phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx", "window"),
+                    (False, True)):
                 got = _run(data, weights, axes, np.int64, channels_last, algorithm)
                 np.testing.assert_array_equal(got, expected)
 

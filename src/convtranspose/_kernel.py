@@ -22,6 +22,13 @@ only in the internal layout of their GEMM and copies (see docs/performance.md).
     One GEMM gives every tap's contribution ``(taps * Co)`` per input position,
     then a strided add per tap.  Cheapest when ``Co * taps`` is small next to
     ``Ci * taps / stride**D`` (few output channels).
+``window``
+    Every phase of every axis in one GEMM: the input windows spanning all the
+    phases' shifts are copied once (a single strided copy of a padded input), the
+    phases' taps become one ``(window*Ci, phases*Co)`` matrix (zeros where a phase
+    has no tap at a shift), and one interleaving copy writes the output.  Extra
+    FLOPs (up to ``(K/s + 1)**D / (K/s)**D``) in exchange for a handful of NumPy
+    calls: for small layers and for stride 1 (no waste).
 ``dense``
     For tiny layers: the layer as one ``(C_in*X, C_out*Y)`` matrix (index
     pattern cached per shape) and one matrix product, in the caller's layout;
@@ -52,7 +59,7 @@ __all__ = ["ALGORITHMS", "choose_algorithm", "describe_algorithm", "transposed_c
 #: Every algorithm; ``-nxc``/``-ncx`` name the layout of the GEMM and of its copies
 #: (channels or spatial positions contiguous), independent of the input's layout.
 ALGORITHMS = ("gemm-nxc", "gemm-ncx", "phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx",
-              "direct", "dense")
+              "window", "direct", "dense")
 
 #: ``dense`` (one matrix product with the whole layer as a matrix) is chosen only
 #: when that matrix has at most this many elements: it exists for call overhead.
@@ -372,6 +379,8 @@ def transposed_convolution(
                        algorithm.endswith("-nxc"))
             elif algorithm.startswith("col2im"):
                 _col2im(data, weights, axes, dtype, channels_last, out, algorithm == "col2im-nxc")
+            elif algorithm == "window":
+                _window(data, weights, axes, dtype, channels_last, out)
             elif algorithm == "dense":
                 _dense(data, weights, axes, dtype, channels_last, out)
             elif algorithm == "direct":
@@ -886,6 +895,96 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
                     order = (0, rank + 3, rank + 2) + tuple(range(rank + 4, 2 * rank + 3)) + tuple(
                         range(1, rank + 2))
                 _scatter_phases(target, products.transpose(order), combo, phases, rank, j0)
+
+
+# --------------------------------------------------------------------------- window
+
+
+def _window_class(axis: AxisPlan, phases: _AxisPhases) -> _PhaseClass | None:
+    """All live phases of one axis as one class over every shift any of them uses.
+
+    Phases ``[first, first + count)`` span the phases that have taps; slot ``m``
+    reads input ``j + shifts[0] + m``.  A phase without a tap at a slot takes the
+    kernel index ``K`` (a zero tap appended to the filter).  None when no phase has
+    a tap.
+    """
+    live = [c for c in phases.classes if c.shifts]
+    if not live:
+        return None
+    low = min(c.shifts[0] for c in live)
+    high = max(c.shifts[-1] for c in live)
+    first = live[0].first
+    count = live[-1].first + live[-1].count - first
+    table = [[axis.kernel_size] * (high - low + 1) for _ in range(count)]
+    for c in live:
+        for i, taps in enumerate(c.taps):
+            for shift, k in zip(c.shifts, taps):
+                table[c.first + i - first][shift - low] = k
+    return _PhaseClass(first, count, tuple(range(low, high + 1)),
+                       tuple(tuple(row) for row in table))
+
+
+@functools.lru_cache(maxsize=256)
+def _window_plan(axes: tuple[AxisPlan, ...]):
+    """(per-axis phases, per-axis window classes or None, whether an output stays zero)."""
+    phases = tuple(_axis_phases(axis) for axis in axes)
+    combo = tuple(_window_class(axis, p) for axis, p in zip(axes, phases))
+    if any(c is None for c in combo):
+        return phases, None, True
+    unreached = any(c.first > 0 or c.first + c.count < min(p.stride, axis.output_size)
+                    for axis, p, c in zip(axes, phases, combo))
+    return phases, combo, unreached
+
+
+def _window(data, weights, axes, dtype, channels_last, out):
+    """Every phase in one GEMM over full input windows (``window``, module docstring).
+
+    Rows are ``(n, j...)``, the depth ``(slots..., Ci)`` and the width ``(phases...,
+    Co)`` (channels contiguous in every copy), one product per group.
+    """
+    groups, ci, co = weights.shape[:3]
+    kernel = tuple(weights.shape[3:])
+    rank = len(axes)
+    batch = data.shape[0]
+    phases, combo, unreached = _window_plan(tuple(axes))
+    if unreached:
+        out.fill(0)
+    if combo is None:
+        return
+    blocks = tuple(p.blocks for p in phases)
+    sizes = tuple(len(c.shifts) for c in combo)
+    counts = tuple(c.count for c in combo)
+    depth, width = math.prod(sizes) * ci, math.prod(counts) * co
+    # Padded input (G, N, H..., Ci) with H = J + window - 1 and padded[t] = x[t + shift_0].
+    padded = np.zeros((groups, batch) + tuple(b + w - 1 for b, w in zip(blocks, sizes)) + (ci,),
+                      dtype)
+    into, take = [slice(None), slice(None)], [slice(None), slice(None)]
+    for axis, b, w, c in zip(axes, blocks, sizes, combo):
+        low = c.shifts[0]
+        t0, t1 = max(0, -low), min(b + w - 1, axis.input_size - low)
+        into.append(slice(t0, max(t0, t1)))
+        take.append(slice(t0 + low, max(t0, t1) + low))
+    _parallel(_copy, padded[tuple(into)], _input_glxc(data, groups, channels_last)[tuple(take)])
+    # Zero tap K appended on every kernel axis: (G, K+1..., Ci, Co).
+    taps_first = np.zeros((groups,) + tuple(k + 1 for k in kernel) + (ci, co), dtype)
+    taps_first[(slice(None),) + tuple(slice(0, k) for k in kernel)] = np.moveaxis(
+        weights, (1, 2), (-2, -1))
+    slots = list(itertools.product(*(range(w) for w in sizes)))
+    matrix = _class_matrix(taps_first, combo, slots, counts, dtype)  # (G, depth, width)
+    strides = padded.strides
+    windows = as_strided(padded, padded.shape[:2] + blocks + sizes + (ci,),
+                         strides[:2] + strides[2:-1] + strides[2:-1] + strides[-1:],
+                         writeable=False)
+    target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
+    row_bytes = groups * math.prod(blocks[1:]) * (depth + width) * dtype.itemsize
+    for n0, n1, j0, j1 in _chunks(batch, blocks[0], row_bytes, out.nbytes):
+        sub_blocks = (j1 - j0,) + blocks[1:]
+        rows = (n1 - n0) * math.prod(sub_blocks)
+        columns = np.empty((groups, n1 - n0) + sub_blocks + sizes + (ci,), dtype)
+        _parallel(_copy, columns, windows[:, n0:n1, j0:j1])
+        product = _matmul(columns.reshape(groups, rows, depth), matrix)
+        product = product.reshape((groups, n1 - n0) + sub_blocks + counts + (co,))
+        _scatter_phases(target[:, n0:n1], product, combo, phases, rank, j0)
 
 
 # --------------------------------------------------------------------------- col2im
