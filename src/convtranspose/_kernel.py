@@ -275,9 +275,85 @@ def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...
     dense = groups * ci * math.prod(spatial_in) * groups * co * math.prod(spatial_out)
     if dense <= DENSE_MAX_ELEMENTS:
         costs["dense"] = 2.0 * batch * dense / 20.0 + 0.3 * dense + 5000
-    if ci * co <= 4 and numba and not integer and rank <= 3:
-        costs["direct"] = 1.0 * inputs * co * taps + 1.0 * outputs
+    window = _window_cost(batch, axes, weights_shape, channels_last)
+    if window is not None:
+        costs["window"] = window
+    if numba and not integer and rank <= 3:
+        direct = _direct_cost(batch, axes, weights_shape, channels_last)
+        if direct is not None:
+            costs["direct"] = direct
     return costs
+
+
+#: The overhead and pass terms of ``window`` and ``direct`` are measured times
+#: scaled by this factor, the ratio between the other algorithms' estimates and
+#: their measured times on the benchmark layers (their pass terms assume slower
+#: copies than NumPy achieves on cache-sized buffers).
+_MODEL_SCALE = 2.5
+
+
+def _window_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+                 channels_last: bool) -> float | None:
+    """Estimated nanoseconds of ``window``: few calls, but FLOPs for absent taps too."""
+    groups, ci, co = weights_shape[:3]
+    phases, combo, unreached = _window_plan(axes)
+    if combo is None:
+        return None
+    blocks = [p.blocks for p in phases]
+    rows = batch * math.prod(blocks)
+    depth = math.prod(len(c.shifts) for c in combo) * ci
+    width = math.prod(c.count for c in combo) * co
+    inputs = batch * groups * ci * math.prod(b + len(c.shifts) - 1 for b, c in zip(blocks, combo))
+    outputs = batch * groups * co * math.prod(axis.output_size for axis in axes)
+    cost = _pass_ns(inputs, ci if channels_last else 1)  # the padded copy
+    cost += _pass_ns(groups * rows * depth, len(combo[-1].shifts) * ci)  # the windows
+    cost += _pass_ns(groups * rows * width, combo[-1].count * co if channels_last else 1)
+    if unreached:
+        cost += 0.5 * outputs
+    # A fixed handful of NumPy calls, against the per-class calls of phase and gemm.
+    return cost + _gemm_ns(rows, depth, width, groups) + _MODEL_SCALE * 15000
+
+
+#: Multiply-adds per nanosecond of the numba plane kernel on one thread (vectorised
+#: along the spatial axes; measured 20-25 on AVX-512 when its window is in cache).
+_DIRECT_MACS_PER_NS = 20.0
+
+
+def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+                 channels_last: bool) -> float | None:
+    """Estimated nanoseconds of numba ``direct`` (see :mod:`convtranspose._kernel_numba`).
+
+    Channels-last layers with many groups of at most 4 products go to a
+    per-position kernel (constant channel loops); all other layers to the plane
+    kernel (channels-last data read and written with strides): per (sample, group) plane, every tap of
+    every phase is one long vectorised multiply-add over the zero-bordered input
+    window (its border columns included), for every (Ci, Co) pair.
+    """
+    groups, ci, co = weights_shape[:3]
+    outputs = batch * groups * co * math.prod(axis.output_size for axis in axes)
+    inputs = batch * groups * ci * math.prod(axis.input_size for axis in axes)
+    taps = math.prod(weights_shape[3:])
+    if channels_last and groups * max(ci, co) >= 8 and ci * co <= 4:
+        return 1.0 * inputs * co * taps + 1.0 * outputs
+    phases = [_axis_phases(axis) for axis in axes]
+    # Per phase, one pass over the window rows of its blocks (the first axis is cut
+    # into bands; the window spans every shift of the others).
+    span = 1
+    for a, p in enumerate(phases):
+        shifts = [shift for c in p.classes for shift in c.shifts] or [0]
+        span *= p.blocks + (max(shifts) - min(shifts) if a else 0)
+    tap_phases = math.prod(sum(len(c.shifts) * c.count for c in p.classes) for p in phases)
+    macs = batch * groups * ci * co * tap_phases * span
+    rate = _DIRECT_MACS_PER_NS
+    if len(axes) == 1 and ci * span > 1 << 18:
+        rate /= 4  # one long line: its window (Ci lines) is not cut into bands, out of cache
+    items = batch * groups * (phases[0].blocks if len(axes) > 1 else 1)
+    threads = min(_THREADS, items) if outputs * ci * taps >= 1 << 21 else 1
+    strided = 3.0 if channels_last and groups * max(ci, co) > 1 else 1.0
+    # Interleaving the phases of the last axis into output rows: vector stores for
+    # stride 1 and 2, a division per element beyond.
+    stores = outputs * (strided if axes[-1].stride <= 2 else 6.0) / threads
+    return _MODEL_SCALE * (macs / rate / threads + strided * inputs + stores + 10000)
 
 
 @functools.lru_cache(maxsize=512)
