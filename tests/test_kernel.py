@@ -130,7 +130,8 @@ def test_chunked_scratch_and_threaded_copies(monkeypatch):
             data, weights, axes = _random_case(rng, rank)
             expected = _reference(data, weights, axes)
             for algorithm, channels_last in itertools.product(
-                    ("phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx"), (False, True)):
+                    ("phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx", "window"),
+                    (False, True)):
                 got = _run(data, weights, axes, np.int64, channels_last, algorithm)
                 np.testing.assert_array_equal(got, expected)
 
@@ -293,3 +294,33 @@ def test_environment_switches_follow_run_time_changes(monkeypatch):
     assert switch("CONVTRANSPOSE_TEST_SWITCH") == "dense"
     monkeypatch.setenv(_kernel.ALGORITHM_ENV, "col2im-ncx")
     assert choose_algorithm(1, (AxisPlan(3, 2, 2, 1, 0, 6),), (1, 1, 1, 2)) == "col2im-ncx"
+
+
+@pytest.mark.parametrize("numba_disabled", [False, True], ids=["numba", "numpy"])
+def test_direct_channels_last_with_many_products_per_group(monkeypatch, numba_disabled):
+    # More than 4 products per group: numba's plane kernel with strided channels (not
+    # the per-position kernel), or the NumPy fallback.
+    if numba_disabled:
+        monkeypatch.setenv(_kernel.NO_NUMBA_ENV, "1")
+    rng = np.random.default_rng(23)
+    axes = (AxisPlan(6, 4, 2, 1, 1, 12), AxisPlan(5, 3, 2, 1, 1, 10))
+    for groups, ci, co in [(1, 5, 9), (2, 3, 4), (1, 21, 21)]:
+        data = rng.integers(-9, 10, (2, groups * ci, 6, 5)).astype(np.float32)
+        weights = rng.integers(-9, 10, (groups, ci, co, 4, 3)).astype(np.float32)
+        expected = _reference(data, weights, axes)
+        for channels_last in (False, True):
+            got = _run(data, weights, axes, np.float32, channels_last, "direct")
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_window_covers_partial_phase_ranges():
+    # Live phases not starting at 0 or ending before the stride (dilation a multiple
+    # of the stride), crops and padding beyond the full size: zeros where no tap lands.
+    rng = np.random.default_rng(29)
+    axes = (AxisPlan(5, 3, 4, 2, 1, 23), AxisPlan(4, 2, 3, 3, -2, 16))
+    data = rng.integers(-9, 10, (2, 6, 5, 4))
+    weights = rng.integers(-9, 10, (2, 3, 2, 3, 2))
+    expected = _reference(data, weights, axes)
+    for channels_last in (False, True):
+        got = _run(data, weights, axes, np.int64, channels_last, "window")
+        np.testing.assert_array_equal(got, expected)

@@ -27,6 +27,13 @@ only in the internal layout of their GEMM and copies (see docs/performance.md).
     One GEMM gives every tap's contribution ``(taps * Co)`` per input position,
     then a strided add per tap.  Cheapest when ``Co * taps`` is small next to
     ``Ci * taps / stride**D`` (few output channels).
+``window``
+    Every phase of every axis in one GEMM: the input windows spanning all the
+    phases' shifts are copied once (a single strided copy of a padded input), the
+    phases' taps become one ``(window*Ci, phases*Co)`` matrix (zeros where a phase
+    has no tap at a shift), and one interleaving copy writes the output.  Extra
+    FLOPs (up to ``(K/s + 1)**D / (K/s)**D``) in exchange for a handful of NumPy
+    calls: for small layers and for stride 1 (no waste).
 ``dense``
     For tiny layers: the layer as one ``(C_in*X, C_out*Y)`` matrix (index
     pattern cached per shape) and one matrix product, in the caller's layout;
@@ -58,7 +65,7 @@ __all__ = ["ALGORITHMS", "choose_algorithm", "describe_algorithm", "transposed_c
 #: Every algorithm; ``-nxc``/``-ncx`` name the layout of the GEMM and of its copies
 #: (channels or spatial positions contiguous), independent of the input's layout.
 ALGORITHMS = ("gemm-nxc", "gemm-ncx", "shift-nxc", "shift-ncx", "phase-nxc", "phase-ncx",
-              "col2im-nxc", "col2im-ncx", "direct", "dense")
+              "col2im-nxc", "col2im-ncx", "window", "direct", "dense")
 
 #: ``dense`` (one matrix product with the whole layer as a matrix) is chosen only
 #: when that matrix has at most this many elements: it exists for call overhead.
@@ -306,9 +313,85 @@ def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...
     dense = groups * ci * math.prod(spatial_in) * groups * co * math.prod(spatial_out)
     if dense <= DENSE_MAX_ELEMENTS:
         costs["dense"] = 2.0 * batch * dense / 20.0 + 0.3 * dense + 5000
-    if ci * co <= 4 and numba and not integer and rank <= 3:
-        costs["direct"] = 1.0 * inputs * co * taps + 1.0 * outputs
+    window = _window_cost(batch, axes, weights_shape, channels_last)
+    if window is not None:
+        costs["window"] = window
+    if numba and not integer and rank <= 3:
+        direct = _direct_cost(batch, axes, weights_shape, channels_last)
+        if direct is not None:
+            costs["direct"] = direct
     return costs
+
+
+#: The overhead and pass terms of ``window`` and ``direct`` are measured times
+#: scaled by this factor, the ratio between the other algorithms' estimates and
+#: their measured times on the benchmark layers (their pass terms assume slower
+#: copies than NumPy achieves on cache-sized buffers).
+_MODEL_SCALE = 2.5
+
+
+def _window_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+                 channels_last: bool) -> float | None:
+    """Estimated nanoseconds of ``window``: few calls, but FLOPs for absent taps too."""
+    groups, ci, co = weights_shape[:3]
+    phases, combo, unreached = _window_plan(axes)
+    if combo is None:
+        return None
+    blocks = [p.blocks for p in phases]
+    rows = batch * math.prod(blocks)
+    depth = math.prod(len(c.shifts) for c in combo) * ci
+    width = math.prod(c.count for c in combo) * co
+    inputs = batch * groups * ci * math.prod(b + len(c.shifts) - 1 for b, c in zip(blocks, combo))
+    outputs = batch * groups * co * math.prod(axis.output_size for axis in axes)
+    cost = _pass_ns(inputs, ci if channels_last else 1)  # the padded copy
+    cost += _pass_ns(groups * rows * depth, len(combo[-1].shifts) * ci)  # the windows
+    cost += _pass_ns(groups * rows * width, combo[-1].count * co if channels_last else 1)
+    if unreached:
+        cost += 0.5 * outputs
+    # A fixed handful of NumPy calls, against the per-class calls of phase and gemm.
+    return cost + _gemm_ns(rows, depth, width, groups) + _MODEL_SCALE * 15000
+
+
+#: Multiply-adds per nanosecond of the numba plane kernel on one thread (vectorised
+#: along the spatial axes; measured 20-25 on AVX-512 when its window is in cache).
+_DIRECT_MACS_PER_NS = 20.0
+
+
+def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+                 channels_last: bool) -> float | None:
+    """Estimated nanoseconds of numba ``direct`` (see :mod:`convtranspose._kernel_numba`).
+
+    Channels-last layers with many groups of at most 4 products go to a
+    per-position kernel (constant channel loops); all other layers to the plane
+    kernel (channels-last data read and written with strides): per (sample, group) plane, every tap of
+    every phase is one long vectorised multiply-add over the zero-bordered input
+    window (its border columns included), for every (Ci, Co) pair.
+    """
+    groups, ci, co = weights_shape[:3]
+    outputs = batch * groups * co * math.prod(axis.output_size for axis in axes)
+    inputs = batch * groups * ci * math.prod(axis.input_size for axis in axes)
+    taps = math.prod(weights_shape[3:])
+    if channels_last and groups * max(ci, co) >= 8 and ci * co <= 4:
+        return 1.0 * inputs * co * taps + 1.0 * outputs
+    phases = [_axis_phases(axis) for axis in axes]
+    # Per phase, one pass over the window rows of its blocks (the first axis is cut
+    # into bands; the window spans every shift of the others).
+    span = 1
+    for a, p in enumerate(phases):
+        shifts = [shift for c in p.classes for shift in c.shifts] or [0]
+        span *= p.blocks + (max(shifts) - min(shifts) if a else 0)
+    tap_phases = math.prod(sum(len(c.shifts) * c.count for c in p.classes) for p in phases)
+    macs = batch * groups * ci * co * tap_phases * span
+    rate = _DIRECT_MACS_PER_NS
+    if len(axes) == 1 and ci * span > 1 << 18:
+        rate /= 4  # one long line: its window (Ci lines) is not cut into bands, out of cache
+    items = batch * groups * (phases[0].blocks if len(axes) > 1 else 1)
+    threads = min(_THREADS, items) if outputs * ci * taps >= 1 << 21 else 1
+    strided = 3.0 if channels_last and groups * max(ci, co) > 1 else 1.0
+    # Interleaving the phases of the last axis into output rows: vector stores for
+    # stride 1 and 2, a division per element beyond.
+    stores = outputs * (strided if axes[-1].stride <= 2 else 6.0) / threads
+    return _MODEL_SCALE * (macs / rate / threads + strided * inputs + stores + 10000)
 
 
 @functools.lru_cache(maxsize=512)
@@ -413,6 +496,8 @@ def transposed_convolution(
                        algorithm.endswith("-nxc"))
             elif algorithm.startswith("col2im"):
                 _col2im(data, weights, axes, dtype, channels_last, out, algorithm == "col2im-nxc")
+            elif algorithm == "window":
+                _window(data, weights, axes, dtype, channels_last, out)
             elif algorithm == "dense":
                 _dense(data, weights, axes, dtype, channels_last, out)
             elif algorithm == "direct":
@@ -1142,6 +1227,96 @@ def _shift_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
                 piece = view[(slice(None), slice(n * sizes[0] + x0 - q0, n * sizes[0] + x1 - q0))
                              + blocks_rest]
                 _scatter_phases(target[:, n:n + 1], piece[:, None], combo, phases, rank, x0)
+
+
+# --------------------------------------------------------------------------- window
+
+
+def _window_class(axis: AxisPlan, phases: _AxisPhases) -> _PhaseClass | None:
+    """All live phases of one axis as one class over every shift any of them uses.
+
+    Phases ``[first, first + count)`` span the phases that have taps; slot ``m``
+    reads input ``j + shifts[0] + m``.  A phase without a tap at a slot takes the
+    kernel index ``K`` (a zero tap appended to the filter).  None when no phase has
+    a tap.
+    """
+    live = [c for c in phases.classes if c.shifts]
+    if not live:
+        return None
+    low = min(c.shifts[0] for c in live)
+    high = max(c.shifts[-1] for c in live)
+    first = live[0].first
+    count = live[-1].first + live[-1].count - first
+    table = [[axis.kernel_size] * (high - low + 1) for _ in range(count)]
+    for c in live:
+        for i, taps in enumerate(c.taps):
+            for shift, k in zip(c.shifts, taps):
+                table[c.first + i - first][shift - low] = k
+    return _PhaseClass(first, count, tuple(range(low, high + 1)),
+                       tuple(tuple(row) for row in table))
+
+
+@functools.lru_cache(maxsize=256)
+def _window_plan(axes: tuple[AxisPlan, ...]):
+    """(per-axis phases, per-axis window classes or None, whether an output stays zero)."""
+    phases = tuple(_axis_phases(axis) for axis in axes)
+    combo = tuple(_window_class(axis, p) for axis, p in zip(axes, phases))
+    if any(c is None for c in combo):
+        return phases, None, True
+    unreached = any(c.first > 0 or c.first + c.count < min(p.stride, axis.output_size)
+                    for axis, p, c in zip(axes, phases, combo))
+    return phases, combo, unreached
+
+
+def _window(data, weights, axes, dtype, channels_last, out):
+    """Every phase in one GEMM over full input windows (``window``, module docstring).
+
+    Rows are ``(n, j...)``, the depth ``(slots..., Ci)`` and the width ``(phases...,
+    Co)`` (channels contiguous in every copy), one product per group.
+    """
+    groups, ci, co = weights.shape[:3]
+    kernel = tuple(weights.shape[3:])
+    rank = len(axes)
+    batch = data.shape[0]
+    phases, combo, unreached = _window_plan(tuple(axes))
+    if unreached:
+        out.fill(0)
+    if combo is None:
+        return
+    blocks = tuple(p.blocks for p in phases)
+    sizes = tuple(len(c.shifts) for c in combo)
+    counts = tuple(c.count for c in combo)
+    depth, width = math.prod(sizes) * ci, math.prod(counts) * co
+    # Padded input (G, N, H..., Ci) with H = J + window - 1 and padded[t] = x[t + shift_0].
+    padded = np.zeros((groups, batch) + tuple(b + w - 1 for b, w in zip(blocks, sizes)) + (ci,),
+                      dtype)
+    into, take = [slice(None), slice(None)], [slice(None), slice(None)]
+    for axis, b, w, c in zip(axes, blocks, sizes, combo):
+        low = c.shifts[0]
+        t0, t1 = max(0, -low), min(b + w - 1, axis.input_size - low)
+        into.append(slice(t0, max(t0, t1)))
+        take.append(slice(t0 + low, max(t0, t1) + low))
+    _parallel(_copy, padded[tuple(into)], _input_glxc(data, groups, channels_last)[tuple(take)])
+    # Zero tap K appended on every kernel axis: (G, K+1..., Ci, Co).
+    taps_first = np.zeros((groups,) + tuple(k + 1 for k in kernel) + (ci, co), dtype)
+    taps_first[(slice(None),) + tuple(slice(0, k) for k in kernel)] = np.moveaxis(
+        weights, (1, 2), (-2, -1))
+    slots = list(itertools.product(*(range(w) for w in sizes)))
+    matrix = _class_matrix(taps_first, combo, slots, counts, dtype)  # (G, depth, width)
+    strides = padded.strides
+    windows = as_strided(padded, padded.shape[:2] + blocks + sizes + (ci,),
+                         strides[:2] + strides[2:-1] + strides[2:-1] + strides[-1:],
+                         writeable=False)
+    target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
+    row_bytes = groups * math.prod(blocks[1:]) * (depth + width) * dtype.itemsize
+    for n0, n1, j0, j1 in _chunks(batch, blocks[0], row_bytes, out.nbytes):
+        sub_blocks = (j1 - j0,) + blocks[1:]
+        rows = (n1 - n0) * math.prod(sub_blocks)
+        columns = np.empty((groups, n1 - n0) + sub_blocks + sizes + (ci,), dtype)
+        _parallel(_copy, columns, windows[:, n0:n1, j0:j1])
+        product = _matmul(columns.reshape(groups, rows, depth), matrix)
+        product = product.reshape((groups, n1 - n0) + sub_blocks + counts + (co,))
+        _scatter_phases(target[:, n0:n1], product, combo, phases, rank, j0)
 
 
 # --------------------------------------------------------------------------- col2im
