@@ -36,7 +36,7 @@ import numpy as np
 from ._kernel import _axis_phases
 from ._plan import AxisPlan
 
-__all__ = ["direct_phase"]
+__all__ = ["blocked_shape", "direct_blocked", "direct_phase"]
 
 _THREADS = max(1, min(os.cpu_count() or 1, 8))
 _PIECES_PER_THREAD = 8
@@ -491,17 +491,22 @@ def _direct_channels_last(data, weights, axes3, dtype, out, threads):
               data.shape[0] * axes3[0].output_size * axes3[1].output_size, threads)
 
 
+def _three_axes(axes) -> tuple[AxisPlan, ...]:
+    """The axes padded to three with unit axes.
+
+    The last one stays last (the contiguous one); in 2-D the unit axis goes second,
+    so that the first axis (cut into bands, or split between lines) is a real one.
+    """
+    unit = AxisPlan(1, 1, 1, 1, 0, 1)
+    if len(axes) == 1:
+        return (unit, unit, axes[0])
+    return (axes[0],) + (unit,) * (3 - len(axes)) + tuple(axes[1:])
+
+
 def direct_phase(data, weights, axes, dtype, channels_last, out):
     """Fill ``out`` (the layout of ``data``) with the transposed convolution."""
     groups, ci, co = weights.shape[:3]
-    rank = len(axes)
-    unit = AxisPlan(1, 1, 1, 1, 0, 1)
-    # Three axes: the last one stays last (the contiguous one); in 2-D the unit axis
-    # goes second, so that the first axis (cut into bands) is a real one.
-    if rank == 1:
-        axes3 = (unit, unit, axes[0])
-    else:
-        axes3 = (axes[0],) + (unit,) * (3 - rank) + tuple(axes[1:])
+    axes3 = _three_axes(axes)
     big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= _PARALLEL_MACS
     threads = _THREADS if big else 1
     target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
@@ -512,5 +517,252 @@ def direct_phase(data, weights, axes, dtype, channels_last, out):
         # writes channels-last data with strides (one channel: the same memory layout).
         strided = channels_last and (groups * ci > 1 or groups * co > 1)
         _direct_planes(data, weights, axes3, dtype, target, threads, strided)
+    if target is not out:
+        np.copyto(out, target)
+
+
+# --------------------------------------------------------------------------- direct-blocked
+
+
+def _block_source(lanes: int, vectors: int, pixels: int, masked: bool) -> str:
+    """Source of the register-blocked kernel for ``pixels`` outputs of ``vectors * lanes`` channels.
+
+    Every accumulator is its own vector variable (``pixels * vectors`` of them, all
+    in registers); per tap and input channel, the channel's weight row is loaded
+    once and multiplied into every pixel's accumulators with that pixel's input
+    value broadcast.  The ``masked`` variant (for blocks at the ends of a line) skips,
+    per tap, the pixels whose input lies outside ``[0, size)`` (they read a valid
+    pixel instead and discard the product), and stores only the first ``stores``
+    pixels.
+    """
+    accumulators = [[f"acc_{p}_{v}" for v in range(vectors)] for p in range(pixels)]
+    lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, count, read_at,",
+             "          pixel_step, channel_step, channels, shifts, start, size, stores):"]
+    lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators for name in row]
+    lines += ["    for m in range(count):"]
+    if masked:
+        lines += [f"        low = max(0, -shifts[m] - start)",
+                  f"        high = min({pixels}, size - shifts[m] - start)",
+                  "        if low >= high:",
+                  "            continue"]
+        for p in range(pixels):
+            lines += [f"        on_{p} = low <= {p} and {p} < high",
+                      f"        at_{p} = ({p} if on_{p} else low) * pixel_step"]
+    lines += ["        read = reads[m] + read_at",
+              "        tap = taps[m]",
+              "        for _ in range(channels):"]
+    lines += [f"            w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
+              for v in range(vectors)]
+    for p, row in enumerate(accumulators):
+        if masked:
+            lines.append(f"            x = vector_splat_at(source, read + at_{p}, {lanes})")
+            lines += [f"            {name} = vector_fma_where(on_{p}, x, w_{v}, {name})"
+                      for v, name in enumerate(row)]
+        else:
+            lines.append(f"            x = vector_splat_at(source, read + {p} * pixel_step, "
+                         f"{lanes})")
+            lines += [f"            {name} = vector_fma(x, w_{v}, {name})"
+                      for v, name in enumerate(row)]
+    lines += [f"            tap += {vectors * lanes}",
+              "            read += channel_step"]
+    for p, row in enumerate(accumulators):
+        indent = "    "
+        if masked:
+            lines.append(f"    if stores > {p}:")
+            indent = "        "
+        lines += [f"{indent}vector_store(dest, dest_at + {p} * dest_step + {v * lanes}, {name})"
+                  for v, name in enumerate(row)]
+    return "\n".join(lines) + "\n"
+
+
+def blocked_shape(itemsize: int, co: int) -> tuple[int, int, int]:
+    """(lanes, vectors per pixel, pixels per block) of ``direct-blocked`` for ``Co = co``.
+
+    About 16 accumulator registers of the 32 (AVX-512): enough independent FMAs to
+    hide their latency, with room for the weight rows; 8 pixels at most (more
+    made LLVM stop unrolling the channel loop and ran slower).
+    """
+    from ._numba_vectors import vector_bytes
+
+    lanes = max(1, vector_bytes() // itemsize)
+    vectors = -(-co // lanes)
+    registers = 16 if vector_bytes() == 64 else 12
+    return lanes, vectors, max(1, min(8, registers // vectors))
+
+
+@functools.lru_cache(maxsize=None)
+def _blocked_kernel(lanes: int, vectors: int, pixels: int):
+    """The ``direct-blocked`` kernel for one block shape (compiled on first use)."""
+    from ._numba_vectors import compile_source
+
+    block = compile_source(_block_source(lanes, vectors, pixels, False), "block")
+    masked = compile_source(_block_source(lanes, vectors, pixels, True), "block")
+    width = lanes * vectors
+
+    @numba.njit(nogil=True, cache=False)
+    def kernel(source, weights, out, sizes, in_steps, out_steps, line_order, tap_k, tap_shift,
+               tap_count, start, stop):  # pragma: no cover
+        # Flat buffers in any layout: element (n, x1, x2, x3, channel) of the source is at
+        # n*in_steps[0] + x1*in_steps[1] + x2*in_steps[2] + x3*in_steps[3] +
+        # channel*in_steps[4], the output likewise with out_steps; weights (G, K1, K2, K3,
+        # Ci, width), zero beyond Co.  sizes = (N, G, Ci, Co, X1, X2, X3, Y1, Y2, Y3, K2,
+        # K3, K, S1, S2, S3).  Computes the output lines (g, n, y1, y2) (all of Y3, the
+        # group's Co channels) with flat index in [start, stop): per phase of the last
+        # axis, blocks of `pixels` outputs whose taps all read inside the input, then
+        # the remaining outputs one at a time with their own taps.  Every output
+        # element is written once.
+        batch, groups, ci, co = sizes[0], sizes[1], sizes[2], sizes[3]
+        size1, size2, size3 = sizes[4], sizes[5], sizes[6]
+        out1, out2, out3 = sizes[7], sizes[8], sizes[9]
+        k2_count, k3_count, k_volume = sizes[10], sizes[11], sizes[12]
+        s1, s2, s3 = sizes[13], sizes[14], sizes[15]
+        in_n, in_1, in_2, in_3, in_c = in_steps[0], in_steps[1], in_steps[2], in_steps[3], in_steps[4]
+        out_n, out_1, out_2, out_3, out_c = (out_steps[0], out_steps[1], out_steps[2],
+                                             out_steps[3], out_steps[4])
+        direct = out_c == 1 and co == width
+        widest = tap_k.shape[2]
+        row_reads = np.empty(widest * widest, np.int64)
+        row_taps = np.empty(widest * widest, np.int64)
+        reads = np.empty(widest ** 3, np.int64)
+        taps = np.empty(widest ** 3, np.int64)
+        shifts = np.empty(widest ** 3, np.int64)
+        tile = np.empty(out3 * width, out.dtype)
+        dest = out if direct else tile
+        tap_size = ci * width
+        for flat in range(start, stop):
+            # Lines in phase order: consecutive lines use the same taps (weights stay in L1).
+            y2 = line_order[out1 + flat % out2]
+            y1 = line_order[(flat // out2) % out1]
+            n = (flat // (out1 * out2)) % batch
+            g = flat // (batch * out1 * out2)
+            p1, j1 = y1 % s1, y1 // s1
+            p2, j2 = y2 % s2, y2 // s2
+            rows = 0
+            for m1 in range(tap_count[0, p1]):
+                x1 = j1 + tap_shift[0, p1, m1]
+                if x1 < 0 or x1 >= size1:
+                    continue
+                for m2 in range(tap_count[1, p2]):
+                    x2 = j2 + tap_shift[1, p2, m2]
+                    if x2 < 0 or x2 >= size2:
+                        continue
+                    row_reads[rows] = n * in_n + x1 * in_1 + x2 * in_2 + g * ci * in_c
+                    row_taps[rows] = g * k_volume + (tap_k[0, p1, m1] * k2_count
+                                                     + tap_k[1, p2, m2]) * k3_count
+                    rows += 1
+            line = n * out_n + y1 * out_1 + y2 * out_2 + g * co * out_c
+            line_at = line if direct else 0
+            step = out_3 if direct else width
+            for p3 in range(min(s3, out3)):
+                phase_count = (out3 - p3 + s3 - 1) // s3
+                count = 0
+                first, last = 0, phase_count  # outputs whose taps all read inside
+                for m3 in range(tap_count[2, p3]):
+                    shift = tap_shift[2, p3, m3]
+                    first, last = max(first, -shift), min(last, size3 - shift)
+                    for r in range(rows):
+                        reads[count] = row_reads[r] + shift * in_3
+                        taps[count] = (row_taps[r] + tap_k[2, p3, m3]) * tap_size
+                        shifts[count] = shift
+                        count += 1
+                # Blocks of `pixels` outputs from the line's start; the last one ends at the
+                # line's end (overlapping its predecessor: recomputes a few outputs, but
+                # never a short block).  Blocks with an output whose taps do not all read
+                # inside the input take the masked kernel.
+                j = 0
+                while j < phase_count:
+                    j = max(0, min(j, phase_count - pixels))
+                    at = line_at + (j * s3 + p3) * step
+                    if first <= j and j + pixels <= last:
+                        block(source, weights, dest, at, s3 * step, reads, taps, count, j * in_3,
+                              in_3, in_c, ci, shifts, j, size3, pixels)
+                    else:
+                        masked(source, weights, dest, at, s3 * step, reads, taps, count,
+                               j * in_3, in_3, in_c, ci, shifts, j, size3,
+                               min(pixels, phase_count - j))
+                    j += pixels
+            if direct:
+                continue
+            if out_c == 1:
+                for y3 in range(out3):
+                    for o in range(co):
+                        out[line + y3 * out_3 + o] = tile[y3 * width + o]
+            else:
+                for o in range(co):
+                    for y3 in range(out3):
+                        out[line + o * out_c + y3 * out_3] = tile[y3 * width + o]
+
+    return kernel
+
+
+@functools.lru_cache(maxsize=256)
+def _blocked_tables(axes3: tuple[AxisPlan, ...]):
+    """Per axis and phase: tap count, each tap's input shift and kernel index (read-only)."""
+    phases = [_axis_phases(axis) for axis in axes3]
+    widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
+    stride_max = max(axis.stride for axis in axes3)
+    tap_k = np.zeros((3, stride_max, widest), np.int64)
+    tap_shift = np.zeros((3, stride_max, widest), np.int64)
+    tap_count = np.zeros((3, stride_max), np.int64)
+    for a, p in enumerate(phases):
+        for c in p.classes:
+            for i in range(c.count):
+                phase = c.first + i
+                tap_count[a, phase] = len(c.shifts)
+                for m, (shift, k) in enumerate(zip(c.shifts, c.taps[i])):
+                    tap_k[a, phase, m] = k
+                    tap_shift[a, phase, m] = shift
+    return _frozen(tap_k, tap_shift, tap_count)
+
+
+@functools.lru_cache(maxsize=256)
+def _line_order(axis1: AxisPlan, axis2: AxisPlan) -> np.ndarray:
+    """The outputs of the first two axes in phase order (``y = p + j*s`` by ``p``, then ``j``)."""
+    order = [np.concatenate([np.arange(p, a.output_size, a.stride) for p in range(a.stride)])
+             for a in (axis1, axis2)]
+    return _frozen(np.concatenate(order).astype(np.int64))[0]
+
+
+def _steps(shape5: tuple[int, ...], channels_last: bool) -> np.ndarray:
+    """Element steps (n, axis 1, axis 2, axis 3, channel) of a C-contiguous array.
+
+    ``shape5`` is (N, channels, A1, A2, A3) in logical order; the array is laid out
+    as (N, A1, A2, A3, channels) when ``channels_last``, else as given.
+    """
+    batch, channels, a1, a2, a3 = shape5
+    if channels_last:
+        return np.array((a1 * a2 * a3 * channels, a2 * a3 * channels, a3 * channels, channels,
+                         1), np.int64)
+    return np.array((channels * a1 * a2 * a3, a2 * a3, a3, 1, a1 * a2 * a3), np.int64)
+
+
+def direct_blocked(data, weights, axes, dtype, channels_last, out):
+    """Fill ``out`` (the layout of ``data``) with the register-blocked direct kernel."""
+    groups, ci, co = weights.shape[:3]
+    axes3 = _three_axes(axes)
+    kernel3 = tuple(a.kernel_size for a in axes3)
+    lanes, vectors, pixels = blocked_shape(np.dtype(dtype).itemsize, co)
+    width = lanes * vectors
+    # (G, Ci, Co, K...) -> (G, K1, K2, K3, Ci, width), zero-padded channels.
+    w = np.zeros((groups,) + kernel3 + (ci, width), dtype)
+    w[..., :co] = np.moveaxis(weights.reshape((groups, ci, co) + kernel3), (1, 2), (-2, -1))
+    if data.dtype != dtype or not data.flags.c_contiguous:
+        data = np.ascontiguousarray(data, dtype)
+    target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
+    batch = data.shape[0]
+    sizes = np.array((batch, groups, ci, co) + tuple(a.input_size for a in axes3)
+                     + tuple(a.output_size for a in axes3)
+                     + (kernel3[1], kernel3[2], math.prod(kernel3))
+                     + tuple(a.stride for a in axes3), np.int64)
+    in_steps = _steps((batch, groups * ci) + tuple(a.input_size for a in axes3), channels_last)
+    out_steps = _steps((batch, groups * co) + tuple(a.output_size for a in axes3), channels_last)
+    tables = _blocked_tables(axes3)
+    kernel = _blocked_kernel(lanes, vectors, pixels)
+    source, flat_weights, flat_out = data.reshape(-1), w.reshape(-1), target.reshape(-1)
+    lines = groups * batch * axes3[0].output_size * axes3[1].output_size
+    big = out.size * ci * math.prod(kernel3) >= _PARALLEL_MACS
+    order = _line_order(axes3[0], axes3[1])
+    _parallel(lambda a, b: kernel(source, flat_weights, flat_out, sizes, in_steps, out_steps,
+                                  order, *tables, a, b), lines, _THREADS if big else 1)
     if target is not out:
         np.copyto(out, target)
