@@ -524,70 +524,103 @@ def direct_phase(data, weights, axes, dtype, channels_last, out):
 # --------------------------------------------------------------------------- direct-blocked
 
 
-def _block_source(lanes: int, vectors: int, pixels: int, masked: bool) -> str:
+def _block_source(lanes: int, vectors: int, pixels: int) -> str:
     """Source of the register-blocked kernel for ``pixels`` outputs of ``vectors * lanes`` channels.
 
     Every accumulator is its own vector variable (``pixels * vectors`` of them, all
     in registers); per tap and input channel, the channel's weight row is loaded
     once and multiplied into every pixel's accumulators with that pixel's input
-    value broadcast.  The ``masked`` variant (for blocks at the ends of a line) skips,
-    per tap, the pixels whose input lies outside ``[0, size)`` (they read a valid
-    pixel instead and discard the product), and stores only the first ``stores``
-    pixels.
+    value broadcast.
     """
     accumulators = [[f"acc_{p}_{v}" for v in range(vectors)] for p in range(pixels)]
     lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, count, read_at,",
-             "          pixel_step, channel_step, channels, shifts, start, size, stores):"]
+             "          pixel_step, channel_step, channels):"]
     lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators for name in row]
-    lines += ["    for m in range(count):"]
-    if masked:
-        lines += [f"        low = max(0, -shifts[m] - start)",
-                  f"        high = min({pixels}, size - shifts[m] - start)",
-                  "        if low >= high:",
-                  "            continue"]
-        for p in range(pixels):
-            lines += [f"        on_{p} = low <= {p} and {p} < high",
-                      f"        at_{p} = ({p} if on_{p} else low) * pixel_step"]
-    lines += ["        read = reads[m] + read_at",
+    lines += ["    for m in range(count):",
+              "        read = reads[m] + read_at",
               "        tap = taps[m]",
               "        for _ in range(channels):"]
     lines += [f"            w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
               for v in range(vectors)]
     for p, row in enumerate(accumulators):
-        if masked:
-            lines.append(f"            x = vector_splat_at(source, read + at_{p}, {lanes})")
-            lines += [f"            {name} = vector_fma_where(on_{p}, x, w_{v}, {name})"
-                      for v, name in enumerate(row)]
-        else:
-            lines.append(f"            x = vector_splat_at(source, read + {p} * pixel_step, "
-                         f"{lanes})")
-            lines += [f"            {name} = vector_fma(x, w_{v}, {name})"
-                      for v, name in enumerate(row)]
+        lines.append(f"            x = vector_splat_at(source, read + {p} * pixel_step, {lanes})")
+        lines += [f"            {name} = vector_fma(x, w_{v}, {name})" for v, name in enumerate(row)]
     lines += [f"            tap += {vectors * lanes}",
               "            read += channel_step"]
     for p, row in enumerate(accumulators):
-        indent = "    "
-        if masked:
-            lines.append(f"    if stores > {p}:")
-            indent = "        "
-        lines += [f"{indent}vector_store(dest, dest_at + {p} * dest_step + {v * lanes}, {name})"
+        lines += [f"    vector_store(dest, dest_at + {p} * dest_step + {v * lanes}, {name})"
                   for v, name in enumerate(row)]
     return "\n".join(lines) + "\n"
 
 
-def blocked_shape(itemsize: int, co: int) -> tuple[int, int, int]:
-    """(lanes, vectors per pixel, pixels per block) of ``direct-blocked`` for ``Co = co``.
+def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
+    """Source of the kernel for one output (with its own taps) of ``vectors * lanes`` channels.
+
+    For the outputs at the ends of a line, whose taps differ from their neighbours':
+    ``splits`` sets of accumulators take the input channels in turn (independent
+    FMA chains, so their latency overlaps) and are summed at the end.
+    """
+    sets = [[f"acc_{k}_{v}" for v in range(vectors)] for k in range(splits)]
+    lines = ["def single(source, weights, dest, dest_at, reads, taps, count, read_at, channel_step,",
+             "           channels):"]
+    lines += [f"    {name} = vector_zero(weights, {lanes})" for row in sets for name in row]
+    lines += ["    for m in range(count):",
+              "        read = reads[m] + read_at",
+              "        tap = taps[m]",
+              f"        for _ in range(channels // {splits}):"]
+    for k, row in enumerate(sets):
+        lines.append(f"            x = vector_splat_at(source, read + {k} * channel_step, {lanes})")
+        lines += [f"            {name} = vector_fma(x, vector_load(weights, tap + "
+                  f"{k * vectors * lanes + v * lanes}, {lanes}), {name})"
+                  for v, name in enumerate(row)]
+    lines += [f"            tap += {splits * vectors * lanes}",
+              f"            read += {splits} * channel_step",
+              f"        for _ in range(channels % {splits}):",
+              f"            x = vector_splat_at(source, read, {lanes})"]
+    lines += [f"            {name} = vector_fma(x, vector_load(weights, tap + {v * lanes}, "
+              f"{lanes}), {name})" for v, name in enumerate(sets[0])]
+    lines += [f"            tap += {vectors * lanes}",
+              "            read += channel_step"]
+    for v in range(vectors):
+        total = sets[0][v]
+        for row in sets[1:]:
+            total = f"vector_add({total}, {row[v]})"
+        lines.append(f"    vector_store(dest, dest_at + {v * lanes}, {total})")
+    return "\n".join(lines) + "\n"
+
+
+def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int, int]:
+    """(lanes, vectors per pixel, pixels per block) of ``direct-blocked``.
 
     About 16 accumulator registers of the 32 (AVX-512): enough independent FMAs to
-    hide their latency, with room for the weight rows; 8 pixels at most (more
-    made LLVM stop unrolling the channel loop and ran slower).
+    hide their latency, with room for the weight rows.  Within about 1/8 of that
+    (all equally fast; fewer ran slower, more made LLVM stop unrolling the channel
+    loop), the block that wastes least on the lines of ``last_axis``: each phase's
+    run of outputs whose taps all read inside is covered by whole blocks (the last
+    overlapping its predecessor), its other outputs cost about two each.
     """
     from ._numba_vectors import vector_bytes
 
     lanes = max(1, vector_bytes() // itemsize)
     vectors = -(-co // lanes)
-    registers = 16 if vector_bytes() == 64 else 12
-    return lanes, vectors, max(1, min(8, registers // vectors))
+    base = max(1, min(8, (16 if vector_bytes() == 64 else 12) // vectors))
+    runs = []
+    for c in _axis_phases(last_axis).classes:
+        shifts = c.shifts or (0,)
+        for phase in range(c.first, c.first + c.count):
+            count = -(-(last_axis.output_size - phase) // last_axis.stride)
+            inside = min(count, last_axis.input_size - max(shifts)) - max(0, -min(shifts))
+            runs.append((count, max(0, inside)))
+
+    def waste(pixels):
+        total = 0
+        for count, inside in runs:
+            covered = -(-inside // pixels) * pixels if inside >= pixels else 0
+            total += covered + 2 * (count - (inside if inside >= pixels else 0))
+        return total
+
+    candidates = range(base - base // 8, base + base // 8 + 1)
+    return lanes, vectors, min(candidates, key=lambda p: (waste(p), -p))
 
 
 @functools.lru_cache(maxsize=None)
@@ -595,8 +628,8 @@ def _blocked_kernel(lanes: int, vectors: int, pixels: int):
     """The ``direct-blocked`` kernel for one block shape (compiled on first use)."""
     from ._numba_vectors import compile_source
 
-    block = compile_source(_block_source(lanes, vectors, pixels, False), "block")
-    masked = compile_source(_block_source(lanes, vectors, pixels, True), "block")
+    block = compile_source(_block_source(lanes, vectors, pixels), "block")
+    single = compile_source(_single_source(lanes, vectors), "single")
     width = lanes * vectors
 
     @numba.njit(nogil=True, cache=False)
@@ -626,6 +659,8 @@ def _blocked_kernel(lanes: int, vectors: int, pixels: int):
         reads = np.empty(widest ** 3, np.int64)
         taps = np.empty(widest ** 3, np.int64)
         shifts = np.empty(widest ** 3, np.int64)
+        edge_reads = np.empty(widest ** 3, np.int64)
+        edge_taps = np.empty(widest ** 3, np.int64)
         tile = np.empty(out3 * width, out.dtype)
         dest = out if direct else tile
         tap_size = ci * width
@@ -665,22 +700,29 @@ def _blocked_kernel(lanes: int, vectors: int, pixels: int):
                         taps[count] = (row_taps[r] + tap_k[2, p3, m3]) * tap_size
                         shifts[count] = shift
                         count += 1
-                # Blocks of `pixels` outputs from the line's start; the last one ends at the
-                # line's end (overlapping its predecessor: recomputes a few outputs, but
-                # never a short block).  Blocks with an output whose taps do not all read
-                # inside the input take the masked kernel.
-                j = 0
-                while j < phase_count:
-                    j = max(0, min(j, phase_count - pixels))
-                    at = line_at + (j * s3 + p3) * step
-                    if first <= j and j + pixels <= last:
-                        block(source, weights, dest, at, s3 * step, reads, taps, count, j * in_3,
-                              in_3, in_c, ci, shifts, j, size3, pixels)
-                    else:
-                        masked(source, weights, dest, at, s3 * step, reads, taps, count,
-                               j * in_3, in_3, in_c, ci, shifts, j, size3,
-                               min(pixels, phase_count - j))
+                first = min(first, phase_count)
+                last = max(first, last)
+                # Blocks of `pixels` outputs over those whose taps all read inside the
+                # input; the last block ends there (overlapping its predecessor: a few
+                # outputs computed twice, but never a short block).  The others, at
+                # the line's ends and in lines shorter than a block, one at a time.
+                j = first
+                while j < last and last - first >= pixels:
+                    j = min(j, last - pixels)
+                    block(source, weights, dest, line_at + (j * s3 + p3) * step, s3 * step,
+                          reads, taps, count, j * in_3, in_3, in_c, ci)
                     j += pixels
+                for jj in range(phase_count):
+                    if first <= jj < j:
+                        continue
+                    edges = 0
+                    for m in range(count):
+                        if 0 <= jj + shifts[m] < size3:
+                            edge_reads[edges] = reads[m]
+                            edge_taps[edges] = taps[m]
+                            edges += 1
+                    single(source, weights, dest, line_at + (jj * s3 + p3) * step, edge_reads,
+                           edge_taps, edges, jj * in_3, in_c, ci)
             if direct:
                 continue
             if out_c == 1:
@@ -741,7 +783,7 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out):
     groups, ci, co = weights.shape[:3]
     axes3 = _three_axes(axes)
     kernel3 = tuple(a.kernel_size for a in axes3)
-    lanes, vectors, pixels = blocked_shape(np.dtype(dtype).itemsize, co)
+    lanes, vectors, pixels = blocked_shape(np.dtype(dtype).itemsize, co, axes3[2])
     width = lanes * vectors
     # (G, Ci, Co, K...) -> (G, K1, K2, K3, Ci, width), zero-padded channels.
     w = np.zeros((groups,) + kernel3 + (ci, width), dtype)

@@ -21,7 +21,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
 __all__ = ["vector_bytes", "vector_zero", "vector_load", "vector_splat_at", "vector_fma",
-           "vector_fma_where", "vector_store"]
+           "vector_add", "vector_store"]
 
 
 class Vector(types.Type):
@@ -122,23 +122,15 @@ def _fma_codegen(builder, vector: Vector, args):
 
 
 @intrinsic
-def vector_fma_where(typingctx, flag, a, b, c):
-    """``a * b + c`` if ``flag`` else ``c`` (exactly ``c``: nothing is multiplied)."""
-    if not (isinstance(flag, types.Boolean) and isinstance(a, Vector) and a == b == c):
+def vector_add(typingctx, a, b):
+    """``a + b``."""
+    if not (isinstance(a, Vector) and a == b):
         return None
 
     def codegen(context, builder, signature, args):
-        fused = _fma_codegen(builder, a, args[1:])
-        # A vector condition (the flag in every lane), not a scalar one: LLVM turns a
-        # scalar select between vectors into a branch, a vector one into a masked FMA.
-        flag = builder.insert_element(ir.Constant(ir.VectorType(ir.IntType(1), a.lanes),
-                                                  ir.Undefined),
-                                      args[0], ir.Constant(ir.IntType(32), 0))
-        mask = builder.shuffle_vector(flag, flag, ir.Constant(
-            ir.VectorType(ir.IntType(32), a.lanes), [0] * a.lanes))
-        return builder.select(mask, fused, args[3])
+        return builder.fadd(args[0], args[1])
 
-    return a(flag, a, b, c), codegen
+    return a(a, b), codegen
 
 
 @intrinsic
@@ -164,6 +156,6 @@ def compile_source(source: str, name: str):
     """
     namespace = {"vector_zero": vector_zero, "vector_load": vector_load,
                  "vector_splat_at": vector_splat_at, "vector_fma": vector_fma,
-                 "vector_fma_where": vector_fma_where, "vector_store": vector_store}
+                 "vector_add": vector_add, "vector_store": vector_store}
     exec(compile(source, f"<generated {name}>", "exec"), namespace)
     return numba.njit(nogil=True, cache=False)(namespace[name])
