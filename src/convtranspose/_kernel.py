@@ -271,40 +271,58 @@ def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...
         costs["dense"] = 2.0 * batch * dense / 20.0 + 0.3 * dense + 5000
     if ci * co <= 4 and numba and not integer and rank <= 3:
         costs["direct"] = 1.0 * inputs * co * taps + 1.0 * outputs
-    if co <= BLOCKED_MAX_CHANNELS and ci <= BLOCKED_MAX_CHANNELS and numba and not integer \
-            and rank <= 3:
+    if co <= BLOCKED_MAX_CHANNELS and ci * co > 4 and numba and not integer and rank <= 3:
         costs["direct-blocked"] = _blocked_ns(batch, groups, ci, co, axes, channels_last)
     return costs
 
 
 #: ``direct-blocked`` keeps a block of outputs' channels in registers: for at most
-#: this many channels per group (in and out).
+#: this many output channels per group.
 BLOCKED_MAX_CHANNELS = 64
 
 
 def _blocked_ns(batch: int, groups: int, ci: int, co: int, axes: tuple[AxisPlan, ...],
                 channels_last: bool) -> float:
-    """Rough cost of ``direct-blocked``: about 160 GFLOP/s on two cores for its multiply-adds.
+    """Rough cost of ``direct-blocked`` (in the units of the other estimates).
 
-    Its output channels are padded to whole vectors (16 float32), and each phase of
-    a line computes whole blocks of 8 outputs; channels-first outputs go through a
-    transposed copy of each line.
+    Multiply-adds at about 220 GFLOP/s on two cores (the machine's FMA peak), with
+    the output channels padded to whole vectors (16 float32) and each phase's run
+    of outputs with all taps inside the input covered by blocks of about 8 (the
+    others, at line ends, cost about three outputs each); lines whose output
+    channels are not whole vectors, or are channels first, go through a copy.  The
+    other algorithms' estimates run about 3x their measured times, so this one is
+    scaled alike.
     """
     width = -(-co // 16) * 16
     per_axis = []
     for index, axis in enumerate(axes):
         total = 0
         for c in _axis_phases(axis).classes:
+            shifts = c.shifts or (0,)
             for phase in range(c.first, c.first + c.count):
                 count = -(-(axis.output_size - phase) // axis.stride)
                 if index == len(axes) - 1:
-                    count = -(-count // 8) * 8
-                total += count * len(c.shifts)
+                    inside = max(0, min(count, axis.input_size - max(shifts))
+                                 - max(0, -min(shifts)))
+                    inside = inside if inside >= 8 else 0
+                    count = -(-inside // 8) * 8 + 3 * (count - inside)
+                total += count * max(1, len(c.shifts))
         per_axis.append(total)
     macs = batch * groups * width * ci * math.prod(per_axis)
     outputs = batch * groups * co * math.prod(axis.output_size for axis in axes)
     lines = batch * groups * math.prod(axis.output_size for axis in axes[:-1])
-    return 2.0 * macs / 160.0 + (0.0 if channels_last else 1.0) * outputs + 100.0 * lines
+    copied = outputs if co != width or not channels_last else 0
+    # A line whose weights (all phases of the last axis) are far beyond L1 reloads
+    # each phase's from L2 for its few blocks: FCN-32x (344 KB per line, 2 blocks per
+    # phase) ran at half the FLOP rate; 64 KB per line (3D 128->64 k2 s2) did not.
+    tap_counts = [sum(len(c.shifts) * c.count for c in _axis_phases(axis).classes) /
+                  max(1, axis.stride) for axis in axes]
+    last = axes[-1]
+    line_weights = math.prod(tap_counts) * last.stride * ci * width
+    reloaded = 0.0
+    if line_weights * 4 > 131072 and last.output_size < 3 * 8 * last.stride:
+        reloaded = lines * line_weights
+    return 3.0 * (2.0 * macs / 220.0 + 0.3 * copied + 0.25 * reloaded + 50.0 * lines + 20000)
 
 
 @functools.lru_cache(maxsize=512)
