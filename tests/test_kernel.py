@@ -252,6 +252,7 @@ def test_direct_blocked_with_many_channels_per_group(monkeypatch, rank, numba_di
 def test_direct_blocked_propagates_infinities_only_where_taps_reach(monkeypatch):
     # Outputs at the line ends skip taps outside the input instead of multiplying
     # them by zero: an infinite weight must not turn those outputs into NaN.
+    monkeypatch.delenv(_kernel.NO_NUMBA_ENV, raising=False)  # the numba kernel itself
     axes = (AxisPlan(12, 4, 2, 1, 1, 24),)
     data = np.ones((1, 3, 12))
     weights = np.ones((1, 3, 20, 4))

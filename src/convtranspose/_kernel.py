@@ -29,6 +29,10 @@ only in the internal layout of their GEMM and copies (see docs/performance.md).
 ``direct``
     Per-tap multiply-add for depthwise and few-channel groups (a numba kernel
     when numba is installed, else NumPy), where a GEMM would have tiny operands.
+``direct-blocked``
+    For up to 64 output channels per group (numba only; without it the NumPy
+    phases): blocks of outputs with their channels in SIMD registers, each tap
+    and input channel one broadcast multiply-add, no im2col and no scatter.
 """
 
 from __future__ import annotations

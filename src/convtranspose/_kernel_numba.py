@@ -1,4 +1,4 @@
-"""The ``direct`` algorithm compiled with numba (optional: ``pip install convtranspose[fast]``).
+"""The ``direct`` and ``direct-blocked`` algorithms compiled with numba (optional extra ``fast``).
 
 Imported only when the kernel chooses ``direct`` and numba is installed, never at
 ``import convtranspose``.  No GEMM: each output phase (module docstring of
@@ -15,6 +15,16 @@ Channels last (:func:`_channels_last_kernel`)
     Per output position, up to four taps per pass over the channel vector, written
     straight into the output; compiled per (Ci, Co) so that the channel loops
     vectorise.
+
+Register-blocked (:func:`direct_blocked`, the ``direct-blocked`` algorithm)
+    For groups of a few dozen channels, where a GEMM per phase has skinny operands:
+    per output line (all of the last axis for one group) and phase of the last
+    axis, blocks of 7-9 outputs whose taps all read inside the input keep their
+    output channels in vector registers (:mod:`._numba_vectors`) while every tap
+    and input channel adds one broadcast input times one weight row; the outputs
+    at the line ends are computed one at a time with their own taps.  Any layout:
+    channels-last lines are stored directly, channels-first ones through a
+    transposed line buffer.
 
 Every output element is written exactly once; the work is split into pieces that
 the calling thread and helper threads take in turn.  Results equal the NumPy
@@ -544,7 +554,8 @@ def _block_source(lanes: int, vectors: int, pixels: int) -> str:
               for v in range(vectors)]
     for p, row in enumerate(accumulators):
         lines.append(f"            x = vector_splat_at(source, read + {p} * pixel_step, {lanes})")
-        lines += [f"            {name} = vector_fma(x, w_{v}, {name})" for v, name in enumerate(row)]
+        lines += [f"            {name} = vector_fma(x, w_{v}, {name})"
+                  for v, name in enumerate(row)]
     lines += [f"            tap += {vectors * lanes}",
               "            read += channel_step"]
     for p, row in enumerate(accumulators):
@@ -561,8 +572,8 @@ def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
     FMA chains, so their latency overlaps) and are summed at the end.
     """
     sets = [[f"acc_{k}_{v}" for v in range(vectors)] for k in range(splits)]
-    lines = ["def single(source, weights, dest, dest_at, reads, taps, count, read_at, channel_step,",
-             "           channels):"]
+    lines = ["def single(source, weights, dest, dest_at, reads, taps, count, read_at,",
+             "           channel_step, channels):"]
     lines += [f"    {name} = vector_zero(weights, {lanes})" for row in sets for name in row]
     lines += ["    for m in range(count):",
               "        read = reads[m] + read_at",
@@ -643,13 +654,14 @@ def _blocked_kernel(lanes: int, vectors: int, pixels: int):
         # group's Co channels) with flat index in [start, stop): per phase of the last
         # axis, blocks of `pixels` outputs whose taps all read inside the input, then
         # the remaining outputs one at a time with their own taps.  Every output
-        # element is written once.
+        # element is written (those of overlapping blocks twice, with equal values).
         batch, groups, ci, co = sizes[0], sizes[1], sizes[2], sizes[3]
         size1, size2, size3 = sizes[4], sizes[5], sizes[6]
         out1, out2, out3 = sizes[7], sizes[8], sizes[9]
         k2_count, k3_count, k_volume = sizes[10], sizes[11], sizes[12]
         s1, s2, s3 = sizes[13], sizes[14], sizes[15]
-        in_n, in_1, in_2, in_3, in_c = in_steps[0], in_steps[1], in_steps[2], in_steps[3], in_steps[4]
+        in_n, in_1, in_2, in_3, in_c = (in_steps[0], in_steps[1], in_steps[2], in_steps[3],
+                                        in_steps[4])
         out_n, out_1, out_2, out_3, out_c = (out_steps[0], out_steps[1], out_steps[2],
                                              out_steps[3], out_steps[4])
         direct = out_c == 1 and co == width
