@@ -266,6 +266,7 @@ def test_direct_blocked_propagates_infinities_only_where_taps_reach(monkeypatch)
 def test_direct_blocked_is_chosen_for_grouped_layers_only_with_numba(monkeypatch):
     axes = (AxisPlan(28, 4, 2, 1, 1, 56),) * 2
     shape = (8, 32, 32, 4, 4)
+    monkeypatch.delenv(_kernel.NO_NUMBA_ENV, raising=False)
     if HAVE_NUMBA:
         assert choose_algorithm(8, axes, shape, channels_last=True) == "direct-blocked"
     monkeypatch.setenv(_kernel.NO_NUMBA_ENV, "1")
