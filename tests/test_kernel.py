@@ -224,6 +224,63 @@ def test_numba_direct_matches_numpy_direct_on_random_floats(monkeypatch):
         np.testing.assert_allclose(numpy_result, numba_result, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("numba_disabled", [False, True], ids=["numba", "no-numba"])
+def test_direct_blocked_with_many_channels_per_group(monkeypatch, rank, numba_disabled):
+    # Several vectors of output channels (padded), long lines (whole blocks, the
+    # overlapping last block and single outputs at both ends), strides, dilations,
+    # negative and large offsets; without numba the NumPy phases compute it.
+    if numba_disabled:
+        monkeypatch.setenv(_kernel.NO_NUMBA_ENV, "1")
+    rng = np.random.default_rng(200 + rank)
+    for trial in range(6 if rank < 3 else 4):
+        groups = int(rng.integers(1, 3))
+        ci, co = int(rng.integers(1, 40)), int(rng.integers(2, 70))
+        batch = int(rng.integers(1, 3))
+        size = [int(v) for v in rng.integers(2, 5, rank)]
+        size[-1] = int(rng.integers(8, 30))
+        kernel = rng.integers(1, 5, rank)
+        stride = rng.integers(1, 4, rank)
+        dilation = rng.integers(1, 3, rank)
+        full = (np.array(size) - 1) * stride + (kernel - 1) * dilation + 1
+        axes = tuple(AxisPlan(int(x), int(k), int(s), int(d), int(rng.integers(-2, f // 2 + 1)),
+                              int(rng.integers(max(1, f - 4), f + 4)))
+                     for x, k, s, d, f in zip(size, kernel, stride, dilation, full))
+        data = rng.integers(-9, 10, (batch, groups * ci) + tuple(size))
+        weights = rng.integers(-9, 10, (groups, ci, co) + tuple(kernel))
+        dtype = (np.float32, np.float64)[trial % 2]
+        expected = _reference(data.astype(dtype), weights.astype(dtype), axes)
+        for channels_last in (False, True):
+            got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype, channels_last,
+                       "direct-blocked")
+            np.testing.assert_array_equal(got, expected, err_msg=f"{axes} {weights.shape}")
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+def test_direct_blocked_propagates_infinities_only_where_taps_reach(monkeypatch):
+    # Outputs at the line ends skip taps outside the input instead of multiplying
+    # them by zero: an infinite weight must not turn those outputs into NaN.
+    monkeypatch.delenv(_kernel.NO_NUMBA_ENV, raising=False)  # the numba kernel itself
+    axes = (AxisPlan(12, 4, 2, 1, 1, 24),)
+    data = np.ones((1, 3, 12))
+    weights = np.ones((1, 3, 20, 4))
+    weights[0, 1, 5, 0] = np.inf
+    expected = _reference(data, weights, axes)
+    for channels_last in (False, True):
+        got = _run(data, weights, axes, np.float64, channels_last, "direct-blocked")
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_direct_blocked_is_chosen_for_grouped_layers_only_with_numba(monkeypatch):
+    axes = (AxisPlan(28, 4, 2, 1, 1, 56),) * 2
+    shape = (8, 32, 32, 4, 4)
+    monkeypatch.delenv(_kernel.NO_NUMBA_ENV, raising=False)
+    if HAVE_NUMBA:
+        assert choose_algorithm(8, axes, shape, channels_last=True) == "direct-blocked"
+    monkeypatch.setenv(_kernel.NO_NUMBA_ENV, "1")
+    assert choose_algorithm(8, axes, shape, channels_last=True) != "direct-blocked"
+
+
 def test_choice_is_cached_overridable_and_validated(monkeypatch):
     axes = (AxisPlan(8, 4, 2, 1, 1, 16),) * 2
     name = choose_algorithm(16, axes, (1, 512, 256, 4, 4))

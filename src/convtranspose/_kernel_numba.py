@@ -1,4 +1,4 @@
-"""The ``direct`` algorithm compiled with numba (optional: ``pip install convtranspose[fast]``).
+"""The ``direct`` and ``direct-blocked`` algorithms compiled with numba (optional extra ``fast``).
 
 Imported only when the kernel chooses ``direct`` and numba is installed, never at
 ``import convtranspose``.  No GEMM: each output phase (module docstring of
@@ -15,6 +15,16 @@ Channels last (:func:`_channels_last_kernel`)
     Per output position, up to four taps per pass over the channel vector, written
     straight into the output; compiled per (Ci, Co) so that the channel loops
     vectorise.
+
+Register-blocked (:func:`direct_blocked`, the ``direct-blocked`` algorithm)
+    For groups of a few dozen channels, where a GEMM per phase has skinny operands:
+    per output line (all of the last axis for one group) and phase of the last
+    axis, blocks of 7-9 outputs whose taps all read inside the input keep their
+    output channels in vector registers (:mod:`._numba_vectors`) while every tap
+    and input channel adds one broadcast input times one weight row; the outputs
+    at the line ends are computed one at a time with their own taps.  Any layout:
+    channels-last lines are stored directly, channels-first ones through a
+    transposed line buffer.
 
 Every output element is written exactly once; the work is split into pieces that
 the calling thread and helper threads take in turn.  Results equal the NumPy
@@ -36,7 +46,7 @@ import numpy as np
 from ._kernel import _axis_phases
 from ._plan import AxisPlan
 
-__all__ = ["direct_phase"]
+__all__ = ["blocked_shape", "direct_blocked", "direct_phase"]
 
 _THREADS = max(1, min(os.cpu_count() or 1, 8))
 _PIECES_PER_THREAD = 8
@@ -491,17 +501,22 @@ def _direct_channels_last(data, weights, axes3, dtype, out, threads):
               data.shape[0] * axes3[0].output_size * axes3[1].output_size, threads)
 
 
+def _three_axes(axes) -> tuple[AxisPlan, ...]:
+    """The axes padded to three with unit axes.
+
+    The last one stays last (the contiguous one); in 2-D the unit axis goes second,
+    so that the first axis (cut into bands, or split between lines) is a real one.
+    """
+    unit = AxisPlan(1, 1, 1, 1, 0, 1)
+    if len(axes) == 1:
+        return (unit, unit, axes[0])
+    return (axes[0],) + (unit,) * (3 - len(axes)) + tuple(axes[1:])
+
+
 def direct_phase(data, weights, axes, dtype, channels_last, out):
     """Fill ``out`` (the layout of ``data``) with the transposed convolution."""
     groups, ci, co = weights.shape[:3]
-    rank = len(axes)
-    unit = AxisPlan(1, 1, 1, 1, 0, 1)
-    # Three axes: the last one stays last (the contiguous one); in 2-D the unit axis
-    # goes second, so that the first axis (cut into bands) is a real one.
-    if rank == 1:
-        axes3 = (unit, unit, axes[0])
-    else:
-        axes3 = (axes[0],) + (unit,) * (3 - rank) + tuple(axes[1:])
+    axes3 = _three_axes(axes)
     big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= _PARALLEL_MACS
     threads = _THREADS if big else 1
     target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
@@ -515,5 +530,296 @@ def direct_phase(data, weights, axes, dtype, channels_last, out):
         # channels-last: 0.40 ms there, 0.13 ms in the plane kernel).
         strided = channels_last and (groups * ci > 1 or groups * co > 1)
         _direct_planes(data, weights, axes3, dtype, target, threads, strided)
+    if target is not out:
+        np.copyto(out, target)
+
+
+# --------------------------------------------------------------------------- direct-blocked
+
+
+def _block_source(lanes: int, vectors: int, pixels: int) -> str:
+    """Source of the register-blocked kernel for ``pixels`` outputs of ``vectors * lanes`` channels.
+
+    Every accumulator is its own vector variable (``pixels * vectors`` of them, all
+    in registers); per tap and input channel, the channel's weight row is loaded
+    once and multiplied into every pixel's accumulators with that pixel's input
+    value broadcast.
+    """
+    accumulators = [[f"acc_{p}_{v}" for v in range(vectors)] for p in range(pixels)]
+    lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, count, read_at,",
+             "          pixel_step, channel_step, channels):"]
+    lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators for name in row]
+    lines += ["    for m in range(count):",
+              "        read = reads[m] + read_at",
+              "        tap = taps[m]",
+              "        for _ in range(channels):"]
+    lines += [f"            w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
+              for v in range(vectors)]
+    for p, row in enumerate(accumulators):
+        lines.append(f"            x = vector_splat_at(source, read + {p} * pixel_step, {lanes})")
+        lines += [f"            {name} = vector_fma(x, w_{v}, {name})"
+                  for v, name in enumerate(row)]
+    lines += [f"            tap += {vectors * lanes}",
+              "            read += channel_step"]
+    for p, row in enumerate(accumulators):
+        lines += [f"    vector_store(dest, dest_at + {p} * dest_step + {v * lanes}, {name})"
+                  for v, name in enumerate(row)]
+    return "\n".join(lines) + "\n"
+
+
+def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
+    """Source of the kernel for one output (with its own taps) of ``vectors * lanes`` channels.
+
+    For the outputs at the ends of a line, whose taps differ from their neighbours':
+    ``splits`` sets of accumulators take the input channels in turn (independent
+    FMA chains, so their latency overlaps) and are summed at the end.
+    """
+    sets = [[f"acc_{k}_{v}" for v in range(vectors)] for k in range(splits)]
+    lines = ["def single(source, weights, dest, dest_at, reads, taps, count, read_at,",
+             "           channel_step, channels):"]
+    lines += [f"    {name} = vector_zero(weights, {lanes})" for row in sets for name in row]
+    lines += ["    for m in range(count):",
+              "        read = reads[m] + read_at",
+              "        tap = taps[m]",
+              f"        for _ in range(channels // {splits}):"]
+    for k, row in enumerate(sets):
+        lines.append(f"            x = vector_splat_at(source, read + {k} * channel_step, {lanes})")
+        lines += [f"            {name} = vector_fma(x, vector_load(weights, tap + "
+                  f"{k * vectors * lanes + v * lanes}, {lanes}), {name})"
+                  for v, name in enumerate(row)]
+    lines += [f"            tap += {splits * vectors * lanes}",
+              f"            read += {splits} * channel_step",
+              f"        for _ in range(channels % {splits}):",
+              f"            x = vector_splat_at(source, read, {lanes})"]
+    lines += [f"            {name} = vector_fma(x, vector_load(weights, tap + {v * lanes}, "
+              f"{lanes}), {name})" for v, name in enumerate(sets[0])]
+    lines += [f"            tap += {vectors * lanes}",
+              "            read += channel_step"]
+    for v in range(vectors):
+        total = sets[0][v]
+        for row in sets[1:]:
+            total = f"vector_add({total}, {row[v]})"
+        lines.append(f"    vector_store(dest, dest_at + {v * lanes}, {total})")
+    return "\n".join(lines) + "\n"
+
+
+def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int, int]:
+    """(lanes, vectors per pixel, pixels per block) of ``direct-blocked``.
+
+    About 16 accumulator registers of the 32 (AVX-512): enough independent FMAs to
+    hide their latency, with room for the weight rows.  Within about 1/8 of that
+    (all equally fast; fewer ran slower, more made LLVM stop unrolling the channel
+    loop), the block that wastes least on the lines of ``last_axis``: each phase's
+    run of outputs whose taps all read inside is covered by whole blocks (the last
+    overlapping its predecessor), its other outputs cost about two each.
+    """
+    from ._numba_vectors import vector_bytes
+
+    lanes = max(1, vector_bytes() // itemsize)
+    vectors = -(-co // lanes)
+    base = max(1, min(8, (16 if vector_bytes() == 64 else 12) // vectors))
+    runs = []
+    for c in _axis_phases(last_axis).classes:
+        shifts = c.shifts or (0,)
+        for phase in range(c.first, c.first + c.count):
+            count = -(-(last_axis.output_size - phase) // last_axis.stride)
+            inside = min(count, last_axis.input_size - max(shifts)) - max(0, -min(shifts))
+            runs.append((count, max(0, inside)))
+
+    def waste(pixels):
+        total = 0
+        for count, inside in runs:
+            covered = -(-inside // pixels) * pixels if inside >= pixels else 0
+            total += covered + 2 * (count - (inside if inside >= pixels else 0))
+        return total
+
+    candidates = range(base - base // 8, base + base // 8 + 1)
+    return lanes, vectors, min(candidates, key=lambda p: (waste(p), -p))
+
+
+@functools.lru_cache(maxsize=None)
+def _blocked_kernel(lanes: int, vectors: int, pixels: int):
+    """The ``direct-blocked`` kernel for one block shape (compiled on first use)."""
+    from ._numba_vectors import compile_source
+
+    block = compile_source(_block_source(lanes, vectors, pixels), "block")
+    single = compile_source(_single_source(lanes, vectors), "single")
+    width = lanes * vectors
+
+    @numba.njit(nogil=True, cache=False)
+    def kernel(source, weights, out, sizes, in_steps, out_steps, line_order, tap_k, tap_shift,
+               tap_count, start, stop):  # pragma: no cover
+        # Flat buffers in any layout: element (n, x1, x2, x3, channel) of the source is at
+        # n*in_steps[0] + x1*in_steps[1] + x2*in_steps[2] + x3*in_steps[3] +
+        # channel*in_steps[4], the output likewise with out_steps; weights (G, K1, K2, K3,
+        # Ci, width), zero beyond Co.  sizes = (N, G, Ci, Co, X1, X2, X3, Y1, Y2, Y3, K2,
+        # K3, K, S1, S2, S3).  Computes the output lines (g, n, y1, y2) (all of Y3, the
+        # group's Co channels) with flat index in [start, stop): per phase of the last
+        # axis, blocks of `pixels` outputs whose taps all read inside the input, then
+        # the remaining outputs one at a time with their own taps.  Every output
+        # element is written (those of overlapping blocks twice, with equal values).
+        batch, ci, co = sizes[0], sizes[2], sizes[3]
+        size1, size2, size3 = sizes[4], sizes[5], sizes[6]
+        out1, out2, out3 = sizes[7], sizes[8], sizes[9]
+        k2_count, k3_count, k_volume = sizes[10], sizes[11], sizes[12]
+        s1, s2, s3 = sizes[13], sizes[14], sizes[15]
+        in_n, in_1, in_2, in_3, in_c = (in_steps[0], in_steps[1], in_steps[2], in_steps[3],
+                                        in_steps[4])
+        out_n, out_1, out_2, out_3, out_c = (out_steps[0], out_steps[1], out_steps[2],
+                                             out_steps[3], out_steps[4])
+        direct = out_c == 1 and co == width
+        widest = tap_k.shape[2]
+        row_reads = np.empty(widest * widest, np.int64)
+        row_taps = np.empty(widest * widest, np.int64)
+        reads = np.empty(widest ** 3, np.int64)
+        taps = np.empty(widest ** 3, np.int64)
+        shifts = np.empty(widest ** 3, np.int64)
+        edge_reads = np.empty(widest ** 3, np.int64)
+        edge_taps = np.empty(widest ** 3, np.int64)
+        tile = np.empty(out3 * width, out.dtype)
+        dest = out if direct else tile
+        tap_size = ci * width
+        for flat in range(start, stop):
+            # Lines in phase order: consecutive lines use the same taps (weights stay in L1).
+            y2 = line_order[out1 + flat % out2]
+            y1 = line_order[(flat // out2) % out1]
+            n = (flat // (out1 * out2)) % batch
+            g = flat // (batch * out1 * out2)
+            p1, j1 = y1 % s1, y1 // s1
+            p2, j2 = y2 % s2, y2 // s2
+            rows = 0
+            for m1 in range(tap_count[0, p1]):
+                x1 = j1 + tap_shift[0, p1, m1]
+                if x1 < 0 or x1 >= size1:
+                    continue
+                for m2 in range(tap_count[1, p2]):
+                    x2 = j2 + tap_shift[1, p2, m2]
+                    if x2 < 0 or x2 >= size2:
+                        continue
+                    row_reads[rows] = n * in_n + x1 * in_1 + x2 * in_2 + g * ci * in_c
+                    row_taps[rows] = g * k_volume + (tap_k[0, p1, m1] * k2_count
+                                                     + tap_k[1, p2, m2]) * k3_count
+                    rows += 1
+            line = n * out_n + y1 * out_1 + y2 * out_2 + g * co * out_c
+            line_at = line if direct else 0
+            step = out_3 if direct else width
+            for p3 in range(min(s3, out3)):
+                phase_count = (out3 - p3 + s3 - 1) // s3
+                count = 0
+                first, last = 0, phase_count  # outputs whose taps all read inside
+                for m3 in range(tap_count[2, p3]):
+                    shift = tap_shift[2, p3, m3]
+                    first, last = max(first, -shift), min(last, size3 - shift)
+                    for r in range(rows):
+                        reads[count] = row_reads[r] + shift * in_3
+                        taps[count] = (row_taps[r] + tap_k[2, p3, m3]) * tap_size
+                        shifts[count] = shift
+                        count += 1
+                first = min(first, phase_count)
+                last = max(first, last)
+                # Blocks of `pixels` outputs over those whose taps all read inside the
+                # input; the last block ends there (overlapping its predecessor: a few
+                # outputs computed twice, but never a short block).  The others, at
+                # the line's ends and in lines shorter than a block, one at a time.
+                j = first
+                while j < last and last - first >= pixels:
+                    j = min(j, last - pixels)
+                    block(source, weights, dest, line_at + (j * s3 + p3) * step, s3 * step,
+                          reads, taps, count, j * in_3, in_3, in_c, ci)
+                    j += pixels
+                for jj in range(phase_count):
+                    if first <= jj < j:
+                        continue
+                    edges = 0
+                    for m in range(count):
+                        if 0 <= jj + shifts[m] < size3:
+                            edge_reads[edges] = reads[m]
+                            edge_taps[edges] = taps[m]
+                            edges += 1
+                    single(source, weights, dest, line_at + (jj * s3 + p3) * step, edge_reads,
+                           edge_taps, edges, jj * in_3, in_c, ci)
+            if direct:
+                continue
+            if out_c == 1:
+                for y3 in range(out3):
+                    for o in range(co):
+                        out[line + y3 * out_3 + o] = tile[y3 * width + o]
+            else:
+                for o in range(co):
+                    for y3 in range(out3):
+                        out[line + o * out_c + y3 * out_3] = tile[y3 * width + o]
+
+    return kernel
+
+
+@functools.lru_cache(maxsize=256)
+def _blocked_tables(axes3: tuple[AxisPlan, ...]):
+    """Per axis and phase: tap count, each tap's input shift and kernel index (read-only)."""
+    phases = [_axis_phases(axis) for axis in axes3]
+    widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
+    stride_max = max(axis.stride for axis in axes3)
+    tap_k = np.zeros((3, stride_max, widest), np.int64)
+    tap_shift = np.zeros((3, stride_max, widest), np.int64)
+    tap_count = np.zeros((3, stride_max), np.int64)
+    for a, p in enumerate(phases):
+        for c in p.classes:
+            for i in range(c.count):
+                phase = c.first + i
+                tap_count[a, phase] = len(c.shifts)
+                for m, (shift, k) in enumerate(zip(c.shifts, c.taps[i])):
+                    tap_k[a, phase, m] = k
+                    tap_shift[a, phase, m] = shift
+    return _frozen(tap_k, tap_shift, tap_count)
+
+
+@functools.lru_cache(maxsize=256)
+def _line_order(axis1: AxisPlan, axis2: AxisPlan) -> np.ndarray:
+    """The outputs of the first two axes in phase order (``y = p + j*s`` by ``p``, then ``j``)."""
+    order = [np.concatenate([np.arange(p, a.output_size, a.stride) for p in range(a.stride)])
+             for a in (axis1, axis2)]
+    return _frozen(np.concatenate(order).astype(np.int64))[0]
+
+
+def _steps(shape5: tuple[int, ...], channels_last: bool) -> np.ndarray:
+    """Element steps (n, axis 1, axis 2, axis 3, channel) of a C-contiguous array.
+
+    ``shape5`` is (N, channels, A1, A2, A3) in logical order; the array is laid out
+    as (N, A1, A2, A3, channels) when ``channels_last``, else as given.
+    """
+    batch, channels, a1, a2, a3 = shape5
+    if channels_last:
+        return np.array((a1 * a2 * a3 * channels, a2 * a3 * channels, a3 * channels, channels,
+                         1), np.int64)
+    return np.array((channels * a1 * a2 * a3, a2 * a3, a3, 1, a1 * a2 * a3), np.int64)
+
+
+def direct_blocked(data, weights, axes, dtype, channels_last, out):
+    """Fill ``out`` (the layout of ``data``) with the register-blocked direct kernel."""
+    groups, ci, co = weights.shape[:3]
+    axes3 = _three_axes(axes)
+    kernel3 = tuple(a.kernel_size for a in axes3)
+    lanes, vectors, pixels = blocked_shape(np.dtype(dtype).itemsize, co, axes3[2])
+    width = lanes * vectors
+    # (G, Ci, Co, K...) -> (G, K1, K2, K3, Ci, width), zero-padded channels.
+    w = np.zeros((groups,) + kernel3 + (ci, width), dtype)
+    w[..., :co] = np.moveaxis(weights.reshape((groups, ci, co) + kernel3), (1, 2), (-2, -1))
+    if data.dtype != dtype or not data.flags.c_contiguous:
+        data = np.ascontiguousarray(data, dtype)
+    target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
+    batch = data.shape[0]
+    sizes = np.array((batch, groups, ci, co) + tuple(a.input_size for a in axes3)
+                     + tuple(a.output_size for a in axes3)
+                     + (kernel3[1], kernel3[2], math.prod(kernel3))
+                     + tuple(a.stride for a in axes3), np.int64)
+    in_steps = _steps((batch, groups * ci) + tuple(a.input_size for a in axes3), channels_last)
+    out_steps = _steps((batch, groups * co) + tuple(a.output_size for a in axes3), channels_last)
+    tables = _blocked_tables(axes3)
+    kernel = _blocked_kernel(lanes, vectors, pixels)
+    source, flat_weights, flat_out = data.reshape(-1), w.reshape(-1), target.reshape(-1)
+    lines = groups * batch * axes3[0].output_size * axes3[1].output_size
+    big = out.size * ci * math.prod(kernel3) >= _PARALLEL_MACS
+    order = _line_order(axes3[0], axes3[1])
+    _parallel(lambda a, b: kernel(source, flat_weights, flat_out, sizes, in_steps, out_steps,
+                                  order, *tables, a, b), lines, _THREADS if big else 1)
     if target is not out:
         np.copyto(out, target)

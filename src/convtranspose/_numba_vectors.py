@@ -1,0 +1,161 @@
+"""SIMD vectors as numba values (LLVM vector types), for register-blocked kernels.
+
+numba has no vector type, and LLVM does not turn a block of accumulators held in
+an array into registers (it cannot prove the array distinct from the operands), so
+a small matrix-multiply kernel written with scalar loops runs at a few GFLOP/s.
+These intrinsics make each accumulator an SSA vector value instead, which LLVM
+keeps in a register for a whole loop.  Only imported with numba (optional extra).
+
+Loads and stores take a flat index into a C-contiguous 1-D array and do no bounds
+or negative-index checks: the caller guarantees the range.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numba
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic, models, register_model
+
+__all__ = ["vector_bytes", "vector_zero", "vector_load", "vector_splat_at", "vector_fma",
+           "vector_add", "vector_store"]
+
+
+class Vector(types.Type):
+    """``lanes`` elements of ``dtype`` in one LLVM vector value."""
+
+    def __init__(self, dtype, lanes: int):
+        self.dtype, self.lanes = dtype, lanes
+        super().__init__(name=f"Vector({dtype} x {lanes})")
+
+
+@register_model(Vector)
+class _VectorModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        element = dmm.lookup(fe_type.dtype).get_value_type()
+        super().__init__(dmm, fe_type, ir.VectorType(element, fe_type.lanes))
+
+
+@functools.cache
+def vector_bytes() -> int:
+    """The host's widest SIMD register in bytes (64 with AVX-512, 32 with AVX, else 16)."""
+    from llvmlite import binding
+
+    features = binding.get_host_cpu_features()
+    if features.get("avx512f"):
+        return 64
+    return 32 if features.get("avx") else 16
+
+
+def _element_pointer(context, builder, array_type, array, index):
+    data = context.make_array(array_type)(context, builder, array).data
+    return builder.gep(data, [index])
+
+
+@intrinsic
+def vector_zero(typingctx, array, lanes):
+    """A vector of ``lanes`` zeros of ``array``'s dtype."""
+    if not isinstance(lanes, types.IntegerLiteral):
+        return None
+    vector = Vector(array.dtype, lanes.literal_value)
+
+    def codegen(context, builder, signature, args):
+        return ir.Constant(context.get_value_type(vector), None)
+
+    return vector(array, lanes), codegen
+
+
+@intrinsic
+def vector_load(typingctx, array, index, lanes):
+    """``array[index:index + lanes]`` as a vector (unaligned load)."""
+    if not isinstance(lanes, types.IntegerLiteral):
+        return None
+    vector = Vector(array.dtype, lanes.literal_value)
+
+    def codegen(context, builder, signature, args):
+        pointer = _element_pointer(context, builder, array, args[0], args[1])
+        pointer = builder.bitcast(pointer, context.get_value_type(vector).as_pointer())
+        return builder.load(pointer, align=array.dtype.bitwidth // 8)
+
+    return vector(array, index, lanes), codegen
+
+
+@intrinsic
+def vector_splat_at(typingctx, array, index, lanes):
+    """``array[index]`` in every lane (one broadcast load)."""
+    if not isinstance(lanes, types.IntegerLiteral):
+        return None
+    vector = Vector(array.dtype, lanes.literal_value)
+
+    def codegen(context, builder, signature, args):
+        value = builder.load(_element_pointer(context, builder, array, args[0], args[1]))
+        vector_type = context.get_value_type(vector)
+        single = builder.insert_element(ir.Constant(vector_type, ir.Undefined), value,
+                                        ir.Constant(ir.IntType(32), 0))
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), vector.lanes), [0] * vector.lanes)
+        return builder.shuffle_vector(single, single, mask)
+
+    return vector(array, index, lanes), codegen
+
+
+@intrinsic
+def vector_fma(typingctx, a, b, c):
+    """``a * b + c``, fused where the target has FMA (``llvm.fmuladd``), else mul and add."""
+    if not (isinstance(a, Vector) and a == b == c):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return _fma_codegen(builder, a, args)
+
+    return a(a, b, c), codegen
+
+
+def _fma_codegen(builder, vector: Vector, args):
+    vector_type = ir.VectorType(args[0].type.element, vector.lanes)
+    function = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vector_type, [vector_type] * 3),
+        f"llvm.fmuladd.v{vector.lanes}f{vector.dtype.bitwidth}")
+    return builder.call(function, args)
+
+
+@intrinsic
+def vector_add(typingctx, a, b):
+    """``a + b``."""
+    if not (isinstance(a, Vector) and a == b):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fadd(args[0], args[1])
+
+    return a(a, b), codegen
+
+
+@intrinsic
+def vector_store(typingctx, array, index, vector):
+    """``array[index:index + lanes] = vector`` (unaligned store)."""
+    if not isinstance(vector, Vector):
+        return None
+
+    def codegen(context, builder, signature, args):
+        pointer = _element_pointer(context, builder, array, args[0], args[1])
+        pointer = builder.bitcast(pointer, context.get_value_type(vector).as_pointer())
+        builder.store(args[2], pointer, align=array.dtype.bitwidth // 8)
+        return context.get_dummy_value()
+
+    return types.none(array, index, vector), codegen
+
+
+def compile_source(source: str, name: str):
+    """``numba.njit`` of the function ``name`` defined by generated ``source``.
+
+    For kernels whose accumulators are separate variables (one per register), whose
+    count depends on the block shape.
+    """
+    namespace = {"vector_zero": vector_zero, "vector_load": vector_load,
+                 "vector_splat_at": vector_splat_at, "vector_fma": vector_fma,
+                 "vector_add": vector_add, "vector_store": vector_store}
+    exec(compile(source, f"<generated {name}>", "exec"), namespace)
+    return numba.njit(nogil=True, cache=False)(namespace[name])
