@@ -46,6 +46,17 @@ def _library():
     return None
 
 
+def _function(names, argtypes, restype):
+    """The first of ``names`` the library exports, typed for ctypes, or None."""
+    library = _library()
+    for name in names:
+        function = getattr(library, name, None) if library is not None else None
+        if function is not None:
+            function.argtypes, function.restype = argtypes, restype
+            return function
+    return None
+
+
 def corename() -> str:
     """The kernel family NumPy's OpenBLAS chose for this CPU (e.g. ``'SkylakeX'``), or ''.
 
@@ -53,16 +64,10 @@ def corename() -> str:
     variable ``OPENBLAS_CORETYPE``, which forces it (for instance to ``Haswell``:
     AVX2 kernels, about half the sgemm speed of ``SkylakeX`` on an AVX-512 CPU).
     """
-    library = _library()
-    function = None
-    for name in ("scipy_openblas_get_corename64_", "openblas_get_corename64_",
-                 "openblas_get_corename"):
-        function = getattr(library, name, None) if library is not None else None
-        if function is not None:
-            break
+    function = _function(("scipy_openblas_get_corename64_", "openblas_get_corename64_",
+                          "openblas_get_corename"), [], ctypes.c_char_p)
     if function is None:
         return ""
-    function.argtypes, function.restype = [], ctypes.c_char_p
     return (function() or b"").decode("ascii", "replace")
 
 
@@ -78,17 +83,11 @@ def _gemm_functions():
         (np.dtype(np.float32), ctypes.c_float, ("scipy_cblas_sgemm64_", "cblas_sgemm64_")),
         (np.dtype(np.float64), ctypes.c_double, ("scipy_cblas_dgemm64_", "cblas_dgemm64_")),
     ):
-        for name in names:
-            function = getattr(library, name, None)
-            if function is not None:
-                break
-        else:
-            continue
-        function.restype = None
-        function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, index, index, index,
-                             scalar, ctypes.c_void_p, index, ctypes.c_void_p, index,
-                             scalar, ctypes.c_void_p, index]
-        functions[dtype] = function
+        function = _function(names, [ctypes.c_int, ctypes.c_int, ctypes.c_int, index, index,
+                                     index, scalar, ctypes.c_void_p, index, ctypes.c_void_p,
+                                     index, scalar, ctypes.c_void_p, index], None)
+        if function is not None:
+            functions[dtype] = function
     return functions
 
 
@@ -102,27 +101,18 @@ def available(dtype) -> bool:
 @functools.cache
 def _thread_setter():
     """OpenBLAS's ``openblas_set_num_threads_local``, or None."""
-    library = _library()
-    function = getattr(library, "openblas_set_num_threads_local", None) if library else None
-    if function is not None:
-        function.argtypes, function.restype = [ctypes.c_int], ctypes.c_int
-    return function
+    return _function(("openblas_set_num_threads_local",), [ctypes.c_int], ctypes.c_int)
 
 
 def threads() -> int:
     """The number of threads OpenBLAS runs a product on now (0 if unknown)."""
-    library = _library()
-    for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
-                 "openblas_get_num_threads"):
-        function = getattr(library, name, None) if library is not None else None
-        if function is not None:
-            function.argtypes, function.restype = [], ctypes.c_int
-            return function()
-    return 0
+    function = _function(("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                          "openblas_get_num_threads"), [], ctypes.c_int)
+    return function() if function is not None else 0
 
 
 class _OneThread:
-    """``with one_thread():`` BLAS runs on one thread (for small products).
+    """``with one_thread:`` BLAS runs on one thread (for small products).
 
     Despite its name, OpenBLAS's ``openblas_set_num_threads_local`` sets the
     process-wide count in its pthreads builds (NumPy's): two threads that each set
