@@ -232,10 +232,29 @@ def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
             + 2000 * batches)
 
 
+#: Per algorithm, ``(scale, overhead ns)`` turning :func:`_raw_costs` into measured
+#: times: the least-squares fit (in log time) of ``benchmarks/calibrate.py`` over
+#: the benchmark suite and random layers.  The raw estimates get the shapes' relative
+#: costs right within an algorithm; these factors put the algorithms on one scale.
+_CALIBRATION: dict[str, tuple[float, float]] = {}
+
+
 def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
            channels_last: bool, numba: bool, integer: bool, blas: bool = False
            ) -> dict[str, float]:
-    """Estimated nanoseconds per algorithm (calibrated on a 2-core AVX-512 machine)."""
+    """Estimated nanoseconds per algorithm: :func:`_raw_costs` calibrated (``_CALIBRATION``)."""
+    raw = _raw_costs(batch, axes, weights_shape, channels_last, numba, integer, blas)
+    calibrated = {}
+    for name, cost in raw.items():
+        scale, overhead = _CALIBRATION.get(name, (1.0, 0.0))
+        calibrated[name] = scale * cost + overhead
+    return calibrated
+
+
+def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+               channels_last: bool, numba: bool, integer: bool, blas: bool = False
+               ) -> dict[str, float]:
+    """Estimated nanoseconds per algorithm, before calibration (a model per algorithm)."""
     groups, ci, co = weights_shape[:3]
     rank = len(axes)
     spatial_in = tuple(axis.input_size for axis in axes)
