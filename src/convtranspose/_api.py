@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _plan
+from . import _casts, _plan
 from ._dtypes import accumulation_dtype, check_dtypes
 from ._kernel import transposed_convolution
 
@@ -99,15 +99,17 @@ def _execute(plan, data, filter, bias=None, *, names=("data", "filter", "bias"))
     if bias is not None:
         arrays[names[2]] = bias
     dtype = check_dtypes(**arrays)
-    result = transposed_convolution(
-        data,
+    # Half-precision data is widened once up front: the kernels' own copies would
+    # each cast it with NumPy's slower loops.
+    return transposed_convolution(
+        _casts.widen(data),
         _canonical_weights(plan, filter),
         plan.axes,
         dtype=accumulation_dtype(dtype),
         channels_last=plan.channels_last,
         bias=bias,
+        result_dtype=dtype,
     )
-    return result.astype(dtype, copy=False)
 
 
 def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, pads_begin=None,

@@ -513,6 +513,7 @@ def transposed_convolution(
     channels_last: bool = False,
     bias: np.ndarray | None = None,
     algorithm: str | None = None,
+    result_dtype: np.dtype | None = None,
 ) -> np.ndarray:
     """Compute the canonical transposed convolution.
 
@@ -534,6 +535,11 @@ def transposed_convolution(
     algorithm : str, optional
         One of :data:`ALGORITHMS`, to force an algorithm (tests and benchmarks);
         by default :func:`choose_algorithm` decides.
+    result_dtype : numpy dtype, optional
+        The result's dtype if not ``dtype``: the sums (and the bias) are accumulated
+        in ``dtype`` and converted once, to the bits of ``result.astype(result_dtype)``
+        (float16 and bfloat16 round to nearest even, integers wrap), silently (an
+        overflow to infinity is the defined result, not an error).
 
     Returns
     -------
@@ -542,6 +548,9 @@ def transposed_convolution(
         C-contiguous array, never a view of an input.
     """
     dtype = np.dtype(dtype)
+    if result_dtype is not None and np.dtype(result_dtype) != dtype:
+        return _rounded(data, weights, tuple(axes), dtype, np.dtype(result_dtype),
+                        channels_last, bias, algorithm)
     axes = tuple(axes)
     groups, in_per_group, out_per_group = weights.shape[:3]
     batch = data.shape[0]
@@ -584,6 +593,36 @@ def transposed_convolution(
         shape = (-1,) if channels_last else (-1,) + (1,) * len(axes)
         out += bias.astype(dtype, copy=False).reshape(shape)
     return out
+
+
+def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algorithm):
+    """:func:`transposed_convolution` rounded once to ``result_dtype``.
+
+    ``direct-blocked`` rounds each line of sums as it stores it, so no float32
+    result is ever allocated; every other algorithm computes the float32 result,
+    rounded afterwards (:func:`convtranspose._casts.narrow`).
+    """
+    from . import _casts
+
+    if algorithm is None:
+        algorithm = choose_algorithm(data.shape[0], axes, weights.shape,
+                                     channels_last=channels_last, dtype=dtype)
+    groups, out_per_group = weights.shape[0], weights.shape[2]
+    if (algorithm == "direct-blocked" and data.size and weights.size and len(axes) <= 3
+            and _casts.rounds_in_kernels(dtype, result_dtype) and _numba_usable()):
+        from ._kernel_numba import direct_blocked
+
+        out_spatial = tuple(axis.output_size for axis in axes)
+        if channels_last:
+            out = np.empty((data.shape[0],) + out_spatial + (groups * out_per_group,),
+                           result_dtype)
+        else:
+            out = np.empty((data.shape[0], groups * out_per_group) + out_spatial, result_dtype)
+        direct_blocked(data, weights, axes, dtype, channels_last, out, bias=bias)
+        return out
+    result = transposed_convolution(data, weights, axes, dtype=dtype,
+                                    channels_last=channels_last, bias=bias, algorithm=algorithm)
+    return _casts.narrow(result, result_dtype)
 
 
 # --------------------------------------------------------------------------- threads

@@ -24,7 +24,8 @@ Register-blocked (:func:`direct_blocked`, the ``direct-blocked`` algorithm)
     and input channel adds one broadcast input times one weight row; the outputs
     at the line ends are computed one at a time with their own taps.  Any layout:
     channels-last lines are stored directly, channels-first ones through a
-    transposed line buffer.
+    transposed line buffer.  float16 and bfloat16 results are rounded from that
+    buffer as each line is stored (no float32 result, no separate rounding pass).
 
 Every output element is written exactly once; the work is split into pieces that
 the calling thread and helper threads take in turn.  Results equal the NumPy
@@ -43,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
+from ._casts_numba import bfloat16_bits, float16_bits
 from ._kernel import _axis_phases
 from ._plan import AxisPlan
 
@@ -637,9 +639,47 @@ def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int
     return lanes, vectors, min(candidates, key=lambda p: (waste(p), -p))
 
 
+#: ``mode`` of the ``direct-blocked`` kernel: float32 (or float64) sums stored as they
+#: are, or rounded to float16 or bfloat16 bits.
+_KEEP, _FLOAT16, _BFLOAT16 = 0, 1, 2
+
+
+@numba.njit(nogil=True, cache=False)
+def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, count,
+                  channel0):  # pragma: no cover - compiled
+    """Round a line buffer's ``count`` outputs into ``bits`` (uint16), plus ``bias``.
+
+    The bias is added in float32 before the one rounding, as the float32 path adds
+    it to its float32 result; without one (``bias`` empty) nothing is added, not
+    even a zero (``-0.0 + 0.0`` is ``+0.0``).  Compiled for float64 lines too (the
+    kernel's signature), where it never runs.
+    """
+    for o in range(co):
+        at = line + o * out_c
+        if bias.size:
+            shift = np.float32(bias[channel0 + o])
+            if mode == _FLOAT16:
+                for y3 in range(count):
+                    bits[at + y3 * out_3] = float16_bits(np.float32(tile[y3 * width + o]) + shift)
+            else:
+                for y3 in range(count):
+                    bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[y3 * width + o]) + shift)
+        elif mode == _FLOAT16:
+            for y3 in range(count):
+                bits[at + y3 * out_3] = float16_bits(np.float32(tile[y3 * width + o]))
+        else:
+            for y3 in range(count):
+                bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[y3 * width + o]))
+
+
 @functools.lru_cache(maxsize=None)
 def _blocked_kernel(lanes: int, vectors: int, pixels: int):
-    """The ``direct-blocked`` kernel for one block shape (compiled on first use)."""
+    """The ``direct-blocked`` kernel for one block shape (compiled on first use).
+
+    One compiled kernel for every ``mode``: ``out`` (the sums' dtype) is written
+    with ``_KEEP``, ``bits`` (uint16) with ``_FLOAT16``/``_BFLOAT16``; the other is
+    an empty placeholder of its type.
+    """
     from ._numba_vectors import compile_source
 
     block = compile_source(_block_source(lanes, vectors, pixels), "block")
@@ -647,12 +687,13 @@ def _blocked_kernel(lanes: int, vectors: int, pixels: int):
     width = lanes * vectors
 
     @numba.njit(nogil=True, cache=False)
-    def kernel(source, weights, out, sizes, in_steps, out_steps, line_order, tap_k, tap_shift,
-               tap_count, start, stop):  # pragma: no cover
+    def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, line_order,
+               tap_k, tap_shift, tap_count, start, stop):  # pragma: no cover
         # Flat buffers in any layout: element (n, x1, x2, x3, channel) of the source is at
         # n*in_steps[0] + x1*in_steps[1] + x2*in_steps[2] + x3*in_steps[3] +
         # channel*in_steps[4], the output likewise with out_steps; weights (G, K1, K2, K3,
-        # Ci, width), zero beyond Co.  sizes = (N, G, Ci, Co, X1, X2, X3, Y1, Y2, Y3, K2,
+        # Ci, width), zero beyond Co; bias (G*Co,) or empty, added by rounding modes only.
+        # sizes = (N, G, Ci, Co, X1, X2, X3, Y1, Y2, Y3, K2,
         # K3, K, S1, S2, S3).  Computes the output lines (g, n, y1, y2) (all of Y3, the
         # group's Co channels) with flat index in [start, stop): per phase of the last
         # axis, blocks of `pixels` outputs whose taps all read inside the input, then
@@ -667,7 +708,7 @@ def _blocked_kernel(lanes: int, vectors: int, pixels: int):
                                         in_steps[4])
         out_n, out_1, out_2, out_3, out_c = (out_steps[0], out_steps[1], out_steps[2],
                                              out_steps[3], out_steps[4])
-        direct = out_c == 1 and co == width
+        direct = out_c == 1 and co == width and mode == _KEEP
         widest = tap_k.shape[2]
         row_reads = np.empty(widest * widest, np.int64)
         row_taps = np.empty(widest * widest, np.int64)
@@ -676,7 +717,7 @@ def _blocked_kernel(lanes: int, vectors: int, pixels: int):
         shifts = np.empty(widest ** 3, np.int64)
         edge_reads = np.empty(widest ** 3, np.int64)
         edge_taps = np.empty(widest ** 3, np.int64)
-        tile = np.empty(out3 * width, out.dtype)
+        tile = np.empty(out3 * width, weights.dtype)
         dest = out if direct else tile
         tap_size = ci * width
         for flat in range(start, stop):
@@ -740,7 +781,10 @@ def _blocked_kernel(lanes: int, vectors: int, pixels: int):
                            edge_taps, edges, jj * in_3, in_c, ci)
             if direct:
                 continue
-            if out_c == 1:
+            if mode != _KEEP:
+                _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, out3,
+                              g * co)
+            elif out_c == 1:
                 for y3 in range(out3):
                     for o in range(co):
                         out[line + y3 * out_3 + o] = tile[y3 * width + o]
@@ -793,8 +837,13 @@ def _steps(shape5: tuple[int, ...], channels_last: bool) -> np.ndarray:
     return np.array((channels * a1 * a2 * a3, a2 * a3, a3, 1, a1 * a2 * a3), np.int64)
 
 
-def direct_blocked(data, weights, axes, dtype, channels_last, out):
-    """Fill ``out`` (the layout of ``data``) with the register-blocked direct kernel."""
+def direct_blocked(data, weights, axes, dtype, channels_last, out, bias=None):
+    """Fill ``out`` (the layout of ``data``) with the register-blocked direct kernel.
+
+    ``out`` has the accumulation ``dtype``, or is float16 or bfloat16 (with float32
+    ``dtype``): then the sums, plus ``bias`` (``(G*Co,)``, read only then), are
+    rounded once into it, bit for bit as ``astype`` rounds the float32 result.
+    """
     groups, ci, co = weights.shape[:3]
     axes3 = _three_axes(axes)
     kernel3 = tuple(a.kernel_size for a in axes3)
@@ -805,7 +854,14 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out):
     w[..., :co] = np.moveaxis(weights.reshape((groups, ci, co) + kernel3), (1, 2), (-2, -1))
     if data.dtype != dtype or not data.flags.c_contiguous:
         data = np.ascontiguousarray(data, dtype)
-    target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
+    target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+    flat_out = target.reshape(-1)
+    if out.dtype == dtype:
+        mode, bits, bias = _KEEP, np.empty(0, np.uint16), np.empty(0, dtype)
+    else:
+        mode = _FLOAT16 if out.dtype == np.float16 else _BFLOAT16
+        bits, flat_out = flat_out.view(np.uint16), np.empty(0, dtype)
+        bias = np.empty(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype)
     batch = data.shape[0]
     sizes = np.array((batch, groups, ci, co) + tuple(a.input_size for a in axes3)
                      + tuple(a.output_size for a in axes3)
@@ -815,11 +871,12 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out):
     out_steps = _steps((batch, groups * co) + tuple(a.output_size for a in axes3), channels_last)
     tables = _blocked_tables(axes3)
     kernel = _blocked_kernel(lanes, vectors, pixels)
-    source, flat_weights, flat_out = data.reshape(-1), w.reshape(-1), target.reshape(-1)
+    source, flat_weights = data.reshape(-1), w.reshape(-1)
     lines = groups * batch * axes3[0].output_size * axes3[1].output_size
     big = out.size * ci * math.prod(kernel3) >= _PARALLEL_MACS
     order = _line_order(axes3[0], axes3[1])
-    _parallel(lambda a, b: kernel(source, flat_weights, flat_out, sizes, in_steps, out_steps,
-                                  order, *tables, a, b), lines, _THREADS if big else 1)
+    _parallel(lambda a, b: kernel(source, flat_weights, flat_out, bits, bias, mode, sizes,
+                                  in_steps, out_steps, order, *tables, a, b),
+              lines, _THREADS if big else 1)
     if target is not out:
         np.copyto(out, target)
