@@ -45,6 +45,20 @@ only in the internal layout of their GEMM and copies (see docs/performance.md).
     For up to 64 output channels per group (numba only; without it the NumPy
     phases): blocks of outputs with their channels in SIMD registers, each tap
     and input channel one broadcast multiply-add, no im2col and no scatter.
+
+Infinities and NaNs
+    The result is the IEEE sum over the (input, tap) pairs that exist, so an
+    infinite or NaN operand reaches only the outputs its pairs reach.  The
+    ``phase``, ``gemm`` and ``shift`` algorithms, ``window`` and numba's ``direct``
+    multiply zeros of the padded input by filter taps, and ``window`` and ``dense``
+    multiply inputs by zeros of their matrices: with a non-finite operand (``inf *
+    0`` is NaN) they would add NaNs the sum does not have.  They check that
+    operand (:func:`_all_finite`: the filter once per weights-memo entry; the data
+    only in ``window``, and in ``dense`` when one output per sample is not finite)
+    and, if it may be non-finite, the call runs the cheapest exact algorithm
+    (``col2im-*`` or numba's ``direct-blocked``) instead, even when an algorithm
+    was forced: correctness wins over the request.  Special values arise silently
+    (``np.errstate``), whichever algorithm runs.
 """
 
 from __future__ import annotations
@@ -477,6 +491,22 @@ def _choose(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ..
     return min(costs, key=costs.get)
 
 
+#: Algorithms that multiply only the (input, tap) pairs that exist, so that an
+#: infinite or NaN operand reaches exactly the outputs of the canonical sum (the
+#: fallback of the others, see "Infinities and NaNs" in the module docstring).
+#: ``direct-blocked`` is listed as its numba kernel: the cost model offers it only
+#: with numba.
+_EXACT_ALGORITHMS = frozenset({"col2im-nxc", "col2im-ncx", "direct-blocked"})
+
+
+@functools.lru_cache(maxsize=512)
+def _choose_exact(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+                  channels_last: bool, dtype: np.dtype, numba: bool, blas: bool) -> str:
+    costs = _costs(batch, axes, weights_shape, channels_last, numba, dtype.kind != "f", blas)
+    exact = {name: cost for name, cost in costs.items() if name in _EXACT_ALGORITHMS}
+    return min(exact, key=exact.get)
+
+
 def choose_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
                      channels_last: bool = False, dtype=np.float32) -> str:
     """The algorithm :func:`transposed_convolution` uses for these shapes (cached).
@@ -567,28 +597,15 @@ def transposed_convolution(
     elif data.size == 0 or weights.size == 0:
         out.fill(0)
     else:
-        with np.errstate(over="ignore"):
-            if algorithm.startswith("gemm") and _blas.available(dtype):
-                _phase_gemm(data, weights, axes, dtype, channels_last, out,
-                            algorithm == "gemm-nxc")
-            elif algorithm.startswith("shift") and _blas.available(dtype):
-                _shift_gemm(data, weights, axes, dtype, channels_last, out,
-                            algorithm == "shift-nxc")
-            elif algorithm.startswith(("phase", "gemm", "shift")):
-                _phase(data, weights, axes, dtype, channels_last, out,
-                       algorithm.endswith("-nxc"))
-            elif algorithm.startswith("col2im"):
-                _col2im(data, weights, axes, dtype, channels_last, out, algorithm == "col2im-nxc")
-            elif algorithm == "window":
-                _window(data, weights, axes, dtype, channels_last, out)
-            elif algorithm == "dense":
-                _dense(data, weights, axes, dtype, channels_last, out)
-            elif algorithm == "direct":
-                _direct(data, weights, axes, dtype, channels_last, out)
-            elif algorithm == "direct-blocked":
-                _direct_blocked(data, weights, axes, dtype, channels_last, out)
-            else:
-                raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+        # Special values arise silently, whichever algorithm runs (BLAS never warns; NumPy
+        # would, in some algorithms only), and the finiteness checks may overflow.
+        with np.errstate(over="ignore", invalid="ignore"):
+            try:
+                _compute(algorithm, data, weights, axes, dtype, channels_last, out)
+            except _NonFinite:
+                exact = _choose_exact(batch, axes, tuple(weights.shape), bool(channels_last),
+                                      dtype, _numba_usable(), _blas.available(dtype))
+                _compute(exact, data, weights, axes, dtype, channels_last, out)
     if bias is not None and out.size:
         shape = (-1,) if channels_last else (-1,) + (1,) * len(axes)
         out += bias.astype(dtype, copy=False).reshape(shape)
@@ -623,6 +640,81 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
     result = transposed_convolution(data, weights, axes, dtype=dtype,
                                     channels_last=channels_last, bias=bias, algorithm=algorithm)
     return _casts.narrow(result, result_dtype)
+
+
+def _compute(algorithm, data, weights, axes, dtype, channels_last, out):
+    """Fill ``out`` with ``algorithm``.
+
+    Raises :class:`_NonFinite` when an operand may not be finite and the algorithm
+    would multiply it by a zero of its own (``out`` may hold anything then: the exact
+    algorithm that follows writes every element).
+    """
+    if algorithm.startswith("gemm") and _blas.available(dtype):
+        _phase_gemm(data, weights, axes, dtype, channels_last, out, algorithm == "gemm-nxc")
+    elif algorithm.startswith("shift") and _blas.available(dtype):
+        _shift_gemm(data, weights, axes, dtype, channels_last, out, algorithm == "shift-nxc")
+    elif algorithm.startswith(("phase", "gemm", "shift")):
+        _phase(data, weights, axes, dtype, channels_last, out, algorithm.endswith("-nxc"))
+    elif algorithm.startswith("col2im"):
+        _col2im(data, weights, axes, dtype, channels_last, out, algorithm == "col2im-nxc")
+    elif algorithm == "window":
+        _window(data, weights, axes, dtype, channels_last, out)
+    elif algorithm == "dense":
+        _dense(data, weights, axes, dtype, channels_last, out)
+    elif algorithm == "direct":
+        _direct(data, weights, axes, dtype, channels_last, out)
+    elif algorithm == "direct-blocked":
+        _direct_blocked(data, weights, axes, dtype, channels_last, out)
+    else:
+        raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+
+
+# --------------------------------------------------------------------------- non-finite
+
+
+class _NonFinite(Exception):
+    """An operand may hold an infinity or a NaN that this algorithm would multiply by
+    a zero of its own (padding, an absent tap): :func:`transposed_convolution` then
+    runs the cheapest algorithm of :data:`_EXACT_ALGORITHMS` instead."""
+
+
+def _all_finite(array: np.ndarray) -> bool:
+    """Whether every element of ``array`` is finite (at once for integers).
+
+    For float32/float64 one BLAS dot product of the elements with themselves: an
+    infinite or NaN element makes the sum of squares infinite or NaN, so a finite
+    one proves every element finite.  Squares of finite elements beyond about 1e19
+    (float32) overflow too; that only sends the caller to an exact algorithm.  The
+    dot is the cheapest pass NumPy offers (16x512x8x8 float32: 45 us, against 56 us
+    for ``np.isfinite(x).all()`` and 110 us for ``np.add.reduce``) and needs no
+    temporary.  Narrower floats (float16, bfloat16) are tested element by element.
+    Runs under the caller's ``np.errstate``.
+    """
+    kind = array.dtype.kind
+    if kind in "iub" or array.size == 0:
+        return True
+    if kind == "f" and array.dtype.itemsize >= 4:
+        flat = array.ravel(order="K")  # a view unless the elements have gaps
+        return math.isfinite(np.dot(flat, flat))
+    return bool(np.isfinite(array).all())
+
+
+def _require_finite(array: np.ndarray, dtype: np.dtype, derived: dict | None = None) -> None:
+    """Raise :class:`_NonFinite` unless ``array`` is finite (integer sums never need it).
+
+    With ``derived`` (the weights memo of the filter) the answer is kept there, so a
+    filter used again costs nothing more than the memo lookup the algorithm makes anyway.
+    """
+    if dtype.kind != "f":
+        return
+    if derived is None:
+        finite = _all_finite(array)
+    else:
+        finite = derived.get("finite")
+        if finite is None:
+            derived["finite"] = finite = _all_finite(array)
+    if not finite:
+        raise _NonFinite
 
 
 # --------------------------------------------------------------------------- threads
@@ -830,6 +922,9 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
     groups, ci, co = weights.shape[:3]
     rank = len(axes)
     batch = data.shape[0]
+    co_first = internal_last and not channels_last
+    derived = _derived_from(weights, "phase", axes, dtype, internal_last, co_first)
+    _require_finite(weights, dtype, derived)  # taps meet the padding
     phases = tuple(_axis_phases(axis) for axis in axes)
     combos = list(itertools.product(*(p.classes for p in phases)))
     if _some_output_unreached(phases):
@@ -857,8 +952,6 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last):
     first = spatial_at  # the batch axis of `padded` is first - 1
     target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
     blocks = tuple(p.blocks for p in phases)
-    co_first = internal_last and not channels_last
-    derived = _derived_from(weights, "phase", axes, dtype, internal_last, co_first)
     for combo in combos:
         slots = list(itertools.product(*(range(len(c.shifts)) for c in combo)))
         if not slots:
@@ -1109,6 +1202,8 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
     groups, ci, co = weights.shape[:3]
     rank = len(axes)
     batch = data.shape[0]
+    matrices = _derived_from(weights, "gemm", axes, dtype)
+    _require_finite(weights, dtype, matrices)  # taps meet the zeros around the windows
     phases = tuple(_axis_phases(axis) for axis in axes)
     lead, rest = phases[0], phases[1:]
     if _some_output_unreached(phases):
@@ -1134,7 +1229,6 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
         c.count for c in lead_classes)
     row_bytes = pitch * groups * (widest_slots * ci + widest * co) * dtype.itemsize
     step = max(1, _GEMM_SCRATCH_BYTES // max(1, row_bytes))
-    matrices = _derived_from(weights, "gemm", axes, dtype)
     # A 1-D channels-last result can take whole blocks straight from BLAS.
     direct_to_output = rank == 1 and internal_last and channels_last
     for j0 in range(0, lead.blocks, step):
@@ -1262,6 +1356,8 @@ def _shift_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
     groups, ci, co = weights.shape[:3]
     rank = len(axes)
     batch = data.shape[0]
+    matrices = _derived_from(weights, "shift", axes, dtype)
+    _require_finite(weights, dtype, matrices)  # taps meet the grid's padding
     phases = tuple(_axis_phases(axis) for axis in axes)
     if _some_output_unreached(phases):
         out.fill(0)
@@ -1285,7 +1381,6 @@ def _shift_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
         _parallel(_copy, spatial[(slice(None),) * 3 + interior],
                   np.moveaxis(source, -1, 1))  # (G, Ci, N, X...)
     target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
-    matrices = _derived_from(weights, "shift", axes, dtype)
     widest = max(math.prod(c.count for c in combo) for combo in combos) * co
     step = max(1, _SHIFT_CHUNK_BYTES // (plane * groups * (ci + widest) * dtype.itemsize))
     planes = batch * sizes[0]
@@ -1389,6 +1484,10 @@ def _window(data, weights, axes, dtype, channels_last, out):
     Rows are ``(n, j...)``, the depth ``(slots..., Ci)`` and the width ``(phases...,
     Co)`` (channels contiguous in every copy), one product per group.
     """
+    # Taps meet the padded input, and inputs the matrix's zeros (no weights memo here:
+    # the matrix is rebuilt on every call, which costs more than the check).
+    _require_finite(weights, dtype)
+    _require_finite(data, dtype)
     groups, ci, co = weights.shape[:3]
     kernel = tuple(weights.shape[3:])
     rank = len(axes)
@@ -1585,7 +1684,15 @@ def _dense_matrix(weights, axes, dtype, channels_last, out_size):
 def _dense(data, weights, axes, dtype, channels_last, out):
     batch = data.shape[0]
     matrix = _dense_matrix(weights, axes, dtype, channels_last, out[0].size)
-    np.matmul(data.reshape(batch, -1).astype(dtype, copy=False), matrix, out=out.reshape(batch, -1))
+    products = out.reshape(batch, -1)
+    np.matmul(data.reshape(batch, -1).astype(dtype, copy=False), matrix, out=products)
+    # Inputs meet the zeros of the matrix (taps meet only inputs).  Every output sums
+    # a product with every input of its sample, so a non-finite input makes all of
+    # them non-finite (a BLAS that skipped zero entries would be exact anyway): one
+    # finite output per sample proves its inputs finite, cheaper than a pass over them.
+    first = products[0, 0] if batch == 1 else np.add.reduce(products[:, 0])
+    if not math.isfinite(first):
+        _require_finite(data, dtype)
 
 
 # --------------------------------------------------------------------------- direct
@@ -1596,6 +1703,7 @@ def _direct(data, weights, axes, dtype, channels_last, out):
     if dtype.kind == "f" and _numba_usable() and len(axes) <= 3:
         from ._kernel_numba import direct_phase
 
+        _require_finite(weights, dtype)  # taps meet the zero-bordered windows
         direct_phase(data, weights, axes, dtype, channels_last, out)
         return
     _direct_numpy(data, weights, axes, dtype, channels_last, out)
