@@ -43,7 +43,9 @@ def random_layers(count: int, seed: int) -> list[Layer]:
         side = int(rng.choice({1: [64, 512, 4096, 16384], 2: [5, 8, 14, 28, 56, 100],
                                3: [4, 8, 16, 24]}[rank]))
         pad = int(rng.integers(0, max(1, (kernel - 1) // 2 + 1)))
-        layer = Layer(f"random-{len(layers)}", batch, groups * per_group_in,
+        name = (f"random-{len(layers)} N{batch} {groups * per_group_in}->"
+                f"{groups * per_group_out} g{groups} {side}^{rank} k{kernel} s{stride} p{pad}")
+        layer = Layer(name, batch, groups * per_group_in,
                       groups * per_group_out, (side,) * rank, kernel, stride, pad,
                       groups=groups, layout=str(rng.choice(["NCX", "NXC"])))
         if not 1e5 <= layer.flops <= 2e9 or min(layer.output_spatial) < 1:
@@ -161,10 +163,10 @@ def summary(results: list[dict]) -> str:
                          f"| {max(values):.3g} |")
     table = fit(results)
     lines.append("")
-    lines.append(f"Current model: {_describe_losses(choice_losses(results, _kernel._CALIBRATION))}.")
+    lines.append(f"Current model: {_describe_losses(choice_losses(results, _kernel._calibration()))}.")
     lines.append(f"Refitted: {_describe_losses(choice_losses(results, table))}, with")
     lines.append("")
-    lines.append("    _CALIBRATION = {")
+    lines.append("    _AVX2_CALIBRATION = {  # or whichever machine class was measured")
     lines.extend(f"        {name!r}: {value!r}," for name, value in table.items())
     lines.append("    }")
     return "\n".join(lines)
