@@ -249,9 +249,9 @@ def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
 #: Per algorithm, ``(scale, overhead ns)`` turning :func:`_raw_costs` into measured
 #: float32 times on CPUs whose OpenBLAS has no AVX-512 kernels: the least-squares fit
 #: (in log time) of ``benchmarks/calibrate.py`` over the benchmark suite and 24 random
-#: layers on an AMD EPYC (Zen 3, AVX2, two cores).  There it cut the time lost to
-#: wrong choices from a geometric mean of 23% to 12% (14% fitted without the layer
-#: judged; the suite alone from 13% to 9% when fitted on the random layers only).
+#: layers on an AMD EPYC (Zen 3, AVX2, two cores).  On 24 other random layers (seed 2,
+#: not fitted) it cut the time lost to wrong choices from a geometric mean of 28% to
+#: 14%, on the suite from 10% to 9% (over all fitted layers: 23% to 12%).
 #: The raw model's constants were measured on AVX-512 Xeons and stay as they are there.
 _AVX2_CALIBRATION: dict[str, tuple[float, float]] = {
     "gemm-nxc": (0.7, 200000),
