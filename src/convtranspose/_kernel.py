@@ -252,8 +252,9 @@ def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
 #: layers on an AMD EPYC (Zen 3, AVX2, two cores).  On 24 other random layers (seed 2,
 #: not fitted) it cut the time lost to wrong choices from a geometric mean of 28% to
 #: 14%, on the suite from 10% to 9% (over all fitted layers: 23% to 12%).  Timed the
-#: benchmark's way instead (a pause before each call: every algorithm 1.4-2x slower on
-#: this VM) the same table loses 12%, and a refit on those times did no better.
+#: benchmark's way instead (a pause before each call; that run measured every algorithm
+#: 1.5-1.8x slower, the tiny `dense` 3.8x) the same table loses 12%, and a refit on
+#: those times did no better (12%).
 #: The raw model's constants were measured on AVX-512 Xeons and stay as they are there.
 _AVX2_CALIBRATION: dict[str, tuple[float, float]] = {
     "gemm-nxc": (0.7, 200000),
