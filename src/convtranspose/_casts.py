@@ -27,6 +27,8 @@ _PARALLEL_ELEMENTS = 1 << 18
 
 def _kind(dtype: np.dtype) -> str | None:
     """"float16", "bfloat16" or None (a dtype this module leaves to NumPy)."""
+    if dtype.itemsize != 2:  # the usual case, before the slower comparisons
+        return None
     if dtype == np.float16:
         return "float16"
     if dtype.name == "bfloat16" and dtype.itemsize == 2:
