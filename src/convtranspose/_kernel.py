@@ -608,13 +608,8 @@ def transposed_convolution(
         return _rounded(data, weights, tuple(axes), dtype, np.dtype(result_dtype),
                         channels_last, bias, algorithm)
     axes = tuple(axes)
-    groups, in_per_group, out_per_group = weights.shape[:3]
     batch = data.shape[0]
-    out_spatial = tuple(axis.output_size for axis in axes)
-    if channels_last:
-        out = np.empty((batch,) + out_spatial + (groups * out_per_group,), dtype)
-    else:
-        out = np.empty((batch, groups * out_per_group) + out_spatial, dtype)
+    out = _empty_result(batch, weights.shape, axes, channels_last, dtype)
     if algorithm is None:
         algorithm = choose_algorithm(batch, axes, weights.shape, channels_last=channels_last,
                                      dtype=dtype)
@@ -638,6 +633,15 @@ def transposed_convolution(
     return out
 
 
+def _empty_result(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
+                  channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The uninitialised ``(N, G*Co, Y...)`` (or ``(N, Y..., G*Co)``) result."""
+    channels = weights_shape[0] * weights_shape[2]
+    spatial = tuple(axis.output_size for axis in axes)
+    shape = (batch,) + spatial + (channels,) if channels_last else (batch, channels) + spatial
+    return np.empty(shape, dtype)
+
+
 def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algorithm):
     """:func:`transposed_convolution` rounded once to ``result_dtype``.
 
@@ -650,17 +654,11 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
     if algorithm is None:
         algorithm = choose_algorithm(data.shape[0], axes, weights.shape,
                                      channels_last=channels_last, dtype=dtype)
-    groups, out_per_group = weights.shape[0], weights.shape[2]
     if (algorithm == "direct-blocked" and data.size and weights.size and len(axes) <= 3
             and _casts.rounds_in_kernels(dtype, result_dtype) and _numba_usable()):
         from ._kernel_numba import direct_blocked
 
-        out_spatial = tuple(axis.output_size for axis in axes)
-        if channels_last:
-            out = np.empty((data.shape[0],) + out_spatial + (groups * out_per_group,),
-                           result_dtype)
-        else:
-            out = np.empty((data.shape[0], groups * out_per_group) + out_spatial, result_dtype)
+        out = _empty_result(data.shape[0], weights.shape, axes, channels_last, result_dtype)
         direct_blocked(data, weights, axes, dtype, channels_last, out, bias=bias)
         return out
     result = transposed_convolution(data, weights, axes, dtype=dtype,
