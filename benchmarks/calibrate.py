@@ -30,7 +30,8 @@ import time
 import numpy as np
 
 from convtranspose import _blas, _kernel
-from convtranspose._bench import SETTLE_SECONDS, SUITE, Layer, layer_plan_axes, make_inputs
+from convtranspose._bench import (SETTLE_SECONDS, SUITE, Layer, _kernel_weights_shape,
+                                  layer_plan_axes, make_inputs)
 
 
 def random_layers(count: int, seed: int) -> list[Layer]:
@@ -64,10 +65,8 @@ def random_layers(count: int, seed: int) -> list[Layer]:
 
 def _kernel_inputs(layer: Layer):
     inputs = make_inputs(layer)
-    data, weights = inputs["data"], inputs["weights"]
-    g = layer.groups
-    kernel = (g, layer.in_channels // g, layer.out_channels // g) + weights.shape[2:]
-    weights = np.ascontiguousarray(weights.reshape(kernel))
+    data = inputs["data"]
+    weights = np.ascontiguousarray(inputs["weights"].reshape(_kernel_weights_shape(layer)))
     if layer.layout == "NXC":
         data = np.ascontiguousarray(np.moveaxis(data, 1, -1))
     return data, weights
