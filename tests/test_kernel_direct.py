@@ -10,6 +10,10 @@ inputs that need a copy.  The oracle (tests/oracle.py) shares no code with the k
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -138,6 +142,61 @@ def test_threaded_split_into_pieces(monkeypatch, channels_last):
         data = rng.standard_normal((batch, groups * ci, 24, 24))
         weights = rng.standard_normal((groups, ci, co, 4, 3))
         _check(data, weights, axes, np.float32, channels_last)
+
+
+def _threaded_pieces(monkeypatch, fake_cpu=None):
+    """Run ``_parallel`` twice on a fresh 3-thread pool.
+
+    Returns each helper thread's native id and CPU affinity, as seen by the helper
+    in the second call (the first one registers the helpers, the second steers them).
+    """
+    monkeypatch.setattr(_kernel_numba, "_THREADS", 3)
+    monkeypatch.setattr(_kernel_numba, "_pool", None)
+    monkeypatch.setattr(_kernel_numba, "_helper_ids", set())
+    monkeypatch.setattr(_kernel_numba, "_steering", True)
+    if fake_cpu is not None:
+        monkeypatch.setattr(_kernel_numba, "_sched_getcpu", lambda: lambda: fake_cpu)
+    seen = {}
+
+    def piece(start, stop):
+        time.sleep(0.002)  # long enough for every helper to take pieces
+        seen[threading.get_native_id()] = (
+            os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None)
+
+    for _ in range(2):
+        seen.clear()
+        _kernel_numba._parallel(piece, 24, 3)
+    _kernel_numba._pool.shutdown()
+    seen.pop(threading.get_native_id(), None)
+    return seen
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two allowed CPUs")
+def test_helpers_are_kept_off_the_calling_threads_cpu(monkeypatch):
+    allowed = os.sched_getaffinity(0)
+    caller_cpu = min(allowed)
+    helpers = _threaded_pieces(monkeypatch, fake_cpu=caller_cpu)
+    assert helpers and set(helpers) <= _kernel_numba._helper_ids
+    assert all(affinity == allowed - {caller_cpu} for affinity in helpers.values())
+
+
+def test_refused_affinity_turns_steering_off(monkeypatch):
+    def refuse(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setaffinity", refuse, raising=False)
+    _threaded_pieces(monkeypatch, fake_cpu=0)
+    assert _kernel_numba._steering is False
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_forgets_the_parents_helpers(monkeypatch):
+    assert _threaded_pieces(monkeypatch)
+    pid = os.fork()
+    if pid == 0:  # the child: its ids could name other processes' threads
+        os._exit(0 if not _kernel_numba._helper_ids and _kernel_numba._pool is None else 1)
+    assert os.waitpid(pid, 0)[1] == 0
 
 
 @pytest.mark.parametrize("route", ROUTES)
