@@ -257,6 +257,33 @@ def test_direct_blocked_with_many_channels_per_group(monkeypatch, rank, numba_di
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
+def test_direct_blocked_every_register_layout(monkeypatch, register_bytes):
+    # Each machine takes one block layout; pretending other vector widths reaches
+    # the others here (whole pixels in a block, chunks of 1, 2 or 3 vectors, and
+    # vectors padded to a multiple of the chunk).
+    from convtranspose import _kernel_numba, _numba_vectors
+
+    monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: register_bytes)
+    rng = np.random.default_rng(register_bytes)
+    axes = (AxisPlan(3, 3, 2, 1, 1, 6), AxisPlan(23, 3, 2, 1, 1, 46))
+    lanes = register_bytes // 4
+    layouts = []
+    # float32 output channels of 1, 3 and 5 vectors (5 = a padded chunk of 2 on AVX2).
+    for co in (lanes - 1, 3 * lanes, 5 * lanes - 2):
+        layouts.append(_kernel_numba.blocked_shape(4, co, axes[-1]))
+        data = rng.integers(-9, 10, (2, 7, 3, 23)).astype(np.float32)
+        weights = rng.integers(-9, 10, (1, 7, co, 3, 3)).astype(np.float32)
+        expected = _reference(data, weights, axes)
+        for channels_last in (False, True):
+            got = _run(data, weights, axes, np.float32, channels_last, "direct-blocked")
+            np.testing.assert_array_equal(got, expected, err_msg=f"co={co}")
+    chunks = [chunk for _, _, chunk, _ in layouts]
+    assert chunks == ([1, 3, 5] if register_bytes == 64 else [1, 3, 2]), layouts
+    assert layouts[2][1] == (5 if register_bytes == 64 else 6), layouts
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
 def test_direct_blocked_propagates_infinities_only_where_taps_reach(monkeypatch):
     # Outputs at the line ends skip taps outside the input instead of multiplying
     # them by zero: an infinite weight must not turn those outputs into NaN.

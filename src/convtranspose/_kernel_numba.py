@@ -19,9 +19,10 @@ Channels last (:func:`_channels_last_kernel`)
 Register-blocked (:func:`direct_blocked`, the ``direct-blocked`` algorithm)
     For groups of a few dozen channels, where a GEMM per phase has skinny operands:
     per output line (all of the last axis for one group) and phase of the last
-    axis, blocks of 7-9 outputs whose taps all read inside the input keep their
-    output channels in vector registers (:mod:`._numba_vectors`) while every tap
-    and input channel adds one broadcast input times one weight row; the outputs
+    axis, blocks of 4-9 outputs whose taps all read inside the input keep their
+    output channels (with AVX2's 16 registers, a chunk of 2-3 vectors of them) in
+    vector registers (:mod:`._numba_vectors`) while every tap and input channel
+    adds one broadcast input times one weight row; the outputs
     at the line ends are computed one at a time with their own taps.  Any layout:
     channels-last lines are stored directly, channels-first ones through a
     transposed line buffer.  float16 and bfloat16 results are rounded from that
@@ -608,15 +609,16 @@ def _block_source(lanes: int, vectors: int, pixels: int) -> str:
     Every accumulator is its own vector variable (``pixels * vectors`` of them, all
     in registers); per tap and input channel, the channel's weight row is loaded
     once and multiplied into every pixel's accumulators with that pixel's input
-    value broadcast.
+    value broadcast.  The channels are those from ``column`` of weight rows
+    ``row_width`` long (a slice of wider rows when those need too many registers).
     """
     accumulators = [[f"acc_{p}_{v}" for v in range(vectors)] for p in range(pixels)]
     lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, count, read_at,",
-             "          pixel_step, channel_step, channels):"]
+             "          pixel_step, channel_step, channels, column, row_width):"]
     lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators for name in row]
     lines += ["    for m in range(count):",
               "        read = reads[m] + read_at",
-              "        tap = taps[m]",
+              "        tap = taps[m] + column",
               "        for _ in range(channels):"]
     lines += [f"            w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
               for v in range(vectors)]
@@ -624,7 +626,7 @@ def _block_source(lanes: int, vectors: int, pixels: int) -> str:
         lines.append(f"            x = vector_splat_at(source, read + {p} * pixel_step, {lanes})")
         lines += [f"            {name} = vector_fma(x, w_{v}, {name})"
                   for v, name in enumerate(row)]
-    lines += [f"            tap += {vectors * lanes}",
+    lines += ["            tap += row_width",
               "            read += channel_step"]
     for p, row in enumerate(accumulators):
         lines += [f"    vector_store(dest, dest_at + {p} * dest_step + {v * lanes}, {name})"
@@ -668,21 +670,38 @@ def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
-def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int, int]:
-    """(lanes, vectors per pixel, pixels per block) of ``direct-blocked``.
+def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int, int, int]:
+    """(lanes, vectors per pixel, vectors per block, pixels per block) of ``direct-blocked``.
 
-    About 16 accumulator registers of the 32 (AVX-512): enough independent FMAs to
-    hide their latency, with room for the weight rows.  Within about 1/8 of that
-    (all equally fast; fewer ran slower, more made LLVM stop unrolling the channel
-    loop), the block that wastes least on the lines of ``last_axis``: each phase's
-    run of outputs whose taps all read inside is covered by whole blocks (the last
-    overlapping its predecessor), its other outputs cost about two each.
+    With 32 vector registers (AVX-512), a block holds all of a pixel's vectors and
+    about 16 accumulators: enough independent FMAs to hide their latency, with room
+    for the weight rows (fewer ran slower, more made LLVM stop unrolling the channel
+    loop).  With 16 (AVX2), accumulators, the block's weight vectors and the
+    broadcast input must fit in 16 registers, or LLVM spills them: a block holds a
+    chunk of 2 vectors (4-6 pixels) or 3 (4 pixels), the pixel's vectors padded to a
+    multiple of the chunk.  Measured on Zen 3, one thread, GFLOP/s with the weights
+    in L1 / L2: 2 x 6 pixels 75 / 77, 3 x 4 81 / -, but 4 x 3 37 / -, 8 x 1 64 / 33,
+    1 x 12 38 / - (one weight vector per twelve broadcasts).
+    Within the candidates, the block that wastes least on the lines of
+    ``last_axis``: each phase's run of outputs whose taps all read inside is covered
+    by whole blocks (the last overlapping its predecessor), its other outputs cost
+    about two each.
     """
     from ._numba_vectors import vector_bytes
 
     lanes = max(1, vector_bytes() // itemsize)
     vectors = -(-co // lanes)
-    base = max(1, min(8, (16 if vector_bytes() == 64 else 12) // vectors))
+    if vector_bytes() == 64:
+        chunk = vectors
+        base = max(1, min(8, 16 // vectors))
+        candidates = range(base - base // 8, base + base // 8 + 1)
+    elif vectors == 1:
+        chunk, candidates = 1, range(5, 7)
+    elif vectors % 2 and vectors % 3 == 0:
+        chunk, candidates = 3, range(4, 5)
+    else:
+        chunk, candidates = 2, range(5, 7)
+    vectors = -(-vectors // chunk) * chunk
     runs = []
     for c in _axis_phases(last_axis).classes:
         shifts = c.shifts or (0,)
@@ -698,8 +717,7 @@ def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int
             total += covered + 2 * (count - (inside if inside >= pixels else 0))
         return total
 
-    candidates = range(base - base // 8, base + base // 8 + 1)
-    return lanes, vectors, min(candidates, key=lambda p: (waste(p), -p))
+    return lanes, vectors, chunk, min(candidates, key=lambda p: (waste(p), -p))
 
 
 #: ``mode`` of the ``direct-blocked`` kernel: float32 (or float64) sums stored as they
@@ -736,8 +754,11 @@ def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, count,
 
 
 @functools.lru_cache(maxsize=None)
-def _blocked_kernel(lanes: int, vectors: int, pixels: int):
+def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
     """The ``direct-blocked`` kernel for one block shape (compiled on first use).
+
+    Blocks hold ``chunk`` of the ``vectors`` vectors of each output's channels (the
+    block kernel runs once per chunk).
 
     One compiled kernel for every ``mode``: ``out`` (the sums' dtype) is written
     with ``_KEEP``, ``bits`` (uint16) with ``_FLOAT16``/``_BFLOAT16``; the other is
@@ -745,9 +766,12 @@ def _blocked_kernel(lanes: int, vectors: int, pixels: int):
     """
     from ._numba_vectors import compile_source
 
-    block = compile_source(_block_source(lanes, vectors, pixels), "block")
-    single = compile_source(_single_source(lanes, vectors), "single")
-    width = lanes * vectors
+    block = compile_source(_block_source(lanes, chunk, pixels), "block")
+    # Four independent sets of accumulators where registers allow, one on AVX2 for
+    # wide outputs (8 vectors: 32 accumulators would spill).
+    splits = max(1, min(4, chunk * pixels // vectors))
+    single = compile_source(_single_source(lanes, vectors, splits), "single")
+    width, chunk_width = lanes * vectors, lanes * chunk
 
     @numba.njit(nogil=True, cache=False)
     def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, line_order,
@@ -828,8 +852,10 @@ def _blocked_kernel(lanes: int, vectors: int, pixels: int):
                 j = first
                 while j < last and last - first >= pixels:
                     j = min(j, last - pixels)
-                    block(source, weights, dest, line_at + (j * s3 + p3) * step, s3 * step,
-                          reads, taps, count, j * in_3, in_3, in_c, ci)
+                    at = line_at + (j * s3 + p3) * step
+                    for column in range(0, width, chunk_width):
+                        block(source, weights, dest, at + column, s3 * step, reads, taps,
+                              count, j * in_3, in_3, in_c, ci, column, width)
                     j += pixels
                 for jj in range(phase_count):
                     if first <= jj < j:
@@ -910,7 +936,7 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias=None):
     groups, ci, co = weights.shape[:3]
     axes3 = _three_axes(axes)
     kernel3 = tuple(a.kernel_size for a in axes3)
-    lanes, vectors, pixels = blocked_shape(np.dtype(dtype).itemsize, co, axes3[2])
+    lanes, vectors, chunk, pixels = blocked_shape(np.dtype(dtype).itemsize, co, axes3[2])
     width = lanes * vectors
     # (G, Ci, Co, K...) -> (G, K1, K2, K3, Ci, width), zero-padded channels.
     w = np.zeros((groups,) + kernel3 + (ci, width), dtype)
@@ -933,7 +959,7 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias=None):
     in_steps = _steps((batch, groups * ci) + tuple(a.input_size for a in axes3), channels_last)
     out_steps = _steps((batch, groups * co) + tuple(a.output_size for a in axes3), channels_last)
     tables = _blocked_tables(axes3)
-    kernel = _blocked_kernel(lanes, vectors, pixels)
+    kernel = _blocked_kernel(lanes, vectors, chunk, pixels)
     source, flat_weights = data.reshape(-1), w.reshape(-1)
     lines = groups * batch * axes3[0].output_size * axes3[1].output_size
     big = out.size * ci * math.prod(kernel3) >= _PARALLEL_MACS
