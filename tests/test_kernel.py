@@ -250,7 +250,14 @@ def test_direct_blocked_with_many_channels_per_group(monkeypatch, rank, numba_di
         weights = rng.integers(-9, 10, (groups, ci, co) + tuple(kernel))
         dtype = (np.float32, np.float64)[trial % 2]
         expected = _reference(data.astype(dtype), weights.astype(dtype), axes)
-        for channels_last in (False, True):
+        # Channels-first data is read in place, or through a channels-last copy when
+        # its channel planes are large (here: always).
+        for channels_last, far_planes in ((False, False), (False, True), (True, False)):
+            if HAVE_NUMBA and not numba_disabled:
+                from convtranspose import _kernel_numba
+
+                monkeypatch.setattr(_kernel_numba, "_FAR_CHANNELS_BYTES",
+                                    0 if far_planes else 1 << 40)
             got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype, channels_last,
                        "direct-blocked")
             np.testing.assert_array_equal(got, expected, err_msg=f"{axes} {weights.shape}")
