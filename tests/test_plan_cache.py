@@ -79,3 +79,24 @@ def test_lookalike_values_get_their_own_entries(first, second):
         assert len(_api._plan_cache) == 1   # refused, as a fresh resolution would
     else:
         assert len(_api._plan_cache) == 2
+
+
+def test_axis_plan_hash_agrees_with_equality_after_caching_and_pickling():
+    # AxisPlan caches its hash: equal plans must still hash alike (also across a
+    # pickle round trip, which carries the cached value) and fields still decide
+    # equality, repr and replace.
+    import dataclasses
+    import pickle
+
+    from convtranspose import AxisPlan
+
+    first = AxisPlan(5, 3, 2, 1, -1, 9)
+    hash(first)
+    second = AxisPlan(5, 3, 2, 1, -1, 9)
+    assert first == second and hash(first) == hash(second)
+    restored = pickle.loads(pickle.dumps(first))
+    assert restored == first and hash(restored) == hash(first)
+    moved = dataclasses.replace(first, offset=0)
+    assert moved != first and hash(moved) == hash(AxisPlan(5, 3, 2, 1, 0, 9))
+    assert repr(first) == "AxisPlan(input_size=5, kernel_size=3, stride=2, dilation=1, offset=-1, output_size=9)"
+    assert {first: 1}[second] == 1

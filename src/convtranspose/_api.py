@@ -90,8 +90,7 @@ def _canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.
     """The filter as ``(G, Ci, Co, K...)``, a view where the layout allows."""
     if plan.filter_layout == "GIOX":
         return filter
-    i_axis, o_axis, kernel_axes = _plan._filter_axes(plan.filter_layout, plan.spatial_rank)
-    return filter.transpose((i_axis, o_axis) + kernel_axes).reshape(plan.canonical_filter_shape)
+    return filter.transpose(plan._filter_to_canonical).reshape(plan.canonical_filter_shape)
 
 
 def _execute(plan, data, filter, bias=None, *, names=("data", "filter", "bias")):

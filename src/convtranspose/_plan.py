@@ -17,6 +17,7 @@ so a dialect only chooses ``(offset, Y)`` per axis; :class:`AxisPlan` holds them
 
 from __future__ import annotations
 
+import functools
 import operator
 import sys
 from collections.abc import Mapping, Set
@@ -65,6 +66,16 @@ class AxisPlan:
     def full_size(self) -> int:
         """``F = (X - 1) * s + K'``, the length of the uncropped result."""
         return (self.input_size - 1) * self.stride + self.dilated_kernel_size
+
+    def __hash__(self) -> int:
+        # Axes key the kernel's caches, hashed several times per call: the generated
+        # hash of six fields each time was a tenth of a tiny layer's call.
+        value = self.__dict__.get("_hash")
+        if value is None:
+            value = hash((self.input_size, self.kernel_size, self.stride, self.dilation,
+                          self.offset, self.output_size))
+            object.__setattr__(self, "_hash", value)
+        return value
 
 
 @dataclass(frozen=True)
@@ -150,7 +161,7 @@ class ConvTransposePlan:
     def out_channels(self) -> int:
         return self.output_shape[-1] if self.channels_last else self.output_shape[1]
 
-    @property
+    @functools.cached_property
     def canonical_filter_shape(self) -> tuple[int, ...]:
         """``(groups, in_channels // groups, out_channels // groups, *kernel_shape)``."""
         return (
@@ -158,6 +169,12 @@ class ConvTransposePlan:
             self.in_channels // self.groups,
             self.out_channels // self.groups,
         ) + self.kernel_shape
+
+    @functools.cached_property
+    def _filter_to_canonical(self) -> tuple[int, ...]:
+        """The transpose taking the filter to ``(I, O, K...)`` (then reshaped to canonical)."""
+        i_axis, o_axis, kernel_axes = _filter_axes(self.filter_layout, self.spatial_rank)
+        return (i_axis, o_axis) + kernel_axes
 
     def __str__(self) -> str:
         lines = [
