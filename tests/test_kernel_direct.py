@@ -181,6 +181,19 @@ def test_helpers_are_kept_off_the_calling_threads_cpu(monkeypatch):
     assert all(affinity == allowed - {caller_cpu} for affinity in helpers.values())
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two allowed CPUs")
+def test_a_vanished_helper_is_forgotten_and_steering_goes_on(monkeypatch):
+    gone = threading.Thread(target=lambda: None)
+    gone.start()
+    gone.join()
+    monkeypatch.setattr(_kernel_numba, "_helper_ids", {gone.native_id})
+    monkeypatch.setattr(_kernel_numba, "_steering", True)
+    monkeypatch.setattr(_kernel_numba, "_sched_getcpu", lambda: lambda: 0)
+    _kernel_numba._steer_helpers_off_caller()
+    assert _kernel_numba._helper_ids == set() and _kernel_numba._steering is True
+
+
 def test_refused_affinity_turns_steering_off(monkeypatch):
     def refuse(*args):
         raise PermissionError(1, "Operation not permitted")

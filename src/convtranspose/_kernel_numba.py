@@ -405,11 +405,12 @@ def _row_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
 def _helper_pool() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
+        _helper_ids.clear()  # only this pool's threads are steered
         _pool = ThreadPoolExecutor(_THREADS - 1, thread_name_prefix="convtranspose-direct")
     return _pool
 
 
-#: Native ids of the helper threads (each adds its own on its first piece).
+#: Native ids of the current pool's helper threads (each adds its own as it takes work).
 _helper_ids: set[int] = set()
 #: Cleared when the system refuses to set a helper's CPU affinity.
 _steering = True
@@ -450,8 +451,10 @@ def _steer_helpers_off_caller() -> None:
     until the load balancer moves it, milliseconds later, and a call of a few
     milliseconds runs at half speed.  Measured on a 2-vCPU KVM guest, stride-1
     ``direct-blocked`` after a 0.1 s pause: 7-12 ms without this, 6.0-6.5 with it
-    (5.4-6.1 back to back).  The peers' OpenMP and TBB workers spin between calls
-    and so stay on their own CPUs.  Costs a few system calls per parallel call.
+    (5.4-6.1 back to back).  The peers' worker threads spin for 10-60 ms after a
+    call instead of sleeping at once (CPU time measured during a pause after one
+    call: torch ~10 ms, onnxruntime 40-56).  Costs a few system calls per parallel
+    call.
     """
     global _steering
     getcpu = _sched_getcpu()
@@ -459,9 +462,11 @@ def _steer_helpers_off_caller() -> None:
         return
     try:
         others = os.sched_getaffinity(0) - {getcpu()}
-        if others:
-            for helper in tuple(_helper_ids):
+        for helper in tuple(_helper_ids) if others else ():
+            try:
                 os.sched_setaffinity(helper, others)
+            except ProcessLookupError:  # a thread of a pool since dropped
+                _helper_ids.discard(helper)
     except OSError:  # not allowed here (a sandbox): the scheduler decides alone
         _steering = False
 
