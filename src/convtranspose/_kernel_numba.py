@@ -688,8 +688,9 @@ def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int
     for the weight rows (fewer ran slower, more made LLVM stop unrolling the channel
     loop).  With 16 (AVX2), accumulators, the block's weight vectors and the
     broadcast input must fit in 16 registers, or LLVM spills them: a block holds a
-    chunk of 2 vectors (4-6 pixels) or 3 (4 pixels), the pixel's vectors padded to a
-    multiple of the chunk.  Measured on Zen 3, one thread, GFLOP/s with the weights
+    chunk of 2 vectors (5-6 pixels), of 3 (4 pixels) when a pixel has an odd multiple
+    of 3 vectors, or a pixel's one vector (5-6 pixels), the pixel's vectors padded to
+    a multiple of the chunk.  Measured on Zen 3, one thread, GFLOP/s with the weights
     in L1 / L2: 2 x 6 pixels 75 / 77, 3 x 4 81 / -, but 4 x 3 37 / -, 8 x 1 64 / 33,
     1 x 12 38 / - (one weight vector per twelve broadcasts).
     Within the candidates, the block that wastes least on the lines of
