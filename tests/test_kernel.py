@@ -415,3 +415,34 @@ def test_window_covers_partial_phase_ranges():
     for channels_last in (False, True):
         got = _run(data, weights, axes, np.int64, channels_last, "window")
         np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("scratch", [24 << 20, 1 << 10], ids=["whole", "chunked"])
+def test_col2im_numba_scatter_gives_the_numpy_adds_bits(monkeypatch, scratch):
+    # col2im-nxc adds its columns with numba for a few output channels: every output
+    # must get the same bits as from the NumPy adds (same taps in the same order) and
+    # equal the oracle; also when the scratch budget cuts batches and first axes.
+    monkeypatch.setattr(_kernel, "_SCRATCH_BYTES", scratch)
+    rng = np.random.default_rng(77)
+    for trial in range(6):
+        rank = 1 + trial % 3
+        groups, ci, co = int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 16))
+        size = [int(v) for v in rng.integers(2, 7, rank)]
+        kernel = rng.integers(1, 5, rank)
+        stride = rng.integers(1, 4, rank)
+        dilation = rng.integers(1, 3, rank)
+        full = (np.array(size) - 1) * stride + (kernel - 1) * dilation + 1
+        axes = tuple(AxisPlan(int(x), int(k), int(s), int(d), int(rng.integers(-2, f // 2 + 1)),
+                              int(rng.integers(max(1, f - 4), f + 4)))
+                     for x, k, s, d, f in zip(size, kernel, stride, dilation, full))
+        data = rng.standard_normal((3, groups * ci) + tuple(size)).astype(np.float32)
+        weights = rng.standard_normal((groups, ci, co) + tuple(kernel)).astype(np.float32)
+        expected = _reference(data.astype(np.float64), weights.astype(np.float64), axes)
+        for channels_last in (False, True):
+            monkeypatch.setattr(_kernel, "SCATTER_MAX_CHANNELS", 16)
+            compiled = _run(data, weights, axes, np.float32, channels_last, "col2im-nxc")
+            monkeypatch.setattr(_kernel, "SCATTER_MAX_CHANNELS", 0)
+            numpy_adds = _run(data, weights, axes, np.float32, channels_last, "col2im-nxc")
+            np.testing.assert_array_equal(compiled, numpy_adds, err_msg=f"{axes} co={co}")
+            np.testing.assert_allclose(compiled, expected, rtol=1e-4, atol=1e-4)
