@@ -1061,15 +1061,22 @@ def col2im_scatter(columns, out, target, axes) -> None:
     every ``Co`` elements.
     """
     rank = len(axes)
-    unit = AxisPlan(1, 1, 1, 1, 0, 1)
-    axes3 = (unit,) * (3 - rank) + tuple(axes)
+    axes3 = _three_axes(axes)  # the first real axis first: its output rows make the blocks
+    slots = {1: (2,), 2: (0, 2), 3: (0, 1, 2)}[rank]
+
+    def spread(steps):  # the real axes' steps at their places among three, 0 for unit axes
+        padded = [0, 0, 0]
+        for slot, step in zip(slots, steps):
+            padded[slot] = step
+        return padded
+
     itemsize = out.itemsize
     groups, n, co = target.shape[0], target.shape[1], target.shape[-1]
-    pad = [0] * (3 - rank)
     steps = [s // itemsize for s in columns.strides]
-    col_steps = np.array(steps[:2] + pad + steps[2:2 + rank] + pad + steps[2 + rank:], np.int64)
+    col_steps = np.array(steps[:2] + spread(steps[2:2 + rank])
+                         + spread(steps[2 + rank:2 + 2 * rank]) + steps[-1:], np.int64)
     steps = [s // itemsize for s in target.strides]
-    out_steps = np.array(steps[:2] + pad + steps[2:], np.int64)
+    out_steps = np.array(steps[:2] + spread(steps[2:2 + rank]) + steps[-1:], np.int64)
     start = (target.__array_interface__["data"][0] - out.__array_interface__["data"][0])
     geometry = np.array([(a.input_size, a.kernel_size, a.stride, a.dilation, a.offset,
                           a.output_size) for a in axes3], np.int64)
