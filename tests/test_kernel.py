@@ -224,6 +224,20 @@ def test_numba_direct_matches_numpy_direct_on_random_floats(monkeypatch):
         np.testing.assert_allclose(numpy_result, numba_result, rtol=1e-12, atol=1e-12)
 
 
+def _random_axes(rng, size):
+    """Axes over input ``size`` with kernels 1-4, strides 1-3, dilations 1-2, offsets
+    from -2 (leading zeros) and output sizes around the full one; and the kernel."""
+    rank = len(size)
+    kernel = rng.integers(1, 5, rank)
+    stride = rng.integers(1, 4, rank)
+    dilation = rng.integers(1, 3, rank)
+    full = (np.array(size) - 1) * stride + (kernel - 1) * dilation + 1
+    axes = tuple(AxisPlan(int(x), int(k), int(s), int(d), int(rng.integers(-2, f // 2 + 1)),
+                          int(rng.integers(max(1, f - 4), f + 4)))
+                 for x, k, s, d, f in zip(size, kernel, stride, dilation, full))
+    return axes, kernel
+
+
 @pytest.mark.parametrize("rank", [1, 2, 3])
 @pytest.mark.parametrize("numba_disabled", [False, True], ids=["numba", "no-numba"])
 def test_direct_blocked_with_many_channels_per_group(monkeypatch, rank, numba_disabled):
@@ -239,13 +253,7 @@ def test_direct_blocked_with_many_channels_per_group(monkeypatch, rank, numba_di
         batch = int(rng.integers(1, 3))
         size = [int(v) for v in rng.integers(2, 5, rank)]
         size[-1] = int(rng.integers(8, 30))
-        kernel = rng.integers(1, 5, rank)
-        stride = rng.integers(1, 4, rank)
-        dilation = rng.integers(1, 3, rank)
-        full = (np.array(size) - 1) * stride + (kernel - 1) * dilation + 1
-        axes = tuple(AxisPlan(int(x), int(k), int(s), int(d), int(rng.integers(-2, f // 2 + 1)),
-                              int(rng.integers(max(1, f - 4), f + 4)))
-                     for x, k, s, d, f in zip(size, kernel, stride, dilation, full))
+        axes, kernel = _random_axes(rng, size)
         data = rng.integers(-9, 10, (batch, groups * ci) + tuple(size))
         weights = rng.integers(-9, 10, (groups, ci, co) + tuple(kernel))
         dtype = (np.float32, np.float64)[trial % 2]
@@ -429,13 +437,7 @@ def test_col2im_numba_scatter_gives_the_numpy_adds_bits(monkeypatch, scratch):
         rank = 1 + trial % 3
         groups, ci, co = int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 16))
         size = [int(v) for v in rng.integers(2, 7, rank)]
-        kernel = rng.integers(1, 5, rank)
-        stride = rng.integers(1, 4, rank)
-        dilation = rng.integers(1, 3, rank)
-        full = (np.array(size) - 1) * stride + (kernel - 1) * dilation + 1
-        axes = tuple(AxisPlan(int(x), int(k), int(s), int(d), int(rng.integers(-2, f // 2 + 1)),
-                              int(rng.integers(max(1, f - 4), f + 4)))
-                     for x, k, s, d, f in zip(size, kernel, stride, dilation, full))
+        axes, kernel = _random_axes(rng, size)
         data = rng.standard_normal((3, groups * ci) + tuple(size)).astype(np.float32)
         weights = rng.standard_normal((groups, ci, co) + tuple(kernel)).astype(np.float32)
         expected = _reference(data.astype(np.float64), weights.astype(np.float64), axes)
