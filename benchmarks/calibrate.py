@@ -10,11 +10,11 @@ time lost to wrong choices (chosen / fastest per layer).
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/calibrate.py --out DIR
 
 Run it on a quiet machine.  Each time is the median over ``--repeat`` calls timed as
-the benchmark times them (a pause, one untimed call, the timed one): on a VM a
-second thread that has been idle for 0.1 s can take several calls to run at full
-speed again, which back-to-back calls never show (numba's stride-1 k3 kernel on
-AMD Zen 3: 5.9 ms back to back, 10.7 ms paused), and the model should
-choose for calls as they come in use, not for the luckiest.
+the benchmark times them (a pause, one untimed call, the timed one): calls after a
+pause can differ from back-to-back ones (before the numba helper threads were kept
+off the caller's CPU, the stride-1 k3 kernel on AMD Zen 3 took 5.9 ms back to back
+and 10.7 ms paused), and the model should choose for calls as they come in use, not
+for the luckiest.
 """
 
 from __future__ import annotations

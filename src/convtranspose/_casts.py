@@ -31,7 +31,7 @@ def _kind(dtype: np.dtype) -> str | None:
         return None
     if dtype == np.float16:
         return "float16"
-    if dtype.name == "bfloat16" and dtype.itemsize == 2:
+    if dtype.name == "bfloat16":
         return "bfloat16"
     return None
 

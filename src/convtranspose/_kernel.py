@@ -390,9 +390,9 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
         cost = _gemm_ns(rows_in, ci, taps * co, groups) + _pass_ns(outputs, 64)
         if not same_layout or batch > 1 and not internal_last:
             cost += _pass_ns(inputs, 2 if not same_layout else spatial_in[-1])
-        run = co if internal_last else spatial_in[-1] // max(1, axes[-1].stride)
+        run = ((co if internal_last else spatial_in[-1] // max(1, axes[-1].stride))
+               if same_layout else 1)
         adds = live * groups * rows_in * co
-        run = run if same_layout else 1
         if _numba_scatters(internal_last, co, rank, numba and not integer):
             cost += 7.0 * adds  # numba's pass: 3-4 ns per add measured on two threads
         else:

@@ -1035,6 +1035,7 @@ def _scatter_kernel(columns, col_steps, target, out_steps, geometry, co, n, rows
                             src = tap + x1 * c2 + x2 * c3 + lo3 * c4
                             dst = (out_base + (x1 * s1 + t1) * o2 + (x2 * s2 + t2) * o3
                                    + (lo3 * s3 + t3) * o4)
+                            # A constant unit stride vectorises (3D 128->8: 34 -> 20 ms).
                             if o5 == 1:
                                 for _ in range(hi3 - lo3):
                                     for c in range(co):
