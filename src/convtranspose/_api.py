@@ -42,6 +42,7 @@ def _as_array(name: str, value: object) -> np.ndarray:
 
 _PLAN_CACHE_SIZE = 512
 _plan_cache: dict = {}
+_EXACT_INT = frozenset({int})
 
 
 def _freeze(value: object) -> object:
@@ -57,7 +58,7 @@ def _freeze(value: object) -> object:
     if kind is int or kind is str or value is None:
         return value
     if kind is tuple or kind is list:
-        if all(type(item) is int for item in value):
+        if _EXACT_INT.issuperset(map(type, value)):
             return tuple(value)
         return (tuple,) + tuple(_freeze(item) for item in value)
     if isinstance(value, np.ndarray):
@@ -73,8 +74,7 @@ def _resolve(resolver, *args, **kwargs) -> _plan.ConvTransposePlan:
     fresh resolution would.
     """
     try:
-        key = (resolver, tuple(kwargs)) + tuple(_freeze(arg) for arg in args) + tuple(
-            _freeze(value) for value in kwargs.values())
+        key = (resolver, tuple(kwargs), *map(_freeze, args), *map(_freeze, kwargs.values()))
     except TypeError:
         return resolver(*args, **kwargs)
     plan = _plan_cache.get(key)

@@ -46,6 +46,9 @@ def check_dtypes(**arrays: np.ndarray) -> np.dtype:
     return first
 
 
+_INT64, _FLOAT32 = np.dtype(np.int64), np.dtype(np.float32)
+
+
 def accumulation_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype sums are accumulated in (SEMANTICS.md, "Numbers").
 
@@ -54,7 +57,7 @@ def accumulation_dtype(dtype: np.dtype) -> np.dtype:
     complement wrap-around gives the same bits as wrapping at every step).
     """
     if dtype.kind in "iu":
-        return np.dtype(np.int64)
-    if dtype == np.float64:
+        return _INT64
+    if dtype.kind == "f" and dtype.itemsize == 8:
         return dtype
-    return np.dtype(np.float32)
+    return _FLOAT32

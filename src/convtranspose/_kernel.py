@@ -329,6 +329,9 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
     blocks = [p.blocks for p in phases]
     rows_phase = batch * math.prod(blocks)
     padding = any(p.pad_low or p.pad_high for p in phases)
+    # Channels-first products are stored along the last axis: whole rows of blocks
+    # when its stride is 1, single elements between the other phases' otherwise.
+    ncx_run = blocks[-1] if axes[-1].stride == 1 else 1
     for internal_last in (True, False):
         cost = 0.0
         same_layout = internal_last == channels_last
@@ -344,7 +347,7 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
             cost += _gemm_ns(rows_phase, depth, width, groups) + 30000
             if slots > 1 or padding:
                 cost += _pass_ns(groups * rows_phase * depth, ci if internal_last else blocks[-1])
-            run = (combo[-1].count * co if internal_last else 1)
+            run = combo[-1].count * co if internal_last else ncx_run
             cost += _pass_ns(groups * rows_phase * width, run if same_layout else 1)
         costs["phase-nxc" if internal_last else "phase-ncx"] = cost
     if blas:
@@ -367,7 +370,7 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
                         continue  # written straight into the output
                     run = (combo[-1].count if combo else lead_class.count) * co
                     cost += _pass_ns(groups * rows_phase * width,
-                                     run if internal_last and same_layout else 1)
+                                     run if internal_last and same_layout else ncx_run)
             costs["gemm-nxc" if internal_last else "gemm-ncx"] = cost
         sizes, _, _ = _shift_grid(axes, tuple(phases))
         grid_rows = batch * math.prod(sizes)
@@ -381,7 +384,7 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
                     continue
                 width = math.prod(c.count for c in combo) * co
                 cost += _gemm_ns(grid_rows, ci, width, groups * slots) + 30000
-                run = combo[-1].count * co if internal_last else 1
+                run = combo[-1].count * co if internal_last else ncx_run
                 cost += _pass_ns(groups * rows_phase * width, run if same_layout else 1)
             costs["shift-nxc" if internal_last else "shift-ncx"] = cost
     live = math.prod(sum(w is not None for w in _tap_windows(axis)) for axis in axes)
@@ -491,6 +494,13 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
 BLOCKED_MAX_CHANNELS = 64
 
 
+#: ``direct-blocked`` on channels-first data pays about one strided pass over the
+#: input (a channels-last copy, or each block reading Ci distant planes): without it
+#: stride-1 64->64 64^2 NCX was estimated at half its time and took it over BLAS
+#: (5.8 against gemm's 3.9 ms in the calibration run of session 10).
+_BLOCKED_NCX_INPUT = 1.0
+
+
 def _blocked_ns(batch: int, groups: int, ci: int, co: int, axes: tuple[AxisPlan, ...],
                 channels_last: bool) -> float:
     """Rough cost of ``direct-blocked`` (in the units of the other estimates).
@@ -499,7 +509,8 @@ def _blocked_ns(batch: int, groups: int, ci: int, co: int, axes: tuple[AxisPlan,
     the output channels padded to whole vectors (16 float32) and each phase's run
     of outputs with all taps inside the input covered by blocks of about 8 (the
     others, at line ends, cost about three outputs each); lines whose output
-    channels are not whole vectors, or are channels first, go through a copy.  The
+    channels are not whole vectors, or are channels first, go through a copy, and
+    channels-first input costs a strided pass (:data:`_BLOCKED_NCX_INPUT`).  The
     other algorithms' estimates run about 3x their measured times, so this one is
     scaled alike.
     """
@@ -532,7 +543,10 @@ def _blocked_ns(batch: int, groups: int, ci: int, co: int, axes: tuple[AxisPlan,
     reloaded = 0.0
     if line_weights * 4 > 131072 and last.output_size < 3 * 8 * last.stride:
         reloaded = lines * line_weights
-    return 3.0 * (2.0 * macs / 220.0 + 0.3 * copied + 0.25 * reloaded + 50.0 * lines + 20000)
+    inputs = batch * groups * ci * math.prod(axis.input_size for axis in axes)
+    transposed = 0 if channels_last else inputs * _BLOCKED_NCX_INPUT
+    return 3.0 * (2.0 * macs / 220.0 + 0.3 * copied + transposed + 0.25 * reloaded
+                  + 50.0 * lines + 20000)
 
 
 @functools.lru_cache(maxsize=512)

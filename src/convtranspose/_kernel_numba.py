@@ -67,9 +67,11 @@ _PARALLEL_MACS = 1 << 21
 _BAND_ELEMENTS = 1 << 16
 #: ``direct-blocked`` reads channels-first data whose channel planes are at least this
 #: large through a channels-last copy: a block reads every input channel of a few
-#: pixels, and so many distant planes miss the TLB (3D 64->32 32^3 k3, 128 KB planes:
-#: 77-90 ms without the copy, 40-61 with it; 16 KB planes gained nothing).
-_FAR_CHANNELS_BYTES = 1 << 15
+#: pixels, and so many distant planes miss the TLB and defeat the prefetchers (3D
+#: 64->32 32^3 k3, 128 KB planes: 77-90 ms without the copy, 40-61 with it; 16 KB
+#: planes, alternating A/B: stride-1 64->64 64^2 3.3-6.0 -> 3.1-4.8 ms, 3D 128->64
+#: 16^3 k2 8.6-11.9 -> 8.0-9.2; 3 KB planes (grouped 28^2) lost with the copy).
+_FAR_CHANNELS_BYTES = 1 << 14
 #: Channels-last layers with fewer channels than this (per side, G * max(Ci, Co)) are
 #: computed by the plane kernel: vectors along so few channels are too short.
 _CHANNELS_LAST_MIN_WIDTH = 8
