@@ -448,3 +448,33 @@ def test_col2im_numba_scatter_gives_the_numpy_adds_bits(monkeypatch, scratch):
             numpy_adds = _run(data, weights, axes, np.float32, channels_last, "col2im-nxc")
             np.testing.assert_array_equal(compiled, numpy_adds, err_msg=f"{axes} co={co}")
             np.testing.assert_allclose(compiled, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("internal_last", [False, True], ids=["col2im-ncx", "col2im-nxc"])
+def test_col2im_copies_disjoint_taps_and_zeroes_what_they_miss(monkeypatch, internal_last):
+    # Taps spanning less than a stride reach each output at most once, so col2im copies
+    # their columns instead of adding them to zeros: every output they miss (crops
+    # beyond the full size, zeros in front, K*d < s) must still be zeroed, whatever the
+    # result buffer held before.
+    monkeypatch.setattr(_kernel, "SCATTER_MAX_CHANNELS", 0)
+    rng = np.random.default_rng(41)
+    cases = [
+        (AxisPlan(4, 2, 2, 1, 0, 8), AxisPlan(3, 2, 2, 1, 0, 6)),  # U-Net's k2 s2: all reached
+        (AxisPlan(4, 2, 2, 1, 1, 9), AxisPlan(3, 1, 3, 1, -2, 9)),  # crop past the end, zeros first
+        (AxisPlan(5, 2, 3, 1, 0, 15),),  # k2 s3: every third output unreached
+        (AxisPlan(3, 2, 3, 2, 0, 9), AxisPlan(2, 1, 1, 1, 0, 2), AxisPlan(2, 2, 2, 1, 0, 4)),
+    ]
+    for axes in cases:
+        size = tuple(a.input_size for a in axes)
+        kernel = tuple(a.kernel_size for a in axes)
+        data = rng.integers(-9, 10, (2, 4) + size).astype(np.float64)
+        weights = rng.integers(-9, 10, (2, 2, 3) + kernel).astype(np.float64)
+        expected = _reference(data, weights, axes)
+        for channels_last in (False, True):
+            source = np.ascontiguousarray(np.moveaxis(data, 1, -1)) if channels_last else data
+            out = np.full(_kernel._empty_result(2, weights.shape, axes, channels_last,
+                                                np.dtype(np.float64)).shape, np.nan)
+            _kernel._col2im(source, weights, axes, np.dtype(np.float64), channels_last, out,
+                            internal_last)
+            got = np.moveaxis(out, -1, 1) if channels_last else out
+            np.testing.assert_array_equal(got, expected, err_msg=f"{axes} {channels_last}")

@@ -1632,7 +1632,18 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
     batch = data.shape[0]
     spatial = tuple(axis.input_size for axis in axes)
     taps = math.prod(kernel)
-    out.fill(0)
+    matrix = _col2im_matrix(weights, dtype, internal_last)
+    scatter = None
+    if (_numba_scatters(internal_last, co, len(axes), dtype.kind == "f" and _numba_usable())
+            and out.flags.c_contiguous):
+        from ._kernel_numba import col2im_scatter as scatter
+    # Taps that span less than a stride (U-Net's k2 s2) reach every output at most
+    # once, so their columns are copied, not added to zeros.
+    disjoint = scatter is None and all(
+        (axis.kernel_size - 1) * axis.dilation < axis.stride for axis in axes)
+    if not disjoint or not all(_disjoint_taps_cover(axis) for axis in axes):
+        out.fill(0)
+    store = _copy if disjoint else _add
     if internal_last:
         target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
         source = _input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
@@ -1640,11 +1651,6 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
         target = np.moveaxis(_output_glyc(out, groups, channels_last), (0, -1), (1, 2))
         source = np.moveaxis(_input_glxc(data, groups, channels_last), (0, -1), (1, 2))
         # target (N, G, Co, Y...), source (N, G, Ci, X...): views, NCX-natural.
-    matrix = _col2im_matrix(weights, dtype, internal_last)
-    scatter = None
-    if (_numba_scatters(internal_last, co, len(axes), dtype.kind == "f" and _numba_usable())
-            and out.flags.c_contiguous):
-        from ._kernel_numba import col2im_scatter as scatter
     row_bytes = groups * math.prod(spatial[1:]) * (taps * co + ci) * dtype.itemsize
     first = axes[0]
     for n0, n1, x0, x1 in _chunks(batch, spatial[0], row_bytes, out.nbytes):
@@ -1667,7 +1673,7 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
             for tap, window in live:
                 src = (slice(None), slice(None)) + tuple(w[0] for w in window) + tap
                 dst = (slice(None), slice(n0, n1)) + tuple(w[1] for w in window)
-                _parallel(_add, target[dst], columns[src])
+                _parallel(store, target[dst], columns[src])
         else:
             rows = source[n0:n1, :, :, x0:x1]
             if rows.dtype != dtype or not _blasable_rows(rows):
@@ -1678,7 +1684,14 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last):
                 src = (slice(None), slice(None)) + tap + (slice(None),) + tuple(
                     w[0] for w in window)
                 dst = (slice(n0, n1), slice(None), slice(None)) + tuple(w[1] for w in window)
-                _parallel(_add, target[dst], columns[src])
+                _parallel(store, target[dst], columns[src])
+
+
+def _disjoint_taps_cover(axis: AxisPlan) -> bool:
+    """Whether taps that reach disjoint outputs of ``axis`` together reach all of them."""
+    outputs = range(axis.output_size)
+    reached = sum(len(outputs[window[1]]) for window in _tap_windows(axis) if window is not None)
+    return reached == axis.output_size
 
 
 def _blasable_rows(rows: np.ndarray) -> bool:
