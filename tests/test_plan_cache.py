@@ -5,6 +5,8 @@ compare equal but mean different things to the resolvers (True vs 1, 2.0 vs 2,
 an array vs a list) must not share a cache entry.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -100,3 +102,145 @@ def test_axis_plan_hash_agrees_with_equality_after_caching_and_pickling():
     assert moved != first and hash(moved) == hash(AxisPlan(5, 3, 2, 1, 0, 9))
     assert repr(first) == "AxisPlan(input_size=5, kernel_size=3, stride=2, dilation=1, offset=-1, output_size=9)"
     assert {first: 1}[second] == 1
+
+
+# --------------------------------------------------------------------------- prepared tiny calls
+# Tiny layers that the kernel computes with ``dense`` are prepared after their first
+# call (``_api._dense_calls``); later calls with the same plan, dtypes and filter bytes
+# take one product.  They must give the general path's bits and yield to it whenever
+# it could decide otherwise.
+
+RNG = np.random.default_rng(5)
+TINY = {
+    "openvino": lambda d, f: ct.convolution_backprop_data(d, f, strides=2, pads_begin=1,
+                                                          pads_end=1),
+    "openvino-group": lambda d, f: ct.group_convolution_backprop_data(
+        d, f.reshape((2, 1) + f.shape[1:]), strides=[2, 1], output_padding=[1, 0]),
+    "onednn-nxc": lambda d, f: ct.conv_transpose(
+        np.moveaxis(d, 1, -1), np.moveaxis(f, (0, 1), (-2, -1)), strides=2, pads_begin=1,
+        pads_end=0),
+    "onnx": lambda d, f: ct.onnx_conv_transpose(d, f, strides=[3, 2], pads=[1, 0, 0, 1]),
+}
+
+
+def _tiny(dtype=np.float32, batch=1):
+    data = RNG.standard_normal((batch, 2, 5, 4)).astype(dtype)
+    return data, RNG.standard_normal((2, 3, 3, 2)).astype(dtype)
+
+
+def _general(call, data, filter):
+    _api._dense_calls.clear()
+    try:
+        return call(data, filter)
+    finally:
+        _api._dense_calls.clear()
+
+
+def _forbid_general_path(monkeypatch):
+    def general(*args, **kwargs):
+        raise AssertionError("the prepared call was not used")
+    monkeypatch.setattr(_api, "transposed_convolution", general)
+
+
+@pytest.mark.parametrize("frontend", TINY)
+@pytest.mark.parametrize("dtype, batch", [(np.float32, 1), (np.float64, 3)])
+def test_prepared_tiny_call_is_used_and_gives_the_general_paths_bits(monkeypatch, frontend,
+                                                                     dtype, batch):
+    call = TINY[frontend]
+    data, filter = _tiny(dtype, batch)
+    expected = _general(call, data, filter)
+    call(data, filter)  # prepares
+    assert len(_api._dense_calls) == 1
+    with monkeypatch.context() as patch:
+        _forbid_general_path(patch)
+        got = call(data.copy(), filter.copy())
+    assert got.dtype == expected.dtype and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, expected)
+    # And an independent algorithm agrees (the general path's own tests use the oracle).
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "col2im-ncx")
+    np.testing.assert_allclose(got, call(data, filter), rtol=1e-5, atol=1e-5)
+
+
+def test_prepared_tiny_call_notices_an_edited_filter():
+    call = TINY["openvino"]
+    data, filter = _tiny()
+    call(data, filter)
+    filter[1, 2, 0, 1] += 1.0
+    np.testing.assert_array_equal(call(data, filter), _general(call, data, filter))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_prepared_tiny_call_yields_non_finite_data_to_the_exact_path(monkeypatch, bad):
+    call = TINY["onnx"]
+    data, filter = _tiny(batch=3)
+    call(data, filter)
+    data[2, 1, 4, 3] = bad
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # special values arise silently, as in general
+        got = call(data, filter)
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "col2im-ncx")  # exact: only taps it meets
+    np.testing.assert_array_equal(got, call(data, filter))
+    assert np.isfinite(got[:2]).all() and not np.isfinite(got[2]).all()
+
+
+@pytest.mark.parametrize("where", ["data", "filter"])
+def test_prepared_tiny_call_overflows_silently_like_the_general_path(where):
+    # Values near the float32 limit (or an infinite tap) take the prepared call's
+    # guarded product; the result is the general path's, and nothing warns.
+    call = TINY["openvino"]
+    data, filter = _tiny(batch=2)
+    if where == "data":
+        filter = np.abs(filter) + 1
+        data[1] = 3e38
+    else:
+        filter[0, 1, 2, 0] = np.inf
+    expected = _general(call, data, filter)
+    call(data, filter)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = call(data, filter)
+    np.testing.assert_array_equal(got, expected)
+    assert not np.isfinite(got).all()
+
+
+def test_prepared_tiny_call_follows_the_environment_switches(monkeypatch):
+    call = TINY["openvino"]
+    data, filter = _tiny()
+    call(data, filter)
+    seen = []
+    general = _api.transposed_convolution
+    monkeypatch.setattr(_api, "transposed_convolution",
+                        lambda *a, **k: seen.append(1) or general(*a, **k))
+    for name in ("CONVTRANSPOSE_ALGORITHM", "CONVTRANSPOSE_NO_NUMBA", "CONVTRANSPOSE_NO_BLAS"):
+        with monkeypatch.context() as patch:
+            patch.setenv(name, "direct" if name == "CONVTRANSPOSE_ALGORITHM" else "1")
+            call(data, filter)
+        assert len(seen) == 1, name
+        seen.clear()
+
+
+def test_prepared_tiny_calls_only_for_native_float32_and_float64_without_bias():
+    call = TINY["openvino"]
+    for dtype in (np.float16, np.int32, np.dtype(">f4")):
+        data, filter = _tiny(np.float32)
+        data, filter = data.astype(dtype), filter.astype(dtype)
+        result = _general(call, data, filter)
+        call(data, filter)
+        assert not _api._dense_calls, dtype
+        assert result.dtype == np.dtype(dtype)
+    data, filter = _tiny()
+    xio = np.moveaxis(filter, (0, 1), (-2, -1))
+    bias = np.arange(3, dtype=np.float32)
+    with_bias = ct.conv_transpose(np.moveaxis(data, 1, -1), xio, bias, strides=2)
+    assert not _api._dense_calls
+    ct.conv_transpose(np.moveaxis(data, 1, -1), xio, strides=2)  # prepares
+    np.testing.assert_array_equal(ct.conv_transpose(np.moveaxis(data, 1, -1), xio, bias,
+                                                    strides=2), with_bias)
+
+
+def test_prepared_tiny_calls_stay_bounded():
+    _api._dense_calls.clear()
+    for size in range(3, 3 + _api._DENSE_CALLS_KEPT + 4):
+        data = RNG.standard_normal((1, 1, size)).astype(np.float32)
+        ct.convolution_backprop_data(data, np.ones((1, 2, 3), np.float32), strides=2)
+    assert len(_api._dense_calls) == _api._DENSE_CALLS_KEPT

@@ -11,11 +11,13 @@ kernel.  The per-axis shape formula every docstring refers to is::
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from . import _casts, _plan
 from ._dtypes import accumulation_dtype, check_dtypes
-from ._kernel import transposed_convolution
+from ._kernel import DENSE_MAX_ELEMENTS, prepare_dense, transposed_convolution
 
 __all__ = [
     "convolution_backprop_data",
@@ -80,10 +82,19 @@ def _resolve(resolver, *args, **kwargs) -> _plan.ConvTransposePlan:
     plan = _plan_cache.get(key)
     if plan is None:
         plan = resolver(*args, **kwargs)
-        if len(_plan_cache) >= _PLAN_CACHE_SIZE:
-            _plan_cache.pop(next(iter(_plan_cache)))
-        _plan_cache[key] = plan
+        _bounded_insert(_plan_cache, key, plan, _PLAN_CACHE_SIZE)
     return plan
+
+
+_insert_lock = threading.Lock()
+
+
+def _bounded_insert(cache: dict, key, value, size: int) -> None:
+    """``cache[key] = value``, first dropping the oldest entries beyond ``size - 1``."""
+    with _insert_lock:  # two threads evicting at once would drop the same key twice
+        while len(cache) >= size:
+            del cache[next(iter(cache))]
+        cache[key] = value
 
 
 def _canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.ndarray:
@@ -93,22 +104,41 @@ def _canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.
     return filter.transpose(plan._filter_to_canonical).reshape(plan.canonical_filter_shape)
 
 
+#: Tiny layers computed by ``dense``, prepared once: ``(id(plan), data dtype, filter
+#: dtype) -> (plan, DenseCall)``, the most recently prepared last.
+_DENSE_CALLS_KEPT = 8
+_dense_calls: dict = {}
+
+
 def _execute(plan, data, filter, bias=None, *, names=("data", "filter", "bias")):
+    if bias is None:
+        key = (id(plan), data.dtype, filter.dtype)
+        prepared = _dense_calls.get(key)
+        if prepared is not None and prepared[0] is plan:
+            result = prepared[1](data, filter)
+            if result is not None:
+                return result
     arrays = {names[0]: data, names[1]: filter}
     if bias is not None:
         arrays[names[2]] = bias
     dtype = check_dtypes(**arrays)
+    weights = _canonical_weights(plan, filter)
     # Half-precision data is widened once up front: the kernels' own copies would
     # each cast it with NumPy's slower loops.
-    return transposed_convolution(
+    result = transposed_convolution(
         _casts.widen(data),
-        _canonical_weights(plan, filter),
+        weights,
         plan.axes,
         dtype=accumulation_dtype(dtype),
         channels_last=plan.channels_last,
         bias=bias,
         result_dtype=dtype,
     )
+    if bias is None and data[:1].size * result[:1].size <= DENSE_MAX_ELEMENTS:
+        call = prepare_dense(data, filter, weights, plan.axes, plan.channels_last)
+        if call is not None:
+            _bounded_insert(_dense_calls, key, (plan, call), _DENSE_CALLS_KEPT)
+    return result
 
 
 def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, pads_begin=None,

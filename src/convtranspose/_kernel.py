@@ -674,13 +674,18 @@ def transposed_convolution(
     return out
 
 
-def _empty_result(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
-                  channels_last: bool, dtype: np.dtype) -> np.ndarray:
-    """The uninitialised ``(N, G*Co, Y...)`` (or ``(N, Y..., G*Co)``) result."""
+def _result_shape(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
+                  channels_last: bool) -> tuple[int, ...]:
+    """``(N, G*Co, Y...)``, or ``(N, Y..., G*Co)`` when ``channels_last``."""
     channels = weights_shape[0] * weights_shape[2]
     spatial = tuple(axis.output_size for axis in axes)
-    shape = (batch,) + spatial + (channels,) if channels_last else (batch, channels) + spatial
-    return np.empty(shape, dtype)
+    return (batch,) + spatial + (channels,) if channels_last else (batch, channels) + spatial
+
+
+def _empty_result(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
+                  channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The uninitialised result (:func:`_result_shape`)."""
+    return np.empty(_result_shape(batch, weights_shape, axes, channels_last), dtype)
 
 
 def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algorithm):
@@ -1766,18 +1771,91 @@ def _dense_matrix(weights, axes, dtype, channels_last, out_size):
     return matrix
 
 
-def _dense(data, weights, axes, dtype, channels_last, out):
+def _dense_product(data, matrix, dtype, out) -> bool:
+    """``out`` = every sample times ``matrix``; whether that proves the data finite.
+
+    Inputs meet the zeros of the matrix (taps meet only inputs).  Every output sums
+    a product with every input of its sample, so a non-finite input makes all of
+    them non-finite (a BLAS that skipped zero entries would be exact anyway): one
+    finite output per sample proves its inputs finite, cheaper than a pass over them.
+    """
     batch = data.shape[0]
-    matrix = _dense_matrix(weights, axes, dtype, channels_last, out[0].size)
     products = out.reshape(batch, -1)
     np.matmul(data.reshape(batch, -1).astype(dtype, copy=False), matrix, out=products)
-    # Inputs meet the zeros of the matrix (taps meet only inputs).  Every output sums
-    # a product with every input of its sample, so a non-finite input makes all of
-    # them non-finite (a BLAS that skipped zero entries would be exact anyway): one
-    # finite output per sample proves its inputs finite, cheaper than a pass over them.
-    first = products[0, 0] if batch == 1 else np.add.reduce(products[:, 0])
-    if not math.isfinite(first):
+    return all(map(math.isfinite, products[:, 0].tolist()))
+
+
+def _dense(data, weights, axes, dtype, channels_last, out):
+    matrix = _dense_matrix(weights, axes, dtype, channels_last, out[0].size)
+    if not _dense_product(data, matrix, dtype, out):
         _require_finite(data, dtype)
+
+
+def _switch_state() -> tuple[str, str, str]:
+    return switch(ALGORITHM_ENV), switch(NO_NUMBA_ENV), switch(_blas.NO_BLAS_ENV)
+
+
+class DenseCall:
+    """A layer that :func:`transposed_convolution` computes with ``dense``, prepared.
+
+    Calling it with data and a filter as at preparation (same shapes and dtype,
+    filter of the same bytes, the same environment switches) returns what
+    :func:`transposed_convolution` returns without bias, in one product with the
+    kept matrix: no algorithm choice or filter memo, each of which costs about as
+    much as the product in a call made after the process slept (docs/performance.md,
+    "Cold calls").  Returns None when it cannot vouch for the
+    result (another filter or switch, or an output that is not finite: the general
+    path then decides, exactly).
+    """
+
+    __slots__ = ("_filter_bytes", "_matrix", "_shape", "_dtype", "_switches", "_safe_input")
+
+    def __init__(self, filter_bytes: bytes, matrix: np.ndarray, shape: tuple[int, ...],
+                 dtype: np.dtype):
+        self._filter_bytes, self._matrix = filter_bytes, matrix
+        self._shape, self._dtype = shape, dtype
+        self._switches = _switch_state()
+        # Inputs up to this magnitude cannot overflow any output (a quarter of the
+        # largest float over the largest column sum of |matrix|); 0 if no bound.
+        with np.errstate(over="ignore", invalid="ignore"):
+            column_sum = float(np.abs(matrix).sum(axis=0, dtype=np.float64).max(initial=0.0))
+        largest = float(np.finfo(dtype).max)
+        self._safe_input = (largest / 4 / max(column_sum, 1.0)
+                            if math.isfinite(column_sum) else 0.0)
+
+    def __call__(self, data: np.ndarray, filter: np.ndarray) -> np.ndarray | None:
+        if filter.tobytes() != self._filter_bytes or _switch_state() != self._switches:
+            return None
+        out = np.empty(self._shape, self._dtype)
+        values = data.reshape(-1).tolist()
+        if all(map(math.isfinite, values)) and max(map(abs, values), default=0.0) <= (
+                self._safe_input):
+            # No product can overflow or be NaN, so NumPy has no error flag to report:
+            # the error-state context of the general path (a cost in cold calls) is moot.
+            _dense_product(data, self._matrix, self._dtype, out)
+            return out
+        with np.errstate(over="ignore", invalid="ignore"):  # as transposed_convolution
+            finite = _dense_product(data, self._matrix, self._dtype, out)
+        return out if finite else None
+
+
+def prepare_dense(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
+                  axes: tuple[AxisPlan, ...], channels_last: bool) -> DenseCall | None:
+    """A :class:`DenseCall` for this layer, or None unless ``dense`` computes it in the data's dtype.
+
+    ``filter`` is the caller's filter and ``weights`` its ``(G, Ci, Co, K...)`` view;
+    only float32 and float64 (no rounding afterwards) qualify.
+    """
+    dtype = data.dtype
+    if dtype not in (np.float32, np.float64) or not dtype.isnative or filter.dtype != dtype:
+        return None
+    batch = data.shape[0]
+    if choose_algorithm(batch, axes, weights.shape, channels_last=channels_last,
+                        dtype=dtype) != "dense":
+        return None
+    shape = _result_shape(batch, weights.shape, axes, channels_last)
+    matrix = _dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
+    return DenseCall(filter.tobytes(), matrix, shape, dtype)
 
 
 # --------------------------------------------------------------------------- direct
