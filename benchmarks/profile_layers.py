@@ -1,0 +1,86 @@
+"""Where each benchmark layer's time goes: ``python benchmarks/profile_layers.py [--layers WORDS]``.
+
+For every float32/float16/bfloat16 layer of the benchmark suite (or those whose names
+contain one of ``--layers``' comma-separated words), prints a Markdown row: the
+algorithm, the median time of the public call back to back and after a pause (as the
+benchmark's rounds), and how cProfile splits the calling thread's time over ten
+back-to-back calls.  Helper threads are not profiled: their share shows as the caller
+waiting for them.  Writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import sys
+import time
+
+from convtranspose import _bench, _kernel
+
+#: (category, test on cProfile's (file name, function name)), first match wins.
+CATEGORIES = (
+    ("BLAS", lambda file, name: name == "gemm" and file.endswith("_blas.py")
+     or name == "_matmul" or "matmul" in name),
+    ("copies", lambda file, name: name == "_copy" and file.endswith("_kernel.py")),
+    ("adds", lambda file, name: name == "_add" and file.endswith("_kernel.py")),
+    ("numba", lambda file, name: file.endswith(("_kernel_numba.py", "_casts_numba.py"))),
+    ("zeroing", lambda file, name: "fill" in name or "zeros" in name),
+    ("waiting for helpers", lambda file, name: "acquire" in name),
+    ("casts", lambda file, name: file.endswith("_casts.py") or "astype" in name),
+)
+
+
+def _median_ms(run, pause: float, repeat: int = 9) -> float:
+    times = []
+    for _ in range(repeat):
+        time.sleep(pause)
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def _split(run, calls: int = 10) -> tuple[float, dict[str, float]]:
+    """(ms per call, {category: ms per call}) of the calling thread, by cProfile."""
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(calls):
+        run()
+    profile.disable()
+    shares: dict[str, float] = {}
+    for (file, _, name), entry in pstats.Stats(profile).stats.items():
+        category = next((label for label, test in CATEGORIES if test(file, name)), "other")
+        shares[category] = shares.get(category, 0.0) + entry[2] / calls * 1e3
+    return sum(shares.values()), shares
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", default="", help="comma-separated name substrings")
+    parser.add_argument("--pause", type=float, default=_bench.SETTLE_SECONDS,
+                        help="seconds slept before each paused call")
+    args = parser.parse_args(argv)
+    words = [word for word in args.layers.split(",") if word]
+    print("| layer | algorithm | back to back ms | paused ms | profiled ms | calling thread |")
+    print("|---|---|---|---|---|---|")
+    for layer in _bench.SUITE:
+        if words and not any(word in layer.label for word in words):
+            continue
+        run, _ = _bench._ours(layer, _bench.make_inputs(layer))
+        algorithm = _kernel.describe_algorithm(
+            layer.batch, tuple(_bench.layer_plan_axes(layer)), _bench._kernel_weights_shape(layer),
+            channels_last=layer.layout == "NXC")
+        run()  # compiles numba kernels, prepares tiny layers, fills the filter memo
+        total, shares = _split(run)
+        split = ", ".join(f"{label} {100 * ms / total:.0f}%" for label, ms in
+                          sorted(shares.items(), key=lambda item: -item[1])
+                          if ms > 0.03 * total)
+        print(f"| {layer.label} | {algorithm} | {_median_ms(run, 0.0):.3g} | "
+              f"{_median_ms(run, args.pause):.3g} | {total:.3g} | {split} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
