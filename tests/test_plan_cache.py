@@ -183,10 +183,11 @@ def test_prepared_tiny_call_yields_non_finite_data_to_the_exact_path(monkeypatch
     assert np.isfinite(got[:2]).all() and not np.isfinite(got[2]).all()
 
 
-@pytest.mark.parametrize("where", ["data", "filter"])
+@pytest.mark.parametrize("where", ["data", "filter", "filter, zero data"])
 def test_prepared_tiny_call_overflows_silently_like_the_general_path(where):
-    # Values near the float32 limit (or an infinite tap) take the prepared call's
-    # guarded product; the result is the general path's, and nothing warns.
+    # Values near the float32 limit (or an infinite tap, also against zeros) take the
+    # prepared call's guarded product; the result is the general path's, and nothing
+    # warns.
     call = TINY["openvino"]
     data, filter = _tiny(batch=2)
     if where == "data":
@@ -194,6 +195,8 @@ def test_prepared_tiny_call_overflows_silently_like_the_general_path(where):
         data[1] = 3e38
     else:
         filter[0, 1, 2, 0] = np.inf
+        if where == "filter, zero data":
+            data[...] = 0.0
     expected = _general(call, data, filter)
     call(data, filter)
     with warnings.catch_warnings():

@@ -1803,9 +1803,9 @@ class DenseCall:
     :func:`transposed_convolution` returns without bias, in one product with the
     kept matrix: no algorithm choice or filter memo, each of which costs about as
     much as the product in a call made after the process slept (docs/performance.md,
-    "Cold calls").  Returns None when it cannot vouch for the
-    result (another filter or switch, or an output that is not finite: the general
-    path then decides, exactly).
+    "Cold calls").  Returns None when it cannot vouch for the result (another filter
+    or switch, or an output that is not finite: the general path then decides,
+    exactly).
     """
 
     __slots__ = ("_filter_bytes", "_matrix", "_shape", "_dtype", "_switches", "_safe_input")
@@ -1815,7 +1815,7 @@ class DenseCall:
         self._filter_bytes, self._matrix = filter_bytes, matrix
         self._shape, self._dtype = shape, dtype
         self._switches = _switch_state()
-        # Inputs up to this magnitude cannot overflow any output (a quarter of the
+        # Inputs below this magnitude cannot overflow any output (a quarter of the
         # largest float over the largest column sum of |matrix|); 0 if no bound.
         with np.errstate(over="ignore", invalid="ignore"):
             column_sum = float(np.abs(matrix).sum(axis=0, dtype=np.float64).max(initial=0.0))
@@ -1828,7 +1828,7 @@ class DenseCall:
             return None
         out = np.empty(self._shape, self._dtype)
         values = data.reshape(-1).tolist()
-        if all(map(math.isfinite, values)) and max(map(abs, values), default=0.0) <= (
+        if all(map(math.isfinite, values)) and max(map(abs, values), default=0.0) < (
                 self._safe_input):
             # No product can overflow or be NaN, so NumPy has no error flag to report:
             # the error-state context of the general path (a cost in cold calls) is moot.
