@@ -472,8 +472,7 @@ def test_col2im_copies_disjoint_taps_and_zeroes_what_they_miss(monkeypatch, inte
         expected = _reference(data, weights, axes)
         for channels_last in (False, True):
             source = np.ascontiguousarray(np.moveaxis(data, 1, -1)) if channels_last else data
-            out = np.full(_kernel._empty_result(2, weights.shape, axes, channels_last,
-                                                np.dtype(np.float64)).shape, np.nan)
+            out = np.full(_kernel._result_shape(2, weights.shape, axes, channels_last), np.nan)
             _kernel._col2im(source, weights, axes, np.dtype(np.float64), channels_last, out,
                             internal_last)
             got = np.moveaxis(out, -1, 1) if channels_last else out
