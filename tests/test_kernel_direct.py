@@ -133,8 +133,10 @@ def test_single_channel_channels_last_uses_the_same_memory_layout():
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
 def test_threaded_split_into_pieces(monkeypatch, channels_last):
-    # Large enough to be split between threads; more threads than pieces of some sizes.
+    # Split between threads (however small); more threads than pieces of some sizes,
+    # and fewer planes than threads (their bands are cut finer).
     monkeypatch.setattr(_kernel_numba, "_THREADS", 3)
+    monkeypatch.setattr(_kernel_numba, "_PARALLEL_MACS", 0)
     monkeypatch.setattr(_kernel_numba, "_pool", None)
     rng = np.random.default_rng(8)
     for groups, ci, co, batch in ((64, 1, 1, 2), (5, 2, 2, 1), (2, 1, 1, 1)):
@@ -243,3 +245,25 @@ def test_planes_cut_into_bands(monkeypatch, route):
         data = rng.standard_normal((2, groups * ci) + tuple(a.input_size for a in axes))
         weights = rng.standard_normal((groups, ci, co) + tuple(a.kernel_size for a in axes))
         _check(data, weights, axes, np.float64, channels_last)
+
+
+@pytest.mark.parametrize("route", ["ncx", "nxc-planes"])
+def test_plane_kernel_register_blocks_of_output_channels(monkeypatch, route):
+    # The plane kernel sums blocks of up to three output channels over runs of whole
+    # vectors: channel counts that leave a partial last block (its missing channels
+    # get zero factors and are never stored), more input channels than the other
+    # tests use, runs shorter and longer than one register block, and bands.
+    channels_last = _route(monkeypatch, route)
+    rng = np.random.default_rng(41)
+    for trial in range(16):
+        if trial % 4 == 3:
+            monkeypatch.setattr(_kernel_numba, "_BAND_ELEMENTS", int(rng.integers(1, 200)))
+        rank = 1 + trial % 3
+        co = (4, 5, 7, 8, 1, 2, 3, 10)[trial % 8]
+        ci = int(rng.integers(1, 9))
+        groups = int(rng.integers(1, 3))
+        axes = _random_axes(rng, rank, max_size=(40, 12, 6)[rank - 1])
+        data = rng.standard_normal((int(rng.integers(1, 3)), groups * ci)
+                                   + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((groups, ci, co) + tuple(a.kernel_size for a in axes))
+        _check(data, weights, axes, (np.float64, np.float32)[trial % 2], channels_last)

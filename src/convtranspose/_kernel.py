@@ -266,7 +266,7 @@ _AVX2_CALIBRATION: dict[str, tuple[float, float]] = {
     "col2im-nxc": (0.541, 80000),
     "col2im-ncx": (0.502, 80000),
     "window": (0.562, 120000),
-    "direct": (0.445, 20000),
+    "direct": (0.45, 20000),
     "direct-blocked": (0.579, 50000),
     "dense": (1.325, 0),
 }
@@ -447,9 +447,12 @@ def _window_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     return cost + _gemm_ns(rows, depth, width, groups) + _MODEL_SCALE * 15000
 
 
-#: Multiply-adds per nanosecond of the numba plane kernel on one thread (vectorised
-#: along the spatial axes; measured 20-25 on AVX-512 when its window is in cache).
-_DIRECT_MACS_PER_NS = 20.0
+#: Multiply-adds per nanosecond of the numba plane kernel on one thread, per number of
+#: output channels in its register blocks (vectorised along the spatial axes, the
+#: window in cache).  The former kernel, a pass over an accumulator row per channel
+#: and four taps, ran at 20-25 on AVX-512; the register blocks were measured against
+#: it on Zen 3 (AVX2): 1.3x with one channel per block, 1.85x with two, 2x with three.
+_DIRECT_MACS_PER_NS = {1: 26.0, 2: 37.0, 3: 40.0}
 
 
 def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
@@ -476,17 +479,22 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
         shifts = [shift for c in p.classes for shift in c.shifts] or [0]
         span *= p.blocks + (max(shifts) - min(shifts) if a else 0)
     tap_phases = math.prod(sum(len(c.shifts) * c.count for c in p.classes) for p in phases)
-    macs = batch * groups * ci * co * tap_phases * span
-    rate = _DIRECT_MACS_PER_NS
+    co_block = min(3, co)  # as _kernel_numba.planes_block_shape; zero factors pad the rest
+    macs = batch * groups * ci * -(-co // co_block) * co_block * tap_phases * span
+    rate = _DIRECT_MACS_PER_NS[co_block]
     if len(axes) == 1 and ci * span > 1 << 18:
         rate /= 4  # one long line: its window (Ci lines) is not cut into bands, out of cache
     items = batch * groups * (phases[0].blocks if len(axes) > 1 else 1)
-    threads = min(_THREADS, items) if outputs * ci * taps >= 1 << 21 else 1
-    strided = 3.0 if channels_last and groups * max(ci, co) > 1 else 1.0
-    # Interleaving the phases of the last axis into output rows: vector stores for
-    # stride 1 and 2, a division per element beyond.
-    stores = outputs * (strided if axes[-1].stride <= 2 else 6.0) / threads
-    return _MODEL_SCALE * (macs / rate / threads + strided * inputs + stores + 10000)
+    # As _kernel_numba._worth_threads.
+    parallel = outputs * ci * taps >= (1 << 22) * math.prod(axis.stride for axis in axes)
+    threads = min(_THREADS, items) if parallel else 1
+    # Copying the input into the windows (channels last: a pixel's channels read in
+    # order, written to Ci windows), and interleaving the phases of the last axis into
+    # output rows: vector stores for stride 1 and 2, a division per element beyond.
+    strided = channels_last and groups * max(ci, co) > 1
+    fills = inputs * (1.0 if strided else 0.5)
+    stores = outputs * ((2.0 if strided else 1.0) if axes[-1].stride <= 2 else 6.0)
+    return _MODEL_SCALE * ((macs / rate + fills + stores) / threads + 10000)
 
 
 #: ``direct-blocked`` keeps a block of outputs' channels in registers: for at most
@@ -1866,8 +1874,9 @@ def _direct(data, weights, axes, dtype, channels_last, out):
     if dtype.kind == "f" and _numba_usable() and len(axes) <= 3:
         from ._kernel_numba import direct_phase
 
-        _require_finite(weights, dtype)  # taps meet the zero-bordered windows
-        direct_phase(data, weights, axes, dtype, channels_last, out)
+        derived = _derived_from(weights, "direct")
+        _require_finite(weights, dtype, derived)  # taps meet the zero-bordered windows
+        direct_phase(data, weights, axes, dtype, channels_last, out, derived)
         return
     _direct_numpy(data, weights, axes, dtype, channels_last, out)
 

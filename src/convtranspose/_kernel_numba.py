@@ -8,9 +8,11 @@ Channels first (:func:`_planes_kernel`)
     Per (batch, group) plane, in cache-sized bands of the first axis, the input is
     copied into a zero-bordered window in which every tap of every phase reads in
     range; flattened, one tap of one phase is then a single long multiply-add over
-    all output positions of the phase, and the phases of the last axis are
-    interleaved into the output rows.  Channels-last layers with fewer than 8
-    channels use it too, reading and writing with the channel stride.
+    all output positions of the phase, computed in register blocks of a few vectors
+    of positions times up to three output channels (:mod:`._numba_vectors`), and the
+    phases of the last axis are interleaved into the output rows.  Channels-last
+    layers with fewer than 8 channels use it too, reading and writing with the
+    channel stride.
 Channels last (:func:`_channels_last_kernel`)
     Per output position, up to four taps per pass over the channel vector, written
     straight into the output; compiled per (Ci, Co) so that the channel loops
@@ -60,8 +62,9 @@ __all__ = ["blocked_shape", "col2im_scatter", "direct_blocked", "direct_phase"]
 _THREADS = max(1, min(os.cpu_count() or 1, 8))
 _PIECES_PER_THREAD = 8
 #: Layers with fewer multiply-adds than this run on the calling thread: waking a
-#: helper thread costs 0.1-0.2 ms on a loaded 2-core VM, about this much work.
-_PARALLEL_MACS = 1 << 21
+#: helper thread costs 0.1-0.2 ms on a loaded 2-core VM, about this much work
+#: (FCN-2x 21->21 16^2, 1.8 M: 0.12 ms back to back on one thread, 0.19 on two).
+_PARALLEL_MACS = 1 << 22
 #: Channels-first planes are computed in bands whose window and accumulator hold
 #: about this many elements (cache-sized).
 _BAND_ELEMENTS = 1 << 16
@@ -200,177 +203,227 @@ def _channels_last_kernel(ci: int, co: int):
     return kernel
 
 
+def _plane_block_source(lanes: int, co_block: int, vectors: int) -> str:
+    """Source of the plane kernel's block: ``vectors * lanes`` window positions of ``co_block`` channels.
+
+    The ``co_block * vectors`` accumulators are vector variables (registers) for
+    the whole sum over the phase's taps and input channels: per tap and input
+    channel, each output channel's weight is broadcast once and each window vector
+    loaded once, then used by every channel (a pass over an accumulator array per
+    channel instead loads and stores it every few terms: half the speed).  Weights
+    are laid out ``(..., tap, Ci, co_block)``: per tap, ``starts[m]`` is its first
+    weight and ``reads[m]`` its first window element (of input channel 0).
+    """
+    accumulators = [[f"acc_{c}_{v}" for v in range(vectors)] for c in range(co_block)]
+    lines = ["def plane_block(windows, weights, acc, acc_at, channel_pitch, reads, starts, taps,",
+             "                channels, window_volume, f0):"]
+    lines += [f"    {name} = vector_zero(acc, {lanes})" for row in accumulators for name in row]
+    lines += ["    for m in range(taps):",
+              "        read = reads[m] + f0",
+              "        factor = starts[m]",
+              "        for _ in range(channels):"]
+    lines += [f"            w_{c} = vector_splat_at(weights, factor + {c}, {lanes})"
+              for c in range(co_block)]
+    for v in range(vectors):
+        lines.append(f"            x = vector_load(windows, read + {v * lanes}, {lanes})")
+        lines += [f"            {row[v]} = vector_fma(x, w_{c}, {row[v]})"
+                  for c, row in enumerate(accumulators)]
+    lines += ["            read += window_volume",
+              f"            factor += {co_block}"]
+    lines += [f"    vector_store(acc, acc_at + {c} * channel_pitch + {v * lanes}, {name})"
+              for c, row in enumerate(accumulators) for v, name in enumerate(row)]
+    return "\n".join(lines) + "\n"
+
+
+@functools.lru_cache(maxsize=64)
+def planes_block_shape(itemsize: int, co: int) -> tuple[int, int, int]:
+    """(lanes, output channels per block, vectors per channel) of the plane kernel.
+
+    About three quarters of the vector registers hold accumulators; the rest the
+    channels' broadcast factors and one window vector.  Measured on Zen 3 (AVX2,
+    16 registers), one thread, FCN-2x 21->21 / DCGAN 128->3 per sample, GMAC/s:
+    3 x 4 vectors 27 / 28, 2 x 6 25 / 19, 4 x 3 13 / 13 (spills), 1 x 8 15 / 12,
+    and the former per-channel passes 13.6 / 13.3.  Fewer channels than the
+    block are padded with zero factors, so one or two channels take smaller blocks.
+    """
+    from ._numba_vectors import vector_bytes
+
+    lanes = max(1, vector_bytes() // itemsize)
+    accumulators = 24 if vector_bytes() == 64 else 12
+    co_block = min(3, co)
+    return lanes, co_block, accumulators // co_block if co_block > 1 else 8
+
 
 @numba.njit(nogil=True, cache=False)
-def _weighted_sum(acc, at, length, windows, reads, factors, count):  # pragma: no cover
-    # acc[at + f] = sum over m < count of factors[m] * windows[reads[m] + f], f < length;
-    # up to four terms per pass over acc (fewer loads and stores of acc than one
-    # pass per term).  All indices unsigned (see _planes_kernel).
-    if count == 0:
-        for f in range(length):
-            acc[at + f] = 0
-    done = 0
-    while done < count:
-        r0, w0 = reads[done], factors[done]
-        if count - done >= 4:
-            r1, w1, r2, w2 = reads[done + 1], factors[done + 1], reads[done + 2], factors[done + 2]
-            r3, w3 = reads[done + 3], factors[done + 3]
-            if done == 0:
-                for f in range(length):
-                    acc[at + f] = (w0 * windows[r0 + f] + w1 * windows[r1 + f]
-                                   + w2 * windows[r2 + f] + w3 * windows[r3 + f])
-            else:
-                for f in range(length):
-                    acc[at + f] += (w0 * windows[r0 + f] + w1 * windows[r1 + f]
-                                    + w2 * windows[r2 + f] + w3 * windows[r3 + f])
-            done += 4
-        elif count - done >= 2:
-            r1, w1 = reads[done + 1], factors[done + 1]
-            if done == 0:
-                for f in range(length):
-                    acc[at + f] = w0 * windows[r0 + f] + w1 * windows[r1 + f]
-            else:
-                for f in range(length):
-                    acc[at + f] += w0 * windows[r0 + f] + w1 * windows[r1 + f]
-            done += 2
-        else:
-            if done == 0:
-                for f in range(length):
-                    acc[at + f] = w0 * windows[r0 + f]
-            else:
-                for f in range(length):
-                    acc[at + f] += w0 * windows[r0 + f]
-            done += 1
+def _blocked_weights(weights, co_block):  # pragma: no cover - compiled
+    """(G, Ci, Co, K) -> flat (G, Co blocks, K, Ci, co_block), zeros past Co.
 
-
-@numba.njit(nogil=True, cache=False)
-def _planes_kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_offset, tap_count,
-                   band, channels_last, start, stop):  # pragma: no cover
-    # Flat C-order buffers: source (N, G, Ci, X1, X2, X3), weights (G, Ci, Co, K1, K2, K3),
-    # out (N, G, Co, Y1, Y2, Y3), or source (N, X1, X2, X3, G, Ci) and out (N, Y1, Y2, Y3,
-    # G, Co) when channels_last (for few channels: strided window fills and stores);
-    # sizes = (G, Ci, Co, X, Y, K) with X, Y, K the spatial volumes.  Each (n, g)
-    # plane is cut into bands of `band` output blocks of the first axis (so that
-    # window and accumulator stay in cache); computes the (n, band, g) items with flat
-    # index in [start, stop) (groups innermost: neighbouring channels close in time).
-    #
-    # Each input plane is copied into a zero-bordered window (per axis: size
-    # geometry[a, 0], starting at input index geometry[a, 1]) in which every tap of
-    # every phase reads in range.  Flattened, one tap of one phase is then a single
-    # multiply-add `acc[f] += w * window[f + offset]` over all output positions of the
-    # phase at once (the window's border columns give junk that is never stored):
-    # long contiguous loops that vectorise, instead of many short lines.  Indices are
-    # computed on flat arrays: views created in inner loops cost more than the work.
-    groups, ci_count, co_count = sizes[0], sizes[1], sizes[2]
-    x_volume, y_volume, k_volume = sizes[3], sizes[4], sizes[5]
-    out1, out2, out3 = sizes[6], sizes[7], sizes[8]
-    size1, size2, size3 = sizes[9], sizes[10], sizes[11]
-    w1, w2, w3 = geometry[0, 0], geometry[1, 0], geometry[2, 0]
-    lo1, lo2, lo3 = geometry[0, 1], geometry[1, 1], geometry[2, 1]
-    s1, s2, s3 = geometry[0, 2], geometry[1, 2], geometry[2, 2]
-    plane = w2 * w3
-    blocks1 = geometry[0, 3]
-    bands = (blocks1 + band - 1) // band
-    span1 = w1 - blocks1  # window rows beyond the band's own blocks
-    window_volume = (min(band, blocks1) + span1) * plane
-    tail = (geometry[1, 3] - 1) * w3 + geometry[2, 3]
-    windows = np.zeros(ci_count * window_volume, source.dtype)
-    acc = np.empty(s3 * ((min(band, blocks1) - 1) * plane + tail), out.dtype)
-    most = tap_k.shape[2] ** 3 * ci_count
-    reads = np.empty(most, np.uint64)
-    factors = np.empty(most, out.dtype)
-    first2, last2 = max(0, lo2), min(size2, lo2 + w2)
-    first3, last3 = max(0, lo3), min(size3, lo3 + w3)
-    # Unsigned indices: NumPy's negative-index wrap-around check keeps LLVM from
-    # vectorising loops over signed flat indices (5x slower).
-    run3 = np.uint64(max(0, last3 - first3))
-    half = np.uint64(out3 // 2)
-    one = np.uint64(1)
-    row_length = np.uint64(out3)
-    in_step = np.uint64(groups * ci_count if channels_last else 1)
-    stride3 = np.uint64(s3)
-    out_step = np.uint64(groups * co_count if channels_last else 1)
-    for item in range(start, stop):
-        g = item % groups
-        n = item // (groups * bands)
-        flat = n * groups + g
-        band_first = ((item // groups) % bands) * band
-        band_blocks = min(band, blocks1 - band_first)
-        length = (band_blocks - 1) * plane + tail
-        flat_length = np.uint64(length)
-        origin1 = lo1 + band_first  # input index of the window's first row
-        first1, last1 = max(0, origin1), min(size1, origin1 + band_blocks + span1)
-        # The window's interior is overwritten for every item; the rows outside the
-        # input are zeroed (another band may have filled them), other borders stay zero.
+    Per block of output channels and tap, the weights of every input channel in the
+    order the plane kernel's block takes them.
+    """
+    groups, ci_count, co_count, k_volume = weights.shape
+    co_blocks = (co_count + co_block - 1) // co_block
+    blocked = np.zeros(groups * co_blocks * k_volume * ci_count * co_block, weights.dtype)
+    for g in range(groups):
         for ci in range(ci_count):
-            if channels_last:
-                plane_at = n * x_volume * groups * ci_count + g * ci_count + ci
-            else:
-                plane_at = (flat * ci_count + ci) * x_volume
-            for r in range(band_blocks + span1):
-                if origin1 + r < first1 or origin1 + r >= last1:
-                    row_at = np.uint64(ci * window_volume + r * plane)
-                    for t in range(np.uint64(plane)):
-                        windows[row_at + t] = 0
+            for co in range(co_count):
+                into = (((g * co_blocks + co // co_block) * k_volume * ci_count + ci) * co_block
+                        + co % co_block)
+                for k in range(k_volume):
+                    blocked[into + k * ci_count * co_block] = weights[g, ci, co, k]
+    return blocked
+
+
+@functools.lru_cache(maxsize=None)
+def _planes_kernel(lanes: int, co_block: int, vectors: int):
+    """The channels-first plane kernel for one block shape (compiled on first use)."""
+    from ._numba_vectors import compile_source
+
+    block = compile_source(_plane_block_source(lanes, co_block, vectors), "plane_block")
+    block_length = lanes * vectors
+
+    @numba.njit(nogil=True, cache=False)
+    def kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_offset, tap_count,
+               band, channels_last, start, stop):  # pragma: no cover
+        # Flat C-order buffers: source (N, G, Ci, X1, X2, X3), weights as _blocked_weights
+        # lays them out, out (N, G, Co, Y1, Y2, Y3), or source (N, X1, X2, X3, G, Ci) and
+        # out (N, Y1, Y2, Y3, G, Co) when channels_last (for few channels: strided window
+        # fills and stores); sizes = (G, Ci, Co, X, Y, K) with X, Y, K the spatial volumes.  Each
+        # (n, g) plane is cut into bands of `band` output blocks of the first axis (so
+        # that window and accumulator stay in cache); computes the (n, band, g) items
+        # with flat index in [start, stop) (groups innermost: neighbouring channels close
+        # in time).
+        #
+        # Each input plane is copied into a zero-bordered window (per axis: size
+        # geometry[a, 0], starting at input index geometry[a, 1]) in which every tap of
+        # every phase reads in range.  Flattened, one tap of one phase is then a single
+        # multiply-add `acc[f] += w * window[f + offset]` over all output positions of
+        # the phase at once (the window's border columns give junk that is never
+        # stored): long contiguous runs, taken in register blocks of `block_length`
+        # positions of `co_block` output channels.  The accumulator rows are padded to
+        # whole blocks (`pitch`) and the windows by one block, so the last block of a
+        # run reads and writes in range.  Indices are computed on flat arrays: views
+        # created in inner loops cost more than the work.
+        groups, ci_count, co_count = sizes[0], sizes[1], sizes[2]
+        x_volume, y_volume, k_volume = sizes[3], sizes[4], sizes[5]
+        out1, out2, out3 = sizes[6], sizes[7], sizes[8]
+        size1, size2, size3 = sizes[9], sizes[10], sizes[11]
+        w1, w2, w3 = geometry[0, 0], geometry[1, 0], geometry[2, 0]
+        lo1, lo2, lo3 = geometry[0, 1], geometry[1, 1], geometry[2, 1]
+        s1, s2, s3 = geometry[0, 2], geometry[1, 2], geometry[2, 2]
+        plane = w2 * w3
+        blocks1 = geometry[0, 3]
+        bands = (blocks1 + band - 1) // band
+        span1 = w1 - blocks1  # window rows beyond the band's own blocks
+        window_volume = (min(band, blocks1) + span1) * plane
+        tail = (geometry[1, 3] - 1) * w3 + geometry[2, 3]
+        longest = (min(band, blocks1) - 1) * plane + tail
+        pitch = (longest + block_length - 1) // block_length * block_length
+        channel_pitch = s3 * pitch
+        windows = np.zeros(ci_count * window_volume + block_length, source.dtype)
+        acc = np.empty(co_block * channel_pitch, out.dtype)
+        most = tap_k.shape[2] ** 3
+        reads = np.empty(most, np.int64)
+        starts = np.empty(most, np.int64)
+        co_blocks = (co_count + co_block - 1) // co_block
+        first2, last2 = max(0, lo2), min(size2, lo2 + w2)
+        first3, last3 = max(0, lo3), min(size3, lo3 + w3)
+        # Unsigned indices in the copy loops: NumPy's negative-index wrap-around check
+        # keeps LLVM from vectorising loops over signed flat indices (5x slower).
+        run3 = np.uint64(max(0, last3 - first3))
+        half = np.uint64(out3 // 2)
+        one = np.uint64(1)
+        row_length = np.uint64(out3)
+        in_step = np.uint64(groups * ci_count if channels_last else 1)
+        phase_pitch = np.uint64(pitch)
+        out_step = np.uint64(groups * co_count if channels_last else 1)
+        out_stride3 = np.uint64(s3) * out_step  # between outputs of one phase
+        for item in range(start, stop):
+            g = item % groups
+            n = item // (groups * bands)
+            flat = n * groups + g
+            band_first = ((item // groups) % bands) * band
+            band_blocks = min(band, blocks1 - band_first)
+            length = (band_blocks - 1) * plane + tail
+            origin1 = lo1 + band_first  # input index of the window's first row
+            first1, last1 = max(0, origin1), min(size1, origin1 + band_blocks + span1)
+            # The window's interior is overwritten for every item; the rows outside the
+            # input are zeroed (another band may have filled them), other borders stay zero.
+            for ci in range(ci_count):
+                for r in range(band_blocks + span1):
+                    if origin1 + r < first1 or origin1 + r >= last1:
+                        row_at = np.uint64(ci * window_volume + r * plane)
+                        for t in range(np.uint64(plane)):
+                            windows[row_at + t] = 0
             for x1 in range(first1, last1):
                 for x2 in range(first2, last2):
-                    src = np.uint64(plane_at) + np.uint64((x1 * size2 + x2) * size3
-                                                          + first3) * in_step
-                    dst = np.uint64(ci * window_volume + (x1 - origin1) * plane
-                                    + (x2 - lo2) * w3 + first3 - lo3)
+                    pixel = (x1 * size2 + x2) * size3 + first3
+                    dst = np.uint64((x1 - origin1) * plane + (x2 - lo2) * w3 + first3 - lo3)
                     if channels_last:
+                        # Each pixel's channels are contiguous: read them in order (the
+                        # windows, in cache, take the scattered writes).
+                        src = np.uint64((n * x_volume + pixel) * groups * ci_count
+                                        + g * ci_count)
                         for t in range(run3):
-                            windows[dst + t] = source[src + t * in_step]
+                            for ci in range(np.uint64(ci_count)):
+                                windows[ci * np.uint64(window_volume) + dst + t] = source[
+                                    src + t * in_step + ci]
                     else:
-                        for t in range(run3):
-                            windows[dst + t] = source[src + t]
-        for co in range(co_count):
-            if channels_last:
-                out_at = n * y_volume * groups * co_count + g * co_count + co
-            else:
-                out_at = (flat * co_count + co) * y_volume
-            for p1 in range(min(s1, out1)):
-                for p2 in range(min(s2, out2)):
-                    for p3 in range(min(s3, out3)):
-                        count = 0
-                        for m1 in range(tap_count[0, p1]):
-                            for m2 in range(tap_count[1, p2]):
-                                for m3 in range(tap_count[2, p3]):
-                                    k = tap_k[0, p1, m1] + tap_k[1, p2, m2] + tap_k[2, p3, m3]
-                                    offset = (tap_offset[0, p1, m1] + tap_offset[1, p2, m2]
-                                              + tap_offset[2, p3, m3])
-                                    for ci in range(ci_count):
-                                        factors[count] = weights[
-                                            ((g * ci_count + ci) * co_count + co) * k_volume + k]
-                                        reads[count] = ci * window_volume + offset
+                        for ci in range(ci_count):
+                            src = np.uint64((flat * ci_count + ci) * x_volume + pixel)
+                            at = np.uint64(ci * window_volume) + dst
+                            for t in range(run3):
+                                windows[at + t] = source[src + t]
+            for block_index in range(co_blocks):
+                co0 = block_index * co_block
+                block_channels = min(co_block, co_count - co0)
+                weights_at = (g * co_blocks + block_index) * k_volume * ci_count * co_block
+                for p1 in range(min(s1, out1)):
+                    for p2 in range(min(s2, out2)):
+                        for p3 in range(min(s3, out3)):
+                            count = 0
+                            for m1 in range(tap_count[0, p1]):
+                                for m2 in range(tap_count[1, p2]):
+                                    for m3 in range(tap_count[2, p3]):
+                                        k = tap_k[0, p1, m1] + tap_k[1, p2, m2] + tap_k[2, p3, m3]
+                                        reads[count] = (tap_offset[0, p1, m1] + tap_offset[1, p2, m2]
+                                                        + tap_offset[2, p3, m3])
+                                        starts[count] = weights_at + k * ci_count * co_block
                                         count += 1
-                        _weighted_sum(acc, np.uint64(p3 * length), flat_length, windows, reads,
-                                      factors, count)
-                    # Interleave the phases of the last axis into whole output rows.
-                    for j1 in range(band_first, min(counts[0, p1], band_first + band_blocks)):
-                        for j2 in range(counts[1, p2]):
-                            row = np.uint64(((j1 * s1 + p1) * out2 + j2 * s2 + p2) * out3)
-                            at = np.uint64((j1 - band_first) * plane + j2 * w3)
+                            for f0 in range(0, length, block_length):
+                                block(windows, weights, acc, p3 * pitch + f0, channel_pitch,
+                                      reads, starts, count, ci_count, window_volume, f0)
+                        # Interleave the phases of the last axis into whole output rows:
+                        # each phase's run of the accumulator goes to every s3-th output.
+                        for c in range(block_channels):
                             if channels_last:
-                                row = np.uint64(out_at) + row * out_step
-                                for t in range(row_length):
-                                    out[row + t * out_step] = acc[
-                                        (t % stride3) * flat_length + at + t // stride3]
-                                continue
-                            row += np.uint64(out_at)
-                            if s3 == 1:
-                                for t in range(row_length):
-                                    out[row + t] = acc[at + t]
-                            elif s3 == 2:
-                                odd = at + flat_length
-                                for t in range(half):
-                                    out[row + t + t] = acc[at + t]
-                                    out[row + t + t + one] = acc[odd + t]
-                                if out3 % 2:
-                                    out[row + half + half] = acc[at + half]
+                                out_at = n * y_volume * groups * co_count + g * co_count + co0 + c
                             else:
-                                for t in range(out3):
-                                    out[row + t] = acc[(t % s3) * length + at + t // s3]
+                                out_at = (flat * co_count + co0 + c) * y_volume
+                            for j1 in range(band_first, min(counts[0, p1], band_first + band_blocks)):
+                                for j2 in range(counts[1, p2]):
+                                    row = np.uint64(out_at) + np.uint64(
+                                        ((j1 * s1 + p1) * out2 + j2 * s2 + p2) * out3) * out_step
+                                    at = np.uint64(c * channel_pitch + (j1 - band_first) * plane
+                                                   + j2 * w3)
+                                    if s3 == 1 and not channels_last:
+                                        for t in range(row_length):
+                                            out[row + t] = acc[at + t]
+                                    elif s3 == 2 and not channels_last:
+                                        odd = at + phase_pitch
+                                        for t in range(half):
+                                            out[row + t + t] = acc[at + t]
+                                            out[row + t + t + one] = acc[odd + t]
+                                        if out3 % 2:
+                                            out[row + half + half] = acc[at + half]
+                                    else:
+                                        for p3 in range(min(s3, out3)):
+                                            into = row + np.uint64(p3) * out_step
+                                            run = at + np.uint64(p3) * phase_pitch
+                                            for t in range(np.uint64(counts[2, p3])):
+                                                out[into + t * out_stride3] = acc[run + t]
+
+    return kernel
 
 
 def _frozen(*arrays):
@@ -550,21 +603,31 @@ def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
     return _frozen(sizes, geometry, counts, tap_k, tap_offset, tap_count)
 
 
-def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last):
+def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, derived):
     groups, ci, co = weights.shape[:3]
     tables = _window_tables(axes3, groups, ci, co)
     if data.dtype != dtype or not data.flags.c_contiguous:
         data = np.ascontiguousarray(data, dtype)
     source = data.reshape(-1)
-    w = np.ascontiguousarray(weights, dtype).reshape(-1)
+    lanes, co_block, vectors = planes_block_shape(np.dtype(dtype).itemsize, co)
+    key = ("planes", np.dtype(dtype).str, co_block)
+    w = derived.get(key)
+    if w is None:  # FCN-32x's 1.8 M weights: 3 ms
+        w = derived[key] = _frozen(_blocked_weights(
+            np.ascontiguousarray(weights, dtype).reshape(groups, ci, co, -1), co_block))[0]
     target = out.reshape(-1)
     geometry = tables[1]
     blocks1 = int(geometry[0, 3])
     plane = int(geometry[1, 0] * geometry[2, 0])
-    # Bands of the first axis: window and accumulator of about _BAND_ELEMENTS.
-    band = max(1, min(blocks1, _BAND_ELEMENTS // (plane * (ci + int(geometry[2, 2])))))
+    # Bands of the first axis: window and accumulator of about _BAND_ELEMENTS, and at
+    # least two items per thread (FCN-32x, one plane: 23 ms on one thread or two).
+    band = max(1, min(blocks1, _BAND_ELEMENTS // (plane * (ci + co_block * int(geometry[2, 2])))))
+    planes = data.shape[0] * groups
+    if threads > 1 and planes < 2 * threads:
+        band = min(band, max(1, blocks1 * planes // (2 * threads)))
     bands = -(-blocks1 // band)
-    _parallel(lambda a, b: _planes_kernel(source, w, target, *tables, band, channels_last, a, b),
+    kernel = _planes_kernel(lanes, co_block, vectors)
+    _parallel(lambda a, b: kernel(source, w, target, *tables, band, channels_last, a, b),
               data.shape[0] * groups * bands, threads)
 
 
@@ -596,12 +659,21 @@ def _three_axes(axes) -> tuple[AxisPlan, ...]:
     return (axes[0],) + (unit,) * (3 - len(axes)) + tuple(axes[1:])
 
 
-def direct_phase(data, weights, axes, dtype, channels_last, out):
-    """Fill ``out`` (the layout of ``data``) with the transposed convolution."""
+def _worth_threads(out_size: int, ci: int, axes) -> bool:
+    """Whether a layer has enough multiply-adds (:data:`_PARALLEL_MACS`) for helper threads."""
+    taps = math.prod(a.kernel_size for a in axes)
+    return out_size * max(1, ci) * taps >= _PARALLEL_MACS * math.prod(a.stride for a in axes)
+
+
+def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None):
+    """Fill ``out`` (the layout of ``data``) with the transposed convolution.
+
+    ``derived``: a dict kept with these weights across calls (the caller's filter
+    memo), where the plane kernel keeps its reordered weights; None: reorder anew.
+    """
     groups, ci, co = weights.shape[:3]
     axes3 = _three_axes(axes)
-    big = out.size * max(1, ci) * math.prod(a.kernel_size for a in axes) >= _PARALLEL_MACS
-    threads = _THREADS if big else 1
+    threads = _THREADS if _worth_threads(out.size, ci, axes) else 1
     target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
     if channels_last and groups * max(ci, co) >= _CHANNELS_LAST_MIN_WIDTH and ci * co <= 4:
         _direct_channels_last(data, weights, axes3, dtype, target, threads)
@@ -612,7 +684,8 @@ def direct_phase(data, weights, axes, dtype, channels_last, out):
         # loops then have run-time bounds and do not vectorise (FCN-2x 21->21
         # channels-last: 0.40 ms there, 0.13 ms in the plane kernel).
         strided = channels_last and (groups * ci > 1 or groups * co > 1)
-        _direct_planes(data, weights, axes3, dtype, target, threads, strided)
+        _direct_planes(data, weights, axes3, dtype, target, threads, strided,
+                       {} if derived is None else derived)
     if target is not out:
         np.copyto(out, target)
 
@@ -983,11 +1056,10 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias=None):
     kernel = _blocked_kernel(lanes, vectors, chunk, pixels)
     source, flat_weights = data.reshape(-1), w.reshape(-1)
     lines = groups * batch * axes3[0].output_size * axes3[1].output_size
-    big = out.size * ci * math.prod(kernel3) >= _PARALLEL_MACS
     order = _line_order(axes3[0], axes3[1])
     _parallel(lambda a, b: kernel(source, flat_weights, flat_out, bits, bias, mode, sizes,
                                   in_steps, out_steps, order, *tables, a, b),
-              lines, _THREADS if big else 1)
+              lines, _THREADS if _worth_threads(out.size, ci, axes) else 1)
     if target is not out:
         np.copyto(out, target)
 
@@ -1087,7 +1159,7 @@ def col2im_scatter(columns, out, target, axes) -> None:
     rows_per_item = max(1, _BAND_ELEMENTS // max(1, row_elements))
     items = groups * n * -(-axes3[0].output_size // rows_per_item)
     flat_out, flat_columns = out.reshape(-1)[start // itemsize:], columns.reshape(-1)
-    big = columns.size >= _PARALLEL_MACS // 8  # a scalar add costs about 8 multiply-adds
+    big = columns.size >= _PARALLEL_MACS // 16  # a scalar add costs about 16 multiply-adds
     _parallel(lambda a, b: _scatter_kernel(flat_columns, col_steps, flat_out, out_steps,
                                            geometry, co, n, rows_per_item, a, b),
               items, _THREADS if big else 1)
