@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         run, _ = _bench._ours(layer, _bench.make_inputs(layer))
         algorithm = _kernel.describe_algorithm(
             layer.batch, tuple(_bench.layer_plan_axes(layer)), _bench._kernel_weights_shape(layer),
-            channels_last=layer.layout == "NXC")
+            channels_last=layer.layout == "NXC",
+            result_dtype=None if layer.dtype == "float32" else _bench._numpy_dtype(layer.dtype))
         run()  # compiles numba kernels, prepares tiny layers, fills the filter memo
         total, shares = _split(run)
         split = ", ".join(f"{label} {100 * ms / total:.0f}%" for label, ms in

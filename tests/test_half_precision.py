@@ -234,3 +234,27 @@ def test_software_float16_rounding_gives_the_bits_of_astype():
     convert(bits.view(np.float32), got)
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(got, _bits(bits.view(np.float32).astype(np.float16)))
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("dtype", HALF, ids=HALF_IDS)
+def test_choice_charges_a_float32_result_to_algorithms_that_round_it_afterwards(monkeypatch,
+                                                                                dtype):
+    # direct-blocked rounds as it stores; every other algorithm pays a whole float32
+    # result and a rounding pass, which can turn the choice (and only for half results).
+    monkeypatch.delenv(_kernel.NO_NUMBA_ENV, raising=False)
+    monkeypatch.delenv(_kernel.ALGORITHM_ENV, raising=False)
+    axes = (AxisPlan(10, 4, 2, 1, 1, 20), AxisPlan(10, 4, 2, 1, 1, 20))
+    weights_shape = (2, 3, 5, 4, 4)
+    outputs = 2 * 5 * 20 * 20 * 3  # batch 3
+    margin = _kernel._ROUNDING_NS * outputs
+    for gap, rounded_choice in ((0.5 * margin, "direct-blocked"), (2 * margin, "direct")):
+        costs = {"direct": 1e6, "direct-blocked": 1e6 + gap, "gemm-ncx": 1e6 + 3 * margin}
+        monkeypatch.setattr(_kernel, "_costs", lambda *args, costs=costs: dict(costs))
+        _kernel._choose.cache_clear()
+        assert _kernel.choose_algorithm(3, axes, weights_shape) == "direct"
+        assert _kernel.choose_algorithm(3, axes, weights_shape,
+                                        result_dtype=np.dtype(dtype)) == rounded_choice
+        assert _kernel.choose_algorithm(3, axes, weights_shape,
+                                        result_dtype=np.dtype(np.float32)) == "direct"
+    _kernel._choose.cache_clear()

@@ -412,7 +412,8 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
 
         row["algorithm"] = describe_algorithm(
             layer.batch, layer_plan_axes(layer), _kernel_weights_shape(layer),
-            channels_last=layer.layout == "NXC", dtype=np.dtype(np.float32))
+            channels_last=layer.layout == "NXC", dtype=np.dtype(np.float32),
+            result_dtype=None if layer.dtype == "float32" else _numpy_dtype(layer.dtype))
     except Exception as error:  # the description is informative only
         row["algorithm"] = f"? ({error})"
     return row
