@@ -461,9 +461,10 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
 
     Channels-last layers with many groups of at most 4 products go to a
     per-position kernel (constant channel loops); all other layers to the plane
-    kernel (channels-last data read and written with strides): per (sample, group) plane, every tap of
-    every phase is one long vectorised multiply-add over the zero-bordered input
-    window (its border columns included), for every (Ci, Co) pair.
+    kernel (channels-last data read and written with strides): per (sample, group)
+    plane, every tap of every phase is one long vectorised multiply-add over the
+    zero-bordered input window (its border columns included), for every input channel
+    and block of up to three output channels (a short last block computes padding).
     """
     groups, ci, co = weights_shape[:3]
     outputs = batch * groups * co * math.prod(axis.output_size for axis in axes)
@@ -490,7 +491,7 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     threads = min(_THREADS, items) if parallel else 1
     # Copying the input into the windows (channels last: a pixel's channels read in
     # order, written to Ci windows), and interleaving the phases of the last axis into
-    # output rows: vector stores for stride 1 and 2, a division per element beyond.
+    # output rows: vector stores for stride 1 and 2, one strided run per phase beyond.
     strided = channels_last and groups * max(ci, co) > 1
     fills = inputs * (1.0 if strided else 0.5)
     stores = outputs * ((2.0 if strided else 1.0) if axes[-1].stride <= 2 else 6.0)

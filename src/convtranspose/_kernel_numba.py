@@ -251,8 +251,9 @@ def planes_block_shape(itemsize: int, co: int) -> tuple[int, int, int]:
     About three quarters of the vector registers hold accumulators; the rest the
     channels' broadcast factors and one window vector.  Measured on Zen 3 (AVX2,
     16 registers), one thread, FCN-2x 21->21 / DCGAN 128->3 per sample, GMAC/s:
-    3 x 4 vectors 27 / 28, 2 x 6 25 / 19, 4 x 3 13 / 13 (spills), 1 x 8 15 / 12,
-    and the former per-channel passes 13.6 / 13.3.  Fewer channels than the
+    3 x 4 vectors 27 / 28 (31 / 30 with the weights reordered for the block), 2 x 6
+    25 / 19, 4 x 3 13 / 13 (spills), 1 x 8 15 / 12, and the former per-channel
+    passes 13.6 / 13.3.  Fewer channels than the
     block are padded with zero factors, so one or two channels take smaller blocks.
     """
     from ._numba_vectors import vector_bytes
@@ -297,11 +298,11 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int):
         # Flat C-order buffers: source (N, G, Ci, X1, X2, X3), weights as _blocked_weights
         # lays them out, out (N, G, Co, Y1, Y2, Y3), or source (N, X1, X2, X3, G, Ci) and
         # out (N, Y1, Y2, Y3, G, Co) when channels_last (for few channels: strided window
-        # fills and stores); sizes = (G, Ci, Co, X, Y, K) with X, Y, K the spatial volumes.  Each
-        # (n, g) plane is cut into bands of `band` output blocks of the first axis (so
-        # that window and accumulator stay in cache); computes the (n, band, g) items
-        # with flat index in [start, stop) (groups innermost: neighbouring channels close
-        # in time).
+        # fills and stores); sizes = (G, Ci, Co, X, Y, K) with X, Y, K the spatial
+        # volumes.  Each (n, g) plane is cut into bands of `band` output blocks of the
+        # first axis (so that window and accumulator stay in cache); computes the (n,
+        # band, g) items with flat index in [start, stop) (groups innermost: neighbouring
+        # channels close in time).  The compiled kernel keeps _CHUNK_WINDOW_ELEMENTS.
         #
         # Each input plane is copied into a zero-bordered window (per axis: size
         # geometry[a, 0], starting at input index geometry[a, 1]) in which every tap of
