@@ -248,13 +248,15 @@ def test_choice_charges_a_float32_result_to_algorithms_that_round_it_afterwards(
     weights_shape = (2, 3, 5, 4, 4)
     outputs = 2 * 5 * 20 * 20 * 3  # batch 3
     margin = _kernel._ROUNDING_NS * outputs
-    for gap, rounded_choice in ((0.5 * margin, "direct-blocked"), (2 * margin, "direct")):
-        costs = {"direct": 1e6, "direct-blocked": 1e6 + gap, "gemm-ncx": 1e6 + 3 * margin}
-        monkeypatch.setattr(_kernel, "_costs", lambda *args, costs=costs: dict(costs))
-        _kernel._choose.cache_clear()
-        assert _kernel.choose_algorithm(3, axes, weights_shape) == "direct"
-        assert _kernel.choose_algorithm(3, axes, weights_shape,
-                                        result_dtype=np.dtype(dtype)) == rounded_choice
-        assert _kernel.choose_algorithm(3, axes, weights_shape,
-                                        result_dtype=np.dtype(np.float32)) == "direct"
-    _kernel._choose.cache_clear()
+    try:
+        for gap, rounded_choice in ((0.5 * margin, "direct-blocked"), (2 * margin, "direct")):
+            costs = {"direct": 1e6, "direct-blocked": 1e6 + gap, "gemm-ncx": 1e6 + 3 * margin}
+            monkeypatch.setattr(_kernel, "_costs", lambda *args, costs=costs: dict(costs))
+            _kernel._choose.cache_clear()
+            assert _kernel.choose_algorithm(3, axes, weights_shape) == "direct"
+            assert _kernel.choose_algorithm(3, axes, weights_shape,
+                                            result_dtype=np.dtype(dtype)) == rounded_choice
+            assert _kernel.choose_algorithm(3, axes, weights_shape,
+                                            result_dtype=np.dtype(np.float32)) == "direct"
+    finally:
+        _kernel._choose.cache_clear()  # no choice made from the fake costs outlives the test

@@ -273,13 +273,16 @@ def test_plane_kernel_input_channels_in_chunks(monkeypatch):
     # Windows of one or a few channels per chunk: every block sums the chunks in turn,
     # resuming from its stored partial sums (each chunk length, a last short chunk).
     rng = np.random.default_rng(43)
-    for trial in range(6):
-        monkeypatch.setattr(_kernel_numba, "_CHUNK_WINDOW_ELEMENTS", int(rng.integers(1, 300)))
-        _kernel_numba._planes_kernel.cache_clear()  # the chunk is read when compiling
-        rank = 1 + trial % 3
-        axes = _random_axes(rng, rank, max_size=(30, 9, 5)[rank - 1])
-        ci, co = int(rng.integers(2, 12)), int(rng.integers(1, 6))
-        data = rng.standard_normal((2, ci) + tuple(a.input_size for a in axes))
-        weights = rng.standard_normal((1, ci, co) + tuple(a.kernel_size for a in axes))
-        _check(data, weights, axes, (np.float64, np.float32)[trial % 2], trial % 2 == 1)
-    _kernel_numba._planes_kernel.cache_clear()
+    try:
+        for trial in range(6):
+            monkeypatch.setattr(_kernel_numba, "_CHUNK_WINDOW_ELEMENTS",
+                                int(rng.integers(1, 300)))
+            _kernel_numba._planes_kernel.cache_clear()  # the chunk is read when compiling
+            rank = 1 + trial % 3
+            axes = _random_axes(rng, rank, max_size=(30, 9, 5)[rank - 1])
+            ci, co = int(rng.integers(2, 12)), int(rng.integers(1, 6))
+            data = rng.standard_normal((2, ci) + tuple(a.input_size for a in axes))
+            weights = rng.standard_normal((1, ci, co) + tuple(a.kernel_size for a in axes))
+            _check(data, weights, axes, (np.float64, np.float32)[trial % 2], trial % 2 == 1)
+    finally:
+        _kernel_numba._planes_kernel.cache_clear()  # later tests compile the real chunk
