@@ -17,6 +17,7 @@ import time
 import numpy as np
 import pytest
 
+from convtranspose import _kernel
 from convtranspose._plan import AxisPlan
 
 from oracle import crop, full_transposed_convolution
@@ -136,7 +137,7 @@ def test_threaded_split_into_pieces(monkeypatch, channels_last):
     # Split between threads (however small); more threads than pieces of some sizes,
     # and fewer planes than threads (their bands are cut finer).
     monkeypatch.setattr(_kernel_numba, "_THREADS", 3)
-    monkeypatch.setattr(_kernel_numba, "_PARALLEL_MACS", 0)
+    monkeypatch.setattr(_kernel, "DIRECT_PARALLEL_MACS", 0)
     monkeypatch.setattr(_kernel_numba, "_pool", None)
     rng = np.random.default_rng(8)
     for groups, ci, co, batch in ((64, 1, 1, 2), (5, 2, 2, 1), (2, 1, 1, 1)):

@@ -447,6 +447,23 @@ def _window_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     return cost + _gemm_ns(rows, depth, width, groups) + _MODEL_SCALE * 15000
 
 
+#: Layers of the numba direct kernels with fewer multiply-adds than this run on the
+#: calling thread: waking a helper thread costs 0.1-0.2 ms on a loaded 2-core VM, about
+#: this much work (FCN-2x 21->21 16^2, 1.8 M: 0.12 ms back to back on one thread, 0.19
+#: on two).
+DIRECT_PARALLEL_MACS = 1 << 22
+#: Output channels per register block of the numba plane kernel (fewer when the layer
+#: has fewer; zero weights pad a short last block).
+PLANE_CO_BLOCK = 3
+
+
+def direct_worth_threads(out_size: int, ci: int, axes: Sequence[AxisPlan]) -> bool:
+    """Whether a numba direct layer has enough multiply-adds for helper threads."""
+    taps = math.prod(axis.kernel_size for axis in axes)
+    return (out_size * max(1, ci) * taps
+            >= DIRECT_PARALLEL_MACS * math.prod(axis.stride for axis in axes))
+
+
 #: Multiply-adds per nanosecond of the numba plane kernel on one thread, per number of
 #: output channels in its register blocks (vectorised along the spatial axes, the
 #: window in cache).  The former kernel, a pass over an accumulator row per channel
@@ -480,15 +497,13 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
         shifts = [shift for c in p.classes for shift in c.shifts] or [0]
         span *= p.blocks + (max(shifts) - min(shifts) if a else 0)
     tap_phases = math.prod(sum(len(c.shifts) * c.count for c in p.classes) for p in phases)
-    co_block = min(3, co)  # as _kernel_numba.planes_block_shape; zero factors pad the rest
+    co_block = min(PLANE_CO_BLOCK, co)
     macs = batch * groups * ci * -(-co // co_block) * co_block * tap_phases * span
     rate = _DIRECT_MACS_PER_NS[co_block]
     if len(axes) == 1 and ci * span > 1 << 18:
         rate /= 4  # one long line: its window (Ci lines) is not cut into bands, out of cache
     items = batch * groups * (phases[0].blocks if len(axes) > 1 else 1)
-    # As _kernel_numba._worth_threads.
-    parallel = outputs * ci * taps >= (1 << 22) * math.prod(axis.stride for axis in axes)
-    threads = min(_THREADS, items) if parallel else 1
+    threads = min(_THREADS, items) if direct_worth_threads(outputs, ci, axes) else 1
     # Copying the input into the windows (channels last: a pixel's channels read in
     # order, written to Ci windows), and interleaving the phases of the last axis into
     # output rows: vector stores for stride 1 and 2, one strided run per phase beyond.

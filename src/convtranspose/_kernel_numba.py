@@ -54,17 +54,13 @@ import numba
 import numpy as np
 
 from ._casts_numba import bfloat16_bits, float16_bits
-from ._kernel import _axis_phases
+from ._kernel import DIRECT_PARALLEL_MACS, PLANE_CO_BLOCK, _axis_phases, direct_worth_threads
 from ._plan import AxisPlan
 
 __all__ = ["blocked_shape", "col2im_scatter", "direct_blocked", "direct_phase"]
 
 _THREADS = max(1, min(os.cpu_count() or 1, 8))
 _PIECES_PER_THREAD = 8
-#: Layers with fewer multiply-adds than this run on the calling thread: waking a
-#: helper thread costs 0.1-0.2 ms on a loaded 2-core VM, about this much work
-#: (FCN-2x 21->21 16^2, 1.8 M: 0.12 ms back to back on one thread, 0.19 on two).
-_PARALLEL_MACS = 1 << 22
 #: Channels-first planes are computed in bands whose window and accumulator hold
 #: about this many elements (cache-sized).
 _BAND_ELEMENTS = 1 << 16
@@ -260,7 +256,7 @@ def planes_block_shape(itemsize: int, co: int) -> tuple[int, int, int]:
 
     lanes = max(1, vector_bytes() // itemsize)
     accumulators = 24 if vector_bytes() == 64 else 12
-    co_block = min(3, co)
+    co_block = min(PLANE_CO_BLOCK, co)
     return lanes, co_block, accumulators // co_block if co_block > 1 else 8
 
 
@@ -675,12 +671,6 @@ def _three_axes(axes) -> tuple[AxisPlan, ...]:
     return (axes[0],) + (unit,) * (3 - len(axes)) + tuple(axes[1:])
 
 
-def _worth_threads(out_size: int, ci: int, axes) -> bool:
-    """Whether a layer has enough multiply-adds (:data:`_PARALLEL_MACS`) for helper threads."""
-    taps = math.prod(a.kernel_size for a in axes)
-    return out_size * max(1, ci) * taps >= _PARALLEL_MACS * math.prod(a.stride for a in axes)
-
-
 def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None):
     """Fill ``out`` (the layout of ``data``) with the transposed convolution.
 
@@ -689,7 +679,7 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None):
     """
     groups, ci, co = weights.shape[:3]
     axes3 = _three_axes(axes)
-    threads = _THREADS if _worth_threads(out.size, ci, axes) else 1
+    threads = _THREADS if direct_worth_threads(out.size, ci, axes) else 1
     target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
     if channels_last and groups * max(ci, co) >= _CHANNELS_LAST_MIN_WIDTH and ci * co <= 4:
         _direct_channels_last(data, weights, axes3, dtype, target, threads)
@@ -1075,7 +1065,7 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias=None):
     order = _line_order(axes3[0], axes3[1])
     _parallel(lambda a, b: kernel(source, flat_weights, flat_out, bits, bias, mode, sizes,
                                   in_steps, out_steps, order, *tables, a, b),
-              lines, _THREADS if _worth_threads(out.size, ci, axes) else 1)
+              lines, _THREADS if direct_worth_threads(out.size, ci, axes) else 1)
     if target is not out:
         np.copyto(out, target)
 
@@ -1175,7 +1165,7 @@ def col2im_scatter(columns, out, target, axes) -> None:
     rows_per_item = max(1, _BAND_ELEMENTS // max(1, row_elements))
     items = groups * n * -(-axes3[0].output_size // rows_per_item)
     flat_out, flat_columns = out.reshape(-1)[start // itemsize:], columns.reshape(-1)
-    big = columns.size >= _PARALLEL_MACS // 16  # a scalar add costs about 16 multiply-adds
+    big = columns.size >= DIRECT_PARALLEL_MACS // 16  # a scalar add: about 16 multiply-adds
     _parallel(lambda a, b: _scatter_kernel(flat_columns, col_steps, flat_out, out_steps,
                                            geometry, co, n, rows_per_item, a, b),
               items, _THREADS if big else 1)
