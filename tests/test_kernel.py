@@ -374,6 +374,18 @@ def test_weights_memo_compares_bits_not_values(size):
     assert _kernel._derived_from(zeros, "other key") is not first
 
 
+def test_weights_memo_compares_filters_in_any_memory_order():
+    # Channels-last frontends pass an XIO filter as a transposed view; the memo keeps
+    # that memory order, and an equal filter in another layout still hits.
+    base = np.random.default_rng(5).standard_normal((3, 3, 40, 50)).astype(np.float32)
+    view = base.transpose(2, 3, 0, 1)[None]
+    first = _kernel._derived_from(view, "test")
+    assert _kernel._derived_from(np.ascontiguousarray(view), "test") is first
+    assert _kernel._derived_from(view, "test") is first
+    base[2, 1, 7, 9] += 1  # the caller edits its filter in place
+    assert _kernel._derived_from(view, "test") is not first
+
+
 def test_weights_memo_keeps_no_filter_above_its_size_cap(monkeypatch):
     monkeypatch.setattr(_kernel, "_DERIVED_MAX_BYTES", 64)
     _kernel._derived.clear()

@@ -959,8 +959,11 @@ def _derived_from(weights: np.ndarray, *key) -> dict:
     """The dict of matrices derived from ``weights`` for ``key`` (a fresh one if new).
 
     Callers fill it on a miss; later calls with a filter of the same bits and the
-    same ``key`` get the same dict.  The filter is compared value by value (a
-    quarter of a millisecond for 8 MB), so a filter edited in place never hits.
+    same ``key`` get the same dict.  The filter is compared value by value, so a
+    filter edited in place never hits.  The copy kept for that keeps the filter's
+    memory order (a channels-last ``XIO`` filter arrives as a transposed view):
+    comparing in memory order takes 0.9 ms for 8 MB on AMD Zen 3, against 4-5 ms
+    for a C-order copy read across the view's strides.
     """
     full_key = (weights.shape, weights.dtype.str) + key
     with _derived_lock:
@@ -970,7 +973,7 @@ def _derived_from(weights: np.ndarray, *key) -> dict:
             return entry[1]
     derived: dict = {}
     if weights.nbytes <= _DERIVED_MAX_BYTES:
-        kept = _frozen(np.array(weights, copy=True, order="C"))
+        kept = _frozen(np.array(weights, copy=True, order="K"))
         with _derived_lock:
             while len(_derived) >= max(1, _DERIVED_KEPT):
                 del _derived[next(iter(_derived))]
