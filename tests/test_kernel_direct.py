@@ -287,3 +287,32 @@ def test_plane_kernel_input_channels_in_chunks(monkeypatch):
             _check(data, weights, axes, (np.float64, np.float32)[trial % 2], trial % 2 == 1)
     finally:
         _kernel_numba._planes_kernel.cache_clear()  # later tests compile the real chunk
+
+
+@pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
+def test_plane_kernel_every_register_layout(monkeypatch, register_bytes):
+    # Each machine takes one block shape, from its vector width: pretending the other
+    # width compiles the other shape here (LLVM splits 64-byte vectors into two on
+    # AVX2 hardware: slower, same sums), so AVX-512's blocks are checked too.
+    from convtranspose import _numba_vectors
+
+    monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: register_bytes)
+    _kernel_numba.planes_block_shape.cache_clear()
+    rng = np.random.default_rng(register_bytes + 3)
+    try:
+        lanes = register_bytes // 4
+        accumulators = 12 if register_bytes == 32 else 24
+        # Three channels (the block) of a quarter of the registers' accumulators each.
+        assert _kernel_numba.planes_block_shape(4, 10) == (lanes, 3, accumulators // 3)
+        assert _kernel_numba.planes_block_shape(8, 2)[:2] == (lanes // 2, 2)
+        for trial in range(8):
+            rank = 1 + trial % 3
+            co = (1, 2, 3, 5, 7, 4, 6, 8)[trial]
+            ci = int(rng.integers(1, 6))
+            # Runs shorter and longer than one block of 8 or 16 vectors.
+            axes = _random_axes(rng, rank, max_size=(300, 24, 7)[rank - 1])
+            data = rng.standard_normal((2, ci) + tuple(a.input_size for a in axes))
+            weights = rng.standard_normal((1, ci, co) + tuple(a.kernel_size for a in axes))
+            _check(data, weights, axes, (np.float32, np.float64)[trial % 2], trial % 3 == 2)
+    finally:
+        _kernel_numba.planes_block_shape.cache_clear()  # later calls see the real width
