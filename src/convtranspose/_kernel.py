@@ -263,6 +263,9 @@ def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
 #: 1.5-1.8x slower, the tiny `dense` 3.8x) the same table loses 12%, and a refit on
 #: those times did no better (12%).
 #: The raw model's constants were measured on AVX-512 Xeons and stay as they are there.
+#: The scales were fitted with the GEMM term at 200 GFLOP/s and kept when it moved to 160
+#: (see :func:`_gemm_gflops`; over session 13's 54 measured layers the loss to wrong
+#: choices went 13.2% -> 12.7%, and refitted tables did no better).
 _AVX2_CALIBRATION: dict[str, tuple[float, float]] = {
     "gemm-nxc": (0.7, 200000),
     "gemm-ncx": (0.612, 200000),
