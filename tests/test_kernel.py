@@ -380,6 +380,8 @@ def test_weights_memo_compares_filters_in_any_memory_order():
     base = np.random.default_rng(5).standard_normal((3, 3, 40, 50)).astype(np.float32)
     view = base.transpose(2, 3, 0, 1)[None]
     first = _kernel._derived_from(view, "test")
+    kept = next(entry[0] for entry in _kernel._derived.values() if entry[1] is first)
+    assert np.argsort(kept.strides).tolist() == np.argsort(view.strides).tolist()
     assert _kernel._derived_from(np.ascontiguousarray(view), "test") is first
     assert _kernel._derived_from(view, "test") is first
     base[2, 1, 7, 9] += 1  # the caller edits its filter in place

@@ -302,7 +302,8 @@ def test_plane_kernel_every_register_layout(monkeypatch, register_bytes):
     try:
         lanes = register_bytes // 4
         accumulators = 12 if register_bytes == 32 else 24
-        # Three channels (the block) of a quarter of the registers' accumulators each.
+        # Blocks of three channels, each a third of the accumulators (12 of AVX2's 16
+        # registers, 24 of AVX-512's 32); two channels take half each.
         assert _kernel_numba.planes_block_shape(4, 10) == (lanes, 3, accumulators // 3)
         assert _kernel_numba.planes_block_shape(8, 2)[:2] == (lanes // 2, 2)
         for trial in range(8):
