@@ -9,7 +9,9 @@ time lost to wrong choices (chosen / fastest per layer).
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/calibrate.py --out DIR
 
-Run it on a quiet machine.  Each time is the median over ``--repeat`` calls timed as
+The estimates use the GEMM speed of this machine's class
+(:func:`convtranspose._kernel.machine_class`); a new class needs its own entry there
+first.  Run it on a quiet machine.  Each time is the median over ``--repeat`` calls timed as
 the benchmark times them (a pause, one untimed call, the timed one): calls after a
 pause can differ from back-to-back ones (before the numba helper threads were kept
 off the caller's CPU, the stride-1 k3 kernel on AMD Zen 3 took 5.9 ms back to back
@@ -175,7 +177,7 @@ def summary(results: list[dict]) -> str:
     lines.append(f"Current model: {_describe_losses(choice_losses(results, _kernel._calibration()))}.")
     lines.append(f"Refitted: {_describe_losses(choice_losses(results, table))}, with")
     lines.append("")
-    lines.append("    _AVX2_CALIBRATION = {  # or whichever machine class was measured")
+    lines.append(f"    calibration of {_kernel.machine_class().name} = {{")
     lines.extend(f"        {name!r}: {value!r}," for name, value in table.items())
     lines.append("    }")
     return "\n".join(lines)
@@ -220,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     print(report)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "calibration.json"), "w") as handle:
-        json.dump({"blas": _blas.corename(), "results": results}, handle, indent=1)
+        json.dump({"blas": _blas.corename(), "machine": _kernel.machine_class().name,
+                   "results": results}, handle, indent=1)
     with open(os.path.join(args.out, "calibration.md"), "w") as handle:
         handle.write("\n\n".join(table(r) for r in results) + "\n\n" + report + "\n")
     return 0

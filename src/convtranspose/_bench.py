@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from . import _blas
+from . import _blas, _kernel
 
 __all__ = ["Layer", "SUITE", "main"]
 
@@ -408,9 +408,7 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
     row["gflops"] = layer.flops / ours / 1e6
     row["roofline_fraction"] = row["sgemm_ms"] / ours
     try:
-        from ._kernel import describe_algorithm
-
-        row["algorithm"] = describe_algorithm(
+        row["algorithm"] = _kernel.describe_algorithm(
             layer.batch, layer_plan_axes(layer), _kernel_weights_shape(layer),
             channels_last=layer.layout == "NXC", dtype=np.dtype(np.float32),
             result_dtype=None if layer.dtype == "float32" else _numpy_dtype(layer.dtype))
@@ -453,7 +451,8 @@ def _blas_description() -> str:
     if not core:
         return "no OpenBLAS found"
     forced = f", forced by {CORE_ENV}" if os.environ.get(CORE_ENV) else ""
-    return f"OpenBLAS {core} kernels{forced}"
+    return (f"OpenBLAS {core} kernels{forced}; cost model of machine class "
+            f"{_kernel.machine_class().name}")
 
 
 def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:

@@ -76,6 +76,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import _blas
 from ._environment import switch
+from ._machine import cpu_identity
 from ._plan import AxisPlan
 
 __all__ = ["ALGORITHMS", "choose_algorithm", "describe_algorithm", "transposed_convolution"]
@@ -222,21 +223,43 @@ def _pass_ns(elements: float, run: int) -> float:
     return elements * (2.0 + 6.0 / max(1, min(run, 64)))
 
 
-#: OpenBLAS kernel families with AVX-512 sgemm (about twice the AVX2 ones' speed).
+#: OpenBLAS kernel families with AVX-512 sgemm.
 _AVX512_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
 
 
-@functools.cache
-def _gemm_gflops() -> float:
-    """Large-GEMM speed (GFLOP/s, two cores) of the BLAS this process uses.
+@dataclass(frozen=True)
+class MachineClass:
+    """What the cost model knows of one kind of CPU and the BLAS kernels it runs.
 
-    The AVX2 figure is the benchmark's sgemm roofline on AMD Zen 3 (147-175 GFLOP/s
-    for the suite's layers).  It was 200, which made the GEMM part of every BLAS
-    algorithm cheap next to its copies: fitting the GEMM and the copy terms of the
-    session-13 calibration run separately gives the GEMM 1.6-2.3 times the scale of
-    the rest, for every BLAS algorithm.
+    ``gemm_gflops`` is the large-sgemm speed on two cores; ``calibration`` maps an
+    algorithm to the ``(scale, overhead ns)`` that turn its raw estimate into the
+    times measured on that kind (``benchmarks/calibrate.py``; absent: as is).
     """
-    return 400.0 if _blas.corename().lower() in _AVX512_CORES else 160.0
+
+    name: str
+    gemm_gflops: float
+    calibration: dict[str, tuple[float, float]]
+
+
+@functools.cache
+def machine_class() -> MachineClass:
+    """The :class:`MachineClass` of this process's CPU and of NumPy's OpenBLAS.
+
+    OpenBLAS's AVX-512 kernels run on Intel Xeons (the raw model's constants were
+    measured on them) and on AMD Zen 4 (family 25), which executes each 512-bit
+    operation in two 256-bit halves: there sgemm runs at half the Xeons' speed and
+    every algorithm's balance differs, so Zen 4 has a table of its own.  Everything
+    else (AVX2 kernels, or no BLAS found) takes the Zen 3 (AVX2) table.
+    """
+    if _blas.corename().lower() not in _AVX512_CORES:
+        return _ZEN3
+    vendor, family = cpu_identity()
+    return _ZEN4 if (vendor, family) == ("AuthenticAMD", 25) else _XEON
+
+
+def _gemm_gflops() -> float:
+    """Large-GEMM speed (GFLOP/s, two cores) of the BLAS this process uses."""
+    return machine_class().gemm_gflops
 
 
 def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
@@ -254,19 +277,21 @@ def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
 
 
 #: Per algorithm, ``(scale, overhead ns)`` turning :func:`_raw_costs` into measured
-#: float32 times on CPUs whose OpenBLAS has no AVX-512 kernels: the least-squares fit
-#: (in log time) of ``benchmarks/calibrate.py`` over the benchmark suite and 24 random
-#: layers on an AMD EPYC (Zen 3, AVX2, two cores).  On 24 other random layers (seed 2,
-#: not fitted) it cut the time lost to wrong choices from a geometric mean of 28% to
-#: 14%, on the suite from 10% to 9% (over all fitted layers: 23% to 12%).  Timed the
-#: benchmark's way instead (a pause before each call; that run measured every algorithm
-#: 1.5-1.8x slower, the tiny `dense` 3.8x) the same table loses 12%, and a refit on
-#: those times did no better (12%).
-#: The raw model's constants were measured on AVX-512 Xeons and stay as they are there.
-#: The scales were fitted with the GEMM term at 200 GFLOP/s and kept when it moved to 160
-#: (see :func:`_gemm_gflops`; over session 13's 54 measured layers the loss to wrong
+#: float32 times on AMD's two-core VMs: the least-squares fit (in log time) of
+#: ``benchmarks/calibrate.py`` over the benchmark suite and 24 random layers on an
+#: AMD EPYC Zen 3 (AVX2).  On 24 other random layers (seed 2, not fitted) it cut the
+#: time lost to wrong choices from a geometric mean of 28% to 14%, on the suite from
+#: 10% to 9% (over all fitted layers: 23% to 12%).  Timed the benchmark's way instead
+#: (a pause before each call; that run measured every algorithm 1.5-1.8x slower, the
+#: tiny `dense` 3.8x) the same table loses 12%, and a refit on those times did no
+#: better (12%).  The scales were fitted with the GEMM term at 200 GFLOP/s and kept
+#: when it moved to 160 (session 13: over its 54 measured layers the loss to wrong
 #: choices went 13.2% -> 12.7%, and refitted tables did no better).
-_AVX2_CALIBRATION: dict[str, tuple[float, float]] = {
+#: On AMD Zen 4 (session 15, 54 layers, GEMM term at 200 GFLOP/s) the same table
+#: loses 14% (suite 7%, random layers 23%), against 25% for the raw model and 21%
+#: for a least-squares refit; scales tuned to that run's choices gained 1-4% on the
+#: layers they were tuned on and lost 2-8% on the others, so Zen 4 shares this table.
+_AMD_CALIBRATION: dict[str, tuple[float, float]] = {
     "gemm-nxc": (0.7, 200000),
     "gemm-ncx": (0.612, 200000),
     "shift-nxc": (0.925, 200000),
@@ -281,11 +306,21 @@ _AVX2_CALIBRATION: dict[str, tuple[float, float]] = {
     "dense": (1.325, 0),
 }
 
+#: The Xeons (AVX-512) the raw model was measured on: sgemm at about 400 GFLOP/s.
+_XEON = MachineClass("xeon-avx512", 400.0, {})
+#: AMD Zen 3 (AVX2): sgemm 147-175 GFLOP/s in the benchmark's roofline.  The GEMM
+#: speed was 200 until session 13, which made the GEMM part of every BLAS algorithm
+#: cheap next to its copies (fitted separately, the GEMM terms' scales came out
+#: 1.6-2.3 times the rest's).
+_ZEN3 = MachineClass("zen3-avx2", 160.0, _AMD_CALIBRATION)
+#: AMD Zen 4 (AVX-512 in 256-bit halves): sgemm 190-200 GFLOP/s on two cores for
+#: large products (NumPy's OpenBLAS runs its SkylakeX kernels there).
+_ZEN4 = MachineClass("zen4-avx512", 200.0, _AMD_CALIBRATION)
 
-@functools.cache
+
 def _calibration() -> dict[str, tuple[float, float]]:
-    """The ``(scale, overhead ns)`` per algorithm for this machine's BLAS (none: as is)."""
-    return {} if _blas.corename().lower() in _AVX512_CORES else _AVX2_CALIBRATION
+    """The ``(scale, overhead ns)`` per algorithm for this machine (none: as is)."""
+    return machine_class().calibration
 
 
 def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
