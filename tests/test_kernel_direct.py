@@ -317,3 +317,66 @@ def test_plane_kernel_every_register_layout(monkeypatch, register_bytes):
             _check(data, weights, axes, (np.float32, np.float64)[trial % 2], trial % 3 == 2)
     finally:
         _kernel_numba.planes_block_shape.cache_clear()  # later calls see the real width
+
+
+def _covered_positions(blocks, plane, tail, band, length):
+    """Window positions the plane kernel computes per phase: whole blocks over each band's run."""
+    total, first = 0, 0
+    while first < blocks:
+        rows = min(band, blocks - first)
+        run = (rows - 1) * plane + tail
+        total += -(-run // length) * length
+        first += band
+    return total
+
+
+def test_plane_schedule_takes_the_fewest_positions_it_may():
+    # Against a brute force over every band and block length the schedule may take
+    # (bands from the cache bound to two more, equal; blocks of half to all vectors).
+    rng = np.random.default_rng(53)
+    for _ in range(300):
+        blocks, plane = int(rng.integers(1, 40)), int(rng.integers(1, 80))
+        tail = int(rng.integers(1, plane + 1))
+        widest, min_bands = int(rng.integers(0, 50)), int(rng.integers(1, 5))
+        lanes, most = int(rng.choice([4, 8, 16])), int(rng.choice([4, 6, 8, 12]))
+        band, vectors, positions = _kernel.plane_schedule(blocks, plane, tail, widest,
+                                                          min_bands, lanes, most)
+        assert -(-most // 2) <= vectors <= most and 1 <= band <= blocks
+        assert positions == _covered_positions(blocks, plane, tail, band, lanes * vectors)
+        # Bands no wider than the cache allows, nor than the threads' share.
+        assert band <= max(1, widest) and band <= -(-blocks // min_bands)
+        fewest = min(max(min_bands, -(-blocks // max(1, widest))), blocks)
+        allowed = {-(-blocks // b) for b in range(fewest, min(fewest + 2, blocks) + 1)}
+        best = min(_covered_positions(blocks, plane, tail, b, lanes * v)
+                   for b in allowed for v in range(-(-most // 2), most + 1))
+        assert positions == best
+
+
+def test_plane_schedule_covers_dcgan_runs_with_less_waste():
+    # DCGAN 256->128 16x16 k4 s2 p1 on AVX-512: 16 block rows, window rows of 18,
+    # bands of at most 13 rows; the fixed 128-position block computed 384 positions
+    # per phase for 256 outputs.
+    band, vectors, positions = _kernel.plane_schedule(16, 18, 16, 13, 1, 16, 8)
+    assert positions == _covered_positions(16, 18, 16, band, 16 * vectors) <= 320
+    assert _covered_positions(16, 18, 16, 13, 128) == 384
+
+
+@pytest.mark.parametrize("route", ["ncx", "nxc-planes"])
+def test_plane_kernel_every_block_length_the_schedule_may_take(monkeypatch, route):
+    # Each register block length from half to all of the vectors, forced, with bands:
+    # the kernel pads accumulator rows and windows to whole blocks of that length.
+    channels_last = _route(monkeypatch, route)
+    lanes, _, most = _kernel_numba.planes_block_shape(8, 3)
+    rng = np.random.default_rng(59)
+    real = _kernel_numba.plane_schedule
+    for vectors in range(-(-most // 2), most + 1):
+        def forced(*args, vectors=vectors):
+            band, _, _ = real(*args)
+            return band, vectors, 0
+        monkeypatch.setattr(_kernel_numba, "plane_schedule", forced)
+        rank = 1 + vectors % 3
+        axes = _random_axes(rng, rank, max_size=(60, 14, 6)[rank - 1])
+        ci, co = int(rng.integers(1, 5)), int(rng.integers(1, 7))
+        data = rng.standard_normal((2, ci) + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((1, ci, co) + tuple(a.kernel_size for a in axes))
+        _check(data, weights, axes, np.float64, channels_last)

@@ -54,7 +54,8 @@ import numba
 import numpy as np
 
 from ._casts_numba import bfloat16_bits, float16_bits
-from ._kernel import DIRECT_PARALLEL_MACS, PLANE_CO_BLOCK, _axis_phases, direct_worth_threads
+from ._kernel import (DIRECT_PARALLEL_MACS, PLANE_CO_BLOCK, _axis_phases, direct_worth_threads,
+                      plane_schedule)
 from ._plan import AxisPlan
 
 __all__ = ["blocked_shape", "col2im_scatter", "direct_blocked", "direct_phase"]
@@ -242,7 +243,10 @@ def _plane_block_source(lanes: int, co_block: int, vectors: int) -> str:
 
 @functools.lru_cache(maxsize=64)
 def planes_block_shape(itemsize: int, co: int) -> tuple[int, int, int]:
-    """(lanes, output channels per block, vectors per channel) of the plane kernel.
+    """(lanes, output channels per block, most vectors per channel) of the plane kernel.
+
+    :func:`convtranspose._kernel.plane_schedule` takes blocks of half to all of those
+    vectors, whichever covers the layer's runs with the fewest positions.
 
     About three quarters of the vector registers hold accumulators; the rest the
     channels' broadcast factors and one window vector.  Measured on Zen 3 (AVX2,
@@ -621,7 +625,7 @@ def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, der
     if data.dtype != dtype or not data.flags.c_contiguous:
         data = np.ascontiguousarray(data, dtype)
     source = data.reshape(-1)
-    lanes, co_block, vectors = planes_block_shape(np.dtype(dtype).itemsize, co)
+    lanes, co_block, most_vectors = planes_block_shape(np.dtype(dtype).itemsize, co)
     key = ("planes", np.dtype(dtype).str, co_block)
     w = derived.get(key)
     if w is None:  # FCN-32x's 1.8 M weights: 3 ms
@@ -631,12 +635,14 @@ def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, der
     geometry = tables[1]
     blocks1 = int(geometry[0, 3])
     plane = int(geometry[1, 0] * geometry[2, 0])
+    tail = int((geometry[1, 3] - 1) * geometry[2, 0] + geometry[2, 3])
     # Bands of the first axis: window and accumulator of about _BAND_ELEMENTS, and at
     # least two items per thread (FCN-32x, one plane: 23 ms on one thread or two).
-    band = max(1, min(blocks1, _BAND_ELEMENTS // (plane * (ci + co_block * int(geometry[2, 2])))))
+    widest = _BAND_ELEMENTS // (plane * (ci + co_block * int(geometry[2, 2])))
     planes = data.shape[0] * groups
-    if threads > 1 and planes < 2 * threads:
-        band = min(band, max(1, blocks1 * planes // (2 * threads)))
+    min_bands = -(-2 * threads // max(1, planes)) if threads > 1 else 1
+    band, vectors, _ = plane_schedule(blocks1, plane, tail, widest, min_bands, lanes,
+                                      most_vectors)
     bands = -(-blocks1 // band)
     kernel = _planes_kernel(lanes, co_block, vectors)
     _parallel(lambda a, b: kernel(source, w, target, *tables, band, channels_last, a, b),
