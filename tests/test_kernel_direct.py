@@ -332,23 +332,30 @@ def _covered_positions(blocks, plane, tail, band, length):
 
 def test_plane_schedule_takes_the_fewest_positions_it_may():
     # Against a brute force over every band and block length the schedule may take
-    # (bands from the cache bound to two more, equal; blocks of half to all vectors).
+    # (bands from the cache bound to two more, equal; blocks of half to all vectors,
+    # keeping PLANE_MIN_ACCUMULATORS).
     rng = np.random.default_rng(53)
     for _ in range(300):
         blocks, plane = int(rng.integers(1, 40)), int(rng.integers(1, 80))
         tail = int(rng.integers(1, plane + 1))
         widest, min_bands = int(rng.integers(0, 50)), int(rng.integers(1, 5))
         lanes, most = int(rng.choice([4, 8, 16])), int(rng.choice([4, 6, 8, 12]))
+        co_block = int(rng.integers(1, 4))
         band, vectors, positions = _kernel.plane_schedule(blocks, plane, tail, widest,
-                                                          min_bands, lanes, most)
+                                                          min_bands, lanes, most, co_block)
         assert -(-most // 2) <= vectors <= most and 1 <= band <= blocks
+        # Eight independent accumulators at least (Zen 3: two FMA pipes of latency 4),
+        # unless the longest block has fewer.
+        assert vectors * co_block >= 8 or vectors == most
+        shortest = min(most, max(-(-most // 2),
+                                 -(-_kernel.PLANE_MIN_ACCUMULATORS // co_block)))
         assert positions == _covered_positions(blocks, plane, tail, band, lanes * vectors)
         # Bands no wider than the cache allows, nor than the threads' share.
         assert band <= max(1, widest) and band <= -(-blocks // min_bands)
         fewest = min(max(min_bands, -(-blocks // max(1, widest))), blocks)
         allowed = {-(-blocks // b) for b in range(fewest, min(fewest + 2, blocks) + 1)}
         best = min(_covered_positions(blocks, plane, tail, b, lanes * v)
-                   for b in allowed for v in range(-(-most // 2), most + 1))
+                   for b in allowed for v in range(shortest, most + 1))
         assert positions == best
 
 
@@ -356,7 +363,7 @@ def test_plane_schedule_covers_dcgan_runs_with_less_waste():
     # DCGAN 256->128 16x16 k4 s2 p1 on AVX-512: 16 block rows, window rows of 18,
     # bands of at most 13 rows; the fixed 128-position block computed 384 positions
     # per phase for 256 outputs.
-    band, vectors, positions = _kernel.plane_schedule(16, 18, 16, 13, 1, 16, 8)
+    band, vectors, positions = _kernel.plane_schedule(16, 18, 16, 13, 1, 16, 8, 3)
     assert positions == _covered_positions(16, 18, 16, band, 16 * vectors) <= 320
     assert _covered_positions(16, 18, 16, 13, 128) == 384
 
@@ -366,10 +373,11 @@ def test_plane_kernel_every_block_length_the_schedule_may_take(monkeypatch, rout
     # Each register block length from half to all of the vectors, forced, with bands:
     # the kernel pads accumulator rows and windows to whole blocks of that length.
     channels_last = _route(monkeypatch, route)
-    lanes, _, most = _kernel_numba.planes_block_shape(8, 3)
+    lanes, co_block, most = _kernel_numba.planes_block_shape(8, 3)
     rng = np.random.default_rng(59)
     real = _kernel_numba.plane_schedule
-    for vectors in range(-(-most // 2), most + 1):
+    shortest = max(-(-most // 2), -(-_kernel.PLANE_MIN_ACCUMULATORS // co_block))
+    for vectors in range(min(most, shortest), most + 1):
         def forced(*args, vectors=vectors):
             band, _, _ = real(*args)
             return band, vectors, 0

@@ -511,9 +511,17 @@ def direct_worth_threads(out_size: int, ci: int, axes: Sequence[AxisPlan]) -> bo
             >= DIRECT_PARALLEL_MACS * math.prod(axis.stride for axis in axes))
 
 
+#: The plane kernel's blocks keep at least this many accumulators (channels times
+#: vectors) when :func:`plane_schedule` shortens them: Zen 3's two FMA pipes with a
+#: latency of 4 cycles need 8 independent sums to stay busy (Zen 4's one 512-bit FMA
+#: per cycle needs 4).
+PLANE_MIN_ACCUMULATORS = 8
+
+
 @functools.lru_cache(maxsize=256)
 def plane_schedule(blocks: int, plane: int, tail: int, widest_band: int, min_bands: int,
-                   lanes: int, most_vectors: int) -> tuple[int, int, int]:
+                   lanes: int, most_vectors: int, co_block: int = PLANE_CO_BLOCK
+                   ) -> tuple[int, int, int]:
     """``(band, vectors, positions)``: how the numba plane kernel covers one phase's runs.
 
     A plane's ``blocks`` output rows (of the first axis) are cut into bands of ``band``
@@ -522,17 +530,20 @@ def plane_schedule(blocks: int, plane: int, tail: int, widest_band: int, min_ban
     the kernel covers with whole register blocks of ``lanes * vectors`` positions.
     The choice computes the fewest ``positions`` per phase and plane (ties: longer
     blocks, then fewer bands), among equal bands and blocks of half to all of
-    ``most_vectors``.  A fixed block of 128 positions (AVX-512, Zen 4) covered DCGAN
+    ``most_vectors`` that keep :data:`PLANE_MIN_ACCUMULATORS` for ``co_block`` output
+    channels.  A fixed block of 128 positions (AVX-512, Zen 4) covered DCGAN
     256->128's runs of 232 and 52 positions (bands of 13 and 3 rows) with 384 positions
     per phase for its 256 outputs; two bands of 8 rows in blocks of 80 take 320
     (alternating runs, two threads: 35.9 -> 30.2 ms; FCN-32x 15.3 -> 12.0).
     """
     fewest = max(min_bands, -(-blocks // max(1, widest_band)))
+    shortest = min(most_vectors, max(-(-most_vectors // 2),
+                                     -(-PLANE_MIN_ACCUMULATORS // max(1, co_block))))
     best = None
     for bands in range(min(fewest, blocks), min(fewest + 2, blocks) + 1):
         band = -(-blocks // bands)
         sizes = [band] * (blocks // band) + ([blocks % band] if blocks % band else [])
-        for vectors in range(-(-most_vectors // 2), most_vectors + 1):
+        for vectors in range(shortest, most_vectors + 1):
             length = lanes * vectors
             positions = sum(-(-((size - 1) * plane + tail) // length) * length
                             for size in sizes)

@@ -246,7 +246,8 @@ def planes_block_shape(itemsize: int, co: int) -> tuple[int, int, int]:
     """(lanes, output channels per block, most vectors per channel) of the plane kernel.
 
     :func:`convtranspose._kernel.plane_schedule` takes blocks of half to all of those
-    vectors, whichever covers the layer's runs with the fewest positions.
+    vectors (keeping at least eight accumulators), whichever covers the layer's runs
+    with the fewest positions.
 
     About three quarters of the vector registers hold accumulators; the rest the
     channels' broadcast factors and one window vector.  Measured on Zen 3 (AVX2,
@@ -642,7 +643,7 @@ def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, der
     planes = data.shape[0] * groups
     min_bands = -(-2 * threads // max(1, planes)) if threads > 1 else 1
     band, vectors, _ = plane_schedule(blocks1, plane, tail, widest, min_bands, lanes,
-                                      most_vectors)
+                                      most_vectors, co_block)
     bands = -(-blocks1 // band)
     kernel = _planes_kernel(lanes, co_block, vectors)
     _parallel(lambda a, b: kernel(source, w, target, *tables, band, channels_last, a, b),
