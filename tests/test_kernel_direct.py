@@ -388,3 +388,151 @@ def test_plane_kernel_every_block_length_the_schedule_may_take(monkeypatch, rout
         data = rng.standard_normal((2, ci) + tuple(a.input_size for a in axes))
         weights = rng.standard_normal((1, ci, co) + tuple(a.kernel_size for a in axes))
         _check(data, weights, axes, np.float64, channels_last)
+
+
+# --------------------------------------------------------------------------- bfloat16 pairs
+
+bfloat16 = pytest.importorskip("ml_dtypes").bfloat16
+
+
+def _host_pairs() -> bool:
+    from convtranspose._numba_vectors import has_bfloat16_pairs
+
+    return has_bfloat16_pairs()
+
+
+needs_pairs = pytest.mark.skipif("not _host_pairs()",
+                                 reason="vdpbf16ps needs AVX512_BF16 and LLVM 17+")
+
+
+@needs_pairs
+def test_dot_pairs_adds_the_high_then_the_low_product_like_two_fmas():
+    # Per lane: sums + hi * hi', then + lo * lo', each product exact in float32 (8-bit
+    # significands) and each sum rounded to nearest even: NumPy's float32 arithmetic,
+    # over magnitudes from 2**-40 to 2**40 (no subnormal anywhere).
+    import numba
+
+    from convtranspose._numba_vectors import vector_dot_pairs, vector_load, vector_store
+
+    @numba.njit
+    def dot(pairs, factors, sums):
+        vector_store(sums, 0, vector_dot_pairs(vector_load(pairs, 0, 16),
+                                               vector_load(factors, 0, 16),
+                                               vector_load(sums, 0, 16)))
+
+    rng = np.random.default_rng(61)
+    for _ in range(200):
+        scale = 2.0 ** rng.integers(-40, 41, (3, 16, 2))
+        x = (rng.standard_normal((16, 2)) * scale[0]).astype(bfloat16)
+        w = (rng.standard_normal((16, 2)) * scale[1]).astype(bfloat16)
+        sums = (rng.standard_normal(16) * scale[2, :, 0]).astype(np.float32)
+        expected = sums.copy()
+        for half in (1, 0):
+            expected = expected + x[:, half].astype(np.float32) * w[:, half].astype(np.float32)
+        got = sums.copy()
+        dot(x.view(np.uint32).reshape(-1), w.view(np.uint32).reshape(-1), got)
+        np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+
+
+def test_smallest_bfloat16_exponent_against_numpy():
+    rng = np.random.default_rng(67)
+    for size in (1, 7, 100, 5000):
+        bits = rng.integers(0, 1 << 16, size, dtype=np.uint16)
+        bits[rng.random(size) < 0.3] &= 0x8000  # zeros of either sign
+        magnitude = bits & 0x7FFF
+        fields = (magnitude >> 7)[magnitude != 0]
+        assert _kernel_numba._smallest_bfloat16_exponent(bits) == fields.min(initial=255)
+
+
+def _pairs_case(rng, rank, co, max_sizes=(40, 12, 6)):
+    """A random layer in small integers (every float32 sum exact), as bfloat16."""
+    axes = _random_axes(rng, rank, max_size=max_sizes[rank - 1])
+    ci, groups = int(rng.integers(1, 8)), int(rng.integers(1, 3))
+    data = rng.integers(-8, 9, (2, groups * ci) + tuple(a.input_size for a in axes))
+    weights = rng.integers(-8, 9, (groups, ci, co) + tuple(a.kernel_size for a in axes))
+    return axes, data.astype(bfloat16), weights.astype(bfloat16)
+
+
+def _direct_bfloat16(data_ncx, weights, axes, channels_last):
+    """``direct_phase`` of bfloat16 operands into float32, as NCX; and whether it took pairs."""
+    groups, _, co = weights.shape[:3]
+    spatial = tuple(a.output_size for a in axes)
+    data = np.ascontiguousarray(np.moveaxis(data_ncx, 1, -1)) if channels_last else data_ncx
+    shape = (2,) + spatial + (groups * co,) if channels_last else (2, groups * co) + spatial
+    out = np.full(shape, np.nan, np.float32)
+    derived = {}
+    _kernel_numba.direct_phase(data, weights, axes, np.dtype(np.float32), channels_last, out,
+                               derived)
+    paired = any(key[:2] == ("planes", "pairs") for key in derived)
+    return (np.moveaxis(out, -1, 1) if channels_last else out), paired
+
+
+@needs_pairs
+def test_plane_kernel_bfloat16_pairs_against_the_oracle(monkeypatch):
+    # Odd and even input channel counts (the last pair's second half is zero), groups,
+    # bands, chunks of one pair or a few, every block length the schedule may take,
+    # channels first and last: the sums are exact, so any channel paired with the
+    # wrong weight shows.  (Chunks are fixed when compiling: one small chunk size here,
+    # the default in the other tests; each block shape compiles for seconds.)
+    _route(monkeypatch, "nxc-planes")
+    monkeypatch.setattr(_kernel_numba, "_CHUNK_WINDOW_ELEMENTS", 60)
+    _kernel_numba._planes_kernel.cache_clear()
+    rng = np.random.default_rng(71)
+    lanes, co_block, most = _kernel_numba.planes_block_shape(4, 3)
+    shortest = max(-(-most // 2), -(-_kernel.PLANE_MIN_ACCUMULATORS // co_block))
+    real = _kernel_numba.plane_schedule
+    try:
+        for trial in range(10):
+            vectors = shortest + trial % (most - shortest + 1)
+            monkeypatch.setattr(_kernel_numba, "plane_schedule",
+                                lambda *args, v=vectors: (real(*args)[0], v, 0))
+            monkeypatch.setattr(_kernel_numba, "_BAND_ELEMENTS",
+                                int(rng.integers(1, 300)) if trial % 2 else 1 << 16)
+            co = (3, 4, 5, 6, 7, 1, 3, 4, 2, 6)[trial]
+            axes, data, weights = _pairs_case(rng, 1 + trial % 3, co)
+            channels_last = trial % 4 >= 2
+            got, paired = _direct_bfloat16(data, weights, axes, channels_last)
+            assert paired
+            expected = _reference(data.astype(np.float64), weights.astype(np.float64), axes)
+            np.testing.assert_array_equal(got, expected.astype(np.float32),
+                                          err_msg=f"{axes} {weights.shape} {channels_last}")
+    finally:
+        _kernel_numba._planes_kernel.cache_clear()  # later tests compile the real chunk
+
+
+@needs_pairs
+def test_bfloat16_pairs_refused_where_vdpbf16ps_would_flush_subnormals():
+    # vdpbf16ps reads subnormal operands as zero and flushes subnormal sums to zero;
+    # the float32 kernel computes them exactly.  Each case must come out exact.
+    rng = np.random.default_rng(73)
+    axes = (AxisPlan(9, 3, 2, 1, 1, 17), AxisPlan(11, 4, 2, 1, 1, 22))
+    data = rng.integers(1, 9, (2, 6, 9, 11)).astype(np.float64)
+    weights = rng.integers(1, 9, (1, 6, 5, 3, 4)).astype(np.float64)
+    cases = {
+        # products of 2**-70 * 2**-70: subnormal float32 sums
+        "tiny products": (2.0 ** -70, 2.0 ** -70, False),
+        # a subnormal bfloat16 datum times large weights: normal products
+        "subnormal operand": (2.0 ** -133, 2.0 ** 20, False),
+        # the smallest exponents' sum at the bound (fields 71 + 71 = 142 for 2**-56):
+        # every product a multiple of 2**-126
+        "at the bound": (2.0 ** -56, 2.0 ** -56, True),
+    }
+    for name, (data_scale, weight_scale, pairs) in cases.items():
+        d = (data * data_scale).astype(bfloat16)
+        w = (weights * weight_scale).astype(bfloat16)
+        assert np.all(d.astype(np.float64) == data * data_scale), name  # exact in bfloat16
+        got, paired = _direct_bfloat16(d, w, axes, False)
+        assert paired == pairs, name
+        expected = _reference(d.astype(np.float64), w.astype(np.float64), axes)
+        assert (expected != 0).any() and np.all(expected.astype(np.float32) == expected), name
+        np.testing.assert_array_equal(got, expected.astype(np.float32), err_msg=name)
+
+
+def test_bfloat16_pairs_only_for_bfloat16_summed_in_float32(monkeypatch):
+    monkeypatch.delenv(_kernel.NO_NUMBA_ENV, raising=False)
+    f32, f16 = np.dtype(np.float32), np.dtype(np.float16)
+    assert not _kernel.bfloat16_pairs(f32, f16)
+    assert not _kernel.bfloat16_pairs(np.dtype(np.float64), np.dtype(bfloat16))
+    assert _kernel.bfloat16_pairs(f32, np.dtype(bfloat16)) == _host_pairs()
+    monkeypatch.setenv(_kernel.NO_NUMBA_ENV, "1")
+    assert not _kernel.bfloat16_pairs(f32, np.dtype(bfloat16))

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from . import _casts, _plan
+from . import _plan
 from ._dtypes import accumulation_dtype, check_dtypes
 from ._kernel import DENSE_MAX_ELEMENTS, prepare_dense, transposed_convolution
 
@@ -123,10 +123,8 @@ def _execute(plan, data, filter, bias=None, *, names=("data", "filter", "bias"))
         arrays[names[2]] = bias
     dtype = check_dtypes(**arrays)
     weights = _canonical_weights(plan, filter)
-    # Half-precision data is widened once up front: the kernels' own copies would
-    # each cast it with NumPy's slower loops.
     result = transposed_convolution(
-        _casts.widen(data),
+        data,  # half precision: widened by the kernel's entry (or read as bfloat16 pairs)
         weights,
         plan.axes,
         dtype=accumulation_dtype(dtype),

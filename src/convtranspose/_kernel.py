@@ -205,6 +205,22 @@ def _tap_windows(axis: AxisPlan) -> tuple[tuple[slice, slice] | None, ...]:
 # --------------------------------------------------------------------------- choice
 
 
+def bfloat16_pairs(dtype: np.dtype, operand_dtype: np.dtype) -> bool:
+    """Whether ``direct`` may multiply ``operand_dtype`` operands summed in ``dtype`` as
+    pairs of bfloat16 (``vdpbf16ps``: numba, AVX512_BF16; see
+    :func:`convtranspose._kernel_numba._bfloat16_pairs`, which also checks the values).
+    """
+    return (dtype == np.float32 and operand_dtype.name == "bfloat16" and _numba_usable()
+            and _host_bfloat16_pairs())
+
+
+@functools.cache
+def _host_bfloat16_pairs() -> bool:
+    from ._numba_vectors import has_bfloat16_pairs
+
+    return has_bfloat16_pairs()
+
+
 def _numba_usable() -> bool:
     if switch(NO_NUMBA_ENV) not in ("", "0"):
         return False
@@ -326,10 +342,10 @@ def _calibration() -> dict[str, tuple[float, float]]:
 
 
 def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-           channels_last: bool, numba: bool, integer: bool, blas: bool = False
-           ) -> dict[str, float]:
+           channels_last: bool, numba: bool, integer: bool, blas: bool = False,
+           pairs: bool = False) -> dict[str, float]:
     """Estimated nanoseconds per algorithm: :func:`_raw_costs` calibrated (:func:`_calibration`)."""
-    raw = _raw_costs(batch, axes, weights_shape, channels_last, numba, integer, blas)
+    raw = _raw_costs(batch, axes, weights_shape, channels_last, numba, integer, blas, pairs)
     calibration = _calibration()
     calibrated = {}
     for name, cost in raw.items():
@@ -360,9 +376,13 @@ def _numba_scatters(internal_last: bool, co: int, rank: int, numba: bool) -> boo
 
 
 def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-               channels_last: bool, numba: bool, integer: bool, blas: bool = False
-               ) -> dict[str, float]:
-    """Estimated nanoseconds per algorithm, before calibration (a model per algorithm)."""
+               channels_last: bool, numba: bool, integer: bool, blas: bool = False,
+               pairs: bool = False) -> dict[str, float]:
+    """Estimated nanoseconds per algorithm, before calibration (a model per algorithm).
+
+    ``pairs``: bfloat16 operands that ``direct`` may multiply as pairs
+    (:func:`bfloat16_pairs`).
+    """
     groups, ci, co = weights_shape[:3]
     rank = len(axes)
     spatial_in = tuple(axis.input_size for axis in axes)
@@ -457,7 +477,7 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
     if window is not None:
         costs["window"] = window
     if numba and not integer and rank <= 3:
-        direct = _direct_cost(batch, axes, weights_shape, channels_last)
+        direct = _direct_cost(batch, axes, weights_shape, channels_last, pairs)
         if direct is not None:
             costs["direct"] = direct
         if co <= BLOCKED_MAX_CHANNELS and ci * co > 4:
@@ -562,7 +582,7 @@ _DIRECT_MACS_PER_NS = {1: 26.0, 2: 37.0, 3: 40.0}
 
 
 def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-                 channels_last: bool) -> float | None:
+                 channels_last: bool, pairs: bool = False) -> float | None:
     """Estimated nanoseconds of numba ``direct`` (see :mod:`convtranspose._kernel_numba`).
 
     Channels-last layers with many groups of at most 4 products go to a
@@ -571,6 +591,8 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     plane, every tap of every phase is one long vectorised multiply-add over the
     zero-bordered input window (its border columns included), for every input channel
     and block of up to three output channels (a short last block computes padding).
+    With ``pairs`` (bfloat16, :func:`bfloat16_pairs`) one instruction multiplies and
+    adds two input channels.
     """
     groups, ci, co = weights_shape[:3]
     outputs = batch * groups * co * math.prod(axis.output_size for axis in axes)
@@ -587,9 +609,10 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
         span *= p.blocks + (max(shifts) - min(shifts) if a else 0)
     tap_phases = math.prod(sum(len(c.shifts) * c.count for c in p.classes) for p in phases)
     co_block = min(PLANE_CO_BLOCK, co)
-    macs = batch * groups * ci * -(-co // co_block) * co_block * tap_phases * span
+    units = -(-ci // 2) if pairs else ci  # input channels per multiply-add instruction
+    macs = batch * groups * units * -(-co // co_block) * co_block * tap_phases * span
     rate = _DIRECT_MACS_PER_NS[co_block]
-    if len(axes) == 1 and ci * span > 1 << 18:
+    if len(axes) == 1 and units * span > 1 << 18:
         rate /= 4  # one long line: its window (Ci lines) is not cut into bands, out of cache
     items = batch * groups * (phases[0].blocks if len(axes) > 1 else 1)
     threads = min(_THREADS, items) if direct_worth_threads(outputs, ci, axes) else 1
@@ -670,10 +693,11 @@ _ROUNDING_NS = 1.0
 @functools.lru_cache(maxsize=512)
 def _choose(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
             channels_last: bool, dtype: np.dtype, numba: bool, blas: bool,
-            rounded: bool = False) -> str:
+            rounded: bool = False, pairs: bool = False) -> str:
     if batch * math.prod(weights_shape) * math.prod(a.input_size for a in axes) == 0:
         return "phase-nxc" if channels_last else "phase-ncx"
-    costs = _costs(batch, axes, weights_shape, channels_last, numba, dtype.kind != "f", blas)
+    costs = _costs(batch, axes, weights_shape, channels_last, numba, dtype.kind != "f", blas,
+                   pairs)
     if rounded:  # only direct-blocked rounds as it stores (see _rounded)
         outputs = batch * weights_shape[0] * weights_shape[2] * math.prod(
             axis.output_size for axis in axes)
@@ -716,8 +740,9 @@ def choose_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequen
     numba = _numba_usable()
     rounded = (result_dtype is not None and numba
                and rounds_in_kernels(np.dtype(dtype), np.dtype(result_dtype)))
+    pairs = result_dtype is not None and bfloat16_pairs(np.dtype(dtype), np.dtype(result_dtype))
     return _choose(batch, tuple(axes), tuple(weights_shape), bool(channels_last),
-                   np.dtype(dtype), numba, _blas.available(dtype), rounded)
+                   np.dtype(dtype), numba, _blas.available(dtype), rounded, pairs)
 
 
 def describe_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
@@ -799,7 +824,9 @@ def transposed_convolution(
             except _NonFinite:
                 exact = _choose_exact(batch, axes, tuple(weights.shape), bool(channels_last),
                                       dtype, _numba_usable(), _blas.available(dtype))
-                _compute(exact, data, weights, axes, dtype, channels_last, out)
+                from ._casts import widen
+
+                _compute(exact, widen(data), weights, axes, dtype, channels_last, out)
     if bias is not None and out.size:
         shape = (-1,) if channels_last else (-1,) + (1,) * len(axes)
         out += bias.astype(dtype, copy=False).reshape(shape)
@@ -833,6 +860,10 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
         algorithm = choose_algorithm(data.shape[0], axes, weights.shape,
                                      channels_last=channels_last, dtype=dtype,
                                      result_dtype=result_dtype)
+    if not (algorithm == "direct" and bfloat16_pairs(dtype, data.dtype)):
+        # Half-precision data is widened once: the kernels' own copies would each cast
+        # it with NumPy's slower loops.  The bfloat16 pairs read the bits themselves.
+        data = _casts.widen(data)
     if (algorithm == "direct-blocked" and data.size and weights.size and len(axes) <= 3
             and _casts.rounds_in_kernels(dtype, result_dtype) and _numba_usable()):
         from ._kernel_numba import direct_blocked

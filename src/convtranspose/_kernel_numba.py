@@ -205,7 +205,7 @@ def _channels_last_kernel(ci: int, co: int):
     return kernel
 
 
-def _plane_block_source(lanes: int, co_block: int, vectors: int) -> str:
+def _plane_block_source(lanes: int, co_block: int, vectors: int, pairs: bool = False) -> str:
     """Source of the plane kernel's block: ``vectors * lanes`` window positions of ``co_block`` channels.
 
     The ``co_block * vectors`` accumulators are vector variables (registers) for
@@ -215,6 +215,9 @@ def _plane_block_source(lanes: int, co_block: int, vectors: int) -> str:
     channel instead loads and stores it every few terms: half the speed).  Weights
     are laid out ``(..., tap, Ci, co_block)``: per tap, ``starts[m]`` is its first
     weight and ``reads[m]`` its first window element (of input channel 0).
+
+    With ``pairs`` each window and weight element is a pair of bfloat16 input
+    channels (``uint32``), multiplied and added by :func:`vector_dot_pairs`.
     """
     accumulators = [[f"acc_{c}_{v}" for v in range(vectors)] for c in range(co_block)]
     lines = ["def plane_block(windows, weights, acc, acc_at, channel_pitch, reads, starts, taps,",
@@ -232,7 +235,8 @@ def _plane_block_source(lanes: int, co_block: int, vectors: int) -> str:
               for c in range(co_block)]
     for v in range(vectors):
         lines.append(f"            x = vector_load(windows, read + {v * lanes}, {lanes})")
-        lines += [f"            {row[v]} = vector_fma(x, w_{c}, {row[v]})"
+        lines += [f"            {row[v]} = vector_dot_pairs(x, w_{c}, {row[v]})" if pairs
+                  else f"            {row[v]} = vector_fma(x, w_{c}, {row[v]})"
                   for c, row in enumerate(accumulators)]
     lines += ["            read += window_volume",
               f"            factor += {co_block}"]
@@ -266,32 +270,70 @@ def planes_block_shape(itemsize: int, co: int) -> tuple[int, int, int]:
 
 
 @numba.njit(nogil=True, cache=False)
-def _blocked_weights(weights, co_block):  # pragma: no cover - compiled
-    """(G, Ci, Co, K) -> flat (G, Co blocks, K, Ci, co_block), zeros past Co.
+def _blocked_weights(weights, co_block, halves):  # pragma: no cover - compiled
+    """(G, Ci, Co, K) -> flat (G, Co blocks, K, Ci / halves, co_block, halves), zeros past Co and Ci.
 
     Per block of output channels and tap, the weights of every input channel in the
-    order the plane kernel's block takes them.
+    order the plane kernel's block takes them; ``halves = 2`` keeps the weights of
+    input channels ``2u`` and ``2u + 1`` side by side (the pairs of bfloat16 bits
+    that ``vdpbf16ps`` multiplies), 1 one channel per element.
     """
     groups, ci_count, co_count, k_volume = weights.shape
     co_blocks = (co_count + co_block - 1) // co_block
-    blocked = np.zeros(groups * co_blocks * k_volume * ci_count * co_block, weights.dtype)
+    units = (ci_count + halves - 1) // halves
+    unit_volume = units * co_block * halves  # elements per tap
+    blocked = np.zeros(groups * co_blocks * k_volume * unit_volume, weights.dtype)
     for g in range(groups):
         for ci in range(ci_count):
             for co in range(co_count):
-                into = (((g * co_blocks + co // co_block) * k_volume * ci_count + ci) * co_block
-                        + co % co_block)
+                into = (((((g * co_blocks + co // co_block) * k_volume * units + ci // halves)
+                          * co_block + co % co_block) * halves) + ci % halves)
                 for k in range(k_volume):
-                    blocked[into + k * ci_count * co_block] = weights[g, ci, co, k]
+                    blocked[into + k * unit_volume] = weights[g, ci, co, k]
     return blocked
 
 
+@numba.njit(nogil=True, cache=False)
+def _smallest_bfloat16_exponent(bits):  # pragma: no cover - compiled
+    """The smallest exponent field of the nonzero bfloat16 ``bits`` (0: a subnormal; 255: none)."""
+    smallest = np.uint16(255)
+    for index in range(bits.size):
+        magnitude = bits[index] & np.uint16(0x7FFF)
+        if magnitude:
+            smallest = min(smallest, magnitude >> np.uint16(7))
+    return smallest
+
+
+@numba.njit(nogil=True, cache=False)
+def _plain_windows(length, like):  # pragma: no cover - compiled
+    """The plane kernel's windows: one array both filled and read (``like``'s dtype)."""
+    windows = np.zeros(length, like.dtype)
+    return windows, windows
+
+
+@numba.njit(nogil=True, cache=False)
+def _pair_windows(length, like):  # pragma: no cover - compiled
+    """Windows of bfloat16 channel pairs: filled by halves (``uint16``), read as ``uint32``."""
+    halves = np.zeros(2 * length, np.uint16)
+    return halves, halves.view(np.uint32)
+
+
 @functools.lru_cache(maxsize=None)
-def _planes_kernel(lanes: int, co_block: int, vectors: int):
-    """The channels-first plane kernel for one block shape (compiled on first use)."""
+def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False):
+    """The channels-first plane kernel for one block shape (compiled on first use).
+
+    ``pairs``: the bfloat16 kernel (:func:`_bfloat16_pairs`): source is the data's
+    ``uint16`` bits, weights ``uint32`` pairs (:func:`_blocked_weights`), and a window
+    element holds two input channels (``vdpbf16ps``).
+    """
     from ._numba_vectors import compile_source
 
-    block = compile_source(_plane_block_source(lanes, co_block, vectors), "plane_block")
+    block = compile_source(_plane_block_source(lanes, co_block, vectors, pairs), "plane_block")
     block_length = lanes * vectors
+    new_windows = _pair_windows if pairs else _plain_windows
+    # Input channel ci fills half (ci & low) of window unit ci >> shift.
+    halves, shift, low = (np.uint64(2), np.uint64(1), np.uint64(1)) if pairs else (
+        np.uint64(1), np.uint64(0), np.uint64(0))
 
     @numba.njit(nogil=True, cache=False)
     def kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_offset, tap_count,
@@ -304,6 +346,8 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int):
         # first axis (so that window and accumulator stay in cache); computes the (n,
         # band, g) items with flat index in [start, stop) (groups innermost: neighbouring
         # channels close in time).  The compiled kernel keeps _CHUNK_WINDOW_ELEMENTS.
+        # Windows, weights and chunks count input channel units: one channel, or a
+        # pair of bfloat16 channels when `pairs`.
         #
         # Each input plane is copied into a zero-bordered window (per axis: size
         # geometry[a, 0], starting at input index geometry[a, 1]) in which every tap of
@@ -329,10 +373,11 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int):
         window_volume = (min(band, blocks1) + span1) * plane
         tail = (geometry[1, 3] - 1) * w3 + geometry[2, 3]
         longest = (min(band, blocks1) - 1) * plane + tail
-        ci_chunk = max(1, min(ci_count, _CHUNK_WINDOW_ELEMENTS // window_volume))
+        units = (ci_count + halves - 1) // halves
+        ci_chunk = max(1, min(units, _CHUNK_WINDOW_ELEMENTS // window_volume))
         pitch = (longest + block_length - 1) // block_length * block_length
         channel_pitch = s3 * pitch
-        windows = np.zeros(ci_count * window_volume + block_length, source.dtype)
+        fill, windows = new_windows(units * window_volume + block_length, source)
         acc = np.empty(co_block * channel_pitch, out.dtype)
         most = tap_k.shape[2] ** 3
         reads = np.empty(most, np.int64)
@@ -361,10 +406,10 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int):
             first1, last1 = max(0, origin1), min(size1, origin1 + band_blocks + span1)
             # The window's interior is overwritten for every item; the rows outside the
             # input are zeroed (another band may have filled them), other borders stay zero.
-            for ci in range(ci_count):
+            for unit in range(units):
                 for r in range(band_blocks + span1):
                     if origin1 + r < first1 or origin1 + r >= last1:
-                        row_at = np.uint64(ci * window_volume + r * plane)
+                        row_at = np.uint64(unit * window_volume + r * plane)
                         for t in range(np.uint64(plane)):
                             windows[row_at + t] = 0
             for x1 in range(first1, last1):
@@ -378,18 +423,20 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int):
                                         + g * ci_count)
                         for t in range(run3):
                             for ci in range(np.uint64(ci_count)):
-                                windows[ci * np.uint64(window_volume) + dst + t] = source[
-                                    src + t * in_step + ci]
+                                fill[((ci >> shift) * np.uint64(window_volume) + dst + t) * halves
+                                     + (ci & low)] = source[src + t * in_step + ci]
                     else:
                         for ci in range(ci_count):
                             src = np.uint64((flat * ci_count + ci) * x_volume + pixel)
-                            at = np.uint64(ci * window_volume) + dst
+                            unit = np.uint64(ci)
+                            at = ((unit >> shift) * np.uint64(window_volume) + dst) * halves + (
+                                unit & low)
                             for t in range(run3):
-                                windows[at + t] = source[src + t]
+                                fill[at + t * halves] = source[src + t]
             for block_index in range(co_blocks):
                 co0 = block_index * co_block
                 block_channels = min(co_block, co_count - co0)
-                weights_at = (g * co_blocks + block_index) * k_volume * ci_count * co_block
+                weights_at = (g * co_blocks + block_index) * k_volume * units * co_block
                 for p1 in range(min(s1, out1)):
                     for p2 in range(min(s2, out2)):
                         for p3 in range(min(s3, out3)):
@@ -400,12 +447,12 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int):
                                         k = tap_k[0, p1, m1] + tap_k[1, p2, m2] + tap_k[2, p3, m3]
                                         reads[count] = (tap_offset[0, p1, m1] + tap_offset[1, p2, m2]
                                                         + tap_offset[2, p3, m3])
-                                        starts[count] = weights_at + k * ci_count * co_block
+                                        starts[count] = weights_at + k * units * co_block
                                         count += 1
                             # Input channels in chunks whose windows' pages stay in the
                             # TLB while every block of the run reads them.
-                            for ci0 in range(0, ci_count, ci_chunk):
-                                chunk = min(ci_chunk, ci_count - ci0)
+                            for ci0 in range(0, units, ci_chunk):
+                                chunk = min(ci_chunk, units - ci0)
                                 for f0 in range(0, length, block_length):
                                     block(windows, weights, acc, p3 * pitch + f0, channel_pitch,
                                           reads, starts, count, chunk, window_volume,
@@ -620,18 +667,70 @@ def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
     return _frozen(sizes, geometry, counts, tap_k, tap_offset, tap_count)
 
 
+#: The smallest sum of two nonzero bfloat16 operands' exponent fields (biased by 127)
+#: for which ``vdpbf16ps`` is exact: every product, and so every partial sum, is then a
+#: multiple of 2**-126 (8-bit significands: ``2**(e_a - 134) * 2**(e_b - 134)``), so
+#: zero or normal, never a subnormal the instruction would flush to zero.
+_PAIRS_EXPONENT_SUM = 142
+
+
+def _pairs_exact(smallest_data: int, smallest_weight: int) -> bool:
+    """Whether ``vdpbf16ps`` sums operands with these smallest nonzero exponent fields
+    (:func:`_smallest_bfloat16_exponent`) exactly: no subnormal operand (the
+    instruction reads it as zero) and no partial sum that could be subnormal
+    (:data:`_PAIRS_EXPONENT_SUM`).  Infinities and NaNs do not matter: the
+    instruction propagates them like an FMA.
+    """
+    return (smallest_data > 0 and smallest_weight > 0
+            and smallest_data + smallest_weight >= _PAIRS_EXPONENT_SUM)
+
+
+def _bfloat16_pairs(data, weights, dtype, lanes, derived) -> bool:
+    """Whether the plane kernel multiplies these operands as bfloat16 pairs (``vdpbf16ps``).
+
+    For bfloat16 data and weights summed in float32 on CPUs with AVX512_BF16, when
+    :func:`_pairs_exact` holds: twice the float32 kernel's multiply-adds per
+    instruction, with the same products and float32 roundings (only the order of the
+    additions differs, as between any two algorithms).  One pass over the data's
+    bits checks :func:`_pairs_exact` (the weights' is kept in ``derived``).
+    """
+    from ._numba_vectors import has_bfloat16_pairs
+
+    if not (dtype == np.float32 and lanes == 16 and data.dtype.name == "bfloat16"
+            and weights.dtype.name == "bfloat16" and has_bfloat16_pairs()):
+        return False
+    key = ("pairs exact",)
+    if key not in derived:
+        derived[key] = _smallest_bfloat16_exponent(
+            np.ascontiguousarray(weights).view(np.uint16).reshape(-1))
+    smallest_weight = int(derived[key])
+    smallest_data = int(_smallest_bfloat16_exponent(
+        np.ascontiguousarray(data).view(np.uint16).reshape(-1)))
+    return _pairs_exact(smallest_data, smallest_weight)
+
+
 def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, derived):
     groups, ci, co = weights.shape[:3]
     tables = _window_tables(axes3, groups, ci, co)
-    if data.dtype != dtype or not data.flags.c_contiguous:
-        data = np.ascontiguousarray(data, dtype)
-    source = data.reshape(-1)
     lanes, co_block, most_vectors = planes_block_shape(np.dtype(dtype).itemsize, co)
-    key = ("planes", np.dtype(dtype).str, co_block)
+    pairs = _bfloat16_pairs(data, weights, dtype, lanes, derived)
+    if pairs:
+        source = np.ascontiguousarray(data).view(np.uint16).reshape(-1)
+    else:
+        if data.dtype != dtype or not data.flags.c_contiguous:
+            data = np.ascontiguousarray(data, dtype)
+        source = data.reshape(-1)
+    key = ("planes", "pairs" if pairs else np.dtype(dtype).str, co_block)
     w = derived.get(key)
     if w is None:  # FCN-32x's 1.8 M weights: 3 ms
-        w = derived[key] = _frozen(_blocked_weights(
-            np.ascontiguousarray(weights, dtype).reshape(groups, ci, co, -1), co_block))[0]
+        if pairs:
+            bits = np.ascontiguousarray(weights).view(np.uint16)
+            w = _blocked_weights(bits.reshape(groups, ci, co, -1), co_block, 2).view(np.uint32)
+        else:
+            w = _blocked_weights(np.ascontiguousarray(weights, dtype).reshape(groups, ci, co, -1),
+                                 co_block, 1)
+        w = derived[key] = _frozen(w)[0]
+    units = -(-ci // 2) if pairs else ci  # window elements per position
     target = out.reshape(-1)
     geometry = tables[1]
     blocks1 = int(geometry[0, 3])
@@ -639,13 +738,13 @@ def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, der
     tail = int((geometry[1, 3] - 1) * geometry[2, 0] + geometry[2, 3])
     # Bands of the first axis: window and accumulator of about _BAND_ELEMENTS, and at
     # least two items per thread (FCN-32x, one plane: 23 ms on one thread or two).
-    widest = _BAND_ELEMENTS // (plane * (ci + co_block * int(geometry[2, 2])))
+    widest = _BAND_ELEMENTS // (plane * (units + co_block * int(geometry[2, 2])))
     planes = data.shape[0] * groups
     min_bands = -(-2 * threads // max(1, planes)) if threads > 1 else 1
     band, vectors, _ = plane_schedule(blocks1, plane, tail, widest, min_bands, lanes,
                                       most_vectors, co_block)
     bands = -(-blocks1 // band)
-    kernel = _planes_kernel(lanes, co_block, vectors)
+    kernel = _planes_kernel(lanes, co_block, vectors, pairs)
     _parallel(lambda a, b: kernel(source, w, target, *tables, band, channels_last, a, b),
               data.shape[0] * groups * bands, threads)
 

@@ -20,8 +20,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-__all__ = ["vector_bytes", "vector_zero", "vector_load", "vector_splat_at", "vector_fma",
-           "vector_add", "vector_store"]
+__all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load", "vector_splat_at",
+           "vector_fma", "vector_dot_pairs", "vector_add", "vector_store"]
 
 
 class Vector(types.Type):
@@ -48,6 +48,32 @@ def vector_bytes() -> int:
     if features.get("avx512f"):
         return 64
     return 32 if features.get("avx") else 16
+
+
+@functools.cache
+def has_bfloat16_pairs() -> bool:
+    """Whether :func:`vector_dot_pairs` compiles here: AVX512_BF16 and LLVM 17 or newer.
+
+    LLVM 17 gave ``vdpbf16ps``'s intrinsic ``bfloat`` operands (older versions take
+    ``i32`` vectors, untested here, so not offered).
+    """
+    from llvmlite import binding
+
+    return (bool(binding.get_host_cpu_features().get("avx512bf16"))
+            and binding.llvm_version_info >= (17,))
+
+
+class _BFloat(ir.Type):
+    """LLVM's ``bfloat`` (llvmlite.ir has no such type)."""
+
+    def _to_string(self):
+        return "bfloat"
+
+    def __eq__(self, other):
+        return isinstance(other, _BFloat)
+
+    def __hash__(self):
+        return hash("bfloat")
 
 
 def _element_pointer(context, builder, array_type, array, index):
@@ -122,6 +148,33 @@ def _fma_codegen(builder, vector: Vector, args):
 
 
 @intrinsic
+def vector_dot_pairs(typingctx, pairs, factors, sums):
+    """``sums + pairs . factors`` per lane, with ``vdpbf16ps`` (AVX512_BF16).
+
+    ``pairs`` and ``factors`` are 16 ``uint32`` lanes, each holding two bfloat16
+    (the low half first); ``sums`` 16 float32.  Per lane the instruction adds the
+    high halves' product, then the low halves', each exactly (8-bit significands)
+    and rounded to nearest even like an FMA, except that subnormal operands and
+    results are flushed to zero: the caller rules those out.
+    """
+    if not (isinstance(pairs, Vector) and pairs == factors and pairs.lanes == 16
+            and pairs.dtype == types.uint32 and isinstance(sums, Vector)
+            and sums.lanes == 16 and sums.dtype == types.float32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        sums_type = ir.VectorType(ir.FloatType(), 16)
+        halves = ir.VectorType(_BFloat(), 32)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(sums_type, [sums_type, halves, halves]),
+            "llvm.x86.avx512bf16.dpbf16ps.512")
+        return builder.call(function, [args[2], builder.bitcast(args[0], halves),
+                                       builder.bitcast(args[1], halves)])
+
+    return sums(pairs, factors, sums), codegen
+
+
+@intrinsic
 def vector_add(typingctx, a, b):
     """``a + b``."""
     if not (isinstance(a, Vector) and a == b):
@@ -156,6 +209,7 @@ def compile_source(source: str, name: str):
     """
     namespace = {"vector_zero": vector_zero, "vector_load": vector_load,
                  "vector_splat_at": vector_splat_at, "vector_fma": vector_fma,
-                 "vector_add": vector_add, "vector_store": vector_store}
+                 "vector_dot_pairs": vector_dot_pairs, "vector_add": vector_add,
+                 "vector_store": vector_store}
     exec(compile(source, f"<generated {name}>", "exec"), namespace)
     return numba.njit(nogil=True, cache=False)(namespace[name])
