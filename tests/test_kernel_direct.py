@@ -319,13 +319,16 @@ def test_plane_kernel_every_register_layout(monkeypatch, register_bytes):
         _kernel_numba.planes_block_shape.cache_clear()  # later calls see the real width
 
 
-def _covered_positions(blocks, plane, tail, band, length):
-    """Window positions the plane kernel computes per phase: whole blocks over each band's run."""
+def _covered_positions(blocks, plane, tail, band, length, block_rows=0):
+    """Window positions the plane kernel computes per phase: whole blocks over each band's
+    run, or (``block_rows``) whole blocks of that many rows over each band's rows."""
     total, first = 0, 0
     while first < blocks:
         rows = min(band, blocks - first)
-        run = (rows - 1) * plane + tail
-        total += -(-run // length) * length
+        if block_rows:
+            total += -(-rows // block_rows) * length
+        else:
+            total += -(-((rows - 1) * plane + tail) // length) * length
         first += band
     return total
 
@@ -341,21 +344,26 @@ def test_plane_schedule_takes_the_fewest_positions_it_may():
         widest, min_bands = int(rng.integers(0, 50)), int(rng.integers(1, 5))
         lanes, most = int(rng.choice([4, 8, 16])), int(rng.choice([4, 6, 8, 12]))
         co_block = int(rng.integers(1, 4))
-        band, vectors, positions = _kernel.plane_schedule(blocks, plane, tail, widest,
-                                                          min_bands, lanes, most, co_block)
+        row_segments = int(rng.choice([0, 0, 1, 2, 3]))
+        band, vectors, positions, segments = _kernel.plane_schedule(
+            blocks, plane, tail, widest, min_bands, lanes, most, co_block, row_segments)
         assert -(-most // 2) <= vectors <= most and 1 <= band <= blocks
         # Eight independent accumulators at least (Zen 3: two FMA pipes of latency 4),
         # unless the longest block has fewer.
         assert vectors * co_block >= 8 or vectors == most
         shortest = min(most, max(-(-most // 2),
                                  -(-_kernel.PLANE_MIN_ACCUMULATORS // co_block)))
-        assert positions == _covered_positions(blocks, plane, tail, band, lanes * vectors)
+        assert segments in (0, row_segments) and vectors % max(1, segments) == 0
+        assert positions == _covered_positions(blocks, plane, tail, band, lanes * vectors,
+                                               vectors // segments if segments else 0)
         # Bands no wider than the cache allows, nor than the threads' share.
         assert band <= max(1, widest) and band <= -(-blocks // min_bands)
         fewest = min(max(min_bands, -(-blocks // max(1, widest))), blocks)
         allowed = {-(-blocks // b) for b in range(fewest, min(fewest + 2, blocks) + 1)}
-        best = min(_covered_positions(blocks, plane, tail, b, lanes * v)
-                   for b in allowed for v in range(shortest, most + 1))
+        best = min(_covered_positions(blocks, plane, tail, b, lanes * v, rows)
+                   for b in allowed for v in range(shortest, most + 1)
+                   for rows in [0] + ([v // row_segments] if row_segments
+                                      and v % row_segments == 0 else []))
         assert positions == best
 
 
@@ -363,9 +371,12 @@ def test_plane_schedule_covers_dcgan_runs_with_less_waste():
     # DCGAN 256->128 16x16 k4 s2 p1 on AVX-512: 16 block rows, window rows of 18,
     # bands of at most 13 rows; the fixed 128-position block computed 384 positions
     # per phase for 256 outputs.
-    band, vectors, positions = _kernel.plane_schedule(16, 18, 16, 13, 1, 16, 8, 3)
+    band, vectors, positions, segments = _kernel.plane_schedule(16, 18, 16, 13, 1, 16, 8, 3)
+    assert segments == 0
     assert positions == _covered_positions(16, 18, 16, band, 16 * vectors) <= 320
     assert _covered_positions(16, 18, 16, 13, 128) == 384
+    # Blocks of whole rows (one vector per row of 16 outputs): no border columns.
+    assert _kernel.plane_schedule(16, 18, 16, 13, 1, 16, 8, 3, 1)[2:] == (256, 1)
 
 
 @pytest.mark.parametrize("route", ["ncx", "nxc-planes"])
@@ -379,11 +390,37 @@ def test_plane_kernel_every_block_length_the_schedule_may_take(monkeypatch, rout
     shortest = max(-(-most // 2), -(-_kernel.PLANE_MIN_ACCUMULATORS // co_block))
     for vectors in range(min(most, shortest), most + 1):
         def forced(*args, vectors=vectors):
-            band, _, _ = real(*args)
-            return band, vectors, 0
+            return real(*args)[0], vectors, 0, 0
         monkeypatch.setattr(_kernel_numba, "plane_schedule", forced)
         rank = 1 + vectors % 3
         axes = _random_axes(rng, rank, max_size=(60, 14, 6)[rank - 1])
+        ci, co = int(rng.integers(1, 5)), int(rng.integers(1, 7))
+        data = rng.standard_normal((2, ci) + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((1, ci, co) + tuple(a.kernel_size for a in axes))
+        _check(data, weights, axes, np.float64, channels_last)
+
+
+@pytest.mark.parametrize("route", ["ncx", "nxc-planes"])
+def test_plane_kernel_blocks_of_whole_rows(monkeypatch, route):
+    # 2-D layers in blocks of output rows, each row `segments` vectors (every block
+    # length the schedule may take: one to all rows per block), with bands that leave
+    # a last short block of rows; the windows' rows beyond the band are padding.
+    channels_last = _route(monkeypatch, route)
+    lanes, co_block, most = _kernel_numba.planes_block_shape(8, 3)
+    rng = np.random.default_rng(79)
+    real = _kernel_numba.plane_schedule
+    for trial in range(8):
+        axes = _random_axes(rng, 2, max_size=3 * lanes)
+        segments = -(-_kernel._axis_phases(axes[1]).blocks // lanes)
+        rows = [v // segments for v in range(segments, most + 1, segments)]
+        block_rows = rows[trial % len(rows)] if rows else 0
+
+        def forced(*args, vectors=block_rows * segments):
+            band, v, positions, _ = real(*args)
+            return (band, vectors, 0, segments) if vectors else (band, v, positions, 0)
+        monkeypatch.setattr(_kernel_numba, "plane_schedule", forced)
+        monkeypatch.setattr(_kernel_numba, "_BAND_ELEMENTS",
+                            int(rng.integers(1, 400)) if trial % 2 else 1 << 16)
         ci, co = int(rng.integers(1, 5)), int(rng.integers(1, 7))
         data = rng.standard_normal((2, ci) + tuple(a.input_size for a in axes))
         weights = rng.standard_normal((1, ci, co) + tuple(a.kernel_size for a in axes))
@@ -484,12 +521,17 @@ def test_plane_kernel_bfloat16_pairs_against_the_oracle(monkeypatch):
     try:
         for trial in range(10):
             vectors = shortest + trial % (most - shortest + 1)
-            monkeypatch.setattr(_kernel_numba, "plane_schedule",
-                                lambda *args, v=vectors: (real(*args)[0], v, 0))
-            monkeypatch.setattr(_kernel_numba, "_BAND_ELEMENTS",
-                                int(rng.integers(1, 300)) if trial % 2 else 1 << 16)
             co = (3, 4, 5, 6, 7, 1, 3, 4, 2, 6)[trial]
             axes, data, weights = _pairs_case(rng, 1 + trial % 3, co)
+            # 2-D: blocks of whole rows where a row fits the block.
+            segments = -(-_kernel._axis_phases(axes[-1]).blocks // lanes)
+            rows = len(axes) == 2 and segments <= most
+            monkeypatch.setattr(
+                _kernel_numba, "plane_schedule",
+                lambda *args, v=vectors, rows=rows, s=segments: (
+                    (real(*args)[0], most // s * s, 0, s) if rows else (real(*args)[0], v, 0, 0)))
+            monkeypatch.setattr(_kernel_numba, "_BAND_ELEMENTS",
+                                int(rng.integers(1, 300)) if trial % 2 else 1 << 16)
             channels_last = trial % 4 >= 2
             got, paired = _direct_bfloat16(data, weights, axes, channels_last)
             assert paired

@@ -540,9 +540,10 @@ PLANE_MIN_ACCUMULATORS = 8
 
 @functools.lru_cache(maxsize=256)
 def plane_schedule(blocks: int, plane: int, tail: int, widest_band: int, min_bands: int,
-                   lanes: int, most_vectors: int, co_block: int = PLANE_CO_BLOCK
-                   ) -> tuple[int, int, int]:
-    """``(band, vectors, positions)``: how the numba plane kernel covers one phase's runs.
+                   lanes: int, most_vectors: int, co_block: int = PLANE_CO_BLOCK,
+                   row_segments: int = 0) -> tuple[int, int, int, int]:
+    """``(band, vectors, positions, segments)``: how the numba plane kernel covers one
+    phase's runs.
 
     A plane's ``blocks`` output rows (of the first axis) are cut into bands of ``band``
     rows, at most ``widest_band`` (cache) and at least ``min_bands`` bands (threads); a
@@ -555,6 +556,14 @@ def plane_schedule(blocks: int, plane: int, tail: int, widest_band: int, min_ban
     256->128's runs of 232 and 52 positions (bands of 13 and 3 rows) with 384 positions
     per phase for its 256 outputs; two bands of 8 rows in blocks of 80 take 320
     (alternating runs, two threads: 35.9 -> 30.2 ms; FCN-32x 15.3 -> 12.0).
+
+    ``row_segments`` (2-D layers, whose window rows are ``plane`` apart): the kernel
+    may instead take blocks of whole output rows, ``row_segments`` vectors each (the
+    outputs of a row, rounded up to whole vectors), so that no border column is
+    computed; a band of ``b`` rows then costs ``b`` rows rounded up to whole blocks.
+    ``segments`` is 0 for flat runs, else ``row_segments`` (ties: flat runs).
+    DCGAN 256->128 (16 outputs per row, 16 lanes): 256 positions per phase instead
+    of 320.
     """
     fewest = max(min_bands, -(-blocks // max(1, widest_band)))
     shortest = min(most_vectors, max(-(-most_vectors // 2),
@@ -567,10 +576,25 @@ def plane_schedule(blocks: int, plane: int, tail: int, widest_band: int, min_ban
             length = lanes * vectors
             positions = sum(-(-((size - 1) * plane + tail) // length) * length
                             for size in sizes)
-            key = (positions, -vectors, len(sizes))
+            key = (positions, 0, -vectors, len(sizes))
             if best is None or key < best[0]:
-                best = (key, band, vectors, positions)
-    return best[1], best[2], best[3]
+                best = (key, band, vectors, positions, 0)
+            if row_segments and vectors % row_segments == 0:
+                rows = vectors // row_segments
+                positions = sum(-(-size // rows) * length for size in sizes)
+                key = (positions, 1, -vectors, len(sizes))
+                if key < best[0]:
+                    best = (key, band, vectors, positions, row_segments)
+    return best[1:]
+
+
+@functools.cache
+def _plane_lanes() -> int:
+    """float32 lanes of the host's widest vectors, as numba compiles for them (16 with
+    AVX-512, else 8; only asked when numba is usable)."""
+    from llvmlite import binding
+
+    return 16 if binding.get_host_cpu_features().get("avx512f") else 8
 
 
 #: Multiply-adds per nanosecond of the numba plane kernel on one thread, per number of
@@ -607,6 +631,9 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     for a, p in enumerate(phases):
         shifts = [shift for c in p.classes for shift in c.shifts] or [0]
         span *= p.blocks + (max(shifts) - min(shifts) if a else 0)
+    if len(axes) == 2:  # or blocks of whole rows, in vectors (plane_schedule)
+        lanes = _plane_lanes()
+        span = min(span, phases[0].blocks * -(-phases[1].blocks // lanes) * lanes)
     tap_phases = math.prod(sum(len(c.shifts) * c.count for c in p.classes) for p in phases)
     co_block = min(PLANE_CO_BLOCK, co)
     units = -(-ci // 2) if pairs else ci  # input channels per multiply-add instruction

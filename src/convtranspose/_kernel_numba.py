@@ -205,7 +205,8 @@ def _channels_last_kernel(ci: int, co: int):
     return kernel
 
 
-def _plane_block_source(lanes: int, co_block: int, vectors: int, pairs: bool = False) -> str:
+def _plane_block_source(lanes: int, co_block: int, vectors: int, pairs: bool = False,
+                        segments: int = 0) -> str:
     """Source of the plane kernel's block: ``vectors * lanes`` window positions of ``co_block`` channels.
 
     The ``co_block * vectors`` accumulators are vector variables (registers) for
@@ -217,11 +218,16 @@ def _plane_block_source(lanes: int, co_block: int, vectors: int, pairs: bool = F
     weight and ``reads[m]`` its first window element (of input channel 0).
 
     With ``pairs`` each window and weight element is a pair of bfloat16 input
-    channels (``uint32``), multiplied and added by :func:`vector_dot_pairs`.
+    channels (``uint32``), multiplied and added by :func:`vector_dot_pairs`.  With
+    ``segments`` the block covers ``vectors // segments`` window rows ``row_pitch``
+    apart, ``segments`` vectors of each (0: one flat run of positions).
     """
     accumulators = [[f"acc_{c}_{v}" for v in range(vectors)] for c in range(co_block)]
+    per_row = segments or vectors
+    offsets = [(f"{v // per_row} * row_pitch + " if v >= per_row else "") + str(v % per_row * lanes)
+               for v in range(vectors)]
     lines = ["def plane_block(windows, weights, acc, acc_at, channel_pitch, reads, starts, taps,",
-             "                channels, window_volume, read_at, factor_at, resume):"]
+             "                channels, window_volume, read_at, factor_at, resume, row_pitch):"]
     lines += ["    if resume:"]
     lines += [f"        {name} = vector_load(acc, acc_at + {c} * channel_pitch + {v * lanes}, {lanes})"
               for c, row in enumerate(accumulators) for v, name in enumerate(row)]
@@ -234,7 +240,7 @@ def _plane_block_source(lanes: int, co_block: int, vectors: int, pairs: bool = F
     lines += [f"            w_{c} = vector_splat_at(weights, factor + {c}, {lanes})"
               for c in range(co_block)]
     for v in range(vectors):
-        lines.append(f"            x = vector_load(windows, read + {v * lanes}, {lanes})")
+        lines.append(f"            x = vector_load(windows, read + {offsets[v]}, {lanes})")
         lines += [f"            {row[v]} = vector_dot_pairs(x, w_{c}, {row[v]})" if pairs
                   else f"            {row[v]} = vector_fma(x, w_{c}, {row[v]})"
                   for c, row in enumerate(accumulators)]
@@ -319,17 +325,23 @@ def _pair_windows(length, like):  # pragma: no cover - compiled
 
 
 @functools.lru_cache(maxsize=None)
-def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False):
+def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
+                   segments: int = 0):
     """The channels-first plane kernel for one block shape (compiled on first use).
 
     ``pairs``: the bfloat16 kernel (:func:`_bfloat16_pairs`): source is the data's
     ``uint16`` bits, weights ``uint32`` pairs (:func:`_blocked_weights`), and a window
-    element holds two input channels (``vdpbf16ps``).
+    element holds two input channels (``vdpbf16ps``).  ``segments``: blocks of whole
+    output rows, ``segments`` vectors each (2-D layers; see
+    :func:`convtranspose._kernel.plane_schedule`); 0: blocks of one flat run.
     """
     from ._numba_vectors import compile_source
 
-    block = compile_source(_plane_block_source(lanes, co_block, vectors, pairs), "plane_block")
+    block = compile_source(_plane_block_source(lanes, co_block, vectors, pairs, segments),
+                           "plane_block")
     block_length = lanes * vectors
+    row_blocks = segments > 0
+    block_rows = vectors // segments if row_blocks else 1
     new_windows = _pair_windows if pairs else _plain_windows
     # Input channel ci fills half (ci & low) of window unit ci >> shift.
     halves, shift, low = (np.uint64(2), np.uint64(1), np.uint64(1)) if pairs else (
@@ -359,6 +371,11 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False)
         # whole blocks (`pitch`) and the windows by one block, so the last block of a
         # run reads and writes in range.  Indices are computed on flat arrays: views
         # created in inner loops cost more than the work.
+        #
+        # Row blocks (2-D, `segments`): the accumulator keeps `segments` vectors per
+        # output row (`acc_row`; no border columns) and a block covers `block_rows`
+        # rows, each read from its own window row; the windows are padded by as many
+        # rows, so the last block of a band reads in range.
         groups, ci_count, co_count = sizes[0], sizes[1], sizes[2]
         x_volume, y_volume, k_volume = sizes[3], sizes[4], sizes[5]
         out1, out2, out3 = sizes[6], sizes[7], sizes[8]
@@ -373,11 +390,18 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False)
         window_volume = (min(band, blocks1) + span1) * plane
         tail = (geometry[1, 3] - 1) * w3 + geometry[2, 3]
         longest = (min(band, blocks1) - 1) * plane + tail
+        # Accumulator positions per output row (of the last axis) and per block of the
+        # first axis: the window's, or whole vectors per row.
+        acc_row = segments * lanes if row_blocks else w3
+        acc_plane = acc_row if row_blocks else plane
+        if row_blocks:
+            longest = min(band, blocks1) * acc_row
         units = (ci_count + halves - 1) // halves
         ci_chunk = max(1, min(units, _CHUNK_WINDOW_ELEMENTS // window_volume))
         pitch = (longest + block_length - 1) // block_length * block_length
         channel_pitch = s3 * pitch
-        fill, windows = new_windows(units * window_volume + block_length, source)
+        fill, windows = new_windows(units * window_volume + block_length + block_rows * plane,
+                                    source)
         acc = np.empty(co_block * channel_pitch, out.dtype)
         most = tap_k.shape[2] ** 3
         reads = np.empty(most, np.int64)
@@ -401,7 +425,7 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False)
             flat = n * groups + g
             band_first = ((item // groups) % bands) * band
             band_blocks = min(band, blocks1 - band_first)
-            length = (band_blocks - 1) * plane + tail
+            length = band_blocks * acc_row if row_blocks else (band_blocks - 1) * plane + tail
             origin1 = lo1 + band_first  # input index of the window's first row
             first1, last1 = max(0, origin1), min(size1, origin1 + band_blocks + span1)
             # The window's interior is overwritten for every item; the rows outside the
@@ -454,9 +478,11 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False)
                             for ci0 in range(0, units, ci_chunk):
                                 chunk = min(ci_chunk, units - ci0)
                                 for f0 in range(0, length, block_length):
+                                    read_at = f0 // acc_row * plane if row_blocks else f0
                                     block(windows, weights, acc, p3 * pitch + f0, channel_pitch,
                                           reads, starts, count, chunk, window_volume,
-                                          f0 + ci0 * window_volume, ci0 * co_block, ci0 > 0)
+                                          read_at + ci0 * window_volume, ci0 * co_block, ci0 > 0,
+                                          plane)
                         # Interleave the phases of the last axis into whole output rows:
                         # each phase's run of the accumulator goes to every s3-th output.
                         for c in range(block_channels):
@@ -468,7 +494,7 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False)
                                 for j2 in range(counts[1, p2]):
                                     row = np.uint64(out_at) + np.uint64(
                                         ((j1 * s1 + p1) * out2 + j2 * s2 + p2) * out3) * out_step
-                                    at = np.uint64(c * channel_pitch + (j1 - band_first) * plane
+                                    at = np.uint64(c * channel_pitch + (j1 - band_first) * acc_plane
                                                    + j2 * w3)
                                     if s3 == 1 and not channels_last:
                                         for t in range(row_length):
@@ -741,10 +767,12 @@ def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, der
     widest = _BAND_ELEMENTS // (plane * (units + co_block * int(geometry[2, 2])))
     planes = data.shape[0] * groups
     min_bands = -(-2 * threads // max(1, planes)) if threads > 1 else 1
-    band, vectors, _ = plane_schedule(blocks1, plane, tail, widest, min_bands, lanes,
-                                      most_vectors, co_block)
+    # 2-D (the unit middle axis: window rows `plane` apart) may take blocks of rows.
+    row_segments = -(-int(geometry[2, 3]) // lanes) if geometry[1, 0] == 1 else 0
+    band, vectors, _, segments = plane_schedule(blocks1, plane, tail, widest, min_bands, lanes,
+                                                most_vectors, co_block, row_segments)
     bands = -(-blocks1 // band)
-    kernel = _planes_kernel(lanes, co_block, vectors, pairs)
+    kernel = _planes_kernel(lanes, co_block, vectors, pairs, segments)
     _parallel(lambda a, b: kernel(source, w, target, *tables, band, channels_last, a, b),
               data.shape[0] * groups * bands, threads)
 
