@@ -10,9 +10,12 @@ Channels first (:func:`_planes_kernel`)
     range; flattened, one tap of one phase is then a single long multiply-add over
     all output positions of the phase, computed in register blocks of a few vectors
     of positions times up to three output channels (:mod:`._numba_vectors`), and the
-    phases of the last axis are interleaved into the output rows.  Channels-last
-    layers with fewer than 8 channels use it too, reading and writing with the
-    channel stride.
+    phases of the last axis are interleaved into the output rows.  In 2-D a block
+    may instead take whole output rows (no border columns), whichever computes fewer
+    positions.  bfloat16 operands summed in float32 are multiplied as pairs of input
+    channels with ``vdpbf16ps`` where that is exact (:func:`_bfloat16_pairs`).
+    Channels-last layers with fewer than 8 channels use it too, reading and writing
+    with the channel stride.
 Channels last (:func:`_channels_last_kernel`)
     Per output position, up to four taps per pass over the channel vector, written
     straight into the output; compiled per (Ci, Co) so that the channel loops
