@@ -427,6 +427,31 @@ def test_plane_kernel_blocks_of_whole_rows(monkeypatch, route):
         _check(data, weights, axes, np.float64, channels_last)
 
 
+@pytest.mark.parametrize("route", ["ncx", "nxc-planes"])
+def test_long_lines_cut_into_segments(monkeypatch, route):
+    # 1-D lines longer than a few segments are cut into output segments, each a layer
+    # of its own over a slice of the input (first and last segments: the padding and
+    # cropping of the ends; segments that read no input: zeros), run on the threads.
+    channels_last = _route(monkeypatch, route)
+    segmented = []
+    real = _kernel_numba._direct_line_segments
+    monkeypatch.setattr(_kernel_numba, "_direct_line_segments",
+                        lambda *args: segmented.append(1) or real(*args))
+    monkeypatch.setattr(_kernel, "DIRECT_PARALLEL_MACS", 0)  # threads even for small lines
+    rng = np.random.default_rng(83)
+    for trial in range(12):
+        monkeypatch.setattr(_kernel, "LINE_SEGMENT_ELEMENTS", int(rng.integers(1, 600)))
+        axes = _random_axes(rng, 1, max_size=500)
+        ci, co = int(rng.integers(1, 6)), int(rng.integers(1, 7))
+        groups = int(rng.integers(1, 3))
+        data = rng.standard_normal((2, groups * ci, axes[0].input_size))
+        weights = rng.standard_normal((groups, ci, co, axes[0].kernel_size))
+        before = len(segmented)
+        _check(data, weights, axes, (np.float64, np.float32)[trial % 2], channels_last)
+        assert (len(segmented) > before) == _kernel.line_segmented(axes[0], ci)
+    assert len(segmented) >= 6
+
+
 # --------------------------------------------------------------------------- bfloat16 pairs
 
 bfloat16 = pytest.importorskip("ml_dtypes").bfloat16

@@ -588,6 +588,25 @@ def plane_schedule(blocks: int, plane: int, tail: int, widest_band: int, min_ban
     return best[1:]
 
 
+#: A long 1-D line is cut into segments whose window (every input channel's inputs)
+#: and accumulators hold about this many elements, like the bands of a 2-D plane.
+LINE_SEGMENT_ELEMENTS = 1 << 16
+
+
+def line_segment_inputs(ci: int, stride: int) -> int:
+    """Inputs per segment of a long 1-D line in the numba plane kernel
+    (:func:`convtranspose._kernel_numba._direct_line_segments`)."""
+    return max(64, LINE_SEGMENT_ELEMENTS // (ci + PLANE_CO_BLOCK * stride))
+
+
+def line_segmented(axis: AxisPlan, ci: int) -> bool:
+    """Whether the plane kernel cuts this 1-D layer's line into segments (at least
+    three): one line's window would hold every input channel's whole line, out of
+    cache and one piece of work (HiFi-GAN 256->128 L65536: 64 MB, 1.2 s instead of
+    0.11-0.16)."""
+    return axis.input_size > 2 * line_segment_inputs(ci, axis.stride)
+
+
 @functools.cache
 def _plane_lanes() -> int:
     """float32 lanes of the host's widest vectors, as numba compiles for them (16 with
@@ -639,9 +658,10 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     units = -(-ci // 2) if pairs else ci  # input channels per multiply-add instruction
     macs = batch * groups * units * -(-co // co_block) * co_block * tap_phases * span
     rate = _DIRECT_MACS_PER_NS[co_block]
-    if len(axes) == 1 and units * span > 1 << 18:
-        rate /= 4  # one long line: its window (Ci lines) is not cut into bands, out of cache
     items = batch * groups * (phases[0].blocks if len(axes) > 1 else 1)
+    if len(axes) == 1 and line_segmented(axes[0], ci):
+        items *= -(-axes[0].output_size // (axes[0].stride * line_segment_inputs(
+            ci, axes[0].stride)))
     threads = min(_THREADS, items) if direct_worth_threads(outputs, ci, axes) else 1
     # Copying the input into the windows (channels last: a pixel's channels read in
     # order, written to Ci windows), and interleaving the phases of the last axis into

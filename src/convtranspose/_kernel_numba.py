@@ -58,7 +58,7 @@ import numpy as np
 
 from ._casts_numba import bfloat16_bits, float16_bits
 from ._kernel import (DIRECT_PARALLEL_MACS, PLANE_CO_BLOCK, _axis_phases, direct_worth_threads,
-                      plane_schedule)
+                      line_segment_inputs, line_segmented, plane_schedule)
 from ._plan import AxisPlan
 
 __all__ = ["blocked_shape", "col2im_scatter", "direct_blocked", "direct_phase"]
@@ -780,6 +780,47 @@ def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, der
               data.shape[0] * groups * bands, threads)
 
 
+def _direct_line_segments(data, weights, axis, dtype, out, threads, channels_last, strided,
+                          derived):
+    """A long 1-D layer cut into segments of its output, each a plane kernel call.
+
+    One line's window holds every input channel's whole line (HiFi-GAN 256->128 L65536:
+    64 MB, far out of cache) and is one piece of work (one thread).  Segment ``[y0,
+    y1)`` of the output reads inputs ``[x0, x1)`` only, and is the layer ``AxisPlan(x1 -
+    x0, K, s, d, offset + y0 - x0 * s, y1 - y0)`` of that slice; the segments (a
+    multiple of the stride long, so the inner ones share one plan) run on the threads
+    in turn, each writing its own slice of ``out``.
+    """
+    size, kernel, stride = axis.input_size, axis.kernel_size, axis.stride
+    reach = (kernel - 1) * axis.dilation  # output y reads inputs (y + offset - reach) / s on
+    length = stride * line_segment_inputs(weights.shape[1], stride)
+    starts = range(0, axis.output_size, length)
+
+    def segment(i):
+        y0 = starts[i]
+        y1 = min(axis.output_size, y0 + length)
+        x0 = min(size, max(0, -(-(y0 + axis.offset - reach) // stride)))
+        x1 = max(x0, min(size, (y1 - 1 + axis.offset) // stride + 1))
+        into = out[..., y0:y1, :] if channels_last else out[..., y0:y1]
+        if x1 == x0:
+            into[...] = 0
+            return
+        plan = AxisPlan(x1 - x0, kernel, stride, axis.dilation, axis.offset + y0 - x0 * stride,
+                        y1 - y0)
+        part = data[..., x0:x1, :] if channels_last else data[..., x0:x1]
+        result = np.empty(into.shape, dtype)
+        _direct_planes(part, weights, _three_axes((plan,)), dtype, result, 1, strided, derived)
+        into[...] = result
+
+    def work(first, stop):
+        for i in range(first, stop):
+            segment(i)
+
+    work(0, 1)  # fills `derived` (the reordered weights) before the threads share it
+    if len(starts) > 1:
+        _parallel(lambda first, stop: work(first + 1, stop + 1), len(starts) - 1, threads)
+
+
 def _direct_channels_last(data, weights, axes3, dtype, out, threads):
     groups, ci, co = weights.shape[:3]
     tables = _row_tables(axes3, groups, ci, co)
@@ -827,8 +868,12 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None):
         # loops then have run-time bounds and do not vectorise (FCN-2x 21->21
         # channels-last: 0.40 ms there, 0.13 ms in the plane kernel).
         strided = channels_last and (groups * ci > 1 or groups * co > 1)
-        _direct_planes(data, weights, axes3, dtype, target, threads, strided,
-                       {} if derived is None else derived)
+        derived = {} if derived is None else derived
+        if len(axes) == 1 and line_segmented(axes[0], ci):
+            _direct_line_segments(data, weights, axes[0], dtype, target, threads, channels_last,
+                                  strided, derived)
+        else:
+            _direct_planes(data, weights, axes3, dtype, target, threads, strided, derived)
     if target is not out:
         np.copyto(out, target)
 
