@@ -75,6 +75,14 @@ def _check(data, weights, axes, dtype, channels_last, **kwargs):
                                err_msg=f"{axes} {weights.shape} channels_last={channels_last}")
 
 
+def _check_random_channels(rng, axes, channels_last):
+    """:func:`_check` of a one-group float64 layer with 1-4 input and 1-6 output channels."""
+    ci, co = int(rng.integers(1, 5)), int(rng.integers(1, 7))
+    data = rng.standard_normal((2, ci) + tuple(a.input_size for a in axes))
+    weights = rng.standard_normal((1, ci, co) + tuple(a.kernel_size for a in axes))
+    _check(data, weights, axes, np.float64, channels_last)
+
+
 #: Channels-last data is computed along the channels (the row kernel) or, when there
 #: are few channels, by the plane kernel with strided access: tests force each route.
 ROUTES = {"ncx": (False, None), "nxc-rows": (True, 0), "nxc-planes": (True, 1 << 30)}
@@ -394,10 +402,7 @@ def test_plane_kernel_every_block_length_the_schedule_may_take(monkeypatch, rout
         monkeypatch.setattr(_kernel_numba, "plane_schedule", forced)
         rank = 1 + vectors % 3
         axes = _random_axes(rng, rank, max_size=(60, 14, 6)[rank - 1])
-        ci, co = int(rng.integers(1, 5)), int(rng.integers(1, 7))
-        data = rng.standard_normal((2, ci) + tuple(a.input_size for a in axes))
-        weights = rng.standard_normal((1, ci, co) + tuple(a.kernel_size for a in axes))
-        _check(data, weights, axes, np.float64, channels_last)
+        _check_random_channels(rng, axes, channels_last)
 
 
 @pytest.mark.parametrize("route", ["ncx", "nxc-planes"])
@@ -421,10 +426,7 @@ def test_plane_kernel_blocks_of_whole_rows(monkeypatch, route):
         monkeypatch.setattr(_kernel_numba, "plane_schedule", forced)
         monkeypatch.setattr(_kernel_numba, "_BAND_ELEMENTS",
                             int(rng.integers(1, 400)) if trial % 2 else 1 << 16)
-        ci, co = int(rng.integers(1, 5)), int(rng.integers(1, 7))
-        data = rng.standard_normal((2, ci) + tuple(a.input_size for a in axes))
-        weights = rng.standard_normal((1, ci, co) + tuple(a.kernel_size for a in axes))
-        _check(data, weights, axes, np.float64, channels_last)
+        _check_random_channels(rng, axes, channels_last)
 
 
 @pytest.mark.parametrize("route", ["ncx", "nxc-planes"])

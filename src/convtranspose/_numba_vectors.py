@@ -55,12 +55,15 @@ def has_bfloat16_pairs() -> bool:
     """Whether :func:`vector_dot_pairs` compiles here: AVX512_BF16 and LLVM 17 or newer.
 
     LLVM 17 gave ``vdpbf16ps``'s intrinsic ``bfloat`` operands (older versions take
-    ``i32`` vectors, untested here, so not offered).
+    ``i32`` vectors, untested here, so not offered).  numba must compile for this host
+    (``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` unset): for another target LLVM could
+    not select the instruction.
     """
     from llvmlite import binding
 
     return (bool(binding.get_host_cpu_features().get("avx512bf16"))
-            and binding.llvm_version_info >= (17,))
+            and binding.llvm_version_info >= (17,)
+            and numba.config.CPU_NAME is None and numba.config.CPU_FEATURES is None)
 
 
 class _BFloat(ir.Type):
