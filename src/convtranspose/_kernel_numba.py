@@ -714,8 +714,9 @@ def _pairs_exact(smallest_data: int, smallest_weight: int) -> bool:
             and smallest_data + smallest_weight >= _PAIRS_EXPONENT_SUM)
 
 
-def _bfloat16_pairs(data, weights, dtype, lanes, derived) -> bool:
-    """Whether the plane kernel multiplies these operands as bfloat16 pairs (``vdpbf16ps``).
+def _bfloat16_pairs(data, weights, dtype, lanes, derived) -> np.ndarray | None:
+    """The data's bits (flat ``uint16``) if the plane kernel multiplies these operands as
+    bfloat16 pairs (``vdpbf16ps``), else None.
 
     For bfloat16 data and weights summed in float32 on CPUs with AVX512_BF16, when
     :func:`_pairs_exact` holds: twice the float32 kernel's multiply-adds per
@@ -727,25 +728,23 @@ def _bfloat16_pairs(data, weights, dtype, lanes, derived) -> bool:
 
     if not (dtype == np.float32 and lanes == 16 and data.dtype.name == "bfloat16"
             and weights.dtype.name == "bfloat16" and has_bfloat16_pairs()):
-        return False
+        return None
     key = ("pairs exact",)
     if key not in derived:
         derived[key] = _smallest_bfloat16_exponent(
             np.ascontiguousarray(weights).view(np.uint16).reshape(-1))
-    smallest_weight = int(derived[key])
-    smallest_data = int(_smallest_bfloat16_exponent(
-        np.ascontiguousarray(data).view(np.uint16).reshape(-1)))
-    return _pairs_exact(smallest_data, smallest_weight)
+    bits = np.ascontiguousarray(data).view(np.uint16).reshape(-1)
+    exact = _pairs_exact(int(_smallest_bfloat16_exponent(bits)), int(derived[key]))
+    return bits if exact else None
 
 
 def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, derived):
     groups, ci, co = weights.shape[:3]
     tables = _window_tables(axes3, groups, ci, co)
     lanes, co_block, most_vectors = planes_block_shape(np.dtype(dtype).itemsize, co)
-    pairs = _bfloat16_pairs(data, weights, dtype, lanes, derived)
-    if pairs:
-        source = np.ascontiguousarray(data).view(np.uint16).reshape(-1)
-    else:
+    source = _bfloat16_pairs(data, weights, dtype, lanes, derived)
+    pairs = source is not None
+    if not pairs:
         if data.dtype != dtype or not data.flags.c_contiguous:
             data = np.ascontiguousarray(data, dtype)
         source = data.reshape(-1)
