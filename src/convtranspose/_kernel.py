@@ -76,7 +76,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import _blas
 from ._environment import switch
-from ._machine import cpu_identity
+from ._machine import cpu_identity, vector_bytes
 from ._plan import AxisPlan
 
 __all__ = ["ALGORITHMS", "choose_algorithm", "describe_algorithm", "transposed_convolution"]
@@ -607,15 +607,6 @@ def line_segmented(axis: AxisPlan, ci: int) -> bool:
     return axis.input_size > 2 * line_segment_inputs(ci, axis.stride)
 
 
-@functools.cache
-def _plane_lanes() -> int:
-    """float32 lanes of the host's widest vectors, as numba compiles for them (16 with
-    AVX-512, else 8; only asked when numba is usable)."""
-    from llvmlite import binding
-
-    return 16 if binding.get_host_cpu_features().get("avx512f") else 8
-
-
 #: Multiply-adds per nanosecond of the numba plane kernel on one thread, per number of
 #: output channels in its register blocks (vectorised along the spatial axes, the
 #: window in cache).  The former kernel, a pass over an accumulator row per channel
@@ -651,7 +642,7 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
         shifts = [shift for c in p.classes for shift in c.shifts] or [0]
         span *= p.blocks + (max(shifts) - min(shifts) if a else 0)
     if len(axes) == 2:  # or blocks of whole rows, in vectors (plane_schedule)
-        lanes = _plane_lanes()
+        lanes = vector_bytes() // 4  # float32 lanes (numba is usable here)
         span = min(span, phases[0].blocks * -(-phases[1].blocks // lanes) * lanes)
     tap_phases = math.prod(sum(len(c.shifts) * c.count for c in p.classes) for p in phases)
     co_block = min(PLANE_CO_BLOCK, co)

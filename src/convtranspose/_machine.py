@@ -1,4 +1,5 @@
-"""Which CPU this is, as far as the cost model needs to know (no optional imports).
+"""Which CPU this is, as far as the cost model needs to know (optional packages are
+imported only by the function that needs them).
 
 OpenBLAS names its kernel family (:func:`convtranspose._blas.corename`), but one
 family runs at very different speeds on different CPUs: ``SkylakeX`` is chosen both
@@ -13,7 +14,7 @@ import functools
 import platform
 import re
 
-__all__ = ["CpuIdentity", "cpu_identity", "parse_cpuinfo"]
+__all__ = ["CpuIdentity", "cpu_identity", "parse_cpuinfo", "vector_bytes"]
 
 #: ``(vendor, family)``: the CPUID vendor string (``'GenuineIntel'``, ``'AuthenticAMD'``)
 #: and the CPU family number (AMD: 23 Zen 1-2, 25 Zen 3-4, 26 Zen 5), or ``('', 0)``.
@@ -48,3 +49,15 @@ def cpu_identity() -> CpuIdentity:
     if identity[0]:
         return identity
     return _parse_processor_string(platform.processor())
+
+
+@functools.cache
+def vector_bytes() -> int:
+    """The host's widest SIMD register in bytes as LLVM (numba) compiles for it: 64 with
+    AVX-512, 32 with AVX, else 16.  Needs llvmlite (numba's dependency)."""
+    from llvmlite import binding
+
+    features = binding.get_host_cpu_features()
+    if features.get("avx512f"):
+        return 64
+    return 32 if features.get("avx") else 16

@@ -20,6 +20,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
+from ._machine import vector_bytes
+
 __all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load", "vector_splat_at",
            "vector_fma", "vector_dot_pairs", "vector_add", "vector_store"]
 
@@ -37,17 +39,6 @@ class _VectorModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type):
         element = dmm.lookup(fe_type.dtype).get_value_type()
         super().__init__(dmm, fe_type, ir.VectorType(element, fe_type.lanes))
-
-
-@functools.cache
-def vector_bytes() -> int:
-    """The host's widest SIMD register in bytes (64 with AVX-512, 32 with AVX, else 16)."""
-    from llvmlite import binding
-
-    features = binding.get_host_cpu_features()
-    if features.get("avx512f"):
-        return 64
-    return 32 if features.get("avx") else 16
 
 
 @functools.cache
