@@ -106,7 +106,7 @@ def test_axis_plan_hash_agrees_with_equality_after_caching_and_pickling():
 
 # --------------------------------------------------------------------------- prepared tiny calls
 # Tiny layers that the kernel computes with ``dense`` are prepared after their first
-# call (``_api._dense_calls``); later calls with the same plan, dtypes and filter bytes
+# call (``_api._prepared_calls``); later calls with the same plan, dtypes and filter bytes
 # take one product.  They must give the general path's bits and yield to it whenever
 # it could decide otherwise.
 
@@ -129,11 +129,11 @@ def _tiny(dtype=np.float32, batch=1):
 
 
 def _general(call, data, filter):
-    _api._dense_calls.clear()
+    _api._prepared_calls.clear()
     try:
         return call(data, filter)
     finally:
-        _api._dense_calls.clear()
+        _api._prepared_calls.clear()
 
 
 def _forbid_general_path(monkeypatch):
@@ -150,7 +150,7 @@ def test_prepared_tiny_call_is_used_and_gives_the_general_paths_bits(monkeypatch
     data, filter = _tiny(dtype, batch)
     expected = _general(call, data, filter)
     call(data, filter)  # prepares
-    assert len(_api._dense_calls) == 1
+    assert len(_api._prepared_calls) == 1
     with monkeypatch.context() as patch:
         _forbid_general_path(patch)
         got = call(data.copy(), filter.copy())
@@ -229,21 +229,159 @@ def test_prepared_tiny_calls_only_for_native_float32_and_float64_without_bias():
         data, filter = data.astype(dtype), filter.astype(dtype)
         result = _general(call, data, filter)
         call(data, filter)
-        assert not _api._dense_calls, dtype
+        assert not _api._prepared_calls, dtype
         assert result.dtype == np.dtype(dtype)
     data, filter = _tiny()
     xio = np.moveaxis(filter, (0, 1), (-2, -1))
     bias = np.arange(3, dtype=np.float32)
     with_bias = ct.conv_transpose(np.moveaxis(data, 1, -1), xio, bias, strides=2)
-    assert not _api._dense_calls
+    assert not _api._prepared_calls
     ct.conv_transpose(np.moveaxis(data, 1, -1), xio, strides=2)  # prepares
     np.testing.assert_array_equal(ct.conv_transpose(np.moveaxis(data, 1, -1), xio, bias,
                                                     strides=2), with_bias)
 
 
 def test_prepared_tiny_calls_stay_bounded():
-    _api._dense_calls.clear()
-    for size in range(3, 3 + _api._DENSE_CALLS_KEPT + 4):
+    _api._prepared_calls.clear()
+    for size in range(3, 3 + _api._PREPARED_CALLS_KEPT + 4):
         data = RNG.standard_normal((1, 1, size)).astype(np.float32)
         ct.convolution_backprop_data(data, np.ones((1, 2, 3), np.float32), strides=2)
-    assert len(_api._dense_calls) == _api._DENSE_CALLS_KEPT
+    assert len(_api._prepared_calls) == _api._PREPARED_CALLS_KEPT
+
+
+# --------------------------------------------------------------------------- prepared direct calls
+# Small layers that numba ``direct`` computes are prepared likewise (``DirectCall``):
+# the plane kernel set up once.  Same contract: the general path's bits, against the
+# oracle too, and the general path whenever it could decide otherwise.
+
+import oracle  # noqa: E402
+
+DIRECT = {  # frontend, its oracle case, data shape (NCX), filter shape (IOX), attributes
+    "onnx 2-D": (ct.onnx_conv_transpose, oracle.onnx_conv_transpose_case, (2, 5, 9, 7),
+                 (5, 4, 4, 3), dict(strides=[2, 3], pads=[1, 0, 1, 2], dilations=[1, 2])),
+    "onnx 1-D grouped": (ct.onnx_conv_transpose, oracle.onnx_conv_transpose_case, (1, 6, 40),
+                         (6, 2, 5), dict(strides=[3], pads=[2, 1], group=2)),
+    "onnx 3-D": (ct.onnx_conv_transpose, oracle.onnx_conv_transpose_case, (1, 3, 4, 5, 6),
+                 (3, 2, 2, 3, 2), dict(strides=[2, 1, 2], pads=[0, 1, 0, 0, 1, 1])),
+    "onednn NXC": (ct.conv_transpose, oracle.onednn_conv_transpose_case, (2, 6, 7, 6),
+                   (6, 5, 3, 3), dict(strides=2, pads_begin=1, pads_end=0, data_format="NXC",
+                                      filter_format="IOX", output_padding=1)),
+}
+
+
+def _direct_layer(name, dtype=np.float32):
+    frontend, case, data_shape, filter_shape, attributes = DIRECT[name]
+    data = RNG.standard_normal(data_shape).astype(dtype)
+    if attributes.get("data_format") == "NXC":
+        data = np.ascontiguousarray(np.moveaxis(data, 1, -1))
+    filter = RNG.standard_normal(filter_shape).astype(dtype)
+    return (lambda d, f: frontend(d, f, **attributes)), (lambda d, f: case(d, f, **attributes)), \
+        data, filter
+
+
+@pytest.fixture
+def forced_direct(monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct")
+    _api._prepared_calls.clear()
+    yield
+    _api._prepared_calls.clear()
+
+
+@pytest.mark.parametrize("name", DIRECT)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_prepared_direct_call_is_used_and_gives_the_general_paths_bits(monkeypatch, forced_direct,
+                                                                       name, dtype):
+    call, case, data, filter = _direct_layer(name, dtype)
+    expected = _general(call, data, filter)
+    oracle.assert_matches(expected, case(data, filter))
+    call(data, filter)  # prepares
+    (prepared,) = _api._prepared_calls.values()
+    assert type(prepared[1]).__name__ == "DirectCall"
+    before = data.copy(), filter.copy()
+    with monkeypatch.context() as patch:
+        _forbid_general_path(patch)
+        got = call(data, filter)
+        # Data in another memory order takes the same call.
+        strided = np.asfortranarray(data)
+        np.testing.assert_array_equal(call(strided, filter), expected)
+    np.testing.assert_array_equal(data, before[0])
+    np.testing.assert_array_equal(filter, before[1])
+    assert got.dtype == expected.dtype and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_prepared_direct_call_notices_an_edited_filter(forced_direct):
+    call, case, data, filter = _direct_layer("onnx 2-D")
+    call(data, filter)
+    filter[3, 1, 2, 0] += 1.0
+    got = call(data, filter)
+    oracle.assert_matches(got, case(data, filter))
+    np.testing.assert_array_equal(got, _general(call, data, filter))
+
+
+def test_prepared_direct_call_takes_non_finite_data_exactly(monkeypatch, forced_direct):
+    call, case, data, filter = _direct_layer("onnx 2-D")
+    call(data, filter)
+    data[1, 2, 4, 3] = np.inf
+    data[0, 0, 0, 0] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = call(data, filter)
+    # Exact: only the outputs the special values' taps reach are not finite.
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "col2im-ncx")
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(call(data, filter)))
+    finite = np.isfinite(got)
+    assert 0 < finite.sum() < got.size
+    # Elsewhere the sums of the finite data (the special values' outputs filled in).
+    zeroed = case(np.where(np.isfinite(data), data, 0), filter)
+    oracle.assert_matches(np.where(finite, got, zeroed.rounded()), zeroed)
+
+
+def test_prepared_direct_calls_never_for_a_non_finite_filter(monkeypatch, forced_direct):
+    call, case, data, filter = _direct_layer("onnx 2-D")
+    filter[0, 0, 0, 0] = np.inf
+    got = call(data, filter)
+    assert not _api._prepared_calls
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "col2im-ncx")  # exact: only taps it meets
+    np.testing.assert_allclose(got, call(data, filter), rtol=1e-5, atol=1e-5)
+    assert 0 < np.isfinite(got).sum() < got.size
+
+
+def test_prepared_direct_call_follows_the_environment_switches(monkeypatch, forced_direct):
+    call, _, data, filter = _direct_layer("onnx 2-D")
+    call(data, filter)
+    seen = []
+    general = _api.transposed_convolution
+    monkeypatch.setattr(_api, "transposed_convolution",
+                        lambda *a, **k: seen.append(1) or general(*a, **k))
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct-blocked")
+    call(data, filter)
+    assert seen == [1]
+
+
+def test_prepared_direct_calls_only_where_the_plane_kernel_is_set_up_once(monkeypatch,
+                                                                         forced_direct):
+    from convtranspose import _kernel, _kernel_numba
+
+    # Per-position kernel (channels-last, many groups of one channel), a long line in
+    # segments, float16, a filter above the bound: the general path each time.
+    depthwise = RNG.standard_normal((1, 6, 5, 16)).astype(np.float32)
+    ct.conv_transpose(depthwise, RNG.standard_normal((3, 3, 16, 1)).astype(np.float32),
+                      strides=2, groups=16)
+    assert not _api._prepared_calls
+    call, _, data, filter = _direct_layer("onnx 2-D")
+    call(data.astype(np.float16), filter.astype(np.float16))
+    assert not _api._prepared_calls
+    monkeypatch.setattr(_kernel_numba, "line_segmented", lambda axis, ci: True)
+    call, _, data, filter = _direct_layer("onnx 1-D grouped")
+    call(data, filter)
+    assert not _api._prepared_calls
+    monkeypatch.undo()
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct")
+    monkeypatch.setattr(_kernel, "PREPARED_MAX_FILTER_BYTES", filter.nbytes - 1)
+    call(data, filter)
+    assert not _api._prepared_calls
+    monkeypatch.setattr(_kernel, "PREPARED_MAX_FILTER_BYTES", filter.nbytes)
+    call(data, filter)
+    assert len(_api._prepared_calls) == 1

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _plan
 from ._dtypes import accumulation_dtype, check_dtypes
-from ._kernel import DENSE_MAX_ELEMENTS, prepare_dense, transposed_convolution
+from ._kernel import prepare_call, transposed_convolution
 
 __all__ = [
     "convolution_backprop_data",
@@ -104,16 +104,17 @@ def _canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.
     return filter.transpose(plan._filter_to_canonical).reshape(plan.canonical_filter_shape)
 
 
-#: Tiny layers computed by ``dense``, prepared once: ``(id(plan), data dtype, filter
-#: dtype) -> (plan, DenseCall)``, the most recently prepared last.
-_DENSE_CALLS_KEPT = 8
-_dense_calls: dict = {}
+#: Layers computed by ``dense`` or numba ``direct``, prepared once (after their first
+#: call): ``(id(plan), data dtype, filter dtype) -> (plan, DenseCall or DirectCall)``,
+#: the most recently prepared last.
+_PREPARED_CALLS_KEPT = 8
+_prepared_calls: dict = {}
 
 
 def _execute(plan, data, filter, bias=None, *, names=("data", "filter", "bias")):
     if bias is None:
         key = (id(plan), data.dtype, filter.dtype)
-        prepared = _dense_calls.get(key)
+        prepared = _prepared_calls.get(key)
         if prepared is not None and prepared[0] is plan:
             result = prepared[1](data, filter)
             if result is not None:
@@ -132,10 +133,10 @@ def _execute(plan, data, filter, bias=None, *, names=("data", "filter", "bias"))
         bias=bias,
         result_dtype=dtype,
     )
-    if bias is None and data[:1].size * result[:1].size <= DENSE_MAX_ELEMENTS:
-        call = prepare_dense(data, filter, weights, plan.axes, plan.channels_last)
+    if bias is None:
+        call = prepare_call(data, filter, weights, plan.axes, plan.channels_last)
         if call is not None:
-            _bounded_insert(_dense_calls, key, (plan, call), _DENSE_CALLS_KEPT)
+            _bounded_insert(_prepared_calls, key, (plan, call), _PREPARED_CALLS_KEPT)
     return result
 
 

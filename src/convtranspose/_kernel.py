@@ -2044,23 +2044,67 @@ class DenseCall:
         return out if finite else None
 
 
-def prepare_dense(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
-                  axes: tuple[AxisPlan, ...], channels_last: bool) -> DenseCall | None:
-    """A :class:`DenseCall` for this layer, or None unless ``dense`` computes it in the data's dtype.
+class DirectCall:
+    """A layer that :func:`transposed_convolution` computes with numba ``direct``, prepared.
 
-    ``filter`` is the caller's filter and ``weights`` its ``(G, Ci, Co, K...)`` view;
-    only float32 and float64 (no rounding afterwards) qualify.
+    The same contract as :class:`DenseCall`: for data and a filter as at preparation
+    (float32 or float64, the filter of the same bits, the same environment switches)
+    it returns what :func:`transposed_convolution` returns without bias, calling the
+    plane kernel with everything but the data set up
+    (:func:`convtranspose._kernel_numba.prepare_direct`).  The filter is finite (its
+    taps meet the windows' zero borders), so any data gives the exact sums; None only
+    for another filter or switch.
+    """
+
+    __slots__ = ("_filter", "_compute", "_shape", "_dtype", "_switches")
+
+    def __init__(self, filter: np.ndarray, compute, shape: tuple[int, ...], dtype: np.dtype):
+        self._filter = _frozen(np.array(filter, copy=True, order="K"))
+        self._compute, self._shape, self._dtype = compute, shape, dtype
+        self._switches = _switch_state()
+
+    def __call__(self, data: np.ndarray, filter: np.ndarray) -> np.ndarray | None:
+        if _switch_state() != self._switches or not _same_bits(self._filter, filter):
+            return None
+        out = np.empty(self._shape, self._dtype)
+        self._compute(data, out)
+        return out
+
+
+#: Filters of at most this many bytes are kept by a :class:`DirectCall`, which
+#: compares them with the caller's in every call (as the filter memo does anyway).
+PREPARED_MAX_FILTER_BYTES = 1 << 20
+
+
+def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
+                 axes: tuple[AxisPlan, ...], channels_last: bool):
+    """A :class:`DenseCall` or :class:`DirectCall` for this layer, or None.
+
+    ``filter`` is the caller's filter and ``weights`` its ``(G, Ci, Co, K...)`` view.
+    Only float32 and float64 layers (no rounding afterwards) that :func:`choose_algorithm`
+    gives to ``dense`` or to numba ``direct`` (a filter of at most
+    :data:`PREPARED_MAX_FILTER_BYTES`, finite) qualify.
     """
     dtype = data.dtype
     if dtype not in (np.float32, np.float64) or not dtype.isnative or filter.dtype != dtype:
         return None
     batch = data.shape[0]
-    if choose_algorithm(batch, axes, weights.shape, channels_last=channels_last,
-                        dtype=dtype) != "dense":
-        return None
+    algorithm = choose_algorithm(batch, axes, weights.shape, channels_last=channels_last,
+                                 dtype=dtype)
     shape = _result_shape(batch, weights.shape, axes, channels_last)
-    matrix = _dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
-    return DenseCall(filter.tobytes(), matrix, shape, dtype)
+    if algorithm == "dense":
+        matrix = _dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
+        return DenseCall(filter.tobytes(), matrix, shape, dtype)
+    if (algorithm != "direct" or not _numba_usable() or len(axes) > 3
+            or filter.nbytes > PREPARED_MAX_FILTER_BYTES):
+        return None
+    derived = _derived_from(weights, "direct")
+    if not derived.get("finite"):
+        return None
+    from ._kernel_numba import prepare_direct
+
+    compute = prepare_direct(batch, weights, axes, dtype, channels_last, derived)
+    return None if compute is None else DirectCall(filter, compute, shape, dtype)
 
 
 # --------------------------------------------------------------------------- direct

@@ -61,7 +61,8 @@ from ._kernel import (DIRECT_PARALLEL_MACS, PLANE_CO_BLOCK, _axis_phases, direct
                       line_segment_inputs, line_segmented, plane_schedule)
 from ._plan import AxisPlan
 
-__all__ = ["blocked_shape", "col2im_scatter", "direct_blocked", "direct_phase"]
+__all__ = ["blocked_shape", "col2im_scatter", "direct_blocked", "direct_phase",
+           "prepare_direct"]
 
 _THREADS = max(1, min(os.cpu_count() or 1, 8))
 _PIECES_PER_THREAD = 8
@@ -724,10 +725,12 @@ def _bfloat16_pairs(data, weights, dtype, lanes, derived) -> np.ndarray | None:
     additions differs, as between any two algorithms).  One pass over the data's
     bits checks :func:`_pairs_exact` (the weights' is kept in ``derived``).
     """
+    if not (dtype == np.float32 and lanes == 16 and data.dtype.name == "bfloat16"
+            and weights.dtype.name == "bfloat16"):
+        return None
     from ._numba_vectors import has_bfloat16_pairs
 
-    if not (dtype == np.float32 and lanes == 16 and data.dtype.name == "bfloat16"
-            and weights.dtype.name == "bfloat16" and has_bfloat16_pairs()):
+    if not has_bfloat16_pairs():
         return None
     key = ("pairs exact",)
     if key not in derived:
@@ -739,15 +742,26 @@ def _bfloat16_pairs(data, weights, dtype, lanes, derived) -> np.ndarray | None:
 
 
 def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, derived):
-    groups, ci, co = weights.shape[:3]
-    tables = _window_tables(axes3, groups, ci, co)
-    lanes, co_block, most_vectors = planes_block_shape(np.dtype(dtype).itemsize, co)
+    lanes = planes_block_shape(np.dtype(dtype).itemsize, weights.shape[2])[0]
     source = _bfloat16_pairs(data, weights, dtype, lanes, derived)
     pairs = source is not None
     if not pairs:
         if data.dtype != dtype or not data.flags.c_contiguous:
             data = np.ascontiguousarray(data, dtype)
         source = data.reshape(-1)
+    run = _plane_runner(data.shape[0], weights, axes3, dtype, threads, channels_last, derived,
+                        pairs)
+    run(source, out.reshape(-1))
+
+
+def _plane_runner(batch, weights, axes3, dtype, threads, channels_last, derived, pairs):
+    """``run(source, target)``: the plane kernel over flat data (or its bfloat16 bits when
+    ``pairs``) into the flat result, with everything but the data prepared: the
+    reordered weights (kept in ``derived``), the tables, the schedule and the kernel.
+    """
+    groups, ci, co = weights.shape[:3]
+    tables = _window_tables(axes3, groups, ci, co)
+    lanes, co_block, most_vectors = planes_block_shape(np.dtype(dtype).itemsize, co)
     key = ("planes", "pairs" if pairs else np.dtype(dtype).str, co_block)
     w = derived.get(key)
     if w is None:  # FCN-32x's 1.8 M weights: 3 ms
@@ -759,7 +773,6 @@ def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, der
                                  co_block, 1)
         w = derived[key] = _frozen(w)[0]
     units = -(-ci // 2) if pairs else ci  # window elements per position
-    target = out.reshape(-1)
     geometry = tables[1]
     blocks1 = int(geometry[0, 3])
     plane = int(geometry[1, 0] * geometry[2, 0])
@@ -767,16 +780,20 @@ def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, der
     # Bands of the first axis: window and accumulator of about _BAND_ELEMENTS, and at
     # least two items per thread (FCN-32x, one plane: 23 ms on one thread or two).
     widest = _BAND_ELEMENTS // (plane * (units + co_block * int(geometry[2, 2])))
-    planes = data.shape[0] * groups
+    planes = batch * groups
     min_bands = -(-2 * threads // max(1, planes)) if threads > 1 else 1
     # 2-D (the unit middle axis: window rows `plane` apart) may take blocks of rows.
     row_segments = -(-int(geometry[2, 3]) // lanes) if geometry[1, 0] == 1 else 0
     band, vectors, _, segments = plane_schedule(blocks1, plane, tail, widest, min_bands, lanes,
                                                 most_vectors, co_block, row_segments)
-    bands = -(-blocks1 // band)
+    items = planes * -(-blocks1 // band)
     kernel = _planes_kernel(lanes, co_block, vectors, pairs, segments)
-    _parallel(lambda a, b: kernel(source, w, target, *tables, band, channels_last, a, b),
-              data.shape[0] * groups * bands, threads)
+
+    def run(source, target):
+        _parallel(lambda a, b: kernel(source, w, target, *tables, band, channels_last, a, b),
+                  items, threads)
+
+    return run
 
 
 def _direct_line_segments(data, weights, axis, dtype, out, threads, channels_last, strided,
@@ -848,6 +865,23 @@ def _three_axes(axes) -> tuple[AxisPlan, ...]:
     return (axes[0],) + (unit,) * (3 - len(axes)) + tuple(axes[1:])
 
 
+def _per_position(groups: int, ci: int, co: int, channels_last: bool) -> bool:
+    """Whether :func:`_channels_last_kernel` computes the layer (else the plane kernel).
+
+    Few channels per group with many groups: the plane kernel would read and write
+    them with large strides.  At most 4 products per group, or the per-position
+    kernel's channel loops have run-time bounds and do not vectorise (FCN-2x 21->21
+    channels-last: 0.40 ms there, 0.13 ms in the plane kernel).
+    """
+    return channels_last and groups * max(ci, co) >= _CHANNELS_LAST_MIN_WIDTH and ci * co <= 4
+
+
+def _threads(batch: int, weights_shape: tuple[int, ...], axes) -> int:
+    groups, ci, co = weights_shape[:3]
+    out_size = batch * groups * co * math.prod(axis.output_size for axis in axes)
+    return _THREADS if direct_worth_threads(out_size, ci, axes) else 1
+
+
 def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None):
     """Fill ``out`` (the layout of ``data``) with the transposed convolution.
 
@@ -856,16 +890,13 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None):
     """
     groups, ci, co = weights.shape[:3]
     axes3 = _three_axes(axes)
-    threads = _THREADS if direct_worth_threads(out.size, ci, axes) else 1
+    threads = _threads(data.shape[0], weights.shape, axes)
     target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
-    if channels_last and groups * max(ci, co) >= _CHANNELS_LAST_MIN_WIDTH and ci * co <= 4:
+    if _per_position(groups, ci, co, channels_last):
         _direct_channels_last(data, weights, axes3, dtype, target, threads)
     else:
         # Few channels: too short for vectors along them; the plane kernel reads and
         # writes channels-last data with strides (one channel: the same memory layout).
-        # So do more than 4 products per group: the per-position kernel's channel
-        # loops then have run-time bounds and do not vectorise (FCN-2x 21->21
-        # channels-last: 0.40 ms there, 0.13 ms in the plane kernel).
         strided = channels_last and (groups * ci > 1 or groups * co > 1)
         derived = {} if derived is None else derived
         if len(axes) == 1 and line_segmented(axes[0], ci):
@@ -875,6 +906,30 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None):
             _direct_planes(data, weights, axes3, dtype, target, threads, strided, derived)
     if target is not out:
         np.copyto(out, target)
+
+
+def prepare_direct(batch, weights, axes, dtype, channels_last, derived):
+    """``compute(data, out)``: :func:`direct_phase` for this layer with the plane kernel
+    set up once, or None where it takes another path (the per-position kernel, long
+    lines in segments).
+
+    For repeated calls of one layer (:class:`convtranspose._kernel.DirectCall`): the
+    general path's Python around a small kernel costs about as much as the kernel
+    (FCN-2x 21->21: 40 us around 45).  ``data`` must have ``dtype`` (float32 or
+    float64; no bfloat16 pairs), ``out`` be C-contiguous.
+    """
+    groups, ci, co = weights.shape[:3]
+    if _per_position(groups, ci, co, channels_last) or (
+            len(axes) == 1 and line_segmented(axes[0], ci)):
+        return None
+    strided = channels_last and (groups * ci > 1 or groups * co > 1)
+    run = _plane_runner(batch, weights, _three_axes(axes), dtype,
+                        _threads(batch, weights.shape, axes), strided, derived, False)
+
+    def compute(data, out):
+        run(np.ascontiguousarray(data).reshape(-1), out.reshape(-1))
+
+    return compute
 
 
 # --------------------------------------------------------------------------- direct-blocked
@@ -1246,7 +1301,7 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias=None):
     order = _line_order(axes3[0], axes3[1])
     _parallel(lambda a, b: kernel(source, flat_weights, flat_out, bits, bias, mode, sizes,
                                   in_steps, out_steps, order, *tables, a, b),
-              lines, _THREADS if direct_worth_threads(out.size, ci, axes) else 1)
+              lines, _threads(batch, weights.shape, axes))
     if target is not out:
         np.copyto(out, target)
 
