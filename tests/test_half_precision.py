@@ -142,12 +142,12 @@ def _oracle_rounded(data, weights, axes, bias, dtype):
 def test_kernels_round_their_float32_sums_once(monkeypatch, numba_mode, rank, dtype, algorithm):
     rng = np.random.default_rng(300 + rank)
     axes, data, weights, bias = _rounding_case(rng, rank, dtype)
-    rounds_itself = (algorithm == "direct-blocked" and numba_mode
+    rounds_itself = (algorithm in ("direct-blocked", "direct") and numba_mode
                      and _casts.rounds_in_kernels(np.dtype(np.float32), dtype))
     if rounds_itself:
         # No float32 result is rounded afterwards: the kernel stores the bits itself.
         def no_narrow(*args):
-            raise AssertionError("direct-blocked rounded a float32 result afterwards")
+            raise AssertionError(f"{algorithm} rounded a float32 result afterwards")
         monkeypatch.setattr(_casts, "narrow", no_narrow)
     finite = np.isfinite(data.astype(np.float32)).all(axis=tuple(range(1, data.ndim)))
     # Algorithms that multiply padding zeros by an infinity give NaNs of their own:
@@ -243,23 +243,33 @@ def test_software_float16_rounding_gives_the_bits_of_astype():
 @pytest.mark.parametrize("dtype", HALF, ids=HALF_IDS)
 def test_choice_charges_a_float32_result_to_algorithms_that_round_it_afterwards(monkeypatch,
                                                                                 dtype):
-    # direct-blocked rounds as it stores; every other algorithm pays a whole float32
-    # result and a rounding pass, which can turn the choice (and only for half results).
+    # direct-blocked and direct's plane kernel round as they store; every other
+    # algorithm (and direct's per-position kernel) pays a whole float32 result and a
+    # rounding pass, which can turn the choice (and only for half results).
     monkeypatch.delenv(_kernel.NO_NUMBA_ENV, raising=False)
     monkeypatch.delenv(_kernel.ALGORITHM_ENV, raising=False)
     axes = (AxisPlan(10, 4, 2, 1, 1, 20), AxisPlan(10, 4, 2, 1, 1, 20))
-    weights_shape = (2, 3, 5, 4, 4)
-    outputs = 2 * 5 * 20 * 20 * 3  # batch 3
-    margin = _kernel._ROUNDING_NS * outputs
+    planes = (2, 3, 5, 4, 4)  # the plane kernel in either layout
+    per_position = (16, 1, 1, 4, 4)  # depthwise channels-last: the per-position kernel
     try:
-        for gap, rounded_choice in ((0.5 * margin, "direct-blocked"), (2 * margin, "direct")):
-            costs = {"direct": 1e6, "direct-blocked": 1e6 + gap, "gemm-ncx": 1e6 + 3 * margin}
-            monkeypatch.setattr(_kernel, "_costs", lambda *args, costs=costs: dict(costs))
-            _kernel._choose.cache_clear()
-            assert _kernel.choose_algorithm(3, axes, weights_shape) == "direct"
-            assert _kernel.choose_algorithm(3, axes, weights_shape,
-                                            result_dtype=np.dtype(dtype)) == rounded_choice
-            assert _kernel.choose_algorithm(3, axes, weights_shape,
-                                            result_dtype=np.dtype(np.float32)) == "direct"
+        for weights_shape, channels_last, direct_rounds in (
+                (planes, False, True), (planes, True, True), (per_position, False, True),
+                (per_position, True, False)):
+            outputs = 3 * weights_shape[0] * weights_shape[2] * 20 * 20  # batch 3
+            margin = _kernel._ROUNDING_NS * outputs
+            for gap in (0.5 * margin, 2 * margin):
+                for rounder in ("direct", "direct-blocked"):
+                    costs = {rounder: 1e6 + gap, "gemm-ncx": 1e6}
+                    monkeypatch.setattr(_kernel, "_costs", lambda *args, costs=costs: dict(costs))
+                    _kernel._choose.cache_clear()
+                    rounds = rounder == "direct-blocked" or direct_rounds
+                    for result_dtype, expected in (
+                            (None, "gemm-ncx"), (np.float32, "gemm-ncx"),
+                            (dtype, rounder if rounds and gap < margin else "gemm-ncx")):
+                        got = _kernel.choose_algorithm(
+                            3, axes, weights_shape, channels_last=channels_last,
+                            result_dtype=None if result_dtype is None else np.dtype(result_dtype))
+                        assert got == expected, (weights_shape, channels_last, rounder, gap,
+                                                 result_dtype)
     finally:
         _kernel._choose.cache_clear()  # no choice made from the fake costs outlives the test

@@ -91,7 +91,7 @@ ROUTES = {"ncx": (False, None), "nxc-rows": (True, 0), "nxc-planes": (True, 1 <<
 def _route(monkeypatch, name):
     channels_last, min_width = ROUTES[name]
     if min_width is not None:
-        monkeypatch.setattr(_kernel_numba, "_CHANNELS_LAST_MIN_WIDTH", min_width)
+        monkeypatch.setattr(_kernel, "DIRECT_CHANNELS_LAST_MIN_WIDTH", min_width)
     return channels_last
 
 
@@ -452,6 +452,50 @@ def test_long_lines_cut_into_segments(monkeypatch, route):
         _check(data, weights, axes, (np.float64, np.float32)[trial % 2], channels_last)
         assert (len(segmented) > before) == _kernel.line_segmented(axes[0], ci)
     assert len(segmented) >= 6
+
+
+# --------------------------------------------------------------------------- rounded stores
+
+
+@pytest.mark.parametrize("route", ["ncx", "nxc-planes"])
+@pytest.mark.parametrize("half", ["float16", "bfloat16"])
+def test_plane_kernel_rounds_half_results_as_it_stores(monkeypatch, route, half):
+    # float16/bfloat16 results are rounded from the float32 sums (plus the bias) as the
+    # plane kernel stores them: each store loop (strides 1, 2 and more, channels-last
+    # strides), long lines in segments (those that read no input: the bias alone), and
+    # no float32 result rounded afterwards.  Small integers: the float32 sums are exact,
+    # so the bits must be those of the oracle's sums rounded by astype.
+    from convtranspose import _casts
+
+    half = np.dtype(half) if half == "float16" else np.dtype(pytest.importorskip("ml_dtypes")
+                                                              .bfloat16)
+    channels_last = _route(monkeypatch, route)
+
+    def no_narrow(*args):
+        raise AssertionError("a float32 result was rounded afterwards")
+    monkeypatch.setattr(_casts, "narrow", no_narrow)
+    monkeypatch.setattr(_kernel, "LINE_SEGMENT_ELEMENTS", 300)
+    rng = np.random.default_rng(97)
+    for trial in range(9):
+        rank = 1 + trial % 3
+        axes = _random_axes(rng, rank, max_size=(400, 12, 6)[rank - 1])
+        groups, ci, co = int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 7))
+        data = rng.integers(-40, 41, (2, groups * ci) + tuple(a.input_size for a in axes))
+        weights = rng.integers(-40, 41, (groups, ci, co) + tuple(a.kernel_size for a in axes))
+        bias = (rng.integers(-99, 100, groups * co) / 8).astype(np.float32) if trial % 2 else None
+        sums = _reference(data.astype(np.float64), weights.astype(np.float64), axes)
+        if bias is not None:
+            sums = sums + bias.reshape((-1,) + (1,) * rank)
+        expected = sums.astype(np.float32).astype(half)
+        source = np.moveaxis(data, 1, -1) if channels_last else data
+        got = _kernel.transposed_convolution(
+            np.ascontiguousarray(source, np.float32), weights.astype(np.float32), axes,
+            dtype=np.dtype(np.float32), channels_last=channels_last, bias=bias,
+            algorithm="direct", result_dtype=half)
+        assert got.dtype == half
+        got = np.moveaxis(got, -1, 1) if channels_last else got
+        np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16),
+                                      err_msg=f"{axes} {weights.shape}")
 
 
 # --------------------------------------------------------------------------- bfloat16 pairs

@@ -57,7 +57,8 @@ import numba
 import numpy as np
 
 from ._casts_numba import bfloat16_bits, float16_bits
-from ._kernel import (DIRECT_PARALLEL_MACS, PLANE_CO_BLOCK, _axis_phases, direct_worth_threads,
+from ._kernel import (DIRECT_PARALLEL_MACS, PLANE_CO_BLOCK, _axis_phases, direct_per_position,
+                      direct_worth_threads,
                       line_segment_inputs, line_segmented, plane_schedule)
 from ._plan import AxisPlan
 
@@ -81,9 +82,6 @@ _CHUNK_WINDOW_ELEMENTS = 1 << 13
 #: planes, alternating A/B: stride-1 64->64 64^2 3.3-6.0 -> 3.1-4.8 ms, 3D 128->64
 #: 16^3 k2 8.6-11.9 -> 8.0-9.2; 3 KB planes (grouped 28^2) lost with the copy).
 _FAR_CHANNELS_BYTES = 1 << 14
-#: Channels-last layers with fewer channels than this (per side, G * max(Ci, Co)) are
-#: computed by the plane kernel: vectors along so few channels are too short.
-_CHANNELS_LAST_MIN_WIDTH = 8
 _pool = None
 
 
@@ -328,9 +326,36 @@ def _pair_windows(length, like):  # pragma: no cover - compiled
     return halves, halves.view(np.uint32)
 
 
+#: ``mode`` of the plane and ``direct-blocked`` kernels: float32 (or float64) sums
+#: stored as they are, or rounded to float16 or bfloat16 bits.
+_KEEP, _FLOAT16, _BFLOAT16 = 0, 1, 2
+
+
+@numba.njit(nogil=True, cache=False, inline="always")
+def _store_sum(out, at, value, shift, biased):  # pragma: no cover - compiled
+    out[at] = value
+
+
+@numba.njit(nogil=True, cache=False, inline="always")
+def _store_float16(out, at, value, shift, biased):  # pragma: no cover - compiled
+    # The bias is added in float32 before the one rounding, as the float32 path adds
+    # it to its result; without one nothing is added, not even a zero (-0.0 + 0.0 is
+    # +0.0).
+    out[at] = float16_bits(np.float32(value) + np.float32(shift) if biased else np.float32(value))
+
+
+@numba.njit(nogil=True, cache=False, inline="always")
+def _store_bfloat16(out, at, value, shift, biased):  # pragma: no cover - compiled
+    out[at] = bfloat16_bits(np.float32(value) + np.float32(shift) if biased
+                            else np.float32(value))
+
+
+_STORES = {_KEEP: _store_sum, _FLOAT16: _store_float16, _BFLOAT16: _store_bfloat16}
+
+
 @functools.lru_cache(maxsize=None)
 def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
-                   segments: int = 0):
+                   segments: int = 0, mode: int = 0):
     """The channels-first plane kernel for one block shape (compiled on first use).
 
     ``pairs``: the bfloat16 kernel (:func:`_bfloat16_pairs`): source is the data's
@@ -338,11 +363,14 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
     element holds two input channels (``vdpbf16ps``).  ``segments``: blocks of whole
     output rows, ``segments`` vectors each (2-D layers; see
     :func:`convtranspose._kernel.plane_schedule`); 0: blocks of one flat run.
+    ``mode``: ``_KEEP`` stores the sums, ``_FLOAT16``/``_BFLOAT16`` their float16 or
+    bfloat16 bits (plus the bias, if any), rounded once as they are stored.
     """
     from ._numba_vectors import compile_source
 
     block = compile_source(_plane_block_source(lanes, co_block, vectors, pairs, segments),
                            "plane_block")
+    put = _STORES[mode]
     block_length = lanes * vectors
     row_blocks = segments > 0
     block_rows = vectors // segments if row_blocks else 1
@@ -352,12 +380,14 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
         np.uint64(1), np.uint64(0), np.uint64(0))
 
     @numba.njit(nogil=True, cache=False)
-    def kernel(source, weights, out, sizes, geometry, counts, tap_k, tap_offset, tap_count,
-               band, channels_last, start, stop):  # pragma: no cover
+    def kernel(source, weights, out, bias, sizes, geometry, counts, tap_k, tap_offset,
+               tap_count, band, channels_last, start, stop):  # pragma: no cover
         # Flat C-order buffers: source (N, G, Ci, X1, X2, X3), weights as _blocked_weights
         # lays them out, out (N, G, Co, Y1, Y2, Y3), or source (N, X1, X2, X3, G, Ci) and
         # out (N, Y1, Y2, Y3, G, Co) when channels_last (for few channels: strided window
-        # fills and stores); sizes = (G, Ci, Co, X, Y, K) with X, Y, K the spatial
+        # fills and stores); out holds uint16 bits when rounding (`mode`); bias (G * Co,
+        # or empty) has the sums' dtype and is added only when rounding; sizes = (G,
+        # Ci, Co, X, Y, K) with X, Y, K the spatial
         # volumes.  Each (n, g) plane is cut into bands of `band` output blocks of the
         # first axis (so that window and accumulator stay in cache); computes the (n,
         # band, g) items with flat index in [start, stop) (groups innermost: neighbouring
@@ -406,7 +436,8 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
         channel_pitch = s3 * pitch
         fill, windows = new_windows(units * window_volume + block_length + block_rows * plane,
                                     source)
-        acc = np.empty(co_block * channel_pitch, out.dtype)
+        acc = np.empty(co_block * channel_pitch, bias.dtype)
+        biased = bias.size > 0
         most = tap_k.shape[2] ** 3
         reads = np.empty(most, np.int64)
         starts = np.empty(most, np.int64)
@@ -494,6 +525,7 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
                                 out_at = n * y_volume * groups * co_count + g * co_count + co0 + c
                             else:
                                 out_at = (flat * co_count + co0 + c) * y_volume
+                            channel_bias = bias[g * co_count + co0 + c] if biased else bias.dtype.type(0)
                             for j1 in range(band_first, min(counts[0, p1], band_first + band_blocks)):
                                 for j2 in range(counts[1, p2]):
                                     row = np.uint64(out_at) + np.uint64(
@@ -502,20 +534,23 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
                                                    + j2 * w3)
                                     if s3 == 1 and not channels_last:
                                         for t in range(row_length):
-                                            out[row + t] = acc[at + t]
+                                            put(out, row + t, acc[at + t], channel_bias, biased)
                                     elif s3 == 2 and not channels_last:
                                         odd = at + phase_pitch
                                         for t in range(half):
-                                            out[row + t + t] = acc[at + t]
-                                            out[row + t + t + one] = acc[odd + t]
+                                            put(out, row + t + t, acc[at + t], channel_bias, biased)
+                                            put(out, row + t + t + one, acc[odd + t],
+                                                channel_bias, biased)
                                         if out3 % 2:
-                                            out[row + half + half] = acc[at + half]
+                                            put(out, row + half + half, acc[at + half],
+                                                channel_bias, biased)
                                     else:
                                         for p3 in range(min(s3, out3)):
                                             into = row + np.uint64(p3) * out_step
                                             run = at + np.uint64(p3) * phase_pitch
                                             for t in range(np.uint64(counts[2, p3])):
-                                                out[into + t * out_stride3] = acc[run + t]
+                                                put(out, into + t * out_stride3, acc[run + t],
+                                                    channel_bias, biased)
 
     return kernel
 
@@ -741,7 +776,14 @@ def _bfloat16_pairs(data, weights, dtype, lanes, derived) -> np.ndarray | None:
     return bits if exact else None
 
 
-def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, derived):
+def _store_mode(out_dtype: np.dtype, dtype: np.dtype) -> int:
+    if out_dtype == dtype:
+        return _KEEP
+    return _FLOAT16 if out_dtype == np.float16 else _BFLOAT16
+
+
+def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, derived,
+                   bias=None):
     lanes = planes_block_shape(np.dtype(dtype).itemsize, weights.shape[2])[0]
     source = _bfloat16_pairs(data, weights, dtype, lanes, derived)
     pairs = source is not None
@@ -749,15 +791,19 @@ def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, der
         if data.dtype != dtype or not data.flags.c_contiguous:
             data = np.ascontiguousarray(data, dtype)
         source = data.reshape(-1)
+    mode = _store_mode(out.dtype, dtype)
     run = _plane_runner(data.shape[0], weights, axes3, dtype, threads, channels_last, derived,
-                        pairs)
-    run(source, out.reshape(-1))
+                        pairs, mode, bias)
+    target = out.reshape(-1)
+    run(source, target if mode == _KEEP else target.view(np.uint16))
 
 
-def _plane_runner(batch, weights, axes3, dtype, threads, channels_last, derived, pairs):
+def _plane_runner(batch, weights, axes3, dtype, threads, channels_last, derived, pairs,
+                  mode=_KEEP, bias=None):
     """``run(source, target)``: the plane kernel over flat data (or its bfloat16 bits when
-    ``pairs``) into the flat result, with everything but the data prepared: the
-    reordered weights (kept in ``derived``), the tables, the schedule and the kernel.
+    ``pairs``) into the flat result (its ``uint16`` bits when rounding to ``mode``, the
+    ``bias`` added before), with everything but the data prepared: the reordered
+    weights (kept in ``derived``), the tables, the schedule and the kernel.
     """
     groups, ci, co = weights.shape[:3]
     tables = _window_tables(axes3, groups, ci, co)
@@ -787,17 +833,19 @@ def _plane_runner(batch, weights, axes3, dtype, threads, channels_last, derived,
     band, vectors, _, segments = plane_schedule(blocks1, plane, tail, widest, min_bands, lanes,
                                                 most_vectors, co_block, row_segments)
     items = planes * -(-blocks1 // band)
-    kernel = _planes_kernel(lanes, co_block, vectors, pairs, segments)
+    kernel = _planes_kernel(lanes, co_block, vectors, pairs, segments, mode)
+    added = np.empty(0, dtype) if bias is None or mode == _KEEP else np.ascontiguousarray(
+        bias, dtype)
 
     def run(source, target):
-        _parallel(lambda a, b: kernel(source, w, target, *tables, band, channels_last, a, b),
-                  items, threads)
+        _parallel(lambda a, b: kernel(source, w, target, added, *tables, band, channels_last,
+                                      a, b), items, threads)
 
     return run
 
 
 def _direct_line_segments(data, weights, axis, dtype, out, threads, channels_last, strided,
-                          derived):
+                          derived, bias=None):
     """A long 1-D layer cut into segments of its output, each a plane kernel call.
 
     One line's window holds every input channel's whole line (HiFi-GAN 256->128 L65536:
@@ -818,14 +866,18 @@ def _direct_line_segments(data, weights, axis, dtype, out, threads, channels_las
         x0 = min(size, max(0, -(-(y0 + axis.offset - reach) // stride)))
         x1 = max(x0, min(size, (y1 - 1 + axis.offset) // stride + 1))
         into = out[..., y0:y1, :] if channels_last else out[..., y0:y1]
-        if x1 == x0:
-            into[...] = 0
+        if x1 == x0:  # no input reaches it: zero sums (plus the bias when rounding here)
+            sums = np.zeros(into.shape, dtype)
+            if bias is not None and out.dtype != dtype:
+                sums += np.asarray(bias, dtype).reshape((-1,) if channels_last else (-1, 1))
+            into[...] = sums
             return
         plan = AxisPlan(x1 - x0, kernel, stride, axis.dilation, axis.offset + y0 - x0 * stride,
                         y1 - y0)
         part = data[..., x0:x1, :] if channels_last else data[..., x0:x1]
-        result = np.empty(into.shape, dtype)
-        _direct_planes(part, weights, _three_axes((plan,)), dtype, result, 1, strided, derived)
+        result = np.empty(into.shape, out.dtype)
+        _direct_planes(part, weights, _three_axes((plan,)), dtype, result, 1, strided, derived,
+                       bias)
         into[...] = result
 
     def work(first, stop):
@@ -865,34 +917,28 @@ def _three_axes(axes) -> tuple[AxisPlan, ...]:
     return (axes[0],) + (unit,) * (3 - len(axes)) + tuple(axes[1:])
 
 
-def _per_position(groups: int, ci: int, co: int, channels_last: bool) -> bool:
-    """Whether :func:`_channels_last_kernel` computes the layer (else the plane kernel).
-
-    Few channels per group with many groups: the plane kernel would read and write
-    them with large strides.  At most 4 products per group, or the per-position
-    kernel's channel loops have run-time bounds and do not vectorise (FCN-2x 21->21
-    channels-last: 0.40 ms there, 0.13 ms in the plane kernel).
-    """
-    return channels_last and groups * max(ci, co) >= _CHANNELS_LAST_MIN_WIDTH and ci * co <= 4
-
-
 def _threads(batch: int, weights_shape: tuple[int, ...], axes) -> int:
     groups, ci, co = weights_shape[:3]
     out_size = batch * groups * co * math.prod(axis.output_size for axis in axes)
     return _THREADS if direct_worth_threads(out_size, ci, axes) else 1
 
 
-def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None):
+def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None, bias=None):
     """Fill ``out`` (the layout of ``data``) with the transposed convolution.
 
-    ``derived``: a dict kept with these weights across calls (the caller's filter
-    memo), where the plane kernel keeps its reordered weights; None: reorder anew.
+    ``out`` has the accumulation ``dtype``, or, with the plane kernel (not
+    :func:`convtranspose._kernel.direct_per_position`), is float16 or bfloat16 (with
+    float32 ``dtype``): then the sums, plus ``bias`` (``(G*Co,)``, read only then),
+    are rounded once into it as they are stored, bit for bit as ``astype`` rounds
+    the float32 result.  ``derived``: a dict kept with these weights across calls
+    (the caller's filter memo), where the plane kernel keeps its reordered weights;
+    None: reorder anew.
     """
     groups, ci, co = weights.shape[:3]
     axes3 = _three_axes(axes)
     threads = _threads(data.shape[0], weights.shape, axes)
-    target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
-    if _per_position(groups, ci, co, channels_last):
+    target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+    if direct_per_position(groups, ci, co, channels_last):
         _direct_channels_last(data, weights, axes3, dtype, target, threads)
     else:
         # Few channels: too short for vectors along them; the plane kernel reads and
@@ -901,9 +947,9 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None):
         derived = {} if derived is None else derived
         if len(axes) == 1 and line_segmented(axes[0], ci):
             _direct_line_segments(data, weights, axes[0], dtype, target, threads, channels_last,
-                                  strided, derived)
+                                  strided, derived, bias)
         else:
-            _direct_planes(data, weights, axes3, dtype, target, threads, strided, derived)
+            _direct_planes(data, weights, axes3, dtype, target, threads, strided, derived, bias)
     if target is not out:
         np.copyto(out, target)
 
@@ -919,7 +965,7 @@ def prepare_direct(batch, weights, axes, dtype, channels_last, derived):
     float64; no bfloat16 pairs), ``out`` be C-contiguous.
     """
     groups, ci, co = weights.shape[:3]
-    if _per_position(groups, ci, co, channels_last) or (
+    if direct_per_position(groups, ci, co, channels_last) or (
             len(axes) == 1 and line_segmented(axes[0], ci)):
         return None
     strided = channels_last and (groups * ci > 1 or groups * co > 1)
@@ -1051,11 +1097,6 @@ def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int
         return total
 
     return lanes, vectors, chunk, min(candidates, key=lambda p: (waste(p), -p))
-
-
-#: ``mode`` of the ``direct-blocked`` kernel: float32 (or float64) sums stored as they
-#: are, or rounded to float16 or bfloat16 bits.
-_KEEP, _FLOAT16, _BFLOAT16 = 0, 1, 2
 
 
 @numba.njit(nogil=True, cache=False)
