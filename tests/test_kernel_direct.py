@@ -463,8 +463,10 @@ def test_plane_kernel_rounds_half_results_as_it_stores(monkeypatch, route, half)
     # float16/bfloat16 results are rounded from the float32 sums (plus the bias) as the
     # plane kernel stores them: each store loop (strides 1, 2 and more, channels-last
     # strides), long lines in segments (those that read no input: the bias alone), and
-    # no float32 result rounded afterwards.  Small integers: the float32 sums are exact,
-    # so the bits must be those of the oracle's sums rounded by astype.
+    # no float32 result rounded afterwards.  Half data (every other trial) is widened
+    # as the windows are filled, never copied to float32 first.  Small integers: the
+    # float32 sums are exact, so the bits must be those of the oracle's sums rounded
+    # by astype.
     from convtranspose import _casts
 
     half = np.dtype(half) if half == "float16" else np.dtype(pytest.importorskip("ml_dtypes")
@@ -474,6 +476,12 @@ def test_plane_kernel_rounds_half_results_as_it_stores(monkeypatch, route, half)
     def no_narrow(*args):
         raise AssertionError("a float32 result was rounded afterwards")
     monkeypatch.setattr(_casts, "narrow", no_narrow)
+    real_widen = _casts.widen
+
+    def no_widen(array):
+        assert array.dtype not in (np.float16, half), "half data was widened first"
+        return real_widen(array)
+    monkeypatch.setattr(_casts, "widen", no_widen)
     monkeypatch.setattr(_kernel, "LINE_SEGMENT_ELEMENTS", 300)
     rng = np.random.default_rng(97)
     for trial in range(9):
@@ -482,16 +490,18 @@ def test_plane_kernel_rounds_half_results_as_it_stores(monkeypatch, route, half)
         groups, ci, co = int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 7))
         data = rng.integers(-40, 41, (2, groups * ci) + tuple(a.input_size for a in axes))
         weights = rng.integers(-40, 41, (groups, ci, co) + tuple(a.kernel_size for a in axes))
-        bias = (rng.integers(-99, 100, groups * co) / 8).astype(np.float32) if trial % 2 else None
+        bias = (rng.integers(-99, 100, groups * co) / 8).astype(np.float32) if trial % 3 else None
         sums = _reference(data.astype(np.float64), weights.astype(np.float64), axes)
         if bias is not None:
             sums = sums + bias.reshape((-1,) + (1,) * rank)
         expected = sums.astype(np.float32).astype(half)
         source = np.moveaxis(data, 1, -1) if channels_last else data
+        operands = half if trial % 2 else np.float32
         got = _kernel.transposed_convolution(
-            np.ascontiguousarray(source, np.float32), weights.astype(np.float32), axes,
-            dtype=np.dtype(np.float32), channels_last=channels_last, bias=bias,
-            algorithm="direct", result_dtype=half)
+            np.ascontiguousarray(source, operands), weights.astype(operands), axes,
+            dtype=np.dtype(np.float32), channels_last=channels_last,
+            bias=None if bias is None else bias.astype(operands), algorithm="direct",
+            result_dtype=half)
         assert got.dtype == half
         got = np.moveaxis(got, -1, 1) if channels_last else got
         np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16),

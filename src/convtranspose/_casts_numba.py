@@ -18,8 +18,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["bfloat16_bits", "float16_bits", "host_has_f16c", "narrow_bfloat16",
-           "narrow_float16", "widen_bfloat16", "widen_float16"]
+__all__ = ["bfloat16_bits", "bfloat16_value", "float16_bits", "float16_value",
+           "host_has_f16c", "narrow_bfloat16", "narrow_float16", "widen_bfloat16", "widen_float16"]
 
 
 @intrinsic
@@ -56,6 +56,32 @@ def _bits(typingctx, value):
         return builder.bitcast(args[0], ir.IntType(32))
 
     return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def _float_of_bits(typingctx, bits):
+    """The float32 whose bits are the uint32 ``bits``."""
+    if bits != types.uint32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.uint32), codegen
+
+
+@numba.njit(nogil=True, cache=False, inline="always")
+def float16_value(bits):  # pragma: no cover - compiled
+    """The float32 value of float16 ``bits`` (exact; NaNs come out quiet, their sign and
+    payload kept: the hardware's widening, where NumPy would keep a signalling NaN
+    signalling).  Only where :func:`host_has_f16c`."""
+    return _from_half(bits)
+
+
+@numba.njit(nogil=True, cache=False, inline="always")
+def bfloat16_value(bits):  # pragma: no cover - compiled
+    """The float32 value of bfloat16 ``bits`` (exact: the top half of its bits)."""
+    return _float_of_bits(np.uint32(np.uint32(bits) << np.uint32(16)))
 
 
 @numba.njit(nogil=True, cache=False, inline="always")

@@ -918,17 +918,6 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
         algorithm = choose_algorithm(data.shape[0], axes, weights.shape,
                                      channels_last=channels_last, dtype=dtype,
                                      result_dtype=result_dtype)
-    if not (algorithm == "direct" and bfloat16_pairs(dtype, data.dtype)):
-        # Half-precision data is widened once: the kernels' own copies would each cast
-        # it with NumPy's slower loops.  The bfloat16 pairs read the bits themselves.
-        data = _casts.widen(data)
-    if (algorithm == "direct-blocked" and data.size and weights.size and len(axes) <= 3
-            and _casts.rounds_in_kernels(dtype, result_dtype) and _numba_usable()):
-        from ._kernel_numba import direct_blocked
-
-        out = _empty_result(data.shape[0], weights.shape, axes, channels_last, result_dtype)
-        direct_blocked(data, weights, axes, dtype, channels_last, out, bias=bias)
-        return out
     if (algorithm == "direct" and data.size and weights.size and len(axes) <= 3
             and not direct_per_position(*weights.shape[:3], channels_last)
             and _casts.rounds_in_kernels(dtype, result_dtype) and _numba_usable()):
@@ -940,9 +929,21 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
         else:
             from ._kernel_numba import direct_phase
 
+            # Half data as it is: the plane kernel widens it as it fills its windows
+            # (or multiplies bfloat16 pairs).
             out = _empty_result(data.shape[0], weights.shape, axes, channels_last, result_dtype)
             direct_phase(data, weights, axes, dtype, channels_last, out, derived, bias)
             return out
+    # Half-precision data is widened once: the kernels' own copies would each cast it
+    # with NumPy's slower loops.
+    data = _casts.widen(data)
+    if (algorithm == "direct-blocked" and data.size and weights.size and len(axes) <= 3
+            and _casts.rounds_in_kernels(dtype, result_dtype) and _numba_usable()):
+        from ._kernel_numba import direct_blocked
+
+        out = _empty_result(data.shape[0], weights.shape, axes, channels_last, result_dtype)
+        direct_blocked(data, weights, axes, dtype, channels_last, out, bias=bias)
+        return out
     result = transposed_convolution(data, weights, axes, dtype=dtype,
                                     channels_last=channels_last, bias=bias, algorithm=algorithm)
     return _casts.narrow(result, result_dtype)

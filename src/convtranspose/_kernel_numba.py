@@ -56,7 +56,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from ._casts_numba import bfloat16_bits, float16_bits
+from ._casts_numba import bfloat16_bits, bfloat16_value, float16_bits, float16_value, host_has_f16c
 from ._kernel import (DIRECT_PARALLEL_MACS, PLANE_CO_BLOCK, _axis_phases, direct_per_position,
                       direct_worth_threads,
                       line_segment_inputs, line_segmented, plane_schedule)
@@ -314,7 +314,8 @@ def _smallest_bfloat16_exponent(bits):  # pragma: no cover - compiled
 
 @numba.njit(nogil=True, cache=False)
 def _plain_windows(length, like):  # pragma: no cover - compiled
-    """The plane kernel's windows: one array both filled and read (``like``'s dtype)."""
+    """The plane kernel's windows: one array both filled and read (``like``'s dtype,
+    the sums')."""
     windows = np.zeros(length, like.dtype)
     return windows, windows
 
@@ -353,9 +354,20 @@ def _store_bfloat16(out, at, value, shift, biased):  # pragma: no cover - compil
 _STORES = {_KEEP: _store_sum, _FLOAT16: _store_float16, _BFLOAT16: _store_bfloat16}
 
 
+@numba.njit(nogil=True, cache=False, inline="always")
+def _load_value(value):  # pragma: no cover - compiled
+    return value
+
+
+#: How the plane kernel's window fill reads the data, per ``mode``: values as they
+#: are, or the float32 values of float16 or bfloat16 bits (half data is never widened
+#: into a float32 copy first).
+_LOADS = {_KEEP: _load_value, _FLOAT16: float16_value, _BFLOAT16: bfloat16_value}
+
+
 @functools.lru_cache(maxsize=None)
 def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
-                   segments: int = 0, mode: int = 0):
+                   segments: int = 0, mode: int = 0, load_mode: int = 0):
     """The channels-first plane kernel for one block shape (compiled on first use).
 
     ``pairs``: the bfloat16 kernel (:func:`_bfloat16_pairs`): source is the data's
@@ -365,12 +377,14 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
     :func:`convtranspose._kernel.plane_schedule`); 0: blocks of one flat run.
     ``mode``: ``_KEEP`` stores the sums, ``_FLOAT16``/``_BFLOAT16`` their float16 or
     bfloat16 bits (plus the bias, if any), rounded once as they are stored.
+    ``load_mode``: ``_KEEP`` reads the data as it is, ``_FLOAT16``/``_BFLOAT16`` from
+    its ``uint16`` bits (:data:`_LOADS`).
     """
     from ._numba_vectors import compile_source
 
     block = compile_source(_plane_block_source(lanes, co_block, vectors, pairs, segments),
                            "plane_block")
-    put = _STORES[mode]
+    put, load = _STORES[mode], _LOADS[load_mode]
     block_length = lanes * vectors
     row_blocks = segments > 0
     block_rows = vectors // segments if row_blocks else 1
@@ -435,7 +449,7 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
         pitch = (longest + block_length - 1) // block_length * block_length
         channel_pitch = s3 * pitch
         fill, windows = new_windows(units * window_volume + block_length + block_rows * plane,
-                                    source)
+                                    bias)
         acc = np.empty(co_block * channel_pitch, bias.dtype)
         biased = bias.size > 0
         most = tap_k.shape[2] ** 3
@@ -483,7 +497,7 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
                         for t in range(run3):
                             for ci in range(np.uint64(ci_count)):
                                 fill[((ci >> shift) * np.uint64(window_volume) + dst + t) * halves
-                                     + (ci & low)] = source[src + t * in_step + ci]
+                                     + (ci & low)] = load(source[src + t * in_step + ci])
                     else:
                         for ci in range(ci_count):
                             src = np.uint64((flat * ci_count + ci) * x_volume + pixel)
@@ -491,7 +505,7 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
                             at = ((unit >> shift) * np.uint64(window_volume) + dst) * halves + (
                                 unit & low)
                             for t in range(run3):
-                                fill[at + t * halves] = source[src + t]
+                                fill[at + t * halves] = load(source[src + t])
             for block_index in range(co_blocks):
                 co0 = block_index * co_block
                 block_channels = min(co_block, co_count - co0)
@@ -787,23 +801,34 @@ def _direct_planes(data, weights, axes3, dtype, out, threads, channels_last, der
     lanes = planes_block_shape(np.dtype(dtype).itemsize, weights.shape[2])[0]
     source = _bfloat16_pairs(data, weights, dtype, lanes, derived)
     pairs = source is not None
-    if not pairs:
+    load_mode = _KEEP if pairs else _half_load(data.dtype)
+    if load_mode != _KEEP:
+        source = np.ascontiguousarray(data).view(np.uint16).reshape(-1)
+    elif not pairs:
         if data.dtype != dtype or not data.flags.c_contiguous:
             data = np.ascontiguousarray(data, dtype)
         source = data.reshape(-1)
     mode = _store_mode(out.dtype, dtype)
     run = _plane_runner(data.shape[0], weights, axes3, dtype, threads, channels_last, derived,
-                        pairs, mode, bias)
+                        pairs, mode, bias, load_mode)
     target = out.reshape(-1)
     run(source, target if mode == _KEEP else target.view(np.uint16))
 
 
+def _half_load(data_dtype: np.dtype) -> int:
+    """The plane kernel's ``load_mode`` for data of this dtype: half data is read from
+    its bits (float16 only where the CPU converts it), anything else as it is."""
+    if data_dtype == np.float16 and host_has_f16c():
+        return _FLOAT16
+    return _BFLOAT16 if data_dtype.name == "bfloat16" else _KEEP
+
+
 def _plane_runner(batch, weights, axes3, dtype, threads, channels_last, derived, pairs,
-                  mode=_KEEP, bias=None):
-    """``run(source, target)``: the plane kernel over flat data (or its bfloat16 bits when
-    ``pairs``) into the flat result (its ``uint16`` bits when rounding to ``mode``, the
-    ``bias`` added before), with everything but the data prepared: the reordered
-    weights (kept in ``derived``), the tables, the schedule and the kernel.
+                  mode=_KEEP, bias=None, load_mode=_KEEP):
+    """``run(source, target)``: the plane kernel over flat data (its bits when ``pairs``
+    or ``load_mode`` says so) into the flat result (its ``uint16`` bits when rounding to
+    ``mode``, the ``bias`` added before), with everything but the data prepared: the
+    reordered weights (kept in ``derived``), the tables, the schedule and the kernel.
     """
     groups, ci, co = weights.shape[:3]
     tables = _window_tables(axes3, groups, ci, co)
@@ -833,7 +858,7 @@ def _plane_runner(batch, weights, axes3, dtype, threads, channels_last, derived,
     band, vectors, _, segments = plane_schedule(blocks1, plane, tail, widest, min_bands, lanes,
                                                 most_vectors, co_block, row_segments)
     items = planes * -(-blocks1 // band)
-    kernel = _planes_kernel(lanes, co_block, vectors, pairs, segments, mode)
+    kernel = _planes_kernel(lanes, co_block, vectors, pairs, segments, mode, load_mode)
     added = np.empty(0, dtype) if bias is None or mode == _KEEP else np.ascontiguousarray(
         bias, dtype)
 
