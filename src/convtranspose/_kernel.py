@@ -541,6 +541,13 @@ def direct_per_position(groups: int, ci: int, co: int, channels_last: bool) -> b
             and ci * co <= 4)
 
 
+def _direct_rounds(weights_shape: tuple[int, ...], axes: Sequence[AxisPlan],
+                   channels_last: bool) -> bool:
+    """Whether numba ``direct`` rounds half results as it stores them: its plane kernel
+    does, the per-position kernel (and the NumPy fallback beyond 3-D) does not."""
+    return len(axes) <= 3 and not direct_per_position(*weights_shape[:3], channels_last)
+
+
 def direct_worth_threads(out_size: int, ci: int, axes: Sequence[AxisPlan]) -> bool:
     """Whether a numba direct layer has enough multiply-adds for helper threads."""
     taps = math.prod(axis.kernel_size for axis in axes)
@@ -756,9 +763,9 @@ def _choose(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ..
     if rounded:  # only direct-blocked and direct's plane kernel round as they store
         outputs = batch * weights_shape[0] * weights_shape[2] * math.prod(
             axis.output_size for axis in axes)
-        in_kernel = {"direct-blocked", "direct"} if len(axes) <= 3 and not direct_per_position(
-            weights_shape[0], weights_shape[1], weights_shape[2], channels_last) else {
-            "direct-blocked"}
+        in_kernel = ({"direct-blocked", "direct"} if _direct_rounds(weights_shape, axes,
+                                                                    channels_last)
+                     else {"direct-blocked"})
         costs = {name: cost + (0 if name in in_kernel else _ROUNDING_NS * outputs)
                  for name, cost in costs.items()}
     return min(costs, key=costs.get)
@@ -918,8 +925,8 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
         algorithm = choose_algorithm(data.shape[0], axes, weights.shape,
                                      channels_last=channels_last, dtype=dtype,
                                      result_dtype=result_dtype)
-    if (algorithm == "direct" and data.size and weights.size and len(axes) <= 3
-            and not direct_per_position(*weights.shape[:3], channels_last)
+    if (algorithm == "direct" and data.size and weights.size
+            and _direct_rounds(weights.shape, axes, channels_last)
             and _casts.rounds_in_kernels(dtype, result_dtype) and _numba_usable()):
         derived = _derived_from(weights, "direct")
         try:

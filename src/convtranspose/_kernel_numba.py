@@ -13,7 +13,9 @@ Channels first (:func:`_planes_kernel`)
     phases of the last axis are interleaved into the output rows.  In 2-D a block
     may instead take whole output rows (no border columns), whichever computes fewer
     positions.  bfloat16 operands summed in float32 are multiplied as pairs of input
-    channels with ``vdpbf16ps`` where that is exact (:func:`_bfloat16_pairs`).
+    channels with ``vdpbf16ps`` where that is exact (:func:`_bfloat16_pairs`); other
+    float16 and bfloat16 data is widened as the windows are filled, and float16 and
+    bfloat16 results are rounded as they are stored (no float32 copy of either).
     Channels-last layers with fewer than 8 channels use it too, reading and writing
     with the channel stride.
 Channels last (:func:`_channels_last_kernel`)
@@ -56,10 +58,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from ._casts_numba import bfloat16_bits, bfloat16_value, float16_bits, float16_value, host_has_f16c
+from ._casts_numba import (bfloat16_bits, bfloat16_value, float16_bits, float16_value,
+                           host_has_f16c)
 from ._kernel import (DIRECT_PARALLEL_MACS, PLANE_CO_BLOCK, _axis_phases, direct_per_position,
-                      direct_worth_threads,
-                      line_segment_inputs, line_segmented, plane_schedule)
+                      direct_worth_threads, line_segment_inputs, line_segmented, plane_schedule)
 from ._plan import AxisPlan
 
 __all__ = ["blocked_shape", "col2im_scatter", "direct_blocked", "direct_phase",
@@ -342,7 +344,8 @@ def _store_float16(out, at, value, shift, biased):  # pragma: no cover - compile
     # The bias is added in float32 before the one rounding, as the float32 path adds
     # it to its result; without one nothing is added, not even a zero (-0.0 + 0.0 is
     # +0.0).
-    out[at] = float16_bits(np.float32(value) + np.float32(shift) if biased else np.float32(value))
+    out[at] = float16_bits(np.float32(value) + np.float32(shift) if biased
+                           else np.float32(value))
 
 
 @numba.njit(nogil=True, cache=False, inline="always")
@@ -399,9 +402,9 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
         # Flat C-order buffers: source (N, G, Ci, X1, X2, X3), weights as _blocked_weights
         # lays them out, out (N, G, Co, Y1, Y2, Y3), or source (N, X1, X2, X3, G, Ci) and
         # out (N, Y1, Y2, Y3, G, Co) when channels_last (for few channels: strided window
-        # fills and stores); out holds uint16 bits when rounding (`mode`); bias (G * Co,
-        # or empty) has the sums' dtype and is added only when rounding; sizes = (G,
-        # Ci, Co, X, Y, K) with X, Y, K the spatial
+        # fills and stores); source holds uint16 bits when `pairs` or `load_mode` says
+        # so, out when rounding (`mode`); bias (G * Co, or empty) has the sums' dtype and
+        # is added only when rounding; sizes = (G, Ci, Co, X, Y, K) with X, Y, K the spatial
         # volumes.  Each (n, g) plane is cut into bands of `band` output blocks of the
         # first axis (so that window and accumulator stay in cache); computes the (n,
         # band, g) items with flat index in [start, stop) (groups innermost: neighbouring
@@ -539,7 +542,8 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
                                 out_at = n * y_volume * groups * co_count + g * co_count + co0 + c
                             else:
                                 out_at = (flat * co_count + co0 + c) * y_volume
-                            channel_bias = bias[g * co_count + co0 + c] if biased else bias.dtype.type(0)
+                            channel_bias = (bias[g * co_count + co0 + c] if biased
+                                            else bias.dtype.type(0))
                             for j1 in range(band_first, min(counts[0, p1], band_first + band_blocks)):
                                 for j2 in range(counts[1, p2]):
                                     row = np.uint64(out_at) + np.uint64(
@@ -552,7 +556,8 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
                                     elif s3 == 2 and not channels_last:
                                         odd = at + phase_pitch
                                         for t in range(half):
-                                            put(out, row + t + t, acc[at + t], channel_bias, biased)
+                                            put(out, row + t + t, acc[at + t], channel_bias,
+                                                biased)
                                             put(out, row + t + t + one, acc[odd + t],
                                                 channel_bias, biased)
                                         if out3 % 2:
