@@ -308,7 +308,7 @@ def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
 #: same table loses 14-15% (suite 7-8%, random layers 23-25%), against 25-34% for the
 #: raw model and 18-21% for least-squares refits; scales tuned to one half of a run's
 #: choices gained 2-14% on that half and lost 1.5-11% on the other, so Zen 4 shares
-#: this table.
+#: this table, but for ``direct`` (see ``_ZEN4``).
 _AMD_CALIBRATION: dict[str, tuple[float, float]] = {
     "gemm-nxc": (0.7, 200000),
     "gemm-ncx": (0.612, 200000),
@@ -332,8 +332,18 @@ _XEON = MachineClass("xeon-avx512", 400.0, {})
 #: 1.6-2.3 times the rest's).
 _ZEN3 = MachineClass("zen3-avx2", 160.0, _AMD_CALIBRATION)
 #: AMD Zen 4 (AVX-512 in 256-bit halves): sgemm 190-200 GFLOP/s on two cores for
-#: large products (NumPy's OpenBLAS runs its SkylakeX kernels there).
-_ZEN4 = MachineClass("zen4-avx512", 200.0, _AMD_CALIBRATION)
+#: large products (NumPy's OpenBLAS runs its SkylakeX kernels there).  The AMD table
+#: but for numba ``direct``, whose plane kernel runs its 24-accumulator AVX-512 blocks
+#: at 54-56 GMAC/s per core here (Zen 3's 12-accumulator AVX2 blocks: 30-35), so that
+#: the BLAS algorithms measured 1.2-1.4x their estimates in session 17's benchmark and
+#: ``direct`` 0.7-0.8x.  Its scale, 0.37 instead of 0.45, is the middle of the range
+#: (0.36-0.385) that loses least to wrong choices in all three calibration runs on Zen 4
+#: (sessions 15 and 17, 54 layers each): 14.5% -> 11.0% with session 17's kernel
+#: (suite 8.5 -> 8.4%, random layers 22.5 -> 14.3%), 13.9 -> 12.7% and 15.1 -> 11.8% in
+#: session 15's.  It gives HiFi-GAN k4 NCX (139 -> 117 ms measured) and DCGAN 256->128
+#: NXC (29.1 -> 23.7) to ``direct``, and dilated NXC too (1.83 -> 2.58 ms, against
+#: ``direct-blocked``'s 1.39, which the model ranks third).
+_ZEN4 = MachineClass("zen4-avx512", 200.0, {**_AMD_CALIBRATION, "direct": (0.37, 20000)})
 
 
 def _calibration() -> dict[str, tuple[float, float]]:
@@ -656,7 +666,7 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     outputs = batch * groups * co * math.prod(axis.output_size for axis in axes)
     inputs = batch * groups * ci * math.prod(axis.input_size for axis in axes)
     taps = math.prod(weights_shape[3:])
-    if channels_last and groups * max(ci, co) >= 8 and ci * co <= 4:
+    if direct_per_position(groups, ci, co, channels_last):
         return 1.0 * inputs * co * taps + 1.0 * outputs
     phases = [_axis_phases(axis) for axis in axes]
     # Per phase, one pass over the window rows of its blocks (the first axis is cut
