@@ -13,6 +13,8 @@ import pytest
 import convtranspose as ct
 from convtranspose import _api
 
+import oracle
+
 DATA = np.arange(2 * 2 * 4 * 4, dtype=np.float64).reshape(2, 2, 4, 4)
 FILTER = np.arange(2 * 3 * 3 * 3, dtype=np.float64).reshape(2, 3, 3, 3)
 
@@ -254,7 +256,6 @@ def test_prepared_tiny_calls_stay_bounded():
 # the plane kernel set up once.  Same contract: the general path's bits, against the
 # oracle too, and the general path whenever it could decide otherwise.
 
-import oracle  # noqa: E402
 
 DIRECT = {  # frontend, its oracle case, data shape (NCX), filter shape (IOX), attributes
     "onnx 2-D": (ct.onnx_conv_transpose, oracle.onnx_conv_transpose_case, (2, 5, 9, 7),
@@ -270,13 +271,20 @@ DIRECT = {  # frontend, its oracle case, data shape (NCX), filter shape (IOX), a
 
 
 def _direct_layer(name, dtype=np.float32):
+    """(call, oracle case, data, filter) of one ``DIRECT`` layer with random operands."""
     frontend, case, data_shape, filter_shape, attributes = DIRECT[name]
     data = RNG.standard_normal(data_shape).astype(dtype)
     if attributes.get("data_format") == "NXC":
         data = np.ascontiguousarray(np.moveaxis(data, 1, -1))
     filter = RNG.standard_normal(filter_shape).astype(dtype)
-    return (lambda d, f: frontend(d, f, **attributes)), (lambda d, f: case(d, f, **attributes)), \
-        data, filter
+
+    def call(d, f):
+        return frontend(d, f, **attributes)
+
+    def oracle_case(d, f):
+        return case(d, f, **attributes)
+
+    return call, oracle_case, data, filter
 
 
 @pytest.fixture
