@@ -735,7 +735,7 @@ def _blocked_ns(batch: int, groups: int, ci: int, co: int, axes: tuple[AxisPlan,
                                  - max(0, -min(shifts)))
                     inside = inside if inside >= 8 else 0
                     count = -(-inside // 8) * 8 + 3 * (count - inside)
-                total += count * max(1, len(c.shifts))
+                total += count * len(c.shifts)  # a phase no tap reaches is only zeroed
         per_axis.append(total)
     macs = batch * groups * width * ci * math.prod(per_axis)
     outputs = batch * groups * co * math.prod(axis.output_size for axis in axes)
