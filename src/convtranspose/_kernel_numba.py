@@ -796,6 +796,8 @@ def _bfloat16_pairs(data, weights, dtype, lanes, derived) -> np.ndarray | None:
 
 
 def _store_mode(out_dtype: np.dtype, dtype: np.dtype) -> int:
+    """The plane and ``direct-blocked`` kernels' ``mode`` for a result of ``out_dtype``
+    from ``dtype`` sums."""
     if out_dtype == dtype:
         return _KEEP
     return _FLOAT16 if out_dtype == np.float16 else _BFLOAT16
@@ -947,6 +949,13 @@ def _three_axes(axes) -> tuple[AxisPlan, ...]:
     return (axes[0],) + (unit,) * (3 - len(axes)) + tuple(axes[1:])
 
 
+def _plane_strided(groups: int, ci: int, co: int, channels_last: bool) -> bool:
+    """Whether the plane kernel reads and writes this layer with the channel stride:
+    channels-last layers whose channels are too few for vectors along them (one
+    channel: the same memory layout as channels first)."""
+    return channels_last and (groups * ci > 1 or groups * co > 1)
+
+
 def _threads(batch: int, weights_shape: tuple[int, ...], axes) -> int:
     groups, ci, co = weights_shape[:3]
     out_size = batch * groups * co * math.prod(axis.output_size for axis in axes)
@@ -971,9 +980,7 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None, b
     if direct_per_position(groups, ci, co, channels_last):
         _direct_channels_last(data, weights, axes3, dtype, target, threads)
     else:
-        # Few channels: too short for vectors along them; the plane kernel reads and
-        # writes channels-last data with strides (one channel: the same memory layout).
-        strided = channels_last and (groups * ci > 1 or groups * co > 1)
+        strided = _plane_strided(groups, ci, co, channels_last)
         derived = {} if derived is None else derived
         if len(axes) == 1 and line_segmented(axes[0], ci):
             _direct_line_segments(data, weights, axes[0], dtype, target, threads, channels_last,
@@ -998,9 +1005,9 @@ def prepare_direct(batch, weights, axes, dtype, channels_last, derived):
     if direct_per_position(groups, ci, co, channels_last) or (
             len(axes) == 1 and line_segmented(axes[0], ci)):
         return None
-    strided = channels_last and (groups * ci > 1 or groups * co > 1)
     run = _plane_runner(batch, weights, _three_axes(axes), dtype,
-                        _threads(batch, weights.shape, axes), strided, derived, False)
+                        _threads(batch, weights.shape, axes),
+                        _plane_strided(groups, ci, co, channels_last), derived, False)
 
     def compute(data, out):
         run(np.ascontiguousarray(data).reshape(-1), out.reshape(-1))
@@ -1352,10 +1359,10 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias=None):
         data = np.ascontiguousarray(data, dtype)
     target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
     flat_out = target.reshape(-1)
-    if out.dtype == dtype:
-        mode, bits, bias = _KEEP, np.empty(0, np.uint16), np.empty(0, dtype)
+    mode = _store_mode(out.dtype, dtype)
+    if mode == _KEEP:
+        bits, bias = np.empty(0, np.uint16), np.empty(0, dtype)
     else:
-        mode = _FLOAT16 if out.dtype == np.float16 else _BFLOAT16
         bits, flat_out = flat_out.view(np.uint16), np.empty(0, dtype)
         bias = np.empty(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype)
     batch = data.shape[0]
