@@ -136,6 +136,36 @@ def test_chunked_scratch_and_threaded_copies(monkeypatch):
                 np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.skipif(not _blas.available(np.float32), reason="no bundled OpenBLAS")
+@pytest.mark.parametrize("algorithm", ["gemm-nxc", "gemm-ncx"])
+def test_gemm_scratch_stays_within_the_output_size(monkeypatch, algorithm):
+    # Two classes per axis, each with two slots: one chunk of every block would hold
+    # 2.5 outputs of windows, two classes' at once 5; chunks of one block hold 0.75
+    # (plus some 25 KB of Python objects).
+    import tracemalloc
+
+    monkeypatch.setattr(_kernel, "_GEMM_MIN_SCRATCH_BYTES", 0)
+    rng = np.random.default_rng(11)
+    axes = (AxisPlan(8, 4, 2, 1, 1, 16),) * 2
+    data = rng.standard_normal((16, 64, 8, 8)).astype(np.float32)
+    weights = rng.standard_normal((1, 64, 16, 4, 4)).astype(np.float32)
+    expected = _reference(data, weights, axes)
+    for channels_last in (False, True):
+        layout = np.ascontiguousarray(np.moveaxis(data, 1, -1)) if channels_last else data
+        run = lambda: transposed_convolution(layout, weights, axes, dtype=np.float32,  # noqa: E731
+                                             channels_last=channels_last, algorithm=algorithm)
+        run()  # the class matrices, kept with the filter, are made once
+        tracemalloc.start()
+        try:
+            result = run()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        got = np.moveaxis(result, -1, 1) if channels_last else result
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+        assert peak - result.nbytes <= result.nbytes, (channels_last, peak, result.nbytes)
+
+
 @pytest.mark.skipif(not _blas.available(np.float64), reason="no bundled OpenBLAS")
 def test_gemm_chunks_and_products_split_between_threads(monkeypatch):
     # One block (gemm) or one grid plane (shift) of the first axis per chunk, every
@@ -321,6 +351,19 @@ def test_direct_blocked_is_chosen_for_grouped_layers_only_with_numba(monkeypatch
         assert choose_algorithm(8, axes, shape, channels_last=True) == "direct-blocked"
     monkeypatch.setenv(_kernel.NO_NUMBA_ENV, "1")
     assert choose_algorithm(8, axes, shape, channels_last=True) != "direct-blocked"
+
+
+def test_direct_blocked_is_not_offered_for_half_a_vector_of_output_channels():
+    # Its lanes hold output channels: with at most half a vector of them the plane
+    # kernel of `direct` (lanes along space) is the numba kernel on offer.
+    from convtranspose._machine import vector_bytes
+
+    lanes = vector_bytes() // 4
+    axes = (AxisPlan(28, 4, 2, 1, 1, 56),) * 2
+    for co, offered in ((lanes // 2, False), (lanes // 2 + 1, True), (64, True), (65, False)):
+        costs = _kernel._raw_costs(2, axes, (1, 32, co, 4, 4), True, True, False)
+        assert ("direct-blocked" in costs) is offered, (co, lanes)
+        assert "direct" in costs
 
 
 def test_choice_is_cached_overridable_and_validated(monkeypatch):

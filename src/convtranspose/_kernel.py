@@ -342,8 +342,15 @@ _ZEN3 = MachineClass("zen3-avx2", 160.0, _AMD_CALIBRATION)
 #: (suite 8.5 -> 8.4%, random layers 22.5 -> 14.3%), 13.9 -> 12.7% and 15.1 -> 11.8% in
 #: session 15's.  It gives HiFi-GAN k4 NCX (139 -> 117 ms measured) and DCGAN 256->128
 #: NXC (29.1 -> 23.7) to ``direct``, and dilated NXC too (1.83 -> 2.58 ms, against
-#: ``direct-blocked``'s 1.39, which the model ranks third).
-_ZEN4 = MachineClass("zen4-avx512", 200.0, {**_AMD_CALIBRATION, "direct": (0.37, 20000)})
+#: ``direct-blocked``'s 1.39, which the model ranked third).  ``direct-blocked``'s
+#: AVX-512 blocks gain alike: its scale, 0.40 instead of 0.579, is at the low end of
+#: the plateau (0.40-0.46; 0.38 and below lose more again) that loses least in
+#: session 17's run once it is no longer offered for a few output channels
+#: (:func:`blocked_offered`): 11.0% -> 8.2% (suite 8.4 -> 3.4%).  It gives dilated NXC
+#: (2.71 -> 1.74 ms, timed with pauses in session 18), stride-1 NXC (1.87 -> 1.69) and
+#: 3D k3 NCX (36.6 -> 31.2) to ``direct-blocked``.
+_ZEN4 = MachineClass("zen4-avx512", 200.0, {**_AMD_CALIBRATION, "direct": (0.37, 20000),
+                                             "direct-blocked": (0.40, 50000)})
 
 
 def _calibration() -> dict[str, tuple[float, float]]:
@@ -490,7 +497,7 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
         direct = _direct_cost(batch, axes, weights_shape, channels_last, pairs)
         if direct is not None:
             costs["direct"] = direct
-        if co <= BLOCKED_MAX_CHANNELS and ci * co > 4:
+        if blocked_offered(ci, co):
             costs["direct-blocked"] = _blocked_ns(batch, groups, ci, co, axes, channels_last)
     return costs
 
@@ -700,6 +707,21 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
 #: ``direct-blocked`` keeps a block of outputs' channels in registers: for at most
 #: this many output channels per group.
 BLOCKED_MAX_CHANNELS = 64
+
+
+def blocked_offered(ci: int, co: int) -> bool:
+    """Whether the cost model offers ``direct-blocked`` for these channels per group.
+
+    Not for more than :data:`BLOCKED_MAX_CHANNELS` output channels, nor for at most
+    half a vector of them (8 float32 on AVX-512, 4 on AVX2): the block holds output
+    channels in its lanes, so most of each multiply-add would be padding, while the
+    plane kernel of ``direct`` vectorises along space.  In session 17's calibration
+    run (Zen 4), ``direct`` beat it on all eleven layers with 1-8 output channels
+    (1.02-4.6x), and its estimate missed by 0.55-2.05x there, too scattered to
+    calibrate.  Nor for at most four products per group (``ci * co``), which the
+    per-position kernel of ``direct`` takes.
+    """
+    return 2 * co > vector_bytes() // 4 and co <= BLOCKED_MAX_CHANNELS and ci * co > 4
 
 
 #: ``direct-blocked`` on channels-first data pays about one strided pass over the
@@ -1420,8 +1442,13 @@ def _scatter_phases(target, product, combo, phases, rank, j_start=0):
 
 
 #: Scratch of the ``gemm`` algorithms (input windows plus one class's products) per
-#: chunk of the first spatial axis.
+#: chunk of the first spatial axis; at most the output's size, too, unless that is
+#: below :data:`_GEMM_MIN_SCRATCH_BYTES` (DCGAN 512->256, output 4 MB: 12.6 MB of
+#: scratch in one chunk with two classes' windows alive at once, 3.7 MB in two chunks).
 _GEMM_SCRATCH_BYTES = 8 << 20
+#: Small layers keep whole chunks: a chunk per block of a small output would be
+#: many small products, each a few Python calls.
+_GEMM_MIN_SCRATCH_BYTES = 1 << 20
 
 
 def _merged_rows(array: np.ndarray, start: int, stop: int) -> np.ndarray | None:
@@ -1554,8 +1581,13 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
     widest_slots = max(math.prod(len(c.shifts) for c in combo) for combo in rest_combos)
     widest = max(math.prod(c.count for c in combo) for combo in rest_combos) * max(
         c.count for c in lead_classes)
-    row_bytes = pitch * groups * (widest_slots * ci + widest * co) * dtype.itemsize
-    step = max(1, _GEMM_SCRATCH_BYTES // max(1, row_bytes))
+    window_row = pitch * groups * widest_slots * ci * dtype.itemsize
+    product_row = pitch * groups * widest * co * dtype.itemsize
+    # Blocks of the first axis per chunk: a chunk's windows (its blocks plus the
+    # shifts' span) and one class's products stay under the scratch budget.
+    budget = (min(_GEMM_SCRATCH_BYTES, max(out.nbytes, _GEMM_MIN_SCRATCH_BYTES))
+              - (high_shift - low_shift) * window_row)
+    step = max(1, budget // max(1, window_row + product_row))
     # A 1-D channels-last result can take whole blocks straight from BLAS.
     direct_to_output = rank == 1 and internal_last and channels_last
     for j0 in range(0, lead.blocks, step):
@@ -1590,31 +1622,14 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
                                        (j0, j_rest), (j0 - lead_range[0]) * pitch, batch, co)
                 if j_rest == j1:
                     continue
-                rows = (j1 - j_rest) * pitch
-                if internal_last:
-                    products = np.empty((j1 - j_rest, batch) + tuple(p.blocks for p in rest)
-                                        + (groups,) + counts + (co,), dtype)
-                    flat = products.reshape(rows, groups, width)
-                else:
-                    products = np.empty((groups,) + counts + (co, j1 - j_rest, batch)
-                                        + tuple(p.blocks for p in rest), dtype)
-                    flat = products.reshape(groups, width, rows)
-                flops = 2.0 * rows * depth * width
-                parts = 1 if flops >= _SERIAL_GEMM_FLOPS else max(1, _THREADS // groups)
-                calls = []
-                for g, part in itertools.product(range(groups), range(parts)):
-                    r0, r1 = rows * part // parts, rows * (part + 1) // parts
-                    unit = []
-                    for slot, shift in enumerate(lead_class.shifts):
-                        first = (j_rest + shift - lead_range[0]) * pitch
-                        if internal_last:
-                            unit.append((inputs[first + r0:first + r1, g], matrix[g, slot],
-                                         flat[r0:r1, g], slot > 0))
-                        else:
-                            unit.append((matrix[g, slot].T, inputs[g, :, first + r0:first + r1],
-                                         flat[g, :, r0:r1], slot > 0))
-                    calls.append(unit)
-                _run_gemms(calls, flops / parts)
+                rest_shape = (batch,) + tuple(p.blocks for p in rest)
+                shape = ((j1 - j_rest,) + rest_shape + (groups,) + counts + (co,)
+                         if internal_last else
+                         (groups,) + counts + (co, j1 - j_rest) + rest_shape)
+                first_rows = [(j_rest + shift - lead_range[0]) * pitch
+                              for shift in lead_class.shifts]
+                products = _class_products(inputs, matrix, first_rows, (j1 - j_rest) * pitch,
+                                           shape, internal_last)
                 if internal_last:
                     order = (rank + 1, 1, 0) + tuple(range(2, rank + 1)) + tuple(
                         range(rank + 2, 2 * rank + 3))
@@ -1622,6 +1637,38 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
                     order = (0, rank + 3, rank + 2) + tuple(range(rank + 4, 2 * rank + 3)) + tuple(
                         range(1, rank + 2))
                 _scatter_phases(target, products.transpose(order), combo, phases, rank, j_rest)
+                del products
+            del windows, inputs  # before the next combination's are made
+
+
+def _class_products(inputs, matrix, first_rows, rows, shape, internal_last):
+    """One class's products, accumulated over its slots of the first axis, in a new
+    array of ``shape``.
+
+    ``matrix`` is ``(G, S, depth, width)``; slot ``s`` multiplies ``rows`` rows of
+    ``inputs`` (``(rows, G, depth)`` if ``internal_last``, else ``(G, depth, rows)``)
+    from row ``first_rows[s]`` on.  The result is ``(rows, G, width)`` or ``(G, width,
+    rows)`` in memory.
+    """
+    groups, _, depth, width = matrix.shape
+    products = np.empty(shape, matrix.dtype)
+    flat = products.reshape((rows, groups, width) if internal_last else (groups, width, rows))
+    flops = 2.0 * rows * depth * width
+    parts = 1 if flops >= _SERIAL_GEMM_FLOPS else max(1, _THREADS // groups)
+    calls = []
+    for g, part in itertools.product(range(groups), range(parts)):
+        r0, r1 = rows * part // parts, rows * (part + 1) // parts
+        unit = []
+        for slot, first in enumerate(first_rows):
+            if internal_last:
+                unit.append((inputs[first + r0:first + r1, g], matrix[g, slot],
+                             flat[r0:r1, g], slot > 0))
+            else:
+                unit.append((matrix[g, slot].T, inputs[g, :, first + r0:first + r1],
+                             flat[g, :, r0:r1], slot > 0))
+        calls.append(unit)
+    _run_gemms(calls, flops / parts)
+    return products
 
 
 def _gemms_into_output(out, inputs, matrix, lead_class, stride, j_range, row_offset, batch, co):
@@ -2084,9 +2131,9 @@ class DenseCall:
         if filter.tobytes() != self._filter_bytes or _switch_state() != self._switches:
             return None
         out = np.empty(self._shape, self._dtype)
-        values = data.reshape(-1).tolist()
-        if all(map(math.isfinite, values)) and max(map(abs, values), default=0.0) < (
-                self._safe_input):
+        # Two reductions, no temporaries (a NaN fails both comparisons).
+        bound = self._safe_input
+        if -bound < data.min(initial=np.inf) and data.max(initial=-np.inf) < bound:
             # No product can overflow or be NaN, so NumPy has no error flag to report:
             # the error-state context of the general path (a cost in cold calls) is moot.
             _dense_product(data, self._matrix, self._dtype, out)
