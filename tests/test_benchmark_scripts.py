@@ -45,3 +45,58 @@ def test_calibration_fit_recovers_a_known_scale_and_overhead():
     # The raw estimates alone choose wrongly where the scales reverse the order.
     losses = calibrate.choice_losses(results, {})
     assert max(losses) > 1.0
+
+
+# --------------------------------------------------------------------------- machine bounds
+
+
+def _pairs_inside(layer):
+    """(input, tap) pairs per channel pair landing in the cropped result, counted by
+    the oracle's own transposed convolution of ones (an independent count)."""
+    import numpy as np
+    from oracle import crop, full_transposed_convolution
+
+    ones = np.ones((1, 1) + layer.spatial)
+    taps = np.ones((1, 1, 1) + (layer.kernel,) * layer.rank)
+    full = full_transposed_convolution(ones, taps, [layer.stride] * layer.rank,
+                                       [layer.dilation] * layer.rank)
+    return crop(full, [layer.pad] * layer.rank, list(layer.output_spatial)).sum()
+
+
+def test_useful_flops_count_only_products_inside_the_result():
+    from convtranspose._bench import SUITE, Layer
+
+    layers = [layer for layer in SUITE if layer.name.split()[0] in ("FCN-2x", "dilated", "tiny")]
+    layers += [Layer("odd", 2, 6, 4, (5, 3), 3, 2, 2, 1, 1, groups=2),
+               Layer("1-D", 1, 3, 2, (9,), 5, 3, 4, 2, 2)]
+    for layer in layers:
+        pairs = _pairs_inside(layer)
+        expected = 2 * layer.batch * layer.in_channels * layer.out_channels // layer.groups * pairs
+        assert layer.useful_flops == expected, layer.label
+        assert layer.useful_flops <= layer.flops
+
+
+def test_floor_is_the_longer_of_compute_at_peak_and_moving_the_arrays():
+    import numpy as np
+
+    from convtranspose._bench import SUITE, floor_ms, make_inputs
+
+    layer = next(layer for layer in SUITE if layer.label == "FCN-2x N1 21->21 16x16 k4 s2 p1")
+    inputs = make_inputs(layer)
+    output_bytes = 4 * layer.batch * layer.out_channels * int(np.prod(layer.output_spatial))
+    moved = inputs["data"].nbytes + inputs["weights"].nbytes + output_bytes
+    assert floor_ms(layer, None, 1e9) == pytest.approx(1e3 * moved / 1e9)
+    assert floor_ms(layer, 1e9, 1e30) == pytest.approx(1e3 * layer.useful_flops / 1e9)
+    assert floor_ms(layer, 1e9, 1e9) == max(floor_ms(layer, None, 1e9),
+                                            floor_ms(layer, 1e9, 1e30))
+
+
+def test_machine_peaks_are_measured_and_plausible():
+    from convtranspose import _bench, _kernel
+
+    assert 1e8 < _bench.copy_bandwidth(megabytes=8) < 1e13
+    peak = _bench.fma_peak_flops(threads=1, count=200_000)
+    if _kernel._numba_usable():
+        assert 1e8 < peak < 1e13
+    else:
+        assert peak is None

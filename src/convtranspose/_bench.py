@@ -3,8 +3,11 @@
 Run with ``python -m convtranspose bench`` (or ``python benchmarks/peers.py``).
 Every layer is timed for convtranspose and for each installed peer (PyTorch,
 OpenVINO, onnxruntime) on identical inputs, after warm-up, reporting medians; a
-NumPy sgemm of the layer's FLOP count gives the roofline.  Every peer's result is
-checked against ours first, so a fast wrong answer is never reported.
+NumPy sgemm of the layer's FLOP count gives the roofline, and the machine's FMA
+peak and copy bandwidth (measured once per run) each layer's floor, the least time
+any implementation needs (``x at peak``: how far the best peer is from it).  Every
+peer's result is checked against ours first, so a fast wrong answer is never
+reported.
 
 Outputs (only inside ``--out``): ``results.md`` (Markdown table), ``results.json``
 and ``ratios.png`` (a bar chart, needs matplotlib).
@@ -69,6 +72,17 @@ class Layer:
         """Multiply-adds times two over the uncropped result."""
         return (2 * self.batch * self.in_channels * (self.out_channels // self.groups)
                 * self.kernel ** self.rank * math.prod(self.spatial))
+
+    @property
+    def useful_flops(self) -> int:
+        """Multiply-adds times two whose products land inside the (cropped) result:
+        what any exact implementation must compute."""
+        pairs = 1
+        for size, out_size in zip(self.spatial, self.output_spatial):
+            at = (np.arange(size)[:, None] * self.stride
+                  + np.arange(self.kernel)[None, :] * self.dilation - self.pad)
+            pairs *= int(np.count_nonzero((at >= 0) & (at < out_size)))
+        return 2 * self.batch * self.in_channels * (self.out_channels // self.groups) * pairs
 
     @property
     def output_spatial(self) -> tuple[int, ...]:
@@ -338,6 +352,100 @@ def _sgemm_seconds(flops: int, repeat: int) -> float:
     return seconds * flops / (2 * side ** 3)
 
 
+#: Independent FMA chains per thread in :func:`fma_peak_flops`: enough to hide the
+#: FMA latency on any x86 core (two pipes, 4-5 cycles).
+_PEAK_CHAINS = 16
+
+
+def _peak_kernel(lanes: int):
+    from ._numba_vectors import compile_source
+
+    chains = range(_PEAK_CHAINS)
+    lines = ["def peak(buffer, count):"]
+    lines += [f"    a{i} = vector_load(buffer, {i * lanes}, {lanes})" for i in chains]
+    lines += [f"    x = vector_load(buffer, {_PEAK_CHAINS * lanes}, {lanes})",
+              f"    y = vector_load(buffer, {(_PEAK_CHAINS + 1) * lanes}, {lanes})",
+              "    for _ in range(count):"]
+    lines += [f"        a{i} = vector_fma(a{i}, x, y)" for i in chains]
+    lines += [f"    vector_store(buffer, {i * lanes}, a{i})" for i in chains]
+    return compile_source("\n".join(lines) + "\n", "peak")
+
+
+def fma_peak_flops(threads: int = THREADS, count: int = 10_000_000) -> float | None:
+    """The float32 FMA peak (FLOP/s) of ``threads`` threads: register-only vector FMAs
+    on independent chains, as numba compiles them for this CPU (the kernels' own
+    instructions); the best of three runs.  None without numba."""
+    if not _kernel._numba_usable():
+        return None
+    import threading
+
+    from ._numba_vectors import vector_bytes
+
+    lanes = vector_bytes() // 4
+    peak = _peak_kernel(lanes)
+    buffers = [np.full((_PEAK_CHAINS + 2) * lanes, 0.5, np.float32) for _ in range(threads)]
+    peak(buffers[0], 1000)  # compiled outside the timing
+    best = 0.0
+    for _ in range(3):
+        workers = [threading.Thread(target=peak, args=(buffer, count)) for buffer in buffers]
+        start = time.perf_counter()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        seconds = time.perf_counter() - start
+        best = max(best, 2 * lanes * _PEAK_CHAINS * count * threads / seconds)
+    return best
+
+
+def copy_bandwidth(threads: int = THREADS, megabytes: int = 64) -> float:
+    """Bytes per second read plus written by a large NumPy copy (out of cache), split
+    between ``threads`` threads (NumPy releases the GIL); the best of five."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    source = np.ones((megabytes << 20) // 4, np.float32)
+    target = np.zeros_like(source)
+    bounds = [source.size * i // threads for i in range(threads + 1)]
+    pieces = [(target[a:b], source[a:b]) for a, b in zip(bounds, bounds[1:])]
+    best = 0.0
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(5):
+            start = time.perf_counter()
+            list(pool.map(lambda piece: np.copyto(*piece), pieces))
+            best = max(best, 2 * source.nbytes / (time.perf_counter() - start))
+    return best
+
+
+def _bfloat16_factor() -> float:
+    """Products per float32 FMA lane that bfloat16 dot-product instructions give (2
+    with AVX512_BF16, which torch uses; float16 has no such instruction here)."""
+    if not _kernel._numba_usable():
+        return 1.0
+    from ._numba_vectors import has_bfloat16_pairs
+
+    return 2.0 if has_bfloat16_pairs() else 1.0
+
+
+#: A row whose floor is below this is bound by call overhead, which no floor captures.
+FLOOR_MIN_MS = 0.05
+
+
+def floor_ms(layer: Layer, fma_flops: float | None, bandwidth: float) -> float:
+    """The least time any implementation needs on this machine: the useful
+    multiply-adds at the FMA peak (bfloat16 at :func:`_bfloat16_factor` times it), or
+    reading the input and filter and writing the output once, whichever is longer."""
+    itemsize = np.dtype(_numpy_dtype(layer.dtype)).itemsize
+    moved = itemsize * (layer.batch * layer.in_channels * math.prod(layer.spatial)
+                        + layer.in_channels * layer.out_channels // layer.groups
+                        * layer.kernel ** layer.rank
+                        + layer.batch * layer.out_channels * math.prod(layer.output_spatial))
+    compute = 0.0
+    if fma_flops:
+        factor = _bfloat16_factor() if layer.dtype == "bfloat16" else 1.0
+        compute = layer.useful_flops / (fma_flops * factor)
+    return 1e3 * max(compute, moved / bandwidth)
+
+
 def check_close(name: str, layer: Layer, ours: np.ndarray, theirs: np.ndarray) -> float:
     """Relative max difference; raises AssertionError on a shape or value mismatch."""
     if ours.shape != theirs.shape:
@@ -352,7 +460,10 @@ def check_close(name: str, layer: Layer, ours: np.ndarray, theirs: np.ndarray) -
     return error
 
 
-def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget: float) -> dict:
+def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget: float,
+                fma_flops: float | None = None, bandwidth: float | None = None) -> dict:
+    """One row: medians per implementation, memory, roofline and (given the machine's
+    ``fma_flops`` and copy ``bandwidth``) the floor that bounds every implementation."""
     inputs = make_inputs(layer)
     run, to_ncx = _ours(layer, inputs)
     reference = to_ncx(run())
@@ -407,6 +518,12 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
         row["ratio_to_best_peer"] = peer_times[best] / ours
     row["gflops"] = layer.flops / ours / 1e6
     row["roofline_fraction"] = row["sgemm_ms"] / ours
+    if bandwidth:
+        row["useful_flops"] = layer.useful_flops
+        row["floor_ms"] = floor_ms(layer, fma_flops, bandwidth)
+        if peer_times and row["floor_ms"] >= FLOOR_MIN_MS:
+            # The most any implementation could gain on the best peer here.
+            row["ceiling"] = peer_times[row["best_peer"]] / row["floor_ms"]
     try:
         row["algorithm"] = _kernel.describe_algorithm(
             layer.batch, layer_plan_axes(layer), _kernel_weights_shape(layer),
@@ -457,7 +574,7 @@ def _blas_description() -> str:
 
 def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:
     head = ["layer", "algorithm", "convtranspose ms"] + [f"{p} ms" for p in peers] + [
-        "GFLOP/s", "x best peer", "% roofline", "extra mem / output"]
+        "GFLOP/s", "x best peer", "x at peak", "% roofline", "extra mem / output"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         times = row["times_ms"]
@@ -470,7 +587,9 @@ def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:
             else:
                 cells.append("-")
         ratio = row.get("ratio_to_best_peer")
+        ceiling = row.get("ceiling")
         cells += [f"{row['gflops']:.1f}", f"{ratio:.2f}" if ratio else "-",
+                  f"{ceiling:.2f}" if ceiling else "-",
                   f"{100 * row['roofline_fraction']:.0f}%",
                   f"{row['extra_bytes'] / max(row['output_bytes'], 1):.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -479,6 +598,7 @@ def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:
         "",
         f"Geometric mean of (best peer time / convtranspose time): **{_geomean(ratios):.2f}x** over"
         f" {len(ratios)} layers; worst {min(ratios):.2f}x, best {max(ratios):.2f}x." if ratios else "",
+        _ceiling_summary(rows, meta),
         f"Machine: {meta['machine']}; {meta['threads']} threads; NumPy {meta['numpy']}"
         f" ({meta['blas']});"
         f" repeat {meta['repeat']} (medians). Ratios > 1 mean convtranspose is faster.",
@@ -486,6 +606,22 @@ def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:
         " output's bytes (tracemalloc; numba/BLAS-internal buffers are not counted).",
     ]
     return "\n".join(lines + summary) + "\n"
+
+
+def _ceiling_summary(rows: list[dict], meta: dict) -> str:
+    bounded = [row for row in rows if "ceiling" in row]
+    if not bounded:
+        return ""
+    ceilings = [row["ceiling"] for row in bounded]
+    shares = [row["ratio_to_best_peer"] / row["ceiling"] for row in bounded]
+    peak = meta.get("fma_peak_gflops")
+    return (f"`x at peak`: best peer time over the floor, the least time any implementation "
+            f"needs here (useful multiply-adds at the FMA peak, "
+            f"{f'{peak:.0f} GFLOP/s' if peak else 'not measured without numba'}, or moving "
+            f"input, filter and output once at {meta['copy_gb_s']:.1f} GB/s, whichever is "
+            f"longer; '-': bound by call overhead).  Geometric mean {_geomean(ceilings):.2f}x "
+            f"over {len(ceilings)} layers, {sum(c < 1.2 for c in ceilings)} of them below 1.2x; "
+            f"convtranspose reaches {100 * _geomean(shares):.0f}% of it (geometric mean).")
 
 
 def plot(rows: list[dict], path: str) -> bool:
@@ -562,9 +698,10 @@ def main(argv: list[str] | None = None) -> int:
               "peers use the CPU's own; to compare like with like, unset it (and "
               "OPENBLAS_L2_SIZE) for this command alone", file=sys.stderr)
     print(f"peers: {', '.join(peers) or 'none installed'}; {len(layers)} layers", file=sys.stderr)
+    fma_flops, bandwidth = fma_peak_flops(), copy_bandwidth()
     for layer in layers:
         try:
-            row = bench_layer(layer, peers, repeat, args.warmup, budget)
+            row = bench_layer(layer, peers, repeat, args.warmup, budget, fma_flops, bandwidth)
         except AssertionError as mismatch:
             print(f"MISMATCH: {mismatch}", file=sys.stderr)
             return 1
@@ -576,6 +713,8 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.python_version()}",
             "threads": THREADS, "numpy": np.__version__, "blas": _blas_description(),
             "repeat": repeat, "peers": peers,
+            "fma_peak_gflops": fma_flops / 1e9 if fma_flops else None,
+            "copy_gb_s": bandwidth / 1e9,
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     os.makedirs(args.out, exist_ok=True)
     table = markdown(rows, peers, meta)
