@@ -327,6 +327,21 @@ def test_plane_kernel_every_register_layout(monkeypatch, register_bytes):
         _kernel_numba.planes_block_shape.cache_clear()  # later calls see the real width
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_plane_kernel_interleaves_stride_2_rows_in_whole_vectors(dtype):
+    # The two phases of a stride-2 last axis are stored a vector of each at a time,
+    # the last pair of vectors overlapping the one before; rows shorter than a vector
+    # per phase go one element at a time, and an odd row's last output alone.
+    lanes = _kernel_numba.planes_block_shape(np.dtype(dtype).itemsize, 3)[0]
+    rng = np.random.default_rng(lanes)
+    for half in (lanes - 1, lanes, lanes + 1, 2 * lanes - 4, 2 * lanes, 2 * lanes + 3):
+        for odd in (0, 1):
+            axes = (AxisPlan(3, 3, 2, 1, 1, 5), AxisPlan(half + odd, 4, 2, 1, 1, 2 * half + odd))
+            data = rng.standard_normal((2, 2) + tuple(a.input_size for a in axes))
+            weights = rng.standard_normal((1, 2, 3) + tuple(a.kernel_size for a in axes))
+            _check(data, weights, axes, dtype, False)
+
+
 def _covered_positions(blocks, plane, tail, band, length, block_rows=0):
     """Window positions the plane kernel computes per phase: whole blocks over each band's
     run, or (``block_rows``) whole blocks of that many rows over each band's rows."""

@@ -388,11 +388,16 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
     ``load_mode``: ``_KEEP`` reads the data as it is, ``_FLOAT16``/``_BFLOAT16`` from
     its ``uint16`` bits (:data:`_LOADS`).
     """
-    from ._numba_vectors import compile_source
+    from ._numba_vectors import (compile_source, vector_interleave, vector_load,
+                                 vector_store)
 
     block = compile_source(_plane_block_source(lanes, co_block, vectors, pairs, segments),
                            "plane_block")
     put, load = _STORES[mode], _LOADS[load_mode]
+    # Sums stored as they are interleave the two phases of a stride-2 last axis with
+    # whole vectors (rounded ones go through `put`, one element at a time).
+    interleave_vectors = mode == _KEEP
+    vector_run = np.uint64(lanes)
     block_length = lanes * vectors
     row_blocks = segments > 0
     block_rows = vectors // segments if row_blocks else 1
@@ -560,11 +565,29 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
                                             put(out, row + t, acc[at + t], channel_bias, biased)
                                     elif s3 == 2 and not channels_last:
                                         odd = at + phase_pitch
-                                        for t in range(half):
-                                            put(out, row + t + t, acc[at + t], channel_bias,
-                                                biased)
-                                            put(out, row + t + t + one, acc[odd + t],
-                                                channel_bias, biased)
+                                        if interleave_vectors and half >= vector_run:
+                                            # Whole vectors, the last one overlapping
+                                            # its predecessor (the same values again):
+                                            # a scalar tail would store most of a
+                                            # 28-output row one element at a time.
+                                            t = np.uint64(0)
+                                            while True:
+                                                t = min(t, half - vector_run)
+                                                even_v = vector_load(acc, at + t, lanes)
+                                                odd_v = vector_load(acc, odd + t, lanes)
+                                                vector_store(out, row + t + t, vector_interleave(
+                                                    even_v, odd_v, 0))
+                                                vector_store(out, row + t + t + vector_run,
+                                                             vector_interleave(even_v, odd_v, 1))
+                                                t += vector_run
+                                                if t >= half:
+                                                    break
+                                        else:
+                                            for t in range(half):
+                                                put(out, row + t + t, acc[at + t], channel_bias,
+                                                    biased)
+                                                put(out, row + t + t + one, acc[odd + t],
+                                                    channel_bias, biased)
                                         if out3 % 2:
                                             put(out, row + half + half, acc[at + half],
                                                 channel_bias, biased)

@@ -23,7 +23,8 @@ from numba.extending import intrinsic, models, register_model
 from ._machine import vector_bytes
 
 __all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load", "vector_splat_at",
-           "vector_fma", "vector_dot_pairs", "vector_add", "vector_store"]
+           "vector_fma", "vector_dot_pairs", "vector_add", "vector_interleave",
+           "vector_store"]
 
 
 class Vector(types.Type):
@@ -178,6 +179,24 @@ def vector_add(typingctx, a, b):
         return builder.fadd(args[0], args[1])
 
     return a(a, b), codegen
+
+
+@intrinsic
+def vector_interleave(typingctx, a, b, upper):
+    """Lanes ``a[i], b[i]`` in turn: those of the lower halves of ``a`` and ``b``
+    (``upper`` 0), or of their upper halves (1), one ``shufflevector``."""
+    if not (isinstance(a, Vector) and a == b and isinstance(upper, types.IntegerLiteral)
+            and upper.literal_value in (0, 1)):
+        return None
+    half = a.lanes // 2
+    first = half * upper.literal_value
+    order = [index for i in range(first, first + half) for index in (i, a.lanes + i)]
+
+    def codegen(context, builder, signature, args):
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), a.lanes), order)
+        return builder.shuffle_vector(args[0], args[1], mask)
+
+    return a(a, b, upper), codegen
 
 
 @intrinsic
