@@ -1577,7 +1577,8 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
     target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
     low_shift = min(c.shifts[0] for c in lead_classes)
     high_shift = max(c.shifts[-1] for c in lead_classes)
-    pitch = batch * math.prod(p.blocks for p in rest)  # rows per block of the first axis
+    rest_shape = (batch,) + tuple(p.blocks for p in rest)
+    pitch = math.prod(rest_shape)  # rows per block of the first axis
     widest_slots = max(math.prod(len(c.shifts) for c in combo) for combo in rest_combos)
     widest = max(math.prod(c.count for c in combo) for combo in rest_combos) * max(
         c.count for c in lead_classes)
@@ -1622,7 +1623,6 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last):
                                        (j0, j_rest), (j0 - lead_range[0]) * pitch, batch, co)
                 if j_rest == j1:
                     continue
-                rest_shape = (batch,) + tuple(p.blocks for p in rest)
                 shape = ((j1 - j_rest,) + rest_shape + (groups,) + counts + (co,)
                          if internal_last else
                          (groups,) + counts + (co, j1 - j_rest) + rest_shape)
