@@ -957,9 +957,11 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
         algorithm = choose_algorithm(data.shape[0], axes, weights.shape,
                                      channels_last=channels_last, dtype=dtype,
                                      result_dtype=result_dtype)
-    if (algorithm == "direct" and data.size and weights.size
-            and _direct_rounds(weights.shape, axes, channels_last)
-            and _casts.rounds_in_kernels(dtype, result_dtype) and _numba_usable()):
+    # Both numba kernels can round as they store, for non-empty layers.
+    in_kernel = bool(data.size and weights.size and _casts.rounds_in_kernels(dtype, result_dtype)
+                     and _numba_usable())
+    if (in_kernel and algorithm == "direct"
+            and _direct_rounds(weights.shape, axes, channels_last)):
         derived = _derived_from(weights, "direct")
         try:
             _require_finite(weights, dtype, derived)
@@ -976,8 +978,7 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
     # Half-precision data is widened once: the kernels' own copies would each cast it
     # with NumPy's slower loops.
     data = _casts.widen(data)
-    if (algorithm == "direct-blocked" and data.size and weights.size and len(axes) <= 3
-            and _casts.rounds_in_kernels(dtype, result_dtype) and _numba_usable()):
+    if in_kernel and algorithm == "direct-blocked" and len(axes) <= 3:
         from ._kernel_numba import direct_blocked
 
         out = _empty_result(data.shape[0], weights.shape, axes, channels_last, result_dtype)
