@@ -185,16 +185,21 @@ def test_prepared_tiny_call_yields_non_finite_data_to_the_exact_path(monkeypatch
     assert np.isfinite(got[:2]).all() and not np.isfinite(got[2]).all()
 
 
-@pytest.mark.parametrize("where", ["data", "filter", "filter, zero data"])
+@pytest.mark.parametrize("where", ["data", "data and filter", "filter", "filter, zero data"])
 def test_prepared_tiny_call_overflows_silently_like_the_general_path(where):
     # Values near the float32 limit (or an infinite tap, also against zeros) take the
     # prepared call's guarded product; the result is the general path's, and nothing
-    # warns.
+    # warns.  "data and filter": inputs whose squares stay finite, so that only the
+    # bound on their sum (not an overflow of it) sends them to the guarded product.
     call = TINY["openvino"]
     data, filter = _tiny(batch=2)
-    if where == "data":
+    if where.startswith("data"):
         filter = np.abs(filter) + 1
         data[1] = 3e38
+        if where == "data and filter":
+            filter *= np.float32(4e19)  # every product with 1e19 overflows
+            data[1] = 0.5
+            data[1, 0, 0, 0] = 1e19
     else:
         filter[0, 1, 2, 0] = np.inf
         if where == "filter, zero data":
