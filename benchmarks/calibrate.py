@@ -101,39 +101,47 @@ def calibrate_layer(layer: Layer, repeat: int, budget: float) -> dict:
     chosen = _kernel.choose_algorithm(layer.batch, axes, weights.shape,
                                       channels_last=channels_last, dtype=dtype)
     measured = {}
-    for name in sorted(costs, key=costs.get):
+    for name in sorted(costs, key=lambda name: costs[name].total):
         def run(name=name):
             return _kernel.transposed_convolution(data, weights, axes, dtype=dtype,
                                                   channels_last=channels_last, algorithm=name)
         measured[name] = _typical_seconds(run, repeat, budget) * 1e3
     fastest = min(measured, key=measured.get)
     return {"layer": layer.label, "chosen": chosen, "fastest": fastest,
-            "raw_ms": {k: v / 1e6 for k, v in costs.items()}, "measured_ms": measured}
+            "raw_ms": {k: v.scaled / 1e6 for k, v in costs.items()},
+            "gemm_ms": {k: v.gemm / 1e6 for k, v in costs.items()}, "measured_ms": measured}
 
 
 _OVERHEADS_MS = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3, 0.5)
 
 
+def _gemm_ms(result: dict, name: str) -> float:
+    """The unscaled BLAS part of an estimate (0 in runs from before session 19)."""
+    return result.get("gemm_ms", {}).get(name, 0.0)
+
+
 def fit(results: list[dict]) -> dict[str, tuple[float, float]]:
     """Per algorithm, ``(scale, overhead ns)`` minimising the squared log error.
 
-    For each candidate overhead the scale is the geometric mean of (measured -
-    overhead) / raw estimate; the pair with the smallest mean squared log error wins.
+    The estimate is ``scale * raw + gemm + overhead`` (:class:`convtranspose._kernel.RawCost`).
+    For each candidate overhead the scale is the geometric mean of (measured - gemm -
+    overhead) / raw estimate (the rest at least a tenth of the measured time); the pair
+    with the smallest mean squared log error wins.
     """
     table = {}
     for name in _kernel.ALGORITHMS:
-        pairs = [(r["raw_ms"][name], r["measured_ms"][name]) for r in results
-                 if name in r["measured_ms"]]
-        if not pairs:
+        rows = [(r["raw_ms"][name], _gemm_ms(r, name), r["measured_ms"][name]) for r in results
+                if name in r["measured_ms"]]
+        if not rows:
             continue
-        raw = np.array([p[0] for p in pairs])
-        measured = np.array([p[1] for p in pairs])
+        raw, gemm, measured = (np.array(column) for column in zip(*rows))
         best = None
         for overhead in _OVERHEADS_MS:
             if overhead >= measured.min():
                 break
-            scale = float(np.exp(np.mean(np.log((measured - overhead) / raw))))
-            error = float(np.mean(np.log((scale * raw + overhead) / measured) ** 2))
+            rest = np.maximum(measured - gemm - overhead, 0.1 * measured)
+            scale = float(np.exp(np.mean(np.log(rest / raw))))
+            error = float(np.mean(np.log((scale * raw + gemm + overhead) / measured) ** 2))
             if best is None or error < best[0]:
                 best = (error, scale, overhead)
         table[name] = (round(best[1], 3), round(best[2] * 1e6))
@@ -147,7 +155,7 @@ def choice_losses(results: list[dict], table: dict[str, tuple[float, float]]) ->
         estimate = {}
         for name, raw in r["raw_ms"].items():
             scale, overhead = table.get(name, (1.0, 0.0))
-            estimate[name] = scale * raw * 1e6 + overhead
+            estimate[name] = (scale * raw + _gemm_ms(r, name)) * 1e6 + overhead
         chosen = min(estimate, key=estimate.get)
         losses.append(r["measured_ms"][chosen] / min(r["measured_ms"].values()))
     return losses
@@ -163,7 +171,8 @@ def summary(results: list[dict]) -> str:
     ratios: dict[str, list[float]] = {}
     for result in results:
         for name, ms in result["measured_ms"].items():
-            ratios.setdefault(name, []).append(ms / result["raw_ms"][name])
+            raw = result["raw_ms"][name] + _gemm_ms(result, name)
+            ratios.setdefault(name, []).append(ms / raw)
     lines = ["| algorithm | layers | geomean measured/raw estimate | min | max |",
              "|---|---|---|---|---|"]
     for name in _kernel.ALGORITHMS:
@@ -189,7 +198,8 @@ def table(result: dict) -> str:
     for name, ms in sorted(result["measured_ms"].items(), key=lambda item: item[1]):
         marks = ("chosen " if name == result["chosen"] else "") + (
             "fastest" if name == result["fastest"] else "")
-        rows.append(f"| {name} | {result['raw_ms'][name]:.3g} | {ms:.3g} | {marks} |")
+        raw = result["raw_ms"][name] + _gemm_ms(result, name)
+        rows.append(f"| {name} | {raw:.3g} | {ms:.3g} | {marks} |")
     return "\n".join(rows)
 
 

@@ -353,6 +353,29 @@ def test_direct_blocked_is_chosen_for_grouped_layers_only_with_numba(monkeypatch
     assert choose_algorithm(8, axes, shape, channels_last=True) != "direct-blocked"
 
 
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("batch, size, kernel, ci, co", [(1, 32, 2, 512, 256),   # U-Net, k2 s2
+                                                        (8, 64, 1, 1024, 1024)])  # 1x1
+def test_calibration_never_prices_blas_products_below_the_machines_gemm_speed(
+        channels_last, batch, size, kernel, ci, co):
+    # Each output takes exactly one tap (kernel == stride), so each BLAS algorithm
+    # multiplies exactly the layer's 2*N*Ci*Co*K^2*X^2 FLOPs.  The calibration scales
+    # the pass and call terms only: no calibrated estimate may be cheaper than those
+    # products at the machine class's GEMM speed (scaled along, as until session 19,
+    # Zen 4's estimates went down to 0.63x of it).
+    axes = (AxisPlan(size, kernel, kernel, 1, 0, size * kernel),) * 2
+    weights_shape = (1, ci, co, kernel, kernel)
+    floor_ns = 2.0 * batch * ci * co * kernel ** 2 * size ** 2 / _kernel._gemm_gflops()
+    costs = _kernel._costs(batch, axes, weights_shape, channels_last, HAVE_NUMBA, False, True)
+    raw = _kernel._raw_costs(batch, axes, weights_shape, channels_last, HAVE_NUMBA, False, True)
+    blas = [name for name in costs if name.split("-")[0] in {"gemm", "phase", "shift", "col2im"}]
+    assert len(blas) == 8
+    for name in blas:
+        assert raw[name].gemm >= floor_ns, name
+        assert costs[name] >= floor_ns, name
+    assert all(raw[name].gemm == 0 for name in costs if name.startswith("direct"))
+
+
 def test_direct_blocked_is_not_offered_for_half_a_vector_of_output_channels():
     # Its lanes hold output channels: with at most half a vector of them the plane
     # kernel of `direct` (lanes along space) is the numba kernel on offer.

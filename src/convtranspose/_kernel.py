@@ -279,18 +279,46 @@ def _gemm_gflops() -> float:
     return machine_class().gemm_gflops
 
 
-def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
+@dataclass(frozen=True)
+class RawCost:
+    """One algorithm's raw estimate (ns): ``scaled``, which the calibration scales, plus
+    ``gemm``, BLAS multiply-adds at the machine class's GEMM speed, which it does not.
+
+    The GEMM speed is measured (:func:`_gemm_gflops`); the pass and call terms are rough
+    models whose errors the calibration absorbs.  Scaling both alike, as the calibration
+    did until session 19, let the pass terms' scales (0.5-0.85 for the BLAS algorithms)
+    shrink the products too: on Zen 4 large GEMM-bound layers then took BLAS at 0.65-0.7
+    of its measured time (DCGAN 512->256, U-Net NCX), and ``direct``, often faster there,
+    lost.  Numbers add to ``scaled``.
+    """
+
+    scaled: float
+    gemm: float = 0.0
+
+    def __add__(self, other):
+        if isinstance(other, RawCost):
+            return RawCost(self.scaled + other.scaled, self.gemm + other.gemm)
+        return RawCost(self.scaled + other, self.gemm)
+
+    __radd__ = __add__
+
+    @property
+    def total(self) -> float:
+        return self.scaled + self.gemm
+
+
+def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> RawCost:
     """Rough cost of ``batches`` GEMMs ``(rows, depth) @ (depth, width)``.
 
-    :func:`_gemm_gflops` when every dimension is large; narrow products are slower
-    (measured with OpenBLAS on 8192 rows: width 8, 16, 32, 64, 128 at 30, 60, 75,
-    87, 93% of the widest, depth mattering little from 32 up), plus writing the
-    result and a per-call overhead.
+    The multiply-adds (``gemm``) at :func:`_gemm_gflops` when every dimension is large;
+    narrow products are slower (measured with OpenBLAS on 8192 rows: width 8, 16, 32,
+    64, 128 at 30, 60, 75, 87, 93% of the widest, depth mattering little from 32 up);
+    writing the result and a per-call overhead (``scaled``).
     """
     flops = 2.0 * rows * depth * width * batches
     efficiency = min(1.0, depth / 32) * width / (width + 12) * min(1.0, rows / 64)
-    return (flops / (_gemm_gflops() * max(efficiency, 0.02)) + 1.0 * rows * width * batches
-            + 2000 * batches)
+    return RawCost(1.0 * rows * width * batches + 2000 * batches,
+                   flops / (_gemm_gflops() * max(efficiency, 0.02)))
 
 
 #: Per algorithm, ``(scale, overhead ns)`` turning :func:`_raw_costs` into measured
@@ -309,6 +337,16 @@ def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> float:
 #: raw model and 18-21% for least-squares refits; scales tuned to one half of a run's
 #: choices gained 2-14% on that half and lost 1.5-11% on the other, so Zen 4 shares
 #: this table, but for ``direct`` (see ``_ZEN4``).
+#: Since session 19 the scales apply to the pass and call terms only, not to the BLAS
+#: multiply-adds (:class:`RawCost`), which stay at the class's measured GEMM speed: on
+#: Zen 4's two calibration runs with the current kernels (sessions 17 and 19) the time
+#: lost to wrong choices went 8.2% -> 7.1% and 10.3% -> 8.5% (suite 3.4 -> 1.2%, 4.4 ->
+#: 1.0%; random layers 14.4 -> 15.0%, 18.2 -> 18.8%: one 512->8192 g32 layer, 1.12x).
+#: DCGAN 512->256, U-Net and HiFi-GAN k16 NCX moved from BLAS to ``direct`` (35 -> 28,
+#: 7.3 -> 7.2, 224-252 -> 198 ms timed with pauses).  Session 15's runs, of kernels
+#: since replaced (``direct`` then up to 1.5x slower), would have lost more (14.5 ->
+#: 19%).  Zen 3 (not measured since session 14) takes the same structure: there, in
+#: session 13, the GEMM terms' fitted scales came out 1.6-2.3 times the rest's.
 _AMD_CALIBRATION: dict[str, tuple[float, float]] = {
     "gemm-nxc": (0.7, 200000),
     "gemm-ncx": (0.612, 200000),
@@ -367,7 +405,7 @@ def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...
     calibrated = {}
     for name, cost in raw.items():
         scale, overhead = calibration.get(name, (1.0, 0.0))
-        calibrated[name] = scale * cost + overhead
+        calibrated[name] = scale * cost.scaled + cost.gemm + overhead
     return calibrated
 
 
@@ -394,7 +432,7 @@ def _numba_scatters(internal_last: bool, co: int, rank: int, numba: bool) -> boo
 
 def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
                channels_last: bool, numba: bool, integer: bool, blas: bool = False,
-               pairs: bool = False) -> dict[str, float]:
+               pairs: bool = False) -> dict[str, RawCost]:
     """Estimated nanoseconds per algorithm, before calibration (a model per algorithm).
 
     ``pairs``: bfloat16 operands that ``direct`` may multiply as pairs
@@ -499,7 +537,9 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
             costs["direct"] = direct
         if blocked_offered(ci, co):
             costs["direct-blocked"] = _blocked_ns(batch, groups, ci, co, axes, channels_last)
-    return costs
+    # Estimates without BLAS products (or no live class) are plain numbers.
+    return {name: cost if isinstance(cost, RawCost) else RawCost(cost)
+            for name, cost in costs.items()}
 
 
 #: The overhead and pass terms of ``window`` and ``direct`` are measured times
@@ -510,7 +550,7 @@ _MODEL_SCALE = 2.5
 
 
 def _window_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-                 channels_last: bool) -> float | None:
+                 channels_last: bool) -> RawCost | None:
     """Estimated nanoseconds of ``window``: few calls, but FLOPs for absent taps too."""
     groups, ci, co = weights_shape[:3]
     phases, combo, unreached = _window_plan(axes)
