@@ -402,6 +402,46 @@ def test_plane_schedule_covers_dcgan_runs_with_less_waste():
     assert _kernel.plane_schedule(16, 18, 16, 13, 1, 16, 8, 3, 1)[2:] == (256, 1)
 
 
+def test_plane_lanes_take_half_vectors_only_where_whole_ones_waste_enough():
+    def schedule(blocks, plane, tail, row):  # (blocks, window row, run, outputs per row)
+        return lambda lanes: _kernel.plane_schedule(blocks, plane, tail, 13, 1, lanes, 8, 3,
+                                                    -(-row // lanes))
+    # DCGAN 512->256 (rows of 8 outputs): 80 positions per phase in whole vectors of 16
+    # (flat runs over the window's border columns), 64 in rows of one half vector.
+    dcgan_512 = schedule(8, 10, 8, 8)
+    assert dcgan_512(16)[2] == 80 and dcgan_512(8)[2] == 64
+    assert _kernel.plane_lanes(dcgan_512, 16, True) == (8, dcgan_512(8))
+    assert _kernel.plane_lanes(dcgan_512, 16, False) == (16, dcgan_512(16))
+    # DCGAN 256->128 (rows of 16): no waste to save.
+    dcgan_256 = schedule(16, 18, 16, 16)
+    assert _kernel.plane_lanes(dcgan_256, 16, True) == (16, dcgan_256(16))
+    # Below the threshold (1.2): 28 outputs per row, 864 positions against 840.
+    grouped = schedule(28, 30, 28, 28)
+    assert grouped(16)[2] < _kernel.HALF_VECTOR_WASTE * grouped(8)[2]
+    assert _kernel.plane_lanes(grouped, 16, True)[0] == 16
+
+
+@pytest.mark.parametrize("route", ["ncx", "nxc-planes"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_plane_kernel_in_half_vectors(monkeypatch, route, dtype):
+    # Every layer forced to half vectors (on AVX-512 the kernel takes them for short
+    # rows, on AVX2 never): 8 float32 or 4 float64 lanes there, 4 or 2 on AVX2, with
+    # the interleaving stores of stride-2 rows in those vectors.
+    channels_last = _route(monkeypatch, route)
+    monkeypatch.setattr(_kernel_numba, "plane_lanes",
+                        lambda schedule, lanes, halves: (lanes // 2, schedule(lanes // 2)))
+    rng = np.random.default_rng(89)
+    for trial in range(12):
+        rank = 1 + trial % 3
+        axes = _random_axes(rng, rank, max_size=(40, 12, 6)[rank - 1])
+        if trial % 4 == 1:  # a stride-2 last axis with rows of whole half vectors
+            axes = axes[:-1] + (AxisPlan(11, 4, 2, 1, 1, 22),)
+        ci, co = int(rng.integers(1, 5)), int(rng.integers(1, 7))
+        data = rng.standard_normal((2, ci) + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((1, ci, co) + tuple(a.kernel_size for a in axes))
+        _check(data, weights, axes, dtype, channels_last)
+
+
 @pytest.mark.parametrize("route", ["ncx", "nxc-planes"])
 def test_plane_kernel_every_block_length_the_schedule_may_take(monkeypatch, route):
     # Each register block length from half to all of the vectors, forced, with bands:

@@ -61,7 +61,8 @@ import numpy as np
 from ._casts_numba import (bfloat16_bits, bfloat16_value, float16_bits, float16_value,
                            host_has_f16c)
 from ._kernel import (DIRECT_PARALLEL_MACS, PLANE_CO_BLOCK, _axis_phases, direct_per_position,
-                      direct_worth_threads, line_segment_inputs, line_segmented, plane_schedule)
+                      direct_worth_threads, line_segment_inputs, line_segmented, plane_lanes,
+                      plane_schedule)
 from ._plan import AxisPlan
 
 __all__ = ["blocked_shape", "col2im_scatter", "direct_blocked", "direct_phase",
@@ -888,10 +889,17 @@ def _plane_runner(batch, weights, axes3, dtype, threads, channels_last, derived,
     widest = _BAND_ELEMENTS // (plane * (units + co_block * int(geometry[2, 2])))
     planes = batch * groups
     min_bands = -(-2 * threads // max(1, planes)) if threads > 1 else 1
-    # 2-D (the unit middle axis: window rows `plane` apart) may take blocks of rows.
-    row_segments = -(-int(geometry[2, 3]) // lanes) if geometry[1, 0] == 1 else 0
-    band, vectors, _, segments = plane_schedule(blocks1, plane, tail, widest, min_bands, lanes,
-                                                most_vectors, co_block, row_segments)
+
+    def schedule(lanes):
+        # 2-D (the unit middle axis: window rows `plane` apart) may take blocks of rows.
+        row_segments = -(-int(geometry[2, 3]) // lanes) if geometry[1, 0] == 1 else 0
+        return plane_schedule(blocks1, plane, tail, widest, min_bands, lanes, most_vectors,
+                              co_block, row_segments)
+
+    from ._numba_vectors import vector_bytes
+
+    lanes, (band, vectors, _, segments) = plane_lanes(schedule, lanes,
+                                                      vector_bytes() == 64 and not pairs)
     items = planes * -(-blocks1 // band)
     kernel = _planes_kernel(lanes, co_block, vectors, pairs, segments, mode, load_mode)
     added = np.empty(0, dtype) if bias is None or mode == _KEEP else np.ascontiguousarray(
