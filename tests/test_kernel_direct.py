@@ -415,7 +415,8 @@ def test_plane_lanes_take_half_vectors_only_where_whole_ones_waste_enough():
     # DCGAN 256->128 (rows of 16): no waste to save.
     dcgan_256 = schedule(16, 18, 16, 16)
     assert _kernel.plane_lanes(dcgan_256, 16, True) == (16, dcgan_256(16))
-    # Below the threshold (1.2): 28 outputs per row, 864 positions against 840.
+    # Rows of 28 outputs (grouped, depthwise): bands of 10 rows cover them with 880
+    # positions per phase in whole or half vectors alike.
     grouped = schedule(28, 30, 28, 28)
     assert grouped(16)[2] < _kernel.HALF_VECTOR_WASTE * grouped(8)[2]
     assert _kernel.plane_lanes(grouped, 16, True)[0] == 16

@@ -866,6 +866,8 @@ def _plane_runner(batch, weights, axes3, dtype, threads, channels_last, derived,
     ``mode``, the ``bias`` added before), with everything but the data prepared: the
     reordered weights (kept in ``derived``), the tables, the schedule and the kernel.
     """
+    from ._numba_vectors import vector_bytes
+
     groups, ci, co = weights.shape[:3]
     tables = _window_tables(axes3, groups, ci, co)
     lanes, co_block, most_vectors = planes_block_shape(np.dtype(dtype).itemsize, co)
@@ -896,8 +898,8 @@ def _plane_runner(batch, weights, axes3, dtype, threads, channels_last, derived,
         return plane_schedule(blocks1, plane, tail, widest, min_bands, lanes, most_vectors,
                               co_block, row_segments)
 
-    from ._numba_vectors import vector_bytes
-
+    # Half vectors where they compute fewer positions (AVX-512's 32 registers keep the
+    # accumulators; bfloat16 pairs take whole vectors).
     lanes, (band, vectors, _, segments) = plane_lanes(schedule, lanes,
                                                       vector_bytes() == 64 and not pairs)
     items = planes * -(-blocks1 // band)
