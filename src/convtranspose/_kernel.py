@@ -341,7 +341,8 @@ def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> RawCost:
 #: multiply-adds (:class:`RawCost`), which stay at the class's measured GEMM speed: on
 #: Zen 4's two calibration runs with the current kernels (sessions 17 and 19) the time
 #: lost to wrong choices went 8.2% -> 7.1% and 10.3% -> 8.5% (suite 3.4 -> 1.2%, 4.4 ->
-#: 1.0%; random layers 14.4 -> 15.0%, 18.2 -> 18.8%: one 512->8192 g32 layer, 1.12x).
+#: 1.0%; random layers 14.4 -> 15.0%, 18.2 -> 18.8%: one 512->8192 g32 layer, 1.12x),
+#: and on a third run, recording the split, 11.0% -> 9.6% (suite 6.4 -> 4.7%).
 #: DCGAN 512->256, U-Net and HiFi-GAN k16 NCX moved from BLAS to ``direct`` (35 -> 28,
 #: 7.3 -> 7.2, 224-252 -> 198 ms timed with pauses).  Session 15's runs, of kernels
 #: since replaced (``direct`` then up to 1.5x slower), would have lost more (14.5 ->
