@@ -106,7 +106,9 @@ def assert_untouched_and_unaliased(result, arrays, copies):
 
 
 def check_against_oracle(call, plan_call, case_call):
-    """The shared body of every dialect's property: oracle, shapes twin, no side effects."""
+    """The shared body of every dialect's property: oracle, shapes twin, no side effects.
+
+    ``call(**out)`` is the array function, ``out`` passed on (absent or ``out=array``)."""
     try:
         case = case_call()
     except oracle.Rejected:
@@ -125,6 +127,16 @@ def check_against_oracle(call, plan_call, case_call):
     assert plan.pads_begin == case.pads_begin
     assert plan.pads_end == case.pads_end
     oracle.assert_matches(result, case)
+    # The same call writing into a given array (every other draw a strided view,
+    # whose gaps must stay as they were).
+    strided = result.size % 2 == 1
+    base = np.ones(result.shape[:-1] + (result.shape[-1] * (2 if strided else 1),),
+                   result.dtype)
+    given = base[..., ::2] if strided else base
+    assert call(out=given) is given
+    oracle.assert_matches(given, case)
+    if strided:
+        assert (base[..., 1::2] == 1).all(), "out= wrote outside the given view"
     return result
 
 
@@ -172,7 +184,7 @@ def openvino_check(grouped):
         oracle_keywords = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
                            for k, v in keywords.items()}
         result = check_against_oracle(
-            lambda: getattr(ct, name)(data, filter, output_shape, **keywords),
+            lambda **out: getattr(ct, name)(data, filter, output_shape, **keywords, **out),
             lambda: getattr(ct.shapes, name)(data.shape, filter.shape, output_shape, **keywords),
             lambda: case_of(data, filter, g["output_shape"], **oracle_keywords))
         assert_untouched_and_unaliased(result, [data, filter, output_shape], copies)
@@ -256,7 +268,7 @@ def onednn_check(drawn):
     oracle_keywords = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
                        for k, v in keywords.items()}
     result = check_against_oracle(
-        lambda: ct.conv_transpose(data, filter, bias, **keywords),
+        lambda **out: ct.conv_transpose(data, filter, bias, **keywords, **out),
         lambda: ct.shapes.conv_transpose(data.shape, filter.shape,
                                          None if bias is None else bias.shape, **keywords),
         lambda: oracle.onednn_conv_transpose_case(data, filter, bias, **oracle_keywords))
@@ -309,7 +321,7 @@ def onnx_check(drawn):
     oracle_keywords = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
                        for k, v in keywords.items()}
     result = check_against_oracle(
-        lambda: ct.onnx_conv_transpose(X, W, B, **keywords),
+        lambda **out: ct.onnx_conv_transpose(X, W, B, **keywords, **out),
         lambda: ct.shapes.onnx_conv_transpose(X.shape, W.shape,
                                               None if B is None else B.shape, **keywords),
         lambda: oracle.onnx_conv_transpose_case(X, W, B, **oracle_keywords))
@@ -372,9 +384,11 @@ FUNCTIONS = ["convolution_backprop_data", "group_convolution_backprop_data", "co
 
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_shapes_twin_has_the_same_parameters(name):
-    array_parameters = inspect.signature(getattr(ct, name)).parameters
+    """The same parameters, but for the array function's last one, ``out`` (an array)."""
+    array_parameters = list(inspect.signature(getattr(ct, name)).parameters.values())
     shape_parameters = inspect.signature(getattr(ct.shapes, name)).parameters
-    assert [(p.name, p.kind, p.default) for p in array_parameters.values()] == \
+    assert (array_parameters[-1].name, array_parameters[-1].kind) == ("out", inspect.Parameter.KEYWORD_ONLY)
+    assert [(p.name, p.kind, p.default) for p in array_parameters[:-1]] == \
            [(p.name, p.kind, p.default) for p in shape_parameters.values()]
 
 

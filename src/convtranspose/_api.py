@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _plan
 from ._dtypes import accumulation_dtype, check_dtypes
+from ._errors import ConvTransposeError
 from ._kernel import prepare_call, transposed_convolution
 
 __all__ = [
@@ -111,17 +112,56 @@ _PREPARED_CALLS_KEPT = 8
 _prepared_calls: dict = {}
 
 
-def _execute(plan, data, filter, bias=None, *, names=("data", "filter", "bias")):
+#: ``np.may_share_memory`` without the ``__array_function__`` dispatch (half its time in
+#: the tiny layer's call), where NumPy exposes it.
+_may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
+
+
+def _direct_out(out: object, plan, arrays: dict, names: tuple[str, ...]) -> bool:
+    """Whether the result of ``plan`` on ``arrays`` (name -> operand; ``names[0]`` the
+    data's) can be written straight into ``out``; an error if it cannot take it at all.
+
+    Straight in: C-contiguous (as the kernels write) and apart from every operand;
+    otherwise the result is computed first and copied, so that each operand is read as
+    it was before the call (as NumPy's ufuncs do with overlapping outputs).
+    """
+    if type(out) is not np.ndarray and (
+            not isinstance(out, np.ndarray) or isinstance(out, np.ma.MaskedArray)):
+        raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.shape != plan.output_shape:
+        raise ConvTransposeError(
+            f"out has shape {out.shape}, but the result has shape {plan.output_shape}")
+    dtype = arrays[names[0]].dtype  # the result's, once the operands agree
+    if out.dtype != dtype:
+        dtype = check_dtypes(**arrays)  # a mismatch among the operands is told first
+        raise TypeError(
+            f"out has dtype {out.dtype}, but the result has dtype {dtype}; out must have"
+            f" exactly the result's dtype (no casting)")
+    flags = out.flags
+    if not flags.writeable:
+        raise ConvTransposeError("out is read-only")
+    if not flags.c_contiguous:
+        return False
+    for array in arrays.values():  # a loop: a generator costs as much as a check
+        if _may_share_memory(out, array):
+            return False
+    return True
+
+
+def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter", "bias")):
+    arrays = {names[0]: data, names[1]: filter}
+    if bias is not None:
+        arrays[names[2]] = bias
+    if out is not None and not _direct_out(out, plan, arrays, names):
+        np.copyto(out, _execute(plan, data, filter, bias, names=names))
+        return out
     if bias is None:
         key = (id(plan), data.dtype, filter.dtype)
         prepared = _prepared_calls.get(key)
         if prepared is not None and prepared[0] is plan:
-            result = prepared[1](data, filter)
+            result = prepared[1](data, filter, out)
             if result is not None:
                 return result
-    arrays = {names[0]: data, names[1]: filter}
-    if bias is not None:
-        arrays[names[2]] = bias
     dtype = check_dtypes(**arrays)
     weights = _canonical_weights(plan, filter)
     result = transposed_convolution(
@@ -132,6 +172,7 @@ def _execute(plan, data, filter, bias=None, *, names=("data", "filter", "bias"))
         channels_last=plan.channels_last,
         bias=bias,
         result_dtype=dtype,
+        out=out,
     )
     if bias is None:
         call = prepare_call(data, filter, weights, plan.axes, plan.channels_last)
@@ -142,7 +183,7 @@ def _execute(plan, data, filter, bias=None, *, names=("data", "filter", "bias"))
 
 def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, pads_begin=None,
                               pads_end=None, dilations=None, auto_pad="explicit",
-                              output_padding=None):
+                              output_padding=None, out=None):
     """OpenVINO ConvolutionBackpropData-1: transposed convolution.
 
     Parameters
@@ -162,6 +203,11 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, 
         Default 0 on every axis.  Pads are ignored unless ``auto_pad`` is explicit.
     auto_pad : {"explicit", "same_upper", "same_lower", "valid"}, optional
         Case-insensitive; ``"notset"`` and ``None`` mean ``"explicit"``.
+    out : ndarray, optional
+        An array of exactly the result's shape and dtype to write the result into
+        (and return), as NumPy's ``out=``: repeated calls then reuse its memory.
+        Fastest when C-contiguous; it may share memory with the operands (the
+        result is then computed first, as if into a new array).
 
     Returns
     -------
@@ -177,9 +223,11 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, 
     Raises
     ------
     ConvTransposeError
-        An invalid shape or attribute (a ``ValueError``).
+        An invalid shape or attribute (a ``ValueError``), or an ``out`` of another
+        shape or read-only.
     TypeError
-        ``data`` and ``filter`` differ in dtype, or the dtype is not numeric.
+        ``data`` and ``filter`` differ in dtype, or the dtype is not numeric; ``out``
+        is not an ndarray of the result's dtype.
 
     See Also
     --------
@@ -200,12 +248,12 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, 
         _plan.convolution_backprop_data, data.shape, filter.shape, output_shape,
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
         auto_pad=auto_pad, output_padding=output_padding)
-    return _execute(plan, data, filter)
+    return _execute(plan, data, filter, out=out)
 
 
 def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
                                     pads_begin=None, pads_end=None, dilations=None,
-                                    auto_pad="explicit", output_padding=None):
+                                    auto_pad="explicit", output_padding=None, out=None):
     """OpenVINO GroupConvolutionBackpropData-1: grouped transposed convolution.
 
     Parameters
@@ -215,7 +263,7 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
     filter : array_like
         ``[G, C_IN, C_OUT, K1, ..., KD]``: group ``g`` maps data channels
         ``[g*C_IN, (g+1)*C_IN)`` to output channels ``[g*C_OUT, (g+1)*C_OUT)``.
-    output_shape, strides, pads_begin, pads_end, dilations, auto_pad, output_padding
+    output_shape, strides, pads_begin, pads_end, dilations, auto_pad, output_padding, out
         As in :func:`convolution_backprop_data`.
 
     Returns
@@ -242,13 +290,13 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
         _plan.group_convolution_backprop_data, data.shape, filter.shape, output_shape,
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
         auto_pad=auto_pad, output_padding=output_padding)
-    return _execute(plan, data, filter)
+    return _execute(plan, data, filter, out=out)
 
 
 def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, pads_end=None,
                    dilations=None, auto_pad="none", output_padding=None, groups=1,
                    data_format="NXC", filter_format="XIO", weights_format=None,
-                   output_shape=None):
+                   output_shape=None, out=None):
     """oneDNN Graph ConvTranspose-1: transposed convolution with groups and bias.
 
     Parameters
@@ -280,6 +328,8 @@ def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, p
         Today's oneDNN name for ``filter_format``; overrides it when given.
     output_shape : sequence of int, optional
         The spatial output size; pads are derived from it (spec 002).
+    out : ndarray, optional
+        As in :func:`convolution_backprop_data`.
 
     Returns
     -------
@@ -308,12 +358,12 @@ def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, p
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
         auto_pad=auto_pad, output_padding=output_padding, groups=groups, data_format=data_format,
         filter_format=filter_format, weights_format=weights_format, output_shape=output_shape)
-    return _execute(plan, input, filter, bias, names=("input", "filter", "bias"))
+    return _execute(plan, input, filter, bias, out, names=("input", "filter", "bias"))
 
 
 def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1,
                         kernel_shape=None, output_padding=None, output_shape=None, pads=None,
-                        strides=None):
+                        strides=None, out=None):
     """ONNX ConvTranspose (opset 11 and later).
 
     Parameters
@@ -340,6 +390,8 @@ def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
         otherwise.
     pads : sequence of int, optional
         ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``; default 0.
+    out : ndarray, optional
+        As in :func:`convolution_backprop_data`.
 
     Returns
     -------
@@ -367,4 +419,4 @@ def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
         _plan.onnx_conv_transpose, X.shape, W.shape, None if B is None else B.shape,
         auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
         output_padding=output_padding, output_shape=output_shape, pads=pads, strides=strides)
-    return _execute(plan, X, W, B, names=("X", "W", "B"))
+    return _execute(plan, X, W, B, out, names=("X", "W", "B"))

@@ -155,29 +155,40 @@ def make_inputs(layer: Layer, seed: int = 0) -> dict[str, np.ndarray]:
 # into an NCX float32 NumPy array for the check.
 
 
-def _ours(layer: Layer, inputs):
+def _ours(layer: Layer, inputs, reuse_output: bool = False):
+    """Our runner; with ``reuse_output`` every call writes into one output array
+    (``out=``), as OpenVINO's request writes into its output tensor."""
     import convtranspose as ct
 
     data, weights = inputs["data"], inputs["weights"]
     rank = layer.rank
     if layer.layout == "NCX":
-        def run():
+        def call(**out):
             return ct.onnx_conv_transpose(
                 data, weights, group=layer.groups, strides=[layer.stride] * rank,
                 pads=[layer.pad] * (2 * rank), dilations=[layer.dilation] * rank,
-                output_padding=[layer.output_padding] * rank)
-        return run, lambda out: np.asarray(out, np.float32)
-    # Channels-last: NXC data, XIO filter (oneDNN's defaults), prepared outside the timing.
-    data_nxc = np.ascontiguousarray(np.moveaxis(data, 1, -1))
-    weights_xio = np.ascontiguousarray(_iox_to_xio(weights, layer.groups))
+                output_padding=[layer.output_padding] * rank, **out)
 
-    def run():
-        return ct.conv_transpose(
-            data_nxc, weights_xio, strides=[layer.stride] * rank,
-            pads_begin=[layer.pad] * rank, pads_end=[layer.pad] * rank,
-            dilations=[layer.dilation] * rank, output_padding=[layer.output_padding] * rank,
-            groups=layer.groups, data_format="NXC", filter_format="XIO")
-    return run, lambda out: np.moveaxis(np.asarray(out, np.float32), -1, 1)
+        def to_ncx(out):
+            return np.asarray(out, np.float32)
+    else:
+        # Channels-last: NXC data, XIO filter (oneDNN's defaults), prepared outside the timing.
+        data_nxc = np.ascontiguousarray(np.moveaxis(data, 1, -1))
+        weights_xio = np.ascontiguousarray(_iox_to_xio(weights, layer.groups))
+
+        def call(**out):
+            return ct.conv_transpose(
+                data_nxc, weights_xio, strides=[layer.stride] * rank,
+                pads_begin=[layer.pad] * rank, pads_end=[layer.pad] * rank,
+                dilations=[layer.dilation] * rank, output_padding=[layer.output_padding] * rank,
+                groups=layer.groups, data_format="NXC", filter_format="XIO", **out)
+
+        def to_ncx(out):
+            return np.moveaxis(np.asarray(out, np.float32), -1, 1)
+    if not reuse_output:
+        return call, to_ncx
+    output = call()
+    return lambda: call(out=output), to_ncx
 
 
 def _iox_to_xio(weights: np.ndarray, groups: int) -> np.ndarray:
@@ -465,8 +476,8 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
     """One row: medians per implementation, memory, roofline and (given the machine's
     ``fma_flops`` and copy ``bandwidth``) the floor that bounds every implementation."""
     inputs = make_inputs(layer)
-    run, to_ncx = _ours(layer, inputs)
-    reference = to_ncx(run())
+    run, to_ncx = _ours(layer, inputs, reuse_output=True)
+    reference = np.array(to_ncx(run()))  # a copy: later calls write into the same array
     row: dict = {"layer": layer.label, "config": asdict(layer), "flops": layer.flops, "times_ms": {},
                  "max_relative_error": {}, "skipped": {}}
     runners = {"convtranspose": run}
@@ -505,7 +516,7 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
             break
     for name, values in samples.items():
         row["times_ms"][name] = 1e3 * statistics.median(values)
-    peak, output_bytes = _peak_extra_bytes(run)
+    peak, output_bytes = _peak_extra_bytes(_ours(layer, inputs)[0])  # a new output each call
     row["peak_bytes"] = peak
     row["output_bytes"] = output_bytes
     row["extra_bytes"] = max(peak - output_bytes, 0)
@@ -602,6 +613,8 @@ def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:
         f"Machine: {meta['machine']}; {meta['threads']} threads; NumPy {meta['numpy']}"
         f" ({meta['blas']});"
         f" repeat {meta['repeat']} (medians). Ratios > 1 mean convtranspose is faster.",
+        "convtranspose writes every timed call into one output array (`out=`), as OpenVINO's"
+        " request writes into its output tensor; torch and onnxruntime return a new array.",
         "`extra mem / output`: peak bytes NumPy allocated during one call minus the output, over the"
         " output's bytes (tracemalloc; numba/BLAS-internal buffers are not counted).",
     ]

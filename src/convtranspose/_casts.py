@@ -84,9 +84,10 @@ def widen(array: np.ndarray) -> np.ndarray:
     return result
 
 
-def narrow(result: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def narrow(result: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
     """``result.astype(dtype, copy=False)``, bit for bit, fast for float32 -> half precision.
 
+    Written into ``out`` if given (C-contiguous, of the result's shape and ``dtype``).
     Silent, whichever way it runs: an overflow to infinity is the defined result
     (NumPy's cast would warn, the compiled conversion cannot).
     """
@@ -96,9 +97,12 @@ def narrow(result: np.ndarray, dtype: np.dtype) -> np.ndarray:
         compiled = _compiled(kind)
     if compiled is None:
         with np.errstate(over="ignore", invalid="ignore"):
-            return result.astype(dtype, copy=False)
+            if out is None:
+                return result.astype(dtype, copy=False)
+            np.copyto(out, result, casting="unsafe")
+            return out
     source = np.ascontiguousarray(result).reshape(-1)
-    rounded = np.empty(result.shape, dtype)
+    rounded = np.empty(result.shape, dtype) if out is None else out
     target = rounded.reshape(-1).view(np.uint16)
     if kind == "float16":
         _run(compiled.narrow_float16, source, target)

@@ -931,6 +931,7 @@ def transposed_convolution(
     bias: np.ndarray | None = None,
     algorithm: str | None = None,
     result_dtype: np.dtype | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Compute the canonical transposed convolution.
 
@@ -957,20 +958,24 @@ def transposed_convolution(
         in ``dtype`` and converted once, to the bits of ``result.astype(result_dtype)``
         (float16 and bfloat16 round to nearest even, integers wrap), silently (an
         overflow to infinity is the defined result, not an error).
+    out : ndarray, optional
+        Where to write the result: C-contiguous, of its shape and dtype, sharing no
+        memory with the operands (the caller checks).
 
     Returns
     -------
     ndarray
-        ``(N, G*Co, Y...)``, or ``(N, Y..., G*Co)`` when ``channels_last``; a fresh
-        C-contiguous array, never a view of an input.
+        ``(N, G*Co, Y...)``, or ``(N, Y..., G*Co)`` when ``channels_last``: ``out``, or
+        a fresh C-contiguous array, never a view of an input.
     """
     dtype = np.dtype(dtype)
     if result_dtype is not None and np.dtype(result_dtype) != dtype:
         return _rounded(data, weights, tuple(axes), dtype, np.dtype(result_dtype),
-                        channels_last, bias, algorithm)
+                        channels_last, bias, algorithm, out)
     axes = tuple(axes)
     batch = data.shape[0]
-    out = _empty_result(batch, weights.shape, axes, channels_last, dtype)
+    if out is None:
+        out = _empty_result(batch, weights.shape, axes, channels_last, dtype)
     if algorithm is None:
         algorithm = choose_algorithm(batch, axes, weights.shape, channels_last=channels_last,
                                      dtype=dtype)
@@ -1010,8 +1015,8 @@ def _empty_result(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPl
     return np.empty(_result_shape(batch, weights_shape, axes, channels_last), dtype)
 
 
-def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algorithm):
-    """:func:`transposed_convolution` rounded once to ``result_dtype``.
+def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algorithm, out):
+    """:func:`transposed_convolution` rounded once to ``result_dtype`` (into ``out``, if given).
 
     ``direct-blocked`` and numba ``direct``'s plane kernel round the sums as they
     store them, so no float32 result is ever allocated; every other algorithm
@@ -1038,7 +1043,9 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
 
             # Half data as it is: the plane kernel widens it as it fills its windows
             # (or multiplies bfloat16 pairs).
-            out = _empty_result(data.shape[0], weights.shape, axes, channels_last, result_dtype)
+            if out is None:
+                out = _empty_result(data.shape[0], weights.shape, axes, channels_last,
+                                    result_dtype)
             direct_phase(data, weights, axes, dtype, channels_last, out, derived, bias)
             return out
     # Half-precision data is widened once: the kernels' own copies would each cast it
@@ -1047,12 +1054,13 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
     if in_kernel and algorithm == "direct-blocked" and len(axes) <= 3:
         from ._kernel_numba import direct_blocked
 
-        out = _empty_result(data.shape[0], weights.shape, axes, channels_last, result_dtype)
+        if out is None:
+            out = _empty_result(data.shape[0], weights.shape, axes, channels_last, result_dtype)
         direct_blocked(data, weights, axes, dtype, channels_last, out, bias=bias)
         return out
     result = transposed_convolution(data, weights, axes, dtype=dtype,
                                     channels_last=channels_last, bias=bias, algorithm=algorithm)
-    return _casts.narrow(result, result_dtype)
+    return _casts.narrow(result, result_dtype, out)
 
 
 def _compute(algorithm, data, weights, axes, dtype, channels_last, out):
@@ -2198,10 +2206,12 @@ class DenseCall:
         # less than the factor 4 (a Python product: inf rather than OverflowError).
         self._safe_squares = (safe_input / 2) * (safe_input / 2)
 
-    def __call__(self, data: np.ndarray, filter: np.ndarray) -> np.ndarray | None:
+    def __call__(self, data: np.ndarray, filter: np.ndarray,
+                 out: np.ndarray | None = None) -> np.ndarray | None:
         if filter.tobytes() != self._filter_bytes or _switch_state() != self._switches:
             return None
-        out = np.empty(self._shape, self._dtype)
+        if out is None:
+            out = np.empty(self._shape, self._dtype)
         # One BLAS dot, which raises no floating-point flags (a NaN or an overflow to
         # inf fails the comparison): a third of the time of a min and a max.
         if float(np.vdot(data, data)) < self._safe_squares:
@@ -2235,10 +2245,12 @@ class DirectCall:
         self._compute, self._shape, self._dtype = compute, shape, dtype
         self._switches = _switch_state()
 
-    def __call__(self, data: np.ndarray, filter: np.ndarray) -> np.ndarray | None:
+    def __call__(self, data: np.ndarray, filter: np.ndarray,
+                 out: np.ndarray | None = None) -> np.ndarray | None:
         if _switch_state() != self._switches or not _same_bits(self._filter, filter):
             return None
-        out = np.empty(self._shape, self._dtype)
+        if out is None:
+            out = np.empty(self._shape, self._dtype)
         self._compute(data, out)
         return out
 
