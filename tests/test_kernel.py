@@ -306,7 +306,8 @@ def test_direct_blocked_with_many_channels_per_group(monkeypatch, rank, numba_di
 def test_direct_blocked_every_register_layout(monkeypatch, register_bytes):
     # Each machine takes one block layout; pretending other vector widths reaches
     # the others here (whole pixels in a block, chunks of 1, 2 or 3 vectors, and
-    # vectors padded to a multiple of the chunk).
+    # vectors padded to a multiple of the chunk; AVX-512 takes wide pixels in chunks
+    # of 2 or 4 vectors).
     from convtranspose import _kernel_numba, _numba_vectors
 
     monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: register_bytes)
@@ -314,8 +315,9 @@ def test_direct_blocked_every_register_layout(monkeypatch, register_bytes):
     axes = (AxisPlan(3, 3, 2, 1, 1, 6), AxisPlan(23, 3, 2, 1, 1, 46))
     lanes = register_bytes // 4
     layouts = []
-    # float32 output channels of 1, 3 and 5 vectors (5 = a padded chunk of 2 on AVX2).
-    for co in (lanes - 1, 3 * lanes, 5 * lanes - 2):
+    # float32 output channels of 1, 3, 5 and 9 vectors (5 = a padded chunk of 2 on
+    # AVX2 and AVX-512, 9 a chunk of 3 on AVX2).
+    for co in (lanes - 1, 3 * lanes, 5 * lanes - 2, 9 * lanes - 3):
         layouts.append(_kernel_numba.blocked_shape(4, co, axes[-1]))
         data = rng.integers(-9, 10, (2, 7, 3, 23)).astype(np.float32)
         weights = rng.integers(-9, 10, (1, 7, co, 3, 3)).astype(np.float32)
@@ -324,8 +326,54 @@ def test_direct_blocked_every_register_layout(monkeypatch, register_bytes):
             got = _run(data, weights, axes, np.float32, channels_last, "direct-blocked")
             np.testing.assert_array_equal(got, expected, err_msg=f"co={co}")
     chunks = [chunk for _, _, chunk, _ in layouts]
-    assert chunks == ([1, 3, 5] if register_bytes == 64 else [1, 3, 2]), layouts
-    assert layouts[2][1] == (5 if register_bytes == 64 else 6), layouts
+    assert chunks == ([1, 3, 2, 2] if register_bytes == 64 else [1, 3, 2, 3]), layouts
+    assert [vectors for _, vectors, _, _ in layouts] == [1, 3, 6, 10 if register_bytes == 64
+                                                         else 9], layouts
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+def test_direct_blocked_cuts_lines_among_threads(monkeypatch):
+    # A layer of one line (1-D, one sample) is cut into runs of its outputs, one
+    # piece of work each, so that every thread takes some; each run is written
+    # whole, the lines' ends with their own taps, rounded or not, in both layouts.
+    from convtranspose import _kernel_numba
+
+    monkeypatch.setattr(_kernel_numba, "_threads", lambda *args: 4)
+    axis = AxisPlan(3000, 5, 3, 1, 2, 8999)
+    assert _kernel.blocked_segments(1, axis, 4) == 11  # 8999 // (256 * 3) outputs
+    assert _kernel.blocked_segments(4, axis, 4) == 1
+    assert _kernel.blocked_segments(1, AxisPlan(100, 5, 3, 1, 2, 299), 4) == 1
+    rng = np.random.default_rng(7)
+    data = rng.integers(-9, 10, (1, 6, 3000)).astype(np.float32)
+    weights = rng.integers(-9, 10, (1, 6, 20, 5)).astype(np.float32)
+    expected = _reference(data, weights, (axis,))
+    for channels_last in (False, True):
+        got = _run(data, weights, (axis,), np.float32, channels_last, "direct-blocked")
+        np.testing.assert_array_equal(got, expected)
+        rounded = transposed_convolution(
+            np.moveaxis(data, 1, -1).copy() if channels_last else data, weights, (axis,),
+            dtype=np.dtype(np.float32), channels_last=channels_last,
+            result_dtype=np.dtype(np.float16), algorithm="direct-blocked")
+        np.testing.assert_array_equal(np.moveaxis(rounded, -1, 1) if channels_last else rounded,
+                                      expected.astype(np.float16))
+
+
+def test_direct_blocked_models_its_threads():
+    # One line on one core costs as much as twice the work on two lines; a line long
+    # enough to be cut into segments, half that.  (The same line as a 2-D layer of
+    # one row: the same cost.)
+    long, short = AxisPlan(20000, 4, 2, 1, 1, 40000), AxisPlan(100, 4, 2, 1, 1, 200)
+    one = AxisPlan(1, 1, 1, 1, 0, 1)
+    for axis in (long, short):
+        single = _kernel._blocked_ns(1, 1, 64, 64, (axis,), True)
+        double = _kernel._blocked_ns(2, 1, 64, 64, (axis,), True)
+        split = _kernel.blocked_segments(1, axis, _kernel._THREADS) >= _kernel._THREADS
+        assert split == (axis is long)
+        if _kernel._THREADS > 1:
+            # Two samples: twice the work on twice the lines.
+            assert double / single == pytest.approx(1.0 if not split else 2.0, rel=0.1), axis
+    assert _kernel._blocked_ns(1, 1, 64, 64, (one, long), True) == pytest.approx(
+        _kernel._blocked_ns(1, 1, 64, 64, (long,), True), rel=0.01)
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
@@ -383,10 +431,14 @@ def test_direct_blocked_is_not_offered_for_half_a_vector_of_output_channels():
 
     lanes = vector_bytes() // 4
     axes = (AxisPlan(28, 4, 2, 1, 1, 56),) * 2
-    for co, offered in ((lanes // 2, False), (lanes // 2 + 1, True), (64, True), (65, False)):
+    wide = lanes == 16  # AVX-512 offers it for any width on channels-last layers
+    for co, offered in ((lanes // 2, False), (lanes // 2 + 1, True), (64, True), (65, wide),
+                        (256, wide)):
         costs = _kernel._raw_costs(2, axes, (1, 32, co, 4, 4), True, True, False)
         assert ("direct-blocked" in costs) is offered, (co, lanes)
         assert "direct" in costs
+        first = _kernel._raw_costs(2, axes, (1, 32, co, 4, 4), False, True, False)
+        assert ("direct-blocked" in first) is (offered and co <= 64), (co, lanes)
 
 
 def test_choice_is_cached_overridable_and_validated(monkeypatch):

@@ -536,7 +536,7 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
         direct = _direct_cost(batch, axes, weights_shape, channels_last, pairs)
         if direct is not None:
             costs["direct"] = direct
-        if blocked_offered(ci, co):
+        if blocked_offered(ci, co, channels_last):
             costs["direct-blocked"] = _blocked_ns(batch, groups, ci, co, axes, channels_last)
     # Estimates without BLAS products (or no live class) are plain numbers.
     return {name: cost if isinstance(cost, RawCost) else RawCost(cost)
@@ -771,14 +771,21 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
 
 
 #: ``direct-blocked`` keeps a block of outputs' channels in registers: for at most
-#: this many output channels per group.
+#: this many output channels per group, but for channels-last layers on AVX-512
+#: (wider pixels in chunks of vectors, :func:`convtranspose._kernel_numba.blocked_shape`).
 BLOCKED_MAX_CHANNELS = 64
 
 
-def blocked_offered(ci: int, co: int) -> bool:
+def blocked_offered(ci: int, co: int, channels_last: bool) -> bool:
     """Whether the cost model offers ``direct-blocked`` for these channels per group.
 
-    Not for more than :data:`BLOCKED_MAX_CHANNELS` output channels, nor for at most
+    Not for more than :data:`BLOCKED_MAX_CHANNELS` output channels, but on channels-last
+    layers with AVX-512: there, in session 20, it beat the chosen algorithm on six of
+    eight such layers of the calibration (up to 2.1x; U-Net NXC 7.4-7.9 -> 6.3-7.4 ms)
+    and lost on a 3D k1 s4 one (1.1 -> 1.8 ms); channels first, each line's wide tile
+    is written back transposed, a plane per channel, and it lost on two of three
+    (up to 1.6x).  AVX2 (blocks of 2 vectors) was not measured.
+    Nor for at most
     half a vector of them (8 float32 on AVX-512, 4 on AVX2): the block holds output
     channels in its lanes, so most of each multiply-add would be padding, while the
     plane kernel of ``direct`` vectorises along space.  In session 17's calibration
@@ -787,7 +794,27 @@ def blocked_offered(ci: int, co: int) -> bool:
     calibrate.  Nor for at most four products per group (``ci * co``), which the
     per-position kernel of ``direct`` takes.
     """
-    return 2 * co > vector_bytes() // 4 and co <= BLOCKED_MAX_CHANNELS and ci * co > 4
+    wide = channels_last and vector_bytes() == 64
+    return 2 * co > vector_bytes() // 4 and (co <= BLOCKED_MAX_CHANNELS or wide) and ci * co > 4
+
+
+#: ``direct-blocked`` cuts the lines of a layer with fewer lines than threads into
+#: segments of at least this many outputs per phase of the last axis.
+BLOCKED_SEGMENT_OUTPUTS = 256
+
+
+def blocked_segments(lines: int, last_axis: AxisPlan, threads: int) -> int:
+    """Into how many runs of the last axis ``direct-blocked`` cuts each of its ``lines``.
+
+    One, unless there are fewer lines than ``threads`` (a 1-D layer of one sample,
+    HiFi-GAN, would run on one core: 354 instead of about 190 ms for k16 NXC): then
+    enough segments for every thread to take several, each at least
+    :data:`BLOCKED_SEGMENT_OUTPUTS` outputs per phase.
+    """
+    if lines >= threads:
+        return 1
+    longest = last_axis.output_size // (BLOCKED_SEGMENT_OUTPUTS * last_axis.stride)
+    return max(1, min(-(-8 * threads // lines), longest))
 
 
 #: ``direct-blocked`` on channels-first data pays about one strided pass over the
@@ -801,7 +828,8 @@ def _blocked_ns(batch: int, groups: int, ci: int, co: int, axes: tuple[AxisPlan,
                 channels_last: bool) -> float:
     """Rough cost of ``direct-blocked`` (in the units of the other estimates).
 
-    Multiply-adds at about 220 GFLOP/s on two cores (the machine's FMA peak), with
+    Multiply-adds at about 220 GFLOP/s on two cores (the machine's FMA peak; on one
+    where the layer has a single line), with
     the output channels padded to whole vectors (16 float32) and each phase's run
     of outputs with all taps inside the input covered by blocks of about 8 (the
     others, at line ends, cost about three outputs each); lines whose output
@@ -841,7 +869,10 @@ def _blocked_ns(batch: int, groups: int, ci: int, co: int, axes: tuple[AxisPlan,
         reloaded = lines * line_weights
     inputs = batch * groups * ci * math.prod(axis.input_size for axis in axes)
     transposed = 0 if channels_last else inputs * _BLOCKED_NCX_INPUT
-    return 3.0 * (2.0 * macs / 220.0 + 0.3 * copied + transposed + 0.25 * reloaded
+    # The lines (or their segments) are shared out among the threads.
+    items = lines * blocked_segments(lines, axes[-1], _THREADS)
+    idle = _THREADS / max(1, min(_THREADS, items))
+    return 3.0 * (2.0 * macs / 220.0 * idle + 0.3 * copied + transposed + 0.25 * reloaded
                   + 50.0 * lines + 20000)
 
 

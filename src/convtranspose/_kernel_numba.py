@@ -60,9 +60,9 @@ import numpy as np
 
 from ._casts_numba import (bfloat16_bits, bfloat16_value, float16_bits, float16_value,
                            host_has_f16c)
-from ._kernel import (DIRECT_PARALLEL_MACS, PLANE_CO_BLOCK, _axis_phases, direct_per_position,
-                      direct_worth_threads, line_segment_inputs, line_segmented, plane_lanes,
-                      plane_schedule)
+from ._kernel import (DIRECT_PARALLEL_MACS, PLANE_CO_BLOCK, _axis_phases, blocked_segments,
+                      direct_per_position, direct_worth_threads, line_segment_inputs,
+                      line_segmented, plane_lanes, plane_schedule)
 from ._plan import AxisPlan
 
 __all__ = ["blocked_shape", "col2im_scatter", "direct_blocked", "direct_phase",
@@ -1126,11 +1126,14 @@ def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
 def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int, int, int]:
     """(lanes, vectors per pixel, vectors per block, pixels per block) of ``direct-blocked``.
 
-    With 32 vector registers (AVX-512), a block holds all of a pixel's vectors and
-    about 16 accumulators: enough independent FMAs to hide their latency, with room
-    for the weight rows (fewer ran slower, more made LLVM stop unrolling the channel
-    loop).  With 16 (AVX2), accumulators, the block's weight vectors and the
-    broadcast input must fit in 16 registers, or LLVM spills them: a block holds a
+    With 32 vector registers (AVX-512), a block holds all of a pixel's vectors (up to
+    four) and about 16 accumulators: enough independent FMAs to hide their latency,
+    with room for the weight rows (fewer ran slower, more made LLVM stop unrolling the
+    channel loop).  Wider pixels are taken in chunks of 4 vectors (3-4 pixels) or 2
+    (6-8 pixels): a block of one pixel's 16 vectors took DCGAN 512->256 NXC 47-51 ms,
+    2 x 7 22.8-27.0 and 4 x 4 26.1; U-Net NXC 4 x 4 6.26-6.47, 2 x 7 7.51 (Zen 4,
+    sessions 19 and 20).  With 16 (AVX2), accumulators, the block's weight vectors and
+    the broadcast input must fit in 16 registers, or LLVM spills them: a block holds a
     chunk of 2 vectors (5-6 pixels), of 3 (4 pixels) when a pixel has an odd multiple
     of 3 vectors, or a pixel's one vector (5-6 pixels), the pixel's vectors padded to
     a multiple of the chunk.  Measured on Zen 3, one thread, GFLOP/s with the weights
@@ -1139,23 +1142,25 @@ def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int
     Within the candidates, the block that wastes least on the lines of
     ``last_axis``: each phase's run of outputs whose taps all read inside is covered
     by whole blocks (the last overlapping its predecessor), its other outputs cost
-    about two each.
+    about two each, and a pixel's vectors are padded to whole chunks; between equal
+    wastes, the most accumulators, then the widest chunk (fewer loads per
+    multiply-add).
     """
     from ._numba_vectors import vector_bytes
 
     lanes = max(1, vector_bytes() // itemsize)
     vectors = -(-co // lanes)
-    if vector_bytes() == 64:
-        chunk = vectors
+    if vector_bytes() == 64 and vectors <= 4:
         base = max(1, min(8, 16 // vectors))
-        candidates = range(base - base // 8, base + base // 8 + 1)
+        candidates = [(vectors, p) for p in range(base - base // 8, base + base // 8 + 1)]
+    elif vector_bytes() == 64:
+        candidates = [(4, 3), (4, 4), (2, 6), (2, 7), (2, 8)]
     elif vectors == 1:
-        chunk, candidates = 1, range(5, 7)
+        candidates = [(1, 5), (1, 6)]
     elif vectors % 2 and vectors % 3 == 0:
-        chunk, candidates = 3, range(4, 5)
+        candidates = [(3, 4)]
     else:
-        chunk, candidates = 2, range(5, 7)
-    vectors = -(-vectors // chunk) * chunk
+        candidates = [(2, 5), (2, 6)]
     runs = []
     for c in _axis_phases(last_axis).classes:
         shifts = c.shifts or (0,)
@@ -1171,13 +1176,18 @@ def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int
             total += covered + 2 * (count - (inside if inside >= pixels else 0))
         return total
 
-    return lanes, vectors, chunk, min(candidates, key=lambda p: (waste(p), -p))
+    def padded(chunk):
+        return -(-vectors // chunk) * chunk
+
+    chunk, pixels = min(candidates,
+                        key=lambda c: (waste(c[1]) * padded(c[0]), -c[0] * c[1], -c[0]))
+    return lanes, padded(chunk), chunk, pixels
 
 
 @numba.njit(nogil=True, cache=False)
-def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, count,
+def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first, y_stop,
                   channel0):  # pragma: no cover - compiled
-    """Round a line buffer's ``count`` outputs into ``bits`` (uint16), plus ``bias``.
+    """Round a line buffer's outputs ``[y_first, y_stop)`` into ``bits`` (uint16), plus ``bias``.
 
     The bias is added in float32 before the one rounding, as the float32 path adds
     it to its float32 result; without one (``bias`` empty) nothing is added, not
@@ -1189,16 +1199,16 @@ def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, count,
         if bias.size:
             shift = np.float32(bias[channel0 + o])
             if mode == _FLOAT16:
-                for y3 in range(count):
+                for y3 in range(y_first, y_stop):
                     bits[at + y3 * out_3] = float16_bits(np.float32(tile[y3 * width + o]) + shift)
             else:
-                for y3 in range(count):
+                for y3 in range(y_first, y_stop):
                     bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[y3 * width + o]) + shift)
         elif mode == _FLOAT16:
-            for y3 in range(count):
+            for y3 in range(y_first, y_stop):
                 bits[at + y3 * out_3] = float16_bits(np.float32(tile[y3 * width + o]))
         else:
-            for y3 in range(count):
+            for y3 in range(y_first, y_stop):
                 bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[y3 * width + o]))
 
 
@@ -1224,17 +1234,19 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
 
     @numba.njit(nogil=True, cache=False)
     def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, line_order,
-               tap_k, tap_shift, tap_count, start, stop):  # pragma: no cover
+               tap_k, tap_shift, tap_count, segments, start, stop):  # pragma: no cover
         # Flat buffers in any layout: element (n, x1, x2, x3, channel) of the source is at
         # n*in_steps[0] + x1*in_steps[1] + x2*in_steps[2] + x3*in_steps[3] +
         # channel*in_steps[4], the output likewise with out_steps; weights (G, K1, K2, K3,
         # Ci, width), zero beyond Co; bias (G*Co,) or empty, added by rounding modes only.
         # sizes = (N, G, Ci, Co, X1, X2, X3, Y1, Y2, Y3, K2,
-        # K3, K, S1, S2, S3).  Computes the output lines (g, n, y1, y2) (all of Y3, the
-        # group's Co channels) with flat index in [start, stop): per phase of the last
-        # axis, blocks of `pixels` outputs whose taps all read inside the input, then
-        # the remaining outputs one at a time with their own taps.  Every output
-        # element is written (those of overlapping blocks twice, with equal values).
+        # K3, K, S1, S2, S3).  Computes the output lines (g, n, y1, y2) (the group's Co
+        # channels), each cut into `segments` runs of Y3 (so that a layer of fewer
+        # lines than threads keeps every thread busy), with flat index (line, segment)
+        # in [start, stop): per phase of the last axis, blocks of `pixels` outputs
+        # whose taps all read inside the input, then the remaining outputs one at a
+        # time with their own taps.  Every output element is written (those of
+        # overlapping blocks twice, with equal values).
         batch, ci, co = sizes[0], sizes[2], sizes[3]
         size1, size2, size3 = sizes[4], sizes[5], sizes[6]
         out1, out2, out3 = sizes[7], sizes[8], sizes[9]
@@ -1256,7 +1268,10 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
         tile = np.empty(out3 * width, weights.dtype)
         dest = out if direct else tile
         tap_size = ci * width
-        for flat in range(start, stop):
+        for item in range(start, stop):
+            flat, segment = item // segments, item % segments
+            y_first = out3 * segment // segments
+            y_stop = out3 * (segment + 1) // segments
             # Lines in phase order: consecutive lines use the same taps (weights stay in L1).
             y2 = line_order[out1 + flat % out2]
             y1 = line_order[(flat // out2) % out1]
@@ -1281,9 +1296,11 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
             line_at = line if direct else 0
             step = out_3 if direct else width
             for p3 in range(min(s3, out3)):
-                phase_count = (out3 - p3 + s3 - 1) // s3
+                # The phase's outputs j * s3 + p3 in the segment.
+                j_first = max(0, y_first - p3 + s3 - 1) // s3
+                j_stop = max(0, y_stop - p3 + s3 - 1) // s3
                 count = 0
-                first, last = 0, phase_count  # outputs whose taps all read inside
+                first, last = j_first, j_stop  # outputs whose taps all read inside
                 for m3 in range(tap_count[2, p3]):
                     shift = tap_shift[2, p3, m3]
                     first, last = max(first, -shift), min(last, size3 - shift)
@@ -1292,7 +1309,7 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                         taps[count] = (row_taps[r] + tap_k[2, p3, m3]) * tap_size
                         shifts[count] = shift
                         count += 1
-                first = min(first, phase_count)
+                first = min(first, j_stop)
                 last = max(first, last)
                 # Blocks of `pixels` outputs over those whose taps all read inside the
                 # input; the last block ends there (overlapping its predecessor: a few
@@ -1306,7 +1323,7 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                         block(source, weights, dest, at + column, s3 * step, reads, taps,
                               count, j * in_3, in_3, in_c, ci, column, width)
                     j += pixels
-                for jj in range(phase_count):
+                for jj in range(j_first, j_stop):
                     if first <= jj < j:
                         continue
                     edges = 0
@@ -1320,15 +1337,15 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
             if direct:
                 continue
             if mode != _KEEP:
-                _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, out3,
-                              g * co)
+                _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first,
+                              y_stop, g * co)
             elif out_c == 1:
-                for y3 in range(out3):
+                for y3 in range(y_first, y_stop):
                     for o in range(co):
                         out[line + y3 * out_3 + o] = tile[y3 * width + o]
             else:
                 for o in range(co):
-                    for y3 in range(out3):
+                    for y3 in range(y_first, y_stop):
                         out[line + o * out_c + y3 * out_3] = tile[y3 * width + o]
 
     return kernel
@@ -1414,10 +1431,12 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias=None):
     kernel = _blocked_kernel(lanes, vectors, chunk, pixels)
     source, flat_weights = data.reshape(-1), w.reshape(-1)
     lines = groups * batch * axes3[0].output_size * axes3[1].output_size
+    threads = _threads(batch, weights.shape, axes)
+    segments = blocked_segments(lines, axes3[2], threads)
     order = _line_order(axes3[0], axes3[1])
     _parallel(lambda a, b: kernel(source, flat_weights, flat_out, bits, bias, mode, sizes,
-                                  in_steps, out_steps, order, *tables, a, b),
-              lines, _threads(batch, weights.shape, axes))
+                                  in_steps, out_steps, order, *tables, segments, a, b),
+              lines * segments, threads)
     if target is not out:
         np.copyto(out, target)
 
