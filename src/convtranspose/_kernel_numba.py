@@ -1265,7 +1265,7 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
         shifts = np.empty(widest ** 3, np.int64)
         edge_reads = np.empty(widest ** 3, np.int64)
         edge_taps = np.empty(widest ** 3, np.int64)
-        tile = np.empty(out3 * width, weights.dtype)
+        tile = np.empty(0 if direct else out3 * width, weights.dtype)  # direct: unused
         dest = out if direct else tile
         tap_size = ci * width
         for item in range(start, stop):
