@@ -155,9 +155,17 @@ def make_inputs(layer: Layer, seed: int = 0) -> dict[str, np.ndarray]:
 # into an NCX float32 NumPy array for the check.
 
 
+#: Our timed calls write into one output array (``out=``) when it has at least this
+#: many bytes: a new output of tens of MB costs fresh pages (5-16 ms for HiFi-GAN's
+#: 64 MB), while a small one comes from memory NumPy's allocator just freed, cheaper
+#: than checking ``out`` (the tiny layer: 0.8 us of 9 in a loop).
+REUSE_MIN_BYTES = 1 << 20
+
+
 def _ours(layer: Layer, inputs, reuse_output: bool = False):
     """Our runner; with ``reuse_output`` every call writes into one output array
-    (``out=``), as OpenVINO's request writes into its output tensor."""
+    (``out=``, from :data:`REUSE_MIN_BYTES`), as OpenVINO's request writes into its
+    output tensor."""
     import convtranspose as ct
 
     data, weights = inputs["data"], inputs["weights"]
@@ -185,9 +193,9 @@ def _ours(layer: Layer, inputs, reuse_output: bool = False):
 
         def to_ncx(out):
             return np.moveaxis(np.asarray(out, np.float32), -1, 1)
-    if not reuse_output:
+    output = call() if reuse_output else None
+    if output is None or output.nbytes < REUSE_MIN_BYTES:
         return call, to_ncx
-    output = call()
     return lambda: call(out=output), to_ncx
 
 
@@ -613,8 +621,9 @@ def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:
         f"Machine: {meta['machine']}; {meta['threads']} threads; NumPy {meta['numpy']}"
         f" ({meta['blas']});"
         f" repeat {meta['repeat']} (medians). Ratios > 1 mean convtranspose is faster.",
-        "convtranspose writes every timed call into one output array (`out=`), as OpenVINO's"
-        " request writes into its output tensor; torch and onnxruntime return a new array.",
+        "convtranspose writes every timed call of an output of 1 MiB or more into one output"
+        " array (`out=`), as OpenVINO's request writes into its output tensor; torch and"
+        " onnxruntime return a new array.",
         "`extra mem / output`: peak bytes NumPy allocated during one call minus the output, over the"
         " output's bytes (tracemalloc; numba/BLAS-internal buffers are not counted).",
     ]
