@@ -780,12 +780,11 @@ def blocked_offered(ci: int, co: int, channels_last: bool) -> bool:
     """Whether the cost model offers ``direct-blocked`` for these channels per group.
 
     Not for more than :data:`BLOCKED_MAX_CHANNELS` output channels, but on channels-last
-    layers with AVX-512: there, in session 20, it beat the chosen algorithm on six of
-    eight such layers of the calibration (up to 2.1x; U-Net NXC 7.4-7.9 -> 6.3-7.4 ms)
-    and lost on a 3D k1 s4 one (1.1 -> 1.8 ms); channels first, each line's wide tile
+    layers with AVX-512: there, in session 20, it beat the algorithm chosen before on
+    seven of eight such layers tried (up to 2.2x; U-Net NXC 7.1-7.6 -> 6.0-6.2 ms) and
+    lost on a 3D k1 s4 one (1.1 -> 1.6-1.9 ms); channels first, each line's wide tile
     is written back transposed, a plane per channel, and it lost on two of three
-    (up to 1.6x).  AVX2 (blocks of 2 vectors) was not measured.
-    Nor for at most
+    (up to 1.6x).  AVX2 (blocks of 2 vectors) was not measured.  Nor for at most
     half a vector of them (8 float32 on AVX-512, 4 on AVX2): the block holds output
     channels in its lanes, so most of each multiply-add would be padding, while the
     plane kernel of ``direct`` vectorises along space.  In session 17's calibration
@@ -828,8 +827,8 @@ def _blocked_ns(batch: int, groups: int, ci: int, co: int, axes: tuple[AxisPlan,
                 channels_last: bool) -> float:
     """Rough cost of ``direct-blocked`` (in the units of the other estimates).
 
-    Multiply-adds at about 220 GFLOP/s on two cores (the machine's FMA peak; on one
-    where the layer has a single line), with
+    Multiply-adds at about 220 GFLOP/s on two cores (the machine's FMA peak; on fewer
+    where the layer has fewer lines, or segments of lines, than threads), with
     the output channels padded to whole vectors (16 float32) and each phase's run
     of outputs with all taps inside the input covered by blocks of about 8 (the
     others, at line ends, cost about three outputs each); lines whose output
