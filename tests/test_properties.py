@@ -11,7 +11,9 @@ and filter format, bias, batch 0..3 and every dtype.  For each draw:
   ``ConvTransposeError``;
 - the ``ct.shapes`` twin's ``output_shape``, offsets, sizes and resolved pads equal
   the oracle's and the array result's shape; the result has the input dtype;
-- the inputs are unchanged and the result shares no memory with them.
+- the inputs are unchanged and the result shares no memory with them;
+- the same call with ``out=`` (contiguous, or a strided view) writes the same numbers
+  there and nothing outside it.
 
 ``--examples N`` sets the number of draws per test.
 """
