@@ -148,11 +148,17 @@ def _direct_out(out: object, plan, arrays: dict, names: tuple[str, ...]) -> bool
     return True
 
 
-def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter", "bias")):
+def _operands(names, data, filter, bias) -> dict:
+    """Name -> operand, for the dtype checks' messages (the bias only if given)."""
     arrays = {names[0]: data, names[1]: filter}
     if bias is not None:
         arrays[names[2]] = bias
-    if out is not None and not _direct_out(out, plan, arrays, names):
+    return arrays
+
+
+def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter", "bias")):
+    if out is not None and not _direct_out(out, plan, _operands(names, data, filter, bias),
+                                           names):
         np.copyto(out, _execute(plan, data, filter, bias, names=names))
         return out
     if bias is None:
@@ -162,7 +168,7 @@ def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter"
             result = prepared[1](data, filter, out)
             if result is not None:
                 return result
-    dtype = check_dtypes(**arrays)
+    dtype = check_dtypes(**_operands(names, data, filter, bias))
     weights = _canonical_weights(plan, filter)
     result = transposed_convolution(
         data,  # half precision: widened by the kernel's entry (or read as bfloat16 pairs)
