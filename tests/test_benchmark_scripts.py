@@ -100,3 +100,51 @@ def test_machine_peaks_are_measured_and_plausible():
         assert 1e8 < peak < 1e13
     else:
         assert peak is None
+
+
+# --------------------------------------------------------------------------- bench rows
+
+
+def test_bench_row_keeps_every_round_and_the_fastest_rounds_ratio(monkeypatch):
+    # A fake peer computes the tiny layer with the oracle's direct loop, sleeping a
+    # known time in its second timed round: the row must keep each round, take the
+    # median of them, and compare the fastest rounds (which the sleep never is).
+    import statistics
+    import time
+
+    import numpy as np
+    from oracle import crop, full_transposed_convolution
+
+    from convtranspose import _bench
+
+    layer = next(layer for layer in _bench.SUITE if layer.label == "tiny N1 2->3 5x5 k3 s2 p1")
+    calls = []
+
+    def oracle_peer(layer, inputs):
+        weights = inputs["weights"][None].astype(np.float64)  # (G=1, Ci, Co, K, K)
+
+        def run():
+            calls.append(1)
+            if len(calls) == 6:  # the check, a warm-up, then (untimed, timed) per round
+                time.sleep(0.05)
+            full = full_transposed_convolution(inputs["data"], weights, [layer.stride] * 2,
+                                               [layer.dilation] * 2)
+            return crop(full, [layer.pad] * 2, list(layer.output_spatial))
+        return run, lambda result: result.astype(np.float32)
+
+    monkeypatch.setitem(_bench.PEERS, "oracle", oracle_peer)
+    monkeypatch.setattr(_bench, "SETTLE_SECONDS", 0.0)
+    row = _bench.bench_layer(layer, ["oracle"], repeat=5, warmup=1, budget=60.0)
+    rounds = row["rounds_ms"]
+    assert sorted(rounds) == ["convtranspose", "oracle"]
+    assert all(len(values) == 5 for values in rounds.values())
+    for name, values in rounds.items():
+        assert row["times_ms"][name] == statistics.median(values)
+    assert max(rounds["oracle"]) >= 50.0 > statistics.median(rounds["oracle"])
+    assert row["best_round_ratio"] == min(rounds["oracle"]) / min(rounds["convtranspose"])
+    summary = _bench.markdown([row, dict(row, best_round_ratio=4.0)], ["oracle"],
+                              {"machine": "m", "threads": 2, "numpy": "n", "blas": "b",
+                               "repeat": 5})
+    geomean = (row["best_round_ratio"] * 4.0) ** 0.5
+    assert f"geometric mean {geomean:.2f}x, worst {min(row['best_round_ratio'], 4.0):.2f}x" \
+        in summary
