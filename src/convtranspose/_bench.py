@@ -522,12 +522,12 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
             samples[name].append(time.perf_counter() - start)
         if round_index >= 2 and time.perf_counter() - started > budget:
             break
-    for name, values in samples.items():
-        row["times_ms"][name] = 1e3 * statistics.median(values)
     # Every round, for analysis: this machine's noise comes in bursts of contention
     # that slow every implementation's calls by up to 2x for seconds at a time.
     row["rounds_ms"] = {name: [1e3 * value for value in values]
                         for name, values in samples.items()}
+    for name, values in row["rounds_ms"].items():
+        row["times_ms"][name] = statistics.median(values)
     peak, output_bytes = _peak_extra_bytes(_ours(layer, inputs)[0])  # a new output each call
     row["peak_bytes"] = peak
     row["output_bytes"] = output_bytes
