@@ -140,6 +140,62 @@ def test_single_channel_channels_last_uses_the_same_memory_layout():
         _check(data, weights, axes, np.float64, True)
 
 
+@pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
+def test_depthwise_channels_last_in_vectors_and_a_remainder(monkeypatch, register_bytes):
+    # The depthwise channels-last kernel sums the groups in vectors (passes of four
+    # taps, then single ones) and the groups past the last whole vector one at a time:
+    # group counts below, at and past one and two vectors of either width, positions
+    # with 0 to 27 taps (borders, dilations, strides, offsets outside the input).
+    from convtranspose import _numba_vectors
+
+    monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: register_bytes)
+    rng = np.random.default_rng(register_bytes + 40)
+    for trial in range(12):
+        dtype = (np.float32, np.float64)[trial % 2]
+        lanes = register_bytes // np.dtype(dtype).itemsize
+        groups = (lanes - 1, lanes, 2 * lanes + 3, 3 * lanes - 1)[trial % 4]
+        rank = 1 + trial % 3
+        axes = _random_axes(rng, rank, max_size=(12, 7, 5)[rank - 1])
+        data = rng.standard_normal((2, groups) + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((groups, 1, 1) + tuple(a.kernel_size for a in axes))
+        _check(data, weights, axes, dtype, True)
+
+
+@pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("threaded", [False, True], ids=["one-thread", "threads"])
+def test_channels_last_copy_equals_numpys_transposed_copy(monkeypatch, register_bytes,
+                                                          threaded):
+    # Whole register blocks, and rows and columns past the last whole block; other
+    # dtypes and non-contiguous data take NumPy's copy.  The input is left unchanged.
+    from convtranspose import _numba_vectors
+
+    monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: register_bytes)
+    if threaded:
+        monkeypatch.setattr(_kernel_numba, "_PARALLEL_COPY_BYTES", 0)
+        monkeypatch.setattr(_kernel_numba, "_THREADS", 3)
+        monkeypatch.setattr(_kernel_numba, "_pool", None)
+    rng = np.random.default_rng(register_bytes + threaded)
+    shapes = [(1, 64, 8, 8, 8), (2, 37, 5, 101), (3, 16, 16), (1, 5, 3), (4, 33, 17, 2),
+              (2, 100, 70), (1, 8, 1)]
+    for shape in shapes:
+        for dtype in (np.float32, np.float64):
+            data = rng.standard_normal(shape).astype(dtype)
+            kept = data.copy()
+            got = _kernel_numba.channels_last_copy(data, dtype)
+            assert got.dtype == dtype and got.flags.c_contiguous
+            np.testing.assert_array_equal(got, np.moveaxis(kept, 1, -1))
+            np.testing.assert_array_equal(data, kept)
+        half = data.astype(np.float16)
+        np.testing.assert_array_equal(_kernel_numba.channels_last_copy(half, np.float32),
+                                      np.moveaxis(half, 1, -1).astype(np.float32))
+        reversed_channels = data[:, ::-1]
+        np.testing.assert_array_equal(
+            _kernel_numba.channels_last_copy(reversed_channels, np.float64),
+            np.moveaxis(reversed_channels, 1, -1))
+    if threaded:
+        _kernel_numba._pool.shutdown()
+
+
 @pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
 def test_threaded_split_into_pieces(monkeypatch, channels_last):
     # Split between threads (however small); more threads than pieces of some sizes,

@@ -223,6 +223,6 @@ def compile_source(source: str, name: str):
     namespace = {"vector_zero": vector_zero, "vector_load": vector_load,
                  "vector_splat_at": vector_splat_at, "vector_fma": vector_fma,
                  "vector_dot_pairs": vector_dot_pairs, "vector_add": vector_add,
-                 "vector_store": vector_store}
+                 "vector_interleave": vector_interleave, "vector_store": vector_store}
     exec(compile(source, f"<generated {name}>", "exec"), namespace)
     return numba.njit(nogil=True, cache=False)(namespace[name])
