@@ -1131,13 +1131,19 @@ def _tile_transpose_source(lanes: int) -> str:
 
 
 @functools.lru_cache(maxsize=None)
+def _tile_transposer(lanes: int):
+    """The compiled ``tile`` of :func:`_tile_transpose_source`."""
+    from ._numba_vectors import compile_source
+
+    return compile_source(_tile_transpose_source(lanes), "tile")
+
+
+@functools.lru_cache(maxsize=None)
 def _transpose_kernel(lanes: int):
     """``kernel(src, dst, rows, cols, start, stop)``: ``(B, rows, cols)`` into ``(B, cols,
     rows)`` (flat C-order buffers), for the bands of ``lanes`` rows with flat index (b,
     band) in [start, stop): whole blocks in registers, the edges one element at a time."""
-    from ._numba_vectors import compile_source
-
-    tile = compile_source(_tile_transpose_source(lanes), "tile")
+    tile = _tile_transposer(lanes)
     step = np.uint64(lanes)
 
     @numba.njit(nogil=True, cache=False)
@@ -1364,6 +1370,7 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
     from ._numba_vectors import compile_source
 
     block = compile_source(_block_source(lanes, chunk, pixels), "block")
+    transpose = _tile_transposer(lanes)
     # Four independent sets of accumulators where registers allow, one on AVX2 for
     # wide outputs (8 vectors: 32 accumulators would spill).
     splits = max(1, min(4, chunk * pixels // vectors))
@@ -1482,8 +1489,15 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                     for o in range(co):
                         out[line + y3 * out_3 + o] = tile[y3 * width + o]
             else:
+                # Channels first: blocks of lanes x lanes transposed in registers, the
+                # channels and outputs past the last whole block one at a time.
+                y_whole = y_first + (y_stop - y_first) // lanes * lanes if out_3 == 1 else y_first
+                o_whole = co - co % lanes
+                for y3 in range(y_first, y_whole, lanes):
+                    for o in range(0, o_whole, lanes):
+                        transpose(tile, y3 * width + o, width, out, line + o * out_c + y3, out_c)
                 for o in range(co):
-                    for y3 in range(y_first, y_stop):
+                    for y3 in range(y_whole if o < o_whole else y_first, y_stop):
                         out[line + o * out_c + y3 * out_3] = tile[y3 * width + o]
 
     return kernel
