@@ -98,6 +98,25 @@ _FAR_CHANNELS_BYTES = 1 << 14
 _pool = None
 
 
+@numba.njit(nogil=True, cache=False, inline="always")
+def _row_taps(found, j1, j2, p1, p2, tap_shift, tap_count, size1,
+              size2):  # pragma: no cover - compiled
+    """The taps of the first two axes that read inside the input for output row ``(j1,
+    j2)`` of phases ``(p1, p2)``: ``found[r] = (x1, x2, m1, m2)``; returns their count."""
+    rows = 0
+    for m1 in range(tap_count[0, p1]):
+        x1 = j1 + tap_shift[0, p1, m1]
+        if x1 < 0 or x1 >= size1:
+            continue
+        for m2 in range(tap_count[1, p2]):
+            x2 = j2 + tap_shift[1, p2, m2]
+            if x2 < 0 or x2 >= size2:
+                continue
+            found[rows, 0], found[rows, 1], found[rows, 2], found[rows, 3] = x1, x2, m1, m2
+            rows += 1
+    return rows
+
+
 @functools.lru_cache(maxsize=None)
 def _channels_last_kernel(ci: int, co: int, lanes: int):
     """The channels-last kernel compiled for ``Ci = ci`` and ``Co = co`` (constants).
@@ -124,6 +143,19 @@ def _channels_last_kernel(ci: int, co: int, lanes: int):
     # values, where LLVM vectorised the old loops itself: depthwise NXC k4 s2 (8 x 256
     # x 28^2), one thread, alternating: 3.39 -> 3.10 ms (k3 s1 2.27 -> 1.99).
     @numba.njit(nogil=True, cache=False, inline="always")
+    def plus_four(total, source, weights, r0, w0, r1, w1, r2, w2, r3, w3, c):
+        # total + four taps at channel c (a vector).  Their offsets come as values, not
+        # from the arrays: LLVM cannot tell those from the output, and would reload them.
+        total = vector_fma(vector_load(source, r0 + c, lanes), vector_load(weights, w0 + c, lanes),
+                           total)
+        total = vector_fma(vector_load(source, r1 + c, lanes), vector_load(weights, w1 + c, lanes),
+                           total)
+        total = vector_fma(vector_load(source, r2 + c, lanes), vector_load(weights, w2 + c, lanes),
+                           total)
+        return vector_fma(vector_load(source, r3 + c, lanes), vector_load(weights, w3 + c, lanes),
+                          total)
+
+    @numba.njit(nogil=True, cache=False, inline="always")
     def four_taps(source, weights, out, reads, taps, done, dest, vector_end, width):
         r0, w0 = reads[done], taps[done]
         r1, w1 = reads[done + 1], taps[done + 1]
@@ -131,37 +163,16 @@ def _channels_last_kernel(ci: int, co: int, lanes: int):
         r3, w3 = reads[done + 3], taps[done + 3]
         if done == 0:
             for c in range(np.uint64(0), vector_end, step):
-                total = vector_fma(vector_load(source, r0 + c, lanes),
-                                   vector_load(weights, w0 + c, lanes), vector_zero(out, lanes))
-                total = vector_fma(vector_load(source, r1 + c, lanes),
-                                   vector_load(weights, w1 + c, lanes), total)
-                total = vector_fma(vector_load(source, r2 + c, lanes),
-                                   vector_load(weights, w2 + c, lanes), total)
-                total = vector_fma(vector_load(source, r3 + c, lanes),
-                                   vector_load(weights, w3 + c, lanes), total)
-                vector_store(out, dest + c, total)
-            for c in range(vector_end, width):
-                out[dest + c] = (weights[w0 + c] * source[r0 + c]
-                                 + weights[w1 + c] * source[r1 + c]
-                                 + weights[w2 + c] * source[r2 + c]
-                                 + weights[w3 + c] * source[r3 + c])
+                vector_store(out, dest + c, plus_four(vector_zero(out, lanes), source, weights,
+                                                      r0, w0, r1, w1, r2, w2, r3, w3, c))
         else:
             for c in range(np.uint64(0), vector_end, step):
-                total = vector_fma(vector_load(source, r0 + c, lanes),
-                                   vector_load(weights, w0 + c, lanes),
-                                   vector_load(out, dest + c, lanes))
-                total = vector_fma(vector_load(source, r1 + c, lanes),
-                                   vector_load(weights, w1 + c, lanes), total)
-                total = vector_fma(vector_load(source, r2 + c, lanes),
-                                   vector_load(weights, w2 + c, lanes), total)
-                total = vector_fma(vector_load(source, r3 + c, lanes),
-                                   vector_load(weights, w3 + c, lanes), total)
-                vector_store(out, dest + c, total)
-            for c in range(vector_end, width):
-                out[dest + c] += (weights[w0 + c] * source[r0 + c]
-                                  + weights[w1 + c] * source[r1 + c]
-                                  + weights[w2 + c] * source[r2 + c]
-                                  + weights[w3 + c] * source[r3 + c])
+                vector_store(out, dest + c, plus_four(vector_load(out, dest + c, lanes), source,
+                                                      weights, r0, w0, r1, w1, r2, w2, r3, w3, c))
+        for c in range(vector_end, width):
+            total = (weights[w0 + c] * source[r0 + c] + weights[w1 + c] * source[r1 + c]
+                     + weights[w2 + c] * source[r2 + c] + weights[w3 + c] * source[r3 + c])
+            out[dest + c] = total if done == 0 else out[dest + c] + total
 
     @numba.njit(nogil=True, cache=False, inline="always")
     def last_tap(source, weights, out, read, tap, first, dest, vector_end, width):
@@ -202,6 +213,7 @@ def _channels_last_kernel(ci: int, co: int, lanes: int):
         width_out = group_count * co_stride
         widest = tap_k.shape[2]
         # The taps of the first two axes are the same along a whole output row.
+        found = np.empty((widest * widest, 4), np.int64)
         row_reads = np.empty(widest * widest, np.uint64)
         row_taps = np.empty(widest * widest, np.uint64)
         reads = np.empty(widest ** 3, np.uint64)
@@ -212,19 +224,12 @@ def _channels_last_kernel(ci: int, co: int, lanes: int):
             n = flat // (out1 * out2)
             p1, j1 = y1 % s1, y1 // s1
             p2, j2 = y2 % s2, y2 // s2
-            rows = 0
-            for m1 in range(tap_count[0, p1]):
-                x1 = j1 + tap_shift[0, p1, m1]
-                if x1 < 0 or x1 >= size1:
-                    continue
-                for m2 in range(tap_count[1, p2]):
-                    x2 = j2 + tap_shift[1, p2, m2]
-                    if x2 < 0 or x2 >= size2:
-                        continue
-                    row_reads[rows] = np.uint64((n * size1 + x1) * size2 + x2) * np.uint64(
-                        size3) * width_in
-                    row_taps[rows] = tap_k[0, p1, m1] + tap_k[1, p2, m2]
-                    rows += 1
+            rows = _row_taps(found, j1, j2, p1, p2, tap_shift, tap_count, size1, size2)
+            for r in range(rows):
+                x1, x2, m1, m2 = found[r, 0], found[r, 1], found[r, 2], found[r, 3]
+                row_reads[r] = np.uint64((n * size1 + x1) * size2 + x2) * np.uint64(
+                    size3) * width_in
+                row_taps[r] = tap_k[0, p1, m1] + tap_k[1, p2, m2]
             for y3 in range(out3):
                 p3, j3 = y3 % s3, y3 // s3
                 dest = np.uint64(flat * out3 + y3) * width_out
@@ -1124,9 +1129,10 @@ def _tile_transpose_source(lanes: int) -> str:
               for i in range(lanes)]
     rounds = lanes.bit_length() - 1
     for k in range(rounds):
-        lines += [f"    r{k + 1}_{i} = vector_interleave(r{k}_{i // 2}, r{k}_{i // 2 + half}, {i % 2})"
-                  for i in range(lanes)]
-    lines += [f"    vector_store(dst, dst_at + {i} * dst_step, r{rounds}_{i})" for i in range(lanes)]
+        lines += [f"    r{k + 1}_{i} = vector_interleave(r{k}_{i // 2}, "
+                  f"r{k}_{i // 2 + half}, {i % 2})" for i in range(lanes)]
+    lines += [f"    vector_store(dst, dst_at + {i} * dst_step, r{rounds}_{i})"
+              for i in range(lanes)]
     return "\n".join(lines)
 
 
@@ -1403,6 +1409,7 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                                              out_steps[3], out_steps[4])
         direct = out_c == 1 and co == width and mode == _KEEP
         widest = tap_k.shape[2]
+        found = np.empty((widest * widest, 4), np.int64)
         row_reads = np.empty(widest * widest, np.int64)
         row_taps = np.empty(widest * widest, np.int64)
         reads = np.empty(widest ** 3, np.int64)
@@ -1424,19 +1431,12 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
             g = flat // (batch * out1 * out2)
             p1, j1 = y1 % s1, y1 // s1
             p2, j2 = y2 % s2, y2 // s2
-            rows = 0
-            for m1 in range(tap_count[0, p1]):
-                x1 = j1 + tap_shift[0, p1, m1]
-                if x1 < 0 or x1 >= size1:
-                    continue
-                for m2 in range(tap_count[1, p2]):
-                    x2 = j2 + tap_shift[1, p2, m2]
-                    if x2 < 0 or x2 >= size2:
-                        continue
-                    row_reads[rows] = n * in_n + x1 * in_1 + x2 * in_2 + g * ci * in_c
-                    row_taps[rows] = g * k_volume + (tap_k[0, p1, m1] * k2_count
-                                                     + tap_k[1, p2, m2]) * k3_count
-                    rows += 1
+            rows = _row_taps(found, j1, j2, p1, p2, tap_shift, tap_count, size1, size2)
+            for r in range(rows):
+                x1, x2, m1, m2 = found[r, 0], found[r, 1], found[r, 2], found[r, 3]
+                row_reads[r] = n * in_n + x1 * in_1 + x2 * in_2 + g * ci * in_c
+                row_taps[r] = g * k_volume + (tap_k[0, p1, m1] * k2_count
+                                              + tap_k[1, p2, m2]) * k3_count
             line = n * out_n + y1 * out_1 + y2 * out_2 + g * co * out_c
             line_at = line if direct else 0
             step = out_3 if direct else width
