@@ -145,7 +145,7 @@ def _channels_last_kernel(ci: int, co: int, lanes: int):
     @numba.njit(nogil=True, cache=False, inline="always")
     def plus_four(total, source, weights, r0, w0, r1, w1, r2, w2, r3, w3, c):
         # total + four taps at channel c (a vector).  Their offsets come as values, not
-        # from the arrays: LLVM cannot tell those from the output, and would reload them.
+        # from the arrays, which LLVM cannot tell from the output (it may reload them).
         total = vector_fma(vector_load(source, r0 + c, lanes), vector_load(weights, w0 + c, lanes),
                            total)
         total = vector_fma(vector_load(source, r1 + c, lanes), vector_load(weights, w1 + c, lanes),
