@@ -163,6 +163,43 @@ def test_depthwise_channels_last_in_vectors_and_a_remainder(monkeypatch, registe
 
 @pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
 @pytest.mark.parametrize("threaded", [False, True], ids=["one-thread", "threads"])
+def test_depthwise_channels_first_by_rows(monkeypatch, register_bytes, threaded):
+    # The row kernel compiles the last axis in: stride 1 or 2 (even and odd lengths),
+    # rows from one vector long to several passes of vectors (the last pass overlapping
+    # the one before, its last vector partial or whole), dilations, windows starting
+    # before and after input 0, and first axes of any rank, with rows reading no input.
+    from convtranspose import _numba_vectors
+
+    monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: register_bytes)
+    if threaded:
+        monkeypatch.setattr(_kernel_numba, "_THREADS", 3)
+        monkeypatch.setattr(_kernel, "DIRECT_PARALLEL_MACS", 0)
+        monkeypatch.setattr(_kernel_numba, "_pool", None)
+    calls = []
+    rows = _kernel_numba._depthwise_rows
+    monkeypatch.setattr(_kernel_numba, "_depthwise_rows",
+                        lambda *args: calls.append(1) or rows(*args))
+    rng = np.random.default_rng(register_bytes + threaded)
+    for trial in range(8):
+        dtype = (np.float32, np.float64)[trial % 2]
+        lanes = register_bytes // np.dtype(dtype).itemsize
+        stride, dilation = 1 + trial % 2, 1 + trial // 2 % 2
+        kernel = int(rng.integers(1, 6))
+        size = int(rng.integers(lanes, 9 * lanes + 1)) // stride
+        full = (size - 1) * stride + (kernel - 1) * dilation + 1
+        offset = int(rng.integers(-2, kernel * dilation))
+        output = max(lanes, full - offset + int(rng.integers(-3, 4)))
+        axes = _random_axes(rng, trial % 3, max_size=5) + (
+            AxisPlan(size, kernel, stride, dilation, offset, output),)
+        groups = int(rng.integers(1, 6))
+        data = rng.standard_normal((2, groups) + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((groups, 1, 1) + tuple(a.kernel_size for a in axes))
+        _check(data, weights, axes, dtype, False)
+        assert len(calls) == trial + 1, axes
+
+
+@pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("threaded", [False, True], ids=["one-thread", "threads"])
 def test_channels_last_copy_equals_numpys_transposed_copy(monkeypatch, register_bytes,
                                                           threaded):
     # Whole register blocks, and rows and columns past the last whole block; other

@@ -1015,6 +1015,166 @@ def _direct_line_segments(data, weights, axis, dtype, out, threads, channels_las
         _parallel(lambda first, stop: work(first + 1, stop + 1), len(starts) - 1, threads)
 
 
+#: Accumulator vectors of the depthwise row kernel per pass along an output row: eight
+#: independent sums hide the FMA latency and leave room in the registers for the
+#: loads (longer rows take several passes).
+_ROW_ACCUMULATORS = 8
+
+
+def _axis_tap_lists(axis: AxisPlan) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Per output phase of ``axis``, its taps as ``(input shift, kernel index)`` pairs."""
+    return tuple(tuple(zip(c.shifts, c.taps[i])) for c in _axis_phases(axis).classes
+                 for i in range(c.count))
+
+
+def _depthwise_rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool,
+                          dtype, out_dtype, bias) -> bool:
+    """Whether :func:`_depthwise_rows` computes this layer: channels first, one input and
+    one output channel per group, float32 or float64 sums stored as they are (no bias:
+    the plane kernel adds it as it rounds), and a last axis of stride 1 or 2 with at
+    least a vector of outputs."""
+    from ._numba_vectors import vector_bytes
+
+    dtype = np.dtype(dtype)
+    last = axes3[2]
+    return (not channels_last and tuple(weights_shape[1:3]) == (1, 1)
+            and dtype in (np.float32, np.float64) and out_dtype == dtype and bias is None
+            and last.stride <= 2 and last.output_size >= vector_bytes() // dtype.itemsize)
+
+
+def _depthwise_rows_source(lanes: int, last: AxisPlan) -> tuple[str, int, int]:
+    """Source of the depthwise row kernel for the last axis ``last``; with the window's
+    left border and row width.
+
+    The last axis is compiled in: its taps per phase, the row lengths and the passes
+    along a row are constants, so a row's taps of the last axis are straight-line
+    code and only the first two axes' taps (a table per output row) are looped over.
+    Per (sample, group) plane the input rows are copied into a window whose rows have
+    ``left`` zeros before the input and zeros after it; output row ``q`` then sums,
+    per pass of ``vectors`` vectors per phase of the last axis (phase ``p`` computes
+    outputs ``s * j + p`` from window elements ``j + shift``: contiguous in ``j``),
+    its taps in registers, and stores the phases interleaved.  The last pass ends at
+    the row's last vector, overlapping the one before it when needed (the same sums
+    again), and its last, partial vector of outputs is stored shifted back to end at
+    the row's end (:func:`vector_shift_in`).
+    """
+    per_phase = _axis_tap_lists(last)
+    stride, out3, size3 = len(per_phase), last.output_size, last.input_size
+    blocks = -(-out3 // last.stride)
+    total = -(-blocks // lanes)  # vectors per phase along the row
+    vectors = max(1, min(total, _ROW_ACCUMULATORS // stride))
+    last_start = (total - vectors) * lanes  # the last pass's first j
+    shifts = [shift for taps in per_phase for shift, _ in taps] or [0]
+    left = max(0, -min(shifts))
+    width = left + max(size3, max(shifts) + total * lanes)
+
+    lines = ["def rows(source, weights, out, window, row_count, row_in, row_k, groups,",
+             "         kernel_volume, rows_in, rows_out, start, stop):",
+             "    for plane in range(start, stop):",
+             f"        read = plane * rows_in * {size3}",
+             "        for row in range(rows_in):",
+             f"            at, to = read + row * {size3}, row * {width} + {left}"]
+    if size3 >= lanes:
+        lines += [f"            for t in range(0, {size3 - lanes + 1}, {lanes}):",
+                  f"                vector_store(window, to + t, vector_load(source, at + t, {lanes}))",
+                  f"            vector_store(window, to + {size3 - lanes}, vector_load(source, "
+                  f"at + {size3 - lanes}, {lanes}))"]
+    else:
+        lines += [f"            for t in range({size3}):",
+                  "                window[to + t] = source[at + t]"]
+    lines += ["        weight_at = (plane % groups) * kernel_volume",
+              f"        write = plane * rows_out * {out3}",
+              "        for q in range(rows_out):",
+              f"            line = write + q * {out3}"]
+
+    def one_pass(j0: str, indent: str, tail: bool) -> list[str]:
+        sums = [[f"sum_{p}_{v}" for v in range(vectors)] for p in range(stride)]
+        body = [f"{indent}{name} = vector_zero(out, {lanes})" for row in sums for name in row]
+        body += [f"{indent}for r in range(row_count[q]):",
+                 f"{indent}    at = row_in[q, r] * {width} + {left} + {j0}",
+                 f"{indent}    k = weight_at + row_k[q, r]"]
+        for p, taps in enumerate(per_phase):
+            for shift, k3 in taps:
+                body.append(f"{indent}    w = vector_splat_at(weights, k + {k3}, {lanes})")
+                body += [f"{indent}    {sums[p][v]} = vector_fma(vector_load(window, at + "
+                         f"{shift + v * lanes}, {lanes}), w, {sums[p][v]})"
+                         for v in range(vectors)]
+        if stride == 2:
+            chunks = [f"vector_interleave({sums[0][v]}, {sums[1][v]}, {half})"
+                      for v in range(vectors) for half in (0, 1)]
+        else:
+            chunks = [sums[0][v] for v in range(vectors)]
+        first = f"line + {stride} * {j0}"
+        for c, chunk in enumerate(chunks):
+            begin = stride * last_start + c * lanes  # the chunk's place in the row (tail)
+            if not tail or begin + lanes <= out3:
+                body += [f"{indent}chunk_{c} = {chunk}",
+                         f"{indent}vector_store(out, {first} + {c * lanes}, chunk_{c})"]
+            elif begin < out3:  # c >= 1: the row holds a whole vector before it
+                body.append(f"{indent}vector_store(out, line + {out3 - lanes}, vector_shift_in("
+                            f"chunk_{c - 1}, {chunk}, {out3 - begin}))")
+        return body
+
+    if last_start:
+        lines.append(f"            for j0 in range(0, {last_start}, {vectors * lanes}):")
+        lines += one_pass("j0", " " * 16, False)
+    lines += one_pass(str(last_start), " " * 12, True)
+    return "\n".join(lines) + "\n", left, width
+
+
+@functools.lru_cache(maxsize=64)
+def _depthwise_rows_kernel(lanes: int, last: AxisPlan):
+    from ._numba_vectors import compile_source
+
+    source, left, width = _depthwise_rows_source(lanes, last)
+    return compile_source(source, "rows"), width
+
+
+@functools.lru_cache(maxsize=256)
+def _depthwise_row_tables(axes3: tuple[AxisPlan, ...]):
+    """Per output row ``q = y1 * Y2 + y2``: how many input rows it reads, which (``x1
+    * X2 + x2``) and each one's first weight (``(k1 * K2 + k2) * K3``); read-only."""
+    first, second, last = axes3
+    taps1, taps2 = _axis_tap_lists(first), _axis_tap_lists(second)
+    rows_out = first.output_size * second.output_size
+    widest = max(1, max(map(len, taps1), default=0) * max(map(len, taps2), default=0))
+    count = np.zeros(rows_out, np.int64)
+    row_in = np.zeros((rows_out, widest), np.int64)
+    row_k = np.zeros((rows_out, widest), np.int64)
+    for y1, y2 in itertools.product(range(first.output_size), range(second.output_size)):
+        q = y1 * second.output_size + y2
+        phase1, phase2 = y1 % first.stride, y2 % second.stride
+        for shift1, k1 in taps1[phase1] if phase1 < len(taps1) else ():
+            x1 = y1 // first.stride + shift1
+            for shift2, k2 in taps2[phase2] if phase2 < len(taps2) else ():
+                x2 = y2 // second.stride + shift2
+                if 0 <= x1 < first.input_size and 0 <= x2 < second.input_size:
+                    row_in[q, count[q]] = x1 * second.input_size + x2
+                    row_k[q, count[q]] = (k1 * second.kernel_size + k2) * last.kernel_size
+                    count[q] += 1
+    return _frozen(count, row_in, row_k)
+
+
+def _depthwise_rows(data, weights, axes3, dtype, out, threads):
+    """Depthwise channels-first layers (:func:`depthwise_rows_apply`) by output rows
+    (:func:`_depthwise_rows_source`), into ``out`` of ``dtype``."""
+    from ._numba_vectors import vector_bytes
+
+    lanes = vector_bytes() // np.dtype(dtype).itemsize
+    kernel, width = _depthwise_rows_kernel(lanes, axes3[2])
+    tables = _depthwise_row_tables(axes3)
+    groups = weights.shape[0]
+    rows_in = axes3[0].input_size * axes3[1].input_size
+    rows_out = axes3[0].output_size * axes3[1].output_size
+    if data.dtype != dtype or not data.flags.c_contiguous:
+        data = np.ascontiguousarray(data, dtype)
+    source, target = data.reshape(-1), out.reshape(-1)
+    w = np.ascontiguousarray(weights, dtype).reshape(-1)
+    geometry = (groups, w.size // groups, rows_in, rows_out)
+    _parallel(lambda a, b: kernel(source, w, target, np.zeros(rows_in * width, dtype), *tables,
+                                  *geometry, a, b), data.shape[0] * groups, threads)
+
+
 def _direct_channels_last(data, weights, axes3, dtype, out, threads):
     groups, ci, co = weights.shape[:3]
     tables = _row_tables(axes3, groups, ci, co)
@@ -1083,6 +1243,8 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None, b
         if len(axes) == 1 and line_segmented(axes[0], ci):
             _direct_line_segments(data, weights, axes[0], dtype, target, threads, channels_last,
                                   strided, derived, bias)
+        elif _depthwise_rows_apply(weights.shape, axes3, channels_last, dtype, target.dtype, bias):
+            _depthwise_rows(data, weights, axes3, dtype, target, threads)
         else:
             _direct_planes(data, weights, axes3, dtype, target, threads, strided, derived, bias)
     if target is not out:
@@ -1091,8 +1253,8 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None, b
 
 def prepare_direct(batch, weights, axes, dtype, channels_last, derived):
     """``compute(data, out)``: :func:`direct_phase` for this layer with the plane kernel
-    set up once, or None where it takes another path (the per-position kernel, long
-    lines in segments).
+    (or the depthwise row kernel) set up once, or None where it takes another path (the
+    per-position kernel, long lines in segments).
 
     For repeated calls of one layer (:class:`convtranspose._kernel.DirectCall`): the
     general path's Python around a small kernel costs about as much as the kernel
@@ -1103,8 +1265,11 @@ def prepare_direct(batch, weights, axes, dtype, channels_last, derived):
     if direct_per_position(groups, ci, co, channels_last) or (
             len(axes) == 1 and line_segmented(axes[0], ci)):
         return None
-    run = _plane_runner(batch, weights, _three_axes(axes), dtype,
-                        _threads(batch, weights.shape, axes),
+    axes3, threads = _three_axes(axes), _threads(batch, weights.shape, axes)
+    if _depthwise_rows_apply(weights.shape, axes3, channels_last, dtype, dtype, None):
+        kept = _frozen(np.array(weights, dtype))[0]  # not the caller's array
+        return lambda data, out: _depthwise_rows(data, kept, axes3, dtype, out, threads)
+    run = _plane_runner(batch, weights, axes3, dtype, threads,
                         _plane_strided(groups, ci, co, channels_last), derived, False)
 
     def compute(data, out):

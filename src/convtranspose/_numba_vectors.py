@@ -24,7 +24,7 @@ from ._machine import vector_bytes
 
 __all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load", "vector_splat_at",
            "vector_fma", "vector_dot_pairs", "vector_add", "vector_interleave",
-           "vector_store"]
+           "vector_shift_in", "vector_store"]
 
 
 class Vector(types.Type):
@@ -200,6 +200,24 @@ def vector_interleave(typingctx, a, b, upper):
 
 
 @intrinsic
+def vector_shift_in(typingctx, a, b, shift):
+    """Lanes ``shift`` to ``shift + lanes - 1`` of ``a`` followed by ``b``: ``a``
+    moved down by ``shift`` lanes with ``b``'s first ones after it (one
+    ``shufflevector``).  Stored ``shift`` lanes before the end of ``b``'s place, it
+    writes ``b``'s first ``shift`` lanes without a store past them."""
+    if not (isinstance(a, Vector) and a == b and isinstance(shift, types.IntegerLiteral)
+            and 0 <= shift.literal_value <= a.lanes):
+        return None
+    order = list(range(shift.literal_value, shift.literal_value + a.lanes))
+
+    def codegen(context, builder, signature, args):
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), a.lanes), order)
+        return builder.shuffle_vector(args[0], args[1], mask)
+
+    return a(a, b, shift), codegen
+
+
+@intrinsic
 def vector_store(typingctx, array, index, vector):
     """``array[index:index + lanes] = vector`` (unaligned store)."""
     if not isinstance(vector, Vector):
@@ -223,6 +241,7 @@ def compile_source(source: str, name: str):
     namespace = {"vector_zero": vector_zero, "vector_load": vector_load,
                  "vector_splat_at": vector_splat_at, "vector_fma": vector_fma,
                  "vector_dot_pairs": vector_dot_pairs, "vector_add": vector_add,
-                 "vector_interleave": vector_interleave, "vector_store": vector_store}
+                 "vector_interleave": vector_interleave, "vector_shift_in": vector_shift_in,
+                 "vector_store": vector_store}
     exec(compile(source, f"<generated {name}>", "exec"), namespace)
     return numba.njit(nogil=True, cache=False)(namespace[name])
