@@ -163,39 +163,74 @@ def test_depthwise_channels_last_in_vectors_and_a_remainder(monkeypatch, registe
 
 @pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
 @pytest.mark.parametrize("threaded", [False, True], ids=["one-thread", "threads"])
-def test_depthwise_channels_first_by_rows(monkeypatch, register_bytes, threaded):
-    # The row kernel compiles the last axis in: stride 1 or 2 (even and odd lengths),
-    # rows from one vector long to several passes of vectors (the last pass overlapping
-    # the one before, its last vector partial or whole), dilations, windows starting
-    # before and after input 0, and first axes of any rank, with rows reading no input.
+def test_channels_first_row_kernel(monkeypatch, register_bytes, threaded):
+    # The row kernel compiles the last axis and the channel counts in: stride 1 or 2
+    # (even and odd lengths), rows of one vector to several passes (the last pass
+    # overlapping the one before, its last vector partial or whole), dilations,
+    # windows starting before and after input 0, first axes of any rank with rows
+    # reading no input, and blocks of output channels with and without padding, split
+    # into ranges between the threads.
     from convtranspose import _numba_vectors
 
     monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: register_bytes)
+    monkeypatch.setattr(_kernel_numba, "ROWS_MAX_WASTE", 100.0)  # any row length
     if threaded:
         monkeypatch.setattr(_kernel_numba, "_THREADS", 3)
         monkeypatch.setattr(_kernel, "DIRECT_PARALLEL_MACS", 0)
         monkeypatch.setattr(_kernel_numba, "_pool", None)
     calls = []
-    rows = _kernel_numba._depthwise_rows
-    monkeypatch.setattr(_kernel_numba, "_depthwise_rows",
-                        lambda *args: calls.append(1) or rows(*args))
+    runner = _kernel_numba._rows_runner
+    monkeypatch.setattr(_kernel_numba, "_rows_runner",
+                        lambda *args: calls.append(1) or runner(*args))
     rng = np.random.default_rng(register_bytes + threaded)
-    for trial in range(8):
+    channels = [(1, 1), (2, 3), (1, 5), (3, 4), (1, 1), (2, 7), (1, 1), (4, 1)]
+    for trial, (ci, co) in enumerate(channels):
         dtype = (np.float32, np.float64)[trial % 2]
         lanes = register_bytes // np.dtype(dtype).itemsize
         stride, dilation = 1 + trial % 2, 1 + trial // 2 % 2
         kernel = int(rng.integers(1, 6))
-        size = int(rng.integers(lanes, 9 * lanes + 1)) // stride
+        size = int(rng.integers(lanes // 2, 7 * lanes))
         full = (size - 1) * stride + (kernel - 1) * dilation + 1
         offset = int(rng.integers(-2, kernel * dilation))
         output = max(lanes, full - offset + int(rng.integers(-3, 4)))
         axes = _random_axes(rng, trial % 3, max_size=5) + (
             AxisPlan(size, kernel, stride, dilation, offset, output),)
-        groups = int(rng.integers(1, 6))
-        data = rng.standard_normal((2, groups) + tuple(a.input_size for a in axes))
-        weights = rng.standard_normal((groups, 1, 1) + tuple(a.kernel_size for a in axes))
+        groups = int(rng.integers(1, 4))
+        data = rng.standard_normal((2, groups * ci) + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((groups, ci, co) + tuple(a.kernel_size for a in axes))
         _check(data, weights, axes, dtype, False)
         assert len(calls) == trial + 1, axes
+
+
+def test_row_kernel_only_where_it_pays():
+    # Rows of whole vectors (or depthwise ones) within the window budget; not rows
+    # shorter than a vector, wasteful rows, channels-last data, half data or results.
+    from convtranspose._numba_vectors import vector_bytes
+
+    lanes = vector_bytes() // 4
+    long_row = AxisPlan(2 * lanes, 4, 2, 1, 1, 4 * lanes)  # two vectors per phase
+    wasteful = AxisPlan(lanes + 1, 4, 2, 1, 1, 2 * lanes + 2)  # two vectors for one more
+    unit = AxisPlan(1, 1, 1, 1, 0, 1)
+    plane = (AxisPlan(8, 4, 2, 1, 1, 16), unit)
+    f32 = np.dtype(np.float32)
+    assert _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False, f32, f32, f32)
+    assert _kernel_numba.rows_apply((4, 1, 1, 4, 1, 4), plane + (wasteful,), False, f32, f32,
+                                    f32)
+    assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (wasteful,), False, f32,
+                                        f32, f32)
+    assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), True, f32, f32,
+                                        f32)
+    f16 = np.dtype(np.float16)
+    assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False, f32,
+                                        f32, f16)
+    assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False, f16,
+                                        f32, f32)
+    short_row = AxisPlan(lanes // 2, 4, 2, 1, 1, lanes - 1)  # less than a vector of outputs
+    assert not _kernel_numba.rows_apply((4, 1, 1, 4, 1, 4), plane + (short_row,), False, f32,
+                                        f32, f32)
+    tall = (AxisPlan(512, 4, 2, 1, 1, 1024), unit)  # a window of 32 channels' 512 rows
+    assert not _kernel_numba.rows_apply((4, 32, 8, 4, 1, 4), tall + (long_row,), False, f32,
+                                        f32, f32)
 
 
 @pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])

@@ -1015,126 +1015,200 @@ def _direct_line_segments(data, weights, axis, dtype, out, threads, channels_las
         _parallel(lambda first, stop: work(first + 1, stop + 1), len(starts) - 1, threads)
 
 
-#: Accumulator vectors of the depthwise row kernel per pass along an output row: eight
-#: independent sums hide the FMA latency and leave room in the registers for the
-#: loads (longer rows take several passes).
-_ROW_ACCUMULATORS = 8
+#: The row kernel's windows (every input channel of a plane, its rows padded) at most
+#: this many bytes; larger planes (3-D, or many channels) take the plane kernel's bands.
+ROWS_WINDOW_BYTES = 1 << 20
+
+#: The row kernel is taken for layers with channels when the vectors along its rows
+#: compute at most this many times the row's outputs (DCGAN 512->256's rows of 8
+#: outputs per phase in 16 lanes compute 2x, and took 1.5x the plane kernel's time).
+ROWS_MAX_WASTE = 1.25
 
 
+@functools.lru_cache(maxsize=256)
 def _axis_tap_lists(axis: AxisPlan) -> tuple[tuple[tuple[int, int], ...], ...]:
     """Per output phase of ``axis``, its taps as ``(input shift, kernel index)`` pairs."""
     return tuple(tuple(zip(c.shifts, c.taps[i])) for c in _axis_phases(axis).classes
                  for i in range(c.count))
 
 
-def _depthwise_rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool,
-                          dtype, out_dtype, bias) -> bool:
-    """Whether :func:`_depthwise_rows` computes this layer: channels first, one input and
-    one output channel per group, float32 or float64 sums stored as they are (no bias:
-    the plane kernel adds it as it rounds), and a last axis of stride 1 or 2 with at
-    least a vector of outputs."""
+def _rows_lanes(dtype) -> int:
     from ._numba_vectors import vector_bytes
 
-    dtype = np.dtype(dtype)
-    last = axes3[2]
-    return (not channels_last and tuple(weights_shape[1:3]) == (1, 1)
-            and dtype in (np.float32, np.float64) and out_dtype == dtype and bias is None
-            and last.stride <= 2 and last.output_size >= vector_bytes() // dtype.itemsize)
+    return vector_bytes() // np.dtype(dtype).itemsize
 
 
-def _depthwise_rows_source(lanes: int, last: AxisPlan) -> tuple[str, int, int]:
-    """Source of the depthwise row kernel for the last axis ``last``; with the window's
-    left border and row width.
+def _phase_vectors(last: AxisPlan, lanes: int) -> int:
+    """Vectors of ``lanes`` outputs per phase along a row of the last axis."""
+    return -(-(-(-last.output_size // last.stride)) // lanes)
 
-    The last axis is compiled in: its taps per phase, the row lengths and the passes
-    along a row are constants, so a row's taps of the last axis are straight-line
-    code and only the first two axes' taps (a table per output row) are looped over.
-    Per (sample, group) plane the input rows are copied into a window whose rows have
-    ``left`` zeros before the input and zeros after it; output row ``q`` then sums,
-    per pass of ``vectors`` vectors per phase of the last axis (phase ``p`` computes
-    outputs ``s * j + p`` from window elements ``j + shift``: contiguous in ``j``),
-    its taps in registers, and stores the phases interleaved.  The last pass ends at
-    the row's last vector, overlapping the one before it when needed (the same sums
-    again), and its last, partial vector of outputs is stored shifted back to end at
-    the row's end (:func:`vector_shift_in`).
-    """
-    per_phase = _axis_tap_lists(last)
-    stride, out3, size3 = len(per_phase), last.output_size, last.input_size
-    blocks = -(-out3 // last.stride)
-    total = -(-blocks // lanes)  # vectors per phase along the row
-    vectors = max(1, min(total, _ROW_ACCUMULATORS // stride))
-    last_start = (total - vectors) * lanes  # the last pass's first j
-    shifts = [shift for taps in per_phase for shift, _ in taps] or [0]
+
+@functools.lru_cache(maxsize=256)
+def _rows_window_width(last: AxisPlan, lanes: int) -> tuple[int, int]:
+    """(zeros before the input, row width) of the row kernel's window rows: every tap
+    of every phase reads inside them for whole vectors of each phase's outputs."""
+    shifts = [shift for taps in _axis_tap_lists(last) for shift, _ in taps] or [0]
     left = max(0, -min(shifts))
-    width = left + max(size3, max(shifts) + total * lanes)
+    return left, left + max(last.input_size, max(shifts) + _phase_vectors(last, lanes) * lanes)
 
-    lines = ["def rows(source, weights, out, window, row_count, row_in, row_k, groups,",
-             "         kernel_volume, rows_in, rows_out, start, stop):",
-             "    for plane in range(start, stop):",
-             f"        read = plane * rows_in * {size3}",
-             "        for row in range(rows_in):",
+
+def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, data_dtype,
+               dtype, out_dtype) -> bool:
+    """Whether numba ``direct`` takes its row kernel (:func:`_rows_source`) for this layer.
+
+    Channels first, data, sums and result all float32 or all float64 (half data and
+    results go to the plane kernel, which widens and rounds them as it copies and
+    stores, and multiplies bfloat16 pairs), a last axis of stride 1 or 2 with at least a vector
+    of outputs, the window within :data:`ROWS_WINDOW_BYTES`, and, but for depthwise
+    layers, rows that waste at most :data:`ROWS_MAX_WASTE`.  Measured against the plane
+    kernel (Zen 4, two threads, alternating): depthwise 0.42-0.55x the time, grouped
+    0.76-0.84x, DCGAN 256->128 0.86-0.88x, DCGAN 128->3 0.72-0.86x, dilated 0.68-0.95x,
+    FCN-2x 0.96x; U-Net 0.96x and stride-1 1.05x (both excluded by their windows), 3D
+    1.16-1.21x (windows of 2-13 MB).
+    """
+    dtype = np.dtype(dtype)
+    if (channels_last or dtype not in (np.float32, np.float64) or data_dtype != dtype
+            or out_dtype != dtype or axes3[2].stride > 2):
+        return False
+    lanes = _rows_lanes(dtype)
+    last = axes3[2]
+    if last.output_size < lanes:
+        return False
+    width = _rows_window_width(last, lanes)[1]
+    window = weights_shape[1] * axes3[0].input_size * axes3[1].input_size * width * dtype.itemsize
+    computed = last.stride * _phase_vectors(last, lanes) * lanes  # outputs per row
+    return window <= ROWS_WINDOW_BYTES and (
+        tuple(weights_shape[1:3]) == (1, 1) or computed <= ROWS_MAX_WASTE * last.output_size)
+
+
+def rows_co_block(co: int) -> int:
+    """Output channels per pass of the row kernel: 4 (3 where that pads none and 4
+    would), all of them when fewer."""
+    return min(co, 3 if co % 4 and co % 3 == 0 else 4)
+
+
+def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) -> str:
+    """Source of the channels-first row kernel for the last axis ``last``, ``ci`` input
+    and ``co`` output channels per group, ``co_block`` output channels per pass.
+
+    The last axis and the channel counts are compiled in: a row's taps of the last
+    axis are straight-line code, and only the first two axes' taps (a table per output
+    row) and the input channels are looped over.  Per item (a (sample, group) plane and
+    a range of its blocks of output channels) every input channel's rows are copied
+    into a window whose rows have zeros around the input (:func:`_rows_window_width`).
+    Output row ``q`` is then summed in passes of ``vectors`` vectors per phase of the
+    last axis and ``co_block`` channels, all in registers: phase ``p`` computes outputs
+    ``s * j + p`` from window elements ``j + shift`` (contiguous in ``j``), one
+    broadcast weight per channel and tap.  The phases are stored interleaved.  The
+    last pass ends at the row's last vector, overlapping the one before it when needed
+    (the same sums again), and its last, partial vector of outputs is stored shifted
+    back to end at the row's end (:func:`vector_shift_in`).  Weights are laid out
+    ``(G, blocks, K1 * K2, Ci, K3, co_block)`` (:func:`_rows_weights`).
+    """
+    from ._numba_vectors import vector_bytes
+
+    per_phase = _axis_tap_lists(last)
+    stride, out3, size3, k3_count = len(per_phase), last.output_size, last.input_size, \
+        last.kernel_size
+    budget = 24 if vector_bytes() == 64 else 12  # accumulators: most of the registers
+    total = _phase_vectors(last, lanes)
+    vectors = max(1, min(total, budget // (stride * co_block)))
+    last_start = (total - vectors) * lanes  # the last pass's first j
+    left, width = _rows_window_width(last, lanes)
+    blocks = -(-co // co_block)
+    tap_weights = ci * k3_count * co_block  # weights per tap of the first two axes
+
+    lines = ["def rows(source, weights, out, window, row_count, row_in, row_k, groups, ranges,",
+             "         block_weights, rows_in, rows_out, start, stop):",
+             "    for item in range(start, stop):",
+             "        plane, part = item // ranges, item % ranges",
+             f"        read = plane * {ci} * rows_in * {size3}",
+             f"        for row in range({ci} * rows_in):",
              f"            at, to = read + row * {size3}, row * {width} + {left}"]
     if size3 >= lanes:
         lines += [f"            for t in range(0, {size3 - lanes + 1}, {lanes}):",
-                  f"                vector_store(window, to + t, vector_load(source, at + t, {lanes}))",
+                  f"                vector_store(window, to + t, vector_load(source, at + t, "
+                  f"{lanes}))",
                   f"            vector_store(window, to + {size3 - lanes}, vector_load(source, "
                   f"at + {size3 - lanes}, {lanes}))"]
     else:
         lines += [f"            for t in range({size3}):",
                   "                window[to + t] = source[at + t]"]
-    lines += ["        weight_at = (plane % groups) * kernel_volume",
-              f"        write = plane * rows_out * {out3}",
-              "        for q in range(rows_out):",
-              f"            line = write + q * {out3}"]
+    lines += [f"        for block in range(part * {blocks} // ranges, (part + 1) * {blocks} "
+              "// ranges):",
+              f"            weight_at = ((plane % groups) * {blocks} + block) * block_weights",
+              f"            write = (plane * {co} + block * {co_block}) * rows_out * {out3}",
+              "            for q in range(rows_out):",
+              f"                line = write + q * {out3}"]
 
     def one_pass(j0: str, indent: str, tail: bool) -> list[str]:
-        sums = [[f"sum_{p}_{v}" for v in range(vectors)] for p in range(stride)]
-        body = [f"{indent}{name} = vector_zero(out, {lanes})" for row in sums for name in row]
+        sums = [[[f"sum_{c}_{p}_{v}" for v in range(vectors)] for p in range(stride)]
+                for c in range(co_block)]
+        body = [f"{indent}{name} = vector_zero(out, {lanes})"
+                for channel in sums for row in channel for name in row]
         body += [f"{indent}for r in range(row_count[q]):",
                  f"{indent}    at = row_in[q, r] * {width} + {left} + {j0}",
-                 f"{indent}    k = weight_at + row_k[q, r]"]
+                 f"{indent}    k = weight_at + row_k[q, r] * {tap_weights}"]
+        inner = indent + "    "
+        if ci > 1:
+            body.append(f"{inner}for _ in range({ci}):")
+            inner += "    "
         for p, taps in enumerate(per_phase):
             for shift, k3 in taps:
-                body.append(f"{indent}    w = vector_splat_at(weights, k + {k3}, {lanes})")
-                body += [f"{indent}    {sums[p][v]} = vector_fma(vector_load(window, at + "
-                         f"{shift + v * lanes}, {lanes}), w, {sums[p][v]})"
-                         for v in range(vectors)]
-        if stride == 2:
-            chunks = [f"vector_interleave({sums[0][v]}, {sums[1][v]}, {half})"
-                      for v in range(vectors) for half in (0, 1)]
-        else:
-            chunks = [sums[0][v] for v in range(vectors)]
-        first = f"line + {stride} * {j0}"
-        for c, chunk in enumerate(chunks):
-            begin = stride * last_start + c * lanes  # the chunk's place in the row (tail)
-            if not tail or begin + lanes <= out3:
-                body += [f"{indent}chunk_{c} = {chunk}",
-                         f"{indent}vector_store(out, {first} + {c * lanes}, chunk_{c})"]
-            elif begin < out3:  # c >= 1: the row holds a whole vector before it
-                body.append(f"{indent}vector_store(out, line + {out3 - lanes}, vector_shift_in("
-                            f"chunk_{c - 1}, {chunk}, {out3 - begin}))")
+                for v in range(vectors):
+                    body.append(f"{inner}x = vector_load(window, at + {shift + v * lanes}, "
+                                f"{lanes})")
+                    body += [f"{inner}{sums[c][p][v]} = vector_fma(x, vector_splat_at(weights, "
+                             f"k + {k3 * co_block + c}, {lanes}), {sums[c][p][v]})"
+                             for c in range(co_block)]
+        if ci > 1:
+            body += [f"{inner}at += rows_in * {width}",
+                     f"{inner}k += {k3_count * co_block}"]
+        for c in range(co_block):
+            if stride == 2:
+                chunks = [f"vector_interleave({sums[c][0][v]}, {sums[c][1][v]}, {half})"
+                          for v in range(vectors) for half in (0, 1)]
+            else:
+                chunks = [sums[c][0][v] for v in range(vectors)]
+            into = indent
+            if co % co_block:  # the last block's padding channels are not stored
+                body.append(f"{indent}if block * {co_block} + {c} < {co}:")
+                into += "    "
+            channel_line = f"line + {c} * rows_out * {out3}"
+            for i, chunk in enumerate(chunks):
+                begin = stride * last_start + i * lanes  # the chunk's place in the row (tail)
+                if not tail or begin + lanes <= out3:
+                    body += [f"{into}chunk_{i} = {chunk}",
+                             f"{into}vector_store(out, {channel_line} + {stride} * {j0} + "
+                             f"{i * lanes}, chunk_{i})"]
+                elif begin < out3:
+                    # The vector before it: the pass's previous one, or (a pass of one
+                    # vector per phase) the outputs the passes before it stored.
+                    before = f"chunk_{i - 1}" if i else (
+                        f"vector_load(out, {channel_line} + {begin - lanes}, {lanes})")
+                    body.append(f"{into}vector_store(out, {channel_line} + {out3 - lanes}, "
+                                f"vector_shift_in({before}, {chunk}, {out3 - begin}))")
         return body
 
     if last_start:
-        lines.append(f"            for j0 in range(0, {last_start}, {vectors * lanes}):")
-        lines += one_pass("j0", " " * 16, False)
-    lines += one_pass(str(last_start), " " * 12, True)
-    return "\n".join(lines) + "\n", left, width
+        lines.append(f"                for j0 in range(0, {last_start}, {vectors * lanes}):")
+        lines += one_pass("j0", " " * 20, False)
+    lines += one_pass(str(last_start), " " * 16, True)
+    return "\n".join(lines) + "\n"
 
 
 @functools.lru_cache(maxsize=64)
-def _depthwise_rows_kernel(lanes: int, last: AxisPlan):
+def _rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int):
     from ._numba_vectors import compile_source
 
-    source, left, width = _depthwise_rows_source(lanes, last)
-    return compile_source(source, "rows"), width
+    return compile_source(_rows_source(lanes, last, ci, co, co_block), "rows")
 
 
 @functools.lru_cache(maxsize=256)
-def _depthwise_row_tables(axes3: tuple[AxisPlan, ...]):
+def _output_row_taps(axes3: tuple[AxisPlan, ...]):
     """Per output row ``q = y1 * Y2 + y2``: how many input rows it reads, which (``x1
-    * X2 + x2``) and each one's first weight (``(k1 * K2 + k2) * K3``); read-only."""
-    first, second, last = axes3
+    * X2 + x2``) and the index ``k1 * K2 + k2`` of each one's tap; read-only."""
+    first, second, _ = axes3
     taps1, taps2 = _axis_tap_lists(first), _axis_tap_lists(second)
     rows_out = first.output_size * second.output_size
     widest = max(1, max(map(len, taps1), default=0) * max(map(len, taps2), default=0))
@@ -1150,29 +1224,52 @@ def _depthwise_row_tables(axes3: tuple[AxisPlan, ...]):
                 x2 = y2 // second.stride + shift2
                 if 0 <= x1 < first.input_size and 0 <= x2 < second.input_size:
                     row_in[q, count[q]] = x1 * second.input_size + x2
-                    row_k[q, count[q]] = (k1 * second.kernel_size + k2) * last.kernel_size
+                    row_k[q, count[q]] = k1 * second.kernel_size + k2
                     count[q] += 1
     return _frozen(count, row_in, row_k)
 
 
-def _depthwise_rows(data, weights, axes3, dtype, out, threads):
-    """Depthwise channels-first layers (:func:`depthwise_rows_apply`) by output rows
-    (:func:`_depthwise_rows_source`), into ``out`` of ``dtype``."""
-    from ._numba_vectors import vector_bytes
+def _rows_weights(weights, co_block: int, dtype) -> np.ndarray:
+    """(G, Ci, Co, K1, K2, K3) -> flat (G, Co blocks, K1 * K2, Ci, K3, co_block), zeros
+    past Co."""
+    groups, ci, co = weights.shape[:3]
+    k12, k3 = math.prod(weights.shape[3:-1]), weights.shape[-1]
+    blocks = -(-co // co_block)
+    padded = np.zeros((groups, ci, blocks * co_block, k12, k3), dtype)
+    padded[:, :, :co] = weights.reshape(groups, ci, co, k12, k3)
+    blocked = padded.reshape(groups, ci, blocks, co_block, k12, k3).transpose(0, 2, 4, 1, 5, 3)
+    return np.ascontiguousarray(blocked).reshape(-1)
 
-    lanes = vector_bytes() // np.dtype(dtype).itemsize
-    kernel, width = _depthwise_rows_kernel(lanes, axes3[2])
-    tables = _depthwise_row_tables(axes3)
-    groups = weights.shape[0]
+
+def _rows_runner(batch, weights, axes3, dtype, threads, derived):
+    """``run(data, out)``: the row kernel (:func:`rows_apply`) into ``out`` of ``dtype``,
+    with the reordered weights (kept in ``derived``), the tables and the kernel
+    prepared."""
+    groups, ci, co = weights.shape[:3]
+    lanes = _rows_lanes(dtype)
+    co_block = rows_co_block(co)
+    kernel = _rows_kernel(lanes, axes3[2], ci, co, co_block)
+    key = ("rows", np.dtype(dtype).str, co_block)
+    w = derived.get(key)
+    if w is None:
+        w = derived[key] = _frozen(_rows_weights(weights, co_block, dtype))[0]
+    tables = _output_row_taps(axes3)
     rows_in = axes3[0].input_size * axes3[1].input_size
     rows_out = axes3[0].output_size * axes3[1].output_size
-    if data.dtype != dtype or not data.flags.c_contiguous:
-        data = np.ascontiguousarray(data, dtype)
-    source, target = data.reshape(-1), out.reshape(-1)
-    w = np.ascontiguousarray(weights, dtype).reshape(-1)
-    geometry = (groups, w.size // groups, rows_in, rows_out)
-    _parallel(lambda a, b: kernel(source, w, target, np.zeros(rows_in * width, dtype), *tables,
-                                  *geometry, a, b), data.shape[0] * groups, threads)
+    window = ci * rows_in * _rows_window_width(axes3[2], lanes)[1]
+    planes = batch * groups
+    block_weights = w.size // (groups * -(-co // co_block))
+    # A plane's blocks of output channels in ranges, for work on every thread (a range
+    # fills its own window).
+    ranges = max(1, min(-(-co // co_block), -(-_PIECES_PER_THREAD * threads // planes)))
+
+    def run(data, out):
+        source, target = np.ascontiguousarray(data).reshape(-1), out.reshape(-1)
+        _parallel(lambda a, b: kernel(source, w, target, np.zeros(window, dtype), *tables,
+                                      groups, ranges, block_weights, rows_in, rows_out, a, b),
+                  planes * ranges, threads)
+
+    return run
 
 
 def _direct_channels_last(data, weights, axes3, dtype, out, threads):
@@ -1243,8 +1340,8 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None, b
         if len(axes) == 1 and line_segmented(axes[0], ci):
             _direct_line_segments(data, weights, axes[0], dtype, target, threads, channels_last,
                                   strided, derived, bias)
-        elif _depthwise_rows_apply(weights.shape, axes3, channels_last, dtype, target.dtype, bias):
-            _depthwise_rows(data, weights, axes3, dtype, target, threads)
+        elif rows_apply(weights.shape, axes3, channels_last, data.dtype, dtype, target.dtype):
+            _rows_runner(data.shape[0], weights, axes3, dtype, threads, derived)(data, target)
         else:
             _direct_planes(data, weights, axes3, dtype, target, threads, strided, derived, bias)
     if target is not out:
@@ -1252,9 +1349,9 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None, b
 
 
 def prepare_direct(batch, weights, axes, dtype, channels_last, derived):
-    """``compute(data, out)``: :func:`direct_phase` for this layer with the plane kernel
-    (or the depthwise row kernel) set up once, or None where it takes another path (the
-    per-position kernel, long lines in segments).
+    """``compute(data, out)``: :func:`direct_phase` for this layer with the plane or the
+    row kernel set up once, or None where it takes another path (the per-position
+    kernel, long lines in segments).
 
     For repeated calls of one layer (:class:`convtranspose._kernel.DirectCall`): the
     general path's Python around a small kernel costs about as much as the kernel
@@ -1266,9 +1363,8 @@ def prepare_direct(batch, weights, axes, dtype, channels_last, derived):
             len(axes) == 1 and line_segmented(axes[0], ci)):
         return None
     axes3, threads = _three_axes(axes), _threads(batch, weights.shape, axes)
-    if _depthwise_rows_apply(weights.shape, axes3, channels_last, dtype, dtype, None):
-        kept = _frozen(np.array(weights, dtype))[0]  # not the caller's array
-        return lambda data, out: _depthwise_rows(data, kept, axes3, dtype, out, threads)
+    if rows_apply(weights.shape, axes3, channels_last, dtype, dtype, dtype):
+        return _rows_runner(batch, weights, axes3, dtype, threads, derived)
     run = _plane_runner(batch, weights, axes3, dtype, threads,
                         _plane_strided(groups, ci, co, channels_last), derived, False)
 
