@@ -168,12 +168,14 @@ def test_channels_first_row_kernel(monkeypatch, register_bytes, threaded):
     # (even and odd lengths), rows of one vector to several passes (the last pass
     # overlapping the one before, its last vector partial or whole), dilations,
     # windows starting before and after input 0, first axes of any rank with rows
-    # reading no input, and blocks of output channels with and without padding, split
-    # into ranges between the threads.
+    # reading no input, blocks of output channels with and without padding, split
+    # into ranges between the threads, and bands of output rows.
     from convtranspose import _numba_vectors
 
     monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: register_bytes)
     monkeypatch.setattr(_kernel_numba, "ROWS_MAX_WASTE", 100.0)  # any row length
+    if threaded:  # windows of a few rows: many bands of output rows
+        monkeypatch.setattr(_kernel_numba, "ROWS_WINDOW_BYTES", 3000)
     if threaded:
         monkeypatch.setattr(_kernel_numba, "_THREADS", 3)
         monkeypatch.setattr(_kernel, "DIRECT_PARALLEL_MACS", 0)
@@ -228,8 +230,11 @@ def test_row_kernel_only_where_it_pays():
     short_row = AxisPlan(lanes // 2, 4, 2, 1, 1, lanes - 1)  # less than a vector of outputs
     assert not _kernel_numba.rows_apply((4, 1, 1, 4, 1, 4), plane + (short_row,), False, f32,
                                         f32, f32)
-    tall = (AxisPlan(512, 4, 2, 1, 1, 1024), unit)  # a window of 32 channels' 512 rows
-    assert not _kernel_numba.rows_apply((4, 32, 8, 4, 1, 4), tall + (long_row,), False, f32,
+    # A window per band of output rows: one output row's inputs must fit.
+    tall = (AxisPlan(512, 4, 2, 1, 1, 1024), unit)
+    assert _kernel_numba.rows_apply((4, 32, 8, 4, 1, 4), tall + (long_row,), False, f32, f32,
+                                    f32)
+    assert not _kernel_numba.rows_apply((4, 4096, 8, 4, 1, 4), plane + (long_row,), False, f32,
                                         f32, f32)
 
 

@@ -1015,9 +1015,10 @@ def _direct_line_segments(data, weights, axis, dtype, out, threads, channels_las
         _parallel(lambda first, stop: work(first + 1, stop + 1), len(starts) - 1, threads)
 
 
-#: The row kernel's windows (every input channel of a plane, its rows padded) at most
-#: this many bytes; larger planes (3-D, or many channels) take the plane kernel's bands.
-ROWS_WINDOW_BYTES = 1 << 20
+#: The row kernel's window (the input rows of a band of output rows, every input
+#: channel's, padded) holds at most this many bytes: it stays in the core's L2, and
+#: the threads' windows under the output's size.
+ROWS_WINDOW_BYTES = 1 << 18
 
 #: The row kernel is taken for layers with channels when the vectors along its rows
 #: compute at most this many times the row's outputs (DCGAN 512->256's rows of 8
@@ -1074,10 +1075,9 @@ def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, 
     last = axes3[2]
     if last.output_size < lanes:
         return False
-    width = _rows_window_width(last, lanes)[1]
-    window = weights_shape[1] * axes3[0].input_size * axes3[1].input_size * width * dtype.itemsize
+    row_bytes = weights_shape[1] * _rows_window_width(last, lanes)[1] * dtype.itemsize
     computed = last.stride * _phase_vectors(last, lanes) * lanes  # outputs per row
-    return window <= ROWS_WINDOW_BYTES and (
+    return _row_bands(axes3, ROWS_WINDOW_BYTES // row_bytes) is not None and (
         tuple(weights_shape[1:3]) == (1, 1) or computed <= ROWS_MAX_WASTE * last.output_size)
 
 
@@ -1118,27 +1118,34 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
     blocks = -(-co // co_block)
     tap_weights = ci * k3_count * co_block  # weights per tap of the first two axes
 
-    lines = ["def rows(source, weights, out, window, row_count, row_in, row_k, groups, ranges,",
-             "         block_weights, rows_in, rows_out, start, stop):",
+    lines = ["def rows(source, weights, out, window, row_count, row_in, row_k, band_length,",
+             "         band_first, band_stop, groups, ranges, block_weights, window_rows,",
+             "         rows_in, rows_out, start, stop):",
+             "    bands = band_first.size",
              "    for item in range(start, stop):",
-             "        plane, part = item // ranges, item % ranges",
+             "        plane, part, band = item // (ranges * bands), item // bands % ranges, "
+             "item % bands",
+             "        first = band_first[band]",
              f"        read = plane * {ci} * rows_in * {size3}",
-             f"        for row in range({ci} * rows_in):",
-             f"            at, to = read + row * {size3}, row * {width} + {left}"]
+             f"        for c in range({ci}):",
+             "            for row in range(first, band_stop[band]):",
+             f"                at = read + (c * rows_in + row) * {size3}",
+             f"                to = (c * window_rows + row - first) * {width} + {left}"]
     if size3 >= lanes:
-        lines += [f"            for t in range(0, {size3 - lanes + 1}, {lanes}):",
-                  f"                vector_store(window, to + t, vector_load(source, at + t, "
+        lines += [f"                for t in range(0, {size3 - lanes + 1}, {lanes}):",
+                  f"                    vector_store(window, to + t, vector_load(source, at + t, "
                   f"{lanes}))",
-                  f"            vector_store(window, to + {size3 - lanes}, vector_load(source, "
-                  f"at + {size3 - lanes}, {lanes}))"]
+                  f"                vector_store(window, to + {size3 - lanes}, vector_load("
+                  f"source, at + {size3 - lanes}, {lanes}))"]
     else:
-        lines += [f"            for t in range({size3}):",
-                  "                window[to + t] = source[at + t]"]
+        lines += [f"                for t in range({size3}):",
+                  "                    window[to + t] = source[at + t]"]
     lines += [f"        for block in range(part * {blocks} // ranges, (part + 1) * {blocks} "
               "// ranges):",
               f"            weight_at = ((plane % groups) * {blocks} + block) * block_weights",
               f"            write = (plane * {co} + block * {co_block}) * rows_out * {out3}",
-              "            for q in range(rows_out):",
+              "            for q in range(band * band_length, min(rows_out, (band + 1) * "
+              "band_length)):",
               f"                line = write + q * {out3}"]
 
     def one_pass(j0: str, indent: str, tail: bool) -> list[str]:
@@ -1147,7 +1154,7 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
         body = [f"{indent}{name} = vector_zero(out, {lanes})"
                 for channel in sums for row in channel for name in row]
         body += [f"{indent}for r in range(row_count[q]):",
-                 f"{indent}    at = row_in[q, r] * {width} + {left} + {j0}",
+                 f"{indent}    at = (row_in[q, r] - first) * {width} + {left} + {j0}",
                  f"{indent}    k = weight_at + row_k[q, r] * {tap_weights}"]
         inner = indent + "    "
         if ci > 1:
@@ -1162,7 +1169,7 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
                              f"k + {k3 * co_block + c}, {lanes}), {sums[c][p][v]})"
                              for c in range(co_block)]
         if ci > 1:
-            body += [f"{inner}at += rows_in * {width}",
+            body += [f"{inner}at += window_rows * {width}",
                      f"{inner}k += {k3_count * co_block}"]
         for c in range(co_block):
             if stride == 2:
@@ -1229,6 +1236,30 @@ def _output_row_taps(axes3: tuple[AxisPlan, ...]):
     return _frozen(count, row_in, row_k)
 
 
+@functools.lru_cache(maxsize=256)
+def _row_bands(axes3: tuple[AxisPlan, ...], most_rows: int):
+    """``(length, first, stop)``: output rows in bands of ``length`` whose input rows
+    ``[first[b], stop[b])`` (per channel) number at most ``most_rows``, the longest such
+    bands (halving from all rows); None when a single output row reads more."""
+    count, row_in, _ = _output_row_taps(axes3)
+    rows_out = count.size
+    used = np.arange(row_in.shape[1]) < count[:, None]
+    low = np.where(used, row_in, np.iinfo(np.int64).max).min(axis=1)
+    high = np.where(used, row_in + 1, 0).max(axis=1)
+    length = rows_out
+    while True:
+        starts = np.arange(0, rows_out, length)
+        first = np.minimum.reduceat(low, starts)
+        stop = np.maximum.reduceat(high, starts)
+        empty = stop == 0  # bands reading no input
+        first[empty], stop[empty] = 0, 0
+        if (stop - first).max() <= most_rows:
+            return length, *_frozen(first, stop)
+        if length == 1:
+            return None
+        length = -(-length // 2)
+
+
 def _rows_weights(weights, co_block: int, dtype) -> np.ndarray:
     """(G, Ci, Co, K1, K2, K3) -> flat (G, Co blocks, K1 * K2, Ci, K3, co_block), zeros
     past Co."""
@@ -1256,18 +1287,27 @@ def _rows_runner(batch, weights, axes3, dtype, threads, derived):
     tables = _output_row_taps(axes3)
     rows_in = axes3[0].input_size * axes3[1].input_size
     rows_out = axes3[0].output_size * axes3[1].output_size
-    window = ci * rows_in * _rows_window_width(axes3[2], lanes)[1]
+    width = _rows_window_width(axes3[2], lanes)[1]
+    bands = _row_bands(axes3, ROWS_WINDOW_BYTES // (ci * width * np.dtype(dtype).itemsize))
+    window_rows = max(1, int((bands[2] - bands[1]).max()))
     planes = batch * groups
     block_weights = w.size // (groups * -(-co // co_block))
-    # A plane's blocks of output channels in ranges, for work on every thread (a range
-    # fills its own window).
-    ranges = max(1, min(-(-co // co_block), -(-_PIECES_PER_THREAD * threads // planes)))
+    # A plane's blocks of output channels in ranges, for work on every thread (each
+    # item fills its window).
+    items = planes * bands[1].size
+    ranges = max(1, min(-(-co // co_block), -(-_PIECES_PER_THREAD * threads // items)))
+    geometry = (groups, ranges, block_weights, window_rows, rows_in, rows_out)
 
     def run(data, out):
         source, target = np.ascontiguousarray(data).reshape(-1), out.reshape(-1)
-        _parallel(lambda a, b: kernel(source, w, target, np.zeros(window, dtype), *tables,
-                                      groups, ranges, block_weights, rows_in, rows_out, a, b),
-                  planes * ranges, threads)
+        windows = threading.local()  # one per thread, not per piece
+
+        def work(a, b):
+            if not hasattr(windows, "array"):
+                windows.array = np.zeros(ci * window_rows * width, dtype)
+            kernel(source, w, target, windows.array, *tables, *bands, *geometry, a, b)
+
+        _parallel(work, items * ranges, threads)
 
     return run
 
