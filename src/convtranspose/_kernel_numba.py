@@ -18,6 +18,13 @@ Channels first (:func:`_planes_kernel`)
     bfloat16 results are rounded as they are stored (no float32 copy of either).
     Channels-last layers with fewer than 8 channels use it too, reading and writing
     with the channel stride.
+Channels first, by rows (:func:`_rows_source`)
+    float32 and float64 layers whose last axis has stride 1 or 2 (:func:`rows_apply`):
+    compiled per layer with the last axis and the channel counts as constants, each
+    output row summed in registers (a few output channels times a few vectors per phase
+    of the last axis), straight from a window of the input rows its band of output rows
+    reads, the phases interleaved as they are stored: no accumulator array, no junk
+    border columns.
 Channels last (:func:`_channels_last_kernel`)
     Per output position, up to four taps per pass over the channel vector, written
     straight into the output; compiled per (Ci, Co) so that the channel loops
