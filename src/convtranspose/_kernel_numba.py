@@ -1100,9 +1100,10 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
 
     The last axis and the channel counts are compiled in: a row's taps of the last
     axis are straight-line code, and only the first two axes' taps (a table per output
-    row) and the input channels are looped over.  Per item (a (sample, group) plane and
-    a range of its blocks of output channels) every input channel's rows are copied
-    into a window whose rows have zeros around the input (:func:`_rows_window_width`).
+    row) and the input channels are looped over.  Per item (a (sample, group) plane, a
+    band of its output rows (:func:`_row_bands`) and a range of its blocks of output
+    channels) the input rows the band reads are copied, every input channel's, into a
+    window whose rows have zeros around the input (:func:`_rows_window_width`).
     Output row ``q`` is then summed in passes of ``vectors`` vectors per phase of the
     last axis and ``co_block`` channels, all in registers: phase ``p`` computes outputs
     ``s * j + p`` from window elements ``j + shift`` (contiguous in ``j``), one
