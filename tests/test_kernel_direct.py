@@ -174,6 +174,7 @@ def test_channels_first_row_kernel(monkeypatch, register_bytes, threaded):
 
     monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: register_bytes)
     monkeypatch.setattr(_kernel_numba, "ROWS_MAX_WASTE", 100.0)  # any row length
+    monkeypatch.setattr(_kernel_numba, "ROWS_CHANNEL_STRIDES", (1, 2))  # and stride
     if threaded:  # windows of a few rows: many bands of output rows
         monkeypatch.setattr(_kernel_numba, "ROWS_WINDOW_BYTES", 3000)
     if threaded:
@@ -206,7 +207,8 @@ def test_channels_first_row_kernel(monkeypatch, register_bytes, threaded):
 
 def test_row_kernel_only_where_it_pays():
     # Rows of whole vectors (or depthwise ones) within the window budget; not rows
-    # shorter than a vector, wasteful rows, channels-last data, half data or results.
+    # shorter than a vector, wasteful or stride-1 rows with channels, channels-last data,
+    # half data or results.
     from convtranspose._numba_vectors import vector_bytes
 
     lanes = vector_bytes() // 4
@@ -226,6 +228,11 @@ def test_row_kernel_only_where_it_pays():
     assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False, f32,
                                         f32, f16)
     assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False, f16,
+                                        f32, f32)
+    stride_1 = AxisPlan(4 * lanes, 3, 1, 1, 1, 4 * lanes)  # depthwise only
+    assert _kernel_numba.rows_apply((4, 1, 1, 4, 1, 3), plane + (stride_1,), False, f32, f32,
+                                    f32)
+    assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 3), plane + (stride_1,), False, f32,
                                         f32, f32)
     short_row = AxisPlan(lanes // 2, 4, 2, 1, 1, lanes - 1)  # less than a vector of outputs
     assert not _kernel_numba.rows_apply((4, 1, 1, 4, 1, 4), plane + (short_row,), False, f32,

@@ -1032,6 +1032,12 @@ ROWS_WINDOW_BYTES = 1 << 18
 #: outputs per phase in 16 lanes compute 2x, and took 1.5x the plane kernel's time).
 ROWS_MAX_WASTE = 1.25
 
+#: Last-axis strides at which layers with channels take the row kernel (depthwise ones:
+#: 1 and 2).  On 48 random channels-first layers (two threads, alternating with the
+#: plane kernel) stride 2 took 0.35-1.26x the plane kernel's time, mostly 0.6-0.95x;
+#: stride 1 0.94-1.55x.
+ROWS_CHANNEL_STRIDES = (2,)
+
 
 @functools.lru_cache(maxsize=256)
 def _axis_tap_lists(axis: AxisPlan) -> tuple[tuple[tuple[int, int], ...], ...]:
@@ -1067,12 +1073,12 @@ def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, 
     Channels first, data, sums and result all float32 or all float64 (half data and
     results go to the plane kernel, which widens and rounds them as it copies and
     stores, and multiplies bfloat16 pairs), a last axis of stride 1 or 2 with at least a vector
-    of outputs, the window within :data:`ROWS_WINDOW_BYTES`, and, but for depthwise
-    layers, rows that waste at most :data:`ROWS_MAX_WASTE`.  Measured against the plane
-    kernel (Zen 4, two threads, alternating): depthwise 0.42-0.55x the time, grouped
-    0.76-0.84x, DCGAN 256->128 0.86-0.88x, DCGAN 128->3 0.72-0.86x, dilated 0.68-0.95x,
-    FCN-2x 0.96x; U-Net 0.96x and stride-1 1.05x (both excluded by their windows), 3D
-    1.16-1.21x (windows of 2-13 MB).
+    of outputs, and one output row's inputs within :data:`ROWS_WINDOW_BYTES`; but for
+    depthwise layers, a last-axis stride in :data:`ROWS_CHANNEL_STRIDES` and rows that
+    waste at most :data:`ROWS_MAX_WASTE`.  Measured against the plane kernel (Zen 4, two
+    threads, alternating): depthwise 0.42-0.55x the time, grouped 0.75-0.84x, DCGAN
+    256->128 0.83-0.88x, DCGAN 128->3 0.68-0.86x, dilated 0.90-0.95x, U-Net 0.91x, 3D k2
+    0.84x, FCN-2x 0.96-1.07x; stride-1 1.04x.
     """
     dtype = np.dtype(dtype)
     if (channels_last or dtype not in (np.float32, np.float64) or data_dtype != dtype
@@ -1085,7 +1091,8 @@ def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, 
     row_bytes = weights_shape[1] * _rows_window_width(last, lanes)[1] * dtype.itemsize
     computed = last.stride * _phase_vectors(last, lanes) * lanes  # outputs per row
     return _row_bands(axes3, ROWS_WINDOW_BYTES // row_bytes) is not None and (
-        tuple(weights_shape[1:3]) == (1, 1) or computed <= ROWS_MAX_WASTE * last.output_size)
+        tuple(weights_shape[1:3]) == (1, 1)
+        or (last.stride in ROWS_CHANNEL_STRIDES and computed <= ROWS_MAX_WASTE * last.output_size))
 
 
 def rows_co_block(co: int) -> int:
@@ -1107,9 +1114,9 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
     Output row ``q`` is then summed in passes of ``vectors`` vectors per phase of the
     last axis and ``co_block`` channels, all in registers: phase ``p`` computes outputs
     ``s * j + p`` from window elements ``j + shift`` (contiguous in ``j``), one
-    broadcast weight per channel and tap.  The phases are stored interleaved.  The
-    last pass ends at the row's last vector, overlapping the one before it when needed
-    (the same sums again), and its last, partial vector of outputs is stored shifted
+    broadcast weight per channel and tap; a phase without taps (a dilation's) is a
+    zero vector, not accumulators.  The phases are stored interleaved.  The last pass
+    takes the vectors left, and its last, partial vector of outputs is stored shifted
     back to end at the row's end (:func:`vector_shift_in`).  Weights are laid out
     ``(G, blocks, K1 * K2, Ci, K3, co_block)`` (:func:`_rows_weights`).
     """
@@ -1120,8 +1127,10 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
         last.kernel_size
     budget = 24 if vector_bytes() == 64 else 12  # accumulators: most of the registers
     total = _phase_vectors(last, lanes)
-    vectors = max(1, min(total, budget // (stride * co_block)))
-    last_start = (total - vectors) * lanes  # the last pass's first j
+    live = sum(1 for taps in per_phase if taps) or 1  # phases with sums (dilations)
+    vectors = max(1, min(total, budget // (live * co_block)))
+    passes = -(-total // vectors)
+    last_start = (passes - 1) * vectors * lanes  # the last pass's first j
     left, width = _rows_window_width(last, lanes)
     blocks = -(-co // co_block)
     tap_weights = ci * k3_count * co_block  # weights per tap of the first two axes
@@ -1157,10 +1166,12 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
               f"                line = write + q * {out3}"]
 
     def one_pass(j0: str, indent: str, tail: bool) -> list[str]:
-        sums = [[[f"sum_{c}_{p}_{v}" for v in range(vectors)] for p in range(stride)]
-                for c in range(co_block)]
-        body = [f"{indent}{name} = vector_zero(out, {lanes})"
-                for channel in sums for row in channel for name in row]
+        count = total - (passes - 1) * vectors if tail else vectors  # vectors per phase
+        zero = f"vector_zero(out, {lanes})"
+        sums = [[[f"sum_{c}_{p}_{v}" if taps else zero for v in range(count)]
+                 for p, taps in enumerate(per_phase)] for c in range(co_block)]
+        body = [f"{indent}{name} = {zero}" for channel in sums for row in channel
+                for name in row if name != zero]
         body += [f"{indent}for r in range(row_count[q]):",
                  f"{indent}    at = (row_in[q, r] - first) * {width} + {left} + {j0}",
                  f"{indent}    k = weight_at + row_k[q, r] * {tap_weights}"]
@@ -1170,7 +1181,7 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
             inner += "    "
         for p, taps in enumerate(per_phase):
             for shift, k3 in taps:
-                for v in range(vectors):
+                for v in range(count):
                     body.append(f"{inner}x = vector_load(window, at + {shift + v * lanes}, "
                                 f"{lanes})")
                     body += [f"{inner}{sums[c][p][v]} = vector_fma(x, vector_splat_at(weights, "
@@ -1182,9 +1193,9 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
         for c in range(co_block):
             if stride == 2:
                 chunks = [f"vector_interleave({sums[c][0][v]}, {sums[c][1][v]}, {half})"
-                          for v in range(vectors) for half in (0, 1)]
+                          for v in range(count) for half in (0, 1)]
             else:
-                chunks = [sums[c][0][v] for v in range(vectors)]
+                chunks = [sums[c][0][v] for v in range(count)]
             into = indent
             if co % co_block:  # the last block's padding channels are not stored
                 body.append(f"{indent}if block * {co_block} + {c} < {co}:")
@@ -1197,8 +1208,8 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
                              f"{into}vector_store(out, {channel_line} + {stride} * {j0} + "
                              f"{i * lanes}, chunk_{i})"]
                 elif begin < out3:
-                    # The vector before it: the pass's previous one, or (a pass of one
-                    # vector per phase) the outputs the passes before it stored.
+                    # The vector before it: the pass's previous one, or (a last pass of
+                    # one vector per phase) the outputs the passes before it stored.
                     before = f"chunk_{i - 1}" if i else (
                         f"vector_load(out, {channel_line} + {begin - lanes}, {lanes})")
                     body.append(f"{into}vector_store(out, {channel_line} + {out3 - lanes}, "
