@@ -64,8 +64,16 @@ def main(argv=None):
     parser.add_argument("--any-stride", action="store_true",
                         help="also layers with channels and a last-axis stride of 1")
     args = parser.parse_args(argv)
+    strides = kernels.ROWS_CHANNEL_STRIDES
     if args.any_stride:
         kernels.ROWS_CHANNEL_STRIDES = (1, 2)
+    try:
+        return _run(args)
+    finally:
+        kernels.ROWS_CHANNEL_STRIDES = strides
+
+
+def _run(args):
     rng = np.random.default_rng(args.seed)
     f32 = np.dtype(np.float32)
     ratios = {}
@@ -103,7 +111,8 @@ def main(argv=None):
         mean = math.exp(statistics.fmean(math.log(r) for r in values))
         print(f"\nlast-axis stride {stride}: {len(values)} layers, row / plane geometric mean "
               f"{mean:.2f}, {min(values):.2f}-{max(values):.2f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

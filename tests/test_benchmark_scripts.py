@@ -26,6 +26,19 @@ def test_profile_layers_prints_a_row_per_selected_layer(capsys):
         assert all(float(cell) > 0 for cell in cells[2:5])
 
 
+def test_row_kernel_script_times_layers_the_row_kernel_takes(capsys):
+    pytest.importorskip("numba")
+    from convtranspose import _kernel_numba
+
+    strides = _kernel_numba.ROWS_CHANNEL_STRIDES
+    assert _load("row_kernel").main(["--layers", "2", "--rounds", "1", "--any-stride"]) == 0
+    assert _kernel_numba.ROWS_CHANNEL_STRIDES == strides  # restored
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| N")]
+    assert len(rows) == 2
+    assert all(float(row.split("|")[5]) < 1e-5 for row in rows)  # the kernels agree
+
+
 def test_calibration_fit_recovers_a_known_scale_and_overhead():
     # Measurements made from (scale, overhead) on the fit's overhead grid: the fit
     # must give them back, and the loss of choices made with them must be none.
