@@ -1070,12 +1070,12 @@ def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, 
                dtype, out_dtype) -> bool:
     """Whether numba ``direct`` takes its row kernel (:func:`_rows_source`) for this layer.
 
-    Channels first, data, sums and result all float32 or all float64 (half data and
+    Channels first; data, sums and result all float32 or all float64 (half data and
     results go to the plane kernel, which widens and rounds them as it copies and
-    stores, and multiplies bfloat16 pairs), a last axis of stride 1 or 2 with at least a vector
-    of outputs, and one output row's inputs within :data:`ROWS_WINDOW_BYTES`; but for
-    depthwise layers, a last-axis stride in :data:`ROWS_CHANNEL_STRIDES` and rows that
-    waste at most :data:`ROWS_MAX_WASTE`.  Measured against the plane kernel (Zen 4, two
+    stores, and multiplies bfloat16 pairs); a last axis of stride 1 or 2 with at least
+    a vector of outputs; one output row's inputs within :data:`ROWS_WINDOW_BYTES`; and,
+    but for depthwise layers, a last-axis stride in :data:`ROWS_CHANNEL_STRIDES` and rows
+    that waste at most :data:`ROWS_MAX_WASTE`.  Measured against the plane kernel (Zen 4, two
     threads, alternating): depthwise 0.42-0.55x the time, grouped 0.75-0.84x, DCGAN
     256->128 0.83-0.88x, DCGAN 128->3 0.68-0.86x, dilated 0.90-0.95x, U-Net 0.91x, 3D k2
     0.84x, FCN-2x 0.96-1.07x; stride-1 1.04x.
@@ -1090,9 +1090,9 @@ def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, 
         return False
     row_bytes = weights_shape[1] * _rows_window_width(last, lanes)[1] * dtype.itemsize
     computed = last.stride * _phase_vectors(last, lanes) * lanes  # outputs per row
-    return _row_bands(axes3, ROWS_WINDOW_BYTES // row_bytes) is not None and (
-        tuple(weights_shape[1:3]) == (1, 1)
-        or (last.stride in ROWS_CHANNEL_STRIDES and computed <= ROWS_MAX_WASTE * last.output_size))
+    fits = _row_bands(axes3, ROWS_WINDOW_BYTES // row_bytes) is not None
+    return fits and (tuple(weights_shape[1:3]) == (1, 1) or (
+        last.stride in ROWS_CHANNEL_STRIDES and computed <= ROWS_MAX_WASTE * last.output_size))
 
 
 def rows_co_block(co: int) -> int:
