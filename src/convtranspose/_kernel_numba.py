@@ -1033,9 +1033,9 @@ ROWS_WINDOW_BYTES = 1 << 18
 ROWS_MAX_WASTE = 1.25
 
 #: Last-axis strides at which layers with channels take the row kernel (depthwise ones:
-#: 1 and 2).  On 48 random channels-first layers (two threads, alternating with the
-#: plane kernel) stride 2 took 0.35-1.26x the plane kernel's time, mostly 0.6-0.95x;
-#: stride 1 0.94-1.55x.
+#: 1 and 2).  ``benchmarks/row_kernel.py --seed 1 --layers 24 --any-stride`` (two
+#: threads, alternating with the plane kernel): stride 2 took 0.79x the plane kernel's
+#: time (geometric mean of 14 layers, 0.36-1.18x), stride 1 1.03x (10, 0.62-1.71x).
 ROWS_CHANNEL_STRIDES = (2,)
 
 
@@ -1123,8 +1123,8 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
     from ._numba_vectors import vector_bytes
 
     per_phase = _axis_tap_lists(last)
-    stride, out3, size3, k3_count = len(per_phase), last.output_size, last.input_size, \
-        last.kernel_size
+    stride, out3, size3 = len(per_phase), last.output_size, last.input_size
+    k3_count = last.kernel_size
     budget = 24 if vector_bytes() == 64 else 12  # accumulators: most of the registers
     total = _phase_vectors(last, lanes)
     live = sum(1 for taps in per_phase if taps) or 1  # phases with sums (dilations)
@@ -1257,9 +1257,10 @@ def _output_row_taps(axes3: tuple[AxisPlan, ...]):
 
 @functools.lru_cache(maxsize=256)
 def _row_bands(axes3: tuple[AxisPlan, ...], most_rows: int):
-    """``(length, first, stop)``: output rows in bands of ``length`` whose input rows
-    ``[first[b], stop[b])`` (per channel) number at most ``most_rows``, the longest such
-    bands (halving from all rows); None when a single output row reads more."""
+    """``(length, first, stop, rows)``: output rows in bands of ``length`` whose input
+    rows ``[first[b], stop[b])`` (per channel) number at most ``most_rows``, the longest
+    such bands (halving from all rows), and the most input rows a band reads (at least
+    1: a window's rows); None when a single output row reads more."""
     count, row_in, _ = _output_row_taps(axes3)
     rows_out = count.size
     used = np.arange(row_in.shape[1]) < count[:, None]
@@ -1272,8 +1273,9 @@ def _row_bands(axes3: tuple[AxisPlan, ...], most_rows: int):
         stop = np.maximum.reduceat(high, starts)
         empty = stop == 0  # bands reading no input
         first[empty], stop[empty] = 0, 0
-        if (stop - first).max() <= most_rows:
-            return length, *_frozen(first, stop)
+        rows = int((stop - first).max())
+        if rows <= most_rows:
+            return length, *_frozen(first, stop), max(1, rows)
         if length == 1:
             return None
         length = -(-length // 2)
@@ -1307,13 +1309,13 @@ def _rows_runner(batch, weights, axes3, dtype, threads, derived):
     rows_in = axes3[0].input_size * axes3[1].input_size
     rows_out = axes3[0].output_size * axes3[1].output_size
     width = _rows_window_width(axes3[2], lanes)[1]
-    bands = _row_bands(axes3, ROWS_WINDOW_BYTES // (ci * width * np.dtype(dtype).itemsize))
-    window_rows = max(1, int((bands[2] - bands[1]).max()))
+    length, first, stop, window_rows = _row_bands(
+        axes3, ROWS_WINDOW_BYTES // (ci * width * np.dtype(dtype).itemsize))
     planes = batch * groups
     block_weights = w.size // (groups * -(-co // co_block))
     # A plane's blocks of output channels in ranges, for work on every thread (each
     # item fills its window).
-    items = planes * bands[1].size
+    items = planes * first.size
     ranges = max(1, min(-(-co // co_block), -(-_PIECES_PER_THREAD * threads // items)))
     geometry = (groups, ranges, block_weights, window_rows, rows_in, rows_out)
 
@@ -1324,7 +1326,8 @@ def _rows_runner(batch, weights, axes3, dtype, threads, derived):
         def work(a, b):
             if not hasattr(windows, "array"):
                 windows.array = np.zeros(ci * window_rows * width, dtype)
-            kernel(source, w, target, windows.array, *tables, *bands, *geometry, a, b)
+            kernel(source, w, target, windows.array, *tables, length, first, stop, *geometry,
+                   a, b)
 
         _parallel(work, items * ranges, threads)
 
