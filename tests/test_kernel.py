@@ -468,7 +468,7 @@ def test_importing_convtranspose_does_not_import_numba():
 
 
 @pytest.mark.parametrize("algorithm", ["dense", "phase-nxc", "phase-ncx", "gemm-nxc",
-                                       "gemm-ncx", "col2im-nxc", "col2im-ncx"])
+                                       "gemm-ncx", "col2im-nxc", "col2im-ncx", "direct-blocked"])
 def test_weights_memo_never_returns_a_stale_filter(monkeypatch, algorithm):
     monkeypatch.setattr(_kernel, "_DERIVED_KEPT", 2)
     rng = np.random.default_rng(17)
@@ -481,6 +481,8 @@ def test_weights_memo_never_returns_a_stale_filter(monkeypatch, algorithm):
             got = _run(data.astype(np.float64), weights, axes, np.float64, False, algorithm)
             np.testing.assert_array_equal(got, expected)
     assert len(_kernel._derived) <= 2
+    if algorithm == "direct-blocked" and HAVE_NUMBA:  # its reordered weights are kept
+        assert any(key[-1] == "direct-blocked" for key in _kernel._derived)
 
 
 @pytest.mark.parametrize("size", [6, 6000])  # compared as bytes / as integer views

@@ -208,7 +208,7 @@ def test_channels_first_row_kernel(monkeypatch, register_bytes, threaded):
 def test_row_kernel_only_where_it_pays():
     # Rows of whole vectors (or depthwise ones) within the window budget; not rows
     # shorter than a vector, wasteful or stride-1 rows with channels, channels-last data,
-    # half data or results.
+    # bfloat16 data or results.
     from convtranspose._numba_vectors import vector_bytes
 
     lanes = vector_bytes() // 4
@@ -224,11 +224,19 @@ def test_row_kernel_only_where_it_pays():
                                         f32, f32)
     assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), True, f32, f32,
                                         f32)
-    f16 = np.dtype(np.float16)
-    assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False, f32,
-                                        f32, f16)
+    # float16 data or results of float32 sums where the CPU converts them in vectors;
+    # not bfloat16 (the plane kernel multiplies its pairs) nor with float64 sums.
+    from convtranspose._casts_numba import host_has_f16c
+
+    f16, f64 = np.dtype(np.float16), np.dtype(np.float64)
+    for data_dtype, out_dtype in ((f32, f16), (f16, f32), (f16, f16)):
+        assert _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False,
+                                        data_dtype, f32, out_dtype) == host_has_f16c()
     assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False, f16,
-                                        f32, f32)
+                                        f64, f64)
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False, f32,
+                                        f32, np.dtype(bf16))
     stride_1 = AxisPlan(4 * lanes, 3, 1, 1, 1, 4 * lanes)  # depthwise only
     assert _kernel_numba.rows_apply((4, 1, 1, 4, 1, 3), plane + (stride_1,), False, f32, f32,
                                     f32)
@@ -651,6 +659,66 @@ def test_long_lines_cut_into_segments(monkeypatch, route):
 
 
 # --------------------------------------------------------------------------- rounded stores
+
+
+@pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
+def test_row_kernel_widens_float16_data_and_rounds_float16_results(monkeypatch, register_bytes):
+    # float16 data are widened as the row kernel fills its windows and float16 results
+    # rounded from the float32 sums (plus the bias) as it stores them, the row's last,
+    # partial vector too; no float32 copy of either.  Small integers times a power of
+    # two: the float32 sums are exact, so the bits must be those of the oracle's sums
+    # rounded by astype, ties to even (odd integers above 2048), overflows to infinity
+    # and subnormal results included.
+    from convtranspose import _casts, _numba_vectors
+    from convtranspose._casts_numba import host_has_f16c
+
+    if not host_has_f16c():
+        pytest.skip("the row kernel converts float16 with F16C instructions only")
+    monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: register_bytes)
+    monkeypatch.setattr(_kernel_numba, "ROWS_MAX_WASTE", 100.0)
+    monkeypatch.setattr(_kernel_numba, "ROWS_CHANNEL_STRIDES", (1, 2))
+
+    def no_cast(*args):
+        raise AssertionError("a float32 copy was made of the data or the result")
+    monkeypatch.setattr(_casts, "narrow", no_cast)
+    monkeypatch.setattr(_casts, "widen", no_cast)
+    calls = []
+    runner = _kernel_numba._rows_runner
+    monkeypatch.setattr(_kernel_numba, "_rows_runner",
+                        lambda *args: calls.append(args[6:]) or runner(*args))
+    rng = np.random.default_rng(register_bytes + 5)
+    lanes = register_bytes // 4
+    scales = (1.0, 2.0 ** -22, 2.0 ** 7)  # plain, subnormal and overflowing results
+    overflows = []
+    for trial in range(9):
+        ci, co = ((1, 1), (2, 3), (3, 5))[trial % 3]
+        stride = 1 + trial % 2
+        kernel = int(rng.integers(1, 5))
+        size = int(rng.integers(lanes // 2 + 1, 3 * lanes))
+        offset = int(rng.integers(0, kernel))
+        output = max(lanes, (size - 1) * stride + kernel - offset + int(rng.integers(-2, 3)))
+        axes = _random_axes(rng, trial % 3, max_size=4) + (
+            AxisPlan(size, kernel, stride, 1, offset, output),)
+        groups = int(rng.integers(1, 3))
+        data = rng.integers(-40, 41, (2, groups * ci) + tuple(a.input_size for a in axes))
+        weights = rng.integers(-40, 41, (groups, ci, co) + tuple(a.kernel_size for a in axes))
+        weights = weights * scales[trial // 3]  # exact in float16 too
+        operands = np.float16 if trial % 4 < 2 else np.float32
+        bias = (rng.integers(-99, 100, groups * co) / 8 * scales[trial // 3]).astype(
+            operands) if trial % 2 else None
+        sums = _reference(data.astype(np.float64), weights, axes)
+        if bias is not None:
+            sums = sums + bias.astype(np.float64).reshape((-1,) + (1,) * len(axes))
+        with np.errstate(over="ignore"):
+            expected = sums.astype(np.float32).astype(np.float16)
+        got = _kernel.transposed_convolution(
+            data.astype(operands), weights.astype(operands), axes, dtype=np.dtype(np.float32),
+            bias=bias, algorithm="direct", result_dtype=np.float16)
+        assert calls and calls[-1][:2] == (operands == np.float16, True), calls[-1:]
+        np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16),
+                                      err_msg=f"{axes} {weights.shape}")
+        overflows.append(bool(np.isinf(expected).any()))
+    assert not any(overflows[:6]) and any(overflows[6:]), overflows
 
 
 @pytest.mark.parametrize("route", ["ncx", "nxc-planes"])

@@ -767,7 +767,22 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     strided = channels_last and groups * max(ci, co) > 1
     fills = inputs * (1.0 if strided else 0.5)
     stores = outputs * ((2.0 if strided else 1.0) if axes[-1].stride <= 2 else 6.0)
-    return _MODEL_SCALE * ((macs / rate + fills + stores) / threads + 10000)
+    cost = _MODEL_SCALE * ((macs / rate + fills + stores) / threads + 10000)
+    if not pairs and len(axes) <= 3:
+        from ._kernel_numba import _three_axes, rows_apply
+
+        f32 = np.dtype(np.float32)
+        if rows_apply(weights_shape, _three_axes(axes), channels_last, f32, f32, f32):
+            cost *= _ROWS_TIME
+    return cost
+
+
+#: The row kernel's time over the plane kernel's (the model's) on the layers numba
+#: ``direct`` gives it (:func:`convtranspose._kernel_numba.rows_apply`): 0.79x, the
+#: geometric mean of 14 random layers of last-axis stride 2 in session 23
+#: (``benchmarks/row_kernel.py --seed 1 --layers 24 --any-stride``).  Without it
+#: ``direct-blocked`` took the grouped NCX layer (11.8 ms against the row kernel's 10.3).
+_ROWS_TIME = 0.8
 
 
 #: ``direct-blocked`` keeps a block of outputs' channels in registers: for at most
@@ -823,21 +838,34 @@ def blocked_segments(lines: int, last_axis: AxisPlan, threads: int) -> int:
 _BLOCKED_NCX_INPUT = 1.0
 
 
+#: ``direct-blocked``'s blocks whose loop over taps and input channels is at least
+#: this long stream their weights from L2 or L3 at the FMA rate (see :func:`_blocked_ns`).
+_BLOCKED_STREAMED_LOOP = 512
+
+
 def _blocked_ns(batch: int, groups: int, ci: int, co: int, axes: tuple[AxisPlan, ...],
                 channels_last: bool) -> float:
     """Rough cost of ``direct-blocked`` (in the units of the other estimates).
 
     Multiply-adds at about 220 GFLOP/s on two cores (the machine's FMA peak; on fewer
     where the layer has fewer lines, or segments of lines, than threads), with
-    the output channels padded to whole vectors (16 float32) and each phase's run
-    of outputs with all taps inside the input covered by blocks of about 8 (the
-    others, at line ends, cost about three outputs each); lines whose output
+    the output channels padded to whole vectors and each phase's run of outputs
+    with all taps inside the input covered by the kernel's blocks
+    (:func:`convtranspose._kernel_numba.blocked_shape`; the others, at line ends,
+    cost about three outputs each, two for more than four vectors of output channels,
+    which keep one output's FMAs busy); lines whose output
     channels are not whole vectors, or are channels first, go through a copy, and
     channels-first input costs a strided pass (:data:`_BLOCKED_NCX_INPUT`).  The
     other algorithms' estimates run about 3x their measured times, so this one is
     scaled alike.
     """
-    width = -(-co // 16) * 16
+    from ._kernel_numba import blocked_shape
+
+    lanes, vectors, _, pixels = blocked_shape(4, co, axes[-1])
+    width = lanes * vectors
+    # DCGAN 512->256 NXC, 2 of 16 outputs per line at its ends: 24.0 ms against
+    # gemm-nxc's 29.0 alternating, which three each ranked first.
+    edge = 2 if vectors > 4 else 3
     per_axis = []
     for index, axis in enumerate(axes):
         total = 0
@@ -848,8 +876,8 @@ def _blocked_ns(batch: int, groups: int, ci: int, co: int, axes: tuple[AxisPlan,
                 if index == len(axes) - 1:
                     inside = max(0, min(count, axis.input_size - max(shifts))
                                  - max(0, -min(shifts)))
-                    inside = inside if inside >= 8 else 0
-                    count = -(-inside // 8) * 8 + 3 * (count - inside)
+                    inside = inside if inside >= pixels else 0
+                    count = -(-inside // pixels) * pixels + edge * (count - inside)
                 total += count * len(c.shifts)  # a phase no tap reaches is only zeroed
         per_axis.append(total)
     macs = batch * groups * width * ci * math.prod(per_axis)
@@ -859,12 +887,16 @@ def _blocked_ns(batch: int, groups: int, ci: int, co: int, axes: tuple[AxisPlan,
     # A line whose weights (all phases of the last axis) are far beyond L1 reloads
     # each phase's from L2 for its few blocks: FCN-32x (344 KB per line, 2 blocks per
     # phase) ran at half the FLOP rate; 64 KB per line (3D 128->64 k2 s2) did not.
+    # Nor did blocks with a long loop over taps and input channels, which the
+    # prefetcher streams (DCGAN 512->256 NXC, 4 taps x 512 channels a block, 4 MB a
+    # line: 22-35 ms, 0.87-0.92x of `gemm-nxc`'s time alternating; FCN-32x: 4 x 21).
     tap_counts = [sum(len(c.shifts) * c.count for c in _axis_phases(axis).classes) /
                   max(1, axis.stride) for axis in axes]
     last = axes[-1]
     line_weights = math.prod(tap_counts) * last.stride * ci * width
     reloaded = 0.0
-    if line_weights * 4 > 131072 and last.output_size < 3 * 8 * last.stride:
+    if (line_weights * 4 > 131072 and last.output_size < 3 * 8 * last.stride
+            and math.prod(tap_counts) * ci < _BLOCKED_STREAMED_LOOP):
         reloaded = lines * line_weights
     inputs = batch * groups * ci * math.prod(axis.input_size for axis in axes)
     transposed = 0 if channels_last else inputs * _BLOCKED_NCX_INPUT
@@ -1071,8 +1103,8 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
         else:
             from ._kernel_numba import direct_phase
 
-            # Half data as it is: the plane kernel widens it as it fills its windows
-            # (or multiplies bfloat16 pairs).
+            # Half data as it is: the plane and row kernels widen it as they fill their
+            # windows (or the plane kernel multiplies bfloat16 pairs).
             if out is None:
                 out = _empty_result(data.shape[0], weights.shape, axes, channels_last,
                                     result_dtype)
@@ -1086,7 +1118,8 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
 
         if out is None:
             out = _empty_result(data.shape[0], weights.shape, axes, channels_last, result_dtype)
-        direct_blocked(data, weights, axes, dtype, channels_last, out, bias=bias)
+        direct_blocked(data, weights, axes, dtype, channels_last, out, bias=bias,
+                       derived=_derived_from(weights, "direct-blocked"))
         return out
     result = transposed_convolution(data, weights, axes, dtype=dtype,
                                     channels_last=channels_last, bias=bias, algorithm=algorithm)
@@ -2344,7 +2377,8 @@ def _direct_blocked(data, weights, axes, dtype, channels_last, out):
     if dtype.kind == "f" and _numba_usable() and len(axes) <= 3:
         from ._kernel_numba import direct_blocked
 
-        direct_blocked(data, weights, axes, dtype, channels_last, out)
+        direct_blocked(data, weights, axes, dtype, channels_last, out,
+                       derived=_derived_from(weights, "direct-blocked"))
         return
     _phase(data, weights, axes, dtype, channels_last, out, channels_last)
 

@@ -1070,9 +1070,10 @@ def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, 
                dtype, out_dtype) -> bool:
     """Whether numba ``direct`` takes its row kernel (:func:`_rows_source`) for this layer.
 
-    Channels first; data, sums and result all float32 or all float64 (half data and
-    results go to the plane kernel, which widens and rounds them as it copies and
-    stores, and multiplies bfloat16 pairs); a last axis of stride 1 or 2 with at least
+    Channels first; data, sums and result all float32 or all float64, or float32 sums
+    of float16 data or into a float16 result where the CPU converts float16 in vectors
+    (:func:`host_has_f16c`; bfloat16 goes to the plane kernel, which multiplies its
+    pairs); a last axis of stride 1 or 2 with at least
     a vector of outputs; one output row's inputs within :data:`ROWS_WINDOW_BYTES`; and,
     but for depthwise layers, a last-axis stride in :data:`ROWS_CHANNEL_STRIDES` and rows
     that waste at most :data:`ROWS_MAX_WASTE`.  Measured against the plane kernel (Zen 4, two
@@ -1081,8 +1082,10 @@ def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, 
     0.84x, FCN-2x 0.96-1.07x; stride-1 1.04x.
     """
     dtype = np.dtype(dtype)
-    if (channels_last or dtype not in (np.float32, np.float64) or data_dtype != dtype
-            or out_dtype != dtype or axes3[2].stride > 2):
+    half = dtype == np.float32 and host_has_f16c()
+    if (channels_last or dtype not in (np.float32, np.float64) or axes3[2].stride > 2
+            or data_dtype != dtype and not (half and data_dtype == np.float16)
+            or out_dtype != dtype and not (half and out_dtype == np.float16)):
         return False
     lanes = _rows_lanes(dtype)
     last = axes3[2]
@@ -1101,9 +1104,13 @@ def rows_co_block(co: int) -> int:
     return min(co, 3 if co % 4 and co % 3 == 0 else 4)
 
 
-def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) -> str:
+def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
+                 half_data: bool = False, half_out: bool = False, biased: bool = False) -> str:
     """Source of the channels-first row kernel for the last axis ``last``, ``ci`` input
     and ``co`` output channels per group, ``co_block`` output channels per pass.
+    ``half_data``: the data are float16 bits, widened as the window is filled;
+    ``half_out``: the float32 sums, plus the bias if ``biased``, are rounded to the
+    float16 bits of ``out`` as they are stored.
 
     The last axis and the channel counts are compiled in: a row's taps of the last
     axis are straight-line code, and only the first two axes' taps (a table per output
@@ -1135,9 +1142,12 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
     blocks = -(-co // co_block)
     tap_weights = ci * k3_count * co_block  # weights per tap of the first two axes
 
-    lines = ["def rows(source, weights, out, window, row_count, row_in, row_k, band_length,",
-             "         band_first, band_stop, groups, ranges, block_weights, window_rows,",
-             "         rows_in, rows_out, start, stop):",
+    load = "vector_load_float16" if half_data else "vector_load"
+    store, reload = (("vector_store_float16", "vector_load_float16") if half_out
+                     else ("vector_store", "vector_load"))
+    lines = ["def rows(source, weights, out, bias, window, row_count, row_in, row_k,",
+             "         band_length, band_first, band_stop, groups, ranges, block_weights,",
+             "         window_rows, rows_in, rows_out, start, stop):",
              "    bands = band_first.size",
              "    for item in range(start, stop):",
              "        plane, part, band = item // (ranges * bands), item // bands % ranges, "
@@ -1150,13 +1160,13 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
              f"                to = (c * window_rows + row - first) * {width} + {left}"]
     if size3 >= lanes:
         lines += [f"                for t in range(0, {size3 - lanes + 1}, {lanes}):",
-                  f"                    vector_store(window, to + t, vector_load(source, at + t, "
+                  f"                    vector_store(window, to + t, {load}(source, at + t, "
                   f"{lanes}))",
-                  f"                vector_store(window, to + {size3 - lanes}, vector_load("
+                  f"                vector_store(window, to + {size3 - lanes}, {load}("
                   f"source, at + {size3 - lanes}, {lanes}))"]
     else:
         lines += [f"                for t in range({size3}):",
-                  "                    window[to + t] = source[at + t]"]
+                  f"                    vector_store(window, to + t, {load}(source, at + t, 1))"]
     lines += [f"        for block in range(part * {blocks} // ranges, (part + 1) * {blocks} "
               "// ranges):",
               f"            weight_at = ((plane % groups) * {blocks} + block) * block_weights",
@@ -1167,7 +1177,7 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
 
     def one_pass(j0: str, indent: str, tail: bool) -> list[str]:
         count = total - (passes - 1) * vectors if tail else vectors  # vectors per phase
-        zero = f"vector_zero(out, {lanes})"
+        zero = f"vector_zero(window, {lanes})"
         sums = [[[f"sum_{c}_{p}_{v}" if taps else zero for v in range(count)]
                  for p, taps in enumerate(per_phase)] for c in range(co_block)]
         body = [f"{indent}{name} = {zero}" for channel in sums for row in channel
@@ -1200,19 +1210,23 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
             if co % co_block:  # the last block's padding channels are not stored
                 body.append(f"{indent}if block * {co_block} + {c} < {co}:")
                 into += "    "
+            if biased:  # added before the one rounding, as to the float32 result
+                body.append(f"{into}shift = vector_splat_at(bias, (plane % groups) * {co} + "
+                            f"block * {co_block} + {c}, {lanes})")
+                chunks = [f"vector_add({chunk}, shift)" for chunk in chunks]
             channel_line = f"line + {c} * rows_out * {out3}"
             for i, chunk in enumerate(chunks):
                 begin = stride * last_start + i * lanes  # the chunk's place in the row (tail)
                 if not tail or begin + lanes <= out3:
                     body += [f"{into}chunk_{i} = {chunk}",
-                             f"{into}vector_store(out, {channel_line} + {stride} * {j0} + "
+                             f"{into}{store}(out, {channel_line} + {stride} * {j0} + "
                              f"{i * lanes}, chunk_{i})"]
                 elif begin < out3:
                     # The vector before it: the pass's previous one, or (a last pass of
                     # one vector per phase) the outputs the passes before it stored.
                     before = f"chunk_{i - 1}" if i else (
-                        f"vector_load(out, {channel_line} + {begin - lanes}, {lanes})")
-                    body.append(f"{into}vector_store(out, {channel_line} + {out3 - lanes}, "
+                        f"{reload}(out, {channel_line} + {begin - lanes}, {lanes})")
+                    body.append(f"{into}{store}(out, {channel_line} + {out3 - lanes}, "
                                 f"vector_shift_in({before}, {chunk}, {out3 - begin}))")
         return body
 
@@ -1224,10 +1238,12 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int) ->
 
 
 @functools.lru_cache(maxsize=64)
-def _rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int):
+def _rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
+                 half_data: bool = False, half_out: bool = False, biased: bool = False):
     from ._numba_vectors import compile_source
 
-    return compile_source(_rows_source(lanes, last, ci, co, co_block), "rows")
+    return compile_source(_rows_source(lanes, last, ci, co, co_block, half_data, half_out,
+                                       biased), "rows")
 
 
 @functools.lru_cache(maxsize=256)
@@ -1293,14 +1309,19 @@ def _rows_weights(weights, co_block: int, dtype) -> np.ndarray:
     return np.ascontiguousarray(blocked).reshape(-1)
 
 
-def _rows_runner(batch, weights, axes3, dtype, threads, derived):
+def _rows_runner(batch, weights, axes3, dtype, threads, derived, half_data=False,
+                 half_out=False, bias=None):
     """``run(data, out)``: the row kernel (:func:`rows_apply`) into ``out`` of ``dtype``,
     with the reordered weights (kept in ``derived``), the tables and the kernel
-    prepared."""
+    prepared.  ``half_data``: the data are float16; ``half_out``: ``out`` is float16,
+    the sums plus ``bias`` (``(G*Co,)`` or None) rounded into it, bit for bit as
+    ``astype`` rounds the float32 result."""
     groups, ci, co = weights.shape[:3]
     lanes = _rows_lanes(dtype)
     co_block = rows_co_block(co)
-    kernel = _rows_kernel(lanes, axes3[2], ci, co, co_block)
+    biased = half_out and bias is not None
+    shift = np.ascontiguousarray(bias, dtype) if biased else np.empty(0, dtype)
+    kernel = _rows_kernel(lanes, axes3[2], ci, co, co_block, half_data, half_out, biased)
     key = ("rows", np.dtype(dtype).str, co_block)
     w = derived.get(key)
     if w is None:
@@ -1321,13 +1342,15 @@ def _rows_runner(batch, weights, axes3, dtype, threads, derived):
 
     def run(data, out):
         source, target = np.ascontiguousarray(data).reshape(-1), out.reshape(-1)
+        source = source.view(np.uint16) if half_data else source
+        target = target.view(np.uint16) if half_out else target
         windows = threading.local()  # one per thread, not per piece
 
         def work(a, b):
             if not hasattr(windows, "array"):
                 windows.array = np.zeros(ci * window_rows * width, dtype)
-            kernel(source, w, target, windows.array, *tables, length, first, stop, *geometry,
-                   a, b)
+            kernel(source, w, target, shift, windows.array, *tables, length, first, stop,
+                   *geometry, a, b)
 
         _parallel(work, items * ranges, threads)
 
@@ -1403,7 +1426,8 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None, b
             _direct_line_segments(data, weights, axes[0], dtype, target, threads, channels_last,
                                   strided, derived, bias)
         elif rows_apply(weights.shape, axes3, channels_last, data.dtype, dtype, target.dtype):
-            _rows_runner(data.shape[0], weights, axes3, dtype, threads, derived)(data, target)
+            _rows_runner(data.shape[0], weights, axes3, dtype, threads, derived,
+                         data.dtype == np.float16, target.dtype == np.float16, bias)(data, target)
         else:
             _direct_planes(data, weights, axes3, dtype, target, threads, strided, derived, bias)
     if target is not out:
@@ -1602,10 +1626,13 @@ def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int
     With 32 vector registers (AVX-512), a block holds all of a pixel's vectors (up to
     four) and about 16 accumulators: enough independent FMAs to hide their latency,
     with room for the weight rows (fewer ran slower, more made LLVM stop unrolling the
-    channel loop).  Wider pixels are taken in chunks of 4 vectors (3-4 pixels) or 2
+    channel loop).  Wider pixels are taken in chunks of 4 vectors (4-5 pixels) or 2
     (6-8 pixels): a block of one pixel's 16 vectors took DCGAN 512->256 NXC 47-51 ms,
     2 x 7 22.8-27.0 and 4 x 4 26.1; U-Net NXC 4 x 4 6.26-6.47, 2 x 7 7.51 (Zen 4,
-    sessions 19 and 20).  With 16 (AVX2), accumulators, the block's weight vectors and
+    sessions 19 and 20).  Chunks of 4 vectors by 3 pixels, offered until session 24
+    for their lesser waste on lines of 16 outputs per phase, ran 1.16-1.22x slower
+    than 4 x 5 (DCGAN 256->128 NXC 31.5 against 25.7 ms, HiFi-GAN k4 NXC 108 against
+    93, alternating): 12 accumulators, 4 weight vectors loaded per 12 multiply-adds.  With 16 (AVX2), accumulators, the block's weight vectors and
     the broadcast input must fit in 16 registers, or LLVM spills them: a block holds a
     chunk of 2 vectors (5-6 pixels), of 3 (4 pixels) when a pixel has an odd multiple
     of 3 vectors, or a pixel's one vector (5-6 pixels), the pixel's vectors padded to
@@ -1627,7 +1654,7 @@ def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int
         base = max(1, min(8, 16 // vectors))
         candidates = [(vectors, p) for p in range(base - base // 8, base + base // 8 + 1)]
     elif vector_bytes() == 64:
-        candidates = [(4, 3), (4, 4), (2, 6), (2, 7), (2, 8)]
+        candidates = [(4, 4), (4, 5), (2, 6), (2, 7), (2, 8)]
     elif vectors == 1:
         candidates = [(1, 5), (1, 6)]
     elif vectors % 2 and vectors % 3 == 0:
@@ -1867,21 +1894,27 @@ def _steps(shape5: tuple[int, ...], channels_last: bool) -> np.ndarray:
     return np.array((channels * a1 * a2 * a3, a2 * a3, a3, 1, a1 * a2 * a3), np.int64)
 
 
-def direct_blocked(data, weights, axes, dtype, channels_last, out, bias=None):
+def direct_blocked(data, weights, axes, dtype, channels_last, out, bias=None, derived=None):
     """Fill ``out`` (the layout of ``data``) with the register-blocked direct kernel.
 
     ``out`` has the accumulation ``dtype``, or is float16 or bfloat16 (with float32
     ``dtype``): then the sums, plus ``bias`` (``(G*Co,)``, read only then), are
     rounded once into it, bit for bit as ``astype`` rounds the float32 result.
+    The reordered weights are kept in ``derived`` (the weights memo), if given.
     """
     groups, ci, co = weights.shape[:3]
     axes3 = _three_axes(axes)
     kernel3 = tuple(a.kernel_size for a in axes3)
     lanes, vectors, chunk, pixels = blocked_shape(np.dtype(dtype).itemsize, co, axes3[2])
     width = lanes * vectors
-    # (G, Ci, Co, K...) -> (G, K1, K2, K3, Ci, width), zero-padded channels.
-    w = np.zeros((groups,) + kernel3 + (ci, width), dtype)
-    w[..., :co] = np.moveaxis(weights.reshape((groups, ci, co) + kernel3), (1, 2), (-2, -1))
+    derived = {} if derived is None else derived
+    key = ("blocked", np.dtype(dtype).str, width)
+    w = derived.get(key)
+    if w is None:  # DCGAN 512->256's 2 M weights: 2.5-4 ms, a tenth of the layer
+        # (G, Ci, Co, K...) -> (G, K1, K2, K3, Ci, width), zero-padded channels.
+        w = np.zeros((groups,) + kernel3 + (ci, width), dtype)
+        w[..., :co] = np.moveaxis(weights.reshape((groups, ci, co) + kernel3), (1, 2), (-2, -1))
+        w = derived[key] = _frozen(w)[0]
     data_last = channels_last
     if not channels_last and ci > 1 and data[0, 0].nbytes >= _FAR_CHANNELS_BYTES:
         data, data_last = channels_last_copy(data, dtype), True

@@ -24,7 +24,7 @@ from ._machine import vector_bytes
 
 __all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load", "vector_splat_at",
            "vector_fma", "vector_dot_pairs", "vector_add", "vector_interleave",
-           "vector_shift_in", "vector_store"]
+           "vector_shift_in", "vector_store", "vector_load_float16", "vector_store_float16"]
 
 
 class Vector(types.Type):
@@ -232,6 +232,44 @@ def vector_store(typingctx, array, index, vector):
     return types.none(array, index, vector), codegen
 
 
+@intrinsic
+def vector_load_float16(typingctx, bits, index, lanes):
+    """The float16 numbers whose bits are ``bits[index:index + lanes]`` (``uint16``),
+    widened to a float32 vector (exact; the hardware's conversion: only where
+    :func:`convtranspose._casts_numba.host_has_f16c`)."""
+    if not (isinstance(lanes, types.IntegerLiteral) and getattr(bits, "dtype", None)
+            == types.uint16):
+        return None
+    vector = Vector(types.float32, lanes.literal_value)
+
+    def codegen(context, builder, signature, args):
+        halves = ir.VectorType(ir.HalfType(), vector.lanes)
+        pointer = _element_pointer(context, builder, bits, args[0], args[1])
+        value = builder.load(builder.bitcast(pointer, halves.as_pointer()), align=2)
+        return builder.fpext(value, context.get_value_type(vector))
+
+    return vector(bits, index, lanes), codegen
+
+
+@intrinsic
+def vector_store_float16(typingctx, bits, index, vector):
+    """``bits[index:index + lanes]`` (``uint16``) = the float32 ``vector`` rounded to
+    float16 (to nearest even, overflowing to infinity, subnormals kept: NumPy's
+    ``astype`` bit for bit but on signalling NaNs, which come out quiet; sums are never
+    signalling).  Only where :func:`convtranspose._casts_numba.host_has_f16c`."""
+    if not (isinstance(vector, Vector) and vector.dtype == types.float32
+            and getattr(bits, "dtype", None) == types.uint16):
+        return None
+
+    def codegen(context, builder, signature, args):
+        halves = builder.fptrunc(args[2], ir.VectorType(ir.HalfType(), vector.lanes))
+        pointer = _element_pointer(context, builder, bits, args[0], args[1])
+        builder.store(halves, builder.bitcast(pointer, halves.type.as_pointer()), align=2)
+        return context.get_dummy_value()
+
+    return types.none(bits, index, vector), codegen
+
+
 def compile_source(source: str, name: str):
     """``numba.njit`` of the function ``name`` defined by generated ``source``.
 
@@ -242,6 +280,7 @@ def compile_source(source: str, name: str):
                  "vector_splat_at": vector_splat_at, "vector_fma": vector_fma,
                  "vector_dot_pairs": vector_dot_pairs, "vector_add": vector_add,
                  "vector_interleave": vector_interleave, "vector_shift_in": vector_shift_in,
-                 "vector_store": vector_store}
+                 "vector_store": vector_store, "vector_load_float16": vector_load_float16,
+                 "vector_store_float16": vector_store_float16}
     exec(compile(source, f"<generated {name}>", "exec"), namespace)
     return numba.njit(nogil=True, cache=False)(namespace[name])
