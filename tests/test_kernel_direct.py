@@ -207,8 +207,7 @@ def test_channels_first_row_kernel(monkeypatch, register_bytes, threaded):
 
 def test_row_kernel_only_where_it_pays():
     # Rows of whole vectors (or depthwise ones) within the window budget; not rows
-    # shorter than a vector, wasteful or stride-1 rows with channels, channels-last data,
-    # bfloat16 data or results.
+    # shorter than a vector, wasteful or stride-1 rows with channels, channels-last data.
     from convtranspose._numba_vectors import vector_bytes
 
     lanes = vector_bytes() // 4
@@ -224,19 +223,22 @@ def test_row_kernel_only_where_it_pays():
                                         f32, f32)
     assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), True, f32, f32,
                                         f32)
-    # float16 data or results of float32 sums where the CPU converts them in vectors;
-    # not bfloat16 (the plane kernel multiplies its pairs) nor with float64 sums.
+    # float16 data or results of float32 sums where the CPU converts them in vectors,
+    # bfloat16 results, bfloat16 data where the CPU multiplies their pairs; none of
+    # them with float64 sums.
     from convtranspose._casts_numba import host_has_f16c
+    from convtranspose._numba_vectors import has_bfloat16_pairs
 
     f16, f64 = np.dtype(np.float16), np.dtype(np.float64)
-    for data_dtype, out_dtype in ((f32, f16), (f16, f32), (f16, f16)):
+    bf16 = np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
+    pairs = has_bfloat16_pairs() and lanes == 16
+    for data_dtype, out_dtype, taken in ((f32, f16, host_has_f16c()), (f16, f32, host_has_f16c()),
+                                         (f16, f16, host_has_f16c()), (f32, bf16, True),
+                                         (bf16, bf16, pairs), (bf16, f32, pairs)):
         assert _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False,
-                                        data_dtype, f32, out_dtype) == host_has_f16c()
-    assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False, f16,
-                                        f64, f64)
-    bf16 = pytest.importorskip("ml_dtypes").bfloat16
-    assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False, f32,
-                                        f32, np.dtype(bf16))
+                                        data_dtype, f32, out_dtype) == taken
+        assert not _kernel_numba.rows_apply((4, 8, 8, 4, 1, 4), plane + (long_row,), False,
+                                            data_dtype, f64, out_dtype)
     stride_1 = AxisPlan(4 * lanes, 3, 1, 1, 1, 4 * lanes)  # depthwise only
     assert _kernel_numba.rows_apply((4, 1, 1, 4, 1, 3), plane + (stride_1,), False, f32, f32,
                                     f32)
@@ -714,7 +716,8 @@ def test_row_kernel_widens_float16_data_and_rounds_float16_results(monkeypatch, 
         got = _kernel.transposed_convolution(
             data.astype(operands), weights.astype(operands), axes, dtype=np.dtype(np.float32),
             bias=bias, algorithm="direct", result_dtype=np.float16)
-        assert calls and calls[-1][:2] == (operands == np.float16, True), calls[-1:]
+        assert calls and calls[-1][:2] == ("float16" if operands == np.float16 else "",
+                                           "float16"), calls[-1:]
         np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16),
                                       err_msg=f"{axes} {weights.shape}")
         overflows.append(bool(np.isinf(expected).any()))
@@ -845,7 +848,7 @@ def _direct_bfloat16(data_ncx, weights, axes, channels_last):
     derived = {}
     _kernel_numba.direct_phase(data, weights, axes, np.dtype(np.float32), channels_last, out,
                                derived)
-    paired = any(key[:2] == ("planes", "pairs") for key in derived)
+    paired = any(key[:2] in (("planes", "pairs"), ("rows", "pairs")) for key in derived)
     return (np.moveaxis(out, -1, 1) if channels_last else out), paired
 
 
@@ -857,6 +860,7 @@ def test_plane_kernel_bfloat16_pairs_against_the_oracle(monkeypatch):
     # wrong weight shows.  (Chunks are fixed when compiling: one small chunk size here,
     # the default in the other tests; each block shape compiles for seconds.)
     _route(monkeypatch, "nxc-planes")
+    monkeypatch.setattr(_kernel_numba, "rows_apply", lambda *args: False)  # the plane kernel's
     monkeypatch.setattr(_kernel_numba, "_CHUNK_WINDOW_ELEMENTS", 60)
     _kernel_numba._planes_kernel.cache_clear()
     rng = np.random.default_rng(71)
@@ -885,6 +889,67 @@ def test_plane_kernel_bfloat16_pairs_against_the_oracle(monkeypatch):
                                           err_msg=f"{axes} {weights.shape} {channels_last}")
     finally:
         _kernel_numba._planes_kernel.cache_clear()  # later tests compile the real chunk
+
+
+@needs_pairs
+@pytest.mark.parametrize("threaded", [False, True], ids=["one-thread", "threads"])
+def test_row_kernel_bfloat16_pairs_and_bfloat16_results(monkeypatch, threaded):
+    # The row kernel packs bfloat16 data in pairs of input channels as it fills its
+    # window (odd counts: the last channel alone, zeros beside it) and multiplies them
+    # with vdpbf16ps; its sums, plus the bias, are rounded to bfloat16 as they are
+    # stored, the row's partial last vector too.  Small integers (exact sums): any
+    # channel paired with the wrong weight, or any rounding off ml_dtypes', shows.
+    monkeypatch.setattr(_kernel_numba, "ROWS_MAX_WASTE", 100.0)
+    monkeypatch.setattr(_kernel_numba, "ROWS_CHANNEL_STRIDES", (1, 2))
+    if threaded:  # windows of a few rows: many bands
+        monkeypatch.setattr(_kernel_numba, "ROWS_WINDOW_BYTES", 3000)
+        monkeypatch.setattr(_kernel_numba, "_THREADS", 3)
+        monkeypatch.setattr(_kernel, "DIRECT_PARALLEL_MACS", 0)
+        monkeypatch.setattr(_kernel_numba, "_pool", None)
+    calls = []
+    runner = _kernel_numba._rows_runner
+    monkeypatch.setattr(_kernel_numba, "_rows_runner",
+                        lambda *args: calls.append(args[6:8]) or runner(*args))
+    rng = np.random.default_rng(79 + threaded)
+    for trial in range(8):
+        ci, co = ((1, 1), (2, 3), (3, 4), (5, 2))[trial % 4]
+        stride = 1 + trial % 2
+        kernel = int(rng.integers(1, 5))
+        size = int(rng.integers(9, 48))
+        offset = int(rng.integers(0, kernel))
+        output = max(16, (size - 1) * stride + kernel - offset + int(rng.integers(-2, 3)))
+        axes = _random_axes(rng, trial % 3, max_size=4) + (
+            AxisPlan(size, kernel, stride, 1, offset, output),)
+        groups = int(rng.integers(1, 3))
+        data = rng.integers(-8, 9, (2, groups * ci) + tuple(a.input_size for a in axes))
+        # Weights of 2**-20..2**10: rounding to bfloat16 (8-bit significands) shows.
+        weights = rng.integers(-8, 9, (groups, ci, co) + tuple(a.kernel_size for a in axes)) * (
+            2.0 ** int(rng.integers(-20, 11)))
+        bias = (rng.integers(-99, 100, groups * co) / 8).astype(bfloat16) if trial % 2 else None
+        sums = _reference(data.astype(np.float64), weights, axes)
+        if bias is not None:
+            sums = sums + bias.astype(np.float64).reshape((-1,) + (1,) * len(axes))
+        result = bfloat16 if trial % 4 < 3 else np.float32
+        got = _kernel.transposed_convolution(
+            data.astype(bfloat16), weights.astype(bfloat16), axes, dtype=np.dtype(np.float32),
+            bias=bias, algorithm="direct", result_dtype=result)
+        assert calls and calls[-1] == ("pairs", "bfloat16" if result == bfloat16 else ""), calls
+        expected = sums.astype(np.float32).astype(result)
+        np.testing.assert_array_equal(got.view(np.uint16 if result == bfloat16 else np.uint32),
+                                      expected.view(np.uint16 if result == bfloat16
+                                                    else np.uint32),
+                                      err_msg=f"{axes} {weights.shape}")
+    # An odd channel count's last pair reads that channel alone: the next group's
+    # first channel, all infinities, must not reach the first group's sums.
+    axes = (AxisPlan(5, 3, 2, 1, 1, 10), AxisPlan(20, 4, 2, 1, 1, 40))
+    data = rng.integers(-8, 9, (2, 6, 5, 20)).astype(np.float64)
+    weights = rng.integers(-8, 9, (2, 3, 2, 3, 4)).astype(np.float64)
+    data[:, 3] = np.inf
+    got = _kernel.transposed_convolution(data.astype(bfloat16), weights.astype(bfloat16), axes,
+                                         dtype=np.dtype(np.float32), algorithm="direct")
+    assert calls[-1] == ("pairs", "")
+    expected = _reference(data[:, :3], weights[:1], axes)
+    np.testing.assert_array_equal(got[:, :2], expected.astype(np.float32))
 
 
 @needs_pairs

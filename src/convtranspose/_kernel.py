@@ -768,7 +768,7 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     fills = inputs * (1.0 if strided else 0.5)
     stores = outputs * ((2.0 if strided else 1.0) if axes[-1].stride <= 2 else 6.0)
     cost = _MODEL_SCALE * ((macs / rate + fills + stores) / threads + 10000)
-    if not pairs and len(axes) <= 3:
+    if len(axes) <= 3:
         from ._kernel_numba import _three_axes, rows_apply
 
         f32 = np.dtype(np.float32)

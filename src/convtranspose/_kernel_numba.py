@@ -1071,9 +1071,8 @@ def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, 
     """Whether numba ``direct`` takes its row kernel (:func:`_rows_source`) for this layer.
 
     Channels first; data, sums and result all float32 or all float64, or float32 sums
-    of float16 data or into a float16 result where the CPU converts float16 in vectors
-    (:func:`host_has_f16c`; bfloat16 goes to the plane kernel, which multiplies its
-    pairs); a last axis of stride 1 or 2 with at least
+    of float16 or bfloat16 data or into a float16 or bfloat16 result (:func:`_rows_take`;
+    bfloat16 data the plane kernel's way, in pairs); a last axis of stride 1 or 2 with at least
     a vector of outputs; one output row's inputs within :data:`ROWS_WINDOW_BYTES`; and,
     but for depthwise layers, a last-axis stride in :data:`ROWS_CHANNEL_STRIDES` and rows
     that waste at most :data:`ROWS_MAX_WASTE`.  Measured against the plane kernel (Zen 4, two
@@ -1082,10 +1081,8 @@ def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, 
     0.84x, FCN-2x 0.96-1.07x; stride-1 1.04x.
     """
     dtype = np.dtype(dtype)
-    half = dtype == np.float32 and host_has_f16c()
     if (channels_last or dtype not in (np.float32, np.float64) or axes3[2].stride > 2
-            or data_dtype != dtype and not (half and data_dtype == np.float16)
-            or out_dtype != dtype and not (half and out_dtype == np.float16)):
+            or not _rows_take(data_dtype, dtype, True) or not _rows_take(out_dtype, dtype, False)):
         return False
     lanes = _rows_lanes(dtype)
     last = axes3[2]
@@ -1098,19 +1095,49 @@ def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, 
         last.stride in ROWS_CHANNEL_STRIDES and computed <= ROWS_MAX_WASTE * last.output_size))
 
 
+def _rows_take(array_dtype, dtype: np.dtype, data: bool) -> bool:
+    """Whether the row kernel reads (``data``) or writes arrays of ``array_dtype`` with
+    sums of ``dtype``: its own, or float16 where the CPU converts it in vectors (F16C)
+    with float32 sums; bfloat16 results too, and bfloat16 data where the CPU multiplies
+    its pairs (AVX512_BF16)."""
+    array_dtype = np.dtype(array_dtype)
+    if array_dtype == dtype:
+        return True
+    if dtype != np.float32:
+        return False
+    if array_dtype == np.float16:
+        return host_has_f16c()
+    if array_dtype.name != "bfloat16":
+        return False
+    from ._numba_vectors import has_bfloat16_pairs
+
+    return not data or (_rows_lanes(dtype) == 16 and has_bfloat16_pairs())
+
+
 def rows_co_block(co: int) -> int:
     """Output channels per pass of the row kernel: 4 (3 where that pads none and 4
     would), all of them when fewer."""
     return min(co, 3 if co % 4 and co % 3 == 0 else 4)
 
 
+#: The row kernel's data (``source``): as summed, float16 bits widened as the window
+#: is filled, or bfloat16 bits packed in pairs of input channels (``vdpbf16ps``).
+_ROWS_DATA = ("", "float16", "pairs")
+#: Its result (``out``): the sums' dtype, or float16 or bfloat16 bits they are rounded to.
+_ROWS_RESULTS = ("", "float16", "bfloat16")
+
+
 def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
-                 half_data: bool = False, half_out: bool = False, biased: bool = False) -> str:
+                 data: str = "", result: str = "", biased: bool = False) -> str:
     """Source of the channels-first row kernel for the last axis ``last``, ``ci`` input
     and ``co`` output channels per group, ``co_block`` output channels per pass.
-    ``half_data``: the data are float16 bits, widened as the window is filled;
-    ``half_out``: the float32 sums, plus the bias if ``biased``, are rounded to the
-    float16 bits of ``out`` as they are stored.
+    ``data`` (:data:`_ROWS_DATA`): ``"float16"``, the data are float16 bits, widened as
+    the window is filled; ``"pairs"``, bfloat16 bits, packed as the window is filled,
+    input channels ``2u`` and ``2u + 1`` in one ``uint32`` (zeros for a missing
+    ``2u + 1``), and multiplied a pair at a time (:func:`vector_dot_pairs`, 16 lanes,
+    weights packed alike).  ``result`` (:data:`_ROWS_RESULTS`): the float32 sums, plus
+    the bias if ``biased``, are rounded to the float16 or bfloat16 bits of ``out`` as
+    they are stored.
 
     The last axis and the channel counts are compiled in: a row's taps of the last
     axis are straight-line code, and only the first two axes' taps (a table per output
@@ -1133,6 +1160,8 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
     stride, out3, size3 = len(per_phase), last.output_size, last.input_size
     k3_count = last.kernel_size
     budget = 24 if vector_bytes() == 64 else 12  # accumulators: most of the registers
+    pairs = data == "pairs"
+    units = -(-ci // 2) if pairs else ci  # window rows (channels or pairs) per input row
     total = _phase_vectors(last, lanes)
     live = sum(1 for taps in per_phase if taps) or 1  # phases with sums (dilations)
     vectors = max(1, min(total, budget // (live * co_block)))
@@ -1140,11 +1169,13 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
     last_start = (passes - 1) * vectors * lanes  # the last pass's first j
     left, width = _rows_window_width(last, lanes)
     blocks = -(-co // co_block)
-    tap_weights = ci * k3_count * co_block  # weights per tap of the first two axes
+    tap_weights = units * k3_count * co_block  # weights per tap of the first two axes
 
-    load = "vector_load_float16" if half_data else "vector_load"
-    store, reload = (("vector_store_float16", "vector_load_float16") if half_out
-                     else ("vector_store", "vector_load"))
+    load = "vector_load_float16" if data == "float16" else "vector_load"
+    store, reload = {"": ("vector_store", "vector_load"),
+                     "float16": ("vector_store_float16", "vector_load_float16"),
+                     "bfloat16": ("vector_store_bfloat16", "vector_load_bfloat16")}[result]
+    multiply_add = "vector_dot_pairs" if pairs else "vector_fma"
     lines = ["def rows(source, weights, out, bias, window, row_count, row_in, row_k,",
              "         band_length, band_first, band_stop, groups, ranges, block_weights,",
              "         window_rows, rows_in, rows_out, start, stop):",
@@ -1154,19 +1185,33 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
              "item % bands",
              "        first = band_first[band]",
              f"        read = plane * {ci} * rows_in * {size3}",
-             f"        for c in range({ci}):",
+             f"        for c in range({units}):",
              "            for row in range(first, band_stop[band]):",
-             f"                at = read + (c * rows_in + row) * {size3}",
+             f"                at = read + ({2 if pairs else 1} * c * rows_in + row) * {size3}",
              f"                to = (c * window_rows + row - first) * {width} + {left}"]
+
+    def fill(indent: str, offset: str, count: int) -> list[str]:
+        if not pairs:
+            return [f"{indent}vector_store(window, to + {offset}, {load}(source, at + {offset}, "
+                    f"{count}))"]
+        pack = (f"vector_pack_pairs(source, at + {offset}, at + {rows_in_size} + {offset}, "
+                f"{count})")
+        if ci % 2 == 0:
+            return [f"{indent}vector_store(window, to + {offset}, {pack})"]
+        return [f"{indent}if c < {units - 1}:",
+                f"{indent}    vector_store(window, to + {offset}, {pack})",
+                f"{indent}else:",  # the last channel alone, zeros for its pair
+                f"{indent}    vector_store(window, to + {offset}, vector_widen_halves(source, "
+                f"at + {offset}, {count}))"]
+
+    rows_in_size = f"rows_in * {size3}"  # from one channel's rows to the next's
     if size3 >= lanes:
-        lines += [f"                for t in range(0, {size3 - lanes + 1}, {lanes}):",
-                  f"                    vector_store(window, to + t, {load}(source, at + t, "
-                  f"{lanes}))",
-                  f"                vector_store(window, to + {size3 - lanes}, {load}("
-                  f"source, at + {size3 - lanes}, {lanes}))"]
+        lines.append(f"                for t in range(0, {size3 - lanes + 1}, {lanes}):")
+        lines += fill(" " * 20, "t", lanes)
+        lines += fill(" " * 16, str(size3 - lanes), lanes)
     else:
-        lines += [f"                for t in range({size3}):",
-                  f"                    vector_store(window, to + t, {load}(source, at + t, 1))"]
+        lines.append(f"                for t in range({size3}):")
+        lines += fill(" " * 20, "t", 1)
     lines += [f"        for block in range(part * {blocks} // ranges, (part + 1) * {blocks} "
               "// ranges):",
               f"            weight_at = ((plane % groups) * {blocks} + block) * block_weights",
@@ -1177,7 +1222,7 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
 
     def one_pass(j0: str, indent: str, tail: bool) -> list[str]:
         count = total - (passes - 1) * vectors if tail else vectors  # vectors per phase
-        zero = f"vector_zero(window, {lanes})"
+        zero = f"vector_zero(bias, {lanes})"  # the sums' dtype, even with no bias
         sums = [[[f"sum_{c}_{p}_{v}" if taps else zero for v in range(count)]
                  for p, taps in enumerate(per_phase)] for c in range(co_block)]
         body = [f"{indent}{name} = {zero}" for channel in sums for row in channel
@@ -1186,18 +1231,18 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
                  f"{indent}    at = (row_in[q, r] - first) * {width} + {left} + {j0}",
                  f"{indent}    k = weight_at + row_k[q, r] * {tap_weights}"]
         inner = indent + "    "
-        if ci > 1:
-            body.append(f"{inner}for _ in range({ci}):")
+        if units > 1:
+            body.append(f"{inner}for _ in range({units}):")
             inner += "    "
         for p, taps in enumerate(per_phase):
             for shift, k3 in taps:
                 for v in range(count):
                     body.append(f"{inner}x = vector_load(window, at + {shift + v * lanes}, "
                                 f"{lanes})")
-                    body += [f"{inner}{sums[c][p][v]} = vector_fma(x, vector_splat_at(weights, "
-                             f"k + {k3 * co_block + c}, {lanes}), {sums[c][p][v]})"
+                    body += [f"{inner}{sums[c][p][v]} = {multiply_add}(x, vector_splat_at("
+                             f"weights, k + {k3 * co_block + c}, {lanes}), {sums[c][p][v]})"
                              for c in range(co_block)]
-        if ci > 1:
+        if units > 1:
             body += [f"{inner}at += window_rows * {width}",
                      f"{inner}k += {k3_count * co_block}"]
         for c in range(co_block):
@@ -1238,12 +1283,12 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
 
 
 @functools.lru_cache(maxsize=64)
-def _rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
-                 half_data: bool = False, half_out: bool = False, biased: bool = False):
+def _rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, data: str = "",
+                 result: str = "", biased: bool = False):
     from ._numba_vectors import compile_source
 
-    return compile_source(_rows_source(lanes, last, ci, co, co_block, half_data, half_out,
-                                       biased), "rows")
+    return compile_source(_rows_source(lanes, last, ci, co, co_block, data, result, biased),
+                          "rows")
 
 
 @functools.lru_cache(maxsize=256)
@@ -1297,11 +1342,17 @@ def _row_bands(axes3: tuple[AxisPlan, ...], most_rows: int):
         length = -(-length // 2)
 
 
-def _rows_weights(weights, co_block: int, dtype) -> np.ndarray:
+def _rows_weights(weights, co_block: int, dtype, pairs: bool = False) -> np.ndarray:
     """(G, Ci, Co, K1, K2, K3) -> flat (G, Co blocks, K1 * K2, Ci, K3, co_block), zeros
-    past Co."""
+    past Co; with ``pairs`` (bfloat16 weights) the bits of input channels ``2u`` and
+    ``2u + 1`` packed in one ``uint32`` (zeros for a missing ``2u + 1``), ``Ci / 2``
+    of them."""
     groups, ci, co = weights.shape[:3]
     k12, k3 = math.prod(weights.shape[3:-1]), weights.shape[-1]
+    if pairs:
+        bits = np.zeros((groups, ci + ci % 2) + weights.shape[2:], np.uint32)
+        bits[:, :ci] = np.ascontiguousarray(weights).view(np.uint16)
+        weights, dtype, ci = bits[:, 0::2] | bits[:, 1::2] << 16, np.uint32, bits.shape[1] // 2
     blocks = -(-co // co_block)
     padded = np.zeros((groups, ci, blocks * co_block, k12, k3), dtype)
     padded[:, :, :co] = weights.reshape(groups, ci, co, k12, k3)
@@ -1309,29 +1360,32 @@ def _rows_weights(weights, co_block: int, dtype) -> np.ndarray:
     return np.ascontiguousarray(blocked).reshape(-1)
 
 
-def _rows_runner(batch, weights, axes3, dtype, threads, derived, half_data=False,
-                 half_out=False, bias=None):
+def _rows_runner(batch, weights, axes3, dtype, threads, derived, data="", result="", bias=None):
     """``run(data, out)``: the row kernel (:func:`rows_apply`) into ``out`` of ``dtype``,
     with the reordered weights (kept in ``derived``), the tables and the kernel
-    prepared.  ``half_data``: the data are float16; ``half_out``: ``out`` is float16,
-    the sums plus ``bias`` (``(G*Co,)`` or None) rounded into it, bit for bit as
-    ``astype`` rounds the float32 result."""
+    prepared.  ``data`` (:data:`_ROWS_DATA`): the data are float16, or bfloat16
+    multiplied in pairs (:func:`_bfloat16_pairs` must hold); ``result``
+    (:data:`_ROWS_RESULTS`): ``out`` is float16 or bfloat16, the sums plus ``bias``
+    (``(G*Co,)`` or None) rounded into it, bit for bit as ``astype`` rounds the
+    float32 result."""
     groups, ci, co = weights.shape[:3]
     lanes = _rows_lanes(dtype)
     co_block = rows_co_block(co)
-    biased = half_out and bias is not None
+    pairs = data == "pairs"
+    biased = bool(result) and bias is not None
     shift = np.ascontiguousarray(bias, dtype) if biased else np.empty(0, dtype)
-    kernel = _rows_kernel(lanes, axes3[2], ci, co, co_block, half_data, half_out, biased)
-    key = ("rows", np.dtype(dtype).str, co_block)
+    kernel = _rows_kernel(lanes, axes3[2], ci, co, co_block, data, result, biased)
+    key = ("rows", "pairs" if pairs else np.dtype(dtype).str, co_block)
     w = derived.get(key)
     if w is None:
-        w = derived[key] = _frozen(_rows_weights(weights, co_block, dtype))[0]
+        w = derived[key] = _frozen(_rows_weights(weights, co_block, dtype, pairs))[0]
     tables = _output_row_taps(axes3)
     rows_in = axes3[0].input_size * axes3[1].input_size
     rows_out = axes3[0].output_size * axes3[1].output_size
     width = _rows_window_width(axes3[2], lanes)[1]
+    units, window_dtype = (-(-ci // 2), np.uint32) if pairs else (ci, dtype)
     length, first, stop, window_rows = _row_bands(
-        axes3, ROWS_WINDOW_BYTES // (ci * width * np.dtype(dtype).itemsize))
+        axes3, ROWS_WINDOW_BYTES // (units * width * np.dtype(window_dtype).itemsize))
     planes = batch * groups
     block_weights = w.size // (groups * -(-co // co_block))
     # A plane's blocks of output channels in ranges, for work on every thread (each
@@ -1339,16 +1393,17 @@ def _rows_runner(batch, weights, axes3, dtype, threads, derived, half_data=False
     items = planes * first.size
     ranges = max(1, min(-(-co // co_block), -(-_PIECES_PER_THREAD * threads // items)))
     geometry = (groups, ranges, block_weights, window_rows, rows_in, rows_out)
+    data_bits = bool(data)
 
     def run(data, out):
         source, target = np.ascontiguousarray(data).reshape(-1), out.reshape(-1)
-        source = source.view(np.uint16) if half_data else source
-        target = target.view(np.uint16) if half_out else target
+        source = source.view(np.uint16) if data_bits else source
+        target = target.view(np.uint16) if result else target
         windows = threading.local()  # one per thread, not per piece
 
         def work(a, b):
             if not hasattr(windows, "array"):
-                windows.array = np.zeros(ci * window_rows * width, dtype)
+                windows.array = np.zeros(units * window_rows * width, window_dtype)
             kernel(source, w, target, shift, windows.array, *tables, length, first, stop,
                    *geometry, a, b)
 
@@ -1426,12 +1481,24 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None, b
             _direct_line_segments(data, weights, axes[0], dtype, target, threads, channels_last,
                                   strided, derived, bias)
         elif rows_apply(weights.shape, axes3, channels_last, data.dtype, dtype, target.dtype):
-            _rows_runner(data.shape[0], weights, axes3, dtype, threads, derived,
-                         data.dtype == np.float16, target.dtype == np.float16, bias)(data, target)
+            _direct_rows(data, weights, axes3, dtype, target, threads, derived, bias)
         else:
             _direct_planes(data, weights, axes3, dtype, target, threads, strided, derived, bias)
     if target is not out:
         np.copyto(out, target)
+
+
+def _direct_rows(data, weights, axes3, dtype, out, threads, derived, bias=None):
+    """The row kernel, or the plane kernel for bfloat16 operands it cannot multiply in
+    pairs exactly (:func:`_bfloat16_pairs`)."""
+    modes = {np.dtype(np.float16): "float16", np.dtype(dtype): ""}
+    data_mode = modes.get(data.dtype, "pairs")
+    if data_mode == "pairs" and _bfloat16_pairs(data, weights, dtype, 16, derived) is None:
+        _direct_planes(data, weights, axes3, dtype, out, threads, False, derived, bias)
+        return
+    result = modes.get(out.dtype, "bfloat16")
+    _rows_runner(data.shape[0], weights, axes3, dtype, threads, derived, data_mode, result,
+                 bias)(data, out)
 
 
 def prepare_direct(batch, weights, axes, dtype, channels_last, derived):

@@ -24,7 +24,9 @@ from ._machine import vector_bytes
 
 __all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load", "vector_splat_at",
            "vector_fma", "vector_dot_pairs", "vector_add", "vector_interleave",
-           "vector_shift_in", "vector_store", "vector_load_float16", "vector_store_float16"]
+           "vector_shift_in", "vector_store", "vector_load_float16", "vector_store_float16",
+           "vector_pack_pairs", "vector_widen_halves", "vector_load_bfloat16",
+           "vector_store_bfloat16"]
 
 
 class Vector(types.Type):
@@ -270,6 +272,97 @@ def vector_store_float16(typingctx, bits, index, vector):
     return types.none(bits, index, vector), codegen
 
 
+def _halves(context, builder, bits, array, index, lanes):
+    """``lanes`` uint16 of ``array`` from ``index``, zero-extended to 32-bit lanes."""
+    pointer = _element_pointer(context, builder, bits, array, index)
+    halves = ir.VectorType(ir.IntType(16), lanes)
+    value = builder.load(builder.bitcast(pointer, halves.as_pointer()), align=2)
+    return builder.zext(value, ir.VectorType(ir.IntType(32), lanes))
+
+
+def _splat_constant(value: int, lanes: int):
+    return ir.Constant(ir.VectorType(ir.IntType(32), lanes), [value] * lanes)
+
+
+@intrinsic
+def vector_pack_pairs(typingctx, bits, low_at, high_at, lanes):
+    """``uint32`` lanes holding ``bits[low_at + i]`` in their low and ``bits[high_at + i]``
+    in their high half (``uint16`` bits: the bfloat16 pairs :func:`vector_dot_pairs`
+    multiplies)."""
+    if not (isinstance(lanes, types.IntegerLiteral) and getattr(bits, "dtype", None)
+            == types.uint16):
+        return None
+    vector = Vector(types.uint32, lanes.literal_value)
+
+    def codegen(context, builder, signature, args):
+        low = _halves(context, builder, bits, args[0], args[1], vector.lanes)
+        high = _halves(context, builder, bits, args[0], args[2], vector.lanes)
+        return builder.or_(low, builder.shl(high, _splat_constant(16, vector.lanes)))
+
+    return vector(bits, low_at, high_at, lanes), codegen
+
+
+@intrinsic
+def vector_widen_halves(typingctx, bits, index, lanes):
+    """``uint32`` lanes holding ``bits[index + i]`` in their low half, zeros in the high
+    (a pair whose second channel does not exist)."""
+    if not (isinstance(lanes, types.IntegerLiteral) and getattr(bits, "dtype", None)
+            == types.uint16):
+        return None
+    vector = Vector(types.uint32, lanes.literal_value)
+
+    def codegen(context, builder, signature, args):
+        return _halves(context, builder, bits, args[0], args[1], vector.lanes)
+
+    return vector(bits, index, lanes), codegen
+
+
+@intrinsic
+def vector_load_bfloat16(typingctx, bits, index, lanes):
+    """The bfloat16 numbers whose bits are ``bits[index:index + lanes]`` (``uint16``) as a
+    float32 vector (exact: the top halves of their bits)."""
+    if not (isinstance(lanes, types.IntegerLiteral) and getattr(bits, "dtype", None)
+            == types.uint16):
+        return None
+    vector = Vector(types.float32, lanes.literal_value)
+
+    def codegen(context, builder, signature, args):
+        wide = _halves(context, builder, bits, args[0], args[1], vector.lanes)
+        return builder.bitcast(builder.shl(wide, _splat_constant(16, vector.lanes)),
+                               context.get_value_type(vector))
+
+    return vector(bits, index, lanes), codegen
+
+
+@intrinsic
+def vector_store_bfloat16(typingctx, bits, index, vector):
+    """``bits[index:index + lanes]`` (``uint16``) = the float32 ``vector`` rounded to
+    bfloat16 as :func:`convtranspose._casts_numba.bfloat16_bits` rounds (to nearest
+    even; a NaN becomes the quiet NaN 0x7FC0, its sign kept: ml_dtypes' ``astype``)."""
+    if not (isinstance(vector, Vector) and vector.dtype == types.float32
+            and getattr(bits, "dtype", None) == types.uint16):
+        return None
+
+    def codegen(context, builder, signature, args):
+        lanes = vector.lanes
+        word = builder.bitcast(args[2], ir.VectorType(ir.IntType(32), lanes))
+        top = builder.lshr(word, _splat_constant(16, lanes))
+        odd = builder.and_(top, _splat_constant(1, lanes))
+        rounded = builder.lshr(builder.add(builder.add(word, _splat_constant(0x7FFF, lanes)),
+                                           odd), _splat_constant(16, lanes))
+        quiet = builder.or_(builder.and_(top, _splat_constant(0x8000, lanes)),
+                            _splat_constant(0x7FC0, lanes))
+        nan = builder.icmp_unsigned(">", builder.and_(word, _splat_constant(0x7FFFFFFF, lanes)),
+                                    _splat_constant(0x7F800000, lanes))
+        result = builder.trunc(builder.select(nan, quiet, rounded),
+                               ir.VectorType(ir.IntType(16), lanes))
+        pointer = _element_pointer(context, builder, bits, args[0], args[1])
+        builder.store(result, builder.bitcast(pointer, result.type.as_pointer()), align=2)
+        return context.get_dummy_value()
+
+    return types.none(bits, index, vector), codegen
+
+
 def compile_source(source: str, name: str):
     """``numba.njit`` of the function ``name`` defined by generated ``source``.
 
@@ -281,6 +374,10 @@ def compile_source(source: str, name: str):
                  "vector_dot_pairs": vector_dot_pairs, "vector_add": vector_add,
                  "vector_interleave": vector_interleave, "vector_shift_in": vector_shift_in,
                  "vector_store": vector_store, "vector_load_float16": vector_load_float16,
-                 "vector_store_float16": vector_store_float16}
+                 "vector_store_float16": vector_store_float16,
+                 "vector_pack_pairs": vector_pack_pairs,
+                 "vector_widen_halves": vector_widen_halves,
+                 "vector_load_bfloat16": vector_load_bfloat16,
+                 "vector_store_bfloat16": vector_store_bfloat16}
     exec(compile(source, f"<generated {name}>", "exec"), namespace)
     return numba.njit(nogil=True, cache=False)(namespace[name])
