@@ -161,6 +161,24 @@ def test_depthwise_channels_last_in_vectors_and_a_remainder(monkeypatch, registe
         _check(data, weights, axes, dtype, True)
 
 
+def _force_row_kernel(monkeypatch, threaded=False) -> list:
+    """Give the row kernel rows of any length and stride (on three threads, in bands of
+    a few rows, if ``threaded``); the list returned gets each ``_rows_runner`` call's
+    data and result modes."""
+    monkeypatch.setattr(_kernel_numba, "ROWS_MAX_WASTE", 100.0)
+    monkeypatch.setattr(_kernel_numba, "ROWS_CHANNEL_STRIDES", (1, 2))
+    if threaded:
+        monkeypatch.setattr(_kernel_numba, "ROWS_WINDOW_BYTES", 3000)
+        monkeypatch.setattr(_kernel_numba, "_THREADS", 3)
+        monkeypatch.setattr(_kernel, "DIRECT_PARALLEL_MACS", 0)
+        monkeypatch.setattr(_kernel_numba, "_pool", None)
+    calls = []
+    runner = _kernel_numba._rows_runner
+    monkeypatch.setattr(_kernel_numba, "_rows_runner",
+                        lambda *args: calls.append(args[6:8]) or runner(*args))
+    return calls
+
+
 @pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
 @pytest.mark.parametrize("threaded", [False, True], ids=["one-thread", "threads"])
 def test_channels_first_row_kernel(monkeypatch, register_bytes, threaded):
@@ -173,18 +191,7 @@ def test_channels_first_row_kernel(monkeypatch, register_bytes, threaded):
     from convtranspose import _numba_vectors
 
     monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: register_bytes)
-    monkeypatch.setattr(_kernel_numba, "ROWS_MAX_WASTE", 100.0)  # any row length
-    monkeypatch.setattr(_kernel_numba, "ROWS_CHANNEL_STRIDES", (1, 2))  # and stride
-    if threaded:  # windows of a few rows: many bands of output rows
-        monkeypatch.setattr(_kernel_numba, "ROWS_WINDOW_BYTES", 3000)
-    if threaded:
-        monkeypatch.setattr(_kernel_numba, "_THREADS", 3)
-        monkeypatch.setattr(_kernel, "DIRECT_PARALLEL_MACS", 0)
-        monkeypatch.setattr(_kernel_numba, "_pool", None)
-    calls = []
-    runner = _kernel_numba._rows_runner
-    monkeypatch.setattr(_kernel_numba, "_rows_runner",
-                        lambda *args: calls.append(1) or runner(*args))
+    calls = _force_row_kernel(monkeypatch, threaded)
     rng = np.random.default_rng(register_bytes + threaded)
     channels = [(1, 1), (2, 3), (1, 5), (3, 4), (1, 1), (2, 7), (1, 1), (4, 1)]
     for trial, (ci, co) in enumerate(channels):
@@ -677,17 +684,12 @@ def test_row_kernel_widens_float16_data_and_rounds_float16_results(monkeypatch, 
     if not host_has_f16c():
         pytest.skip("the row kernel converts float16 with F16C instructions only")
     monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: register_bytes)
-    monkeypatch.setattr(_kernel_numba, "ROWS_MAX_WASTE", 100.0)
-    monkeypatch.setattr(_kernel_numba, "ROWS_CHANNEL_STRIDES", (1, 2))
+    calls = _force_row_kernel(monkeypatch)
 
     def no_cast(*args):
         raise AssertionError("a float32 copy was made of the data or the result")
     monkeypatch.setattr(_casts, "narrow", no_cast)
     monkeypatch.setattr(_casts, "widen", no_cast)
-    calls = []
-    runner = _kernel_numba._rows_runner
-    monkeypatch.setattr(_kernel_numba, "_rows_runner",
-                        lambda *args: calls.append(args[6:]) or runner(*args))
     rng = np.random.default_rng(register_bytes + 5)
     lanes = register_bytes // 4
     scales = (1.0, 2.0 ** -22, 2.0 ** 7)  # plain, subnormal and overflowing results
@@ -716,8 +718,8 @@ def test_row_kernel_widens_float16_data_and_rounds_float16_results(monkeypatch, 
         got = _kernel.transposed_convolution(
             data.astype(operands), weights.astype(operands), axes, dtype=np.dtype(np.float32),
             bias=bias, algorithm="direct", result_dtype=np.float16)
-        assert calls and calls[-1][:2] == ("float16" if operands == np.float16 else "",
-                                           "float16"), calls[-1:]
+        assert calls and calls[-1] == ("float16" if operands == np.float16 else "",
+                                       "float16"), calls[-1:]
         np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16),
                                       err_msg=f"{axes} {weights.shape}")
         overflows.append(bool(np.isinf(expected).any()))
@@ -899,17 +901,7 @@ def test_row_kernel_bfloat16_pairs_and_bfloat16_results(monkeypatch, threaded):
     # with vdpbf16ps; its sums, plus the bias, are rounded to bfloat16 as they are
     # stored, the row's partial last vector too.  Small integers (exact sums): any
     # channel paired with the wrong weight, or any rounding off ml_dtypes', shows.
-    monkeypatch.setattr(_kernel_numba, "ROWS_MAX_WASTE", 100.0)
-    monkeypatch.setattr(_kernel_numba, "ROWS_CHANNEL_STRIDES", (1, 2))
-    if threaded:  # windows of a few rows: many bands
-        monkeypatch.setattr(_kernel_numba, "ROWS_WINDOW_BYTES", 3000)
-        monkeypatch.setattr(_kernel_numba, "_THREADS", 3)
-        monkeypatch.setattr(_kernel, "DIRECT_PARALLEL_MACS", 0)
-        monkeypatch.setattr(_kernel_numba, "_pool", None)
-    calls = []
-    runner = _kernel_numba._rows_runner
-    monkeypatch.setattr(_kernel_numba, "_rows_runner",
-                        lambda *args: calls.append(args[6:8]) or runner(*args))
+    calls = _force_row_kernel(monkeypatch, threaded)
     rng = np.random.default_rng(79 + threaded)
     for trial in range(8):
         ci, co = ((1, 1), (2, 3), (3, 4), (5, 2))[trial % 4]

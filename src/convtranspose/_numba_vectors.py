@@ -234,13 +234,17 @@ def vector_store(typingctx, array, index, vector):
     return types.none(array, index, vector), codegen
 
 
+def _bits_and_lanes(bits, lanes) -> bool:
+    """Whether an intrinsic's operands are a ``uint16`` array and a literal lane count."""
+    return isinstance(lanes, types.IntegerLiteral) and getattr(bits, "dtype", None) == types.uint16
+
+
 @intrinsic
 def vector_load_float16(typingctx, bits, index, lanes):
     """The float16 numbers whose bits are ``bits[index:index + lanes]`` (``uint16``),
     widened to a float32 vector (exact; the hardware's conversion: only where
     :func:`convtranspose._casts_numba.host_has_f16c`)."""
-    if not (isinstance(lanes, types.IntegerLiteral) and getattr(bits, "dtype", None)
-            == types.uint16):
+    if not _bits_and_lanes(bits, lanes):
         return None
     vector = Vector(types.float32, lanes.literal_value)
 
@@ -289,8 +293,7 @@ def vector_pack_pairs(typingctx, bits, low_at, high_at, lanes):
     """``uint32`` lanes holding ``bits[low_at + i]`` in their low and ``bits[high_at + i]``
     in their high half (``uint16`` bits: the bfloat16 pairs :func:`vector_dot_pairs`
     multiplies)."""
-    if not (isinstance(lanes, types.IntegerLiteral) and getattr(bits, "dtype", None)
-            == types.uint16):
+    if not _bits_and_lanes(bits, lanes):
         return None
     vector = Vector(types.uint32, lanes.literal_value)
 
@@ -306,8 +309,7 @@ def vector_pack_pairs(typingctx, bits, low_at, high_at, lanes):
 def vector_widen_halves(typingctx, bits, index, lanes):
     """``uint32`` lanes holding ``bits[index + i]`` in their low half, zeros in the high
     (a pair whose second channel does not exist)."""
-    if not (isinstance(lanes, types.IntegerLiteral) and getattr(bits, "dtype", None)
-            == types.uint16):
+    if not _bits_and_lanes(bits, lanes):
         return None
     vector = Vector(types.uint32, lanes.literal_value)
 
@@ -321,8 +323,7 @@ def vector_widen_halves(typingctx, bits, index, lanes):
 def vector_load_bfloat16(typingctx, bits, index, lanes):
     """The bfloat16 numbers whose bits are ``bits[index:index + lanes]`` (``uint16``) as a
     float32 vector (exact: the top halves of their bits)."""
-    if not (isinstance(lanes, types.IntegerLiteral) and getattr(bits, "dtype", None)
-            == types.uint16):
+    if not _bits_and_lanes(bits, lanes):
         return None
     vector = Vector(types.float32, lanes.literal_value)
 
