@@ -1135,9 +1135,9 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
     the window is filled; ``"pairs"``, bfloat16 bits, packed as the window is filled,
     input channels ``2u`` and ``2u + 1`` in one ``uint32`` (zeros for a missing
     ``2u + 1``), and multiplied a pair at a time (:func:`vector_dot_pairs`, 16 lanes,
-    weights packed alike).  ``result`` (:data:`_ROWS_RESULTS`): the float32 sums, plus
-    the bias if ``biased``, are rounded to the float16 or bfloat16 bits of ``out`` as
-    they are stored.
+    weights packed alike).  ``result`` (:data:`_ROWS_RESULTS`): the float32 sums are
+    rounded to the float16 or bfloat16 bits of ``out`` as they are stored; ``biased``:
+    the bias is added to the sums before (before the one rounding).
 
     The last axis and the channel counts are compiled in: a row's taps of the last
     axis are straight-line code, and only the first two axes' taps (a table per output
@@ -1189,6 +1189,7 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
              "            for row in range(first, band_stop[band]):",
              f"                at = read + ({2 if pairs else 1} * c * rows_in + row) * {size3}",
              f"                to = (c * window_rows + row - first) * {width} + {left}"]
+    rows_in_size = f"rows_in * {size3}"  # from one channel's rows to the next's
 
     def fill(indent: str, offset: str, count: int) -> list[str]:
         if not pairs:
@@ -1204,7 +1205,6 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
                 f"{indent}    vector_store(window, to + {offset}, vector_widen_halves(source, "
                 f"at + {offset}, {count}))"]
 
-    rows_in_size = f"rows_in * {size3}"  # from one channel's rows to the next's
     if size3 >= lanes:
         lines.append(f"                for t in range(0, {size3 - lanes + 1}, {lanes}):")
         lines += fill(" " * 20, "t", lanes)
@@ -1365,14 +1365,14 @@ def _rows_runner(batch, weights, axes3, dtype, threads, derived, data="", result
     with the reordered weights (kept in ``derived``), the tables and the kernel
     prepared.  ``data`` (:data:`_ROWS_DATA`): the data are float16, or bfloat16
     multiplied in pairs (:func:`_bfloat16_pairs` must hold); ``result``
-    (:data:`_ROWS_RESULTS`): ``out`` is float16 or bfloat16, the sums plus ``bias``
-    (``(G*Co,)`` or None) rounded into it, bit for bit as ``astype`` rounds the
-    float32 result."""
+    (:data:`_ROWS_RESULTS`): ``out`` is float16 or bfloat16, the sums rounded into it
+    bit for bit as ``astype`` rounds the float32 result; ``bias`` (``(G*Co,)`` or None)
+    is added to the sums before."""
     groups, ci, co = weights.shape[:3]
     lanes = _rows_lanes(dtype)
     co_block = rows_co_block(co)
     pairs = data == "pairs"
-    biased = bool(result) and bias is not None
+    biased = bias is not None
     shift = np.ascontiguousarray(bias, dtype) if biased else np.empty(0, dtype)
     kernel = _rows_kernel(lanes, axes3[2], ci, co, co_block, data, result, biased)
     key = ("rows", "pairs" if pairs else np.dtype(dtype).str, co_block)
@@ -1699,7 +1699,8 @@ def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan) -> tuple[int, int
     sessions 19 and 20).  Chunks of 4 vectors by 3 pixels, offered until session 24
     for their lesser waste on lines of 16 outputs per phase, ran 1.16-1.22x slower
     than 4 x 5 (DCGAN 256->128 NXC 31.5 against 25.7 ms, HiFi-GAN k4 NXC 108 against
-    93, alternating): 12 accumulators, 4 weight vectors loaded per 12 multiply-adds.  With 16 (AVX2), accumulators, the block's weight vectors and
+    93, alternating): 12 accumulators, 4 weight vectors loaded per 12 multiply-adds.
+    With 16 (AVX2), accumulators, the block's weight vectors and
     the broadcast input must fit in 16 registers, or LLVM spills them: a block holds a
     chunk of 2 vectors (5-6 pixels), of 3 (4 pixels) when a pixel has an odd multiple
     of 3 vectors, or a pixel's one vector (5-6 pixels), the pixel's vectors padded to
