@@ -718,8 +718,9 @@ def test_row_kernel_widens_float16_data_and_rounds_float16_results(monkeypatch, 
         got = _kernel.transposed_convolution(
             data.astype(operands), weights.astype(operands), axes, dtype=np.dtype(np.float32),
             bias=bias, algorithm="direct", result_dtype=np.float16)
-        assert calls and calls[-1] == ("float16" if operands == np.float16 else "",
-                                       "float16"), calls[-1:]
+        assert calls and calls[-1] == (
+            _kernel_numba._FLOAT16 if operands == np.float16 else _kernel_numba._KEEP,
+            _kernel_numba._FLOAT16), calls[-1:]
         np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16),
                                       err_msg=f"{axes} {weights.shape}")
         overflows.append(bool(np.isinf(expected).any()))
@@ -925,7 +926,8 @@ def test_row_kernel_bfloat16_pairs_and_bfloat16_results(monkeypatch, threaded):
         got = _kernel.transposed_convolution(
             data.astype(bfloat16), weights.astype(bfloat16), axes, dtype=np.dtype(np.float32),
             bias=bias, algorithm="direct", result_dtype=result)
-        assert calls and calls[-1] == ("pairs", "bfloat16" if result == bfloat16 else ""), calls
+        assert calls and calls[-1] == (_kernel_numba._BFLOAT16, _kernel_numba._BFLOAT16
+                                       if result == bfloat16 else _kernel_numba._KEEP), calls
         expected = sums.astype(np.float32).astype(result)
         np.testing.assert_array_equal(got.view(np.uint16 if result == bfloat16 else np.uint32),
                                       expected.view(np.uint16 if result == bfloat16
@@ -939,7 +941,7 @@ def test_row_kernel_bfloat16_pairs_and_bfloat16_results(monkeypatch, threaded):
     data[:, 3] = np.inf
     got = _kernel.transposed_convolution(data.astype(bfloat16), weights.astype(bfloat16), axes,
                                          dtype=np.dtype(np.float32), algorithm="direct")
-    assert calls[-1] == ("pairs", "")
+    assert calls[-1] == (_kernel_numba._BFLOAT16, _kernel_numba._KEEP)
     expected = _reference(data[:, :3], weights[:1], axes)
     np.testing.assert_array_equal(got[:, :2], expected.astype(np.float32))
 

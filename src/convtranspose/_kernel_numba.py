@@ -398,7 +398,7 @@ def _pair_windows(length, like):  # pragma: no cover - compiled
     return halves, halves.view(np.uint32)
 
 
-#: ``mode`` of the plane and ``direct-blocked`` kernels: float32 (or float64) sums
+#: ``mode`` of the plane, row and ``direct-blocked`` kernels: float32 (or float64) sums
 #: stored as they are, or rounded to float16 or bfloat16 bits.
 _KEEP, _FLOAT16, _BFLOAT16 = 0, 1, 2
 
@@ -1120,23 +1120,17 @@ def rows_co_block(co: int) -> int:
     return min(co, 3 if co % 4 and co % 3 == 0 else 4)
 
 
-#: The row kernel's data (``source``): as summed, float16 bits widened as the window
-#: is filled, or bfloat16 bits packed in pairs of input channels (``vdpbf16ps``).
-_ROWS_DATA = ("", "float16", "pairs")
-#: Its result (``out``): the sums' dtype, or float16 or bfloat16 bits they are rounded to.
-_ROWS_RESULTS = ("", "float16", "bfloat16")
-
-
 def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
-                 data: str = "", result: str = "", biased: bool = False) -> str:
+                 data: int = _KEEP, result: int = _KEEP, biased: bool = False) -> str:
     """Source of the channels-first row kernel for the last axis ``last``, ``ci`` input
     and ``co`` output channels per group, ``co_block`` output channels per pass.
-    ``data`` (:data:`_ROWS_DATA`): ``"float16"``, the data are float16 bits, widened as
-    the window is filled; ``"pairs"``, bfloat16 bits, packed as the window is filled,
-    input channels ``2u`` and ``2u + 1`` in one ``uint32`` (zeros for a missing
-    ``2u + 1``), and multiplied a pair at a time (:func:`vector_dot_pairs`, 16 lanes,
-    weights packed alike).  ``result`` (:data:`_ROWS_RESULTS`): the float32 sums are
-    rounded to the float16 or bfloat16 bits of ``out`` as they are stored; ``biased``:
+    ``data`` (the plane kernel's load modes, :func:`_half_load`): ``_FLOAT16``, the data
+    are float16 bits, widened as the window is filled; ``_BFLOAT16``, bfloat16 bits,
+    packed as the window is filled, input channels ``2u`` and ``2u + 1`` in one
+    ``uint32`` (zeros for a missing ``2u + 1``), and multiplied a pair at a time
+    (:func:`vector_dot_pairs`, 16 lanes, weights packed alike).  ``result`` (its store
+    modes, :func:`_store_mode`): the float32 sums are rounded to the float16 or
+    bfloat16 bits of ``out`` as they are stored; ``biased``:
     the bias is added to the sums before (before the one rounding).
 
     The last axis and the channel counts are compiled in: a row's taps of the last
@@ -1160,7 +1154,7 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
     stride, out3, size3 = len(per_phase), last.output_size, last.input_size
     k3_count = last.kernel_size
     budget = 24 if vector_bytes() == 64 else 12  # accumulators: most of the registers
-    pairs = data == "pairs"
+    pairs = data == _BFLOAT16
     units = -(-ci // 2) if pairs else ci  # window rows (channels or pairs) per input row
     total = _phase_vectors(last, lanes)
     live = sum(1 for taps in per_phase if taps) or 1  # phases with sums (dilations)
@@ -1171,10 +1165,10 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
     blocks = -(-co // co_block)
     tap_weights = units * k3_count * co_block  # weights per tap of the first two axes
 
-    load = "vector_load_float16" if data == "float16" else "vector_load"
-    store, reload = {"": ("vector_store", "vector_load"),
-                     "float16": ("vector_store_float16", "vector_load_float16"),
-                     "bfloat16": ("vector_store_bfloat16", "vector_load_bfloat16")}[result]
+    load = "vector_load_float16" if data == _FLOAT16 else "vector_load"
+    store, reload = {_KEEP: ("vector_store", "vector_load"),
+                     _FLOAT16: ("vector_store_float16", "vector_load_float16"),
+                     _BFLOAT16: ("vector_store_bfloat16", "vector_load_bfloat16")}[result]
     multiply_add = "vector_dot_pairs" if pairs else "vector_fma"
     lines = ["def rows(source, weights, out, bias, window, row_count, row_in, row_k,",
              "         band_length, band_first, band_stop, groups, ranges, block_weights,",
@@ -1283,8 +1277,8 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
 
 
 @functools.lru_cache(maxsize=64)
-def _rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, data: str = "",
-                 result: str = "", biased: bool = False):
+def _rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
+                 data: int = _KEEP, result: int = _KEEP, biased: bool = False):
     from ._numba_vectors import compile_source
 
     return compile_source(_rows_source(lanes, last, ci, co, co_block, data, result, biased),
@@ -1360,18 +1354,19 @@ def _rows_weights(weights, co_block: int, dtype, pairs: bool = False) -> np.ndar
     return np.ascontiguousarray(blocked).reshape(-1)
 
 
-def _rows_runner(batch, weights, axes3, dtype, threads, derived, data="", result="", bias=None):
+def _rows_runner(batch, weights, axes3, dtype, threads, derived, data=_KEEP, result=_KEEP,
+                 bias=None):
     """``run(data, out)``: the row kernel (:func:`rows_apply`) into ``out`` of ``dtype``,
     with the reordered weights (kept in ``derived``), the tables and the kernel
-    prepared.  ``data`` (:data:`_ROWS_DATA`): the data are float16, or bfloat16
+    prepared.  ``data`` (:func:`_half_load`): the data are float16, or bfloat16
     multiplied in pairs (:func:`_bfloat16_pairs` must hold); ``result``
-    (:data:`_ROWS_RESULTS`): ``out`` is float16 or bfloat16, the sums rounded into it
+    (:func:`_store_mode`): ``out`` is float16 or bfloat16, the sums rounded into it
     bit for bit as ``astype`` rounds the float32 result; ``bias`` (``(G*Co,)`` or None)
     is added to the sums before."""
     groups, ci, co = weights.shape[:3]
     lanes = _rows_lanes(dtype)
     co_block = rows_co_block(co)
-    pairs = data == "pairs"
+    pairs = data == _BFLOAT16
     biased = bias is not None
     shift = np.ascontiguousarray(bias, dtype) if biased else np.empty(0, dtype)
     kernel = _rows_kernel(lanes, axes3[2], ci, co, co_block, data, result, biased)
@@ -1393,12 +1388,13 @@ def _rows_runner(batch, weights, axes3, dtype, threads, derived, data="", result
     items = planes * first.size
     ranges = max(1, min(-(-co // co_block), -(-_PIECES_PER_THREAD * threads // items)))
     geometry = (groups, ranges, block_weights, window_rows, rows_in, rows_out)
-    data_bits = bool(data)
+
+    data_bits = data != _KEEP
 
     def run(data, out):
         source, target = np.ascontiguousarray(data).reshape(-1), out.reshape(-1)
         source = source.view(np.uint16) if data_bits else source
-        target = target.view(np.uint16) if result else target
+        target = target.view(np.uint16) if result != _KEEP else target
         windows = threading.local()  # one per thread, not per piece
 
         def work(a, b):
@@ -1491,14 +1487,12 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived=None, b
 def _direct_rows(data, weights, axes3, dtype, out, threads, derived, bias=None):
     """The row kernel, or the plane kernel for bfloat16 operands it cannot multiply in
     pairs exactly (:func:`_bfloat16_pairs`)."""
-    modes = {np.dtype(np.float16): "float16", np.dtype(dtype): ""}
-    data_mode = modes.get(data.dtype, "pairs")
-    if data_mode == "pairs" and _bfloat16_pairs(data, weights, dtype, 16, derived) is None:
+    load_mode = _half_load(data.dtype)  # rows_apply ruled out float16 without F16C
+    if load_mode == _BFLOAT16 and _bfloat16_pairs(data, weights, dtype, 16, derived) is None:
         _direct_planes(data, weights, axes3, dtype, out, threads, False, derived, bias)
         return
-    result = modes.get(out.dtype, "bfloat16")
-    _rows_runner(data.shape[0], weights, axes3, dtype, threads, derived, data_mode, result,
-                 bias)(data, out)
+    _rows_runner(data.shape[0], weights, axes3, dtype, threads, derived, load_mode,
+                 _store_mode(out.dtype, dtype), bias)(data, out)
 
 
 def prepare_direct(batch, weights, axes, dtype, channels_last, derived):
