@@ -109,7 +109,9 @@ def calibrate_layer(layer: Layer, repeat: int, budget: float) -> dict:
     fastest = min(measured, key=measured.get)
     return {"layer": layer.label, "chosen": chosen, "fastest": fastest,
             "raw_ms": {k: v.scaled / 1e6 for k, v in costs.items()},
-            "gemm_ms": {k: v.gemm / 1e6 for k, v in costs.items()}, "measured_ms": measured}
+            "gemm_ms": {k: v.gemm / 1e6 for k, v in costs.items()},
+            "kernel_ms": {k: v.kernel / 1e6 for k, v in costs.items() if v.kernel},
+            "measured_ms": measured}
 
 
 _OVERHEADS_MS = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3, 0.5)
@@ -120,42 +122,64 @@ def _gemm_ms(result: dict, name: str) -> float:
     return result.get("gemm_ms", {}).get(name, 0.0)
 
 
-def fit(results: list[dict]) -> dict[str, tuple[float, float]]:
-    """Per algorithm, ``(scale, overhead ns)`` minimising the squared log error.
+def _kernel_ms(result: dict, name: str) -> float:
+    """The numba multiply-add part of an estimate, scaled on its own (0 in runs from
+    before session 25, where it is part of ``raw_ms``)."""
+    return result.get("kernel_ms", {}).get(name, 0.0)
 
-    The estimate is ``scale * raw + gemm + overhead`` (:class:`convtranspose._kernel.RawCost`).
-    For each candidate overhead the scale is the geometric mean of (measured - gemm -
-    overhead) / raw estimate (the rest at least a tenth of the measured time); the pair
-    with the smallest mean squared log error wins.
+
+def _estimate_ms(result: dict, name: str, entry: tuple[float, ...]) -> float:
+    """The calibrated estimate of ``name`` with one ``(scale, overhead ns[, kernel
+    scale])`` entry of a calibration table."""
+    scale, overhead, *kernel_scale = entry
+    return (scale * result["raw_ms"][name] + (kernel_scale or [scale])[0] * _kernel_ms(result, name)
+            + _gemm_ms(result, name) + overhead / 1e6)
+
+
+def fit(results: list[dict]) -> dict[str, tuple[float, ...]]:
+    """Per algorithm, ``(scale, overhead ns[, kernel scale])`` minimising the squared log error.
+
+    The estimate is ``scale * raw + kernel scale * kernel + gemm + overhead``
+    (:class:`convtranspose._kernel.RawCost`).  For each candidate overhead (and kernel
+    scale, where the algorithm has a kernel part) the scale is the geometric mean of
+    (measured - gemm - kernel part - overhead) / raw estimate (the rest at least a tenth
+    of the measured time); the combination with the smallest mean squared log error wins.
     """
     table = {}
     for name in _kernel.ALGORITHMS:
-        rows = [(r["raw_ms"][name], _gemm_ms(r, name), r["measured_ms"][name]) for r in results
-                if name in r["measured_ms"]]
+        rows = [(r["raw_ms"][name], _gemm_ms(r, name), _kernel_ms(r, name), r["measured_ms"][name])
+                for r in results if name in r["measured_ms"]]
         if not rows:
             continue
-        raw, gemm, measured = (np.array(column) for column in zip(*rows))
+        raw, gemm, kernel, measured = (np.array(column) for column in zip(*rows))
+        kernel_scales = _KERNEL_SCALES if kernel.any() else (None,)
         best = None
         for overhead in _OVERHEADS_MS:
             if overhead >= measured.min():
                 break
-            rest = np.maximum(measured - gemm - overhead, 0.1 * measured)
-            scale = float(np.exp(np.mean(np.log(rest / raw))))
-            error = float(np.mean(np.log((scale * raw + gemm + overhead) / measured) ** 2))
-            if best is None or error < best[0]:
-                best = (error, scale, overhead)
-        table[name] = (round(best[1], 3), round(best[2] * 1e6))
+            for kernel_scale in kernel_scales:
+                fixed = gemm + overhead + (kernel_scale or 0.0) * kernel
+                rest = np.maximum(measured - fixed, 0.1 * measured)
+                scale = float(np.exp(np.mean(np.log(rest / raw))))
+                error = float(np.mean(np.log((scale * raw + fixed) / measured) ** 2))
+                if best is None or error < best[0]:
+                    best = (error, scale, overhead, kernel_scale)
+        _, scale, overhead, kernel_scale = best
+        table[name] = (round(scale, 3), round(overhead * 1e6)) + (
+            () if kernel_scale is None else (round(kernel_scale, 3),))
     return table
 
 
-def choice_losses(results: list[dict], table: dict[str, tuple[float, float]]) -> list[float]:
+#: Kernel scales the fit tries (see :func:`fit`).
+_KERNEL_SCALES = tuple(np.round(np.arange(0.1, 2.0, 0.02), 2))
+
+
+def choice_losses(results: list[dict], table: dict[str, tuple[float, ...]]) -> list[float]:
     """Per layer, measured time of the algorithm ``table`` would choose / the fastest."""
     losses = []
     for r in results:
-        estimate = {}
-        for name, raw in r["raw_ms"].items():
-            scale, overhead = table.get(name, (1.0, 0.0))
-            estimate[name] = (scale * raw + _gemm_ms(r, name)) * 1e6 + overhead
+        estimate = {name: _estimate_ms(r, name, table.get(name, (1.0, 0.0)))
+                    for name in r["raw_ms"]}
         chosen = min(estimate, key=estimate.get)
         losses.append(r["measured_ms"][chosen] / min(r["measured_ms"].values()))
     return losses
@@ -171,7 +195,7 @@ def summary(results: list[dict]) -> str:
     ratios: dict[str, list[float]] = {}
     for result in results:
         for name, ms in result["measured_ms"].items():
-            raw = result["raw_ms"][name] + _gemm_ms(result, name)
+            raw = result["raw_ms"][name] + _gemm_ms(result, name) + _kernel_ms(result, name)
             ratios.setdefault(name, []).append(ms / raw)
     lines = ["| algorithm | layers | geomean measured/raw estimate | min | max |",
              "|---|---|---|---|---|"]
@@ -198,7 +222,7 @@ def table(result: dict) -> str:
     for name, ms in sorted(result["measured_ms"].items(), key=lambda item: item[1]):
         marks = ("chosen " if name == result["chosen"] else "") + (
             "fastest" if name == result["fastest"] else "")
-        raw = result["raw_ms"][name] + _gemm_ms(result, name)
+        raw = result["raw_ms"][name] + _gemm_ms(result, name) + _kernel_ms(result, name)
         rows.append(f"| {name} | {raw:.3g} | {ms:.3g} | {marks} |")
     return "\n".join(rows)
 

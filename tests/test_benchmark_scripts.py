@@ -60,6 +60,29 @@ def test_calibration_fit_recovers_a_known_scale_and_overhead():
     assert max(losses) > 1.0
 
 
+def test_calibration_fit_recovers_a_separate_kernel_scale():
+    # `direct` has a numba multiply-add part that the table may scale on its own:
+    # measurements made from (scale, overhead, kernel scale), on the fit's grids, must
+    # give the three back; an old run without kernel parts fits two numbers as before.
+    calibrate = _load("calibrate")
+    true = (0.25, 0.05, 0.88)
+    results = []
+    for i, (rest, kernel) in enumerate([(4.0, 5.0), (8.0, 1.0), (40.0, 15.0), (2.0, 3.0),
+                                        (0.4, 0.2), (20.0, 40.0), (1.0, 1.0)]):
+        measured = true[0] * rest + true[2] * kernel + true[1]
+        results.append({"layer": f"layer {i}", "raw_ms": {"direct": rest},
+                        "kernel_ms": {"direct": kernel}, "measured_ms": {"direct": measured}})
+    scale, overhead, kernel_scale = calibrate.fit(results)["direct"]
+    assert (scale, kernel_scale) == pytest.approx((true[0], true[2]), rel=2e-3)
+    assert overhead == round(true[1] * 1e6)
+    for result in results:
+        estimate = calibrate._estimate_ms(result, "direct", (scale, overhead, kernel_scale))
+        assert estimate == pytest.approx(result["measured_ms"]["direct"], rel=2e-3)
+        del result["kernel_ms"]
+        result["raw_ms"]["direct"] = result["measured_ms"]["direct"] / 2
+    assert calibrate.fit(results)["direct"] == (2.0, 0)
+
+
 # --------------------------------------------------------------------------- machine bounds
 
 
@@ -102,6 +125,16 @@ def test_floor_is_the_longer_of_compute_at_peak_and_moving_the_arrays():
     assert floor_ms(layer, 1e9, 1e30) == pytest.approx(1e3 * layer.useful_flops / 1e9)
     assert floor_ms(layer, 1e9, 1e9) == max(floor_ms(layer, None, 1e9),
                                             floor_ms(layer, 1e9, 1e30))
+
+
+def test_peak_kernel_chains_leave_room_for_its_two_operands():
+    # AVX-512 has 32 vector registers, AVX2 16: the accumulators and the two operands
+    # must fit, or the loop spills (16 chains measured 76 GFLOP/s on Zen 3 against 194).
+    from convtranspose import _bench
+
+    for vector_bytes, registers in ((64, 32), (32, 16), (16, 16)):
+        chains = _bench.peak_chains(vector_bytes)
+        assert 8 <= chains and chains + 2 <= registers, vector_bytes
 
 
 def test_machine_peaks_are_measured_and_plausible():

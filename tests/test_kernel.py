@@ -401,6 +401,28 @@ def test_direct_blocked_is_chosen_for_grouped_layers_only_with_numba(monkeypatch
     assert choose_algorithm(8, axes, shape, channels_last=True) != "direct-blocked"
 
 
+def test_calibration_scales_the_kernel_part_apart_where_the_table_says(monkeypatch):
+    # A table entry (scale, overhead, kernel scale) prices `direct` as scale * scaled
+    # + kernel scale * kernel + overhead; a two-number entry scales both parts alike.
+    pytest.importorskip("numba")
+    axes = (AxisPlan(16, 4, 2, 1, 1, 32),) * 2
+    shape = (1, 64, 64, 4, 4)
+    for entry in ((0.5, 1000, 2.0), (0.5, 1000)):
+        fake = _kernel.MachineClass("fake", 100.0, {"direct": entry})
+        monkeypatch.setattr(_kernel, "machine_class", lambda fake=fake: fake)
+        raw = _kernel._raw_costs(2, axes, shape, False, True, False, True)
+        direct = raw["direct"]
+        assert direct.kernel > 0 and direct.scaled > 0 and direct.gemm == 0
+        assert raw["phase-ncx"].kernel == 0
+        if len(entry) == 3:
+            expected = 0.5 * direct.scaled + 2.0 * direct.kernel + 1000
+        else:
+            expected = 0.5 * direct.total + 1000
+        costs = _kernel._costs(2, axes, shape, False, True, False, True)
+        assert costs["direct"] == pytest.approx(expected)
+        assert costs["phase-ncx"] == pytest.approx(raw["phase-ncx"].total)
+
+
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("batch, size, kernel, ci, co", [(1, 32, 2, 512, 256),   # U-Net, k2 s2
                                                         (8, 64, 1, 1024, 1024)])  # 1x1

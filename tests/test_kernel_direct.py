@@ -212,6 +212,32 @@ def test_channels_first_row_kernel(monkeypatch, register_bytes, threaded):
         assert len(calls) == trial + 1, axes
 
 
+@pytest.mark.parametrize("co", [4, 5, 8])
+def test_row_kernel_blocks_of_two_channels_and_two_vectors_on_avx2(monkeypatch, co):
+    # With AVX2's 16 registers, rows whose two phases both have taps take blocks of 2
+    # output channels x 2 vectors per phase: an odd channel count pads its last block,
+    # and rows of 2, 3 and 5 vectors per phase end in a whole or a one-vector pass,
+    # the last vector partial or not.
+    from convtranspose import _numba_vectors
+
+    monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: 32)
+    calls = _force_row_kernel(monkeypatch, threaded=co == 5)
+    rng = np.random.default_rng(co)
+    for trial, size in enumerate((16, 21, 37)):
+        last = AxisPlan(size, 4, 2, 1, 1, 2 * size)
+        assert _kernel_numba.rows_block(co, last, 8) == (2, 2)
+        axes = (AxisPlan(3, 3, 2, 1, 1, 5), last)
+        data = rng.standard_normal((2, 2 * 3) + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((2, 3, co) + tuple(a.kernel_size for a in axes))
+        _check(data, weights, axes, np.float32, False)
+        assert len(calls) == trial + 1
+    # Not with AVX-512's registers, one vector per phase, or a phase without taps.
+    assert _kernel_numba.rows_block(co, AxisPlan(8, 4, 2, 1, 1, 16), 8) != (2, 2)
+    assert _kernel_numba.rows_block(co, AxisPlan(16, 3, 2, 2, 2, 32), 8) != (2, 2)
+    monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: 64)
+    assert _kernel_numba.rows_block(co, AxisPlan(32, 4, 2, 1, 1, 64), 16) != (2, 2)
+
+
 def test_row_kernel_only_where_it_pays():
     # Rows of whole vectors (or depthwise ones) within the window budget; not rows
     # shorter than a vector, wasteful or stride-1 rows with channels, channels-last data.

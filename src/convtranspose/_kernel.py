@@ -254,7 +254,7 @@ class MachineClass:
 
     name: str
     gemm_gflops: float
-    calibration: dict[str, tuple[float, float]]
+    calibration: dict[str, tuple[float, ...]]
 
 
 @functools.cache
@@ -281,8 +281,10 @@ def _gemm_gflops() -> float:
 
 @dataclass(frozen=True)
 class RawCost:
-    """One algorithm's raw estimate (ns): ``scaled``, which the calibration scales, plus
-    ``gemm``, BLAS multiply-adds at the machine class's GEMM speed, which it does not.
+    """One algorithm's raw estimate (ns): ``scaled``, which the calibration scales;
+    ``gemm``, BLAS multiply-adds at the machine class's GEMM speed, which it does not;
+    and ``kernel``, a numba kernel's multiply-adds at their modelled rate, which it
+    scales on its own where the class's table gives a third number (else as ``scaled``).
 
     The GEMM speed is measured (:func:`_gemm_gflops`); the pass and call terms are rough
     models whose errors the calibration absorbs.  Scaling both alike, as the calibration
@@ -294,17 +296,19 @@ class RawCost:
 
     scaled: float
     gemm: float = 0.0
+    kernel: float = 0.0
 
     def __add__(self, other):
         if isinstance(other, RawCost):
-            return RawCost(self.scaled + other.scaled, self.gemm + other.gemm)
-        return RawCost(self.scaled + other, self.gemm)
+            return RawCost(self.scaled + other.scaled, self.gemm + other.gemm,
+                           self.kernel + other.kernel)
+        return RawCost(self.scaled + other, self.gemm, self.kernel)
 
     __radd__ = __add__
 
     @property
     def total(self) -> float:
-        return self.scaled + self.gemm
+        return self.scaled + self.gemm + self.kernel
 
 
 def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> RawCost:
@@ -369,7 +373,24 @@ _XEON = MachineClass("xeon-avx512", 400.0, {})
 #: speed was 200 until session 13, which made the GEMM part of every BLAS algorithm
 #: cheap next to its copies (fitted separately, the GEMM terms' scales came out
 #: 1.6-2.3 times the rest's).
-_ZEN3 = MachineClass("zen3-avx2", 160.0, _AMD_CALIBRATION)
+#: Its ``direct`` scales its multiply-adds (0.88) apart from its fills, stores and
+#: call terms (0.25): the kernels of sessions 15-24 (the row kernel, wider blocks)
+#: left the one scale of session 13 (0.45 for both) pricing the large GEMM-like layers
+#: at 0.5-0.65x their measured times, and the layers made of copies at 1.5-5x
+#: (session 25, ``benchmarks/calibrate.py`` on the suite and 12 random layers, seed 1:
+#: squared log error 20.7 -> 4.4 with the two scales fitted alone).  The kernel scale
+#: is the one that lost least to wrong choices over 0.6-1.2 in that run, in a second
+#: run of the same layers, and on 20 other random layers (seed 2, not fitted).
+#: ``direct-blocked`` keeps its scale but costs 0.1 ms more per call: called as users
+#: call it (``conv_transpose``), FCN-2x took 0.39-0.47 ms with it against 0.20-0.23 with
+#: ``direct`` (the calibration's own calls, 0.37 ms both), and only the higher overhead
+#: keeps the grouped layers on ``direct`` (bfloat16: 17 against 26 ms; float32 even).
+#: Time lost to wrong choices, geometric mean: seed 1 runs 1.106 / 1.104 -> 1.071 /
+#: 1.098, seed 2 1.131 -> 1.068.  U-Net NCX moves to ``col2im-ncx`` (12.0 -> 8.7 ms,
+#: alternating), HiFi-GAN k16 NCX to ``col2im-ncx`` (371 -> 295), DCGAN 512->256 NXC
+#: to ``gemm-nxc`` (45 -> 29.5-33.6).
+_ZEN3 = MachineClass("zen3-avx2", 160.0, {**_AMD_CALIBRATION, "direct": (0.25, 50000, 0.88),
+                                           "direct-blocked": (0.579, 100000)})
 #: AMD Zen 4 (AVX-512 in 256-bit halves): sgemm 190-200 GFLOP/s on two cores for
 #: large products (NumPy's OpenBLAS runs its SkylakeX kernels there).  The AMD table
 #: but for numba ``direct``, whose plane kernel runs its 24-accumulator AVX-512 blocks
@@ -392,8 +413,9 @@ _ZEN4 = MachineClass("zen4-avx512", 200.0, {**_AMD_CALIBRATION, "direct": (0.37,
                                              "direct-blocked": (0.40, 50000)})
 
 
-def _calibration() -> dict[str, tuple[float, float]]:
-    """The ``(scale, overhead ns)`` per algorithm for this machine (none: as is)."""
+def _calibration() -> dict[str, tuple[float, ...]]:
+    """The ``(scale, overhead ns[, kernel scale])`` per algorithm for this machine (none:
+    as is; see :class:`RawCost`)."""
     return machine_class().calibration
 
 
@@ -405,8 +427,9 @@ def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...
     calibration = _calibration()
     calibrated = {}
     for name, cost in raw.items():
-        scale, overhead = calibration.get(name, (1.0, 0.0))
-        calibrated[name] = scale * cost.scaled + cost.gemm + overhead
+        scale, overhead, *kernel_scale = calibration.get(name, (1.0, 0.0))
+        calibrated[name] = (scale * cost.scaled + (kernel_scale or [scale])[0] * cost.kernel
+                            + cost.gemm + overhead)
     return calibrated
 
 
@@ -533,9 +556,7 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
     if window is not None:
         costs["window"] = window
     if numba and not integer and rank <= 3:
-        direct = _direct_cost(batch, axes, weights_shape, channels_last, pairs)
-        if direct is not None:
-            costs["direct"] = direct
+        costs["direct"] = _direct_cost(batch, axes, weights_shape, channels_last, pairs)
         if blocked_offered(ci, co, channels_last):
             costs["direct-blocked"] = _blocked_ns(batch, groups, ci, co, axes, channels_last)
     # Estimates without BLAS products (or no live class) are plain numbers.
@@ -723,7 +744,7 @@ _DIRECT_MACS_PER_NS = {1: 26.0, 2: 37.0, 3: 40.0}
 
 
 def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-                 channels_last: bool, pairs: bool = False) -> float | None:
+                 channels_last: bool, pairs: bool = False) -> RawCost:
     """Estimated nanoseconds of numba ``direct`` (see :mod:`convtranspose._kernel_numba`).
 
     Channels-last layers with many groups of at most 4 products go to a
@@ -740,7 +761,8 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     inputs = batch * groups * ci * math.prod(axis.input_size for axis in axes)
     taps = math.prod(weights_shape[3:])
     if direct_per_position(groups, ci, co, channels_last):
-        return 1.0 * inputs * co * taps + 1.0 * outputs
+        # Scalar loops over a few channels per position: priced, and scaled, as passes.
+        return RawCost(1.0 * inputs * co * taps + 1.0 * outputs)
     phases = [_axis_phases(axis) for axis in axes]
     # Per phase, one pass over the window rows of its blocks (the first axis is cut
     # into bands; the window spans every shift of the others).
@@ -767,13 +789,14 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     strided = channels_last and groups * max(ci, co) > 1
     fills = inputs * (1.0 if strided else 0.5)
     stores = outputs * ((2.0 if strided else 1.0) if axes[-1].stride <= 2 else 6.0)
-    cost = _MODEL_SCALE * ((macs / rate + fills + stores) / threads + 10000)
+    cost = RawCost(_MODEL_SCALE * ((fills + stores) / threads + 10000),
+                   kernel=_MODEL_SCALE * macs / rate / threads)
     if len(axes) <= 3:
         from ._kernel_numba import _three_axes, rows_apply
 
         f32 = np.dtype(np.float32)
         if rows_apply(weights_shape, _three_axes(axes), channels_last, f32, f32, f32):
-            cost *= _ROWS_TIME
+            cost = RawCost(cost.scaled * _ROWS_TIME, kernel=cost.kernel * _ROWS_TIME)
     return cost
 
 

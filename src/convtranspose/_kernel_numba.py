@@ -1120,7 +1120,32 @@ def rows_co_block(co: int) -> int:
     return min(co, 3 if co % 4 and co % 3 == 0 else 4)
 
 
-def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
+def rows_block(co: int, last: AxisPlan, lanes: int) -> tuple[int, int]:
+    """``(co_block, vectors)`` of the row kernel: output channels per pass and vectors
+    of outputs per phase of ``last`` per pass.
+
+    The accumulators (``co_block`` x phases with taps x ``vectors``) take most of the
+    registers: up to 24 of AVX-512's 32 (:func:`rows_co_block` channels).  With AVX2's
+    16, two phases of 2 channels x 2 vectors where a phase has two vectors of outputs:
+    8 accumulators, and per tap and input channel 2 vector loads and 2 broadcasts for
+    4 multiply-adds, where 4 channels x 1 vector needs 5.  Alternating on Zen 3 (two
+    threads, ms, 4 x 1 against 2 x 2): DCGAN 256->128 NCX 42.4 / 36.7 (2 x 2 with a
+    third vector of outputs: 34.1), U-Net NCX 13.7 / 11.8, grouped NCX 19.0 / 18.4.
+    Twelve accumulators, the most the registers hold, ran slower still (U-Net 3 x 2
+    15.6, 2 x 3 16.2 ms; DCGAN 256->128 3 x 2 57.6): LLVM spills them.
+    """
+    from ._numba_vectors import vector_bytes
+
+    live = sum(1 for taps in _axis_tap_lists(last) if taps) or 1  # phases with sums
+    total = _phase_vectors(last, lanes)
+    if vector_bytes() < 64 and live == 2 and co >= 4 and total >= 2:
+        return 2, 2
+    budget = 24 if vector_bytes() == 64 else 12
+    co_block = rows_co_block(co)
+    return co_block, max(1, min(total, budget // (live * co_block)))
+
+
+def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, vectors: int,
                  data: int = _KEEP, result: int = _KEEP, biased: bool = False) -> str:
     """Source of the channels-first row kernel for the last axis ``last``, ``ci`` input
     and ``co`` output channels per group, ``co_block`` output channels per pass.
@@ -1140,25 +1165,20 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
     channels) the input rows the band reads are copied, every input channel's, into a
     window whose rows have zeros around the input (:func:`_rows_window_width`).
     Output row ``q`` is then summed in passes of ``vectors`` vectors per phase of the
-    last axis and ``co_block`` channels, all in registers: phase ``p`` computes outputs
-    ``s * j + p`` from window elements ``j + shift`` (contiguous in ``j``), one
-    broadcast weight per channel and tap; a phase without taps (a dilation's) is a
-    zero vector, not accumulators.  The phases are stored interleaved.  The last pass
-    takes the vectors left, and its last, partial vector of outputs is stored shifted
-    back to end at the row's end (:func:`vector_shift_in`).  Weights are laid out
-    ``(G, blocks, K1 * K2, Ci, K3, co_block)`` (:func:`_rows_weights`).
+    last axis and ``co_block`` channels (:func:`rows_block`), all in registers: phase
+    ``p`` computes outputs ``s * j + p`` from window elements ``j + shift`` (contiguous
+    in ``j``), one broadcast weight per channel and tap; a phase without taps (a
+    dilation's) is a zero vector, not accumulators.  The phases are stored
+    interleaved.  The last pass takes the vectors left, and its last, partial vector
+    of outputs is stored shifted back to end at the row's end (:func:`vector_shift_in`).
+    Weights are laid out ``(G, blocks, K1 * K2, Ci, K3, co_block)`` (:func:`_rows_weights`).
     """
-    from ._numba_vectors import vector_bytes
-
     per_phase = _axis_tap_lists(last)
     stride, out3, size3 = len(per_phase), last.output_size, last.input_size
     k3_count = last.kernel_size
-    budget = 24 if vector_bytes() == 64 else 12  # accumulators: most of the registers
     pairs = data == _BFLOAT16
     units = -(-ci // 2) if pairs else ci  # window rows (channels or pairs) per input row
     total = _phase_vectors(last, lanes)
-    live = sum(1 for taps in per_phase if taps) or 1  # phases with sums (dilations)
-    vectors = max(1, min(total, budget // (live * co_block)))
     passes = -(-total // vectors)
     last_start = (passes - 1) * vectors * lanes  # the last pass's first j
     left, width = _rows_window_width(last, lanes)
@@ -1277,12 +1297,12 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
 
 
 @functools.lru_cache(maxsize=64)
-def _rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int,
+def _rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, vectors: int,
                  data: int = _KEEP, result: int = _KEEP, biased: bool = False):
     from ._numba_vectors import compile_source
 
-    return compile_source(_rows_source(lanes, last, ci, co, co_block, data, result, biased),
-                          "rows")
+    return compile_source(_rows_source(lanes, last, ci, co, co_block, vectors, data, result,
+                                       biased), "rows")
 
 
 @functools.lru_cache(maxsize=256)
@@ -1365,11 +1385,11 @@ def _rows_runner(batch, weights, axes3, dtype, threads, derived, data=_KEEP, res
     is added to the sums before."""
     groups, ci, co = weights.shape[:3]
     lanes = _rows_lanes(dtype)
-    co_block = rows_co_block(co)
+    co_block, vectors = rows_block(co, axes3[2], lanes)
     pairs = data == _BFLOAT16
     biased = bias is not None
     shift = np.ascontiguousarray(bias, dtype) if biased else np.empty(0, dtype)
-    kernel = _rows_kernel(lanes, axes3[2], ci, co, co_block, data, result, biased)
+    kernel = _rows_kernel(lanes, axes3[2], ci, co, co_block, vectors, data, result, biased)
     key = ("rows", "pairs" if pairs else np.dtype(dtype).str, co_block)
     w = derived.get(key)
     if w is None:
