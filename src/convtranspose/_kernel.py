@@ -373,23 +373,26 @@ _XEON = MachineClass("xeon-avx512", 400.0, {})
 #: speed was 200 until session 13, which made the GEMM part of every BLAS algorithm
 #: cheap next to its copies (fitted separately, the GEMM terms' scales came out
 #: 1.6-2.3 times the rest's).
-#: Its ``direct`` scales its multiply-adds (0.88) apart from its fills, stores and
+#: Its ``direct`` scales its multiply-adds (0.70) apart from its fills, stores and
 #: call terms (0.25): the kernels of sessions 15-24 (the row kernel, wider blocks)
 #: left the one scale of session 13 (0.45 for both) pricing the large GEMM-like layers
 #: at 0.5-0.65x their measured times, and the layers made of copies at 1.5-5x
 #: (session 25, ``benchmarks/calibrate.py`` on the suite and 12 random layers, seed 1:
-#: squared log error 20.7 -> 4.4 with the two scales fitted alone).  The kernel scale
-#: is the one that lost least to wrong choices over 0.6-1.2 in that run, in a second
-#: run of the same layers, and on 20 other random layers (seed 2, not fitted).
-#: ``direct-blocked`` keeps its scale but costs 0.1 ms more per call: called as users
-#: call it (``conv_transpose``), FCN-2x took 0.39-0.47 ms with it against 0.20-0.23 with
-#: ``direct`` (the calibration's own calls, 0.37 ms both), and only the higher overhead
-#: keeps the grouped layers on ``direct`` (bfloat16: 17 against 26 ms; float32 even).
-#: Time lost to wrong choices, geometric mean: seed 1 runs 1.106 / 1.104 -> 1.071 /
-#: 1.098, seed 2 1.131 -> 1.068.  U-Net NCX moves to ``col2im-ncx`` (12.0 -> 8.7 ms,
-#: alternating), HiFi-GAN k16 NCX to ``col2im-ncx`` (371 -> 295), DCGAN 512->256 NXC
-#: to ``gemm-nxc`` (45 -> 29.5-33.6).
-_ZEN3 = MachineClass("zen3-avx2", 160.0, {**_AMD_CALIBRATION, "direct": (0.25, 50000, 0.88),
+#: squared log error 20.7 -> 4.4 with the two scales fitted alone).  Kernel scales of
+#: 0.76-0.92 lost least to wrong choices in that run, in a second run of the same
+#: layers and on 20 other random layers (seed 2, not fitted); the AVX2 row kernel then
+#: got 0.84x faster (:func:`convtranspose._kernel_numba.rows_block`), and 0.70 is the
+#: highest scale that keeps DCGAN 512->256 NCX on it (alternating: 42.6 ms against
+#: ``gemm-ncx``'s 46.8; with 0.88 the benchmark took ``gemm-ncx``, 0.68x the best
+#: peer).  ``direct-blocked`` keeps its scale but costs 0.1 ms more per call: called
+#: as users call it (``conv_transpose``), FCN-2x took 0.39-0.47 ms with it against
+#: 0.20-0.23 with ``direct`` (the calibration's own calls, 0.37 ms both), and only the
+#: higher overhead keeps the grouped layers on ``direct`` (bfloat16: 17 against 26
+#: ms; float32 even).  Time lost to wrong choices, geometric mean, on those runs' old
+#: row kernel: seed 1 runs 1.106 / 1.104 -> 1.070 / 1.114, seed 2 1.131 -> 1.068.
+#: HiFi-GAN k16 NCX moves to ``col2im-ncx`` (371 -> 295 ms, alternating), DCGAN
+#: 512->256 NXC to ``gemm-nxc`` (45 -> 29.5-33.6).
+_ZEN3 = MachineClass("zen3-avx2", 160.0, {**_AMD_CALIBRATION, "direct": (0.25, 50000, 0.70),
                                            "direct-blocked": (0.579, 100000)})
 #: AMD Zen 4 (AVX-512 in 256-bit halves): sgemm 190-200 GFLOP/s on two cores for
 #: large products (NumPy's OpenBLAS runs its SkylakeX kernels there).  The AMD table
