@@ -66,7 +66,9 @@ def test_machine_class_from_blas_core_and_cpu(monkeypatch, core, identity, expec
 
 
 def test_every_calibration_names_known_algorithms_with_positive_scales():
+    # (scale, overhead ns) or (scale, overhead ns, kernel scale): see RawCost.
     for machine in (_kernel._XEON, _kernel._ZEN3, _kernel._ZEN4):
         assert set(machine.calibration) <= set(_kernel.ALGORITHMS), machine.name
-        assert all(scale > 0 and overhead >= 0
-                   for scale, overhead in machine.calibration.values()), machine.name
+        for scale, overhead, *kernel_scale in machine.calibration.values():
+            assert scale > 0 and overhead >= 0 and len(kernel_scale) <= 1, machine.name
+            assert all(value > 0 for value in kernel_scale), machine.name
