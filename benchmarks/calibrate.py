@@ -131,9 +131,9 @@ def _kernel_ms(result: dict, name: str) -> float:
 def _estimate_ms(result: dict, name: str, entry: tuple[float, ...]) -> float:
     """The calibrated estimate of ``name`` with one ``(scale, overhead ns[, kernel
     scale])`` entry of a calibration table."""
-    scale, overhead, *kernel_scale = entry
-    return (scale * result["raw_ms"][name] + (kernel_scale or [scale])[0] * _kernel_ms(result, name)
-            + _gemm_ms(result, name) + overhead / 1e6)
+    cost = _kernel.RawCost(result["raw_ms"][name] * 1e6, _gemm_ms(result, name) * 1e6,
+                           _kernel_ms(result, name) * 1e6)
+    return _kernel.calibrated_ns(cost, entry) / 1e6
 
 
 def fit(results: list[dict]) -> dict[str, tuple[float, ...]]:

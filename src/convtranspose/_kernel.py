@@ -428,12 +428,17 @@ def _costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...
     """Estimated nanoseconds per algorithm: :func:`_raw_costs` calibrated (:func:`_calibration`)."""
     raw = _raw_costs(batch, axes, weights_shape, channels_last, numba, integer, blas, pairs)
     calibration = _calibration()
-    calibrated = {}
-    for name, cost in raw.items():
-        scale, overhead, *kernel_scale = calibration.get(name, (1.0, 0.0))
-        calibrated[name] = (scale * cost.scaled + (kernel_scale or [scale])[0] * cost.kernel
-                            + cost.gemm + overhead)
-    return calibrated
+    return {name: calibrated_ns(cost, calibration.get(name, (1.0, 0.0)))
+            for name, cost in raw.items()}
+
+
+def calibrated_ns(cost: RawCost, entry: tuple[float, ...]) -> float:
+    """``cost`` through one calibration ``entry``, ``(scale, overhead ns[, kernel
+    scale])``: the kernel part scaled by the third number if there is one, else as
+    ``scaled``; the BLAS part as is."""
+    scale, overhead, *kernel_scale = entry
+    return (scale * cost.scaled + (kernel_scale or [scale])[0] * cost.kernel + cost.gemm
+            + overhead)
 
 
 #: Extra cost of ``col2im-nxc``'s scatter-add per added element, over the square of

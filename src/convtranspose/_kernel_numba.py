@@ -1129,8 +1129,8 @@ def rows_block(co: int, last: AxisPlan, lanes: int) -> tuple[int, int]:
     16, two phases of 2 channels x 2 vectors where a phase has two vectors of outputs:
     8 accumulators, and per tap and input channel 2 vector loads and 2 broadcasts for
     4 multiply-adds, where 4 channels x 1 vector needs 5.  Alternating on Zen 3 (two
-    threads, ms, 4 x 1 against 2 x 2): DCGAN 256->128 NCX 42.4 / 36.7 (2 x 2 with a
-    third vector of outputs: 34.1), U-Net NCX 13.7 / 11.8, grouped NCX 19.0 / 18.4.
+    threads, ms, 4 x 1 against 2 x 2): DCGAN 256->128 NCX 42.4 / 34.1-36.7 (two runs),
+    U-Net NCX 13.7 / 11.8, grouped NCX 19.0 / 18.4.
     Twelve accumulators, the most the registers hold, ran slower still (U-Net 3 x 2
     15.6, 2 x 3 16.2 ms; DCGAN 256->128 3 x 2 57.6): LLVM spills them.
     """
