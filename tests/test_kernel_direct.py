@@ -381,6 +381,11 @@ def test_a_vanished_helper_is_forgotten_and_steering_goes_on(monkeypatch):
     gone = threading.Thread(target=lambda: None)
     gone.start()
     gone.join()
+    # join() returns when the Python thread is done, a moment before the OS thread
+    # exits; until then it still takes an affinity (a fresh clone's run failed so).
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/self/task/{gone.native_id}") and time.monotonic() < deadline:
+        time.sleep(0.001)
     monkeypatch.setattr(_kernel_numba, "_helper_ids", {gone.native_id})
     monkeypatch.setattr(_kernel_numba, "_steering", True)
     monkeypatch.setattr(_kernel_numba, "_sched_getcpu", lambda: lambda: 0)
