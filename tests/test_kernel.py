@@ -358,6 +358,36 @@ def test_direct_blocked_cuts_lines_among_threads(monkeypatch):
                                       expected.astype(np.float16))
 
 
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("threads", [1, 3])
+def test_direct_blocked_line_ends_go_in_groups(monkeypatch, threads):
+    # Channels-last float32 sums of whole vectors of channels go straight into the
+    # output, and the ends of consecutive lines of one phase go together through the
+    # block kernel (along the first axis in 2-D layers, the second in 3-D ones):
+    # groups longer and shorter than a block, cut where three threads' pieces meet,
+    # lines whose first-axis taps differ (no group across them), and a last axis
+    # with several ends per phase (dilation 2, a crop that leaves zeros beyond it).
+    from convtranspose import _kernel_numba
+    from convtranspose._numba_vectors import vector_bytes
+
+    monkeypatch.setattr(_kernel_numba, "_threads", lambda *args: threads)
+    co = 2 * vector_bytes() // 4
+    rng = np.random.default_rng(threads)
+    layers = [
+        (AxisPlan(8, 4, 2, 1, 1, 16), AxisPlan(8, 4, 2, 1, 1, 16)),  # DCGAN's geometry
+        (AxisPlan(19, 3, 2, 1, 1, 37), AxisPlan(6, 5, 3, 2, 0, 30)),
+        (AxisPlan(3, 3, 1, 1, 1, 3), AxisPlan(9, 4, 2, 1, 2, 17)),  # groups shorter than a block
+        (AxisPlan(4, 2, 2, 1, 0, 8), AxisPlan(5, 3, 2, 1, 1, 10), AxisPlan(7, 4, 2, 1, 1, 14)),
+    ]
+    for axes in layers:
+        batch, ci = 2, 5
+        data = rng.integers(-9, 10, (batch, ci) + tuple(a.input_size for a in axes))
+        weights = rng.integers(-9, 10, (1, ci, co) + tuple(a.kernel_size for a in axes))
+        data, weights = data.astype(np.float32), weights.astype(np.float32)
+        got = _run(data, weights, axes, np.float32, True, "direct-blocked")
+        np.testing.assert_array_equal(got, _reference(data, weights, axes), err_msg=str(axes))
+
+
 def test_direct_blocked_models_its_threads():
     # One line on one core costs as much as twice the work on two lines; a line long
     # enough to be cut into segments, half that.  (The same line as a 2-D layer of

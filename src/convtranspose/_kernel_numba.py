@@ -1794,6 +1794,27 @@ def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first
                 bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[y3 * width + o]))
 
 
+@numba.njit(nogil=True, cache=False, inline="always")
+def _phase_taps(row_reads, row_taps, rows, p3, j_first, j_stop, size3, in_3, tap_k, tap_shift,
+                tap_count, tap_size, reads, taps, shifts):  # pragma: no cover - compiled
+    """The taps of phase ``p3`` of the last axis for a line whose taps of the first two
+    axes are ``row_reads`` / ``row_taps``: every tap's read, weight row and shift in
+    ``reads``, ``taps`` and ``shifts``.  Returns their count and ``[first, last)``, the
+    outputs of ``[j_first, j_stop)`` whose taps all read inside the input."""
+    count = 0
+    first, last = j_first, j_stop
+    for m3 in range(tap_count[2, p3]):
+        shift = tap_shift[2, p3, m3]
+        first, last = max(first, -shift), min(last, size3 - shift)
+        for r in range(rows):
+            reads[count] = row_reads[r] + shift * in_3
+            taps[count] = (row_taps[r] + tap_k[2, p3, m3]) * tap_size
+            shifts[count] = shift
+            count += 1
+    first = min(first, j_stop)
+    return count, first, max(first, last)
+
+
 @functools.lru_cache(maxsize=None)
 def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
     """The ``direct-blocked`` kernel for one block shape (compiled on first use).
@@ -1815,6 +1836,56 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
     single = compile_source(_single_source(lanes, vectors, splits), "single")
     width, chunk_width = lanes * vectors, lanes * chunk
 
+    @numba.njit(nogil=True, cache=False, inline="always")
+    def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j_first,
+                   j_stop, p3, line_at, step, s3, lines, line_step, read_step, in_3, in_c, ci,
+                   size3, edge_reads, edge_taps):  # pragma: no cover - compiled
+        # The outputs j * s3 + p3, j in [j_first, j_stop), of `lines` lines that the
+        # lines' blocks leave: those with taps outside the input's last axis.  Line k
+        # reads at reads + k * read_step and is written at line_at + k * line_step.
+        # Each such output is a column across the lines with the same taps: blocks
+        # take `pixels` lines at a time (its weights loaded once per block, not once
+        # per output), and fewer lines than a block go one output at a time.
+        blocked = last - first >= pixels  # the lines' blocks took [first, last)
+        for jj in range(j_first, j_stop):
+            if blocked and first <= jj < last:
+                continue
+            edges = 0
+            for m in range(count):
+                if 0 <= jj + shifts[m] < size3:
+                    edge_reads[edges] = reads[m]
+                    edge_taps[edges] = taps[m]
+                    edges += 1
+            at = line_at + (jj * s3 + p3) * step
+            if lines < pixels:
+                for k in range(lines):
+                    single(source, weights, dest, at + k * line_step, edge_reads, edge_taps,
+                           edges, jj * in_3 + k * read_step, in_c, ci)
+                continue
+            k = 0
+            while k < lines:
+                k = min(k, lines - pixels)  # the last block overlaps its predecessor
+                for column in range(0, width, chunk_width):
+                    block(source, weights, dest, at + k * line_step + column, line_step,
+                          edge_reads, edge_taps, edges, jj * in_3 + k * read_step, read_step,
+                          in_c, ci, column, width)
+                k += pixels
+
+    @numba.njit(nogil=True, cache=False)
+    def line_ends(source, weights, out, group_reads, group_taps, rows, group_line, lines,
+                  line_step, read_step, in_3, in_c, ci, size3, out3, out_3, s3, tap_k, tap_shift,
+                  tap_count, tap_size, reads, taps, shifts, edge_reads,
+                  edge_taps):  # pragma: no cover - compiled
+        # phase_ends of a group of `lines` whole lines written straight into `out`.
+        for p3 in range(min(s3, out3)):
+            j_stop = (out3 - p3 + s3 - 1) // s3
+            count, first, last = _phase_taps(group_reads, group_taps, rows, p3, 0, j_stop,
+                                             size3, in_3, tap_k, tap_shift, tap_count,
+                                             tap_size, reads, taps, shifts)
+            phase_ends(source, weights, out, reads, taps, shifts, count, first, last, 0,
+                       j_stop, p3, group_line, out_3, s3, lines, line_step, read_step, in_3,
+                       in_c, ci, size3, edge_reads, edge_taps)
+
     @numba.njit(nogil=True, cache=False)
     def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, line_order,
                tap_k, tap_shift, tap_count, segments, start, stop):  # pragma: no cover
@@ -1827,9 +1898,10 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
         # channels), each cut into `segments` runs of Y3 (so that a layer of fewer
         # lines than threads keeps every thread busy), with flat index (line, segment)
         # in [start, stop): per phase of the last axis, blocks of `pixels` outputs
-        # whose taps all read inside the input, then the remaining outputs one at a
-        # time with their own taps.  Every output element is written (those of
-        # overlapping blocks twice, with equal values).
+        # whose taps all read inside the input, then the remaining outputs with their
+        # own taps (phase_ends: one at a time, or where whole lines go straight into
+        # the output, a group of lines' together).  Every output element is written
+        # (those of overlapping blocks twice, with equal values).
         batch, ci, co = sizes[0], sizes[2], sizes[3]
         size1, size2, size3 = sizes[4], sizes[5], sizes[6]
         out1, out2, out3 = sizes[7], sizes[8], sizes[9]
@@ -1852,6 +1924,16 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
         tile = np.empty(0 if direct else out3 * width, weights.dtype)  # direct: unused
         dest = out if direct else tile
         tap_size = ci * width
+        # Written straight into the output, whole lines: the line ends of consecutive
+        # lines of one phase (along the second axis, or the first where the second is a
+        # unit axis, as in 2-D layers) whose reads differ by whole input rows wait for
+        # their group's end and go together (line_ends).
+        grouped = direct and segments == 1
+        line_step = s2 * out_2 if out2 > 1 else s1 * out_1
+        read_step = in_2 if out2 > 1 else in_1
+        group_reads = np.empty(widest * widest, np.int64)
+        group_taps = np.empty(widest * widest, np.int64)
+        group_rows, group_line, group_lines = 0, 0, 0
         for item in range(start, stop):
             flat, segment = item // segments, item % segments
             y_first = out3 * segment // segments
@@ -1870,28 +1952,38 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                 row_taps[r] = g * k_volume + (tap_k[0, p1, m1] * k2_count
                                               + tap_k[1, p2, m2]) * k3_count
             line = n * out_n + y1 * out_1 + y2 * out_2 + g * co * out_c
+            if grouped:
+                joins = group_lines > 0 and rows == group_rows and (
+                    line == group_line + group_lines * line_step)
+                for r in range(rows if joins else 0):
+                    if (row_taps[r] != group_taps[r]
+                            or row_reads[r] != group_reads[r] + group_lines * read_step):
+                        joins = False
+                        break
+                if joins:
+                    group_lines += 1
+                else:
+                    if group_lines:
+                        line_ends(source, weights, out, group_reads, group_taps, group_rows,
+                                  group_line, group_lines, line_step, read_step, in_3, in_c,
+                                  ci, size3, out3, out_3, s3, tap_k, tap_shift, tap_count,
+                                  tap_size, reads, taps, shifts, edge_reads, edge_taps)
+                    group_rows, group_line, group_lines = rows, line, 1
+                    group_reads[:rows] = row_reads[:rows]
+                    group_taps[:rows] = row_taps[:rows]
             line_at = line if direct else 0
             step = out_3 if direct else width
             for p3 in range(min(s3, out3)):
                 # The phase's outputs j * s3 + p3 in the segment.
                 j_first = max(0, y_first - p3 + s3 - 1) // s3
                 j_stop = max(0, y_stop - p3 + s3 - 1) // s3
-                count = 0
-                first, last = j_first, j_stop  # outputs whose taps all read inside
-                for m3 in range(tap_count[2, p3]):
-                    shift = tap_shift[2, p3, m3]
-                    first, last = max(first, -shift), min(last, size3 - shift)
-                    for r in range(rows):
-                        reads[count] = row_reads[r] + shift * in_3
-                        taps[count] = (row_taps[r] + tap_k[2, p3, m3]) * tap_size
-                        shifts[count] = shift
-                        count += 1
-                first = min(first, j_stop)
-                last = max(first, last)
+                count, first, last = _phase_taps(row_reads, row_taps, rows, p3, j_first,
+                                                 j_stop, size3, in_3, tap_k, tap_shift,
+                                                 tap_count, tap_size, reads, taps, shifts)
                 # Blocks of `pixels` outputs over those whose taps all read inside the
                 # input; the last block ends there (overlapping its predecessor: a few
                 # outputs computed twice, but never a short block).  The others, at
-                # the line's ends and in lines shorter than a block, one at a time.
+                # the line's ends and in lines shorter than a block: line_ends.
                 j = first
                 while j < last and last - first >= pixels:
                     j = min(j, last - pixels)
@@ -1900,17 +1992,10 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                         block(source, weights, dest, at + column, s3 * step, reads, taps,
                               count, j * in_3, in_3, in_c, ci, column, width)
                     j += pixels
-                for jj in range(j_first, j_stop):
-                    if first <= jj < j:
-                        continue
-                    edges = 0
-                    for m in range(count):
-                        if 0 <= jj + shifts[m] < size3:
-                            edge_reads[edges] = reads[m]
-                            edge_taps[edges] = taps[m]
-                            edges += 1
-                    single(source, weights, dest, line_at + (jj * s3 + p3) * step, edge_reads,
-                           edge_taps, edges, jj * in_3, in_c, ci)
+                if not grouped:
+                    phase_ends(source, weights, dest, reads, taps, shifts, count, first, last,
+                               j_first, j_stop, p3, line_at, step, s3, 1, 0, 0, in_3, in_c, ci,
+                               size3, edge_reads, edge_taps)
             if direct:
                 continue
             if mode != _KEEP:
@@ -1931,6 +2016,11 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                 for o in range(co):
                     for y3 in range(y_whole if o < o_whole else y_first, y_stop):
                         out[line + o * out_c + y3 * out_3] = tile[y3 * width + o]
+        if group_lines:
+            line_ends(source, weights, out, group_reads, group_taps, group_rows, group_line,
+                      group_lines, line_step, read_step, in_3, in_c, ci, size3, out3, out_3, s3,
+                      tap_k, tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
+                      edge_taps)
 
     return kernel
 
