@@ -2,10 +2,13 @@
 
 For every float32/float16/bfloat16 layer of the benchmark suite (or those whose names
 contain one of ``--layers``' comma-separated words), prints a Markdown row: the
-algorithm, the median time of the public call back to back and after a pause (as the
-benchmark's rounds), and how cProfile splits the calling thread's time over ten
-back-to-back calls.  Helper threads are not profiled: their share shows as the caller
-waiting for them.  Writes nothing.
+algorithm; the median time of the public call back to back, back to back with the numba
+kernels on one thread (BLAS keeps its own threads), and after a pause (as the
+benchmark's rounds); the useful multiply-adds' rate back to back and its share of the
+machine's FMA peak on all threads (:func:`convtranspose._bench.fma_peak_flops`; "-"
+without numba); and how cProfile splits the calling thread's time over ten back-to-back
+calls.  Helper threads are not profiled: their share shows as the caller waiting for
+them.  Writes nothing.
 """
 
 from __future__ import annotations
@@ -42,6 +45,20 @@ def _median_ms(run, pause: float, repeat: int = 9) -> float:
     return statistics.median(times) * 1e3
 
 
+def _one_thread_ms(run) -> float:
+    """Back-to-back median with the numba kernels' helper threads off."""
+    try:
+        from convtranspose import _kernel_numba
+    except ImportError:  # numba is an optional extra: nothing to switch off
+        return _median_ms(run, 0.0)
+    threads = _kernel_numba._THREADS
+    _kernel_numba._THREADS = 1
+    try:
+        return _median_ms(run, 0.0)
+    finally:
+        _kernel_numba._THREADS = threads
+
+
 def _split(run, calls: int = 10) -> tuple[float, dict[str, float]]:
     """(ms per call, {category: ms per call}) of the calling thread, by cProfile."""
     profile = cProfile.Profile()
@@ -63,8 +80,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds slept before each paused call")
     args = parser.parse_args(argv)
     words = [word for word in args.layers.split(",") if word]
-    print("| layer | algorithm | back to back ms | paused ms | profiled ms | calling thread |")
-    print("|---|---|---|---|---|---|")
+    peak = _bench.fma_peak_flops()
+    print("| layer | algorithm | back to back ms | one thread ms | paused ms | useful GFLOP/s "
+          "| % of FMA peak | profiled ms | calling thread |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for layer in _bench.SUITE:
         if words and not any(word in layer.label for word in words):
             continue
@@ -78,8 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         split = ", ".join(f"{label} {100 * ms / total:.0f}%" for label, ms in
                           sorted(shares.items(), key=lambda item: -item[1])
                           if ms > 0.03 * total)
-        print(f"| {layer.label} | {algorithm} | {_median_ms(run, 0.0):.3g} | "
-              f"{_median_ms(run, args.pause):.3g} | {total:.3g} | {split} |", flush=True)
+        back_to_back = _median_ms(run, 0.0)
+        rate = layer.useful_flops / back_to_back / 1e6  # GFLOP/s
+        factor = _bench._bfloat16_factor() if layer.dtype == "bfloat16" else 1.0  # vdpbf16ps
+        share = "-" if peak is None else f"{100 * rate * 1e9 / (peak * factor):.0f}%"
+        print(f"| {layer.label} | {algorithm} | {back_to_back:.3g} | {_one_thread_ms(run):.3g} | "
+              f"{_median_ms(run, args.pause):.3g} | {rate:.3g} | {share} | {total:.3g} | "
+              f"{split} |", flush=True)
     return 0
 
 
