@@ -360,18 +360,23 @@ def test_direct_blocked_cuts_lines_among_threads(monkeypatch):
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
 @pytest.mark.parametrize("threads", [1, 3])
-def test_direct_blocked_line_ends_go_in_groups(monkeypatch, threads):
-    # Channels-last float32 sums of whole vectors of channels go straight into the
-    # output, and the ends of consecutive lines of one phase go together through the
-    # block kernel (along the first axis in 2-D layers, the second in 3-D ones):
-    # groups longer and shorter than a block, cut where three threads' pieces meet,
-    # lines whose first-axis taps differ (no group across them), and a last axis
-    # with several ends per phase (dilation 2, a crop that leaves zeros beyond it).
+def test_direct_blocked_line_ends_go_in_groups(monkeypatch, request, threads):
+    # The ends of consecutive lines of one phase go together through the block kernel
+    # (along the first axis in 2-D layers, the second in 3-D ones), written straight
+    # into the output (channels-last float32 sums of whole vectors of channels) or
+    # from a tile of the group's lines (channels first, rounded to float16): groups
+    # longer and shorter than a block, cut where three threads' pieces meet or where
+    # the tile is full, lines whose first-axis taps differ (no group across them), and
+    # a last axis with several ends per phase (dilation 2, a crop that leaves zeros).
     from convtranspose import _kernel_numba
     from convtranspose._numba_vectors import vector_bytes
 
     monkeypatch.setattr(_kernel_numba, "_threads", lambda *args: threads)
     co = 2 * vector_bytes() // 4
+    if threads > 1:  # a tile of 2-4 lines: groups cut where it is full
+        monkeypatch.setattr(_kernel_numba, "_GROUP_TILE_ELEMENTS", 60 * co)
+        _kernel_numba._blocked_kernel.cache_clear()  # compiled with the tile's size
+        request.addfinalizer(_kernel_numba._blocked_kernel.cache_clear)
     rng = np.random.default_rng(threads)
     layers = [
         (AxisPlan(8, 4, 2, 1, 1, 16), AxisPlan(8, 4, 2, 1, 1, 16)),  # DCGAN's geometry
@@ -384,8 +389,15 @@ def test_direct_blocked_line_ends_go_in_groups(monkeypatch, threads):
         data = rng.integers(-9, 10, (batch, ci) + tuple(a.input_size for a in axes))
         weights = rng.integers(-9, 10, (1, ci, co) + tuple(a.kernel_size for a in axes))
         data, weights = data.astype(np.float32), weights.astype(np.float32)
-        got = _run(data, weights, axes, np.float32, True, "direct-blocked")
-        np.testing.assert_array_equal(got, _reference(data, weights, axes), err_msg=str(axes))
+        expected = _reference(data, weights, axes)
+        for channels_last in (True, False):
+            got = _run(data, weights, axes, np.float32, channels_last, "direct-blocked")
+            np.testing.assert_array_equal(got, expected, err_msg=f"{axes} {channels_last}")
+        rounded = transposed_convolution(
+            np.ascontiguousarray(np.moveaxis(data, 1, -1)), weights, axes,
+            dtype=np.dtype(np.float32), channels_last=True, result_dtype=np.dtype(np.float16),
+            algorithm="direct-blocked")
+        np.testing.assert_array_equal(np.moveaxis(rounded, -1, 1), expected.astype(np.float16))
 
 
 def test_direct_blocked_models_its_threads():

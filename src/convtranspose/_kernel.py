@@ -884,10 +884,10 @@ def _blocked_ns(batch: int, groups: int, ci: int, co: int, axes: tuple[AxisPlan,
     with all taps inside the input covered by the kernel's blocks
     (:func:`convtranspose._kernel_numba.blocked_shape`; the others, at line ends,
     cost about three outputs each, two for more than four vectors of output channels,
-    which keep one output's FMAs busy; since session 26 the line ends of channels-last
-    float32 layers with whole vectors of channels go in blocks across lines, about 1
-    output each, which this estimate leaves out: it charges them as before, so the
-    choices it made stay as measured); lines whose output
+    which keep one output's FMAs busy; since session 26 the line ends of whole lines go
+    in blocks across consecutive lines, about 1 output each, which this estimate
+    leaves out: it charges them as before, so the choices it made stay as measured);
+    lines whose output
     channels are not whole vectors, or are channels first, go through a copy, and
     channels-first input costs a strided pass (:data:`_BLOCKED_NCX_INPUT`).  The
     other algorithms' estimates run about 3x their measured times, so this one is

@@ -1815,6 +1815,14 @@ def _phase_taps(row_reads, row_taps, rows, p3, j_first, j_stop, size3, in_3, tap
     return count, first, max(first, last)
 
 
+#: ``direct-blocked`` keeps a group's lines (for their line ends, taken together) in a
+#: tile of at most this many sums when it cannot write them straight into the output
+#: (channels first, or rounded): 128 KB of float32, in L2 beside the weights.
+_GROUP_TILE_ELEMENTS = 1 << 15
+#: The most lines a group of ``direct-blocked`` holds.
+_GROUP_MAX_LINES = 64
+
+
 @functools.lru_cache(maxsize=None)
 def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
     """The ``direct-blocked`` kernel for one block shape (compiled on first use).
@@ -1872,19 +1880,65 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                 k += pixels
 
     @numba.njit(nogil=True, cache=False)
-    def line_ends(source, weights, out, group_reads, group_taps, rows, group_line, lines,
-                  line_step, read_step, in_3, in_c, ci, size3, out3, out_3, s3, tap_k, tap_shift,
+    def line_ends(source, weights, dest, group_reads, group_taps, rows, line_at, step, lines,
+                  line_step, read_step, in_3, in_c, ci, size3, out3, s3, tap_k, tap_shift,
                   tap_count, tap_size, reads, taps, shifts, edge_reads,
                   edge_taps):  # pragma: no cover - compiled
-        # phase_ends of a group of `lines` whole lines written straight into `out`.
+        # phase_ends of a group of `lines` whole lines.
         for p3 in range(min(s3, out3)):
             j_stop = (out3 - p3 + s3 - 1) // s3
             count, first, last = _phase_taps(group_reads, group_taps, rows, p3, 0, j_stop,
                                              size3, in_3, tap_k, tap_shift, tap_count,
                                              tap_size, reads, taps, shifts)
-            phase_ends(source, weights, out, reads, taps, shifts, count, first, last, 0,
-                       j_stop, p3, group_line, out_3, s3, lines, line_step, read_step, in_3,
+            phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, 0,
+                       j_stop, p3, line_at, step, s3, lines, line_step, read_step, in_3,
                        in_c, ci, size3, edge_reads, edge_taps)
+
+    @numba.njit(nogil=True, cache=False)
+    def store_line(out, bits, bias, mode, tile, line, out_3, out_c, co, y_first, y_stop,
+                   g):  # pragma: no cover - compiled
+        # A line's outputs [y_first, y_stop) from its tile (`width` sums per output) into
+        # the output: rounded, or channels last, or channels first.
+        if mode != _KEEP:
+            _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first,
+                          y_stop, g * co)
+        elif out_c == 1:
+            for y3 in range(y_first, y_stop):
+                for o in range(co):
+                    out[line + y3 * out_3 + o] = tile[y3 * width + o]
+        else:
+            # Channels first: blocks of lanes x lanes transposed in registers, the
+            # channels and outputs past the last whole block one at a time.
+            y_whole = y_first + (y_stop - y_first) // lanes * lanes if out_3 == 1 else y_first
+            o_whole = co - co % lanes
+            for y3 in range(y_first, y_whole, lanes):
+                for o in range(0, o_whole, lanes):
+                    transpose(tile, y3 * width + o, width, out, line + o * out_c + y3, out_c)
+            for o in range(co):
+                for y3 in range(y_whole if o < o_whole else y_first, y_stop):
+                    out[line + o * out_c + y3 * out_3] = tile[y3 * width + o]
+
+    @numba.njit(nogil=True, cache=False)
+    def close_group(source, weights, out, bits, bias, mode, dest, direct, group_reads,
+                    group_taps, rows, group_line, lines, line_step, read_step, in_3, in_c, ci,
+                    size3, out3, out_3, out_c, co, s3, g, tap_k, tap_shift, tap_count,
+                    tap_size, reads, taps, shifts, edge_reads,
+                    edge_taps):  # pragma: no cover - compiled
+        # A group's line ends, then (lines kept in the tile, line k at k * out3 * width)
+        # its lines stored.
+        tile_line = out3 * width
+        if direct:
+            line_ends(source, weights, out, group_reads, group_taps, rows, group_line, out_3,
+                      lines, line_step, read_step, in_3, in_c, ci, size3, out3, s3, tap_k,
+                      tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
+                      edge_taps)
+            return
+        line_ends(source, weights, dest, group_reads, group_taps, rows, 0, width, lines,
+                  tile_line, read_step, in_3, in_c, ci, size3, out3, s3, tap_k, tap_shift,
+                  tap_count, tap_size, reads, taps, shifts, edge_reads, edge_taps)
+        for k in range(lines):
+            store_line(out, bits, bias, mode, dest[k * tile_line:(k + 1) * tile_line],
+                       group_line + k * line_step, out_3, out_c, co, 0, out3, g)
 
     @numba.njit(nogil=True, cache=False)
     def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, line_order,
@@ -1921,19 +1975,24 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
         shifts = np.empty(widest ** 3, np.int64)
         edge_reads = np.empty(widest ** 3, np.int64)
         edge_taps = np.empty(widest ** 3, np.int64)
-        tile = np.empty(0 if direct else out3 * width, weights.dtype)  # direct: unused
-        dest = out if direct else tile
         tap_size = ci * width
-        # Written straight into the output, whole lines: the line ends of consecutive
-        # lines of one phase (along the second axis, or the first where the second is a
-        # unit axis, as in 2-D layers) whose reads differ by whole input rows wait for
-        # their group's end and go together (line_ends).
-        grouped = direct and segments == 1
+        # Whole lines (not segments): the line ends of consecutive lines of one phase
+        # (along the second axis, or the first where the second is a unit axis, as in
+        # 2-D layers) whose reads differ by whole input rows wait for their group's end
+        # and go together (line_ends).  Lines not written straight into the output are
+        # kept in the tile until then: up to _GROUP_TILE_ELEMENTS of it.
+        grouped = segments == 1
+        tile_line = out3 * width
+        capacity = _GROUP_MAX_LINES
+        if not direct:
+            capacity = max(1, min(capacity, _GROUP_TILE_ELEMENTS // tile_line)) if grouped else 1
+        tile = np.empty(0 if direct else capacity * tile_line, weights.dtype)  # direct: unused
+        dest = out if direct else tile
         line_step = s2 * out_2 if out2 > 1 else s1 * out_1
         read_step = in_2 if out2 > 1 else in_1
         group_reads = np.empty(widest * widest, np.int64)
         group_taps = np.empty(widest * widest, np.int64)
-        group_rows, group_line, group_lines = 0, 0, 0
+        group_rows, group_line, group_lines, group_g = 0, 0, 0, 0
         for item in range(start, stop):
             flat, segment = item // segments, item % segments
             y_first = out3 * segment // segments
@@ -1953,7 +2012,7 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                                               + tap_k[1, p2, m2]) * k3_count
             line = n * out_n + y1 * out_1 + y2 * out_2 + g * co * out_c
             if grouped:
-                joins = group_lines > 0 and rows == group_rows and (
+                joins = 0 < group_lines < capacity and rows == group_rows and (
                     line == group_line + group_lines * line_step)
                 for r in range(rows if joins else 0):
                     if (row_taps[r] != group_taps[r]
@@ -1964,14 +2023,16 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                     group_lines += 1
                 else:
                     if group_lines:
-                        line_ends(source, weights, out, group_reads, group_taps, group_rows,
-                                  group_line, group_lines, line_step, read_step, in_3, in_c,
-                                  ci, size3, out3, out_3, s3, tap_k, tap_shift, tap_count,
-                                  tap_size, reads, taps, shifts, edge_reads, edge_taps)
-                    group_rows, group_line, group_lines = rows, line, 1
+                        close_group(source, weights, out, bits, bias, mode, dest, direct,
+                                    group_reads, group_taps, group_rows, group_line,
+                                    group_lines, line_step, read_step, in_3, in_c, ci, size3,
+                                    out3, out_3, out_c, co, s3, group_g, tap_k, tap_shift,
+                                    tap_count, tap_size, reads, taps, shifts, edge_reads,
+                                    edge_taps)
+                    group_rows, group_line, group_lines, group_g = rows, line, 1, g
                     group_reads[:rows] = row_reads[:rows]
                     group_taps[:rows] = row_taps[:rows]
-            line_at = line if direct else 0
+            line_at = line if direct else (group_lines - 1) * tile_line if grouped else 0
             step = out_3 if direct else width
             for p3 in range(min(s3, out3)):
                 # The phase's outputs j * s3 + p3 in the segment.
@@ -1996,31 +2057,15 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                     phase_ends(source, weights, dest, reads, taps, shifts, count, first, last,
                                j_first, j_stop, p3, line_at, step, s3, 1, 0, 0, in_3, in_c, ci,
                                size3, edge_reads, edge_taps)
-            if direct:
-                continue
-            if mode != _KEEP:
-                _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first,
-                              y_stop, g * co)
-            elif out_c == 1:
-                for y3 in range(y_first, y_stop):
-                    for o in range(co):
-                        out[line + y3 * out_3 + o] = tile[y3 * width + o]
-            else:
-                # Channels first: blocks of lanes x lanes transposed in registers, the
-                # channels and outputs past the last whole block one at a time.
-                y_whole = y_first + (y_stop - y_first) // lanes * lanes if out_3 == 1 else y_first
-                o_whole = co - co % lanes
-                for y3 in range(y_first, y_whole, lanes):
-                    for o in range(0, o_whole, lanes):
-                        transpose(tile, y3 * width + o, width, out, line + o * out_c + y3, out_c)
-                for o in range(co):
-                    for y3 in range(y_whole if o < o_whole else y_first, y_stop):
-                        out[line + o * out_c + y3 * out_3] = tile[y3 * width + o]
+            if not grouped and not direct:
+                store_line(out, bits, bias, mode, tile, line, out_3, out_c, co, y_first,
+                           y_stop, g)
         if group_lines:
-            line_ends(source, weights, out, group_reads, group_taps, group_rows, group_line,
-                      group_lines, line_step, read_step, in_3, in_c, ci, size3, out3, out_3, s3,
-                      tap_k, tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
-                      edge_taps)
+            close_group(source, weights, out, bits, bias, mode, dest, direct, group_reads,
+                        group_taps, group_rows, group_line, group_lines, line_step, read_step,
+                        in_3, in_c, ci, size3, out3, out_3, out_c, co, s3, group_g, tap_k,
+                        tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
+                        edge_taps)
 
     return kernel
 
