@@ -564,8 +564,11 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
     if window is not None:
         costs["window"] = window
     if numba and not integer and rank <= 3:
-        costs["direct"] = _direct_cost(batch, axes, weights_shape, channels_last, pairs)
-        if blocked_offered(ci, co, channels_last):
+        rows = _rows_take_layer(axes, weights_shape, channels_last)
+        costs["direct"] = _direct_cost(batch, axes, weights_shape, channels_last, pairs, rows)
+        lines = batch * groups * math.prod(spatial_out[:-1])
+        segmented = blocked_segments(lines, axes[-1], _THREADS) > 1
+        if blocked_offered(ci, co, channels_last, rows, segmented):
             costs["direct-blocked"] = _blocked_ns(batch, groups, ci, co, axes, channels_last)
     # Estimates without BLAS products (or no live class) are plain numbers.
     return {name: cost if isinstance(cost, RawCost) else RawCost(cost)
@@ -751,8 +754,20 @@ def line_segmented(axis: AxisPlan, ci: int) -> bool:
 _DIRECT_MACS_PER_NS = {1: 26.0, 2: 37.0, 3: 40.0}
 
 
+def _rows_take_layer(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+                     channels_last: bool) -> bool:
+    """Whether numba ``direct`` gives this float32 layer to its row kernel
+    (:func:`convtranspose._kernel_numba.rows_apply`; the model prices half data alike)."""
+    if len(axes) > 3:
+        return False
+    from ._kernel_numba import _three_axes, rows_apply
+
+    f32 = np.dtype(np.float32)
+    return rows_apply(weights_shape, _three_axes(axes), channels_last, f32, f32, f32)
+
+
 def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-                 channels_last: bool, pairs: bool = False) -> RawCost:
+                 channels_last: bool, pairs: bool = False, rows: bool = False) -> RawCost:
     """Estimated nanoseconds of numba ``direct`` (see :mod:`convtranspose._kernel_numba`).
 
     Channels-last layers with many groups of at most 4 products go to a
@@ -762,7 +777,8 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     zero-bordered input window (its border columns included), for every input channel
     and block of up to three output channels (a short last block computes padding).
     With ``pairs`` (bfloat16, :func:`bfloat16_pairs`) one instruction multiplies and
-    adds two input channels.
+    adds two input channels.  ``rows``: the row kernel takes the layer
+    (:func:`_rows_take_layer`), priced at :data:`_ROWS_TIME` of the plane kernel.
     """
     groups, ci, co = weights_shape[:3]
     outputs = batch * groups * co * math.prod(axis.output_size for axis in axes)
@@ -799,12 +815,8 @@ def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     stores = outputs * ((2.0 if strided else 1.0) if axes[-1].stride <= 2 else 6.0)
     cost = RawCost(_MODEL_SCALE * ((fills + stores) / threads + 10000),
                    kernel=_MODEL_SCALE * macs / rate / threads)
-    if len(axes) <= 3:
-        from ._kernel_numba import _three_axes, rows_apply
-
-        f32 = np.dtype(np.float32)
-        if rows_apply(weights_shape, _three_axes(axes), channels_last, f32, f32, f32):
-            cost = RawCost(cost.scaled * _ROWS_TIME, kernel=cost.kernel * _ROWS_TIME)
+    if rows:
+        cost = RawCost(cost.scaled * _ROWS_TIME, kernel=cost.kernel * _ROWS_TIME)
     return cost
 
 
@@ -818,28 +830,42 @@ _ROWS_TIME = 0.8
 
 #: ``direct-blocked`` keeps a block of outputs' channels in registers: for at most
 #: this many output channels per group, but for channels-last layers on AVX-512
-#: (wider pixels in chunks of vectors, :func:`convtranspose._kernel_numba.blocked_shape`).
+#: (wider pixels in chunks of vectors, :func:`convtranspose._kernel_numba.blocked_shape`)
+#: and channels-first ones that numba ``direct``'s row kernel does not take.
 BLOCKED_MAX_CHANNELS = 64
 
 
-def blocked_offered(ci: int, co: int, channels_last: bool) -> bool:
+def blocked_offered(ci: int, co: int, channels_last: bool, rows: bool, segmented: bool) -> bool:
     """Whether the cost model offers ``direct-blocked`` for these channels per group.
 
-    Not for more than :data:`BLOCKED_MAX_CHANNELS` output channels, but on channels-last
-    layers with AVX-512: there, in session 20, it beat the algorithm chosen before on
-    seven of eight such layers tried (up to 2.2x; U-Net NXC 7.1-7.6 -> 6.0-6.2 ms) and
-    lost on a 3D k1 s4 one (1.1 -> 1.6-1.9 ms); channels first, each line's wide tile
-    is written back transposed, a plane per channel, and it lost on two of three
-    (up to 1.6x).  AVX2 (blocks of 2 vectors) was not measured.  Nor for at most
-    half a vector of them (8 float32 on AVX-512, 4 on AVX2): the block holds output
-    channels in its lanes, so most of each multiply-add would be padding, while the
-    plane kernel of ``direct`` vectorises along space.  In session 17's calibration
-    run (Zen 4), ``direct`` beat it on all eleven layers with 1-8 output channels
-    (1.02-4.6x), and its estimate missed by 0.55-2.05x there, too scattered to
-    calibrate.  Nor for at most four products per group (``ci * co``), which the
-    per-position kernel of ``direct`` takes.
+    ``rows``: numba ``direct`` gives the layer to its row kernel (:func:`_rows_take_layer`);
+    ``segmented``: ``direct-blocked`` cuts its lines into segments (:func:`blocked_segments`).
+
+    Not for more than :data:`BLOCKED_MAX_CHANNELS` output channels on AVX2.  On AVX-512,
+    for any number of them channels last: there, in session 20, it beat the algorithm
+    chosen before on seven of eight such layers tried (up to 2.2x; U-Net NXC 7.1-7.6 ->
+    6.0-6.2 ms) and lost on a 3D k1 s4 one (1.1 -> 1.6-1.9 ms).  Channels first (each
+    line's wide tile written back transposed, a plane per channel), not where the row
+    kernel takes the layer, where it still loses (session 26: U-Net 5.96 against 5.49 ms,
+    DCGAN 256->128 20.9 against 19.9), nor where its lines are cut into segments, where
+    it lost on the three layers measured (1-D, one sample: HiFi-GAN k16 by 5% in 29 of 31
+    rounds, k4 129 against 97 ms, 16->96 k5 s1 0.46 against 0.43).  On the other wide
+    channels-first layers it beat the plane kernel by up to 1.6x since its line ends go
+    in blocks across lines (session 26; 3-D k4 s2 128->128 11.1 against 16.3 ms, DCGAN
+    512->256 0.93-1.12x, within the noise).  On 20 random such layers, offering it cut
+    the time lost to the model's choices from 58% to 17% (without the segments rule),
+    and on 20 others from 35% to 5.9% (forced runs, two threads, alternating with
+    pauses; the worst new choice 1.14x the plane kernel's time, the best 2.8x faster).
+
+    Nor for at most half a vector of output channels (8 float32 on AVX-512, 4 on AVX2):
+    the block holds output channels in its lanes, so most of each multiply-add would be
+    padding, while the plane kernel of ``direct`` vectorises along space.  In session
+    17's calibration run (Zen 4), ``direct`` beat it on all eleven layers with 1-8
+    output channels (1.02-4.6x), and its estimate missed by 0.55-2.05x there, too
+    scattered to calibrate.  Nor for at most four products per group (``ci * co``),
+    which the per-position kernel of ``direct`` takes.
     """
-    wide = channels_last and vector_bytes() == 64
+    wide = vector_bytes() == 64 and (channels_last or not (rows or segmented))
     return 2 * co > vector_bytes() // 4 and (co <= BLOCKED_MAX_CHANNELS or wide) and ci * co > 4
 
 
