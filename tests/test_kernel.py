@@ -505,20 +505,16 @@ def test_direct_blocked_is_not_offered_for_half_a_vector_of_output_channels():
         first = _kernel._raw_costs(2, axes, (1, 32, co, 4, 4), False, True, False)
         assert ("direct-blocked" in first) is (offered and co <= 64), (co, lanes)
         # Channels first, wide output channels only where `direct`'s row kernel does not
-        # take the layer (8 outputs per phase: half a vector of it) and the lines are not
-        # cut into segments (one line: a 1-D layer of one sample).
+        # take the layer (8 outputs per phase: half a vector of it; a 1-D layer of stride 8).
         small = (AxisPlan(4, 4, 2, 1, 1, 8),) * 2
         assert not _kernel._rows_take_layer(small, (1, 32, co, 4, 4), False)
         assert _kernel._rows_take_layer(axes, (1, 32, co, 4, 4), False)
         rowless = _kernel._raw_costs(2, small, (1, 32, co, 4, 4), False, True, False)
         assert ("direct-blocked" in rowless) is (offered and (co <= 64 or wide)), (co, lanes)
         line = (AxisPlan(8192, 16, 8, 1, 4, 65536),)
-        segmented = _kernel.blocked_segments(1, line[0], _kernel._THREADS) > 1
+        assert not _kernel._rows_take_layer(line, (1, 32, co, 16), False)
         one_line = _kernel._raw_costs(1, line, (1, 32, co, 16), False, True, False)
-        assert ("direct-blocked" in one_line) is (
-            offered and (co <= 64 or wide and not segmented)), (co, lanes)
-        last = _kernel._raw_costs(1, line, (1, 32, co, 16), True, True, False)
-        assert ("direct-blocked" in last) is offered, (co, lanes)
+        assert ("direct-blocked" in one_line) is (offered and (co <= 64 or wide)), (co, lanes)
 
 
 def test_choice_is_cached_overridable_and_validated(monkeypatch):

@@ -566,9 +566,7 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
     if numba and not integer and rank <= 3:
         rows = _rows_take_layer(axes, weights_shape, channels_last)
         costs["direct"] = _direct_cost(batch, axes, weights_shape, channels_last, pairs, rows)
-        lines = batch * groups * math.prod(spatial_out[:-1])
-        segmented = blocked_segments(lines, axes[-1], _THREADS) > 1
-        if blocked_offered(ci, co, channels_last, rows, segmented):
+        if blocked_offered(ci, co, channels_last, rows):
             costs["direct-blocked"] = _blocked_ns(batch, groups, ci, co, axes, channels_last)
     # Estimates without BLAS products (or no live class) are plain numbers.
     return {name: cost if isinstance(cost, RawCost) else RawCost(cost)
@@ -835,11 +833,10 @@ _ROWS_TIME = 0.8
 BLOCKED_MAX_CHANNELS = 64
 
 
-def blocked_offered(ci: int, co: int, channels_last: bool, rows: bool, segmented: bool) -> bool:
+def blocked_offered(ci: int, co: int, channels_last: bool, rows: bool) -> bool:
     """Whether the cost model offers ``direct-blocked`` for these channels per group.
 
-    ``rows``: numba ``direct`` gives the layer to its row kernel (:func:`_rows_take_layer`);
-    ``segmented``: ``direct-blocked`` cuts its lines into segments (:func:`blocked_segments`).
+    ``rows``: numba ``direct`` gives the layer to its row kernel (:func:`_rows_take_layer`).
 
     Not for more than :data:`BLOCKED_MAX_CHANNELS` output channels on AVX2.  On AVX-512,
     for any number of them channels last: there, in session 20, it beat the algorithm
@@ -847,15 +844,15 @@ def blocked_offered(ci: int, co: int, channels_last: bool, rows: bool, segmented
     6.0-6.2 ms) and lost on a 3D k1 s4 one (1.1 -> 1.6-1.9 ms).  Channels first (each
     line's wide tile written back transposed, a plane per channel), not where the row
     kernel takes the layer, where it still loses (session 26: U-Net 5.96 against 5.49 ms,
-    DCGAN 256->128 20.9 against 19.9), nor where its lines are cut into segments, where
-    it lost on the three layers measured (1-D, one sample: HiFi-GAN k16 by 5% in 29 of 31
-    rounds, k4 129 against 97 ms, 16->96 k5 s1 0.46 against 0.43).  On the other wide
-    channels-first layers it beat the plane kernel by up to 1.6x since its line ends go
-    in blocks across lines (session 26; 3-D k4 s2 128->128 11.1 against 16.3 ms, DCGAN
-    512->256 0.93-1.12x, within the noise).  On 20 random such layers, offering it cut
-    the time lost to the model's choices from 58% to 17% (without the segments rule),
-    and on 20 others from 35% to 5.9% (forced runs, two threads, alternating with
-    pauses; the worst new choice 1.14x the plane kernel's time, the best 2.8x faster).
+    DCGAN 256->128 20.9 against 19.9).  Elsewhere it beat the plane kernel by up to 1.6x
+    since its line ends go in blocks across lines and a segment's tile holds only the
+    segment (sessions 26 and 27; 3-D k4 s2 128->128 11.1 against 16.3 ms, HiFi-GAN k16 177
+    against 189, k4 109 against 98, which the model leaves to ``direct``; DCGAN 512->256
+    0.93-1.12x, within the noise).  Offering it cut the time lost to the model's choices
+    from 35% to 5.9% on 20 random wide channels-first layers, and from 55% to 20% on 10
+    random 1-D ones of one sample, whose lines are cut into segments (forced runs, two
+    threads, alternating with pauses; the worst new choice took 1.14x the plane kernel's
+    time, the best was 2.8x faster).
 
     Nor for at most half a vector of output channels (8 float32 on AVX-512, 4 on AVX2):
     the block holds output channels in its lanes, so most of each multiply-add would be
@@ -865,7 +862,7 @@ def blocked_offered(ci: int, co: int, channels_last: bool, rows: bool, segmented
     scattered to calibrate.  Nor for at most four products per group (``ci * co``),
     which the per-position kernel of ``direct`` takes.
     """
-    wide = vector_bytes() == 64 and (channels_last or not (rows or segmented))
+    wide = vector_bytes() == 64 and (channels_last or not rows)
     return 2 * co > vector_bytes() // 4 and (co <= BLOCKED_MAX_CHANNELS or wide) and ci * co > 4
 
 

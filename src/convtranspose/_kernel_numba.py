@@ -1981,12 +1981,14 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
         # 2-D layers) whose reads differ by whole input rows wait for their group's end
         # and go together (line_ends).  Lines not written straight into the output are
         # kept in the tile until then: up to _GROUP_TILE_ELEMENTS of it.
+        # A segment's tile holds that segment alone, its first output at 0.
         grouped = segments == 1
         tile_line = out3 * width
         capacity = _GROUP_MAX_LINES
         if not direct:
             capacity = max(1, min(capacity, _GROUP_TILE_ELEMENTS // tile_line)) if grouped else 1
-        tile = np.empty(0 if direct else capacity * tile_line, weights.dtype)  # direct: unused
+        tile_size = capacity * tile_line if grouped else -(-out3 // segments) * width
+        tile = np.empty(0 if direct else tile_size, weights.dtype)  # direct: unused
         dest = out if direct else tile
         line_step = s2 * out_2 if out2 > 1 else s1 * out_1
         read_step = in_2 if out2 > 1 else in_1
@@ -2032,7 +2034,8 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                     group_rows, group_line, group_lines, group_g = rows, line, 1, g
                     group_reads[:rows] = row_reads[:rows]
                     group_taps[:rows] = row_taps[:rows]
-            line_at = line if direct else (group_lines - 1) * tile_line if grouped else 0
+            line_at = (line if direct else (group_lines - 1) * tile_line if grouped
+                       else -y_first * width)
             step = out_3 if direct else width
             for p3 in range(min(s3, out3)):
                 # The phase's outputs j * s3 + p3 in the segment.
@@ -2058,8 +2061,8 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
                                j_first, j_stop, p3, line_at, step, s3, 1, 0, 0, in_3, in_c, ci,
                                size3, edge_reads, edge_taps)
             if not grouped and not direct:
-                store_line(out, bits, bias, mode, tile, line, out_3, out_c, co, y_first,
-                           y_stop, g)
+                store_line(out, bits, bias, mode, tile, line + y_first * out_3, out_3, out_c,
+                           co, 0, y_stop - y_first, g)
         if group_lines:
             close_group(source, weights, out, bits, bias, mode, dest, direct, group_reads,
                         group_taps, group_rows, group_line, group_lines, line_step, read_step,
