@@ -852,7 +852,7 @@ def blocked_offered(ci: int, co: int, channels_last: bool, rows: bool) -> bool:
     from 35% to 5.9% on 20 random wide channels-first layers, and from 55% to 20% on 10
     random 1-D ones of one sample, whose lines are cut into segments (forced runs, two
     threads, alternating with pauses; the worst new choice took 1.14x the plane kernel's
-    time, the best was 2.8x faster).
+    time, the best was up to 6.3x faster).
 
     Nor for at most half a vector of output channels (8 float32 on AVX-512, 4 on AVX2):
     the block holds output channels in its lanes, so most of each multiply-add would be
