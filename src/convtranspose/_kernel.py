@@ -765,7 +765,7 @@ def _rows_take_layer(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
 
 
 def _direct_cost(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-                 channels_last: bool, pairs: bool = False, rows: bool = False) -> RawCost:
+                 channels_last: bool, pairs: bool, rows: bool) -> RawCost:
     """Estimated nanoseconds of numba ``direct`` (see :mod:`convtranspose._kernel_numba`).
 
     Channels-last layers with many groups of at most 4 products go to a

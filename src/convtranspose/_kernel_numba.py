@@ -1981,14 +1981,17 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
         # 2-D layers) whose reads differ by whole input rows wait for their group's end
         # and go together (line_ends).  Lines not written straight into the output are
         # kept in the tile until then: up to _GROUP_TILE_ELEMENTS of it.
-        # A segment's tile holds that segment alone, its first output at 0.
         grouped = segments == 1
         tile_line = out3 * width
         capacity = _GROUP_MAX_LINES
-        if not direct:
-            capacity = max(1, min(capacity, _GROUP_TILE_ELEMENTS // tile_line)) if grouped else 1
-        tile_size = capacity * tile_line if grouped else -(-out3 // segments) * width
-        tile = np.empty(0 if direct else tile_size, weights.dtype)  # direct: unused
+        if direct:
+            tile_size = 0  # unused
+        elif grouped:
+            capacity = max(1, min(capacity, _GROUP_TILE_ELEMENTS // tile_line))
+            tile_size = capacity * tile_line
+        else:  # a segment's tile holds that segment alone, its first output at 0
+            tile_size = -(-out3 // segments) * width
+        tile = np.empty(tile_size, weights.dtype)
         dest = out if direct else tile
         line_step = s2 * out_2 if out2 > 1 else s1 * out_1
         read_step = in_2 if out2 > 1 else in_1
