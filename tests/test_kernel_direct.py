@@ -238,6 +238,61 @@ def test_row_kernel_blocks_of_two_channels_and_two_vectors_on_avx2(monkeypatch, 
     assert _kernel_numba.rows_block(co, AxisPlan(32, 4, 2, 1, 1, 64), 16) != (2, 2)
 
 
+def test_row_kernel_merges_the_phases_of_even_kernels(monkeypatch):
+    # Stride 2 and an even kernel: the phases' taps pair up and AVX-512 rows sum both
+    # phases in the same vectors from a window holding every input twice.  Rows whose
+    # last vector is whole, half a vector, shorter (shifted back with the outputs stored
+    # before it) or longer than half; several passes; blocks of channels with and
+    # without padding; float64 in 8 lanes; bands of rows on three threads; float16 data
+    # and results with a bias, bit for bit (exact sums, as in the test above).
+    from convtranspose import _numba_vectors
+    from convtranspose._casts_numba import host_has_f16c
+
+    monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: 64)
+    merged = []
+    compile_rows = _kernel_numba._rows_kernel
+    monkeypatch.setattr(_kernel_numba, "_rows_kernel",
+                        lambda *args: merged.append(args[-1]) or compile_rows(*args))
+    _force_row_kernel(monkeypatch, threaded=True)
+    rng = np.random.default_rng(17)
+    cases = [(np.float32, 28, 4, 1, 2, 5), (np.float32, 22, 2, 0, 3, 3),
+             (np.float32, 18, 6, 2, 2, 4), (np.float32, 60, 4, 1, 1, 2),
+             (np.float64, 14, 4, 1, 2, 3), (np.float64, 11, 2, 0, 1, 2)]
+    for dtype, size, kernel, offset, ci, co in cases:
+        lanes = 64 // np.dtype(dtype).itemsize
+        last = AxisPlan(size, kernel, 2, 1, offset, 2 * size + kernel - 2 - 2 * offset)
+        assert _kernel_numba._rows_merged(last, lanes, co), last
+        axes = (AxisPlan(3, 3, 2, 1, 1, 5), last)
+        data = rng.standard_normal((2, 2 * ci) + tuple(a.input_size for a in axes))
+        weights = rng.standard_normal((2, ci, co) + tuple(a.kernel_size for a in axes))
+        _check(data, weights, axes, dtype, False)
+        assert merged[-1:] == [True], (last, merged)
+    # Remainders of the last vector: 56 = 48 + 8 (half), 36 = 32 + 4 (half, shifted),
+    # 44 = 32 + 12 (whole, shifted), 48 (none), 120 (two passes, the last ending in a half).
+    assert {case[1] * 2 + case[2] - 2 - 2 * case[3] for case in cases[:4]} == {56, 36, 44, 120}
+    if host_has_f16c():
+        last = AxisPlan(28, 4, 2, 1, 1, 56)
+        axes = (AxisPlan(4, 4, 2, 1, 1, 8), last)
+        data = rng.integers(-40, 41, (2, 6) + tuple(a.input_size for a in axes))
+        weights = rng.integers(-40, 41, (2, 3, 5) + tuple(a.kernel_size for a in axes))
+        bias = (rng.integers(-99, 100, 10) / 8).astype(np.float16)
+        sums = _reference(data.astype(np.float64), weights, axes) + bias.reshape(-1, 1, 1)
+        got = _kernel.transposed_convolution(
+            data.astype(np.float16), weights.astype(np.float16), axes,
+            dtype=np.dtype(np.float32), bias=bias, algorithm="direct",
+            result_dtype=np.float16)
+        assert merged[-1:] == [True]
+        np.testing.assert_array_equal(got.view(np.uint16),
+                                      sums.astype(np.float32).astype(np.float16).view(np.uint16))
+    # Not where the phases' own vectors take as few lanes, for one output channel,
+    # for odd kernels, or with AVX2's registers.
+    assert not _kernel_numba._rows_merged(AxisPlan(16, 4, 2, 1, 1, 32), 16, 4)
+    assert not _kernel_numba._rows_merged(AxisPlan(28, 4, 2, 1, 1, 56), 16, 1)
+    assert not _kernel_numba._rows_merged(AxisPlan(28, 3, 2, 1, 1, 55), 16, 4)
+    monkeypatch.setattr(_numba_vectors, "vector_bytes", lambda: 32)
+    assert not _kernel_numba._rows_merged(AxisPlan(28, 4, 2, 1, 1, 56), 8, 4)
+
+
 def test_row_kernel_only_where_it_pays():
     # Rows of whole vectors (or depthwise ones) within the window budget; not rows
     # shorter than a vector, wasteful or stride-1 rows with channels, channels-last data.

@@ -1058,9 +1058,70 @@ def _phase_vectors(last: AxisPlan, lanes: int) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _rows_window_width(last: AxisPlan, lanes: int) -> tuple[int, int]:
+def _merged_taps(last: AxisPlan) -> tuple[tuple[int, int, int], ...] | None:
+    """The taps of ``last``'s two phases in pairs, ``(delta, k_even, k_odd)`` each,
+    where the row kernel can sum both phases in the same vectors; None elsewhere.
+
+    Output ``2j + p`` of phase ``p`` reads input ``j + shift`` for each of its taps.
+    Paired in order of their shifts, an even phase's tap of shift ``a`` and an odd one's
+    of ``b`` in ``{a, a + 1}`` both read input ``(y + delta) // 2`` from output ``y``,
+    with ``delta = a + b``: from a window holding every input twice (``E[n] = x[n // 2]``),
+    one load at ``y + delta`` gives the pair's inputs for consecutive outputs ``y``, and
+    alternating weights (:func:`convtranspose._numba_vectors.vector_splat_pair`) their
+    products.  So stride 2, and as many taps in either phase (kernels of even size,
+    dilation 1)."""
+    per_phase = _axis_tap_lists(last)
+    if last.stride != 2 or len(per_phase) != 2 or not per_phase[0] or (
+            len(per_phase[0]) != len(per_phase[1])):
+        return None
+    pairs = []
+    for (even_shift, even_k), (odd_shift, odd_k) in zip(sorted(per_phase[0]),
+                                                        sorted(per_phase[1])):
+        if odd_shift - even_shift not in (0, 1):
+            return None
+        pairs.append((even_shift + odd_shift, even_k, odd_k))
+    return tuple(pairs)
+
+
+def _rows_merged(last: AxisPlan, lanes: int, co: int, data: int = _KEEP) -> bool:
+    """Whether the row kernel sums ``last``'s two phases in the same vectors
+    (:func:`_merged_taps`): with AVX-512's registers, more than one output channel per
+    group, data not multiplied in bfloat16 pairs, and rows that then take fewer lanes
+    (:func:`_merged_lanes`).  Zen 4, two threads, alternating with the phases apart
+    (ms): grouped 28^2 -> 56^2 (56 outputs: three vectors and a half, where the
+    phases take 2 x 2 vectors for 2 x 28) 8.55 against 10.12, float16 7.65 against 8.82.
+    With as many lanes either way they lost 2-12% (DCGAN 256->128 21.7 against 19.6,
+    U-Net 5.80 against 5.64): a separate broadcast per pair of weights and a window
+    twice as long; and depthwise ones, bound by their loads, 4% (1.47 against 1.41)."""
+    from ._numba_vectors import vector_bytes
+
+    return (vector_bytes() == 64 and co > 1 and data != _BFLOAT16
+            and _merged_taps(last) is not None
+            and _merged_lanes(last, lanes) < 2 * _phase_vectors(last, lanes) * lanes)
+
+
+def _merged_vectors(last: AxisPlan, lanes: int) -> int:
+    """Vectors of ``lanes`` consecutive outputs along a row of the last axis."""
+    return -(-last.output_size // lanes)
+
+
+def _merged_lanes(last: AxisPlan, lanes: int) -> int:
+    """Lanes a row of both phases takes (:func:`_merged_taps`): whole vectors, the last
+    one half a vector (half the cost with AVX-512 on Zen 4) where that holds its outputs."""
+    whole, rest = divmod(last.output_size, lanes)
+    return whole * lanes + (0 if not rest else lanes // 2 if rest <= lanes // 2 else lanes)
+
+
+@functools.lru_cache(maxsize=256)
+def _rows_window_width(last: AxisPlan, lanes: int, merged: bool = False) -> tuple[int, int]:
     """(zeros before the input, row width) of the row kernel's window rows: every tap
-    of every phase reads inside them for whole vectors of each phase's outputs."""
+    of every phase reads inside them for whole vectors of each phase's outputs (of
+    the row's outputs, from inputs held twice, if ``merged``: :func:`_merged_taps`)."""
+    if merged:
+        deltas = [delta for delta, _, _ in _merged_taps(last)]
+        left = max(0, -min(deltas))
+        return left, left + max(2 * last.input_size,
+                                max(deltas) + _merged_vectors(last, lanes) * lanes)
     shifts = [shift for taps in _axis_tap_lists(last) for shift, _ in taps] or [0]
     left = max(0, -min(shifts))
     return left, left + max(last.input_size, max(shifts) + _phase_vectors(last, lanes) * lanes)
@@ -1088,7 +1149,8 @@ def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, 
     last = axes3[2]
     if last.output_size < lanes:
         return False
-    row_bytes = weights_shape[1] * _rows_window_width(last, lanes)[1] * dtype.itemsize
+    merged = _rows_merged(last, lanes, weights_shape[2], _half_load(data_dtype))
+    row_bytes = weights_shape[1] * _rows_window_width(last, lanes, merged)[1] * dtype.itemsize
     computed = last.stride * _phase_vectors(last, lanes) * lanes  # outputs per row
     fits = _row_bands(axes3, ROWS_WINDOW_BYTES // row_bytes) is not None
     return fits and (tuple(weights_shape[1:3]) == (1, 1) or (
@@ -1120,9 +1182,10 @@ def rows_co_block(co: int) -> int:
     return min(co, 3 if co % 4 and co % 3 == 0 else 4)
 
 
-def rows_block(co: int, last: AxisPlan, lanes: int) -> tuple[int, int]:
+def rows_block(co: int, last: AxisPlan, lanes: int, merged: bool = False) -> tuple[int, int]:
     """``(co_block, vectors)`` of the row kernel: output channels per pass and vectors
-    of outputs per phase of ``last`` per pass.
+    of outputs per phase of ``last`` per pass (of the row's outputs, if ``merged``:
+    :func:`_merged_taps`, 24 accumulators).
 
     The accumulators (``co_block`` x phases with taps x ``vectors``) take most of the
     registers: up to 24 of AVX-512's 32 (:func:`rows_co_block` channels).  With AVX2's
@@ -1136,6 +1199,9 @@ def rows_block(co: int, last: AxisPlan, lanes: int) -> tuple[int, int]:
     """
     from ._numba_vectors import vector_bytes
 
+    if merged:
+        co_block = rows_co_block(co)
+        return co_block, max(1, min(_merged_vectors(last, lanes), 24 // co_block))
     live = sum(1 for taps in _axis_tap_lists(last) if taps) or 1  # phases with sums
     total = _phase_vectors(last, lanes)
     if vector_bytes() < 64 and live == 2 and co >= 4 and total >= 2:
@@ -1146,7 +1212,8 @@ def rows_block(co: int, last: AxisPlan, lanes: int) -> tuple[int, int]:
 
 
 def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, vectors: int,
-                 data: int = _KEEP, result: int = _KEEP, biased: bool = False) -> str:
+                 data: int = _KEEP, result: int = _KEEP, biased: bool = False,
+                 merged: bool = False) -> str:
     """Source of the channels-first row kernel for the last axis ``last``, ``ci`` input
     and ``co`` output channels per group, ``co_block`` output channels per pass.
     ``data`` (the plane kernel's load modes, :func:`_half_load`): ``_FLOAT16``, the data
@@ -1172,16 +1239,22 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, ve
     interleaved.  The last pass takes the vectors left, and its last, partial vector
     of outputs is stored shifted back to end at the row's end (:func:`vector_shift_in`).
     Weights are laid out ``(G, blocks, K1 * K2, Ci, K3, co_block)`` (:func:`_rows_weights`).
+
+    ``merged`` (:func:`_rows_merged`): the window holds every input twice, and a pass
+    sums ``vectors`` vectors of consecutive outputs of both phases, each pair of taps
+    (:func:`_merged_taps`) one load of the window times alternating weights, laid
+    out ``(G, blocks, K1 * K2, Ci, pairs, co_block, 2)``.  The row's last vector is
+    half a vector where that holds its outputs.
     """
     per_phase = _axis_tap_lists(last)
     stride, out3, size3 = len(per_phase), last.output_size, last.input_size
     k3_count = last.kernel_size
     pairs = data == _BFLOAT16
     units = -(-ci // 2) if pairs else ci  # window rows (channels or pairs) per input row
-    total = _phase_vectors(last, lanes)
+    total = _merged_vectors(last, lanes) if merged else _phase_vectors(last, lanes)
     passes = -(-total // vectors)
-    last_start = (passes - 1) * vectors * lanes  # the last pass's first j
-    left, width = _rows_window_width(last, lanes)
+    last_start = (passes - 1) * vectors * lanes  # the last pass's first j (merged: y)
+    left, width = _rows_window_width(last, lanes, merged)
     blocks = -(-co // co_block)
     tap_weights = units * k3_count * co_block  # weights per tap of the first two axes
 
@@ -1206,6 +1279,15 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, ve
     rows_in_size = f"rows_in * {size3}"  # from one channel's rows to the next's
 
     def fill(indent: str, offset: str, count: int) -> list[str]:
+        if merged:  # each input twice
+            loaded = f"{indent}x = {load}(source, at + {offset}, {count})"
+            if count == 1:
+                return [loaded, f"{indent}vector_store(window, to + 2 * {offset}, x)",
+                        f"{indent}vector_store(window, to + 2 * {offset} + 1, x)"]
+            return [loaded,
+                    f"{indent}vector_store(window, to + 2 * {offset}, vector_interleave(x, x, 0))",
+                    f"{indent}vector_store(window, to + 2 * {offset} + {count}, "
+                    "vector_interleave(x, x, 1))"]
         if not pairs:
             return [f"{indent}vector_store(window, to + {offset}, {load}(source, at + {offset}, "
                     f"{count}))"]
@@ -1289,20 +1371,66 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, ve
                                 f"vector_shift_in({before}, {chunk}, {out3 - begin}))")
         return body
 
+    def merged_pass(y0: str, indent: str, tail: bool) -> list[str]:
+        count = total - (passes - 1) * vectors if tail else vectors
+        sizes = [lanes] * count
+        if tail and 0 < out3 - (last_start + (count - 1) * lanes) <= lanes // 2:
+            sizes[-1] = lanes // 2  # as _merged_lanes counts it
+        sums = [[f"sum_{c}_{v}" for v in range(count)] for c in range(co_block)]
+        body = [f"{indent}{sums[c][v]} = vector_zero(bias, {size})"
+                for c in range(co_block) for v, size in enumerate(sizes)]
+        body += [f"{indent}for r in range(row_count[q]):",
+                 f"{indent}    at = (row_in[q, r] - first) * {width} + {left} + {y0}",
+                 f"{indent}    k = weight_at + row_k[q, r] * {tap_weights}",
+                 f"{indent}    for _ in range({units}):"]
+        inner = indent + "        "
+        for t, (delta, _, _) in enumerate(_merged_taps(last)):
+            for v, size in enumerate(sizes):
+                body.append(f"{inner}x = vector_load(window, at + {delta + v * lanes}, {size})")
+                body += [f"{inner}{sums[c][v]} = vector_fma(x, vector_splat_pair(weights, "
+                         f"k + {(t * co_block + c) * 2}, {size}), {sums[c][v]})"
+                         for c in range(co_block)]
+        body += [f"{inner}at += window_rows * {width}",
+                 f"{inner}k += {k3_count * co_block}"]
+        for c in range(co_block):
+            into = indent
+            if co % co_block:  # the last block's padding channels are not stored
+                body.append(f"{indent}if block * {co_block} + {c} < {co}:")
+                into += "    "
+            channel_line = f"line + {c} * rows_out * {out3}"
+            for v, size in enumerate(sizes):
+                chunk = sums[c][v]
+                if biased:  # added before the one rounding, as to the float32 result
+                    chunk = (f"vector_add({chunk}, vector_splat_at(bias, (plane % groups) * "
+                             f"{co} + block * {co_block} + {c}, {size}))")
+                body.append(f"{into}chunk_{v} = {chunk}")
+                begin = last_start + v * lanes  # the chunk's place in the row (tail)
+                if not tail or begin + size <= out3:
+                    body.append(f"{into}{store}(out, {channel_line} + {y0} + {v * lanes}, "
+                                f"chunk_{v})")
+                else:  # a partial last vector, shifted back to end at the row's end
+                    before = f"chunk_{v - 1}" if v and sizes[v - 1] == size else (
+                        f"{reload}(out, {channel_line} + {begin - size}, {size})")
+                    body.append(f"{into}{store}(out, {channel_line} + {out3 - size}, "
+                                f"vector_shift_in({before}, chunk_{v}, {out3 - begin}))")
+        return body
+
+    run_pass = merged_pass if merged else one_pass
     if last_start:
         lines.append(f"                for j0 in range(0, {last_start}, {vectors * lanes}):")
-        lines += one_pass("j0", " " * 20, False)
-    lines += one_pass(str(last_start), " " * 16, True)
+        lines += run_pass("j0", " " * 20, False)
+    lines += run_pass(str(last_start), " " * 16, True)
     return "\n".join(lines) + "\n"
 
 
 @functools.lru_cache(maxsize=64)
 def _rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, vectors: int,
-                 data: int = _KEEP, result: int = _KEEP, biased: bool = False):
+                 data: int = _KEEP, result: int = _KEEP, biased: bool = False,
+                 merged: bool = False):
     from ._numba_vectors import compile_source
 
     return compile_source(_rows_source(lanes, last, ci, co, co_block, vectors, data, result,
-                                       biased), "rows")
+                                       biased, merged), "rows")
 
 
 @functools.lru_cache(maxsize=256)
@@ -1356,11 +1484,13 @@ def _row_bands(axes3: tuple[AxisPlan, ...], most_rows: int):
         length = -(-length // 2)
 
 
-def _rows_weights(weights, co_block: int, dtype, pairs: bool = False) -> np.ndarray:
+def _rows_weights(weights, co_block: int, dtype, pairs: bool = False,
+                  merged: tuple[tuple[int, int, int], ...] | None = None) -> np.ndarray:
     """(G, Ci, Co, K1, K2, K3) -> flat (G, Co blocks, K1 * K2, Ci, K3, co_block), zeros
     past Co; with ``pairs`` (bfloat16 weights) the bits of input channels ``2u`` and
     ``2u + 1`` packed in one ``uint32`` (zeros for a missing ``2u + 1``), ``Ci / 2``
-    of them."""
+    of them; with ``merged`` (:func:`_merged_taps`), ``K3`` as (tap pairs, co_block,
+    2): each pair's even and odd tap side by side."""
     groups, ci, co = weights.shape[:3]
     k12, k3 = math.prod(weights.shape[3:-1]), weights.shape[-1]
     if pairs:
@@ -1371,6 +1501,9 @@ def _rows_weights(weights, co_block: int, dtype, pairs: bool = False) -> np.ndar
     padded = np.zeros((groups, ci, blocks * co_block, k12, k3), dtype)
     padded[:, :, :co] = weights.reshape(groups, ci, co, k12, k3)
     blocked = padded.reshape(groups, ci, blocks, co_block, k12, k3).transpose(0, 2, 4, 1, 5, 3)
+    if merged:
+        paired = [[even, odd] for _, even, odd in merged]
+        blocked = blocked[:, :, :, :, paired].swapaxes(-1, -2)
     return np.ascontiguousarray(blocked).reshape(-1)
 
 
@@ -1385,19 +1518,22 @@ def _rows_runner(batch, weights, axes3, dtype, threads, derived, data=_KEEP, res
     is added to the sums before."""
     groups, ci, co = weights.shape[:3]
     lanes = _rows_lanes(dtype)
-    co_block, vectors = rows_block(co, axes3[2], lanes)
+    merged = _rows_merged(axes3[2], lanes, co, data)
+    co_block, vectors = rows_block(co, axes3[2], lanes, merged)
     pairs = data == _BFLOAT16
     biased = bias is not None
     shift = np.ascontiguousarray(bias, dtype) if biased else np.empty(0, dtype)
-    kernel = _rows_kernel(lanes, axes3[2], ci, co, co_block, vectors, data, result, biased)
-    key = ("rows", "pairs" if pairs else np.dtype(dtype).str, co_block)
+    kernel = _rows_kernel(lanes, axes3[2], ci, co, co_block, vectors, data, result, biased,
+                          merged)
+    key = ("rows", "pairs" if pairs else np.dtype(dtype).str, co_block, merged)
     w = derived.get(key)
     if w is None:
-        w = derived[key] = _frozen(_rows_weights(weights, co_block, dtype, pairs))[0]
+        w = derived[key] = _frozen(_rows_weights(weights, co_block, dtype, pairs,
+                                                 _merged_taps(axes3[2]) if merged else None))[0]
     tables = _output_row_taps(axes3)
     rows_in = axes3[0].input_size * axes3[1].input_size
     rows_out = axes3[0].output_size * axes3[1].output_size
-    width = _rows_window_width(axes3[2], lanes)[1]
+    width = _rows_window_width(axes3[2], lanes, merged)[1]
     units, window_dtype = (-(-ci // 2), np.uint32) if pairs else (ci, dtype)
     length, first, stop, window_rows = _row_bands(
         axes3, ROWS_WINDOW_BYTES // (units * width * np.dtype(window_dtype).itemsize))

@@ -22,11 +22,11 @@ from numba.extending import intrinsic, models, register_model
 
 from ._machine import vector_bytes
 
-__all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load", "vector_splat_at",
-           "vector_fma", "vector_dot_pairs", "vector_add", "vector_interleave",
-           "vector_shift_in", "vector_store", "vector_load_float16", "vector_store_float16",
-           "vector_pack_pairs", "vector_widen_halves", "vector_load_bfloat16",
-           "vector_store_bfloat16"]
+__all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load",
+           "vector_splat_at", "vector_splat_pair", "vector_fma", "vector_dot_pairs",
+           "vector_add", "vector_interleave", "vector_shift_in", "vector_store",
+           "vector_load_float16", "vector_store_float16", "vector_pack_pairs",
+           "vector_widen_halves", "vector_load_bfloat16", "vector_store_bfloat16"]
 
 
 class Vector(types.Type):
@@ -120,6 +120,26 @@ def vector_splat_at(typingctx, array, index, lanes):
                                         ir.Constant(ir.IntType(32), 0))
         mask = ir.Constant(ir.VectorType(ir.IntType(32), vector.lanes), [0] * vector.lanes)
         return builder.shuffle_vector(single, single, mask)
+
+    return vector(array, index, lanes), codegen
+
+
+@intrinsic
+def vector_splat_pair(typingctx, array, index, lanes):
+    """``array[index]`` in the even lanes and ``array[index + 1]`` in the odd ones (one
+    load of the pair, broadcast: ``vbroadcastsd`` for float32 pairs)."""
+    if not (isinstance(lanes, types.IntegerLiteral) and lanes.literal_value % 2 == 0):
+        return None
+    vector = Vector(array.dtype, lanes.literal_value)
+
+    def codegen(context, builder, signature, args):
+        pair_type = ir.VectorType(context.get_value_type(array.dtype), 2)
+        pointer = _element_pointer(context, builder, array, args[0], args[1])
+        pair = builder.load(builder.bitcast(pointer, pair_type.as_pointer()),
+                            align=array.dtype.bitwidth // 8)
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), vector.lanes),
+                           [lane % 2 for lane in range(vector.lanes)])
+        return builder.shuffle_vector(pair, pair, mask)
 
     return vector(array, index, lanes), codegen
 
@@ -371,7 +391,8 @@ def compile_source(source: str, name: str):
     count depends on the block shape.
     """
     namespace = {"vector_zero": vector_zero, "vector_load": vector_load,
-                 "vector_splat_at": vector_splat_at, "vector_fma": vector_fma,
+                 "vector_splat_at": vector_splat_at, "vector_splat_pair": vector_splat_pair,
+                 "vector_fma": vector_fma,
                  "vector_dot_pairs": vector_dot_pairs, "vector_add": vector_add,
                  "vector_interleave": vector_interleave, "vector_shift_in": vector_shift_in,
                  "vector_store": vector_store, "vector_load_float16": vector_load_float16,
