@@ -24,7 +24,8 @@ Channels first, by rows (:func:`_rows_source`)
     output row summed in registers (a few output channels times a few vectors per phase
     of the last axis), straight from a window of the input rows its band of output rows
     reads, the phases interleaved as they are stored: no accumulator array, no junk
-    border columns.
+    border columns.  Where each phase's vectors would waste lanes, an even kernel's two
+    phases are summed in the same vectors instead (:func:`_merged_taps`).
 Channels last (:func:`_channels_last_kernel`)
     Per output position, up to four taps per pass over the channel vector, written
     straight into the output; compiled per (Ci, Co) so that the channel loops
