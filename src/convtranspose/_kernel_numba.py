@@ -1317,6 +1317,55 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, ve
               "band_length)):",
               f"                line = write + q * {out3}"]
 
+    def tap_loop(indent: str, offset: str) -> tuple[list[str], str]:
+        """The head of the loop over an output row's input rows (and input channels),
+        its window reads from output ``offset`` of the pass on, and its body's indent."""
+        head = [f"{indent}for r in range(row_count[q]):",
+                f"{indent}    at = (row_in[q, r] - first) * {width} + {left} + {offset}",
+                f"{indent}    k = weight_at + row_k[q, r] * {tap_weights}"]
+        inner = indent + "    "
+        if units > 1:
+            head.append(f"{inner}for _ in range({units}):")
+            inner += "    "
+        return head, inner
+
+    def next_channel(inner: str) -> list[str]:
+        if units == 1:
+            return []
+        return [f"{inner}at += window_rows * {width}", f"{inner}k += {k3_count * co_block}"]
+
+    def store_channels(indent: str, chunks: list[list[str]], sizes: list[int], start: str,
+                       first: int, tail: bool) -> list[str]:
+        """Store each output channel's ``chunks`` (vectors of ``sizes`` lanes, plus the
+        bias) from output ``start`` of its row on (output ``first`` in the tail pass,
+        whose partial last vector is shifted back to end at the row's end)."""
+        body = []
+        for c, channel_chunks in enumerate(chunks):
+            into = indent
+            if co % co_block:  # the last block's padding channels are not stored
+                body.append(f"{indent}if block * {co_block} + {c} < {co}:")
+                into += "    "
+            if biased:  # added before the one rounding, as to the float32 result
+                body += [f"{into}shift_{size} = vector_splat_at(bias, (plane % groups) * {co} "
+                         f"+ block * {co_block} + {c}, {size})" for size in sorted(set(sizes))]
+                channel_chunks = [f"vector_add({chunk}, shift_{size})"
+                                  for chunk, size in zip(channel_chunks, sizes)]
+            channel_line = f"line + {c} * rows_out * {out3}"
+            for i, (chunk, size) in enumerate(zip(channel_chunks, sizes)):
+                begin = first + i * lanes  # the chunk's place in the row (tail)
+                if not tail or begin + size <= out3:
+                    body += [f"{into}chunk_{i} = {chunk}",
+                             f"{into}{store}(out, {channel_line} + {start} + {i * lanes}, "
+                             f"chunk_{i})"]
+                elif begin < out3:
+                    # The vector before it: the pass's previous one if as wide, or the
+                    # outputs stored before it (by the passes before, or this one).
+                    before = f"chunk_{i - 1}" if i and sizes[i - 1] == size else (
+                        f"{reload}(out, {channel_line} + {begin - size}, {size})")
+                    body.append(f"{into}{store}(out, {channel_line} + {out3 - size}, "
+                                f"vector_shift_in({before}, {chunk}, {out3 - begin}))")
+        return body
+
     def one_pass(j0: str, indent: str, tail: bool) -> list[str]:
         count = total - (passes - 1) * vectors if tail else vectors  # vectors per phase
         zero = f"vector_zero(bias, {lanes})"  # the sums' dtype, even with no bias
@@ -1324,13 +1373,8 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, ve
                  for p, taps in enumerate(per_phase)] for c in range(co_block)]
         body = [f"{indent}{name} = {zero}" for channel in sums for row in channel
                 for name in row if name != zero]
-        body += [f"{indent}for r in range(row_count[q]):",
-                 f"{indent}    at = (row_in[q, r] - first) * {width} + {left} + {j0}",
-                 f"{indent}    k = weight_at + row_k[q, r] * {tap_weights}"]
-        inner = indent + "    "
-        if units > 1:
-            body.append(f"{inner}for _ in range({units}):")
-            inner += "    "
+        head, inner = tap_loop(indent, j0)
+        body += head
         for p, taps in enumerate(per_phase):
             for shift, k3 in taps:
                 for v in range(count):
@@ -1339,38 +1383,14 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, ve
                     body += [f"{inner}{sums[c][p][v]} = {multiply_add}(x, vector_splat_at("
                              f"weights, k + {k3 * co_block + c}, {lanes}), {sums[c][p][v]})"
                              for c in range(co_block)]
-        if units > 1:
-            body += [f"{inner}at += window_rows * {width}",
-                     f"{inner}k += {k3_count * co_block}"]
-        for c in range(co_block):
-            if stride == 2:
-                chunks = [f"vector_interleave({sums[c][0][v]}, {sums[c][1][v]}, {half})"
-                          for v in range(count) for half in (0, 1)]
-            else:
-                chunks = [sums[c][0][v] for v in range(count)]
-            into = indent
-            if co % co_block:  # the last block's padding channels are not stored
-                body.append(f"{indent}if block * {co_block} + {c} < {co}:")
-                into += "    "
-            if biased:  # added before the one rounding, as to the float32 result
-                body.append(f"{into}shift = vector_splat_at(bias, (plane % groups) * {co} + "
-                            f"block * {co_block} + {c}, {lanes})")
-                chunks = [f"vector_add({chunk}, shift)" for chunk in chunks]
-            channel_line = f"line + {c} * rows_out * {out3}"
-            for i, chunk in enumerate(chunks):
-                begin = stride * last_start + i * lanes  # the chunk's place in the row (tail)
-                if not tail or begin + lanes <= out3:
-                    body += [f"{into}chunk_{i} = {chunk}",
-                             f"{into}{store}(out, {channel_line} + {stride} * {j0} + "
-                             f"{i * lanes}, chunk_{i})"]
-                elif begin < out3:
-                    # The vector before it: the pass's previous one, or (a last pass of
-                    # one vector per phase) the outputs the passes before it stored.
-                    before = f"chunk_{i - 1}" if i else (
-                        f"{reload}(out, {channel_line} + {begin - lanes}, {lanes})")
-                    body.append(f"{into}{store}(out, {channel_line} + {out3 - lanes}, "
-                                f"vector_shift_in({before}, {chunk}, {out3 - begin}))")
-        return body
+        body += next_channel(inner)
+        if stride == 2:
+            chunks = [[f"vector_interleave({sums[c][0][v]}, {sums[c][1][v]}, {half})"
+                       for v in range(count) for half in (0, 1)] for c in range(co_block)]
+        else:
+            chunks = [[sums[c][0][v] for v in range(count)] for c in range(co_block)]
+        return body + store_channels(indent, chunks, [lanes] * len(chunks[0]),
+                                     f"{stride} * {j0}", stride * last_start, tail)
 
     def merged_pass(y0: str, indent: str, tail: bool) -> list[str]:
         count = total - (passes - 1) * vectors if tail else vectors
@@ -1380,41 +1400,16 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, ve
         sums = [[f"sum_{c}_{v}" for v in range(count)] for c in range(co_block)]
         body = [f"{indent}{sums[c][v]} = vector_zero(bias, {size})"
                 for c in range(co_block) for v, size in enumerate(sizes)]
-        body += [f"{indent}for r in range(row_count[q]):",
-                 f"{indent}    at = (row_in[q, r] - first) * {width} + {left} + {y0}",
-                 f"{indent}    k = weight_at + row_k[q, r] * {tap_weights}",
-                 f"{indent}    for _ in range({units}):"]
-        inner = indent + "        "
+        head, inner = tap_loop(indent, y0)
+        body += head
         for t, (delta, _, _) in enumerate(_merged_taps(last)):
             for v, size in enumerate(sizes):
                 body.append(f"{inner}x = vector_load(window, at + {delta + v * lanes}, {size})")
                 body += [f"{inner}{sums[c][v]} = vector_fma(x, vector_splat_pair(weights, "
                          f"k + {(t * co_block + c) * 2}, {size}), {sums[c][v]})"
                          for c in range(co_block)]
-        body += [f"{inner}at += window_rows * {width}",
-                 f"{inner}k += {k3_count * co_block}"]
-        for c in range(co_block):
-            into = indent
-            if co % co_block:  # the last block's padding channels are not stored
-                body.append(f"{indent}if block * {co_block} + {c} < {co}:")
-                into += "    "
-            channel_line = f"line + {c} * rows_out * {out3}"
-            for v, size in enumerate(sizes):
-                chunk = sums[c][v]
-                if biased:  # added before the one rounding, as to the float32 result
-                    chunk = (f"vector_add({chunk}, vector_splat_at(bias, (plane % groups) * "
-                             f"{co} + block * {co_block} + {c}, {size}))")
-                body.append(f"{into}chunk_{v} = {chunk}")
-                begin = last_start + v * lanes  # the chunk's place in the row (tail)
-                if not tail or begin + size <= out3:
-                    body.append(f"{into}{store}(out, {channel_line} + {y0} + {v * lanes}, "
-                                f"chunk_{v})")
-                else:  # a partial last vector, shifted back to end at the row's end
-                    before = f"chunk_{v - 1}" if v and sizes[v - 1] == size else (
-                        f"{reload}(out, {channel_line} + {begin - size}, {size})")
-                    body.append(f"{into}{store}(out, {channel_line} + {out3 - size}, "
-                                f"vector_shift_in({before}, chunk_{v}, {out3 - begin}))")
-        return body
+        body += next_channel(inner)
+        return body + store_channels(indent, sums, sizes, y0, last_start, tail)
 
     run_pass = merged_pass if merged else one_pass
     if last_start:
