@@ -125,6 +125,16 @@ TINY = {
 }
 
 
+@pytest.fixture
+def forced_dense(monkeypatch):
+    """These tests are of the prepared ``dense`` call: which algorithm the cost model
+    would pick for a tiny layer depends on the CPU, so ``dense`` is forced."""
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "dense")
+    _api._prepared_calls.clear()
+    yield
+    _api._prepared_calls.clear()
+
+
 def _tiny(dtype=np.float32, batch=1):
     data = RNG.standard_normal((batch, 2, 5, 4)).astype(dtype)
     return data, RNG.standard_normal((2, 3, 3, 2)).astype(dtype)
@@ -146,7 +156,7 @@ def _forbid_general_path(monkeypatch):
 
 @pytest.mark.parametrize("frontend", TINY)
 @pytest.mark.parametrize("dtype, batch", [(np.float32, 1), (np.float64, 3)])
-def test_prepared_tiny_call_is_used_and_gives_the_general_paths_bits(monkeypatch, frontend,
+def test_prepared_tiny_call_is_used_and_gives_the_general_paths_bits(forced_dense, monkeypatch, frontend,
                                                                      dtype, batch):
     call = TINY[frontend]
     data, filter = _tiny(dtype, batch)
@@ -163,7 +173,7 @@ def test_prepared_tiny_call_is_used_and_gives_the_general_paths_bits(monkeypatch
     np.testing.assert_allclose(got, call(data, filter), rtol=1e-5, atol=1e-5)
 
 
-def test_prepared_tiny_call_notices_an_edited_filter():
+def test_prepared_tiny_call_notices_an_edited_filter(forced_dense):
     call = TINY["openvino"]
     data, filter = _tiny()
     call(data, filter)
@@ -172,7 +182,7 @@ def test_prepared_tiny_call_notices_an_edited_filter():
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_prepared_tiny_call_yields_non_finite_data_to_the_exact_path(monkeypatch, bad):
+def test_prepared_tiny_call_yields_non_finite_data_to_the_exact_path(forced_dense, monkeypatch, bad):
     call = TINY["onnx"]
     data, filter = _tiny(batch=3)
     call(data, filter)
@@ -186,7 +196,7 @@ def test_prepared_tiny_call_yields_non_finite_data_to_the_exact_path(monkeypatch
 
 
 @pytest.mark.parametrize("where", ["data", "data and filter", "filter", "filter, zero data"])
-def test_prepared_tiny_call_overflows_silently_like_the_general_path(where):
+def test_prepared_tiny_call_overflows_silently_like_the_general_path(forced_dense, where):
     # Values near the float32 limit (or an infinite tap, also against zeros) take the
     # prepared call's guarded product; the result is the general path's, and nothing
     # warns.  "data and filter": inputs whose squares stay finite, so that only the
@@ -213,7 +223,7 @@ def test_prepared_tiny_call_overflows_silently_like_the_general_path(where):
     assert not np.isfinite(got).all()
 
 
-def test_prepared_tiny_call_follows_the_environment_switches(monkeypatch):
+def test_prepared_tiny_call_follows_the_environment_switches(forced_dense, monkeypatch):
     call = TINY["openvino"]
     data, filter = _tiny()
     call(data, filter)
@@ -229,7 +239,7 @@ def test_prepared_tiny_call_follows_the_environment_switches(monkeypatch):
         seen.clear()
 
 
-def test_prepared_tiny_calls_only_for_native_float32_and_float64_without_bias():
+def test_prepared_tiny_calls_only_for_native_float32_and_float64_without_bias(forced_dense):
     call = TINY["openvino"]
     for dtype in (np.float16, np.int32, np.dtype(">f4")):
         data, filter = _tiny(np.float32)
@@ -248,7 +258,7 @@ def test_prepared_tiny_calls_only_for_native_float32_and_float64_without_bias():
                                                     strides=2), with_bias)
 
 
-def test_prepared_tiny_calls_stay_bounded():
+def test_prepared_tiny_calls_stay_bounded(forced_dense):
     _api._prepared_calls.clear()
     for size in range(3, 3 + _api._PREPARED_CALLS_KEPT + 4):
         data = RNG.standard_normal((1, 1, size)).astype(np.float32)

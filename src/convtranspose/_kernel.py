@@ -2301,8 +2301,8 @@ class DenseCall:
     filter of the same bytes, the same environment switches) returns what
     :func:`transposed_convolution` returns without bias, in one product with the
     kept matrix: no algorithm choice or filter memo, each of which costs about as
-    much as the product in a call made after the process slept (docs/performance-log.md,
-    "Cold calls").  Returns None when it cannot vouch for the result (another filter
+    much as the product in a call made after the process slept
+    (``benchmarks/results/small-layer-calls.json``).  Returns None when it cannot vouch for the result (another filter
     or switch, or an output that is not finite: the general path then decides,
     exactly).
     """
