@@ -10,7 +10,7 @@ time lost to wrong choices (chosen / fastest per layer).
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/calibrate.py --out DIR
 
 The estimates use the GEMM speed of this machine's class
-(:func:`convtranspose._kernel.machine_class`); a new class needs its own entry there
+(:func:`convtranspose.dispatch.calibration.machine_class`); a new class needs its own entry there
 first.  Run it on a quiet machine.  Each time is the median over ``--repeat`` calls timed as
 the benchmark times them (a pause, one untimed call, the timed one): calls after a
 pause can differ from back-to-back ones (before the numba helper threads were kept
@@ -31,9 +31,18 @@ import time
 
 import numpy as np
 
-from convtranspose import _blas, _kernel
-from convtranspose._bench import (SETTLE_SECONDS, SUITE, Layer, _kernel_weights_shape,
-                                  layer_plan_axes, make_inputs)
+from convtranspose import _execute as execute
+from convtranspose import dispatch, host_target, kernels
+from convtranspose._bench import (
+    SETTLE_SECONDS,
+    SUITE,
+    Layer,
+    _kernel_weights_shape,
+    layer_plan_axes,
+    make_inputs,
+)
+from convtranspose._runtime import blas
+from convtranspose.dispatch import calibration, estimates
 
 
 def random_layers(count: int, seed: int) -> list[Layer]:
@@ -96,14 +105,15 @@ def calibrate_layer(layer: Layer, repeat: int, budget: float) -> dict:
     data, weights = _kernel_inputs(layer)
     channels_last = layer.layout == "NXC"
     dtype = np.dtype(np.float32)
-    costs = _kernel._raw_costs(layer.batch, axes, weights.shape, channels_last,
-                               _kernel._numba_usable(), False, _blas.available(dtype))
-    chosen = _kernel.choose_algorithm(layer.batch, axes, weights.shape,
+    target = host_target()
+    costs = estimates.raw_estimates(layer.batch, axes, weights.shape, channels_last, False,
+                                    target, target.blas_for(dtype))
+    chosen = dispatch.choose_algorithm(layer.batch, axes, weights.shape,
                                       channels_last=channels_last, dtype=dtype)
     measured = {}
     for name in sorted(costs, key=lambda name: costs[name].total):
         def run(name=name):
-            return _kernel.transposed_convolution(data, weights, axes, dtype=dtype,
+            return execute.transposed_convolution(data, weights, axes, dtype=dtype,
                                                   channels_last=channels_last, algorithm=name)
         measured[name] = _typical_seconds(run, repeat, budget) * 1e3
     fastest = min(measured, key=measured.get)
@@ -118,35 +128,35 @@ _OVERHEADS_MS = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3, 0.5)
 
 
 def _gemm_ms(result: dict, name: str) -> float:
-    """The unscaled BLAS part of an estimate (0 in runs from before session 19)."""
+    """The unscaled BLAS part of an estimate (0 in results files that lack it)."""
     return result.get("gemm_ms", {}).get(name, 0.0)
 
 
 def _kernel_ms(result: dict, name: str) -> float:
-    """The numba multiply-add part of an estimate, scaled on its own (0 in runs from
-    before session 25, where it is part of ``raw_ms``)."""
+    """The numba multiply-add part of an estimate, scaled on its own (0 in results files
+    that lack it, where it is part of ``raw_ms``)."""
     return result.get("kernel_ms", {}).get(name, 0.0)
 
 
 def _estimate_ms(result: dict, name: str, entry: tuple[float, ...]) -> float:
     """The calibrated estimate of ``name`` with one ``(scale, overhead ns[, kernel
     scale])`` entry of a calibration table."""
-    cost = _kernel.RawCost(result["raw_ms"][name] * 1e6, _gemm_ms(result, name) * 1e6,
+    cost = calibration.RawCost(result["raw_ms"][name] * 1e6, _gemm_ms(result, name) * 1e6,
                            _kernel_ms(result, name) * 1e6)
-    return _kernel.calibrated_ns(cost, entry) / 1e6
+    return calibration.calibrated_ns(cost, entry) / 1e6
 
 
 def fit(results: list[dict]) -> dict[str, tuple[float, ...]]:
     """Per algorithm, ``(scale, overhead ns[, kernel scale])`` minimising the squared log error.
 
     The estimate is ``scale * raw + kernel scale * kernel + gemm + overhead``
-    (:class:`convtranspose._kernel.RawCost`).  For each candidate overhead (and kernel
+    (:class:`convtranspose.dispatch.calibration.RawCost`).  For each candidate overhead (and kernel
     scale, where the algorithm has a kernel part) the scale is the geometric mean of
     (measured - gemm - kernel part - overhead) / raw estimate (the rest at least a tenth
     of the measured time); the combination with the smallest mean squared log error wins.
     """
     table = {}
-    for name in _kernel.ALGORITHMS:
+    for name in kernels.ALGORITHMS:
         rows = [(r["raw_ms"][name], _gemm_ms(r, name), _kernel_ms(r, name), r["measured_ms"][name])
                 for r in results if name in r["measured_ms"]]
         if not rows:
@@ -199,7 +209,7 @@ def summary(results: list[dict]) -> str:
             ratios.setdefault(name, []).append(ms / raw)
     lines = ["| algorithm | layers | geomean measured/raw estimate | min | max |",
              "|---|---|---|---|---|"]
-    for name in _kernel.ALGORITHMS:
+    for name in kernels.ALGORITHMS:
         values = ratios.get(name)
         if values:
             mean = math.exp(sum(map(math.log, values)) / len(values))
@@ -207,10 +217,10 @@ def summary(results: list[dict]) -> str:
                          f"| {max(values):.3g} |")
     table = fit(results)
     lines.append("")
-    lines.append(f"Current model: {_describe_losses(choice_losses(results, _kernel._calibration()))}.")
+    lines.append(f"Current model: {_describe_losses(choice_losses(results, calibration.calibration_table()))}.")
     lines.append(f"Refitted: {_describe_losses(choice_losses(results, table))}, with")
     lines.append("")
-    lines.append(f"    calibration of {_kernel.machine_class().name} = {{")
+    lines.append(f"    calibration of {calibration.machine_class().name} = {{")
     lines.extend(f"        {name!r}: {value!r}," for name, value in table.items())
     lines.append("    }")
     return "\n".join(lines)
@@ -256,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "calibration.json"), "w") as handle:
-        json.dump({"blas": _blas.corename(), "machine": _kernel.machine_class().name,
+        json.dump({"blas": blas.corename(), "machine": calibration.machine_class().name,
                    "results": results}, handle, indent=1)
     with open(os.path.join(args.out, "calibration.md"), "w") as handle:
         handle.write("\n\n".join(table(r) for r in results) + "\n\n" + report + "\n")

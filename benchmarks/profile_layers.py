@@ -2,8 +2,8 @@
 
 For every float32/float16/bfloat16 layer of the benchmark suite (or those whose names
 contain one of ``--layers``' comma-separated words), prints a Markdown row: the
-algorithm; the median time of the public call back to back, back to back with the numba
-kernels on one thread (BLAS keeps its own threads), and after a pause (as the
+algorithm; the median time of the public call back to back, back to back on a one-thread
+target (BLAS keeps its own threads), and after a pause (as the
 benchmark's rounds); the useful multiply-adds' rate back to back and its share of the
 machine's FMA peak on all threads (:func:`convtranspose._bench.fma_peak_flops`; "-"
 without numba); and how cProfile splits the calling thread's time over ten back-to-back
@@ -20,18 +20,19 @@ import statistics
 import sys
 import time
 
-from convtranspose import _bench, _kernel
+import convtranspose as ct
+from convtranspose import _bench, dispatch
 
 #: (category, test on cProfile's (file name, function name)), first match wins.
 CATEGORIES = (
-    ("BLAS", lambda file, name: name == "gemm" and file.endswith("_blas.py")
+    ("BLAS", lambda file, name: name == "gemm" and file.endswith("blas.py")
      or name == "_matmul" or "matmul" in name),
-    ("copies", lambda file, name: name == "_copy" and file.endswith("_kernel.py")),
-    ("adds", lambda file, name: name == "_add" and file.endswith("_kernel.py")),
-    ("numba", lambda file, name: file.endswith(("_kernel_numba.py", "_casts_numba.py"))),
+    ("copies", lambda file, name: name == "copy" and file.endswith("threads.py")),
+    ("adds", lambda file, name: name == "add" and file.endswith("threads.py")),
+    ("numba", lambda file, name: "_numba" in file),
     ("zeroing", lambda file, name: "fill" in name or "zeros" in name),
     ("waiting for helpers", lambda file, name: "acquire" in name),
-    ("casts", lambda file, name: file.endswith("_casts.py") or "astype" in name),
+    ("casts", lambda file, name: file.endswith("casts.py") or "astype" in name),
 )
 
 
@@ -46,17 +47,9 @@ def _median_ms(run, pause: float, repeat: int = 9) -> float:
 
 
 def _one_thread_ms(run) -> float:
-    """Back-to-back median with the numba kernels' helper threads off."""
-    try:
-        from convtranspose import _kernel_numba
-    except ImportError:  # numba is an optional extra: nothing to switch off
+    """Back-to-back median on a one-thread target (BLAS keeps its own threads)."""
+    with ct.use_target(ct.host_target().replace(threads=1)):
         return _median_ms(run, 0.0)
-    threads = _kernel_numba._THREADS
-    _kernel_numba._THREADS = 1
-    try:
-        return _median_ms(run, 0.0)
-    finally:
-        _kernel_numba._THREADS = threads
 
 
 def _split(run, calls: int = 10) -> tuple[float, dict[str, float]]:
@@ -88,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         if words and not any(word in layer.label for word in words):
             continue
         run, _ = _bench._ours(layer, _bench.make_inputs(layer))
-        algorithm = _kernel.describe_algorithm(
+        algorithm = dispatch.describe_algorithm(
             layer.batch, tuple(_bench.layer_plan_axes(layer)), _bench._kernel_weights_shape(layer),
             channels_last=layer.layout == "NXC",
             result_dtype=None if layer.dtype == "float32" else _bench._numpy_dtype(layer.dtype))

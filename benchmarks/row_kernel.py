@@ -19,8 +19,11 @@ import time
 
 import numpy as np
 
-from convtranspose import _kernel_numba as kernels
+from convtranspose import host_target
+from convtranspose._geometry import _three_axes
 from convtranspose._plan import AxisPlan
+from convtranspose.kernels import schedules
+from convtranspose.kernels._numba import direct, planes
 
 
 def random_layer(rng):
@@ -64,26 +67,27 @@ def main(argv=None):
     parser.add_argument("--any-stride", action="store_true",
                         help="also layers with channels and a last-axis stride of 1")
     args = parser.parse_args(argv)
-    strides = kernels.ROWS_CHANNEL_STRIDES
+    strides = schedules.ROWS_CHANNEL_STRIDES
     if args.any_stride:
-        kernels.ROWS_CHANNEL_STRIDES = (1, 2)
+        schedules.ROWS_CHANNEL_STRIDES = (1, 2)
     try:
         return _run(args)
     finally:
-        kernels.ROWS_CHANNEL_STRIDES = strides
+        schedules.ROWS_CHANNEL_STRIDES = strides
 
 
 def _run(args):
     rng = np.random.default_rng(args.seed)
     f32 = np.dtype(np.float32)
+    target = host_target()
     ratios = {}
     print("| layer | plane kernel ms | row kernel ms | row / plane | max difference |")
     print("|---|---|---|---|---|")
     done = 0
     while done < args.layers:
         batch, shape, axes = random_layer(rng)
-        axes3 = kernels._three_axes(axes)
-        if not kernels.rows_apply(shape, axes3, False, f32, f32, f32):
+        axes3 = _three_axes(axes)
+        if not schedules.rows_apply(shape, axes3, False, f32, f32, f32, target):
             continue
         groups, ci, co = shape[:3]
         data = rng.standard_normal((batch, groups * ci) + tuple(a.input_size for a in axes),
@@ -91,13 +95,13 @@ def _run(args):
         weights = rng.standard_normal(shape, dtype=np.float32)
         out_shape = (batch, groups * co) + tuple(a.output_size for a in axes)
         planes_out, rows_out = np.empty(out_shape, f32), np.empty(out_shape, f32)
-        threads = kernels._threads(batch, shape, axes)
+        threads = direct._threads(batch, shape, axes, target)
         planes_memo, rows_memo = {}, {}
         seconds = median_seconds({
-            "planes": lambda: kernels._direct_planes(data, weights, axes3, f32, planes_out,
-                                                     threads, False, planes_memo),
-            "rows": lambda: kernels.direct_phase(data, weights, axes, f32, False, rows_out,
-                                                 rows_memo)}, args.rounds)
+            "planes": lambda: planes._direct_planes(data, weights, axes3, f32, planes_out,
+                                                    target, threads, False, planes_memo),
+            "rows": lambda: direct.direct_phase(data, weights, axes, f32, False, rows_out,
+                                                rows_memo, None, target)}, args.rounds)
         difference = np.abs(planes_out - rows_out).max() / max(1e-30, np.abs(planes_out).max())
         ratio = seconds["rows"] / seconds["planes"]
         ratios.setdefault(axes[-1].stride, []).append(ratio)

@@ -7,10 +7,16 @@
 CI runs derandomised (profile ``ci``, chosen when ``CI`` is set) so a red build reproduces.
 """
 
+import contextlib
 import os
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# The shared helpers (oracle.py, cli_support.py) sit here; tests in subfolders import them.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("dev", **_COMMON)
@@ -45,3 +51,20 @@ def examples(pytestconfig):
 def peer_examples(pytestconfig):
     """The per-dialect budget for differential tests against runtimes (``--peer-examples``)."""
     return pytestconfig.getoption("--peer-examples")
+
+
+@pytest.fixture
+def use_target():
+    """``use_target(**changes)``: run the rest of the test on this machine's target with
+    ``changes`` (``vector_bytes=32`` exercises the AVX2 kernels on an AVX-512 CPU,
+    ``threads=3`` splits work three ways on any machine); calls compound."""
+    from convtranspose import Target, host_target
+    from convtranspose import use_target as enter
+
+    stack = contextlib.ExitStack()
+
+    def use(**changes) -> Target:
+        return stack.enter_context(enter(host_target().replace(**changes)))
+
+    with stack:
+        yield use

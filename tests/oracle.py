@@ -1,6 +1,6 @@
 """A slow, obviously correct transposed convolution: the test oracle.
 
-Written straight from the canonical definition in ``shared/SEMANTICS.md``, with
+Written straight from the canonical definition in ``docs/semantics.md``, with
 no code shared with the library: a Python loop over kernel taps, exact
 accumulation (float64 for floats, Python-int-exact int64 wrap for integers).
 
@@ -9,7 +9,7 @@ accumulation (float64 for floats, Python-int-exact int64 wrap for integers).
 
 Below it, one oracle per dialect (``openvino_cbpd``, ``openvino_group_cbpd``,
 ``onednn_conv_transpose``, ``onnx_conv_transpose`` and their ``*_case`` forms)
-derives (offset, Y) per axis by transcribing the tables of SEMANTICS.md (it never
+derives (offset, Y) per axis by transcribing the tables of docs/semantics.md (it never
 imports ``convtranspose``), and ``assert_matches`` compares a result with a case
 under the documented error bound.
 """
@@ -61,7 +61,7 @@ def crop(full, offsets, sizes):
 # ---------------------------------------------------------------------------
 # Per-dialect oracles.
 #
-# Each dialect is written straight from the tables of ``shared/SEMANTICS.md``
+# Each dialect is written straight from the tables of ``docs/semantics.md``
 # (not from ``convtranspose._plan``): per spatial axis it picks (offset, Y) and
 # the pads the owning runtime reports, then the canonical computation above does
 # the arithmetic.  A configuration the dialect refuses raises ``Rejected``.
@@ -191,7 +191,7 @@ def ml_finfo(dtype):
 def openvino_geometry(spatial, kernel, strides=None, pads_begin=None, pads_end=None,
                       dilations=None, auto_pad="explicit", output_padding=None,
                       output_shape=None):
-    """Per axis ``(offset, Y, reported_pads_begin, reported_pads_end)`` (SEMANTICS table)."""
+    """Per axis ``(offset, Y, reported_pads_begin, reported_pads_end)`` (docs/semantics.md's table)."""
     rank = len(spatial)
     s = _listify(strides, rank, 1)
     d = _listify(dilations, rank, 1)
@@ -256,7 +256,7 @@ def openvino_group_cbpd(data, filter, output_shape=None, **attributes):
 
 def onednn_geometry(spatial, kernel, strides=None, pads_begin=None, pads_end=None,
                     dilations=None, auto_pad="none", output_padding=None, output_shape=None):
-    """Per axis ``(offset, Y, reported_pads_begin, reported_pads_end)`` (SEMANTICS, oneDNN)."""
+    """Per axis ``(offset, Y, reported_pads_begin, reported_pads_end)`` (docs/semantics.md, oneDNN)."""
     rank = len(spatial)
     s = _listify(strides, rank, 1)
     d = _listify(dilations, rank, 1)
@@ -319,7 +319,7 @@ def onednn_conv_transpose_case(input, filter, bias=None, *, strides=None, pads_b
                                pads_end=None, dilations=None, auto_pad="none",
                                output_padding=None, groups=1, data_format="NXC",
                                filter_format="XIO", weights_format=None, output_shape=None):
-    """oneDNN Graph ConvTranspose-1 (spec 002 + SEMANTICS.md)."""
+    """oneDNN Graph ConvTranspose-1 (its specification and docs/semantics.md)."""
     data = np.asarray(input)
     rank = data.ndim - 2
     channels_last = data_format.upper() == "NXC"
@@ -340,7 +340,7 @@ def onednn_conv_transpose(input, filter, bias=None, **attributes):
 
 def onnx_geometry(spatial, kernel, strides=None, pads=None, dilations=None, auto_pad="NOTSET",
                   output_padding=None, output_shape=None):
-    """Per axis ``(offset, Y, reported_pads_begin, reported_pads_end)`` (SEMANTICS, ONNX)."""
+    """Per axis ``(offset, Y, reported_pads_begin, reported_pads_end)`` (docs/semantics.md, ONNX)."""
     rank = len(spatial)
     s = _listify(strides, rank, 1)
     d = _listify(dilations, rank, 1)

@@ -13,7 +13,7 @@ size of x) must satisfy, for every x and y,
 
 This checks the library's numbers by an algebraic identity that shares nothing
 with its scatter-add formulation nor with the oracle's loop (only the per-axis
-offset comes from the SEMANTICS.md tables, through ``oracle.*_geometry``).  Values
+offset comes from the docs/semantics.md tables, through ``oracle.*_geometry``).  Values
 are small integers held in float64, so every inner product is exact and the test
 asserts equality.
 """

@@ -6,7 +6,8 @@ import pathlib
 
 import pytest
 
-from convtranspose import _kernel
+from convtranspose._runtime import target as runtime_target
+from convtranspose.kernels import ALGORITHMS
 
 SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -24,17 +25,17 @@ def test_profile_layers_prints_a_row_per_selected_layer(capsys):
     assert len(rows) == 2  # NCX and NXC
     for row in rows:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
-        assert cells[1].split(" (")[0] in _kernel.ALGORITHMS  # which one depends on the CPU
+        assert cells[1] in ALGORITHMS  # which one depends on the CPU
         assert all(float(cell) > 0 for cell in cells[2:6] + cells[7:8])  # times, rate
 
 
 def test_row_kernel_script_times_layers_the_row_kernel_takes(capsys):
     pytest.importorskip("numba")
-    from convtranspose import _kernel_numba
+    from convtranspose.kernels import schedules
 
-    strides = _kernel_numba.ROWS_CHANNEL_STRIDES
+    strides = schedules.ROWS_CHANNEL_STRIDES
     assert _load("row_kernel").main(["--layers", "2", "--rounds", "1", "--any-stride"]) == 0
-    assert _kernel_numba.ROWS_CHANNEL_STRIDES == strides  # restored
+    assert schedules.ROWS_CHANNEL_STRIDES == strides  # restored
     rows = [line for line in capsys.readouterr().out.splitlines()
             if line.startswith("| N")]
     assert len(rows) == 2
@@ -92,6 +93,7 @@ def _pairs_inside(layer):
     """(input, tap) pairs per channel pair landing in the cropped result, counted by
     the oracle's own transposed convolution of ones (an independent count)."""
     import numpy as np
+
     from oracle import crop, full_transposed_convolution
 
     ones = np.ones((1, 1) + layer.spatial)
@@ -140,11 +142,11 @@ def test_peak_kernel_chains_leave_room_for_its_two_operands():
 
 
 def test_machine_peaks_are_measured_and_plausible():
-    from convtranspose import _bench, _kernel
+    from convtranspose import _bench
 
     assert 1e8 < _bench.copy_bandwidth(megabytes=8) < 1e13
     peak = _bench.fma_peak_flops(threads=1, count=200_000)
-    if _kernel._numba_usable():
+    if runtime_target._numba_usable():
         assert 1e8 < peak < 1e13
     else:
         assert peak is None
@@ -161,9 +163,9 @@ def test_bench_row_keeps_every_round_and_the_fastest_rounds_ratio(monkeypatch):
     import time
 
     import numpy as np
-    from oracle import crop, full_transposed_convolution
 
     from convtranspose import _bench
+    from oracle import crop, full_transposed_convolution
 
     layer = next(layer for layer in _bench.SUITE if layer.label == "tiny N1 2->3 5x5 k3 s2 p1")
     calls = []
@@ -181,7 +183,7 @@ def test_bench_row_keeps_every_round_and_the_fastest_rounds_ratio(monkeypatch):
         return run, lambda result: result.astype(np.float32)
 
     monkeypatch.setitem(_bench.PEERS, "oracle", oracle_peer)
-    monkeypatch.setattr(_bench, "SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(_bench.run, "SETTLE_SECONDS", 0.0)  # the rounds read it there
     row = _bench.bench_layer(layer, ["oracle"], repeat=5, warmup=1, budget=60.0)
     rounds = row["rounds_ms"]
     assert sorted(rounds) == ["convtranspose", "oracle"]

@@ -11,10 +11,9 @@ import types
 import numpy as np
 import pytest
 
+import convtranspose.cli as cli
 from cli_support import assert_one_line_error, run_cli, write_ir
 from oracle import crop, full_transposed_convolution
-
-import convtranspose.cli as cli
 
 # The spec XML examples: (op, data, filter, output_shape input, attributes, declared output).
 SPEC_EXAMPLES = [

@@ -1,7 +1,7 @@
 """The examples in the public docstrings run and print what they claim.
 
-Their expected values come from the specs (the XML examples' shapes) and the
-SEMANTICS.md worked example, not from running the code.
+Their expected values come from the specs (the XML examples' shapes) and the worked
+example of ``docs/semantics.md``, not from running the code.
 """
 
 import doctest
@@ -9,7 +9,9 @@ import importlib
 
 import pytest
 
-MODULES = ["convtranspose", "convtranspose._api", "convtranspose._plan", "convtranspose.shapes"]
+MODULES = ["convtranspose", "convtranspose._api", "convtranspose._dialects.openvino",
+           "convtranspose._dialects.onednn", "convtranspose._dialects.onnx",
+           "convtranspose.shapes", "convtranspose.dispatch", "convtranspose._runtime.target"]
 
 
 @pytest.mark.parametrize("name", MODULES)

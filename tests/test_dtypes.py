@@ -1,6 +1,6 @@
 """Element types: every dtype in every dialect, accumulation and rounding rules.
 
-SEMANTICS.md "Numbers": float16/bfloat16 accumulate in float32 and round once at
+docs/semantics.md "Numbers": float16/bfloat16 accumulate in float32 and round once at
 the end; integers accumulate exactly (in int64) and wrap to the element type.  The
 hand-made cases below distinguish those rules from the tempting alternatives
 (accumulating in the element type, saturating) with numbers small enough to check

@@ -314,7 +314,7 @@ def _random_layer(rng, index):
         attributes["pads_begin"] = attributes["pads_end"] = [0] * rank
     if (output_shape == x and attributes["auto_pad"] == "explicit" and k == [1] * rank
             and s == [1] * rank and not any(attributes["output_padding"])):
-        # PEERS.md quirk: here OpenVINO's CPU plugin ignores pads_begin (SEMANTICS.md: offset).
+        # A peer's quirk: here OpenVINO's CPU plugin ignores pads_begin (docs/semantics.md: offset).
         attributes["pads_begin"] = [0] * rank
     op = "GroupConvolutionBackpropData" if grouped else "ConvolutionBackpropData"
     filter_shape = ([groups, c_in, c_out] if grouped else [c_in, c_out]) + k

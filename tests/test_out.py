@@ -13,7 +13,9 @@ import pytest
 
 import convtranspose as ct
 import oracle
-from convtranspose import _api, _kernel
+from convtranspose import _api, kernels
+from convtranspose._runtime import environment
+from convtranspose.kernels import schedules
 
 ATTRIBUTES = dict(strides=[2, 1], pads_begin=[1, 0], pads_end=[0, 1], dilations=[1, 2],
                   output_padding=[1, 0])
@@ -40,9 +42,9 @@ def into_given(data, filter, bias, data_format, **attributes):
 
 
 @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
-@pytest.mark.parametrize("algorithm", _kernel.ALGORITHMS)
+@pytest.mark.parametrize("algorithm", kernels.ALGORITHMS)
 def test_every_algorithm_writes_into_out(monkeypatch, algorithm, data_format):
-    monkeypatch.setenv(_kernel.ALGORITHM_ENV, algorithm)
+    monkeypatch.setenv(environment.ALGORITHM_ENV, algorithm)
     rng = np.random.default_rng(1)
     for dtype in (np.float32, np.float64, np.int32):
         for bias in (True, False):
@@ -55,7 +57,7 @@ def test_every_algorithm_writes_into_out(monkeypatch, algorithm, data_format):
 def test_half_precision_rounds_into_out(monkeypatch, algorithm, dtype, data_format):
     # The numba kernels round their float32 sums straight into out; BLAS rounds a
     # float32 result into it afterwards.
-    monkeypatch.setenv(_kernel.ALGORITHM_ENV, algorithm)
+    monkeypatch.setenv(environment.ALGORITHM_ENV, algorithm)
     rng = np.random.default_rng(2)
     for bias in (True, False):
         into_given(*operands(rng, dtype, data_format, channels=(8, 24), bias=bias), data_format)
@@ -89,7 +91,7 @@ def test_long_lines_in_segments_write_into_out(data_format):
     weights_shape = (1, 4, 3, 4)
     axis = ct.shapes.conv_transpose((1, 20000, 4), (4, 4, 3), strides=2, pads_begin=1,
                                     pads_end=1).axes[0]
-    assert _kernel.line_segmented(axis, weights_shape[1])
+    assert schedules.line_segmented(axis, weights_shape[1])
     rng = np.random.default_rng(4)
     data, filter, bias = operands(rng, np.float32, data_format, batch=1, channels=(4, 3),
                                   spatial=(20000,), kernel=(4,), groups=1)
@@ -101,9 +103,9 @@ def test_long_lines_in_segments_write_into_out(data_format):
         oracle.assert_matches(out, case)
 
 
-@pytest.mark.parametrize("algorithm", _kernel.ALGORITHMS)
+@pytest.mark.parametrize("algorithm", kernels.ALGORITHMS)
 def test_strided_out_is_written_only_where_it_views(monkeypatch, algorithm):
-    monkeypatch.setenv(_kernel.ALGORITHM_ENV, algorithm)
+    monkeypatch.setenv(environment.ALGORITHM_ENV, algorithm)
     rng = np.random.default_rng(5)
     data, filter, _ = operands(rng, np.float32, "NCX")
     keywords = dict(ATTRIBUTES, groups=2, data_format="NCX")
@@ -118,11 +120,11 @@ def test_strided_out_is_written_only_where_it_views(monkeypatch, algorithm):
         assert (wide[..., 1::2] == 1).all()
 
 
-@pytest.mark.parametrize("algorithm", _kernel.ALGORITHMS)
+@pytest.mark.parametrize("algorithm", kernels.ALGORITHMS)
 def test_out_may_be_an_operand(monkeypatch, algorithm):
     # Layers whose result has the shape of an operand, written over it: the result
     # is that of the operand before the call.
-    monkeypatch.setenv(_kernel.ALGORITHM_ENV, algorithm)
+    monkeypatch.setenv(environment.ALGORITHM_ENV, algorithm)
     rng = np.random.default_rng(6)
     for _ in range(2):  # the second call through the prepared call, if any
         data = rng.standard_normal((2, 5, 5, 4)).astype(np.float32)  # NXC, 1x1, 4 -> 4

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
-from convtranspose import _api
-
 import oracle
+from convtranspose import _api
 
 DATA = np.arange(2 * 2 * 4 * 4, dtype=np.float64).reshape(2, 2, 4, 4)
 FILTER = np.arange(2 * 3 * 3 * 3, dtype=np.float64).reshape(2, 3, 3, 3)
@@ -388,7 +387,8 @@ def test_prepared_direct_call_follows_the_environment_switches(monkeypatch, forc
 
 def test_prepared_direct_calls_only_where_the_plane_kernel_is_set_up_once(monkeypatch,
                                                                          forced_direct):
-    from convtranspose import _kernel, _kernel_numba
+    from convtranspose import _execute as execute
+    from convtranspose.kernels._numba import direct as numba_direct
 
     # Per-position kernel (channels-last, many groups of one channel), a long line in
     # segments, float16, a filter above the bound: the general path each time.
@@ -399,15 +399,15 @@ def test_prepared_direct_calls_only_where_the_plane_kernel_is_set_up_once(monkey
     call, _, data, filter = _direct_layer("onnx 2-D")
     call(data.astype(np.float16), filter.astype(np.float16))
     assert not _api._prepared_calls
-    monkeypatch.setattr(_kernel_numba, "line_segmented", lambda axis, ci: True)
+    monkeypatch.setattr(numba_direct, "line_segmented", lambda axis, ci: True)
     call, _, data, filter = _direct_layer("onnx 1-D grouped")
     call(data, filter)
     assert not _api._prepared_calls
     monkeypatch.undo()
     monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct")
-    monkeypatch.setattr(_kernel, "PREPARED_MAX_FILTER_BYTES", filter.nbytes - 1)
+    monkeypatch.setattr(execute, "PREPARED_MAX_FILTER_BYTES", filter.nbytes - 1)
     call(data, filter)
     assert not _api._prepared_calls
-    monkeypatch.setattr(_kernel, "PREPARED_MAX_FILTER_BYTES", filter.nbytes)
+    monkeypatch.setattr(execute, "PREPARED_MAX_FILTER_BYTES", filter.nbytes)
     call(data, filter)
     assert len(_api._prepared_calls) == 1

@@ -407,7 +407,7 @@ def test_plan_is_frozen_and_printable():
 
 
 def test_spatial_rank_four_in_every_dialect():
-    # Rank >= 3 tensors of any rank are accepted (SEMANTICS: "any rank >= 3"); one 4-D
+    # Rank >= 3 tensors of any rank are accepted (docs/semantics.md: "any rank >= 3"); one 4-D
     # spatial problem per dialect, with groups, strides, dilations and pads.
     rng = np.random.default_rng(11)
     data = rng.standard_normal((2, 4, 2, 3, 2, 2))

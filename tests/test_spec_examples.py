@@ -1,10 +1,10 @@
-"""The specs' own examples and the SEMANTICS.md worked example, with exact numbers.
+"""The specs' own examples and the docs/semantics.md worked example, with exact numbers.
 
 The five XML layers are parsed from the spec files themselves (001 example; 003
 examples 1-3; 004 example), so a transcription slip cannot hide a mismatch: the
 declared output dims must come out of ``ct.shapes``, and a real computation on
 random data must match the oracle.  The worked-example arrays are written by hand
-from the rules in SEMANTICS.md, with the derivation beside each one.
+from the rules in docs/semantics.md, with the derivation beside each one.
 """
 
 import pathlib
@@ -76,7 +76,7 @@ def _layer(prefix, index, transcribed):
 
 def test_the_specs_hold_exactly_five_examples_and_the_transcription_matches():
     if SPECS is None:
-        pytest.skip("shared/specs not present; the transcription is used instead")
+        pytest.skip("the published specs' XML files are not beside the project; the transcription is used instead")
     counts = {p: len(_parse_layers(_find_spec(p).read_text())) for p in ("001", "003", "004")}
     assert counts == {"001": 1, "003": 3, "004": 1}
     for prefix, index, transcribed in TRANSCRIBED:
@@ -127,7 +127,7 @@ def test_spec_example_computation(prefix, index, transcribed):
 
 
 # ---------------------------------------------------------------------------
-# The SEMANTICS.md worked example: X=3, K=3, s=2, data [1,2,3], filter [1,10,100].
+# The docs/semantics.md worked example: X=3, K=3, s=2, data [1,2,3], filter [1,10,100].
 #
 #   F = (3-1)*2 + 3 = 7;  full[t] = sum over x, k with t = 2x + k of data[x]*filter[k]:
 #   t=0: 1*1 = 1            t=1: 1*10 = 10          t=2: 1*100 + 2*1 = 102

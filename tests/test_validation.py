@@ -1,4 +1,4 @@
-"""One test per validation rule (SEMANTICS.md, issue 2), per dialect.
+"""One test per validation rule (docs/semantics.md), per dialect.
 
 Each rule breaks exactly one thing in an otherwise valid call and asserts the
 exception type (``ConvTransposeError``, a ``ValueError``, for shapes and

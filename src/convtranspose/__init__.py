@@ -2,7 +2,9 @@
 
 Four dialect functions compute on NumPy arrays; :mod:`convtranspose.shapes` holds
 their shape-only twins.  Every dialect reduces to one canonical plan per spatial
-axis, ``(offset, output_size)``, computed by one N-D grouped kernel.
+axis, ``(offset, output_size)``, computed by one of several algorithms
+(:mod:`convtranspose.kernels`); :func:`explain` tells which one a layer gets and why,
+and :class:`Target` describes the machine it is chosen and compiled for.
 
 >>> import numpy as np, convtranspose as ct
 >>> data = np.zeros((1, 20, 16, 16), np.float32)
@@ -21,6 +23,9 @@ from ._api import (
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import ConvTransposeError
 from ._plan import AxisPlan, ConvTransposePlan
+from ._runtime.target import Target, use_target
+from ._runtime.target import host as host_target
+from .dispatch import explain
 
 __version__ = "0.1.0"
 
@@ -29,9 +34,13 @@ __all__ = [
     "ConvTransposeError",
     "ConvTransposePlan",
     "SUPPORTED_DTYPES",
+    "Target",
     "conv_transpose",
     "convolution_backprop_data",
+    "explain",
     "group_convolution_backprop_data",
+    "host_target",
     "onnx_conv_transpose",
     "shapes",
+    "use_target",
 ]

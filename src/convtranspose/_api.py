@@ -15,10 +15,10 @@ import threading
 
 import numpy as np
 
-from . import _plan
+from . import _dialects, _plan
 from ._dtypes import accumulation_dtype, check_dtypes
 from ._errors import ConvTransposeError
-from ._kernel import prepare_call, transposed_convolution
+from ._execute import prepare_call, transposed_convolution
 
 __all__ = [
     "convolution_backprop_data",
@@ -251,7 +251,7 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, 
     """
     data, filter = _as_array("data", data), _as_array("filter", filter)
     plan = _resolve(
-        _plan.convolution_backprop_data, data.shape, filter.shape, output_shape,
+        _dialects.convolution_backprop_data, data.shape, filter.shape, output_shape,
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
         auto_pad=auto_pad, output_padding=output_padding)
     return _execute(plan, data, filter, out=out)
@@ -293,7 +293,7 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
     """
     data, filter = _as_array("data", data), _as_array("filter", filter)
     plan = _resolve(
-        _plan.group_convolution_backprop_data, data.shape, filter.shape, output_shape,
+        _dialects.group_convolution_backprop_data, data.shape, filter.shape, output_shape,
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
         auto_pad=auto_pad, output_padding=output_padding)
     return _execute(plan, data, filter, out=out)
@@ -333,7 +333,7 @@ def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, p
     weights_format : {"XIO", "OIX", "IOX", "XOI"}, optional
         Today's oneDNN name for ``filter_format``; overrides it when given.
     output_shape : sequence of int, optional
-        The spatial output size; pads are derived from it (spec 002).
+        The spatial output size; pads are derived from it (oneDNN Graph ConvTranspose-1).
     out : ndarray, optional
         As in :func:`convolution_backprop_data`.
 
@@ -360,7 +360,7 @@ def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, p
     input, filter = _as_array("input", input), _as_array("filter", filter)
     bias = None if bias is None else _as_array("bias", bias)
     plan = _resolve(
-        _plan.conv_transpose, input.shape, filter.shape, None if bias is None else bias.shape,
+        _dialects.conv_transpose, input.shape, filter.shape, None if bias is None else bias.shape,
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
         auto_pad=auto_pad, output_padding=output_padding, groups=groups, data_format=data_format,
         filter_format=filter_format, weights_format=weights_format, output_shape=output_shape)
@@ -422,7 +422,7 @@ def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
     X, W = _as_array("X", X), _as_array("W", W)
     B = None if B is None else _as_array("B", B)
     plan = _resolve(
-        _plan.onnx_conv_transpose, X.shape, W.shape, None if B is None else B.shape,
+        _dialects.onnx_conv_transpose, X.shape, W.shape, None if B is None else B.shape,
         auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
         output_padding=output_padding, output_shape=output_shape, pads=pads, strides=strides)
     return _execute(plan, X, W, B, out, names=("X", "W", "B"))

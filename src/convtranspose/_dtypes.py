@@ -50,7 +50,7 @@ _INT64, _FLOAT32 = np.dtype(np.int64), np.dtype(np.float32)
 
 
 def accumulation_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype sums are accumulated in (SEMANTICS.md, "Numbers").
+    """The dtype sums are accumulated in (docs/semantics.md, "Numbers").
 
     float16 and bfloat16 accumulate in float32 and round once at the end; integers
     accumulate in int64 and wrap to the element type on the final cast (two's

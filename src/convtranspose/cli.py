@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 
-EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
+from . import _cli_parser
+from ._cli_parser import EXIT_BAD_INPUT, Failure
 
-OPS = ("convolution_backprop_data", "group_convolution_backprop_data", "conv_transpose",
-       "onnx_conv_transpose")
+EXIT_OK, EXIT_MISMATCH = 0, 1
+
 
 _OPENVINO_OPS = ("convolution_backprop_data", "group_convolution_backprop_data")
 
@@ -38,46 +38,6 @@ _LIST_ATTRIBUTES = ("strides", "pads_begin", "pads_end", "dilations", "output_pa
                     "kernel_shape")
 _TEXT_ATTRIBUTES = ("auto_pad", "data_format", "filter_format", "weights_format")
 _PROGRESS_MIN_LAYERS = 20
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors (exit 2) instead of the usage dump."""
-
-    def error(self, message: str):  # noqa: D401 - argparse's hook
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-class _Failure(Exception):
-    """A bad input detected by the CLI itself: one line, exit 2."""
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    """``"1,20,224,224"``, ``"2"`` or ``"[2, 2]"`` -> ints."""
-    cleaned = text.strip().strip("[]()")
-    items = [item for item in re.split(r"[,\s]+", cleaned) if item]
-    try:
-        values = tuple(int(item) for item in items)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers such as 2,2, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-    return values
-
-
-def _int_or_list(text: str) -> int | tuple[int, ...]:
-    """Like :func:`_int_list`, but a single value stays an int (it applies to every axis)."""
-    values = _int_list(text)
-    return values[0] if len(values) == 1 else values
-
-
-def _byte_count(text: str) -> int:
-    from .interop._safety import parse_bytes
-
-    try:
-        return parse_bytes(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _error(message: str) -> int:
@@ -100,12 +60,12 @@ def _attributes(args: argparse.Namespace) -> dict:
         if name == "groups":
             name = "group" if args.op == "onnx_conv_transpose" else "groups"
             if name not in accepted:
-                raise _Failure(f"{args.op} has no groups attribute: the groups come from the"
+                raise Failure(f"{args.op} has no groups attribute: the groups come from the"
                                " filter shape [G, C_IN, C_OUT, K...] of"
                                " group_convolution_backprop_data")
         elif name not in accepted:
             flags = ", ".join("--" + key.replace("_", "-") for key in accepted)
-            raise _Failure(f"--{name.replace('_', '-')} is not an attribute of {args.op};"
+            raise Failure(f"--{name.replace('_', '-')} is not an attribute of {args.op};"
                            f" it takes {flags}")
         given[name] = value
     return given
@@ -134,7 +94,7 @@ def _call(function, args: argparse.Namespace, data, filter_, bias, attributes: d
     """
     if args.op in _OPENVINO_OPS:
         if bias is not None:
-            raise _Failure(f"{args.op} has no bias; --bias-shape/--bias apply to conv_transpose"
+            raise Failure(f"{args.op} has no bias; --bias-shape/--bias apply to conv_transpose"
                            " and onnx_conv_transpose")
         return function(data, filter_, args.output_shape, **attributes)
     return function(data, filter_, bias, output_shape=args.output_shape, **attributes)
@@ -163,8 +123,16 @@ def _plan_dict(plan) -> dict:
 
 def _shape(args: argparse.Namespace) -> int:
     plan, _ = _plan(args, args.data_shape, args.filter_shape, args.bias_shape)
+    explanation = _explanation(plan, args.dtype) if args.explain else None
     if args.json:
-        print(json.dumps(_plan_dict(plan)))
+        record = _plan_dict(plan)
+        if explanation is not None:
+            choice = explanation.choice
+            record["explain"] = {"dtype": args.dtype, "algorithm": choice.algorithm,
+                                 "runs": choice.runs, "decided_by": choice.decided_by,
+                                 "estimates_ns": dict(choice.estimates),
+                                 "fallbacks": [list(f) for f in choice.fallbacks]}
+        print(json.dumps(record))
         return EXIT_OK
     rows = [
         ("op", plan.op),
@@ -179,7 +147,28 @@ def _shape(args: argparse.Namespace) -> int:
     rows += [(f"axis {i}", text) for i, text in enumerate(plan.formulas)]
     for key, value in rows:
         print(f"{key:<13} {value}")
+    if explanation is not None:
+        print(explanation)
     return EXIT_OK
+
+
+def _explanation(plan, dtype: str):
+    """:func:`convtranspose.explain` of ``plan`` for ``--dtype``, or a one-line failure."""
+    import numpy as np
+
+    from . import explain
+    from ._dtypes import SUPPORTED_DTYPES
+
+    if dtype not in SUPPORTED_DTYPES:
+        raise Failure(f"--dtype {dtype!r} is not supported; expected one of"
+                       f" {', '.join(SUPPORTED_DTYPES)}")
+    if dtype == "bfloat16":
+        from .interop._safety import require
+
+        np_dtype = require("ml_dtypes", "bfloat16", "--dtype bfloat16").bfloat16
+    else:
+        np_dtype = np.dtype(dtype)
+    return explain(plan, np_dtype)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -366,190 +355,14 @@ def _demo(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------
 # the parser
 
-_SHAPE_EXAMPLES = """\
-examples:
-  convtranspose shape convolution_backprop_data --data-shape 1,20,224,224 \\
-      --filter-shape 20,10,3,3 --strides 2,2 --pads-begin 1,1 --pads-end 1,1
-  convtranspose shape group_convolution_backprop_data --data-shape 1,20,224,224 \\
-      --filter-shape 4,5,2,3,3 --output-shape 450,450 --auto-pad same_upper --strides 2,2
-  convtranspose shape conv_transpose --data-shape 1,8,8,16 --filter-shape 3,3,16,4 \\
-      --strides 2,2 --auto-pad same_upper --groups 1 --json
-  convtranspose shape onnx_conv_transpose --data-shape 1,1,3,3 --filter-shape 1,2,3,3 \\
-      --strides 3,2 --output-shape 10,8
-"""
-
-_RUN_EXAMPLES = """\
-examples:
-  convtranspose run convolution_backprop_data --data x.npy --filter w.npy \\
-      --strides 2,2 --pads-begin 1,1 --pads-end 1,1 -o y.npy
-  convtranspose run onnx_conv_transpose --data x.npy --filter w.npy --bias b.npy \\
-      --strides 2,2 --pads 1,1,1,1 -o y.npy
-"""
-
-_IR_EXAMPLES = """\
-examples:
-  convtranspose ir check model.xml            # weights read from model.bin
-  convtranspose ir check model.xml --json
-  convtranspose ir run model.xml --layer up1 --data x.npy -o y.npy
-"""
-
-_ONNX_EXAMPLES = """\
-examples:
-  convtranspose onnx check model.onnx
-  convtranspose onnx run model.onnx --node deconv1 --data x.npy -o y.npy
-"""
-
-_MAX_BYTES_HELP = ("refuse any file, constant or computation needing more memory than this"
-                   " (e.g. 512M, 8G; default 4G)")
-
-
-def _add_attribute_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(
-        "attributes", "the op's keyword arguments with dashes; lists are comma-separated"
-        " (a single value applies to every spatial axis)")
-    for name in ("strides", "pads_begin", "pads_end", "dilations", "output_padding"):
-        group.add_argument("--" + name.replace("_", "-"), dest=name, type=_int_or_list,
-                           metavar="N[,N...]")
-    group.add_argument("--auto-pad", dest="auto_pad", metavar="MODE",
-                       help="explicit|same_upper|same_lower|valid (OpenVINO), none|... (oneDNN),"
-                            " NOTSET|... (ONNX); case-insensitive")
-    group.add_argument("--groups", "--group", dest="groups", type=int, metavar="G",
-                       help="conv_transpose groups / onnx_conv_transpose group")
-    group.add_argument("--data-format", dest="data_format", metavar="NCX|NXC")
-    group.add_argument("--filter-format", dest="filter_format", metavar="XIO|OIX|IOX|XOI")
-    group.add_argument("--weights-format", dest="weights_format", metavar="XIO|OIX|IOX|XOI")
-    group.add_argument("--pads", dest="pads", type=_int_list, metavar="B1,..,E1,..",
-                       help="onnx_conv_transpose: all begins, then all ends")
-    group.add_argument("--kernel-shape", dest="kernel_shape", type=_int_list, metavar="K[,K...]")
-    group.add_argument("--output-shape", dest="output_shape", type=_int_list, metavar="Y[,Y...]",
-                       help="the spatial output size (pads are then derived from it)")
-
-
-def _subparser(commands, name: str, help: str, description: str, epilog: str):
-    return commands.add_parser(name, help=help, description=description, epilog=epilog,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+HANDLERS = {"shape": _shape, "run": _run, "ir check": _ir_check, "ir run": _ir_run,
+            "onnx check": _onnx_check, "onnx run": _onnx_run, "demo": _demo}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="convtranspose",
-        description="Spec-exact transposed convolution (OpenVINO, oneDNN Graph, ONNX): shape"
-                    " inference, execution, and checking the layers of real models.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
-               "  convtranspose shape convolution_backprop_data --data-shape 1,20,224,224"
-               " --filter-shape 20,10,3,3 --strides 2,2 --pads-begin 1,1 --pads-end 1,1\n"
-               "  convtranspose run conv_transpose --data x.npy --filter w.npy --strides 2"
-               " -o y.npy\n"
-               "  convtranspose ir check model.xml\n"
-               "  convtranspose onnx check model.onnx\n"
-               "  convtranspose bench --quick\n"
-               "  convtranspose demo\n"
-               "\nexit codes: 0 ok, 1 a check found a mismatch, 2 bad input."
-               " Data goes to stdout, diagnostics to stderr.\n",
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                     parser_class=_Parser)
-
-    shape = _subparser(commands, "shape", "output shape, resolved pads and per-axis formulas",
-                       "Infer the output shape and resolved pads of one op from shapes alone,"
-                       " and show per spatial axis the formula with its numbers.", _SHAPE_EXAMPLES)
-    shape.add_argument("op", choices=OPS, metavar="OP", help=" | ".join(OPS))
-    shape.add_argument("--data-shape", required=True, type=_int_list, metavar="N,C,X...",
-                       help="data (ONNX X, oneDNN input) shape, in the op's own layout")
-    shape.add_argument("--filter-shape", required=True, type=_int_list, metavar="DIMS",
-                       help="filter (ONNX W) shape, in the op's own layout")
-    shape.add_argument("--bias-shape", type=_int_list, metavar="M",
-                       help="bias (ONNX B) shape: conv_transpose and onnx_conv_transpose")
-    shape.add_argument("--json", action="store_true",
-                       help="print one JSON object (output_shape, pads_begin, pads_end, offset,"
-                            " output_size, formulas ...)")
-    _add_attribute_flags(shape)
-    shape.set_defaults(handler=_shape)
-
-    run = _subparser(commands, "run", "compute one op on .npy files",
-                     "Compute one op on arrays from .npy files and write the result to a .npy"
-                     " file (only that file is written).", _RUN_EXAMPLES)
-    run.add_argument("op", choices=OPS, metavar="OP", help=" | ".join(OPS))
-    run.add_argument("--data", required=True, metavar="X.npy")
-    run.add_argument("--filter", required=True, metavar="W.npy")
-    run.add_argument("--bias", metavar="B.npy",
-                     help="conv_transpose and onnx_conv_transpose only")
-    run.add_argument("-o", "--output", required=True, metavar="Y.npy")
-    run.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
-                     help=_MAX_BYTES_HELP)
-    _add_attribute_flags(run)
-    run.set_defaults(handler=_run, bias_shape=None)
-
-    ir = _subparser(commands, "ir", "check or run the transposed convolutions of an OpenVINO IR",
-                    "OpenVINO IR (.xml + .bin): ConvolutionBackpropData-1 and"
-                    " GroupConvolutionBackpropData-1 layers.", _IR_EXAMPLES)
-    ir_commands = ir.add_subparsers(dest="ir_command", required=True, metavar="ACTION",
-                                    parser_class=_Parser)
-    ir_check = _subparser(ir_commands, "check", "recompute every layer's output shape",
-                          "Recompute the output shape of every ConvolutionBackpropData and"
-                          " GroupConvolutionBackpropData layer from its input dims and"
-                          " attributes (output_shape from its Const), compare with the declared"
-                          " <output> dims and print a table with the resolved pads."
-                          " Exit 1 on any mismatch.", _IR_EXAMPLES)
-    ir_check.add_argument("model", metavar="MODEL.xml")
-    ir_check.add_argument("--json", action="store_true", help="print one JSON object")
-    ir_run = _subparser(ir_commands, "run", "execute one layer with the model's weights",
-                        "Execute one transposed-convolution layer on data from a .npy file with"
-                        " its weights read from the .bin (Const, or f16 Const + Convert).",
-                        _IR_EXAMPLES)
-    ir_run.add_argument("model", metavar="MODEL.xml")
-    ir_run.add_argument("--layer", required=True, metavar="NAME", help="the layer's name (or id)")
-    ir_run.add_argument("--data", required=True, metavar="X.npy")
-    ir_run.add_argument("-o", "--output", required=True, metavar="Y.npy")
-    for sub in (ir_check, ir_run):
-        sub.add_argument("--bin", metavar="MODEL.bin",
-                         help="the weights (default: next to the .xml)")
-        sub.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
-                         help=_MAX_BYTES_HELP)
-    ir_check.set_defaults(handler=_ir_check)
-    ir_run.set_defaults(handler=_ir_run)
-
-    onnx = _subparser(commands, "onnx", "check or run the ConvTranspose nodes of an ONNX model",
-                      "ONNX models: ConvTranspose nodes (needs the onnx package).", _ONNX_EXAMPLES)
-    onnx_commands = onnx.add_subparsers(dest="onnx_command", required=True, metavar="ACTION",
-                                        parser_class=_Parser)
-    onnx_check = _subparser(onnx_commands, "check", "recompute every node's output shape",
-                            "Recompute the output shape of every ConvTranspose node from its"
-                            " input shapes and attributes, compare with the shapes the model"
-                            " declares (value_info, graph outputs) and print a table with the"
-                            " resolved pads. Exit 1 on any mismatch.", _ONNX_EXAMPLES)
-    onnx_check.add_argument("model", metavar="MODEL.onnx")
-    onnx_check.add_argument("--json", action="store_true", help="print one JSON object")
-    onnx_run = _subparser(onnx_commands, "run", "execute one node with the model's weights",
-                          "Execute one ConvTranspose node on data from a .npy file with its"
-                          " weights and bias from the model's initializers.", _ONNX_EXAMPLES)
-    onnx_run.add_argument("model", metavar="MODEL.onnx")
-    onnx_run.add_argument("--node", required=True, metavar="NAME",
-                          help="the node's name (or its output's name)")
-    onnx_run.add_argument("--data", required=True, metavar="X.npy")
-    onnx_run.add_argument("-o", "--output", required=True, metavar="Y.npy")
-    for sub in (onnx_check, onnx_run):
-        sub.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
-                         help=_MAX_BYTES_HELP)
-    onnx_check.set_defaults(handler=_onnx_check)
-    onnx_run.set_defaults(handler=_onnx_run)
-
-    commands.add_parser(
-        "bench", help="benchmark against the peer runtimes (arguments go to the benchmark)",
-        description="Run the benchmark suite; every argument after 'bench' is passed to it"
-                    " (see `convtranspose bench --help`).",
-        epilog="examples:\n  convtranspose bench --quick --out bench-results\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
-
-    demo = _subparser(commands, "demo", "run the spec's example layer on random data and time it",
-                      "Run ConvolutionBackpropData-1 on data 1x20x224x224 and filter 20x10x3x3"
-                      " (strides 2, pads 1), print the output shape, resolved pads and time.",
-                      "example:\n  convtranspose demo --repeat 20")
-    demo.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    demo.set_defaults(handler=_demo)
-    return parser
+    """The command line's parser (:mod:`convtranspose._cli_parser`) with this module's
+    command handlers."""
+    return _cli_parser.build_parser(HANDLERS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -573,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         code = args.handler(args)
         sys.stdout.flush()  # inside the try: a closed pipe is reported here, not at exit
         return code
-    except (ConvTransposeError, _Failure, MissingDependencyError) as error:
+    except (ConvTransposeError, Failure, MissingDependencyError) as error:
         return _error(str(error))
     except TypeError as error:  # the documented dtype errors of the array functions
         return _error(str(error))

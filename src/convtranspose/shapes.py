@@ -13,14 +13,13 @@ and ``pads_end`` as the owning runtime reports them, and the canonical per-axis
 ((1, 10, 450, 450), (0, 0))
 """
 
-from ._plan import (
-    AxisPlan,
-    ConvTransposePlan,
+from ._dialects import (
     conv_transpose,
     convolution_backprop_data,
     group_convolution_backprop_data,
     onnx_conv_transpose,
 )
+from ._plan import AxisPlan, ConvTransposePlan
 
 __all__ = [
     "AxisPlan",

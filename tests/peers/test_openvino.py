@@ -72,7 +72,7 @@ def _single(case):
 
 
 def test_same_upper_puts_the_odd_pad_first():
-    """SEMANTICS.md worked example: OpenVINO same_upper crops the odd pad at the beginning."""
+    """docs/semantics.md worked example: OpenVINO same_upper crops the odd pad at the beginning."""
     data = np.array([[[1.0, 2.0, 3.0]]], np.float32)
     filter_ = np.array([[[1.0, 10.0, 100.0]]], np.float32)
     expected = {"same_upper": [10, 102, 20, 203, 30, 300], "same_lower": [1, 10, 102, 20, 203, 30]}
@@ -223,7 +223,7 @@ def test_default_inference_precision_is_bf16_on_bf16_cpus():
 def test_integer_models_saturate_and_round_through_float32():
     """D8: the CPU plugin computes integer models in float32 and saturates 8-bit/32-bit results.
 
-    The library wraps (SEMANTICS.md, "Numbers"); the two agree whenever no sum leaves
+    The library wraps (docs/semantics.md, "Numbers"); the two agree whenever no sum leaves
     the element type's range or float32's exact integers, which the random cases keep to.
     """
     cases = {

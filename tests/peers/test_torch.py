@@ -4,7 +4,7 @@ torch's weight layout ``(C_in, C_out/groups, K...)`` is oneDNN's IOX; the other
 layouts (OIX, XIO, XOI) and NXC data are transposed to it.  Symmetric explicit pads
 run as torch's ``padding``; everything torch cannot express (asymmetric pads,
 oneDNN's SAME, an ``output_shape``) is checked by cropping torch's ``padding=0``
-result at the offset SEMANTICS.md gives, rewritten here from its text.
+result at the offset docs/semantics.md gives, rewritten here from its text.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def to_torch_layouts(case: rt.Case):
 
 
 def semantics_crop(case: rt.Case) -> tuple[list[int], list[int]]:
-    """Per axis ``(offset, size)`` from SEMANTICS.md's oneDNN rules (not from the library)."""
+    """Per axis ``(offset, size)`` from docs/semantics.md's oneDNN rules (not from the library)."""
     kwargs = case.kwargs
     rank = len(case.data_shape) - 2
     spatial = (case.data_shape[1:-1] if kwargs["data_format"] == "NXC" else case.data_shape[2:])
@@ -124,7 +124,7 @@ def test_against_torch(peer_examples):
 
 
 def test_onednn_same_puts_the_odd_pad_at_the_end():
-    """oneDNN SAME_UPPER puts the odd pad at the END, unlike OpenVINO's (SEMANTICS.md)."""
+    """oneDNN SAME_UPPER puts the odd pad at the END, unlike OpenVINO's (docs/semantics.md)."""
     import convtranspose as ct
 
     data = np.array([[[1.0], [2.0], [3.0]]], np.float32)                        # NXC, X = 3

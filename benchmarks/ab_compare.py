@@ -1,0 +1,129 @@
+"""This checkout against another build of the library, layer by layer, in one process.
+
+    python benchmarks/ab_compare.py --baseline /path/to/other/src [--layers WORDS] [--rounds 9]
+
+``--baseline`` is the ``src`` folder of another checkout (for example ``git worktree add
+/tmp/base <commit>`` and ``/tmp/base/src``); its ``convtranspose`` package is loaded under
+another name beside this one.  For every float32/float16/bfloat16 layer of the benchmark
+suite it prints a Markdown row: the algorithm each build chooses, whether the outputs
+are equal, and the median time of each over alternating rounds (each call after a pause
+and an untimed call, as the benchmark times), with the ratio current / baseline and
+their geometric mean.  ``--out FILE`` writes the rows and the machine as JSON.  Writes
+nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import convtranspose
+from convtranspose import _bench, dispatch
+
+BASELINE = "convtranspose_baseline"
+
+
+def load_baseline(source: str):
+    """The ``convtranspose`` package under ``source``, imported as :data:`BASELINE`."""
+    init = f"{source.rstrip('/')}/convtranspose/__init__.py"
+    spec = importlib.util.spec_from_file_location(
+        BASELINE, init, submodule_search_locations=[init.rsplit("/", 1)[0]])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[BASELINE] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def chosen(library, layer) -> str:
+    """The algorithm ``library`` chooses for ``layer`` (the current or an earlier layout)."""
+    arguments = (layer.batch, tuple(_bench.layer_plan_axes(layer)),
+                 _bench._kernel_weights_shape(layer))
+    keywords = dict(channels_last=layer.layout == "NXC", result_dtype=None if layer.dtype ==
+                    "float32" else _bench._numpy_dtype(layer.dtype))
+    if library is convtranspose:
+        return dispatch.choose_algorithm(*arguments, **keywords)
+    chooser = importlib.import_module(f"{BASELINE}._kernel")  # the earlier layout's home
+    return chooser.choose_algorithm(*arguments, **keywords)
+
+
+def alternating_ms(runs: dict, rounds: int, pause: float) -> dict:
+    """Median ms per runner over ``rounds`` rounds that alternate between them."""
+    times = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            time.sleep(pause)
+            run()
+            start = time.perf_counter()
+            run()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", required=True, help="the other checkout's src folder")
+    parser.add_argument("--layers", default="", help="comma-separated name substrings")
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--pause", type=float, default=_bench.SETTLE_SECONDS)
+    parser.add_argument("--out", help="write the rows as JSON to this file")
+    args = parser.parse_args(argv)
+    baseline = load_baseline(args.baseline)
+    words = [word for word in args.layers.split(",") if word]
+    rows = []
+    print(f"CPU: {cpu_name()}\n")
+    print("| layer | baseline algorithm | current algorithm | equal | baseline ms | current ms "
+          "| current / baseline |")
+    print("|---|---|---|---|---|---|---|")
+    for layer in _bench.SUITE:
+        if words and not any(word in layer.label for word in words):
+            continue
+        inputs = _bench.make_inputs(layer)
+        runs = {"baseline": _bench._ours(layer, inputs, library=baseline)[0],
+                "current": _bench._ours(layer, inputs)[0]}
+        outputs = {name: np.asarray(run(), np.float32) for name, run in runs.items()}
+        equal = bool(np.array_equal(outputs["baseline"], outputs["current"], equal_nan=True))
+        ms = alternating_ms(runs, args.rounds, args.pause)
+        row = {"layer": layer.label, "baseline_algorithm": chosen(baseline, layer),
+               "current_algorithm": chosen(convtranspose, layer), "equal": equal,
+               "baseline_ms": ms["baseline"], "current_ms": ms["current"],
+               "ratio": ms["current"] / ms["baseline"]}
+        rows.append(row)
+        print(f"| {layer.label} | {row['baseline_algorithm']} | {row['current_algorithm']} | "
+              f"{'yes' if equal else 'NO'} | {row['baseline_ms']:.3g} | {row['current_ms']:.3g} "
+              f"| {row['ratio']:.3f} |", flush=True)
+    if not rows:
+        return 0
+    geomean = math.exp(statistics.fmean(math.log(row["ratio"]) for row in rows))
+    same = sum(row["baseline_algorithm"] == row["current_algorithm"] for row in rows)
+    print(f"\ncurrent / baseline, geometric mean {geomean:.3f} (worst "
+          f"{max(row['ratio'] for row in rows):.3f}, best {min(row['ratio'] for row in rows):.3f});"
+          f" the same algorithm on {same} of {len(rows)} layers; "
+          f"{sum(row['equal'] for row in rows)} of {len(rows)} outputs equal")
+    if args.out:
+        with open(args.out, "w") as handle:
+            json.dump({"machine": cpu_name(), "rounds": args.rounds, "pause_s": args.pause,
+                       "geometric_mean_ratio": geomean, "rows": rows}, handle, indent=1)
+    return 0 if same == len(rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,153 @@
+"""What the machine can do, measured when the benchmark runs: the FMA peak of the
+vector units, copy bandwidth, and each layer's floor from them."""
+
+from __future__ import annotations
+
+import gc
+import math
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+
+from .._runtime.target import _numba_usable
+from .suite import THREADS, Layer, _numpy_dtype
+
+
+def _median_seconds(run, repeat: int, warmup: int, budget: float) -> float:
+    for _ in range(warmup):
+        run()
+    times = []
+    started = time.perf_counter()
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+        if len(times) >= 3 and time.perf_counter() - started > budget:
+            break
+    return statistics.median(times)
+
+
+def _peak_extra_bytes(run) -> tuple[int, int]:
+    """(peak bytes NumPy allocated during one call, bytes of the result)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        result = run()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak, result.nbytes
+
+
+def _sgemm_seconds(flops: int, repeat: int) -> float:
+    """A square-ish NumPy float32 GEMM with (at least) the layer's FLOP count."""
+    side = max(32, round((flops / 2) ** (1 / 3)))
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((side, side), dtype=np.float32)
+    b = rng.standard_normal((side, side), dtype=np.float32)
+    seconds = _median_seconds(lambda: a @ b, repeat, 2, 2.0)
+    return seconds * flops / (2 * side ** 3)
+
+
+def peak_chains(vector_bytes: int) -> int:
+    """Independent FMA chains per thread in :func:`fma_peak_flops`.
+
+    Enough to hide the FMA latency on any x86 core (two pipes, 4-5 cycles), and with
+    the two operands few enough to stay in registers: 16 with AVX-512's 32, 12 with
+    AVX2's 16.  Sixteen chains on AVX2 spill to the stack every iteration (Zen 3, two
+    threads: 76 GFLOP/s, against 194 with 12 chains and 189 with 8).
+    """
+    return 16 if vector_bytes >= 64 else 12
+
+
+def _peak_kernel(lanes: int, chain_count: int):
+    from ..kernels._numba.codegen import compile_source
+
+    chains = range(chain_count)
+    lines = ["def peak(buffer, count):"]
+    lines += [f"    a{i} = vector_load(buffer, {i * lanes}, {lanes})" for i in chains]
+    lines += [f"    x = vector_load(buffer, {chain_count * lanes}, {lanes})",
+              f"    y = vector_load(buffer, {(chain_count + 1) * lanes}, {lanes})",
+              "    for _ in range(count):"]
+    lines += [f"        a{i} = vector_fma(a{i}, x, y)" for i in chains]
+    lines += [f"    vector_store(buffer, {i * lanes}, a{i})" for i in chains]
+    return compile_source("\n".join(lines) + "\n", "peak")
+
+
+def fma_peak_flops(threads: int = THREADS, count: int = 10_000_000) -> float | None:
+    """The float32 FMA peak (FLOP/s) of ``threads`` threads: register-only vector FMAs
+    on independent chains, as numba compiles them for this CPU (the kernels' own
+    instructions); the best of three runs.  None without numba."""
+    if not _numba_usable():
+        return None
+    import threading
+
+    from .._runtime.machine import vector_bytes
+
+    lanes = vector_bytes() // 4
+    chain_count = peak_chains(vector_bytes())
+    peak = _peak_kernel(lanes, chain_count)
+    buffers = [np.full((chain_count + 2) * lanes, 0.5, np.float32) for _ in range(threads)]
+    peak(buffers[0], 1000)  # compiled outside the timing
+    best = 0.0
+    for _ in range(3):
+        workers = [threading.Thread(target=peak, args=(buffer, count)) for buffer in buffers]
+        start = time.perf_counter()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        seconds = time.perf_counter() - start
+        best = max(best, 2 * lanes * chain_count * count * threads / seconds)
+    return best
+
+
+def copy_bandwidth(threads: int = THREADS, megabytes: int = 64) -> float:
+    """Bytes per second read plus written by a large NumPy copy (out of cache), split
+    between ``threads`` threads (NumPy releases the GIL); the best of five."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    source = np.ones((megabytes << 20) // 4, np.float32)
+    target = np.zeros_like(source)
+    bounds = [source.size * i // threads for i in range(threads + 1)]
+    pieces = [(target[a:b], source[a:b]) for a, b in zip(bounds, bounds[1:])]
+    best = 0.0
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(5):
+            start = time.perf_counter()
+            list(pool.map(lambda piece: np.copyto(*piece), pieces))
+            best = max(best, 2 * source.nbytes / (time.perf_counter() - start))
+    return best
+
+
+def _bfloat16_factor() -> float:
+    """Products per float32 FMA lane that bfloat16 dot-product instructions give (2
+    with AVX512_BF16, which torch uses; float16 has no such instruction here)."""
+    if not _numba_usable():
+        return 1.0
+    from .._runtime.machine import has_bfloat16_pairs
+
+    return 2.0 if has_bfloat16_pairs() else 1.0
+
+
+#: A row whose floor is below this is bound by call overhead, which no floor captures.
+FLOOR_MIN_MS = 0.05
+
+
+def floor_ms(layer: Layer, fma_flops: float | None, bandwidth: float) -> float:
+    """The least time any implementation needs on this machine: the useful
+    multiply-adds at the FMA peak (bfloat16 at :func:`_bfloat16_factor` times it), or
+    reading the input and filter and writing the output once, whichever is longer."""
+    itemsize = np.dtype(_numpy_dtype(layer.dtype)).itemsize
+    moved = itemsize * (layer.batch * layer.in_channels * math.prod(layer.spatial)
+                        + layer.in_channels * layer.out_channels // layer.groups
+                        * layer.kernel ** layer.rank
+                        + layer.batch * layer.out_channels * math.prod(layer.output_spatial))
+    compute = 0.0
+    if fma_flops:
+        factor = _bfloat16_factor() if layer.dtype == "bfloat16" else 1.0
+        compute = layer.useful_flops / (fma_flops * factor)
+    return 1e3 * max(compute, moved / bandwidth)

@@ -1,0 +1,13 @@
+"""Every dialect's shape rules: its attributes, with the spec's own names and defaults,
+resolved into the canonical :class:`~convtranspose._plan.ConvTransposePlan`.
+
+One module per published specification; each is a thin layer over the shared
+validation of :mod:`convtranspose._plan`.
+"""
+
+from .onednn import conv_transpose
+from .onnx import onnx_conv_transpose
+from .openvino import convolution_backprop_data, group_convolution_backprop_data
+
+__all__ = ["conv_transpose", "convolution_backprop_data", "group_convolution_backprop_data",
+           "onnx_conv_transpose"]

@@ -1,0 +1,136 @@
+"""ONNX ConvTranspose (opset 11 and later): its attributes and rules, as canonical plans."""
+
+from __future__ import annotations
+
+from .._errors import ConvTransposeError
+from .._plan import (
+    ConvTransposePlan,
+    _axis,
+    _check_ranks,
+    _check_spatial,
+    _choice,
+    _geometry,
+    _index,
+    _output_shape,
+    _per_axis,
+    _plan,
+    _sequence,
+    _shape,
+)
+
+__all__ = ["onnx_conv_transpose"]
+
+
+_ONNX_AUTO_PAD = {
+    None: "notset", "notset": "notset", "same_upper": "same_upper",
+    "same_lower": "same_lower", "valid": "valid",
+}
+
+
+def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1,
+                        kernel_shape=None, output_padding=None, output_shape=None, pads=None,
+                        strides=None) -> ConvTransposePlan:
+    """Plan ONNX ConvTranspose (opset 11+) from shapes.
+
+    Takes the shapes of ``X`` ``(N, C, D...)``, ``W`` ``(C, M/group, K...)`` and
+    optionally ``B`` ``(M,)``, and the same keywords as
+    :func:`convtranspose.onnx_conv_transpose`.
+
+    Examples
+    --------
+    >>> from convtranspose import shapes
+    >>> plan = shapes.onnx_conv_transpose((1, 1, 3, 3), (1, 2, 3, 3), strides=[3, 2],
+    ...                                   output_shape=[10, 8])
+    >>> plan.output_shape, plan.pads_begin, plan.pads_end   # onnx's test_convtranspose_output_shape
+    ((1, 2, 10, 8), (0, 0), (-1, -1))
+    """
+    data = _shape("X shape", X)
+    filter_ = _shape("W shape", W)
+    rank = _check_ranks(data, filter_, 0, "(C, M/group, K...)")
+    _check_spatial("X", data, data[2:])
+    mode = _choice("auto_pad", auto_pad, _ONNX_AUTO_PAD)
+    strides, dilations, _, _, output_padding = _geometry(
+        rank, strides, dilations, None, None, output_padding)
+    group = _index("group", group)
+    if group <= 0:
+        raise ConvTransposeError(f"group must be positive, got {group}")
+    pads_begin, pads_end = _pads(pads, rank)
+    target = output_shape
+    if target is not None:
+        items = _sequence("output_shape", target)
+        if len(items) == rank + 2:  # a whole shape (N, M, spatial...): keep the spatial part
+            items = items[2:]
+        target = _output_shape(items, rank)
+
+    kernel = filter_[2:]
+    _check_spatial("filter", filter_, kernel)
+    if kernel_shape is not None:
+        declared = _shape("kernel_shape", kernel_shape)
+        if declared != kernel:
+            raise ConvTransposeError(
+                f"kernel_shape is {declared} but W has spatial shape {kernel} (W shape {filter_})"
+            )
+    if filter_[0] != data[1]:
+        raise ConvTransposeError(
+            f"X has {data[1]} channels but W expects {filter_[0]} input channels"
+            f" (W shape {filter_})"
+        )
+    if data[1] % group:
+        raise ConvTransposeError(f"X channels {data[1]} are not divisible by group={group}")
+    out_channels = filter_[1] * group
+    if B is not None:
+        bias_shape = _shape("B shape", B)
+        if bias_shape != (out_channels,):
+            raise ConvTransposeError(
+                f"B has shape {bias_shape} but must be ({out_channels},), one value per output channel"
+            )
+
+    axes, reported_begin, reported_end = [], [], []
+    for i in range(rank):
+        x, k, s, d, op_ = data[2 + i], kernel[i], strides[i], dilations[i], output_padding[i]
+        pb, pe, size, rule = _axis_rule(mode, None if target is None else target[i],
+                                        pads_begin[i], pads_end[i], x, k, s, d, op_)
+        reported_begin.append(pb)
+        reported_end.append(pe)
+        axes.append(_axis(i, x, k, s, d, pb, size, rule))
+
+    output = (data[0], out_channels) + tuple(a.output_size for a, _ in axes)
+    return _plan("onnx_conv_transpose", data, filter_, output, strides, dilations, reported_begin,
+                 reported_end, output_padding, mode, group, "NCX", "IOX", axes)
+
+
+def _pads(pads, rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``pads`` (all begins, then all ends) as ``(begins, ends)``; zeros when absent."""
+    if pads is None:
+        return (0,) * rank, (0,) * rank
+    items = _sequence("pads", pads)
+    if len(items) != 2 * rank:
+        raise ConvTransposeError(
+            f"pads has {len(items)} values {tuple(items)} but must have 2 * {rank} ="
+            f" {2 * rank}: all begins, then all ends"
+        )
+    both = _per_axis("pads", items, 2 * rank, 0, 0)
+    return both[:rank], both[rank:]
+
+
+def _axis_rule(mode: str, size, pad_begin: int, pad_end: int, x: int, k: int, s: int, d: int,
+               output_padding: int) -> tuple[int, int, int, str]:
+    """``(pads_begin, pads_end, Y, rule)`` of one axis: ``size`` is its ``output_shape``
+    entry (None without one).  With ``output_shape``, VALID derives its pads like NOTSET
+    (the ONNX text's "Else" branch; onnx shape inference and onnxruntime agree:
+    ``docs/semantics.md``); the total is never clamped, so pads may be negative."""
+    op_ = output_padding
+    full = (x - 1) * s + (k - 1) * d + 1
+    if mode == "valid" and size is None:
+        return 0, 0, full + op_, f"VALID: pads 0, Y = F + output_padding = {full} + {op_}"
+    if size is None and mode == "notset":
+        size = full + op_ - pad_begin - pad_end
+        return pad_begin, pad_end, size, (f"Y = F + output_padding - pads_begin - pads_end ="
+                                          f" {full} + {op_} - {pad_begin} - {pad_end}")
+    source = "output_shape" if size is not None else f"X*s = {x}*{s}"
+    size = size if size is not None else x * s
+    total = full + op_ - size
+    pb = total // 2 if mode == "same_upper" else total - total // 2
+    pe = total - pb
+    return pb, pe, size, (f"Y = {source}; total = F + output_padding - Y = {full} + {op_} -"
+                          f" {size} = {total}; {mode.upper()}: pads {pb}/{pe}")

@@ -1,0 +1,205 @@
+"""The one path from a canonical problem to its result.
+
+:func:`transposed_convolution` takes data, canonical weights ``(G, Ci, Co, K...)``
+and the per-axis plan, asks :mod:`.dispatch` for the algorithm, runs it through the
+kernels' registry, and applies the epilogue: the bias, the rounding to float16 or
+bfloat16 (in the kernel where the algorithm can round as it stores), and the exact
+fallback when a non-finite operand meets an algorithm's own zeros.  Layers computed
+again and again (a tiny ``dense`` layer, a small numba ``direct`` one) are prepared
+once (:func:`prepare_call`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ._plan import AxisPlan
+from ._runtime.memo import _derived_from
+from ._runtime.target import Target, host
+from .dispatch import choose, choose_exact
+from .kernels import ALGORITHMS, REGISTRY, resolve, run, run_rounded
+from .kernels import casts as _casts
+from .kernels._common import _NonFinite
+from .kernels.dense import DenseCall, _dense_matrix
+from .kernels.direct import DirectCall
+
+__all__ = ["prepare_call", "transposed_convolution"]
+
+
+def transposed_convolution(
+    data: np.ndarray,
+    weights: np.ndarray,
+    axes: Sequence[AxisPlan],
+    *,
+    dtype: np.dtype,
+    channels_last: bool = False,
+    bias: np.ndarray | None = None,
+    algorithm: str | None = None,
+    result_dtype: np.dtype | None = None,
+    out: np.ndarray | None = None,
+    target: Target | None = None,
+) -> np.ndarray:
+    """Compute the canonical transposed convolution.
+
+    Parameters
+    ----------
+    data : ndarray
+        ``(N, G*Ci, X...)``, or ``(N, X..., G*Ci)`` when ``channels_last``.
+    weights : ndarray
+        ``(G, Ci, Co, K...)`` (any strides).
+    axes : sequence of AxisPlan
+        One per spatial axis; gives ``X``, ``K``, stride, dilation, offset and ``Y``.
+    dtype : numpy dtype
+        The accumulation dtype (float64, float32 or int64); the result has it.
+        Integer sums wrap around like int64 arithmetic.
+    channels_last : bool
+        Layout of ``data`` and of the result.
+    bias : ndarray, optional
+        ``(G*Co,)``, added to every output position.
+    algorithm : str, optional
+        One of :data:`ALGORITHMS`, to force an algorithm (tests and benchmarks);
+        by default :func:`~.dispatch.choose` decides.
+    result_dtype : numpy dtype, optional
+        The result's dtype if not ``dtype``: the sums (and the bias) are accumulated
+        in ``dtype`` and converted once, to the bits of ``result.astype(result_dtype)``
+        (float16 and bfloat16 round to nearest even, integers wrap), silently (an
+        overflow to infinity is the defined result, not an error).
+    out : ndarray, optional
+        Where to write the result: C-contiguous, of its shape and dtype, sharing no
+        memory with the operands (the caller checks).
+    target : Target, optional
+        The machine to compute for; :func:`~._runtime.target.host` by default.
+
+    Returns
+    -------
+    ndarray
+        ``(N, G*Co, Y...)``, or ``(N, Y..., G*Co)`` when ``channels_last``: ``out``, or
+        a fresh C-contiguous array, never a view of an input.
+    """
+    dtype, axes = np.dtype(dtype), tuple(axes)
+    target = host() if target is None else target
+    if result_dtype is not None and np.dtype(result_dtype) != dtype:
+        return _rounded(data, weights, axes, dtype, np.dtype(result_dtype), channels_last,
+                        bias, algorithm, out, target)
+    batch = data.shape[0]
+    if out is None:
+        out = _empty_result(batch, weights.shape, axes, channels_last, dtype)
+    if algorithm is None:
+        algorithm = choose(batch, axes, weights.shape, channels_last=channels_last,
+                           dtype=dtype, target=target).algorithm
+    if out.size == 0:
+        pass
+    elif data.size == 0 or weights.size == 0:
+        out.fill(0)
+    else:
+        # Special values arise silently, whichever algorithm runs (BLAS never warns; NumPy
+        # would, in some algorithms only), and the finiteness checks may overflow.
+        with np.errstate(over="ignore", invalid="ignore"):
+            try:
+                _compute(algorithm, data, weights, axes, dtype, channels_last, out, target)
+            except _NonFinite:
+                exact = choose_exact(batch, axes, tuple(weights.shape), bool(channels_last),
+                                     dtype, target)
+                _compute(exact, _casts.widen(data, target), weights, axes, dtype,
+                         channels_last, out, target)
+    if bias is not None and out.size:
+        shape = (-1,) if channels_last else (-1,) + (1,) * len(axes)
+        out += bias.astype(dtype, copy=False).reshape(shape)
+    return out
+
+
+def _result_shape(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
+                  channels_last: bool) -> tuple[int, ...]:
+    """``(N, G*Co, Y...)``, or ``(N, Y..., G*Co)`` when ``channels_last``."""
+    channels = weights_shape[0] * weights_shape[2]
+    spatial = tuple(axis.output_size for axis in axes)
+    return (batch,) + spatial + (channels,) if channels_last else (batch, channels) + spatial
+
+
+def _empty_result(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
+                  channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The uninitialised result (:func:`_result_shape`)."""
+    return np.empty(_result_shape(batch, weights_shape, axes, channels_last), dtype)
+
+
+def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algorithm, out,
+             target):
+    """:func:`transposed_convolution` rounded once to ``result_dtype`` (into ``out``, if given).
+
+    An algorithm that rounds as it stores (the registry's ``rounding`` entry: numba
+    ``direct``'s plane and row kernels, ``direct-blocked``) writes the half-precision
+    result directly, with no float32 result; every other one computes the float32
+    result, rounded afterwards (:func:`convtranspose.kernels.casts.narrow`).
+    """
+    if algorithm is None:
+        algorithm = choose(data.shape[0], axes, weights.shape, channels_last=channels_last,
+                           dtype=dtype, result_dtype=result_dtype, target=target).algorithm
+    if (data.size and weights.size and algorithm in REGISTRY
+            and _casts.rounds_in_kernels(dtype, result_dtype, target)):
+        name, _ = resolve(algorithm, dtype, len(axes), channels_last, target)
+        if REGISTRY[name].rounding is not None:
+            if out is None:
+                out = _empty_result(data.shape[0], weights.shape, axes, channels_last,
+                                    result_dtype)
+            if run_rounded(name, data, weights, axes, dtype, channels_last, out, bias, target):
+                return out
+    # Half-precision data is widened once: the kernels' own copies would each cast it
+    # with NumPy's slower loops.
+    result = transposed_convolution(_casts.widen(data, target), weights, axes, dtype=dtype,
+                                    channels_last=channels_last, bias=bias,
+                                    algorithm=algorithm, target=target)
+    return _casts.narrow(result, result_dtype, out, target)
+
+
+def _compute(algorithm, data, weights, axes, dtype, channels_last, out, target):
+    """Fill ``out`` with ``algorithm``, or the fallback the registry names where one of its
+    requirements is missing on ``target`` (:func:`convtranspose.kernels.resolve`).
+
+    Raises :class:`_NonFinite` when an operand may not be finite and the algorithm
+    would multiply it by a zero of its own (``out`` may hold anything then: the exact
+    algorithm that follows writes every element).
+    """
+    if algorithm not in REGISTRY:
+        raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+    name, _ = resolve(algorithm, dtype, len(axes), channels_last, target)
+    run(name, data, weights, axes, dtype, channels_last, out, target)
+
+
+#: Filters of at most this many bytes are kept by a :class:`DirectCall`, which
+#: compares them with the caller's in every call (as the filter memo does anyway).
+PREPARED_MAX_FILTER_BYTES = 1 << 20
+
+
+def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
+                 axes: tuple[AxisPlan, ...], channels_last: bool,
+                 target: Target | None = None):
+    """A :class:`DenseCall` or :class:`DirectCall` for this layer, or None.
+
+    ``filter`` is the caller's filter and ``weights`` its ``(G, Ci, Co, K...)`` view.
+    Only float32 and float64 layers (no rounding afterwards) that :func:`~.dispatch.choose`
+    gives to ``dense`` or to numba ``direct`` (a filter of at most
+    :data:`PREPARED_MAX_FILTER_BYTES`, finite) qualify.
+    """
+    dtype = data.dtype
+    if dtype not in (np.float32, np.float64) or not dtype.isnative or filter.dtype != dtype:
+        return None
+    target = host() if target is None else target
+    batch = data.shape[0]
+    runs = choose(batch, axes, weights.shape, channels_last=channels_last, dtype=dtype,
+                  target=target).runs
+    shape = _result_shape(batch, weights.shape, axes, channels_last)
+    if runs == "dense":
+        matrix = _dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
+        return DenseCall(filter.tobytes(), matrix, shape, dtype)
+    if runs != "direct" or filter.nbytes > PREPARED_MAX_FILTER_BYTES:
+        return None
+    derived = _derived_from(weights, "direct")
+    if not derived.get("finite"):
+        return None
+    from .kernels._numba.direct import prepare_direct
+
+    compute = prepare_direct(batch, weights, axes, dtype, channels_last, derived, target)
+    return None if compute is None else DirectCall(filter, compute, shape, dtype)

@@ -1,0 +1,135 @@
+"""Which CPU this is, as far as the cost model needs to know (optional packages are
+imported only by the function that needs them).
+
+OpenBLAS names its kernel family (:func:`convtranspose._runtime.blas.corename`), but one
+family runs at very different speeds on different CPUs: ``SkylakeX`` is chosen both
+on Intel Xeons, with two 512-bit FMA units, and on AMD Zen 4, which splits every
+512-bit operation over its 256-bit units and runs sgemm at about half the Xeons'
+speed (``benchmarks/results/machines.json``).  The vendor and family tell them apart.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+
+__all__ = ["CpuIdentity", "cpu_identity", "has_bfloat16_pairs", "host_has_f16c", "parse_cpuinfo",
+           "vector_bytes"]
+
+#: ``(vendor, family)``: the CPUID vendor string (``'GenuineIntel'``, ``'AuthenticAMD'``)
+#: and the CPU family number (AMD: 23 Zen 1-2, 25 Zen 3-4, 26 Zen 5), or ``('', 0)``.
+CpuIdentity = tuple[str, int]
+
+
+def parse_cpuinfo(text: str) -> CpuIdentity:
+    """The first processor's ``(vendor, family)`` in the text of Linux's ``/proc/cpuinfo``."""
+    vendor = re.search(r"^vendor_id\s*:\s*(\S+)", text, re.MULTILINE)
+    family = re.search(r"^cpu family\s*:\s*(\d+)", text, re.MULTILINE)
+    return (vendor.group(1) if vendor else "", int(family.group(1)) if family else 0)
+
+
+def _parse_processor_string(text: str) -> CpuIdentity:
+    """``(vendor, family)`` from Windows' ``platform.processor()``.
+
+    For example ``'AMD64 Family 25 Model 17 Stepping 1, AuthenticAMD'``.
+    """
+    vendor = re.search(r"(GenuineIntel|AuthenticAMD)", text)
+    family = re.search(r"Family (\d+)", text)
+    return (vendor.group(1) if vendor else "", int(family.group(1)) if family else 0)
+
+
+@functools.cache
+def cpu_identity() -> CpuIdentity:
+    """This machine's ``(vendor, family)``, or ``('', 0)`` where the system does not say."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
+            identity = parse_cpuinfo(handle.read(1 << 16))
+    except OSError:
+        identity = ("", 0)
+    if identity[0]:
+        return identity
+    return _parse_processor_string(platform.processor())
+
+
+#: LLVM CPU names whose widest vectors are 512 bits (for ``NUMBA_CPU_NAME``).
+_AVX512_CPUS = ("skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
+                "icelake-server", "tigerlake", "sapphirerapids", "graniterapids", "emeraldrapids",
+                "knl", "knm", "znver4", "znver5")
+#: LLVM CPU names with 256-bit AVX but not AVX-512.
+_AVX_CPUS = ("sandybridge", "ivybridge", "haswell", "broadwell", "skylake", "alderlake",
+             "raptorlake", "meteorlake", "bdver1", "bdver2", "bdver3", "bdver4", "znver1",
+             "znver2", "znver3")
+
+
+def _named_cpu_vector_bytes() -> int | None:
+    """The vector width numba compiles for when ``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES``
+    name another CPU than the host (features first: ``+avx512f``, ``+avx``), or None."""
+    features = os.environ.get("NUMBA_CPU_FEATURES", "")
+    if features:
+        flags = set(features.split(","))
+        return 64 if "+avx512f" in flags else 32 if "+avx" in flags or "+avx2" in flags else 16
+    name = os.environ.get("NUMBA_CPU_NAME", "")
+    if not name or name == "host":
+        return None
+    return 64 if name in _AVX512_CPUS else 32 if name in _AVX_CPUS else 16
+
+
+@functools.cache
+def vector_bytes() -> int:
+    """The widest SIMD register in bytes as LLVM (numba) compiles for this process: 64 with
+    AVX-512, 32 with AVX, else 16; the CPU ``NUMBA_CPU_NAME`` or ``NUMBA_CPU_FEATURES``
+    names, if set, else the host's.  Needs llvmlite (numba's dependency)."""
+    named = _named_cpu_vector_bytes()
+    if named is not None:
+        return named
+    from llvmlite import binding
+
+    features = binding.get_host_cpu_features()
+    if features.get("avx512f"):
+        return 64
+    return 32 if features.get("avx") else 16
+
+
+@functools.cache
+def host_has_f16c() -> bool:
+    """Whether LLVM converts float16 with instructions for the CPU numba compiles for
+    (else with a runtime helper numba does not link): x86 with F16C, or 64-bit ARM.  The
+    CPU ``NUMBA_CPU_NAME`` or ``NUMBA_CPU_FEATURES`` names, if set.  Needs llvmlite."""
+    features = os.environ.get("NUMBA_CPU_FEATURES", "")
+    if features:
+        return "+f16c" in features.split(",")
+    name = os.environ.get("NUMBA_CPU_NAME", "")
+    if name and name != "host":
+        return name in _AVX512_CPUS + _AVX_CPUS and name not in ("sandybridge", "bdver1")
+    from llvmlite import binding
+
+    return (bool(binding.get_host_cpu_features().get("f16c"))
+            or binding.get_process_triple().startswith("aarch64"))
+
+
+def _numba_targets_host() -> bool:
+    """Whether numba compiles for this host's CPU (``NUMBA_CPU_NAME`` and
+    ``NUMBA_CPU_FEATURES`` unset), as numba's configuration says once imported."""
+    import sys
+
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        return numba.config.CPU_NAME is None and numba.config.CPU_FEATURES is None
+    return not os.environ.get("NUMBA_CPU_NAME") and not os.environ.get("NUMBA_CPU_FEATURES")
+
+
+@functools.cache
+def has_bfloat16_pairs() -> bool:
+    """Whether ``vdpbf16ps`` (bfloat16 pairs multiplied and added in float32) compiles
+    here: AVX512_BF16, LLVM 17 or newer, and numba compiling for this host.
+
+    LLVM 17 gave the instruction's intrinsic ``bfloat`` operands (older versions take
+    ``i32`` vectors, not offered); for another target CPU LLVM could not select it.
+    Needs llvmlite.
+    """
+    from llvmlite import binding
+
+    return (bool(binding.get_host_cpu_features().get("avx512bf16"))
+            and binding.llvm_version_info >= (17,) and _numba_targets_host())

@@ -1,0 +1,72 @@
+"""Matrices and reordered weights derived from a filter, kept between calls.
+
+A model run layer by layer, or a benchmark, calls each layer with the same weights
+again; rebuilding its matrices costs milliseconds.  :func:`_derived_from` returns the
+same dict for a filter of the same bits and key, compared value by value, so a filter
+edited in place never hits.  At most :data:`_DERIVED_KEPT` filters, each of at most
+:data:`_DERIVED_MAX_BYTES` (``benchmarks/results/weights-memo.json``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+#: Matrices derived from a filter (class matrices, the dense layer matrix) are kept
+#: for repeated calls with the same filter: a model run layer by layer, or a
+#: benchmark, calls each layer with the same weights again, and rebuilding them
+#: costs milliseconds (about a fifth of a DCGAN 512->256 call;
+#: ``benchmarks/results/weights-memo.json``).  At most this many filters, each of at
+#: most _DERIVED_MAX_BYTES (the memo holds a copy of the filter and about as much
+#: again in matrices).
+_DERIVED_KEPT = 8
+
+
+#: The largest filter (in bytes) whose derived matrices are kept.
+_DERIVED_MAX_BYTES = 16 << 20
+
+
+_derived: dict = {}
+
+
+_derived_lock = threading.Lock()
+
+
+def _same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
+    """Whether two filters of one shape and dtype hold the same bits (-0.0 is not 0.0)."""
+    if kept.nbytes <= 4096:
+        return kept.tobytes() == weights.tobytes()
+    unsigned = np.dtype(f"u{weights.itemsize}") if weights.itemsize in (1, 2, 4, 8) else None
+    return unsigned is not None and np.array_equal(kept.view(unsigned), weights.view(unsigned))
+
+
+def _derived_from(weights: np.ndarray, *key) -> dict:
+    """The dict of matrices derived from ``weights`` for ``key`` (a fresh one if new).
+
+    Callers fill it on a miss; later calls with a filter of the same bits and the
+    same ``key`` get the same dict.  The filter is compared value by value, so a
+    filter edited in place never hits.  The copy kept for that keeps the filter's
+    memory order (a channels-last ``XIO`` filter arrives as a transposed view):
+    comparing in memory order is about 4x faster than comparing with a C-order copy
+    read across the view's strides (``benchmarks/results/weights-memo.json``).
+    """
+    full_key = (weights.shape, weights.dtype.str) + key
+    with _derived_lock:
+        entry = _derived.pop(full_key, None)
+        if entry is not None and _same_bits(entry[0], weights):
+            _derived[full_key] = entry  # most recently used last
+            return entry[1]
+    derived: dict = {}
+    if weights.nbytes <= _DERIVED_MAX_BYTES:
+        kept = _frozen(np.array(weights, copy=True, order="K"))
+        with _derived_lock:
+            while len(_derived) >= max(1, _DERIVED_KEPT):
+                del _derived[next(iter(_derived))]
+            _derived[full_key] = (kept, derived)
+    return derived
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array

@@ -1,0 +1,240 @@
+"""Which algorithm computes a problem, and why: the choice, apart from the computation.
+
+:func:`choose` ranks every algorithm the kernels' registry offers for a problem by its
+calibrated estimate (:mod:`.estimates`, :mod:`.calibration`) and returns a
+:class:`Choice`: the algorithm, every candidate's estimate, how it was decided
+(``CONVTRANSPOSE_ALGORITHM``, an empty layer, the estimates) and the registry's
+fallbacks that turn it into the code that runs on this :class:`~._runtime.target.Target`.
+:func:`explain` prints it, as ``convtranspose shape --explain`` does.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._dtypes import accumulation_dtype
+from .._plan import AxisPlan
+from .._runtime.environment import ALGORITHM_ENV, switch
+from .._runtime.target import Target, host
+from ..kernels import ALGORITHMS, REGISTRY, exact_algorithms, resolve
+from ..kernels.casts import rounds_in_kernels
+from ..kernels.schedules import _direct_rounds
+from .calibration import calibrated_ns, calibration_table, machine_class
+from .estimates import raw_estimates
+
+__all__ = ["Choice", "Explanation", "choose", "choose_algorithm", "describe_algorithm",
+           "explain"]
+
+#: Nanoseconds per output element of a float32 result that is then rounded to float16
+#: or bfloat16 (allocated, written, rounded; ``benchmarks/results/half-precision.json``).
+_ROUNDING_NS = 1.0
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The algorithm for one problem on one target, and how it was decided.
+
+    Attributes
+    ----------
+    algorithm : str
+        The chosen (or forced) algorithm.
+    runs : str
+        What runs: ``algorithm``, or the registry's fallback where one of its
+        requirements is missing on the target.
+    decided_by : str
+        ``"forced"`` (``CONVTRANSPOSE_ALGORITHM``), ``"empty"`` (nothing to multiply)
+        or ``"estimates"``.
+    estimates : tuple of (str, float)
+        Every offered candidate's calibrated estimate in nanoseconds, fastest first.
+    fallbacks : tuple of (str, str)
+        Each algorithm passed over on the way to ``runs``, with the missing requirement.
+    """
+
+    algorithm: str
+    runs: str
+    decided_by: str
+    estimates: tuple[tuple[str, float], ...]
+    fallbacks: tuple[tuple[str, str], ...]
+
+
+def _bfloat16_pairs(dtype: np.dtype, result_dtype, target: Target) -> bool:
+    """Whether numba ``direct`` may multiply bfloat16 operands summed in float32 as pairs
+    (``vdpbf16ps``; the kernel also checks the values, :mod:`~convtranspose.kernels._numba.modes`)."""
+    return (result_dtype is not None and dtype == np.float32
+            and np.dtype(result_dtype).name == "bfloat16" and target.numba
+            and target.bfloat16_pairs)
+
+
+@functools.lru_cache(maxsize=512)
+def _estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+               channels_last: bool, dtype: np.dtype, result_dtype, target: Target,
+               ) -> tuple[tuple[str, float], ...]:
+    """Calibrated estimates (ns) of every offered algorithm, fastest first (cached)."""
+    pairs = _bfloat16_pairs(dtype, result_dtype, target)
+    raw = raw_estimates(batch, axes, weights_shape, channels_last, dtype.kind != "f", target,
+                        target.blas_for(dtype), pairs)
+    table = calibration_table()
+    costs = {name: calibrated_ns(cost, table.get(name, (1.0, 0.0)))
+             for name, cost in raw.items()}
+    rounded = (result_dtype is not None and target.numba
+               and rounds_in_kernels(dtype, np.dtype(result_dtype), target))
+    if rounded:  # only direct-blocked and direct's plane kernel round as they store
+        outputs = batch * weights_shape[0] * weights_shape[2] * math.prod(
+            axis.output_size for axis in axes)
+        in_kernel = ({"direct-blocked", "direct"}
+                     if _direct_rounds(weights_shape, axes, channels_last)
+                     else {"direct-blocked"})
+        costs = {name: cost + (0 if name in in_kernel else _ROUNDING_NS * outputs)
+                 for name, cost in costs.items()}
+    return tuple(sorted(costs.items(), key=lambda item: item[1]))
+
+
+def choose(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
+           channels_last: bool = False, dtype=np.float32, result_dtype=None,
+           target: Target | None = None, estimate_forced: bool = False) -> Choice:
+    """The :class:`Choice` for a canonical problem.
+
+    Parameters
+    ----------
+    batch, axes, weights_shape
+        The canonical problem: batch size, one AxisPlan per spatial axis, weights
+        ``(G, Ci, Co, K...)``.
+    channels_last : bool
+        The data's and the result's layout.
+    dtype : numpy dtype
+        The accumulation dtype (float64, float32 or int64).
+    result_dtype : numpy dtype, optional
+        float16 or bfloat16 when the sums are rounded to it (the algorithms that need a
+        whole float32 result first are charged for it).
+    target : Target, optional
+        The machine; :func:`~convtranspose._runtime.target.host` by default.
+    estimate_forced : bool
+        Estimate the candidates even when ``CONVTRANSPOSE_ALGORITHM`` forces one (for
+        :func:`explain`; a forced call skips the cost model).
+    """
+    target = host() if target is None else target
+    axes, weights_shape, dtype = tuple(axes), tuple(weights_shape), np.dtype(dtype)
+    result_dtype = None if result_dtype is None else np.dtype(result_dtype)
+    forced = switch(ALGORITHM_ENV)
+    if forced and forced not in ALGORITHMS:
+        raise ValueError(f"{ALGORITHM_ENV}={forced!r}; expected one of {ALGORITHMS}")
+    empty = batch * math.prod(weights_shape) * math.prod(a.input_size for a in axes) == 0
+    skip = empty or (forced and not estimate_forced)
+    estimates = () if skip else _estimates(batch, axes, weights_shape, bool(channels_last),
+                                            dtype, result_dtype, target)
+    if forced:
+        algorithm, decided_by = forced, "forced"
+    elif empty:
+        algorithm, decided_by = ("phase-nxc" if channels_last else "phase-ncx"), "empty"
+    else:
+        algorithm, decided_by = estimates[0][0], "estimates"
+    runs, fallbacks = resolve(algorithm, dtype, len(axes), channels_last, target)
+    return Choice(algorithm, runs, decided_by, estimates, fallbacks)
+
+
+def choose_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
+                     channels_last: bool = False, dtype=np.float32, result_dtype=None,
+                     target: Target | None = None) -> str:
+    """The name of :func:`choose`'s algorithm."""
+    return choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype,
+                  result_dtype=result_dtype, target=target).algorithm
+
+
+@functools.lru_cache(maxsize=512)
+def choose_exact(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+                 channels_last: bool, dtype: np.dtype, target: Target) -> str:
+    """The cheapest algorithm that is exact with non-finite operands and can run here."""
+    exact = exact_algorithms()
+    for name, _ in _estimates(batch, axes, weights_shape, channels_last, dtype, None, target):
+        if name in exact:
+            return name
+    return "col2im-nxc" if channels_last else "col2im-ncx"
+
+
+def describe_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
+                       channels_last: bool = False, dtype=np.float32, result_dtype=None,
+                       target: Target | None = None) -> str:
+    """The algorithm that runs, as benchmark tables name it."""
+    return choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype,
+                  result_dtype=result_dtype, target=target).runs
+
+
+class Explanation:
+    """A printable account of one :class:`Choice` (``print(ct.explain(plan))``)."""
+
+    def __init__(self, plan, dtype: np.dtype, choice: Choice, target: Target):
+        self.plan, self.dtype, self.choice, self.target = plan, dtype, choice, target
+
+    def __str__(self) -> str:
+        choice, target = self.choice, self.target
+        flags = [name for name in ("numba", "blas", "f16c", "bfloat16_pairs")
+                 if getattr(target, name)]
+        lines = [f"problem      {self.plan.op} data {list(self.plan.data_shape)}, filter "
+                 f"{list(self.plan.filter_shape)}, {self.plan.data_format}, {self.dtype}",
+                 f"target       {target.vector_bytes}-byte vectors, {target.threads} threads, "
+                 + (", ".join(flags) or "NumPy only")
+                 + f"; cost model class {machine_class().name}",
+                 f"decided by   {_DECIDED[choice.decided_by]}"]
+        if choice.estimates:
+            width = max(len(name) for name, _ in choice.estimates)
+            lines.append("candidates   " + "estimate".rjust(width + 12))
+            for name, ns in choice.estimates:
+                mark = "  <- chosen" if name == choice.algorithm else ""
+                lines.append(f"  {name.ljust(width)}  {_format_ns(ns).rjust(20)}{mark}")
+        for name, reason in choice.fallbacks:
+            lines.append(f"fallback     {name}: {reason}")
+        lines.append(f"runs         {choice.runs}: {REGISTRY[choice.runs].summary}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+_DECIDED = {"forced": f"{ALGORITHM_ENV} (forced)",
+            "empty": "nothing to multiply (an empty operand): the output is zeros",
+            "estimates": "the lowest calibrated estimate"}
+
+
+def _format_ns(ns: float) -> str:
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3g} ms"
+    return f"{ns / 1e3:.3g} us"
+
+
+def explain(plan, dtype="float32", *, target: Target | None = None) -> Explanation:
+    """Why a layer gets its algorithm: every candidate's estimate, the choice, what runs.
+
+    Parameters
+    ----------
+    plan : ConvTransposePlan
+        A plan from :mod:`convtranspose.shapes` (or an array function's attributes
+        resolved by it).
+    dtype : dtype, optional
+        The operands' dtype (default float32).
+    target : Target, optional
+        The machine; this one by default.
+
+    Returns
+    -------
+    Explanation
+        Its ``str`` is a table; ``.choice`` holds the :class:`Choice`.
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> plan = ct.shapes.convolution_backprop_data((1, 8, 16, 16), (8, 4, 3, 3), strides=2)
+    >>> ct.explain(plan).choice.runs in ct.kernels.ALGORITHMS
+    True
+    """
+    target = host() if target is None else target
+    operand = np.dtype(dtype)
+    accumulate = accumulation_dtype(operand)
+    choice = choose(plan.data_shape[0], plan.axes, plan.canonical_filter_shape,
+                    channels_last=plan.channels_last, dtype=accumulate,
+                    result_dtype=None if operand == accumulate else operand, target=target,
+                    estimate_forced=True)
+    return Explanation(plan, operand, choice, target)

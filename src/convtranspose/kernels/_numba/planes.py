@@ -1,0 +1,517 @@
+"""Numba ``direct``'s plane kernel (channels first, and channels-last layers the
+per-position kernel does not take).
+
+Per (batch, group) plane, in cache-sized bands of the first axis, the input is copied
+into a zero-bordered window in which every tap of every phase reads in range;
+flattened, one tap of one phase is then a single long multiply-add over all output
+positions of the phase, computed in register blocks of a few vectors of positions
+times up to three output channels (:mod:`.vectors`), and the phases of the last axis
+are interleaved into the output rows.  In 2-D a block may instead take whole output
+rows (no border columns), whichever computes fewer positions.  bfloat16 operands summed
+in float32 are multiplied as pairs of input channels with ``vdpbf16ps`` where that is
+exact (:func:`.modes._bfloat16_pairs`); other float16 and bfloat16 data is widened as
+the windows are filled, and float16 and bfloat16 results are rounded as they are stored.
+Channels-last layers that the per-position kernel does not take (too few channels for
+vectors along them, or more than four products per group) use it too, with the
+channel stride.
+The block's source is generated per shape (:func:`_plane_block_source`, compiled by
+:mod:`.codegen`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numba
+import numpy as np
+
+from ..._geometry import _axis_phases, _three_axes
+from ..._plan import AxisPlan
+from ..._runtime.threads import parallel_for
+from ..schedules import (
+    _KEEP,
+    _frozen,
+    _half_load,
+    line_segment_inputs,
+    plane_lanes,
+    plane_schedule,
+    planes_block_shape,
+)
+from .modes import _LOADS, _STORES, _bfloat16_pairs, _pair_windows, _plain_windows, _store_mode
+
+#: The plane kernel computes each plane in bands of the first axis whose window and
+#: accumulator hold about this many elements (cache-sized;
+#: ``benchmarks/results/plane-kernel.json``).
+_BAND_ELEMENTS = 1 << 16
+
+
+#: The plane kernel sums the input channels in chunks whose windows hold about this
+#: many elements (128 KB of float32: L2, 32 pages): each block of a run reads every
+#: channel's window, and hundreds of windows (a page or more each) overflow the TLB;
+#: but each chunk is a pass that reloads and stores the accumulators, so chunks are as
+#: large as L2 allows (the whole sum in one pass when a group has at most this many
+#: window elements) (``benchmarks/results/plane-kernel.json``).
+_CHUNK_WINDOW_ELEMENTS = 1 << 15
+
+
+def _plane_block_source(lanes: int, co_block: int, vectors: int, pairs: bool = False,
+                        segments: int = 0) -> str:
+    """Source of the plane kernel's block: ``vectors * lanes`` window positions of ``co_block`` channels.
+
+    The ``co_block * vectors`` accumulators are vector variables (registers) for
+    the whole sum over the phase's taps and input channels: per tap and input
+    channel, each output channel's weight is broadcast once and each window vector
+    loaded once, then used by every channel (a pass over an accumulator array per
+    channel instead loads and stores it every few terms: about half the speed;
+    ``benchmarks/results/plane-kernel.json``).  Weights
+    are laid out ``(..., tap, Ci, co_block)``: per tap, ``starts[m]`` is its first
+    weight and ``reads[m]`` its first window element (of input channel 0).
+
+    With ``pairs`` each window and weight element is a pair of bfloat16 input
+    channels (``uint32``), multiplied and added by :func:`vector_dot_pairs`.  With
+    ``segments`` the block covers ``vectors // segments`` window rows ``row_pitch``
+    apart, ``segments`` vectors of each (0: one flat run of positions).
+    """
+    accumulators = [[f"acc_{c}_{v}" for v in range(vectors)] for c in range(co_block)]
+    per_row = segments or vectors
+    offsets = [(f"{v // per_row} * row_pitch + " if v >= per_row else "") + str(v % per_row * lanes)
+               for v in range(vectors)]
+    lines = ["def plane_block(windows, weights, acc, acc_at, channel_pitch, reads, starts, taps,",
+             "                channels, window_volume, read_at, factor_at, resume, row_pitch):"]
+    lines += ["    if resume:"]
+    lines += [f"        {name} = vector_load(acc, acc_at + {c} * channel_pitch + {v * lanes}, {lanes})"
+              for c, row in enumerate(accumulators) for v, name in enumerate(row)]
+    lines += ["    else:"]
+    lines += [f"        {name} = vector_zero(acc, {lanes})" for row in accumulators for name in row]
+    lines += ["    for m in range(taps):",
+              "        read = reads[m] + read_at",
+              "        factor = starts[m] + factor_at",
+              "        for _ in range(channels):"]
+    lines += [f"            w_{c} = vector_splat_at(weights, factor + {c}, {lanes})"
+              for c in range(co_block)]
+    for v in range(vectors):
+        lines.append(f"            x = vector_load(windows, read + {offsets[v]}, {lanes})")
+        lines += [f"            {row[v]} = vector_dot_pairs(x, w_{c}, {row[v]})" if pairs
+                  else f"            {row[v]} = vector_fma(x, w_{c}, {row[v]})"
+                  for c, row in enumerate(accumulators)]
+    lines += ["            read += window_volume",
+              f"            factor += {co_block}"]
+    lines += [f"    vector_store(acc, acc_at + {c} * channel_pitch + {v * lanes}, {name})"
+              for c, row in enumerate(accumulators) for v, name in enumerate(row)]
+    return "\n".join(lines) + "\n"
+
+
+@numba.njit(nogil=True, cache=False)
+def _blocked_weights(weights, co_block, halves):  # pragma: no cover - compiled
+    """(G, Ci, Co, K) -> flat (G, Co blocks, K, Ci / halves, co_block, halves), zeros past Co and Ci.
+
+    Per block of output channels and tap, the weights of every input channel in the
+    order the plane kernel's block takes them; ``halves = 2`` keeps the weights of
+    input channels ``2u`` and ``2u + 1`` side by side (the pairs of bfloat16 bits
+    that ``vdpbf16ps`` multiplies), 1 one channel per element.
+    """
+    groups, ci_count, co_count, k_volume = weights.shape
+    co_blocks = (co_count + co_block - 1) // co_block
+    units = (ci_count + halves - 1) // halves
+    unit_volume = units * co_block * halves  # elements per tap
+    blocked = np.zeros(groups * co_blocks * k_volume * unit_volume, weights.dtype)
+    for g in range(groups):
+        for ci in range(ci_count):
+            for co in range(co_count):
+                into = (((((g * co_blocks + co // co_block) * k_volume * units + ci // halves)
+                          * co_block + co % co_block) * halves) + ci % halves)
+                for k in range(k_volume):
+                    blocked[into + k * unit_volume] = weights[g, ci, co, k]
+    return blocked
+
+
+@functools.lru_cache(maxsize=None)
+def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
+                   segments: int = 0, mode: int = 0, load_mode: int = 0):
+    """The channels-first plane kernel for one block shape (compiled on first use).
+
+    ``pairs``: the bfloat16 kernel (:func:`_bfloat16_pairs`): source is the data's
+    ``uint16`` bits, weights ``uint32`` pairs (:func:`_blocked_weights`), and a window
+    element holds two input channels (``vdpbf16ps``).  ``segments``: blocks of whole
+    output rows, ``segments`` vectors each (2-D layers; see
+    :func:`convtranspose.kernels.schedules.plane_schedule`); 0: blocks of one flat run.
+    ``mode``: ``_KEEP`` stores the sums, ``_FLOAT16``/``_BFLOAT16`` their float16 or
+    bfloat16 bits (plus the bias, if any), rounded once as they are stored.
+    ``load_mode``: ``_KEEP`` reads the data as it is, ``_FLOAT16``/``_BFLOAT16`` from
+    its ``uint16`` bits (:data:`_LOADS`).
+    """
+    from .codegen import compile_source
+    from .vectors import vector_interleave, vector_load, vector_store
+
+    block = compile_source(_plane_block_source(lanes, co_block, vectors, pairs, segments),
+                           "plane_block")
+    put, load = _STORES[mode], _LOADS[load_mode]
+    # Sums stored as they are interleave the two phases of a stride-2 last axis with
+    # whole vectors (rounded ones go through `put`, one element at a time).
+    interleave_vectors = mode == _KEEP
+    vector_run = np.uint64(lanes)
+    block_length = lanes * vectors
+    row_blocks = segments > 0
+    block_rows = vectors // segments if row_blocks else 1
+    new_windows = _pair_windows if pairs else _plain_windows
+    # Input channel ci fills half (ci & low) of window unit ci >> shift.
+    halves, shift, low = (np.uint64(2), np.uint64(1), np.uint64(1)) if pairs else (
+        np.uint64(1), np.uint64(0), np.uint64(0))
+
+    @numba.njit(nogil=True, cache=False)
+    def kernel(source, weights, out, bias, sizes, geometry, counts, tap_k, tap_offset,
+               tap_count, band, channels_last, start, stop):  # pragma: no cover
+        # Flat C-order buffers: source (N, G, Ci, X1, X2, X3), weights as _blocked_weights
+        # lays them out, out (N, G, Co, Y1, Y2, Y3), or source (N, X1, X2, X3, G, Ci) and
+        # out (N, Y1, Y2, Y3, G, Co) when channels_last (for few channels: strided window
+        # fills and stores); source holds uint16 bits when `pairs` or `load_mode` says
+        # so, out when rounding (`mode`); bias (G * Co, or empty) has the sums' dtype and
+        # is added only when rounding; sizes = (G, Ci, Co, X, Y, K) with X, Y, K the spatial
+        # volumes.  Each (n, g) plane is cut into bands of `band` output blocks of the
+        # first axis (so that window and accumulator stay in cache); computes the (n,
+        # band, g) items with flat index in [start, stop) (groups innermost: neighbouring
+        # channels close in time).  The compiled kernel keeps _CHUNK_WINDOW_ELEMENTS.
+        # Windows, weights and chunks count input channel units: one channel, or a
+        # pair of bfloat16 channels when `pairs`.
+        #
+        # Each input plane is copied into a zero-bordered window (per axis: size
+        # geometry[a, 0], starting at input index geometry[a, 1]) in which every tap of
+        # every phase reads in range.  Flattened, one tap of one phase is then a single
+        # multiply-add `acc[f] += w * window[f + offset]` over all output positions of
+        # the phase at once (the window's border columns give junk that is never
+        # stored): long contiguous runs, taken in register blocks of `block_length`
+        # positions of `co_block` output channels.  The accumulator rows are padded to
+        # whole blocks (`pitch`) and the windows by one block, so the last block of a
+        # run reads and writes in range.  Indices are computed on flat arrays: views
+        # created in inner loops cost more than the work.
+        #
+        # Row blocks (2-D, `segments`): the accumulator keeps `segments` vectors per
+        # output row (`acc_row`; no border columns) and a block covers `block_rows`
+        # rows, each read from its own window row; the windows are padded by as many
+        # rows, so the last block of a band reads in range.
+        groups, ci_count, co_count = sizes[0], sizes[1], sizes[2]
+        x_volume, y_volume, k_volume = sizes[3], sizes[4], sizes[5]
+        out1, out2, out3 = sizes[6], sizes[7], sizes[8]
+        size1, size2, size3 = sizes[9], sizes[10], sizes[11]
+        w1, w2, w3 = geometry[0, 0], geometry[1, 0], geometry[2, 0]
+        lo1, lo2, lo3 = geometry[0, 1], geometry[1, 1], geometry[2, 1]
+        s1, s2, s3 = geometry[0, 2], geometry[1, 2], geometry[2, 2]
+        plane = w2 * w3
+        blocks1 = geometry[0, 3]
+        bands = (blocks1 + band - 1) // band
+        span1 = w1 - blocks1  # window rows beyond the band's own blocks
+        window_volume = (min(band, blocks1) + span1) * plane
+        tail = (geometry[1, 3] - 1) * w3 + geometry[2, 3]
+        longest = (min(band, blocks1) - 1) * plane + tail
+        # Accumulator positions per output row (of the last axis) and per block of the
+        # first axis: the window's, or whole vectors per row.
+        acc_row = segments * lanes if row_blocks else w3
+        acc_plane = acc_row if row_blocks else plane
+        if row_blocks:
+            longest = min(band, blocks1) * acc_row
+        units = (ci_count + halves - 1) // halves
+        ci_chunk = max(1, min(units, _CHUNK_WINDOW_ELEMENTS // window_volume))
+        pitch = (longest + block_length - 1) // block_length * block_length
+        channel_pitch = s3 * pitch
+        fill, windows = new_windows(units * window_volume + block_length + block_rows * plane,
+                                    bias)
+        acc = np.empty(co_block * channel_pitch, bias.dtype)
+        biased = bias.size > 0
+        most = tap_k.shape[2] ** 3
+        reads = np.empty(most, np.int64)
+        starts = np.empty(most, np.int64)
+        co_blocks = (co_count + co_block - 1) // co_block
+        first2, last2 = max(0, lo2), min(size2, lo2 + w2)
+        first3, last3 = max(0, lo3), min(size3, lo3 + w3)
+        # Unsigned indices in the copy loops: NumPy's negative-index wrap-around check
+        # keeps LLVM from vectorising loops over signed flat indices (5x slower).
+        run3 = np.uint64(max(0, last3 - first3))
+        half = np.uint64(out3 // 2)
+        one = np.uint64(1)
+        row_length = np.uint64(out3)
+        in_step = np.uint64(groups * ci_count if channels_last else 1)
+        phase_pitch = np.uint64(pitch)
+        out_step = np.uint64(groups * co_count if channels_last else 1)
+        out_stride3 = np.uint64(s3) * out_step  # between outputs of one phase
+        for item in range(start, stop):
+            g = item % groups
+            n = item // (groups * bands)
+            flat = n * groups + g
+            band_first = ((item // groups) % bands) * band
+            band_blocks = min(band, blocks1 - band_first)
+            length = band_blocks * acc_row if row_blocks else (band_blocks - 1) * plane + tail
+            origin1 = lo1 + band_first  # input index of the window's first row
+            first1, last1 = max(0, origin1), min(size1, origin1 + band_blocks + span1)
+            # The window's interior is overwritten for every item; the rows outside the
+            # input are zeroed (another band may have filled them), other borders stay zero.
+            for unit in range(units):
+                for r in range(band_blocks + span1):
+                    if origin1 + r < first1 or origin1 + r >= last1:
+                        row_at = np.uint64(unit * window_volume + r * plane)
+                        for t in range(np.uint64(plane)):
+                            windows[row_at + t] = 0
+            for x1 in range(first1, last1):
+                for x2 in range(first2, last2):
+                    pixel = (x1 * size2 + x2) * size3 + first3
+                    dst = np.uint64((x1 - origin1) * plane + (x2 - lo2) * w3 + first3 - lo3)
+                    if channels_last:
+                        # Each pixel's channels are contiguous: read them in order (the
+                        # windows, in cache, take the scattered writes).
+                        src = np.uint64((n * x_volume + pixel) * groups * ci_count
+                                        + g * ci_count)
+                        for t in range(run3):
+                            for ci in range(np.uint64(ci_count)):
+                                fill[((ci >> shift) * np.uint64(window_volume) + dst + t) * halves
+                                     + (ci & low)] = load(source[src + t * in_step + ci])
+                    else:
+                        for ci in range(ci_count):
+                            src = np.uint64((flat * ci_count + ci) * x_volume + pixel)
+                            unit = np.uint64(ci)
+                            at = ((unit >> shift) * np.uint64(window_volume) + dst) * halves + (
+                                unit & low)
+                            for t in range(run3):
+                                fill[at + t * halves] = load(source[src + t])
+            for block_index in range(co_blocks):
+                co0 = block_index * co_block
+                block_channels = min(co_block, co_count - co0)
+                weights_at = (g * co_blocks + block_index) * k_volume * units * co_block
+                for p1 in range(min(s1, out1)):
+                    for p2 in range(min(s2, out2)):
+                        for p3 in range(min(s3, out3)):
+                            count = 0
+                            for m1 in range(tap_count[0, p1]):
+                                for m2 in range(tap_count[1, p2]):
+                                    for m3 in range(tap_count[2, p3]):
+                                        k = tap_k[0, p1, m1] + tap_k[1, p2, m2] + tap_k[2, p3, m3]
+                                        reads[count] = (tap_offset[0, p1, m1] + tap_offset[1, p2, m2]
+                                                        + tap_offset[2, p3, m3])
+                                        starts[count] = weights_at + k * units * co_block
+                                        count += 1
+                            # Input channels in chunks whose windows' pages stay in the
+                            # TLB while every block of the run reads them.
+                            for ci0 in range(0, units, ci_chunk):
+                                chunk = min(ci_chunk, units - ci0)
+                                for f0 in range(0, length, block_length):
+                                    read_at = f0 // acc_row * plane if row_blocks else f0
+                                    block(windows, weights, acc, p3 * pitch + f0, channel_pitch,
+                                          reads, starts, count, chunk, window_volume,
+                                          read_at + ci0 * window_volume, ci0 * co_block, ci0 > 0,
+                                          plane)
+                        # Interleave the phases of the last axis into whole output rows:
+                        # each phase's run of the accumulator goes to every s3-th output.
+                        for c in range(block_channels):
+                            if channels_last:
+                                out_at = n * y_volume * groups * co_count + g * co_count + co0 + c
+                            else:
+                                out_at = (flat * co_count + co0 + c) * y_volume
+                            channel_bias = (bias[g * co_count + co0 + c] if biased
+                                            else bias.dtype.type(0))
+                            for j1 in range(band_first, min(counts[0, p1], band_first + band_blocks)):
+                                for j2 in range(counts[1, p2]):
+                                    row = np.uint64(out_at) + np.uint64(
+                                        ((j1 * s1 + p1) * out2 + j2 * s2 + p2) * out3) * out_step
+                                    at = np.uint64(c * channel_pitch + (j1 - band_first) * acc_plane
+                                                   + j2 * w3)
+                                    if s3 == 1 and not channels_last:
+                                        for t in range(row_length):
+                                            put(out, row + t, acc[at + t], channel_bias, biased)
+                                    elif s3 == 2 and not channels_last:
+                                        odd = at + phase_pitch
+                                        if interleave_vectors and half >= vector_run:
+                                            # Whole vectors, the last one overlapping
+                                            # its predecessor (the same values again):
+                                            # a scalar tail would store most of a
+                                            # 28-output row one element at a time.
+                                            t = np.uint64(0)
+                                            while True:
+                                                t = min(t, half - vector_run)
+                                                even_v = vector_load(acc, at + t, lanes)
+                                                odd_v = vector_load(acc, odd + t, lanes)
+                                                vector_store(out, row + t + t, vector_interleave(
+                                                    even_v, odd_v, 0))
+                                                vector_store(out, row + t + t + vector_run,
+                                                             vector_interleave(even_v, odd_v, 1))
+                                                t += vector_run
+                                                if t >= half:
+                                                    break
+                                        else:
+                                            for t in range(half):
+                                                put(out, row + t + t, acc[at + t], channel_bias,
+                                                    biased)
+                                                put(out, row + t + t + one, acc[odd + t],
+                                                    channel_bias, biased)
+                                        if out3 % 2:
+                                            put(out, row + half + half, acc[at + half],
+                                                channel_bias, biased)
+                                    else:
+                                        for p3 in range(min(s3, out3)):
+                                            into = row + np.uint64(p3) * out_step
+                                            run = at + np.uint64(p3) * phase_pitch
+                                            for t in range(np.uint64(counts[2, p3])):
+                                                put(out, into + t * out_stride3, acc[run + t],
+                                                    channel_bias, biased)
+
+    return kernel
+
+
+@functools.lru_cache(maxsize=256)
+def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
+    """Tables of :func:`_planes_kernel` (cached per shape; read-only).
+
+    ``geometry[a]`` is (window size, first input index in the window, stride,
+    output positions per phase); ``tap_offset`` is each tap's start in the
+    flattened window, ``tap_k`` its flat kernel index ``k1 * K2 * K3 + k2 * K3 + k3``
+    (summed over the axes); ``counts[a, p]`` the output positions of phase ``p``.
+    """
+    phases = [_axis_phases(axis) for axis in axes3]
+    widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
+    stride_max = max(axis.stride for axis in axes3)
+    kernel3 = tuple(a.kernel_size for a in axes3)
+    geometry = np.zeros((3, 4), np.int64)
+    for a, (axis, p) in enumerate(zip(axes3, phases)):
+        shifts = [shift for c in p.classes for shift in c.shifts] or [0]
+        geometry[a] = (p.blocks + max(shifts) - min(shifts), min(shifts), axis.stride, p.blocks)
+    window_strides = (geometry[1, 0] * geometry[2, 0], geometry[2, 0], 1)
+    kernel_strides = (kernel3[1] * kernel3[2], kernel3[2], 1)
+    tap_k = np.zeros((3, stride_max, widest), np.int64)
+    tap_offset = np.zeros((3, stride_max, widest), np.int64)
+    tap_count = np.zeros((3, stride_max), np.int64)
+    counts = np.zeros((3, stride_max), np.int64)
+    for a, (axis, p) in enumerate(zip(axes3, phases)):
+        for phase in range(min(axis.stride, axis.output_size)):
+            counts[a, phase] = -(-(axis.output_size - phase) // axis.stride)
+        for c in p.classes:
+            for i in range(c.count):
+                phase = c.first + i
+                tap_count[a, phase] = len(c.shifts)
+                for m, (shift, k) in enumerate(zip(c.shifts, c.taps[i])):
+                    tap_k[a, phase, m] = k * kernel_strides[a]
+                    tap_offset[a, phase, m] = (shift - geometry[a, 1]) * window_strides[a]
+    inputs = tuple(a.input_size for a in axes3)
+    outputs = tuple(a.output_size for a in axes3)
+    sizes = np.array((groups, ci, co, math.prod(inputs), math.prod(outputs), math.prod(kernel3))
+                     + outputs + inputs, np.int64)
+    return _frozen(sizes, geometry, counts, tap_k, tap_offset, tap_count)
+
+
+def _direct_planes(data, weights, axes3, dtype, out, target, threads, channels_last, derived,
+                   bias=None):
+    """The plane kernel over every (sample, group) plane, into ``out`` (C-contiguous)."""
+    lanes = planes_block_shape(np.dtype(dtype).itemsize, weights.shape[2],
+                               target.vector_bytes)[0]
+    source = _bfloat16_pairs(data, weights, dtype, lanes, derived, target)
+    pairs = source is not None
+    load_mode = _KEEP if pairs else _half_load(data.dtype, target.f16c)
+    if load_mode != _KEEP:
+        source = np.ascontiguousarray(data).view(np.uint16).reshape(-1)
+    elif not pairs:
+        if data.dtype != dtype or not data.flags.c_contiguous:
+            data = np.ascontiguousarray(data, dtype)
+        source = data.reshape(-1)
+    mode = _store_mode(out.dtype, dtype)
+    run = _plane_runner(data.shape[0], weights, axes3, dtype, target, threads, channels_last,
+                        derived, pairs, mode, bias, load_mode)
+    flat = out.reshape(-1)
+    run(source, flat if mode == _KEEP else flat.view(np.uint16))
+
+
+def _plane_runner(batch, weights, axes3, dtype, target, threads, channels_last, derived, pairs,
+                  mode=_KEEP, bias=None, load_mode=_KEEP):
+    """``run(source, target)``: the plane kernel over flat data (its bits when ``pairs``
+    or ``load_mode`` says so) into the flat result (its ``uint16`` bits when rounding to
+    ``mode``, the ``bias`` added before), with everything but the data prepared: the
+    reordered weights (kept in ``derived``), the tables, the schedule and the kernel.
+    """
+    groups, ci, co = weights.shape[:3]
+    tables = _window_tables(axes3, groups, ci, co)
+    lanes, co_block, most_vectors = planes_block_shape(np.dtype(dtype).itemsize, co,
+                                                       target.vector_bytes)
+    key = ("planes", "pairs" if pairs else np.dtype(dtype).str, co_block)
+    w = derived.get(key)
+    if w is None:  # milliseconds for a large filter (benchmarks/results/weights-memo.json)
+        if pairs:
+            bits = np.ascontiguousarray(weights).view(np.uint16)
+            w = _blocked_weights(bits.reshape(groups, ci, co, -1), co_block, 2).view(np.uint32)
+        else:
+            w = _blocked_weights(np.ascontiguousarray(weights, dtype).reshape(groups, ci, co, -1),
+                                 co_block, 1)
+        w = derived[key] = _frozen(w)[0]
+    units = -(-ci // 2) if pairs else ci  # window elements per position
+    geometry = tables[1]
+    blocks1 = int(geometry[0, 3])
+    plane = int(geometry[1, 0] * geometry[2, 0])
+    tail = int((geometry[1, 3] - 1) * geometry[2, 0] + geometry[2, 3])
+    # Bands of the first axis: window and accumulator of about _BAND_ELEMENTS, and at
+    # least two items per thread, or a layer of few planes (FCN-32x: one) leaves the
+    # other threads idle (``benchmarks/results/plane-kernel.json``).
+    widest = _BAND_ELEMENTS // (plane * (units + co_block * int(geometry[2, 2])))
+    planes = batch * groups
+    min_bands = -(-2 * threads // max(1, planes)) if threads > 1 else 1
+
+    def schedule(lanes):
+        # 2-D (the unit middle axis: window rows `plane` apart) may take blocks of rows.
+        row_segments = -(-int(geometry[2, 3]) // lanes) if geometry[1, 0] == 1 else 0
+        return plane_schedule(blocks1, plane, tail, widest, min_bands, lanes, most_vectors,
+                              co_block, row_segments)
+
+    # Half vectors where they compute fewer positions (AVX-512's 32 registers keep the
+    # accumulators; bfloat16 pairs take whole vectors).
+    lanes, (band, vectors, _, segments) = plane_lanes(schedule, lanes,
+                                                      target.vector_bytes == 64 and not pairs)
+    items = planes * -(-blocks1 // band)
+    kernel = _planes_kernel(lanes, co_block, vectors, pairs, segments, mode, load_mode)
+    added = np.empty(0, dtype) if bias is None or mode == _KEEP else np.ascontiguousarray(
+        bias, dtype)
+
+    def run(source, result):
+        parallel_for(lambda a, b: kernel(source, w, result, added, *tables, band, channels_last,
+                                         a, b), items, threads)
+
+    return run
+
+
+def _direct_line_segments(data, weights, axis, dtype, out, target, threads, channels_last,
+                          strided, derived, bias=None):
+    """A long 1-D layer cut into segments of its output, each a plane kernel call.
+
+    One line's window holds every input channel's whole line (HiFi-GAN 256->128 L65536:
+    64 MB, far out of cache) and is one piece of work (one thread;
+    :func:`convtranspose.kernels.schedules.line_segmented`).  Segment ``[y0,
+    y1)`` of the output reads inputs ``[x0, x1)`` only, and is the layer ``AxisPlan(x1 -
+    x0, K, s, d, offset + y0 - x0 * s, y1 - y0)`` of that slice; the segments (a
+    multiple of the stride long, so the inner ones share one plan) run on the threads
+    in turn, each writing its own slice of ``out``.
+    """
+    size, kernel, stride = axis.input_size, axis.kernel_size, axis.stride
+    reach = (kernel - 1) * axis.dilation  # output y reads inputs (y + offset - reach) / s on
+    length = stride * line_segment_inputs(weights.shape[1], stride)
+    starts = range(0, axis.output_size, length)
+
+    def segment(i):
+        y0 = starts[i]
+        y1 = min(axis.output_size, y0 + length)
+        x0 = min(size, max(0, -(-(y0 + axis.offset - reach) // stride)))
+        x1 = max(x0, min(size, (y1 - 1 + axis.offset) // stride + 1))
+        into = out[..., y0:y1, :] if channels_last else out[..., y0:y1]
+        if x1 == x0:  # no input reaches it: zero sums (plus the bias when rounding here)
+            sums = np.zeros(into.shape, dtype)
+            if bias is not None and out.dtype != dtype:
+                sums += np.asarray(bias, dtype).reshape((-1,) if channels_last else (-1, 1))
+            into[...] = sums
+            return
+        plan = AxisPlan(x1 - x0, kernel, stride, axis.dilation, axis.offset + y0 - x0 * stride,
+                        y1 - y0)
+        part = data[..., x0:x1, :] if channels_last else data[..., x0:x1]
+        result = np.empty(into.shape, out.dtype)
+        _direct_planes(part, weights, _three_axes((plan,)), dtype, result, target, 1, strided,
+                       derived, bias)
+        into[...] = result
+
+    def work(first, stop):
+        for i in range(first, stop):
+            segment(i)
+
+    work(0, 1)  # fills `derived` (the reordered weights) before the threads share it
+    if len(starts) > 1:
+        parallel_for(lambda first, stop: work(first + 1, stop + 1), len(starts) - 1, threads)

@@ -1,0 +1,97 @@
+"""``direct`` and ``direct-numpy``: per-tap multiply-adds, no GEMM.
+
+For depthwise and few-channel groups, where a GEMM would have tiny operands.
+``direct`` is numba's (:mod:`._numba.direct`: plane, row and per-position kernels with
+accumulators in vector registers); ``direct-numpy`` broadcasts with NumPy and runs where
+numba cannot (integers, more than three spatial axes, numba not usable).
+:class:`DirectCall` is a small numba ``direct`` layer prepared for repeated calls.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._geometry import _tap_windows
+from .._runtime.memo import _derived_from, _frozen, _same_bits
+from ._common import _input_glxc, _NonFinite, _output_glyc, _require_finite
+from .dense import _switch_state
+from .schedules import _direct_rounds
+
+
+class DirectCall:
+    """A layer that :func:`transposed_convolution` computes with numba ``direct``, prepared.
+
+    The same contract as :class:`DenseCall`: for data and a filter as at preparation
+    (float32 or float64, the filter of the same bits, the same environment switches)
+    it returns what :func:`transposed_convolution` returns without bias, calling the
+    plane kernel with everything but the data set up
+    (:func:`convtranspose.kernels._numba.direct.prepare_direct`).  The filter is finite (its
+    taps meet the windows' zero borders), so any data gives the exact sums; None only
+    for another filter or switch.
+    """
+
+    __slots__ = ("_filter", "_compute", "_shape", "_dtype", "_switches")
+
+    def __init__(self, filter: np.ndarray, compute, shape: tuple[int, ...], dtype: np.dtype):
+        self._filter = _frozen(np.array(filter, copy=True, order="K"))
+        self._compute, self._shape, self._dtype = compute, shape, dtype
+        self._switches = _switch_state()
+
+    def __call__(self, data: np.ndarray, filter: np.ndarray,
+                 out: np.ndarray | None = None) -> np.ndarray | None:
+        if _switch_state() != self._switches or not _same_bits(self._filter, filter):
+            return None
+        if out is None:
+            out = np.empty(self._shape, self._dtype)
+        self._compute(data, out)
+        return out
+
+
+def _direct_numba(data, weights, axes, dtype, channels_last, out, *, target):
+    """Per-tap multiply-adds in vector registers (numba; see :mod:`._numba.direct`)."""
+    from ._numba.direct import direct_phase
+
+    derived = _derived_from(weights, "direct")
+    _require_finite(weights, dtype, derived)  # taps meet the zero-bordered windows
+    direct_phase(data, weights, axes, dtype, channels_last, out, derived, None, target)
+
+
+def _direct_numba_rounded(data, weights, axes, dtype, channels_last, out, bias, target) -> bool:
+    """Numba ``direct`` rounding its float32 sums plus ``bias`` into a float16 or bfloat16
+    ``out`` as it stores them; False where its kernel for this layer cannot round
+    (:func:`~.schedules._direct_rounds`) or the filter may not be finite (the general
+    path then takes the exact fallback).  Half-precision data is read as it is: the plane
+    and row kernels widen it as they fill their windows (or multiply bfloat16 pairs)."""
+    if not _direct_rounds(weights.shape, axes, channels_last):
+        return False
+    from ._numba.direct import direct_phase
+
+    derived = _derived_from(weights, "direct")
+    try:
+        _require_finite(weights, dtype, derived)
+    except _NonFinite:
+        return False
+    direct_phase(data, weights, axes, dtype, channels_last, out, derived, bias, target)
+    return True
+
+
+def _direct_numpy(data, weights, axes, dtype, channels_last, out, *, target):
+    """Per-tap multiply-adds with NumPy broadcasting (any dtype and rank)."""
+    groups, ci, co = weights.shape[:3]
+    kernel = tuple(weights.shape[3:])
+    windows = [_tap_windows(axis) for axis in axes]
+    out.fill(0)
+    target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
+    source = np.ascontiguousarray(_input_glxc(data, groups, channels_last), dtype)
+    w = weights.astype(dtype, copy=False)
+    for tap in np.ndindex(*kernel):
+        window = tuple(wins[k] for wins, k in zip(windows, tap))
+        if any(x is None for x in window):
+            continue
+        src = source[(slice(None), slice(None)) + tuple(x[0] for x in window)]
+        dst = target[(slice(None), slice(None)) + tuple(x[1] for x in window)]
+        tap_weights = w[(slice(None), slice(None), slice(None)) + tap]  # (G, Ci, Co)
+        shape = (groups,) + (1,) * (src.ndim - 2)
+        for i in range(ci):
+            for o in range(co):
+                dst[..., o] += src[..., i] * tap_weights[:, i, o].reshape(shape)

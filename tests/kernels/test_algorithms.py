@@ -1,0 +1,716 @@
+"""Every algorithm of the kernel, forced one by one, against the direct-loop oracle.
+
+The oracle (tests/oracle.py) shares no code with the kernel.  Inputs are small
+integers, so float32/float64 results are exact and can be compared with
+``array_equal``; int64 wraps like the oracle.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+
+import numpy as np
+import pytest
+
+from convtranspose import _execute as execute
+from convtranspose import dispatch, host_target
+from convtranspose._execute import transposed_convolution
+from convtranspose._plan import AxisPlan
+from convtranspose._runtime import blas, environment, memo
+from convtranspose._runtime import target as runtime_target
+from convtranspose._runtime import threads as runtime_threads
+from convtranspose.dispatch import calibration, choose_algorithm, estimates
+from convtranspose.kernels import ALGORITHMS, col2im, gemm, phase, schedules, shift
+from convtranspose.kernels import _common as common
+from convtranspose.kernels._numba import blocked as numba_blocked
+from oracle import crop, full_transposed_convolution
+
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+
+
+def _raw_estimates(batch, axes, weights_shape, channels_last, numba=True):
+    """The cost model's raw float32 estimates on this machine (numba usable or not)."""
+    target = host_target().replace(numba=numba)
+    return estimates.raw_estimates(batch, axes, weights_shape, channels_last, False, target,
+                                   target.blas_for(np.float32))
+
+
+def _calibrated_estimates(batch, axes, weights_shape, channels_last, numba=True):
+    """The cost model's calibrated float32 estimates (ns) on this machine."""
+    target = host_target().replace(numba=numba)
+    return dict(dispatch._estimates(batch, tuple(axes), tuple(weights_shape), channels_last,
+                                    np.dtype(np.float32), None, target))
+DTYPES = (np.float64, np.float32, np.int64)
+
+
+def _reference(data_ncx, weights, axes):
+    full = full_transposed_convolution(
+        data_ncx, weights, [a.stride for a in axes], [a.dilation for a in axes])
+    return crop(full, [a.offset for a in axes], [a.output_size for a in axes])
+
+
+def _run(data_ncx, weights, axes, dtype, channels_last, algorithm, bias=None):
+    data = np.ascontiguousarray(np.moveaxis(data_ncx, 1, -1)) if channels_last else data_ncx
+    before = data.copy(), weights.copy()
+    result = transposed_convolution(data, weights, axes, dtype=np.dtype(dtype),
+                                    channels_last=channels_last, bias=bias, algorithm=algorithm)
+    assert np.array_equal(data, before[0]) and np.array_equal(weights, before[1])  # untouched
+    assert result.dtype == np.dtype(dtype) and result.flags.c_contiguous
+    assert not np.shares_memory(result, data) and not np.shares_memory(result, weights)
+    return np.moveaxis(result, -1, 1) if channels_last else result
+
+
+def _dense_elements(data, weights, axes):
+    groups, _, co = weights.shape[:3]
+    return data[0].size * groups * co * int(np.prod([a.output_size for a in axes]))
+
+
+def _random_case(rng, rank):
+    groups = int(rng.integers(1, 4))
+    ci, co, batch = (int(v) for v in rng.integers(1, 4, 3))
+    size = rng.integers(1, 6, rank)
+    kernel = rng.integers(1, 5, rank)
+    stride = rng.integers(1, 4, rank)
+    dilation = rng.integers(1, 3, rank)
+    full = (size - 1) * stride + (kernel - 1) * dilation + 1
+    offsets = [int(rng.integers(-3, f + 1)) for f in full]  # negative: zeros in front
+    sizes = [int(rng.integers(1, f + 5)) for f in full]  # may exceed the full size
+    axes = tuple(AxisPlan(*(int(v) for v in values), o, y)
+                 for values, o, y in zip(zip(size, kernel, stride, dilation), offsets, sizes))
+    data = rng.integers(-9, 10, (batch, groups * ci) + tuple(size))
+    weights = rng.integers(-9, 10, (groups, ci, co) + tuple(kernel))
+    return data, weights, axes
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_every_algorithm_matches_the_oracle(algorithm, channels_last, rank):
+    rng = np.random.default_rng([rank, ALGORITHMS.index(algorithm), channels_last])
+    for trial in range(25 if rank < 3 else 12):
+        data, weights, axes = _random_case(rng, rank)
+        if algorithm == "dense" and _dense_elements(data, weights, axes) > 1 << 21:
+            continue  # dense is only ever chosen for tiny layers; keep the test fast
+        dtype = DTYPES[trial % 3]
+        expected = _reference(data.astype(dtype), weights.astype(dtype), axes)
+        got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype, channels_last, algorithm)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{algorithm} {axes}")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_bias_strided_weights_and_float32_inputs_to_float64(algorithm):
+    rng = np.random.default_rng(7)
+    data = rng.integers(-5, 6, (2, 4, 4, 3)).astype(np.float32)
+    # A non-contiguous weights view, as the frontends pass for OIX/XIO filters.
+    stored = rng.integers(-5, 6, (3, 2, 2, 2, 4)).astype(np.float32)  # (K1, K2, G, Ci, Co)
+    weights = stored.transpose(2, 3, 4, 0, 1)
+    axes = (AxisPlan(4, 3, 2, 1, -1, 12), AxisPlan(3, 2, 3, 2, 1, 7))
+    bias = np.arange(8, dtype=np.float32)
+    expected = _reference(data.astype(np.float64), weights.astype(np.float64), axes)
+    expected += bias.reshape(-1, 1, 1)
+    for channels_last in (False, True):
+        got = _run(data, weights, axes, np.float64, channels_last, algorithm, bias=bias)
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_int64_wraps_around_like_the_oracle(algorithm):
+    big = np.int64(2) ** 62
+    data = np.array([[[big, big - 1, 3]]], np.int64)
+    weights = np.array([[[[3, -5]]]], np.int64)
+    axes = (AxisPlan(3, 2, 1, 1, 0, 4),)
+    with np.errstate(over="ignore"):
+        expected = _reference(data, weights, axes)
+    np.testing.assert_array_equal(_run(data, weights, axes, np.int64, False, algorithm), expected)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_empty_batch_channels_and_depthwise(algorithm):
+    axes = (AxisPlan(3, 3, 2, 1, 1, 6), AxisPlan(2, 2, 2, 1, 0, 4))
+    for batch, groups, ci, co in [(0, 2, 3, 2), (2, 2, 0, 3), (2, 3, 2, 0), (3, 5, 1, 1)]:
+        data = np.ones((batch, groups * ci, 3, 2), np.float32)
+        weights = np.ones((groups, ci, co, 3, 2), np.float32)
+        expected = _reference(data, weights, axes)
+        for channels_last in (False, True):
+            got = _run(data, weights, axes, np.float32, channels_last, algorithm)
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_chunked_scratch_and_threaded_copies(use_target, monkeypatch):
+    # A tiny scratch budget forces the batch and first-axis row chunking paths, and a
+    # zero threshold sends every copy and add through the thread pool.
+    monkeypatch.setattr(phase, "_SCRATCH_BYTES", 64)
+    monkeypatch.setattr(runtime_threads, "_PARALLEL_ELEMENTS", 0)
+    monkeypatch.setattr(runtime_threads, "_COPY_THREADS", 3)
+    use_target(threads=3)
+    monkeypatch.setattr(common, "_PARALLEL_FLOPS", 0)  # stacks of products split too
+    monkeypatch.setattr(gemm, "_PARALLEL_FLOPS", 0)  # stacks of products split too
+    rng = np.random.default_rng(3)
+    for rank in (1, 2, 3):
+        for _ in range(6):
+            data, weights, axes = _random_case(rng, rank)
+            expected = _reference(data, weights, axes)
+            for algorithm, channels_last in itertools.product(
+                    ("phase-nxc", "phase-ncx", "col2im-nxc", "col2im-ncx", "window"),
+                    (False, True)):
+                got = _run(data, weights, axes, np.int64, channels_last, algorithm)
+                np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.skipif(not blas.available(np.float32), reason="no bundled OpenBLAS")
+@pytest.mark.parametrize("algorithm", ["gemm-nxc", "gemm-ncx"])
+def test_gemm_scratch_stays_within_the_output_size(monkeypatch, algorithm):
+    # Two classes per axis, each with two slots: one chunk of every block would hold
+    # 2.5 outputs of windows, two classes' at once 5; chunks of one block hold 0.75
+    # (plus some 25 KB of Python objects).
+    import tracemalloc
+
+    monkeypatch.setattr(gemm, "_GEMM_MIN_SCRATCH_BYTES", 0)
+    rng = np.random.default_rng(11)
+    axes = (AxisPlan(8, 4, 2, 1, 1, 16),) * 2
+    data = rng.standard_normal((16, 64, 8, 8)).astype(np.float32)
+    weights = rng.standard_normal((1, 64, 16, 4, 4)).astype(np.float32)
+    expected = _reference(data, weights, axes)
+    for channels_last in (False, True):
+        layout = np.ascontiguousarray(np.moveaxis(data, 1, -1)) if channels_last else data
+        run = lambda: transposed_convolution(layout, weights, axes, dtype=np.float32,  # noqa: E731
+                                             channels_last=channels_last, algorithm=algorithm)
+        run()  # the class matrices, kept with the filter, are made once
+        tracemalloc.start()
+        try:
+            result = run()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        got = np.moveaxis(result, -1, 1) if channels_last else result
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+        assert peak - result.nbytes <= result.nbytes, (channels_last, peak, result.nbytes)
+
+
+@pytest.mark.skipif(not blas.available(np.float64), reason="no bundled OpenBLAS")
+def test_gemm_chunks_and_products_split_between_threads(use_target, monkeypatch):
+    # One block (gemm) or one grid plane (shift) of the first axis per chunk, every
+    # copy through the pool, and every product "small", so that groups and rows are
+    # split between three threads.
+    monkeypatch.setattr(gemm, "_GEMM_SCRATCH_BYTES", 64)
+    monkeypatch.setattr(shift, "_SHIFT_CHUNK_BYTES", 64)
+    monkeypatch.setattr(runtime_threads, "_PARALLEL_ELEMENTS", 0)
+    monkeypatch.setattr(runtime_threads, "_COPY_THREADS", 3)
+    use_target(threads=3)
+    monkeypatch.setattr(common, "_PARALLEL_FLOPS", 0)
+    monkeypatch.setattr(gemm, "_PARALLEL_FLOPS", 0)
+    monkeypatch.setattr(common, "_SERIAL_GEMM_FLOPS", float("inf"))
+    monkeypatch.setattr(gemm, "_SERIAL_GEMM_FLOPS", float("inf"))
+    monkeypatch.setattr(shift, "_SERIAL_GEMM_FLOPS", float("inf"))
+    threads_before = blas.threads()
+    rng = np.random.default_rng(5)
+    for rank in (1, 2, 3):
+        for trial in range(8):
+            data, weights, axes = _random_case(rng, rank)
+            dtype = (np.float64, np.float32)[trial % 2]
+            expected = _reference(data, weights, axes)
+            for algorithm, channels_last in itertools.product(
+                    ("gemm-nxc", "gemm-ncx", "shift-nxc", "shift-ncx"), (False, True)):
+                got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype,
+                           channels_last, algorithm)
+                np.testing.assert_array_equal(got, expected)
+    assert blas.threads() == threads_before  # one BLAS thread only while products ran
+
+
+def test_gemm_falls_back_to_numpy_phases_without_blas(monkeypatch):
+    monkeypatch.setenv(blas.NO_BLAS_ENV, "1")
+    monkeypatch.setattr(gemm, "_phase_gemm", None)  # calling it would fail
+    monkeypatch.setattr(shift, "_shift_gemm", None)
+    rng = np.random.default_rng(13)
+    for rank in (1, 2):
+        data, weights, axes = _random_case(rng, rank)
+        expected = _reference(data, weights, axes)
+        for algorithm in ("gemm-nxc", "gemm-ncx", "shift-nxc", "shift-ncx"):
+            got = _run(data.astype(np.float32), weights.astype(np.float32), axes, np.float32,
+                       rank == 2, algorithm)
+            np.testing.assert_array_equal(got, expected)
+    assert not choose_algorithm(2, axes, weights.shape).startswith(("gemm", "shift"))
+
+
+def test_numpy_fallback_of_direct_when_numba_is_disabled(monkeypatch):
+    monkeypatch.setenv(runtime_target.NO_NUMBA_ENV, "1")
+    rng = np.random.default_rng(11)
+    for rank in (1, 2, 3):
+        data, weights, axes = _random_case(rng, rank)
+        data, weights = data.astype(np.float32), weights.astype(np.float32)
+        got = _run(data, weights, axes, np.float32, rank % 2 == 0, "direct")
+        np.testing.assert_array_equal(got, _reference(data, weights, axes))
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_direct_on_long_lines(rank):
+    # Channels-first lines of 8 or more elements take the line-vectorised numba kernel.
+    rng = np.random.default_rng(100 + rank)
+    for trial in range(6):
+        data, weights, axes = _random_case(rng, rank)
+        last = axes[-1]
+        size = int(rng.integers(8, 13))
+        full = (size - 1) * last.stride + (last.kernel_size - 1) * last.dilation + 1
+        axes = axes[:-1] + (AxisPlan(size, last.kernel_size, last.stride, last.dilation,
+                                     int(rng.integers(-3, full)), int(rng.integers(1, full + 5))),)
+        data = rng.integers(-9, 10, data.shape[:-1] + (size,))
+        dtype = (np.float64, np.float32)[trial % 2]
+        expected = _reference(data.astype(dtype), weights.astype(dtype), axes)
+        for channels_last in (False, True):
+            got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype, channels_last,
+                       "direct")
+            np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+def test_numba_direct_matches_numpy_direct_on_random_floats(monkeypatch):
+    rng = np.random.default_rng(5)
+    axes = (AxisPlan(9, 4, 2, 1, 1, 18), AxisPlan(7, 3, 3, 2, -2, 25))
+    data = rng.standard_normal((3, 16, 9, 7))
+    weights = rng.standard_normal((16, 1, 1, 4, 3))
+    expected = _reference(data, weights, axes)
+    for channels_last in (False, True):
+        numba_result = _run(data, weights, axes, np.float64, channels_last, "direct")
+        np.testing.assert_allclose(numba_result, expected, rtol=1e-12, atol=1e-12)
+        monkeypatch.setenv(runtime_target.NO_NUMBA_ENV, "1")
+        numpy_result = _run(data, weights, axes, np.float64, channels_last, "direct")
+        monkeypatch.delenv(runtime_target.NO_NUMBA_ENV)
+        np.testing.assert_allclose(numpy_result, numba_result, rtol=1e-12, atol=1e-12)
+
+
+def _random_axes(rng, size):
+    """Axes over input ``size`` with kernels 1-4, strides 1-3, dilations 1-2, offsets
+    from -2 (leading zeros) and output sizes around the full one; and the kernel."""
+    rank = len(size)
+    kernel = rng.integers(1, 5, rank)
+    stride = rng.integers(1, 4, rank)
+    dilation = rng.integers(1, 3, rank)
+    full = (np.array(size) - 1) * stride + (kernel - 1) * dilation + 1
+    axes = tuple(AxisPlan(int(x), int(k), int(s), int(d), int(rng.integers(-2, f // 2 + 1)),
+                          int(rng.integers(max(1, f - 4), f + 4)))
+                 for x, k, s, d, f in zip(size, kernel, stride, dilation, full))
+    return axes, kernel
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("numba_disabled", [False, True], ids=["numba", "no-numba"])
+def test_direct_blocked_with_many_channels_per_group(monkeypatch, rank, numba_disabled):
+    # Several vectors of output channels (padded), long lines (whole blocks, the
+    # overlapping last block and single outputs at both ends), strides, dilations,
+    # negative and large offsets; without numba the NumPy phases compute it.
+    if numba_disabled:
+        monkeypatch.setenv(runtime_target.NO_NUMBA_ENV, "1")
+    rng = np.random.default_rng(200 + rank)
+    for trial in range(6 if rank < 3 else 4):
+        groups = int(rng.integers(1, 3))
+        ci, co = int(rng.integers(1, 40)), int(rng.integers(2, 70))
+        batch = int(rng.integers(1, 3))
+        size = [int(v) for v in rng.integers(2, 5, rank)]
+        size[-1] = int(rng.integers(8, 30))
+        axes, kernel = _random_axes(rng, size)
+        data = rng.integers(-9, 10, (batch, groups * ci) + tuple(size))
+        weights = rng.integers(-9, 10, (groups, ci, co) + tuple(kernel))
+        dtype = (np.float32, np.float64)[trial % 2]
+        expected = _reference(data.astype(dtype), weights.astype(dtype), axes)
+        # Channels-first data is read in place, or through a channels-last copy when
+        # its channel planes are large (here: always).
+        for channels_last, far_planes in ((False, False), (False, True), (True, False)):
+            if HAVE_NUMBA and not numba_disabled:
+
+                monkeypatch.setattr(numba_blocked, "_FAR_CHANNELS_BYTES",
+                                    0 if far_planes else 1 << 40)
+            got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype, channels_last,
+                       "direct-blocked")
+            np.testing.assert_array_equal(got, expected, err_msg=f"{axes} {weights.shape}")
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
+def test_direct_blocked_every_register_layout(use_target, monkeypatch, register_bytes):
+    # Each machine takes one block layout; pretending other vector widths reaches
+    # the others here (whole pixels in a block, chunks of 1, 2 or 3 vectors, and
+    # vectors padded to a multiple of the chunk; AVX-512 takes wide pixels in chunks
+    # of 2 or 4 vectors).
+
+    use_target(vector_bytes=register_bytes)
+    rng = np.random.default_rng(register_bytes)
+    axes = (AxisPlan(3, 3, 2, 1, 1, 6), AxisPlan(23, 3, 2, 1, 1, 46))
+    lanes = register_bytes // 4
+    layouts = []
+    # float32 output channels of 1, 3, 5 and 9 vectors (5 = a padded chunk of 2 on
+    # AVX2 and AVX-512, 9 a chunk of 3 on AVX2).
+    for co in (lanes - 1, 3 * lanes, 5 * lanes - 2, 9 * lanes - 3):
+        layouts.append(schedules.blocked_shape(4, co, axes[-1], register_bytes))
+        data = rng.integers(-9, 10, (2, 7, 3, 23)).astype(np.float32)
+        weights = rng.integers(-9, 10, (1, 7, co, 3, 3)).astype(np.float32)
+        expected = _reference(data, weights, axes)
+        for channels_last in (False, True):
+            got = _run(data, weights, axes, np.float32, channels_last, "direct-blocked")
+            np.testing.assert_array_equal(got, expected, err_msg=f"co={co}")
+    chunks = [chunk for _, _, chunk, _ in layouts]
+    assert chunks == ([1, 3, 2, 2] if register_bytes == 64 else [1, 3, 2, 3]), layouts
+    assert [vectors for _, vectors, _, _ in layouts] == [1, 3, 6, 10 if register_bytes == 64
+                                                         else 9], layouts
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+def test_direct_blocked_cuts_lines_among_threads(monkeypatch):
+    # A layer of one line (1-D, one sample) is cut into runs of its outputs, one
+    # piece of work each, so that every thread takes some; each run is written
+    # whole, the lines' ends with their own taps, rounded or not, in both layouts.
+
+    monkeypatch.setattr(numba_blocked, "_threads", lambda *args: 4)
+    axis = AxisPlan(3000, 5, 3, 1, 2, 8999)
+    assert schedules.blocked_segments(1, axis, 4) == 11  # 8999 // (256 * 3) outputs
+    assert schedules.blocked_segments(4, axis, 4) == 1
+    assert schedules.blocked_segments(1, AxisPlan(100, 5, 3, 1, 2, 299), 4) == 1
+    rng = np.random.default_rng(7)
+    data = rng.integers(-9, 10, (1, 6, 3000)).astype(np.float32)
+    weights = rng.integers(-9, 10, (1, 6, 20, 5)).astype(np.float32)
+    expected = _reference(data, weights, (axis,))
+    for channels_last in (False, True):
+        got = _run(data, weights, (axis,), np.float32, channels_last, "direct-blocked")
+        np.testing.assert_array_equal(got, expected)
+        rounded = transposed_convolution(
+            np.moveaxis(data, 1, -1).copy() if channels_last else data, weights, (axis,),
+            dtype=np.dtype(np.float32), channels_last=channels_last,
+            result_dtype=np.dtype(np.float16), algorithm="direct-blocked")
+        np.testing.assert_array_equal(np.moveaxis(rounded, -1, 1) if channels_last else rounded,
+                                      expected.astype(np.float16))
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("threads", [1, 3])
+def test_direct_blocked_line_ends_go_in_groups(monkeypatch, request, threads):
+    # The ends of consecutive lines of one phase go together through the block kernel
+    # (along the first axis in 2-D layers, the second in 3-D ones), written straight
+    # into the output (channels-last float32 sums of whole vectors of channels) or
+    # from a tile of the group's lines (channels first, rounded to float16): groups
+    # longer and shorter than a block, cut where three threads' pieces meet or where
+    # the tile is full, lines whose first-axis taps differ (no group across them), and
+    # a last axis with several ends per phase (dilation 2, a crop that leaves zeros).
+    monkeypatch.setattr(numba_blocked, "_threads", lambda *args: threads)
+    co = 2 * host_target().lanes(np.float32)
+    if threads > 1:  # a tile of 2-4 lines: groups cut where it is full
+        monkeypatch.setattr(numba_blocked, "_GROUP_TILE_ELEMENTS", 60 * co)
+        numba_blocked._blocked_kernel.cache_clear()  # compiled with the tile's size
+        request.addfinalizer(numba_blocked._blocked_kernel.cache_clear)
+    rng = np.random.default_rng(threads)
+    layers = [
+        (AxisPlan(8, 4, 2, 1, 1, 16), AxisPlan(8, 4, 2, 1, 1, 16)),  # DCGAN's geometry
+        (AxisPlan(19, 3, 2, 1, 1, 37), AxisPlan(6, 5, 3, 2, 0, 30)),
+        (AxisPlan(3, 3, 1, 1, 1, 3), AxisPlan(9, 4, 2, 1, 2, 17)),  # groups shorter than a block
+        (AxisPlan(4, 2, 2, 1, 0, 8), AxisPlan(5, 3, 2, 1, 1, 10), AxisPlan(7, 4, 2, 1, 1, 14)),
+    ]
+    for axes in layers:
+        batch, ci = 2, 5
+        data = rng.integers(-9, 10, (batch, ci) + tuple(a.input_size for a in axes))
+        weights = rng.integers(-9, 10, (1, ci, co) + tuple(a.kernel_size for a in axes))
+        data, weights = data.astype(np.float32), weights.astype(np.float32)
+        expected = _reference(data, weights, axes)
+        for channels_last in (True, False):
+            got = _run(data, weights, axes, np.float32, channels_last, "direct-blocked")
+            np.testing.assert_array_equal(got, expected, err_msg=f"{axes} {channels_last}")
+        rounded = transposed_convolution(
+            np.ascontiguousarray(np.moveaxis(data, 1, -1)), weights, axes,
+            dtype=np.dtype(np.float32), channels_last=True, result_dtype=np.dtype(np.float16),
+            algorithm="direct-blocked")
+        np.testing.assert_array_equal(np.moveaxis(rounded, -1, 1), expected.astype(np.float16))
+
+
+def test_direct_blocked_models_its_threads():
+    # One line on one core costs as much as twice the work on two lines; a line long
+    # enough to be cut into segments, half that.  (The same line as a 2-D layer of
+    # one row: the same cost.)
+    long, short = AxisPlan(20000, 4, 2, 1, 1, 40000), AxisPlan(100, 4, 2, 1, 1, 200)
+    one = AxisPlan(1, 1, 1, 1, 0, 1)
+    target = host_target().replace(threads=2)
+
+    def estimate(batch, axes):
+        layer = estimates._Layer.of(batch, axes, (1, 64, 64) + (4,) * len(axes), True)
+        return estimates._blocked_estimate(layer, target)
+
+    for axis in (long, short):
+        single, double = estimate(1, (axis,)), estimate(2, (axis,))
+        split = schedules.blocked_segments(1, axis, target.threads) >= target.threads
+        assert split == (axis is long)
+        # Two samples: twice the work on twice the lines.
+        assert double / single == pytest.approx(1.0 if not split else 2.0, rel=0.1), axis
+    assert estimate(1, (one, long)) == pytest.approx(estimate(1, (long,)), rel=0.01)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+def test_direct_blocked_propagates_infinities_only_where_taps_reach(monkeypatch):
+    # Outputs at the line ends skip taps outside the input instead of multiplying
+    # them by zero: an infinite weight must not turn those outputs into NaN.
+    monkeypatch.delenv(runtime_target.NO_NUMBA_ENV, raising=False)  # the numba kernel itself
+    axes = (AxisPlan(12, 4, 2, 1, 1, 24),)
+    data = np.ones((1, 3, 12))
+    weights = np.ones((1, 3, 20, 4))
+    weights[0, 1, 5, 0] = np.inf
+    expected = _reference(data, weights, axes)
+    for channels_last in (False, True):
+        got = _run(data, weights, axes, np.float64, channels_last, "direct-blocked")
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_numba_algorithms_are_candidates_only_with_numba(monkeypatch):
+    # A grouped layer is a candidate for both numba algorithms where numba is usable,
+    # and for neither where it is not (whatever the estimates, which vary by CPU).
+    axes = (AxisPlan(28, 4, 2, 1, 1, 56),) * 2
+    shape = (8, 32, 32, 4, 4)
+    for vector_bytes in (32, 64):
+        with_numba = _raw_estimates(8, axes, shape, True, numba=True)
+        assert {"direct", "direct-blocked"} <= set(with_numba), vector_bytes
+    without = _raw_estimates(8, axes, shape, True, numba=False)
+    assert not {"direct", "direct-blocked"} & set(without)
+    monkeypatch.setenv(runtime_target.NO_NUMBA_ENV, "1")
+    assert not choose_algorithm(8, axes, shape, channels_last=True).startswith("direct")
+
+
+def test_calibration_scales_the_kernel_part_apart_where_the_table_says(monkeypatch):
+    # A table entry (scale, overhead, kernel scale) prices `direct` as scale * scaled
+    # + kernel scale * kernel + overhead; a two-number entry scales both parts alike.
+    pytest.importorskip("numba")
+    axes = (AxisPlan(16, 4, 2, 1, 1, 32),) * 2
+    shape = (1, 64, 64, 4, 4)
+    for entry in ((0.5, 1000, 2.0), (0.5, 1000)):
+        fake = calibration.MachineClass("fake", 100.0, {"direct": entry})
+        monkeypatch.setattr(calibration, "machine_class", lambda fake=fake: fake)
+        raw = _raw_estimates(2, axes, shape, False)
+        direct = raw["direct"]
+        assert direct.kernel > 0 and direct.scaled > 0 and direct.gemm == 0
+        assert raw["phase-ncx"].kernel == 0
+        if len(entry) == 3:
+            expected = 0.5 * direct.scaled + 2.0 * direct.kernel + 1000
+        else:
+            expected = 0.5 * direct.total + 1000
+        dispatch._estimates.cache_clear()  # estimates made with the real class
+        costs = _calibrated_estimates(2, axes, shape, False)
+        dispatch._estimates.cache_clear()  # nor may these outlive the fake class
+        assert costs["direct"] == pytest.approx(expected)
+        assert costs["phase-ncx"] == pytest.approx(raw["phase-ncx"].total)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("batch, size, kernel, ci, co", [(1, 32, 2, 512, 256),   # U-Net, k2 s2
+                                                        (8, 64, 1, 1024, 1024)])  # 1x1
+def test_calibration_never_prices_blas_products_below_the_machines_gemm_speed(
+        channels_last, batch, size, kernel, ci, co):
+    # Each output takes exactly one tap (kernel == stride), so each BLAS algorithm
+    # multiplies exactly the layer's 2*N*Ci*Co*K^2*X^2 FLOPs.  The calibration scales
+    # the pass and call terms only: no calibrated estimate may be cheaper than those
+    # products at the machine class's GEMM speed (scaled along, as until session 19,
+    # Zen 4's estimates went down to 0.63x of it).
+    axes = (AxisPlan(size, kernel, kernel, 1, 0, size * kernel),) * 2
+    weights_shape = (1, ci, co, kernel, kernel)
+    floor_ns = 2.0 * batch * ci * co * kernel ** 2 * size ** 2 / calibration.gemm_gflops()
+    costs = _calibrated_estimates(batch, axes, weights_shape, channels_last, numba=HAVE_NUMBA)
+    raw = _raw_estimates(batch, axes, weights_shape, channels_last, numba=HAVE_NUMBA)
+    blas = [name for name in costs if name.split("-")[0] in {"gemm", "phase", "shift", "col2im"}]
+    assert len(blas) == 8
+    for name in blas:
+        assert raw[name].gemm >= floor_ns, name
+        assert costs[name] >= floor_ns, name
+    assert all(raw[name].gemm == 0 for name in costs if name.startswith("direct"))
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+def test_direct_blocked_is_not_offered_for_half_a_vector_of_output_channels():
+    # Its lanes hold output channels: with at most half a vector of them the plane
+    # kernel of `direct` (lanes along space) is the numba kernel on offer.
+    lanes = host_target().lanes(np.float32)
+    target = host_target().replace(numba=True)
+    axes = (AxisPlan(28, 4, 2, 1, 1, 56),) * 2
+    wide = lanes == 16  # AVX-512 offers it for any width on channels-last layers
+    for co, offered in ((lanes // 2, False), (lanes // 2 + 1, True), (64, True), (65, wide),
+                        (256, wide)):
+        costs = _raw_estimates(2, axes, (1, 32, co, 4, 4), True)
+        assert ("direct-blocked" in costs) is offered, (co, lanes)
+        assert "direct" in costs
+        first = _raw_estimates(2, axes, (1, 32, co, 4, 4), False)
+        assert ("direct-blocked" in first) is (offered and co <= 64), (co, lanes)
+        # Channels first, wide output channels only where `direct`'s row kernel does not
+        # take the layer (8 outputs per phase: half a vector of it; a 1-D layer of stride 8).
+        small = (AxisPlan(4, 4, 2, 1, 1, 8),) * 2
+        assert not estimates._rows_take_layer(small, (1, 32, co, 4, 4), False, target)
+        assert estimates._rows_take_layer(axes, (1, 32, co, 4, 4), False, target)
+        rowless = _raw_estimates(2, small, (1, 32, co, 4, 4), False)
+        assert ("direct-blocked" in rowless) is (offered and (co <= 64 or wide)), (co, lanes)
+        line = (AxisPlan(8192, 16, 8, 1, 4, 65536),)
+        assert not estimates._rows_take_layer(line, (1, 32, co, 16), False, target)
+        one_line = _raw_estimates(1, line, (1, 32, co, 16), False)
+        assert ("direct-blocked" in one_line) is (offered and (co <= 64 or wide)), (co, lanes)
+
+
+def test_choice_is_cached_overridable_and_validated(monkeypatch):
+    axes = (AxisPlan(8, 4, 2, 1, 1, 16),) * 2
+    name = choose_algorithm(16, axes, (1, 512, 256, 4, 4))
+    assert name in ALGORITHMS
+    assert choose_algorithm(16, axes, (1, 512, 256, 4, 4)) == name
+    monkeypatch.setenv(environment.ALGORITHM_ENV, "col2im-ncx")
+    assert choose_algorithm(16, axes, (1, 512, 256, 4, 4)) == "col2im-ncx"
+    monkeypatch.setenv(environment.ALGORITHM_ENV, "nonsense")
+    with pytest.raises(ValueError, match="nonsense"):
+        choose_algorithm(16, axes, (1, 512, 256, 4, 4))
+    monkeypatch.delenv(environment.ALGORITHM_ENV)
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        transposed_convolution(np.ones((1, 1, 2)), np.ones((1, 1, 1, 2)), (AxisPlan(2, 2, 1, 1, 0, 3),),
+                               dtype=np.dtype(np.float64), algorithm="nonsense")
+
+
+def test_importing_convtranspose_does_not_import_numba():
+    import subprocess
+    import sys
+
+    code = "import sys, convtranspose; print('numba' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("algorithm", ["dense", "phase-nxc", "phase-ncx", "gemm-nxc",
+                                       "gemm-ncx", "col2im-nxc", "col2im-ncx", "direct-blocked"])
+def test_weights_memo_never_returns_a_stale_filter(monkeypatch, algorithm):
+    monkeypatch.setattr(memo, "_DERIVED_KEPT", 2)
+    rng = np.random.default_rng(17)
+    data, weights, axes = _random_case(rng, 2)
+    weights = weights.astype(np.float64)
+    for _ in range(2):  # the second round hits the memo with the same values
+        for trial in range(4):
+            weights[(0,) * weights.ndim] = trial  # the caller edits its filter in place
+            expected = _reference(data, weights, axes)
+            got = _run(data.astype(np.float64), weights, axes, np.float64, False, algorithm)
+            np.testing.assert_array_equal(got, expected)
+    assert len(memo._derived) <= 2
+    if algorithm == "direct-blocked" and HAVE_NUMBA:  # its reordered weights are kept
+        assert any(key[-1] == "direct-blocked" for key in memo._derived)
+
+
+@pytest.mark.parametrize("size", [6, 6000])  # compared as bytes / as integer views
+def test_weights_memo_compares_bits_not_values(size):
+    zeros = np.zeros((1, 1, 1, size), np.float32)
+    first = memo._derived_from(zeros, "test")
+    assert memo._derived_from(zeros.copy(), "test") is first
+    assert memo._derived_from(-zeros, "test") is not first  # -0.0 == 0.0, other bits
+    assert memo._derived_from(zeros, "other key") is not first
+
+
+def test_weights_memo_compares_filters_in_any_memory_order():
+    # Channels-last frontends pass an XIO filter as a transposed view; the memo keeps
+    # that memory order, and an equal filter in another layout still hits.
+    base = np.random.default_rng(5).standard_normal((3, 3, 40, 50)).astype(np.float32)
+    view = base.transpose(2, 3, 0, 1)[None]
+    first = memo._derived_from(view, "test")
+    kept = next(entry[0] for entry in memo._derived.values() if entry[1] is first)
+    assert np.argsort(kept.strides).tolist() == np.argsort(view.strides).tolist()
+    assert memo._derived_from(np.ascontiguousarray(view), "test") is first
+    assert memo._derived_from(view, "test") is first
+    base[2, 1, 7, 9] += 1  # the caller edits its filter in place
+    assert memo._derived_from(view, "test") is not first
+
+
+def test_weights_memo_keeps_no_filter_above_its_size_cap(monkeypatch):
+    monkeypatch.setattr(memo, "_DERIVED_MAX_BYTES", 64)
+    memo._derived.clear()
+    rng = np.random.default_rng(3)
+    data, weights, axes = _random_case(rng, 1)
+    assert weights.nbytes > 64
+    _run(data, weights, axes, np.float64, False, "col2im-ncx")
+    assert not memo._derived
+
+
+def test_environment_switches_follow_run_time_changes(monkeypatch):
+    from convtranspose._runtime.environment import switch
+
+    monkeypatch.delenv("CONVTRANSPOSE_TEST_SWITCH", raising=False)
+    assert switch("CONVTRANSPOSE_TEST_SWITCH") == ""
+    monkeypatch.setenv("CONVTRANSPOSE_TEST_SWITCH", "dense")
+    assert switch("CONVTRANSPOSE_TEST_SWITCH") == "dense"
+    monkeypatch.setenv(environment.ALGORITHM_ENV, "col2im-ncx")
+    assert choose_algorithm(1, (AxisPlan(3, 2, 2, 1, 0, 6),), (1, 1, 1, 2)) == "col2im-ncx"
+
+
+@pytest.mark.parametrize("numba_disabled", [False, True], ids=["numba", "numpy"])
+def test_direct_channels_last_with_many_products_per_group(monkeypatch, numba_disabled):
+    # More than 4 products per group: numba's plane kernel with strided channels (not
+    # the per-position kernel), or the NumPy fallback.
+    if numba_disabled:
+        monkeypatch.setenv(runtime_target.NO_NUMBA_ENV, "1")
+    rng = np.random.default_rng(23)
+    axes = (AxisPlan(6, 4, 2, 1, 1, 12), AxisPlan(5, 3, 2, 1, 1, 10))
+    for groups, ci, co in [(1, 5, 9), (2, 3, 4), (1, 21, 21)]:
+        data = rng.integers(-9, 10, (2, groups * ci, 6, 5)).astype(np.float32)
+        weights = rng.integers(-9, 10, (groups, ci, co, 4, 3)).astype(np.float32)
+        expected = _reference(data, weights, axes)
+        for channels_last in (False, True):
+            got = _run(data, weights, axes, np.float32, channels_last, "direct")
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_window_covers_partial_phase_ranges():
+    # Live phases not starting at 0 or ending before the stride (dilation a multiple
+    # of the stride), crops and padding beyond the full size: zeros where no tap lands.
+    rng = np.random.default_rng(29)
+    axes = (AxisPlan(5, 3, 4, 2, 1, 23), AxisPlan(4, 2, 3, 3, -2, 16))
+    data = rng.integers(-9, 10, (2, 6, 5, 4))
+    weights = rng.integers(-9, 10, (2, 3, 2, 3, 2))
+    expected = _reference(data, weights, axes)
+    for channels_last in (False, True):
+        got = _run(data, weights, axes, np.int64, channels_last, "window")
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("scratch", [24 << 20, 1 << 10], ids=["whole", "chunked"])
+def test_col2im_numba_scatter_gives_the_numpy_adds_bits(monkeypatch, scratch):
+    # col2im-nxc adds its columns with numba for a few output channels: every output
+    # must get the same bits as from the NumPy adds (same taps in the same order) and
+    # equal the oracle; also when the scratch budget cuts batches and first axes.
+    monkeypatch.setattr(phase, "_SCRATCH_BYTES", scratch)
+    rng = np.random.default_rng(77)
+    for trial in range(6):
+        rank = 1 + trial % 3
+        groups, ci, co = int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 16))
+        size = [int(v) for v in rng.integers(2, 7, rank)]
+        axes, kernel = _random_axes(rng, size)
+        data = rng.standard_normal((3, groups * ci) + tuple(size)).astype(np.float32)
+        weights = rng.standard_normal((groups, ci, co) + tuple(kernel)).astype(np.float32)
+        expected = _reference(data.astype(np.float64), weights.astype(np.float64), axes)
+        for channels_last in (False, True):
+            monkeypatch.setattr(schedules, "SCATTER_MAX_CHANNELS", 16)
+            compiled = _run(data, weights, axes, np.float32, channels_last, "col2im-nxc")
+            monkeypatch.setattr(schedules, "SCATTER_MAX_CHANNELS", 0)
+            numpy_adds = _run(data, weights, axes, np.float32, channels_last, "col2im-nxc")
+            np.testing.assert_array_equal(compiled, numpy_adds, err_msg=f"{axes} co={co}")
+            np.testing.assert_allclose(compiled, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("internal_last", [False, True], ids=["col2im-ncx", "col2im-nxc"])
+def test_col2im_copies_disjoint_taps_and_zeroes_what_they_miss(monkeypatch, internal_last):
+    # Taps spanning less than a stride reach each output at most once, so col2im copies
+    # their columns instead of adding them to zeros: every output they miss (crops
+    # beyond the full size, zeros in front, K*d < s) must still be zeroed, whatever the
+    # result buffer held before.
+    monkeypatch.setattr(schedules, "SCATTER_MAX_CHANNELS", 0)
+    rng = np.random.default_rng(41)
+    cases = [
+        (AxisPlan(4, 2, 2, 1, 0, 8), AxisPlan(3, 2, 2, 1, 0, 6)),  # U-Net's k2 s2: all reached
+        (AxisPlan(4, 2, 2, 1, 1, 9), AxisPlan(3, 1, 3, 1, -2, 9)),  # crop past the end, zeros first
+        (AxisPlan(5, 2, 3, 1, 0, 15),),  # k2 s3: every third output unreached
+        (AxisPlan(3, 2, 3, 2, 0, 9), AxisPlan(2, 1, 1, 1, 0, 2), AxisPlan(2, 2, 2, 1, 0, 4)),
+    ]
+    for axes in cases:
+        size = tuple(a.input_size for a in axes)
+        kernel = tuple(a.kernel_size for a in axes)
+        data = rng.integers(-9, 10, (2, 4) + size).astype(np.float64)
+        weights = rng.integers(-9, 10, (2, 2, 3) + kernel).astype(np.float64)
+        expected = _reference(data, weights, axes)
+        for channels_last in (False, True):
+            source = np.ascontiguousarray(np.moveaxis(data, 1, -1)) if channels_last else data
+            out = np.full(execute._result_shape(2, weights.shape, axes, channels_last), np.nan)
+            col2im._col2im(source, weights, axes, np.dtype(np.float64), channels_last, out,
+                            internal_last, target=host_target())
+            got = np.moveaxis(out, -1, 1) if channels_last else out
+            np.testing.assert_array_equal(got, expected, err_msg=f"{axes} {channels_last}")

@@ -1,0 +1,105 @@
+"""The direct BLAS binding against ``np.matmul`` (an independent implementation)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from convtranspose._runtime import blas
+
+pytestmark = pytest.mark.skipif(not blas.available(np.float32),
+                                reason="NumPy's bundled OpenBLAS is not loadable here")
+
+
+def _view(rng, rows, cols, dtype):
+    """A (rows, cols) view with one of the layouts the kernel passes to BLAS."""
+    kind = int(rng.integers(4))
+    if kind == 0:
+        return rng.standard_normal((rows, cols)).astype(dtype)
+    if kind == 1:  # transposed
+        return rng.standard_normal((cols, rows)).astype(dtype).T
+    if kind == 2:  # a window of a wider buffer (leading dimension > cols)
+        return rng.standard_normal((rows + 2, cols + 3)).astype(dtype)[1:rows + 1, 2:cols + 2]
+    # a column block of a (rows, groups, cols) buffer, as for grouped products
+    return rng.standard_normal((rows, 3, cols)).astype(dtype)[:, 1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_matches_matmul_on_strided_views(dtype):
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        m, n, k = (int(v) for v in rng.integers(1, 9, 3))
+        a, b, c = _view(rng, m, k, dtype), _view(rng, k, n, dtype), _view(rng, m, n, dtype)
+        a_before, b_before, c_before = a.copy(), b.copy(), c.copy()
+        accumulate = bool(rng.integers(2))
+        blas.gemm(a, b, c, accumulate)
+        expected = a.astype(np.float64) @ b.astype(np.float64)
+        if accumulate:
+            expected += c_before
+        np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
+        assert np.array_equal(a, a_before) and np.array_equal(b, b_before)
+
+
+def test_empty_products_and_zero_depth():
+    c = np.full((2, 3), 7.0)
+    blas.gemm(np.ones((2, 0)), np.ones((0, 3)), c, accumulate=True)
+    assert np.array_equal(c, np.full((2, 3), 7.0))
+    blas.gemm(np.ones((2, 0)), np.ones((0, 3)), c)
+    assert np.array_equal(c, np.zeros((2, 3)))
+    blas.gemm(np.ones((0, 4)), np.ones((4, 3)), np.ones((0, 3)))
+
+
+def test_rejects_mismatches_and_non_blas_views():
+    with pytest.raises(ValueError, match="gemm of"):
+        blas.gemm(np.ones((2, 3)), np.ones((4, 5)), np.ones((2, 5)))
+    with pytest.raises(ValueError, match="gemm of"):
+        blas.gemm(np.ones((2, 3), np.float32), np.ones((3, 5)), np.ones((2, 5)))
+    every_other = np.ones((4, 6))[:, ::2]  # neither axis packed
+    with pytest.raises(ValueError, match="not a BLAS operand"):
+        blas.gemm(every_other, np.ones((3, 2)), np.ones((4, 2)))
+
+
+def test_switch_off_by_environment(monkeypatch):
+    monkeypatch.setenv(blas.NO_BLAS_ENV, "1")
+    assert not blas.available(np.float32)
+    assert not blas.available(np.int64)
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 core names")
+def test_corename_reports_the_core_the_environment_forces():
+    # OpenBLAS reads OPENBLAS_CORETYPE once, when it is loaded: hence a fresh process.
+    script = "from convtranspose._runtime import blas; print(blas.corename())"
+    environment = dict(os.environ, OPENBLAS_CORETYPE="Nehalem")
+    result = subprocess.run([sys.executable, "-c", script], env=environment,
+                            capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "Nehalem"
+
+
+@pytest.mark.skipif(blas._thread_setter() is None, reason="no openblas_set_num_threads_local")
+def test_one_thread_restores_the_count_after_concurrent_users():
+    # openblas_set_num_threads_local is process-wide in pthreads builds: concurrent
+    # set-and-restore pairs must not leave OpenBLAS on one thread.
+    before = blas.threads()
+    inside = []
+    barrier = threading.Barrier(4)
+
+    def user():
+        with blas.one_thread:
+            barrier.wait()
+            inside.append(blas.threads())
+            with blas.one_thread:  # nested
+                barrier.wait()
+
+    workers = [threading.Thread(target=user) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert inside == [1] * 4
+    assert blas.threads() == before
