@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 from convtranspose import _execute as execute
-from convtranspose import dispatch, host_target
+from convtranspose import host_target
 from convtranspose._execute import transposed_convolution
 from convtranspose._plan import AxisPlan
-from convtranspose._runtime import blas, environment, memo
+from convtranspose._runtime import blas
 from convtranspose._runtime import target as runtime_target
 from convtranspose._runtime import threads as runtime_threads
-from convtranspose.dispatch import calibration, choose_algorithm, estimates
+from convtranspose.dispatch import choose_algorithm
 from convtranspose.kernels import ALGORITHMS, col2im, gemm, phase, schedules, shift
 from convtranspose.kernels import _common as common
 from convtranspose.kernels._numba import blocked as numba_blocked
@@ -29,18 +29,6 @@ from oracle import crop, full_transposed_convolution
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
 
-def _raw_estimates(batch, axes, weights_shape, channels_last, numba=True):
-    """The cost model's raw float32 estimates on this machine (numba usable or not)."""
-    target = host_target().replace(numba=numba)
-    return estimates.raw_estimates(batch, axes, weights_shape, channels_last, False, target,
-                                   target.blas_for(np.float32))
-
-
-def _calibrated_estimates(batch, axes, weights_shape, channels_last, numba=True):
-    """The cost model's calibrated float32 estimates (ns) on this machine."""
-    target = host_target().replace(numba=numba)
-    return dict(dispatch._estimates(batch, tuple(axes), tuple(weights_shape), channels_last,
-                                    np.dtype(np.float32), None, target))
 DTYPES = (np.float64, np.float32, np.int64)
 
 
@@ -419,27 +407,6 @@ def test_direct_blocked_line_ends_go_in_groups(monkeypatch, request, threads):
         np.testing.assert_array_equal(np.moveaxis(rounded, -1, 1), expected.astype(np.float16))
 
 
-def test_direct_blocked_models_its_threads():
-    # One line on one core costs as much as twice the work on two lines; a line long
-    # enough to be cut into segments, half that.  (The same line as a 2-D layer of
-    # one row: the same cost.)
-    long, short = AxisPlan(20000, 4, 2, 1, 1, 40000), AxisPlan(100, 4, 2, 1, 1, 200)
-    one = AxisPlan(1, 1, 1, 1, 0, 1)
-    target = host_target().replace(threads=2)
-
-    def estimate(batch, axes):
-        layer = estimates._Layer.of(batch, axes, (1, 64, 64) + (4,) * len(axes), True)
-        return estimates._blocked_estimate(layer, target)
-
-    for axis in (long, short):
-        single, double = estimate(1, (axis,)), estimate(2, (axis,))
-        split = schedules.blocked_segments(1, axis, target.threads) >= target.threads
-        assert split == (axis is long)
-        # Two samples: twice the work on twice the lines.
-        assert double / single == pytest.approx(1.0 if not split else 2.0, rel=0.1), axis
-    assert estimate(1, (one, long)) == pytest.approx(estimate(1, (long,)), rel=0.01)
-
-
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
 def test_direct_blocked_propagates_infinities_only_where_taps_reach(monkeypatch):
     # Outputs at the line ends skip taps outside the input instead of multiplying
@@ -455,111 +422,6 @@ def test_direct_blocked_propagates_infinities_only_where_taps_reach(monkeypatch)
         np.testing.assert_array_equal(got, expected)
 
 
-def test_numba_algorithms_are_candidates_only_with_numba(monkeypatch):
-    # A grouped layer is a candidate for both numba algorithms where numba is usable,
-    # and for neither where it is not (whatever the estimates, which vary by CPU).
-    axes = (AxisPlan(28, 4, 2, 1, 1, 56),) * 2
-    shape = (8, 32, 32, 4, 4)
-    for vector_bytes in (32, 64):
-        with_numba = _raw_estimates(8, axes, shape, True, numba=True)
-        assert {"direct", "direct-blocked"} <= set(with_numba), vector_bytes
-    without = _raw_estimates(8, axes, shape, True, numba=False)
-    assert not {"direct", "direct-blocked"} & set(without)
-    monkeypatch.setenv(runtime_target.NO_NUMBA_ENV, "1")
-    assert not choose_algorithm(8, axes, shape, channels_last=True).startswith("direct")
-
-
-def test_calibration_scales_the_kernel_part_apart_where_the_table_says(monkeypatch):
-    # A table entry (scale, overhead, kernel scale) prices `direct` as scale * scaled
-    # + kernel scale * kernel + overhead; a two-number entry scales both parts alike.
-    pytest.importorskip("numba")
-    axes = (AxisPlan(16, 4, 2, 1, 1, 32),) * 2
-    shape = (1, 64, 64, 4, 4)
-    for entry in ((0.5, 1000, 2.0), (0.5, 1000)):
-        fake = calibration.MachineClass("fake", 100.0, {"direct": entry})
-        monkeypatch.setattr(calibration, "machine_class", lambda fake=fake: fake)
-        raw = _raw_estimates(2, axes, shape, False)
-        direct = raw["direct"]
-        assert direct.kernel > 0 and direct.scaled > 0 and direct.gemm == 0
-        assert raw["phase-ncx"].kernel == 0
-        if len(entry) == 3:
-            expected = 0.5 * direct.scaled + 2.0 * direct.kernel + 1000
-        else:
-            expected = 0.5 * direct.total + 1000
-        dispatch._estimates.cache_clear()  # estimates made with the real class
-        costs = _calibrated_estimates(2, axes, shape, False)
-        dispatch._estimates.cache_clear()  # nor may these outlive the fake class
-        assert costs["direct"] == pytest.approx(expected)
-        assert costs["phase-ncx"] == pytest.approx(raw["phase-ncx"].total)
-
-
-@pytest.mark.parametrize("channels_last", [False, True])
-@pytest.mark.parametrize("batch, size, kernel, ci, co", [(1, 32, 2, 512, 256),   # U-Net, k2 s2
-                                                        (8, 64, 1, 1024, 1024)])  # 1x1
-def test_calibration_never_prices_blas_products_below_the_machines_gemm_speed(
-        channels_last, batch, size, kernel, ci, co):
-    # Each output takes exactly one tap (kernel == stride), so each BLAS algorithm
-    # multiplies exactly the layer's 2*N*Ci*Co*K^2*X^2 FLOPs.  The calibration scales
-    # the pass and call terms only: no calibrated estimate may be cheaper than those
-    # products at the machine class's GEMM speed (scaled along, as until session 19,
-    # Zen 4's estimates went down to 0.63x of it).
-    axes = (AxisPlan(size, kernel, kernel, 1, 0, size * kernel),) * 2
-    weights_shape = (1, ci, co, kernel, kernel)
-    floor_ns = 2.0 * batch * ci * co * kernel ** 2 * size ** 2 / calibration.gemm_gflops()
-    costs = _calibrated_estimates(batch, axes, weights_shape, channels_last, numba=HAVE_NUMBA)
-    raw = _raw_estimates(batch, axes, weights_shape, channels_last, numba=HAVE_NUMBA)
-    blas = [name for name in costs if name.split("-")[0] in {"gemm", "phase", "shift", "col2im"}]
-    assert len(blas) == 8
-    for name in blas:
-        assert raw[name].gemm >= floor_ns, name
-        assert costs[name] >= floor_ns, name
-    assert all(raw[name].gemm == 0 for name in costs if name.startswith("direct"))
-
-
-@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
-def test_direct_blocked_is_not_offered_for_half_a_vector_of_output_channels():
-    # Its lanes hold output channels: with at most half a vector of them the plane
-    # kernel of `direct` (lanes along space) is the numba kernel on offer.
-    lanes = host_target().lanes(np.float32)
-    target = host_target().replace(numba=True)
-    axes = (AxisPlan(28, 4, 2, 1, 1, 56),) * 2
-    wide = lanes == 16  # AVX-512 offers it for any width on channels-last layers
-    for co, offered in ((lanes // 2, False), (lanes // 2 + 1, True), (64, True), (65, wide),
-                        (256, wide)):
-        costs = _raw_estimates(2, axes, (1, 32, co, 4, 4), True)
-        assert ("direct-blocked" in costs) is offered, (co, lanes)
-        assert "direct" in costs
-        first = _raw_estimates(2, axes, (1, 32, co, 4, 4), False)
-        assert ("direct-blocked" in first) is (offered and co <= 64), (co, lanes)
-        # Channels first, wide output channels only where `direct`'s row kernel does not
-        # take the layer (8 outputs per phase: half a vector of it; a 1-D layer of stride 8).
-        small = (AxisPlan(4, 4, 2, 1, 1, 8),) * 2
-        assert not estimates._rows_take_layer(small, (1, 32, co, 4, 4), False, target)
-        assert estimates._rows_take_layer(axes, (1, 32, co, 4, 4), False, target)
-        rowless = _raw_estimates(2, small, (1, 32, co, 4, 4), False)
-        assert ("direct-blocked" in rowless) is (offered and (co <= 64 or wide)), (co, lanes)
-        line = (AxisPlan(8192, 16, 8, 1, 4, 65536),)
-        assert not estimates._rows_take_layer(line, (1, 32, co, 16), False, target)
-        one_line = _raw_estimates(1, line, (1, 32, co, 16), False)
-        assert ("direct-blocked" in one_line) is (offered and (co <= 64 or wide)), (co, lanes)
-
-
-def test_choice_is_cached_overridable_and_validated(monkeypatch):
-    axes = (AxisPlan(8, 4, 2, 1, 1, 16),) * 2
-    name = choose_algorithm(16, axes, (1, 512, 256, 4, 4))
-    assert name in ALGORITHMS
-    assert choose_algorithm(16, axes, (1, 512, 256, 4, 4)) == name
-    monkeypatch.setenv(environment.ALGORITHM_ENV, "col2im-ncx")
-    assert choose_algorithm(16, axes, (1, 512, 256, 4, 4)) == "col2im-ncx"
-    monkeypatch.setenv(environment.ALGORITHM_ENV, "nonsense")
-    with pytest.raises(ValueError, match="nonsense"):
-        choose_algorithm(16, axes, (1, 512, 256, 4, 4))
-    monkeypatch.delenv(environment.ALGORITHM_ENV)
-    with pytest.raises(ValueError, match="unknown algorithm"):
-        transposed_convolution(np.ones((1, 1, 2)), np.ones((1, 1, 1, 2)), (AxisPlan(2, 2, 1, 1, 0, 3),),
-                               dtype=np.dtype(np.float64), algorithm="nonsense")
-
-
 def test_importing_convtranspose_does_not_import_numba():
     import subprocess
     import sys
@@ -568,68 +430,6 @@ def test_importing_convtranspose_does_not_import_numba():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "False"
-
-
-@pytest.mark.parametrize("algorithm", ["dense", "phase-nxc", "phase-ncx", "gemm-nxc",
-                                       "gemm-ncx", "col2im-nxc", "col2im-ncx", "direct-blocked"])
-def test_weights_memo_never_returns_a_stale_filter(monkeypatch, algorithm):
-    monkeypatch.setattr(memo, "_DERIVED_KEPT", 2)
-    rng = np.random.default_rng(17)
-    data, weights, axes = _random_case(rng, 2)
-    weights = weights.astype(np.float64)
-    for _ in range(2):  # the second round hits the memo with the same values
-        for trial in range(4):
-            weights[(0,) * weights.ndim] = trial  # the caller edits its filter in place
-            expected = _reference(data, weights, axes)
-            got = _run(data.astype(np.float64), weights, axes, np.float64, False, algorithm)
-            np.testing.assert_array_equal(got, expected)
-    assert len(memo._derived) <= 2
-    if algorithm == "direct-blocked" and HAVE_NUMBA:  # its reordered weights are kept
-        assert any(key[-1] == "direct-blocked" for key in memo._derived)
-
-
-@pytest.mark.parametrize("size", [6, 6000])  # compared as bytes / as integer views
-def test_weights_memo_compares_bits_not_values(size):
-    zeros = np.zeros((1, 1, 1, size), np.float32)
-    first = memo._derived_from(zeros, "test")
-    assert memo._derived_from(zeros.copy(), "test") is first
-    assert memo._derived_from(-zeros, "test") is not first  # -0.0 == 0.0, other bits
-    assert memo._derived_from(zeros, "other key") is not first
-
-
-def test_weights_memo_compares_filters_in_any_memory_order():
-    # Channels-last frontends pass an XIO filter as a transposed view; the memo keeps
-    # that memory order, and an equal filter in another layout still hits.
-    base = np.random.default_rng(5).standard_normal((3, 3, 40, 50)).astype(np.float32)
-    view = base.transpose(2, 3, 0, 1)[None]
-    first = memo._derived_from(view, "test")
-    kept = next(entry[0] for entry in memo._derived.values() if entry[1] is first)
-    assert np.argsort(kept.strides).tolist() == np.argsort(view.strides).tolist()
-    assert memo._derived_from(np.ascontiguousarray(view), "test") is first
-    assert memo._derived_from(view, "test") is first
-    base[2, 1, 7, 9] += 1  # the caller edits its filter in place
-    assert memo._derived_from(view, "test") is not first
-
-
-def test_weights_memo_keeps_no_filter_above_its_size_cap(monkeypatch):
-    monkeypatch.setattr(memo, "_DERIVED_MAX_BYTES", 64)
-    memo._derived.clear()
-    rng = np.random.default_rng(3)
-    data, weights, axes = _random_case(rng, 1)
-    assert weights.nbytes > 64
-    _run(data, weights, axes, np.float64, False, "col2im-ncx")
-    assert not memo._derived
-
-
-def test_environment_switches_follow_run_time_changes(monkeypatch):
-    from convtranspose._runtime.environment import switch
-
-    monkeypatch.delenv("CONVTRANSPOSE_TEST_SWITCH", raising=False)
-    assert switch("CONVTRANSPOSE_TEST_SWITCH") == ""
-    monkeypatch.setenv("CONVTRANSPOSE_TEST_SWITCH", "dense")
-    assert switch("CONVTRANSPOSE_TEST_SWITCH") == "dense"
-    monkeypatch.setenv(environment.ALGORITHM_ENV, "col2im-ncx")
-    assert choose_algorithm(1, (AxisPlan(3, 2, 2, 1, 0, 6),), (1, 1, 1, 2)) == "col2im-ncx"
 
 
 @pytest.mark.parametrize("numba_disabled", [False, True], ids=["numba", "numpy"])

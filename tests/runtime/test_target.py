@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
-from convtranspose._plan import AxisPlan
 from convtranspose._execute import transposed_convolution
+from convtranspose._plan import AxisPlan
 from convtranspose.kernels import ALGORITHMS
 from oracle import crop, full_transposed_convolution
 

@@ -24,6 +24,8 @@ import numpy as np
 
 from . import blas
 from .environment import switch
+from .machine import has_bfloat16_pairs, host_has_f16c, vector_bytes
+from .threads import THREADS
 
 __all__ = ["NO_NUMBA_ENV", "Target", "host", "use_target"]
 
@@ -97,13 +99,9 @@ def _numba_usable() -> bool:
 
 @functools.cache
 def _host(numba: bool, blas_usable: bool) -> Target:
-    from .threads import THREADS
-
     if not numba:  # llvmlite comes with numba: without it there are no vector kernels
         return Target(vector_bytes=16, f16c=False, bfloat16_pairs=False, numba=False,
                       blas=blas_usable, threads=THREADS)
-    from .machine import has_bfloat16_pairs, host_has_f16c, vector_bytes
-
     return Target(vector_bytes=vector_bytes(), f16c=host_has_f16c(),
                   bfloat16_pairs=has_bfloat16_pairs(), numba=True, blas=blas_usable,
                   threads=THREADS)

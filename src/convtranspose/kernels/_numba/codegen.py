@@ -1,11 +1,19 @@
-"""Compiling generated kernel source, readable in tracebacks and on disk.
+"""Compiling kernel templates and generated kernel source, readable in tracebacks and on disk.
 
-Register-blocked kernels keep each accumulator in its own variable (one per vector
-register), so their source depends on the block shape and is generated as text
-(:mod:`.planes`, :mod:`.rows`, :mod:`.blocked`, :mod:`.transpose`).  Every generated
-source is registered with :mod:`linecache` under a name that says which kernel it is,
-so tracebacks and debuggers show its lines, and ``CONVTRANSPOSE_DUMP_KERNELS=DIR``
-writes each one to ``DIR`` as a ``.py`` file (nothing is written otherwise).
+Two kinds of kernel source:
+
+- **Templates** (``templates/*.py`` beside this module): numba kernels written as plain
+  functions whose compile-time constants (vector lanes, block shape, load and store
+  modes) and helper kernels are free names.  :func:`compile_template` executes a
+  template with those names bound as its globals, which numba freezes into the
+  compiled code as it freezes a closure's variables; the template keeps its own file
+  name, so tracebacks and debuggers show its lines.
+- **Generated source**: register-blocked kernels keep each accumulator in its own
+  variable (one per vector register), so their source depends on the block shape and
+  is generated as text (:mod:`.planes`, :mod:`.rows`, :mod:`.blocked`,
+  :mod:`.transpose`).  :func:`compile_source` registers it with :mod:`linecache` under
+  a name that says which kernel it is, and ``CONVTRANSPOSE_DUMP_KERNELS=DIR`` writes
+  each one to ``DIR`` as a ``.py`` file (nothing is written otherwise).
 """
 
 from __future__ import annotations
@@ -19,7 +27,10 @@ import numba
 from ..._runtime.environment import switch
 from . import vectors
 
-__all__ = ["DUMP_ENV", "compile_source"]
+__all__ = ["DUMP_ENV", "compile_source", "compile_template"]
+
+#: The folder of the kernel templates.
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
 #: Environment variable naming a folder where every generated kernel source is written.
 DUMP_ENV = "CONVTRANSPOSE_DUMP_KERNELS"
@@ -56,3 +67,18 @@ def compile_source(source: str, name: str):
     namespace = {intrinsic: getattr(vectors, intrinsic) for intrinsic in _INTRINSICS}
     exec(compile(source, filename, "exec"), namespace)
     return numba.njit(nogil=True, cache=False)(namespace[name])
+
+
+def compile_template(name: str, names: dict) -> dict:
+    """The kernels of ``templates/<name>.py``, with ``names`` bound as its globals.
+
+    Every free name of the template (its header lists them) must be in ``names``; the
+    template's functions carry their own ``numba.njit`` decorators.  Returns the
+    template's namespace after execution (its kernels by name).
+    """
+    path = os.path.join(TEMPLATES, name + ".py")
+    with open(path, encoding="utf-8") as file:
+        source = file.read()
+    namespace = {"numba": numba, "__name__": f"{__name__}.templates.{name}", **names}
+    exec(compile(source, path, "exec"), namespace)
+    return namespace

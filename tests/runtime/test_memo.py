@@ -1,0 +1,115 @@
+"""The memo of matrices derived from a filter, and the environment switches read on
+every call."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from convtranspose._execute import transposed_convolution
+from convtranspose._plan import AxisPlan
+from convtranspose._runtime import environment, memo
+from convtranspose.dispatch import choose_algorithm
+from oracle import crop, full_transposed_convolution
+
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+
+
+
+
+def _reference(data_ncx, weights, axes):
+    full = full_transposed_convolution(
+        data_ncx, weights, [a.stride for a in axes], [a.dilation for a in axes])
+    return crop(full, [a.offset for a in axes], [a.output_size for a in axes])
+
+
+def _run(data_ncx, weights, axes, dtype, channels_last, algorithm, bias=None):
+    data = np.ascontiguousarray(np.moveaxis(data_ncx, 1, -1)) if channels_last else data_ncx
+    before = data.copy(), weights.copy()
+    result = transposed_convolution(data, weights, axes, dtype=np.dtype(dtype),
+                                    channels_last=channels_last, bias=bias, algorithm=algorithm)
+    assert np.array_equal(data, before[0]) and np.array_equal(weights, before[1])  # untouched
+    assert result.dtype == np.dtype(dtype) and result.flags.c_contiguous
+    assert not np.shares_memory(result, data) and not np.shares_memory(result, weights)
+    return np.moveaxis(result, -1, 1) if channels_last else result
+
+
+def _random_case(rng, rank):
+    groups = int(rng.integers(1, 4))
+    ci, co, batch = (int(v) for v in rng.integers(1, 4, 3))
+    size = rng.integers(1, 6, rank)
+    kernel = rng.integers(1, 5, rank)
+    stride = rng.integers(1, 4, rank)
+    dilation = rng.integers(1, 3, rank)
+    full = (size - 1) * stride + (kernel - 1) * dilation + 1
+    offsets = [int(rng.integers(-3, f + 1)) for f in full]  # negative: zeros in front
+    sizes = [int(rng.integers(1, f + 5)) for f in full]  # may exceed the full size
+    axes = tuple(AxisPlan(*(int(v) for v in values), o, y)
+                 for values, o, y in zip(zip(size, kernel, stride, dilation), offsets, sizes))
+    data = rng.integers(-9, 10, (batch, groups * ci) + tuple(size))
+    weights = rng.integers(-9, 10, (groups, ci, co) + tuple(kernel))
+    return data, weights, axes
+
+
+@pytest.mark.parametrize("algorithm", ["dense", "phase-nxc", "phase-ncx", "gemm-nxc",
+                                       "gemm-ncx", "col2im-nxc", "col2im-ncx", "direct-blocked"])
+def test_weights_memo_never_returns_a_stale_filter(monkeypatch, algorithm):
+    monkeypatch.setattr(memo, "_DERIVED_KEPT", 2)
+    rng = np.random.default_rng(17)
+    data, weights, axes = _random_case(rng, 2)
+    weights = weights.astype(np.float64)
+    for _ in range(2):  # the second round hits the memo with the same values
+        for trial in range(4):
+            weights[(0,) * weights.ndim] = trial  # the caller edits its filter in place
+            expected = _reference(data, weights, axes)
+            got = _run(data.astype(np.float64), weights, axes, np.float64, False, algorithm)
+            np.testing.assert_array_equal(got, expected)
+    assert len(memo._derived) <= 2
+    if algorithm == "direct-blocked" and HAVE_NUMBA:  # its reordered weights are kept
+        assert any(key[-1] == "direct-blocked" for key in memo._derived)
+
+
+@pytest.mark.parametrize("size", [6, 6000])  # compared as bytes / as integer views
+def test_weights_memo_compares_bits_not_values(size):
+    zeros = np.zeros((1, 1, 1, size), np.float32)
+    first = memo._derived_from(zeros, "test")
+    assert memo._derived_from(zeros.copy(), "test") is first
+    assert memo._derived_from(-zeros, "test") is not first  # -0.0 == 0.0, other bits
+    assert memo._derived_from(zeros, "other key") is not first
+
+
+def test_weights_memo_compares_filters_in_any_memory_order():
+    # Channels-last frontends pass an XIO filter as a transposed view; the memo keeps
+    # that memory order, and an equal filter in another layout still hits.
+    base = np.random.default_rng(5).standard_normal((3, 3, 40, 50)).astype(np.float32)
+    view = base.transpose(2, 3, 0, 1)[None]
+    first = memo._derived_from(view, "test")
+    kept = next(entry[0] for entry in memo._derived.values() if entry[1] is first)
+    assert np.argsort(kept.strides).tolist() == np.argsort(view.strides).tolist()
+    assert memo._derived_from(np.ascontiguousarray(view), "test") is first
+    assert memo._derived_from(view, "test") is first
+    base[2, 1, 7, 9] += 1  # the caller edits its filter in place
+    assert memo._derived_from(view, "test") is not first
+
+
+def test_weights_memo_keeps_no_filter_above_its_size_cap(monkeypatch):
+    monkeypatch.setattr(memo, "_DERIVED_MAX_BYTES", 64)
+    memo._derived.clear()
+    rng = np.random.default_rng(3)
+    data, weights, axes = _random_case(rng, 1)
+    assert weights.nbytes > 64
+    _run(data, weights, axes, np.float64, False, "col2im-ncx")
+    assert not memo._derived
+
+
+def test_environment_switches_follow_run_time_changes(monkeypatch):
+    from convtranspose._runtime.environment import switch
+
+    monkeypatch.delenv("CONVTRANSPOSE_TEST_SWITCH", raising=False)
+    assert switch("CONVTRANSPOSE_TEST_SWITCH") == ""
+    monkeypatch.setenv("CONVTRANSPOSE_TEST_SWITCH", "dense")
+    assert switch("CONVTRANSPOSE_TEST_SWITCH") == "dense"
+    monkeypatch.setenv(environment.ALGORITHM_ENV, "col2im-ncx")
+    assert choose_algorithm(1, (AxisPlan(3, 2, 2, 1, 0, 6),), (1, 1, 1, 2)) == "col2im-ncx"
