@@ -21,12 +21,12 @@ import math
 import platform
 import statistics
 import sys
-import time
 
 import numpy as np
 
 import convtranspose
 from convtranspose import _bench, dispatch
+from convtranspose._bench.run import alternating_rounds
 
 BASELINE = "convtranspose_baseline"
 
@@ -52,19 +52,6 @@ def chosen(library, layer) -> str:
         return dispatch.choose_algorithm(*arguments, **keywords)
     chooser = importlib.import_module(f"{BASELINE}._kernel")  # the earlier layout's home
     return chooser.choose_algorithm(*arguments, **keywords)
-
-
-def alternating_ms(runs: dict, rounds: int, pause: float) -> dict:
-    """Median ms per runner over ``rounds`` rounds that alternate between them."""
-    times = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            time.sleep(pause)
-            run()
-            start = time.perf_counter()
-            run()
-            times[name].append((time.perf_counter() - start) * 1e3)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def cpu_name() -> str:
@@ -101,7 +88,8 @@ def main(argv=None) -> int:
                 "current": _bench._ours(layer, inputs)[0]}
         outputs = {name: np.asarray(run(), np.float32) for name, run in runs.items()}
         equal = bool(np.array_equal(outputs["baseline"], outputs["current"], equal_nan=True))
-        ms = alternating_ms(runs, args.rounds, args.pause)
+        seconds = alternating_rounds(runs, args.rounds, pause=args.pause)
+        ms = {name: 1e3 * statistics.median(values) for name, values in seconds.items()}
         row = {"layer": layer.label, "baseline_algorithm": chosen(baseline, layer),
                "current_algorithm": chosen(convtranspose, layer), "equal": equal,
                "baseline_ms": ms["baseline"], "current_ms": ms["current"],

@@ -58,6 +58,14 @@ def crop(full, offsets, sizes):
     return out
 
 
+def canonical_result(data_ncx, weights, axes):
+    """The canonical transposed convolution of ``data_ncx`` ``(N, G*Ci, X...)`` and
+    ``weights`` ``(G, Ci, Co, K...)`` over ``axes`` (AxisPlans): the full result, cropped."""
+    full = full_transposed_convolution(data_ncx, weights, [a.stride for a in axes],
+                                       [a.dilation for a in axes])
+    return crop(full, [a.offset for a in axes], [a.output_size for a in axes])
+
+
 # ---------------------------------------------------------------------------
 # Per-dialect oracles.
 #

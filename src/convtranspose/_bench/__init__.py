@@ -27,7 +27,7 @@ from .machine import (
 )
 from .peers import PEERS, REUSE_MIN_BYTES, _ours, installed_peers
 from .report import markdown, plot
-from .run import bench_layer, build_parser, check_close, main
+from .run import alternating_rounds, bench_layer, build_parser, check_close, main
 from .suite import (
                       SETTLE_SECONDS,
                       SUITE,
@@ -40,7 +40,7 @@ from .suite import (
 )
 
 __all__ = ["FLOOR_MIN_MS", "Layer", "PEERS", "REUSE_MIN_BYTES", "SETTLE_SECONDS", "SUITE",
-           "THREADS", "bench_layer", "build_parser", "check_close", "copy_bandwidth",
+           "THREADS", "alternating_rounds", "bench_layer", "build_parser", "check_close", "copy_bandwidth",
            "floor_ms", "fma_peak_flops", "installed_peers", "layer_plan_axes", "main",
            "make_inputs", "markdown", "peak_chains", "plot", "_bfloat16_factor",
            "_kernel_weights_shape", "_numpy_dtype", "_ours"]

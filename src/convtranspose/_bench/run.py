@@ -52,6 +52,30 @@ def check_close(name: str, layer: Layer, ours: np.ndarray, theirs: np.ndarray) -
     return error
 
 
+def alternating_rounds(runners: dict, repeat: int, warmup: int = 0, budget: float = float("inf"),
+                       pause: float | None = None) -> dict:
+    """Seconds per call of each runner over ``repeat`` rounds that alternate between them:
+    in every round each runner gets a pause (``pause``, default :data:`SETTLE_SECONDS`)
+    and an untimed call before its timed one.  ``warmup`` untimed calls each first; no
+    new round after ``budget`` seconds once three are done."""
+    pause = SETTLE_SECONDS if pause is None else pause
+    samples = {name: [] for name in runners}
+    for name, function in runners.items():
+        for _ in range(warmup):
+            function()
+    started = time.perf_counter()
+    for round_index in range(repeat):
+        for name, function in runners.items():
+            time.sleep(pause)
+            function()
+            start = time.perf_counter()
+            function()
+            samples[name].append(time.perf_counter() - start)
+        if round_index >= 2 and time.perf_counter() - started > budget:
+            break
+    return samples
+
+
 def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget: float,
                 fma_flops: float | None = None, bandwidth: float | None = None) -> dict:
     """One row: medians per implementation, memory, roofline and (given the machine's
@@ -81,20 +105,7 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
     # threads go on spinning for tens of ms (onnxruntime's: DCGAN 512->256 NXC 20 ->
     # 40 ms right after it), hence a pause; it may have trimmed the heap (grouped g8
     # right after torch: 2500 page faults, +17 ms), hence an untimed call first.
-    samples = {name: [] for name in runners}
-    for name, function in runners.items():
-        for _ in range(warmup):
-            function()
-    started = time.perf_counter()
-    for round_index in range(repeat):
-        for name, function in runners.items():
-            time.sleep(SETTLE_SECONDS)
-            function()
-            start = time.perf_counter()
-            function()
-            samples[name].append(time.perf_counter() - start)
-        if round_index >= 2 and time.perf_counter() - started > budget:
-            break
+    samples = alternating_rounds(runners, repeat, warmup, budget)
     # Every round, for analysis: this machine's noise comes in bursts of contention
     # that slow every implementation's calls by up to 2x for seconds at a time.
     row["rounds_ms"] = {name: [1e3 * value for value in values]
