@@ -24,6 +24,7 @@ from convtranspose.dispatch import choose_algorithm
 from convtranspose.kernels import ALGORITHMS, col2im, gemm, phase, schedules, shift
 from convtranspose.kernels import _common as common
 from convtranspose.kernels._numba import blocked as numba_blocked
+from kernel_support import random_case as _random_case
 from kernel_support import run_forced as _run
 from oracle import canonical_result as _reference
 
@@ -36,23 +37,6 @@ DTYPES = (np.float64, np.float32, np.int64)
 def _dense_elements(data, weights, axes):
     groups, _, co = weights.shape[:3]
     return data[0].size * groups * co * int(np.prod([a.output_size for a in axes]))
-
-
-def _random_case(rng, rank):
-    groups = int(rng.integers(1, 4))
-    ci, co, batch = (int(v) for v in rng.integers(1, 4, 3))
-    size = rng.integers(1, 6, rank)
-    kernel = rng.integers(1, 5, rank)
-    stride = rng.integers(1, 4, rank)
-    dilation = rng.integers(1, 3, rank)
-    full = (size - 1) * stride + (kernel - 1) * dilation + 1
-    offsets = [int(rng.integers(-3, f + 1)) for f in full]  # negative: zeros in front
-    sizes = [int(rng.integers(1, f + 5)) for f in full]  # may exceed the full size
-    axes = tuple(AxisPlan(*(int(v) for v in values), o, y)
-                 for values, o, y in zip(zip(size, kernel, stride, dilation), offsets, sizes))
-    data = rng.integers(-9, 10, (batch, groups * ci) + tuple(size))
-    weights = rng.integers(-9, 10, (groups, ci, co) + tuple(kernel))
-    return data, weights, axes
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -11,27 +11,11 @@ import pytest
 from convtranspose._plan import AxisPlan
 from convtranspose._runtime import environment, memo
 from convtranspose.dispatch import choose_algorithm
+from kernel_support import random_case as _random_case
 from kernel_support import run_forced as _run
 from oracle import canonical_result as _reference
 
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
-
-
-def _random_case(rng, rank):
-    groups = int(rng.integers(1, 4))
-    ci, co, batch = (int(v) for v in rng.integers(1, 4, 3))
-    size = rng.integers(1, 6, rank)
-    kernel = rng.integers(1, 5, rank)
-    stride = rng.integers(1, 4, rank)
-    dilation = rng.integers(1, 3, rank)
-    full = (size - 1) * stride + (kernel - 1) * dilation + 1
-    offsets = [int(rng.integers(-3, f + 1)) for f in full]  # negative: zeros in front
-    sizes = [int(rng.integers(1, f + 5)) for f in full]  # may exceed the full size
-    axes = tuple(AxisPlan(*(int(v) for v in values), o, y)
-                 for values, o, y in zip(zip(size, kernel, stride, dilation), offsets, sizes))
-    data = rng.integers(-9, 10, (batch, groups * ci) + tuple(size))
-    weights = rng.integers(-9, 10, (groups, ci, co) + tuple(kernel))
-    return data, weights, axes
 
 
 @pytest.mark.parametrize("algorithm", ["dense", "phase-nxc", "phase-ncx", "gemm-nxc",
