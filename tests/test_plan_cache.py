@@ -411,3 +411,15 @@ def test_prepared_direct_calls_only_where_the_plane_kernel_is_set_up_once(monkey
     monkeypatch.setattr(execute, "PREPARED_MAX_FILTER_BYTES", filter.nbytes)
     call(data, filter)
     assert len(_api._prepared_calls) == 1
+
+
+def test_prepared_direct_call_yields_to_another_target(forced_direct):
+    # Its kernels and threads were set up for the target of its first call: under
+    # another target it declines, and the general path computes the oracle's result.
+    call, case, data, filter = _direct_layer("onnx 2-D")
+    call(data, filter)  # prepares
+    (prepared,) = _api._prepared_calls.values()
+    assert prepared[1](data, filter) is not None
+    with ct.use_target(ct.host_target().replace(threads=1)):
+        assert prepared[1](data, filter) is None
+        oracle.assert_matches(call(data, filter), case(data, filter))

@@ -202,4 +202,4 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
     from .kernels._numba.direct import prepare_direct
 
     compute = prepare_direct(batch, weights, axes, dtype, channels_last, derived, target)
-    return None if compute is None else DirectCall(filter, compute, shape, dtype)
+    return None if compute is None else DirectCall(filter, compute, shape, dtype, target)

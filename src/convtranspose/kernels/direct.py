@@ -13,6 +13,7 @@ import numpy as np
 
 from .._geometry import _tap_windows
 from .._runtime.memo import _derived_from, _frozen, _same_bits
+from .._runtime.target import host
 from ._common import _input_glxc, _NonFinite, _output_glyc, _require_finite
 from .dense import _switch_state
 from .schedules import _direct_rounds
@@ -27,19 +28,22 @@ class DirectCall:
     plane kernel with everything but the data set up
     (:func:`convtranspose.kernels._numba.direct.prepare_direct`).  The filter is finite (its
     taps meet the windows' zero borders), so any data gives the exact sums; None only
-    for another filter or switch.
+    for another filter, switch or target (its kernels and threads were set up for one).
     """
 
-    __slots__ = ("_filter", "_compute", "_shape", "_dtype", "_switches")
+    __slots__ = ("_filter", "_compute", "_shape", "_dtype", "_switches", "_target")
 
-    def __init__(self, filter: np.ndarray, compute, shape: tuple[int, ...], dtype: np.dtype):
+    def __init__(self, filter: np.ndarray, compute, shape: tuple[int, ...], dtype: np.dtype,
+                 target):
         self._filter = _frozen(np.array(filter, copy=True, order="K"))
         self._compute, self._shape, self._dtype = compute, shape, dtype
         self._switches = _switch_state()
+        self._target = target
 
     def __call__(self, data: np.ndarray, filter: np.ndarray,
                  out: np.ndarray | None = None) -> np.ndarray | None:
-        if _switch_state() != self._switches or not _same_bits(self._filter, filter):
+        if (_switch_state() != self._switches or host() != self._target
+                or not _same_bits(self._filter, filter)):
             return None
         if out is None:
             out = np.empty(self._shape, self._dtype)
