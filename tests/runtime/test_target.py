@@ -14,8 +14,6 @@ from convtranspose._plan import AxisPlan
 from convtranspose.kernels import ALGORITHMS
 from oracle import canonical_result as _reference
 
-HAVE_NUMBA = ct.host_target().numba or pytest.importorskip("numba") is not None
-
 
 def test_targets_are_validated():
     with pytest.raises(ValueError, match="vector_bytes=48"):

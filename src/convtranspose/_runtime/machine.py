@@ -63,27 +63,30 @@ _AVX_CPUS = ("sandybridge", "ivybridge", "haswell", "broadwell", "skylake", "ald
              "znver2", "znver3")
 
 
-def _named_cpu_vector_bytes() -> int | None:
-    """The vector width numba compiles for when ``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES``
-    name another CPU than the host (features first: ``+avx512f``, ``+avx``), or None."""
+def _named_cpu() -> tuple[str, frozenset[str] | None] | None:
+    """``(name, feature flags)`` of the CPU numba compiles for when ``NUMBA_CPU_NAME`` or
+    ``NUMBA_CPU_FEATURES`` names another than the host (flags None where only the name is
+    given, as ``{"+avx2", "-avx512f", ...}`` where the features are), else None."""
     features = os.environ.get("NUMBA_CPU_FEATURES", "")
-    if features:
-        flags = set(features.split(","))
-        return 64 if "+avx512f" in flags else 32 if "+avx" in flags or "+avx2" in flags else 16
     name = os.environ.get("NUMBA_CPU_NAME", "")
+    if features:
+        return name, frozenset(features.split(","))
     if not name or name == "host":
         return None
-    return 64 if name in _AVX512_CPUS else 32 if name in _AVX_CPUS else 16
+    return name, None
 
 
 @functools.cache
 def vector_bytes() -> int:
     """The widest SIMD register in bytes as LLVM (numba) compiles for this process: 64 with
     AVX-512, 32 with AVX, else 16; the CPU ``NUMBA_CPU_NAME`` or ``NUMBA_CPU_FEATURES``
-    names, if set, else the host's.  Needs llvmlite (numba's dependency)."""
-    named = _named_cpu_vector_bytes()
+    names, if set (features first), else the host's.  Needs llvmlite (numba's dependency)."""
+    named = _named_cpu()
     if named is not None:
-        return named
+        name, flags = named
+        if flags is not None:
+            return 64 if "+avx512f" in flags else 32 if flags & {"+avx", "+avx2"} else 16
+        return 64 if name in _AVX512_CPUS else 32 if name in _AVX_CPUS else 16
     from llvmlite import binding
 
     features = binding.get_host_cpu_features()
@@ -97,11 +100,11 @@ def host_has_f16c() -> bool:
     """Whether LLVM converts float16 with instructions for the CPU numba compiles for
     (else with a runtime helper numba does not link): x86 with F16C, or 64-bit ARM.  The
     CPU ``NUMBA_CPU_NAME`` or ``NUMBA_CPU_FEATURES`` names, if set.  Needs llvmlite."""
-    features = os.environ.get("NUMBA_CPU_FEATURES", "")
-    if features:
-        return "+f16c" in features.split(",")
-    name = os.environ.get("NUMBA_CPU_NAME", "")
-    if name and name != "host":
+    named = _named_cpu()
+    if named is not None:
+        name, flags = named
+        if flags is not None:
+            return "+f16c" in flags
         return name in _AVX512_CPUS + _AVX_CPUS and name not in ("sandybridge", "bdver1")
     from llvmlite import binding
 
