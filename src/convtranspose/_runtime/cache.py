@@ -1,0 +1,90 @@
+"""Where the library keeps what it learns about a machine: one per-user cache folder.
+
+Two things live there: the planner's wisdom (:mod:`convtranspose.planning`) and the
+compiled kernels' numba cache.  The folder is
+
+- ``CONVTRANSPOSE_CACHE_DIR`` when set (``off`` keeps nothing on disk);
+- otherwise the user cache directory of :mod:`platformdirs` when it is installed
+  (``~/.cache/convtranspose`` on Linux, ``~/Library/Caches/convtranspose`` on macOS,
+  ``%LOCALAPPDATA%\\convtranspose\\Cache`` on Windows);
+- otherwise the same Linux and macOS rules applied here (``XDG_CACHE_HOME``).
+
+Nothing is written until something is worth keeping, and a folder that cannot be
+created or written is the same as ``off`` (with one warning).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import warnings
+
+from .environment import switch
+
+__all__ = ["CACHE_ENV", "atomic_write", "cache_dir"]
+
+#: Environment variable naming the cache folder, or ``off``.
+CACHE_ENV = "CONVTRANSPOSE_CACHE_DIR"
+
+_warned: set[str] = set()
+
+
+def _default_dir() -> str:
+    try:
+        import platformdirs
+    except ImportError:
+        platformdirs = None
+    if platformdirs is not None:
+        return platformdirs.user_cache_dir("convtranspose", appauthor=False)
+    home = os.path.expanduser("~")
+    if sys.platform == "darwin":
+        return os.path.join(home, "Library", "Caches", "convtranspose")
+    if os.name == "nt":
+        base = os.environ.get("LOCALAPPDATA") or os.path.join(home, "AppData", "Local")
+        return os.path.join(base, "convtranspose", "Cache")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    return os.path.join(base, "convtranspose")
+
+
+def cache_dir(create: bool = True) -> str | None:
+    """The cache folder (created when ``create``), or None when caching is off or the
+    folder cannot be made."""
+    chosen = switch(CACHE_ENV)
+    if chosen.lower() == "off":
+        return None
+    folder = os.path.abspath(os.path.expanduser(chosen)) if chosen else _default_dir()
+    if create:
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as error:
+            warn_once(folder, f"convtranspose keeps no cache: cannot create {folder!r} "
+                              f"({error}); set {CACHE_ENV} to a writable folder or 'off'")
+            return None
+    return folder
+
+
+def warn_once(key: str, message: str) -> None:
+    """One :class:`RuntimeWarning` per ``key`` and process."""
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never
+    a part: a temporary file in the same folder, flushed, then renamed over ``path``."""
+    folder = os.path.dirname(path) or "."
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
