@@ -18,6 +18,12 @@ from hypothesis import HealthCheck, settings
 # The shared helpers (oracle.py, cli_support.py) sit here; tests in subfolders import them.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# The suite checks results: the cost model decides, and nothing is kept on disk between
+# runs (measured planning and wisdom have their own tests in tests/planning/, which turn
+# them on per test).  Subprocesses of the tests inherit these.
+os.environ.setdefault("CONVTRANSPOSE_PLANNING", "estimate")
+os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
+
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("dev", **_COMMON)
 settings.register_profile("ci", derandomize=True, print_blob=True, **_COMMON)

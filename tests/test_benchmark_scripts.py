@@ -2,6 +2,7 @@
 and the calibration fit recovers a known table from synthetic measurements."""
 
 import importlib.util
+import json
 import pathlib
 
 import pytest
@@ -42,48 +43,20 @@ def test_row_kernel_script_times_layers_the_row_kernel_takes(capsys):
     assert all(float(row.split("|")[5]) < 1e-5 for row in rows)  # the kernels agree
 
 
-def test_calibration_fit_recovers_a_known_scale_and_overhead():
-    # Measurements made from (scale, overhead) on the fit's overhead grid: the fit
-    # must give them back, and the loss of choices made with them must be none.
+def test_calibrate_reports_the_estimate_loss(tmp_path, monkeypatch):
+    # Two levels on one tiny layer: each result is a positive time, and the loss is
+    # the ratio of the two times (1.0 when both levels chose the same algorithm).
     calibrate = _load("calibrate")
-    true = {"phase-ncx": (0.5, 0.02), "direct": (1.7, 0.0)}
-    results = []
-    for i, (raw_phase, raw_direct) in enumerate([(0.4, 3.0), (2.0, 0.9), (9.0, 4.0),
-                                                 (30.0, 25.0), (0.1, 0.05)]):
-        raw = {"phase-ncx": raw_phase, "direct": raw_direct}
-        measured = {name: true[name][0] * value + true[name][1] for name, value in raw.items()}
-        results.append({"layer": f"layer {i}", "raw_ms": raw, "measured_ms": measured})
-    table = calibrate.fit(results)
-    for name, (scale, overhead_ms) in true.items():
-        assert table[name][0] == pytest.approx(scale, rel=2e-3)
-        assert table[name][1] == round(overhead_ms * 1e6)
-    assert calibrate.choice_losses(results, table) == pytest.approx([1.0] * len(results))
-    # The raw estimates alone choose wrongly where the scales reverse the order.
-    losses = calibrate.choice_losses(results, {})
-    assert max(losses) > 1.0
-
-
-def test_calibration_fit_recovers_a_separate_kernel_scale():
-    # `direct` has a numba multiply-add part that the table may scale on its own:
-    # measurements made from (scale, overhead, kernel scale), on the fit's grids, must
-    # give the three back; an old run without kernel parts fits two numbers as before.
-    calibrate = _load("calibrate")
-    true = (0.25, 0.05, 0.88)
-    results = []
-    for i, (rest, kernel) in enumerate([(4.0, 5.0), (8.0, 1.0), (40.0, 15.0), (2.0, 3.0),
-                                        (0.4, 0.2), (20.0, 40.0), (1.0, 1.0)]):
-        measured = true[0] * rest + true[2] * kernel + true[1]
-        results.append({"layer": f"layer {i}", "raw_ms": {"direct": rest},
-                        "kernel_ms": {"direct": kernel}, "measured_ms": {"direct": measured}})
-    scale, overhead, kernel_scale = calibrate.fit(results)["direct"]
-    assert (scale, kernel_scale) == pytest.approx((true[0], true[2]), rel=2e-3)
-    assert overhead == round(true[1] * 1e6)
-    for result in results:
-        estimate = calibrate._estimate_ms(result, "direct", (scale, overhead, kernel_scale))
-        assert estimate == pytest.approx(result["measured_ms"]["direct"], rel=2e-3)
-        del result["kernel_ms"]
-        result["raw_ms"]["direct"] = result["measured_ms"]["direct"] / 2
-    assert calibrate.fit(results)["direct"] == (2.0, 0)
+    out = tmp_path / "report"
+    assert calibrate.main(["--layers", "tiny", "--repeat", "2", "--out", str(out)]) == 0
+    report = json.loads((out / "calibration.json").read_text())
+    assert report["cpu"] and report["layers"]
+    for row in report["layers"]:
+        estimate, measured = row["estimate"], row["exhaustive"]
+        assert estimate["ms"] > 0 and measured["ms"] > 0
+        expected = (1.0 if estimate["algorithm"] == measured["algorithm"]
+                    else estimate["ms"] / measured["ms"])
+        assert row["loss"] == pytest.approx(expected)
 
 
 # --------------------------------------------------------------------------- machine bounds

@@ -9,7 +9,7 @@ import importlib
 
 import pytest
 
-MODULES = ["convtranspose", "convtranspose._api", "convtranspose._dialects.openvino",
+MODULES = ["convtranspose", "convtranspose._api", "convtranspose.planning", "convtranspose._dialects.openvino",
            "convtranspose._dialects.onednn", "convtranspose._dialects.onnx",
            "convtranspose.shapes", "convtranspose.dispatch", "convtranspose._runtime.target"]
 

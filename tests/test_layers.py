@@ -19,13 +19,14 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "convtranspose"
 #: Layers, lowest first: a module may import its own layer and the ones before it.
 #: Matched by the longest prefix of the dotted name below ``convtranspose``.
 LAYERS = (
-    ("_errors", "_dtypes", "_runtime"),
+    ("_errors", "_dtypes", "_version", "_runtime"),
     ("_plan", "_geometry", "_dialects"),
     ("kernels",),
     ("dispatch",),
+    ("planning",),
     ("_execute",),
-    ("_api", "shapes"),
-    ("__init__", "interop", "cli", "_cli_parser", "_bench", "__main__"),
+    ("_api", "shapes", "_explain"),
+    ("__init__", "interop", "cli", "_cli_parser", "_tune", "_bench", "__main__"),
 )
 
 

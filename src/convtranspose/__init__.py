@@ -22,12 +22,19 @@ from ._api import (
 )
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import ConvTransposeError
+from ._explain import explain
 from ._plan import AxisPlan, ConvTransposePlan
 from ._runtime.target import Target, use_target
 from ._runtime.target import host as host_target
-from .dispatch import explain
-
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
+from .planning import (
+    export_wisdom,
+    forget_wisdom,
+    get_planning,
+    import_wisdom,
+    set_planning,
+    use_planning,
+)
 
 __all__ = [
     "AxisPlan",
@@ -38,9 +45,15 @@ __all__ = [
     "conv_transpose",
     "convolution_backprop_data",
     "explain",
+    "export_wisdom",
+    "forget_wisdom",
+    "get_planning",
     "group_convolution_backprop_data",
     "host_target",
+    "import_wisdom",
     "onnx_conv_transpose",
+    "set_planning",
     "shapes",
+    "use_planning",
     "use_target",
 ]

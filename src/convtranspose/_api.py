@@ -16,6 +16,7 @@ import threading
 import numpy as np
 
 from . import _dialects, _plan
+from . import planning as _planning
 from ._dtypes import accumulation_dtype, check_dtypes
 from ._errors import ConvTransposeError
 from ._execute import prepare_call, transposed_convolution
@@ -164,7 +165,7 @@ def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter"
     if bias is None:
         key = (id(plan), data.dtype, filter.dtype)
         prepared = _prepared_calls.get(key)
-        if prepared is not None and prepared[0] is plan:
+        if prepared is not None and prepared[0] is plan and prepared[2] == _planning.generation:
             result = prepared[1](data, filter, out)
             if result is not None:
                 return result
@@ -183,7 +184,8 @@ def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter"
     if bias is None:
         call = prepare_call(data, filter, weights, plan.axes, plan.channels_last)
         if call is not None:
-            _bounded_insert(_prepared_calls, key, (plan, call), _PREPARED_CALLS_KEPT)
+            _bounded_insert(_prepared_calls, key, (plan, call, _planning.generation),
+                            _PREPARED_CALLS_KEPT)
     return result
 
 

@@ -124,7 +124,8 @@ def _subparser(commands, name: str, help: str, description: str, epilog: str):
 
 def build_parser(handlers: dict) -> argparse.ArgumentParser:
     """The ``convtranspose`` parser; ``handlers`` maps each command (``shape``, ``run``,
-    ``ir check``, ``ir run``, ``onnx check``, ``onnx run``, ``demo``) to its function."""
+    ``ir check``, ``ir run``, ``onnx check``, ``onnx run``, ``tune``, ``demo``) to its
+    function."""
     parser = _Parser(
         prog="convtranspose",
         description="Spec-exact transposed convolution (OpenVINO, oneDNN Graph, ONNX): shape"
@@ -137,6 +138,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                " -o y.npy\n"
                "  convtranspose ir check model.xml\n"
                "  convtranspose onnx check model.onnx\n"
+               "  convtranspose tune model.xml\n"
                "  convtranspose bench --quick\n"
                "  convtranspose demo\n"
                "\nexit codes: 0 ok, 1 a check found a mismatch, 2 bad input."
@@ -149,6 +151,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     _add_run(commands, handlers)
     _add_ir(commands, handlers)
     _add_onnx(commands, handlers)
+    _add_tune(commands, handlers)
     _add_bench_and_demo(commands, handlers)
     return parser
 
@@ -173,6 +176,10 @@ def _add_shape(commands, handlers: dict) -> None:
                             " why: every candidate's estimate, the choice, what runs")
     shape.add_argument("--dtype", default="float32", metavar="DTYPE",
                        help="operand dtype for --explain (default float32)")
+    shape.add_argument("--measure", action="store_true",
+                       help="with --explain: time the candidates now on random data (unless"
+                            " this machine has measured the layer) and show the times beside"
+                            " the estimates")
     _add_attribute_flags(shape)
     shape.set_defaults(handler=handlers["shape"])
 
@@ -252,6 +259,33 @@ def _add_onnx(commands, handlers: dict) -> None:
                          help=_MAX_BYTES_HELP)
     onnx_check.set_defaults(handler=handlers["onnx check"])
     onnx_run.set_defaults(handler=handlers["onnx run"])
+
+
+_TUNE_EXAMPLES = ("examples:\n  convtranspose tune model.xml\n"
+                  "  convtranspose tune model.onnx --level exhaustive --json\n")
+
+
+def _add_tune(commands, handlers: dict) -> None:
+    """``convtranspose tune``."""
+    tune = _subparser(commands, "tune", "measure every layer of a model and keep the wisdom",
+                      "Run every transposed-convolution layer of an OpenVINO IR (.xml) or ONNX"
+                      " model once on random data with the model's weights, under measured"
+                      " planning: time the candidate algorithms, keep the fastest as this"
+                      " machine's wisdom (CONVTRANSPOSE_WISDOM), and print each layer's"
+                      " choice, its time and the runner-up.", _TUNE_EXAMPLES)
+    tune.add_argument("model", metavar="MODEL", help="an OpenVINO IR .xml or an ONNX model")
+    tune.add_argument("--bin", metavar="MODEL.bin",
+                      help="the IR's weights (default: next to the .xml)")
+    tune.add_argument("--level", choices=("measure", "exhaustive"), default="measure",
+                      help="time the estimate's best three (measure, default) or every"
+                           " applicable algorithm (exhaustive)")
+    tune.add_argument("--batch", type=int, default=1, metavar="N",
+                      help="the batch of layers whose batch is dynamic (default 1)")
+    tune.add_argument("--seed", type=int, default=0, help="seed of the random data")
+    tune.add_argument("--json", action="store_true", help="print one JSON object")
+    tune.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
+                      help=_MAX_BYTES_HELP)
+    tune.set_defaults(handler=handlers["tune"])
 
 
 def _add_bench_and_demo(commands, handlers: dict) -> None:

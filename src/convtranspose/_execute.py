@@ -19,12 +19,13 @@ import numpy as np
 from ._plan import AxisPlan
 from ._runtime.memo import _derived_from
 from ._runtime.target import Target, host
-from .dispatch import choose, choose_exact
+from .dispatch import choose_exact
 from .kernels import ALGORITHMS, REGISTRY, resolve, run, run_rounded
 from .kernels import casts as _casts
 from .kernels._common import _NonFinite
 from .kernels.dense import DenseCall, _dense_matrix
 from .kernels.direct import DirectCall
+from .planning import planned_choice
 
 __all__ = ["prepare_call", "transposed_convolution"]
 
@@ -60,8 +61,7 @@ def transposed_convolution(
     bias : ndarray, optional
         ``(G*Co,)``, added to every output position.
     algorithm : str, optional
-        One of :data:`ALGORITHMS`, to force an algorithm (tests and benchmarks);
-        by default :func:`~.dispatch.choose` decides.
+        One of :data:`ALGORITHMS`, to force one; by default :mod:`.planning` decides.
     result_dtype : numpy dtype, optional
         The result's dtype if not ``dtype``: the sums (and the bias) are accumulated
         in ``dtype`` and converted once, to the bits of ``result.astype(result_dtype)``
@@ -71,7 +71,7 @@ def transposed_convolution(
         Where to write the result: C-contiguous, of its shape and dtype, sharing no
         memory with the operands (the caller checks).
     target : Target, optional
-        The machine to compute for; :func:`~._runtime.target.host` by default.
+        The machine to compute for; this one by default.
 
     Returns
     -------
@@ -81,20 +81,20 @@ def transposed_convolution(
     """
     dtype, axes = np.dtype(dtype), tuple(axes)
     target = host() if target is None else target
-    if result_dtype is not None and np.dtype(result_dtype) != dtype:
-        return _rounded(data, weights, axes, dtype, np.dtype(result_dtype), channels_last,
-                        bias, algorithm, out, target)
+    if result_dtype is not None and np.dtype(result_dtype) == dtype:
+        result_dtype = None
     batch = data.shape[0]
     if out is None:
-        out = _empty_result(batch, weights.shape, axes, channels_last, dtype)
+        out = _empty_result(batch, weights.shape, axes, channels_last, result_dtype or dtype)
     if algorithm is None:
-        algorithm = choose(batch, axes, weights.shape, channels_last=channels_last,
-                           dtype=dtype, target=target).algorithm
-    if out.size == 0:
-        pass
-    elif data.size == 0 or weights.size == 0:
+        algorithm = _planned(data, weights, axes, dtype, result_dtype, channels_last, bias, out,
+                             target)
+    if result_dtype is not None:
+        return _rounded(data, weights, axes, dtype, np.dtype(result_dtype), channels_last,
+                        bias, algorithm, out, target)
+    if out.size and (data.size == 0 or weights.size == 0):
         out.fill(0)
-    else:
+    elif out.size:
         # Special values arise silently, whichever algorithm runs (BLAS never warns; NumPy
         # would, in some algorithms only), and the finiteness checks may overflow.
         with np.errstate(over="ignore", invalid="ignore"):
@@ -134,9 +134,6 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
     result directly, with no float32 result; every other one computes the float32
     result, rounded afterwards (:func:`convtranspose.kernels.casts.narrow`).
     """
-    if algorithm is None:
-        algorithm = choose(data.shape[0], axes, weights.shape, channels_last=channels_last,
-                           dtype=dtype, result_dtype=result_dtype, target=target).algorithm
     if (data.size and weights.size and algorithm in REGISTRY
             and _casts.rounds_in_kernels(dtype, result_dtype, target)):
         name, _ = resolve(algorithm, dtype, len(axes), channels_last, target)
@@ -152,6 +149,24 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
                                     channels_last=channels_last, bias=bias,
                                     algorithm=algorithm, target=target)
     return _casts.narrow(result, result_dtype, out, target)
+
+
+def _planned(data, weights, axes, dtype, result_dtype, channels_last, bias, out, target):
+    """The algorithm measured planning gives this problem (:mod:`.planning`); when it
+    measures, each candidate computes the whole call (bias and rounding included) into
+    ``out``, which the winner then fills once more."""
+    def run(name):
+        transposed_convolution(data, weights, axes, dtype=dtype, channels_last=channels_last,
+                               bias=bias, algorithm=name, result_dtype=result_dtype, out=out,
+                               target=target)
+
+    def finite():
+        return all(array is None or array.dtype.kind not in "fc"
+                   or bool(np.isfinite(array).all()) for array in (data, weights, bias))
+
+    return planned_choice(data.shape[0], axes, weights.shape, channels_last=channels_last,
+                          dtype=dtype, result_dtype=result_dtype, target=target, run=run,
+                          finite=finite).algorithm
 
 
 def _compute(algorithm, data, weights, axes, dtype, channels_last, out, target):
@@ -188,8 +203,8 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
         return None
     target = host() if target is None else target
     batch = data.shape[0]
-    runs = choose(batch, axes, weights.shape, channels_last=channels_last, dtype=dtype,
-                  target=target).runs
+    runs = planned_choice(batch, axes, weights.shape, channels_last=channels_last,
+                          dtype=dtype, result_dtype=None, target=target).runs
     shape = _result_shape(batch, weights.shape, axes, channels_last)
     if runs == "dense":
         matrix = _dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))

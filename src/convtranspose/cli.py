@@ -123,7 +123,9 @@ def _plan_dict(plan) -> dict:
 
 def _shape(args: argparse.Namespace) -> int:
     plan, _ = _plan(args, args.data_shape, args.filter_shape, args.bias_shape)
-    explanation = _explanation(plan, args.dtype) if args.explain else None
+    if args.measure and not args.explain:
+        raise Failure("--measure goes with --explain")
+    explanation = _explanation(plan, args.dtype, args.measure) if args.explain else None
     if args.json:
         record = _plan_dict(plan)
         if explanation is not None:
@@ -131,6 +133,7 @@ def _shape(args: argparse.Namespace) -> int:
             record["explain"] = {"dtype": args.dtype, "algorithm": choice.algorithm,
                                  "runs": choice.runs, "decided_by": choice.decided_by,
                                  "estimates_ns": dict(choice.estimates),
+                                 "measured_ns": dict(choice.measured),
                                  "fallbacks": [list(f) for f in choice.fallbacks]}
         print(json.dumps(record))
         return EXIT_OK
@@ -152,7 +155,7 @@ def _shape(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _explanation(plan, dtype: str):
+def _explanation(plan, dtype: str, measure: bool = False):
     """:func:`convtranspose.explain` of ``plan`` for ``--dtype``, or a one-line failure."""
     import numpy as np
 
@@ -168,7 +171,7 @@ def _explanation(plan, dtype: str):
         np_dtype = require("ml_dtypes", "bfloat16", "--dtype bfloat16").bfloat16
     else:
         np_dtype = np.dtype(dtype)
-    return explain(plan, np_dtype)
+    return explain(plan, np_dtype, measure=measure)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -195,9 +198,9 @@ def _run(args: argparse.Namespace) -> int:
 class _Progress:
     """A one-line progress bar on stderr, shown only on a terminal for large models."""
 
-    def __init__(self, total: int, label: str):
+    def __init__(self, total: int, label: str, always: bool = False):
         self.total, self.label = total, label
-        self.enabled = total >= _PROGRESS_MIN_LAYERS and sys.stderr.isatty()
+        self.enabled = (always or total >= _PROGRESS_MIN_LAYERS) and sys.stderr.isatty()
         self.last = 0.0
 
     def update(self, done: int) -> None:
@@ -304,6 +307,12 @@ def _onnx_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _tune(args: argparse.Namespace) -> int:
+    from ._tune import tune
+
+    return tune(args, _Progress)
+
+
 # ---------------------------------------------------------------------------
 # bench / demo
 
@@ -356,7 +365,7 @@ def _demo(args: argparse.Namespace) -> int:
 # the parser
 
 HANDLERS = {"shape": _shape, "run": _run, "ir check": _ir_check, "ir run": _ir_run,
-            "onnx check": _onnx_check, "onnx run": _onnx_run, "demo": _demo}
+            "onnx check": _onnx_check, "onnx run": _onnx_run, "tune": _tune, "demo": _demo}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -264,7 +264,6 @@ def test_choice_charges_a_float32_result_to_algorithms_that_round_it_afterwards(
                     costs = {rounder: 1e6 + gap, "gemm-ncx": 1e6}
                     fake = {name: RawCost(cost) for name, cost in costs.items()}
                     monkeypatch.setattr(dispatch, "raw_estimates", lambda *args, fake=fake: fake)
-                    monkeypatch.setattr(dispatch, "calibration_table", dict)
                     dispatch._estimates.cache_clear()
                     rounds = rounder == "direct-blocked" or direct_rounds
                     for result_dtype, expected in (

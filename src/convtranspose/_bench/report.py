@@ -7,7 +7,6 @@ import os
 import sys
 
 from .._runtime import blas as _blas
-from ..dispatch.calibration import machine_class
 
 
 def _geomean(values: list[float]) -> float:
@@ -24,8 +23,7 @@ def _blas_description() -> str:
     if not core:
         return "no OpenBLAS found"
     forced = f", forced by {CORE_ENV}" if os.environ.get(CORE_ENV) else ""
-    return (f"OpenBLAS {core} kernels{forced}; cost model of machine class "
-            f"{machine_class().name}")
+    return f"OpenBLAS {core} kernels{forced}"
 
 
 def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:

@@ -15,6 +15,7 @@ created or written is the same as ``off`` (with one warning).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -30,11 +31,17 @@ CACHE_ENV = "CONVTRANSPOSE_CACHE_DIR"
 _warned: set[str] = set()
 
 
-def _default_dir() -> str:
+@functools.cache
+def _platformdirs():
     try:
         import platformdirs
     except ImportError:
-        platformdirs = None
+        return None
+    return platformdirs
+
+
+def _default_dir() -> str:
+    platformdirs = _platformdirs()
     if platformdirs is not None:
         return platformdirs.user_cache_dir("convtranspose", appauthor=False)
     home = os.path.expanduser("~")

@@ -15,7 +15,7 @@ import os
 import platform
 import re
 
-__all__ = ["CpuIdentity", "cpu_identity", "has_bfloat16_pairs", "host_has_f16c", "parse_cpuinfo",
+__all__ = ["CpuIdentity", "cpu_identity", "cpu_model_name", "has_bfloat16_pairs", "host_has_f16c", "parse_cpuinfo",
            "vector_bytes"]
 
 #: ``(vendor, family)``: the CPUID vendor string (``'GenuineIntel'``, ``'AuthenticAMD'``)
@@ -51,6 +51,18 @@ def cpu_identity() -> CpuIdentity:
     if identity[0]:
         return identity
     return _parse_processor_string(platform.processor())
+
+
+@functools.cache
+def cpu_model_name() -> str:
+    """The CPU's marketing name (``/proc/cpuinfo``'s ``model name``, as ``lscpu`` shows
+    it), or ``platform.processor()`` where there is none."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
+            found = re.search(r"^model name\s*:\s*(.+)$", handle.read(1 << 16), re.MULTILINE)
+    except OSError:
+        found = None
+    return found.group(1).strip() if found else (platform.processor() or platform.machine())
 
 
 #: LLVM CPU names whose widest vectors are 512 bits (for ``NUMBA_CPU_NAME``).

@@ -5,7 +5,7 @@ calibrated estimate (:mod:`.estimates`, :mod:`.calibration`) and returns a
 :class:`Choice`: the algorithm, every candidate's estimate, how it was decided
 (``CONVTRANSPOSE_ALGORITHM``, an empty layer, the estimates) and the registry's
 fallbacks that turn it into the code that runs on this :class:`~._runtime.target.Target`.
-:func:`explain` prints it, as ``convtranspose shape --explain`` does.
+:class:`Explanation` prints it (``ct.explain``, ``convtranspose shape --explain``).
 """
 
 from __future__ import annotations
@@ -17,18 +17,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._dtypes import accumulation_dtype
 from .._plan import AxisPlan
 from .._runtime.environment import ALGORITHM_ENV, switch
 from .._runtime.target import Target, host
 from ..kernels import ALGORITHMS, REGISTRY, exact_algorithms, resolve
 from ..kernels.casts import rounds_in_kernels
 from ..kernels.schedules import _direct_rounds
-from .calibration import calibrated_ns, calibration_table, machine_class
+from .calibration import calibrated_ns
 from .estimates import raw_estimates
 
-__all__ = ["Choice", "Explanation", "choose", "choose_algorithm", "describe_algorithm",
-           "explain"]
+__all__ = ["Choice", "Explanation", "choose", "choose_algorithm", "describe_algorithm"]
 
 #: Nanoseconds per output element of a float32 result that is then rounded to float16
 #: or bfloat16 (allocated, written, rounded; ``benchmarks/results/half-precision.json``).
@@ -47,12 +45,16 @@ class Choice:
         What runs: ``algorithm``, or the registry's fallback where one of its
         requirements is missing on the target.
     decided_by : str
-        ``"forced"`` (``CONVTRANSPOSE_ALGORITHM``), ``"empty"`` (nothing to multiply)
-        or ``"estimates"``.
+        ``"forced"`` (``CONVTRANSPOSE_ALGORITHM``), ``"empty"`` (nothing to multiply),
+        ``"estimates"``, or (by :mod:`convtranspose.planning`) ``"measured"`` (timed on
+        this call's operands) or ``"wisdom"`` (timed earlier on this machine).
     estimates : tuple of (str, float)
         Every offered candidate's calibrated estimate in nanoseconds, fastest first.
     fallbacks : tuple of (str, str)
         Each algorithm passed over on the way to ``runs``, with the missing requirement.
+    measured : tuple of (str, float)
+        The candidates timed on this machine (nanoseconds, fastest first) when measured
+        planning decided (:mod:`convtranspose.planning`), else empty.
     """
 
     algorithm: str
@@ -60,6 +62,7 @@ class Choice:
     decided_by: str
     estimates: tuple[tuple[str, float], ...]
     fallbacks: tuple[tuple[str, str], ...]
+    measured: tuple[tuple[str, float], ...] = ()
 
 
 def _bfloat16_pairs(dtype: np.dtype, result_dtype, target: Target) -> bool:
@@ -78,9 +81,7 @@ def _estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
     pairs = _bfloat16_pairs(dtype, result_dtype, target)
     raw = raw_estimates(batch, axes, weights_shape, channels_last, dtype.kind != "f", target,
                         target.blas_for(dtype), pairs)
-    table = calibration_table()
-    costs = {name: calibrated_ns(cost, table.get(name, (1.0, 0.0)))
-             for name, cost in raw.items()}
+    costs = {name: calibrated_ns(cost) for name, cost in raw.items()}
     rounded = (result_dtype is not None and target.numba
                and rounds_in_kernels(dtype, np.dtype(result_dtype), target))
     if rounded:  # only direct-blocked and direct's plane kernel round as they store
@@ -115,7 +116,15 @@ def choose(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *
         The machine; :func:`~convtranspose._runtime.target.host` by default.
     estimate_forced : bool
         Estimate the candidates even when ``CONVTRANSPOSE_ALGORITHM`` forces one (for
-        :func:`explain`; a forced call skips the cost model).
+        ``ct.explain``; a forced call skips the cost model).
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> plan = ct.shapes.convolution_backprop_data((1, 8, 16, 16), (8, 4, 3, 3), strides=2)
+    >>> choice = choose(1, plan.axes, plan.canonical_filter_shape)
+    >>> choice.algorithm == choice.estimates[0][0]
+    True
     """
     target = host() if target is None else target
     axes, weights_shape, dtype = tuple(axes), tuple(weights_shape), np.dtype(dtype)
@@ -177,15 +186,18 @@ class Explanation:
         lines = [f"problem      {self.plan.op} data {list(self.plan.data_shape)}, filter "
                  f"{list(self.plan.filter_shape)}, {self.plan.data_format}, {self.dtype}",
                  f"target       {target.vector_bytes}-byte vectors, {target.threads} threads, "
-                 + (", ".join(flags) or "NumPy only")
-                 + f"; cost model class {machine_class().name}",
+                 + (", ".join(flags) or "NumPy only"),
                  f"decided by   {_DECIDED[choice.decided_by]}"]
         if choice.estimates:
             width = max(len(name) for name, _ in choice.estimates)
-            lines.append("candidates   " + "estimate".rjust(width + 12))
+            measured = dict(choice.measured)
+            lines.append("candidates   " + "estimate".rjust(width + 11)
+                         + ("measured".rjust(12) if measured else ""))
             for name, ns in choice.estimates:
                 mark = "  <- chosen" if name == choice.algorithm else ""
-                lines.append(f"  {name.ljust(width)}  {_format_ns(ns).rjust(20)}{mark}")
+                timed = (_format_ns(measured[name]) if name in measured else "-").rjust(12)
+                lines.append(f"  {name.ljust(width)}  {_format_ns(ns).rjust(20)}"
+                             f"{timed if measured else ''}{mark}")
         for name, reason in choice.fallbacks:
             lines.append(f"fallback     {name}: {reason}")
         lines.append(f"runs         {choice.runs}: {REGISTRY[choice.runs].summary}")
@@ -196,45 +208,12 @@ class Explanation:
 
 _DECIDED = {"forced": f"{ALGORITHM_ENV} (forced)",
             "empty": "nothing to multiply (an empty operand): the output is zeros",
-            "estimates": "the lowest calibrated estimate"}
+            "estimates": "the lowest estimate (cost model)",
+            "measured": "measured on these operands (planning), kept as wisdom",
+            "wisdom": "measured earlier on this machine (wisdom)"}
 
 
 def _format_ns(ns: float) -> str:
     if ns >= 1e6:
         return f"{ns / 1e6:.3g} ms"
     return f"{ns / 1e3:.3g} us"
-
-
-def explain(plan, dtype="float32", *, target: Target | None = None) -> Explanation:
-    """Why a layer gets its algorithm: every candidate's estimate, the choice, what runs.
-
-    Parameters
-    ----------
-    plan : ConvTransposePlan
-        A plan from :mod:`convtranspose.shapes` (or an array function's attributes
-        resolved by it).
-    dtype : dtype, optional
-        The operands' dtype (default float32).
-    target : Target, optional
-        The machine; this one by default.
-
-    Returns
-    -------
-    Explanation
-        Its ``str`` is a table; ``.choice`` holds the :class:`Choice`.
-
-    Examples
-    --------
-    >>> import convtranspose as ct
-    >>> plan = ct.shapes.convolution_backprop_data((1, 8, 16, 16), (8, 4, 3, 3), strides=2)
-    >>> ct.explain(plan).choice.runs in ct.kernels.ALGORITHMS
-    True
-    """
-    target = host() if target is None else target
-    operand = np.dtype(dtype)
-    accumulate = accumulation_dtype(operand)
-    choice = choose(plan.data_shape[0], plan.axes, plan.canonical_filter_shape,
-                    channels_last=plan.channels_last, dtype=accumulate,
-                    result_dtype=None if operand == accumulate else operand, target=target,
-                    estimate_forced=True)
-    return Explanation(plan, operand, choice, target)

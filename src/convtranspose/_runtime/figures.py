@@ -1,0 +1,96 @@
+"""The machine figures the cost model needs, measured here instead of looked up in a table.
+
+The estimates (:mod:`convtranspose.dispatch.estimates`) price BLAS products at the
+machine's large-GEMM rate and NumPy passes at its copy rate.  Both are measured once
+per machine, in well under a second, and kept in the wisdom file
+(:mod:`.wisdom`), so a later process reads them instead of measuring again.  No CPU
+needs an entry written by hand: a machine this library never saw measures its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+from .wisdom import store
+
+__all__ = ["MachineFigures", "machine_figures", "measure_figures"]
+
+#: Square float32 GEMM size for the rate: large enough for OpenBLAS's full-speed kernels
+#: and its threads, small enough to take about a millisecond.
+_GEMM_SIZE = 768
+#: Elements of each float32 copy for the copy rate: 16 MB, past the caches of the CPUs
+#: this library runs on, as the large layers' passes are.
+_COPY_ELEMENTS = 1 << 22
+#: Timed repetitions of each (the fastest counts: the others met interruptions).
+_REPEATS = 5
+#: The figures' key in the wisdom file.
+_KEY = "machine"
+
+
+class MachineFigures(dict):
+    """``gemm_gflops`` (large float32 GEMM, GFLOP/s, on NumPy's BLAS threads) and
+    ``copy_gbps`` (a large float32 copy, GB/s read plus written)."""
+
+    @property
+    def gemm_gflops(self) -> float:
+        return float(self["gemm_gflops"])
+
+    @property
+    def copy_gbps(self) -> float:
+        return float(self["copy_gbps"])
+
+
+def _fastest(function) -> float:
+    """The fastest of :data:`_REPEATS` timed calls of ``function`` (seconds), after one
+    untimed call."""
+    function()
+    best = float("inf")
+    for _ in range(_REPEATS):
+        start = time.perf_counter()
+        function()
+        best = min(best, time.perf_counter() - start)
+    return max(best, 1e-9)
+
+
+def measure_figures() -> MachineFigures:
+    """Measure this machine's figures now (about 0.1 s)."""
+    rng = np.random.default_rng(0)
+    a = rng.random((_GEMM_SIZE, _GEMM_SIZE), dtype=np.float32)
+    b = rng.random((_GEMM_SIZE, _GEMM_SIZE), dtype=np.float32)
+    product = np.empty_like(a)
+    gemm_seconds = _fastest(lambda: np.matmul(a, b, out=product))
+    source = np.ones(_COPY_ELEMENTS, np.float32)
+    destination = np.empty_like(source)
+    copy_seconds = _fastest(lambda: np.copyto(destination, source))
+    return MachineFigures(gemm_gflops=2.0 * _GEMM_SIZE ** 3 / gemm_seconds / 1e9,
+                          copy_gbps=2.0 * source.nbytes / copy_seconds / 1e9)
+
+
+@functools.cache
+def _figures_of(path: object) -> MachineFigures:
+    del path  # the cache key: wisdom read from another file may hold other figures
+    store.ensure_loaded()
+    known = store.figures.get(_KEY)
+    if isinstance(known, dict):
+        try:
+            figures = MachineFigures(known)
+            if figures.gemm_gflops > 0 and figures.copy_gbps > 0:
+                return figures
+        except (KeyError, TypeError, ValueError):
+            pass
+    figures = measure_figures()
+    store.record("figures", _KEY, dict(figures))
+    return figures
+
+
+def machine_figures() -> MachineFigures:
+    """This machine's figures: from the wisdom file, or measured now and kept there."""
+    return _figures_of(store.path())
+
+
+def forget_figures() -> None:
+    """Measure again at the next use (after the wisdom was forgotten or replaced)."""
+    _figures_of.cache_clear()

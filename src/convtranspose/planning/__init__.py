@@ -1,0 +1,320 @@
+"""Measured planning: the first call of a new problem times the best candidates, and the
+machine remembers the winner (like FFTW's planner and wisdom, cuDNN's benchmark mode).
+
+Levels (:func:`set_planning`, :func:`use_planning`, ``CONVTRANSPOSE_PLANNING``):
+
+``estimate``
+    The cost model alone (:mod:`convtranspose.dispatch`): no call is ever timed.
+``measure``
+    The first call of a problem this machine has not measured times the candidates the
+    estimate ranks first, on the real operands (the budget:
+    :mod:`convtranspose.planning.measure`), and keeps the fastest as wisdom.
+``exhaustive``
+    As ``measure``, timing every applicable algorithm.
+``auto`` (the default)
+    ``measure`` for problems estimated at :data:`AUTO_MEASURE_NS` or more, ``estimate``
+    below (where a whole measurement would cost more than a wrong choice can lose in
+    many calls).
+
+At every level but ``estimate``, wisdom already measured for a problem is used (and
+nothing measured again).  The key is the
+canonical problem (batch, per-axis plan, weights shape, layout, dtypes, target and
+threads), never the dialect: the four dialect functions share what was learned.
+
+Measuring never changes what is computed beyond float rounding: every candidate
+computes the same sums (in another order), and the result returned is the winner's.
+Operands with infinities or NaNs are never measured (they go to the exact algorithms
+as always), and the problem is measured at a later finite call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import json
+import threading
+
+import numpy as np
+
+from .._errors import ConvTransposeError
+from .._runtime import figures as _figures
+from .._runtime.cache import CACHE_ENV
+from .._runtime.environment import ALGORITHM_ENV, switch
+from .._runtime.wisdom import WISDOM_ENV, WisdomError, check_document, store
+from ..dispatch import Choice, choose
+from ..kernels import resolve
+from .measure import Measurement, measure
+
+__all__ = ["AUTO_MEASURE_NS", "LEVELS", "PLANNING_ENV", "WISDOM_ENV", "export_wisdom",
+           "forget_wisdom", "get_planning", "import_wisdom", "planned_choice",
+           "problem_key", "recording", "set_planning", "store_path", "use_planning"]
+
+#: The planning levels (the module docstring).
+LEVELS = ("auto", "estimate", "measure", "exhaustive")
+#: Environment variable choosing the level when no API setting does.
+PLANNING_ENV = "CONVTRANSPOSE_PLANNING"
+#: ``auto`` measures problems whose best estimate is at least this (nanoseconds).  A
+#: measurement costs up to 12 calls plus compilation, once per machine; below 20 us per
+#: call the choices differ by a few microseconds (``benchmarks/results/planning-*.json``).
+AUTO_MEASURE_NS = 20_000.0
+
+_level_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "convtranspose_planning", default=None)
+_level_set: str | None = None
+_inflight: dict[str, threading.Event] = {}
+_inflight_lock = threading.Lock()
+
+
+def _checked(level) -> str:
+    if level not in LEVELS:
+        raise ConvTransposeError(f"planning level {level!r} is not one of {LEVELS}")
+    return level
+
+
+def get_planning() -> str:
+    """The planning level in force here: :func:`use_planning`'s, else
+    :func:`set_planning`'s, else ``CONVTRANSPOSE_PLANNING``, else ``"auto"``."""
+    level = _level_var.get() or _level_set
+    if level is not None:
+        return level
+    chosen = switch(PLANNING_ENV).strip().lower()
+    if not chosen:
+        return "auto"
+    if chosen not in LEVELS:
+        raise ConvTransposeError(f"{PLANNING_ENV}={chosen!r} is not one of {LEVELS}")
+    return chosen
+
+
+def set_planning(level: str | None) -> str | None:
+    """Set the planning level for the process; returns the previous setting.
+
+    Parameters
+    ----------
+    level : {"auto", "estimate", "measure", "exhaustive"} or None
+        None drops the setting (``CONVTRANSPOSE_PLANNING``, else ``auto``, applies).
+
+    Returns
+    -------
+    str or None
+        The setting before, None when there was none.
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> previous = ct.set_planning("estimate")
+    >>> ct.get_planning()
+    'estimate'
+    >>> _ = ct.set_planning(previous)
+    """
+    global _level_set, generation
+    previous = _level_set
+    _level_set = None if level is None else _checked(level)
+    generation += 1
+    return previous
+
+
+@contextlib.contextmanager
+def use_planning(level: str):
+    """``with ct.use_planning("measure"):`` the level for calls in this block (this
+    thread or task only)."""
+    token = _level_var.set(_checked(level))
+    try:
+        yield
+    finally:
+        _level_var.reset(token)
+
+
+def problem_key(batch, axes, weights_shape, channels_last, dtype, result_dtype,
+                target) -> str:
+    """The wisdom key of a canonical problem on ``target``."""
+    per_axis = ",".join(f"{a.input_size}:{a.kernel_size}:{a.stride}:{a.dilation}:"
+                        f"{a.offset}:{a.output_size}" for a in axes)
+    flags = "".join(flag for flag, on in (("n", target.numba), ("b", target.blas),
+                                          ("h", target.f16c), ("p", target.bfloat16_pairs))
+                    if on)
+    result = "" if result_dtype is None else "->" + np.dtype(result_dtype).name
+    return (f"n{batch} [{per_axis}] w{'x'.join(map(str, weights_shape))} "
+            f"{'nxc' if channels_last else 'ncx'} {np.dtype(dtype).name}{result} "
+            f"t{target.threads} v{target.vector_bytes} {flags}")
+
+
+def _with_algorithm(choice: Choice, algorithm: str, decided_by: str, dtype, rank,
+                    channels_last, target, measured=()) -> Choice:
+    runs, fallbacks = resolve(algorithm, dtype, rank, channels_last, target)
+    return dataclasses.replace(choice, algorithm=algorithm, runs=runs, decided_by=decided_by,
+                               fallbacks=fallbacks, measured=tuple(measured))
+
+
+def _remembered(key: str, offered) -> dict | None:
+    store.ensure_loaded()
+    entry = store.choices.get(key)
+    if isinstance(entry, dict) and entry.get("algorithm") in offered:
+        return entry
+    return None
+
+
+def _candidates(choice: Choice, level: str, dtype, rank, channels_last, target) -> list[str]:
+    """The names to time: the estimate's order, one per code that runs."""
+    names, seen = [], set()
+    for name, _ in choice.estimates:
+        runs, _ = resolve(name, dtype, rank, channels_last, target)
+        if runs not in seen:
+            seen.add(runs)
+            names.append(name)
+    return names if level == "exhaustive" else names[:3]
+
+
+#: Decisions already taken in this process, by problem and level (cleared when the
+#: wisdom changes): a repeated call costs one dictionary lookup.
+_decided: dict[tuple, Choice] = {}
+_DECIDED_KEPT = 4096
+#: Counts the changes of wisdom (forgotten, imported): callers that keep a decision
+#: (the dialect functions' prepared calls) keep it with this number and drop it when
+#: the number moved.
+generation = 0
+
+
+def _wisdom_changed() -> None:
+    global generation
+    _decided.clear()
+    _figures.forget_figures()
+    generation += 1
+
+
+def planned_choice(batch, axes, weights_shape, *, channels_last, dtype, result_dtype,
+                   target, run=None, finite=None) -> Choice:
+    """The :class:`~convtranspose.dispatch.Choice` for a problem under the planning level.
+
+    ``run(name)`` computes the problem with algorithm ``name`` on the real operands
+    (into a result buffer the caller keeps), and ``finite()`` says whether they are all
+    finite; without ``run``, or when they are not, wisdom is used but nothing measured.
+    """
+    level = get_planning()
+    forced = switch(ALGORITHM_ENV)
+    memo = (batch, tuple(axes), tuple(weights_shape), channels_last, dtype, result_dtype,
+            target, level, switch(WISDOM_ENV), switch(CACHE_ENV))
+    known = None if forced else _decided.get(memo)
+    if known is not None:
+        return _keep(memo, known, final=False)
+    choice = choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype,
+                    result_dtype=result_dtype, target=target)
+    if choice.decided_by != "estimates" or level == "estimate":
+        return _keep(memo, choice, final=choice.decided_by != "forced")
+    key = problem_key(batch, axes, weights_shape, channels_last, dtype, result_dtype, target)
+    offered = {name for name, _ in choice.estimates}
+    rank = len(axes)
+    entry = _remembered(key, offered)
+    if (entry is None and run is not None
+            and (level != "auto" or choice.estimates[0][1] >= AUTO_MEASURE_NS)):
+        if finite is None or finite():
+            entry = _measure_once(key, offered, lambda: _candidates(
+                choice, level, dtype, rank, channels_last, target), run, level)
+        else:
+            return choice  # measured at a later call with finite operands
+    if entry is None:
+        return _keep(memo, choice, final=run is not None)
+    decided_by = "measured" if entry.get("fresh") else "wisdom"
+    return _keep(memo, _with_algorithm(choice, entry["algorithm"], decided_by, dtype, rank,
+                                       channels_last, target,
+                                       entry.get("times_ns", {}).items()), final=True)
+
+
+_recorder: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "convtranspose_planning_record", default=None)
+
+
+@contextlib.contextmanager
+def recording():
+    """``with recording() as choices:`` every planned :class:`Choice` of the block's calls
+    (in this thread or task), in order (``convtranspose tune`` reports them)."""
+    choices: list[Choice] = []
+    token = _recorder.set(choices)
+    try:
+        yield choices
+    finally:
+        _recorder.reset(token)
+
+
+def _keep(memo: tuple, choice: Choice, final: bool) -> Choice:
+    """Remember a final decision (not a forced one: ``CONVTRANSPOSE_ALGORITHM`` is read
+    on every call; not one taken without the operands, which a later call may measure)."""
+    record = _recorder.get()
+    if record is not None:
+        record.append(choice)
+    if final:
+        if len(_decided) >= _DECIDED_KEPT:
+            _decided.clear()
+        # Later calls use what this one measured: for them it is wisdom.
+        _decided[memo] = (dataclasses.replace(choice, decided_by="wisdom")
+                          if choice.decided_by == "measured" else choice)
+    return choice
+
+
+def _measure_once(key, offered, candidates, run, level) -> dict | None:
+    """Measure the problem ``key`` unless another thread is: then wait for its result."""
+    with _inflight_lock:
+        pending = _inflight.get(key)
+        if pending is None:
+            _inflight[key] = event = threading.Event()
+    if pending is not None:
+        pending.wait()
+        return _remembered(key, offered)
+    try:
+        measurement: Measurement = measure(candidates(), run)
+        entry = {"algorithm": measurement.fastest, "level": level,
+                 "times_ns": {name: round(ns) for name, ns in measurement.times},
+                 "seconds": round(measurement.seconds, 4)}
+        store.record("choices", key, entry)
+        return {**entry, "fresh": True}
+    finally:
+        with _inflight_lock:
+            del _inflight[key]
+        event.set()
+
+
+def store_path() -> str | None:
+    """The wisdom file this process reads and writes, or None (kept in memory only)."""
+    return store.path()
+
+
+def export_wisdom(path=None) -> dict:
+    """This machine's wisdom as a document (a dict that :func:`import_wisdom` takes);
+    also written to ``path`` as JSON when one is given."""
+    document = store.document()
+    if path is not None:
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(document, file, indent=1, sort_keys=True)
+    return document
+
+
+def import_wisdom(source) -> int:
+    """Take the wisdom of a document from :func:`export_wisdom` (a dict, or the path of
+    its JSON file); returns the number of choices taken.
+
+    Raises
+    ------
+    ConvTransposeError
+        When the document is damaged, from another machine (CPU, instruction set, BLAS)
+        or from other versions of the library, NumPy or numba: what it says would not
+        hold here.
+    """
+    try:
+        if isinstance(source, dict):
+            document, name = source, "the wisdom document"
+        else:
+            with open(source, encoding="utf-8") as file:
+                document, name = json.load(file), repr(str(source))
+        check_document(document, name)
+    except (OSError, ValueError, WisdomError) as error:
+        raise ConvTransposeError(f"import_wisdom: {error}") from None
+    store.merge(document)
+    _wisdom_changed()
+    return len(document.get("choices", {}))
+
+
+def forget_wisdom(*, disk: bool = False) -> None:
+    """Forget every measured choice and machine figure in this process (and delete the
+    wisdom file when ``disk``): the next calls plan afresh."""
+    store.forget(disk)
+    _wisdom_changed()
