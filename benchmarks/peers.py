@@ -4,9 +4,14 @@ A thin wrapper: the suite lives in :mod:`convtranspose._bench` so that
 ``python -m convtranspose bench`` works from an installed (non-editable) package.
 """
 
+import os
 import sys
 
-from convtranspose._bench import main
+# Before the library is imported: choices stored on disk by an earlier run would
+# decide for this one, and the planning columns time deciding afresh.
+os.environ["CONVTRANSPOSE_WISDOM"] = "off"
+
+from convtranspose._bench import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -140,6 +140,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                "  convtranspose onnx check model.onnx\n"
                "  convtranspose tune model.xml\n"
                "  convtranspose bench --quick\n"
+               "  convtranspose bench --random 7\n"
                "  convtranspose demo\n"
                "\nexit codes: 0 ok, 1 a check found a mismatch, 2 bad input."
                " Data goes to stdout, diagnostics to stderr.\n",
@@ -294,7 +295,8 @@ def _add_bench_and_demo(commands, handlers: dict) -> None:
         "bench", help="benchmark against the peer runtimes (arguments go to the benchmark)",
         description="Run the benchmark suite; every argument after 'bench' is passed to it"
                     " (see `convtranspose bench --help`).",
-        epilog="examples:\n  convtranspose bench --quick --out bench-results\n",
+        epilog="examples:\n  convtranspose bench --quick --out bench-results\n"
+               "  convtranspose bench --random 7 --count 40 --out bench-random\n",
         formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
 
     demo = _subparser(commands, "demo", "run the spec's example layer on random data and time it",

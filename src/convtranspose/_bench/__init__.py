@@ -1,6 +1,8 @@
 """Benchmark suite: convtranspose against the installed peer runtimes, in one process.
 
-Run with ``python -m convtranspose bench`` (or ``python benchmarks/peers.py``).
+Run with ``python -m convtranspose bench`` (or ``python benchmarks/peers.py``): the
+fixed suite of real layers, or with ``--random SEED [--count N]`` layers drawn from the
+seed (:mod:`.random_suite`), the same on every machine, so that no list can be tuned to.
 Every layer is timed for convtranspose and for each installed peer (PyTorch,
 OpenVINO, onnxruntime) on identical inputs, after warm-up, reporting medians; a
 NumPy sgemm of the layer's FLOP count gives the roofline, and the machine's FMA
@@ -12,21 +14,29 @@ reported.
 Outputs (only inside ``--out``): ``results.md`` (Markdown table), ``results.json``
 and ``ratios.png`` (a bar chart, needs matplotlib).
 
-Modules: :mod:`.suite` (the layers), :mod:`.peers` (how each implementation is
-called), :mod:`.machine` (peaks and floors), :mod:`.report` (table and chart),
-:mod:`.run` (the rounds and the command line).
+Each suite's report gives the geometric mean of (best peer time / our time), the worst
+layer, and two planning columns (:mod:`.planning`); the CPU is named beside the figures.
+
+Modules: :mod:`.suite` (the fixed layers), :mod:`.random_suite` (the drawn ones),
+:mod:`.peers` (how each implementation is called), :mod:`.machine` (the CPU, peaks and
+floors), :mod:`.planning` (the planning columns), :mod:`.report` (table, summaries and
+chart), :mod:`.run` (the rounds and the command line).
 """
 
 from .machine import (
                       FLOOR_MIN_MS,
                       _bfloat16_factor,
                       copy_bandwidth,
+                      cpu_model,
                       floor_ms,
                       fma_peak_flops,
+                      parse_model_name,
                       peak_chains,
 )
 from .peers import PEERS, REUSE_MIN_BYTES, _ours, installed_peers
-from .report import markdown, plot
+from .planning import planning_columns
+from .random_suite import FAMILIES, MIN_COUNT, family_of, fit_to_caps, random_layers, within_caps
+from .report import markdown, plot, suite_summary
 from .run import alternating_rounds, bench_layer, build_parser, check_close, main
 from .suite import (
                       SETTLE_SECONDS,
@@ -39,8 +49,10 @@ from .suite import (
                       make_inputs,
 )
 
-__all__ = ["FLOOR_MIN_MS", "Layer", "PEERS", "REUSE_MIN_BYTES", "SETTLE_SECONDS", "SUITE",
-           "THREADS", "alternating_rounds", "bench_layer", "build_parser", "check_close", "copy_bandwidth",
-           "floor_ms", "fma_peak_flops", "installed_peers", "layer_plan_axes", "main",
-           "make_inputs", "markdown", "peak_chains", "plot", "_bfloat16_factor",
+__all__ = ["FAMILIES", "FLOOR_MIN_MS", "Layer", "MIN_COUNT", "PEERS", "REUSE_MIN_BYTES",
+           "SETTLE_SECONDS", "SUITE", "THREADS", "alternating_rounds", "bench_layer", "build_parser",
+           "check_close", "copy_bandwidth", "cpu_model", "family_of", "fit_to_caps", "floor_ms",
+           "fma_peak_flops", "installed_peers", "layer_plan_axes", "main", "make_inputs",
+           "markdown", "parse_model_name", "peak_chains", "planning_columns", "plot",
+           "random_layers", "suite_summary", "within_caps", "_bfloat16_factor",
            "_kernel_weights_shape", "_numpy_dtype", "_ours"]

@@ -1,12 +1,14 @@
-"""The benchmark's outputs: a Markdown table, summaries and a chart."""
+"""The benchmark's outputs: a Markdown table, summaries per suite and a chart."""
 
 from __future__ import annotations
 
 import math
 import os
+import statistics
 import sys
 
 from .._runtime import blas as _blas
+from .planning import ABSENT_NOTE, WISDOM_ENV
 
 
 def _geomean(values: list[float]) -> float:
@@ -27,43 +29,137 @@ def _blas_description() -> str:
 
 
 def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:
+    """The table (one row per layer) and, per suite, its summary lines."""
     head = ["layer", "algorithm", "convtranspose ms"] + [f"{p} ms" for p in peers] + [
-        "GFLOP/s", "x best peer", "x at peak", "% roofline", "extra mem / output"]
+        "GFLOP/s", "x best peer", "x at peak", "% roofline", "extra mem / output",
+        "estimate / measure", "1st-call planning ms"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        times = row["times_ms"]
-        best = row.get("best_peer")
-        cells = [row["layer"], row.get("algorithm", ""), f"{times['convtranspose']:.3g}"]
-        for peer in peers:
-            if peer in times:
-                text = f"{times[peer]:.3g}"
-                cells.append(f"**{text}**" if peer == best else text)
-            else:
-                cells.append("-")
-        ratio = row.get("ratio_to_best_peer")
-        ceiling = row.get("ceiling")
-        cells += [f"{row['gflops']:.1f}", f"{ratio:.2f}" if ratio else "-",
-                  f"{ceiling:.2f}" if ceiling else "-",
-                  f"{100 * row['roofline_fraction']:.0f}%",
-                  f"{row['extra_bytes'] / max(row['output_bytes'], 1):.2f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    ratios = [row["ratio_to_best_peer"] for row in rows if "ratio_to_best_peer" in row]
-    summary = [
-        "",
-        f"Geometric mean of (best peer time / convtranspose time): **{_geomean(ratios):.2f}x** over"
-        f" {len(ratios)} layers; worst {min(ratios):.2f}x, best {max(ratios):.2f}x." if ratios else "",
+        lines.append("| " + " | ".join(_cells(row, peers)) + " |")
+    summary = [""]
+    for suite, suite_rows in _by_suite(rows).items():
+        summary += _suite_lines(suite, suite_summary(suite_rows), meta)
+    summary += [
         _best_round_summary(rows),
         _ceiling_summary(rows, meta),
-        f"Machine: {meta['machine']}; {meta['threads']} threads; NumPy {meta['numpy']}"
-        f" ({meta['blas']});"
-        f" repeat {meta['repeat']} (medians). Ratios > 1 mean convtranspose is faster.",
+        _skipped_summary(rows),
+        f"CPU: {meta.get('cpu', 'not recorded')}. Machine: {meta['machine']}; {meta['threads']}"
+        f" threads; NumPy {meta['numpy']} ({meta['blas']}); repeat {meta['repeat']} (medians)."
+        " Ratios > 1 mean convtranspose is faster.",
         "convtranspose writes every timed call of an output of 1 MiB or more into one output"
         " array (`out=`), as OpenVINO's request writes into its output tensor; torch and"
         " onnxruntime return a new array.",
         "`extra mem / output`: peak bytes NumPy allocated during one call minus the output, over the"
         " output's bytes (tracemalloc; numba/BLAS-internal buffers are not counted).",
+        _planning_note(meta),
     ]
-    return "\n".join(lines + summary) + "\n"
+    return "\n".join(lines + [line for line in summary if line is not None]) + "\n"
+
+
+def _cells(row: dict, peers: list[str]) -> list[str]:
+    times = row["times_ms"]
+    best = row.get("best_peer")
+    cells = [row["layer"], row.get("algorithm", ""), f"{times['convtranspose']:.3g}"]
+    for peer in peers:
+        if peer in times:
+            text = f"{times[peer]:.3g}"
+            cells.append(f"**{text}**" if peer == best else text)
+        else:
+            cells.append("-")
+    ratio = row.get("ratio_to_best_peer")
+    ceiling = row.get("ceiling")
+    lost = row.get("estimate_over_measure")
+    first = row.get("first_call_planning_ms")
+    failed = "failed" if "planning_error" in row else "n/a"
+    cells += [f"{row['gflops']:.1f}", f"{ratio:.2f}" if ratio else "-",
+              f"{ceiling:.2f}" if ceiling else "-",
+              f"{100 * row['roofline_fraction']:.0f}%",
+              f"{row['extra_bytes'] / max(row['output_bytes'], 1):.2f}",
+              failed if lost is None else f"{lost:.2f}",
+              failed if first is None else f"{first:.3g}"]
+    return cells
+
+
+def _by_suite(rows: list[dict]) -> dict[str, list[dict]]:
+    """Rows per suite (``row["suite"]``, the fixed suite when absent), in order of appearance."""
+    suites: dict[str, list[dict]] = {}
+    for row in rows:
+        suites.setdefault(row.get("suite", "fixed suite"), []).append(row)
+    return suites
+
+
+def suite_summary(rows: list[dict]) -> dict:
+    """One suite's figures: ``layers``; ``geomean``, ``worst`` and ``best`` of
+    ``ratio_to_best_peer`` (best peer time / ours; ``worst``/``best`` as ``(layer,
+    ratio)``) over the rows that have one; and where rows have them,
+    ``estimate_over_measure`` (geometric mean and the worst, the largest, as ``(layer,
+    ratio)``) and ``first_call_planning_ms`` (median and the largest as ``(layer, ms)``).
+    """
+    summary: dict = {"layers": len(rows)}
+    rated = [row for row in rows if "ratio_to_best_peer" in row]
+    if rated:
+        ratios = [row["ratio_to_best_peer"] for row in rated]
+        worst = min(rated, key=lambda row: row["ratio_to_best_peer"])
+        best = max(rated, key=lambda row: row["ratio_to_best_peer"])
+        summary.update(rated=len(rated), geomean=_geomean(ratios),
+                       worst=(worst["layer"], worst["ratio_to_best_peer"]),
+                       best=(best["layer"], best["ratio_to_best_peer"]))
+    planned = [row for row in rows if "estimate_over_measure" in row]
+    if planned:
+        lost = max(planned, key=lambda row: row["estimate_over_measure"])
+        summary["estimate_over_measure"] = {
+            "geomean": _geomean([row["estimate_over_measure"] for row in planned]),
+            "worst": (lost["layer"], lost["estimate_over_measure"]), "layers": len(planned)}
+    timed = [row for row in rows if "first_call_planning_ms" in row]
+    if timed:
+        slowest = max(timed, key=lambda row: row["first_call_planning_ms"])
+        summary["first_call_planning_ms"] = {
+            "median": statistics.median(row["first_call_planning_ms"] for row in timed),
+            "max": (slowest["layer"], slowest["first_call_planning_ms"]), "layers": len(timed)}
+    return summary
+
+
+def _suite_lines(suite: str, summary: dict, meta: dict) -> list[str]:
+    cpu = meta.get("cpu", "an unrecorded CPU")
+    if "geomean" not in summary:
+        return [f"{suite} on {cpu}: {summary['layers']} layers, none timed against a peer."]
+    lines = [f"{suite} on {cpu}: geometric mean of (best peer time / convtranspose time)"
+             f" **{summary['geomean']:.2f}x** over {summary['rated']} layers; worst"
+             f" {summary['worst'][1]:.2f}x ({summary['worst'][0]}), best"
+             f" {summary['best'][1]:.2f}x ({summary['best'][0]})."]
+    lost, first = summary.get("estimate_over_measure"), summary.get("first_call_planning_ms")
+    if lost:
+        lines.append(f"{suite}: the estimate alone against measured planning (steady-state time"
+                     f" of each level's choice): geometric mean {lost['geomean']:.2f}x over"
+                     f" {lost['layers']} layers, worst {lost['worst'][1]:.2f}x"
+                     f" ({lost['worst'][0]}).")
+    if first:
+        lines.append(f"{suite}: first-call planning time (first call after forget_wisdom minus"
+                     f" a steady-state call, default planning): median {first['median']:.3g} ms"
+                     f" over {first['layers']} layers, largest {first['max'][1]:.3g} ms"
+                     f" ({first['max'][0]}).")
+    return lines
+
+
+def _planning_note(meta: dict) -> str:
+    planning = meta.get("planning") or {}
+    if not planning.get("available"):
+        return (f"`estimate / measure` and `1st-call planning ms`: {ABSENT_NOTE}; they are"
+                " measured once it has one.")
+    return ("`estimate / measure`: steady-state time of the choice made under"
+            " `use_planning(\"estimate\")` over that made under `use_planning(\"measure\")`"
+            " (>1: the estimate alone loses that much); `1st-call planning ms`: the first call"
+            " after `forget_wisdom()` under the default planning minus a steady-state call;"
+            f" on-disk wisdom {WISDOM_ENV}={planning.get('wisdom_env')!s}.")
+
+
+def _skipped_summary(rows: list[dict]) -> str | None:
+    """Every layer a peer could not run, with the peer's reason (never dropped silently)."""
+    skipped = [f"{peer} on {row['layer']} ({reason})" for row in rows
+               for peer, reason in row.get("skipped", {}).items()]
+    if not skipped:
+        return None
+    return "Peers that could not run a layer (a dash in the table): " + "; ".join(skipped) + "."
 
 
 def _best_round_summary(rows: list[dict]) -> str:

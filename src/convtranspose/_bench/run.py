@@ -21,10 +21,13 @@ from .machine import (
     _peak_extra_bytes,
     _sgemm_seconds,
     copy_bandwidth,
+    cpu_model,
     floor_ms,
     fma_peak_flops,
 )
 from .peers import PEERS, _ours, _Unsupported, installed_peers
+from .planning import WISDOM_ENV, planning_columns, planning_library
+from .random_suite import FAMILIES, MAX_ELEMENTS, MAX_FLOPS, MIN_COUNT, family_of, random_layers
 from .report import CORE_ENV, _blas_description, markdown, plot
 from .suite import (
     SETTLE_SECONDS,
@@ -77,9 +80,11 @@ def alternating_rounds(runners: dict, repeat: int, warmup: int = 0, budget: floa
 
 
 def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget: float,
-                fma_flops: float | None = None, bandwidth: float | None = None) -> dict:
-    """One row: medians per implementation, memory, roofline and (given the machine's
-    ``fma_flops`` and copy ``bandwidth``) the floor that bounds every implementation."""
+                fma_flops: float | None = None, bandwidth: float | None = None,
+                planning: bool = False) -> dict:
+    """One row: medians per implementation, memory, roofline, (given the machine's
+    ``fma_flops`` and copy ``bandwidth``) the floor that bounds every implementation,
+    and with ``planning`` the planning columns (:func:`.planning.planning_columns`)."""
     inputs = make_inputs(layer)
     run, to_ncx = _ours(layer, inputs, reuse_output=True)
     reference = np.array(to_ncx(run()))  # a copy: later calls write into the same array
@@ -141,19 +146,29 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
             result_dtype=None if layer.dtype == "float32" else _numpy_dtype(layer.dtype))
     except Exception as error:  # the description is informative only
         row["algorithm"] = f"? ({error})"
+    if planning:
+        row.update(planning_columns(layer, inputs, repeat))
     return row
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="convtranspose bench",
-        description="Time convtranspose against the installed peers on a suite of real layers.")
+        description="Time convtranspose against the installed peers on a suite of real layers"
+                    " (the fixed suite), or on layers drawn from a seed (--random).")
     parser.add_argument("--quick", action="store_true",
-                        help="a subset of layers with fewer repeats (about two minutes)")
+                        help="a subset of the fixed suite's layers with fewer repeats (about two"
+                             " minutes); with --random, the fewer repeats only")
+    parser.add_argument("--random", type=int, default=None, metavar="SEED",
+                        help="instead of the fixed suite, layers drawn from this non-negative"
+                             " seed: the same layers on every machine")
+    parser.add_argument("--count", type=int, default=None, metavar="N",
+                        help=f"with --random: how many layers (at least {MIN_COUNT}, the"
+                             f" default)")
     parser.add_argument("--layers", default=None,
                         help="only layers whose name contains one of these comma-separated words")
     parser.add_argument("--repeat", type=int, default=None,
-                        help="timed rounds per layer (default 9, --quick 3)")
+                        help="timed rounds per layer (default 9, --random 5, --quick 3)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls first (default 2)")
     parser.add_argument("--peers", default=None,
                         help="comma-separated subset of torch,openvino,onnxruntime")
@@ -163,58 +178,105 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the suite; returns 0, 1 when a peer disagrees with us, 2 on bad options."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    repeat = args.repeat or (3 if args.quick else 9)
-    if repeat < 1:
-        parser.error("--repeat must be at least 1")
-    requested = args.peers.split(",") if args.peers else None
-    if requested and set(requested) - set(PEERS):
-        parser.error(f"unknown peer(s): {sorted(set(requested) - set(PEERS))}")
-    peers = installed_peers(requested)
-    layers = [layer for layer in SUITE if layer.quick or not args.quick]
+def _suite(args, parser) -> tuple[list[Layer], dict]:
+    """The layers the options select and the suite's description for the results."""
+    if args.random is None:
+        if args.count is not None:
+            parser.error(f"--count {args.count} is given without --random; it sets how many"
+                         " random layers are drawn")
+        layers = [layer for layer in SUITE if layer.quick or not args.quick]
+        suite = {"name": "fixed suite" + (" (quick)" if args.quick else "")}
+    else:
+        count = MIN_COUNT if args.count is None else args.count
+        if args.random < 0:
+            parser.error(f"--random must be a non-negative seed, got {args.random}")
+        if count < MIN_COUNT:
+            parser.error(f"--count must be at least {MIN_COUNT}, got {count}, so that every"
+                         f" one of the {len(FAMILIES)} layer families is drawn")
+        layers = random_layers(args.random, count)
+        suite = {"name": f"random suite (seed {args.random}, {count} layers)",
+                 "seed": args.random, "count": count, "families": list(FAMILIES),
+                 "caps": {"flops": MAX_FLOPS, "elements_per_tensor": MAX_ELEMENTS}}
     if args.layers:
         words = [w.strip().lower() for w in args.layers.split(",") if w.strip()]
         layers = [layer for layer in layers if any(w in layer.label.lower() for w in words)]
     if not layers:
-        parser.error("no layer matches --layers")
-    budget = 1.5 if args.quick else 6.0
+        parser.error(f"no layer of the {suite['name']} matches --layers {args.layers!r}")
+    return layers, suite
+
+
+def _meta(repeat: int, peers: list[str], fma_flops, bandwidth: float, suite: dict) -> dict:
+    return {"cpu": cpu_model(),
+            "machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.python_version()}",
+            "threads": THREADS, "numpy": np.__version__, "blas": _blas_description(),
+            "repeat": repeat, "peers": peers, "suite": suite,
+            "planning": {"available": planning_library() is not None,
+                         "wisdom_env": os.environ.get(WISDOM_ENV)},
+            "fma_peak_gflops": fma_flops / 1e9 if fma_flops else None,
+            "copy_gb_s": bandwidth / 1e9,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+
+
+def _progress(layer: Layer, row: dict) -> str:
+    ratio = row.get("ratio_to_best_peer")
+    lost, first = row.get("estimate_over_measure"), row.get("first_call_planning_ms")
+    planning = "" if lost is None else f"  estimate/measure {lost:.2f}, 1st-call plan {first:.3g} ms"
+    return (f"{layer.label:48s} {row['times_ms']['convtranspose']:9.3f} ms  "
+            f"{'' if ratio is None else format(ratio, '5.2f') + 'x vs ' + row['best_peer']}"
+            f"  [{row.get('algorithm', '')}]{planning}")
+
+
+def _write(out: str, rows: list[dict], peers: list[str], meta: dict, with_plot: bool) -> str:
+    os.makedirs(out, exist_ok=True)
+    table = markdown(rows, peers, meta)
+    with open(os.path.join(out, "results.md"), "w") as handle:
+        handle.write(table)
+    with open(os.path.join(out, "results.json"), "w") as handle:
+        json.dump({"meta": meta, "rows": rows}, handle, indent=1)
+    if with_plot:
+        plot(rows, os.path.join(out, "ratios.png"))
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the suite; returns 0, 1 when a peer disagrees with us, 2 on bad options."""
+    # Set before the library is first called: an earlier run's stored choices would
+    # decide for this one, and the planning columns time deciding afresh.
+    os.environ[WISDOM_ENV] = "off"
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    repeat = args.repeat or (3 if args.quick else 9 if args.random is None else 5)
+    if repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {repeat}")
+    requested = args.peers.split(",") if args.peers else None
+    if requested and set(requested) - set(PEERS):
+        parser.error(f"unknown peer(s): {sorted(set(requested) - set(PEERS))}")
+    peers = installed_peers(requested)
+    layers, suite = _suite(args, parser)
+    budget = 1.5 if args.quick else 6.0 if args.random is None else 3.0
     rows = []
     if os.environ.get(CORE_ENV):
         print(f"note: {CORE_ENV}={os.environ[CORE_ENV]} is set, so NumPy's OpenBLAS (which "
               f"convtranspose's GEMMs use) runs {_blas.corename() or 'those'} kernels while the "
               "peers use the CPU's own; to compare like with like, unset it (and "
               "OPENBLAS_L2_SIZE) for this command alone", file=sys.stderr)
-    print(f"peers: {', '.join(peers) or 'none installed'}; {len(layers)} layers", file=sys.stderr)
+    print(f"{suite['name']} on {cpu_model()}; peers: {', '.join(peers) or 'none installed'};"
+          f" {len(layers)} layers", file=sys.stderr)
     fma_flops, bandwidth = fma_peak_flops(), copy_bandwidth()
     for layer in layers:
         try:
-            row = bench_layer(layer, peers, repeat, args.warmup, budget, fma_flops, bandwidth)
+            row = bench_layer(layer, peers, repeat, args.warmup, budget, fma_flops, bandwidth,
+                              planning=True)
         except AssertionError as mismatch:
             print(f"MISMATCH: {mismatch}", file=sys.stderr)
             return 1
+        row["suite"] = suite["name"]
+        if "seed" in suite:
+            row["family"] = family_of(layer)
         rows.append(row)
-        ratio = row.get("ratio_to_best_peer")
-        print(f"{layer.label:48s} {row['times_ms']['convtranspose']:9.3f} ms  "
-              f"{'' if ratio is None else format(ratio, '5.2f') + 'x vs ' + row['best_peer']}"
-              f"  [{row.get('algorithm', '')}]", file=sys.stderr)
-    meta = {"machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.python_version()}",
-            "threads": THREADS, "numpy": np.__version__, "blas": _blas_description(),
-            "repeat": repeat, "peers": peers,
-            "fma_peak_gflops": fma_flops / 1e9 if fma_flops else None,
-            "copy_gb_s": bandwidth / 1e9,
-            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
-    os.makedirs(args.out, exist_ok=True)
-    table = markdown(rows, peers, meta)
-    with open(os.path.join(args.out, "results.md"), "w") as handle:
-        handle.write(table)
-    with open(os.path.join(args.out, "results.json"), "w") as handle:
-        json.dump({"meta": meta, "rows": rows}, handle, indent=1)
-    if not args.no_plot:
-        plot(rows, os.path.join(args.out, "ratios.png"))
-    print(table)
+        print(_progress(layer, row), file=sys.stderr)
+    meta = _meta(repeat, peers, fma_flops, bandwidth, suite)
+    print(_write(args.out, rows, peers, meta, not args.no_plot))
     return 0
 
 
