@@ -4,8 +4,8 @@ import json
 import os
 
 import numpy as np
-from cli_support import assert_one_line_error, run_cli, write_ir
 
+from cli_support import assert_one_line_error, run_cli, write_ir
 from convtranspose._runtime import wisdom
 
 SHAPE_ARGS = ("shape", "convolution_backprop_data", "--data-shape", "1,16,12,12",
