@@ -23,7 +23,14 @@ from ._api import (
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import ConvTransposeError
 from ._plan import AxisPlan, ConvTransposePlan
-from ._runtime.target import Target, use_target
+from ._runtime.target import (
+    Target,
+    get_num_threads,
+    num_threads,
+    set_num_threads,
+    set_thread_pinning,
+    use_target,
+)
 from ._runtime.target import host as host_target
 from .dispatch import explain
 
@@ -38,9 +45,13 @@ __all__ = [
     "conv_transpose",
     "convolution_backprop_data",
     "explain",
+    "get_num_threads",
     "group_convolution_backprop_data",
     "host_target",
+    "num_threads",
     "onnx_conv_transpose",
+    "set_num_threads",
+    "set_thread_pinning",
     "shapes",
     "use_target",
 ]
