@@ -24,7 +24,14 @@ from ._dtypes import SUPPORTED_DTYPES
 from ._errors import ConvTransposeError
 from ._explain import explain
 from ._plan import AxisPlan, ConvTransposePlan
-from ._runtime.target import Target, use_target
+from ._runtime.target import (
+    Target,
+    get_num_threads,
+    num_threads,
+    set_num_threads,
+    set_thread_pinning,
+    use_target,
+)
 from ._runtime.target import host as host_target
 from ._version import __version__ as __version__
 from .planning import (
@@ -47,12 +54,16 @@ __all__ = [
     "explain",
     "export_wisdom",
     "forget_wisdom",
+    "get_num_threads",
     "get_planning",
     "group_convolution_backprop_data",
     "host_target",
     "import_wisdom",
+    "num_threads",
     "onnx_conv_transpose",
+    "set_num_threads",
     "set_planning",
+    "set_thread_pinning",
     "shapes",
     "use_planning",
     "use_target",

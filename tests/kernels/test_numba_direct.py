@@ -397,12 +397,13 @@ def test_threaded_split_into_pieces(use_target, monkeypatch, channels_last):
 
 
 def _threaded_pieces(use_target, monkeypatch, fake_cpu=None):
-    """Run ``_parallel`` twice on a fresh 3-thread pool.
+    """Run ``_parallel`` twice on a fresh 3-thread pool, steering asked for.
 
     Returns each helper thread's native id and CPU affinity, as seen by the helper
     in the second call (the first one registers the helpers, the second steers them).
     """
     use_target(threads=3)
+    monkeypatch.setattr(runtime_threads, "_pinning", True)
     monkeypatch.setattr(runtime_threads, "_pool", None)
     monkeypatch.setattr(runtime_threads, "_helper_ids", set())
     monkeypatch.setattr(runtime_threads, "_steering", True)

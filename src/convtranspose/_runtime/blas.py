@@ -25,7 +25,7 @@ import numpy as np
 
 from .environment import switch
 
-__all__ = ["NO_BLAS_ENV", "available", "corename", "gemm", "one_thread", "threads"]
+__all__ = ["NO_BLAS_ENV", "at_most", "available", "corename", "gemm", "one_thread", "threads"]
 
 #: Environment variable: set to 1 to never call BLAS directly (the kernel then uses
 #: its NumPy-only algorithms).
@@ -112,48 +112,127 @@ def _thread_setter():
     return _function(("openblas_set_num_threads_local",), [ctypes.c_int], ctypes.c_int)
 
 
+@functools.cache
+def _thread_getter():
+    """OpenBLAS's ``openblas_get_num_threads``, or None."""
+    return _function(("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                      "openblas_get_num_threads"), [], ctypes.c_int)
+
+
 def threads() -> int:
     """The number of threads OpenBLAS runs a product on now (0 if unknown)."""
-    function = _function(("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
-                          "openblas_get_num_threads"), [], ctypes.c_int)
+    function = _thread_getter()
     return function() if function is not None else 0
 
 
-class _OneThread:
-    """``with one_thread:`` BLAS runs on one thread (for small products).
+class _Limits:
+    """The thread limits of the library code running now, applied to OpenBLAS.
 
-    Despite its name, OpenBLAS's ``openblas_set_num_threads_local`` sets the
-    process-wide count in its pthreads builds (NumPy's): two threads that each set
-    1 and restore what they got back race, and can leave every later product on
-    one thread (``benchmarks/results/thread-steering.json``).  So the count is set
-    once for all concurrent users: the first to enter records it and sets 1, the
-    last to leave restores it.
+    Within a library call OpenBLAS runs on at most the call's thread count (or on one
+    thread, for small products), and the count the user gave OpenBLAS comes back
+    afterwards.  Despite its name, OpenBLAS's ``openblas_set_num_threads_local`` sets
+    the process-wide count in its pthreads builds (NumPy's): two threads that each set
+    their limit and restore what they got back race, and can leave every later product
+    on one thread (``benchmarks/results/thread-steering.json``).  So one object keeps
+    the limits of all callers: the first to enter records OpenBLAS's count, each entry
+    and exit sets the smallest limit in force (never more than the recorded count, so
+    OpenBLAS starts no threads), and the last to leave restores the recorded count.
+    The count is only set when it changes: a limit at or above OpenBLAS's own costs one
+    query.
     """
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._users = 0
-        self._previous = 1
+        self._limits: list[int] = []
+        self._recorded = 0  # OpenBLAS's count when the first limit came into force
+        self._applied = 0  # the count set now: the smallest limit, at most _recorded
+        self._calls = None  # (getter, setter) once looked up; () without them
+
+    def _lookup(self):
+        if not self._calls:
+            getter, setter = _thread_getter(), _thread_setter()
+            self._calls = (getter, setter) if getter is not None and setter is not None else ()
+        return self._calls
+
+    def enter(self, limit: int, may_skip: bool = False) -> bool:
+        """Put ``limit`` in force; False when nothing is to be undone: OpenBLAS is not
+        there, or (``may_skip``) no limit is in force and OpenBLAS's count is at most
+        ``limit``, so that the count, which only the last limit to end raises again, to
+        at most what it is now, stays within ``limit`` throughout."""
+        calls = self._calls or self._lookup()
+        if not calls:
+            return False
+        limits = self._limits
+        with self._lock:
+            if limits:
+                if limit < self._applied:
+                    calls[1](limit)
+                    self._applied = limit
+            elif limit == 1 and not may_skip:  # setting 1 never starts threads
+                self._recorded, self._applied = calls[1](1), 1
+            else:
+                count = calls[0]()
+                if may_skip and limit >= count:
+                    return False
+                self._recorded = self._applied = count
+                if limit < count:
+                    calls[1](limit)
+                    self._applied = limit
+            limits.append(limit)
+        return True
+
+    def leave(self, limit: int) -> None:
+        calls = self._calls
+        if not calls:
+            return
+        limits = self._limits
+        with self._lock:
+            limits.remove(limit)
+            if limit <= self._applied:  # it may have been the smallest
+                wanted = min(limits) if limits else self._recorded
+                if wanted > self._recorded:
+                    wanted = self._recorded
+                if wanted != self._applied:
+                    calls[1](wanted)
+                    self._applied = wanted
+
+
+_limits = _Limits()
+
+
+class _Limit:
+    """``with at_most(n):`` BLAS runs on at most ``n`` threads (see :class:`_Limits`)."""
+
+    __slots__ = ("_count", "_may_skip", "_entered")
+
+    def __init__(self, count: int, may_skip: bool):
+        self._count, self._may_skip = count, may_skip
 
     def __enter__(self):
-        setter = _thread_setter()
-        with self._lock:
-            if self._users == 0 and setter is not None:
-                self._previous = setter(1)
-            self._users += 1
+        entered = _limits.enter(self._count, self._may_skip)
+        if self._may_skip:  # a fresh object per use: it can keep what to undo
+            self._entered = entered
         return self
 
     def __exit__(self, *exc_info):
-        setter = _thread_setter()
-        with self._lock:
-            self._users -= 1
-            if self._users == 0 and setter is not None:
-                setter(self._previous)
+        if not self._may_skip or self._entered:
+            _limits.leave(self._count)
         return False
 
 
-#: Enter from the thread that starts the work (never per worker thread).
-one_thread = _OneThread()
+def at_most(count: int) -> _Limit:
+    """A context in which OpenBLAS runs a product on at most ``count`` threads.
+
+    Enter it from the thread that starts the work (never per worker thread): OpenBLAS's
+    count is process-wide, and it is restored when the last context in force ends.
+    Costs one lock and one query of OpenBLAS's count when that is within ``count``.
+    """
+    return _Limit(count, True)
+
+
+#: ``with one_thread:`` BLAS runs on one thread (for small products); one object for
+#: every user, so it never skips (it has nowhere to keep, per use, what to undo).
+one_thread = _Limit(1, False)
 
 
 def _leading(count: int, stride: int, item: int, packed: int) -> int | None:

@@ -2,9 +2,10 @@
 
 The cost model and the kernels read every machine fact from a :class:`Target`:
 vector width, half-precision instructions, whether NumPy's BLAS and numba are
-usable, how many threads to use.  :func:`host` describes this process's machine and
-environment switches; tests and benchmarks build other targets (an AVX2 machine on an
-AVX-512 one, one thread, no BLAS) instead of patching module globals.
+usable, how many threads to use.  :func:`host` describes this process's machine,
+environment switches and thread count (:func:`set_num_threads`, :func:`num_threads`);
+tests and benchmarks build other targets (an AVX2 machine on an AVX-512 one, one
+thread, no BLAS) instead of patching module globals.
 
 A target narrower than the host is always safe: kernels built for 32-byte vectors
 run on an AVX-512 CPU (LLVM selects the narrower instructions).  A target wider than
@@ -22,12 +23,14 @@ import importlib.util
 
 import numpy as np
 
+from .._errors import ConvTransposeError
 from . import blas
+from . import threads as _threads
 from .environment import switch
 from .machine import has_bfloat16_pairs, host_has_f16c, vector_bytes
-from .threads import THREADS
 
-__all__ = ["NO_NUMBA_ENV", "Target", "host", "use_target"]
+__all__ = ["NO_NUMBA_ENV", "Target", "get_num_threads", "host", "num_threads",
+           "set_num_threads", "set_thread_pinning", "use_target"]
 
 #: Environment variable: set to 1 to never use numba, even when it is installed.
 NO_NUMBA_ENV = "CONVTRANSPOSE_NO_NUMBA"
@@ -98,30 +101,38 @@ def _numba_usable() -> bool:
 
 
 @functools.cache
-def _host(numba: bool, blas_usable: bool) -> Target:
+def _host(numba: bool, blas_usable: bool, threads: int) -> Target:
     if not numba:  # llvmlite comes with numba: without it there are no vector kernels
         return Target(vector_bytes=16, f16c=False, bfloat16_pairs=False, numba=False,
-                      blas=blas_usable, threads=THREADS)
+                      blas=blas_usable, threads=threads)
     return Target(vector_bytes=vector_bytes(), f16c=host_has_f16c(),
                   bfloat16_pairs=has_bfloat16_pairs(), numba=True, blas=blas_usable,
-                  threads=THREADS)
+                  threads=threads)
 
 
 #: The target :func:`use_target` set in this context (thread, task), if any.
 _chosen: contextvars.ContextVar[Target | None] = contextvars.ContextVar("target", default=None)
+#: The thread count :func:`num_threads` set in this context, if any.
+_chosen_threads: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "threads", default=None)
 
 
 def host() -> Target:
     """The target calls compute for: the one :func:`use_target` set, else this machine
-    under the current environment switches.
+    under the current environment switches and thread count.
 
     The switches (``CONVTRANSPOSE_NO_NUMBA``, ``CONVTRANSPOSE_NO_BLAS``) are read on
-    every call, the machine facts once per process.
+    every call, the machine facts once per process; the thread count is the one
+    :func:`num_threads` set in this context, else the process-wide one
+    (:func:`set_num_threads`, else the environment and the CPU affinity at import).
+    One target is built per combination and kept: a call costs three lookups.
     """
     chosen = _chosen.get()
     if chosen is not None:
         return chosen
-    return _host(_numba_usable(), blas.usable())
+    threads = _chosen_threads.get()
+    return _host(_numba_usable(), blas.usable(),
+                 _threads.process_threads() if threads is None else threads)
 
 
 @contextlib.contextmanager
@@ -151,3 +162,138 @@ def use_target(target: Target):
     finally:
         _chosen.reset(token)
 
+
+def _thread_count(n) -> int:
+    """``n`` as a thread count, or :class:`~convtranspose.ConvTransposeError`."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ConvTransposeError(
+            f"n must be an integer thread count of at least 1, got {n!r} "
+            f"({type(n).__name__})")
+    if n < 1:
+        raise ConvTransposeError(f"n must be at least 1 (threads), got {n!r}")
+    return int(n)
+
+
+def get_num_threads() -> int:
+    """The number of threads a call made here and now runs on, the caller's included.
+
+    The innermost of :func:`num_threads` and :func:`use_target` in this context
+    decides; outside both, the process-wide count (:func:`set_num_threads`), which
+    defaults to ``NUMBA_NUM_THREADS``, else the first entry of ``OMP_NUM_THREADS``,
+    else the CPUs the process may run on (its affinity mask) up to 8, as read at import.
+
+    Returns
+    -------
+    int
+        At least 1.
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> with ct.num_threads(1):
+    ...     ct.get_num_threads()
+    1
+    """
+    return host().threads
+
+
+def set_num_threads(n: int) -> int:
+    """Make every later call of this process run on ``n`` threads, the caller's included.
+
+    A :func:`num_threads` block or a :func:`use_target` target takes precedence where
+    it is in force.  Helper threads beyond ``n - 1`` end once idle; OpenBLAS runs the
+    library's products on at most ``n`` threads (its own count, set for the whole
+    process, comes back after each call).
+
+    Parameters
+    ----------
+    n : int
+        At least 1.  Unlike the default, not limited to 8 or to the CPU count.
+
+    Returns
+    -------
+    int
+        The previous process-wide count.
+
+    Raises
+    ------
+    ConvTransposeError
+        If ``n`` is not an integer of at least 1.
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> previous = ct.set_num_threads(1)
+    >>> ct.get_num_threads()
+    1
+    >>> _ = ct.set_num_threads(previous)
+    """
+    return _threads.set_process_threads(_thread_count(n))
+
+
+@contextlib.contextmanager
+def num_threads(n: int):
+    """Run calls on ``n`` threads within the ``with`` block (in this thread or task only).
+
+    The same rules as :func:`set_num_threads`.  Inside a :func:`use_target` block it
+    computes for that target with ``threads=n``; a :func:`use_target` block inside
+    this one computes for its own target.
+
+    Parameters
+    ----------
+    n : int
+        At least 1.
+
+    Raises
+    ------
+    ConvTransposeError
+        If ``n`` is not an integer of at least 1.
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> with ct.num_threads(2):
+    ...     ct.host_target().threads
+    2
+    """
+    n = _thread_count(n)
+    chosen = _chosen.get()
+    threads_token = _chosen_threads.set(n)
+    target_token = _chosen.set(chosen.replace(threads=n)) if chosen is not None else None
+    try:
+        yield n
+    finally:
+        if target_token is not None:
+            _chosen.reset(target_token)
+        _chosen_threads.reset(threads_token)
+
+
+def set_thread_pinning(enabled: bool | None) -> bool | None:
+    """Allow (True) or forbid (False) changing the CPU affinity of the library's helper
+    threads, or leave it to ``CONVTRANSPOSE_PIN_THREADS=1`` (None, the default).
+
+    By default no thread's affinity changes.  With pinning, before each parallel loop
+    the helper threads are allowed every CPU the caller may use but the one it runs
+    on: Linux tends to wake a helper on the caller's CPU after the caller slept, and a
+    call of a few milliseconds after a pause then runs at about half speed on a 2-vCPU
+    machine (``benchmarks/results/thread-steering.json``).  Forbidding it again gives
+    the helpers the caller's affinity back.
+
+    Parameters
+    ----------
+    enabled : bool or None
+
+    Returns
+    -------
+    bool or None
+        The previous setting.
+
+    Raises
+    ------
+    ConvTransposeError
+        If ``enabled`` is not True, False or None.
+    """
+    if enabled is not None and not isinstance(enabled, bool):
+        raise ConvTransposeError(
+            f"enabled must be True, False or None, got {enabled!r}")
+    return _threads.set_pinning(enabled)

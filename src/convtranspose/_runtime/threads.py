@@ -1,10 +1,21 @@
 """The one thread pool: every parallel loop of the library runs through :func:`parallel_for`.
 
-The calling thread always takes part; up to ``THREADS - 1`` helper threads of one
+The calling thread always takes part; up to ``threads - 1`` helper threads of one
 pool join it.  Work is cut into more pieces than threads, taken in turn, so that a
 thread whose core is busy with other work does fewer pieces instead of holding up
 the call.  NumPy copies and BLAS calls release the GIL, and numba kernels are
 compiled ``nogil``, so these threads run in parallel.
+
+How many threads
+    :data:`THREADS`, read once at import: ``NUMBA_NUM_THREADS``, else
+    ``OMP_NUM_THREADS`` (its first entry), else the CPUs this process may run on, up
+    to 8.  :func:`set_process_threads` replaces it for the whole process (the public
+    ``convtranspose.set_num_threads``); :mod:`.target` layers the per-context setting
+    on top and builds the :class:`~.target.Target` that carries the count.
+
+CPU affinity
+    No thread's CPU affinity changes unless asked for (:data:`PIN_THREADS_ENV`,
+    :func:`set_pinning`): see :func:`_steer_helpers_off_caller`.
 """
 
 from __future__ import annotations
@@ -13,15 +24,107 @@ import functools
 import itertools
 import os
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["THREADS", "parallel_copy", "parallel_for", "parallel_parts"]
+from .environment import switch
 
-#: Threads of a parallel loop, the caller included: the CPUs, up to 8 (memory-bound
-#: kernels gain little beyond that, and a library call should not take a whole server).
-THREADS = max(1, min(os.cpu_count() or 1, 8))
+__all__ = ["PIN_THREADS_ENV", "THREAD_COUNT_ENVS", "THREADS", "default_threads",
+           "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
+           "set_pinning", "set_process_threads"]
+
+#: Environment variables giving the default thread count, the first one set wins
+#: (numba's and OpenMP's conventions; ``OMP_NUM_THREADS`` may list one count per
+#: nesting level, of which the first applies).  Read once, at import.
+THREAD_COUNT_ENVS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
+#: Environment variable: set to 1 to steer helper threads off the calling thread's CPU
+#: (:func:`_steer_helpers_off_caller`); read on every parallel call.
+PIN_THREADS_ENV = "CONVTRANSPOSE_PIN_THREADS"
+#: The most threads the default takes from the CPU count: memory-bound kernels gain
+#: little beyond that, and a library call should not take a whole server.  A count
+#: the user sets (the API or the environment variables above) is taken as it is.
+_MAX_DEFAULT_THREADS = 8
+
+
+def _env_count(name: str, environ) -> int | None:
+    """The positive thread count environment variable ``name`` gives, or None.
+
+    A value that is not a positive integer is ignored with a :class:`RuntimeWarning`
+    (a typo in the environment should not stop a program at import).
+    """
+    value = environ.get(name, "")
+    if not value.strip():
+        return None
+    first = value.split(",")[0] if name == "OMP_NUM_THREADS" else value
+    try:
+        count = int(first.strip())
+    except ValueError:
+        count = 0
+    if count < 1:
+        warnings.warn(f"{name}={value!r} is not a positive integer thread count; "
+                      "convtranspose ignores it", RuntimeWarning, stacklevel=3)
+        return None
+    return count
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask where the system has one.
+
+    ``os.process_cpu_count`` (Python 3.13+) is the affinity mask's size unless the
+    interpreter was told otherwise (``-X cpu_count``, ``PYTHON_CPU_COUNT``), which it
+    honours; before 3.13 the mask itself, else every CPU of the machine.
+    """
+    counter = getattr(os, "process_cpu_count", None)
+    if counter is not None:
+        return max(1, counter() or 1)
+    if hasattr(os, "sched_getaffinity"):
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except OSError:
+            pass
+    return max(1, os.cpu_count() or 1)
+
+
+def default_threads(environ=None) -> int:
+    """The thread count without an API setting: the first of :data:`THREAD_COUNT_ENVS`
+    set to a positive integer, else :func:`available_cpus` up to 8."""
+    environ = os.environ if environ is None else environ
+    for name in THREAD_COUNT_ENVS:
+        count = _env_count(name, environ)
+        if count is not None:
+            return count
+    return min(available_cpus(), _MAX_DEFAULT_THREADS)
+
+
+#: Threads of a parallel loop, the caller included, as the environment and the CPU
+#: affinity give them at import (:func:`default_threads`).
+THREADS = default_threads()
+#: The process-wide count (:func:`set_process_threads`), :data:`THREADS` until set.
+_process_threads = THREADS
+
+
+def process_threads() -> int:
+    """The process-wide thread count: :data:`THREADS` or what :func:`set_process_threads` set."""
+    return _process_threads
+
+
+def set_process_threads(count: int) -> int:
+    """Make ``count`` (at least 1, checked by the caller) the process-wide thread count.
+
+    Returns the previous one.  A pool with room for more helpers than ``count - 1`` is
+    let go (its threads end once their work is done), so that lowering the count
+    frees the threads; the next parallel call makes a pool that fits.
+    """
+    global _process_threads
+    with _pool_lock:
+        previous, _process_threads = _process_threads, count
+        if _pool is not None and _pool_size > count - 1:
+            _drop_pool()
+    return previous
+
+
 #: Pieces of a loop per thread (see the module docstring).
 _PIECES_PER_THREAD = 8
 #: Threads for NumPy copies and adds between BLAS products: one, because OpenBLAS's
@@ -32,37 +135,89 @@ _COPY_THREADS = 1
 _PARALLEL_ELEMENTS = 1 << 18
 _pool = None
 _pool_size = 0
-
-
-def _helper_pool(helpers: int) -> ThreadPoolExecutor:
-    """The pool, with at least ``helpers`` threads (replaced by a larger one if needed)."""
-    global _pool, _pool_size
-    if _pool is None or _pool_size < helpers:
-        if _pool is not None:
-            _pool.shutdown(wait=False)
-        _helper_ids.clear()  # only this pool's threads are steered
-        _pool_size = max(helpers, THREADS - 1)
-        _pool = ThreadPoolExecutor(_pool_size, thread_name_prefix="convtranspose")
-    return _pool
-
-
+#: Guards the pool: a parallel call takes it and submits its work in one step, so that
+#: a pool another thread lets go (:func:`set_process_threads`) never receives work.
+_pool_lock = threading.Lock()
 #: Native ids of the current pool's helper threads (each adds its own as it takes work).
 _helper_ids: set[int] = set()
-
-
 #: Cleared when the system refuses to set a helper's CPU affinity.
 _steering = True
+#: :func:`set_pinning`'s choice; None: :data:`PIN_THREADS_ENV` decides.
+_pinning: bool | None = None
+#: Whether a helper's affinity was changed since steering was last turned off.
+_steered = False
+
+
+def _drop_pool() -> None:
+    """Let the pool go (its threads end after the work already submitted); hold the lock."""
+    global _pool, _pool_size
+    _pool.shutdown(wait=False)
+    _pool, _pool_size = None, 0
+    _helper_ids.clear()  # only the current pool's threads are steered
+
+
+def _submit(work, helpers: int) -> list:
+    """``work`` submitted to ``helpers`` threads of the pool, which is made (or replaced
+    by a larger one) to hold at least ``helpers`` and the process-wide count's."""
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < helpers:
+            if _pool is not None:
+                _drop_pool()
+            _pool_size = max(helpers, _process_threads - 1)
+            _pool = ThreadPoolExecutor(_pool_size, thread_name_prefix="convtranspose")
+        return [_pool.submit(work) for _ in range(helpers)]
 
 
 def _forget_helpers() -> None:
-    # A forked child has none of the parent's threads; its ids may name other threads.
-    global _pool
-    _pool = None
+    # A forked child has none of the parent's threads (its ids may name other threads),
+    # and a lock some other thread of the parent held stays held in the child.
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size = None, 0
+    _pool_lock = threading.Lock()
     _helper_ids.clear()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_helpers)
+
+
+def pinning() -> bool:
+    """Whether helper threads are steered off the caller's CPU (:func:`_steer_helpers_off_caller`):
+    :func:`set_pinning`'s choice, else :data:`PIN_THREADS_ENV` set to anything but 0."""
+    if _pinning is not None:
+        return _pinning
+    return switch(PIN_THREADS_ENV) not in ("", "0")
+
+
+def set_pinning(enabled: bool | None) -> bool | None:
+    """Turn steering on (True) or off (False), or leave it to :data:`PIN_THREADS_ENV` (None).
+
+    Returns the previous choice.  Turning it off gives the helper threads steered so
+    far the calling thread's CPU affinity back.
+    """
+    global _pinning
+    previous, _pinning = _pinning, enabled
+    if not pinning():
+        _release_helpers()
+    return previous
+
+
+def _release_helpers() -> None:
+    """Give the helper threads steered so far the calling thread's CPU affinity."""
+    global _steered
+    if not _steered:
+        return
+    try:
+        allowed = os.sched_getaffinity(0)
+        for helper in tuple(_helper_ids):
+            try:
+                os.sched_setaffinity(helper, allowed)
+            except ProcessLookupError:  # a thread of a pool since dropped
+                _helper_ids.discard(helper)
+    except OSError:
+        return
+    _steered = False
 
 
 @functools.lru_cache(maxsize=1)
@@ -84,15 +239,16 @@ def _sched_getcpu():
 def _steer_helpers_off_caller() -> None:
     """Let the helper threads run on any allowed CPU but the calling thread's.
 
-    Linux wakes a thread on the waker's CPU when that CPU looks lightly loaded, as
-    it does after the caller slept: the helper then shares one CPU with the caller
-    until the load balancer moves it, milliseconds later, and a call of a few
-    milliseconds after a pause runs at about half speed.  (Other runtimes' worker
-    threads spin for tens of milliseconds after a call instead of sleeping at once,
-    and so keep their CPUs.)  Costs a few system calls per parallel call
-    (``benchmarks/results/thread-steering.json``).
+    Only where asked for (:func:`pinning`): it changes threads' CPU affinity, which a
+    program that places its threads itself must be able to rule out.  Linux wakes a
+    thread on the waker's CPU when that CPU looks lightly loaded, as it does after the
+    caller slept: the helper then shares one CPU with the caller until the load
+    balancer moves it, milliseconds later, and a call of a few milliseconds after a
+    pause runs at about half speed.  (Other runtimes' worker threads spin for tens of milliseconds after a call instead
+    of sleeping at once, and so keep their CPUs.)  Costs a few system calls per
+    parallel call (``benchmarks/results/thread-steering.json``).
     """
-    global _steering
+    global _steering, _steered
     getcpu = _sched_getcpu()
     if getcpu is None or not _steering or not _helper_ids:
         return
@@ -101,6 +257,7 @@ def _steer_helpers_off_caller() -> None:
         for helper in tuple(_helper_ids) if others else ():
             try:
                 os.sched_setaffinity(helper, others)
+                _steered = True
             except ProcessLookupError:  # a thread of a pool since dropped
                 _helper_ids.discard(helper)
     except OSError:  # not allowed here (a sandbox): the scheduler decides alone
@@ -132,9 +289,9 @@ def parallel_for(function, count: int, threads: int) -> None:
         _helper_ids.add(threading.get_native_id())
         work()
 
-    _steer_helpers_off_caller()
-    pool = _helper_pool(threads - 1)
-    helpers = [pool.submit(helper_work) for _ in range(threads - 1)]
+    if pinning():
+        _steer_helpers_off_caller()
+    helpers = _submit(helper_work, threads - 1)
     work()
     for helper in helpers:
         helper.result()

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._runtime import blas as _blas
 from .._runtime.target import Target
 
 __all__ = ["ALGORITHMS", "REGISTRY", "Algorithm", "exact_algorithms", "resolve", "run",
@@ -144,10 +145,13 @@ def run(name: str, data, weights, axes, dtype, channels_last, out, target: Targe
 
     Raises :class:`~._common._NonFinite` when an operand may not be finite and the
     algorithm would multiply it by a zero of its own (``out`` may hold anything then).
+    OpenBLAS runs on at most ``target.threads`` threads meanwhile.
     """
     entry = REGISTRY[name]
     function = _function(entry.module, entry.function)
-    function(data, weights, axes, dtype, channels_last, out, target=target, **entry.options)
+    with _blas.at_most(target.threads):  # OpenBLAS's own count comes back afterwards
+        function(data, weights, axes, dtype, channels_last, out, target=target,
+                 **entry.options)
 
 
 def run_rounded(name: str, data, weights, axes, dtype, channels_last, out, bias,
@@ -157,7 +161,8 @@ def run_rounded(name: str, data, weights, axes, dtype, channels_last, out, bias,
     the float32 result and rounds it)."""
     entry = REGISTRY[name]
     function = _function(entry.module, entry.rounding)
-    return function(data, weights, axes, dtype, channels_last, out, bias, target)
+    with _blas.at_most(target.threads):
+        return function(data, weights, axes, dtype, channels_last, out, bias, target)
 
 
 _modules: dict = {}

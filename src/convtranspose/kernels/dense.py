@@ -17,8 +17,14 @@ from .._plan import AxisPlan
 from .._runtime import blas as _blas
 from .._runtime.environment import ALGORITHM_ENV, switch
 from .._runtime.memo import _derived_from, _frozen
-from .._runtime.target import NO_NUMBA_ENV
+from .._runtime.target import NO_NUMBA_ENV, host
 from ._common import _require_finite
+
+#: OpenBLAS splits a product of more multiply-adds than this, and a dot product of more
+#: elements than the second, between its threads (``interface/gemm.c``: 65536 times
+#: GEMM_MULTITHREAD_THRESHOLD, 4 by default; ``kernel/x86_64/?dot.c``); smaller ones
+#: run on the calling thread whatever OpenBLAS's thread count.
+_BLAS_SERIAL_MULTIPLY_ADDS, _BLAS_SERIAL_DOT = 65536 * 4, 10000
 
 #: ``dense`` (one matrix product with the whole layer as a matrix) is chosen only
 #: when that matrix has at most this many elements: it exists for call overhead.
@@ -121,13 +127,19 @@ class DenseCall:
     exactly).
     """
 
-    __slots__ = ("_filter_bytes", "_matrix", "_shape", "_dtype", "_switches", "_safe_squares")
+    __slots__ = ("_filter_bytes", "_matrix", "_shape", "_dtype", "_switches", "_safe_squares",
+                 "_threaded")
 
     def __init__(self, filter_bytes: bytes, matrix: np.ndarray, shape: tuple[int, ...],
                  dtype: np.dtype):
         self._filter_bytes, self._matrix = filter_bytes, matrix
         self._shape, self._dtype = shape, dtype
         self._switches = _switch_state()
+        # Whether OpenBLAS may split this layer's dot and product between its threads:
+        # then they run on at most the library's thread count.
+        inputs = shape[0] * matrix.shape[0]
+        self._threaded = (inputs * matrix.shape[1] > _BLAS_SERIAL_MULTIPLY_ADDS
+                          or inputs > _BLAS_SERIAL_DOT)
         # Inputs below this magnitude cannot overflow any output (a quarter of the
         # largest float over the largest column sum of |matrix|); 0 if no bound.
         with np.errstate(over="ignore", invalid="ignore"):
@@ -144,6 +156,12 @@ class DenseCall:
                  out: np.ndarray | None = None) -> np.ndarray | None:
         if filter.tobytes() != self._filter_bytes or _switch_state() != self._switches:
             return None
+        if self._threaded:
+            with _blas.at_most(host().threads):
+                return self._compute(data, out)
+        return self._compute(data, out)
+
+    def _compute(self, data: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
         if out is None:
             out = np.empty(self._shape, self._dtype)
         # One BLAS dot, which raises no floating-point flags (a NaN or an overflow to
