@@ -196,3 +196,20 @@ def test_a_kernel_module_names_its_constants_and_helpers():
         codegen.module_text("test kernel", {"table": np.arange(3)}, "")
     with pytest.raises(TypeError, match="'limit'"):
         codegen.module_text("test kernel", {"limit": float("inf")}, "")
+
+
+def test_damaged_cache_files_are_compiled_again(tmp_path):
+    # Truncated module files, indexes and machine code (a full disk, a killed process):
+    # the kernels compile again, give the same sums, and replace what was damaged.
+    cases, expected = _cases(tmp_path, _CASES[:1], seed=4)
+    environment = _environment(CONVTRANSPOSE_CACHE_DIR=str(tmp_path / "cache"))
+    _run(tmp_path, cases, expected, environment)
+    damaged = [p for p in (tmp_path / "cache" / "kernels").rglob("*")
+               if p.suffix in (".py", ".nbi", ".nbc")]
+    assert {p.suffix for p in damaged} == {".py", ".nbi", ".nbc"}
+    for path in damaged:
+        path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+    counts = _run(tmp_path, cases, expected, environment)
+    assert counts["hits"] == 0 and counts["misses"] > 0, counts
+    again = _run(tmp_path, cases, expected, environment)
+    assert again["hits"] > 0 and again["misses"] == 0, again

@@ -40,7 +40,7 @@ import numba
 from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLocator
 from numba.core.runtime import rtsys
 
-from ..._runtime.cache import atomic_write, cache_dir
+from ..._runtime.cache import atomic_write, cache_dir, warn_once
 
 __all__ = ["KERNELS_SUBFOLDER", "MODULE_PREFIX", "KernelCache", "cached_njit",
            "kernel_folder", "kernel_module"]
@@ -143,8 +143,27 @@ class KernelCache(FunctionCache):
         refreshes the context itself.
         """
         rtsys.initialize(target_context)
-        with self._guard_against_spurious_io_errors():
+        try:
             return self._load_overload(sig, target_context)
+        except Exception:  # noqa: BLE001 - damaged or unreadable files: compile again
+            # (numba raises on a truncated or garbled file; the new code overwrites it).
+            return None
+
+    def save_overload(self, sig, data):
+        """Keep the compiled code for ``sig``; a folder that cannot take it (full, gone
+        read-only) costs one warning, never the call."""
+        try:
+            try:
+                self._save_overload(sig, data)
+            except OSError:
+                raise
+            except Exception:  # noqa: BLE001 - an index numba cannot read to add to
+                os.unlink(self._cache_file._index_path)  # its entries compile again
+                self._save_overload(sig, data)
+        except OSError as error:
+            warn_once(self._cache_path, f"convtranspose cannot keep compiled kernels in "
+                                        f"{self._cache_path!r} ({error}); they are compiled "
+                                        "again by every process")
 
 
 def cached_njit(**options):
