@@ -378,17 +378,24 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code.
 
     Without ``argv`` (the console script, ``python -m convtranspose``) the process ends
-    with the command: objects alive then are frozen out of the garbage collector's
-    last pass, which otherwise walks everything numba made and costs about a third of
-    a small ``run`` (``benchmarks/results/first-calls-xeon.json``); the process's memory
-    goes back to the system all the same.
+    with the command, and the garbage collector is told so
+    (``benchmarks/results/first-calls-xeon.json``, a small ``run`` with its kernels
+    cached): importing numba and loading compiled kernels makes a few hundred thousand
+    objects, and the collections they set off take about a tenth of a small ``run``,
+    the interpreter's last collection at exit as much again.  ``run`` and ``shape``
+    (one op, little garbage) therefore run without collections, and every command
+    freezes what is alive at its end, out of the last collection's way; the process's
+    memory goes back to the system all the same.
     """
     if argv is None:
-        try:
-            return _main(sys.argv[1:])
-        finally:
-            import gc
+        import gc
 
+        argv = sys.argv[1:]
+        if argv[:1] in (["run"], ["shape"]):
+            gc.disable()
+        try:
+            return _main(argv)
+        finally:
             gc.freeze()
     return _main(list(argv))
 
