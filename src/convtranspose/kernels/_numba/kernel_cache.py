@@ -136,8 +136,8 @@ class KernelCache(FunctionCache):
         """The compiled code for ``sig`` kept in the folder, or None.
 
         numba's own version first refreshes the target context: it imports and installs
-        every typing and lowering registry (about as long as importing numba again, a
-        third of a warm process's first call; ``benchmarks/results/first-calls-*.json``).
+        every typing and lowering registry (about 90 ms, half of a warm process's first
+        call on the Intel Xeon of ``benchmarks/results/first-calls-xeon.json``).
         Machine code read back needs only numba's runtime (the allocator and reference
         counts the kernels call, which the refresh would start); a compilation
         refreshes the context itself.
