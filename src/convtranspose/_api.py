@@ -11,6 +11,7 @@ kernel.  The per-axis shape formula every docstring refers to is::
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
@@ -29,8 +30,15 @@ __all__ = [
 ]
 
 
+def _is_masked(value: object) -> bool:
+    """Whether ``value`` is a NumPy masked array.  NumPy imports ``numpy.ma`` on first
+    access (about 8 ms of a process's first call); where it is not loaded, nothing is one."""
+    masked = sys.modules.get("numpy.ma")
+    return masked is not None and isinstance(value, masked.MaskedArray)
+
+
 def _as_array(name: str, value: object) -> np.ndarray:
-    if isinstance(value, np.ma.MaskedArray):
+    if _is_masked(value):
         # Computing on the raw data would silently use the masked-out values.
         raise TypeError(
             f"{name} is a masked array, which is not supported; pass {name}.filled(0)"
@@ -127,7 +135,7 @@ def _direct_out(out: object, plan, arrays: dict, names: tuple[str, ...]) -> bool
     it was before the call (as NumPy's ufuncs do with overlapping outputs).
     """
     if type(out) is not np.ndarray and (
-            not isinstance(out, np.ndarray) or isinstance(out, np.ma.MaskedArray)):
+            not isinstance(out, np.ndarray) or _is_masked(out)):
         raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
     if out.shape != plan.output_shape:
         raise ConvTransposeError(

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import math
 
-import numba
 import numpy as np
 
 from ..._geometry import _axis_phases, _three_axes
@@ -25,6 +24,7 @@ from ..schedules import _FLOAT16, _KEEP, _frozen, blocked_segments, blocked_shap
 from .casts import bfloat16_bits, float16_bits
 from .channels_last import _row_taps
 from .direct import _threads
+from .kernel_cache import cached_njit
 from .modes import _store_mode
 from .transpose import _tile_transposer, channels_last_copy
 
@@ -103,7 +103,7 @@ def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first, y_stop,
                   channel0):  # pragma: no cover - compiled
     """Round a line buffer's outputs ``[y_first, y_stop)`` into ``bits`` (uint16), plus ``bias``.
@@ -131,7 +131,7 @@ def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first
                 bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[y3 * width + o]))
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def _phase_taps(row_reads, row_taps, rows, p3, j_first, j_stop, size3, in_3, tap_k, tap_shift,
                 tap_count, tap_size, reads, taps, shifts):  # pragma: no cover - compiled
     """The taps of phase ``p3`` of the last axis for a line whose taps of the first two

@@ -12,13 +12,13 @@ stop)``, so that callers can split the work between threads.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
 from ..._runtime.machine import host_has_f16c
+from .kernel_cache import cached_njit
 
 __all__ = ["bfloat16_bits", "bfloat16_value", "float16_bits", "float16_value",
            "host_has_f16c", "narrow_bfloat16", "narrow_float16", "widen_bfloat16", "widen_float16"]
@@ -72,7 +72,7 @@ def _float_of_bits(typingctx, bits):
     return types.float32(types.uint32), codegen
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def float16_value(bits):  # pragma: no cover - compiled
     """The float32 value of float16 ``bits`` (exact; NaNs come out quiet, their sign and
     payload kept: the hardware's widening, where NumPy would keep a signalling NaN
@@ -80,13 +80,13 @@ def float16_value(bits):  # pragma: no cover - compiled
     return _from_half(bits)
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def bfloat16_value(bits):  # pragma: no cover - compiled
     """The float32 value of bfloat16 ``bits`` (exact: the top half of its bits)."""
     return _float_of_bits(np.uint32(np.uint32(bits) << np.uint32(16)))
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def _numpy_nan_half(value):  # pragma: no cover - compiled
     # NumPy keeps a NaN's sign and the top ten bits of its payload, signalling or
     # not (a payload that would vanish becomes 1); the hardware quiets signalling NaNs.
@@ -95,7 +95,7 @@ def _numpy_nan_half(value):  # pragma: no cover - compiled
     return np.uint16(((bits >> 16) & 0x8000) | 0x7C00 | (payload if payload else 1))
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def _hardware_float16_bits(value):  # pragma: no cover - compiled
     # The hardware conversion agrees with NumPy's everywhere but on NaNs.
     if value != value:
@@ -103,7 +103,7 @@ def _hardware_float16_bits(value):  # pragma: no cover - compiled
     return _to_half(value)
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def _software_float16_bits(value):  # pragma: no cover - compiled
     # NumPy's npy_floatbits_to_halfbits, step for step (round half to even).
     bits = _bits(value)
@@ -133,7 +133,7 @@ def _software_float16_bits(value):  # pragma: no cover - compiled
 float16_bits = _hardware_float16_bits if host_has_f16c() else _software_float16_bits
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def bfloat16_bits(value):  # pragma: no cover - compiled
     """The bfloat16 bits ml_dtypes rounds the float32 ``value`` to.
 
@@ -146,7 +146,7 @@ def bfloat16_bits(value):  # pragma: no cover - compiled
     return np.uint16((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16)
 
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def narrow_float16(source, target, start, stop):  # pragma: no cover - compiled
     """``target[i]`` = float16 bits of the float32 ``source[i]``, NumPy's rounding."""
     # Slices indexed from 0: with indices from range(start, stop) numba cannot prove
@@ -165,7 +165,7 @@ def narrow_float16(source, target, start, stop):  # pragma: no cover - compiled
                 target[i] = _numpy_nan_half(source[i])
 
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def widen_float16(source, target, start, stop):  # pragma: no cover - compiled
     """``target[i]`` = the float32 of float16 bits ``source[i]``, as NumPy widens them.
 
@@ -188,7 +188,7 @@ def widen_float16(source, target, start, stop):  # pragma: no cover - compiled
                     np.uint32(half & 0x03FF) << 13)
 
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def narrow_bfloat16(source, target, start, stop):  # pragma: no cover - compiled
     """``target[i]`` = bfloat16 bits of the float32 ``source[i]``, ml_dtypes' rounding."""
     source, target = source[start:stop], target[start:stop]
@@ -196,7 +196,7 @@ def narrow_bfloat16(source, target, start, stop):  # pragma: no cover - compiled
         target[i] = bfloat16_bits(source[i])
 
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def widen_bfloat16(source, target, start, stop):  # pragma: no cover - compiled
     """``target[i]`` = the float32 bits of bfloat16 bits ``source[i]`` (exact: a shift)."""
     source, target = source[start:stop], target[start:stop]

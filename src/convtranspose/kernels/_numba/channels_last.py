@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import functools
 
-import numba
 import numpy as np
 
 from ..._geometry import _axis_phases
 from ..._plan import AxisPlan
 from ..._runtime.threads import parallel_for
 from ..schedules import _frozen
+from .kernel_cache import cached_njit
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def _row_taps(found, j1, j2, p1, p2, tap_shift, tap_count, size1,
               size2):  # pragma: no cover - compiled
     """The taps of the first two axes that read inside the input for output row ``(j1,

@@ -5,14 +5,14 @@ when bfloat16 operands may be multiplied in pairs (``vdpbf16ps``) exactly.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ..schedules import _BFLOAT16, _FLOAT16, _KEEP
 from .casts import bfloat16_bits, bfloat16_value, float16_bits, float16_value
+from .kernel_cache import cached_njit
 
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def _smallest_bfloat16_exponent(bits):  # pragma: no cover - compiled
     """The smallest exponent field of the nonzero bfloat16 ``bits`` (0: a subnormal; 255: none)."""
     smallest = np.uint16(255)
@@ -23,7 +23,7 @@ def _smallest_bfloat16_exponent(bits):  # pragma: no cover - compiled
     return smallest
 
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def _plain_windows(length, like):  # pragma: no cover - compiled
     """The plane kernel's windows: one array both filled and read (``like``'s dtype,
     the sums')."""
@@ -31,19 +31,19 @@ def _plain_windows(length, like):  # pragma: no cover - compiled
     return windows, windows
 
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def _pair_windows(length, like):  # pragma: no cover - compiled
     """Windows of bfloat16 channel pairs: filled by halves (``uint16``), read as ``uint32``."""
     halves = np.zeros(2 * length, np.uint16)
     return halves, halves.view(np.uint32)
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def _store_sum(out, at, value, shift, biased):  # pragma: no cover - compiled
     out[at] = value
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def _store_float16(out, at, value, shift, biased):  # pragma: no cover - compiled
     # The bias is added in float32 before the one rounding, as the float32 path adds
     # it to its result; without one nothing is added, not even a zero (-0.0 + 0.0 is
@@ -52,7 +52,7 @@ def _store_float16(out, at, value, shift, biased):  # pragma: no cover - compile
                            else np.float32(value))
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def _store_bfloat16(out, at, value, shift, biased):  # pragma: no cover - compiled
     out[at] = bfloat16_bits(np.float32(value) + np.float32(shift) if biased
                             else np.float32(value))
@@ -61,7 +61,7 @@ def _store_bfloat16(out, at, value, shift, biased):  # pragma: no cover - compil
 _STORES = {_KEEP: _store_sum, _FLOAT16: _store_float16, _BFLOAT16: _store_bfloat16}
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def _load_value(value):  # pragma: no cover - compiled
     return value
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import math
 
-import numba
 import numpy as np
 
 from ..._geometry import _axis_phases, _three_axes
@@ -38,6 +37,7 @@ from ..schedules import (
     plane_schedule,
     planes_block_shape,
 )
+from .kernel_cache import cached_njit
 from .modes import _LOADS, _STORES, _bfloat16_pairs, _pair_windows, _plain_windows, _store_mode
 
 #: The plane kernel computes each plane in bands of the first axis whose window and
@@ -102,7 +102,7 @@ def _plane_block_source(lanes: int, co_block: int, vectors: int, pairs: bool = F
     return "\n".join(lines) + "\n"
 
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def _blocked_weights(weights, co_block, halves):  # pragma: no cover - compiled
     """(G, Ci, Co, K) -> flat (G, Co blocks, K, Ci / halves, co_block, halves), zeros past Co and Ci.
 

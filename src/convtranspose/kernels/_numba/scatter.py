@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from ..._geometry import _three_axes
 from ..._runtime.threads import parallel_for
 from ..schedules import DIRECT_PARALLEL_MACS
+from .kernel_cache import cached_njit
 from .planes import _BAND_ELEMENTS
 
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def _tap_inputs(size, tap, stride, dilation, offset, out_low, out_high):  # pragma: no cover
     """The inputs ``x`` one tap sends to outputs in ``[out_low, out_high)``, and its shift.
 
@@ -27,7 +27,7 @@ def _tap_inputs(size, tap, stride, dilation, offset, out_low, out_high):  # prag
     return low, max(low, high), shift
 
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def _scatter_kernel(columns, col_steps, target, out_steps, geometry, co, n, rows_per_item,
                     start, stop):  # pragma: no cover - compiled
     # columns (G, n, X1, X2, X3, K1, K2, K3, Co) and the output (G, n, Y1, Y2, Y3, Co)

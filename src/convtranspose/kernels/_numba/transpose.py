@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import math
 
-import numba
 import numpy as np
 
 from ..._runtime.threads import parallel_for
@@ -49,29 +48,11 @@ def _transpose_kernel(lanes: int):
     """``kernel(src, dst, rows, cols, start, stop)``: ``(B, rows, cols)`` into ``(B, cols,
     rows)`` (flat C-order buffers), for the bands of ``lanes`` rows with flat index (b,
     band) in [start, stop): whole blocks in registers, the edges one element at a time."""
-    tile = _tile_transposer(lanes)
-    step = np.uint64(lanes)
+    from .codegen import compile_template
 
-    @numba.njit(nogil=True, cache=False)
-    def kernel(src, dst, rows, cols, start, stop):  # pragma: no cover - compiled
-        height, width = np.uint64(rows), np.uint64(cols)
-        bands = (rows + lanes - 1) // lanes
-        whole = width - width % step
-        for item in range(start, stop):
-            base = np.uint64(item // bands) * height * width
-            first = np.uint64((item % bands) * lanes)
-            last = min(first + step, height)
-            done = np.uint64(0)
-            if last - first == step:
-                for c in range(np.uint64(0), whole, step):
-                    tile(src, base + first * width + c, width, dst, base + c * height + first,
-                         height)
-                done = whole
-            for c in range(done, width):
-                for r in range(first, last):
-                    dst[base + c * height + r] = src[base + r * width + c]
-
-    return kernel
+    return compile_template("transpose", dict(
+        np=np, lanes=lanes, step=np.uint64(lanes), tile=_tile_transposer(lanes),
+    ))["kernel"]
 
 
 #: Layout copies of at least this many bytes are split between the threads.

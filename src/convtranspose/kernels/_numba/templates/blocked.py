@@ -5,10 +5,11 @@ globals (numba freezes them into the compiled code): ``_GROUP_MAX_LINES``,
 ``_GROUP_TILE_ELEMENTS``, ``_KEEP``, ``_phase_taps``, ``_rounded_line``, ``_row_taps``,
 ``block``, ``chunk_width``, ``lanes``, ``np``, ``pixels``, ``single``, ``transpose``,
 ``width``.
+Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 """
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j_first,
                j_stop, p3, line_at, step, s3, lines, line_step, read_step, in_3, in_c, ci,
                size3, edge_reads, edge_taps):  # pragma: no cover - compiled
@@ -43,7 +44,7 @@ def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j
                       in_c, ci, column, width)
             k += pixels
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def line_ends(source, weights, dest, group_reads, group_taps, rows, line_at, step, lines,
               line_step, read_step, in_3, in_c, ci, size3, out3, s3, tap_k, tap_shift,
               tap_count, tap_size, reads, taps, shifts, edge_reads,
@@ -58,7 +59,7 @@ def line_ends(source, weights, dest, group_reads, group_taps, rows, line_at, ste
                    j_stop, p3, line_at, step, s3, lines, line_step, read_step, in_3,
                    in_c, ci, size3, edge_reads, edge_taps)
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def store_line(out, bits, bias, mode, tile, line, out_3, out_c, co, y_first, y_stop,
                g):  # pragma: no cover - compiled
     # A line's outputs [y_first, y_stop) from its tile (`width` sums per output) into
@@ -82,7 +83,7 @@ def store_line(out, bits, bias, mode, tile, line, out_3, out_c, co, y_first, y_s
             for y3 in range(y_whole if o < o_whole else y_first, y_stop):
                 out[line + o * out_c + y3 * out_3] = tile[y3 * width + o]
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def close_group(source, weights, out, bits, bias, mode, dest, direct, group_reads,
                 group_taps, rows, group_line, lines, line_step, read_step, in_3, in_c, ci,
                 size3, out3, out_3, out_c, co, s3, g, tap_k, tap_shift, tap_count,
@@ -104,7 +105,7 @@ def close_group(source, weights, out, bits, bias, mode, dest, direct, group_read
         store_line(out, bits, bias, mode, dest[k * tile_line:(k + 1) * tile_line],
                    group_line + k * line_step, out_3, out_c, co, 0, out3, g)
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, line_order,
            tap_k, tap_shift, tap_count, segments, start, stop):  # pragma: no cover
     # Flat buffers in any layout: element (n, x1, x2, x3, channel) of the source is at

@@ -4,6 +4,7 @@ A template: compiled by ``codegen.compile_template`` with these names bound as i
 globals (numba freezes them into the compiled code): ``_row_taps``, ``ci_constant``,
 ``co_constant``, ``constant``, ``depthwise``, ``lanes``, ``np``, ``one``, ``step``,
 ``vector_fma``, ``vector_load``, ``vector_store``, ``vector_zero``.
+Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 """
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
 
@@ -12,7 +13,7 @@ globals (numba freezes them into the compiled code): ``_row_taps``, ``ci_constan
 # the loop is about 1.4x slower).  Explicit vectors with the taps' offsets as plain
 # values, faster than the loops LLVM vectorises itself
 # (benchmarks/results/per-position-kernel-zen4.json).
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def plus_four(total, source, weights, r0, w0, r1, w1, r2, w2, r3, w3, c):
     # total + four taps at channel c (a vector).  Their offsets come as values, not
     # from the arrays, which LLVM cannot tell from the output (it may reload them).
@@ -25,7 +26,7 @@ def plus_four(total, source, weights, r0, w0, r1, w1, r2, w2, r3, w3, c):
     return vector_fma(vector_load(source, r3 + c, lanes), vector_load(weights, w3 + c, lanes),
                       total)
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def four_taps(source, weights, out, reads, taps, done, dest, vector_end, width):
     r0, w0 = reads[done], taps[done]
     r1, w1 = reads[done + 1], taps[done + 1]
@@ -44,7 +45,7 @@ def four_taps(source, weights, out, reads, taps, done, dest, vector_end, width):
                  + weights[w2 + c] * source[r2 + c] + weights[w3 + c] * source[r3 + c])
         out[dest + c] = total if done == 0 else out[dest + c] + total
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@cached_njit(nogil=True, inline="always")
 def last_tap(source, weights, out, read, tap, first, dest, vector_end, width):
     # A single tap: one of the up to three left after the passes of four.
     if first:
@@ -62,7 +63,7 @@ def last_tap(source, weights, out, read, tap, first, dest, vector_end, width):
         for c in range(vector_end, width):
             out[dest + c] += weights[tap + c] * source[read + c]
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def kernel(source, weights, out, sizes, strides, tap_k, tap_shift, tap_count, start,
            stop):  # pragma: no cover
     # Flat C-order buffers: source (N, X1, X2, X3, G*Ci), weights (K1, K2, K3, Ci, Co, G),

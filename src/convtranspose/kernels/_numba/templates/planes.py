@@ -6,10 +6,11 @@ globals (numba freezes them into the compiled code): ``_CHUNK_WINDOW_ELEMENTS``,
 ``interleave_vectors``, ``lanes``, ``load``, ``low``, ``new_windows``, ``np``, ``put``,
 ``row_blocks``, ``segments``, ``shift``, ``vector_interleave``, ``vector_load``,
 ``vector_run``, ``vector_store``.
+Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 """
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
 
-@numba.njit(nogil=True, cache=False)
+@cached_njit(nogil=True)
 def kernel(source, weights, out, bias, sizes, geometry, counts, tap_k, tap_offset,
            tap_count, band, channels_last, start, stop):  # pragma: no cover
     # Flat C-order buffers: source (N, G, Ci, X1, X2, X3), weights as _blocked_weights
