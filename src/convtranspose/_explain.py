@@ -42,7 +42,7 @@ def explain(plan, dtype="float32", *, target: Target | None = None,
     measure : bool, optional
         Measure the candidates now on random operands of the plan's shapes when this
         machine has not measured the problem yet (under the planning level in force,
-        ``measure`` when that is ``auto`` or ``estimate``); the result is kept as wisdom.
+        ``measure`` when that is ``estimate``); the result is kept as wisdom.
 
     Returns
     -------

@@ -15,7 +15,7 @@ SHAPE_ARGS = ("shape", "convolution_backprop_data", "--data-shape", "1,16,12,12"
 
 def _with_wisdom(monkeypatch, path):
     monkeypatch.setenv(wisdom.WISDOM_ENV, str(path))
-    monkeypatch.setenv("CONVTRANSPOSE_PLANNING", "auto")
+    monkeypatch.setenv("CONVTRANSPOSE_PLANNING", "measure")
 
 
 def test_tune_measures_each_layer_and_keeps_the_wisdom(tmp_path, monkeypatch):

@@ -5,16 +5,15 @@ Levels (:func:`set_planning`, :func:`use_planning`, ``CONVTRANSPOSE_PLANNING``):
 
 ``estimate``
     The cost model alone (:mod:`convtranspose.dispatch`): no call is ever timed.
-``measure``
+``measure`` (the default)
     The first call of a problem this machine has not measured times the candidates the
     estimate ranks first, on the real operands (the budget:
-    :mod:`convtranspose.planning.measure`), and keeps the fastest as wisdom.
+    :mod:`convtranspose.planning.measure`), and keeps the fastest as wisdom.  Small
+    layers too: the estimate errs most on them (a tiny layer's estimated choice ran
+    7.9x slower than the measured one, ``benchmarks/results/planning-xeon.json``),
+    and measuring one costs a few milliseconds once per machine.
 ``exhaustive``
     As ``measure``, timing every applicable algorithm.
-``auto`` (the default)
-    ``measure`` for problems estimated at :data:`AUTO_MEASURE_NS` or more, ``estimate``
-    below (where a whole measurement would cost more than a wrong choice can lose in
-    many calls).
 
 At every level but ``estimate``, wisdom already measured for a problem is used (and
 nothing measured again).  The key is the
@@ -46,18 +45,16 @@ from ..dispatch import Choice, choose
 from ..kernels import resolve
 from .measure import Measurement, measure
 
-__all__ = ["AUTO_MEASURE_NS", "LEVELS", "PLANNING_ENV", "WISDOM_ENV", "export_wisdom",
+__all__ = ["LEVELS", "PLANNING_ENV", "WISDOM_ENV", "export_wisdom",
            "forget_wisdom", "get_planning", "import_wisdom", "planned_choice",
            "problem_key", "recording", "set_planning", "store_path", "use_planning"]
 
 #: The planning levels (the module docstring).
-LEVELS = ("auto", "estimate", "measure", "exhaustive")
+LEVELS = ("estimate", "measure", "exhaustive")
 #: Environment variable choosing the level when no API setting does.
 PLANNING_ENV = "CONVTRANSPOSE_PLANNING"
-#: ``auto`` measures problems whose best estimate is at least this (nanoseconds).  A
-#: measurement costs up to 12 calls plus compilation, once per machine; below 20 us per
-#: call the choices differ by a few microseconds (``benchmarks/results/planning-*.json``).
-AUTO_MEASURE_NS = 20_000.0
+#: The level when nothing sets one (the module docstring says why).
+DEFAULT_LEVEL = "measure"
 
 _level_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "convtranspose_planning", default=None)
@@ -74,13 +71,13 @@ def _checked(level) -> str:
 
 def get_planning() -> str:
     """The planning level in force here: :func:`use_planning`'s, else
-    :func:`set_planning`'s, else ``CONVTRANSPOSE_PLANNING``, else ``"auto"``."""
+    :func:`set_planning`'s, else ``CONVTRANSPOSE_PLANNING``, else ``"measure"``."""
     level = _level_var.get() or _level_set
     if level is not None:
         return level
     chosen = switch(PLANNING_ENV).strip().lower()
     if not chosen:
-        return "auto"
+        return DEFAULT_LEVEL
     if chosen not in LEVELS:
         raise ConvTransposeError(f"{PLANNING_ENV}={chosen!r} is not one of {LEVELS}")
     return chosen
@@ -91,8 +88,8 @@ def set_planning(level: str | None) -> str | None:
 
     Parameters
     ----------
-    level : {"auto", "estimate", "measure", "exhaustive"} or None
-        None drops the setting (``CONVTRANSPOSE_PLANNING``, else ``auto``, applies).
+    level : {"estimate", "measure", "exhaustive"} or None
+        None drops the setting (``CONVTRANSPOSE_PLANNING``, else ``measure``, applies).
 
     Returns
     -------
@@ -205,8 +202,7 @@ def planned_choice(batch, axes, weights_shape, *, channels_last, dtype, result_d
     offered = {name for name, _ in choice.estimates}
     rank = len(axes)
     entry = _remembered(key, offered)
-    if (entry is None and run is not None
-            and (level != "auto" or choice.estimates[0][1] >= AUTO_MEASURE_NS)):
+    if entry is None and run is not None:
         if finite is None or finite():
             entry = _measure_once(key, offered, lambda: _candidates(
                 choice, level, dtype, rank, channels_last, target), run, level)
