@@ -188,9 +188,10 @@ def test_a_kernel_module_names_its_constants_and_helpers():
 
     text = codegen.module_text("test kernel", {
         "lanes": 8, "step": np.uint64(8), "scale": 0.5, "exact": True,
-        "vector_load": vectors.vector_load}, "")
+        "vector_load": vectors.vector_load, "load": vectors.vector_load}, "")
     for line in ("lanes = 8", "step = np.uint64(8)", "scale = 0.5", "exact = True",
-                 "from convtranspose.kernels._numba.vectors import vector_load as vector_load"):
+                 "from convtranspose.kernels._numba.vectors import vector_load",
+                 "from convtranspose.kernels._numba.vectors import vector_load as load"):
         assert line in text.splitlines()
     with pytest.raises(TypeError, match="'table'"):
         codegen.module_text("test kernel", {"table": np.arange(3)}, "")

@@ -139,7 +139,7 @@ def _binding(name: str, value) -> str:
     if home is None:
         raise TypeError(f"kernel constant {name!r}: {value!r} cannot be written as source "
                         "(a number, a bool, a string or a kernel of a loaded module)")
-    return f"from {home[0]} import {home[1]} as {name}"
+    return f"from {home[0]} import {home[1]}" + ("" if home[1] == name else f" as {name}")
 
 
 def _home(value) -> tuple[str, str] | None:

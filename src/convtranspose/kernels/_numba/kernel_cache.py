@@ -108,11 +108,6 @@ class _KernelLocator(_CacheLocator):
     def get_disambiguator(self) -> str:
         return str(self._lineno)
 
-    @classmethod
-    def from_function(cls, py_func, py_file):  # pragma: no cover - numba's lookup, unused
-        folder = kernel_folder()
-        return None if folder is None else cls(py_func, folder)
-
 
 class _KernelCacheImpl(CompileResultCacheImpl):
     """numba's compile-result cache with :class:`_KernelLocator` as its only locator
@@ -153,17 +148,20 @@ class KernelCache(FunctionCache):
         """Keep the compiled code for ``sig``; a folder that cannot take it (full, gone
         read-only) costs one warning, never the call."""
         try:
-            try:
-                self._save_overload(sig, data)
-            except OSError:
-                raise
-            except Exception:  # noqa: BLE001 - an index numba cannot read to add to
-                os.unlink(self._cache_file._index_path)  # its entries compile again
-                self._save_overload(sig, data)
+            self._save_overload(sig, data)
         except OSError as error:
-            warn_once(self._cache_path, f"convtranspose cannot keep compiled kernels in "
-                                        f"{self._cache_path!r} ({error}); they are compiled "
-                                        "again by every process")
+            self._cannot_keep(error)
+        except Exception:  # noqa: BLE001 - an index numba cannot read to add to: a new
+            try:  # one (the old one's entries compile again)
+                os.unlink(self._cache_file._index_path)
+                self._save_overload(sig, data)
+            except OSError as error:
+                self._cannot_keep(error)
+
+    def _cannot_keep(self, error: OSError) -> None:
+        warn_once(self._cache_path, f"convtranspose cannot keep compiled kernels in "
+                                    f"{self._cache_path!r} ({error}); they are compiled "
+                                    "again by every process")
 
 
 def cached_njit(**options):
