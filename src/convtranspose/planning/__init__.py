@@ -207,7 +207,7 @@ def planned_choice(batch, axes, weights_shape, *, channels_last, dtype, result_d
             entry = _measure_once(key, offered, lambda: _candidates(
                 choice, level, dtype, rank, channels_last, target), run, level)
         else:
-            return choice  # measured at a later call with finite operands
+            return _keep(memo, choice, final=False)  # measured at a later finite call
     if entry is None:
         return _keep(memo, choice, final=run is not None)
     decided_by = "measured" if entry.get("fresh") else "wisdom"
