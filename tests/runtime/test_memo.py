@@ -78,3 +78,24 @@ def test_environment_switches_follow_run_time_changes(monkeypatch):
     assert switch("CONVTRANSPOSE_TEST_SWITCH") == "dense"
     monkeypatch.setenv(environment.ALGORITHM_ENV, "col2im-ncx")
     assert choose_algorithm(1, (AxisPlan(3, 2, 2, 1, 0, 6),), (1, 1, 1, 2)) == "col2im-ncx"
+
+
+def test_weights_memo_keeps_large_filters_within_its_byte_budget(monkeypatch):
+    # A budget of 3 KiB (each filter counted twice): two filters of 600 bytes fit,
+    # a third evicts the least recently used; one of more than half the budget is
+    # never kept.  Hits return the same dict; evicted filters start a fresh one.
+    monkeypatch.setattr(memo, "_DERIVED_BUDGET_BYTES", 3 << 10)
+    monkeypatch.setattr(memo, "_DERIVED_MAX_BYTES", 1 << 30)
+    memo._derived.clear()
+    filters = [np.full(150 + i, float(i), np.float32) for i in range(3)]  # ~600 bytes
+    first = memo._derived_from(filters[0], "budget")
+    second = memo._derived_from(filters[1], "budget")
+    assert memo._derived_from(filters[0], "budget") is first  # hit: now most recent
+    memo._derived_from(filters[2], "budget")  # evicts filters[1], the least recent
+    assert 2 * sum(entry[0].nbytes for entry in memo._derived.values()) <= 3 << 10
+    assert len(memo._derived) == 2
+    assert memo._derived_from(filters[0], "budget") is first
+    assert memo._derived_from(filters[1], "budget") is not second
+    memo._derived.clear()
+    memo._derived_from(np.zeros(400, np.float32), "budget")  # 1600 > 1536 bytes
+    assert not memo._derived

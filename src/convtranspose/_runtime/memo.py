@@ -4,7 +4,8 @@ A model run layer by layer, or a benchmark, calls each layer with the same weigh
 again; rebuilding its matrices costs milliseconds.  :func:`_derived_from` returns the
 same dict for a filter of the same bits and key, compared value by value, so a filter
 edited in place never hits.  At most :data:`_DERIVED_KEPT` filters, each of at most
-:data:`_DERIVED_MAX_BYTES` (``benchmarks/results/weights-memo.json``).
+:data:`_DERIVED_MAX_BYTES`, within :data:`_DERIVED_BUDGET_BYTES` together
+(``benchmarks/results/weights-memo.json``).
 """
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ import numpy as np
 #: for repeated calls with the same filter: a model run layer by layer, or a
 #: benchmark, calls each layer with the same weights again, and rebuilding them
 #: costs milliseconds (about a fifth of a DCGAN 512->256 call;
-#: ``benchmarks/results/weights-memo.json``).  At most this many filters, each of at
-#: most _DERIVED_MAX_BYTES (the memo holds a copy of the filter and about as much
-#: again in matrices).
+#: ``benchmarks/results/weights-memo.json``).  At most this many filters.
 _DERIVED_KEPT = 8
 
 
-#: The largest filter (in bytes) whose derived matrices are kept.
-_DERIVED_MAX_BYTES = 16 << 20
+#: The memory all kept filters may take, counting each twice (the memo holds a copy
+#: of the filter and about as much again in matrices): eight filters of 16 MiB, or
+#: fewer larger ones.  A budget in total rather than a cap per filter, because a
+#: large filter's matrices cost the most to rebuild (a 32 MiB filter: 36 of a 48 ms
+#: call, ``benchmarks/results/weights-memo.json``), while comparing its bits costs 3.
+_DERIVED_BUDGET_BYTES = 256 << 20
+#: The largest filter (in bytes) whose derived matrices are kept: half the budget.
+_DERIVED_MAX_BYTES = _DERIVED_BUDGET_BYTES // 2
 
 
 _derived: dict = {}
@@ -58,11 +63,13 @@ def _derived_from(weights: np.ndarray, *key) -> dict:
             _derived[full_key] = entry  # most recently used last
             return entry[1]
     derived: dict = {}
-    if weights.nbytes <= _DERIVED_MAX_BYTES:
+    if weights.nbytes <= min(_DERIVED_MAX_BYTES, _DERIVED_BUDGET_BYTES // 2):
         kept = _frozen(np.array(weights, copy=True, order="K"))
         with _derived_lock:
-            while len(_derived) >= max(1, _DERIVED_KEPT):
-                del _derived[next(iter(_derived))]
+            while _derived and (len(_derived) >= max(1, _DERIVED_KEPT) or 2 * (
+                    kept.nbytes + sum(e[0].nbytes for e in _derived.values()))
+                    > _DERIVED_BUDGET_BYTES):
+                del _derived[next(iter(_derived))]  # the least recently used
             _derived[full_key] = (kept, derived)
     return derived
 
