@@ -18,7 +18,6 @@ import argparse
 import importlib.util
 import json
 import math
-import platform
 import statistics
 import sys
 
@@ -27,6 +26,7 @@ import numpy as np
 import convtranspose
 from convtranspose import _bench, dispatch
 from convtranspose._bench.run import alternating_rounds
+from convtranspose._runtime.machine import cpu_model_name
 
 BASELINE = "convtranspose_baseline"
 
@@ -54,17 +54,6 @@ def chosen(library, layer) -> str:
     return chooser.choose_algorithm(*arguments, **keywords)
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="the other checkout's src folder")
@@ -76,7 +65,7 @@ def main(argv=None) -> int:
     baseline = load_baseline(args.baseline)
     words = [word for word in args.layers.split(",") if word]
     rows = []
-    print(f"CPU: {cpu_name()}\n")
+    print(f"CPU: {cpu_model_name()}\n")
     print("| layer | baseline algorithm | current algorithm | equal | baseline ms | current ms "
           "| current / baseline |")
     print("|---|---|---|---|---|---|---|")
@@ -108,7 +97,7 @@ def main(argv=None) -> int:
           f"{sum(row['equal'] for row in rows)} of {len(rows)} outputs equal")
     if args.out:
         with open(args.out, "w") as handle:
-            json.dump({"machine": cpu_name(), "rounds": args.rounds, "pause_s": args.pause,
+            json.dump({"machine": cpu_model_name(), "rounds": args.rounds, "pause_s": args.pause,
                        "geometric_mean_ratio": geomean, "rows": rows}, handle, indent=1)
     return 0 if same == len(rows) else 1
 

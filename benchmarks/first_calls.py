@@ -36,6 +36,9 @@ import tempfile
 import time
 
 SOURCE = pathlib.Path(__file__).resolve().parent.parent / "src"
+sys.path.insert(0, str(SOURCE))  # this checkout's library, as the timed processes get
+
+from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 
 _FIRST_CALL = """\
 import time
@@ -73,18 +76,6 @@ for _ in range(int(sys.argv[1])):
     cpu_after, faults_after = usage()
     print(f"{wall * 1e3:.1f} {(cpu_after - cpu) * 1e3:.1f} {faults_after - faults}")
 """
-
-
-def cpu_name() -> str:
-    """``lscpu``'s model name (from ``/proc/cpuinfo``)."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _environment(state: str, folder: str, **changes) -> dict:
@@ -200,7 +191,7 @@ def main(argv=None) -> int:
     if args.out:
         import numba
 
-        report = {"machine": cpu_name(), "python": platform.python_version(),
+        report = {"machine": cpu_model_name(), "python": platform.python_version(),
                   "numba": numba.__version__, "numpy": np.__version__,
                   "command": "python benchmarks/first_calls.py " + " ".join(argv or sys.argv[1:]),
                   "first_calls": results,

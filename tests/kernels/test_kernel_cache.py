@@ -143,15 +143,21 @@ def _files(folder: pathlib.Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
+def _empty_folders(tmp_path, *names):
+    """New empty folders under ``tmp_path``, one per name."""
+    folders = [tmp_path / name for name in names]
+    for folder in folders:
+        folder.mkdir()
+    return folders
+
+
 def _package_numba_files() -> list[str]:
     return sorted(str(p) for suffix in ("*.nbi", "*.nbc") for p in PACKAGE.rglob(suffix))
 
 
 def test_off_writes_nothing_anywhere(tmp_path):
     cases, expected = _cases(tmp_path, _CASES[:2], seed=2)
-    home, xdg, numba_dir, work = (tmp_path / name for name in ("home", "xdg", "numba", "work"))
-    for folder in (home, xdg, numba_dir, work):
-        folder.mkdir()
+    home, xdg, numba_dir, work = _empty_folders(tmp_path, "home", "xdg", "numba", "work")
     before = _package_numba_files()
     environment = _environment(CONVTRANSPOSE_CACHE_DIR="off", HOME=str(home),
                                XDG_CACHE_HOME=str(xdg), NUMBA_CACHE_DIR=str(numba_dir))
@@ -165,9 +171,7 @@ def test_numba_files_go_to_the_cache_folder_only(tmp_path):
     # The default folder (XDG_CACHE_HOME on Linux), not the package's __pycache__ nor
     # the folder the user gave numba for their own code.
     cases, expected = _cases(tmp_path, _CASES[:1], seed=3)
-    home, xdg, numba_dir, work = (tmp_path / name for name in ("home", "xdg", "numba", "work"))
-    for folder in (home, xdg, numba_dir, work):
-        folder.mkdir()
+    home, xdg, numba_dir, work = _empty_folders(tmp_path, "home", "xdg", "numba", "work")
     before = _package_numba_files()
     environment = _environment(HOME=str(home), XDG_CACHE_HOME=str(xdg),
                                NUMBA_CACHE_DIR=str(numba_dir))

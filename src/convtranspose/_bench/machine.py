@@ -5,34 +5,16 @@ from __future__ import annotations
 
 import gc
 import math
-import platform
-import re
 import statistics
 import time
 import tracemalloc
 
 import numpy as np
 
+from .._runtime.machine import cpu_model_name as cpu_model  # noqa: F401 (re-exported)
+from .._runtime.machine import parse_model_name  # noqa: F401 (re-exported)
 from .._runtime.target import _numba_usable
 from .suite import THREADS, Layer, _numpy_dtype
-
-
-def parse_model_name(text: str) -> str | None:
-    """The first ``model name`` of Linux's ``/proc/cpuinfo`` text (what ``lscpu`` calls
-    Model name), with runs of spaces collapsed; None if there is none."""
-    found = re.search(r"^model name\s*:\s*(.+?)\s*$", text, re.MULTILINE)
-    return " ".join(found.group(1).split()) if found else None
-
-
-def cpu_model() -> str:
-    """The CPU's name, as every reported figure must carry it: ``/proc/cpuinfo``'s model
-    name, else ``platform.processor()``, else the architecture."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
-            name = parse_model_name(handle.read(1 << 16))
-    except OSError:
-        name = None
-    return name or platform.processor() or platform.machine() or "unknown CPU"
 
 
 def _median_seconds(run, repeat: int, warmup: int, budget: float) -> float:

@@ -15,7 +15,7 @@ import os
 import platform
 import re
 
-__all__ = ["CpuIdentity", "cpu_identity", "cpu_model_name", "has_bfloat16_pairs", "host_has_f16c", "parse_cpuinfo",
+__all__ = ["CpuIdentity", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "host_has_f16c", "parse_cpuinfo",
            "vector_bytes"]
 
 #: ``(vendor, family)``: the CPUID vendor string (``'GenuineIntel'``, ``'AuthenticAMD'``)
@@ -53,16 +53,23 @@ def cpu_identity() -> CpuIdentity:
     return _parse_processor_string(platform.processor())
 
 
+def parse_model_name(text: str) -> str | None:
+    """The first ``model name`` of Linux's ``/proc/cpuinfo`` text (what ``lscpu`` calls
+    Model name), with runs of spaces collapsed; None if there is none."""
+    found = re.search(r"^model name\s*:\s*(.+?)\s*$", text, re.MULTILINE)
+    return " ".join(found.group(1).split()) if found else None
+
+
 @functools.cache
 def cpu_model_name() -> str:
-    """The CPU's marketing name (``/proc/cpuinfo``'s ``model name``, as ``lscpu`` shows
-    it), or ``platform.processor()`` where there is none."""
+    """The CPU's name, as every reported figure carries it: ``/proc/cpuinfo``'s model
+    name, else ``platform.processor()``, else the architecture."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
-            found = re.search(r"^model name\s*:\s*(.+)$", handle.read(1 << 16), re.MULTILINE)
+            name = parse_model_name(handle.read(1 << 16))
     except OSError:
-        found = None
-    return found.group(1).strip() if found else (platform.processor() or platform.machine())
+        name = None
+    return name or platform.processor() or platform.machine() or "unknown CPU"
 
 
 #: LLVM CPU names whose widest vectors are 512 bits (for ``NUMBA_CPU_NAME``).
