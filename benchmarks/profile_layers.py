@@ -21,7 +21,7 @@ import sys
 import time
 
 import convtranspose as ct
-from convtranspose import _bench, dispatch
+from convtranspose import _bench
 
 #: (category, test on cProfile's (file name, function name)), first match wins.
 CATEGORIES = (
@@ -81,11 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         if words and not any(word in layer.label for word in words):
             continue
         run, _ = _bench._ours(layer, _bench.make_inputs(layer))
-        algorithm = dispatch.describe_algorithm(
-            layer.batch, tuple(_bench.layer_plan_axes(layer)), _bench._kernel_weights_shape(layer),
-            channels_last=layer.layout == "NXC",
-            result_dtype=None if layer.dtype == "float32" else _bench._numpy_dtype(layer.dtype))
-        run()  # compiles numba kernels, prepares tiny layers, fills the filter memo
+        run()  # plans, compiles numba kernels, prepares tiny layers, fills the filter memo
+        algorithm = _bench.algorithm_run(layer)
         total, shares = _split(run)
         split = ", ".join(f"{label} {100 * ms / total:.0f}%" for label, ms in
                           sorted(shares.items(), key=lambda item: -item[1])

@@ -37,7 +37,7 @@ from .peers import PEERS, REUSE_MIN_BYTES, _ours, installed_peers
 from .planning import planning_columns
 from .random_suite import FAMILIES, MIN_COUNT, family_of, fit_to_caps, random_layers, within_caps
 from .report import markdown, plot, suite_summary
-from .run import alternating_rounds, bench_layer, build_parser, check_close, main
+from .run import algorithm_run, alternating_rounds, bench_layer, build_parser, check_close, main
 from .suite import (
                       SETTLE_SECONDS,
                       SUITE,
@@ -50,7 +50,7 @@ from .suite import (
 )
 
 __all__ = ["FAMILIES", "FLOOR_MIN_MS", "Layer", "MIN_COUNT", "PEERS", "REUSE_MIN_BYTES",
-           "SETTLE_SECONDS", "SUITE", "THREADS", "alternating_rounds", "bench_layer", "build_parser",
+           "SETTLE_SECONDS", "SUITE", "THREADS", "algorithm_run", "alternating_rounds", "bench_layer", "build_parser",
            "check_close", "copy_bandwidth", "cpu_model", "family_of", "fit_to_caps", "floor_ms",
            "fma_peak_flops", "installed_peers", "layer_plan_axes", "main", "make_inputs",
            "markdown", "parse_model_name", "peak_chains", "planning_columns", "plot",

@@ -14,8 +14,9 @@ from dataclasses import asdict
 
 import numpy as np
 
-from .. import dispatch
+from .. import planning
 from .._runtime import blas as _blas
+from .._runtime.target import host
 from .machine import (
     FLOOR_MIN_MS,
     _peak_extra_bytes,
@@ -53,6 +54,16 @@ def check_close(name: str, layer: Layer, ours: np.ndarray, theirs: np.ndarray) -
             f"{layer.label}: {name} differs from convtranspose by {error:.3g} (relative to the"
             f" largest output value; tolerance {tolerance:g})")
     return error
+
+
+def algorithm_run(layer: Layer) -> str:
+    """The algorithm that ran ``layer``'s timed calls: planning's decision, which the
+    calls took (measured at the first one, or from wisdom), not the estimate alone."""
+    return planning.planned_choice(
+        layer.batch, tuple(layer_plan_axes(layer)), _kernel_weights_shape(layer),
+        channels_last=layer.layout == "NXC", dtype=np.dtype(np.float32),
+        result_dtype=None if layer.dtype == "float32" else _numpy_dtype(layer.dtype),
+        target=host()).runs
 
 
 def alternating_rounds(runners: dict, repeat: int, warmup: int = 0, budget: float = float("inf"),
@@ -140,10 +151,7 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
             # The most any implementation could gain on the best peer here.
             row["ceiling"] = peer_times[row["best_peer"]] / row["floor_ms"]
     try:
-        row["algorithm"] = dispatch.describe_algorithm(
-            layer.batch, layer_plan_axes(layer), _kernel_weights_shape(layer),
-            channels_last=layer.layout == "NXC", dtype=np.dtype(np.float32),
-            result_dtype=None if layer.dtype == "float32" else _numpy_dtype(layer.dtype))
+        row["algorithm"] = algorithm_run(layer)
     except Exception as error:  # the description is informative only
         row["algorithm"] = f"? ({error})"
     if planning:

@@ -26,7 +26,7 @@ from ..kernels.schedules import _direct_rounds
 from .calibration import calibrated_ns
 from .estimates import raw_estimates
 
-__all__ = ["Choice", "Explanation", "choose", "choose_algorithm", "describe_algorithm"]
+__all__ = ["Choice", "Explanation", "choose", "choose_algorithm"]
 
 #: Nanoseconds per output element of a float32 result that is then rounded to float16
 #: or bfloat16 (allocated, written, rounded; ``benchmarks/results/half-precision.json``).
@@ -163,14 +163,6 @@ def choose_exact(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
         if name in exact:
             return name
     return "col2im-nxc" if channels_last else "col2im-ncx"
-
-
-def describe_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
-                       channels_last: bool = False, dtype=np.float32, result_dtype=None,
-                       target: Target | None = None) -> str:
-    """The algorithm that runs, as benchmark tables name it."""
-    return choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype,
-                  result_dtype=result_dtype, target=target).runs
 
 
 class Explanation:
