@@ -25,7 +25,7 @@ LAYERS = (
     ("dispatch",),
     ("planning",),
     ("_execute",),
-    ("_api", "shapes", "_explain"),
+    ("_api", "_api_frameworks", "shapes", "_explain"),
     ("__init__", "interop", "cli", "_cli_parser", "_tune", "_bench", "__main__"),
 )
 

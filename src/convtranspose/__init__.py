@@ -20,6 +20,7 @@ from ._api import (
     group_convolution_backprop_data,
     onnx_conv_transpose,
 )
+from ._api_frameworks import torch_conv_transpose
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import ConvTransposeError
 from ._explain import explain
@@ -65,6 +66,7 @@ __all__ = [
     "set_planning",
     "set_thread_pinning",
     "shapes",
+    "torch_conv_transpose",
     "use_planning",
     "use_target",
 ]

@@ -18,6 +18,7 @@ from ._dialects import (
     convolution_backprop_data,
     group_convolution_backprop_data,
     onnx_conv_transpose,
+    torch_conv_transpose,
 )
 from ._plan import AxisPlan, ConvTransposePlan
 
@@ -28,4 +29,5 @@ __all__ = [
     "convolution_backprop_data",
     "group_convolution_backprop_data",
     "onnx_conv_transpose",
+    "torch_conv_transpose",
 ]
