@@ -25,7 +25,7 @@ LAYERS = (
     ("dispatch",),
     ("planning",),
     ("_execute",),
-    ("_api", "_api_frameworks", "shapes", "_explain"),
+    ("_api", "_api_frameworks", "_translate", "shapes", "_explain"),
     ("__init__", "interop", "cli", "_cli_parser", "_tune", "_bench", "__main__"),
 )
 

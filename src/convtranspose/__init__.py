@@ -34,6 +34,7 @@ from ._runtime.target import (
     use_target,
 )
 from ._runtime.target import host as host_target
+from ._translate import Translation, translate
 from ._version import __version__ as __version__
 from .planning import (
     export_wisdom,
@@ -67,6 +68,8 @@ __all__ = [
     "set_thread_pinning",
     "shapes",
     "torch_conv_transpose",
+    "Translation",
+    "translate",
     "use_planning",
     "use_target",
 ]
