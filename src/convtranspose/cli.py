@@ -15,7 +15,7 @@ import json
 import sys
 import time
 
-from . import _cli_parser
+from . import _cli_parser, _cli_translate
 from ._cli_parser import EXIT_BAD_INPUT, Failure
 
 EXIT_OK, EXIT_MISMATCH = 0, 1
@@ -366,6 +366,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 HANDLERS = {"shape": _shape, "run": _run, "ir check": _ir_check, "ir run": _ir_run,
             "onnx check": _onnx_check, "onnx run": _onnx_run, "tune": _tune, "demo": _demo}
+HANDLERS["translate"] = _cli_translate.translate_command
 
 
 def build_parser() -> argparse.ArgumentParser:
