@@ -252,6 +252,8 @@ def _report_check(reports, items_name: str, file_name: str, as_json: bool) -> in
         for problem in report.problems:
             prefix = "mismatch" if report.failed else "note"
             print(f"convtranspose: {prefix}: {problem}", file=sys.stderr)
+        for convention in report.conventions:
+            print(f"convtranspose: convention: {report.name}: {convention}", file=sys.stderr)
     return EXIT_MISMATCH if failed else EXIT_OK
 
 
