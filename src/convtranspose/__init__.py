@@ -20,7 +20,7 @@ from ._api import (
     group_convolution_backprop_data,
     onnx_conv_transpose,
 )
-from ._api_frameworks import torch_conv_transpose
+from ._api_frameworks import jax_conv_transpose, torch_conv_transpose
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import ConvTransposeError
 from ._explain import explain
@@ -61,6 +61,7 @@ __all__ = [
     "group_convolution_backprop_data",
     "host_target",
     "import_wisdom",
+    "jax_conv_transpose",
     "num_threads",
     "onnx_conv_transpose",
     "set_num_threads",

@@ -17,6 +17,7 @@ from ._dialects import (
     conv_transpose,
     convolution_backprop_data,
     group_convolution_backprop_data,
+    jax_conv_transpose,
     onnx_conv_transpose,
     torch_conv_transpose,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "conv_transpose",
     "convolution_backprop_data",
     "group_convolution_backprop_data",
+    "jax_conv_transpose",
     "onnx_conv_transpose",
     "torch_conv_transpose",
 ]
