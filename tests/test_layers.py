@@ -24,8 +24,8 @@ LAYERS = (
     ("kernels",),
     ("dispatch",),
     ("planning",),
-    ("_execute",),
-    ("_api", "shapes", "_explain"),
+    ("_execute", "_backward"),
+    ("_api", "shapes", "_explain", "_convolution", "vjp"),
     ("__init__", "interop", "cli", "_cli_parser", "_tune", "_bench", "__main__"),
 )
 

@@ -13,13 +13,15 @@ and :class:`Target` describes the machine it is chosen and compiled for.
 (1, 10, 31, 31)
 """
 
-from . import shapes
+from . import shapes, vjp
 from ._api import (
     conv_transpose,
     convolution_backprop_data,
     group_convolution_backprop_data,
     onnx_conv_transpose,
 )
+from ._convolution import convolution, group_convolution
+from ._dialects import ConvolutionPlan
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import ConvTransposeError
 from ._explain import explain
@@ -47,15 +49,18 @@ __all__ = [
     "AxisPlan",
     "ConvTransposeError",
     "ConvTransposePlan",
+    "ConvolutionPlan",
     "SUPPORTED_DTYPES",
     "Target",
     "conv_transpose",
+    "convolution",
     "convolution_backprop_data",
     "explain",
     "export_wisdom",
     "forget_wisdom",
     "get_num_threads",
     "get_planning",
+    "group_convolution",
     "group_convolution_backprop_data",
     "host_target",
     "import_wisdom",
@@ -67,4 +72,5 @@ __all__ = [
     "shapes",
     "use_planning",
     "use_target",
+    "vjp",
 ]

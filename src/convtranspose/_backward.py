@@ -1,0 +1,125 @@
+"""The adjoints of the canonical problem with the dtype, layout and special-value rules
+of :func:`convtranspose._execute.transposed_convolution` around the kernels of
+:mod:`convtranspose.kernels.backward`.
+
+Sums accumulate in the dtype the transposed convolution uses (float64, float32 for
+float32/float16/bfloat16, int64 for integers) and are converted once to the element
+type.  Operands holding infinities or NaNs never go to ``im2col``, whose gathered zeros
+would multiply them (``0 * inf`` is NaN where the exact sum has no such term).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ._dtypes import accumulation_dtype
+from ._plan import AxisPlan
+from ._runtime.environment import switch
+from .kernels import backward as _kernels
+
+__all__ = ["ALGORITHM_ENV", "data_adjoint", "filter_adjoint"]
+
+#: Forces one of :data:`convtranspose.kernels.backward.ALGORITHMS` (tests, comparisons).
+ALGORITHM_ENV = "CONVTRANSPOSE_BACKWARD_ALGORITHM"
+
+
+def _widened(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return array if array.dtype == dtype else array.astype(dtype)
+
+
+def _finite(*arrays: np.ndarray) -> bool:
+    return all(a.dtype.kind not in "fc" or bool(np.isfinite(a).all()) for a in arrays)
+
+
+def _algorithm(groups: int, ci: int, co: int, axes, exact_needed: bool) -> str:
+    forced = switch(ALGORITHM_ENV).strip()
+    if forced:
+        if forced not in _kernels.ALGORITHMS:
+            raise ValueError(f"{ALGORITHM_ENV}={forced!r} is not one of {_kernels.ALGORITHMS}")
+        if forced != "depthwise" or (ci == 1 and co == 1):
+            return forced
+    name = _kernels.choose(groups, ci, co, axes)
+    return "taps" if name == "im2col" and exact_needed else name
+
+
+def _channels_first(array: np.ndarray, channels_last: bool) -> np.ndarray:
+    return np.moveaxis(array, -1, 1) if channels_last else array
+
+
+def _finished(result: np.ndarray, channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """``result`` (accumulated, channels first) in the caller's layout and element type,
+    C-contiguous and never a view of an operand."""
+    if channels_last:
+        result = np.moveaxis(result, 1, -1)
+    if result.dtype != dtype:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.ascontiguousarray(result.astype(dtype))
+    return np.ascontiguousarray(result)
+
+
+def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan], *,
+                 channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The data gradient of the canonical problem (a forward convolution of ``grad``).
+
+    Parameters
+    ----------
+    grad : ndarray
+        Shaped like the transposed convolution's result: ``(N, G*Co, Y...)``, or
+        ``(N, Y..., G*Co)`` when ``channels_last``.
+    weights : ndarray
+        ``(G, Ci, Co, K...)``, any strides.
+    axes : sequence of AxisPlan
+    channels_last : bool
+    dtype : numpy dtype
+        The element type of the operands and of the result.
+
+    Returns
+    -------
+    ndarray
+        Shaped like the data: ``(N, G*Ci, X...)`` or ``(N, X..., G*Ci)``.
+    """
+    groups, ci, co = weights.shape[:3]
+    batch = grad.shape[0]
+    sizes = tuple(axis.input_size for axis in axes)
+    accumulate = accumulation_dtype(dtype)
+    if grad.size == 0 or weights.size == 0:
+        result = np.zeros((batch, groups * ci) + sizes, accumulate)
+    else:
+        exact = not _finite(weights)
+        algorithm = _algorithm(groups, ci, co, axes, exact)
+        with np.errstate(over="ignore", invalid="ignore"):
+            result = _kernels.data_adjoint(
+                _widened(_channels_first(grad, channels_last), accumulate),
+                _widened(weights, accumulate), axes, accumulate, algorithm)
+    return _finished(result, channels_last, dtype)
+
+
+def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
+                   groups: int, *, channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The filter gradient ``(G, Ci, Co, K...)`` of the canonical problem (a correlation
+    of ``data`` with ``grad``), in ``dtype``; layouts as in :func:`data_adjoint`."""
+    data_ncx = _channels_first(data, channels_last)
+    grad_ncx = _channels_first(grad, channels_last)
+    ci, co = data_ncx.shape[1] // groups, grad_ncx.shape[1] // groups
+    kernel = tuple(axis.kernel_size for axis in axes)
+    accumulate = accumulation_dtype(dtype)
+    if data.size == 0 or grad.size == 0:
+        result = np.zeros((groups, ci, co) + kernel, accumulate)
+    else:
+        algorithm = _algorithm(groups, ci, co, axes, not _finite(data))
+        with np.errstate(over="ignore", invalid="ignore"):
+            result = _kernels.filter_adjoint(
+                _widened(data_ncx, accumulate), _widened(grad_ncx, accumulate), axes, groups,
+                accumulate, algorithm)
+    return _finished(result, False, dtype)
+
+
+def bias_adjoint(grad: np.ndarray, *, channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The bias gradient: ``grad`` summed over every axis but the channels."""
+    axis = tuple(i for i in range(grad.ndim) if i != (grad.ndim - 1 if channels_last else 1))
+    accumulate = accumulation_dtype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = _widened(grad, accumulate).sum(axis=axis, dtype=accumulate)
+    return _finished(total, False, dtype)
