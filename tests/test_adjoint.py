@@ -18,7 +18,6 @@ are small integers held in float64, so every inner product is exact and the test
 asserts equality.
 """
 
-import itertools
 
 import numpy as np
 from hypothesis import given, settings
@@ -26,7 +25,6 @@ from hypothesis import strategies as st
 
 import convtranspose as ct
 import oracle
-
 
 forward_convolution = oracle.forward_convolution
 
