@@ -16,7 +16,9 @@ import numpy as np
 
 from ._dtypes import accumulation_dtype
 from ._plan import AxisPlan
+from ._runtime import blas as _blas
 from ._runtime.environment import switch
+from ._runtime.target import host
 from .kernels import backward as _kernels
 
 __all__ = ["ALGORITHM_ENV", "data_adjoint", "filter_adjoint"]
@@ -89,7 +91,7 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
     else:
         exact = not _finite(weights)
         algorithm = _algorithm(groups, ci, co, axes, exact)
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"), _blas.at_most(host().threads):
             result = _kernels.data_adjoint(
                 _widened(_channels_first(grad, channels_last), accumulate),
                 _widened(weights, accumulate), axes, accumulate, algorithm)
@@ -109,7 +111,7 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
         result = np.zeros((groups, ci, co) + kernel, accumulate)
     else:
         algorithm = _algorithm(groups, ci, co, axes, not _finite(data))
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"), _blas.at_most(host().threads):
             result = _kernels.filter_adjoint(
                 _widened(data_ncx, accumulate), _widened(grad_ncx, accumulate), axes, groups,
                 accumulate, algorithm)

@@ -87,6 +87,14 @@ def _grouped(array: np.ndarray, groups: int) -> np.ndarray:
     return array.reshape((n, groups, channels // groups) + array.shape[2:])
 
 
+def _flat(tap: tuple[int, ...], axes) -> int:
+    """The row-major index of ``tap`` among all taps."""
+    index = 0
+    for k, axis in zip(tap, axes):
+        index = index * axis.kernel_size + k
+    return index
+
+
 def _batch_slices(batch: int, bytes_per_item: int):
     """Slices of the batch whose im2col matrices each fit the scratch budget."""
     step = max(1, IM2COL_SCRATCH_BYTES // max(bytes_per_item, 1))
@@ -98,9 +106,8 @@ def _im2col(grad_g: np.ndarray, axes, input_sizes, dtype) -> np.ndarray:
     n, groups, co = grad_g.shape[:3]
     taps = math.prod(axis.kernel_size for axis in axes)
     cols = np.zeros((groups, co, taps, n) + tuple(input_sizes), dtype)
-    strides = np.cumprod([1] + [axis.kernel_size for axis in reversed(axes)])[::-1][1:]
     for tap, data_box, grad_box in tap_boxes(axes):
-        index = int(np.dot(tap, strides)) if tap else 0
+        index = _flat(tap, axes)
         window = grad_g[(slice(None),) * 3 + grad_box]  # (N, G, Co, box...)
         target = cols[(slice(None), slice(None), index, slice(None)) + data_box]
         target[...] = np.moveaxis(window, 0, 2)
@@ -125,11 +132,13 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
             result[(slice(None), slice(None), 0) + data_box] += (
                 w * grad_g[(slice(None), slice(None), 0) + grad_box])
     elif algorithm == "taps":
+        # NumPy hands matmul to BLAS only for contiguous operands: a tap of the filter
+        # and a window of grad are strided views, so both are copied once.
+        per_tap = np.ascontiguousarray(np.moveaxis(weights.reshape(groups, ci, co, -1), 3, 0))
         for tap, data_box, grad_box in tap_boxes(axes):
-            window = grad_g[(slice(None),) * 3 + grad_box]
+            window = np.ascontiguousarray(grad_g[(slice(None),) * 3 + grad_box])
             box = window.shape[3:]
-            product = np.matmul(weights[(slice(None),) * 3 + tap],
-                                window.reshape((n, groups, co, -1)))
+            product = np.matmul(per_tap[_flat(tap, axes)], window.reshape((n, groups, co, -1)))
             result[(slice(None),) * 3 + data_box] += product.reshape((n, groups, ci) + box)
     else:
         taps = math.prod(axis.kernel_size for axis in axes)
@@ -163,17 +172,21 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
             result[(slice(None), 0, 0) + tap] = product.reshape(n, groups, -1).sum(axis=(0, 2))
     elif algorithm == "taps":
         for tap, data_box, grad_box in tap_boxes(axes):
-            values = np.moveaxis(data_g[(slice(None),) * 3 + data_box], 0, 2)  # G, Ci, N, box
-            window = np.moveaxis(grad_g[(slice(None),) * 3 + grad_box], 0, 2)  # G, Co, N, box
-            result[(slice(None),) * 3 + tap] = np.matmul(
-                values.reshape(groups, ci, -1), window.reshape(groups, co, -1).swapaxes(1, 2))
+            # (G, Ci, N*box) and (G, N*box, Co), contiguous so that BLAS takes them
+            values = np.ascontiguousarray(np.moveaxis(data_g[(slice(None),) * 3 + data_box],
+                                                      0, 2)).reshape(groups, ci, -1)
+            window = np.ascontiguousarray(np.moveaxis(grad_g[(slice(None),) * 3 + grad_box],
+                                                      (0, 2), (1, -1))).reshape(groups, -1, co)
+            result[(slice(None),) * 3 + tap] = np.matmul(values, window)
     else:
         taps = math.prod(kernel)
         total = np.zeros((groups, ci, co * taps), dtype)
         item_bytes = groups * co * taps * math.prod(sizes) * dtype.itemsize
         for part in _batch_slices(n, item_bytes):
             cols = _im2col(grad_g[part], axes, sizes, dtype)
-            values = np.moveaxis(data_g[part], 0, 2).reshape(groups, ci, -1)
+            values = np.ascontiguousarray(np.moveaxis(data_g[part], 0, 2)).reshape(groups, ci, -1)
+            # the transposed im2col matrix is a view BLAS takes as it is (a transposed
+            # operand), no copy
             total += np.matmul(values, cols.reshape(groups, co * taps, -1).swapaxes(1, 2))
         result = total.reshape((groups, ci, co) + kernel)
     return result
