@@ -20,6 +20,7 @@ from ._runtime import blas as _blas
 from ._runtime.environment import switch
 from ._runtime.target import host
 from .kernels import backward as _kernels
+from .planning import measured_choice, problem_key
 
 __all__ = ["ALGORITHM_ENV", "data_adjoint", "filter_adjoint"]
 
@@ -35,15 +36,27 @@ def _finite(*arrays: np.ndarray) -> bool:
     return all(a.dtype.kind not in "fc" or bool(np.isfinite(a).all()) for a in arrays)
 
 
-def _algorithm(groups: int, ci: int, co: int, axes, exact_needed: bool) -> str:
+def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run) -> str:
+    """The forced algorithm, else measured planning's pick among those that apply
+    (:func:`convtranspose.planning.measured_choice`), the kernels' rule deciding at
+    ``estimate``."""
+    groups, ci, co = weights_shape[:3]
+    depthwise = ci == 1 and co == 1
     forced = switch(ALGORITHM_ENV).strip()
     if forced:
         if forced not in _kernels.ALGORITHMS:
             raise ValueError(f"{ALGORITHM_ENV}={forced!r} is not one of {_kernels.ALGORITHMS}")
-        if forced != "depthwise" or (ci == 1 and co == 1):
+        if forced != "depthwise" or depthwise:
             return forced
-    name = _kernels.choose(groups, ci, co, axes)
-    return "taps" if name == "im2col" and exact_needed else name
+    default = _kernels.choose(groups, ci, co, axes)
+    if default == "im2col" and exact_needed:
+        default = "taps"
+    candidates = [name for name in _kernels.ALGORITHMS
+                  if (name != "im2col" or not exact_needed)
+                  and (name != "depthwise" or depthwise)]
+    target = host()
+    key = problem_key(batch, axes, weights_shape, False, dtype, None, target)
+    return measured_choice(kind, key, candidates, run, default)
 
 
 def _channels_first(array: np.ndarray, channels_last: bool) -> np.ndarray:
@@ -89,12 +102,15 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
     if grad.size == 0 or weights.size == 0:
         result = np.zeros((batch, groups * ci) + sizes, accumulate)
     else:
-        exact = not _finite(weights)
-        algorithm = _algorithm(groups, ci, co, axes, exact)
-        with np.errstate(over="ignore", invalid="ignore"), _blas.at_most(host().threads):
-            result = _kernels.data_adjoint(
-                _widened(_channels_first(grad, channels_last), accumulate),
-                _widened(weights, accumulate), axes, accumulate, algorithm)
+        grad_ncx = _widened(_channels_first(grad, channels_last), accumulate)
+        weights = _widened(weights, accumulate)
+
+        def run(name):
+            with np.errstate(over="ignore", invalid="ignore"), _blas.at_most(host().threads):
+                return _kernels.data_adjoint(grad_ncx, weights, axes, accumulate, name)
+
+        result = run(_algorithm("data-adjoint", batch, weights.shape, axes, accumulate,
+                                not _finite(weights), run))
     return _finished(result, channels_last, dtype)
 
 
@@ -110,11 +126,17 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
     if data.size == 0 or grad.size == 0:
         result = np.zeros((groups, ci, co) + kernel, accumulate)
     else:
-        algorithm = _algorithm(groups, ci, co, axes, not _finite(data))
-        with np.errstate(over="ignore", invalid="ignore"), _blas.at_most(host().threads):
-            result = _kernels.filter_adjoint(
-                _widened(data_ncx, accumulate), _widened(grad_ncx, accumulate), axes, groups,
-                accumulate, algorithm)
+        data_ncx = _widened(data_ncx, accumulate)
+        grad_ncx = _widened(grad_ncx, accumulate)
+
+        def run(name):
+            with np.errstate(over="ignore", invalid="ignore"), _blas.at_most(host().threads):
+                return _kernels.filter_adjoint(data_ncx, grad_ncx, axes, groups, accumulate,
+                                               name)
+
+        shape = (groups, ci, co) + kernel
+        result = run(_algorithm("filter-adjoint", data.shape[0], shape, axes, accumulate,
+                                not _finite(data), run))
     return _finished(result, False, dtype)
 
 
