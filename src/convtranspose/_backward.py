@@ -19,6 +19,7 @@ from ._plan import AxisPlan
 from ._runtime import blas as _blas
 from ._runtime.environment import switch
 from ._runtime.target import host
+from ._execute import transposed_convolution
 from .kernels import backward as _kernels
 from .planning import measured_choice, problem_key
 
@@ -99,6 +100,8 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
     batch = grad.shape[0]
     sizes = tuple(axis.input_size for axis in axes)
     accumulate = accumulation_dtype(dtype)
+    if all(axis.stride == 1 for axis in axes) and not switch(ALGORITHM_ENV).strip():
+        return _as_transposed(grad, weights, axes, channels_last, dtype, accumulate)
     if grad.size == 0 or weights.size == 0:
         result = np.zeros((batch, groups * ci) + sizes, accumulate)
     else:
@@ -112,6 +115,24 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
         result = run(_algorithm("data-adjoint", batch, weights.shape, axes, accumulate,
                                 not _finite(weights), run))
     return _finished(result, channels_last, dtype)
+
+
+def _as_transposed(grad, weights, axes, channels_last, dtype, accumulate) -> np.ndarray:
+    """The data adjoint of a stride-1 problem, which is itself a stride-1 transposed
+    convolution: of ``grad``, with the filter's channel roles swapped and its taps
+    reversed, at ``offset' = (K - 1) * d - offset`` (``x + offset' = t + k'*d`` with
+    ``k' = K - 1 - k`` is ``t = x + k*d - offset``).  So it runs on every algorithm and
+    kernel of the transposed convolution, under the same planning."""
+    rank = len(axes)
+    # contiguous: the kernels and the filter memo read a C-order filter fastest
+    flipped = np.ascontiguousarray(
+        weights.swapaxes(1, 2)[(slice(None),) * 3 + (slice(None, None, -1),) * rank])
+    adjoint_axes = tuple(
+        AxisPlan(axis.output_size, axis.kernel_size, 1, axis.dilation,
+                 (axis.kernel_size - 1) * axis.dilation - axis.offset, axis.input_size)
+        for axis in axes)
+    return transposed_convolution(grad, flipped, adjoint_axes, dtype=accumulate,
+                                  channels_last=channels_last, result_dtype=dtype)
 
 
 def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
