@@ -15,11 +15,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from ._dtypes import accumulation_dtype
+from ._execute import transposed_convolution
 from ._plan import AxisPlan
 from ._runtime import blas as _blas
 from ._runtime.environment import switch
 from ._runtime.target import host
-from ._execute import transposed_convolution
 from .kernels import backward as _kernels
 from .planning import measured_choice, problem_key
 
