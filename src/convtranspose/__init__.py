@@ -13,7 +13,7 @@ and :class:`Target` describes the machine it is chosen and compiled for.
 (1, 10, 31, 31)
 """
 
-from . import shapes
+from . import shapes, vjp
 from ._api import (
     conv_transpose,
     convolution_backprop_data,
@@ -21,6 +21,8 @@ from ._api import (
     onnx_conv_transpose,
 )
 from ._api_frameworks import jax_conv_transpose, torch_conv_transpose
+from ._convolution import convolution, group_convolution
+from ._dialects import ConvolutionPlan
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import ConvTransposeError
 from ._explain import explain
@@ -49,15 +51,18 @@ __all__ = [
     "AxisPlan",
     "ConvTransposeError",
     "ConvTransposePlan",
+    "ConvolutionPlan",
     "SUPPORTED_DTYPES",
     "Target",
     "conv_transpose",
+    "convolution",
     "convolution_backprop_data",
     "explain",
     "export_wisdom",
     "forget_wisdom",
     "get_num_threads",
     "get_planning",
+    "group_convolution",
     "group_convolution_backprop_data",
     "host_target",
     "import_wisdom",
@@ -73,4 +78,5 @@ __all__ = [
     "translate",
     "use_planning",
     "use_target",
+    "vjp",
 ]

@@ -14,8 +14,11 @@ and ``pads_end`` as the owning runtime reports them, and the canonical per-axis
 """
 
 from ._dialects import (
+    ConvolutionPlan,
     conv_transpose,
+    convolution,
     convolution_backprop_data,
+    group_convolution,
     group_convolution_backprop_data,
     jax_conv_transpose,
     onnx_conv_transpose,
@@ -26,8 +29,11 @@ from ._plan import AxisPlan, ConvTransposePlan
 __all__ = [
     "AxisPlan",
     "ConvTransposePlan",
+    "ConvolutionPlan",
     "conv_transpose",
+    "convolution",
     "convolution_backprop_data",
+    "group_convolution",
     "group_convolution_backprop_data",
     "jax_conv_transpose",
     "onnx_conv_transpose",
