@@ -49,7 +49,7 @@ def test_a_tile_is_its_window_alone(seed):
 
 
 @pytest.mark.parametrize("seed", range(200))
-def test_default_tiles_are_stride_aligned_and_read_a_one_sided_halo(seed):
+def test_default_tiles_follow_the_input_chunks_and_read_a_bounded_halo(seed):
     rng = np.random.default_rng(seed)
     axis = _random_axis(rng)
     sizes = []
@@ -58,29 +58,36 @@ def test_default_tiles_are_stride_aligned_and_read_a_one_sided_halo(seed):
     chunks = _tiling.default_chunks(axis, sizes)
     assert sum(chunks) == axis.output_size and min(chunks) > 0
     edges = _tiling.edges(chunks)
-    assert all((e + axis.offset) % axis.stride == 0 for e in edges[1:-1])
+    assert all(e % axis.stride == 0 for e in edges[1:-1])
     input_edges = _tiling.edges(sizes)
+    before, after = _tiling.halo(axis)
     for start, stop in zip(edges, edges[1:]):
         x0, x1 = _tiling.input_window(axis, start, stop)
-        if x0 == x1:
+        if x0 == x1 or start >= axis.input_size * axis.stride:
             continue
-        # A tile ends at an input chunk's edge (unless the output ends first) and starts
-        # at most a halo before that chunk: nothing after the chunk is read.
-        owner = max(i for i, e in enumerate(input_edges[:-1]) if e < x1)
-        if stop < axis.output_size:
-            assert x1 in input_edges
-        if start > 0:
-            assert x0 >= input_edges[owner] - _tiling.halo(axis)
+        # The tile of input chunk [a, b) is [a*s, b*s) (the last one clamped to Y): it
+        # reads at most ``before`` inputs before a and ``after`` after b.
+        a = start // axis.stride
+        assert a in input_edges
+        b = min(e for e in input_edges if e > a)
+        assert stop <= b * axis.stride
+        assert x0 >= a - before and x1 <= b + after
+
+
+def test_regular_input_chunks_give_regular_output_chunks():
+    # Zarr stores only chunks that are all equal but the last, which may be smaller.
+    for offset, y in ((1, 127), (0, 128), (3, 125), (-5, 140), (2, 300)):
+        axis = AxisPlan(64, 4, 2, 1, offset, y)
+        chunks = _tiling.default_chunks(axis, (16, 16, 16, 16))
+        assert set(chunks[:-1]) == {32} and chunks[-1] <= 32, (offset, y, chunks)
 
 
 @pytest.mark.parametrize("seed", range(100))
 def test_split_chunks_keep_alignment_and_cover_the_axis(seed):
     rng = np.random.default_rng(seed)
     stride, offset = int(rng.integers(1, 5)), int(rng.integers(-5, 6))
-    axis = AxisPlan(int(rng.integers(1, 40)), 3, stride, 1, offset, 1)
     chunks = _tiling.default_chunks(
-        AxisPlan(axis.input_size, 3, stride, 1, offset, int(rng.integers(1, 200))),
-        [int(rng.integers(1, 30))] * 3)
+        AxisPlan(90, 3, stride, 1, offset, int(rng.integers(1, 200))), [30] * 3)
     parts = int(rng.integers(1, 9))
     split = _tiling.split_chunks(chunks, parts, stride, offset)
     assert sum(split) == sum(chunks) and min(split) > 0

@@ -7,24 +7,27 @@ Dask array whose every element equals the single-machine NumPy result.  Needs th
 ``import convtranspose`` never imports Dask.
 
 Each output tile is computed by exactly one task, from its input chunk plus the halo of
-neighbouring inputs it needs (``floor((K' - 1) / stride)`` inputs before it, per axis:
-one-sided), by the same canonical kernels as the single-machine call, on the tile's own
-per-axis plan; ``docs/scaling.md`` has the rule, a diagram and measurements.
+neighbouring inputs it needs (per axis, derived from the kernel, stride, dilation and
+crop offset; it can be one-sided), by the same canonical kernels as the single-machine
+call, on the tile's own per-axis plan; ``docs/scaling.md`` has the rule, a diagram and
+measurements.
 
 Result chunks (``chunks=None``): along each spatial axis, input chunk ``[a, b)`` gives
-the outputs whose full-result index lies in ``[a*stride, b*stride)`` (so tile edges sit
-at stride multiples), clamped to the output; batch chunks are the input's; channels are
-one chunk.  Chunks larger than Dask's ``array.chunk-size`` (128 MiB by default) are split
-further at stride-aligned edges.  ``chunks=`` overrides this with any chunking
-:func:`dask.array.core.normalize_chunks` accepts for the output shape (a dict names
-only the axes to change); the output channel axis must stay one chunk.
+the outputs ``[a*stride, b*stride)``, clamped to the output (outputs beyond
+``X*stride``, from an ``output_shape`` larger than natural, continue in chunks of the last
+one's size), so regular input chunks give regular output chunks (as Zarr needs) with
+every edge at a multiple of the stride; batch chunks are the input's; channels are one
+chunk.  Chunks larger than Dask's ``array.chunk-size`` (128 MiB by default) are split
+further at stride multiples.  ``chunks=`` overrides this with any chunking
+:func:`dask.array.core.normalize_chunks` accepts for the output shape (a dict names only
+the axes to change); the output channel axis must stay one chunk.
 
 >>> import numpy as np, dask.array as da, convtranspose.dask as ctd
 >>> data = da.ones((1, 4, 64, 64), chunks=(1, 4, 16, 16), dtype=np.float32)
 >>> filter = np.ones((4, 2, 3, 3), np.float32)
 >>> y = ctd.convolution_backprop_data(data, filter, strides=2, pads_begin=1, pads_end=1)
 >>> y.shape, y.chunks[2]
-((1, 2, 127, 127), (31, 32, 32, 32))
+((1, 2, 127, 127), (32, 32, 32, 31))
 """
 
 from __future__ import annotations
@@ -56,8 +59,8 @@ __all__ = [
 
 _EXTRA = """
     chunks : int, tuple, dict or str, optional
-        The result's chunks (see the module docstring); by default each input chunk's
-        stride-aligned outputs.
+        The result's chunks (see the module docstring); by default ``stride`` times
+        the input's along each spatial axis.
     threads_per_task : int, optional
         Threads each task computes on (default 1: Dask's workers supply the
         parallelism)."""
@@ -261,7 +264,7 @@ def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, p
     >>> w = np.ones((4, 4, 16, 3), np.float32)                               # XIO
     >>> y = ctd.conv_transpose(x, w, strides=2, pads_begin=1, pads_end=1)
     >>> y.shape, y.chunks[1]
-    ((1, 16, 16, 3), (7, 9))
+    ((1, 16, 16, 3), (8, 8))
     """
     input, filter = _as_dask("input", input), _single_chunk("filter", filter)
     bias = None if bias is None else _single_chunk("bias", bias)

@@ -93,19 +93,20 @@ def _axes_of(plan: ConvTransposePlan, ndim: int) -> tuple[int, list[int]]:
 
 def default_output_chunks(plan: ConvTransposePlan, data_chunks, itemsize: int,
                           limit: int | None = None) -> tuple[tuple[int, ...], ...]:
-    """The result's chunks: each input chunk's stride-aligned outputs, split further
-    (at stride-aligned edges, the longest axis first) until one output chunk holds at
-    most ``limit`` bytes (Dask's ``array.chunk-size`` by default)."""
+    """The result's chunks: input chunk ``[a, b)`` gives outputs ``[a*s, b*s)``
+    (:func:`._tiling.default_chunks`), split further (at stride multiples, the longest
+    axis first) until one output chunk holds at most ``limit`` bytes (Dask's
+    ``array.chunk-size`` by default)."""
     ndim = len(plan.output_shape)
     channel, spatial = _axes_of(plan, ndim)
     limit = parse_bytes(dask.config.get("array.chunk-size")) if limit is None else limit
     chunks = [None] * ndim
     chunks[0] = tuple(data_chunks[0])
     chunks[channel] = (plan.out_channels,)
-    units, offsets = {0: 1}, {0: 0}
+    units = {0: 1}
     for position, axis in zip(spatial, plan.axes):
         chunks[position] = _tiling.default_chunks(axis, data_chunks[position])
-        units[position], offsets[position] = axis.stride, axis.offset
+        units[position] = axis.stride
     parts = dict.fromkeys(units, 1)
 
     def longest(position):
@@ -119,8 +120,7 @@ def default_output_chunks(plan: ConvTransposePlan, data_chunks, itemsize: int,
         parts[position] *= 2
     for position, count in parts.items():
         if count > 1:
-            chunks[position] = _tiling.split_chunks(chunks[position], count, units[position],
-                                                    offsets[position])
+            chunks[position] = _tiling.split_chunks(chunks[position], count, units[position])
     return tuple(chunks)
 
 

@@ -18,9 +18,12 @@ nothing is added twice.  A tile whose window is empty (it lies wholly in the zer
 an ``output_shape`` larger than natural, or of a negative pad) reads nothing.
 
 The default output tiles follow the input chunks: input chunk ``[a, b)`` owns the
-outputs ``o`` with ``a*s <= o + offset < b*s`` (tile edges at stride multiples of the
-full result), clamped to ``[0, Y)``.  Such a tile reads its own chunk and the
-``halo = floor((K' - 1) / s)`` inputs before it, nothing after it: the halo is one-sided.
+outputs ``[a*s, b*s)`` (clamped to ``[0, Y)``; outputs past ``X*s`` go on in tiles of the
+last chunk's size), so regular input chunks give regular output chunks (as Zarr needs)
+whose edges all sit at the same phase of the stride: every inner tile has one plan.
+Such a tile reads its own chunk, ``floor((K' - 1 - offset) / s)`` inputs before it and
+``ceil(offset / s)`` after it (:func:`halo`; one-sided when ``offset <= 0`` or
+``offset >= K' - 1``).
 """
 
 from __future__ import annotations
@@ -34,9 +37,12 @@ __all__ = ["default_chunks", "edges", "halo", "input_window", "pieces", "split_c
            "tile_plan"]
 
 
-def halo(axis: AxisPlan) -> int:
-    """Inputs before a stride-aligned output tile's own input chunk that it also reads."""
-    return (axis.dilated_kernel_size - 1) // axis.stride
+def halo(axis: AxisPlan) -> tuple[int, int]:
+    """Inputs before and after its own input chunk ``[a, b)`` that the default tile
+    ``[a*s, b*s)`` also reads."""
+    before = (axis.dilated_kernel_size - 1 - axis.offset) // axis.stride
+    after = -(-axis.offset // axis.stride)
+    return max(before, 0), max(after, 0)
 
 
 def input_window(axis: AxisPlan, start: int, stop: int) -> tuple[int, int]:
@@ -80,13 +86,18 @@ def edges(sizes: Sequence[int]) -> list[int]:
 def default_chunks(axis: AxisPlan, input_chunks: Sequence[int]) -> tuple[int, ...]:
     """Output chunk sizes along ``axis`` that follow the input chunks (the module's rule).
 
-    Input chunk edge ``c`` becomes output edge ``c*s - offset``, clamped to ``[0, Y]``;
-    empty chunks (inputs cropped away) are dropped.
+    Input chunk edge ``c`` becomes output edge ``c*s``, clamped to ``[0, Y]``; outputs
+    past ``X*s`` go on in chunks of ``s`` times the last input chunk.
     """
-    y = axis.output_size
-    inner = edges(input_chunks)[1:-1]
-    cuts = sorted({min(max(c * axis.stride - axis.offset, 0), y) for c in inner} | {0, y})
-    return _sizes(cuts)
+    y, s = axis.output_size, axis.stride
+    inner = edges(input_chunks)[1:]
+    cuts = {0, y} | {min(c * s, y) for c in inner}
+    step = s * input_chunks[-1] if input_chunks else y
+    cut = axis.input_size * s + step
+    while cut < y:
+        cuts.add(cut)
+        cut += step
+    return _sizes(sorted(cuts))
 
 
 def split_chunks(chunks: Sequence[int], parts: int, stride: int = 1,
