@@ -26,7 +26,7 @@ LAYERS = (
     ("planning",),
     ("_execute", "_backward"),
     ("_api", "_api_frameworks", "_translate", "shapes", "_explain", "_convolution", "vjp"),
-    ("__init__", "interop", "cli", "_cli_parser", "_cli_translate", "_tune", "_bench", "__main__"),
+    ("__init__", "interop", "cli", "_cli_parser", "_cli_translate", "_tune", "_bench", "__main__", "dask"),
 )
 
 
