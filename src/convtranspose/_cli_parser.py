@@ -145,6 +145,10 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                "\nexit codes: 0 ok, 1 a check found a mismatch, 2 bad input."
                " Data goes to stdout, diagnostics to stderr.\n",
     )
+    from ._version import __version__
+
+    parser.add_argument("--version", action="version", version=f"convtranspose {__version__}",
+                        help="print the library's version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Parser)
 
