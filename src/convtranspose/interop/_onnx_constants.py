@@ -32,6 +32,9 @@ def fold(name: str, scope, read_tensor, max_bytes: int, purpose: str, notes: lis
     """
     if name in scope.initializers:
         return read_tensor(scope.initializers[name], f"initializer {name!r}")
+    if name in scope.arguments and name not in scope.producers:  # a function's input
+        outer, caller = scope.arguments[name]
+        return fold(outer, caller, read_tensor, max_bytes, purpose, notes, depth + 1)
     node = scope.producers.get(name)
     if node is None or depth > _MAX_DEPTH or node.op_type not in FOLLOWED or node.domain not in (
             "", "ai.onnx"):
@@ -145,7 +148,7 @@ def _dequantize(value, scale, zero_point, attributes, node, name, max_bytes,
     if scale is None:
         raise InteropError(f"{label} has no scale")
     if zero_point is None:
-        zero_point = np.zeros((), np.int64)
+        zero_point = np.zeros(scale.shape, np.int64)
     if zero_point.shape != scale.shape:
         raise InteropError(f"{label}: zero point of shape {zero_point.shape} does not match"
                            f" the scale's {scale.shape}")

@@ -43,7 +43,7 @@ class Scope:
     ----------
     path : str
         ``""`` for the main graph; else the enclosing nodes and attribute names,
-        ``"loop/body"``, or ``"call -> domain.Function"`` for a function body.
+        ``"loop/body"``, or ``"call/domain.Function"`` for a function body.
     declared : dict
         Tensor name -> declared dims (``None`` per dynamic dim), outer scopes' included.
     initializers : dict
@@ -53,6 +53,9 @@ class Scope:
     call_attributes : dict
         In a function body: attribute name -> AttributeProto of the call (or the
         function's default); what a ``ref_attr_name`` refers to.
+    arguments : dict
+        In a function body: input name -> (the call's input name, the caller's scope),
+        so that a constant passed to a function is followed into the caller.
     """
 
     path: str = ""
@@ -60,9 +63,25 @@ class Scope:
     initializers: dict = field(default_factory=dict)
     producers: dict = field(default_factory=dict)
     call_attributes: dict = field(default_factory=dict)
+    arguments: dict = field(default_factory=dict)
 
     def label(self, node) -> str:
         return f"{self.path}/{node_label(node)}" if self.path else node_label(node)
+
+    def constant_dims(self, name: str):
+        """The dims of a ``Constant`` node's output, read off the node; else None.  (A
+        function body declares no shapes and shape inference does not enter it.)"""
+        node = self.producers.get(name)
+        if node is None or node.op_type != "Constant":
+            return None
+        for attribute in node.attribute:
+            if attribute.name == "value":
+                return tuple(attribute.t.dims)
+            if attribute.name in ("value_float", "value_int"):
+                return ()
+            if attribute.name in ("value_floats", "value_ints"):
+                return (len(attribute.floats) + len(attribute.ints),)
+        return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,6 +105,7 @@ def _graph_scope(graph, parent: Scope | None, path: str) -> Scope:
         scope.initializers.update(parent.initializers)
         scope.producers.update(parent.producers)
         scope.call_attributes.update(parent.call_attributes)
+        scope.arguments.update(parent.arguments)
     scope.initializers.update((tensor.name, tensor) for tensor in graph.initializer)
     for value_info in list(graph.input) + list(graph.value_info) + list(graph.output):
         dims = value_info_dims(value_info)
@@ -100,7 +120,7 @@ def _graph_scope(graph, parent: Scope | None, path: str) -> Scope:
 
 def _function_scope(function, call, caller: Scope | None) -> Scope:
     """The scope of ``function``'s body as ``call`` (in ``caller``) runs it."""
-    where = f"{caller.label(call)} -> " if call is not None else ""
+    where = f"{caller.label(call)}/" if call is not None else ""
     scope = Scope(path=f"{where}{function.domain or 'ai.onnx'}.{function.name}")
     for attribute in function.attribute_proto:  # defaults, overridden by the call's
         scope.call_attributes[attribute.name] = attribute
@@ -110,6 +130,8 @@ def _function_scope(function, call, caller: Scope | None) -> Scope:
                 zip(function.output, call.output)):
             if inner and outer and outer in caller.declared:
                 scope.declared[inner] = caller.declared[outer]
+        scope.arguments.update((inner, (outer, caller))
+                               for inner, outer in zip(function.input, call.input) if outer)
     for value_info in function.value_info:
         dims = value_info_dims(value_info)
         if dims is not None:

@@ -108,7 +108,8 @@ class ONNXModel:
                                   for path, inner in walk_model(inferred)[1].items()}
             except Exception:  # noqa: BLE001 - inference is a best-effort fallback only
                 pass
-        return self._inferred.get(scope.path, {}).get(name)
+        inferred = self._inferred.get(scope.path, {}).get(name)
+        return inferred if inferred is not None else scope.constant_dims(name)
 
     def constant(self, name: str, purpose: str, scope: Scope | None = None,
                  notes: list | None = None):
