@@ -32,7 +32,9 @@ import contextlib
 import contextvars
 import dataclasses
 import json
+import os
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -112,7 +114,7 @@ def set_planning(level: str | None) -> str | None:
 
 
 @contextlib.contextmanager
-def use_planning(level: str):
+def use_planning(level: str) -> Iterator[None]:
     """``with ct.use_planning("measure"):`` the level for calls in this block (this
     thread or task only)."""
     token = _level_var.set(_checked(level))
@@ -274,7 +276,7 @@ def store_path() -> str | None:
     return store.path()
 
 
-def export_wisdom(path=None) -> dict:
+def export_wisdom(path: str | os.PathLike[str] | None = None) -> dict:
     """This machine's wisdom as a document (a dict that :func:`import_wisdom` takes);
     also written to ``path`` as JSON when one is given."""
     document = store.document()
@@ -284,7 +286,7 @@ def export_wisdom(path=None) -> dict:
     return document
 
 
-def import_wisdom(source) -> int:
+def import_wisdom(source: dict | str | os.PathLike[str]) -> int:
     """Take the wisdom of a document from :func:`export_wisdom` (a dict, or the path of
     its JSON file); returns the number of choices taken.
 
