@@ -41,7 +41,7 @@ exclude_patterns = ["_build"]
 nitpicky = False
 
 autodoc_member_order = "bysource"
-autodoc_typehints = "none"  # the signature shows them; numpydoc's Parameters explain them
+autodoc_typehints = "signature"  # the hints in the signature; numpydoc explains them
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
