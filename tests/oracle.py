@@ -66,6 +66,59 @@ def canonical_result(data_ncx, weights, axes):
     return crop(full, [a.offset for a in axes], [a.output_size for a in axes])
 
 
+def forward_convolution(x, w_gcok, strides, dilations, offsets, out_sizes):
+    """Grouped N-D cross-correlation, the forward op whose adjoint is convT.
+
+    ``x``: (N, G*Co, Y...) — the transposed op's OUTPUT shape; ``w_gcok``: the transposed
+    op's (G, Ci, Co, K...) filter; the result has the transposed op's INPUT shape
+    (N, G*Ci, X...), ``out_sizes`` = X.  Gathers from a zero-padded copy of ``x``.
+    """
+    groups, ci, co = w_gcok.shape[:3]
+    kernel = w_gcok.shape[3:]
+    n = x.shape[0]
+    sizes = x.shape[2:]
+    pad_lo, pad_hi = [], []
+    for size, k, s, d, p, out in zip(sizes, kernel, strides, dilations, offsets, out_sizes):
+        lowest = -p                                  # index read by o=0, k=0
+        highest = (out - 1) * s + (k - 1) * d - p    # index read by the last o, last k
+        pad_lo.append(max(0, -lowest))
+        pad_hi.append(max(0, highest - (size - 1)))
+    padded = np.pad(x, [(0, 0), (0, 0)] + list(zip(pad_lo, pad_hi)))
+    y = np.zeros((n, groups * ci) + tuple(out_sizes), x.dtype)
+    for g in range(groups):
+        xg = padded[:, g * co:(g + 1) * co]
+        for tap in itertools.product(*(range(k) for k in kernel)):
+            window = tuple(
+                slice(lo + t * d - p, lo + t * d - p + (out - 1) * s + 1, s)
+                for lo, t, d, p, s, out in zip(pad_lo, tap, dilations, offsets, strides,
+                                               out_sizes))
+            gathered = xg[(slice(None), slice(None)) + window]          # (N, Co, X...)
+            weight = w_gcok[(g, slice(None), slice(None)) + tap]        # (Ci, Co)
+            y[:, g * ci:(g + 1) * ci] += np.einsum("no...,co->nc...", gathered, weight)
+    return y
+
+
+def filter_gradient(data, grad, groups, kernel, strides, dilations, offsets):
+    """The filter gradient ``(G, Ci, Co, K...)`` of the canonical transposed convolution of
+    ``data`` (N, G*Ci, X...), element by element from its definition: the sum over n and
+    x of ``data[n, g*Ci+ci, x] * grad[n, g*Co+co, x*s + k*d - offset]``, with ``grad``
+    (N, G*Co, Y...) read as 0 outside its extent (float64)."""
+    data = np.asarray(data, np.float64)
+    grad = np.asarray(grad, np.float64)
+    ci, co = data.shape[1] // groups, grad.shape[1] // groups
+    sizes, limits = data.shape[2:], grad.shape[2:]
+    result = np.zeros((groups, ci, co) + tuple(kernel))
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        for x in itertools.product(*(range(size) for size in sizes)):
+            t = [xi * s + k * d - p for xi, k, s, d, p in zip(x, tap, strides, dilations, offsets)]
+            if all(0 <= ti < limit for ti, limit in zip(t, limits)):
+                for g in range(groups):
+                    values = data[(slice(None), slice(g * ci, (g + 1) * ci)) + x]      # (N, Ci)
+                    grads = grad[(slice(None), slice(g * co, (g + 1) * co)) + tuple(t)]  # (N, Co)
+                    result[(g, slice(None), slice(None)) + tap] += values.T @ grads
+    return result
+
+
 # ---------------------------------------------------------------------------
 # Per-dialect oracles.
 #

@@ -11,7 +11,8 @@ import pytest
 
 MODULES = ["convtranspose", "convtranspose._api", "convtranspose.planning", "convtranspose._dialects.openvino",
            "convtranspose._dialects.onednn", "convtranspose._dialects.onnx",
-           "convtranspose.shapes", "convtranspose.dispatch", "convtranspose._runtime.target"]
+           "convtranspose.shapes", "convtranspose.dispatch", "convtranspose._runtime.target",
+           "convtranspose._convolution", "convtranspose.vjp", "convtranspose._dialects.convolution"]
 
 
 @pytest.mark.parametrize("name", MODULES)

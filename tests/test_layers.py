@@ -24,9 +24,9 @@ LAYERS = (
     ("kernels",),
     ("dispatch",),
     ("planning",),
-    ("_execute",),
-    ("_api", "shapes", "_explain"),
-    ("__init__", "interop", "cli", "_cli_parser", "_tune", "_bench", "__main__"),
+    ("_execute", "_backward"),
+    ("_api", "_api_frameworks", "_translate", "shapes", "_explain", "_convolution", "vjp"),
+    ("__init__", "interop", "cli", "_cli_parser", "_cli_translate", "_tune", "_bench", "__main__"),
 )
 
 

@@ -12,9 +12,25 @@ import pytest
 import convtranspose as ct
 from convtranspose import shapes
 
-PUBLIC = [getattr(ct, name) for name in ct.__all__ if inspect.isfunction(getattr(ct, name))]
-PUBLIC += [getattr(shapes, name) for name in shapes.__all__
-           if inspect.isfunction(getattr(shapes, name))]
+# Public functions whose signatures carry no hints yet (the forward convolution, the
+# framework dialects, translate, and the VJPs); each is to be annotated and taken off
+# this list.  Any other public function without hints fails the test below.
+NOT_YET_ANNOTATED = {
+    "convtranspose.convolution", "convtranspose.group_convolution",
+    "convtranspose.jax_conv_transpose", "convtranspose.torch_conv_transpose",
+    "convtranspose.translate", "convtranspose.shapes.convolution",
+    "convtranspose.shapes.group_convolution", "convtranspose.shapes.jax_conv_transpose",
+    "convtranspose.shapes.torch_conv_transpose",
+}
+
+
+def _public(module) -> list:
+    return [(f"{module.__name__}.{name}", getattr(module, name)) for name in module.__all__
+            if inspect.isfunction(getattr(module, name))]
+
+
+EVERY = _public(ct) + _public(shapes)
+PUBLIC = [function for name, function in EVERY if name not in NOT_YET_ANNOTATED]
 
 
 @pytest.mark.parametrize("function", PUBLIC, ids=lambda f: f"{f.__module__}.{f.__name__}")
@@ -24,6 +40,15 @@ def test_every_public_function_has_complete_hints(function):
                if parameter.annotation is inspect.Parameter.empty]
     assert not missing, f"{function.__name__}: parameters without hints: {missing}"
     assert signature.return_annotation is not inspect.Signature.empty, function.__name__
+
+
+def test_the_list_of_functions_without_hints_only_shrinks():
+    names = {name for name, _ in EVERY}
+    assert NOT_YET_ANNOTATED <= names, NOT_YET_ANNOTATED - names
+    annotated = [name for name, function in EVERY if name in NOT_YET_ANNOTATED and all(
+        p.annotation is not inspect.Parameter.empty
+        for p in inspect.signature(function).parameters.values())]
+    assert not annotated, f"annotated now, take them off NOT_YET_ANNOTATED: {annotated}"
 
 
 def test_public_functions_are_counted():

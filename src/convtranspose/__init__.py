@@ -13,13 +13,16 @@ and :class:`Target` describes the machine it is chosen and compiled for.
 (1, 10, 31, 31)
 """
 
-from . import shapes
+from . import shapes, vjp
 from ._api import (
     conv_transpose,
     convolution_backprop_data,
     group_convolution_backprop_data,
     onnx_conv_transpose,
 )
+from ._api_frameworks import jax_conv_transpose, torch_conv_transpose
+from ._convolution import convolution, group_convolution
+from ._dialects import ConvolutionPlan
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import ConvTransposeError
 from ._explain import explain
@@ -33,6 +36,7 @@ from ._runtime.target import (
     use_target,
 )
 from ._runtime.target import host as host_target
+from ._translate import Translation, translate
 from ._version import __version__ as __version__
 from .planning import (
     export_wisdom,
@@ -47,24 +51,32 @@ __all__ = [
     "AxisPlan",
     "ConvTransposeError",
     "ConvTransposePlan",
+    "ConvolutionPlan",
     "SUPPORTED_DTYPES",
     "Target",
     "conv_transpose",
+    "convolution",
     "convolution_backprop_data",
     "explain",
     "export_wisdom",
     "forget_wisdom",
     "get_num_threads",
     "get_planning",
+    "group_convolution",
     "group_convolution_backprop_data",
     "host_target",
     "import_wisdom",
+    "jax_conv_transpose",
     "num_threads",
     "onnx_conv_transpose",
     "set_num_threads",
     "set_planning",
     "set_thread_pinning",
     "shapes",
+    "torch_conv_transpose",
+    "Translation",
+    "translate",
     "use_planning",
     "use_target",
+    "vjp",
 ]

@@ -394,7 +394,8 @@ def onnx_conv_transpose(X: ArrayLike, W: ArrayLike, B: ArrayLike | None = None, 
                         auto_pad: str = "NOTSET", dilations: PerAxis = None, group: int = 1,
                         kernel_shape: ShapeLike | None = None, output_padding: PerAxis = None,
                         output_shape: ShapeLike | None = None, pads: ShapeLike | None = None,
-                        strides: PerAxis = None, out: np.ndarray | None = None) -> np.ndarray:
+                        strides: PerAxis = None, pads_rule: str = "current",
+                        out: np.ndarray | None = None) -> np.ndarray:
     """ONNX ConvTranspose (opset 11 and later).
 
     Parameters
@@ -421,6 +422,11 @@ def onnx_conv_transpose(X: ArrayLike, W: ArrayLike, B: ArrayLike | None = None, 
         otherwise.
     pads : sequence of int, optional
         ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``; default 0.
+    pads_rule : {"current", "pre-2021"}, optional
+        How derived pads (``output_shape`` or SAME_*) split an odd total.  "current"
+        (default), the text since 2021: the odd pad at the end for SAME_UPPER, at the
+        beginning otherwise.  "pre-2021", the opset-11 text before that change (and
+        onnxruntime before 1.13): the other way round, for every mode.
     out : ndarray, optional
         As in :func:`convolution_backprop_data`.
 
@@ -449,5 +455,6 @@ def onnx_conv_transpose(X: ArrayLike, W: ArrayLike, B: ArrayLike | None = None, 
     plan = _resolve(
         _dialects.onnx_conv_transpose, X.shape, W.shape, None if B is None else B.shape,
         auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
-        output_padding=output_padding, output_shape=output_shape, pads=pads, strides=strides)
+        output_padding=output_padding, output_shape=output_shape, pads=pads, strides=strides,
+        pads_rule=pads_rule)
     return _execute(plan, X, W, B, out, names=("X", "W", "B"))

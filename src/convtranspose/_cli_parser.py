@@ -170,6 +170,8 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     _add_onnx(commands, handlers)
     _add_tune(commands, handlers)
     _add_bench_and_demo(commands, handlers)
+    if "translate" in handlers:  # the handler brings its own parser (_cli_translate)
+        handlers["translate"].add_parser(commands, handlers["translate"])
     return parser
 
 

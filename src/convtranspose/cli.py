@@ -16,7 +16,7 @@ import json
 import sys
 import time
 
-from . import _cli_parser
+from . import _cli_parser, _cli_translate
 from ._cli_parser import EXIT_BAD_INPUT, Failure
 
 EXIT_OK, EXIT_MISMATCH = 0, 1
@@ -281,6 +281,8 @@ def _report_check(reports, items_name: str, file_name: str, as_json: bool) -> in
         for problem in report.problems:
             prefix = "mismatch" if report.failed else "note"
             print(f"convtranspose: {prefix}: {problem}", file=sys.stderr)
+        for convention in report.conventions:
+            print(f"convtranspose: convention: {report.name}: {convention}", file=sys.stderr)
     if not reports:
         print(f"convtranspose: nothing to check: {file_name} has no {items_name}"
               f" (exit code {EXIT_NOTHING_TO_CHECK})", file=sys.stderr)
@@ -387,6 +389,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 HANDLERS = {"shape": _shape, "run": _run, "ir check": _ir_check, "ir run": _ir_run,
             "onnx check": _onnx_check, "onnx run": _onnx_run, "tune": _tune, "demo": _demo}
+HANDLERS["translate"] = _cli_translate.translate_command
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,18 +14,28 @@ and ``pads_end`` as the owning runtime reports them, and the canonical per-axis
 """
 
 from ._dialects import (
+    ConvolutionPlan,
     conv_transpose,
+    convolution,
     convolution_backprop_data,
+    group_convolution,
     group_convolution_backprop_data,
+    jax_conv_transpose,
     onnx_conv_transpose,
+    torch_conv_transpose,
 )
 from ._plan import AxisPlan, ConvTransposePlan
 
 __all__ = [
     "AxisPlan",
     "ConvTransposePlan",
+    "ConvolutionPlan",
     "conv_transpose",
+    "convolution",
     "convolution_backprop_data",
+    "group_convolution",
     "group_convolution_backprop_data",
+    "jax_conv_transpose",
     "onnx_conv_transpose",
+    "torch_conv_transpose",
 ]

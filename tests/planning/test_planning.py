@@ -300,3 +300,23 @@ def test_machine_figures_are_measured_and_kept(wisdom_file):
     wisdom.store._loaded_from = None  # as a new process: read the file at first use
     figures.forget_figures()
     assert figures.machine_figures().gemm_gflops == 1234.5
+
+
+def test_the_adjoint_kernels_are_measured_and_kept_as_wisdom(wisdom_file):
+    """Forward convolutions and VJPs go through measured planning too: the first call
+    of a problem times the adjoint algorithms and keeps the winner; the results equal
+    the oracle's under every level."""
+    from oracle import forward_convolution
+
+    rng = np.random.default_rng(11)
+    data = rng.integers(-4, 5, (2, 6, 9, 9)).astype(np.float64)
+    filter = rng.integers(-4, 5, (4, 6, 3, 3)).astype(np.float64)
+    expected = forward_convolution(data, filter[None], (2, 2), (1, 1), (1, 1), (5, 5))
+    for level in ("estimate", "measure", "measure", "exhaustive"):
+        with ct.use_planning(level):
+            result = ct.convolution(data, filter, strides=2, pads_begin=1, pads_end=1)
+        np.testing.assert_array_equal(result, expected)
+    choices = ct.export_wisdom()["choices"]
+    measured = [key for key in choices if key.startswith("data-adjoint ")]
+    assert len(measured) == 1, choices
+    assert set(choices[measured[0]]["times_ns"]) <= {"im2col", "taps"}

@@ -5,9 +5,13 @@ One module per published specification; each is a thin layer over the shared
 validation of :mod:`convtranspose._plan`.
 """
 
+from .convolution import ConvolutionPlan, convolution, group_convolution
+from .jax import jax_conv_transpose
 from .onednn import conv_transpose
 from .onnx import onnx_conv_transpose
 from .openvino import convolution_backprop_data, group_convolution_backprop_data
+from .pytorch import torch_conv_transpose
 
-__all__ = ["conv_transpose", "convolution_backprop_data", "group_convolution_backprop_data",
-           "onnx_conv_transpose"]
+__all__ = ["ConvolutionPlan", "conv_transpose", "convolution", "convolution_backprop_data",
+           "group_convolution", "group_convolution_backprop_data", "jax_conv_transpose",
+           "onnx_conv_transpose", "torch_conv_transpose"]

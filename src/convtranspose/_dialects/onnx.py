@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 
 __all__ = ["onnx_conv_transpose"]
 
+#: ``pads_rule``: how pads derived from a total split.  "current" is the ConvTranspose
+#: text since onnx PR #3440 (2021); "pre-2021" the text it replaced in place, within the
+#: same opset 11, so a model means one or the other by the date of the tool that wrote it.
+_PADS_RULES = {"current": "current", "pre-2021": "pre-2021", "pre2021": "pre-2021"}
+
 
 _ONNX_AUTO_PAD = {
     None: "notset", "notset": "notset", "same_upper": "same_upper",
@@ -36,7 +41,8 @@ def onnx_conv_transpose(X: ShapeLike, W: ShapeLike, B: ShapeLike | None = None, 
                         auto_pad: str = "NOTSET", dilations: PerAxis = None, group: int = 1,
                         kernel_shape: ShapeLike | None = None, output_padding: PerAxis = None,
                         output_shape: ShapeLike | None = None, pads: ShapeLike | None = None,
-                        strides: PerAxis = None) -> ConvTransposePlan:
+                        strides: PerAxis = None,
+                        pads_rule: str = "current") -> ConvTransposePlan:
     """Plan ONNX ConvTranspose (opset 11+) from shapes.
 
     Takes the shapes of ``X`` ``(N, C, D...)``, ``W`` ``(C, M/group, K...)`` and
@@ -56,6 +62,7 @@ def onnx_conv_transpose(X: ShapeLike, W: ShapeLike, B: ShapeLike | None = None, 
     rank = _check_ranks(data, filter_, 0, "(C, M/group, K...)")
     _check_spatial("X", data, data[2:])
     mode = _choice("auto_pad", auto_pad, _ONNX_AUTO_PAD)
+    pre_2021 = _choice("pads_rule", pads_rule, _PADS_RULES) == "pre-2021"
     strides, dilations, _, _, output_padding = _geometry(
         rank, strides, dilations, None, None, output_padding)
     group = _index("group", group)
@@ -96,7 +103,7 @@ def onnx_conv_transpose(X: ShapeLike, W: ShapeLike, B: ShapeLike | None = None, 
     for i in range(rank):
         x, k, s, d, op_ = data[2 + i], kernel[i], strides[i], dilations[i], output_padding[i]
         pb, pe, size, rule = _axis_rule(mode, None if target is None else target[i],
-                                        pads_begin[i], pads_end[i], x, k, s, d, op_)
+                                        pads_begin[i], pads_end[i], x, k, s, d, op_, pre_2021)
         reported_begin.append(pb)
         reported_end.append(pe)
         axes.append(_axis(i, x, k, s, d, pb, size, rule))
@@ -121,7 +128,7 @@ def _pads(pads, rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def _axis_rule(mode: str, size, pad_begin: int, pad_end: int, x: int, k: int, s: int, d: int,
-               output_padding: int) -> tuple[int, int, int, str]:
+               output_padding: int, pre_2021: bool = False) -> tuple[int, int, int, str]:
     """``(pads_begin, pads_end, Y, rule)`` of one axis: ``size`` is its ``output_shape``
     entry (None without one).  With ``output_shape``, VALID derives its pads like NOTSET
     (the ONNX text's "Else" branch; onnx shape inference and onnxruntime agree:
@@ -137,7 +144,11 @@ def _axis_rule(mode: str, size, pad_begin: int, pad_end: int, x: int, k: int, s:
     source = "output_shape" if size is not None else f"X*s = {x}*{s}"
     size = size if size is not None else x * s
     total = full + op_ - size
-    pb = total // 2 if mode == "same_upper" else total - total // 2
+    # The text since 2021: SAME_UPPER pads total//2 first (the odd pad at the end), every
+    # other mode the rest first.  The text before (and onnxruntime before 1.13) swapped them.
+    odd_pad_last = (mode == "same_upper") != pre_2021
+    pb = total // 2 if odd_pad_last else total - total // 2
     pe = total - pb
+    text = " (pre-2021 text)" if pre_2021 else ""
     return pb, pe, size, (f"Y = {source}; total = F + output_padding - Y = {full} + {op_} -"
-                          f" {size} = {total}; {mode.upper()}: pads {pb}/{pe}")
+                          f" {size} = {total}; {mode.upper()}{text}: pads {pb}/{pe}")

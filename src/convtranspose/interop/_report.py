@@ -51,6 +51,9 @@ class LayerReport:
         break the op's rules; ``unchecked``: dynamic or run-time-computed shapes.
     problems : list of str
         One line per finding, naming the layer and both shapes.
+    conventions : list of str
+        Attributes whose meaning depends on the framework or the specification's edition
+        reading them (:mod:`convtranspose.interop._conventions`); never a failure.
     """
 
     name: str
@@ -64,6 +67,7 @@ class LayerReport:
     pads_end: Dims | None = None
     status: str = "ok"
     problems: list[str] = field(default_factory=list)
+    conventions: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -85,6 +89,7 @@ class LayerReport:
             "pads_end": listed(self.pads_end),
             "status": self.status,
             "problems": list(self.problems),
+            "conventions": list(self.conventions),
         }
 
 

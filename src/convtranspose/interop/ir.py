@@ -355,6 +355,10 @@ class IRModel:
         if not infer_output(report, layer.describe(),
                             lambda dims: self._plan(layer, dims, filter_, output_shape), data):
             return report
+        from ._conventions import openvino_conventions
+
+        report.conventions = openvino_conventions(
+            self._plan(layer, (1,) + tuple(data[1:]), filter_, output_shape), output_shape)
         inferred = report.inferred
         if not compatible(report.declared, inferred):
             report.status = "mismatch"

@@ -230,6 +230,11 @@ class ONNXModel:
         if not infer_output(report, _describe(item), lambda dims: ct.shapes.onnx_conv_transpose(
                 dims, filter_, bias, **attributes), data):
             return report
+        from ._conventions import onnx_conventions
+
+        report.conventions = onnx_conventions(
+            ct.shapes.onnx_conv_transpose((1,) + tuple(data[1:]), filter_, bias, **attributes),
+            attributes)
         inferred = report.inferred
         if report.declared is None:
             report.problems.append(f"{_describe(item)}: the model declares no shape for its"

@@ -35,6 +35,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ from ..kernels import resolve
 from .measure import Measurement, measure
 
 __all__ = ["LEVELS", "PLANNING_ENV", "WISDOM_ENV", "export_wisdom",
-           "forget_wisdom", "get_planning", "import_wisdom", "planned_choice",
+           "forget_wisdom", "get_planning", "import_wisdom", "measured_choice", "planned_choice",
            "problem_key", "recording", "set_planning", "store_path", "use_planning"]
 
 #: The planning levels (the module docstring).
@@ -165,8 +166,9 @@ def _candidates(choice: Choice, level: str, dtype, rank, channels_last, target) 
 
 
 #: Decisions already taken in this process, by problem and level (cleared when the
-#: wisdom changes): a repeated call costs one dictionary lookup.
-_decided: dict[tuple, Choice] = {}
+#: wisdom changes): a repeated call costs one dictionary lookup.  A Choice for a
+#: layer's problem, an algorithm's name for a :func:`measured_choice` computation.
+_decided: dict[tuple, Any] = {}
 _DECIDED_KEPT = 4096
 #: Counts the changes of wisdom (forgotten, imported): callers that keep a decision
 #: (the dialect functions' prepared calls) keep it with this number and drop it when
@@ -216,6 +218,34 @@ def planned_choice(batch, axes, weights_shape, *, channels_last, dtype, result_d
     return _keep(memo, _with_algorithm(choice, entry["algorithm"], decided_by, dtype, rank,
                                        channels_last, target,
                                        entry.get("times_ns", {}).items()), final=True)
+
+
+def measured_choice(kind: str, key: str, candidates, run, default: str) -> str:
+    """The fastest of ``candidates`` for a problem outside the transposed-convolution
+    registry (the adjoint kernels), under the planning level: ``default`` (the rule's
+    choice) at ``estimate``; otherwise wisdom, or a measurement kept as wisdom.
+
+    ``kind`` names the computation and ``key`` the canonical problem
+    (:func:`problem_key`); ``run(name)`` computes it with algorithm ``name``.
+    """
+    level = get_planning()
+    candidates = tuple(candidates)
+    if level == "estimate" or len(candidates) < 2:
+        return default
+    full_key = f"{kind} {key}"
+    memo = (full_key, level, switch(WISDOM_ENV), switch(CACHE_ENV))
+    known = _decided.get(memo)
+    if known is not None:
+        return known
+    entry = _remembered(full_key, set(candidates))
+    if entry is None:
+        ordered = (default,) + tuple(name for name in candidates if name != default)
+        entry = _measure_once(full_key, set(candidates), lambda: list(ordered), run, level)
+    name = entry["algorithm"] if entry is not None else default
+    if len(_decided) >= _DECIDED_KEPT:
+        _decided.clear()
+    _decided[memo] = name
+    return name
 
 
 _recorder: contextvars.ContextVar[list | None] = contextvars.ContextVar(

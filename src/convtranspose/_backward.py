@@ -1,0 +1,170 @@
+"""The adjoints of the canonical problem with the dtype, layout and special-value rules
+of :func:`convtranspose._execute.transposed_convolution` around the kernels of
+:mod:`convtranspose.kernels.backward`.
+
+Sums accumulate in the dtype the transposed convolution uses (float64, float32 for
+float32/float16/bfloat16, int64 for integers) and are converted once to the element
+type.  Operands holding infinities or NaNs never go to ``im2col``, whose gathered zeros
+would multiply them (``0 * inf`` is NaN where the exact sum has no such term).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ._dtypes import accumulation_dtype
+from ._execute import transposed_convolution
+from ._plan import AxisPlan
+from ._runtime import blas as _blas
+from ._runtime.environment import switch
+from ._runtime.target import host
+from .kernels import backward as _kernels
+from .planning import measured_choice, problem_key
+
+__all__ = ["ALGORITHM_ENV", "data_adjoint", "filter_adjoint"]
+
+#: Forces one of :data:`convtranspose.kernels.backward.ALGORITHMS` (tests, comparisons).
+ALGORITHM_ENV = "CONVTRANSPOSE_BACKWARD_ALGORITHM"
+
+
+def _widened(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return array if array.dtype == dtype else array.astype(dtype)
+
+
+def _finite(*arrays: np.ndarray) -> bool:
+    return all(a.dtype.kind not in "fc" or bool(np.isfinite(a).all()) for a in arrays)
+
+
+def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run) -> str:
+    """The forced algorithm, else measured planning's pick among those that apply
+    (:func:`convtranspose.planning.measured_choice`), the kernels' rule deciding at
+    ``estimate``."""
+    groups, ci, co = weights_shape[:3]
+    depthwise = ci == 1 and co == 1
+    forced = switch(ALGORITHM_ENV).strip()
+    if forced:
+        if forced not in _kernels.ALGORITHMS:
+            raise ValueError(f"{ALGORITHM_ENV}={forced!r} is not one of {_kernels.ALGORITHMS}")
+        if forced != "depthwise" or depthwise:
+            return forced
+    default = _kernels.choose(groups, ci, co, axes)
+    if default == "im2col" and exact_needed:
+        default = "taps"
+    candidates = [name for name in _kernels.ALGORITHMS
+                  if (name != "im2col" or not exact_needed)
+                  and (name != "depthwise" or depthwise)]
+    target = host()
+    key = problem_key(batch, axes, weights_shape, False, dtype, None, target)
+    return measured_choice(kind, key, candidates, run, default)
+
+
+def _channels_first(array: np.ndarray, channels_last: bool) -> np.ndarray:
+    return np.moveaxis(array, -1, 1) if channels_last else array
+
+
+def _finished(result: np.ndarray, channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """``result`` (accumulated, channels first) in the caller's layout and element type,
+    C-contiguous and never a view of an operand."""
+    if channels_last:
+        result = np.moveaxis(result, 1, -1)
+    if result.dtype != dtype:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.ascontiguousarray(result.astype(dtype))
+    return np.ascontiguousarray(result)
+
+
+def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan], *,
+                 channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The data gradient of the canonical problem (a forward convolution of ``grad``).
+
+    Parameters
+    ----------
+    grad : ndarray
+        Shaped like the transposed convolution's result: ``(N, G*Co, Y...)``, or
+        ``(N, Y..., G*Co)`` when ``channels_last``.
+    weights : ndarray
+        ``(G, Ci, Co, K...)``, any strides.
+    axes : sequence of AxisPlan
+    channels_last : bool
+    dtype : numpy dtype
+        The element type of the operands and of the result.
+
+    Returns
+    -------
+    ndarray
+        Shaped like the data: ``(N, G*Ci, X...)`` or ``(N, X..., G*Ci)``.
+    """
+    groups, ci, co = weights.shape[:3]
+    batch = grad.shape[0]
+    sizes = tuple(axis.input_size for axis in axes)
+    accumulate = accumulation_dtype(dtype)
+    if all(axis.stride == 1 for axis in axes) and not switch(ALGORITHM_ENV).strip():
+        return _as_transposed(grad, weights, axes, channels_last, dtype, accumulate)
+    if grad.size == 0 or weights.size == 0:
+        result = np.zeros((batch, groups * ci) + sizes, accumulate)
+    else:
+        grad_ncx = _widened(_channels_first(grad, channels_last), accumulate)
+        weights = _widened(weights, accumulate)
+
+        def run(name):
+            with np.errstate(over="ignore", invalid="ignore"), _blas.at_most(host().threads):
+                return _kernels.data_adjoint(grad_ncx, weights, axes, accumulate, name)
+
+        result = run(_algorithm("data-adjoint", batch, weights.shape, axes, accumulate,
+                                not _finite(weights), run))
+    return _finished(result, channels_last, dtype)
+
+
+def _as_transposed(grad, weights, axes, channels_last, dtype, accumulate) -> np.ndarray:
+    """The data adjoint of a stride-1 problem, which is itself a stride-1 transposed
+    convolution: of ``grad``, with the filter's channel roles swapped and its taps
+    reversed, at ``offset' = (K - 1) * d - offset`` (``x + offset' = t + k'*d`` with
+    ``k' = K - 1 - k`` is ``t = x + k*d - offset``).  So it runs on every algorithm and
+    kernel of the transposed convolution, under the same planning."""
+    rank = len(axes)
+    # contiguous: the kernels and the filter memo read a C-order filter fastest
+    flipped = np.ascontiguousarray(
+        weights.swapaxes(1, 2)[(slice(None),) * 3 + (slice(None, None, -1),) * rank])
+    adjoint_axes = tuple(
+        AxisPlan(axis.output_size, axis.kernel_size, 1, axis.dilation,
+                 (axis.kernel_size - 1) * axis.dilation - axis.offset, axis.input_size)
+        for axis in axes)
+    return transposed_convolution(grad, flipped, adjoint_axes, dtype=accumulate,
+                                  channels_last=channels_last, result_dtype=dtype)
+
+
+def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
+                   groups: int, *, channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The filter gradient ``(G, Ci, Co, K...)`` of the canonical problem (a correlation
+    of ``data`` with ``grad``), in ``dtype``; layouts as in :func:`data_adjoint`."""
+    data_ncx = _channels_first(data, channels_last)
+    grad_ncx = _channels_first(grad, channels_last)
+    ci, co = data_ncx.shape[1] // groups, grad_ncx.shape[1] // groups
+    kernel = tuple(axis.kernel_size for axis in axes)
+    accumulate = accumulation_dtype(dtype)
+    if data.size == 0 or grad.size == 0:
+        result = np.zeros((groups, ci, co) + kernel, accumulate)
+    else:
+        data_ncx = _widened(data_ncx, accumulate)
+        grad_ncx = _widened(grad_ncx, accumulate)
+
+        def run(name):
+            with np.errstate(over="ignore", invalid="ignore"), _blas.at_most(host().threads):
+                return _kernels.filter_adjoint(data_ncx, grad_ncx, axes, groups, accumulate,
+                                               name)
+
+        shape = (groups, ci, co) + kernel
+        result = run(_algorithm("filter-adjoint", data.shape[0], shape, axes, accumulate,
+                                not _finite(data), run))
+    return _finished(result, False, dtype)
+
+
+def bias_adjoint(grad: np.ndarray, *, channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The bias gradient: ``grad`` summed over every axis but the channels."""
+    axis = tuple(i for i in range(grad.ndim) if i != (grad.ndim - 1 if channels_last else 1))
+    accumulate = accumulation_dtype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = _widened(grad, accumulate).sum(axis=axis, dtype=accumulate)
+    return _finished(total, False, dtype)

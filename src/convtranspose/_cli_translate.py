@@ -1,0 +1,103 @@
+"""``convtranspose translate``: one layer of one dialect as another's attributes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ._cli_parser import _add_attribute_flags, _int_list, _int_or_list, _subparser
+
+__all__ = ["add_translate", "translate_command"]
+
+_EXAMPLES = """examples:
+  convtranspose translate onnx_conv_transpose torch_conv_transpose --data-shape 1,1,3 \\
+      --filter-shape 1,1,3 --strides 2 --pads 1,2
+  convtranspose translate torch_conv_transpose conv_transpose --data-shape 1,8,5,5 \\
+      --filter-shape 8,4,3,3 --stride 2 --padding 1 --output-padding 1 --json
+
+Exit codes: 0 translated (notes name any crop, pad or bias add the target needs),
+2 bad input, or with --exact a target that cannot express the layer exactly.
+"""
+
+#: The flags that carry the PyTorch dialect's own argument names.
+_TORCH_FLAGS = ("stride", "padding", "dilation")
+
+
+def add_translate(commands, handler) -> None:
+    """Add ``translate`` to the ``convtranspose`` subcommands."""
+    from ._translate import DIALECTS
+
+    parser = _subparser(
+        commands, "translate", "one layer of one dialect as another dialect's attributes",
+        "Give the attributes, data and filter transforms and any crop or pad that make the"
+        " TARGET dialect compute exactly what the SOURCE layer computes.", _EXAMPLES)
+    parser.add_argument("source", choices=DIALECTS, metavar="SOURCE", help=" | ".join(DIALECTS))
+    parser.add_argument("target", choices=DIALECTS, metavar="TARGET", help=" | ".join(DIALECTS))
+    parser.add_argument("--data-shape", required=True, type=_int_list, metavar="DIMS")
+    parser.add_argument("--filter-shape", required=True, type=_int_list, metavar="DIMS")
+    parser.add_argument("--bias-shape", type=_int_list, metavar="M")
+    parser.add_argument("--exact", action="store_true",
+                        help="refuse (exit 2) unless the target op alone computes the layer")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_attribute_flags(parser)
+    torch_flags = parser.add_argument_group("torch_conv_transpose arguments")
+    for name in _TORCH_FLAGS:
+        torch_flags.add_argument("--" + name, dest=name, type=_int_or_list, metavar="N[,N...]")
+    torch_flags.add_argument("--output-size", dest="output_size", type=_int_list,
+                             metavar="Y[,Y...]")
+    parser.set_defaults(handler=handler)
+
+
+def _source_attributes(args: argparse.Namespace) -> dict:
+    """The flags given, under the source dialect's own argument names."""
+    import inspect
+
+    from . import shapes
+    from ._cli_parser import Failure
+
+    parameters = list(inspect.signature(getattr(shapes, args.source)).parameters)[3:]
+    attributes = {}
+    for name, value in vars(args).items():
+        if value is None or name in ("source", "target", "data_shape", "filter_shape",
+                                     "bias_shape", "exact", "json", "handler", "command"):
+            continue
+        if name == "groups" and args.source == "onnx_conv_transpose":
+            name = "group"
+        if name not in parameters and not (name == "output_shape"
+                                           and args.source.endswith("backprop_data")):
+            raise Failure(f"--{name.replace('_', '-')} is not an argument of {args.source};"
+                          f" it takes " + ", ".join("--" + p.replace("_", "-")
+                                                    for p in parameters))
+        attributes[name] = value
+    return attributes
+
+
+def _listed(value):
+    return [_listed(v) for v in value] if isinstance(value, tuple) else value
+
+
+def translate_command(args: argparse.Namespace) -> int:
+    import convtranspose as ct
+
+    translation = ct.translate(args.source, args.target, args.data_shape, args.filter_shape,
+                               args.bias_shape, workarounds=not args.exact,
+                               **_source_attributes(args))
+    if args.json:
+        print(json.dumps({
+            "source": translation.source, "target": translation.target,
+            "exact": translation.exact,
+            "attributes": {k: _listed(v) for k, v in translation.attributes.items()},
+            "target_data_shape": list(translation.target_plan.data_shape),
+            "target_filter_shape": list(translation.target_plan.filter_shape),
+            "data_transpose": _listed(translation.data_axes),
+            "filter_steps": [[step, list(value)] for step, value in translation.filter_steps],
+            "crop": _listed(translation.crop), "bias_after": translation.bias_after,
+            "output_transpose": _listed(translation.output_axes),
+            "output_shape": list(translation.source_plan.output_shape),
+            "notes": list(translation.notes)}))
+    else:
+        print(translation)
+    return 0
+
+
+translate_command.add_parser = add_translate

@@ -1,0 +1,231 @@
+"""``ct.translate``: one layer of one dialect as another dialect's attributes.
+
+Every dialect computes the same full result and crops it at ``offset`` to ``Y``
+elements per axis (``docs/semantics.md``), so a translation is: the canonical
+``(offset, Y)`` of the source layer, then the target's attributes that give the same
+pair, the data and filter transforms between the two layouts, and, where the target
+cannot express a pair, the nearest attributes it can, with a crop or zero pad of its
+output (and the bias added afterwards) that restores the source's result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import _dialects
+from ._errors import ConvTransposeError
+from ._plan import ConvTransposePlan
+
+__all__ = ["Translation", "translate", "DIALECTS"]
+
+#: Every dialect a layer can be translated from and to.
+DIALECTS = ("convolution_backprop_data", "group_convolution_backprop_data", "conv_transpose",
+            "onnx_conv_transpose", "torch_conv_transpose")
+
+_NAMES = {  # the data, filter and bias argument names of each dialect
+    "convolution_backprop_data": ("data", "filter", None),
+    "group_convolution_backprop_data": ("data", "filter", None),
+    "conv_transpose": ("input", "filter", "bias"),
+    "onnx_conv_transpose": ("X", "W", "B"),
+    "torch_conv_transpose": ("input", "weight", "bias"),
+}
+
+
+@dataclass(frozen=True)
+class Translation:
+    """A layer of one dialect, expressed in another.
+
+    Attributes
+    ----------
+    source, target : str
+        The dialect names (``ct`` function names).
+    source_plan, target_plan : ConvTransposePlan
+    attributes : dict
+        The target function's keyword arguments.
+    data_axes : tuple of int or None
+        ``data.transpose(data_axes)`` gives the target's data (None: unchanged).
+    filter_steps : tuple
+        ``("transpose", axes)`` and ``("reshape", shape)`` steps taking the source filter
+        to the target's (no spatial flip is ever needed between these dialects).
+    bias_after : bool
+        The source's bias is added after the target op (the target has none, or a pad
+        adds positions the target never saw).
+    crop : tuple of (int, int)
+        Per spatial axis, elements to drop from the beginning and the end of the
+        target's output (negative: zeros to add there).
+    output_axes : tuple of int or None
+        ``result.transpose(output_axes)`` gives the source's layout (None: unchanged).
+    notes : tuple of str
+        What the target cannot express and the workaround used; empty when the target
+        op alone computes the source's output.
+    """
+
+    source: str
+    target: str
+    source_plan: ConvTransposePlan
+    target_plan: ConvTransposePlan
+    attributes: dict
+    data_axes: tuple | None
+    filter_steps: tuple
+    bias_after: bool
+    crop: tuple
+    output_axes: tuple | None
+    notes: tuple = field(default=())
+
+    @property
+    def exact(self) -> bool:
+        """Whether the target op alone computes the source's output."""
+        return not self.notes
+
+    def filter(self, filter):
+        """The source's filter array in the target's layout."""
+        import numpy as np
+
+        result = np.asarray(filter)
+        for step, value in self.filter_steps:
+            result = result.transpose(value) if step == "transpose" else result.reshape(value)
+        return np.ascontiguousarray(result)
+
+    def run(self, data, filter, bias=None):
+        """The source layer's output, computed by the target's function of this library.
+
+        Transforms ``data`` and ``filter``, calls the target with :attr:`attributes`,
+        crops or pads, adds the bias where needed and restores the source's layout.
+        """
+        import numpy as np
+
+        from . import _api, _api_frameworks
+
+        function = getattr(_api, self.target, None) or getattr(_api_frameworks, self.target)
+        data = np.asarray(data)
+        target_data = np.ascontiguousarray(
+            data if self.data_axes is None else data.transpose(self.data_axes))
+        arguments = [target_data, self.filter(filter)]
+        if self.target in ("convolution_backprop_data", "group_convolution_backprop_data"):
+            arguments.append(self.attributes.get("output_shape"))
+            attributes = {k: v for k, v in self.attributes.items() if k != "output_shape"}
+        else:
+            arguments.append(None if bias is None or self.bias_after else np.asarray(bias))
+            attributes = self.attributes
+        result = self.finish(function(*arguments, **attributes), bias)
+        return result
+
+    def finish(self, result, bias=None):
+        """The target's output (in the target's layout) turned into the source's output."""
+        import numpy as np
+
+        channels_last = self.target_plan.channels_last
+        spatial = range(1, result.ndim - 1) if channels_last else range(2, result.ndim)
+        shape, source, destination = list(result.shape), [slice(None)] * result.ndim, \
+            [slice(None)] * result.ndim
+        for axis, (begin, end) in zip(spatial, self.crop):
+            # out[i] = result[i + begin] for i in [0, size); zeros where that is outside
+            size = result.shape[axis] - begin - end
+            low, high = max(begin, 0), min(result.shape[axis], begin + size)
+            high = max(high, low)
+            shape[axis] = size
+            source[axis] = slice(low, high)
+            destination[axis] = slice(low - begin, high - begin)
+        if any(pair != (0, 0) for pair in self.crop):
+            cropped = np.zeros(shape, result.dtype)
+            cropped[tuple(destination)] = result[tuple(source)]
+            result = cropped
+        if bias is not None and self.bias_after:
+            bias = np.asarray(bias, result.dtype)
+            shape = [1] * result.ndim
+            shape[-1 if channels_last else 1] = bias.size
+            result = result + bias.reshape(shape)
+        return result if self.output_axes is None else result.transpose(self.output_axes)
+
+    def __str__(self) -> str:
+        lines = [f"{self.source} -> {self.target}" + ("" if self.exact else " (with workarounds)")]
+        lines.append("  attributes: " + ", ".join(f"{k}={_show(v)}"
+                                                   for k, v in self.attributes.items()))
+        if self.data_axes is not None:
+            lines.append(f"  data: transpose{self.data_axes}")
+        steps = " then ".join(f"{step}{tuple(value)}" for step, value in self.filter_steps)
+        lines.append(f"  filter: {steps or 'unchanged'}")
+        if any(pair != (0, 0) for pair in self.crop):
+            lines.append(f"  output crop (begin, end) per axis, negative = zero pad: "
+                         f"{list(self.crop)}")
+        if self.bias_after:
+            lines.append("  bias: added after the target op")
+        if self.output_axes is not None:
+            lines.append(f"  output: transpose{self.output_axes}")
+        lines += [f"  note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+def _show(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def translate(source, target, data_shape, filter_shape, bias_shape=None, *,
+              workarounds=True, **attributes) -> Translation:
+    """Express one transposed-convolution layer of one dialect in another.
+
+    Parameters
+    ----------
+    source, target : str
+        Dialects, by their function names: ``"convolution_backprop_data"``,
+        ``"group_convolution_backprop_data"``, ``"conv_transpose"``,
+        ``"onnx_conv_transpose"``, ``"torch_conv_transpose"``.
+    data_shape, filter_shape : sequence of int
+        The source layer's shapes, in its own layouts.
+    bias_shape : sequence of int, optional
+        The source's bias shape (dialects with a bias only).
+    workarounds : bool, optional
+        Default True: when the target cannot express the layer, use its nearest
+        attributes with a crop, zero pad or bias add of the output (listed in
+        ``notes``).  False: raise instead, naming what the target cannot express
+        and that workaround.
+    **attributes
+        The source layer's attributes, with the source dialect's names (an OpenVINO
+        source takes ``output_shape`` here too).
+
+    Returns
+    -------
+    Translation
+        ``.attributes`` for the target function; ``.filter(w)`` and ``.run(x, w, b)``
+        apply it; ``str()`` describes it.
+
+    Raises
+    ------
+    ConvTransposeError
+        An invalid source layer, an unknown dialect, a target that cannot hold the
+        layer at all (groups in ``convolution_backprop_data``), or, with
+        ``workarounds=False``, any layer the target cannot express exactly.
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> t = ct.translate("onnx_conv_transpose", "torch_conv_transpose", (1, 1, 3),
+    ...                  (1, 1, 3), strides=[2], pads=[1, 2])
+    >>> t.attributes["padding"], t.crop                 # torch pads symmetrically
+    ((1,), ((0, 1),))
+    """
+    from ._dialects import translation as rules
+
+    for name, value in (("source", source), ("target", target)):
+        if value not in DIALECTS:
+            raise ConvTransposeError(f"{name} must be one of {', '.join(DIALECTS)}; got {value!r}")
+    plan = _source_plan(source, data_shape, filter_shape, bias_shape, attributes)
+    has_bias = bias_shape is not None
+    solved = rules.solve(target, plan, has_bias)
+    if solved.notes and not workarounds:
+        raise ConvTransposeError(
+            f"{target} cannot express this {source} layer exactly: " + "; ".join(solved.notes))
+    return Translation(source, target, plan, solved.plan, solved.attributes,
+                       rules.data_axes(plan, solved.plan), rules.filter_steps(plan, solved.plan),
+                       solved.bias_after, solved.crop, rules.output_axes(plan, solved.plan),
+                       solved.notes)
+
+
+def _source_plan(source, data_shape, filter_shape, bias_shape, attributes) -> ConvTransposePlan:
+    resolver = getattr(_dialects, source)
+    if _NAMES[source][2] is None:
+        if bias_shape is not None:
+            raise ConvTransposeError(f"{source} has no bias; got bias_shape {bias_shape!r}")
+        output_shape = attributes.pop("output_shape", None)
+        return resolver(data_shape, filter_shape, output_shape, **attributes)
+    return resolver(data_shape, filter_shape, bias_shape, **attributes)

@@ -1,0 +1,1 @@
+"""The frameworks' dialects against the frameworks themselves, and the translator."""

@@ -1,0 +1,111 @@
+"""The adjoint kernels against loops written from their definitions (tests/oracle.py).
+
+Every algorithm of :mod:`convtranspose.kernels.backward` is run on random canonical
+problems (ranks 1-3, groups, strides larger than the kernel, dilations, negative
+offsets, outputs shorter and longer than the full result) with small integers held
+in float64 (every sum exact, so equality is asserted) and in int64.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import oracle
+from convtranspose._plan import AxisPlan
+from convtranspose.kernels import backward
+
+
+@st.composite
+def canonical_problems(draw):
+    rank = draw(st.integers(1, 3))
+    largest = {1: 7, 2: 4, 3: 3}[rank]
+    axes = []
+    for _ in range(rank):
+        x, k = draw(st.integers(1, largest)), draw(st.integers(1, 3))
+        s, d = draw(st.integers(1, 4)), draw(st.integers(1, 3))
+        full = (x - 1) * s + (k - 1) * d + 1
+        offset = draw(st.integers(-3, full + 1))
+        size = draw(st.integers(1, full + 4))
+        axes.append(AxisPlan(x, k, s, d, offset, size))
+    depthwise = draw(st.booleans())
+    ci, co = (1, 1) if depthwise else (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    return dict(axes=tuple(axes), groups=draw(st.integers(1, 3)), ci=ci, co=co,
+                batch=draw(st.integers(1, 3)), seed=draw(st.integers(0, 2**32 - 1)))
+
+
+def _operands(p, dtype):
+    rng = np.random.default_rng(p["seed"])
+    axes, g = p["axes"], p["groups"]
+    data = rng.integers(-5, 6, (p["batch"], g * p["ci"]) + tuple(a.input_size for a in axes))
+    grad = rng.integers(-5, 6, (p["batch"], g * p["co"]) + tuple(a.output_size for a in axes))
+    weights = rng.integers(-5, 6, (g, p["ci"], p["co"]) + tuple(a.kernel_size for a in axes))
+    return data.astype(dtype), grad.astype(dtype), weights.astype(dtype)
+
+
+def _geometry(axes):
+    return ([a.stride for a in axes], [a.dilation for a in axes], [a.offset for a in axes],
+            [a.input_size for a in axes], [a.kernel_size for a in axes])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+@pytest.mark.parametrize("algorithm", backward.ALGORITHMS)
+def test_data_adjoint_matches_the_forward_convolution_loop(algorithm, dtype, examples):
+    @settings(max_examples=examples)
+    @given(canonical_problems())
+    def check(p):
+        if algorithm == "depthwise" and (p["ci"], p["co"]) != (1, 1):
+            return
+        data, grad, weights = _operands(p, dtype)
+        strides, dilations, offsets, sizes, _ = _geometry(p["axes"])
+        expected = oracle.forward_convolution(grad.astype(np.float64), weights, strides,
+                                              dilations, offsets, sizes)
+        actual = backward.data_adjoint(grad, weights, p["axes"], np.dtype(dtype), algorithm)
+        assert actual.dtype == dtype
+        np.testing.assert_array_equal(actual, expected)
+
+    check()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+@pytest.mark.parametrize("algorithm", backward.ALGORITHMS)
+def test_filter_adjoint_matches_the_definition(algorithm, dtype, examples):
+    @settings(max_examples=examples)
+    @given(canonical_problems())
+    def check(p):
+        if algorithm == "depthwise" and (p["ci"], p["co"]) != (1, 1):
+            return
+        data, grad, _ = _operands(p, dtype)
+        strides, dilations, offsets, _, kernel = _geometry(p["axes"])
+        expected = oracle.filter_gradient(data, grad, p["groups"], kernel, strides, dilations,
+                                          offsets)
+        actual = backward.filter_adjoint(data, grad, p["axes"], p["groups"], np.dtype(dtype),
+                                         algorithm)
+        np.testing.assert_array_equal(actual, expected)
+
+    check()
+
+
+def test_im2col_batch_slices_give_the_same_sums(monkeypatch):
+    """A scratch budget smaller than one batch item cuts the batch into single items."""
+    axes = (AxisPlan(5, 3, 2, 1, 1, 9), AxisPlan(4, 2, 1, 2, 0, 6))
+    p = dict(axes=axes, groups=2, ci=3, co=2, batch=5, seed=7)
+    data, grad, weights = _operands(p, np.float64)
+    whole = backward.data_adjoint(grad, weights, axes, np.dtype(np.float64), "im2col")
+    filters = backward.filter_adjoint(data, grad, axes, 2, np.dtype(np.float64), "im2col")
+    monkeypatch.setattr(backward, "IM2COL_SCRATCH_BYTES", 1)
+    np.testing.assert_array_equal(
+        backward.data_adjoint(grad, weights, axes, np.dtype(np.float64), "im2col"), whole)
+    np.testing.assert_array_equal(
+        backward.filter_adjoint(data, grad, axes, 2, np.dtype(np.float64), "im2col"), filters)
+
+
+def test_huge_stride_reads_only_the_taps_inside():
+    """A stride of 10**12 with a matching offset: no padded copy of that length is made."""
+    stride = 10**12
+    axes = (AxisPlan(2, 2, stride, 1, stride - 1, 3),)
+    grad = np.arange(1.0, 7.0).reshape(1, 2, 3)
+    weights = np.ones((1, 1, 2, 2))
+    # x = 1 reads grad positions stride + k - (stride - 1) = 1 + k; x = 0 reads nothing.
+    result = backward.data_adjoint(grad, weights, axes, np.dtype(np.float64), "taps")
+    np.testing.assert_array_equal(result, [[[0.0, 2 + 3 + 5 + 6]]])

@@ -1,0 +1,136 @@
+"""``ct.convolution`` / ``ct.group_convolution``: values against the gather loop of
+tests/oracle.py, the adjoint identity with the transposed ops, dtypes, ``out=`` and
+errors.  (OpenVINO and torch: tests/peers/test_convolution_openvino.py,
+tests/peers/test_gradients_torch.py.)
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import convtranspose as ct
+import oracle
+
+
+@st.composite
+def layers(draw):
+    rank = draw(st.integers(1, 3))
+    lists = lambda lo, hi: draw(st.lists(st.integers(lo, hi), min_size=rank,  # noqa: E731
+                                         max_size=rank))
+    kernel, dilations = lists(1, 3), lists(1, 3)
+    sizes = [max((k - 1) * d + 1, x)
+             for k, d, x in zip(kernel, dilations, lists(1, {1: 9, 2: 6, 3: 4}[rank]))]
+    groups = draw(st.integers(1, 3))
+    grouped = groups > 1 or draw(st.booleans())
+    c_in, c_out = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    filter_shape = ([groups, c_out, c_in] + kernel) if grouped else ([c_out, c_in] + kernel)
+    return dict(grouped=grouped, data_shape=[draw(st.integers(1, 2)), groups * c_in] + sizes,
+                filter_shape=filter_shape, seed=draw(st.integers(0, 2**16)),
+                attrs=dict(strides=lists(1, 4), dilations=dilations, pads_begin=lists(0, 3),
+                           pads_end=lists(0, 3),
+                           auto_pad=draw(st.sampled_from(
+                               ["explicit", "same_upper", "same_lower", "valid"]))))
+
+
+def _functions(layer):
+    if layer["grouped"]:
+        return ct.group_convolution, ct.shapes.group_convolution, ct.group_convolution_backprop_data
+    return ct.convolution, ct.shapes.convolution, ct.convolution_backprop_data
+
+
+def _arrays(layer, dtype=np.float64):
+    rng = np.random.default_rng(layer["seed"])
+    return [rng.integers(-4, 5, layer[k]).astype(dtype) for k in ("data_shape", "filter_shape")]
+
+
+def _expected(layer, plan, data, filter):
+    canonical = filter.reshape(plan.canonical_filter_shape)
+    return oracle.forward_convolution(data, canonical, plan.strides, plan.dilations,
+                                      plan.pads_begin, plan.output_shape[2:])
+
+
+def check_values_and_adjoint(layer):
+    function, shapes, transposed = _functions(layer)
+    data, filter = _arrays(layer)
+    plan = shapes(layer["data_shape"], layer["filter_shape"], **layer["attrs"])
+    result = function(data, filter, **layer["attrs"])
+    assert result.shape == plan.output_shape
+    np.testing.assert_array_equal(result, _expected(layer, plan, data, filter))
+    # <conv(x), y> == <x, convT(y)> with the transposed op cropped at pads_begin to X
+    y = np.random.default_rng(layer["seed"] + 1).integers(-4, 5, result.shape).astype(float)
+    back = transposed(y, filter, layer["data_shape"][2:], strides=plan.strides,
+                      dilations=plan.dilations, pads_begin=plan.pads_begin)
+    assert np.sum(result * y) == np.sum(data * back)
+
+
+def test_convolution_values_and_adjoint(examples):
+    settings(max_examples=examples)(given(layers())(check_values_and_adjoint))()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8", "uint32"])
+def test_convolution_dtypes(dtype):
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(3)
+    data = oracle.random_array(rng, (2, 6, 7, 5), dtype)
+    filter = oracle.random_array(rng, (3, 2, 2, 3, 2), dtype)
+    attrs = dict(strides=[2, 1], pads_begin=[1, 0], pads_end=[2, 1], dilations=[1, 2])
+    plan = ct.shapes.group_convolution(data.shape, filter.shape, **attrs)
+    result = ct.group_convolution(data, filter, **attrs)
+    assert result.dtype == dtype
+    wide = np.int64 if dtype.kind in "iu" else np.float64
+    canonical = filter.astype(wide).reshape(plan.canonical_filter_shape)
+    with np.errstate(over="ignore"):
+        exact = oracle.forward_convolution(data.astype(wide), canonical, plan.strides,
+                                           plan.dilations, plan.pads_begin,
+                                           plan.output_shape[2:])
+    if dtype.kind in "iu":
+        np.testing.assert_array_equal(result, exact.astype(dtype))
+    else:
+        tolerance = 4 * float(oracle.ml_finfo(dtype).eps)
+        np.testing.assert_allclose(result.astype(np.float64), exact, rtol=tolerance,
+                                   atol=tolerance * float(np.abs(exact).max()))
+
+
+def test_convolution_out_and_inputs_untouched():
+    rng = np.random.default_rng(1)
+    data, filter = rng.random((1, 3, 8, 8)), rng.random((4, 3, 3, 3))
+    copies = data.copy(), filter.copy()
+    out = np.full((1, 4, 4, 4), np.nan)
+    returned = ct.convolution(data, filter, strides=2, auto_pad="same_lower", out=out)
+    assert returned is out
+    np.testing.assert_array_equal(out, ct.convolution(data, filter, strides=2,
+                                                      auto_pad="same_lower"))
+    np.testing.assert_array_equal(data, copies[0])
+    np.testing.assert_array_equal(filter, copies[1])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ct.convolution(np.ones((1, 2, 3)), np.ones((4, 2, 5))), "dilated kernel"),
+    (lambda: ct.convolution(np.ones((1, 2, 3)), np.ones((4, 3, 2))), "data has 2 channels"),
+    (lambda: ct.convolution(np.ones((1, 2, 3)), np.ones((4, 2, 2)), pads_begin=-1),
+     r"pads_begin\[0\] is -1"),
+    (lambda: ct.convolution(np.ones((1, 2, 3)), np.ones((4, 2, 2)), auto_pad="same"),
+     "auto_pad must be one of"),
+    (lambda: ct.group_convolution(np.ones((1, 4, 3)), np.ones((2, 1, 3, 2))),
+     "2 groups \\* 3 input channels"),
+    (lambda: ct.convolution(np.ones((1, 2, 3)), np.ones((4, 2, 2, 2))), "rank"),
+])
+def test_convolution_errors_name_the_rule(call, message):
+    with pytest.raises(ct.ConvTransposeError, match=message):
+        call()
+
+
+def test_convolution_dtype_mismatch_is_a_type_error():
+    with pytest.raises(TypeError, match="filter has dtype float32"):
+        ct.convolution(np.ones((1, 2, 3)), np.ones((4, 2, 2), np.float32))
+
+
+def test_convolution_plan_prints_its_formulas():
+    plan = ct.shapes.convolution((1, 3, 224, 224), (64, 3, 7, 7), strides=2,
+                                 auto_pad="same_upper")
+    assert plan.output_shape == (1, 64, 112, 112)
+    assert plan.pads_begin == (2, 2) and plan.pads_end == (3, 3)
+    assert "ceil(224 / 2) = 112" in str(plan)
