@@ -19,7 +19,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "convtranspose"
 #: Layers, lowest first: a module may import its own layer and the ones before it.
 #: Matched by the longest prefix of the dotted name below ``convtranspose``.
 LAYERS = (
-    ("_errors", "_dtypes", "_version", "_runtime"),
+    ("_errors", "_dtypes", "_version", "_runtime", "_typing"),
     ("_plan", "_geometry", "_dialects"),
     ("kernels",),
     ("dispatch",),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from . import planning as _planning
 from ._dtypes import accumulation_dtype, check_dtypes
 from ._errors import ConvTransposeError
 from ._execute import prepare_call, transposed_convolution
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, PerAxis, ShapeLike
 
 __all__ = [
     "convolution_backprop_data",
@@ -57,7 +61,7 @@ _plan_cache: dict = {}
 _EXACT_INT = frozenset({int})
 
 
-def _freeze(value: object) -> object:
+def _freeze(value: Any) -> object:
     """A hashable key that tells apart every value the resolvers tell apart.
 
     Exact ints, strings, None and sequences of exact ints (the common case: shapes and
@@ -197,9 +201,12 @@ def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter"
     return result
 
 
-def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, pads_begin=None,
-                              pads_end=None, dilations=None, auto_pad="explicit",
-                              output_padding=None, out=None):
+def convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
+                              output_shape: ShapeLike | None = None, *, strides: PerAxis = None,
+                              pads_begin: PerAxis = None, pads_end: PerAxis = None,
+                              dilations: PerAxis = None, auto_pad: str = "explicit",
+                              output_padding: PerAxis = None,
+                              out: np.ndarray | None = None) -> np.ndarray:
     """OpenVINO ConvolutionBackpropData-1: transposed convolution.
 
     Parameters
@@ -267,9 +274,12 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, 
     return _execute(plan, data, filter, out=out)
 
 
-def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
-                                    pads_begin=None, pads_end=None, dilations=None,
-                                    auto_pad="explicit", output_padding=None, out=None):
+def group_convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
+                                    output_shape: ShapeLike | None = None, *,
+                                    strides: PerAxis = None, pads_begin: PerAxis = None,
+                                    pads_end: PerAxis = None, dilations: PerAxis = None,
+                                    auto_pad: str = "explicit", output_padding: PerAxis = None,
+                                    out: np.ndarray | None = None) -> np.ndarray:
     """OpenVINO GroupConvolutionBackpropData-1: grouped transposed convolution.
 
     Parameters
@@ -309,10 +319,13 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
     return _execute(plan, data, filter, out=out)
 
 
-def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, pads_end=None,
-                   dilations=None, auto_pad="none", output_padding=None, groups=1,
-                   data_format="NXC", filter_format="XIO", weights_format=None,
-                   output_shape=None, out=None):
+def conv_transpose(input: ArrayLike, filter: ArrayLike, bias: ArrayLike | None = None, *,
+                   strides: PerAxis = None, pads_begin: PerAxis = None,
+                   pads_end: PerAxis = None, dilations: PerAxis = None, auto_pad: str = "none",
+                   output_padding: PerAxis = None, groups: int = 1, data_format: str = "NXC",
+                   filter_format: str = "XIO", weights_format: str | None = None,
+                   output_shape: ShapeLike | None = None,
+                   out: np.ndarray | None = None) -> np.ndarray:
     """oneDNN Graph ConvTranspose-1: transposed convolution with groups and bias.
 
     Parameters
@@ -377,9 +390,12 @@ def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, p
     return _execute(plan, input, filter, bias, out, names=("input", "filter", "bias"))
 
 
-def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1,
-                        kernel_shape=None, output_padding=None, output_shape=None, pads=None,
-                        strides=None, pads_rule="current", out=None):
+def onnx_conv_transpose(X: ArrayLike, W: ArrayLike, B: ArrayLike | None = None, *,
+                        auto_pad: str = "NOTSET", dilations: PerAxis = None, group: int = 1,
+                        kernel_shape: ShapeLike | None = None, output_padding: PerAxis = None,
+                        output_shape: ShapeLike | None = None, pads: ShapeLike | None = None,
+                        strides: PerAxis = None, pads_rule: str = "current",
+                        out: np.ndarray | None = None) -> np.ndarray:
     """ONNX ConvTranspose (opset 11 and later).
 
     Parameters

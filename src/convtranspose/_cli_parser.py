@@ -91,6 +91,17 @@ examples:
   convtranspose onnx run model.onnx --node deconv1 --data x.npy -o y.npy
 """
 
+def _add_output_flags(parser: argparse.ArgumentParser) -> None:
+    """``-o``, ``--dtype`` and ``--json`` of the commands that write a result."""
+    parser.add_argument("-o", "--output", required=True, metavar="Y.npy",
+                        help="the result's .npy file; - writes it to stdout")
+    parser.add_argument("--dtype", metavar="DTYPE",
+                        help="the dtype the .npy files hold; bfloat16 also reads NumPy's raw"
+                             " 2-byte values (|V2), as NumPy stores bfloat16")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object (output, dtype, shape, notes ...)")
+
+
 _MAX_BYTES_HELP = ("refuse any file, constant or computation needing more memory than this"
                    " (e.g. 512M, 8G; default 4G)")
 
@@ -142,9 +153,14 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                "  convtranspose bench --quick\n"
                "  convtranspose bench --random 7\n"
                "  convtranspose demo\n"
-               "\nexit codes: 0 ok, 1 a check found a mismatch, 2 bad input."
+               "\nexit codes: 0 ok, 1 a check found a mismatch, 2 bad input, 3 a check found"
+               " no transposed convolution to check."
                " Data goes to stdout, diagnostics to stderr.\n",
     )
+    from ._version import __version__
+
+    parser.add_argument("--version", action="version", version=f"convtranspose {__version__}",
+                        help="print the library's version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Parser)
 
@@ -197,7 +213,7 @@ def _add_run(commands, handlers: dict) -> None:
     run.add_argument("--filter", required=True, metavar="W.npy")
     run.add_argument("--bias", metavar="B.npy",
                      help="conv_transpose and onnx_conv_transpose only")
-    run.add_argument("-o", "--output", required=True, metavar="Y.npy")
+    _add_output_flags(run)
     run.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
                      help=_MAX_BYTES_HELP)
     _add_attribute_flags(run)
@@ -226,7 +242,7 @@ def _add_ir(commands, handlers: dict) -> None:
     ir_run.add_argument("model", metavar="MODEL.xml")
     ir_run.add_argument("--layer", required=True, metavar="NAME", help="the layer's name (or id)")
     ir_run.add_argument("--data", required=True, metavar="X.npy")
-    ir_run.add_argument("-o", "--output", required=True, metavar="Y.npy")
+    _add_output_flags(ir_run)
     for sub in (ir_check, ir_run):
         sub.add_argument("--bin", metavar="MODEL.bin",
                          help="the weights (default: next to the .xml)")
@@ -256,7 +272,7 @@ def _add_onnx(commands, handlers: dict) -> None:
     onnx_run.add_argument("--node", required=True, metavar="NAME",
                           help="the node's name (or its output's name)")
     onnx_run.add_argument("--data", required=True, metavar="X.npy")
-    onnx_run.add_argument("-o", "--output", required=True, metavar="Y.npy")
+    _add_output_flags(onnx_run)
     for sub in (onnx_check, onnx_run):
         sub.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
                          help=_MAX_BYTES_HELP)

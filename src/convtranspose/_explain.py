@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._dtypes import accumulation_dtype
 from ._execute import transposed_convolution
+from ._plan import ConvTransposePlan
 from ._runtime.target import Target, host
 from .dispatch import Explanation, choose
 from .planning import get_planning, planned_choice, use_planning
+
+if TYPE_CHECKING:
+    from ._typing import DTypeLike
 
 __all__ = ["explain"]
 
@@ -26,7 +31,8 @@ def _random_operands(plan, dtype: np.dtype, seed: int = 0):
     return data, weights
 
 
-def explain(plan, dtype="float32", *, target: Target | None = None,
+def explain(plan: ConvTransposePlan, dtype: DTypeLike = "float32", *,
+            target: Target | None = None,
             measure: bool = False) -> Explanation:
     """Why a layer gets its algorithm: every candidate's estimate, what this machine
     measured for it (if anything), the choice, what runs.
@@ -62,7 +68,7 @@ def explain(plan, dtype="float32", *, target: Target | None = None,
     accumulate = accumulation_dtype(operand)
     result_dtype = None if operand == accumulate else operand
     problem = (plan.data_shape[0], plan.axes, plan.canonical_filter_shape)
-    options = dict(channels_last=plan.channels_last, dtype=accumulate,
+    options: dict[str, Any] = dict(channels_last=plan.channels_last, dtype=accumulate,
                    result_dtype=result_dtype, target=target)
     estimated = choose(*problem, estimate_forced=True, **options)
     if measure and estimated.decided_by == "estimates":

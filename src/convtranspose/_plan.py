@@ -23,6 +23,7 @@ import operator
 import sys
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._errors import ConvTransposeError
 
@@ -185,7 +186,7 @@ class ConvTransposePlan:
 # Argument normalisation
 
 
-def _index(name: str, value: object) -> int:
+def _index(name: str, value: Any) -> int:
     """``value`` as a Python int; bools, floats and strings are refused."""
     if isinstance(value, bool):
         raise ConvTransposeError(f"{name} must be an integer, got the bool {value!r}")
@@ -197,7 +198,7 @@ def _index(name: str, value: object) -> int:
         ) from None
 
 
-def _sequence(name: str, value: object) -> list[object]:
+def _sequence(name: str, value: Any) -> list[Any]:
     """The items of a sequence or 1-D integer array, checked without NumPy."""
     kind = getattr(getattr(value, "dtype", None), "kind", None)
     if kind is not None and kind not in "iu":
@@ -230,7 +231,7 @@ def _shape(name: str, value: object) -> tuple[int, ...]:
 
 
 def _per_axis(
-    name: str, value: object, rank: int, default: int, minimum: int
+    name: str, value: Any, rank: int, default: int, minimum: int
 ) -> tuple[int, ...]:
     """An int-or-sequence attribute as one value per spatial axis.
 
@@ -260,7 +261,11 @@ def _per_axis(
     return values
 
 
-def _geometry(rank, strides, dilations, pads_begin, pads_end, output_padding):
+_PerAxis5 = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...],
+                  tuple[int, ...]]
+
+
+def _geometry(rank, strides, dilations, pads_begin, pads_end, output_padding) -> _PerAxis5:
     """The per-axis attributes every dialect shares, with the specs' defaults and ranges."""
     return (
         _per_axis("strides", strides, rank, 1, 1),
@@ -288,7 +293,7 @@ def _output_shape(value: object, rank: int, name: str = "output_shape") -> tuple
     return sizes
 
 
-def _choice(name: str, value: object, choices: dict[object, str]) -> str:
+def _choice(name: str, value: object, choices: Mapping[Any, str]) -> str:
     """Map a case-insensitive string (or None) onto its canonical spelling."""
     key = value.lower() if isinstance(value, str) else value
     try:

@@ -1,7 +1,8 @@
 """The ``convtranspose`` command line (also ``python -m convtranspose``).
 
 Data goes to stdout, diagnostics to stderr.  Exit codes: 0 ok, 1 a check found a
-mismatch, 2 bad input (a one-line message, never a traceback).
+mismatch, 2 bad input (a one-line message, never a traceback), 3 a check found no
+transposed convolution to check.
 
 Commands: ``shape`` and ``run`` (one op from shapes or ``.npy`` files), ``ir check``
 and ``ir run`` (OpenVINO IR), ``onnx check`` and ``onnx run`` (ONNX), ``bench``
@@ -19,6 +20,9 @@ from . import _cli_parser, _cli_translate
 from ._cli_parser import EXIT_BAD_INPUT, Failure
 
 EXIT_OK, EXIT_MISMATCH = 0, 1
+#: ``ir check`` / ``onnx check`` of a model without any transposed convolution: not a
+#: pass (nothing was compared), not a mismatch, not bad input.
+EXIT_NOTHING_TO_CHECK = 3
 
 
 _OPENVINO_OPS = ("convolution_backprop_data", "group_convolution_backprop_data")
@@ -174,21 +178,46 @@ def _explanation(plan, dtype: str, measure: bool = False):
     return explain(plan, np_dtype, measure=measure)
 
 
+def _load(args: argparse.Namespace, name: str):
+    """The array of ``--name``'s ``.npy`` file, read as ``--dtype`` says."""
+    from .interop._arrays import load_array
+
+    return load_array(getattr(args, name), name, args.max_bytes, args.dtype)
+
+
+def _write(args: argparse.Namespace, result, notes: list, source: str = "", **record) -> int:
+    """Write ``result`` to ``-o`` (``-``: stdout, the summary then goes to stderr) and
+    report it: one line, or with ``--json`` one object (``record`` added)."""
+    from .interop._arrays import STDOUT, save_array
+
+    if args.json and args.output == STDOUT:
+        raise Failure("-o - writes the array to stdout, where --json would print its text;"
+                      " give -o a file name with --json")
+    save_array(args.output, result)
+    for note in notes:
+        print(f"convtranspose: note: {note}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"output": args.output, "dtype": str(result.dtype),
+                          "shape": list(result.shape), **record, "notes": list(notes)}))
+    else:
+        print(f"{args.output}: {result.dtype} {list(result.shape)}{source}",
+              file=sys.stderr if args.output == STDOUT else sys.stdout)
+    return EXIT_OK
+
+
 def _run(args: argparse.Namespace) -> int:
     import convtranspose as ct
 
-    from .interop._safety import check_plan_memory, load_npy, save_npy
+    from .interop._safety import check_plan_memory
 
-    data = load_npy(args.data, "data", args.max_bytes)
-    filter_ = load_npy(args.filter, "filter", args.max_bytes)
-    bias = None if args.bias is None else load_npy(args.bias, "bias", args.max_bytes)
+    data, filter_ = _load(args, "data"), _load(args, "filter")
+    bias = None if args.bias is None else _load(args, "bias")
     plan, attributes = _plan(args, data.shape, filter_.shape,
                              None if bias is None else bias.shape)
     check_plan_memory(plan, data.dtype, args.max_bytes)
     result = _call(getattr(ct, args.op), args, data, filter_, bias, attributes)
-    save_npy(args.output, result)
-    print(f"{args.output}: {result.dtype} {list(result.shape)}")
-    return EXIT_OK
+    return _write(args, result, [], op=args.op, pads_begin=list(plan.pads_begin),
+                  pads_end=list(plan.pads_end))
 
 
 # ---------------------------------------------------------------------------
@@ -254,6 +283,10 @@ def _report_check(reports, items_name: str, file_name: str, as_json: bool) -> in
             print(f"convtranspose: {prefix}: {problem}", file=sys.stderr)
         for convention in report.conventions:
             print(f"convtranspose: convention: {report.name}: {convention}", file=sys.stderr)
+    if not reports:
+        print(f"convtranspose: nothing to check: {file_name} has no {items_name}"
+              f" (exit code {EXIT_NOTHING_TO_CHECK})", file=sys.stderr)
+        return EXIT_NOTHING_TO_CHECK
     return EXIT_MISMATCH if failed else EXIT_OK
 
 
@@ -270,17 +303,11 @@ def _ir_check(args: argparse.Namespace) -> int:
 
 def _ir_run(args: argparse.Namespace) -> int:
     from .interop import ir
-    from .interop._safety import load_npy, save_npy
 
     model = ir.load(args.model, args.bin, max_bytes=args.max_bytes)
     layer = model.layer(args.layer)
-    data = load_npy(args.data, "data", args.max_bytes)
-    result, notes = model.run(layer, data)
-    for note in notes:
-        print(f"convtranspose: note: {note}", file=sys.stderr)
-    save_npy(args.output, result)
-    print(f"{args.output}: {result.dtype} {list(result.shape)} from layer {layer.name!r}")
-    return EXIT_OK
+    result, notes = model.run(layer, _load(args, "data"))
+    return _write(args, result, notes, f" from layer {layer.name!r}", layer=layer.name)
 
 
 def _onnx_check(args: argparse.Namespace) -> int:
@@ -295,18 +322,12 @@ def _onnx_check(args: argparse.Namespace) -> int:
 
 def _onnx_run(args: argparse.Namespace) -> int:
     from .interop import onnx_model
-    from .interop._safety import load_npy, save_npy
 
     model = onnx_model.load(args.model, max_bytes=args.max_bytes)
     node = model.node(args.node)
-    data = load_npy(args.data, "data", args.max_bytes)
-    result, notes = model.run(node, data)
-    for note in notes:
-        print(f"convtranspose: note: {note}", file=sys.stderr)
-    save_npy(args.output, result)
-    print(f"{args.output}: {result.dtype} {list(result.shape)} from node"
-          f" {onnx_model.node_label(node)!r}")
-    return EXIT_OK
+    result, notes = model.run(node, _load(args, "data"))
+    label = onnx_model.node_label(node)
+    return _write(args, result, notes, f" from node {label!r}", node=label)
 
 
 def _tune(args: argparse.Namespace) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._errors import ConvTransposeError
 from .._plan import (
     ConvTransposePlan,
@@ -17,6 +19,9 @@ from .._plan import (
     _shape,
 )
 
+if TYPE_CHECKING:
+    from .._typing import PerAxis, ShapeLike
+
 __all__ = ["conv_transpose"]
 
 
@@ -28,10 +33,12 @@ _DATA_FORMATS = {"ncx": "NCX", "nxc": "NXC"}
 _FILTER_FORMATS = {"xio": "XIO", "oix": "OIX", "iox": "IOX", "xoi": "XOI"}
 
 
-def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, pads_end=None,
-                   dilations=None, auto_pad="none", output_padding=None, groups=1,
-                   data_format="NXC", filter_format="XIO", weights_format=None,
-                   output_shape=None) -> ConvTransposePlan:
+def conv_transpose(input: ShapeLike, filter: ShapeLike, bias: ShapeLike | None = None, *,
+                   strides: PerAxis = None, pads_begin: PerAxis = None,
+                   pads_end: PerAxis = None, dilations: PerAxis = None, auto_pad: str = "none",
+                   output_padding: PerAxis = None, groups: int = 1, data_format: str = "NXC",
+                   filter_format: str = "XIO", weights_format: str | None = None,
+                   output_shape: ShapeLike | None = None) -> ConvTransposePlan:
     """Plan oneDNN Graph ConvTranspose-1 from shapes.
 
     Takes the shapes of ``input``, ``filter`` and (optionally) ``bias``, and the same

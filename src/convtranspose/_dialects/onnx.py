@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._errors import ConvTransposeError
 from .._plan import (
     ConvTransposePlan,
@@ -18,6 +20,9 @@ from .._plan import (
     _shape,
 )
 
+if TYPE_CHECKING:
+    from .._typing import PerAxis, ShapeLike
+
 __all__ = ["onnx_conv_transpose"]
 
 #: ``pads_rule``: how pads derived from a total split.  "current" is the ConvTranspose
@@ -32,9 +37,12 @@ _ONNX_AUTO_PAD = {
 }
 
 
-def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1,
-                        kernel_shape=None, output_padding=None, output_shape=None, pads=None,
-                        strides=None, pads_rule="current") -> ConvTransposePlan:
+def onnx_conv_transpose(X: ShapeLike, W: ShapeLike, B: ShapeLike | None = None, *,
+                        auto_pad: str = "NOTSET", dilations: PerAxis = None, group: int = 1,
+                        kernel_shape: ShapeLike | None = None, output_padding: PerAxis = None,
+                        output_shape: ShapeLike | None = None, pads: ShapeLike | None = None,
+                        strides: PerAxis = None,
+                        pads_rule: str = "current") -> ConvTransposePlan:
     """Plan ONNX ConvTranspose (opset 11+) from shapes.
 
     Takes the shapes of ``X`` ``(N, C, D...)``, ``W`` ``(C, M/group, K...)`` and

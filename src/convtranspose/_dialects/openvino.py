@@ -3,6 +3,8 @@ attributes, defaults and rules, as canonical plans."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._errors import ConvTransposeError
 from .._plan import (
     ConvTransposePlan,
@@ -15,6 +17,9 @@ from .._plan import (
     _plan,
     _shape,
 )
+
+if TYPE_CHECKING:
+    from .._typing import PerAxis, ShapeLike
 
 __all__ = ["convolution_backprop_data", "group_convolution_backprop_data"]
 
@@ -93,9 +98,11 @@ def _openvino(op, data, filter, output_shape, strides, pads_begin, pads_end, dil
                  output_padding, mode, groups, "NCX", "GIOX" if grouped else "IOX", axes)
 
 
-def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, pads_begin=None,
-                              pads_end=None, dilations=None, auto_pad="explicit",
-                              output_padding=None) -> ConvTransposePlan:
+def convolution_backprop_data(data: ShapeLike, filter: ShapeLike,
+                              output_shape: ShapeLike | None = None, *, strides: PerAxis = None,
+                              pads_begin: PerAxis = None, pads_end: PerAxis = None,
+                              dilations: PerAxis = None, auto_pad: str = "explicit",
+                              output_padding: PerAxis = None) -> ConvTransposePlan:
     """Plan OpenVINO ConvolutionBackpropData-1 from shapes.
 
     Takes the shapes of ``data`` ``[N, C_IN, X...]`` and ``filter`` ``[C_IN, C_OUT, K...]``
@@ -117,9 +124,12 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, 
                      pads_begin, pads_end, dilations, auto_pad, output_padding, grouped=False)
 
 
-def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
-                                    pads_begin=None, pads_end=None, dilations=None,
-                                    auto_pad="explicit", output_padding=None) -> ConvTransposePlan:
+def group_convolution_backprop_data(data: ShapeLike, filter: ShapeLike,
+                                    output_shape: ShapeLike | None = None, *,
+                                    strides: PerAxis = None, pads_begin: PerAxis = None,
+                                    pads_end: PerAxis = None, dilations: PerAxis = None,
+                                    auto_pad: str = "explicit",
+                                    output_padding: PerAxis = None) -> ConvTransposePlan:
     """Plan OpenVINO GroupConvolutionBackpropData-1 from shapes.
 
     Takes the shapes of ``data`` ``[N, G*C_IN, X...]`` and ``filter``

@@ -20,6 +20,7 @@ import contextvars
 import dataclasses
 import functools
 import importlib.util
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -136,7 +137,7 @@ def host() -> Target:
 
 
 @contextlib.contextmanager
-def use_target(target: Target):
+def use_target(target: Target) -> Iterator[Target]:
     """Compute for ``target`` within the ``with`` block (in this thread or task only).
 
     Parameters
@@ -232,7 +233,7 @@ def set_num_threads(n: int) -> int:
 
 
 @contextlib.contextmanager
-def num_threads(n: int):
+def num_threads(n: int) -> Iterator[int]:
     """Run calls on ``n`` threads within the ``with`` block (in this thread or task only).
 
     The same rules as :func:`set_num_threads`.  Inside a :func:`use_target` block it

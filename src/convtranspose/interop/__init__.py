@@ -2,7 +2,12 @@
 
 - :mod:`convtranspose.interop.ir`: OpenVINO IR (``.xml`` + ``.bin``), parsed with
   ``defusedxml``; ConvolutionBackpropData-1 and GroupConvolutionBackpropData-1 layers.
-- :mod:`convtranspose.interop.onnx_model`: ONNX ``ConvTranspose`` nodes (needs ``onnx``).
+- :mod:`convtranspose.interop.onnx_model`: ONNX ``ConvTranspose`` nodes (needs ``onnx``),
+  in the main graph, in ``If``/``Loop``/``Scan`` subgraphs and in model-local functions
+  (``_onnx_graphs``), with weights followed through ``DequantizeLinear``, ``Cast`` and
+  ``Reshape`` of constants (``_onnx_constants``).
+- :mod:`convtranspose.interop._arrays`: the command line's ``.npy`` files (bfloat16 both
+  ways, ``-`` for stdout).
 - :mod:`convtranspose.interop._safety`: the limits every reader enforces (bounded
   file reads, no pickles, no shapes that overflow or exceed a memory limit).
 

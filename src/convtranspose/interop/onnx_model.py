@@ -1,9 +1,13 @@
 """ONNX models: check and run their ``ConvTranspose`` nodes (needs the ``onnx`` package).
 
-Declared shapes come from the graph's inputs, ``value_info`` and outputs and from
-initializer dims; weights and bias from initializers or ``Constant`` nodes.  External
-tensor data is read by this module, bounded: its file must lie inside the model's
-directory and every offset and length inside that file.
+The nodes are found in the main graph, in the subgraphs of ``If``, ``Loop`` and
+``Scan`` and in model-local functions (:mod:`._onnx_graphs`).  Declared shapes come
+from each graph's inputs, ``value_info`` and outputs and from initializer dims (a
+function body takes its call's); weights and bias from initializers or ``Constant``
+nodes, followed through ``DequantizeLinear``, ``Cast``, ``Reshape`` and ``Identity``
+(:mod:`._onnx_constants`).  External tensor data is read by this module, bounded: its
+file must lie inside the model's directory and every offset and length inside that
+file.
 
 >>> model = load("model.onnx")                                   # doctest: +SKIP
 >>> [model.check(node).status for node in model.transposed_nodes]  # doctest: +SKIP
@@ -15,6 +19,9 @@ from __future__ import annotations
 import os
 
 from .._errors import ConvTransposeError
+from ._onnx_constants import fold
+from ._onnx_graphs import LocatedNode, Scope, walk_model
+from ._onnx_graphs import node_label as _plain_label
 from ._report import LayerReport, compatible, format_dims, infer_output
 from ._safety import (
     DEFAULT_MAX_BYTES,
@@ -38,21 +45,17 @@ def _onnx():
 
 
 def node_label(node) -> str:
-    """A node's name, or its first output's name when it has none."""
-    return node.name or (f"<{node.output[0]}>" if node.output else "<unnamed>")
+    """A node's name (or its first output's name when it has none), prefixed by the path
+    of its subgraph or function outside the main graph."""
+    return node.label if isinstance(node, LocatedNode) else _plain_label(node)
 
 
-def _describe(node) -> str:
-    return f"node {node_label(node)!r} ({node.op_type})"
+def _describe(item) -> str:
+    return f"node {node_label(item)!r} ({_node_of(item).op_type})"
 
 
-def _value_info_dims(value_info):
-    """Declared dims of a ValueInfoProto (``None`` per symbolic dim), or ``None`` if unknown."""
-    tensor_type = value_info.type.tensor_type
-    if not tensor_type.HasField("shape"):
-        return None
-    return tuple(dim.dim_value if dim.HasField("dim_value") else None
-                 for dim in tensor_type.shape.dim)
+def _node_of(item):
+    return item.node if isinstance(item, LocatedNode) else item
 
 
 class ONNXModel:
@@ -62,34 +65,27 @@ class ONNXModel:
         self.path = path
         self.model = model
         self.max_bytes = max_bytes
-        graph = model.graph
-        self.initializers = {tensor.name: tensor for tensor in graph.initializer}
-        self.declared = {}
-        for value_info in list(graph.input) + list(graph.value_info) + list(graph.output):
-            dims = _value_info_dims(value_info)
-            if dims is not None:
-                self.declared[value_info.name] = dims
-        for name, tensor in self.initializers.items():
-            self.declared.setdefault(name, tuple(tensor.dims))
-        self.constant_nodes = {node.output[0]: node for node in graph.node
-                               if node.op_type == "Constant" and node.output}
+        self._located, self._scopes = walk_model(model)
+        self.main = self._scopes[""]
+        self.initializers = self.main.initializers
+        self.declared = self.main.declared
         self._inferred: dict | None = None
 
     @property
-    def transposed_nodes(self) -> list:
-        """Every ConvTranspose node of the main graph, in order."""
-        return [node for node in self.model.graph.node
-                if node.op_type == "ConvTranspose" and node.domain in ("", "ai.onnx")]
+    def transposed_nodes(self) -> list[LocatedNode]:
+        """Every ConvTranspose node: the main graph's, its subgraphs' (``If``, ``Loop``,
+        ``Scan``) and its model-local functions' (once per call), in order."""
+        return list(self._located)
 
-    def node(self, name: str):
-        """The ConvTranspose node called ``name`` (or whose first output is ``name``)."""
+    def node(self, name: str) -> LocatedNode:
+        """The ConvTranspose node called ``name``: its label (with the path of its
+        subgraph or function), its name, or its first output's name; the first match."""
         nodes = self.transposed_nodes
-        for node in nodes:
-            if node.name == name:
-                return node
-        for node in nodes:
-            if node.output and node.output[0] == name:
-                return node
+        for matches in (lambda item: item.label == name, lambda item: item.node.name == name,
+                        lambda item: bool(item.node.output) and item.node.output[0] == name):
+            for item in nodes:
+                if matches(item):
+                    return item
         names = ", ".join(repr(node_label(node)) for node in nodes[:10])
         more = f" and {len(nodes) - 10} more" if len(nodes) > 10 else ""
         raise InteropError(f"no ConvTranspose node named {name!r} in"
@@ -98,42 +94,31 @@ class ONNXModel:
 
     # -- shapes and constants --------------------------------------------------------
 
-    def _shape(self, name: str):
-        """Declared dims of a tensor, else what ONNX shape inference derives, else None."""
-        if name in self.declared:
-            return self.declared[name]
+    def _shape(self, name: str, scope: Scope | None = None):
+        """Declared dims of a tensor in ``scope`` (default: the main graph), else what
+        ONNX shape inference derives there, else None."""
+        scope = scope or self.main
+        if name in scope.declared:
+            return scope.declared[name]
         if self._inferred is None:
             self._inferred = {}
-            try:
+            try:  # inferred shapes land in each (sub)graph's value_info or outputs
                 inferred = _onnx().shape_inference.infer_shapes(self.model)
-                graph = inferred.graph  # inferred shapes land in value_info or the outputs
-                for value_info in list(graph.value_info) + list(graph.output):
-                    dims = _value_info_dims(value_info)
-                    if dims is not None:
-                        self._inferred[value_info.name] = dims
+                self._inferred = {path: inner.declared
+                                  for path, inner in walk_model(inferred)[1].items()}
             except Exception:  # noqa: BLE001 - inference is a best-effort fallback only
                 pass
-        return self._inferred.get(name)
+        inferred = self._inferred.get(scope.path, {}).get(name)
+        return inferred if inferred is not None else scope.constant_dims(name)
 
-    def constant(self, name: str, purpose: str):
-        """The value of an initializer or Constant node output, read with bounds checks."""
-        onnx = _onnx()
-        if name in self.initializers:
-            return self._tensor(self.initializers[name], f"initializer {name!r}")
-        node = self.constant_nodes.get(name)
-        if node is not None:
-            for attribute in node.attribute:
-                if attribute.name == "value":
-                    return self._tensor(attribute.t, f"Constant {name!r}")
-            import numpy as np
-
-            for attribute in node.attribute:
-                if attribute.name in ("value_float", "value_floats", "value_int", "value_ints"):
-                    value = onnx.helper.get_attribute_value(attribute)
-                    dtype = np.float32 if "float" in attribute.name else np.int64
-                    return np.asarray(value, dtype)
-        raise InteropError(f"{purpose} is {name!r}, which is neither an initializer nor a"
-                           " Constant node: its value is only known at run time")
+    def constant(self, name: str, purpose: str, scope: Scope | None = None,
+                 notes: list | None = None):
+        """The value of a constant tensor of ``scope`` (default: the main graph): an
+        initializer or Constant, or computed from them by the operators
+        :mod:`._onnx_constants` follows; read with bounds checks.  ``notes`` receives
+        one line per operator followed."""
+        return fold(name, scope or self.main, self._tensor, self.max_bytes, purpose,
+                    [] if notes is None else notes)
 
     def _tensor(self, tensor, what: str):
         import numpy as np
@@ -179,44 +164,56 @@ class ONNXModel:
 
     # -- the two operations ---------------------------------------------------------------
 
-    def _attributes(self, node) -> dict:
+    def _attributes(self, node, scope: Scope | None = None) -> dict:
         onnx = _onnx()
         attributes = {}
         for attribute in node.attribute:
             if attribute.name not in _ATTRIBUTES:
                 raise ConvTransposeError(f"unknown ConvTranspose attribute {attribute.name!r}")
-            value = onnx.helper.get_attribute_value(attribute)
+            if attribute.ref_attr_name:  # in a function: the call's value, else the default
+                referred = (scope.call_attributes if scope else {}).get(attribute.ref_attr_name)
+                if referred is None:
+                    continue
+                value = onnx.helper.get_attribute_value(referred)
+            else:
+                value = onnx.helper.get_attribute_value(attribute)
             if isinstance(value, bytes):
                 value = value.decode("utf-8", "replace")
             attributes[attribute.name] = value
         return attributes
 
-    def _inputs(self, node):
-        names = list(node.input) + [""] * 3
+    def _inputs(self, item: LocatedNode):
+        names = list(item.node.input) + [""] * 3
         if not names[0] or not names[1]:
-            raise InteropError(f"{_describe(node)} lacks its X or W input")
+            raise InteropError(f"{_describe(item)} lacks its X or W input")
         return names[0], names[1], names[2] or None
 
-    def check(self, node) -> LayerReport:
-        """Recompute ``node``'s output shape and compare it with the declared one."""
+    def _locate(self, item) -> LocatedNode:
+        """``item`` as a located node (a bare NodeProto is one of the main graph)."""
+        return item if isinstance(item, LocatedNode) else LocatedNode(item, self.main)
+
+    def check(self, item) -> LayerReport:
+        """Recompute the node's output shape and compare it with the declared one."""
         import convtranspose as ct
 
-        report = LayerReport(node_label(node), node.op_type)
+        item = self._locate(item)
+        node, scope = item.node, item.scope
+        report = LayerReport(item.label, node.op_type)
         try:
-            x_name, w_name, b_name = self._inputs(node)
+            x_name, w_name, b_name = self._inputs(item)
         except InteropError as error:
             report.status = "invalid"
             report.problems.append(str(error))
             return report
-        data, filter_ = self._shape(x_name), self._shape(w_name)
-        bias = self._shape(b_name) if b_name else None
+        data, filter_ = self._shape(x_name, scope), self._shape(w_name, scope)
+        bias = self._shape(b_name, scope) if b_name else None
         report.data_shape, report.filter_shape = data, filter_
-        report.declared = self.declared.get(node.output[0]) if node.output else None
+        report.declared = scope.declared.get(node.output[0]) if node.output else None
         try:
-            attributes = self._attributes(node)
+            attributes = self._attributes(node, scope)
         except ConvTransposeError as error:
             report.status = "invalid"
-            report.problems.append(f"{_describe(node)}: {error}")
+            report.problems.append(f"{_describe(item)}: {error}")
             return report
         if attributes.get("output_shape") is not None:
             report.output_shape_input = tuple(attributes["output_shape"])
@@ -225,12 +222,12 @@ class ONNXModel:
         if unknown or None in data[1:] or None in filter_ or unknown_bias:
             report.status = "unchecked"
             report.problems.append(
-                f"{_describe(node)}: input shapes unknown or dynamic (X {format_dims(data)},"
+                f"{_describe(item)}: input shapes unknown or dynamic (X {format_dims(data)},"
                 f" W {format_dims(filter_)}): not checked")
             return report
         for name, dims in ((x_name, data), (w_name, filter_)):
-            element_count(f"{_describe(node)} input {name!r} shape", [d or 1 for d in dims])
-        if not infer_output(report, _describe(node), lambda dims: ct.shapes.onnx_conv_transpose(
+            element_count(f"{_describe(item)} input {name!r} shape", [d or 1 for d in dims])
+        if not infer_output(report, _describe(item), lambda dims: ct.shapes.onnx_conv_transpose(
                 dims, filter_, bias, **attributes), data):
             return report
         from ._conventions import onnx_conventions
@@ -240,17 +237,17 @@ class ONNXModel:
             attributes)
         inferred = report.inferred
         if report.declared is None:
-            report.problems.append(f"{_describe(node)}: the model declares no shape for its"
+            report.problems.append(f"{_describe(item)}: the model declares no shape for its"
                                    f" output {node.output[0]!r}; inferred {format_dims(inferred)}")
         elif not compatible(report.declared, inferred):
             report.status = "mismatch"
             report.problems.append(
-                f"{_describe(node)}: declared output {format_dims(report.declared)} but inferred"
+                f"{_describe(item)}: declared output {format_dims(report.declared)} but inferred"
                 f" {format_dims(inferred)} from X {format_dims(data)}, W {format_dims(filter_)}")
         return report
 
-    def run(self, node, data):
-        """Execute ``node`` on ``data`` with the model's own weights and bias.
+    def run(self, item, data):
+        """Execute the node ``item`` on ``data`` with the model's own weights and bias.
 
         Returns
         -------
@@ -259,26 +256,29 @@ class ONNXModel:
         """
         import convtranspose as ct
 
-        notes = []
-        x_name, w_name, b_name = self._inputs(node)
-        declared = self._shape(x_name)
+        item = self._locate(item)
+        node, scope = item.node, item.scope
+        notes: list[str] = []
+        x_name, w_name, b_name = self._inputs(item)
+        declared = self._shape(x_name, scope)
         if not compatible(declared, data.shape):
-            raise InteropError(f"data has shape {data.shape} but {_describe(node)} declares its"
+            raise InteropError(f"data has shape {data.shape} but {_describe(item)} declares its"
                                f" input {x_name!r} as {format_dims(declared)}")
-        weights = self.constant(w_name, f"the weights W of {_describe(node)}")
-        bias = self.constant(b_name, f"the bias B of {_describe(node)}") if b_name else None
+        weights = self.constant(w_name, f"the weights W of {_describe(item)}", scope, notes)
+        bias = (self.constant(b_name, f"the bias B of {_describe(item)}", scope, notes)
+                if b_name else None)
         for label, array in (("W", weights), ("B", bias)):
             if array is not None and array.dtype != data.dtype:
-                notes.append(f"{label} of {_describe(node)} is {array.dtype}; cast to the data's"
+                notes.append(f"{label} of {_describe(item)} is {array.dtype}; cast to the data's"
                              f" {data.dtype}")
         weights = weights.astype(data.dtype, copy=False)
         bias = None if bias is None else bias.astype(data.dtype, copy=False)
-        attributes = self._attributes(node)
+        attributes = self._attributes(node, scope)
         plan = ct.shapes.onnx_conv_transpose(data.shape, weights.shape,
                                              None if bias is None else bias.shape, **attributes)
         check_plan_memory(plan, data.dtype, self.max_bytes)
         result = ct.onnx_conv_transpose(data, weights, bias, **attributes)
-        declared_output = self.declared.get(node.output[0]) if node.output else None
+        declared_output = scope.declared.get(node.output[0]) if node.output else None
         if not compatible(declared_output, result.shape):
             notes.append(f"the result has shape {result.shape} but the model declares"
                          f" {format_dims(declared_output)} (run `onnx check`)")
@@ -296,11 +296,14 @@ def load(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ONNXModel:
         ``onnx`` is not installed.
     """
     onnx = _onnx()
-    file_size(path, "model file", max_bytes)
+    if file_size(path, "model file", max_bytes) == 0:
+        raise InteropError(f"{os.path.basename(path)} is empty (0 bytes), not an ONNX model")
     try:
         model = onnx.load(path, load_external_data=False)
     except Exception as error:  # noqa: BLE001 - protobuf raises DecodeError, RuntimeError ...
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InteropError(
             f"{os.path.basename(path)} is not a readable ONNX model: {reason}") from None
+    if not model.HasField("graph"):  # protobuf reads many non-model bytes as an empty message
+        raise InteropError(f"{os.path.basename(path)} is not an ONNX model: it holds no graph")
     return ONNXModel(path, model, max_bytes)

@@ -32,7 +32,10 @@ import contextlib
 import contextvars
 import dataclasses
 import json
+import os
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -112,7 +115,7 @@ def set_planning(level: str | None) -> str | None:
 
 
 @contextlib.contextmanager
-def use_planning(level: str):
+def use_planning(level: str) -> Iterator[None]:
     """``with ct.use_planning("measure"):`` the level for calls in this block (this
     thread or task only)."""
     token = _level_var.set(_checked(level))
@@ -163,8 +166,9 @@ def _candidates(choice: Choice, level: str, dtype, rank, channels_last, target) 
 
 
 #: Decisions already taken in this process, by problem and level (cleared when the
-#: wisdom changes): a repeated call costs one dictionary lookup.
-_decided: dict[tuple, Choice] = {}
+#: wisdom changes): a repeated call costs one dictionary lookup.  A Choice for a
+#: layer's problem, an algorithm's name for a :func:`measured_choice` computation.
+_decided: dict[tuple, Any] = {}
 _DECIDED_KEPT = 4096
 #: Counts the changes of wisdom (forgotten, imported): callers that keep a decision
 #: (the dialect functions' prepared calls) keep it with this number and drop it when
@@ -302,7 +306,7 @@ def store_path() -> str | None:
     return store.path()
 
 
-def export_wisdom(path=None) -> dict:
+def export_wisdom(path: str | os.PathLike[str] | None = None) -> dict:
     """This machine's wisdom as a document (a dict that :func:`import_wisdom` takes);
     also written to ``path`` as JSON when one is given."""
     document = store.document()
@@ -312,7 +316,7 @@ def export_wisdom(path=None) -> dict:
     return document
 
 
-def import_wisdom(source) -> int:
+def import_wisdom(source: dict | str | os.PathLike[str]) -> int:
     """Take the wisdom of a document from :func:`export_wisdom` (a dict, or the path of
     its JSON file); returns the number of choices taken.
 

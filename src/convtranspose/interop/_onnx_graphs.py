@@ -1,0 +1,181 @@
+"""Where the ``ConvTranspose`` nodes of an ONNX model are, and what each one can see.
+
+A node may sit in the main graph, in a subgraph (the branches of ``If``, the bodies of
+``Loop`` and ``Scan``, at any depth) or in a model-local function.  Each place is a
+:class:`Scope`: the declared shapes, initializers and producing nodes visible there
+(a subgraph sees its own and every enclosing graph's), a path naming it in reports
+(``"cond/then_branch"``) and, in a function, the attributes of the call.
+
+A function body declares no shapes of its own inputs and outputs, so it is walked
+once per call: its inputs and outputs take the caller's shapes.  A function no node
+calls is walked once with nothing known (its nodes are reported unchecked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["LocatedNode", "Scope", "located_nodes", "node_label", "value_info_dims", "walk_model"]
+
+_GRAPH, _GRAPHS = 5, 10  # onnx.AttributeProto.GRAPH and GRAPHS
+_MAX_DEPTH = 32  # nesting of subgraphs and function calls followed; deeper is malformed
+
+
+def node_label(node) -> str:
+    """A node's name, or its first output's name when it has none."""
+    return node.name or (f"<{node.output[0]}>" if node.output else "<unnamed>")
+
+
+def value_info_dims(value_info):
+    """Declared dims of a ValueInfoProto (``None`` per symbolic dim), or ``None`` if unknown."""
+    tensor_type = value_info.type.tensor_type
+    if not tensor_type.HasField("shape"):
+        return None
+    return tuple(dim.dim_value if dim.HasField("dim_value") else None
+                 for dim in tensor_type.shape.dim)
+
+
+@dataclass
+class Scope:
+    """One graph or function body, with the names visible in it.
+
+    Attributes
+    ----------
+    path : str
+        ``""`` for the main graph; else the enclosing nodes and attribute names,
+        ``"loop/body"``, or ``"call/domain.Function"`` for a function body.
+    declared : dict
+        Tensor name -> declared dims (``None`` per dynamic dim), outer scopes' included.
+    initializers : dict
+        Tensor name -> TensorProto, outer scopes' included.
+    producers : dict
+        Tensor name -> the NodeProto computing it, outer scopes' included.
+    call_attributes : dict
+        In a function body: attribute name -> AttributeProto of the call (or the
+        function's default); what a ``ref_attr_name`` refers to.
+    arguments : dict
+        In a function body: input name -> (the call's input name, the caller's scope),
+        so that a constant passed to a function is followed into the caller.
+    """
+
+    path: str = ""
+    declared: dict = field(default_factory=dict)
+    initializers: dict = field(default_factory=dict)
+    producers: dict = field(default_factory=dict)
+    call_attributes: dict = field(default_factory=dict)
+    arguments: dict = field(default_factory=dict)
+
+    def label(self, node) -> str:
+        return f"{self.path}/{node_label(node)}" if self.path else node_label(node)
+
+    def constant_dims(self, name: str):
+        """The dims of a ``Constant`` node's output, read off the node; else None.  (A
+        function body declares no shapes and shape inference does not enter it.)"""
+        node = self.producers.get(name)
+        if node is None or node.op_type != "Constant":
+            return None
+        for attribute in node.attribute:
+            if attribute.name == "value":
+                return tuple(attribute.t.dims)
+            if attribute.name in ("value_float", "value_int"):
+                return ()
+            if attribute.name in ("value_floats", "value_ints"):
+                return (len(attribute.floats) + len(attribute.ints),)
+        return None
+
+
+@dataclass(frozen=True, eq=False)
+class LocatedNode:
+    """A ``ConvTranspose`` node and the scope it sits in."""
+
+    node: object
+    scope: Scope
+
+    @property
+    def label(self) -> str:
+        """The node's name, prefixed by its scope's path outside the main graph."""
+        return self.scope.label(self.node)
+
+
+def _graph_scope(graph, parent: Scope | None, path: str) -> Scope:
+    """The scope of ``graph``, enclosed by ``parent`` (``None`` for the main graph)."""
+    scope = Scope(path=path)
+    if parent is not None:
+        scope.declared.update(parent.declared)
+        scope.initializers.update(parent.initializers)
+        scope.producers.update(parent.producers)
+        scope.call_attributes.update(parent.call_attributes)
+        scope.arguments.update(parent.arguments)
+    scope.initializers.update((tensor.name, tensor) for tensor in graph.initializer)
+    for value_info in list(graph.input) + list(graph.value_info) + list(graph.output):
+        dims = value_info_dims(value_info)
+        if dims is not None:
+            scope.declared[value_info.name] = dims
+    for tensor in graph.initializer:
+        scope.declared.setdefault(tensor.name, tuple(tensor.dims))
+    for node in graph.node:
+        scope.producers.update((name, node) for name in node.output if name)
+    return scope
+
+
+def _function_scope(function, call, caller: Scope | None) -> Scope:
+    """The scope of ``function``'s body as ``call`` (in ``caller``) runs it."""
+    where = f"{caller.label(call)}/" if call is not None else ""
+    scope = Scope(path=f"{where}{function.domain or 'ai.onnx'}.{function.name}")
+    for attribute in function.attribute_proto:  # defaults, overridden by the call's
+        scope.call_attributes[attribute.name] = attribute
+    if call is not None:
+        scope.call_attributes.update((attribute.name, attribute) for attribute in call.attribute)
+        for inner, outer in list(zip(function.input, call.input)) + list(
+                zip(function.output, call.output)):
+            if inner and outer and outer in caller.declared:
+                scope.declared[inner] = caller.declared[outer]
+        scope.arguments.update((inner, (outer, caller))
+                               for inner, outer in zip(function.input, call.input) if outer)
+    for value_info in function.value_info:
+        dims = value_info_dims(value_info)
+        if dims is not None:
+            scope.declared[value_info.name] = dims
+    for node in function.node:
+        scope.producers.update((name, node) for name in node.output if name)
+    return scope
+
+
+def walk_model(model, op_type: str = "ConvTranspose") -> tuple[list[LocatedNode], dict]:
+    """Every ``op_type`` node of the default domain in ``model`` (the main graph first,
+    each subgraph after the node holding it, each function body after its call), and
+    every scope walked, by path."""
+    functions = {(function.domain, function.name): function for function in model.functions}
+    found: list[LocatedNode] = []
+    scopes: dict = {}
+    called: set = set()
+
+    def walk(nodes, scope: Scope, depth: int) -> None:
+        scopes.setdefault(scope.path, scope)
+        if depth > _MAX_DEPTH:
+            return
+        for node in nodes:
+            if node.op_type == op_type and node.domain in ("", "ai.onnx"):
+                found.append(LocatedNode(node, scope))
+            for attribute in node.attribute:
+                graphs = ([attribute.g] if attribute.type == _GRAPH
+                          else list(attribute.graphs) if attribute.type == _GRAPHS else [])
+                for index, graph in enumerate(graphs):
+                    name = attribute.name + (f"[{index}]" if attribute.type == _GRAPHS else "")
+                    inner = _graph_scope(graph, scope, f"{scope.label(node)}/{name}")
+                    walk(graph.node, inner, depth + 1)
+            function = functions.get((node.domain, node.op_type))
+            if function is not None:
+                called.add((function.domain, function.name))
+                walk(function.node, _function_scope(function, node, scope), depth + 1)
+
+    walk(model.graph.node, _graph_scope(model.graph, None, ""), 0)
+    for key, function in functions.items():
+        if key not in called:
+            walk(function.node, _function_scope(function, None, None), 1)
+    return found, scopes
+
+
+def located_nodes(model, op_type: str = "ConvTranspose") -> list[LocatedNode]:
+    """The ``op_type`` nodes of :func:`walk_model`."""
+    return walk_model(model, op_type)[0]
