@@ -10,12 +10,17 @@ of :mod:`convtranspose.kernels.backward`.  Per spatial axis::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from . import _dialects
 from ._api import _as_array, _direct_out, _resolve
 from ._backward import data_adjoint
 from ._dtypes import check_dtypes
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, PerAxis
 
 __all__ = ["convolution", "group_convolution"]
 
@@ -34,8 +39,10 @@ def _forward(plan, data, filter, out):
     return out
 
 
-def convolution(data, filter, *, strides=None, pads_begin=None, pads_end=None, dilations=None,
-                auto_pad="explicit", out=None):
+def convolution(data: ArrayLike, filter: ArrayLike, *, strides: PerAxis = None,
+                pads_begin: PerAxis = None, pads_end: PerAxis = None,
+                dilations: PerAxis = None, auto_pad: str = "explicit",
+                out: np.ndarray | None = None) -> np.ndarray:
     """OpenVINO Convolution-1: the forward convolution (a cross-correlation).
 
     Parameters
@@ -98,8 +105,10 @@ def convolution(data, filter, *, strides=None, pads_begin=None, pads_end=None, d
     return _forward(plan, data, filter, out)
 
 
-def group_convolution(data, filter, *, strides=None, pads_begin=None, pads_end=None,
-                      dilations=None, auto_pad="explicit", out=None):
+def group_convolution(data: ArrayLike, filter: ArrayLike, *, strides: PerAxis = None,
+                      pads_begin: PerAxis = None, pads_end: PerAxis = None,
+                      dilations: PerAxis = None, auto_pad: str = "explicit",
+                      out: np.ndarray | None = None) -> np.ndarray:
     """OpenVINO GroupConvolution-1: grouped forward convolution.
 
     Parameters

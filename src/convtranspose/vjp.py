@@ -30,6 +30,8 @@ half precision, int64 wrapping for integers).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from . import _dialects
@@ -37,6 +39,9 @@ from ._api import _as_array, _canonical_weights, _resolve
 from ._backward import bias_adjoint, data_adjoint, filter_adjoint
 from ._dtypes import check_dtypes
 from ._errors import ConvTransposeError
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, PerAxis, ShapeLike
 
 __all__ = ["conv_transpose", "convolution_backprop_data", "group_convolution_backprop_data",
            "onnx_conv_transpose"]
@@ -78,9 +83,12 @@ def _shape_of(name: str, value):
     return None if value is None else _as_array(name, value).shape
 
 
-def convolution_backprop_data(data, filter, grad_output, output_shape=None, *, strides=None,
-                              pads_begin=None, pads_end=None, dilations=None,
-                              auto_pad="explicit", output_padding=None):
+def convolution_backprop_data(data: ArrayLike, filter: ArrayLike, grad_output: ArrayLike,
+                              output_shape: ShapeLike | None = None, *,
+                              strides: PerAxis = None, pads_begin: PerAxis = None,
+                              pads_end: PerAxis = None, dilations: PerAxis = None,
+                              auto_pad: str = "explicit", output_padding: PerAxis = None,
+                              ) -> tuple[np.ndarray, np.ndarray]:
     """The gradients of :func:`convtranspose.convolution_backprop_data`.
 
     Parameters
@@ -120,9 +128,13 @@ def convolution_backprop_data(data, filter, grad_output, output_shape=None, *, s
     return _gradients(plan, ("data", "filter"), data, filter, grad_output)
 
 
-def group_convolution_backprop_data(data, filter, grad_output, output_shape=None, *,
-                                    strides=None, pads_begin=None, pads_end=None,
-                                    dilations=None, auto_pad="explicit", output_padding=None):
+def group_convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
+                                    grad_output: ArrayLike,
+                                    output_shape: ShapeLike | None = None, *,
+                                    strides: PerAxis = None, pads_begin: PerAxis = None,
+                                    pads_end: PerAxis = None, dilations: PerAxis = None,
+                                    auto_pad: str = "explicit", output_padding: PerAxis = None,
+                                    ) -> tuple[np.ndarray, np.ndarray]:
     """The gradients of :func:`convtranspose.group_convolution_backprop_data`.
 
     Parameters and errors as :func:`convolution_backprop_data`; returns ``grad_data``
@@ -142,10 +154,14 @@ def group_convolution_backprop_data(data, filter, grad_output, output_shape=None
     return _gradients(plan, ("data", "filter"), data, filter, grad_output)
 
 
-def conv_transpose(input, filter, grad_output, bias=None, *, strides=None, pads_begin=None,
-                   pads_end=None, dilations=None, auto_pad="none", output_padding=None,
-                   groups=1, data_format="NXC", filter_format="XIO", weights_format=None,
-                   output_shape=None):
+def conv_transpose(input: ArrayLike, filter: ArrayLike, grad_output: ArrayLike,
+                   bias: ArrayLike | None = None, *, strides: PerAxis = None,
+                   pads_begin: PerAxis = None, pads_end: PerAxis = None,
+                   dilations: PerAxis = None, auto_pad: str | None = "none",
+                   output_padding: PerAxis = None, groups: int = 1, data_format: str = "NXC",
+                   filter_format: str = "XIO", weights_format: str | None = None,
+                   output_shape: ShapeLike | None = None,
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The gradients of :func:`convtranspose.conv_transpose` (oneDNN Graph).
 
     Parameters
@@ -181,14 +197,18 @@ def conv_transpose(input, filter, grad_output, bias=None, *, strides=None, pads_
     return _gradients(plan, ("input", "filter", "bias"), input, filter, grad_output, bias)
 
 
-def onnx_conv_transpose(X, W, grad_output, B=None, *, auto_pad="NOTSET", dilations=None,
-                        group=1, kernel_shape=None, output_padding=None, output_shape=None,
-                        pads=None, strides=None):
+def onnx_conv_transpose(X: ArrayLike, W: ArrayLike, grad_output: ArrayLike,
+                        B: ArrayLike | None = None, *, auto_pad: str = "NOTSET",
+                        dilations: PerAxis = None, group: int = 1,
+                        kernel_shape: ShapeLike | None = None, output_padding: PerAxis = None,
+                        output_shape: ShapeLike | None = None, pads: ShapeLike | None = None,
+                        strides: PerAxis = None, pads_rule: str = "current",
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The gradients of :func:`convtranspose.onnx_conv_transpose`.
 
     Parameters
     ----------
-    X, W, B, auto_pad, dilations, group, kernel_shape, output_padding, output_shape, pads, strides
+    X, W, B, auto_pad, dilations, group, kernel_shape, output_padding, output_shape, pads, strides, pads_rule
         As in :func:`convtranspose.onnx_conv_transpose` (``B``'s values are not used).
     grad_output : array_like
         ``(N, M, Y...)``.
@@ -212,5 +232,5 @@ def onnx_conv_transpose(X, W, grad_output, B=None, *, auto_pad="NOTSET", dilatio
         _dialects.onnx_conv_transpose, _shape_of("X", X), _shape_of("W", W),
         None if B is None else B.shape, auto_pad=auto_pad, dilations=dilations, group=group,
         kernel_shape=kernel_shape, output_padding=output_padding, output_shape=output_shape,
-        pads=pads, strides=strides)
+        pads=pads, strides=strides, pads_rule=pads_rule)
     return _gradients(plan, ("X", "W", "B"), X, W, grad_output, B)

@@ -17,6 +17,7 @@ convolution with input size ``Y``, output size ``X`` and ``offset = pb``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .._errors import ConvTransposeError
 from .._plan import (
@@ -28,6 +29,9 @@ from .._plan import (
     _per_axis,
     _shape,
 )
+
+if TYPE_CHECKING:
+    from .._typing import PerAxis, ShapeLike
 
 __all__ = ["ConvolutionPlan", "convolution", "group_convolution"]
 
@@ -171,8 +175,9 @@ def _convolution(op, data, filter, strides, pads_begin, pads_end, dilations, aut
                            tuple(ends), mode, groups, tuple(axes), tuple(formulas))
 
 
-def convolution(data, filter, *, strides=None, pads_begin=None, pads_end=None,
-                dilations=None, auto_pad="explicit") -> ConvolutionPlan:
+def convolution(data: ShapeLike, filter: ShapeLike, *, strides: PerAxis = None,
+                pads_begin: PerAxis = None, pads_end: PerAxis = None,
+                dilations: PerAxis = None, auto_pad: str = "explicit") -> ConvolutionPlan:
     """Plan OpenVINO Convolution-1 from shapes.
 
     Takes the shapes of ``data`` ``[N, C_IN, X...]`` and ``filter`` ``[C_OUT, C_IN, K...]``
@@ -190,8 +195,10 @@ def convolution(data, filter, *, strides=None, pads_begin=None, pads_end=None,
                         dilations, auto_pad, grouped=False)
 
 
-def group_convolution(data, filter, *, strides=None, pads_begin=None, pads_end=None,
-                      dilations=None, auto_pad="explicit") -> ConvolutionPlan:
+def group_convolution(data: ShapeLike, filter: ShapeLike, *, strides: PerAxis = None,
+                      pads_begin: PerAxis = None, pads_end: PerAxis = None,
+                      dilations: PerAxis = None,
+                      auto_pad: str = "explicit") -> ConvolutionPlan:
     """Plan OpenVINO GroupConvolution-1 from shapes.
 
     Takes the shapes of ``data`` ``[N, G*C_IN, X...]`` and ``filter``
