@@ -18,7 +18,11 @@ from ._dialects import (
     convolution_backprop_data,
     group_convolution_backprop_data,
     jax_conv_transpose,
+    keras_conv_transpose,
     onnx_conv_transpose,
+    tensorrt_deconvolution,
+    tf_conv_transpose,
+    tflite_transpose_conv,
     torch_conv_transpose,
 )
 from ._plan import AxisPlan, ConvTransposePlan
@@ -30,6 +34,10 @@ __all__ = [
     "convolution_backprop_data",
     "group_convolution_backprop_data",
     "jax_conv_transpose",
+    "keras_conv_transpose",
     "onnx_conv_transpose",
+    "tensorrt_deconvolution",
+    "tf_conv_transpose",
+    "tflite_transpose_conv",
     "torch_conv_transpose",
 ]
