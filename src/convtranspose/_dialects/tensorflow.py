@@ -160,11 +160,6 @@ def _tf_plan(op, data, filter_, output, strides, dilations, modes, channels_last
     kernel = filter_[:rank] if layout == "XOI" else filter_[1:-1]
     _check_spatial("input", data, spatial)
     _check_spatial("filter", filter_, kernel)
-    for i, y in enumerate(sizes):
-        if y <= 0:
-            raise ConvTransposeError(
-                f"{op}: output_shape {output} has size {y} along spatial axis {i}; it must be"
-                f" positive")
     axes, begins, ends, extras = tf_axes(op, data, kernel, strides, dilations, sizes, modes,
                                          spatial)
     return _plan(op, data, filter_, output, strides, dilations, begins, ends, tuple(extras),
