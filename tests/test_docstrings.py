@@ -12,7 +12,9 @@ import pytest
 MODULES = ["convtranspose", "convtranspose._api", "convtranspose.planning", "convtranspose._dialects.openvino",
            "convtranspose._dialects.onednn", "convtranspose._dialects.onnx",
            "convtranspose.shapes", "convtranspose.dispatch", "convtranspose._runtime.target",
-           "convtranspose._convolution", "convtranspose.vjp", "convtranspose._dialects.convolution"]
+           "convtranspose._convolution", "convtranspose.vjp", "convtranspose._dialects.convolution",
+           "convtranspose._api_frameworks", "convtranspose._dialects.tensorflow",
+           "convtranspose._dialects.tensorrt"]
 
 
 @pytest.mark.parametrize("name", MODULES)

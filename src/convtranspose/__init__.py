@@ -20,7 +20,14 @@ from ._api import (
     group_convolution_backprop_data,
     onnx_conv_transpose,
 )
-from ._api_frameworks import jax_conv_transpose, torch_conv_transpose
+from ._api_frameworks import (
+    jax_conv_transpose,
+    keras_conv_transpose,
+    tensorrt_deconvolution,
+    tf_conv_transpose,
+    tflite_transpose_conv,
+    torch_conv_transpose,
+)
 from ._convolution import convolution, group_convolution
 from ._dialects import ConvolutionPlan
 from ._dtypes import SUPPORTED_DTYPES
@@ -67,12 +74,16 @@ __all__ = [
     "host_target",
     "import_wisdom",
     "jax_conv_transpose",
+    "keras_conv_transpose",
     "num_threads",
     "onnx_conv_transpose",
     "set_num_threads",
     "set_planning",
     "set_thread_pinning",
     "shapes",
+    "tensorrt_deconvolution",
+    "tf_conv_transpose",
+    "tflite_transpose_conv",
     "torch_conv_transpose",
     "Translation",
     "translate",

@@ -1,4 +1,5 @@
-"""The array functions of the frameworks' dialects (PyTorch, JAX), with each framework's
+"""The array functions of the frameworks' dialects (PyTorch, JAX, TensorFlow, Keras,
+TFLite, TensorRT), with each framework's
 own argument names and layouts, all computing a canonical plan like the functions of
 :mod:`convtranspose._api`.
 """
@@ -8,7 +9,8 @@ from __future__ import annotations
 from . import _dialects
 from ._api import _as_array, _execute, _resolve
 
-__all__ = ["jax_conv_transpose", "torch_conv_transpose"]
+__all__ = ["jax_conv_transpose", "keras_conv_transpose", "tensorrt_deconvolution",
+           "tf_conv_transpose", "tflite_transpose_conv", "torch_conv_transpose"]
 
 
 def torch_conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding=0,
@@ -142,3 +144,216 @@ def jax_conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_
             else tuple(range(2, rank + 2))
         rhs = np.flip(rhs, kernel_axes)
     return _execute(plan, lhs, rhs, None, out, names=("lhs", "rhs", "bias"))
+
+
+def tf_conv_transpose(input, filters, output_shape, strides, padding="SAME", data_format=None,
+                      dilations=None, *, out=None):
+    """TensorFlow's ``tf.nn.conv_transpose`` (``conv1d/2d/3d_transpose``): the gradient of
+    the forward convolution whose input has ``output_shape``.
+
+    Parameters
+    ----------
+    input : array_like
+        Channels last (``data_format`` None or ``"NWC"``/``"NHWC"``/``"NDHWC"``) or
+        channels first (``"NCW"``/``"NCHW"``/``"NCDHW"``).
+    filters : array_like
+        ``(K..., C_out, C_in)``, not flipped.
+    output_shape : sequence of int
+        The whole output shape (3 to 5 values, in ``data_format``): required.  The
+        forward convolution of the output must give back the input's spatial sizes.
+    strides, dilations : int or sequence of int
+        Length 1, N or N+2 (the batch and channel entries then 1).
+    padding : {"SAME", "VALID"} or list of pairs, optional
+        "SAME": ``X = ceil(Y/s)``, the crop ``max((X-1)*s + K' - Y, 0)`` split with
+        the odd element at the end; "VALID": no crop, ``X = (Y - K' + s) // s``;
+        a list of N+2 ``(before, after)`` pairs (2-D only): the forward padding.
+    out : ndarray, optional
+        As in :func:`convolution_backprop_data`.
+
+    Returns
+    -------
+    ndarray
+        Of shape ``output_shape``.
+
+    Raises
+    ------
+    ConvTransposeError
+        An invalid shape or argument, or an ``output_shape`` TensorFlow refuses.
+    TypeError
+        ``input`` and ``filters`` differ in dtype, or the dtype is not numeric.
+
+    Examples
+    --------
+    >>> import numpy as np, convtranspose as ct
+    >>> x = np.array([1.0, 2.0, 3.0]).reshape(1, 3, 1)
+    >>> w = np.array([1.0, 10.0, 100.0]).reshape(3, 1, 1)
+    >>> ct.tf_conv_transpose(x, w, [1, 5, 1], 2, "SAME").ravel()
+    array([ 10., 102.,  20., 203.,  30.])
+    """
+    input, filters = _as_array("input", input), _as_array("filters", filters)
+    plan = _resolve(_dialects.tf_conv_transpose, input.shape, filters.shape, output_shape,
+                    strides, padding, data_format, dilations)
+    return _execute(plan, input, filters, None, out, names=("input", "filters", "bias"))
+
+
+def keras_conv_transpose(inputs, kernel, bias=None, *, strides=1, padding="valid",
+                         output_padding=None, data_format="channels_last", dilation_rate=1,
+                         out=None):
+    """Keras 3's ``Conv1DTranspose``/``Conv2DTranspose``/``Conv3DTranspose`` layer call
+    (TensorFlow backend), with its kernel and optional bias.
+
+    Parameters
+    ----------
+    inputs : array_like
+        ``(N, X..., C_in)`` or, with ``data_format="channels_first"``, ``(N, C_in, X...)``.
+    kernel : array_like
+        ``(K..., filters, C_in)``, not flipped.
+    bias : array_like, optional
+        ``(filters,)`` (``use_bias=True``).
+    strides, dilation_rate : int or tuple of int, optional
+        Default 1; strides above 1 and dilation_rate above 1 together are refused.
+    padding : {"valid", "same"}, optional
+        With ``output_padding=None``: "valid" gives ``Y = (X-1)*s + max(K', s)``,
+        "same" ``Y = X*s``.  With ``output_padding=p``: "valid" ``Y = F + p``, "same"
+        ``Y = (X-1)*s + K' % 2 + p``.  TensorFlow then crops as in
+        :func:`tf_conv_transpose` and refuses sizes its forward rule does not map back.
+    output_padding : int or tuple of int, optional
+        None (default) differs from 0; each must be smaller than its stride.
+    data_format : {"channels_last", "channels_first"}, optional
+    out : ndarray, optional
+        As in :func:`convolution_backprop_data`.
+
+    Returns
+    -------
+    ndarray
+
+    Raises
+    ------
+    ConvTransposeError
+        An invalid shape or argument, with the rule Keras or TensorFlow applies.
+    TypeError
+        ``inputs`` and ``kernel`` differ in dtype, or the dtype is not numeric.
+
+    Examples
+    --------
+    >>> import numpy as np, convtranspose as ct
+    >>> x = np.array([1.0, 2.0, 3.0]).reshape(1, 3, 1)
+    >>> ct.keras_conv_transpose(x, np.ones((1, 1, 1)), strides=3).ravel()
+    array([1., 0., 0., 2., 0., 0., 3., 0., 0.])
+    """
+    inputs, kernel = _as_array("inputs", inputs), _as_array("kernel", kernel)
+    bias = None if bias is None else _as_array("bias", bias)
+    plan = _resolve(_dialects.keras_conv_transpose, inputs.shape, kernel.shape,
+                    None if bias is None else bias.shape, strides=strides, padding=padding,
+                    output_padding=output_padding, data_format=data_format,
+                    dilation_rate=dilation_rate)
+    return _execute(plan, inputs, kernel, bias, out, names=("inputs", "kernel", "bias"))
+
+
+def tflite_transpose_conv(output_shape, weights, input, bias=None, *, padding="SAME",
+                          stride_h=1, stride_w=1, out=None):
+    """TFLite / LiteRT ``TRANSPOSE_CONV``: its inputs in the op's order (output shape,
+    weights, input, optional bias) and its options.
+
+    Parameters
+    ----------
+    output_shape : sequence of int
+        ``[N, H, W, C_out]`` (the op's input 0).
+    weights : array_like
+        ``(C_out, KH, KW, C_in)`` (OHWI), not flipped.
+    input : array_like
+        ``(N, H, W, C_in)``.
+    bias : array_like, optional
+        ``(C_out,)`` (the op's optional input 3).
+    padding : {"SAME", "VALID"}, optional
+        TensorFlow's rule (:func:`tf_conv_transpose`) without dilation.
+    stride_h, stride_w : int, optional
+    out : ndarray, optional
+        As in :func:`convolution_backprop_data`.
+
+    Returns
+    -------
+    ndarray
+        Of shape ``output_shape``.
+
+    Raises
+    ------
+    ConvTransposeError
+        An invalid shape or option, or an ``output_shape`` LiteRT refuses.
+    TypeError
+        ``input`` and ``weights`` differ in dtype, or the dtype is not numeric.
+
+    Examples
+    --------
+    >>> import numpy as np, convtranspose as ct
+    >>> x = np.array([1.0, 2.0, 3.0]).reshape(1, 1, 3, 1)
+    >>> w = np.array([1.0, 10.0, 100.0]).reshape(1, 1, 3, 1)
+    >>> ct.tflite_transpose_conv([1, 1, 6, 1], w, x, np.array([5.0]), stride_w=2).ravel()
+    array([  6.,  15., 107.,  25., 208.,  35.])
+    """
+    input, weights = _as_array("input", input), _as_array("weights", weights)
+    bias = None if bias is None else _as_array("bias", bias)
+    plan = _resolve(_dialects.tflite_transpose_conv, output_shape, weights.shape, input.shape,
+                    None if bias is None else bias.shape, padding=padding, stride_h=stride_h,
+                    stride_w=stride_w)
+    return _execute(plan, input, weights, bias, out, names=("input", "weights", "bias"))
+
+
+def tensorrt_deconvolution(input, kernel, bias=None, *, num_output_maps=None, stride_nd=1,
+                           padding_nd=0, pre_padding=None, post_padding=None,
+                           padding_mode="EXPLICIT_ROUND_DOWN", num_groups=1, dilation_nd=1,
+                           out=None):
+    """TensorRT's ``IDeconvolutionLayer`` (``add_deconvolution_nd``), computed here
+    from TensorRT's documented formulas (no TensorRT runtime is used).
+
+    Parameters
+    ----------
+    input : array_like
+        ``(N, C_in, X...)`` with 2 or 3 spatial axes.
+    kernel : array_like
+        ``(C_in, C_out / num_groups, K...)``, the layout PyTorch converters pass unchanged.
+    bias : array_like, optional
+        ``(C_out,)``.
+    num_output_maps : int, optional
+        ``C_out``, checked against the kernel when given.
+    stride_nd, dilation_nd : int or sequence of int, optional
+    padding_nd : int or sequence of int, optional
+        Symmetric padding: both ``pre_padding`` and ``post_padding`` unless given.
+    pre_padding, post_padding : int or sequence of int, optional
+        ``B`` and ``A``, cropped from the start and the end of the full result.
+    padding_mode : str, optional
+        ``"EXPLICIT_ROUND_DOWN"`` (default) or ``"EXPLICIT_ROUND_UP"``: ``O = (I-1)*S +
+        DK - (B + A)``; ``"SAME_UPPER"``/``"SAME_LOWER"``: ``O = min(I*S, (I-1)*S +
+        DK)``, the crop ``max(DK - S, 0)`` split with the odd element last or first
+        (these ignore the paddings).
+    num_groups : int, optional
+    out : ndarray, optional
+        As in :func:`convolution_backprop_data`.
+
+    Returns
+    -------
+    ndarray
+
+    Raises
+    ------
+    ConvTransposeError
+        An invalid shape or attribute.
+    TypeError
+        ``input`` and ``kernel`` differ in dtype, or the dtype is not numeric.
+
+    Examples
+    --------
+    >>> import numpy as np, convtranspose as ct
+    >>> x = np.array([1.0, 2.0, 3.0]).reshape(1, 1, 1, 3)
+    >>> w = np.array([1.0, 10.0, 100.0]).reshape(1, 1, 1, 3)
+    >>> ct.tensorrt_deconvolution(x, w, stride_nd=2, padding_mode="SAME_LOWER").ravel()
+    array([ 10., 102.,  20., 203.,  30., 300.])
+    """
+    input, kernel = _as_array("input", input), _as_array("kernel", kernel)
+    bias = None if bias is None else _as_array("bias", bias)
+    plan = _resolve(_dialects.tensorrt_deconvolution, input.shape, kernel.shape,
+                    None if bias is None else bias.shape, num_output_maps=num_output_maps,
+                    stride_nd=stride_nd, padding_nd=padding_nd, pre_padding=pre_padding,
+                    post_padding=post_padding, padding_mode=padding_mode,
+                    num_groups=num_groups, dilation_nd=dilation_nd)
+    return _execute(plan, input, kernel, bias, out, names=("input", "kernel", "bias"))

@@ -96,7 +96,7 @@ class ConvTransposePlan:
     groups : int
     data_format : {"NCX", "NXC"}
         Channels first or channels last, for data and output.
-    filter_layout : {"GIOX", "IOX", "OIX", "XIO", "XOI"}
+    filter_layout : {"GIOX", "IOX", "OIX", "XIO", "XOI", "OXI"}
         How the filter's axes map to (groups, input channels, output channels,
         kernel): ``GIOX`` is OpenVINO's grouped layout; in the others ``I`` is the
         total input channel count and ``O`` the output channels per group.
@@ -369,8 +369,10 @@ def _plan(
 
 def _filter_axes(layout: str, rank: int) -> tuple[int, int, tuple[int, ...]]:
     """Positions of the I axis, the O axis and the kernel axes in a filter layout."""
-    spatial_first = layout.startswith("X")
-    first = rank if spatial_first else 0
-    kernel = tuple(range(rank)) if spatial_first else tuple(range(2, 2 + rank))
-    io = layout.replace("X", "")
-    return first + io.index("I"), first + io.index("O"), kernel
+    positions, kernel, at = {}, (), 0
+    for letter in layout:  # "X" stands for the rank kernel axes, in order
+        if letter == "X":
+            kernel, at = tuple(range(at, at + rank)), at + rank
+        else:
+            positions[letter], at = at, at + 1
+    return positions["I"], positions["O"], kernel

@@ -20,7 +20,12 @@ __all__ = ["Translation", "translate", "DIALECTS"]
 
 #: Every dialect a layer can be translated from and to.
 DIALECTS = ("convolution_backprop_data", "group_convolution_backprop_data", "conv_transpose",
-            "onnx_conv_transpose", "torch_conv_transpose")
+            "onnx_conv_transpose", "torch_conv_transpose", "tensorrt_deconvolution",
+            "tf_conv_transpose", "keras_conv_transpose", "tflite_transpose_conv")
+
+#: Dialects a layer can be translated from only (their output size is tied to the
+#: input by a forward-convolution rule, so they are no target yet).
+SOURCE_ONLY = ("tf_conv_transpose", "keras_conv_transpose", "tflite_transpose_conv")
 
 _NAMES = {  # the data, filter and bias argument names of each dialect
     "convolution_backprop_data": ("data", "filter", None),
@@ -28,6 +33,10 @@ _NAMES = {  # the data, filter and bias argument names of each dialect
     "conv_transpose": ("input", "filter", "bias"),
     "onnx_conv_transpose": ("X", "W", "B"),
     "torch_conv_transpose": ("input", "weight", "bias"),
+    "tensorrt_deconvolution": ("input", "kernel", "bias"),
+    "tf_conv_transpose": ("input", "filters", None),
+    "keras_conv_transpose": ("inputs", "kernel", "bias"),
+    "tflite_transpose_conv": ("input", "weights", "bias"),
 }
 
 
@@ -169,7 +178,9 @@ def translate(source, target, data_shape, filter_shape, bias_shape=None, *,
     source, target : str
         Dialects, by their function names: ``"convolution_backprop_data"``,
         ``"group_convolution_backprop_data"``, ``"conv_transpose"``,
-        ``"onnx_conv_transpose"``, ``"torch_conv_transpose"``.
+        ``"onnx_conv_transpose"``, ``"torch_conv_transpose"``,
+        ``"tensorrt_deconvolution"``; and as sources only ``"tf_conv_transpose"``,
+        ``"keras_conv_transpose"``, ``"tflite_transpose_conv"``.
     data_shape, filter_shape : sequence of int
         The source layer's shapes, in its own layouts.
     bias_shape : sequence of int, optional
@@ -180,8 +191,8 @@ def translate(source, target, data_shape, filter_shape, bias_shape=None, *,
         ``notes``).  False: raise instead, naming what the target cannot express
         and that workaround.
     **attributes
-        The source layer's attributes, with the source dialect's names (an OpenVINO
-        source takes ``output_shape`` here too).
+        The source layer's attributes, with the source dialect's names (OpenVINO,
+        TensorFlow and TFLite sources take ``output_shape`` here too).
 
     Returns
     -------
@@ -209,6 +220,11 @@ def translate(source, target, data_shape, filter_shape, bias_shape=None, *,
     for name, value in (("source", source), ("target", target)):
         if value not in DIALECTS:
             raise ConvTransposeError(f"{name} must be one of {', '.join(DIALECTS)}; got {value!r}")
+    if target in SOURCE_ONLY:
+        raise ConvTransposeError(
+            f"{target} is a translation source only: its output size must map back to the"
+            f" input under TensorFlow's forward-convolution rule; translate to"
+            f" onnx_conv_transpose or torch_conv_transpose instead")
     plan = _source_plan(source, data_shape, filter_shape, bias_shape, attributes)
     has_bias = bias_shape is not None
     solved = rules.solve(target, plan, has_bias)
@@ -223,6 +239,9 @@ def translate(source, target, data_shape, filter_shape, bias_shape=None, *,
 
 def _source_plan(source, data_shape, filter_shape, bias_shape, attributes) -> ConvTransposePlan:
     resolver = getattr(_dialects, source)
+    if source == "tflite_transpose_conv":  # the op's input order: output shape first
+        return resolver(attributes.pop("output_shape", None), filter_shape, data_shape,
+                        bias_shape, **attributes)
     if _NAMES[source][2] is None:
         if bias_shape is not None:
             raise ConvTransposeError(f"{source} has no bias; got bias_shape {bias_shape!r}")

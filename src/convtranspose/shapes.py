@@ -21,7 +21,11 @@ from ._dialects import (
     group_convolution,
     group_convolution_backprop_data,
     jax_conv_transpose,
+    keras_conv_transpose,
     onnx_conv_transpose,
+    tensorrt_deconvolution,
+    tf_conv_transpose,
+    tflite_transpose_conv,
     torch_conv_transpose,
 )
 from ._plan import AxisPlan, ConvTransposePlan
@@ -36,6 +40,10 @@ __all__ = [
     "group_convolution",
     "group_convolution_backprop_data",
     "jax_conv_transpose",
+    "keras_conv_transpose",
     "onnx_conv_transpose",
+    "tensorrt_deconvolution",
+    "tf_conv_transpose",
+    "tflite_transpose_conv",
     "torch_conv_transpose",
 ]

@@ -11,7 +11,10 @@ from .onednn import conv_transpose
 from .onnx import onnx_conv_transpose
 from .openvino import convolution_backprop_data, group_convolution_backprop_data
 from .pytorch import torch_conv_transpose
+from .tensorflow import keras_conv_transpose, tf_conv_transpose, tflite_transpose_conv
+from .tensorrt import tensorrt_deconvolution
 
 __all__ = ["ConvolutionPlan", "conv_transpose", "convolution", "convolution_backprop_data",
            "group_convolution", "group_convolution_backprop_data", "jax_conv_transpose",
-           "onnx_conv_transpose", "torch_conv_transpose"]
+           "keras_conv_transpose", "onnx_conv_transpose", "tensorrt_deconvolution",
+           "tf_conv_transpose", "tflite_transpose_conv", "torch_conv_transpose"]

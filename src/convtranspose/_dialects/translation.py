@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .._errors import ConvTransposeError
 from .._plan import ConvTransposePlan, _filter_axes
-from . import onednn, onnx, openvino, pytorch
+from . import onednn, onnx, openvino, pytorch, tensorrt
 
 __all__ = ["Solution", "solve", "data_axes", "filter_steps", "output_axes"]
 
@@ -102,6 +102,16 @@ def solve(target: str, plan: ConvTransposePlan, has_bias: bool) -> Solution:
                           dilation=plan.dilations)
         why = ("pads symmetrically, never negatively, with output_padding below stride or"
                " dilation")
+    elif target == "tensorrt_deconvolution":
+        if rank not in (2, 3):
+            raise ConvTransposeError(
+                f"tensorrt_deconvolution is 2-D or 3-D but the layer has {rank} spatial"
+                f" axes; workaround: add a spatial axis of size 1 (data, filter and output)")
+        rules = _explicit(windows, [0] * rank)
+        attributes = dict(stride_nd=plan.strides, pre_padding=tuple(r[0] for r in rules),
+                          post_padding=tuple(r[1] for r in rules), num_groups=groups,
+                          dilation_nd=plan.dilations)
+        why = "has no output_padding and no negative padding"
     elif target == "conv_transpose":
         rules = _explicit(windows, [s - 1 for s in plan.strides])
         attributes = dict(strides=plan.strides, pads_begin=tuple(r[0] for r in rules),
@@ -189,6 +199,8 @@ def _replan(target, plan, attributes, has_bias) -> ConvTransposePlan:
     bias = (plan.out_channels,) if has_bias and not target.endswith("backprop_data") else None
     if target == "torch_conv_transpose":
         return pytorch.torch_conv_transpose(data, filter_, bias, **attributes)
+    if target == "tensorrt_deconvolution":
+        return tensorrt.tensorrt_deconvolution(data, filter_, bias, **attributes)
     if target == "conv_transpose":
         return onednn.conv_transpose(data, filter_, bias, **attributes)
     if target == "onnx_conv_transpose":
