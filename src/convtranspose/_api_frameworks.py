@@ -6,15 +6,27 @@ own argument names and layouts, all computing a canonical plan like the function
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import _dialects
 from ._api import _as_array, _execute, _resolve
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    import numpy as np
+
+    from ._typing import ArrayLike, PerAxis, ShapeLike
 
 __all__ = ["jax_conv_transpose", "keras_conv_transpose", "tensorrt_deconvolution",
            "tf_conv_transpose", "tflite_transpose_conv", "torch_conv_transpose"]
 
 
-def torch_conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding=0,
-                         groups=1, dilation=1, output_size=None, *, out=None):
+def torch_conv_transpose(input: ArrayLike, weight: ArrayLike, bias: ArrayLike | None = None,
+                         stride: PerAxis = 1, padding: PerAxis = 0, output_padding: PerAxis = 0,
+                         groups: int = 1, dilation: PerAxis = 1,
+                         output_size: ShapeLike | None = None, *,
+                         out: np.ndarray | None = None) -> np.ndarray:
     """PyTorch's transposed convolution: ``torch.nn.functional.conv_transpose{1,2,3}d`` and
     ``torch.nn.ConvTranspose{1,2,3}d.forward(input, output_size)``, in any spatial rank.
 
@@ -79,8 +91,10 @@ def torch_conv_transpose(input, weight, bias=None, stride=1, padding=0, output_p
     return _execute(plan, input, weight, bias, out, names=("input", "weight", "bias"))
 
 
-def jax_conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
-                       transpose_kernel=False, use_consistent_padding=False, *, out=None):
+def jax_conv_transpose(lhs: ArrayLike, rhs: ArrayLike, strides: PerAxis, padding: Any,
+                       rhs_dilation: PerAxis = None, dimension_numbers: Any = None,
+                       transpose_kernel: bool = False, use_consistent_padding: bool = False, *,
+                       out: np.ndarray | None = None) -> np.ndarray:
     """JAX ``jax.lax.conv_transpose``: a forward convolution of the stride-dilated input.
 
     Parameters
@@ -146,8 +160,9 @@ def jax_conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_
     return _execute(plan, lhs, rhs, None, out, names=("lhs", "rhs", "bias"))
 
 
-def tf_conv_transpose(input, filters, output_shape, strides, padding="SAME", data_format=None,
-                      dilations=None, *, out=None):
+def tf_conv_transpose(input: ArrayLike, filters: ArrayLike, output_shape: ShapeLike,
+                      strides: PerAxis, padding: Any = "SAME", data_format: str | None = None,
+                      dilations: PerAxis = None, *, out: np.ndarray | None = None) -> np.ndarray:
     """TensorFlow's ``tf.nn.conv_transpose`` (``conv1d/2d/3d_transpose``): the gradient of
     the forward convolution whose input has ``output_shape``.
 
@@ -196,9 +211,11 @@ def tf_conv_transpose(input, filters, output_shape, strides, padding="SAME", dat
     return _execute(plan, input, filters, None, out, names=("input", "filters", "bias"))
 
 
-def keras_conv_transpose(inputs, kernel, bias=None, *, strides=1, padding="valid",
-                         output_padding=None, data_format="channels_last", dilation_rate=1,
-                         out=None):
+def keras_conv_transpose(inputs: ArrayLike, kernel: ArrayLike, bias: ArrayLike | None = None, *,
+                         strides: PerAxis = 1, padding: str = "valid",
+                         output_padding: PerAxis = None, data_format: str = "channels_last",
+                         dilation_rate: PerAxis = 1,
+                         out: np.ndarray | None = None) -> np.ndarray:
     """Keras 3's ``Conv1DTranspose``/``Conv2DTranspose``/``Conv3DTranspose`` layer call
     (TensorFlow backend), with its kernel and optional bias.
 
@@ -250,8 +267,10 @@ def keras_conv_transpose(inputs, kernel, bias=None, *, strides=1, padding="valid
     return _execute(plan, inputs, kernel, bias, out, names=("inputs", "kernel", "bias"))
 
 
-def tflite_transpose_conv(output_shape, weights, input, bias=None, *, padding="SAME",
-                          stride_h=1, stride_w=1, out=None):
+def tflite_transpose_conv(output_shape: ShapeLike, weights: ArrayLike, input: ArrayLike,
+                          bias: ArrayLike | None = None, *, padding: str = "SAME",
+                          stride_h: int = 1, stride_w: int = 1,
+                          out: np.ndarray | None = None) -> np.ndarray:
     """TFLite / LiteRT ``TRANSPOSE_CONV``: its inputs in the op's order (output shape,
     weights, input, optional bias) and its options.
 
@@ -299,10 +318,13 @@ def tflite_transpose_conv(output_shape, weights, input, bias=None, *, padding="S
     return _execute(plan, input, weights, bias, out, names=("input", "weights", "bias"))
 
 
-def tensorrt_deconvolution(input, kernel, bias=None, *, num_output_maps=None, stride_nd=1,
-                           padding_nd=0, pre_padding=None, post_padding=None,
-                           padding_mode="EXPLICIT_ROUND_DOWN", num_groups=1, dilation_nd=1,
-                           out=None):
+def tensorrt_deconvolution(input: ArrayLike, kernel: ArrayLike, bias: ArrayLike | None = None,
+                           *, num_output_maps: int | None = None, stride_nd: PerAxis = 1,
+                           padding_nd: PerAxis = 0, pre_padding: PerAxis = None,
+                           post_padding: PerAxis = None,
+                           padding_mode: str = "EXPLICIT_ROUND_DOWN", num_groups: int = 1,
+                           dilation_nd: PerAxis = 1,
+                           out: np.ndarray | None = None) -> np.ndarray:
     """TensorRT's ``IDeconvolutionLayer`` (``add_deconvolution_nd``), computed here
     from TensorRT's documented formulas (no TensorRT runtime is used).
 

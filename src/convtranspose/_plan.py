@@ -369,7 +369,9 @@ def _plan(
 
 def _filter_axes(layout: str, rank: int) -> tuple[int, int, tuple[int, ...]]:
     """Positions of the I axis, the O axis and the kernel axes in a filter layout."""
-    positions, kernel, at = {}, (), 0
+    positions: dict[str, int] = {}
+    kernel: tuple[int, ...] = ()
+    at = 0
     for letter in layout:  # "X" stands for the rank kernel axes, in order
         if letter == "X":
             kernel, at = tuple(range(at, at + rank)), at + rank

@@ -11,10 +11,16 @@ output (and the bias added afterwards) that restores the source's result.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import _dialects
 from ._errors import ConvTransposeError
 from ._plan import ConvTransposePlan
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._typing import ShapeLike
 
 __all__ = ["Translation", "translate", "DIALECTS"]
 
@@ -169,8 +175,9 @@ def _show(value):
     return list(value) if isinstance(value, tuple) else value
 
 
-def translate(source, target, data_shape, filter_shape, bias_shape=None, *,
-              workarounds=True, **attributes) -> Translation:
+def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: ShapeLike,
+              bias_shape: ShapeLike | None = None, *, workarounds: bool = True,
+              **attributes: Any) -> Translation:
     """Express one transposed-convolution layer of one dialect in another.
 
     Parameters

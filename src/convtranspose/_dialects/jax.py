@@ -9,6 +9,8 @@ unless ``transpose_kernel=True`` (which flips it back and swaps its I and O axes
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._errors import ConvTransposeError
 from .._plan import (
     ConvTransposePlan,
@@ -20,6 +22,11 @@ from .._plan import (
     _sequence,
     _shape,
 )
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .._typing import PerAxis, ShapeLike
 
 __all__ = ["jax_conv_transpose", "jax_layouts"]
 
@@ -99,8 +106,9 @@ def _padding_pairs(padding, rank, dilated, strides, consistent):
     return pairs
 
 
-def jax_conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
-                       transpose_kernel=False, use_consistent_padding=False
+def jax_conv_transpose(lhs: ShapeLike, rhs: ShapeLike, strides: PerAxis, padding: Any,
+                       rhs_dilation: PerAxis = None, dimension_numbers: Any = None,
+                       transpose_kernel: bool = False, use_consistent_padding: bool = False,
                        ) -> ConvTransposePlan:
     """Plan JAX ``lax.conv_transpose`` from shapes.
 

@@ -9,6 +9,8 @@ dilation, and the module's ``output_size`` chooses ``output_padding`` in
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._errors import ConvTransposeError
 from .._plan import (
     ConvTransposePlan,
@@ -20,6 +22,10 @@ from .._plan import (
     _sequence,
     _shape,
 )
+
+if TYPE_CHECKING:
+
+    from .._typing import PerAxis, ShapeLike
 
 __all__ = ["torch_conv_transpose", "torch_per_axis"]
 
@@ -66,8 +72,10 @@ def _torch_output_padding(output_size, data, rank, strides, padding, dilations, 
     return tuple(size - low for size, low in zip(sizes, minimum))
 
 
-def torch_conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding=0,
-                         groups=1, dilation=1, output_size=None) -> ConvTransposePlan:
+def torch_conv_transpose(input: ShapeLike, weight: ShapeLike, bias: ShapeLike | None = None,
+                         stride: PerAxis = 1, padding: PerAxis = 0, output_padding: PerAxis = 0,
+                         groups: int = 1, dilation: PerAxis = 1,
+                         output_size: ShapeLike | None = None) -> ConvTransposePlan:
     """Plan PyTorch's transposed convolution from shapes.
 
     Takes the shapes of ``input`` ``(N, C_in, X...)``, ``weight``
@@ -97,7 +105,7 @@ def torch_conv_transpose(input, weight, bias=None, stride=1, padding=0, output_p
     strides = torch_per_axis("stride", stride, rank, 1)
     padding = torch_per_axis("padding", padding, rank, 0)
     dilations = torch_per_axis("dilation", dilation, rank, 1)
-    output_padding = torch_per_axis("output_padding", output_padding, rank, 0)
+    extra: tuple[int, ...] = torch_per_axis("output_padding", output_padding, rank, 0)
     groups = _index("groups", groups)
     if groups <= 0:
         raise ConvTransposeError(f"groups must be positive, got {groups}")
@@ -118,9 +126,9 @@ def torch_conv_transpose(input, weight, bias=None, stride=1, padding=0, output_p
             f"bias has shape {_shape('bias shape', bias)} but must be ({out_channels},), one"
             f" value per output channel")
     if output_size is not None:
-        output_padding = _torch_output_padding(output_size, data, rank, strides, padding,
+        extra = _torch_output_padding(output_size, data, rank, strides, padding,
                                                dilations, kernel)
-    for i, (op_, s, d) in enumerate(zip(output_padding, strides, dilations)):
+    for i, (op_, s, d) in enumerate(zip(extra, strides, dilations)):
         if op_ >= s and op_ >= d:
             raise ConvTransposeError(
                 f"output_padding[{i}] is {op_} but must be smaller than either stride[{i}] ="
@@ -129,10 +137,10 @@ def torch_conv_transpose(input, weight, bias=None, stride=1, padding=0, output_p
     axes = []
     for i in range(rank):
         x, k, s, d, p, op_ = data[2 + i], kernel[i], strides[i], dilations[i], padding[i], \
-            output_padding[i]
+            extra[i]
         full = (x - 1) * s + (k - 1) * d + 1
         axes.append(_axis(i, x, k, s, d, p, full + op_ - 2 * p,
                           f"Y = F + output_padding - 2*padding = {full} + {op_} - 2*{p}"))
     output = (data[0], out_channels) + tuple(a.output_size for a, _ in axes)
     return _plan("torch_conv_transpose", data, filter_, output, strides, dilations, padding,
-                 padding, output_padding, "explicit", groups, "NCX", "IOX", axes)
+                 padding, extra, "explicit", groups, "NCX", "IOX", axes)

@@ -14,6 +14,8 @@ so the odd pad of SAME goes at the end, and ``Y`` past the full result ``F`` is 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._errors import ConvTransposeError
 from .._plan import (
     ConvTransposePlan,
@@ -25,6 +27,11 @@ from .._plan import (
     _sequence,
     _shape,
 )
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .._typing import PerAxis, ShapeLike
 
 __all__ = ["keras_conv_transpose", "tf_conv_transpose", "tflite_transpose_conv"]
 
@@ -166,8 +173,9 @@ def _tf_plan(op, data, filter_, output, strides, dilations, modes, channels_last
                  mode_name, 1, "NXC" if channels_last else "NCX", layout, axes)
 
 
-def tf_conv_transpose(input, filters, output_shape, strides, padding="SAME", data_format=None,
-                      dilations=None) -> ConvTransposePlan:
+def tf_conv_transpose(input: ShapeLike, filters: ShapeLike, output_shape: ShapeLike,
+                      strides: PerAxis, padding: Any = "SAME", data_format: str | None = None,
+                      dilations: PerAxis = None) -> ConvTransposePlan:
     """Plan TensorFlow's ``tf.nn.conv_transpose`` from shapes.
 
     Takes the shapes of ``input`` and ``filters`` ``(K..., C_out, C_in)`` and the same
@@ -231,9 +239,10 @@ def _keras_tuple(name, value, rank, allow_zero=False) -> tuple[int, ...]:
     return _per_axis(name, items, rank, 0, 0 if allow_zero else 1)
 
 
-def keras_conv_transpose(inputs, kernel, bias=None, *, strides=1, padding="valid",
-                         output_padding=None, data_format="channels_last",
-                         dilation_rate=1) -> ConvTransposePlan:
+def keras_conv_transpose(inputs: ShapeLike, kernel: ShapeLike, bias: ShapeLike | None = None, *,
+                         strides: PerAxis = 1, padding: str = "valid",
+                         output_padding: PerAxis = None, data_format: str = "channels_last",
+                         dilation_rate: PerAxis = 1) -> ConvTransposePlan:
     """Plan Keras 3's ``Conv1DTranspose``/``Conv2DTranspose``/``Conv3DTranspose`` from shapes.
 
     Takes the shapes of ``inputs``, ``kernel`` ``(K..., filters, C_in)`` and optionally
@@ -296,8 +305,9 @@ def keras_conv_transpose(inputs, kernel, bias=None, *, strides=1, padding="valid
             f" for 'same' with output_padding) and TensorFlow refuses it: {error}") from None
 
 
-def tflite_transpose_conv(output_shape, weights, input, bias=None, *, padding="SAME",
-                          stride_h=1, stride_w=1) -> ConvTransposePlan:
+def tflite_transpose_conv(output_shape: ShapeLike, weights: ShapeLike, input: ShapeLike,
+                          bias: ShapeLike | None = None, *, padding: str = "SAME",
+                          stride_h: int = 1, stride_w: int = 1) -> ConvTransposePlan:
     """Plan TFLite / LiteRT ``TRANSPOSE_CONV`` from shapes.
 
     Takes ``output_shape`` (the op's input 0, ``[N, H, W, C_out]``), the shapes of

@@ -14,8 +14,14 @@ no mode can add ``output_padding``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._errors import ConvTransposeError
 from .._plan import ConvTransposePlan, _axis, _check_spatial, _index, _per_axis, _plan, _shape
+
+if TYPE_CHECKING:
+
+    from .._typing import PerAxis, ShapeLike
 
 __all__ = ["tensorrt_deconvolution", "PADDING_MODES"]
 
@@ -34,10 +40,12 @@ def _pads(mode, dilated, strides, pre, post):
     return pairs
 
 
-def tensorrt_deconvolution(input, kernel, bias=None, *, num_output_maps=None, stride_nd=1,
-                           padding_nd=0, pre_padding=None, post_padding=None,
-                           padding_mode="EXPLICIT_ROUND_DOWN", num_groups=1,
-                           dilation_nd=1) -> ConvTransposePlan:
+def tensorrt_deconvolution(input: ShapeLike, kernel: ShapeLike, bias: ShapeLike | None = None,
+                           *, num_output_maps: int | None = None, stride_nd: PerAxis = 1,
+                           padding_nd: PerAxis = 0, pre_padding: PerAxis = None,
+                           post_padding: PerAxis = None,
+                           padding_mode: str = "EXPLICIT_ROUND_DOWN", num_groups: int = 1,
+                           dilation_nd: PerAxis = 1) -> ConvTransposePlan:
     """Plan a TensorRT deconvolution layer from shapes.
 
     Takes the shapes of ``input`` ``(N, C_in, X...)``, ``kernel``
