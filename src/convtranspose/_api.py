@@ -45,11 +45,18 @@ def _as_array(name: str, value: object) -> np.ndarray:
             f" or the plain data"
         )
     if type(value) is np.ndarray:
-        return value
-    try:
-        return np.asarray(value)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"{name} must be an array, got {type(value).__name__}: {error}") from None
+        array = value
+    else:
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as error:
+            raise TypeError(
+                f"{name} must be an array, got {type(value).__name__}: {error}") from None
+    if not array.dtype.isnative:
+        # Big-endian (or byte-swapped) operands are read in native order: the kernels
+        # and the accumulation dtype assume it.  A copy; the caller's array is untouched.
+        array = array.astype(array.dtype.newbyteorder("="))
+    return array
 
 
 _PLAN_CACHE_SIZE = 512

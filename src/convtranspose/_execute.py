@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ._geometry import beyond_int64_kernels
 from ._plan import AxisPlan
 from ._runtime.memo import _derived_from
 from ._runtime.target import Target, host
@@ -86,7 +87,9 @@ def transposed_convolution(
     batch = data.shape[0]
     if out is None:
         out = _empty_result(batch, weights.shape, axes, channels_last, result_dtype or dtype)
-    if algorithm is None:
+    if beyond_int64_kernels(axes):  # correctness wins over a forced algorithm
+        algorithm = "direct-numpy"
+    elif algorithm is None:
         algorithm = _planned(data, weights, axes, dtype, result_dtype, channels_last, bias, out,
                              target)
     if result_dtype is not None:
@@ -96,8 +99,9 @@ def transposed_convolution(
         out.fill(0)
     elif out.size:
         # Special values arise silently, whichever algorithm runs (BLAS never warns; NumPy
-        # would, in some algorithms only), and the finiteness checks may overflow.
-        with np.errstate(over="ignore", invalid="ignore"):
+        # would, in some algorithms only), and the finiteness checks may overflow: no
+        # np.errstate setting of the caller changes or interrupts a result.
+        with np.errstate(all="ignore"):
             try:
                 _compute(algorithm, data, weights, axes, dtype, channels_last, out, target)
             except _NonFinite:
@@ -107,7 +111,8 @@ def transposed_convolution(
                          channels_last, out, target)
     if bias is not None and out.size:
         shape = (-1,) if channels_last else (-1,) + (1,) * len(axes)
-        out += bias.astype(dtype, copy=False).reshape(shape)
+        with np.errstate(all="ignore"):  # inf + -inf is NaN, silently, as in the sums
+            out += bias.astype(dtype, copy=False).reshape(shape)
     return out
 
 
@@ -200,6 +205,8 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
     """
     dtype = data.dtype
     if dtype not in (np.float32, np.float64) or not dtype.isnative or filter.dtype != dtype:
+        return None
+    if beyond_int64_kernels(axes):
         return None
     target = host() if target is None else target
     batch = data.shape[0]
