@@ -21,9 +21,10 @@ from ._api import (
     onnx_conv_transpose,
 )
 from ._dtypes import SUPPORTED_DTYPES
-from ._errors import ConvTransposeError
+from ._errors import ConvTransposeError, ResultTooLargeError
 from ._explain import explain
 from ._plan import AxisPlan, ConvTransposePlan
+from ._runtime.memory import get_max_bytes, limit_memory, set_max_bytes
 from ._runtime.target import (
     Target,
     get_num_threads,
@@ -47,6 +48,7 @@ __all__ = [
     "AxisPlan",
     "ConvTransposeError",
     "ConvTransposePlan",
+    "ResultTooLargeError",
     "SUPPORTED_DTYPES",
     "Target",
     "conv_transpose",
@@ -54,13 +56,16 @@ __all__ = [
     "explain",
     "export_wisdom",
     "forget_wisdom",
+    "get_max_bytes",
     "get_num_threads",
     "get_planning",
     "group_convolution_backprop_data",
     "host_target",
     "import_wisdom",
+    "limit_memory",
     "num_threads",
     "onnx_conv_transpose",
+    "set_max_bytes",
     "set_num_threads",
     "set_planning",
     "set_thread_pinning",

@@ -11,6 +11,7 @@ kernel.  The per-axis shape formula every docstring refers to is::
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 
@@ -21,6 +22,7 @@ from . import planning as _planning
 from ._dtypes import accumulation_dtype, check_dtypes
 from ._errors import ConvTransposeError
 from ._execute import prepare_call, transposed_convolution
+from ._runtime import memory as _memory
 
 __all__ = [
     "convolution_backprop_data",
@@ -172,7 +174,52 @@ def _operands(names, data, filter, bias) -> dict:
     return arrays
 
 
-def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter", "bias")):
+def _culprit(plan, output_shape) -> tuple[str, object]:
+    """The argument (and its value) that makes the result of ``plan`` as large as it is:
+    ``output_shape`` when given, else the attribute that lengthens the longest axis most,
+    else the operand with the most batch or channels."""
+    if output_shape is not None:
+        return "output_shape", output_shape
+    longest = max(range(plan.spatial_rank), key=lambda i: plan.axes[i].output_size)
+    axis = plan.axes[longest]
+    parts = {"strides": (axis.input_size - 1) * axis.stride,
+             "dilations": (axis.kernel_size - 1) * axis.dilation,
+             "output_padding": plan.output_padding[longest]}
+    name = max(parts, key=parts.get)
+    if parts[name] > 2 * (axis.input_size + axis.kernel_size):
+        return name, getattr(plan, name)
+    if plan.out_channels > plan.in_channels:
+        return "filter", f"<array of shape {plan.filter_shape}>"
+    return "data", f"<array of shape {plan.data_shape}>"
+
+
+def _check_memory(plan, data, filter, out, output_shape) -> None:
+    """Refuse (:class:`ResultTooLargeError`) a call whose result, wider sums and widened
+    operands exceed ``ct.get_max_bytes()``, or whose result NumPy cannot hold, before
+    anything is allocated."""
+    dtype = data.dtype
+    wide = accumulation_dtype(dtype) if dtype.kind in "fiu" or dtype.name == "bfloat16" \
+        else dtype
+    elements = math.prod(plan.output_shape)
+    scratch = 0
+    if wide != dtype:  # sums in pieces, and each operand widened once
+        scratch = min(elements * wide.itemsize,
+                      _memory.sums_piece_bytes(elements * dtype.itemsize))
+        scratch += (data.size + filter.size) * wide.itemsize
+    if 0 < elements * (dtype.itemsize + 8) + scratch < _FEW_BYTES and _memory.unlimited():
+        return  # the common small call: nothing to check
+    argument, value = _culprit(plan, output_shape)
+    _memory.check_request(plan.output_shape, dtype, result_allocated=out is None,
+                          scratch_bytes=scratch, argument=argument, value=value)
+
+
+#: Calls needing fewer bytes than this skip the limit check unless a limit is set.
+_FEW_BYTES = 1 << 24
+
+
+def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter", "bias"),
+             output_shape=None):
+    _check_memory(plan, data, filter, out, output_shape)
     if out is not None and not _direct_out(out, plan, _operands(names, data, filter, bias),
                                            names):
         np.copyto(out, _execute(plan, data, filter, bias, names=names))
@@ -271,7 +318,7 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, 
         _dialects.convolution_backprop_data, data.shape, filter.shape, output_shape,
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
         auto_pad=auto_pad, output_padding=output_padding)
-    return _execute(plan, data, filter, out=out)
+    return _execute(plan, data, filter, out=out, output_shape=output_shape)
 
 
 def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
@@ -313,7 +360,7 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
         _dialects.group_convolution_backprop_data, data.shape, filter.shape, output_shape,
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
         auto_pad=auto_pad, output_padding=output_padding)
-    return _execute(plan, data, filter, out=out)
+    return _execute(plan, data, filter, out=out, output_shape=output_shape)
 
 
 def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, pads_end=None,
@@ -381,7 +428,8 @@ def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, p
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
         auto_pad=auto_pad, output_padding=output_padding, groups=groups, data_format=data_format,
         filter_format=filter_format, weights_format=weights_format, output_shape=output_shape)
-    return _execute(plan, input, filter, bias, out, names=("input", "filter", "bias"))
+    return _execute(plan, input, filter, bias, out, names=("input", "filter", "bias"),
+                    output_shape=output_shape)
 
 
 def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1,
@@ -442,4 +490,4 @@ def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
         _dialects.onnx_conv_transpose, X.shape, W.shape, None if B is None else B.shape,
         auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
         output_padding=output_padding, output_shape=output_shape, pads=pads, strides=strides)
-    return _execute(plan, X, W, B, out, names=("X", "W", "B"))
+    return _execute(plan, X, W, B, out, names=("X", "W", "B"), output_shape=output_shape)
