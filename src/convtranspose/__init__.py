@@ -15,6 +15,7 @@ and :class:`Target` describes the machine it is chosen and compiled for.
 
 from . import shapes
 from ._api import (
+    clear_caches,
     conv_transpose,
     convolution_backprop_data,
     group_convolution_backprop_data,
@@ -24,6 +25,7 @@ from ._dtypes import SUPPORTED_DTYPES
 from ._errors import ConvTransposeError, ResultTooLargeError
 from ._explain import explain
 from ._plan import AxisPlan, ConvTransposePlan
+from ._runtime.memo import set_weights_memo_bytes
 from ._runtime.memory import get_max_bytes, limit_memory, set_max_bytes
 from ._runtime.target import (
     Target,
@@ -51,6 +53,7 @@ __all__ = [
     "ResultTooLargeError",
     "SUPPORTED_DTYPES",
     "Target",
+    "clear_caches",
     "conv_transpose",
     "convolution_backprop_data",
     "explain",
@@ -69,6 +72,7 @@ __all__ = [
     "set_num_threads",
     "set_planning",
     "set_thread_pinning",
+    "set_weights_memo_bytes",
     "shapes",
     "use_planning",
     "use_target",

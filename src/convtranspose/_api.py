@@ -22,9 +22,11 @@ from . import planning as _planning
 from ._dtypes import accumulation_dtype, check_dtypes
 from ._errors import ConvTransposeError
 from ._execute import prepare_call, transposed_convolution
+from ._runtime import memo as _memo
 from ._runtime import memory as _memory
 
 __all__ = [
+    "clear_caches",
     "convolution_backprop_data",
     "group_convolution_backprop_data",
     "conv_transpose",
@@ -102,18 +104,54 @@ def _resolve(resolver, *args, **kwargs) -> _plan.ConvTransposePlan:
     if plan is None:
         plan = resolver(*args, **kwargs)
         _bounded_insert(_plan_cache, key, plan, _PLAN_CACHE_SIZE)
+    else:
+        _touch(_plan_cache, key, plan)
     return plan
 
 
 _insert_lock = threading.Lock()
 
 
+def _touch(cache: dict, key, value) -> None:
+    """Make ``key`` the most recently used entry (dicts keep insertion order: the least
+    recently used entry is the first, which :func:`_bounded_insert` drops)."""
+    with _insert_lock:
+        if cache.pop(key, None) is not None:
+            cache[key] = value
+
+
 def _bounded_insert(cache: dict, key, value, size: int) -> None:
-    """``cache[key] = value``, first dropping the oldest entries beyond ``size - 1``."""
+    """``cache[key] = value``, first dropping the least recently used entries beyond
+    ``size - 1``."""
     with _insert_lock:  # two threads evicting at once would drop the same key twice
+        cache.pop(key, None)
         while len(cache) >= size:
             del cache[next(iter(cache))]
         cache[key] = value
+
+
+def clear_caches() -> None:
+    """Forget everything kept between calls in this process: resolved plans, prepared
+    calls, filters' derived matrices, cost-model estimates and planning decisions.
+
+    Results do not change; the next calls only take longer.  The wisdom on disk stays
+    (:func:`convtranspose.forget_wisdom` forgets it), and so do compiled kernels.
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> ct.clear_caches()
+    """
+    with _insert_lock:
+        _plan_cache.clear()
+        _prepared_calls.clear()
+    _memo.forget_derived()
+    _planning.forget_decisions()
+    for module in [m for name, m in sys.modules.items()
+                   if name == "convtranspose" or name.startswith("convtranspose.")]:
+        for value in list(vars(module).values()):
+            if callable(getattr(value, "cache_clear", None)) and hasattr(value, "cache_info"):
+                value.cache_clear()  # the functools caches of the package's functions
 
 
 def _canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.ndarray:

@@ -112,10 +112,17 @@ def transposed_convolution(
                 _compute(exact, _casts.widen(data, target), weights, axes, dtype,
                          channels_last, out, target)
     if bias is not None and out.size:
-        shape = (-1,) if channels_last else (-1,) + (1,) * len(axes)
-        with np.errstate(all="ignore"):  # inf + -inf is NaN, silently, as in the sums
-            out += bias.astype(dtype, copy=False).reshape(shape)
+        _add_bias(out, bias, dtype, channels_last, len(axes))
     return out
+
+
+def _add_bias(out: np.ndarray, bias: np.ndarray, dtype: np.dtype, channels_last: bool,
+              rank: int) -> None:
+    """``out += bias`` along the channel axis, silently (inf + -inf is NaN, as in the
+    sums), whatever the caller's ``np.errstate``."""
+    shape = (-1,) if channels_last else (-1,) + (1,) * rank
+    with np.errstate(all="ignore"):
+        out += bias.astype(dtype, copy=False).reshape(shape)
 
 
 def _result_shape(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
