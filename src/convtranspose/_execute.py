@@ -100,9 +100,8 @@ def transposed_convolution(
     if out.size and (data.size == 0 or weights.size == 0):
         out.fill(0)
     elif out.size:
-        # Special values arise silently, whichever algorithm runs (BLAS never warns; NumPy
-        # would, in some algorithms only), and the finiteness checks may overflow: no
-        # np.errstate setting of the caller changes or interrupts a result.
+        # Special values arise silently whichever algorithm runs (BLAS never warns), under
+        # any np.errstate of the caller; the finiteness checks may overflow.
         with np.errstate(all="ignore"):
             try:
                 _compute(algorithm, data, weights, axes, dtype, channels_last, out, target)
