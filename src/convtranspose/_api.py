@@ -333,9 +333,19 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, 
     ConvTransposeError
         An invalid shape or attribute (a ``ValueError``), or an ``out`` of another
         shape or read-only.
+    ResultTooLargeError
+        A :class:`ConvTransposeError` and a ``MemoryError``: the result and scratch
+        would exceed :func:`convtranspose.get_max_bytes`, or NumPy cannot hold the
+        result; raised before anything is allocated, naming the argument and the bytes.
     TypeError
         ``data`` and ``filter`` differ in dtype, or the dtype is not numeric; ``out``
         is not an ndarray of the result's dtype.
+
+    Notes
+    -----
+    Operands may have any memory layout and byte order (non-native ones are read as
+    native; the result is native), attributes integers of any size, and any
+    ``np.errstate`` is in force: infinities and NaNs arise silently, as in the sums.
 
     See Also
     --------
@@ -381,7 +391,7 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
 
     Raises
     ------
-    ConvTransposeError, TypeError
+    ConvTransposeError, ResultTooLargeError, TypeError
         As in :func:`convolution_backprop_data`.
 
     Examples
@@ -448,7 +458,7 @@ def conv_transpose(input, filter, bias=None, *, strides=None, pads_begin=None, p
 
     Raises
     ------
-    ConvTransposeError, TypeError
+    ConvTransposeError, ResultTooLargeError, TypeError
         As in :func:`convolution_backprop_data`.
 
     Examples
@@ -511,7 +521,7 @@ def onnx_conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
 
     Raises
     ------
-    ConvTransposeError, TypeError
+    ConvTransposeError, ResultTooLargeError, TypeError
         As in :func:`convolution_backprop_data`.
 
     Examples
