@@ -3,6 +3,7 @@
 - ``--examples N``: hypothesis examples per property test against the oracle (default 60).
 - ``--peer-examples N``: random configurations per dialect against the peer runtimes (default 300).
 - ``--runslow``: also run tests marked ``slow`` (large layers, long budgets).
+- ``--fuzz-examples N``: draws of the fuzz test, tests/test_fuzz.py (default 400).
 
 CI runs derandomised (profile ``ci``, chosen when ``CI`` is set) so a red build reproduces.
 """
@@ -36,6 +37,8 @@ def pytest_addoption(parser):
     parser.addoption("--peer-examples", type=int, default=300,
                      help="random configurations per dialect against the peer runtimes")
     parser.addoption("--runslow", action="store_true", help="run tests marked slow")
+    parser.addoption("--fuzz-examples", type=int, default=400,
+                     help="draws of the fuzz test (tests/test_fuzz.py)")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -58,6 +58,52 @@ def crop(full, offsets, sizes):
     return out
 
 
+def windowed_transposed_convolution(data, filter_gcok, strides, dilations, offsets, sizes):
+    """``crop(full_transposed_convolution(...), offsets, sizes)`` without the full result.
+
+    Only the output window ``[offset, offset + Y)`` of each axis is kept, and every
+    position ``x*s + k*d - offset`` is a Python integer: strides, dilations and pads of
+    any size (far past 2**63) give the exact answer, as long as the window fits.
+    """
+    data = np.asarray(data)
+    filter_gcok = np.asarray(filter_gcok)
+    acc = np.int64 if data.dtype.kind in "iu" else np.float64
+    data = data.astype(acc)
+    weights = filter_gcok.astype(acc)
+    groups, ci, co = weights.shape[:3]
+    kernel, spatial = weights.shape[3:], data.shape[2:]
+    n = data.shape[0]
+    out = np.zeros((n, groups * co) + tuple(sizes), acc)
+    # Per axis and tap k: the inputs x that land in the window, as (input, output) slices.
+    reach = []
+    for x_size, k_size, s, d, offset, y in zip(spatial, kernel, strides, dilations, offsets,
+                                                sizes):
+        per_tap = []
+        for k in range(k_size):
+            xs = [x for x in range(x_size) if 0 <= x * s + k * d - offset < y]
+            if not xs:
+                per_tap.append(None)
+                continue
+            first = xs[0] * s + k * d - offset
+            step = s if len(xs) > 1 else 1
+            per_tap.append((slice(xs[0], xs[-1] + 1), slice(first, first + (len(xs) - 1) * s + 1,
+                                                            step)))
+        reach.append(per_tap)
+    with np.errstate(over="ignore"):
+        for g in range(groups):
+            x_g = data[:, g * ci:(g + 1) * ci]
+            for tap in itertools.product(*(range(k) for k in kernel)):
+                windows = [reach[a][k] for a, k in enumerate(tap)]
+                if any(w is None for w in windows):
+                    continue
+                w = weights[(g, slice(None), slice(None)) + tap]  # (ci, co)
+                source = x_g[(slice(None), slice(None)) + tuple(w_[0] for w_ in windows)]
+                contribution = np.einsum("nc...,co->no...", source, w)
+                target = (slice(None), slice(g * co, (g + 1) * co)) + tuple(w_[1] for w_ in windows)
+                out[target] += contribution
+    return out
+
+
 def canonical_result(data_ncx, weights, axes):
     """The canonical transposed convolution of ``data_ncx`` ``(N, G*Ci, X...)`` and
     ``weights`` ``(G, Ci, Co, K...)`` over ``axes`` (AxisPlans): the full result, cropped."""
@@ -181,8 +227,8 @@ class Case:
         return (n,) + tuple(self.sizes) + (c,) if self.channels_last else shape
 
     def exact(self):
-        full = full_transposed_convolution(self.data, self.weights, self.strides, self.dilations)
-        out = crop(full, self.offsets, self.sizes)
+        out = windowed_transposed_convolution(self.data, self.weights, self.strides,
+                                              self.dilations, self.offsets, self.sizes)
         if self.bias is not None:
             with np.errstate(over="ignore"):
                 out = out + self.bias.astype(out.dtype).reshape((-1,) + (1,) * (out.ndim - 2))
@@ -195,8 +241,8 @@ class Case:
     def magnitude(self):
         data = np.abs(self.data.astype(np.float64))
         weights = np.abs(self.weights.astype(np.float64))
-        out = crop(full_transposed_convolution(data, weights, self.strides, self.dilations),
-                   self.offsets, self.sizes)
+        out = windowed_transposed_convolution(data, weights, self.strides, self.dilations,
+                                              self.offsets, self.sizes)
         if self.bias is not None:
             out = out + np.abs(self.bias.astype(np.float64)).reshape((-1,) + (1,) * (out.ndim - 2))
         return self._layout(out)

@@ -15,6 +15,7 @@ and :class:`Target` describes the machine it is chosen and compiled for.
 
 from . import shapes, vjp
 from ._api import (
+    clear_caches,
     conv_transpose,
     convolution_backprop_data,
     group_convolution_backprop_data,
@@ -31,9 +32,11 @@ from ._api_frameworks import (
 from ._convolution import convolution, group_convolution
 from ._dialects import ConvolutionPlan
 from ._dtypes import SUPPORTED_DTYPES
-from ._errors import ConvTransposeError
+from ._errors import ConvTransposeError, ResultTooLargeError
 from ._explain import explain
 from ._plan import AxisPlan, ConvTransposePlan
+from ._runtime.memo import set_weights_memo_bytes
+from ._runtime.memory import get_max_bytes, limit_memory, set_max_bytes
 from ._runtime.target import (
     Target,
     get_num_threads,
@@ -59,14 +62,17 @@ __all__ = [
     "ConvTransposeError",
     "ConvTransposePlan",
     "ConvolutionPlan",
+    "ResultTooLargeError",
     "SUPPORTED_DTYPES",
     "Target",
+    "clear_caches",
     "conv_transpose",
     "convolution",
     "convolution_backprop_data",
     "explain",
     "export_wisdom",
     "forget_wisdom",
+    "get_max_bytes",
     "get_num_threads",
     "get_planning",
     "group_convolution",
@@ -75,11 +81,14 @@ __all__ = [
     "import_wisdom",
     "jax_conv_transpose",
     "keras_conv_transpose",
+    "limit_memory",
     "num_threads",
     "onnx_conv_transpose",
+    "set_max_bytes",
     "set_num_threads",
     "set_planning",
     "set_thread_pinning",
+    "set_weights_memo_bytes",
     "shapes",
     "tensorrt_deconvolution",
     "tf_conv_transpose",

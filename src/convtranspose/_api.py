@@ -11,6 +11,7 @@ kernel.  The per-axis shape formula every docstring refers to is::
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -22,11 +23,14 @@ from . import planning as _planning
 from ._dtypes import accumulation_dtype, check_dtypes
 from ._errors import ConvTransposeError
 from ._execute import prepare_call, transposed_convolution
+from ._runtime import memo as _memo
+from ._runtime import memory as _memory
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, PerAxis, ShapeLike
 
 __all__ = [
+    "clear_caches",
     "convolution_backprop_data",
     "group_convolution_backprop_data",
     "conv_transpose",
@@ -49,11 +53,18 @@ def _as_array(name: str, value: object) -> np.ndarray:
             f" or the plain data"
         )
     if type(value) is np.ndarray:
-        return value
-    try:
-        return np.asarray(value)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"{name} must be an array, got {type(value).__name__}: {error}") from None
+        array = value
+    else:
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as error:
+            raise TypeError(
+                f"{name} must be an array, got {type(value).__name__}: {error}") from None
+    if not array.dtype.isnative:
+        # Big-endian (or byte-swapped) operands are read in native order: the kernels
+        # and the accumulation dtype assume it.  A copy; the caller's array is untouched.
+        array = array.astype(array.dtype.newbyteorder("="))
+    return array
 
 
 _PLAN_CACHE_SIZE = 512
@@ -97,18 +108,54 @@ def _resolve(resolver, *args, **kwargs) -> _plan.ConvTransposePlan:
     if plan is None:
         plan = resolver(*args, **kwargs)
         _bounded_insert(_plan_cache, key, plan, _PLAN_CACHE_SIZE)
+    else:
+        _touch(_plan_cache, key, plan)
     return plan
 
 
 _insert_lock = threading.Lock()
 
 
+def _touch(cache: dict, key, value) -> None:
+    """Make ``key`` the most recently used entry (dicts keep insertion order: the least
+    recently used entry is the first, which :func:`_bounded_insert` drops)."""
+    with _insert_lock:
+        if cache.pop(key, None) is not None:
+            cache[key] = value
+
+
 def _bounded_insert(cache: dict, key, value, size: int) -> None:
-    """``cache[key] = value``, first dropping the oldest entries beyond ``size - 1``."""
+    """``cache[key] = value``, first dropping the least recently used entries beyond
+    ``size - 1``."""
     with _insert_lock:  # two threads evicting at once would drop the same key twice
+        cache.pop(key, None)
         while len(cache) >= size:
             del cache[next(iter(cache))]
         cache[key] = value
+
+
+def clear_caches() -> None:
+    """Forget everything kept between calls in this process: resolved plans, prepared
+    calls, filters' derived matrices, cost-model estimates and planning decisions.
+
+    Results do not change; the next calls only take longer.  The wisdom on disk stays
+    (:func:`convtranspose.forget_wisdom` forgets it), and so do compiled kernels.
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> ct.clear_caches()
+    """
+    with _insert_lock:
+        _plan_cache.clear()
+        _prepared_calls.clear()
+    _memo.forget_derived()
+    _planning.forget_decisions()
+    for module in [m for name, m in sys.modules.items()
+                   if name == "convtranspose" or name.startswith("convtranspose.")]:
+        for value in list(vars(module).values()):
+            if callable(getattr(value, "cache_clear", None)) and hasattr(value, "cache_info"):
+                value.cache_clear()  # the functools caches of the package's functions
 
 
 def _canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.ndarray:
@@ -169,7 +216,52 @@ def _operands(names, data, filter, bias) -> dict:
     return arrays
 
 
-def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter", "bias")):
+def _culprit(plan, output_shape) -> tuple[str, object]:
+    """The argument (and its value) that makes the result of ``plan`` as large as it is:
+    ``output_shape`` when given, else the attribute that lengthens the longest axis most,
+    else the operand with the most batch or channels."""
+    if output_shape is not None:
+        return "output_shape", output_shape
+    longest = max(range(plan.spatial_rank), key=lambda i: plan.axes[i].output_size)
+    axis = plan.axes[longest]
+    parts = {"strides": (axis.input_size - 1) * axis.stride,
+             "dilations": (axis.kernel_size - 1) * axis.dilation,
+             "output_padding": plan.output_padding[longest]}
+    name = max(parts, key=lambda part: parts[part])
+    if parts[name] > 2 * (axis.input_size + axis.kernel_size):
+        return name, getattr(plan, name)
+    if plan.out_channels > plan.in_channels:
+        return "filter", f"<array of shape {plan.filter_shape}>"
+    return "data", f"<array of shape {plan.data_shape}>"
+
+
+def _check_memory(plan, data, filter, out, output_shape) -> None:
+    """Refuse (:class:`ResultTooLargeError`) a call whose result, wider sums and widened
+    operands exceed ``ct.get_max_bytes()``, or whose result NumPy cannot hold, before
+    anything is allocated."""
+    dtype = data.dtype
+    wide = accumulation_dtype(dtype) if dtype.kind in "fiu" or dtype.name == "bfloat16" \
+        else dtype
+    elements = math.prod(plan.output_shape)
+    scratch = 0
+    if wide != dtype:  # sums in pieces, and each operand widened once
+        scratch = min(elements * wide.itemsize,
+                      _memory.sums_piece_bytes(elements * dtype.itemsize))
+        scratch += (data.size + filter.size) * wide.itemsize
+    if 0 < elements * (dtype.itemsize + 8) + scratch < _FEW_BYTES and _memory.unlimited():
+        return  # the common small call: nothing to check
+    argument, value = _culprit(plan, output_shape)
+    _memory.check_request(plan.output_shape, dtype, result_allocated=out is None,
+                          scratch_bytes=scratch, argument=argument, value=value)
+
+
+#: Calls needing fewer bytes than this skip the limit check unless a limit is set.
+_FEW_BYTES = 1 << 24
+
+
+def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter", "bias"),
+             output_shape=None):
+    _check_memory(plan, data, filter, out, output_shape)
     if out is not None and not _direct_out(out, plan, _operands(names, data, filter, bias),
                                            names):
         np.copyto(out, _execute(plan, data, filter, bias, names=names))
@@ -248,9 +340,19 @@ def convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
     ConvTransposeError
         An invalid shape or attribute (a ``ValueError``), or an ``out`` of another
         shape or read-only.
+    ResultTooLargeError
+        A :class:`ConvTransposeError` and a ``MemoryError``: the result and scratch
+        would exceed :func:`convtranspose.get_max_bytes`, or NumPy cannot hold the
+        result; raised before anything is allocated, naming the argument and the bytes.
     TypeError
         ``data`` and ``filter`` differ in dtype, or the dtype is not numeric; ``out``
         is not an ndarray of the result's dtype.
+
+    Notes
+    -----
+    Operands may have any memory layout and byte order (non-native ones are read as
+    native; the result is native), attributes integers of any size, and any
+    ``np.errstate`` is in force: infinities and NaNs arise silently, as in the sums.
 
     See Also
     --------
@@ -271,7 +373,7 @@ def convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
         _dialects.convolution_backprop_data, data.shape, filter.shape, output_shape,
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
         auto_pad=auto_pad, output_padding=output_padding)
-    return _execute(plan, data, filter, out=out)
+    return _execute(plan, data, filter, out=out, output_shape=output_shape)
 
 
 def group_convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
@@ -299,7 +401,7 @@ def group_convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
 
     Raises
     ------
-    ConvTransposeError, TypeError
+    ConvTransposeError, ResultTooLargeError, TypeError
         As in :func:`convolution_backprop_data`.
 
     Examples
@@ -316,7 +418,7 @@ def group_convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
         _dialects.group_convolution_backprop_data, data.shape, filter.shape, output_shape,
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
         auto_pad=auto_pad, output_padding=output_padding)
-    return _execute(plan, data, filter, out=out)
+    return _execute(plan, data, filter, out=out, output_shape=output_shape)
 
 
 def conv_transpose(input: ArrayLike, filter: ArrayLike, bias: ArrayLike | None = None, *,
@@ -369,7 +471,7 @@ def conv_transpose(input: ArrayLike, filter: ArrayLike, bias: ArrayLike | None =
 
     Raises
     ------
-    ConvTransposeError, TypeError
+    ConvTransposeError, ResultTooLargeError, TypeError
         As in :func:`convolution_backprop_data`.
 
     Examples
@@ -387,7 +489,8 @@ def conv_transpose(input: ArrayLike, filter: ArrayLike, bias: ArrayLike | None =
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
         auto_pad=auto_pad, output_padding=output_padding, groups=groups, data_format=data_format,
         filter_format=filter_format, weights_format=weights_format, output_shape=output_shape)
-    return _execute(plan, input, filter, bias, out, names=("input", "filter", "bias"))
+    return _execute(plan, input, filter, bias, out, names=("input", "filter", "bias"),
+                    output_shape=output_shape)
 
 
 def onnx_conv_transpose(X: ArrayLike, W: ArrayLike, B: ArrayLike | None = None, *,
@@ -439,7 +542,7 @@ def onnx_conv_transpose(X: ArrayLike, W: ArrayLike, B: ArrayLike | None = None, 
 
     Raises
     ------
-    ConvTransposeError, TypeError
+    ConvTransposeError, ResultTooLargeError, TypeError
         As in :func:`convolution_backprop_data`.
 
     Examples
@@ -457,4 +560,4 @@ def onnx_conv_transpose(X: ArrayLike, W: ArrayLike, B: ArrayLike | None = None, 
         auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
         output_padding=output_padding, output_shape=output_shape, pads=pads, strides=strides,
         pads_rule=pads_rule)
-    return _execute(plan, X, W, B, out, names=("X", "W", "B"))
+    return _execute(plan, X, W, B, out, names=("X", "W", "B"), output_shape=output_shape)

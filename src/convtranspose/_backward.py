@@ -10,6 +10,7 @@ would multiply them (``0 * inf`` is NaN where the exact sum has no such term).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,15 +19,29 @@ from ._dtypes import accumulation_dtype
 from ._execute import transposed_convolution
 from ._plan import AxisPlan
 from ._runtime import blas as _blas
+from ._runtime import memory as _memory
 from ._runtime.environment import switch
 from ._runtime.target import host
 from .kernels import backward as _kernels
 from .planning import measured_choice, problem_key
 
-__all__ = ["ALGORITHM_ENV", "data_adjoint", "filter_adjoint"]
+__all__ = ["ALGORITHM_ENV", "check_memory", "data_adjoint", "filter_adjoint"]
 
 #: Forces one of :data:`convtranspose.kernels.backward.ALGORITHMS` (tests, comparisons).
 ALGORITHM_ENV = "CONVTRANSPOSE_BACKWARD_ALGORITHM"
+
+
+def check_memory(shape: tuple[int, ...], dtype: np.dtype, operand_elements: int, *,
+                 result_allocated: bool, argument: str, value: object) -> None:
+    """Refuse (:class:`~convtranspose.ResultTooLargeError`) before allocating an adjoint
+    whose result of ``shape``, widened operands and im2col matrix exceed the memory
+    limit (``ct.get_max_bytes()``)."""
+    wide = accumulation_dtype(dtype)
+    scratch = _kernels.IM2COL_SCRATCH_BYTES
+    if wide != dtype:
+        scratch += operand_elements * wide.itemsize + math.prod(shape) * wide.itemsize
+    _memory.check_request(tuple(shape), dtype, result_allocated=result_allocated,
+                          scratch_bytes=scratch, argument=argument, value=value)
 
 
 def _widened(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -70,7 +85,7 @@ def _finished(result: np.ndarray, channels_last: bool, dtype: np.dtype) -> np.nd
     if channels_last:
         result = np.moveaxis(result, 1, -1)
     if result.dtype != dtype:
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(all="ignore"):
             return np.ascontiguousarray(result.astype(dtype))
     return np.ascontiguousarray(result)
 
@@ -109,7 +124,7 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
         weights = _widened(weights, accumulate)
 
         def run(name):
-            with np.errstate(over="ignore", invalid="ignore"), _blas.at_most(host().threads):
+            with np.errstate(all="ignore"), _blas.at_most(host().threads):
                 return _kernels.data_adjoint(grad_ncx, weights, axes, accumulate, name)
 
         result = run(_algorithm("data-adjoint", batch, weights.shape, axes, accumulate,
@@ -151,7 +166,7 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
         grad_ncx = _widened(grad_ncx, accumulate)
 
         def run(name):
-            with np.errstate(over="ignore", invalid="ignore"), _blas.at_most(host().threads):
+            with np.errstate(all="ignore"), _blas.at_most(host().threads):
                 return _kernels.filter_adjoint(data_ncx, grad_ncx, axes, groups, accumulate,
                                                name)
 
@@ -165,6 +180,6 @@ def bias_adjoint(grad: np.ndarray, *, channels_last: bool, dtype: np.dtype) -> n
     """The bias gradient: ``grad`` summed over every axis but the channels."""
     axis = tuple(i for i in range(grad.ndim) if i != (grad.ndim - 1 if channels_last else 1))
     accumulate = accumulation_dtype(dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):
         total = _widened(grad, accumulate).sum(axis=axis, dtype=accumulate)
     return _finished(total, False, dtype)

@@ -1,6 +1,6 @@
 """Exception types raised by convtranspose."""
 
-__all__ = ["ConvTransposeError"]
+__all__ = ["ConvTransposeError", "ResultTooLargeError"]
 
 
 class ConvTransposeError(ValueError):
@@ -10,3 +10,29 @@ class ConvTransposeError(ValueError):
     It subclasses :class:`ValueError`, so ``except ValueError`` also catches it.
     Mismatched or unsupported dtypes raise :class:`TypeError` instead.
     """
+
+
+class ResultTooLargeError(ConvTransposeError, MemoryError):
+    """A call would need more memory than it may take, or an array NumPy cannot hold.
+
+    Raised before anything is allocated (so nothing is left behind), in well under a
+    second.  The limit is :func:`convtranspose.get_max_bytes`: the machine's memory
+    unless :func:`convtranspose.set_max_bytes` or :func:`convtranspose.limit_memory`
+    lowered it.  It is both a :class:`ConvTransposeError` (so a ``ValueError``: the
+    arguments ask for too much) and a :class:`MemoryError`.
+
+    Attributes
+    ----------
+    argument : str
+        The argument that makes the request this large (``"output_shape"``,
+        ``"strides"``, ``"dilations"``, ``"output_padding"``, ``"data"`` or ``"filter"``).
+    nbytes : int
+        The bytes the call would need (for an array NumPy cannot hold at all, the
+        bytes its shape spans).
+    limit : int or None
+        The limit it exceeds, in bytes (None when NumPy itself cannot hold the array).
+    """
+
+    def __init__(self, message: str, *, argument: str, nbytes: int, limit: int | None):
+        super().__init__(message)
+        self.argument, self.nbytes, self.limit = argument, nbytes, limit

@@ -11,13 +11,16 @@ once (:func:`prepare_call`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
+from ._geometry import beyond_int64_kernels
 from ._plan import AxisPlan
 from ._runtime.memo import _derived_from
+from ._runtime.memory import sums_piece_bytes
 from ._runtime.target import Target, host
 from .dispatch import choose_exact
 from .kernels import ALGORITHMS, REGISTRY, resolve, run, run_rounded
@@ -86,7 +89,9 @@ def transposed_convolution(
     batch = data.shape[0]
     if out is None:
         out = _empty_result(batch, weights.shape, axes, channels_last, result_dtype or dtype)
-    if algorithm is None:
+    if beyond_int64_kernels(axes):  # correctness wins over a forced algorithm
+        algorithm = "direct-numpy"
+    elif algorithm is None:
         algorithm = _planned(data, weights, axes, dtype, result_dtype, channels_last, bias, out,
                              target)
     if result_dtype is not None:
@@ -95,9 +100,9 @@ def transposed_convolution(
     if out.size and (data.size == 0 or weights.size == 0):
         out.fill(0)
     elif out.size:
-        # Special values arise silently, whichever algorithm runs (BLAS never warns; NumPy
-        # would, in some algorithms only), and the finiteness checks may overflow.
-        with np.errstate(over="ignore", invalid="ignore"):
+        # Special values arise silently whichever algorithm runs (BLAS never warns), under
+        # any np.errstate of the caller; the finiteness checks may overflow.
+        with np.errstate(all="ignore"):
             try:
                 _compute(algorithm, data, weights, axes, dtype, channels_last, out, target)
             except _NonFinite:
@@ -106,9 +111,17 @@ def transposed_convolution(
                 _compute(exact, _casts.widen(data, target), weights, axes, dtype,
                          channels_last, out, target)
     if bias is not None and out.size:
-        shape = (-1,) if channels_last else (-1,) + (1,) * len(axes)
-        out += bias.astype(dtype, copy=False).reshape(shape)
+        _add_bias(out, bias, dtype, channels_last, len(axes))
     return out
+
+
+def _add_bias(out: np.ndarray, bias: np.ndarray, dtype: np.dtype, channels_last: bool,
+              rank: int) -> None:
+    """``out += bias`` along the channel axis, silently (inf + -inf is NaN, as in the
+    sums), whatever the caller's ``np.errstate``."""
+    shape = (-1,) if channels_last else (-1,) + (1,) * rank
+    with np.errstate(all="ignore"):
+        out += bias.astype(dtype, copy=False).reshape(shape)
 
 
 def _result_shape(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
@@ -143,12 +156,57 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
                                     result_dtype)
             if run_rounded(name, data, weights, axes, dtype, channels_last, out, bias, target):
                 return out
+    shape = _result_shape(data.shape[0], weights.shape, axes, channels_last)
+    elements = math.prod(shape)
+    if elements * dtype.itemsize > sums_piece_bytes(elements * result_dtype.itemsize):
+        return _rounded_in_pieces(data, weights, axes, dtype, result_dtype, channels_last, bias,
+                                  algorithm, out, target)
     # Half-precision data is widened once: the kernels' own copies would each cast it
     # with NumPy's slower loops.
     result = transposed_convolution(_casts.widen(data, target), weights, axes, dtype=dtype,
                                     channels_last=channels_last, bias=bias,
                                     algorithm=algorithm, target=target)
     return _casts.narrow(result, result_dtype, out, target)
+
+
+def _rounded_in_pieces(data, weights, axes, dtype, result_dtype, channels_last, bias,
+                       algorithm, out, target):
+    """:func:`_rounded` a few samples, or rows of the first spatial axis, at a time, so
+    that the wider sums never take more than :func:`sums_piece_bytes` (an int8 result's
+    int64 sums would take 8 times the result at once)."""
+    batch = data.shape[0]
+    shape = _result_shape(batch, weights.shape, axes, channels_last)
+    if out is None:
+        out = np.empty(shape, result_dtype)
+    piece = sums_piece_bytes(out.nbytes)
+    per_sample = math.prod(shape[1:]) * dtype.itemsize
+    if per_sample <= piece:
+        step = piece // per_sample
+        for first in range(0, batch, step):
+            part = transposed_convolution(
+                _casts.widen(data[first:first + step], target), weights, axes, dtype=dtype,
+                channels_last=channels_last, bias=bias, algorithm=algorithm, target=target)
+            _casts.narrow(part, result_dtype, out[first:first + step], target)
+        return out
+    rows = axes[0].output_size
+    step = max(1, piece // (per_sample // rows))
+    for n in range(batch):
+        sample = _casts.widen(data[n:n + 1], target)
+        for first in range(0, rows, step):
+            size = min(step, rows - first)
+            # Rows [first, first + size) of the first axis: the same axis cropped later.
+            lead = dataclasses.replace(axes[0], offset=axes[0].offset + first, output_size=size)
+            part = transposed_convolution(
+                sample, weights, (lead,) + tuple(axes[1:]), dtype=dtype,
+                channels_last=channels_last, bias=bias, algorithm=algorithm, target=target)
+            rows_of = (slice(n, n + 1), slice(first, first + size)) if channels_last else (
+                slice(n, n + 1), slice(None), slice(first, first + size))
+            view = out[rows_of]
+            if view.flags.c_contiguous:
+                _casts.narrow(part, result_dtype, view, target)
+            else:
+                np.copyto(view, _casts.narrow(part, result_dtype, None, target))
+    return out
 
 
 def _planned(data, weights, axes, dtype, result_dtype, channels_last, bias, out, target):
@@ -200,6 +258,8 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
     """
     dtype = data.dtype
     if dtype not in (np.float32, np.float64) or not dtype.isnative or filter.dtype != dtype:
+        return None
+    if beyond_int64_kernels(axes):
         return None
     target = host() if target is None else target
     batch = data.shape[0]

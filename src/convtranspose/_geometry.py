@@ -44,28 +44,39 @@ class _AxisPhases:
 def _axis_phases(axis: AxisPlan) -> _AxisPhases:
     s, d, size = axis.stride, axis.dilation, axis.input_size
     blocks = -(-axis.output_size // s)
-    per_phase = []
-    for phase in range(min(s, axis.output_size)):
-        pairs = []
-        for k in range(axis.kernel_size):
-            numerator = phase + axis.offset - k * d
-            if numerator % s:
-                continue
-            shift = numerator // s
-            if shift + blocks - 1 < 0 or shift > size - 1:
-                continue  # this tap only ever reads zeros
-            pairs.append((shift, k))
-        pairs.sort()
-        per_phase.append(pairs)
-    classes = []
-    for phase, pairs in enumerate(per_phase):
-        shifts = tuple(shift for shift, _ in pairs)
-        taps = tuple(k for _, k in pairs)
-        if classes and classes[-1].shifts == shifts:
-            last = classes[-1]
-            classes[-1] = _PhaseClass(last.first, last.count + 1, shifts, last.taps + (taps,))
+    present = min(s, axis.output_size)  # phases with at least one output
+    # Each tap feeds exactly one phase, ``(k*d - offset) mod s``: bucketing the taps
+    # costs O(K), where testing every (phase, tap) pair cost O(s * K) (minutes for a
+    # stride of 10**6).
+    by_phase: dict[int, list[tuple[int, int]]] = {}
+    for k in range(axis.kernel_size):
+        phase = (k * d - axis.offset) % s
+        if phase >= present:
+            continue
+        shift = (phase + axis.offset - k * d) // s
+        if shift + blocks - 1 < 0 or shift > size - 1:
+            continue  # this tap only ever reads zeros
+        by_phase.setdefault(phase, []).append((shift, k))
+    runs = []  # [first, count, shifts, taps per phase]: adjacent phases with equal shifts
+
+    def add(first: int, count: int, shifts: tuple[int, ...], taps: list) -> None:
+        if runs and runs[-1][2] == shifts:
+            runs[-1][1] += count
+            runs[-1][3].extend(taps)  # lists, not tuples: merging stays linear
         else:
-            classes.append(_PhaseClass(phase, 1, shifts, (taps,)))
+            runs.append([first, count, shifts, taps])
+
+    following = 0
+    for phase in sorted(by_phase):
+        if phase > following:  # phases that receive no tap
+            add(following, phase - following, (), [()] * (phase - following))
+        pairs = sorted(by_phase[phase])
+        add(phase, 1, tuple(shift for shift, _ in pairs), [tuple(k for _, k in pairs)])
+        following = phase + 1
+    if following < present:
+        add(following, present - following, (), [()] * (present - following))
+    classes = tuple(_PhaseClass(first, count, shifts, tuple(taps))
+                    for first, count, shifts, taps in runs)
     all_shifts = [shift for c in classes for shift in c.shifts] or [0]
     return _AxisPhases(
         stride=s,
@@ -74,7 +85,7 @@ def _axis_phases(axis: AxisPlan) -> _AxisPhases:
         remainder=axis.output_size % s,
         pad_low=max(0, -min(all_shifts)),
         pad_high=max(0, max(all_shifts) + blocks - size),
-        classes=tuple(classes),
+        classes=classes,
     )
 
 
@@ -107,8 +118,25 @@ def _tap_windows(axis: AxisPlan) -> tuple[tuple[slice, slice] | None, ...]:
         if lo > hi:
             windows.append(None)
         else:
-            windows.append((slice(lo, hi + 1), slice(first + lo * s, first + hi * s + 1, s)))
+            # One input reached: step 1, since a stride beyond 2**63 is no slice step.
+            step = s if hi > lo else 1
+            windows.append((slice(lo, hi + 1), slice(first + lo * s, first + hi * s + 1, step)))
     return tuple(windows)
+
+
+#: Positions, strides, dilations and sizes up to this bound are safe in the kernels'
+#: int64 index arithmetic (a position plus a stride, times an element size, stays far
+#: below 2**63).  Beyond it a problem runs ``direct-numpy``, which computes its windows
+#: with Python integers (:func:`beyond_int64_kernels`).
+INT64_KERNEL_BOUND = 1 << 40
+
+
+def beyond_int64_kernels(axes) -> bool:
+    """Whether some axis has a stride, dilation, offset, full or output size past
+    :data:`INT64_KERNEL_BOUND` (the shape rules accept integers of any size)."""
+    bound = INT64_KERNEL_BOUND
+    return any(axis.stride > bound or axis.dilation > bound or abs(axis.offset) > bound
+               or axis.full_size > bound or axis.output_size > bound for axis in axes)
 
 
 def _three_axes(axes) -> tuple[AxisPlan, ...]:

@@ -36,7 +36,7 @@ import numpy as np
 
 from . import _dialects
 from ._api import _as_array, _canonical_weights, _resolve
-from ._backward import bias_adjoint, data_adjoint, filter_adjoint
+from ._backward import bias_adjoint, check_memory, data_adjoint, filter_adjoint
 from ._dtypes import check_dtypes
 from ._errors import ConvTransposeError
 
@@ -67,6 +67,8 @@ def _gradients(plan, names, data, filter, grad_output, bias=None):
         raise ConvTransposeError(
             f"grad_output has shape {grad_output.shape}, but the {plan.op} result has shape"
             f" {plan.output_shape}; grad_output must have exactly the result's shape")
+    check_memory(data.shape, dtype, filter.size + grad_output.size + filter.size,
+                 result_allocated=True, argument=names[0], value=data.shape)
     layout = plan.channels_last
     grad_data = data_adjoint(grad_output, _canonical_weights(plan, filter), plan.axes,
                              channels_last=layout, dtype=dtype)

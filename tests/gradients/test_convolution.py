@@ -134,3 +134,17 @@ def test_convolution_plan_prints_its_formulas():
     assert plan.output_shape == (1, 64, 112, 112)
     assert plan.pads_begin == (2, 2) and plan.pads_end == (3, 3)
     assert "ceil(224 / 2) = 112" in str(plan)
+
+
+def test_requests_beyond_memory_fail_before_allocating():
+    """Pads of 10**12 ask for an output of 2 * 10**12 elements: refused at once, naming the
+    pads, with the bytes it would need; under a limit, a modest request is refused too."""
+    with pytest.raises(ct.ResultTooLargeError, match="pads_begin and pads_end") as error:
+        ct.convolution(np.ones((1, 1, 3)), np.ones((1, 1, 1)), pads_begin=10**12,
+                       pads_end=10**12)
+    assert error.value.nbytes > 16 * 10**12
+    with ct.limit_memory(1 << 20), pytest.raises(MemoryError):
+        ct.convolution(np.ones((1, 8, 256, 256)), np.ones((8, 8, 1, 1)))
+    with ct.limit_memory(1 << 20), pytest.raises(ct.ResultTooLargeError, match="data"):
+        ct.vjp.convolution_backprop_data(np.ones((1, 8, 256, 256)), np.ones((8, 8, 1, 1)),
+                                         np.ones((1, 8, 256, 256)))

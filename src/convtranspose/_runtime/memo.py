@@ -77,3 +77,40 @@ def _derived_from(weights: np.ndarray, *key) -> dict:
 def _frozen(array: np.ndarray) -> np.ndarray:
     array.flags.writeable = False
     return array
+
+
+def set_weights_memo_bytes(max_bytes: int) -> int:
+    """Bound the memory the weights memo may keep (its filters' copies and derived
+    matrices, counted twice); returns the previous bound.  0 keeps nothing.
+
+    Filters beyond the new bound are dropped at once, least recently used first.
+
+    Raises
+    ------
+    ConvTransposeError
+        ``max_bytes`` is not a non-negative integer.
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> previous = ct.set_weights_memo_bytes(64 << 20)
+    >>> _ = ct.set_weights_memo_bytes(previous)
+    """
+    global _DERIVED_BUDGET_BYTES, _DERIVED_MAX_BYTES
+    from .._errors import ConvTransposeError
+
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+        raise ConvTransposeError(
+            f"max_bytes must be a non-negative integer, got {max_bytes!r}")
+    with _derived_lock:
+        previous = _DERIVED_BUDGET_BYTES
+        _DERIVED_BUDGET_BYTES, _DERIVED_MAX_BYTES = max_bytes, max_bytes // 2
+        while _derived and 2 * sum(e[0].nbytes for e in _derived.values()) > max_bytes:
+            del _derived[next(iter(_derived))]
+    return previous
+
+
+def forget_derived() -> None:
+    """Drop every filter's derived matrices."""
+    with _derived_lock:
+        _derived.clear()

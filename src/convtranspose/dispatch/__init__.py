@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._geometry import beyond_int64_kernels
 from .._plan import AxisPlan
 from .._runtime.environment import ALGORITHM_ENV, switch
 from .._runtime.target import Target, host
@@ -46,6 +47,7 @@ class Choice:
         requirements is missing on the target.
     decided_by : str
         ``"forced"`` (``CONVTRANSPOSE_ALGORITHM``), ``"empty"`` (nothing to multiply),
+        ``"geometry"`` (numbers past the int64 kernels' bound: ``direct-numpy``),
         ``"estimates"``, or (by :mod:`convtranspose.planning`) ``"measured"`` (timed on
         this call's operands) or ``"wisdom"`` (timed earlier on this machine).
     estimates : tuple of (str, float)
@@ -133,10 +135,13 @@ def choose(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *
     if forced and forced not in ALGORITHMS:
         raise ValueError(f"{ALGORITHM_ENV}={forced!r}; expected one of {ALGORITHMS}")
     empty = batch * math.prod(weights_shape) * math.prod(a.input_size for a in axes) == 0
-    skip = empty or (forced and not estimate_forced)
+    huge = beyond_int64_kernels(axes)
+    skip = empty or huge or (forced and not estimate_forced)
     estimates = () if skip else _estimates(batch, axes, weights_shape, bool(channels_last),
                                             dtype, result_dtype, target)
-    if forced:
+    if huge and not empty:  # correctness wins over a forced algorithm
+        algorithm, decided_by = "direct-numpy", "geometry"
+    elif forced:
         algorithm, decided_by = forced, "forced"
     elif empty:
         algorithm, decided_by = ("phase-nxc" if channels_last else "phase-ncx"), "empty"
@@ -200,6 +205,8 @@ class Explanation:
 
 _DECIDED = {"forced": f"{ALGORITHM_ENV} (forced)",
             "empty": "nothing to multiply (an empty operand): the output is zeros",
+            "geometry": "a stride, dilation, pad or size beyond the int64 kernels' bound"
+                        " (2**40): Python-integer windows",
             "estimates": "the lowest estimate (cost model)",
             "measured": "measured on these operands (planning), kept as wisdom",
             "wisdom": "measured earlier on this machine (wisdom)"}

@@ -9,6 +9,8 @@ numba cannot (integers, more than three spatial axes, numba not usable).
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from .._geometry import _tap_windows
@@ -80,22 +82,25 @@ def _direct_numba_rounded(data, weights, axes, dtype, channels_last, out, bias, 
 
 
 def _direct_numpy(data, weights, axes, dtype, channels_last, out, *, target):
-    """Per-tap multiply-adds with NumPy broadcasting (any dtype and rank)."""
+    """Per-tap products with NumPy (any dtype, rank and geometry).
+
+    Only the taps that reach the output are visited, and their windows are computed
+    with Python integers: this is the algorithm for strides, dilations and pads of any
+    size (:func:`convtranspose._geometry.beyond_int64_kernels`).  Exact with non-finite
+    operands: it multiplies only the (input, tap) pairs that exist.
+    """
     groups, ci, co = weights.shape[:3]
-    kernel = tuple(weights.shape[3:])
-    windows = [_tap_windows(axis) for axis in axes]
+    live = [[(k, window) for k, window in enumerate(_tap_windows(axis)) if window is not None]
+            for axis in axes]
     out.fill(0)
     target = _output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
     source = np.ascontiguousarray(_input_glxc(data, groups, channels_last), dtype)
     w = weights.astype(dtype, copy=False)
-    for tap in np.ndindex(*kernel):
-        window = tuple(wins[k] for wins, k in zip(windows, tap))
-        if any(x is None for x in window):
-            continue
-        src = source[(slice(None), slice(None)) + tuple(x[0] for x in window)]
-        dst = target[(slice(None), slice(None)) + tuple(x[1] for x in window)]
+    # (G, 1..., Ci, Co): one (Ci, Co) matrix per group, broadcast over batch and space.
+    matrix_shape = (groups,) + (1,) * len(axes) + (ci, co)
+    for combination in itertools.product(*live):
+        tap = tuple(k for k, _ in combination)
+        src = source[(slice(None), slice(None)) + tuple(x for _, (x, _) in combination)]
+        dst = target[(slice(None), slice(None)) + tuple(y for _, (_, y) in combination)]
         tap_weights = w[(slice(None), slice(None), slice(None)) + tap]  # (G, Ci, Co)
-        shape = (groups,) + (1,) * (src.ndim - 2)
-        for i in range(ci):
-            for o in range(co):
-                dst[..., o] += src[..., i] * tap_weights[:, i, o].reshape(shape)
+        dst += np.matmul(src, tap_weights.reshape(matrix_shape))

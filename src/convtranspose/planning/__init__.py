@@ -183,6 +183,11 @@ def _wisdom_changed() -> None:
     generation += 1
 
 
+def forget_decisions() -> None:
+    """Drop the decisions kept in memory (the wisdom on disk stays)."""
+    _decided.clear()
+
+
 def planned_choice(batch, axes, weights_shape, *, channels_last, dtype, result_dtype,
                    target, run=None, finite=None) -> Choice:
     """The :class:`~convtranspose.dispatch.Choice` for a problem under the planning level.

@@ -197,7 +197,8 @@ def _blocked_tables(axes3: tuple[AxisPlan, ...]):
     """Per axis and phase: tap count, each tap's input shift and kernel index (read-only)."""
     phases = [_axis_phases(axis) for axis in axes3]
     widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
-    stride_max = max(axis.stride for axis in axes3)
+    # Phases are ``y mod stride`` of outputs ``y < Y``: a stride past Y needs Y rows.
+    stride_max = max(min(axis.stride, axis.output_size) for axis in axes3)
     tap_k = np.zeros((3, stride_max, widest), np.int64)
     tap_shift = np.zeros((3, stride_max, widest), np.int64)
     tap_count = np.zeros((3, stride_max), np.int64)

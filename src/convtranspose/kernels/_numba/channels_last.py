@@ -76,7 +76,8 @@ def _row_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
     """
     phases = [_axis_phases(axis) for axis in axes3]
     widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
-    stride_max = max(axis.stride for axis in axes3)
+    # Phases are ``y mod stride`` of outputs ``y < Y``: a stride past Y needs Y rows.
+    stride_max = max(min(axis.stride, axis.output_size) for axis in axes3)
     kernel3 = tuple(a.kernel_size for a in axes3)
     scale = (kernel3[1] * kernel3[2] * ci * co * groups, kernel3[2] * ci * co * groups,
              ci * co * groups)

@@ -179,7 +179,8 @@ def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
     """
     phases = [_axis_phases(axis) for axis in axes3]
     widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
-    stride_max = max(axis.stride for axis in axes3)
+    # Phases are ``y mod stride`` of outputs ``y < Y``: a stride past Y needs Y rows.
+    stride_max = max(min(axis.stride, axis.output_size) for axis in axes3)
     kernel3 = tuple(a.kernel_size for a in axes3)
     geometry = np.zeros((3, 4), np.int64)
     for a, (axis, p) in enumerate(zip(axes3, phases)):

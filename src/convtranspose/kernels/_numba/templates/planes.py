@@ -64,7 +64,7 @@ def kernel(source, weights, out, bias, sizes, geometry, counts, tap_k, tap_offse
     units = (ci_count + halves - 1) // halves
     ci_chunk = max(1, min(units, _CHUNK_WINDOW_ELEMENTS // window_volume))
     pitch = (longest + block_length - 1) // block_length * block_length
-    channel_pitch = s3 * pitch
+    channel_pitch = min(s3, out3) * pitch  # one run per phase that has outputs
     fill, windows = new_windows(units * window_volume + block_length + block_rows * plane,
                                 bias)
     acc = np.empty(co_block * channel_pitch, bias.dtype)
