@@ -341,18 +341,17 @@ def convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
         An invalid shape or attribute (a ``ValueError``), or an ``out`` of another
         shape or read-only.
     ResultTooLargeError
-        A :class:`ConvTransposeError` and a ``MemoryError``: the result and scratch
-        would exceed :func:`convtranspose.get_max_bytes`, or NumPy cannot hold the
-        result; raised before anything is allocated, naming the argument and the bytes.
+        A :class:`ConvTransposeError` and a ``MemoryError``: the result and scratch would
+        exceed :func:`convtranspose.get_max_bytes` (or what NumPy can hold); raised before
+        anything is allocated, naming the argument and the bytes.
     TypeError
         ``data`` and ``filter`` differ in dtype, or the dtype is not numeric; ``out``
         is not an ndarray of the result's dtype.
 
     Notes
     -----
-    Operands may have any memory layout and byte order (non-native ones are read as
-    native; the result is native), attributes integers of any size, and any
-    ``np.errstate`` is in force: infinities and NaNs arise silently, as in the sums.
+    Operands may have any layout and byte order (the result is native), attributes may be
+    integers of any size, and any ``np.errstate`` may be in force (results are unchanged).
 
     See Also
     --------
