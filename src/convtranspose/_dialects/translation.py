@@ -280,16 +280,20 @@ def filter_steps(source: ConvTransposePlan, target: ConvTransposePlan, flip: boo
 
 
 def _simplify(steps, shape) -> tuple:
-    """Drop reshapes to the shape the array already has."""
-    result = []
+    """Drop reshapes to the shape the array already has; merge consecutive transposes."""
+    result: list = []
     for step, value in steps:
+        value = tuple(value)
         if step == "transpose":
             shape = tuple(shape[a] for a in value)
-        elif step == "flip":
-            pass
-        elif tuple(value) == tuple(shape):
-            continue
-        else:
-            shape = tuple(value)
-        result.append((step, tuple(value)))
+            if result and result[-1][0] == "transpose":  # a then value: axes a[value[i]]
+                first = result.pop()[1]
+                value = tuple(first[a] for a in value)
+            if value == tuple(range(len(value))):
+                continue
+        elif step == "reshape":
+            if value == tuple(shape):
+                continue
+            shape = value
+        result.append((step, value))
     return tuple(result)
