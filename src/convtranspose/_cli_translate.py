@@ -14,6 +14,14 @@ _EXAMPLES = """examples:
       --filter-shape 1,1,3 --strides 2 --pads 1,2
   convtranspose translate torch_conv_transpose conv_transpose --data-shape 1,8,5,5 \\
       --filter-shape 8,4,3,3 --stride 2 --padding 1 --output-padding 1 --json
+  convtranspose translate tf_conv_transpose torch_conv_transpose --data-shape 1,3,3,1 \\
+      --filter-shape 3,3,1,1 --output-shape 1,6,6,1 --strides 2 --padding SAME
+  convtranspose translate jax_conv_transpose keras_conv_transpose --data-shape 1,3,1 \\
+      --filter-shape 3,1,1 --attr strides=[2] --attr 'padding=[[1,1]]'
+
+Any argument of the source dialect, under its own name, can be given as
+--attr NAME=VALUE, VALUE read as JSON (a word that is not JSON is a string):
+--attr padding_mode=SAME_UPPER, --attr 'dimension_numbers=["NCH","OIH","NCH"]'.
 
 Exit codes: 0 translated (notes name any crop, pad or bias add the target needs),
 2 bad input, or with --exact a target that cannot express the layer exactly.
@@ -42,32 +50,59 @@ def add_translate(commands, handler) -> None:
     _add_attribute_flags(parser)
     torch_flags = parser.add_argument_group("torch_conv_transpose arguments")
     for name in _TORCH_FLAGS:
-        torch_flags.add_argument("--" + name, dest=name, type=_int_or_list, metavar="N[,N...]")
+        torch_flags.add_argument("--" + name, dest=name, type=_int_or_word,
+                                 metavar="N[,N...]" + ("|MODE" if name == "padding" else ""))
     torch_flags.add_argument("--output-size", dest="output_size", type=_int_list,
                              metavar="Y[,Y...]")
+    parser.add_argument("--attr", dest="attr", action="append", type=_attribute, default=[],
+                        metavar="NAME=VALUE",
+                        help="any argument of the source dialect, VALUE read as JSON (a word"
+                             " that is not JSON is taken as a string); repeatable")
     parser.set_defaults(handler=handler)
 
 
+def _int_or_word(text: str):
+    """Ints as ``_int_or_list`` reads them, or a padding mode such as ``SAME``."""
+    return text if text.strip().isalpha() else _int_or_list(text)
+
+
+def _attribute(text: str) -> tuple[str, object]:
+    """``NAME=VALUE`` with VALUE read as JSON, or as a string when it is not JSON."""
+    name, equals, value = text.partition("=")
+    if not equals or not name.strip():
+        raise argparse.ArgumentTypeError(f"--attr takes NAME=VALUE, got {text!r}")
+    try:
+        return name.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return name.strip(), value
+
+
 def _source_attributes(args: argparse.Namespace) -> dict:
-    """The flags given, under the source dialect's own argument names."""
+    """The flags and ``--attr`` values given, under the source dialect's own names."""
     import inspect
 
     from . import shapes
     from ._cli_parser import Failure
+    from ._translate import _NAMES
 
-    parameters = list(inspect.signature(getattr(shapes, args.source)).parameters)[3:]
-    attributes = {}
-    for name, value in vars(args).items():
-        if value is None or name in ("source", "target", "data_shape", "filter_shape",
-                                     "bias_shape", "exact", "json", "handler", "command"):
-            continue
+    parameters = [p for p in inspect.signature(getattr(shapes, args.source)).parameters
+                  if p not in _NAMES[args.source]]
+    if args.source.endswith("backprop_data"):
+        parameters.append("output_shape")
+    flags = [(name, value, "--" + name.replace("_", "-")) for name, value in vars(args).items()
+             if value is not None and name not in (
+                 "source", "target", "data_shape", "filter_shape", "bias_shape", "exact", "json",
+                 "handler", "command", "attr")]
+    attributes: dict = {}
+    for name, value, flag in flags + [(n, v, f"--attr {n}") for n, v in args.attr]:
         if name == "groups" and args.source == "onnx_conv_transpose":
             name = "group"
-        if name not in parameters and not (name == "output_shape"
-                                           and args.source.endswith("backprop_data")):
-            raise Failure(f"--{name.replace('_', '-')} is not an argument of {args.source};"
-                          f" it takes " + ", ".join("--" + p.replace("_", "-")
-                                                    for p in parameters))
+        if name not in parameters:
+            raise Failure(f"{flag} is not an argument of {args.source}; it takes "
+                          + ", ".join("--" + p.replace("_", "-") for p in parameters)
+                          + " (or --attr NAME=VALUE)")
+        if name in attributes:
+            raise Failure(f"{flag}: {name} is given twice")
         attributes[name] = value
     return attributes
 

@@ -27,11 +27,8 @@ __all__ = ["Translation", "translate", "DIALECTS"]
 #: Every dialect a layer can be translated from and to.
 DIALECTS = ("convolution_backprop_data", "group_convolution_backprop_data", "conv_transpose",
             "onnx_conv_transpose", "torch_conv_transpose", "tensorrt_deconvolution",
-            "tf_conv_transpose", "keras_conv_transpose", "tflite_transpose_conv")
-
-#: Dialects a layer can be translated from only (their output size is tied to the
-#: input by a forward-convolution rule, so they are no target yet).
-SOURCE_ONLY = ("tf_conv_transpose", "keras_conv_transpose", "tflite_transpose_conv")
+            "tf_conv_transpose", "keras_conv_transpose", "tflite_transpose_conv",
+            "jax_conv_transpose")
 
 _NAMES = {  # the data, filter and bias argument names of each dialect
     "convolution_backprop_data": ("data", "filter", None),
@@ -43,6 +40,7 @@ _NAMES = {  # the data, filter and bias argument names of each dialect
     "tf_conv_transpose": ("input", "filters", None),
     "keras_conv_transpose": ("inputs", "kernel", "bias"),
     "tflite_transpose_conv": ("input", "weights", "bias"),
+    "jax_conv_transpose": ("lhs", "rhs", None),
 }
 
 
@@ -60,8 +58,9 @@ class Translation:
     data_axes : tuple of int or None
         ``data.transpose(data_axes)`` gives the target's data (None: unchanged).
     filter_steps : tuple
-        ``("transpose", axes)`` and ``("reshape", shape)`` steps taking the source filter
-        to the target's (no spatial flip is ever needed between these dialects).
+        ``("transpose", axes)``, ``("reshape", shape)`` and ``("flip", axes)`` steps
+        taking the source filter to the target's; a flip of the kernel axes is needed
+        exactly when one side is JAX without ``transpose_kernel`` (a correlation kernel).
     bias_after : bool
         The source's bias is added after the target op (the target has none, or a pad
         adds positions the target never saw).
@@ -98,8 +97,12 @@ class Translation:
 
         result = np.asarray(filter)
         for step, value in self.filter_steps:
-            result = result.transpose(value) if step == "transpose" else result.reshape(value)
-        return np.ascontiguousarray(result)
+            if step == "flip":
+                result = np.flip(result, value)
+            else:
+                result = result.transpose(value) if step == "transpose" else \
+                    result.reshape(value)
+        return np.array(result, order="C")  # a copy: no negative strides after a flip
 
     def run(self, data, filter, bias=None):
         """The source layer's output, computed by the target's function of this library.
@@ -116,14 +119,15 @@ class Translation:
         target_data = np.ascontiguousarray(
             data if self.data_axes is None else data.transpose(self.data_axes))
         arguments = [target_data, self.filter(filter)]
+        attributes = dict(self.attributes)
         if self.target in ("convolution_backprop_data", "group_convolution_backprop_data"):
-            arguments.append(self.attributes.get("output_shape"))
-            attributes = {k: v for k, v in self.attributes.items() if k != "output_shape"}
-        else:
+            arguments.append(attributes.pop("output_shape", None))
+        elif _NAMES[self.target][2] is not None:
             arguments.append(None if bias is None or self.bias_after else np.asarray(bias))
-            attributes = self.attributes
-        result = self.finish(function(*arguments, **attributes), bias)
-        return result
+        if self.target == "tflite_transpose_conv":  # the op's order: output shape first
+            arguments = [attributes.pop("output_shape"), arguments[1], arguments[0],
+                         arguments[2]]
+        return self.finish(function(*arguments, **attributes), bias)
 
     def finish(self, result, bias=None):
         """The target's output (in the target's layout) turned into the source's output."""
@@ -186,8 +190,11 @@ def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: Sha
         Dialects, by their function names: ``"convolution_backprop_data"``,
         ``"group_convolution_backprop_data"``, ``"conv_transpose"``,
         ``"onnx_conv_transpose"``, ``"torch_conv_transpose"``,
-        ``"tensorrt_deconvolution"``; and as sources only ``"tf_conv_transpose"``,
-        ``"keras_conv_transpose"``, ``"tflite_transpose_conv"``.
+        ``"tensorrt_deconvolution"``, ``"tf_conv_transpose"``,
+        ``"keras_conv_transpose"``, ``"tflite_transpose_conv"``, ``"jax_conv_transpose"``.
+        TensorFlow, Keras and TFLite targets tie the output size to the input: the
+        translation solves for their padding mode (or 2-D explicit pairs),
+        ``output_shape`` or ``output_padding``; JAX targets take explicit pairs.
     data_shape, filter_shape : sequence of int
         The source layer's shapes, in its own layouts.
     bias_shape : sequence of int, optional
@@ -227,11 +234,8 @@ def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: Sha
     for name, value in (("source", source), ("target", target)):
         if value not in DIALECTS:
             raise ConvTransposeError(f"{name} must be one of {', '.join(DIALECTS)}; got {value!r}")
-    if target in SOURCE_ONLY:
-        raise ConvTransposeError(
-            f"{target} is a translation source only: its output size must map back to the"
-            f" input under TensorFlow's forward-convolution rule; translate to"
-            f" onnx_conv_transpose or torch_conv_transpose instead")
+    flip = (source == "jax_conv_transpose" and not attributes.get("transpose_kernel", False)) \
+        != (target == "jax_conv_transpose")
     plan = _source_plan(source, data_shape, filter_shape, bias_shape, attributes)
     has_bias = bias_shape is not None
     solved = rules.solve(target, plan, has_bias)
@@ -239,7 +243,7 @@ def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: Sha
         raise ConvTransposeError(
             f"{target} cannot express this {source} layer exactly: " + "; ".join(solved.notes))
     return Translation(source, target, plan, solved.plan, solved.attributes,
-                       rules.data_axes(plan, solved.plan), rules.filter_steps(plan, solved.plan),
+                       rules.data_axes(plan, solved.plan), rules.filter_steps(plan, solved.plan, flip),
                        solved.bias_after, solved.crop, rules.output_axes(plan, solved.plan),
                        solved.notes)
 
@@ -249,6 +253,10 @@ def _source_plan(source, data_shape, filter_shape, bias_shape, attributes) -> Co
     if source == "tflite_transpose_conv":  # the op's input order: output shape first
         return resolver(attributes.pop("output_shape", None), filter_shape, data_shape,
                         bias_shape, **attributes)
+    if source == "jax_conv_transpose":
+        if bias_shape is not None:
+            raise ConvTransposeError(f"{source} has no bias; got bias_shape {bias_shape!r}")
+        return resolver(data_shape, filter_shape, **attributes)
     if _NAMES[source][2] is None:
         if bias_shape is not None:
             raise ConvTransposeError(f"{source} has no bias; got bias_shape {bias_shape!r}")

@@ -16,10 +16,19 @@ from ._cases import assert_same, integer_array
 
 torch = pytest.importorskip("torch", reason="torch is installed by the test extra")
 
-SOURCES = ct._translate.DIALECTS
-TARGETS = [d for d in SOURCES if d not in ct._translate.SOURCE_ONLY]
+SOURCES = TARGETS = ct._translate.DIALECTS
 FRAMEWORK_SOURCES = ("tensorrt_deconvolution", "tf_conv_transpose", "keras_conv_transpose",
-                     "tflite_transpose_conv")
+                     "tflite_transpose_conv", "jax_conv_transpose")
+#: Per target, what a documented refusal must say (a layer it cannot hold at all).
+REFUSALS = {
+    "convolution_backprop_data": ("has no groups",),
+    "tensorrt_deconvolution": ("add a spatial axis",),
+    "tf_conv_transpose": ("has no groups",),
+    "jax_conv_transpose": ("has no groups",),
+    "keras_conv_transpose": ("has no groups", "insert d - 1 zeros between the kernel taps"),
+    "tflite_transpose_conv": ("has no groups", "add a spatial axis",
+                              "insert d - 1 zeros between the kernel taps"),
+}
 
 
 def _ints(rng, low, high, rank):
@@ -80,9 +89,12 @@ def random_source(rng, source):
 
 
 def random_framework_source(rng, source, spatial, kernel, strides, dilations):
-    """A random TensorRT, TensorFlow, Keras or TFLite layer (groups 1 but for TensorRT)."""
+    """A random TensorRT, TensorFlow, Keras, TFLite or JAX layer (groups 1 but for
+    TensorRT)."""
     rank = len(spatial)
     ci, co, n = int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    if source == "jax_conv_transpose":
+        return random_jax_source(rng, spatial, kernel, strides, dilations, ci, co, n)
     if source == "tensorrt_deconvolution":
         spatial, kernel, strides, dilations = ((3,) + spatial)[:2], ((2,) + kernel)[:2], \
             ((1,) + strides)[:2], ((1,) + dilations)[:2]
@@ -121,10 +133,30 @@ def random_framework_source(rng, source, spatial, kernel, strides, dilations):
         output_shape=[n] + sizes + [co], strides=strides, padding=padding, dilations=dilations)
 
 
+def random_jax_source(rng, spatial, kernel, strides, dilations, ci, co, n):
+    """A JAX layer: channels first or last, either kernel convention, modes or pairs."""
+    rank = len(spatial)
+    transpose_kernel = bool(rng.random() < 0.5)
+    channels_last = bool(rng.random() < 0.5)
+    letters = "HW"[:rank]
+    specs = ("N" + letters + "C", letters + "IO") if channels_last else \
+        ("NC" + letters, "OI" + letters)
+    # the kernel's I axis holds the input channels, or with transpose_kernel its O axis
+    first, second = (co, ci) if transpose_kernel else (ci, co)
+    filter_ = kernel + (first, second) if channels_last else (second, first) + kernel
+    padding = str(rng.choice(["SAME", "VALID"])) if rng.random() < 0.5 else tuple(
+        (int(rng.integers(-1, 4)), int(rng.integers(-1, 4))) for _ in range(rank))
+    data = (n,) + spatial + (ci,) if channels_last else (n, ci) + spatial
+    return data, filter_, None, dict(strides=strides, padding=padding, rhs_dilation=dilations,
+                                     dimension_numbers=specs + (specs[0],),
+                                     transpose_kernel=transpose_kernel)
+
+
 def source_expected(source, arrays, attributes):
     """The source layer's output from the oracle, or from torch for the PyTorch source.
     The framework sources' own functions are checked against their runtimes (TensorFlow,
-    Keras, LiteRT) and documented formulas in test_tensorflow.py and test_tensorrt.py."""
+    Keras, LiteRT, JAX) and documented formulas in test_tensorflow.py, test_jax.py and
+    test_tensorrt.py."""
     data, filter_, bias = arrays
     if source == "tflite_transpose_conv":
         attributes = dict(attributes)
@@ -132,8 +164,9 @@ def source_expected(source, arrays, attributes):
                                         **attributes)
     if source in FRAMEWORK_SOURCES:
         function = getattr(ct, source)
-        return function(data, filter_, **attributes) if bias is None and source == \
-            "tf_conv_transpose" else function(data, filter_, bias, **attributes)
+        return function(data, filter_, **attributes) if source in (
+            "tf_conv_transpose", "jax_conv_transpose") else function(data, filter_, bias,
+                                                                      **attributes)
     if source == "torch_conv_transpose":
         rank = data.ndim - 2
         function = getattr(torch.nn.functional, f"conv_transpose{rank}d")
@@ -165,11 +198,11 @@ def torch_target(translation, arrays):
 @pytest.mark.parametrize("source", SOURCES)
 def test_random_layers_translate_to_every_dialect(source):
     rng = np.random.default_rng(sum(map(ord, source)))
-    checked, refused, inexact = 0, 0, 0
+    checked, refused, inexact, translated = 0, 0, 0, set()
     while checked < 60:
         data_shape, filter_shape, bias_shape, attributes = random_source(rng, source)
         try:
-            ct.translate(source, source if source in TARGETS else "onnx_conv_transpose",
+            ct.translate(source, "onnx_conv_transpose",
                          data_shape, filter_shape, bias_shape, **attributes)
         except ct.ConvTransposeError:
             continue  # not a valid layer of the source dialect
@@ -183,11 +216,12 @@ def test_random_layers_translate_to_every_dialect(source):
                 translation = ct.translate(source, target, data_shape, filter_shape,
                                            bias_shape, **attributes)
             except ct.ConvTransposeError as error:
-                assert (target == "convolution_backprop_data" and "groups" in str(error)) or (
-                    target == "tensorrt_deconvolution" and "add a spatial axis" in str(error))
+                assert any(reason in str(error) for reason in REFUSALS.get(target, ())), \
+                    (context, error)
                 refused += 1
                 continue
             assert_same(translation.run(*arrays), expected, context)
+            translated.add(target)
             if target == "torch_conv_transpose":
                 assert_same(torch_target(translation, arrays), expected, context)
             if translation.exact:
@@ -198,7 +232,7 @@ def test_random_layers_translate_to_every_dialect(source):
                 with pytest.raises(ct.ConvTransposeError, match="workaround"):
                     ct.translate(source, target, data_shape, filter_shape, bias_shape,
                                  workarounds=False, **attributes)
-    assert inexact > 0
+    assert inexact > 0 and translated == set(TARGETS)
 
 
 def test_asymmetric_pads_to_torch_name_the_workaround():
@@ -216,9 +250,102 @@ def test_openvino_same_upper_to_onnx_moves_the_odd_pad():
     assert t.exact and t.attributes["pads"] == (1, 0)
 
 
-def test_tensorflow_family_targets_are_refused_naming_the_alternatives():
-    with pytest.raises(ct.ConvTransposeError, match="translation source only"):
-        ct.translate("onnx_conv_transpose", "tf_conv_transpose", (1, 1, 3), (1, 1, 3))
+def _tf_family_exact_exists(target, plan):
+    """Brute force: whether some padding mode and output size (TensorFlow, TFLite) or
+    padding and output_padding (Keras) of the target gives the plan's (offset, Y) on
+    every axis, tried through the target's own shape rules."""
+    import itertools
+
+    want = plan.offset, plan.output_size
+    spatial = tuple(a.input_size for a in plan.axes)
+    n, ci, co, kernel = plan.batch, plan.in_channels, plan.out_channels, plan.kernel_shape
+    if target == "keras_conv_transpose":
+        options = [dict(padding=p, output_padding=op) for p in ("same", "valid") for op in
+                   [None] + list(itertools.product(*[range(s) for s in plan.strides]))]
+        attempts = [lambda o=o: ct.shapes.keras_conv_transpose(
+            (n,) + spatial + (ci,), kernel + (co, ci), strides=plan.strides,
+            dilation_rate=plan.dilations, **o) for o in options]
+    else:
+        sizes = itertools.product(*[range(1, a.full_size + 2 * a.stride) for a in plan.axes])
+        attempts = []
+        for size, mode in itertools.product(list(sizes), ("SAME", "VALID")):
+            if target == "tflite_transpose_conv":
+                attempts.append(lambda y=size, m=mode: ct.shapes.tflite_transpose_conv(
+                    (n,) + y + (co,), (co,) + kernel + (ci,), (n,) + spatial + (ci,),
+                    padding=m, stride_h=plan.strides[0], stride_w=plan.strides[1]))
+            else:
+                attempts.append(lambda y=size, m=mode: ct.shapes.tf_conv_transpose(
+                    (n,) + spatial + (ci,), kernel + (co, ci), (n,) + y + (co,),
+                    plan.strides, m, dilations=plan.dilations))
+    for attempt in attempts:
+        try:
+            candidate = attempt()
+        except ct.ConvTransposeError:
+            continue
+        if (candidate.offset, candidate.output_size) == want:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("target", ["tf_conv_transpose", "keras_conv_transpose",
+                                    "tflite_transpose_conv"])
+def test_tensorflow_family_targets_are_exact_whenever_some_attributes_are(target):
+    # TensorFlow's own explicit pairs (2-D) are left out: 1-D layers only there.
+    rng = np.random.default_rng(sum(map(ord, target)))
+    seen = {True: 0, False: 0}
+    while min(seen.values()) < 15:
+        rank = 2 if target == "tflite_transpose_conv" else 1
+        kernel, strides = _ints(rng, 1, 5, rank), _ints(rng, 1, 4, rank)
+        dilations = (1,) * rank if target != "tf_conv_transpose" else _ints(rng, 1, 3, rank)
+        limits = [max(s, d) for s, d in zip(strides, dilations)]
+        attributes = dict(stride=strides, dilation=dilations, padding=_ints(rng, 0, 3, rank),
+                          output_padding=tuple(int(rng.integers(0, m)) for m in limits))
+        data, filter_ = (1, 1) + _ints(rng, 1, 5, rank), (1, 1) + kernel
+        try:
+            t = ct.translate("torch_conv_transpose", target, data, filter_, **attributes)
+        except ct.ConvTransposeError:
+            continue  # an invalid PyTorch layer
+        assert t.exact == _tf_family_exact_exists(target, t.source_plan), (data, filter_,
+                                                                          attributes, str(t))
+        seen[t.exact] += 1
+
+
+def test_keras_cannot_put_the_odd_pad_first_and_names_the_crop():
+    # torch stride 2, padding 1, output_padding 1, K=3, X=3: full result 7, window [1, 7);
+    # Keras 'same' starts at max(F - Y, 0) // 2 = 0 for Y = 6, so the layer needs a crop.
+    with pytest.raises(ct.ConvTransposeError, match=r"keras_conv_transpose ties the output"
+                       r".*drop the first 1 along spatial axis 0"):
+        ct.translate("torch_conv_transpose", "keras_conv_transpose", (1, 1, 3, 3),
+                     (1, 2, 3, 3), stride=2, padding=1, output_padding=1, workarounds=False)
+    t = ct.translate("torch_conv_transpose", "tflite_transpose_conv", (1, 1, 3, 3),
+                     (1, 2, 3, 3), (2,), stride=2, padding=1)
+    assert t.exact and t.attributes == dict(output_shape=[1, 5, 5, 2], padding="SAME",
+                                            stride_h=2, stride_w=2)
+
+
+def test_tensorflow_explicit_pairs_and_refusals():
+    t = ct.translate("onnx_conv_transpose", "tf_conv_transpose", (1, 1, 3, 3), (1, 2, 3, 3),
+                     strides=[2, 2], pads=[1, 2, 0, 1], output_padding=[1, 1])
+    assert t.exact and t.attributes["padding"] == [(0, 0), (0, 0), (1, 0), (2, 0)]
+    with pytest.raises(ct.ConvTransposeError, match="tf_conv_transpose has no groups.*split"):
+        ct.translate("torch_conv_transpose", "tf_conv_transpose", (1, 2, 3), (2, 1, 3),
+                     groups=2)
+    with pytest.raises(ct.ConvTransposeError, match="tflite_transpose_conv has no dilation"):
+        ct.translate("torch_conv_transpose", "tflite_transpose_conv", (1, 1, 3, 3),
+                     (1, 1, 3, 3), dilation=2)
+
+
+def test_jax_kernel_is_flipped_unless_transpose_kernel():
+    t = ct.translate("jax_conv_transpose", "onnx_conv_transpose", (1, 3, 3, 1), (3, 3, 1, 2),
+                     strides=(2, 2), padding="SAME")
+    assert t.exact and t.filter_steps[-1] == ("flip", (2, 3))
+    t = ct.translate("jax_conv_transpose", "onnx_conv_transpose", (1, 3, 3, 1), (3, 3, 2, 1),
+                     strides=(2, 2), padding="SAME", transpose_kernel=True)
+    assert all(step != "flip" for step, _ in t.filter_steps)
+    t = ct.translate("onnx_conv_transpose", "jax_conv_transpose", (1, 1, 3), (1, 1, 3),
+                     strides=[2], pads=[1, 2])
+    assert t.exact and t.attributes["padding"] == ((1, 0),) and t.filter_steps == (
+        ("flip", (2,)),)
 
 
 def test_tensorflow_same_to_torch_and_tensorrt():

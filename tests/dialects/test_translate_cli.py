@@ -46,3 +46,58 @@ def test_a_flag_of_another_dialect_is_refused():
     result = run_cli("translate", "torch_conv_transpose", "onnx_conv_transpose",
                      "--data-shape", "1,1,3", "--filter-shape", "1,1,3", "--strides", "2")
     assert_one_line_error(result, "--strides is not an argument of torch_conv_transpose")
+
+
+def _arrays(data_shape, filter_shape):
+    rng = np.random.default_rng(1)
+    return (rng.integers(-3, 4, data_shape).astype(float),
+            rng.integers(-3, 4, filter_shape).astype(float))
+
+
+def test_tensorflow_source_with_its_own_flags_to_tflite():
+    result = run_cli("translate", "tf_conv_transpose", "tflite_transpose_conv",
+                     "--data-shape", "1,3,3,1", "--filter-shape", "3,3,2,1",
+                     "--output-shape", "1,6,5,2", "--strides", "2", "--padding", "SAME",
+                     "--json")
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["exact"] and record["target_filter_shape"] == [2, 3, 3, 1]
+    x, w = _arrays((1, 3, 3, 1), (3, 3, 2, 1))
+    attributes = dict(record["attributes"])
+    ours = ct.tflite_transpose_conv(attributes.pop("output_shape"), w.transpose(2, 0, 1, 3), x,
+                                    **attributes)
+    expected = ct.tf_conv_transpose(x, w, [1, 6, 5, 2], 2, "SAME")
+    np.testing.assert_array_equal(ours, expected)
+
+
+def test_attr_gives_any_source_argument_as_json():
+    # JAX, correlation kernel HIO: the Keras kernel is its flip with I and O swapped
+    result = run_cli("translate", "jax_conv_transpose", "keras_conv_transpose",
+                     "--data-shape", "1,3,1", "--filter-shape", "3,1,2", "--attr", "strides=[2]",
+                     "--attr", "padding=[[1, 1]]", "--json")
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["exact"] and record["filter_steps"] == [["transpose", [0, 2, 1]],
+                                                           ["flip", [0]]]
+    x, w = _arrays((1, 3, 1), (3, 1, 2))
+    ours = ct.keras_conv_transpose(x, w[::-1].transpose(0, 2, 1), **record["attributes"])
+    expected = ct.jax_conv_transpose(x, w, (2,), [(1, 1)])
+    np.testing.assert_array_equal(ours, expected)
+
+
+def test_attr_string_values_and_text_output():
+    result = run_cli("translate", "tensorrt_deconvolution", "keras_conv_transpose",
+                     "--data-shape", "1,1,3,3", "--filter-shape", "1,1,3,3",
+                     "--attr", "stride_nd=[2,2]", "--attr", "padding_mode=SAME_UPPER")
+    assert result.returncode == 0, result.stderr
+    assert "padding=same" in result.stdout and "data_format=channels_first" in result.stdout
+
+
+def test_attr_errors_are_one_line():
+    args = ("translate", "jax_conv_transpose", "onnx_conv_transpose", "--data-shape", "1,3,1",
+            "--filter-shape", "3,1,1")
+    assert_one_line_error(run_cli(*args, "--attr", "strides"), "--attr takes NAME=VALUE")
+    assert_one_line_error(run_cli(*args, "--attr", "stride=[2]"),
+                          "--attr stride is not an argument of jax_conv_transpose", "--strides")
+    assert_one_line_error(run_cli(*args, "--strides", "2", "--attr", "strides=[2]"),
+                          "strides is given twice")

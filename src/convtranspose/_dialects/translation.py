@@ -15,9 +15,14 @@ from dataclasses import dataclass
 
 from .._errors import ConvTransposeError
 from .._plan import ConvTransposePlan, _filter_axes
-from . import onednn, onnx, openvino, pytorch, tensorrt
+from . import jax, onednn, onnx, openvino, pytorch, tensorflow, tensorrt
+from .translation_tf import TF_FAMILY, jax_attributes, tf_family_attributes
 
-__all__ = ["Solution", "solve", "data_axes", "filter_steps", "output_axes"]
+__all__ = ["Solution", "solve", "data_axes", "filter_steps", "output_axes", "NO_BIAS"]
+
+#: Targets without a bias input: the source's bias is added after them.
+NO_BIAS = ("convolution_backprop_data", "group_convolution_backprop_data",
+           "tf_conv_transpose", "jax_conv_transpose")
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,10 @@ def solve(target: str, plan: ConvTransposePlan, has_bias: bool) -> Solution:
             attributes = {k: v for k, v in attributes.items()
                           if k not in ("pads_begin", "pads_end", "output_padding")}
             attributes.update(auto_pad="valid", output_shape=tuple(w[2] for w in windows))
+    elif target in TF_FAMILY:
+        attributes, why = tf_family_attributes(target, plan, windows)
+    elif target == "jax_conv_transpose":
+        attributes, why = jax_attributes(plan, windows), "expresses every window"
     elif target == "onnx_conv_transpose":
         rules = _explicit(windows, [None] * rank)
         attributes = dict(strides=plan.strides, dilations=plan.dilations, group=groups,
@@ -146,10 +155,8 @@ def solve(target: str, plan: ConvTransposePlan, has_bias: bool) -> Solution:
     crop = _crop(windows, zip(target_plan.offset, target_plan.output_size))
     if any(pair != (0, 0) for pair in crop):
         notes.append(_note(target, plan, crop, why))
-    bias_after = has_bias and (target in ("convolution_backprop_data",
-                                          "group_convolution_backprop_data")
-                               or any(b < 0 or e < 0 for b, e in crop))
-    if has_bias and target.endswith("backprop_data"):
+    bias_after = has_bias and (target in NO_BIAS or any(b < 0 or e < 0 for b, e in crop))
+    if has_bias and target in NO_BIAS:
         notes.append(f"{target} has no bias; workaround: add the bias after it")
     return Solution(target_plan, attributes, crop, bias_after, tuple(notes))
 
@@ -179,8 +186,15 @@ def _target_shapes(target: str, plan: ConvTransposePlan):
     """The target's data and filter shapes for the source layer."""
     ci, co, kernel = plan.in_channels, plan.out_channels // plan.groups, plan.kernel_shape
     data = (plan.batch, ci) + _spatial(plan)
-    if target == "conv_transpose" and plan.channels_last:
+    if (target in ("conv_transpose", "jax_conv_transpose") + TF_FAMILY and plan.channels_last
+            or target == "tflite_transpose_conv"):
         data = (plan.batch,) + _spatial(plan) + (ci,)
+    if target in ("tf_conv_transpose", "keras_conv_transpose"):
+        return data, kernel + (co, ci)
+    if target == "tflite_transpose_conv":
+        return data, (co,) + kernel + (ci,)
+    if target == "jax_conv_transpose":
+        return data, kernel + (ci, co) if plan.channels_last else (ci, co) + kernel
     if target == "group_convolution_backprop_data":
         return data, (plan.groups, ci // plan.groups, co) + kernel
     if target == "conv_transpose":
@@ -196,7 +210,7 @@ def _spatial(plan: ConvTransposePlan) -> tuple[int, ...]:
 
 def _replan(target, plan, attributes, has_bias) -> ConvTransposePlan:
     data, filter_ = _target_shapes(target, plan)
-    bias = (plan.out_channels,) if has_bias and not target.endswith("backprop_data") else None
+    bias = (plan.out_channels,) if has_bias and target not in NO_BIAS else None
     if target == "torch_conv_transpose":
         return pytorch.torch_conv_transpose(data, filter_, bias, **attributes)
     if target == "tensorrt_deconvolution":
@@ -205,6 +219,16 @@ def _replan(target, plan, attributes, has_bias) -> ConvTransposePlan:
         return onednn.conv_transpose(data, filter_, bias, **attributes)
     if target == "onnx_conv_transpose":
         return onnx.onnx_conv_transpose(data, filter_, bias, **attributes)
+    if target == "jax_conv_transpose":
+        return jax.jax_conv_transpose(data, filter_, **attributes)
+    if target == "tf_conv_transpose":
+        return tensorflow.tf_conv_transpose(data, filter_, **attributes)
+    if target == "keras_conv_transpose":
+        return tensorflow.keras_conv_transpose(data, filter_, bias, **attributes)
+    if target == "tflite_transpose_conv":
+        attributes = dict(attributes)
+        return tensorflow.tflite_transpose_conv(attributes.pop("output_shape"), filter_, data,
+                                                bias, **attributes)
     resolver = getattr(openvino, target)
     return resolver(data, filter_, None, **attributes)
 
@@ -224,8 +248,11 @@ def output_axes(source: ConvTransposePlan, target: ConvTransposePlan):
     return data_axes(target, source)
 
 
-def filter_steps(source: ConvTransposePlan, target: ConvTransposePlan) -> tuple:
-    """Transpose and reshape steps: source filter -> ``(G, Ci, Co, K...)`` -> target's."""
+def filter_steps(source: ConvTransposePlan, target: ConvTransposePlan, flip: bool = False,
+                 ) -> tuple:
+    """Transpose and reshape steps: source filter -> ``(G, Ci, Co, K...)`` -> target's,
+    then with ``flip`` a spatial flip of the target's kernel axes (JAX's correlation
+    kernel on one side only)."""
     rank = source.spatial_rank
     steps = []
     if source.filter_layout != "GIOX":
@@ -245,18 +272,28 @@ def filter_steps(source: ConvTransposePlan, target: ConvTransposePlan) -> tuple:
                       + source.kernel_shape))
         if order != tuple(range(rank + 2)):
             steps.append(("transpose", order))
+    if flip:
+        kernel = (tuple(range(3, 3 + rank)) if target.filter_layout == "GIOX"
+                  else _filter_axes(target.filter_layout, rank)[2])
+        steps.append(("flip", kernel))
     return _simplify(steps, source.filter_shape)
 
 
 def _simplify(steps, shape) -> tuple:
-    """Drop reshapes to the shape the array already has."""
-    result = []
+    """Drop reshapes to the shape the array already has; merge consecutive transposes."""
+    result: list = []
     for step, value in steps:
+        value = tuple(value)
         if step == "transpose":
             shape = tuple(shape[a] for a in value)
-        elif tuple(value) == tuple(shape):
-            continue
-        else:
-            shape = tuple(value)
-        result.append((step, tuple(value)))
+            if result and result[-1][0] == "transpose":  # a then value: axes a[value[i]]
+                first = result.pop()[1]
+                value = tuple(first[a] for a in value)
+            if value == tuple(range(len(value))):
+                continue
+        elif step == "reshape":
+            if value == tuple(shape):
+                continue
+            shape = value
+        result.append((step, value))
     return tuple(result)
