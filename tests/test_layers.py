@@ -24,7 +24,7 @@ LAYERS = (
     ("kernels",),
     ("dispatch",),
     ("planning",),
-    ("_execute", "_backward"),
+    ("_execute", "_backward", "_array_api"),
     ("_api", "shapes", "_explain", "_convolution", "vjp"),
     ("__init__", "interop", "cli", "_cli_parser", "_tune", "_bench", "__main__"),
 )

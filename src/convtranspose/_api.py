@@ -16,7 +16,7 @@ import threading
 
 import numpy as np
 
-from . import _dialects, _plan
+from . import _array_api, _dialects, _plan
 from . import planning as _planning
 from ._dtypes import accumulation_dtype, check_dtypes
 from ._errors import ConvTransposeError
@@ -45,6 +45,8 @@ def _as_array(name: str, value: object) -> np.ndarray:
             f" or the plain data"
         )
     if type(value) is np.ndarray:
+        return value
+    if _array_api.is_foreign(value):  # computed in its own library (_array_api)
         return value
     try:
         return np.asarray(value)
@@ -165,7 +167,16 @@ def _operands(names, data, filter, bias) -> dict:
     return arrays
 
 
+#: Operand types that never leave the NumPy path (checked before anything else).
+_PLAIN = (np.ndarray, type(None))
+
+
 def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter", "bias")):
+    if type(data) is not np.ndarray or type(filter) is not np.ndarray or type(bias) not in _PLAIN:
+        result = _array_api.transposed(plan, names, (data, filter, bias), out,
+                                       lambda *views: _execute(plan, *views, names=names))
+        if result is not NotImplemented:
+            return result
     if out is not None and not _direct_out(out, plan, _operands(names, data, filter, bias),
                                            names):
         np.copyto(out, _execute(plan, data, filter, bias, names=names))
