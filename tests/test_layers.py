@@ -26,7 +26,7 @@ LAYERS = (
     ("planning",),
     ("_execute", "_backward", "_array_api"),
     ("_api", "shapes", "_explain", "_convolution", "vjp"),
-    ("__init__", "interop", "cli", "_cli_parser", "_tune", "_bench", "__main__"),
+    ("__init__", "interop", "cli", "_cli_parser", "_tune", "_bench", "__main__", "torch"),
 )
 
 

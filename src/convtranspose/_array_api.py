@@ -87,9 +87,11 @@ def _namespace(operands: dict):
                 f"{name} is a {_describe(value)} but {first_name} is a {_describe(first)};"
                 f" every array operand of a call must come from the same library (convert"
                 f" {name} to the type of {first_name} first)")
-        if compat.device(value) != device:
+        # a JAX tracer has no device (None): it is placed where the traced call runs
+        other = compat.device(value)
+        if device is not None and other is not None and other != device:
             raise TypeError(
-                f"{name} is on device {compat.device(value)} but {first_name} is on device"
+                f"{name} is on device {other} but {first_name} is on device"
                 f" {device}; every operand of a call must be on the same device")
     return xp
 
@@ -105,10 +107,15 @@ def _refuse_out(out) -> None:
 # The zero-copy route for PyTorch CPU tensors
 
 
+#: Whether torch CPU tensors take the zero-copy route (tests and the benchmark turn it
+#: off to check and time the generic computation on the same tensors).
+ZERO_COPY = True
+
+
 def _numpy_views(operands):
     """Zero-copy NumPy views of torch CPU tensors no gradient is recorded for, or None."""
     torch = sys.modules.get("torch")
-    if torch is None or not isinstance(operands[0], torch.Tensor):
+    if not ZERO_COPY or torch is None or not isinstance(operands[0], torch.Tensor):
         return None
     recording = torch.is_grad_enabled()
     views = []
@@ -306,24 +313,61 @@ def _grouped(xp, array, groups: int):
     return xp.reshape(array, (n, groups, channels // groups) + tuple(array.shape[2:]))
 
 
-def _phases(axis):
+def _finite(xp, array) -> bool:
+    """Whether every value of ``array`` is finite; False for a traced array (JAX under
+    ``jit``), which has no values yet: the caller then takes its exact form."""
+    try:
+        return bool(xp.all(xp.isfinite(array)))
+    except (TypeError, RuntimeError):
+        return False
+
+
+def _per_tap(xp, weights, order):
+    """``weights`` ``(G, Ci, Co, K...)`` as one contiguous matrix per tap, ``(T, G, a, b)``
+    with ``(a, b)`` the channel axes ``order`` names (``(2, 1)``: ``(Co, Ci)``): BLAS
+    takes a strided matrix at a small fraction of its rate (15x slower with torch)."""
+    rank = weights.ndim - 3
+    moved = xp.permute_dims(weights, tuple(range(3, 3 + rank)) + (0,) + order)
+    return xp.reshape(moved, (math.prod(weights.shape[3:]), weights.shape[0])
+                      + tuple(weights.shape[i] for i in order))
+
+
+def _flat_tap(tap, kernel) -> int:
+    index = 0
+    for k, size in zip(tap, kernel):
+        index = index * size + k
+    return index
+
+
+def _phases(axis, padded: bool):
     """The stride phases of one axis of the transposed convolution.
 
     With ``t = o + offset = m*s + p`` (``p`` the phase), a tap ``k`` with
-    ``k*d = a*s + p`` adds ``data[m - a] * w[k]``.  Returns ``(m_low, M, phases)``:
-    ``m`` runs over ``[m_low, m_low + M)``, which covers every ``t`` of the output, and
-    per phase the list of its taps ``(k, data slice, (zeros before, zeros after))``,
-    the slice being the ``x = m - a`` that fall inside the data.
+    ``k*d = a*s + p`` adds ``data[m - a] * w[k]``; ``m`` runs over ``[low, low + M)``,
+    which covers every ``t`` of the output.  Returns ``(low, M, (before, after),
+    phases)``: per phase the taps that read inside the data, each as ``(k, slice,
+    (zeros before, zeros after))``.  Exact form (``padded`` False): the slice is the
+    ``x = m - a`` inside the data and the zeros pad the product to ``M``.  Padded form:
+    the data gets ``before`` and ``after`` zeros once and every slice has length ``M``.
     """
     s, size = axis.stride, axis.output_size
     low, high = axis.offset // s, -(-(axis.offset + size) // s)
-    phases = [[] for _ in range(s)]
+    taps = []
     for k in range(axis.kernel_size):
         a, p = divmod(k * axis.dilation, s)
         first, last = max(low, a), min(high, a + axis.input_size)
         if first < last:
+            taps.append((k, a, p, first, last))
+    before = max([0] + [a - low for _, a, _, _, _ in taps]) if padded else 0
+    after = max([0] + [high - a - axis.input_size for _, a, _, _, _ in taps]) if padded else 0
+    phases = [[] for _ in range(s)]
+    for k, a, p, first, last in taps:
+        if padded:
+            start = low - a + before
+            phases[p].append((k, slice(start, start + high - low), (0, 0)))
+        else:
             phases[p].append((k, slice(first - a, last - a), (first - low, high - last)))
-    return low, high - low, phases
+    return low, high - low, (before, after), phases
 
 
 def _scatter(xp, data, weights, axes):
@@ -331,19 +375,21 @@ def _scatter(xp, data, weights, axes):
     time (so that no product is taken with inserted zeros), phases then interleaved."""
     groups, _, co = weights.shape[:3]
     n, rank = data.shape[0], len(axes)
-    data_g = _grouped(xp, data, groups)
-    matrices = xp.permute_dims(weights, (0, 2, 1) + tuple(range(3, weights.ndim)))
-    info = [_phases(axis) for axis in axes]
-    counts = tuple(m for _, m, _ in info)
+    kernel = tuple(axis.kernel_size for axis in axes)
+    padded = _finite(xp, weights)  # else no zero of ours may multiply a weight
+    info = [_phases(axis, padded) for axis in axes]
+    data_g = _pad(xp, _grouped(xp, data, groups), 3, [pads for _, _, pads, _ in info])
+    matrices = _per_tap(xp, weights, (2, 1))
+    counts = tuple(m for _, m, _, _ in info)
     results = []
-    for phase in itertools.product(*(phases for _, _, phases in info)):
+    for phase in itertools.product(*(phases for _, _, _, phases in info)):
         total = None
         for taps in itertools.product(*phase):
-            tap = tuple(t[0] for t in taps)
             values = data_g[(slice(None),) * 3 + tuple(t[1] for t in taps)]
-            product = _product(xp, matrices[(slice(None),) * 3 + tap], values)
-            padded = _pad(xp, product, 3, [t[2] for t in taps])
-            total = padded if total is None else total + padded
+            product = _product(xp, matrices[_flat_tap(tuple(t[0] for t in taps), kernel), ...],
+                               values)
+            padded_product = _pad(xp, product, 3, [t[2] for t in taps])
+            total = padded_product if total is None else total + padded_product
         if total is None:
             total = xp.zeros((n, groups, co) + counts, dtype=data.dtype, device=_device(data))
         results.append(xp.reshape(total, (n, groups * co) + counts))
@@ -355,25 +401,35 @@ def _scatter(xp, data, weights, axes):
                              (n, groups * co) + tuple(m * s for m, s in zip(counts, strides)))
     crop = tuple(slice(axis.offset - low * axis.stride,
                        axis.offset - low * axis.stride + axis.output_size)
-                 for axis, (low, _, _) in zip(axes, info))
+                 for axis, (low, _, _, _) in zip(axes, info))
     return interleaved[(slice(None), slice(None)) + crop]
 
 
-def _boxes(axis):
-    """Per tap ``k`` of one axis of the adjoint, reading ``grad[x*s + k*d - offset]``:
-    ``(k, the x inside both operands, the grad positions they read)``; taps that read
-    nothing are left out."""
-    s, size = axis.stride, axis.output_size
-    options = []
+def _boxes(axis, padded: bool = False):
+    """Per tap ``k`` of one axis of the adjoint, which reads ``grad[x*s + k*d - offset]``:
+    ``((before, after), [(k, x slice, grad slice, (zeros before, zeros after)), ...])``
+    for the taps that read inside ``grad``.  Exact form: the ``x`` whose reads fall
+    inside ``grad`` and the zeros that pad the product to ``X``.  Padded form: ``grad``
+    gets ``before`` and ``after`` zeros once and every tap reads for every ``x``."""
+    s, size, x = axis.stride, axis.output_size, axis.input_size
+    taps = []
     for k in range(axis.kernel_size):
         shift = k * axis.dilation - axis.offset  # the grad index read for x = 0
         low = max(0, -(shift // s))
-        high = min(axis.input_size, (size - 1 - shift) // s + 1)
+        high = min(x, (size - 1 - shift) // s + 1)
         if low < high:
-            start = low * s + shift
-            options.append((k, slice(low, high),
-                            slice(start, start + (high - low - 1) * s + 1, s)))
-    return options
+            taps.append((k, shift, low, high))
+    before = max([0] + [-shift for _, shift, _, _ in taps]) if padded else 0
+    after = max([0] + [(x - 1) * s + shift - (size - 1) for _, shift, _, _ in taps]) \
+        if padded else 0
+    options = []
+    for k, shift, low, high in taps:
+        if padded:
+            low, high = 0, x
+        start = low * s + shift + before
+        options.append((k, slice(low, high), slice(start, start + (high - low - 1) * s + 1, s),
+                        (low, x - high)))
+    return (before, after), options
 
 
 def _gather(xp, grad, weights, axes):
@@ -382,15 +438,18 @@ def _gather(xp, grad, weights, axes):
     groups, ci = weights.shape[:2]
     n = grad.shape[0]
     sizes = tuple(axis.input_size for axis in axes)
-    grad_g = _grouped(xp, grad, groups)
+    kernel = tuple(axis.kernel_size for axis in axes)
+    padded = _finite(xp, weights)  # else no zero of ours may multiply a weight
+    info = [_boxes(axis, padded) for axis in axes]
+    grad_g = _pad(xp, _grouped(xp, grad, groups), 3, [pads for pads, _ in info])
+    matrices = _per_tap(xp, weights, (1, 2))
     total = None
-    for choice in itertools.product(*(_boxes(axis) for axis in axes)):
-        tap = tuple(c[0] for c in choice)
+    for choice in itertools.product(*(options for _, options in info)):
         window = grad_g[(slice(None),) * 3 + tuple(c[2] for c in choice)]
-        product = _product(xp, weights[(slice(None),) * 3 + tap], window)
-        pads = [(c[1].start, size - c[1].stop) for c, size in zip(choice, sizes)]
-        padded = _pad(xp, product, 3, pads)
-        total = padded if total is None else total + padded
+        product = _product(xp, matrices[_flat_tap(tuple(c[0] for c in choice), kernel), ...],
+                           window)
+        padded_product = _pad(xp, product, 3, [c[3] for c in choice])
+        total = padded_product if total is None else total + padded_product
     if total is None:
         return xp.zeros((n, groups * ci) + sizes, dtype=grad.dtype, device=_device(grad))
     return xp.reshape(total, (n, groups * ci) + sizes)
@@ -401,7 +460,7 @@ def _correlate(xp, data, grad, axes, groups: int):
     data_g, grad_g = _grouped(xp, data, groups), _grouped(xp, grad, groups)
     ci, co = data_g.shape[2], grad_g.shape[2]
     kernel = tuple(axis.kernel_size for axis in axes)
-    boxes = [{k: (inside, read) for k, inside, read in _boxes(axis)} for axis in axes]
+    boxes = [{k: (inside, read) for k, inside, read, _ in _boxes(axis)[1]} for axis in axes]
     per_tap = []
     for tap in itertools.product(*(range(k) for k in kernel)):
         if not all(k in options for k, options in zip(tap, boxes)):
