@@ -304,7 +304,8 @@ def test_out_is_for_numpy_only():
 
 def test_dtype_errors_name_the_operands(monkeypatch):
     data, filter = _small()
-    with pytest.raises(TypeError, match=r"data has dtype \S*float64 but filter has dtype \S*float32"):
+    with pytest.raises(TypeError,
+                       match=r"data has dtype \S*float64 but filter has dtype \S*float32"):
         ct.convolution_backprop_data(xs.asarray(data), xs.asarray(filter, dtype=xs.float32))
     with pytest.raises(TypeError, match=r"data, filter have dtype \S*bool, which is not supported"):
         ct.convolution_backprop_data(xs.asarray(data > 0), xs.asarray(filter > 0))

@@ -180,7 +180,9 @@ class ConvTranspose(_Layer):
         As in :class:`ConvolutionBackpropData`.
     bias : bool, optional
         Default True.
-    strides, pads_begin, pads_end, dilations, auto_pad, output_padding, groups, data_format, output_shape
+    strides, pads_begin, pads_end, dilations, auto_pad, output_padding, groups
+        As in :func:`convtranspose.conv_transpose`.
+    data_format, output_shape
         As in :func:`convtranspose.conv_transpose`.
     weights_format : {"XIO", "OIX", "IOX", "XOI"}, optional
         The weight's layout (default XIO), with ``I = in_channels`` and

@@ -39,14 +39,21 @@ def _plain(value):
 
 
 @torch.compiler.assume_constant_result
-def _encode(op: str, data_shape, filter_shape, bias_shape, attributes: dict) -> str:
-    """The attributes as a JSON string, after the dialect's own checks on the shapes (so
-    that a bad attribute fails here, with the library's message).  ``torch.compile``
-    runs it once while tracing and keeps the string as a constant of the graph."""
-    attributes = {name: value for name, value in attributes.items() if value is not None}
-    _plan_of(op, tuple(data_shape), tuple(filter_shape), bias_shape, attributes)
-    return json.dumps({name: _plain(value) for name, value in attributes.items()},
-                      sort_keys=True)
+def _encode(attributes: dict) -> str:
+    """The attributes (None ones left out) as a JSON string; ``torch.compile`` runs this
+    once while tracing and keeps the string as a constant of the graph."""
+    return json.dumps({name: _plain(value) for name, value in attributes.items()
+                       if value is not None}, sort_keys=True)
+
+
+def _checked(op: str, data, filter, bias, attributes: dict) -> str:
+    """The encoded attributes, after the dialect's own checks on the shapes when running
+    eagerly (a bad attribute fails at the call, with the library's message); while
+    ``torch.compile`` traces, the shape functions below make the same checks."""
+    if not torch.compiler.is_compiling():
+        _plan_of(op, tuple(data.shape), tuple(filter.shape), _shape(bias),
+                 {name: value for name, value in attributes.items() if value is not None})
+    return _encode(attributes)
 
 
 def _plan_of(op, data_shape, filter_shape, bias_shape, attributes):
@@ -198,7 +205,7 @@ def convolution_backprop_data(data: Tensor, filter: Tensor, output_shape=None, *
     attributes = dict(output_shape=output_shape, strides=strides, pads_begin=pads_begin,
                       pads_end=pads_end, dilations=dilations, auto_pad=auto_pad,
                       output_padding=output_padding)
-    encoded = _encode("convolution_backprop_data", data.shape, filter.shape, None, attributes)
+    encoded = _checked("convolution_backprop_data", data, filter, None, attributes)
     return _transposed(data, filter, None, "convolution_backprop_data", encoded)
 
 
@@ -220,8 +227,7 @@ def group_convolution_backprop_data(data: Tensor, filter: Tensor, output_shape=N
     attributes = dict(output_shape=output_shape, strides=strides, pads_begin=pads_begin,
                       pads_end=pads_end, dilations=dilations, auto_pad=auto_pad,
                       output_padding=output_padding)
-    encoded = _encode("group_convolution_backprop_data", data.shape, filter.shape, None,
-                      attributes)
+    encoded = _checked("group_convolution_backprop_data", data, filter, None, attributes)
     return _transposed(data, filter, None, "group_convolution_backprop_data", encoded)
 
 
@@ -244,7 +250,7 @@ def conv_transpose(input: Tensor, filter: Tensor, bias: Optional[Tensor] = None,
                       dilations=dilations, auto_pad=auto_pad, output_padding=output_padding,
                       groups=groups, data_format=data_format, filter_format=filter_format,
                       weights_format=weights_format, output_shape=output_shape)
-    encoded = _encode("conv_transpose", input.shape, filter.shape, _shape(bias), attributes)
+    encoded = _checked("conv_transpose", input, filter, bias, attributes)
     return _transposed(input, filter, bias, "conv_transpose", encoded)
 
 
@@ -265,7 +271,7 @@ def onnx_conv_transpose(X: Tensor, W: Tensor, B: Optional[Tensor] = None, *, aut
     attributes = dict(auto_pad=auto_pad, dilations=dilations, group=group,
                       kernel_shape=kernel_shape, output_padding=output_padding,
                       output_shape=output_shape, pads=pads, strides=strides)
-    encoded = _encode("onnx_conv_transpose", X.shape, W.shape, _shape(B), attributes)
+    encoded = _checked("onnx_conv_transpose", X, W, B, attributes)
     return _transposed(X, W, B, "onnx_conv_transpose", encoded)
 
 
@@ -284,7 +290,7 @@ def convolution(data: Tensor, filter: Tensor, *, strides=None, pads_begin=None, 
     """
     attributes = dict(strides=strides, pads_begin=pads_begin, pads_end=pads_end,
                       dilations=dilations, auto_pad=auto_pad)
-    encoded = _encode("convolution", data.shape, filter.shape, None, attributes)
+    encoded = _checked("convolution", data, filter, None, attributes)
     return _forward_convolution(data, filter, "convolution", encoded)
 
 
@@ -302,5 +308,5 @@ def group_convolution(data: Tensor, filter: Tensor, *, strides=None, pads_begin=
     """
     attributes = dict(strides=strides, pads_begin=pads_begin, pads_end=pads_end,
                       dilations=dilations, auto_pad=auto_pad)
-    encoded = _encode("group_convolution", data.shape, filter.shape, None, attributes)
+    encoded = _checked("group_convolution", data, filter, None, attributes)
     return _forward_convolution(data, filter, "group_convolution", encoded)
