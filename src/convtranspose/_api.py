@@ -216,7 +216,9 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None, 
     Parameters
     ----------
     data : array_like
-        ``[N, C_IN, X1, ..., XD]``, any spatial rank D >= 1.
+        ``[N, C_IN, X1, ..., XD]``, any spatial rank D >= 1.  Arrays of another
+        library (PyTorch, CuPy, JAX, ...; every operand from the same one) are
+        computed with that library and give its array type (``docs/arrays.md``).
     filter : array_like
         ``[C_IN, C_OUT, K1, ..., KD]``, the same dtype as ``data``.
     output_shape : sequence of int or 1-D integer array, optional

@@ -5,6 +5,8 @@ the semantics coincide, the initialisation, ``torch.compile`` and the errors.
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import math
 import re
 from pathlib import Path
@@ -247,3 +249,11 @@ def test_errors_name_the_argument():
     with pytest.raises(ct.ConvTransposeError, match=r"X has 3 channels"):
         layer(torch.ones(1, 3, 4, 4))
     assert math.isfinite(layer(torch.ones(1, 2, 4, 4)).sum().item())
+
+
+@pytest.mark.parametrize("name", ["convtranspose.torch", "convtranspose.torch._ops",
+                                  "convtranspose.torch._modules"])
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
