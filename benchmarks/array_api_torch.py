@@ -1,6 +1,6 @@
 """PyTorch CPU tensors: zero-copy NumPy kernels against the generic array-API computation.
 
-    python benchmarks/array_api_torch.py [--rounds 7] [--out FILE]
+    python benchmarks/array_api_torch.py [--rounds 7] [--layers TEXT] [--out FILE]
 
 For a few layers of the benchmark suite (float32, channels first) the same public call
 ``ct.onnx_conv_transpose(X, W, ...)`` on torch CPU tensors is timed both ways, in one
@@ -105,9 +105,9 @@ def _agree(call) -> float:
     return worst
 
 
-def measure(rounds: int):
+def measure(rounds: int, layers=LAYERS):
     rows = []
-    for layer in LAYERS:
+    for layer in layers:
         for op, call in _calls(layer).items():
             difference = _agree(call)
             call()
@@ -132,13 +132,18 @@ def measure(rounds: int):
     return rows
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--layers", default="", help="only the layers whose name has this text")
     parser.add_argument("--out", type=pathlib.Path)
     args = parser.parse_args(argv)
+    threads = torch.get_num_threads()
     torch.set_num_threads(ct.get_num_threads())
-    rows = measure(args.rounds)
+    try:
+        rows = measure(args.rounds, [layer for layer in LAYERS if args.layers in layer[0]])
+    finally:
+        torch.set_num_threads(threads)
     ratios = [row["generic_over_zero_copy"] for row in rows]
     result = {
         "machine": f"{cpu_model()}, {ct.get_num_threads()} threads (torch and the library)",
@@ -157,7 +162,8 @@ def main(argv=None) -> None:
           f", smallest {min(ratios)}")
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -6,8 +6,11 @@ every sum is exact; the mixing rules, the errors, immutability and lazy imports.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import array_api_strict as xs
 import numpy as np
@@ -336,3 +339,17 @@ def test_importing_and_using_the_numpy_path_imports_no_other_library():
         " & set(sys.modules)\n"
         "assert not loaded, loaded\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_benchmark_script_times_both_routes(tmp_path, capsys):
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "array_api_torch.py"
+    spec = importlib.util.spec_from_file_location("array_api_torch", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "result.json"
+    assert module.main(["--layers", "tiny", "--rounds", "1", "--out", str(out)]) == 0
+    assert _array_api.ZERO_COPY  # restored
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["op"] for row in rows] == ["transposed", "vjp", "convolution"]
+    assert all(row["zero_copy_ms"] > 0 and row["generic_ms"] > 0 for row in rows)
+    assert all(row["max_relative_difference"] < 1e-5 for row in rows)
