@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _dialects, _plan
+from . import _array_api, _dialects, _plan
 from . import planning as _planning
 from ._dtypes import accumulation_dtype, check_dtypes
 from ._errors import ConvTransposeError
@@ -54,6 +54,8 @@ def _as_array(name: str, value: object) -> np.ndarray:
         )
     if type(value) is np.ndarray:
         array = value
+    elif _array_api.is_foreign(value):  # computed in its own library (_array_api)
+        return value
     else:
         try:
             array = np.asarray(value)
@@ -259,8 +261,17 @@ def _check_memory(plan, data, filter, out, output_shape) -> None:
 _FEW_BYTES = 1 << 24
 
 
+#: Operand types that never leave the NumPy path (checked before anything else).
+_PLAIN = (np.ndarray, type(None))
+
+
 def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter", "bias"),
              output_shape=None):
+    if type(data) is not np.ndarray or type(filter) is not np.ndarray or type(bias) not in _PLAIN:
+        result = _array_api.transposed(plan, names, (data, filter, bias), out,
+                                       lambda *views: _execute(plan, *views, names=names))
+        if result is not NotImplemented:
+            return result
     _check_memory(plan, data, filter, out, output_shape)
     if out is not None and not _direct_out(out, plan, _operands(names, data, filter, bias),
                                            names):
@@ -304,7 +315,9 @@ def convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
     Parameters
     ----------
     data : array_like
-        ``[N, C_IN, X1, ..., XD]``, any spatial rank D >= 1.
+        ``[N, C_IN, X1, ..., XD]``, any spatial rank D >= 1.  Arrays of another
+        library (PyTorch, CuPy, JAX, ...; every operand from the same one) are
+        computed with that library and give its array type (``docs/arrays.md``).
     filter : array_like
         ``[C_IN, C_OUT, K1, ..., KD]``, the same dtype as ``data``.
     output_shape : sequence of int or 1-D integer array, optional

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import _dialects
+from . import _array_api, _dialects
 from ._api import _as_array, _direct_out, _resolve
 from ._backward import check_memory, data_adjoint
 from ._dtypes import check_dtypes
@@ -26,6 +26,11 @@ __all__ = ["convolution", "group_convolution"]
 
 
 def _forward(plan, data, filter, out):
+    if type(data) is not np.ndarray or type(filter) is not np.ndarray:
+        result = _array_api.convolution(plan, (data, filter), out,
+                                        lambda *views: _forward(plan, *views, None))
+        if result is not NotImplemented:
+            return result
     if out is not None and not _direct_out(out, plan, {"data": data, "filter": filter},
                                            ("data", "filter")):
         np.copyto(out, _forward(plan, data, filter, None))

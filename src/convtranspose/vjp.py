@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import _dialects
+from . import _array_api, _dialects
 from ._api import _as_array, _canonical_weights, _resolve
 from ._backward import bias_adjoint, check_memory, data_adjoint, filter_adjoint
 from ._dtypes import check_dtypes
@@ -59,6 +59,12 @@ def _filter_gradient(plan, canonical: np.ndarray) -> np.ndarray:
 def _gradients(plan, names, data, filter, grad_output, bias=None):
     data, filter = _as_array(names[0], data), _as_array(names[1], filter)
     grad_output = _as_array("grad_output", grad_output)
+    if not all(type(a) is np.ndarray for a in (data, filter, grad_output)) or (
+            bias is not None and type(bias) is not np.ndarray):
+        result = _array_api.gradients(plan, names, (data, filter, grad_output, bias),
+                                      lambda *views: _gradients(plan, names, *views))
+        if result is not NotImplemented:
+            return result
     arrays = {names[0]: data, names[1]: filter, "grad_output": grad_output}
     if bias is not None:
         arrays[names[2]] = bias

@@ -1,0 +1,60 @@
+"""PyTorch: every dialect as a differentiable function and as an ``nn.Module``.
+
+Importing this package imports torch (``import convtranspose`` never does).  Each
+function computes exactly what the same-named function of :mod:`convtranspose` computes,
+on tensors, and can be trained through: its gradients are the library's vector-Jacobian
+products (:mod:`convtranspose.vjp`).  Each module holds a weight (and a bias where the
+dialect has one) in the dialect's own filter layout, initialised as torch initialises
+its ``ConvTranspose``/``Conv`` layers, and the dialect's attributes under the spec's
+names.
+
+>>> import torch, convtranspose.torch as ctt
+>>> layer = ctt.ConvolutionBackpropData(4, 2, 3, strides=2, auto_pad="same_upper")
+>>> x = torch.ones(1, 4, 5, 5)
+>>> y = layer(x, output_shape=[10, 10])          # OpenVINO's odd pad at the beginning
+>>> y.shape
+torch.Size([1, 2, 10, 10])
+>>> y.sum().backward()
+>>> layer.weight.grad.shape
+torch.Size([4, 2, 3, 3])
+
+Each op is a ``torch.library`` custom operator (``torch.ops.convtranspose.transposed``,
+``transposed_backward``, ``convolution``, ``convolution_backward``) with a registered
+autograd formula and a shape function, so ``torch.compile`` keeps a layer in one graph
+(``fullgraph=True`` works) and calls the library's kernels inside it.  CPU tensors are
+read through zero-copy NumPy views by the library's NumPy kernels; tensors on other
+devices are computed with torch's own functions (``docs/arrays.md``).  Second
+derivatives (a backward through a backward) are not provided.
+"""
+
+from ._modules import (
+    Convolution,
+    ConvolutionBackpropData,
+    ConvTranspose,
+    GroupConvolution,
+    GroupConvolutionBackpropData,
+    OnnxConvTranspose,
+)
+from ._ops import (
+    conv_transpose,
+    convolution,
+    convolution_backprop_data,
+    group_convolution,
+    group_convolution_backprop_data,
+    onnx_conv_transpose,
+)
+
+__all__ = [
+    "ConvTranspose",
+    "Convolution",
+    "ConvolutionBackpropData",
+    "GroupConvolution",
+    "GroupConvolutionBackpropData",
+    "OnnxConvTranspose",
+    "conv_transpose",
+    "convolution",
+    "convolution_backprop_data",
+    "group_convolution",
+    "group_convolution_backprop_data",
+    "onnx_conv_transpose",
+]

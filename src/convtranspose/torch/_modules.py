@@ -1,0 +1,348 @@
+"""``nn.Module`` layers: one per dialect function, any spatial rank.
+
+Each layer creates its weight in torch's own layout (``(C_IN, C_OUT/G, K...)`` for a
+transposed convolution as ``nn.ConvTranspose{1,2,3}d``, ``(C_OUT, C_IN/G, K...)`` for a
+convolution as ``nn.Conv{1,2,3}d``), initialises it exactly as torch does (Kaiming
+uniform with ``a = sqrt(5)``, the bias uniform in ``+-1/sqrt(fan_in)``) and stores it in
+the dialect's layout: with the same seed a layer starts from the very values of the
+torch layer of the same shape.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .._errors import ConvTransposeError
+from .._plan import _filter_axes
+from . import _ops
+
+__all__ = ["ConvTranspose", "Convolution", "ConvolutionBackpropData", "GroupConvolution",
+           "GroupConvolutionBackpropData", "OnnxConvTranspose"]
+
+
+def _kernel(kernel_size, spatial_rank) -> tuple[int, ...]:
+    """The kernel shape: an int repeated ``spatial_rank`` times (2 by default), or a
+    sequence (whose length is the rank)."""
+    if isinstance(kernel_size, int):
+        return (kernel_size,) * (2 if spatial_rank is None else spatial_rank)
+    kernel = tuple(int(k) for k in kernel_size)
+    if spatial_rank is not None and spatial_rank != len(kernel):
+        raise ConvTransposeError(
+            f"kernel_size {kernel} has {len(kernel)} axes but spatial_rank is {spatial_rank}")
+    return kernel
+
+
+def _divisible(name: str, value: int, groups_name: str, groups: int) -> None:
+    if groups < 1 or value % groups:
+        raise ConvTransposeError(
+            f"{name}={value} must be divisible by {groups_name}={groups} (a positive int)")
+
+
+class _Layer(nn.Module):
+    """A weight made in torch's layout and initialised as torch does (see the module)."""
+
+    _ATTRIBUTES: tuple[str, ...] = ()
+
+    def _make(self, torch_shape, bias_size, device, dtype) -> None:
+        factory = dict(device=device, dtype=dtype)
+        self._torch_shape = tuple(torch_shape)
+        shape = self._layout(torch.empty(self._torch_shape, device="meta")).shape
+        self.weight = nn.Parameter(torch.empty(shape, **factory))
+        self.bias = None if bias_size is None else nn.Parameter(torch.empty(bias_size, **factory))
+        self.reset_parameters()
+
+    def _layout(self, weight):
+        """A weight in torch's layout, in the dialect's."""
+        return weight
+
+    def reset_parameters(self) -> None:
+        """Draw the parameters as torch's layer of the same shape draws them."""
+        with torch.no_grad():
+            weight = torch.empty(self._torch_shape, dtype=self.weight.dtype,
+                                 device=self.weight.device)
+            nn.init.kaiming_uniform_(weight, a=math.sqrt(5))
+            self.weight.copy_(self._layout(weight))
+            if self.bias is not None:
+                fan_in = weight.shape[1] * math.prod(weight.shape[2:])
+                if fan_in:
+                    bound = 1 / math.sqrt(fan_in)
+                    nn.init.uniform_(self.bias, -bound, bound)
+
+    def _attributes(self) -> dict:
+        return {name: getattr(self, name) for name in self._ATTRIBUTES}
+
+    def _set(self, attributes: dict, defaults: dict) -> None:
+        """Each of ``_ATTRIBUTES`` from ``attributes`` (else its default), as an attribute
+        of the layer under the spec's name; a TypeError for any other keyword."""
+        unknown = sorted(set(attributes) - set(self._ATTRIBUTES))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} got unexpected keyword {unknown[0]!r};"
+                            f" its attributes are {', '.join(self._ATTRIBUTES)}")
+        for name in self._ATTRIBUTES:
+            setattr(self, name, attributes.get(name, defaults.get(name)))
+
+    def extra_repr(self) -> str:
+        shown = [f"weight={tuple(self.weight.shape)}", f"bias={self.bias is not None}"]
+        shown += [f"{name}={value!r}" for name, value in self._attributes().items()
+                  if value is not None]
+        return ", ".join(shown)
+
+
+_OPENVINO = ("strides", "pads_begin", "pads_end", "dilations", "auto_pad")
+
+
+class ConvolutionBackpropData(_Layer):
+    """OpenVINO ConvolutionBackpropData-1 as a layer: weight ``[C_IN, C_OUT, K...]``, no bias.
+
+    Parameters
+    ----------
+    in_channels, out_channels : int
+    kernel_size : int or sequence of int
+        An int means that size on every axis of a ``spatial_rank``-D layer (default 2).
+    strides, pads_begin, pads_end, dilations, auto_pad, output_padding
+        As in :func:`convtranspose.convolution_backprop_data`.
+    spatial_rank : int, optional
+    device, dtype : optional
+        Of the weight.
+
+    Examples
+    --------
+    >>> import torch, convtranspose.torch as ctt
+    >>> layer = ctt.ConvolutionBackpropData(8, 4, 4, strides=2, pads_begin=1, pads_end=1)
+    >>> layer(torch.ones(1, 8, 5, 5)).shape
+    torch.Size([1, 4, 10, 10])
+    """
+
+    _ATTRIBUTES = _OPENVINO + ("output_padding",)
+    _OP = staticmethod(_ops.convolution_backprop_data)
+
+    def __init__(self, in_channels, out_channels, kernel_size, *, strides=None, pads_begin=None,
+                 pads_end=None, dilations=None, auto_pad="explicit", output_padding=None,
+                 spatial_rank=None, device=None, dtype=None):
+        super().__init__()
+        self._build(1, in_channels, out_channels, kernel_size, spatial_rank, device, dtype,
+                    dict(strides=strides, pads_begin=pads_begin, pads_end=pads_end,
+                         dilations=dilations, auto_pad=auto_pad, output_padding=output_padding))
+
+    def _build(self, groups, in_channels, out_channels, kernel_size, spatial_rank, device, dtype,
+               attributes):
+        self._set(attributes, {"auto_pad": "explicit"})
+        self._make((in_channels, out_channels // groups) + _kernel(kernel_size, spatial_rank),
+                   None, device, dtype)
+
+    def forward(self, data, output_shape=None):
+        """``data`` ``[N, C_IN, X...]``; ``output_shape`` the spatial output size, or None."""
+        return self._OP(data, self.weight, output_shape, **self._attributes())
+
+
+class GroupConvolutionBackpropData(ConvolutionBackpropData):
+    """OpenVINO GroupConvolutionBackpropData-1 as a layer: weight
+    ``[G, C_IN/G, C_OUT/G, K...]``, no bias.
+
+    Parameters as :class:`ConvolutionBackpropData`, plus ``groups`` (``G``), which must
+    divide both channel counts.
+
+    Examples
+    --------
+    >>> import torch, convtranspose.torch as ctt
+    >>> layer = ctt.GroupConvolutionBackpropData(8, 8, 3, 8, strides=2)   # depthwise
+    >>> layer.weight.shape, layer(torch.ones(1, 8, 4, 4)).shape
+    (torch.Size([8, 1, 1, 3, 3]), torch.Size([1, 8, 9, 9]))
+    """
+
+    _OP = staticmethod(_ops.group_convolution_backprop_data)
+
+    def __init__(self, in_channels, out_channels, kernel_size, groups, *, spatial_rank=None,
+                 device=None, dtype=None, **attributes):
+        _divisible("in_channels", in_channels, "groups", groups)
+        _divisible("out_channels", out_channels, "groups", groups)
+        _Layer.__init__(self)
+        self.groups = groups
+        self._build(groups, in_channels, out_channels, kernel_size, spatial_rank, device, dtype,
+                    attributes)
+
+    def _layout(self, weight):
+        return weight.reshape((self.groups, weight.shape[0] // self.groups) + weight.shape[1:])
+
+
+class ConvTranspose(_Layer):
+    """oneDNN Graph ConvTranspose-1 as a layer: weight in ``weights_format``, bias
+    ``(out_channels,)``.
+
+    Parameters
+    ----------
+    in_channels, out_channels : int
+        ``groups`` must divide both.
+    kernel_size : int or sequence of int
+        As in :class:`ConvolutionBackpropData`.
+    bias : bool, optional
+        Default True.
+    strides, pads_begin, pads_end, dilations, auto_pad, output_padding, groups
+        As in :func:`convtranspose.conv_transpose`.
+    data_format, output_shape
+        As in :func:`convtranspose.conv_transpose`.
+    weights_format : {"XIO", "OIX", "IOX", "XOI"}, optional
+        The weight's layout (default XIO), with ``I = in_channels`` and
+        ``O = out_channels / groups``.
+    spatial_rank, device, dtype : optional
+
+    Examples
+    --------
+    >>> import torch, convtranspose.torch as ctt
+    >>> layer = ctt.ConvTranspose(8, 2, 3, strides=2, auto_pad="same_upper")   # NXC, XIO
+    >>> layer.weight.shape, layer(torch.ones(1, 4, 4, 8)).shape
+    (torch.Size([3, 3, 8, 2]), torch.Size([1, 8, 8, 2]))
+    """
+
+    _ATTRIBUTES = ("strides", "pads_begin", "pads_end", "dilations", "auto_pad",
+                   "output_padding", "groups", "data_format", "weights_format", "output_shape")
+
+    def __init__(self, in_channels, out_channels, kernel_size, *, bias=True, strides=None,
+                 pads_begin=None, pads_end=None, dilations=None, auto_pad="none",
+                 output_padding=None, groups=1, data_format="NXC", weights_format="XIO",
+                 output_shape=None, spatial_rank=None, device=None, dtype=None):
+        _divisible("in_channels", in_channels, "groups", groups)
+        _divisible("out_channels", out_channels, "groups", groups)
+        super().__init__()
+        self.strides, self.pads_begin, self.pads_end = strides, pads_begin, pads_end
+        self.dilations, self.auto_pad, self.output_padding = dilations, auto_pad, output_padding
+        self.groups, self.data_format, self.weights_format = groups, data_format, weights_format
+        self.output_shape = output_shape
+        kernel = _kernel(kernel_size, spatial_rank)
+        self._make((in_channels, out_channels // groups) + kernel,
+                   out_channels if bias else None, device, dtype)
+
+    def _layout(self, weight):
+        rank = weight.ndim - 2
+        if not isinstance(self.weights_format, str) or self.weights_format.upper() not in (
+                "XIO", "OIX", "IOX", "XOI"):
+            raise ConvTransposeError(f"weights_format must be one of 'XIO', 'OIX', 'IOX',"
+                                     f" 'XOI', got {self.weights_format!r}")
+        i_axis, o_axis, kernel_axes = _filter_axes(self.weights_format.upper(), rank)
+        source = {i_axis: 0, o_axis: 1}
+        source.update({axis: 2 + i for i, axis in enumerate(kernel_axes)})
+        return weight.permute(tuple(source[j] for j in range(weight.ndim)))
+
+    def forward(self, input):
+        """``input`` in ``data_format``: ``(N, X..., I)`` (NXC) or ``(N, I, X...)``."""
+        return _ops.conv_transpose(input, self.weight, self.bias, **self._attributes())
+
+
+class OnnxConvTranspose(_Layer):
+    """ONNX ConvTranspose as a layer: ``weight`` is W ``(C, M/group, K...)`` (torch's own
+    layout), ``bias`` is B ``(M,)``.
+
+    Parameters
+    ----------
+    in_channels, out_channels : int
+        ``C`` and ``M``; ``group`` must divide both.
+    kernel_size : int or sequence of int
+        As in :class:`ConvolutionBackpropData`.
+    bias : bool, optional
+        Default True.
+    auto_pad, dilations, group, output_padding, output_shape, pads, strides
+        As in :func:`convtranspose.onnx_conv_transpose`.
+    spatial_rank, device, dtype : optional
+
+    Examples
+    --------
+    >>> import torch, convtranspose.torch as ctt
+    >>> layer = ctt.OnnxConvTranspose(4, 2, 3, strides=2, pads=[0, 0, 1, 1])  # asymmetric
+    >>> layer(torch.ones(1, 4, 5, 5)).shape
+    torch.Size([1, 2, 10, 10])
+    """
+
+    _ATTRIBUTES = ("auto_pad", "dilations", "group", "output_padding", "output_shape", "pads",
+                   "strides")
+
+    def __init__(self, in_channels, out_channels, kernel_size, *, bias=True, auto_pad="NOTSET",
+                 dilations=None, group=1, output_padding=None, output_shape=None, pads=None,
+                 strides=None, spatial_rank=None, device=None, dtype=None):
+        _divisible("in_channels", in_channels, "group", group)
+        _divisible("out_channels", out_channels, "group", group)
+        super().__init__()
+        self.auto_pad, self.dilations, self.group = auto_pad, dilations, group
+        self.output_padding, self.output_shape = output_padding, output_shape
+        self.pads, self.strides = pads, strides
+        kernel = _kernel(kernel_size, spatial_rank)
+        self._make((in_channels, out_channels // group) + kernel,
+                   out_channels if bias else None, device, dtype)
+
+    def forward(self, X):
+        """``X`` ``(N, C, D...)``."""
+        return _ops.onnx_conv_transpose(X, self.weight, self.bias, **self._attributes())
+
+
+class Convolution(_Layer):
+    """OpenVINO Convolution-1 as a layer: weight ``[C_OUT, C_IN, K...]`` (torch's own
+    layout), no bias.
+
+    Parameters
+    ----------
+    in_channels, out_channels : int
+    kernel_size : int or sequence of int
+        As in :class:`ConvolutionBackpropData`.
+    strides, pads_begin, pads_end, dilations, auto_pad
+        As in :func:`convtranspose.convolution`.
+    spatial_rank, device, dtype : optional
+
+    Examples
+    --------
+    >>> import torch, convtranspose.torch as ctt
+    >>> layer = ctt.Convolution(4, 8, 3, strides=2, auto_pad="same_upper")
+    >>> layer(torch.ones(1, 4, 10, 10)).shape
+    torch.Size([1, 8, 5, 5])
+    """
+
+    _ATTRIBUTES = _OPENVINO
+    _OP = staticmethod(_ops.convolution)
+
+    def __init__(self, in_channels, out_channels, kernel_size, *, strides=None, pads_begin=None,
+                 pads_end=None, dilations=None, auto_pad="explicit", spatial_rank=None,
+                 device=None, dtype=None):
+        super().__init__()
+        self._build(1, in_channels, out_channels, kernel_size, spatial_rank, device, dtype,
+                    dict(strides=strides, pads_begin=pads_begin, pads_end=pads_end,
+                         dilations=dilations, auto_pad=auto_pad))
+
+    def _build(self, groups, in_channels, out_channels, kernel_size, spatial_rank, device, dtype,
+               attributes):
+        self._set(attributes, {"auto_pad": "explicit"})
+        self._make((out_channels, in_channels // groups) + _kernel(kernel_size, spatial_rank),
+                   None, device, dtype)
+
+    def forward(self, data):
+        """``data`` ``[N, C_IN, X...]``."""
+        return self._OP(data, self.weight, **self._attributes())
+
+
+class GroupConvolution(Convolution):
+    """OpenVINO GroupConvolution-1 as a layer: weight ``[G, C_OUT/G, C_IN/G, K...]``, no bias.
+
+    Parameters as :class:`Convolution`, plus ``groups`` (``G``), which must divide both
+    channel counts.
+
+    Examples
+    --------
+    >>> import torch, convtranspose.torch as ctt
+    >>> layer = ctt.GroupConvolution(8, 8, 3, 8, pads_begin=1, pads_end=1)   # depthwise
+    >>> layer.weight.shape, layer(torch.ones(1, 8, 6, 6)).shape
+    (torch.Size([8, 1, 1, 3, 3]), torch.Size([1, 8, 6, 6]))
+    """
+
+    _OP = staticmethod(_ops.group_convolution)
+
+    def __init__(self, in_channels, out_channels, kernel_size, groups, *, spatial_rank=None,
+                 device=None, dtype=None, **attributes):
+        _divisible("in_channels", in_channels, "groups", groups)
+        _divisible("out_channels", out_channels, "groups", groups)
+        _Layer.__init__(self)
+        self.groups = groups
+        self._build(groups, in_channels, out_channels, kernel_size, spatial_rank, device, dtype,
+                    attributes)
+
+    def _layout(self, weight):
+        return weight.reshape((self.groups, weight.shape[0] // self.groups) + weight.shape[1:])
