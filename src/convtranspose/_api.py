@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -46,6 +46,7 @@ def _is_masked(value: object) -> bool:
 
 
 def _as_array(name: str, value: object) -> np.ndarray:
+    """``value`` as a native-order ndarray, or as it is when another array library's."""
     if _is_masked(value):
         # Computing on the raw data would silently use the masked-out values.
         raise TypeError(
@@ -55,7 +56,7 @@ def _as_array(name: str, value: object) -> np.ndarray:
     if type(value) is np.ndarray:
         array = value
     elif _array_api.is_foreign(value):  # computed in its own library (_array_api)
-        return value
+        return cast(np.ndarray, value)  # duck-typed: only its shape and dtype are read
     else:
         try:
             array = np.asarray(value)
@@ -315,9 +316,8 @@ def convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
     Parameters
     ----------
     data : array_like
-        ``[N, C_IN, X1, ..., XD]``, any spatial rank D >= 1.  Arrays of another
-        library (PyTorch, CuPy, JAX, ...; every operand from the same one) are
-        computed with that library and give its array type (``docs/arrays.md``).
+        ``[N, C_IN, X1, ..., XD]``, any spatial rank D >= 1; arrays of another library
+        give that library's arrays (``docs/arrays.md``).
     filter : array_like
         ``[C_IN, C_OUT, K1, ..., KD]``, the same dtype as ``data``.
     output_shape : sequence of int or 1-D integer array, optional
@@ -334,8 +334,7 @@ def convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
     out : ndarray, optional
         An array of exactly the result's shape and dtype to write the result into
         (and return), as NumPy's ``out=``: repeated calls then reuse its memory.
-        Fastest when C-contiguous; it may share memory with the operands (the
-        result is then computed first, as if into a new array).
+        Fastest when C-contiguous; it may share memory with the operands.
 
     Returns
     -------
