@@ -11,8 +11,9 @@ with the f32 precision hint on 2 threads, one infer request):
 - ``vjp``: ``ct.vjp.onnx_conv_transpose`` (data and filter gradients) against torch's
   ``backward()`` through ``conv_transpose2d`` (the same two gradients).
 
-Each time is the median of interleaved runs after warm-up calls (the library's first
-call of a layer plans it; that is not timed).  The table names the CPU and gives each
+Each time is the median of rounds that alternate between the implementations, each call
+after a pause and an untimed call, after warm-up calls (the library's first call of a
+layer plans it; that is not timed).  The table names the CPU and gives each
 row's ratio against the fastest peer (> 1: the library is faster).
 """
 
@@ -22,13 +23,13 @@ import argparse
 import json
 import os
 import statistics
-import time
 
 os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
 
 import numpy as np  # noqa: E402
 
 import convtranspose as ct  # noqa: E402
+from convtranspose._bench.run import alternating_rounds  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 
 # (name, N, C_in, C_out, size, kernel, stride, pad, groups) of a forward convolution;
@@ -46,16 +47,11 @@ QUICK = LAYERS[:4]
 
 
 def _median_ms(functions: dict, repeats: int) -> dict:
-    for function in functions.values():
-        function()
-        function()
-    times = {name: [] for name in functions}
-    for _ in range(repeats):
-        for name, function in functions.items():  # interleaved: load hits all alike
-            start = time.perf_counter()
-            function()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) * 1e3 for name, values in times.items()}
+    """Median ms per call, the runners alternating round by round, each after a pause
+    and an untimed call (another runtime's spinning threads and trimmed heap would
+    otherwise be charged to the next one: :func:`convtranspose._bench.run.alternating_rounds`)."""
+    samples = alternating_rounds(functions, repeats, warmup=2)
+    return {name: statistics.median(values) * 1e3 for name, values in samples.items()}
 
 
 def _openvino_conv(data, weight, stride, pad, groups):
@@ -64,6 +60,8 @@ def _openvino_conv(data, weight, stride, pad, groups):
 
     parameter = ov.opset1.parameter(list(data.shape), ov.Type.f32)
     name = "GroupConvolution" if groups > 1 else "Convolution"
+    if groups > 1:  # [G, C_OUT/G, C_IN/G, K...]
+        weight = weight.reshape((groups, weight.shape[0] // groups) + weight.shape[1:])
     constant = ov.opset1.constant(weight)
     node = NodeFactory("opset1").create(name, [parameter.output(0), constant.output(0)], dict(
         strides=[stride] * 2, dilations=[1, 1], pads_begin=[pad] * 2, pads_end=[pad] * 2,
