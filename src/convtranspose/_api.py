@@ -25,6 +25,7 @@ from ._errors import ConvTransposeError
 from ._execute import prepare_call, transposed_convolution
 from ._runtime import memo as _memo
 from ._runtime import memory as _memory
+from .dispatch import call_scratch_bytes
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, PerAxis, ShapeLike
@@ -236,9 +237,9 @@ def _culprit(plan, output_shape) -> tuple[str, object]:
 
 
 def _check_memory(plan, data, filter, out, output_shape) -> None:
-    """Refuse (:class:`ResultTooLargeError`) a call whose result, wider sums and widened
-    operands exceed ``ct.get_max_bytes()``, or whose result NumPy cannot hold, before
-    anything is allocated."""
+    """Refuse (:class:`ResultTooLargeError`) a call whose result, wider sums, widened
+    operands and algorithm scratch exceed ``ct.get_max_bytes()``, or whose result NumPy
+    cannot hold, before anything is allocated."""
     dtype = data.dtype
     wide = accumulation_dtype(dtype) if dtype.kind in "fiu" or dtype.name == "bfloat16" \
         else dtype
@@ -250,6 +251,10 @@ def _check_memory(plan, data, filter, out, output_shape) -> None:
         scratch += (data.size + filter.size) * wide.itemsize
     if 0 < elements * (dtype.itemsize + 8) + scratch < _FEW_BYTES and _memory.unlimited():
         return  # the common small call: nothing to check
+    # The algorithm's own buffers (kernels.scratch: at most max(4 x (result + data +
+    # filter), 64 MiB) in the accumulation dtype).
+    scratch += call_scratch_bytes(plan.data_shape[0], plan.axes, plan.canonical_filter_shape,
+                                  channels_last=plan.channels_last, dtype=wide)
     argument, value = _culprit(plan, output_shape)
     _memory.check_request(plan.output_shape, dtype, result_allocated=out is None,
                           scratch_bytes=scratch, argument=argument, value=value)
@@ -353,10 +358,7 @@ def convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
     Operands may have any memory layout and byte order (non-native ones are read as
     native; the result is native), attributes integers of any size, and any
     ``np.errstate`` is in force: infinities and NaNs arise silently, as in the sums.
-
-    See Also
-    --------
-    convtranspose.shapes.convolution_backprop_data : the same rules on shapes only.
+    ``convtranspose.shapes.convolution_backprop_data`` applies the same rules to shapes.
 
     Examples
     --------
