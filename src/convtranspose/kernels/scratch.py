@@ -16,7 +16,10 @@ every output) and layers whose single block row exceeds the chunk budget can be
 refused.  ``direct-numpy`` (a copy of the input and one output-sized product per
 tap) always fits, so something always runs.  The memory check of the array functions
 counts the largest estimate among the algorithms a call may run
-(:func:`convtranspose.dispatch.call_scratch_bytes`).
+(:func:`convtranspose.dispatch.call_scratch_bytes`).  Measured with tracemalloc, every
+algorithm stays within its estimate on the layers of
+``benchmarks/results/scratch-bounds.json`` (at most 0.93 of the bound: ``dense`` just
+under it), and ``tests/test_scratch.py`` checks the bound for float32, float16 and int8.
 """
 
 from __future__ import annotations
@@ -73,7 +76,8 @@ def scratch_bytes(name: str, batch: int, axes: Sequence[AxisPlan],
     return _OVERHEAD_BYTES + _buffers(name, batch, axes, weights_shape, itemsize)
 
 
-#: Index arrays, views and Python objects of a call, on top of its buffers.
+#: Index arrays, views and Python objects of a call, on top of its buffers (the largest
+#: excess over the buffers alone in ``benchmarks/results/scratch-bounds.json`` is 0.1 MiB).
 _OVERHEAD_BYTES = 256 << 10
 
 
