@@ -12,7 +12,12 @@ under ``ct.limit_memory`` (64 MiB), so requests for huge results exercise
   with Python integers, so it also holds for strides and pads past 2**63);
 - an exception must be a :class:`ct.ConvTransposeError` (``ResultTooLargeError``
   included) or a :class:`TypeError`;
-- the operands must be unchanged, and the result must share no memory with them.
+- the operands must be unchanged, and the result must share no memory with them;
+- a valid call repeated with ``out=`` (C-contiguous, a strided view, or a view of the
+  data operand's own buffer) returns ``out`` holding the same answer.
+
+A separate test runs a handful of calls from 8 threads at once and compares each with
+its serial result.
 
 ``--fuzz-examples N`` sets the number of draws (default 400, about 30 s on 2 cores);
 the run prints its figures (calls, results, errors by type).
@@ -43,6 +48,9 @@ HUGE = [2**31, 2**31 + 1, 2**40 + 3, 2**62, 2**63 - 1, 2**63, 2**64 + 5, 10**30]
 LAYOUTS = ("c", "fortran", "read-only", "byte-swapped", "unaligned", "strided", "list")
 ERRSTATES = ({}, {"all": "raise"}, {"all": "warn"}, {"over": "raise", "invalid": "raise"},
              {"under": "raise"})
+#: Where a valid call is repeated with ``out=``: none, a C-contiguous array, a strided
+#: view, or a view of the same buffer as the data operand (filled with its values).
+OUTS = ("none", "none", "c", "strided", "overlap")
 
 figures: collections.Counter = collections.Counter()
 
@@ -55,9 +63,11 @@ def fuzz_examples(pytestconfig):
 @pytest.fixture(scope="module", autouse=True)
 def report():
     yield
-    errors = {k: v for k, v in figures.items() if k not in ("calls", "results")}
+    errors = {k: v for k, v in figures.items() if k != "calls" and not k.startswith("results")}
+    outs = {k: v for k, v in figures.items() if k.startswith("results into out")}
     print(f"\nfuzz: {figures['calls']} calls, {figures['results']} results checked"
-          f" against the oracle, errors by type {dict(sorted(errors.items()))}")
+          f" against the oracle, {dict(sorted(outs.items()))}, errors by type"
+          f" {dict(sorted(errors.items()))}")
 
 
 def attribute(draw, hostile, *, positive=True):
@@ -183,7 +193,8 @@ def calls(draw):
         function, case = ct.onnx_conv_transpose, oracle.onnx_conv_transpose_case
         shapes = ct.shapes.onnx_conv_transpose
     laid = [laid_out(draw, a) if isinstance(a, np.ndarray) else a for a in args]
-    return function, shapes, laid, args, kwargs, case, draw(st.sampled_from(ERRSTATES))
+    return (function, shapes, laid, args, kwargs, case, draw(st.sampled_from(ERRSTATES)),
+            draw(st.sampled_from(OUTS)))
 
 
 def _snapshot(arguments):
@@ -202,7 +213,7 @@ def _shape_of(argument):
 
 
 def check(drawn):
-    function, shapes, laid, plain, kwargs, case, errstate = drawn
+    function, shapes, laid, plain, kwargs, case, errstate, out_kind = drawn
     figures["calls"] += 2
     try:  # the shape twin: a plan or a documented error, never anything else
         shape_args = [_shape_of(a) for a in plain[:2]] + (
@@ -224,8 +235,36 @@ def check(drawn):
             assert not np.may_share_memory(result, argument), "the result aliases an operand"
     arrays = [a for a in plain if isinstance(a, np.ndarray)]
     assert result.dtype == arrays[0].dtype.newbyteorder("="), (result.dtype, arrays[0].dtype)
-    _assert_matches(result, case(*plain, **kwargs))
+    expected = case(*plain, **kwargs)
+    _assert_matches(result, expected)
     figures["results"] += 1
+    if out_kind != "none" and result.size:
+        _check_out(function, laid, plain, kwargs, errstate, out_kind, result, expected)
+
+
+def _check_out(function, laid, plain, kwargs, errstate, out_kind, result, expected):
+    """The call again with ``out=`` of ``out_kind``: it returns ``out``, holding the
+    oracle's answer (the same bits as without ``out``)."""
+    arguments = list(laid)
+    if out_kind == "c":
+        out = np.full(result.shape, 7, result.dtype)
+    elif out_kind == "strided":
+        wide = np.full(result.shape[:-1] + (2 * result.shape[-1],), 7, result.dtype)
+        out = wide[..., ::2]
+    else:  # the data's values and out in one buffer: out overlaps the operand
+        data = plain[0]
+        if data.dtype != result.dtype or not data.size:
+            return
+        buffer = np.zeros(max(data.size, result.size), result.dtype)
+        arguments[0] = buffer[:data.size].reshape(data.shape)
+        arguments[0][...] = data
+        out = buffer[:result.size].reshape(result.shape)
+    figures["calls"] += 1
+    returned = _call(function, arguments, {**kwargs, "out": out}, errstate)
+    assert returned is out, "out= must be returned"
+    _assert_matches(out, expected)
+    np.testing.assert_array_equal(out, result)
+    figures[f"results into out ({out_kind})"] += 1
 
 
 def _assert_matches(actual, case):
@@ -263,3 +302,43 @@ def _assert_matches(actual, case):
 def test_every_call_returns_the_oracles_answer_or_a_documented_error(fuzz_examples):
     settings(max_examples=fuzz_examples)(given(calls())(check))()
     assert figures["results"] > fuzz_examples // 20, figures  # the draws do reach results
+    assert sum(v for k, v in figures.items() if k.startswith("results into out")), figures
+
+
+#: (function, data shape, filter shape, keywords, dtype): a handful of valid calls of
+#: every dialect, run from 8 threads at once.
+CONCURRENT = [
+    (ct.convolution_backprop_data, (2, 4, 9, 9), (4, 3, 3, 3), {"strides": 2}, np.float32),
+    (ct.convolution_backprop_data, (1, 2, 30), (2, 5, 4), {"dilations": 2}, np.float64),
+    (ct.group_convolution_backprop_data, (1, 4, 6, 6), (2, 2, 2, 3, 3), {"strides": 3},
+     np.float16),
+    (ct.conv_transpose, (2, 5, 5, 3), (2, 2, 3, 4), {"strides": 2}, np.float32),
+    (ct.onnx_conv_transpose, (1, 3, 4, 4, 4), (3, 2, 2, 2, 2), {"strides": [2, 1, 2]},
+     np.int16),
+    (ct.onnx_conv_transpose, (2, 8, 16, 16), (8, 8, 4, 4), {"strides": 2, "group": 2},
+     ml_dtypes.bfloat16),
+]
+
+
+def test_concurrent_calls_equal_their_serial_results():
+    """Eight threads run every call (half of them into ``out=``) several times at once:
+    each result has the bits of the serial one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    calls = []
+    for function, data_shape, filter_shape, kwargs, dtype in CONCURRENT:
+        data = oracle.random_array(rng, data_shape, np.dtype(dtype))
+        filter = oracle.random_array(rng, filter_shape, np.dtype(dtype))
+        calls.append((function, data, filter, kwargs, function(data, filter, **kwargs)))
+
+    def run(index):
+        function, data, filter, kwargs, serial = calls[index % len(calls)]
+        out = np.empty_like(serial) if index % 2 else None
+        result = function(data, filter, **kwargs, out=out)
+        assert out is None or result is out
+        return index, result
+
+    with ThreadPoolExecutor(8) as pool:
+        for index, result in pool.map(run, range(8 * 4 * len(calls))):
+            np.testing.assert_array_equal(result, calls[index % len(calls)][4])

@@ -67,22 +67,53 @@ def test_a_request_beyond_memory_fails_fast_naming_the_argument():
     assert time.perf_counter() - start < 1
     error = raised.value
     assert isinstance(error, MemoryError) and isinstance(error, ct.ConvTransposeError)
-    assert error.argument == "output_shape" and error.nbytes == 8 * 10**12
+    # The result's 8 * 10**12 bytes and its algorithm's scratch.
+    assert error.argument == "output_shape" and error.nbytes >= 8 * 10**12
     assert str(error.nbytes) in str(error)
     with pytest.raises(ct.ResultTooLargeError, match="strides") as raised:
         ct.conv_transpose(np.zeros((1, 3, 3, 1)), np.zeros((1, 1, 1, 1)), strides=10**7)
     assert raised.value.argument == "strides"
 
 
+@pytest.mark.parametrize("length, attributes, argument", [
+    (2, {"strides": 2**62}, "strides"), (2, {"dilations": 2**62}, "dilations"),
+    (2, {"output_shape": [2**61]}, "output_shape"),
+    (1, {"output_padding": 2**62, "strides": 2**62 + 1}, "output_padding")])
+def test_an_output_past_2_60_elements_is_too_large_for_the_plan(length, attributes, argument):
+    """The shape rules refuse it as the memory check does: a ResultTooLargeError (still
+    a ConvTransposeError) naming the argument and the bytes at 8 bytes an element."""
+    attributes = dict(attributes)
+    output_shape = attributes.pop("output_shape", None)
+    with pytest.raises(ct.ResultTooLargeError, match=argument) as raised:
+        ct.shapes.convolution_backprop_data((1, 1, length), (1, 1, 3), output_shape,
+                                            **attributes)
+    error = raised.value
+    assert isinstance(error, ct.ConvTransposeError) and error.argument == argument
+    elements = error.nbytes // 8
+    assert elements > 2**60 and str(error.nbytes) in str(error) and error.limit is None
+    with pytest.raises(ct.ResultTooLargeError, match=argument):  # the array functions too
+        ct.convolution_backprop_data(np.ones((1, 1, length)), np.ones((1, 1, 3)),
+                                     output_shape, **attributes)
+
+
 def test_the_memory_limit_of_a_block_and_of_the_process():
     data, filter = np.ones((1, 2, 10, 10), np.float32), np.ones((2, 3, 3, 3), np.float32)
-    needed = 1 * 3 * 12 * 12 * 4
-    with ct.limit_memory(needed - 1):
+    result_bytes = 1 * 3 * 12 * 12 * 4
+    with ct.limit_memory(result_bytes - 1):
         with pytest.raises(ct.ResultTooLargeError) as raised:
             ct.convolution_backprop_data(data, filter)
-        assert raised.value.limit == needed - 1 and raised.value.nbytes == needed
-        out = np.empty((1, 3, 12, 12), np.float32)  # out= allocates nothing
-        ct.convolution_backprop_data(data, filter, out=out)
+        assert raised.value.limit == result_bytes - 1 and raised.value.nbytes == result_bytes
+    with ct.limit_memory(result_bytes):
+        with pytest.raises(ct.ResultTooLargeError) as raised:
+            ct.convolution_backprop_data(data, filter)
+        # The result and the scratch of its algorithm (kernels.scratch).
+        assert raised.value.nbytes > result_bytes
+    needed = raised.value.nbytes
+    with ct.limit_memory(needed - 1):
+        with pytest.raises(ct.ResultTooLargeError):
+            ct.convolution_backprop_data(data, filter)
+    with ct.limit_memory(needed - result_bytes):  # out= allocates only the scratch
+        ct.convolution_backprop_data(data, filter, out=np.empty((1, 3, 12, 12), np.float32))
     with ct.limit_memory(needed):
         ct.convolution_backprop_data(data, filter)
     previous = ct.set_max_bytes(100)

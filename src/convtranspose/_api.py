@@ -25,6 +25,7 @@ from ._errors import ConvTransposeError
 from ._execute import prepare_call, transposed_convolution
 from ._runtime import memo as _memo
 from ._runtime import memory as _memory
+from .dispatch import call_scratch_bytes
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, PerAxis, ShapeLike
@@ -221,27 +222,16 @@ def _operands(names, data, filter, bias) -> dict:
 
 def _culprit(plan, output_shape) -> tuple[str, object]:
     """The argument (and its value) that makes the result of ``plan`` as large as it is:
-    ``output_shape`` when given, else the attribute that lengthens the longest axis most,
-    else the operand with the most batch or channels."""
+    ``output_shape`` when given, else :func:`convtranspose._plan.size_culprit`."""
     if output_shape is not None:
         return "output_shape", output_shape
-    longest = max(range(plan.spatial_rank), key=lambda i: plan.axes[i].output_size)
-    axis = plan.axes[longest]
-    parts = {"strides": (axis.input_size - 1) * axis.stride,
-             "dilations": (axis.kernel_size - 1) * axis.dilation,
-             "output_padding": plan.output_padding[longest]}
-    name = max(parts, key=lambda part: parts[part])
-    if parts[name] > 2 * (axis.input_size + axis.kernel_size):
-        return name, getattr(plan, name)
-    if plan.out_channels > plan.in_channels:
-        return "filter", f"<array of shape {plan.filter_shape}>"
-    return "data", f"<array of shape {plan.data_shape}>"
+    return _plan.size_culprit(plan)
 
 
 def _check_memory(plan, data, filter, out, output_shape) -> None:
-    """Refuse (:class:`ResultTooLargeError`) a call whose result, wider sums and widened
-    operands exceed ``ct.get_max_bytes()``, or whose result NumPy cannot hold, before
-    anything is allocated."""
+    """Refuse (:class:`ResultTooLargeError`) a call whose result, wider sums, widened
+    operands and algorithm scratch exceed ``ct.get_max_bytes()``, or whose result NumPy
+    cannot hold, before anything is allocated."""
     dtype = data.dtype
     wide = accumulation_dtype(dtype) if dtype.kind in "fiu" or dtype.name == "bfloat16" \
         else dtype
@@ -254,6 +244,14 @@ def _check_memory(plan, data, filter, out, output_shape) -> None:
     if 0 < elements * (dtype.itemsize + 8) + scratch < _FEW_BYTES and _memory.unlimited():
         return  # the common small call: nothing to check
     argument, value = _culprit(plan, output_shape)
+    # First without the algorithm's scratch: its estimate takes time in proportion to
+    # the output's rows, and a request past the limit must fail at once.
+    _memory.check_request(plan.output_shape, dtype, result_allocated=out is None,
+                          scratch_bytes=scratch, argument=argument, value=value)
+    # The algorithm's own buffers (kernels.scratch: at most max(4 x (result + data +
+    # filter), 64 MiB) in the accumulation dtype).
+    scratch += call_scratch_bytes(plan.data_shape[0], plan.axes, plan.canonical_filter_shape,
+                                  channels_last=plan.channels_last, dtype=wide)
     _memory.check_request(plan.output_shape, dtype, result_allocated=out is None,
                           scratch_bytes=scratch, argument=argument, value=value)
 

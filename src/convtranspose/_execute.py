@@ -22,7 +22,7 @@ from ._plan import AxisPlan
 from ._runtime.memo import _derived_from
 from ._runtime.memory import sums_piece_bytes
 from ._runtime.target import Target, host
-from .dispatch import choose_exact
+from .dispatch import choose_exact, fitting
 from .kernels import ALGORITHMS, REGISTRY, resolve, run, run_rounded
 from .kernels import casts as _casts
 from .kernels._common import _NonFinite
@@ -238,6 +238,11 @@ def _compute(algorithm, data, weights, axes, dtype, channels_last, out, target):
     if algorithm not in REGISTRY:
         raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
     name, _ = resolve(algorithm, dtype, len(axes), channels_last, target)
+    # Scratch stays within the bound of kernels.scratch, forced algorithms included.
+    fitted = fitting(name, data.shape[0], axes, tuple(weights.shape), channels_last, dtype,
+                     target)
+    if fitted != name:
+        name, _ = resolve(fitted, dtype, len(axes), channels_last, target)
     run(name, data, weights, axes, dtype, channels_last, out, target)
 
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import ConvTransposeError
+from ._errors import ConvTransposeError, ResultTooLargeError
 
 __all__ = ["AxisPlan", "ConvTransposePlan"]
 
@@ -348,23 +348,46 @@ def _plan(
     op, data, filter_, output, strides, dilations, pads_begin, pads_end, output_padding,
     auto_pad, groups, data_format, filter_layout, axes_rules,
 ) -> ConvTransposePlan:
-    axes = tuple(a for a, _ in axes_rules)
+    plan = ConvTransposePlan(
+        op=op, data_shape=data, filter_shape=filter_, output_shape=output,
+        strides=strides, dilations=dilations, pads_begin=tuple(pads_begin),
+        pads_end=tuple(pads_end), output_padding=output_padding, auto_pad=auto_pad,
+        groups=groups, data_format=data_format, filter_layout=filter_layout,
+        axes=tuple(a for a, _ in axes_rules), formulas=tuple(r for _, r in axes_rules),
+    )
     elements = 1
     for dim in output:
         elements *= dim
     if elements > _MAX_ELEMENTS:
-        raise ConvTransposeError(
-            f"the output shape {output} has {elements} elements, which overflows the"
-            f" largest array NumPy can index ({_MAX_ELEMENTS} elements of 8 bytes); check"
-            f" output_shape, strides, dilations and output_padding"
-        )
-    return ConvTransposePlan(
-        op=op, data_shape=data, filter_shape=filter_, output_shape=output,
-        strides=strides, dilations=dilations, pads_begin=tuple(pads_begin),
-        pads_end=tuple(pads_end), output_padding=output_padding, auto_pad=auto_pad,
-        groups=groups, data_format=data_format, filter_layout=filter_layout, axes=axes,
-        formulas=tuple(r for _, r in axes_rules),
-    )
+        # As the memory check of the array functions: a MemoryError naming the argument
+        # and the bytes (ResultTooLargeError is a ConvTransposeError too).
+        argument, value = size_culprit(plan)
+        raise ResultTooLargeError(
+            f"{argument} makes the output shape {output}: {elements} elements"
+            f" ({elements * 8} bytes at 8 bytes each), which overflows the largest array"
+            f" NumPy can index ({_MAX_ELEMENTS} elements of 8 bytes); {argument}={value!r}",
+            argument=argument, nbytes=elements * 8, limit=None)
+    return plan
+
+
+def size_culprit(plan: ConvTransposePlan) -> tuple[str, object]:
+    """The argument (and its value) that makes ``plan``'s result as large as it is: the
+    attribute that lengthens the longest axis most (an output beyond the natural size
+    comes from ``output_shape``), else the operand with the most batch or channels."""
+    longest = max(range(plan.spatial_rank), key=lambda i: plan.axes[i].output_size)
+    axis = plan.axes[longest]
+    parts = {"strides": (axis.input_size - 1) * axis.stride,
+             "dilations": (axis.kernel_size - 1) * axis.dilation,
+             "output_padding": plan.output_padding[longest],
+             "output_shape": axis.output_size - axis.full_size - plan.output_padding[longest]}
+    name = max(parts, key=lambda part: parts[part])
+    if parts[name] > 2 * (axis.input_size + axis.kernel_size):
+        if name == "output_shape":
+            return name, tuple(a.output_size for a in plan.axes)
+        return name, getattr(plan, name)
+    if plan.out_channels > plan.in_channels:
+        return "filter", f"<array of shape {plan.filter_shape}>"
+    return "data", f"<array of shape {plan.data_shape}>"
 
 
 def _filter_axes(layout: str, rank: int) -> tuple[int, int, tuple[int, ...]]:

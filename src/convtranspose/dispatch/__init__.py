@@ -24,10 +24,12 @@ from .._runtime.target import Target, host
 from ..kernels import ALGORITHMS, REGISTRY, exact_algorithms, resolve
 from ..kernels.casts import rounds_in_kernels
 from ..kernels.schedules import _direct_rounds
+from ..kernels.scratch import fits, scratch_bytes
 from .calibration import calibrated_ns
 from .estimates import raw_estimates
 
-__all__ = ["Choice", "Explanation", "choose", "choose_algorithm"]
+__all__ = ["Choice", "Explanation", "call_scratch_bytes", "choose", "choose_algorithm",
+           "fitting"]
 
 #: Nanoseconds per output element of a float32 result that is then rounded to float16
 #: or bfloat16 (allocated, written, rounded; ``benchmarks/results/half-precision.json``).
@@ -79,11 +81,13 @@ def _bfloat16_pairs(dtype: np.dtype, result_dtype, target: Target) -> bool:
 def _estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
                channels_last: bool, dtype: np.dtype, result_dtype, target: Target,
                ) -> tuple[tuple[str, float], ...]:
-    """Calibrated estimates (ns) of every offered algorithm, fastest first (cached)."""
+    """Calibrated estimates (ns) of every offered algorithm whose scratch is within the
+    bound (:mod:`convtranspose.kernels.scratch`), fastest first (cached)."""
     pairs = _bfloat16_pairs(dtype, result_dtype, target)
     raw = raw_estimates(batch, axes, weights_shape, channels_last, dtype.kind != "f", target,
                         target.blas_for(dtype), pairs)
-    costs = {name: calibrated_ns(cost) for name, cost in raw.items()}
+    costs = {name: calibrated_ns(cost) for name, cost in raw.items()
+             if fits(name, batch, axes, weights_shape, dtype)}
     rounded = (result_dtype is not None and target.numba
                and rounds_in_kernels(dtype, np.dtype(result_dtype), target))
     if rounded:  # only direct-blocked and direct's plane kernel round as they store
@@ -145,10 +149,40 @@ def choose(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *
         algorithm, decided_by = forced, "forced"
     elif empty:
         algorithm, decided_by = ("phase-nxc" if channels_last else "phase-ncx"), "empty"
-    else:
-        algorithm, decided_by = estimates[0][0], "estimates"
+    else:  # direct-numpy when no offered algorithm's scratch fits
+        algorithm, decided_by = (estimates[0][0] if estimates else "direct-numpy"), "estimates"
     runs, fallbacks = resolve(algorithm, dtype, len(axes), channels_last, target)
+    if not (empty or huge):
+        fitted = fitting(runs, batch, axes, weights_shape, channels_last, dtype, target)
+        if fitted != runs:
+            fallbacks += ((runs, "scratch over the bound"),)
+            runs, more = resolve(fitted, dtype, len(axes), channels_last, target)
+            fallbacks += more
     return Choice(algorithm, runs, decided_by, estimates, fallbacks)
+
+
+def fitting(name: str, batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+            channels_last: bool, dtype: np.dtype, target: Target) -> str:
+    """``name``, or where its scratch would exceed the bound
+    (:func:`~convtranspose.kernels.scratch.scratch_bound`) the cheapest offered algorithm
+    within it, else ``direct-numpy`` (whose scratch always fits): a forced algorithm
+    never runs beyond the bound."""
+    if fits(name, batch, axes, weights_shape, dtype):
+        return name
+    estimates = _estimates(batch, tuple(axes), tuple(weights_shape), bool(channels_last),
+                           np.dtype(dtype), None, target)
+    return estimates[0][0] if estimates else "direct-numpy"
+
+
+def call_scratch_bytes(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
+                       channels_last: bool, dtype) -> int:
+    """The scratch a call may need (:func:`~convtranspose.kernels.scratch.scratch_bytes`):
+    the largest estimate among the algorithms measured planning may time (every
+    offered one within the bound) and the one that runs by :func:`choose`."""
+    axes, weights_shape, dtype = tuple(axes), tuple(weights_shape), np.dtype(dtype)
+    choice = choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype)
+    names = {choice.runs}.union(name for name, _ in choice.estimates)
+    return max(scratch_bytes(name, batch, axes, weights_shape, dtype) for name in names)
 
 
 def choose_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
@@ -167,7 +201,9 @@ def choose_exact(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
     for name, _ in _estimates(batch, axes, weights_shape, channels_last, dtype, None, target):
         if name in exact:
             return name
-    return "col2im-nxc" if channels_last else "col2im-ncx"
+    col2im = "col2im-nxc" if channels_last else "col2im-ncx"
+    # direct-numpy multiplies only the pairs that exist too, and its scratch always fits.
+    return col2im if fits(col2im, batch, axes, weights_shape, dtype) else "direct-numpy"
 
 
 class Explanation:

@@ -1,0 +1,120 @@
+"""How much working memory each algorithm allocates, and the bound none may exceed.
+
+An algorithm's scratch is every NumPy buffer it allocates besides the result: padded
+copies of the input, matrices derived from the filter, im2col columns and products
+(chunked to :data:`~._common._SCRATCH_BYTES`), ``dense``'s whole-layer matrix.
+:func:`scratch_bytes` is an upper estimate of it from the problem's shape alone, and
+:func:`scratch_bound` the most any algorithm may take::
+
+    scratch <= max(SCRATCH_MULTIPLE * (result + data + filter), SCRATCH_MIN_BYTES)
+
+with every size counted in the accumulation dtype (float32 for float16 and bfloat16,
+int64 for integers).  The cost model offers no algorithm whose estimate exceeds the
+bound, and a forced one is replaced by the cheapest that fits
+(:func:`convtranspose.dispatch.fitting`): only ``dense`` (a matrix of every input by
+every output) and layers whose single block row exceeds the chunk budget can be
+refused.  ``direct-numpy`` (a copy of the input and one output-sized product per
+tap) always fits, so something always runs.  The memory check of the array functions
+counts the largest estimate among the algorithms a call may run
+(:func:`convtranspose.dispatch.call_scratch_bytes`).  Measured with tracemalloc, every
+algorithm stays within its estimate on the layers of
+``benchmarks/results/scratch-bounds.json`` (at most 0.93 of the bound: ``dense`` just
+under it), and ``tests/test_scratch.py`` checks the bound for float32, float16 and int8.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .._plan import AxisPlan
+from ._common import _SCRATCH_BYTES
+
+__all__ = ["SCRATCH_MIN_BYTES", "SCRATCH_MULTIPLE", "fits", "scratch_bound", "scratch_bytes"]
+
+#: The bound is this many times the bytes of the result and the operands, ...
+SCRATCH_MULTIPLE = 4
+#: ... or this many bytes if more: a chunk of columns and its products (at most
+#: ``2 * _SCRATCH_BYTES``, 48 MiB) plus small copies of the operands.
+SCRATCH_MIN_BYTES = 64 << 20
+
+
+def _sizes(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int],
+           itemsize: int) -> tuple[int, int, int]:
+    """Bytes of the data, the result and the weights in the accumulation dtype."""
+    groups, ci, co = weights_shape[:3]
+    data = batch * groups * ci * math.prod(a.input_size for a in axes) * itemsize
+    result = batch * groups * co * math.prod(a.output_size for a in axes) * itemsize
+    return data, result, math.prod(weights_shape) * itemsize
+
+
+def scratch_bound(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int],
+                  dtype) -> int:
+    """The most bytes of scratch any algorithm may allocate for this problem
+    (``dtype`` the accumulation dtype): the module's rule."""
+    data, result, weights = _sizes(batch, axes, weights_shape, np.dtype(dtype).itemsize)
+    return max(SCRATCH_MULTIPLE * (data + result + weights), SCRATCH_MIN_BYTES)
+
+
+def _padded(axis: AxisPlan) -> int:
+    """Positions along ``axis`` of a padded copy of the input: the input or the
+    output's blocks, with every phase's window of taps on either side."""
+    blocks = -(-axis.output_size // axis.stride)
+    return max(axis.input_size, blocks) + -(-axis.dilated_kernel_size // axis.stride) + 2
+
+
+def scratch_bytes(name: str, batch: int, axes: Sequence[AxisPlan],
+                  weights_shape: Sequence[int], dtype) -> int:
+    """An upper estimate of the NumPy scratch algorithm ``name`` allocates for the
+    problem (``dtype`` the accumulation dtype; numba's own buffers are not NumPy's)."""
+    itemsize = np.dtype(dtype).itemsize
+    data, result, weights = _sizes(batch, axes, weights_shape, itemsize)
+    if not data or not result or not weights:
+        return 0
+    return _OVERHEAD_BYTES + _buffers(name, batch, axes, weights_shape, itemsize)
+
+
+#: Index arrays, views and Python objects of a call, on top of its buffers (the largest
+#: excess over the buffers alone in ``benchmarks/results/scratch-bounds.json`` is 0.1 MiB).
+_OVERHEAD_BYTES = 256 << 10
+
+
+def _buffers(name: str, batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int],
+             itemsize: int) -> int:
+    data, result, weights = _sizes(batch, axes, weights_shape, itemsize)
+    groups, ci, co = weights_shape[:3]
+    taps = math.prod(weights_shape[3:])
+    if name == "dense":
+        # The (G*Ci*X, G*Co*Y) matrix, and int64 indices of its nonzeros (at most one
+        # per input, tap and channel pair), a few of them alive at once.
+        rows = groups * ci * math.prod(a.input_size for a in axes)
+        columns = groups * co * math.prod(a.output_size for a in axes)
+        nonzeros = rows * co * taps
+        return rows * columns * itemsize + 4 * 8 * nonzeros + data
+    if name in ("direct", "direct-blocked"):
+        # Half-precision data widened, the filter's layouts, a line of sums.
+        return 2 * (data + weights) + result
+    if name == "direct-numpy":
+        return 2 * (data + result + weights)  # the input's copy, one tap's product
+    padded = batch * groups * ci * math.prod(_padded(a) for a in axes) * itemsize
+    rest = math.prod(_padded(a) for a in axes[1:])
+    # One block row of the first axis: its columns (every tap, input channels) and
+    # products (every tap or phase, output channels); chunks hold whole rows.
+    row = groups * itemsize * taps * (ci + co) * rest
+    whole = row * batch * _padded(axes[0])
+    # Chunks of whole rows up to the budget (columns and products together), plus the
+    # product's copy on its way into the result.
+    chunk = 3 * min(max(_SCRATCH_BYTES, row), whole) // 2
+    if name.startswith("col2im"):
+        return data + 2 * weights + chunk
+    return padded + data + 2 * weights + chunk
+
+
+def fits(name: str, batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int],
+         dtype) -> bool:
+    """Whether ``name``'s scratch estimate is within :func:`scratch_bound`."""
+    return (scratch_bytes(name, batch, axes, weights_shape, dtype)
+            <= scratch_bound(batch, axes, weights_shape, dtype))
+
