@@ -273,6 +273,9 @@ def _assert_matches(actual, case):
     sums may overflow the accumulator (terms near its largest value) any value is
     right; where the exact sum rounds past the element type's range the result is that
     infinity or the largest finite value."""
+    if actual.size == 0:  # nothing to compare; the oracle's float64 array may not fit NumPy
+        assert actual.dtype == case.dtype and actual.shape == case.output_shape
+        return
     if case.dtype.kind in "iu":
         oracle.assert_matches(actual, case)
         return

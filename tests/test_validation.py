@@ -481,6 +481,8 @@ def test_fuzzed_attributes_only_raise_documented_errors(examples):
             plan = None
         try:
             result = dialect.call(**change)
+        except ct.ResultTooLargeError:
+            return  # beyond this machine's memory, which is not a shape rule
         except (ct.ConvTransposeError, TypeError):
             assert plan is None, "the shapes twin accepted what the array function refused"
             return

@@ -241,9 +241,13 @@ def _check_memory(plan, data, filter, out, output_shape) -> None:
         scratch = min(elements * wide.itemsize,
                       _memory.sums_piece_bytes(elements * dtype.itemsize))
         scratch += (data.size + filter.size) * wide.itemsize
-    if 0 < elements * (dtype.itemsize + 8) + scratch < _FEW_BYTES and _memory.unlimited():
-        return  # the common small call: nothing to check
+    if 0 < elements and elements * (dtype.itemsize + 8) + scratch < _FEW_BYTES \
+            and _memory.unlimited():
+        return  # the common small call (a zero-element result may still span too much)
     argument, value = _culprit(plan, output_shape)
+    if wide != dtype:  # the sums' array (even with no elements) must be one NumPy can hold
+        _memory.check_request(plan.output_shape, wide, result_allocated=False,
+                              scratch_bytes=0, argument=argument, value=value)
     # First without the algorithm's scratch: its estimate takes time in proportion to
     # the output's rows, and a request past the limit must fail at once.
     _memory.check_request(plan.output_shape, dtype, result_allocated=out is None,
