@@ -172,15 +172,22 @@ class ConvTransposePlan:
         return (i_axis, o_axis) + kernel_axes
 
     def __str__(self) -> str:
-        lines = [
-            f"{self.op}: data {self.data_shape} * filter {self.filter_shape}"
-            f" -> output {self.output_shape}",
-            f"  pads_begin={list(self.pads_begin)} pads_end={list(self.pads_end)}"
-            f" auto_pad={self.auto_pad} groups={self.groups}",
-        ]
-        lines += [f"  axis {i}: {text}" for i, text in enumerate(self.formulas)]
-        return "\n".join(lines)
+        return describe(self)
 
+
+
+def describe(plan) -> str:
+    """A plan as text: its op and whole shapes, the resolved pads, and per axis the rule
+    with its numbers.  Any plan type with those attributes (the transposed convolution's
+    and the forward convolution's) prints this way."""
+    lines = [
+        f"{plan.op}: data {plan.data_shape} * filter {plan.filter_shape}"
+        f" -> output {plan.output_shape}",
+        f"  pads_begin={list(plan.pads_begin)} pads_end={list(plan.pads_end)}"
+        f" auto_pad={plan.auto_pad} groups={plan.groups}",
+    ]
+    lines += [f"  axis {i}: {text}" for i, text in enumerate(plan.formulas)]
+    return "\n".join(lines)
 
 # ---------------------------------------------------------------------------
 # Argument normalisation

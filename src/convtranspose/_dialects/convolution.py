@@ -28,6 +28,7 @@ from .._plan import (
     _choice,
     _per_axis,
     _shape,
+    describe,
 )
 
 if TYPE_CHECKING:
@@ -95,14 +96,7 @@ class ConvolutionPlan:
                 self.data_shape[1] // groups) + self.kernel_shape
 
     def __str__(self) -> str:
-        lines = [
-            f"{self.op}: data {self.data_shape} * filter {self.filter_shape}"
-            f" -> output {self.output_shape}",
-            f"  pads_begin={list(self.pads_begin)} pads_end={list(self.pads_end)}"
-            f" auto_pad={self.auto_pad} groups={self.groups}",
-        ]
-        lines += [f"  axis {i}: {text}" for i, text in enumerate(self.formulas)]
-        return "\n".join(lines)
+        return describe(self)
 
 
 def _axis(i, x, k, s, d, mode, pb, pe):
