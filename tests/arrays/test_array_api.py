@@ -22,21 +22,8 @@ from hypothesis import strategies as st
 import convtranspose as ct
 import oracle
 from convtranspose import _array_api
-from peers._strategies import onednn_cases, onnx_cases, openvino_cases
+from dialect_cases import HAS_BIAS, ORACLE_CASES, STRATEGIES
 
-ORACLE_CASES = {
-    "convolution_backprop_data": oracle.openvino_cbpd_case,
-    "group_convolution_backprop_data": oracle.openvino_group_cbpd_case,
-    "conv_transpose": oracle.onednn_conv_transpose_case,
-    "onnx_conv_transpose": oracle.onnx_conv_transpose_case,
-}
-STRATEGIES = {
-    "convolution_backprop_data": lambda: openvino_cases("convolution_backprop_data"),
-    "group_convolution_backprop_data": lambda: openvino_cases("group_convolution_backprop_data"),
-    "conv_transpose": onednn_cases,
-    "onnx_conv_transpose": onnx_cases,
-}
-HAS_BIAS = {"conv_transpose", "onnx_conv_transpose"}
 ROUTES = ("array_api_strict", "torch", "torch generic")
 
 

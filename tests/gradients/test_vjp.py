@@ -13,21 +13,7 @@ from hypothesis import given, settings
 
 import convtranspose as ct
 import oracle
-from peers._strategies import onednn_cases, onnx_cases, openvino_cases
-
-ORACLE_CASES = {
-    "convolution_backprop_data": oracle.openvino_cbpd_case,
-    "group_convolution_backprop_data": oracle.openvino_group_cbpd_case,
-    "conv_transpose": oracle.onednn_conv_transpose_case,
-    "onnx_conv_transpose": oracle.onnx_conv_transpose_case,
-}
-STRATEGIES = {
-    "convolution_backprop_data": lambda: openvino_cases("convolution_backprop_data"),
-    "group_convolution_backprop_data": lambda: openvino_cases("group_convolution_backprop_data"),
-    "conv_transpose": onednn_cases,
-    "onnx_conv_transpose": onnx_cases,
-}
-HAS_BIAS = {"conv_transpose", "onnx_conv_transpose"}
+from dialect_cases import HAS_BIAS, ORACLE_CASES, STRATEGIES
 
 
 def _operands(case, seed_offset=0):
