@@ -35,6 +35,7 @@ import sys
 import numpy as np
 
 from ._errors import ConvTransposeError
+from .kernels.backward import axis_taps
 
 __all__ = ["convolution", "gradients", "is_foreign", "transposed"]
 
@@ -412,13 +413,7 @@ def _boxes(axis, padded: bool = False):
     inside ``grad`` and the zeros that pad the product to ``X``.  Padded form: ``grad``
     gets ``before`` and ``after`` zeros once and every tap reads for every ``x``."""
     s, size, x = axis.stride, axis.output_size, axis.input_size
-    taps = []
-    for k in range(axis.kernel_size):
-        shift = k * axis.dilation - axis.offset  # the grad index read for x = 0
-        low = max(0, -(shift // s))
-        high = min(x, (size - 1 - shift) // s + 1)
-        if low < high:
-            taps.append((k, shift, low, high))
+    taps = axis_taps(axis)
     before = max([0] + [-shift for _, shift, _, _ in taps]) if padded else 0
     after = max([0] + [(x - 1) * s + shift - (size - 1) for _, shift, _, _ in taps]) \
         if padded else 0

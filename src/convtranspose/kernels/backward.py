@@ -45,7 +45,7 @@ import numpy as np
 
 from .._plan import AxisPlan
 
-__all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "data_adjoint", "filter_adjoint",
+__all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "axis_taps", "data_adjoint", "filter_adjoint",
            "tap_boxes"]
 
 ALGORITHMS = ("im2col", "taps", "depthwise")
@@ -65,20 +65,28 @@ def tap_boxes(axes: Sequence[AxisPlan]):
     """
     per_axis = []
     for axis in axes:
-        s, size = axis.stride, axis.output_size
-        options = []
-        for k in range(axis.kernel_size):
-            shift = k * axis.dilation - axis.offset  # the grad index read for x = 0
-            low = max(0, -(shift // s))  # the first x with x*s + shift >= 0
-            high = min(axis.input_size, (size - 1 - shift) // s + 1)
-            if low < high:
-                start = low * s + shift
-                options.append((k, slice(low, high),
-                                slice(start, start + (high - low - 1) * s + 1, s)))
-        per_axis.append(options)
+        s = axis.stride
+        per_axis.append([(k, slice(low, high),
+                          slice(low * s + shift, low * s + shift + (high - low - 1) * s + 1, s))
+                         for k, shift, low, high in axis_taps(axis)])
     for choice in itertools.product(*per_axis):
         yield (tuple(c[0] for c in choice), tuple(c[1] for c in choice),
                tuple(c[2] for c in choice))
+
+
+def axis_taps(axis: AxisPlan) -> list[tuple[int, int, int, int]]:
+    """The taps of one axis that read inside ``grad``: ``(k, shift, low, high)`` with
+    ``shift = k*d - offset`` the index read for ``x = 0`` and ``[low, high)`` the ``x``
+    whose reads ``x*s + shift`` fall in ``[0, Y)`` (Python integers: any size)."""
+    s, size = axis.stride, axis.output_size
+    taps = []
+    for k in range(axis.kernel_size):
+        shift = k * axis.dilation - axis.offset
+        low = max(0, -(shift // s))  # the first x with x*s + shift >= 0
+        high = min(axis.input_size, (size - 1 - shift) // s + 1)
+        if low < high:
+            taps.append((k, shift, low, high))
+    return taps
 
 
 def _grouped(array: np.ndarray, groups: int) -> np.ndarray:
