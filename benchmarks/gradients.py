@@ -2,7 +2,7 @@
 
     python benchmarks/gradients.py [--quick] [--json PATH]
 
-Rows, float32, NCHW, each peer run as ``shared`` rules say is fair (torch on 2 threads
+Rows, float32, NCHW, each peer run the way it runs fairly (torch on 2 threads
 under ``inference_mode`` for the forward and with autograd for the backward; OpenVINO
 with the f32 precision hint on 2 threads, one infer request):
 

@@ -73,7 +73,7 @@ def _gradients(plan, names, data, filter, grad_output, bias=None):
         raise ConvTransposeError(
             f"grad_output has shape {grad_output.shape}, but the {plan.op} result has shape"
             f" {plan.output_shape}; grad_output must have exactly the result's shape")
-    check_memory(data.shape, dtype, filter.size + grad_output.size + filter.size,
+    check_memory(data.shape, dtype, data.size + filter.size + grad_output.size,
                  result_allocated=True, argument=names[0], value=data.shape)
     layout = plan.channels_last
     grad_data = data_adjoint(grad_output, _canonical_weights(plan, filter), plan.axes,
