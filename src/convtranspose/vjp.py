@@ -88,7 +88,12 @@ def _gradients(plan, names, data, filter, grad_output, bias=None):
 
 
 def _shape_of(name: str, value):
-    return None if value is None else _as_array(name, value).shape
+    """An operand's shape for planning, read without converting an array (the operands
+    are converted once, by :func:`_gradients`)."""
+    if value is None:
+        return None
+    shape = getattr(value, "shape", None)
+    return tuple(shape) if shape is not None else _as_array(name, value).shape
 
 
 def convolution_backprop_data(data: ArrayLike, filter: ArrayLike, grad_output: ArrayLike,
