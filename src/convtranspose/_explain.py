@@ -21,12 +21,10 @@ __all__ = ["explain"]
 
 
 def _random_operands(plan, dtype: np.dtype, seed: int = 0):
-    """Data and canonical weights of the plan's shapes, in ``dtype``, values in [-1, 1)."""
+    """Data (the plan's ``data_shape``, in its own layout: channels last where the plan
+    is) and canonical weights, in ``dtype``, values in [-1, 1)."""
     rng = np.random.default_rng(seed)
-    data_shape = plan.data_shape
-    if plan.channels_last:
-        data_shape = (data_shape[0],) + tuple(data_shape[2:]) + (data_shape[1],)
-    data = (rng.random(data_shape) * 2 - 1).astype(dtype)
+    data = (rng.random(plan.data_shape) * 2 - 1).astype(dtype)
     weights = (rng.random(plan.canonical_filter_shape) * 2 - 1).astype(dtype)
     return data, weights
 

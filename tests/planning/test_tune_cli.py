@@ -58,3 +58,21 @@ def test_explain_measure_shows_both_columns(tmp_path, monkeypatch):
 
 def test_measure_without_explain_is_refused():
     assert_one_line_error(run_cli(*SHAPE_ARGS, "--measure"), "--measure goes with --explain")
+
+
+def test_explain_measures_a_channels_last_plan_on_operands_of_its_own_shapes(tmp_path,
+                                                                           monkeypatch):
+    # A channels-last plan's data_shape is already (N, X..., C): measuring on operands
+    # permuted again would hand every kernel data of the wrong shape.
+    import convtranspose as ct
+
+    _with_wisdom(monkeypatch, tmp_path / "wisdom.json")
+    ct.forget_wisdom()
+    plan = ct.shapes.conv_transpose((1, 9, 6, 12), (3, 3, 5, 12), strides=[2, 1],
+                                    pads_begin=[1, 0], pads_end=[1, 0], data_format="NXC",
+                                    weights_format="XOI")
+    try:
+        choice = ct.explain(plan, measure=True).choice
+    finally:
+        ct.forget_wisdom()
+    assert choice.measured and choice.algorithm == choice.measured[0][0]
