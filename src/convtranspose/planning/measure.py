@@ -3,13 +3,23 @@
 The budget, per problem, once per machine (the result is kept as wisdom):
 
 - at most :data:`MEASURED_CANDIDATES` candidates under ``measure`` (the ones the
-  estimate ranks first), every applicable one under ``exhaustive``;
+  estimate ranks first, plus the best-ranked of the other kind of kernel when none of
+  those is of that kind: :func:`convtranspose.planning._candidates`), every applicable
+  one under ``exhaustive``;
 - each candidate runs once untimed (its kernels compile, or load from the on-disk
-  cache, and its derived filter is built), then up to :data:`TIMED_RUNS` timed runs;
-  a candidate whose timed run takes over :data:`GIVE_UP_FACTOR` times the best time
-  so far stops there;
-- so a measured first call costs at most ``3 * (1 + 3) = 12`` calls of the layer
-  plus compilation.  Its result is then computed once more by the winner.
+  cache, and its derived filter is built);
+- then rounds that time every candidate still in the race once each, in turn, so a
+  burst of contention from the rest of the machine slows all of them alike rather
+  than one: :data:`TIMED_RUNS` rounds at least; more, up to :data:`MAX_RUNS`, while
+  the rounds so far took under :data:`ROUND_BUDGET_SECONDS` (a layer of a few tens of
+  microseconds gets a dozen runs each for about a millisecond; a first timed run of a
+  short call is often several times its later ones, which a single run would keep);
+- after two runs, a candidate over :data:`GIVE_UP_FACTOR` times the best time so far
+  leaves the race (after one, over :data:`GIVE_UP_AT_ONCE` times).
+
+So a measured first call costs at most ``4 * (1 + 3) = 16`` calls of a layer that
+takes more than a few milliseconds, plus compilation; the winner then computes the
+result once more.
 """
 
 from __future__ import annotations
@@ -17,15 +27,23 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-__all__ = ["GIVE_UP_FACTOR", "MEASURED_CANDIDATES", "TIMED_RUNS", "Measurement", "measure"]
+__all__ = ["GIVE_UP_AT_ONCE", "GIVE_UP_FACTOR", "MAX_RUNS", "MEASURED_CANDIDATES",
+           "ROUND_BUDGET_SECONDS", "TIMED_RUNS", "Measurement", "measure"]
 
-#: Candidates timed under ``measure``: the estimate ranks the winner among its first
-#: three on every layer of ``benchmarks/results/choices-*.json``.
+#: Candidates the estimate ranks first that are timed under ``measure``.
 MEASURED_CANDIDATES = 3
-#: Timed runs per candidate; the fastest counts (the others met interruptions).
+#: Timed rounds at least; the fastest run of each candidate counts (the others met
+#: interruptions).
 TIMED_RUNS = 3
-#: A candidate slower than this many times the best so far is not timed again.
+#: Timed rounds at most, for calls so short that more rounds cost next to nothing.
+MAX_RUNS = 15
+#: More rounds than :data:`TIMED_RUNS` only while the timed rounds so far took less.
+ROUND_BUDGET_SECONDS = 0.005
+#: A candidate timed twice and still over this many times the best time leaves the race.
 GIVE_UP_FACTOR = 2.0
+#: A candidate over this many times the best time after its first timed run leaves at
+#: once: no cold first run is that slow (a run that slow only costs time).
+GIVE_UP_AT_ONCE = 8.0
 
 
 @dataclass(frozen=True)
@@ -48,19 +66,30 @@ class Measurement:
         return self.times[0][0]
 
 
+def _timed_ns(run, name) -> float:
+    start = time.perf_counter_ns()
+    run(name)
+    return float(time.perf_counter_ns() - start)
+
+
 def measure(candidates, run) -> Measurement:
     """Time ``run(name)`` for every name of ``candidates`` (see the module docstring)."""
     started = time.perf_counter()
-    times: dict[str, float] = {}
-    for name in candidates:
+    names = list(dict.fromkeys(candidates))
+    for name in names:
         run(name)  # untimed: compilation, derived filters, first touch of memory
-        best = float("inf")
-        for _ in range(TIMED_RUNS):
-            start = time.perf_counter_ns()
-            run(name)
-            best = min(best, float(time.perf_counter_ns() - start))
-            if times and best > GIVE_UP_FACTOR * min(times.values()):
-                break
-        times[name] = best
-    ranked = tuple(sorted(times.items(), key=lambda item: item[1]))
+    best = dict.fromkeys(names, float("inf"))
+    runs = dict.fromkeys(names, 0)
+    racing, rounds_started = list(names), time.perf_counter()
+    for round_index in range(MAX_RUNS):
+        if len(racing) < 2 and round_index or round_index >= TIMED_RUNS and (
+                time.perf_counter() - rounds_started > ROUND_BUDGET_SECONDS):
+            break
+        for name in racing:
+            best[name] = min(best[name], _timed_ns(run, name))
+            runs[name] += 1
+        fastest = min(best.values())
+        racing = [name for name in racing if best[name] <= fastest * (
+            GIVE_UP_FACTOR if runs[name] >= 2 else GIVE_UP_AT_ONCE)]
+    ranked = tuple(sorted(best.items(), key=lambda item: item[1]))
     return Measurement(ranked, time.perf_counter() - started)

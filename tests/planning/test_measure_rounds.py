@@ -1,0 +1,87 @@
+"""The measurement's rounds and its candidate list, on a scripted clock: which
+candidates are timed, how often, and which wins, whatever this machine's speed."""
+
+from __future__ import annotations
+
+import importlib
+import types
+
+import numpy as np
+
+import convtranspose as ct
+from convtranspose import planning
+from convtranspose.dispatch import Choice
+
+measure_module = importlib.import_module("convtranspose.planning.measure")
+
+
+class _Clock:
+    """A clock that only the scripted runs move: ``script[name]`` lists each call's
+    nanoseconds (the last repeats)."""
+
+    def __init__(self, script):
+        self.now, self.script, self.calls = 0, script, []
+
+    def ns(self):
+        return self.now
+
+    def seconds(self):
+        return self.now / 1e9
+
+    def run(self, name):
+        times = self.script[name]
+        self.now += times[min(len(self.calls_of(name)), len(times) - 1)]
+        self.calls.append(name)
+
+    def calls_of(self, name):
+        return [call for call in self.calls if call == name]
+
+
+def _measured(monkeypatch, script):
+    clock = _Clock(script)
+    monkeypatch.setattr(measure_module, "time",
+                        types.SimpleNamespace(perf_counter_ns=clock.ns, perf_counter=clock.seconds))
+    return measure_module.measure(list(script), clock.run), clock
+
+
+def test_a_slow_first_timed_run_does_not_lose_the_race(monkeypatch):
+    # "a" is the fastest once warm, but its untimed and first timed runs are cold.
+    result, clock = _measured(monkeypatch, {"b": [60_000], "a": [500_000, 300_000, 40_000]})
+    assert result.fastest == "a" and dict(result.times)["a"] == 40_000
+
+
+def test_short_calls_get_more_rounds_within_the_budget(monkeypatch):
+    result, clock = _measured(monkeypatch, {"a": [50_000], "b": [60_000]})
+    timed = len(clock.calls_of("a")) - 1  # one untimed run
+    budget_rounds = measure_module.ROUND_BUDGET_SECONDS * 1e9 / 110_000
+    assert measure_module.TIMED_RUNS < timed <= measure_module.MAX_RUNS
+    assert timed <= budget_rounds + 2
+
+
+def test_long_calls_get_the_minimum_rounds_and_slow_ones_leave(monkeypatch):
+    result, clock = _measured(monkeypatch, {"a": [40_000_000], "b": [45_000_000],
+                                            "c": [400_000_000]})
+    assert len(clock.calls_of("a")) == 1 + measure_module.TIMED_RUNS
+    assert len(clock.calls_of("c")) == 2  # untimed, then over GIVE_UP_AT_ONCE at once
+    assert result.fastest == "a" and [name for name, _ in result.times] == ["a", "b", "c"]
+
+
+def _choice(names):
+    return Choice(algorithm=names[0], runs=names[0], decided_by="estimates",
+                  estimates=tuple((name, 1000.0 * (i + 1)) for i, name in enumerate(names)),
+                  fallbacks=())
+
+
+def test_measure_times_the_best_ranked_kernel_of_the_other_kind():
+    target = ct.host_target().replace(numba=True, blas=True)
+    f32 = np.dtype(np.float32)
+    blas_first = ["gemm-ncx", "shift-ncx", "col2im-ncx", "phase-ncx", "direct", "window"]
+    names = planning._candidates(_choice(blas_first), "measure", f32, 2, False, target)
+    assert names == ["gemm-ncx", "shift-ncx", "col2im-ncx", "direct"]
+    numba_first = ["direct", "direct-blocked", "dense", "gemm-ncx", "phase-ncx"]
+    names = planning._candidates(_choice(numba_first), "measure", f32, 2, False, target)
+    assert names == ["direct", "direct-blocked", "dense"]  # dense is no numba kernel
+    mixed = ["direct", "gemm-ncx", "phase-ncx", "direct-blocked"]
+    names = planning._candidates(_choice(mixed), "measure", f32, 2, False, target)
+    assert names == ["direct", "gemm-ncx", "phase-ncx"]
+    assert planning._candidates(_choice(mixed), "exhaustive", f32, 2, False, target) == mixed
