@@ -50,7 +50,10 @@ def chosen(library, layer) -> str:
                     "float32" else _bench._numpy_dtype(layer.dtype))
     if library is convtranspose:
         return dispatch.choose_algorithm(*arguments, **keywords)
-    chooser = importlib.import_module(f"{BASELINE}._kernel")  # the earlier layout's home
+    try:
+        chooser = importlib.import_module(f"{BASELINE}.dispatch")
+    except ModuleNotFoundError:
+        chooser = importlib.import_module(f"{BASELINE}._kernel")  # the earlier layout's home
     return chooser.choose_algorithm(*arguments, **keywords)
 
 

@@ -311,6 +311,42 @@ def test_direct_blocked_every_register_layout(use_target, monkeypatch, register_
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
+def test_direct_blocked_in_passes_over_output_channels(use_target, monkeypatch,
+                                                      register_bytes):
+    # A layer whose weights per line exceed the L2 share runs in passes over its output
+    # channels (whole vectors each, the last one short): with a pretended L2 of a few
+    # KiB every layer here does.  Every pass writes only its channels, bias and
+    # rounding included, in both layouts, with one and with several threads.
+    use_target(vector_bytes=register_bytes)
+    lanes = register_bytes // 4
+    monkeypatch.setattr(numba_blocked, "l2_cache_bytes", lambda: 4096)
+    rng = np.random.default_rng(register_bytes + 1)
+    axes = (AxisPlan(5, 4, 2, 1, 1, 10), AxisPlan(13, 4, 2, 1, 1, 26))
+    for co in (3 * lanes + 5, 2 * lanes):
+        passes = numba_blocked._channel_passes((1, 9, co), axes, 4, host_target().replace(
+            vector_bytes=register_bytes))
+        assert len(passes) > 1 and passes[0][0] == 0 and passes[-1][1] == co
+        assert all(a[1] == b[0] and a[1] % lanes == 0 for a, b in zip(passes, passes[1:]))
+        data = rng.integers(-9, 10, (2, 9, 5, 13)).astype(np.float32)
+        weights = rng.integers(-9, 10, (1, 9, co, 4, 4)).astype(np.float32)
+        bias = rng.integers(-9, 10, co).astype(np.float32)
+        expected = _reference(data, weights, axes)
+        for channels_last, threads in ((False, 1), (True, 1), (True, 3), (False, 3)):
+            monkeypatch.setattr(numba_blocked, "_threads", lambda *args, n=threads: n)
+            got = _run(data, weights, axes, np.float32, channels_last, "direct-blocked")
+            np.testing.assert_array_equal(got, expected, err_msg=f"co={co}")
+            operand = np.moveaxis(data, 1, -1).copy() if channels_last else data
+            rounded = transposed_convolution(
+                operand, weights, axes, dtype=np.dtype(np.float32),
+                channels_last=channels_last, result_dtype=np.dtype(np.float16), bias=bias,
+                algorithm="direct-blocked")
+            rounded = np.moveaxis(rounded, -1, 1) if channels_last else rounded
+            with_bias = expected + bias.reshape(-1, 1, 1)
+            np.testing.assert_array_equal(rounded, with_bias.astype(np.float16))
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
 def test_direct_blocked_cuts_lines_among_threads(monkeypatch):
     # A layer of one line (1-D, one sample) is cut into runs of its outputs, one
     # piece of work each, so that every thread takes some; each run is written

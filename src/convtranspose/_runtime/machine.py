@@ -114,6 +114,37 @@ def vector_bytes() -> int:
     return 32 if features.get("avx") else 16
 
 
+#: The L2 size assumed where the system does not report one: the smallest per-core L2
+#: of the x86 CPUs this library has run on (1 MiB, AMD Zen 4; Zen 3 has 512 KiB and
+#: is AVX2, where the rule that reads this does not apply).
+_DEFAULT_L2_BYTES = 1 << 20
+
+
+@functools.cache
+def l2_cache_bytes() -> int:
+    """Bytes of the level-2 cache of the CPU this process starts on, as the system
+    reports it (Linux sysfs, else ``sysconf``), else :data:`_DEFAULT_L2_BYTES`."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in sorted(os.listdir(base)):
+            with open(os.path.join(base, entry, "level")) as level:
+                if level.read().strip() != "2":
+                    continue
+            with open(os.path.join(base, entry, "size")) as size:
+                text = size.read().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+            return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    try:
+        reported = os.sysconf("SC_LEVEL2_CACHE_SIZE")
+        if reported > 0:
+            return int(reported)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return _DEFAULT_L2_BYTES
+
+
 @functools.cache
 def host_has_f16c() -> bool:
     """Whether LLVM converts float16 with instructions for the CPU numba compiles for

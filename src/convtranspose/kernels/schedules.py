@@ -202,6 +202,37 @@ def blocked_segments(lines: int, last_axis: AxisPlan, threads: int) -> int:
     return max(1, min(-(-8 * threads // lines), longest))
 
 
+#: ``direct-blocked`` splits a layer's output channels into passes (runs of whole vectors,
+#: every line computed once per pass) when the weights one output line reads (every tap
+#: it uses, all input channels, the line's channels) exceed this share of the L2 cache.
+#: Consecutive lines read the same taps, so a pass's weights stay in L2 from one line to
+#: the next instead of streaming from L3 for every line.  On an Intel Xeon (2 MiB of L2)
+#: DCGAN 512->256 (4 MiB of weights per line) ran 1.7-2.4x faster in passes of 0.5-1 MiB
+#: per line, and DCGAN 256->128 (1 MiB) fastest whole; a share of a quarter was best
+#: on some layers and 1.3x slower on others (``benchmarks/results/direct-blocked-xeon.json``,
+#: ``python benchmarks/blocked_passes.py``).
+BLOCKED_LINE_WEIGHTS_L2_SHARE = 0.5
+
+
+def blocked_line_taps(axes3: Sequence[AxisPlan]) -> float:
+    """The taps one output line of ``direct-blocked`` reads, over every phase of the last
+    axis (the mean over the first two axes' phases)."""
+    counts = [sum(len(c.shifts) * c.count for c in _axis_phases(axis).classes)
+              / max(1, axis.stride) for axis in axes3]
+    return math.prod(counts) * axes3[-1].stride
+
+
+def blocked_channel_passes(ci: int, co: int, axes3: Sequence[AxisPlan], itemsize: int,
+                           lanes: int, l2_bytes: int) -> int:
+    """Into how many passes ``direct-blocked`` splits ``co`` output channels (one group):
+    as few as keep each pass's weights per line within
+    :data:`BLOCKED_LINE_WEIGHTS_L2_SHARE` of ``l2_bytes``, at most one per vector."""
+    vectors = -(-co // lanes)
+    per_vector = blocked_line_taps(axes3) * ci * lanes * itemsize
+    fitting = int(BLOCKED_LINE_WEIGHTS_L2_SHARE * l2_bytes // max(1.0, per_vector))
+    return -(-vectors // max(1, fitting))
+
+
 @functools.lru_cache(maxsize=64)
 def planes_block_shape(itemsize: int, co: int, vector_bytes: int) -> tuple[int, int, int]:
     """(lanes, output channels per block, most vectors per channel) of the plane kernel.

@@ -19,8 +19,16 @@ import numpy as np
 
 from ..._geometry import _axis_phases, _three_axes
 from ..._plan import AxisPlan
+from ..._runtime.machine import l2_cache_bytes
 from ..._runtime.threads import parallel_for
-from ..schedules import _FLOAT16, _KEEP, _frozen, blocked_segments, blocked_shape
+from ..schedules import (
+    _FLOAT16,
+    _KEEP,
+    _frozen,
+    blocked_channel_passes,
+    blocked_segments,
+    blocked_shape,
+)
 from .casts import bfloat16_bits, float16_bits
 from .channels_last import _row_taps
 from .direct import _threads
@@ -234,6 +242,32 @@ def _steps(shape5: tuple[int, ...], channels_last: bool) -> np.ndarray:
     return np.array((channels * a1 * a2 * a3, a2 * a3, a3, 1, a1 * a2 * a3), np.int64)
 
 
+def _pass_weights(weights, derived, dtype, kernel3, channels: tuple[int, int], width: int):
+    """(G, K1, K2, K3, Ci, width) weights of output channels ``[c0, c1)``, zero-padded,
+    kept in ``derived`` (a tenth of a large layer's time: direct-blocked-zen4.json)."""
+    groups, ci, co = weights.shape[:3]
+    c0, c1 = channels
+    key = ("blocked", np.dtype(dtype).str, width) + ((c0, c1) if (c0, c1) != (0, co) else ())
+    w = derived.get(key)
+    if w is None:
+        w = np.zeros((groups,) + kernel3 + (ci, width), dtype)
+        part = weights.reshape((groups, ci, co) + kernel3)[:, :, c0:c1]
+        w[..., :c1 - c0] = np.moveaxis(part, (1, 2), (-2, -1))
+        w = derived[key] = _frozen(w)[0]
+    return w
+
+
+def _channel_passes(weights_shape, axes3, itemsize: int, target) -> list[tuple[int, int]]:
+    """Output channel ranges computed one after another (one group only; a single range
+    otherwise): :func:`~convtranspose.kernels.schedules.blocked_channel_passes`."""
+    groups, ci, co = weights_shape[:3]
+    lanes = max(1, target.vector_bytes // itemsize)
+    passes = 1 if groups > 1 else blocked_channel_passes(ci, co, axes3, itemsize, lanes,
+                                                         l2_cache_bytes())
+    step = -(-(-(-co // lanes)) // passes) * lanes
+    return [(c0, min(co, c0 + step)) for c0 in range(0, co, step)]
+
+
 def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived, target):
     """Fill ``out`` (the layout of ``data``) with the register-blocked direct kernel.
 
@@ -241,22 +275,14 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived
     ``dtype``): then the sums, plus ``bias`` (``(G*Co,)``, read only then), are
     rounded once into it, bit for bit as ``astype`` rounds the float32 result.
     The reordered weights are kept in ``derived`` (the weights memo), if given;
-    ``target``: the machine (:class:`~convtranspose._runtime.target.Target`).
+    ``target``: the machine (:class:`~convtranspose._runtime.target.Target`).  Layers
+    whose weights per output line would not stay in L2 run in passes over their output
+    channels (:func:`_channel_passes`).
     """
     groups, ci, co = weights.shape[:3]
     axes3 = _three_axes(axes)
-    kernel3 = tuple(a.kernel_size for a in axes3)
-    lanes, vectors, chunk, pixels = blocked_shape(np.dtype(dtype).itemsize, co, axes3[2],
-                                                  target.vector_bytes)
-    width = lanes * vectors
+    itemsize = np.dtype(dtype).itemsize
     derived = {} if derived is None else derived
-    key = ("blocked", np.dtype(dtype).str, width)
-    w = derived.get(key)
-    if w is None:  # a tenth of a large layer's time, so kept (direct-blocked-zen4.json)
-        # (G, Ci, Co, K...) -> (G, K1, K2, K3, Ci, width), zero-padded channels.
-        w = np.zeros((groups,) + kernel3 + (ci, width), dtype)
-        w[..., :co] = np.moveaxis(weights.reshape((groups, ci, co) + kernel3), (1, 2), (-2, -1))
-        w = derived[key] = _frozen(w)[0]
     data_last = channels_last
     if not channels_last and ci > 1 and data[0, 0].nbytes >= _FAR_CHANNELS_BYTES:
         data, data_last = channels_last_copy(data, dtype, target), True
@@ -271,21 +297,33 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived
         bits, flat_out = flat_out.view(np.uint16), np.empty(0, dtype)
         bias = np.empty(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype)
     batch = data.shape[0]
-    sizes = np.array((batch, groups, ci, co) + tuple(a.input_size for a in axes3)
-                     + tuple(a.output_size for a in axes3)
-                     + (kernel3[1], kernel3[2], math.prod(kernel3))
-                     + tuple(a.stride for a in axes3), np.int64)
     in_steps = _steps((batch, groups * ci) + tuple(a.input_size for a in axes3), data_last)
     out_steps = _steps((batch, groups * co) + tuple(a.output_size for a in axes3), channels_last)
-    tables = _blocked_tables(axes3)
-    kernel = _blocked_kernel(lanes, vectors, chunk, pixels)
-    source, flat_weights = data.reshape(-1), w.reshape(-1)
     lines = groups * batch * axes3[0].output_size * axes3[1].output_size
     threads = _threads(batch, weights.shape, axes, target)
     segments = blocked_segments(lines, axes3[2], threads)
-    order = _line_order(axes3[0], axes3[1])
-    parallel_for(lambda a, b: kernel(source, flat_weights, flat_out, bits, bias, mode, sizes,
-                                  in_steps, out_steps, order, *tables, segments, a, b),
-              lines * segments, threads)
+    tables, order = _blocked_tables(axes3), _line_order(axes3[0], axes3[1])
+    source = data.reshape(-1)
+    for c0, c1 in _channel_passes(weights.shape, axes3, itemsize, target):
+        # A pass writes channels [c0, c1) of group 0: its views start at channel c0.
+        at = c0 * out_steps[4]
+        pass_out = flat_out[at:] if flat_out.size else flat_out
+        pass_bits = bits[at:] if bits.size else bits
+        pass_bias = bias[c0:c1] if bias.size else bias
+        lanes, vectors, chunk, pixels = blocked_shape(itemsize, c1 - c0, axes3[2],
+                                                      target.vector_bytes)
+        w = _pass_weights(weights, derived, dtype, tuple(a.kernel_size for a in axes3),
+                          (c0, c1), lanes * vectors).reshape(-1)
+        sizes = np.array((batch, groups, ci, c1 - c0) + tuple(a.input_size for a in axes3)
+                         + tuple(a.output_size for a in axes3)
+                         + tuple(a.kernel_size for a in axes3[1:])
+                         + (math.prod(a.kernel_size for a in axes3),)
+                         + tuple(a.stride for a in axes3), np.int64)
+        kernel = _blocked_kernel(lanes, vectors, chunk, pixels)
+        parallel_for(lambda a, b, kernel=kernel, w=w, pass_out=pass_out, pass_bits=pass_bits,
+                     pass_bias=pass_bias, sizes=sizes: kernel(
+                         source, w, pass_out, pass_bits, pass_bias, mode, sizes, in_steps,
+                         out_steps, order, *tables, segments, a, b),
+                     lines * segments, threads)
     if result is not out:
         np.copyto(out, result)

@@ -1,0 +1,105 @@
+"""``direct-blocked`` in passes over output channels against other pass counts.
+
+    python benchmarks/blocked_passes.py [--layers WORDS] [--rounds 7] [--out FILE]
+
+For the float32 layers of the benchmark suite (and the random suites' large-filter
+layers given by ``--random SEED``) whose weights per output line exceed the L2 share of
+:data:`convtranspose.kernels.schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE`, times
+``direct-blocked`` at several shares (so several pass counts) in alternating rounds,
+each call after a pause and an untimed call as the benchmark times, on two threads and
+on one.  Prints a Markdown row per layer and share; ``--out`` writes them as JSON with
+the CPU and its L2 size.  Backs ``BLOCKED_LINE_WEIGHTS_L2_SHARE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import convtranspose as ct
+from convtranspose import _bench
+from convtranspose._bench.peers import _ours
+from convtranspose._bench.random_suite import random_layers
+from convtranspose._bench.run import alternating_rounds
+from convtranspose._geometry import _three_axes
+from convtranspose._runtime.machine import cpu_model_name, l2_cache_bytes
+from convtranspose.kernels import schedules
+
+SHARES = (4.0, 1.0, 0.5, 0.25, 0.125)
+
+
+def _passes(layer, share: float) -> int:
+    axes3 = _three_axes(tuple(_bench.layer_plan_axes(layer)))
+    saved, schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE = schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE, share
+    try:
+        lanes = ct.host_target().vector_bytes // 4
+        return schedules.blocked_channel_passes(layer.in_channels, layer.out_channels, axes3, 4,
+                                                lanes, l2_cache_bytes())
+    finally:
+        schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE = saved
+
+
+def _runner(run, share: float):
+    def call():
+        saved = schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE
+        schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE = share
+        try:
+            run()
+        finally:
+            schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE = saved
+    return call
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", default="", help="comma-separated name substrings")
+    parser.add_argument("--random", type=int, action="append", default=[],
+                        help="also the layers of this random suite (repeatable)")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--out", help="write the rows as JSON to this file")
+    args = parser.parse_args(argv)
+    os.environ["CONVTRANSPOSE_ALGORITHM"] = "direct-blocked"
+    words = [word for word in args.layers.split(",") if word]
+    layers = [layer for layer in _bench.SUITE if layer.dtype == "float32"]
+    for seed in args.random:
+        layers += random_layers(seed)
+    rows = []
+    print(f"CPU: {cpu_model_name()}, L2 {l2_cache_bytes() >> 10} KiB\n")
+    print("| layer | threads | passes: ms ... | fastest |")
+    print("|---|---|---|---|")
+    for layer in layers:
+        if words and not any(word in layer.label for word in words):
+            continue
+        if layer.groups != 1:
+            continue
+        counts = {}
+        for share in SHARES:
+            counts.setdefault(_passes(layer, share), share)
+        if len(counts) < 2:
+            continue
+        run, _ = _ours(layer, _bench.make_inputs(layer), reuse_output=True)
+        for threads in (2, 1):
+            with ct.num_threads(threads):
+                runners = {count: _runner(run, share) for count, share in counts.items()}
+                samples = alternating_rounds(runners, args.rounds, warmup=1)
+            ms = {count: statistics.median(times) * 1e3 for count, times in samples.items()}
+            fastest = min(ms, key=ms.get)
+            rule = _passes(layer, schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE)
+            cells = ", ".join(f"{count}{'*' if count == rule else ''}: {value:.3g}"
+                              for count, value in sorted(ms.items()))
+            print(f"| {layer.label} | {threads} | {cells} | {fastest} |", flush=True)
+            rows.append({"layer": layer.label, "threads": threads, "rule_passes": rule,
+                         "ms_by_passes": {str(k): round(v, 3) for k, v in ms.items()}})
+    if args.out:
+        with open(args.out, "w") as handle:
+            json.dump({"machine": cpu_model_name(), "l2_bytes": l2_cache_bytes(),
+                       "share": schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE, "rows": rows},
+                      handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
