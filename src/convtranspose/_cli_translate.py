@@ -126,6 +126,10 @@ def translate_command(args: argparse.Namespace) -> int:
             "target_filter_shape": list(translation.target_plan.filter_shape),
             "data_transpose": _listed(translation.data_axes),
             "filter_steps": [[step, list(value)] for step, value in translation.filter_steps],
+            "split_groups": None if translation.split_groups == 1 else {
+                "groups": translation.split_groups, "axis": translation.channel_axis,
+                "data_channels": [list(d) for d, _ in translation.group_channels],
+                "output_channels": [list(o) for _, o in translation.group_channels]},
             "crop": _listed(translation.crop), "bias_after": translation.bias_after,
             "output_transpose": _listed(translation.output_axes),
             "output_shape": list(translation.source_plan.output_shape),
