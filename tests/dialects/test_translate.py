@@ -1,8 +1,9 @@
 """``ct.translate``: random layers of every source dialect, translated to every target,
 run on both sides.  The source side is the slow oracle (tests/oracle.py, written from
 docs/semantics.md) or torch itself; the target side is the target's function in this
-library and, for the PyTorch target, torch itself.  A translation that needs a crop, pad
-or bias add must be refused by ``workarounds=False``, and one that needs none must not."""
+library and, for the PyTorch target, torch itself.  A translation that needs a crop, pad,
+bias add, group split or zero-dilated kernel must be refused by ``workarounds=False``, and
+one that needs none must not."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 import convtranspose as ct
 import oracle
 
-from ._cases import assert_same, integer_array
+from ._cases import assert_same, integer_array, require
 
-torch = pytest.importorskip("torch", reason="torch is installed by the test extra")
+torch = require("torch", "torch is installed by the test extra")
 
 SOURCES = TARGETS = ct._translate.DIALECTS
 FRAMEWORK_SOURCES = ("tensorrt_deconvolution", "tf_conv_transpose", "keras_conv_transpose",
@@ -41,7 +42,7 @@ def random_source(rng, source):
     groups = int(rng.integers(1, 3)) if grouped else 1
     ci, co = groups * int(rng.integers(1, 3)), int(rng.integers(1, 3))
     spatial, kernel = _ints(rng, 1, 5, rank), _ints(rng, 1, 4, rank)
-    strides, dilations = _ints(rng, 1, 4, rank), _ints(rng, 1, 3, rank)
+    strides, dilations = _ints(rng, 1, 4, rank), _ints(rng, 1, 4, rank)
     data = (int(rng.integers(1, 3)), ci) + spatial
     bias = (groups * co,) if grouped and "backprop" not in source and rng.random() < 0.5 else None
     full = [(x - 1) * s + (k - 1) * d + 1 for x, k, s, d in zip(spatial, kernel, strides,

@@ -69,19 +69,23 @@ BUDGETS = {"jax_conv_transpose": (5, 2), "tf_conv_transpose": (5, 2),
 def _layers(rng, target):
     """Random layers of every source, then grouped or dilated ones, each translated to
     ``target`` (invalid layers and the target's refusals are tested elsewhere)."""
-    random_budget, special_budget = BUDGETS[target]
     for source in SOURCES:
+        random_budget, special_budget = BUDGETS[target]
         found = 0
         budget = random_budget + (special_budget if source in GROUPED_OR_DILATED_SOURCES
                                   else 0)
+        flips = 2 if source == "jax_conv_transpose" else 0  # two more, with flipped kernels
         for _ in range(200):
-            if found == budget:
+            if found == budget + flips:
                 break
-            layer = random_source(rng, source) if found < random_budget else \
-                _grouped_or_dilated_source(rng, source)[0]
+            special = random_budget <= found < budget
+            layer = _grouped_or_dilated_source(rng, source)[0] if special else \
+                random_source(rng, source)
             try:
                 translation = ct.translate(source, target, *layer[:3], **layer[3])
             except ct.ConvTransposeError:
+                continue
+            if found >= budget and all(step != "flip" for step, _ in translation.filter_steps):
                 continue
             found += 1
             yield source, layer, translation
@@ -90,7 +94,7 @@ def _layers(rng, target):
 @pytest.mark.parametrize("target", list(BUDGETS))
 def test_translations_run_by_the_target_framework(target):
     rng = np.random.default_rng(sum(map(ord, target)))
-    checked, split, dilated = 0, 0, 0
+    checked, split, dilated, flipped = 0, 0, 0, 0
     for source, (data_shape, filter_shape, bias_shape, attributes), translation in \
             _layers(rng, target):
         arrays = [None if s is None else integer_array(rng, s)
@@ -101,6 +105,7 @@ def test_translations_run_by_the_target_framework(target):
         checked += 1
         split += translation.split_groups > 1
         dilated += any(step == "dilate" for step, _ in translation.filter_steps)
-    assert checked >= len(SOURCES) and split >= 3, (checked, split)
+        flipped += any(step == "flip" for step, _ in translation.filter_steps)
+    assert checked >= len(SOURCES) and split >= 3 and flipped >= 2, (checked, split, flipped)
     if target in ("keras_conv_transpose", "tflite_transpose_conv"):
         assert dilated >= 2, dilated
