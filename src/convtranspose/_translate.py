@@ -271,15 +271,18 @@ def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: Sha
         TensorFlow, Keras and TFLite targets tie the output size to the input: the
         translation solves for their padding mode (or 2-D explicit pairs),
         ``output_shape`` or ``output_padding``; JAX targets take explicit pairs.
+        A grouped layer goes to TensorFlow, Keras, TFLite and JAX (no groups) as one
+        layer per group (:attr:`Translation.split_groups`), and a dilation TFLite
+        cannot take (Keras: with strides > 1) as a kernel dilated with zeros.
     data_shape, filter_shape : sequence of int
         The source layer's shapes, in its own layouts.
     bias_shape : sequence of int, optional
         The source's bias shape (dialects with a bias only).
     workarounds : bool, optional
         Default True: when the target cannot express the layer, use its nearest
-        attributes with a crop, zero pad or bias add of the output (listed in
-        ``notes``).  False: raise instead, naming what the target cannot express
-        and that workaround.
+        attributes with a crop, zero pad or bias add of the output, one layer per
+        group or a zero-dilated kernel (listed in ``notes``).  False: raise instead,
+        naming what the target cannot express and that workaround.
     **attributes
         The source layer's attributes, with the source dialect's names (OpenVINO,
         TensorFlow and TFLite sources take ``output_shape`` here too).
@@ -287,14 +290,16 @@ def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: Sha
     Returns
     -------
     Translation
-        ``.attributes`` for the target function; ``.filter(w)`` and ``.run(x, w, b)``
+        ``.attributes`` for the target function; ``.filter(w)``, ``.layers(x, w, b)``
+        (each target layer's operands), ``.finish(outputs, b)`` and ``.run(x, w, b)``
         apply it; ``str()`` describes it.
 
     Raises
     ------
     ConvTransposeError
         An invalid source layer, an unknown dialect, a target that cannot hold the
-        layer at all (groups in ``convolution_backprop_data``), or, with
+        layer at all (groups in ``convolution_backprop_data``, a rank TFLite or
+        TensorRT cannot take), or, with
         ``workarounds=False``, any layer the target cannot express exactly.
 
     Examples
@@ -304,6 +309,12 @@ def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: Sha
     ...                  (1, 1, 3), strides=[2], pads=[1, 2])
     >>> t.attributes["padding"], t.crop                 # torch pads symmetrically
     ((1,), ((0, 1),))
+    >>> t = ct.translate("torch_conv_transpose", "tflite_transpose_conv", (1, 4, 3, 3),
+    ...                  (4, 3, 3, 3), stride=2, groups=2, dilation=(2, 1))
+    >>> t.split_groups, t.group_channels                # (data, output) channels per layer
+    (2, (((0, 2), (0, 3)), ((2, 4), (3, 6))))
+    >>> t.filter_steps[-2:], t.target_plan.filter_shape
+    ((('dilate', (1, 1, 2, 1, 1)), ('split_groups', (2,))), (3, 5, 3, 2))
     """
     from ._dialects import translation as rules
 

@@ -7,6 +7,11 @@ whose output window ``[offset_t, offset_t + Y_t)`` covers every position of the
 source's window that holds data (``[offset, offset + Y)`` within ``[0, F)``), and the
 crop or zero pad that turns one window into the other.  Every answer is re-planned by
 the target's own rules, so a translation can never claim what the target does not do.
+
+A grouped layer to a target without groups is solved for one group (:func:`per_group`),
+and a dilation the target cannot take for the kernel dilated with zeros
+(:func:`undilated`): neither changes the windows, and :func:`filter_steps` adds the
+``dilate`` and ``split_groups`` steps.
 """
 
 from __future__ import annotations
