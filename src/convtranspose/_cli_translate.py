@@ -23,8 +23,13 @@ Any argument of the source dialect, under its own name, can be given as
 --attr NAME=VALUE, VALUE read as JSON (a word that is not JSON is a string):
 --attr padding_mode=SAME_UPPER, --attr 'dimension_numbers=["NCH","OIH","NCH"]'.
 
-Exit codes: 0 translated (notes name any crop, pad or bias add the target needs),
-2 bad input, or with --exact a target that cannot express the layer exactly.
+A grouped layer to a target without groups is one layer per group ("groups:" line,
+"split_groups" in --json); a dilation the target cannot take is a kernel dilated with
+zeros (a "dilate" filter step).
+
+Exit codes: 0 translated (notes name any crop, pad, bias add, group split or kernel
+dilation the target needs), 2 bad input, or with --exact a target that cannot express
+the layer exactly.
 """
 
 #: The flags that carry the PyTorch dialect's own argument names.
@@ -126,6 +131,10 @@ def translate_command(args: argparse.Namespace) -> int:
             "target_filter_shape": list(translation.target_plan.filter_shape),
             "data_transpose": _listed(translation.data_axes),
             "filter_steps": [[step, list(value)] for step, value in translation.filter_steps],
+            "split_groups": None if translation.split_groups == 1 else {
+                "groups": translation.split_groups, "axis": translation.channel_axis,
+                "data_channels": [list(d) for d, _ in translation.group_channels],
+                "output_channels": [list(o) for _, o in translation.group_channels]},
             "crop": _listed(translation.crop), "bias_after": translation.bias_after,
             "output_transpose": _listed(translation.output_axes),
             "output_shape": list(translation.source_plan.output_shape),

@@ -1,8 +1,9 @@
 """``ct.translate``: random layers of every source dialect, translated to every target,
 run on both sides.  The source side is the slow oracle (tests/oracle.py, written from
 docs/semantics.md) or torch itself; the target side is the target's function in this
-library and, for the PyTorch target, torch itself.  A translation that needs a crop, pad
-or bias add must be refused by ``workarounds=False``, and one that needs none must not."""
+library and, for the PyTorch target, torch itself.  A translation that needs a crop, pad,
+bias add, group split or zero-dilated kernel must be refused by ``workarounds=False``, and
+one that needs none must not."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 import convtranspose as ct
 import oracle
 
-from ._cases import assert_same, integer_array
+from ._cases import assert_same, integer_array, require
 
-torch = pytest.importorskip("torch", reason="torch is installed by the test extra")
+torch = require("torch", "torch is installed by the test extra")
 
 SOURCES = TARGETS = ct._translate.DIALECTS
 FRAMEWORK_SOURCES = ("tensorrt_deconvolution", "tf_conv_transpose", "keras_conv_transpose",
@@ -23,12 +24,11 @@ FRAMEWORK_SOURCES = ("tensorrt_deconvolution", "tf_conv_transpose", "keras_conv_
 REFUSALS = {
     "convolution_backprop_data": ("has no groups",),
     "tensorrt_deconvolution": ("add a spatial axis",),
-    "tf_conv_transpose": ("has no groups",),
-    "jax_conv_transpose": ("has no groups",),
-    "keras_conv_transpose": ("has no groups", "insert d - 1 zeros between the kernel taps"),
-    "tflite_transpose_conv": ("has no groups", "add a spatial axis",
-                              "insert d - 1 zeros between the kernel taps"),
+    "tflite_transpose_conv": ("add a spatial axis",),
 }
+#: Targets without groups: a grouped layer becomes one target layer per group.
+SPLIT_TARGETS = ("tf_conv_transpose", "keras_conv_transpose", "tflite_transpose_conv",
+                 "jax_conv_transpose")
 
 
 def _ints(rng, low, high, rank):
@@ -42,7 +42,7 @@ def random_source(rng, source):
     groups = int(rng.integers(1, 3)) if grouped else 1
     ci, co = groups * int(rng.integers(1, 3)), int(rng.integers(1, 3))
     spatial, kernel = _ints(rng, 1, 5, rank), _ints(rng, 1, 4, rank)
-    strides, dilations = _ints(rng, 1, 4, rank), _ints(rng, 1, 3, rank)
+    strides, dilations = _ints(rng, 1, 4, rank), _ints(rng, 1, 4, rank)
     data = (int(rng.integers(1, 3)), ci) + spatial
     bias = (groups * co,) if grouped and "backprop" not in source and rng.random() < 0.5 else None
     full = [(x - 1) * s + (k - 1) * d + 1 for x, k, s, d in zip(spatial, kernel, strides,
@@ -183,16 +183,12 @@ def source_expected(source, arrays, attributes):
 
 def torch_target(translation, arrays):
     """The translated layer run by torch itself, then cropped or padded as translated."""
-    data, filter_, bias = arrays
-    if translation.data_axes is not None:
-        data = data.transpose(translation.data_axes)
-    weight = translation.filter(filter_)
-    rank = weight.ndim - 2
-    function = getattr(torch.nn.functional, f"conv_transpose{rank}d")
-    torch_bias = None if bias is None or translation.bias_after else torch.from_numpy(bias)
-    out = function(torch.from_numpy(np.ascontiguousarray(data)), torch.from_numpy(weight),
-                   torch_bias, **translation.attributes).numpy()
-    return translation.finish(out, bias)
+    (data, weight, layer_bias), = translation.layers(*arrays)
+    function = getattr(torch.nn.functional, f"conv_transpose{data.ndim - 2}d")
+    out = function(torch.from_numpy(data), torch.from_numpy(weight),
+                   None if layer_bias is None else torch.from_numpy(layer_bias),
+                   **translation.attributes).numpy()
+    return translation.finish(out, arrays[2])
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -327,12 +323,100 @@ def test_tensorflow_explicit_pairs_and_refusals():
     t = ct.translate("onnx_conv_transpose", "tf_conv_transpose", (1, 1, 3, 3), (1, 2, 3, 3),
                      strides=[2, 2], pads=[1, 2, 0, 1], output_padding=[1, 1])
     assert t.exact and t.attributes["padding"] == [(0, 0), (0, 0), (1, 0), (2, 0)]
-    with pytest.raises(ct.ConvTransposeError, match="tf_conv_transpose has no groups.*split"):
+    with pytest.raises(ct.ConvTransposeError, match=r"tf_conv_transpose has no groups.*"
+                       r"workaround: 2 layers, layer g taking input channels \[g, g \+ 1\)"):
         ct.translate("torch_conv_transpose", "tf_conv_transpose", (1, 2, 3), (2, 1, 3),
-                     groups=2)
-    with pytest.raises(ct.ConvTransposeError, match="tflite_transpose_conv has no dilation"):
+                     groups=2, workarounds=False)
+    with pytest.raises(ct.ConvTransposeError, match=r"tflite_transpose_conv has no dilation.*"
+                       r"kernel size \(K - 1\) \* d \+ 1 = \[5, 3\]"):
         ct.translate("torch_conv_transpose", "tflite_transpose_conv", (1, 1, 3, 3),
-                     (1, 1, 3, 3), dilation=2)
+                     (1, 1, 3, 3), dilation=(2, 1), workarounds=False)
+    with pytest.raises(ct.ConvTransposeError, match="tflite_transpose_conv is 2-D"):
+        ct.translate("torch_conv_transpose", "tflite_transpose_conv", (1, 2, 3), (2, 1, 3),
+                     groups=2)
+
+
+def test_group_split_and_kernel_dilation_steps():
+    # torch groups 2 (2 input, 3 output channels per group), dilation 2 along H, stride 2:
+    # TFLite takes it as 2 layers of OHWI filters (3, 5, 2, 2), the kernel spread along H.
+    t = ct.translate("torch_conv_transpose", "tflite_transpose_conv", (1, 4, 3, 3),
+                     (4, 3, 3, 2), (6,), stride=2, groups=2, dilation=(2, 1))
+    assert t.split_groups == 2 and t.channel_axis == 3 and not t.exact
+    assert t.group_channels == (((0, 2), (0, 3)), ((2, 4), (3, 6)))
+    assert t.filter_steps == (("reshape", (2, 2, 3, 3, 2)), ("transpose", (0, 2, 3, 4, 1)),
+                              ("dilate", (1, 1, 2, 1, 1)), ("split_groups", (2,)))
+    assert t.target_plan.filter_shape == (3, 5, 2, 2)
+    assert t.attributes["output_shape"] == [1, 9, 6, 3]
+    w = np.arange(4 * 3 * 3 * 2).reshape(4, 3, 3, 2)
+    layers = t.layers(np.zeros((1, 4, 3, 3)), w, np.arange(6.0))
+    assert [layer[2].tolist() for layer in layers] == [[0, 1, 2], [3, 4, 5]]
+    # layer 1, output channel 0, H taps 0 and 2 (1 is a zero), W tap 1, input channel 1
+    assert layers[1][1][0, :, 1, 1].tolist() == [w[3, 0, 0, 1], 0, w[3, 0, 1, 1], 0,
+                                                  w[3, 0, 2, 1]]
+    text = str(t)
+    assert "split_groups(2: layer g takes filter[g])" in text
+    assert "layer g takes data channels [2g, 2g + 2) and filter[g], gives output (and bias)" \
+        " channels [3g, 3g + 3); the outputs are concatenated along axis 3" in text
+    # Keras keeps a dilation with stride 1 and takes the groups' layers alone
+    t = ct.translate("torch_conv_transpose", "keras_conv_transpose", (1, 4, 3), (4, 3, 3),
+                     groups=2, dilation=2)
+    assert t.attributes["dilation_rate"] == (2,) and [s for s, _ in t.filter_steps] == [
+        "reshape", "transpose", "split_groups"]
+
+
+#: Sources with groups or dilation (TFLite has neither).
+GROUPED_OR_DILATED_SOURCES = tuple(s for s in SOURCES if s != "tflite_transpose_conv")
+
+
+def _grouped_or_dilated_source(rng, source):
+    """A random valid layer of ``source`` with groups above 1 (where the dialect has
+    groups) or a dilation above 1 on some axis, and its source plan."""
+    assert source in GROUPED_OR_DILATED_SOURCES, source
+    while True:
+        data_shape, filter_shape, bias_shape, attributes = random_source(rng, source)
+        try:
+            plan = ct.translate(source, "onnx_conv_transpose", data_shape, filter_shape,
+                                bias_shape, **dict(attributes)).source_plan
+        except ct.ConvTransposeError:
+            continue
+        if plan.groups > 1 or max(plan.dilations) > 1:
+            return (data_shape, filter_shape, bias_shape, attributes), plan
+
+
+@pytest.mark.parametrize("source", GROUPED_OR_DILATED_SOURCES)
+def test_grouped_and_dilated_layers_to_targets_without_them(source):
+    rng = np.random.default_rng(sum(map(ord, source)) + 1)
+    split = dilated = 0
+    for _ in range(10):
+        (data_shape, filter_shape, bias_shape, attributes), plan = \
+            _grouped_or_dilated_source(rng, source)
+        arrays = [None if s is None else integer_array(rng, s)
+                  for s in (data_shape, filter_shape, bias_shape)]
+        expected = source_expected(source, arrays, attributes)
+        for target in SPLIT_TARGETS:
+            context = (source, target, data_shape, filter_shape, bias_shape, attributes)
+            try:
+                t = ct.translate(source, target, data_shape, filter_shape, bias_shape,
+                                 **attributes)
+            except ct.ConvTransposeError as error:
+                assert "add a spatial axis" in str(error), (context, error)
+                continue
+            steps = [step for step, _ in t.filter_steps]
+            assert t.split_groups == plan.groups, context
+            assert ("split_groups" in steps) == (plan.groups > 1), context
+            needs = max(plan.dilations) > 1 and (target == "tflite_transpose_conv" or (
+                target == "keras_conv_transpose" and max(plan.strides) > 1))
+            assert ("dilate" in steps) == needs, context
+            assert_same(t.run(*arrays), expected, context)
+            split += plan.groups > 1
+            dilated += needs
+            if plan.groups > 1 or needs:
+                with pytest.raises(ct.ConvTransposeError, match="workaround"):
+                    ct.translate(source, target, data_shape, filter_shape, bias_shape,
+                                 workarounds=False, **attributes)
+    can_group = source not in ("convolution_backprop_data", "tf_conv_transpose",
+                               "keras_conv_transpose", "jax_conv_transpose")
+    assert (split > 0) == can_group and dilated > 0, (split, dilated)
 
 
 def test_jax_kernel_is_flipped_unless_transpose_kernel():

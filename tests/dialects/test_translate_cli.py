@@ -101,3 +101,56 @@ def test_attr_errors_are_one_line():
                           "--attr stride is not an argument of jax_conv_transpose", "--strides")
     assert_one_line_error(run_cli(*args, "--strides", "2", "--attr", "strides=[2]"),
                           "strides is given twice")
+
+
+def _apply_filter_steps(w, steps):
+    """The JSON filter steps applied by hand (a user's converter, not the library)."""
+    for step, value in steps:
+        if step == "transpose":
+            w = w.transpose(value)
+        elif step == "reshape":
+            w = w.reshape(value)
+        elif step == "flip":
+            w = np.flip(w, value)
+        elif step == "dilate":
+            spread = np.zeros([(n - 1) * d + 1 for n, d in zip(w.shape, value)], w.dtype)
+            spread[tuple(slice(None, None, d) for d in value)] = w
+            w = spread
+        else:
+            assert step == "split_groups" and value == [w.shape[0]]
+    return w
+
+
+def test_json_describes_a_group_split_and_a_dilated_kernel_a_user_can_apply():
+    result = run_cli("translate", "torch_conv_transpose", "tflite_transpose_conv",
+                     "--data-shape", "2,4,3,2", "--filter-shape", "4,3,2,3", "--bias-shape",
+                     "6", "--stride", "2,1", "--groups", "2", "--dilation", "1,2", "--json")
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    split = record["split_groups"]
+    assert split == {"groups": 2, "axis": 3, "data_channels": [[0, 2], [2, 4]],
+                     "output_channels": [[0, 3], [3, 6]]}
+    assert [step for step, _ in record["filter_steps"]] == ["reshape", "transpose", "dilate",
+                                                            "split_groups"]
+    assert not record["exact"] and record["target_filter_shape"] == [3, 2, 5, 2]
+    x, w = _arrays((2, 4, 3, 2), (4, 3, 2, 3))
+    b = np.arange(6.0)
+    data = x.transpose(record["data_transpose"])
+    filters = _apply_filter_steps(w, record["filter_steps"])
+    attributes = dict(record["attributes"])
+    output_shape = attributes.pop("output_shape")
+    outputs = [ct.tflite_transpose_conv(output_shape, filters[g],
+                                        np.ascontiguousarray(data[..., begin:end]),
+                                        b[low:high], **attributes)
+               for g, ((begin, end), (low, high)) in enumerate(zip(
+                   split["data_channels"], split["output_channels"]))]
+    ours = np.concatenate(outputs, axis=split["axis"])
+    assert record["crop"] == [[0, 0], [0, 0]] and not record["bias_after"]
+    ours = ours.transpose(record["output_transpose"])
+    expected = ct.torch_conv_transpose(x, w, b, stride=(2, 1), groups=2, dilation=(1, 2))
+    np.testing.assert_array_equal(ours, expected)
+    text = run_cli("translate", "torch_conv_transpose", "tflite_transpose_conv",
+                   "--data-shape", "2,4,3,2", "--filter-shape", "4,3,2,3", "--stride", "2,1",
+                   "--groups", "2", "--dilation", "1,2", "--exact")
+    assert_one_line_error(text, "tflite_transpose_conv has no groups",
+                          "workaround: 2 layers")

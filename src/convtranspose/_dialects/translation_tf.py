@@ -84,29 +84,13 @@ def _best(candidates_per_axis, windows):
 
 
 def _refuse_unsupported(target, plan: ConvTransposePlan):
+    """What no split or kernel rewrite can carry (groups and dilation were removed from
+    ``plan`` by :func:`~.translation.solve` before)."""
     rank = plan.spatial_rank
-    if plan.groups > 1:
+    if target == "tflite_transpose_conv" and rank != 2:
         raise ConvTransposeError(
-            f"{target} has no groups but the layer has groups={plan.groups}; workaround:"
-            f" split the input channels into {plan.groups} layers and concatenate their"
-            f" outputs along the channel axis")
-    dilated = any(d > 1 for d in plan.dilations)
-    if target == "tflite_transpose_conv":
-        if rank != 2:
-            raise ConvTransposeError(
-                f"tflite_transpose_conv is 2-D but the layer has {rank} spatial axes;"
-                f" workaround: add a spatial axis of size 1 (data, filter and output)")
-        if dilated:
-            raise ConvTransposeError(
-                f"tflite_transpose_conv has no dilation but the layer has dilations="
-                f"{list(plan.dilations)}; workaround: insert d - 1 zeros between the"
-                f" kernel taps (kernel size (K - 1) * d + 1) and use no dilation")
-    if target == "keras_conv_transpose" and dilated and max(plan.strides) > 1:
-        raise ConvTransposeError(
-            f"keras_conv_transpose refuses strides > 1 with dilation_rate > 1 (strides="
-            f"{list(plan.strides)}, dilation_rate={list(plan.dilations)}); workaround:"
-            f" insert d - 1 zeros between the kernel taps (kernel size (K - 1) * d + 1)"
-            f" and use dilation_rate=1")
+            f"tflite_transpose_conv is 2-D but the layer has {rank} spatial axes;"
+            f" workaround: add a spatial axis of size 1 (data, filter and output)")
 
 
 def tf_family_attributes(target: str, plan: ConvTransposePlan, windows):
@@ -165,11 +149,6 @@ def jax_specs(rank: int, channels_last: bool) -> tuple[str, str, str]:
 def jax_attributes(plan: ConvTransposePlan, windows) -> dict:
     """``lax.conv_transpose`` pads ``(a, b)`` of the dilated input: ``offset = K' - 1 - a``,
     ``Y = F + a + b - 2 (K' - 1)``, so every window is exact (pads may be negative)."""
-    if plan.groups > 1:
-        raise ConvTransposeError(
-            f"jax_conv_transpose has no groups but the layer has groups={plan.groups};"
-            f" workaround: split the input channels into {plan.groups} layers and"
-            f" concatenate their outputs along the channel axis")
     pairs = []
     for axis, (full, offset, size, _, _) in zip(plan.axes, windows):
         edge = axis.dilated_kernel_size - 1
