@@ -66,9 +66,9 @@ def test_long_calls_get_the_minimum_rounds_and_slow_ones_leave(monkeypatch):
     assert result.fastest == "a" and [name for name, _ in result.times] == ["a", "b", "c"]
 
 
-def _choice(names):
+def _choice(names, first_ns=50e6):
     return Choice(algorithm=names[0], runs=names[0], decided_by="estimates",
-                  estimates=tuple((name, 1000.0 * (i + 1)) for i, name in enumerate(names)),
+                  estimates=tuple((name, first_ns * (i + 1)) for i, name in enumerate(names)),
                   fallbacks=())
 
 
@@ -85,3 +85,24 @@ def test_measure_times_the_best_ranked_kernel_of_the_other_kind():
     names = planning._candidates(_choice(mixed), "measure", f32, 2, False, target)
     assert names == ["direct", "gemm-ncx", "phase-ncx"]
     assert planning._candidates(_choice(mixed), "exhaustive", f32, 2, False, target) == mixed
+
+
+def test_measure_times_every_candidate_of_a_small_layer_within_its_budget():
+    target = ct.host_target().replace(numba=True, blas=True)
+    f32 = np.dtype(np.float32)
+    names = ["gemm-ncx", "shift-ncx", "col2im-ncx", "phase-ncx", "direct", "window"]
+    small = planning._candidates(_choice(names, first_ns=20e3), "measure", f32, 2, False, target)
+    assert small == ["gemm-ncx", "shift-ncx", "col2im-ncx", "direct", "phase-ncx", "window"]
+    # Estimates of 3, 6, 9 ... ms: the first four cost 4 * (3 + 6 + 9 + 15) ms to time,
+    # over the budget, so nothing more is added.
+    budget_ms = measure_module.MEASURE_ALL_BELOW_SECONDS * 1e3
+    runs = 1 + measure_module.TIMED_RUNS
+    first_ms = budget_ms / (runs * (1 + 2 + 3 + 5)) * 1.01
+    large = planning._candidates(_choice(names, first_ns=first_ms * 1e6), "measure", f32, 2,
+                                 False, target)
+    assert large == ["gemm-ncx", "shift-ncx", "col2im-ncx", "direct"]
+    # Just under the budget with the fifth (phase-ncx, 4x the first) added, not the sixth.
+    first_ms = budget_ms / (runs * (1 + 2 + 3 + 5 + 4)) * 0.99
+    some = planning._candidates(_choice(names, first_ns=first_ms * 1e6), "measure", f32, 2,
+                                False, target)
+    assert some == ["gemm-ncx", "shift-ncx", "col2im-ncx", "direct", "phase-ncx"]

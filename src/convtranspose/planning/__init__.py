@@ -46,7 +46,13 @@ from .._runtime.environment import ALGORITHM_ENV, switch
 from .._runtime.wisdom import WISDOM_ENV, WisdomError, check_document, store
 from ..dispatch import Choice, choose
 from ..kernels import REGISTRY, resolve
-from .measure import MEASURED_CANDIDATES, Measurement, measure
+from .measure import (
+    MEASURE_ALL_BELOW_SECONDS,
+    MEASURED_CANDIDATES,
+    TIMED_RUNS,
+    Measurement,
+    measure,
+)
 
 __all__ = ["LEVELS", "PLANNING_ENV", "WISDOM_ENV", "export_wisdom",
            "forget_wisdom", "get_planning", "import_wisdom", "measured_choice", "planned_choice",
@@ -163,7 +169,9 @@ def _candidates(choice: Choice, level: str, dtype, rank, channels_last, target) 
 
     Under ``measure``, the first :data:`~.measure.MEASURED_CANDIDATES`, plus the
     best-ranked numba kernel when none of those is one, or the best-ranked BLAS/NumPy
-    algorithm when all of those are numba kernels.  The estimate prices BLAS at this
+    algorithm when all of those are numba kernels; then the next ones in order while
+    the estimates put measuring all of them under
+    :data:`~.measure.MEASURE_ALL_BELOW_SECONDS`.  The estimate prices BLAS at this
     machine's measured GEMM rate but numba kernels at modelled rates, so its errors
     are largest between the two kinds (on an Intel Xeon it put numba ``direct`` last of
     eleven on a layer where it was fastest); the best of each kind is always timed.
@@ -180,7 +188,19 @@ def _candidates(choice: Choice, level: str, dtype, rank, channels_last, target) 
     kinds = {_numba_kernel(name) for name in first}
     other = next((name for name in names[MEASURED_CANDIDATES:]
                   if _numba_kernel(name) not in kinds), None)
-    return first + ([other] if other is not None else [])
+    chosen = first + ([other] if other is not None else [])
+    # Then more in the estimate's order while measuring them all would take under the
+    # budget by the estimates: a small layer is measured exhaustively.
+    estimated = dict(choice.estimates)
+    spent = sum(estimated[name] for name in chosen) * (1 + TIMED_RUNS) / 1e9
+    for name in names:
+        if name in chosen:
+            continue
+        spent += estimated[name] * (1 + TIMED_RUNS) / 1e9
+        if spent > MEASURE_ALL_BELOW_SECONDS:
+            break
+        chosen.append(name)
+    return chosen
 
 
 #: Decisions already taken in this process, by problem and level (cleared when the

@@ -2,10 +2,11 @@
 
 The budget, per problem, once per machine (the result is kept as wisdom):
 
-- at most :data:`MEASURED_CANDIDATES` candidates under ``measure`` (the ones the
-  estimate ranks first, plus the best-ranked of the other kind of kernel when none of
-  those is of that kind: :func:`convtranspose.planning._candidates`), every applicable
-  one under ``exhaustive``;
+- under ``measure``, the :data:`MEASURED_CANDIDATES` the estimate ranks first, plus
+  the best-ranked of the other kind of kernel when none of those is of that kind, plus
+  the next ones while the estimates put measuring them all under
+  :data:`MEASURE_ALL_BELOW_SECONDS` (:func:`convtranspose.planning._candidates`); every
+  applicable one under ``exhaustive``;
 - each candidate runs once untimed (its kernels compile, or load from the on-disk
   cache, and its derived filter is built);
 - then rounds that time every candidate still in the race once each, in turn, so a
@@ -17,9 +18,9 @@ The budget, per problem, once per machine (the result is kept as wisdom):
 - after two runs, a candidate over :data:`GIVE_UP_FACTOR` times the best time so far
   leaves the race (after one, over :data:`GIVE_UP_AT_ONCE` times).
 
-So a measured first call costs at most ``4 * (1 + 3) = 16`` calls of a layer that
-takes more than a few milliseconds, plus compilation; the winner then computes the
-result once more.
+So a measured first call of a layer estimated at more than about 10 ms costs at most
+``4 * (1 + 3) = 16`` calls of it, plus compilation; a smaller layer, up to about 0.1 s
+of calls by the estimates; the winner then computes the result once more.
 """
 
 from __future__ import annotations
@@ -27,11 +28,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-__all__ = ["GIVE_UP_AT_ONCE", "GIVE_UP_FACTOR", "MAX_RUNS", "MEASURED_CANDIDATES",
+__all__ = ["GIVE_UP_AT_ONCE", "GIVE_UP_FACTOR", "MAX_RUNS", "MEASURE_ALL_BELOW_SECONDS",
+           "MEASURED_CANDIDATES",
            "ROUND_BUDGET_SECONDS", "TIMED_RUNS", "Measurement", "measure"]
 
 #: Candidates the estimate ranks first that are timed under ``measure``.
 MEASURED_CANDIDATES = 3
+#: Under ``measure``, more candidates in the estimate's order while timing all of them
+#: (one untimed and :data:`TIMED_RUNS` runs each, by their estimates) stays under this:
+#: small layers are measured exhaustively.  The estimate erred by up to 4-8x between
+#: algorithms on an Intel Xeon (a numba kernel 2.7x faster than the three BLAS ones it
+#: ranked first on a k1 s3 layer of 0.05 ms); measuring them all there costs a few ms.
+MEASURE_ALL_BELOW_SECONDS = 0.1
 #: Timed rounds at least; the fastest run of each candidate counts (the others met
 #: interruptions).
 TIMED_RUNS = 3
