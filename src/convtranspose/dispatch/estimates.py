@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from .._geometry import _axis_phases, _AxisPhases, _live_classes, _tap_windows, _three_axes
 from .._plan import AxisPlan
+from .._runtime.figures import machine_figures
 from .._runtime.target import Target
 from ..kernels.dense import DENSE_MAX_ELEMENTS
 from ..kernels.schedules import (
@@ -136,6 +137,7 @@ def raw_estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[i
     if window is not None:
         costs["window"] = window
     if target.numba and not integer and len(axes) <= 3:
+        costs["stream"] = _stream_estimate(layer)
         rows = _rows_take_layer(axes, weights_shape, channels_last, target)
         costs["direct"] = _direct_estimate(layer, pairs, rows, target)
         if blocked_offered(ci, co, channels_last, rows, target):
@@ -233,6 +235,20 @@ def _col2im_estimate(layer: _Layer, internal_last: bool, numba_float: bool) -> R
         if internal_last:
             cost += adds * _SHORT_RUN_NS / max(1, run) ** 2
     return cost
+
+
+def _stream_estimate(layer: _Layer) -> RawCost:
+    """``stream``: the filter read once from memory at the measured copy rate, or its
+    multiply-adds at the GEMM rate, whichever is longer; then an add per live tap."""
+    rows_in = layer.batch * math.prod(layer.spatial_in)
+    filter_bytes = 4.0 * layer.groups * layer.ci * layer.co * layer.taps
+    read = filter_bytes / machine_figures().copy_gbps  # bytes / (GB/s) = ns
+    compute = 2.0 * layer.groups * rows_in * layer.ci * layer.co * layer.taps / gemm_gflops()
+    live = math.prod(sum(w is not None for w in _tap_windows(axis)) for axis in layer.axes)
+    adds = live * layer.groups * rows_in * layer.co
+    run = layer.co if layer.channels_last else 1
+    return RawCost(max(read, compute) + 1.5 * _pass_ns(adds, run) + live * 3000
+                   + _pass_ns(layer.inputs, 2) + 20000)
 
 
 #: The overhead and pass terms of ``window`` and ``direct`` are measured times scaled by

@@ -11,7 +11,7 @@ always the code that runs.
 
 ``-nxc``/``-ncx`` name the internal layout of an algorithm's GEMM and copies
 (channels or spatial positions contiguous), independent of the caller's layout.
-One module per algorithm: :mod:`.phase`, :mod:`.gemm`, :mod:`.shift`,
+One module per algorithm: :mod:`.phase`, :mod:`.gemm`, :mod:`.shift`, :mod:`.stream`,
 :mod:`.col2im`, :mod:`.window`, :mod:`.dense`, :mod:`.direct`,
 :mod:`.direct_blocked`; their numba kernels live in :mod:`._numba`, imported only
 when numba is usable; their pure integer schedules in :mod:`.schedules`.
@@ -99,6 +99,10 @@ def _entries() -> dict[str, Algorithm]:
                   rounding="_direct_blocked_rounded"),
         Algorithm("dense", "dense", "_dense",
                   "the whole layer as one matrix and one product (tiny layers)"),
+        Algorithm("stream", "stream", "_stream",
+                  "the filter read once as stored, numba products of few input positions, "
+                  "then an add per tap", requires=("numba",), fallback="col2im-{layout}",
+                  exact=True),
     ]
     return {entry.name: entry for entry in entries}
 

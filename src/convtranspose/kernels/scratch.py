@@ -98,6 +98,14 @@ def _buffers(name: str, batch: int, axes: Sequence[AxisPlan], weights_shape: Seq
         return 2 * (data + weights) + result
     if name == "direct-numpy":
         return 2 * (data + result + weights)  # the input's copy, one tap's product
+    if name == "stream":
+        # The input's copy, every position's columns (Co * taps each), a copy of a
+        # filter stored neither taps last nor taps first, and NumPy's product of the
+        # columns past whole chunks (under 64 of them: its copy of the filter's slice
+        # and its result).
+        positions = batch * math.prod(a.input_size for a in axes)
+        tails = groups * (taps if groups == 1 else 1) * (ci + positions) * 64 * itemsize
+        return data + groups * positions * co * taps * itemsize + weights + tails
     padded = batch * groups * ci * math.prod(_padded(a) for a in axes) * itemsize
     rest = math.prod(_padded(a) for a in axes[1:])
     # One block row of the first axis: its columns (every tap, input channels) and

@@ -44,7 +44,7 @@ from .transpose import _tile_transposer, channels_last_copy
 _FAR_CHANNELS_BYTES = 1 << 14
 
 
-def _block_source(lanes: int, vectors: int, pixels: int) -> str:
+def _block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False) -> str:
     """Source of the register-blocked kernel for ``pixels`` outputs of ``vectors * lanes`` channels.
 
     Every accumulator is its own vector variable (``pixels * vectors`` of them, all
@@ -52,11 +52,18 @@ def _block_source(lanes: int, vectors: int, pixels: int) -> str:
     once and multiplied into every pixel's accumulators with that pixel's input
     value broadcast.  The channels are those from ``column`` of weight rows
     ``row_width`` long (a slice of wider rows when those need too many registers).
+    The sums start at zero, or with ``accumulate`` at what ``dest`` holds.
     """
     accumulators = [[f"acc_{p}_{v}" for v in range(vectors)] for p in range(pixels)]
     lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, count, read_at,",
              "          pixel_step, channel_step, channels, column, row_width):"]
-    lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators for name in row]
+    if accumulate:
+        lines += [f"    {name} = vector_load(dest, dest_at + {p} * dest_step + {v * lanes}, "
+                  f"{lanes})" for p, row in enumerate(accumulators)
+                  for v, name in enumerate(row)]
+    else:
+        lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators
+                  for name in row]
     lines += ["    for m in range(count):",
               "        read = reads[m] + read_at",
               "        tap = taps[m] + column",
