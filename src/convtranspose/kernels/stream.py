@@ -29,10 +29,14 @@ from ._common import _input_glxc, _output_glyc
 
 #: Output columns a piece of work takes (a multiple of every block's width).
 _COLUMNS_PER_PIECE = 256
-#: Filter rows (input channels) the product takes at a time: 128 rows of a large
-#: filter touch 128-512 pages per thread, within the second-level TLB of x86 cores
-#: (``benchmarks/results/stream-xeon.json``).
-_ROW_BLOCK = 128
+#: Filter rows (input channels) the product takes at a time.  Over all of a large
+#: filter's rows, every chunk of columns read 256 bytes from each of Ci pages (a TLB
+#: miss each: 7.4 ms for DCGAN 1024->512 on 4x4 pixels, 3.0 ms in blocks of 128 rows,
+#: back to back, Intel Xeon); fewer rows at a time are also fewer streams for the
+#: prefetchers when the filter comes from memory (after a pause: 32 rows 5.1 and 7.3
+#: ms on that layer's N1 NCX and N2 NXC forms, 128 rows 6.6 and 7.5, 8 rows 4.8 and
+#: 8.3; ``benchmarks/results/stream-xeon.json``).
+_ROW_BLOCK = 32
 #: Rows (input positions) per register block: with four vectors of columns, 24
 #: accumulators of the 32 AVX-512 registers (AVX2: 16 accumulators, two vectors).
 _BLOCK_POSITIONS = 6
