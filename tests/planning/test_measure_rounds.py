@@ -52,10 +52,28 @@ def test_a_slow_first_timed_run_does_not_lose_the_race(monkeypatch):
 
 def test_short_calls_get_more_rounds_within_the_budget(monkeypatch):
     result, clock = _measured(monkeypatch, {"a": [50_000], "b": [60_000]})
-    timed = len(clock.calls_of("a")) - 1  # one untimed run
-    budget_rounds = measure_module.ROUND_BUDGET_SECONDS * 1e9 / 110_000
+    # One untimed run, then per round an untimed warm-up and a timed run.
+    timed = (len(clock.calls_of("a")) - 1) // 2
+    budget_rounds = measure_module.ROUND_BUDGET_SECONDS * 1e9 / (2 * 110_000)
     assert measure_module.TIMED_RUNS < timed <= measure_module.MAX_RUNS
     assert timed <= budget_rounds + 2
+
+
+def test_each_timed_run_of_a_short_call_follows_its_own_warm_up(monkeypatch):
+    # "a" runs fast only right after itself (its data in the caches); "b" always takes
+    # the same.  Timed right after "b", "a" would lose.
+    clock = _Clock({})
+    times = {"a": (30_000, 90_000), "b": (60_000, 60_000)}
+
+    def run(name):
+        warm = bool(clock.calls) and clock.calls[-1] == name
+        clock.now += times[name][0 if warm else 1]
+        clock.calls.append(name)
+
+    monkeypatch.setattr(measure_module, "time",
+                        types.SimpleNamespace(perf_counter_ns=clock.ns, perf_counter=clock.seconds))
+    result = measure_module.measure(["b", "a"], run)
+    assert result.fastest == "a" and dict(result.times)["a"] == 30_000
 
 
 def test_long_calls_get_the_minimum_rounds_and_slow_ones_leave(monkeypatch):

@@ -9,9 +9,10 @@ The budget, per problem, once per machine (the result is kept as wisdom):
   applicable one under ``exhaustive``;
 - each candidate runs once untimed (its kernels compile, or load from the on-disk
   cache, and its derived filter is built);
-- then rounds that time every candidate still in the race once each, in turn, so a
-  burst of contention from the rest of the machine slows all of them alike rather
-  than one: :data:`TIMED_RUNS` rounds at least; more, up to :data:`MAX_RUNS`, while
+- then rounds that time every candidate still in the race once each, in turn (each
+  right after an untimed run of its own where it takes under :data:`WARM_UP_BELOW_NS`,
+  so that it finds the caches as a loop of its calls would), so a burst of contention
+  from the rest of the machine slows all of them alike rather than one: :data:`TIMED_RUNS` rounds at least; more, up to :data:`MAX_RUNS`, while
   the rounds so far took under :data:`ROUND_BUDGET_SECONDS` (a layer of a few tens of
   microseconds gets a dozen runs each for about a millisecond; a first timed run of a
   short call is often several times its later ones, which a single run would keep);
@@ -19,7 +20,7 @@ The budget, per problem, once per machine (the result is kept as wisdom):
   leaves the race (after one, over :data:`GIVE_UP_AT_ONCE` times).
 
 So a measured first call of a layer estimated at more than about 10 ms costs at most
-``4 * (1 + 3) = 16`` calls of it, plus compilation; a smaller layer, up to about 0.1 s
+``4 * (1 + 2 * 3) = 28`` calls of it (16 where they take over 20 ms), plus compilation; a smaller layer, up to about 0.1 s
 of calls by the estimates; the winner then computes the result once more.
 """
 
@@ -29,7 +30,7 @@ import time
 from dataclasses import dataclass
 
 __all__ = ["GIVE_UP_AT_ONCE", "GIVE_UP_FACTOR", "MAX_RUNS", "MEASURE_ALL_BELOW_SECONDS",
-           "MEASURED_CANDIDATES",
+           "MEASURED_CANDIDATES", "WARM_UP_BELOW_NS",
            "ROUND_BUDGET_SECONDS", "TIMED_RUNS", "Measurement", "measure"]
 
 #: Candidates the estimate ranks first that are timed under ``measure``.
@@ -47,6 +48,11 @@ TIMED_RUNS = 3
 MAX_RUNS = 15
 #: More rounds than :data:`TIMED_RUNS` only while the timed rounds so far took less.
 ROUND_BUDGET_SECONDS = 0.005
+#: In each round a candidate faster than this (ns) runs once untimed right before its
+#: timed run: the candidate before it in the round left the caches holding its own data,
+#: which slowed a 1.2 ms layer (1 MB in, 1 MB out) to 2.8 ms and made a slower candidate
+#: look faster (Intel Xeon); a layer slower than this moves more data than the caches hold.
+WARM_UP_BELOW_NS = 20e6
 #: A candidate timed twice and still over this many times the best time leaves the race.
 GIVE_UP_FACTOR = 2.0
 #: A candidate over this many times the best time after its first timed run leaves at
@@ -84,8 +90,9 @@ def measure(candidates, run) -> Measurement:
     """Time ``run(name)`` for every name of ``candidates`` (see the module docstring)."""
     started = time.perf_counter()
     names = list(dict.fromkeys(candidates))
-    for name in names:
-        run(name)  # untimed: compilation, derived filters, first touch of memory
+    # Untimed for the race (compilation, derived filters, first touch of memory); its
+    # duration only says whether the candidate is short enough to warm up in round one.
+    first = {name: _timed_ns(run, name) for name in names}
     best = dict.fromkeys(names, float("inf"))
     runs = dict.fromkeys(names, 0)
     racing, rounds_started = list(names), time.perf_counter()
@@ -94,6 +101,8 @@ def measure(candidates, run) -> Measurement:
                 time.perf_counter() - rounds_started > ROUND_BUDGET_SECONDS):
             break
         for name in racing:
+            if min(best[name], first[name]) < WARM_UP_BELOW_NS:
+                run(name)  # caches warm with this candidate's data, as in a loop of calls
             best[name] = min(best[name], _timed_ns(run, name))
             runs[name] += 1
         fastest = min(best.values())
