@@ -131,15 +131,19 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
     out_n, out_1, out_2, out_3, out_c = (out_steps[0], out_steps[1], out_steps[2],
                                          out_steps[3], out_steps[4])
     direct = out_c == 1 and co == width and mode == _KEEP
-    widest = tap_k.shape[2]
-    found = np.empty((widest * widest, 4), np.int64)
-    row_reads = np.empty(widest * widest, np.int64)
-    row_taps = np.empty(widest * widest, np.int64)
-    reads = np.empty(widest ** 3, np.int64)
-    taps = np.empty(widest ** 3, np.int64)
-    shifts = np.empty(widest ** 3, np.int64)
-    edge_reads = np.empty(widest ** 3, np.int64)
-    edge_taps = np.empty(widest ** 3, np.int64)
+    # A line reads at most one tap per axis of its phase's, so its tap lists hold at
+    # most the product of each axis's most taps per phase (not the widest axis's count
+    # cubed: a 1-D filter of 601 taps would reserve 8.5 GB).
+    rows_most = max(1, tap_count[0].max()) * max(1, tap_count[1].max())
+    most = rows_most * max(1, tap_count[2].max())
+    found = np.empty((rows_most, 4), np.int64)
+    row_reads = np.empty(rows_most, np.int64)
+    row_taps = np.empty(rows_most, np.int64)
+    reads = np.empty(most, np.int64)
+    taps = np.empty(most, np.int64)
+    shifts = np.empty(most, np.int64)
+    edge_reads = np.empty(most, np.int64)
+    edge_taps = np.empty(most, np.int64)
     tap_size = ci * width
     # Whole lines (not segments): the line ends of consecutive lines of one phase
     # (along the second axis, or the first where the second is a unit axis, as in
@@ -160,8 +164,8 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
     dest = out if direct else tile
     line_step = s2 * out_2 if out2 > 1 else s1 * out_1
     read_step = in_2 if out2 > 1 else in_1
-    group_reads = np.empty(widest * widest, np.int64)
-    group_taps = np.empty(widest * widest, np.int64)
+    group_reads = np.empty(rows_most, np.int64)
+    group_taps = np.empty(rows_most, np.int64)
     group_rows, group_line, group_lines, group_g = 0, 0, 0, 0
     for item in range(start, stop):
         flat, segment = item // segments, item % segments

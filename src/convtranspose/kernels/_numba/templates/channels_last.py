@@ -82,13 +82,16 @@ def kernel(source, weights, out, sizes, strides, tap_k, tap_shift, tap_count, st
     co_stride = co_constant if constant else np.uint64(sizes[2])
     width_in = group_count * ci_stride
     width_out = group_count * co_stride
-    widest = tap_k.shape[2]
-    # The taps of the first two axes are the same along a whole output row.
-    found = np.empty((widest * widest, 4), np.int64)
-    row_reads = np.empty(widest * widest, np.uint64)
-    row_taps = np.empty(widest * widest, np.uint64)
-    reads = np.empty(widest ** 3, np.uint64)
-    taps = np.empty(widest ** 3, np.uint64)
+    # The taps of the first two axes are the same along a whole output row.  At most
+    # one tap per axis of the position's phase: the lists hold the product of each
+    # axis's most taps per phase.
+    rows_most = max(1, tap_count[0].max()) * max(1, tap_count[1].max())
+    most = rows_most * max(1, tap_count[2].max())
+    found = np.empty((rows_most, 4), np.int64)
+    row_reads = np.empty(rows_most, np.uint64)
+    row_taps = np.empty(rows_most, np.uint64)
+    reads = np.empty(most, np.uint64)
+    taps = np.empty(most, np.uint64)
     for flat in range(start, stop):
         y2 = flat % out2
         y1 = (flat // out2) % out1

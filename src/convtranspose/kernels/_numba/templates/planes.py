@@ -69,7 +69,10 @@ def kernel(source, weights, out, bias, sizes, geometry, counts, tap_k, tap_offse
                                 bias)
     acc = np.empty(co_block * channel_pitch, bias.dtype)
     biased = bias.size > 0
-    most = tap_k.shape[2] ** 3
+    # A phase's taps: at most the product of each axis's most taps per phase (not the
+    # widest axis's count cubed, gigabytes for a long 1-D filter).
+    most = (max(1, tap_count[0].max()) * max(1, tap_count[1].max())
+            * max(1, tap_count[2].max()))
     reads = np.empty(most, np.int64)
     starts = np.empty(most, np.int64)
     co_blocks = (co_count + co_block - 1) // co_block
