@@ -1,10 +1,11 @@
 """The numba kernels' memory, as the operating system counts it.
 
-tracemalloc sees the buffers numba's kernels allocate (its runtime uses
-``PyMem_RawMalloc``; tests/test_scratch.py measures them so).  Here the operating
-system's count checks them independently: fresh processes (tests/rss_support.py)
-measure a call's peak RSS growth, every allocated byte touched, against the scratch
-estimate and bound, and its address space under ``RLIMIT_AS``.
+The buffers numba's kernels allocate (:mod:`convtranspose.kernels.numba_scratch`
+estimates them) are seen by tracemalloc too, numba's runtime allocating with
+``PyMem_RawMalloc`` (tests/test_scratch.py).  Here the operating system's count checks
+them independently: fresh processes (tests/rss_support.py) measure a call's peak RSS
+growth, every allocated byte touched, against the estimate and the scratch bound, and
+its address space under ``RLIMIT_AS``.
 """
 
 from __future__ import annotations
@@ -55,6 +56,42 @@ def _run(layer):
     return measured, estimate, scratch_bound(batch, axes, weights, wide)
 
 
+#: Large layers of each numba kernel: direct's plane kernel in 3-D (bands of one plane:
+#: its windows hold every input channel's whole plane, 8 MiB a thread), its row kernel
+#: (the filter's blocked layouts), its per-position kernel (channels-last depthwise),
+#: a long 1-D line in segments; direct-blocked's tile and filter; stream's product of a
+#: 32 MiB filter read where it is stored.
+LAYERS = [
+    ("convolution_backprop_data", (1, 64, 8, 128, 128), (64, 4, 3, 3, 3), "float32",
+     "direct", {"strides": 2}),
+    ("convolution_backprop_data", (1, 256, 32, 32), (256, 256, 4, 4), "float32", "direct",
+     {"strides": 2, "pads_begin": 1, "pads_end": 1}),
+    ("conv_transpose", (1, 256, 128, 128), (256, 1, 3, 3), "float32", "direct",
+     {"strides": 2, "groups": 256}),
+    ("convolution_backprop_data", (1, 64, 400000), (64, 8, 7), "float32", "direct",
+     {"strides": 3}),
+    ("convolution_backprop_data", (1, 64, 8, 128, 128), (64, 4, 3, 3, 3), "float32",
+     "direct-blocked", {"strides": 2}),
+    ("convolution_backprop_data", (1, 256, 32, 32), (256, 256, 4, 4), "float32",
+     "direct-blocked", {"strides": 2, "pads_begin": 1, "pads_end": 1}),
+    ("convolution_backprop_data", (1, 1024, 4, 4), (1024, 512, 4, 4), "float32", "stream",
+     {"strides": 2, "pads_begin": 1, "pads_end": 1}),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layer", LAYERS, ids=["planes-3d", "rows", "per-position",
+                                               "segments", "blocked-3d", "blocked-2d",
+                                               "stream"])
+def test_peak_rss_is_within_the_estimate_and_the_bound(layer, monkeypatch):
+    monkeypatch.delenv(environment.ALGORITHM_ENV, raising=False)
+    measured, estimate, bound = _run(layer)
+    assert measured["error"] is None, measured
+    scratch = measured["growth"] - measured["result"]
+    assert scratch <= estimate + COUNTER_SLACK, (scratch, estimate)
+    assert estimate <= bound, (estimate, bound)
+
+
 @pytest.mark.parametrize("layer", [
     ("convolution_backprop_data", (1, 8, 64), (8, 8, 601), "float32", "direct-blocked", {}),
     ("conv_transpose", (1, 16, 64), (16, 1, 601), "float32", "direct", {"groups": 16}),
@@ -69,3 +106,13 @@ def test_a_long_filter_maps_no_more_than_its_estimate(layer, monkeypatch):
     assert measured["growth"] - measured["result"] <= estimate + COUNTER_SLACK
     assert estimate <= bound
 
+
+def test_the_estimates_use_the_kernels_sizes():
+    """:mod:`convtranspose.kernels.numba_scratch` copies two sizes of the numba modules
+    (so that estimating never imports numba): they must be the kernels' own."""
+    pytest.importorskip("numba")
+    from convtranspose.kernels import numba_scratch
+    from convtranspose.kernels._numba import blocked, planes
+
+    assert numba_scratch._BAND_ELEMENTS == planes._BAND_ELEMENTS
+    assert numba_scratch._GROUP_TILE_ELEMENTS == blocked._GROUP_TILE_ELEMENTS

@@ -87,7 +87,7 @@ def _estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
     raw = raw_estimates(batch, axes, weights_shape, channels_last, dtype.kind != "f", target,
                         target.blas_for(dtype), pairs)
     costs = {name: calibrated_ns(cost) for name, cost in raw.items()
-             if fits(name, batch, axes, weights_shape, dtype)}
+             if fits(name, batch, axes, weights_shape, dtype, target.threads)}
     rounded = (result_dtype is not None and target.numba
                and rounds_in_kernels(dtype, np.dtype(result_dtype), target))
     if rounded:  # only direct-blocked and direct's plane kernel round as they store
@@ -167,7 +167,7 @@ def fitting(name: str, batch: int, axes: tuple[AxisPlan, ...], weights_shape: tu
     (:func:`~convtranspose.kernels.scratch.scratch_bound`) the cheapest offered algorithm
     within it, else ``direct-numpy`` (whose scratch always fits): a forced algorithm
     never runs beyond the bound."""
-    if fits(name, batch, axes, weights_shape, dtype):
+    if fits(name, batch, axes, weights_shape, dtype, target.threads):
         return name
     estimates = _estimates(batch, tuple(axes), tuple(weights_shape), bool(channels_last),
                            np.dtype(dtype), None, target)
@@ -175,14 +175,17 @@ def fitting(name: str, batch: int, axes: tuple[AxisPlan, ...], weights_shape: tu
 
 
 def call_scratch_bytes(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
-                       channels_last: bool, dtype) -> int:
+                       channels_last: bool, dtype, target: Target | None = None) -> int:
     """The scratch a call may need (:func:`~convtranspose.kernels.scratch.scratch_bytes`):
     the largest estimate among the algorithms measured planning may time (every
     offered one within the bound) and the one that runs by :func:`choose`."""
     axes, weights_shape, dtype = tuple(axes), tuple(weights_shape), np.dtype(dtype)
-    choice = choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype)
+    target = host() if target is None else target
+    choice = choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype,
+                    target=target)
     names = {choice.runs}.union(name for name, _ in choice.estimates)
-    return max(scratch_bytes(name, batch, axes, weights_shape, dtype) for name in names)
+    return max(scratch_bytes(name, batch, axes, weights_shape, dtype, target.threads)
+               for name in names)
 
 
 def choose_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
@@ -203,7 +206,8 @@ def choose_exact(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[in
             return name
     col2im = "col2im-nxc" if channels_last else "col2im-ncx"
     # direct-numpy multiplies only the pairs that exist too, and its scratch always fits.
-    return col2im if fits(col2im, batch, axes, weights_shape, dtype) else "direct-numpy"
+    return (col2im if fits(col2im, batch, axes, weights_shape, dtype, target.threads)
+            else "direct-numpy")
 
 
 class Explanation:

@@ -1,10 +1,12 @@
 """How much working memory each algorithm allocates, and the bound none may exceed.
 
-An algorithm's scratch is every NumPy buffer it allocates besides the result: padded
-copies of the input, matrices derived from the filter, im2col columns and products
-(chunked to :data:`~._common._SCRATCH_BYTES`), ``dense``'s whole-layer matrix.
-:func:`scratch_bytes` is an upper estimate of it from the problem's shape alone, and
-:func:`scratch_bound` the most any algorithm may take::
+An algorithm's scratch is every buffer it allocates besides the result: padded copies
+of the input, matrices derived from the filter, im2col columns and products (chunked to
+:data:`~._common._SCRATCH_BYTES`), ``dense``'s whole-layer matrix, and the numba
+kernels' own windows, accumulators and tap lists (:mod:`.numba_scratch`, which names
+every allocation inside compiled code).  :func:`scratch_bytes` is an upper estimate of
+it from the problem's shape alone, and :func:`scratch_bound` the most any algorithm may
+take::
 
     scratch <= max(SCRATCH_MULTIPLE * (result + data + filter), SCRATCH_MIN_BYTES)
 
@@ -14,23 +16,28 @@ bound, and a forced one is replaced by the cheapest that fits
 (:func:`convtranspose.dispatch.fitting`): only ``dense`` (a matrix of every input by
 every output) and layers whose single block row exceeds the chunk budget can be
 refused.  ``direct-numpy`` (a copy of the input and one output-sized product per
-tap) always fits, so something always runs.  The memory check of the array functions
-counts the largest estimate among the algorithms a call may run
-(:func:`convtranspose.dispatch.call_scratch_bytes`).  Measured with tracemalloc, every
-algorithm stays within its estimate on the layers of
-``benchmarks/results/scratch-bounds.json`` (at most 0.93 of the bound: ``dense`` just
-under it), and ``tests/test_scratch.py`` checks the bound for float32, float16 and int8.
+tap) always fits, so something always runs.
+
+The memory check of the array functions counts the largest estimate among the
+algorithms a call may run (:func:`convtranspose.dispatch.call_scratch_bytes`).
+``tests/test_scratch.py`` measures every algorithm's scratch with tracemalloc (which
+sees numba's buffers too: its runtime allocates with ``PyMem_RawMalloc``) against its
+estimate, and ``tests/test_numba_memory.py`` the numba kernels' peak RSS in fresh
+processes.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from .._plan import AxisPlan
+from .._runtime.target import host
 from ._common import _SCRATCH_BYTES
+from .numba_scratch import direct_blocked_bytes, direct_bytes, stream_bytes
 
 __all__ = ["SCRATCH_MIN_BYTES", "SCRATCH_MULTIPLE", "fits", "scratch_bound", "scratch_bytes"]
 
@@ -66,14 +73,21 @@ def _padded(axis: AxisPlan) -> int:
 
 
 def scratch_bytes(name: str, batch: int, axes: Sequence[AxisPlan],
-                  weights_shape: Sequence[int], dtype) -> int:
-    """An upper estimate of the NumPy scratch algorithm ``name`` allocates for the
-    problem (``dtype`` the accumulation dtype; numba's own buffers are not NumPy's)."""
-    itemsize = np.dtype(dtype).itemsize
+                  weights_shape: Sequence[int], dtype, threads: int | None = None) -> int:
+    """An upper estimate of the scratch algorithm ``name`` allocates for the problem
+    (``dtype`` the accumulation dtype) on ``threads`` threads (this machine's by
+    default): NumPy's buffers and, for the numba algorithms, numba's own."""
+    return _scratch_bytes(name, batch, tuple(axes), tuple(weights_shape),
+                          np.dtype(dtype).itemsize, host().threads if threads is None else threads)
+
+
+@functools.lru_cache(maxsize=1024)
+def _scratch_bytes(name: str, batch: int, axes: tuple[AxisPlan, ...],
+                   weights_shape: tuple[int, ...], itemsize: int, threads: int) -> int:
     data, result, weights = _sizes(batch, axes, weights_shape, itemsize)
     if not data or not result or not weights:
         return 0
-    return _OVERHEAD_BYTES + _buffers(name, batch, axes, weights_shape, itemsize)
+    return _OVERHEAD_BYTES + _buffers(name, batch, axes, weights_shape, itemsize, threads)
 
 
 #: Index arrays, views and Python objects of a call, on top of its buffers (the largest
@@ -82,7 +96,7 @@ _OVERHEAD_BYTES = 256 << 10
 
 
 def _buffers(name: str, batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int],
-             itemsize: int) -> int:
+             itemsize: int, threads: int) -> int:
     data, result, weights = _sizes(batch, axes, weights_shape, itemsize)
     groups, ci, co = weights_shape[:3]
     taps = math.prod(weights_shape[3:])
@@ -93,9 +107,10 @@ def _buffers(name: str, batch: int, axes: Sequence[AxisPlan], weights_shape: Seq
         columns = groups * co * math.prod(a.output_size for a in axes)
         nonzeros = rows * co * taps
         return rows * columns * itemsize + 4 * 8 * nonzeros + data
-    if name in ("direct", "direct-blocked"):
-        # Half-precision data widened, the filter's layouts, a line of sums.
-        return 2 * (data + weights) + result
+    if name == "direct":
+        return direct_bytes(batch, axes, weights_shape, itemsize, threads)
+    if name == "direct-blocked":
+        return direct_blocked_bytes(batch, axes, weights_shape, itemsize, threads)
     if name == "direct-numpy":
         return 2 * (data + result + weights)  # the input's copy, one tap's product
     if name == "stream":
@@ -105,7 +120,8 @@ def _buffers(name: str, batch: int, axes: Sequence[AxisPlan], weights_shape: Seq
         # and its result).
         positions = batch * math.prod(a.input_size for a in axes)
         tails = groups * (taps if groups == 1 else 1) * (ci + positions) * 64 * itemsize
-        return data + groups * positions * co * taps * itemsize + weights + tails
+        return (data + groups * positions * co * taps * itemsize + weights + tails
+                + stream_bytes(threads))
     padded = batch * groups * ci * math.prod(_padded(a) for a in axes) * itemsize
     rest = math.prod(_padded(a) for a in axes[1:])
     # One block row of the first axis: its columns (every tap, input channels) and
@@ -121,8 +137,8 @@ def _buffers(name: str, batch: int, axes: Sequence[AxisPlan], weights_shape: Seq
 
 
 def fits(name: str, batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int],
-         dtype) -> bool:
+         dtype, threads: int | None = None) -> bool:
     """Whether ``name``'s scratch estimate is within :func:`scratch_bound`."""
-    return (scratch_bytes(name, batch, axes, weights_shape, dtype)
+    return (scratch_bytes(name, batch, axes, weights_shape, dtype, threads)
             <= scratch_bound(batch, axes, weights_shape, dtype))
 

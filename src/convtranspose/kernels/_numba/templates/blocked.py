@@ -133,7 +133,8 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
     direct = out_c == 1 and co == width and mode == _KEEP
     # A line reads at most one tap per axis of its phase's, so its tap lists hold at
     # most the product of each axis's most taps per phase (not the widest axis's count
-    # cubed: a 1-D filter of 601 taps would reserve 8.5 GB).
+    # cubed: a 1-D filter of 601 taps would reserve 8.5 GB); kernels/scratch.py counts
+    # these lists and the tile.
     rows_most = max(1, tap_count[0].max()) * max(1, tap_count[1].max())
     most = rows_most * max(1, tap_count[2].max())
     found = np.empty((rows_most, 4), np.int64)

@@ -84,7 +84,7 @@ def kernel(source, weights, out, sizes, strides, tap_k, tap_shift, tap_count, st
     width_out = group_count * co_stride
     # The taps of the first two axes are the same along a whole output row.  At most
     # one tap per axis of the position's phase: the lists hold the product of each
-    # axis's most taps per phase.
+    # axis's most taps per phase (kernels/scratch.py counts them).
     rows_most = max(1, tap_count[0].max()) * max(1, tap_count[1].max())
     most = rows_most * max(1, tap_count[2].max())
     found = np.empty((rows_most, 4), np.int64)

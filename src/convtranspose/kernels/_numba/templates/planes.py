@@ -70,7 +70,8 @@ def kernel(source, weights, out, bias, sizes, geometry, counts, tap_k, tap_offse
     acc = np.empty(co_block * channel_pitch, bias.dtype)
     biased = bias.size > 0
     # A phase's taps: at most the product of each axis's most taps per phase (not the
-    # widest axis's count cubed, gigabytes for a long 1-D filter).
+    # widest axis's count cubed, gigabytes for a long 1-D filter).  The windows, the
+    # accumulators and these lists are counted by kernels/scratch.py.
     most = (max(1, tap_count[0].max()) * max(1, tap_count[1].max())
             * max(1, tap_count[2].max()))
     reads = np.empty(most, np.int64)
