@@ -23,9 +23,12 @@ from ._runtime import memory as _memory
 from ._runtime.environment import switch
 from ._runtime.target import host
 from .kernels import backward as _kernels
-from .planning import measured_choice, problem_key
+from .kernels.scratch import adjoint_fits, adjoint_scratch_bytes, im2col_budget
+from .planning import get_planning, measured_choice, problem_key
 
-__all__ = ["ALGORITHM_ENV", "check_memory", "data_adjoint", "filter_adjoint"]
+__all__ = ["ALGORITHM_ENV", "adjoint_candidates", "adjoint_scratch", "as_transposed",
+           "bias_adjoint", "check_memory", "data_adjoint", "filter_adjoint", "transposed_axes",
+           "transposed_weights_shape"]
 
 #: Forces one of :data:`convtranspose.kernels.backward.ALGORITHMS` (tests, comparisons).
 ALGORITHM_ENV = "CONVTRANSPOSE_BACKWARD_ALGORITHM"
@@ -44,6 +47,53 @@ def check_memory(shape: tuple[int, ...], dtype: np.dtype, operand_elements: int,
                           scratch_bytes=scratch, argument=argument, value=value)
 
 
+def adjoint_candidates(kind: str, batch: int, weights_shape: Sequence[int],
+                       axes: Sequence[AxisPlan], dtype) -> list[str]:
+    """The adjoint algorithms that may compute the ``kind`` ("data" or "filter") adjoint:
+    those that apply (``depthwise`` for one channel in and out per group) and whose
+    scratch is within the bound (:func:`~convtranspose.kernels.scratch.adjoint_fits`;
+    ``taps`` always is)."""
+    groups, ci, co = weights_shape[:3]
+    return [name for name in _kernels.ALGORITHMS
+            if (name != "depthwise" or (ci == 1 and co == 1))
+            and adjoint_fits(kind, name, batch, axes, weights_shape, dtype)]
+
+
+def _preset(kind, batch, weights_shape, axes, dtype, candidates) -> str | None:
+    """The algorithm decided without measuring: the forced one where it is a candidate,
+    else at the ``estimate`` planning level the kernels' rule (``taps`` where the rule's
+    pick is not a candidate); None when measured planning decides among the candidates."""
+    forced = switch(ALGORITHM_ENV).strip()
+    if forced:
+        if forced not in _kernels.ALGORITHMS:
+            raise ValueError(f"{ALGORITHM_ENV}={forced!r} is not one of {_kernels.ALGORITHMS}")
+        if forced in candidates:
+            return forced
+    if get_planning() != "estimate" and len(candidates) > 1:
+        return None
+    default = _kernels.choose(*weights_shape[:3], axes)
+    return default if default in candidates else "taps"
+
+
+def adjoint_scratch(kind: str, batch: int, weights_shape: Sequence[int],
+                    axes: Sequence[AxisPlan], dtype) -> int:
+    """The most scratch the ``kind`` adjoint may take: the largest estimate among the
+    algorithms that may run, the decided one (:func:`_preset`) and ``taps`` (which
+    replaces ``im2col`` on operands that are not finite), or every candidate where
+    measured planning times them."""
+    candidates = adjoint_candidates(kind, batch, weights_shape, axes, dtype)
+    preset = _preset(kind, batch, weights_shape, axes, dtype, candidates)
+    names = candidates if preset is None else {preset, "taps"}
+    return max(adjoint_scratch_bytes(kind, name, batch, axes, weights_shape, dtype)
+               for name in names)
+
+
+def as_transposed(axes: Sequence[AxisPlan]) -> bool:
+    """Whether :func:`data_adjoint` computes these axes as a transposed convolution
+    (every stride 1, no adjoint algorithm forced)."""
+    return all(axis.stride == 1 for axis in axes) and not switch(ALGORITHM_ENV).strip()
+
+
 def _widened(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return array if array.dtype == dtype else array.astype(dtype)
 
@@ -53,26 +103,21 @@ def _finite(*arrays: np.ndarray) -> bool:
 
 
 def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run) -> str:
-    """The forced algorithm, else measured planning's pick among those that apply
-    (:func:`convtranspose.planning.measured_choice`), the kernels' rule deciding at
-    ``estimate``."""
-    groups, ci, co = weights_shape[:3]
-    depthwise = ci == 1 and co == 1
-    forced = switch(ALGORITHM_ENV).strip()
-    if forced:
-        if forced not in _kernels.ALGORITHMS:
-            raise ValueError(f"{ALGORITHM_ENV}={forced!r} is not one of {_kernels.ALGORITHMS}")
-        if forced != "depthwise" or depthwise:
-            return forced
-    default = _kernels.choose(groups, ci, co, axes)
-    if default == "im2col" and exact_needed:
-        default = "taps"
-    candidates = [name for name in _kernels.ALGORITHMS
-                  if (name != "im2col" or not exact_needed)
-                  and (name != "depthwise" or depthwise)]
-    target = host()
-    key = problem_key(batch, axes, weights_shape, False, dtype, None, target)
-    return measured_choice(kind, key, candidates, run, default)
+    """The ``kind`` ("data" or "filter") adjoint's algorithm among
+    :func:`adjoint_candidates`: the forced one where it may run, else measured
+    planning's pick (:func:`convtranspose.planning.measured_choice`), the kernels' rule
+    deciding at ``estimate``.  ``im2col`` never runs on operands that are not finite (its
+    gathered zeros would multiply them), forced or not."""
+    candidates = [name for name in adjoint_candidates(kind, batch, weights_shape, axes, dtype)
+                  if name != "im2col" or not exact_needed]
+    preset = _preset(kind, batch, weights_shape, axes, dtype, candidates)
+    if preset is not None:
+        return preset
+    default = _kernels.choose(*weights_shape[:3], axes)
+    key = problem_key(batch, axes, weights_shape, False, dtype, None, host())
+    # wisdom names the computations "data-adjoint" and "filter-adjoint"
+    return measured_choice(f"{kind}-adjoint", key, candidates, run,
+                           default if default in candidates else "taps")
 
 
 def _channels_first(array: np.ndarray, channels_last: bool) -> np.ndarray:
@@ -115,38 +160,52 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
     batch = grad.shape[0]
     sizes = tuple(axis.input_size for axis in axes)
     accumulate = accumulation_dtype(dtype)
-    if all(axis.stride == 1 for axis in axes) and not switch(ALGORITHM_ENV).strip():
+    if as_transposed(axes):
         return _as_transposed(grad, weights, axes, channels_last, dtype, accumulate)
     if grad.size == 0 or weights.size == 0:
         result = np.zeros((batch, groups * ci) + sizes, accumulate)
     else:
         grad_ncx = _widened(_channels_first(grad, channels_last), accumulate)
         weights = _widened(weights, accumulate)
+        budget = im2col_budget(batch, axes, weights.shape, accumulate)
 
         def run(name):
             with np.errstate(all="ignore"), _blas.at_most(host().threads):
-                return _kernels.data_adjoint(grad_ncx, weights, axes, accumulate, name)
+                return _kernels.data_adjoint(grad_ncx, weights, axes, accumulate, name,
+                                             budget)
 
-        result = run(_algorithm("data-adjoint", batch, weights.shape, axes, accumulate,
+        result = run(_algorithm("data", batch, weights.shape, axes, accumulate,
                                 not _finite(weights), run))
     return _finished(result, channels_last, dtype)
 
 
+def transposed_axes(axes: Sequence[AxisPlan]) -> tuple[AxisPlan, ...]:
+    """The axes of the transposed convolution a stride-1 data adjoint is: input ``Y``,
+    output ``X``, ``offset' = (K - 1) * d - offset`` (``x + offset' = t + k'*d`` with
+    ``k' = K - 1 - k`` is ``t = x + k*d - offset``)."""
+    return tuple(AxisPlan(axis.output_size, axis.kernel_size, 1, axis.dilation,
+                          (axis.kernel_size - 1) * axis.dilation - axis.offset,
+                          axis.input_size)
+                 for axis in axes)
+
+
+def transposed_weights_shape(weights_shape: Sequence[int]) -> tuple[int, ...]:
+    """``(G, Co, Ci, K...)``: the filter of :func:`transposed_axes`' problem, its channel
+    roles swapped."""
+    groups, ci, co = weights_shape[:3]
+    return (groups, co, ci) + tuple(weights_shape[3:])
+
+
 def _as_transposed(grad, weights, axes, channels_last, dtype, accumulate) -> np.ndarray:
     """The data adjoint of a stride-1 problem, which is itself a stride-1 transposed
-    convolution: of ``grad``, with the filter's channel roles swapped and its taps
-    reversed, at ``offset' = (K - 1) * d - offset`` (``x + offset' = t + k'*d`` with
-    ``k' = K - 1 - k`` is ``t = x + k*d - offset``).  So it runs on every algorithm and
-    kernel of the transposed convolution, under the same planning."""
+    convolution (:func:`transposed_axes`): of ``grad``, with the filter's channel roles
+    swapped and its taps reversed.  So it runs on every algorithm and kernel of the
+    transposed convolution, under the same planning."""
     rank = len(axes)
     # contiguous: the kernels and the filter memo read a C-order filter fastest
     flipped = np.ascontiguousarray(
         weights.swapaxes(1, 2)[(slice(None),) * 3 + (slice(None, None, -1),) * rank])
-    adjoint_axes = tuple(
-        AxisPlan(axis.output_size, axis.kernel_size, 1, axis.dilation,
-                 (axis.kernel_size - 1) * axis.dilation - axis.offset, axis.input_size)
-        for axis in axes)
-    return transposed_convolution(grad, flipped, adjoint_axes, dtype=accumulate,
+    return transposed_convolution(grad, flipped, transposed_axes(axes), dtype=accumulate,
                                   channels_last=channels_last, result_dtype=dtype)
 
 
@@ -164,14 +223,15 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
     else:
         data_ncx = _widened(data_ncx, accumulate)
         grad_ncx = _widened(grad_ncx, accumulate)
+        shape = (groups, ci, co) + kernel
+        budget = im2col_budget(data.shape[0], axes, shape, accumulate)
 
         def run(name):
             with np.errstate(all="ignore"), _blas.at_most(host().threads):
                 return _kernels.filter_adjoint(data_ncx, grad_ncx, axes, groups, accumulate,
-                                               name)
+                                               name, budget)
 
-        shape = (groups, ci, co) + kernel
-        result = run(_algorithm("filter-adjoint", data.shape[0], shape, axes, accumulate,
+        result = run(_algorithm("filter", data.shape[0], shape, axes, accumulate,
                                 not _finite(data), run))
     return _finished(result, False, dtype)
 

@@ -21,9 +21,10 @@ Algorithms (:data:`ALGORITHMS`):
 
 ``im2col``
     Gathers every tap's view into one ``(G, Co*T, N*X)`` matrix (``T`` taps) and runs
-    one GEMM per group: the fastest when channels are many.  Its scratch is bounded by
-    :data:`IM2COL_SCRATCH_BYTES`, or one batch item's matrix if larger (the batch is
-    cut into slices).
+    one GEMM per group: the fastest when channels are many.  The batch is cut into
+    slices whose matrix and products take at most ``budget`` bytes (at least one
+    item): :data:`IM2COL_SCRATCH_BYTES`, or less where the scratch bound leaves less
+    (:func:`convtranspose.kernels.scratch.im2col_budget`).
 ``taps``
     One GEMM per tap, accumulated: scratch of one tap's view, and faster when the taps
     are few and large.
@@ -50,9 +51,9 @@ __all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "axis_taps", "data_adjoint", "f
 
 ALGORITHMS = ("im2col", "taps", "depthwise")
 
-#: The im2col matrix is built for as many batch items as fit in this many bytes (at
-#: least one): large enough for BLAS to run at full rate on every layer of the
-#: benchmark, small enough to stay in memory next to the operands.
+#: The im2col matrix and its products are built for as many batch items as fit in this
+#: many bytes (at least one): large enough for BLAS to run at full rate on every layer
+#: of the benchmark, small enough to stay in memory next to the operands.
 IM2COL_SCRATCH_BYTES = 64 << 20
 
 
@@ -103,9 +104,11 @@ def _flat(tap: tuple[int, ...], axes) -> int:
     return index
 
 
-def _batch_slices(batch: int, bytes_per_item: int):
-    """Slices of the batch whose im2col matrices each fit the scratch budget."""
-    step = max(1, IM2COL_SCRATCH_BYTES // max(bytes_per_item, 1))
+def _batch_slices(batch: int, bytes_per_item: int, budget: int | None):
+    """Slices of the batch whose im2col matrices and products each fit ``budget`` bytes
+    (:data:`IM2COL_SCRATCH_BYTES` if None), at least one item each."""
+    budget = IM2COL_SCRATCH_BYTES if budget is None else budget
+    step = max(1, budget // max(bytes_per_item, 1))
     return [slice(start, min(start + step, batch)) for start in range(0, batch, step)]
 
 
@@ -123,11 +126,11 @@ def _im2col(grad_g: np.ndarray, axes, input_sizes, dtype) -> np.ndarray:
 
 
 def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan],
-                 dtype: np.dtype, algorithm: str) -> np.ndarray:
+                 dtype: np.dtype, algorithm: str, budget: int | None = None) -> np.ndarray:
     """The data adjoint ``(N, G*Ci, X...)`` in ``dtype`` (the module docstring).
 
     ``grad`` is ``(N, G*Co, Y...)`` and ``weights`` ``(G, Ci, Co, K...)``, both already
-    in ``dtype`` (any strides).
+    in ``dtype`` (any strides); ``budget``: ``im2col``'s bytes per slice of the batch.
     """
     groups, ci, co = weights.shape[:3]
     n = grad.shape[0]
@@ -148,23 +151,30 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
             box = window.shape[3:]
             product = np.matmul(per_tap[_flat(tap, axes)], window.reshape((n, groups, co, -1)))
             result[(slice(None),) * 3 + data_box] += product.reshape((n, groups, ci) + box)
+            # freed before the next tap's are made: one window and product at a time
+            # (kernels.scratch counts one)
+            del window, product
     else:
         taps = math.prod(axis.kernel_size for axis in axes)
         matrix = np.ascontiguousarray(weights).reshape(groups, ci, co * taps)
-        item_bytes = groups * co * taps * math.prod(sizes) * dtype.itemsize
-        for part in _batch_slices(n, item_bytes):
+        # an item's columns (every tap's grad) and products (its Ci channels)
+        item_bytes = groups * (co * taps + ci) * math.prod(sizes) * dtype.itemsize
+        for part in _batch_slices(n, item_bytes, budget):
             cols = _im2col(grad_g[part], axes, sizes, dtype)
             count = cols.shape[3]
             product = np.matmul(matrix, cols.reshape(groups, co * taps, -1))
             result[part] = np.moveaxis(product.reshape((groups, ci, count) + sizes), 2, 0)
+            del cols, product  # one slice's at a time
     return result.reshape((n, groups * ci) + sizes)
 
 
 def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
-                   groups: int, dtype: np.dtype, algorithm: str) -> np.ndarray:
+                   groups: int, dtype: np.dtype, algorithm: str,
+                   budget: int | None = None) -> np.ndarray:
     """The filter adjoint ``(G, Ci, Co, K...)`` in ``dtype`` (the module docstring).
 
-    ``data`` is ``(N, G*Ci, X...)`` and ``grad`` ``(N, G*Co, Y...)``, both in ``dtype``.
+    ``data`` is ``(N, G*Ci, X...)`` and ``grad`` ``(N, G*Co, Y...)``, both in ``dtype``;
+    ``budget`` as in :func:`data_adjoint`.
     """
     n = data.shape[0]
     ci, co = data.shape[1] // groups, grad.shape[1] // groups
@@ -178,6 +188,7 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
             window = grad_g[(slice(None), slice(None), 0) + grad_box]
             product = values * window
             result[(slice(None), 0, 0) + tap] = product.reshape(n, groups, -1).sum(axis=(0, 2))
+            del product  # one tap's at a time
     elif algorithm == "taps":
         for tap, data_box, grad_box in tap_boxes(axes):
             # (G, Ci, N*box) and (G, N*box, Co), contiguous so that BLAS takes them
@@ -186,16 +197,19 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
             window = np.ascontiguousarray(np.moveaxis(grad_g[(slice(None),) * 3 + grad_box],
                                                       (0, 2), (1, -1))).reshape(groups, -1, co)
             result[(slice(None),) * 3 + tap] = np.matmul(values, window)
+            del values, window  # one tap's at a time
     else:
         taps = math.prod(kernel)
         total = np.zeros((groups, ci, co * taps), dtype)
-        item_bytes = groups * co * taps * math.prod(sizes) * dtype.itemsize
-        for part in _batch_slices(n, item_bytes):
+        # an item's columns and its contiguous data (Ci channels)
+        item_bytes = groups * (co * taps + ci) * math.prod(sizes) * dtype.itemsize
+        for part in _batch_slices(n, item_bytes, budget):
             cols = _im2col(grad_g[part], axes, sizes, dtype)
             values = np.ascontiguousarray(np.moveaxis(data_g[part], 0, 2)).reshape(groups, ci, -1)
             # the transposed im2col matrix is a view BLAS takes as it is (a transposed
             # operand), no copy
             total += np.matmul(values, cols.reshape(groups, co * taps, -1).swapaxes(1, 2))
+            del cols, values  # one slice's at a time
         result = total.reshape((groups, ci, co) + kernel)
     return result
 

@@ -18,12 +18,14 @@ every output) and layers whose single block row exceeds the chunk budget can be
 refused.  ``direct-numpy`` (a copy of the input and one output-sized product per
 tap) always fits, so something always runs.
 
-The memory check of the array functions counts the largest estimate among the
-algorithms a call may run (:func:`convtranspose.dispatch.call_scratch_bytes`).
-``tests/test_scratch.py`` measures every algorithm's scratch with tracemalloc (which
-sees numba's buffers too: its runtime allocates with ``PyMem_RawMalloc``) against its
-estimate, and ``tests/test_numba_memory.py`` the numba kernels' peak RSS in fresh
-processes.
+The adjoints of the same problem (the forward convolution and the gradients,
+:mod:`.backward`) have estimates of their own, :func:`adjoint_scratch_bytes`, under the
+same bound (the same three operands): the planner of :mod:`convtranspose._backward`
+offers none beyond it, and a forced ``im2col`` beyond it is replaced.  The memory check
+of the array functions counts the largest estimate among the algorithms a call may run
+(:func:`convtranspose.dispatch.call_scratch_bytes`).  ``tests/test_scratch.py`` measures every
+algorithm's NumPy scratch with tracemalloc against its estimate, and
+``tests/test_numba_memory.py`` the numba kernels' peak RSS in fresh processes.
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ import numpy as np
 
 from .._plan import AxisPlan
 from .._runtime.target import host
+from . import backward as _backward
 from ._common import _SCRATCH_BYTES
 from .numba_scratch import direct_blocked_bytes, direct_bytes, stream_bytes
 
-__all__ = ["SCRATCH_MIN_BYTES", "SCRATCH_MULTIPLE", "fits", "scratch_bound", "scratch_bytes"]
+__all__ = ["SCRATCH_MIN_BYTES", "SCRATCH_MULTIPLE", "adjoint_fits", "adjoint_scratch_bytes",
+           "fits", "im2col_budget", "scratch_bound", "scratch_bytes"]
 
 #: The bound is this many times the bytes of the result and the operands, ...
 SCRATCH_MULTIPLE = 4
@@ -142,3 +146,70 @@ def fits(name: str, batch: int, axes: Sequence[AxisPlan], weights_shape: Sequenc
     return (scratch_bytes(name, batch, axes, weights_shape, dtype, threads)
             <= scratch_bound(batch, axes, weights_shape, dtype))
 
+
+def _box(axis: AxisPlan) -> int:
+    """The most data positions one tap of ``axis`` reads inside ``grad`` for
+    (:func:`.backward.tap_boxes`): distinct positions ``stride`` apart in ``[0, Y)``."""
+    return min(axis.input_size, -(-axis.output_size // axis.stride))
+
+
+def adjoint_scratch_bytes(kind: str, name: str, batch: int, axes: Sequence[AxisPlan],
+                          weights_shape: Sequence[int], dtype) -> int:
+    """An upper estimate of the scratch of :mod:`.backward`'s algorithm ``name`` for the
+    data adjoint (``kind="data"``) or the filter adjoint (``"filter"``) of the problem,
+    besides the array of sums it returns (``dtype`` the accumulation dtype).
+
+    ``depthwise``: one tap's product over the batch.  ``taps``: the filter's tap-major
+    copy (data) or one tap's ``(G, Ci, Co)`` product (filter), one tap's window of
+    ``grad`` and of the data or its product, made contiguous for BLAS.  ``im2col``: the
+    filter's contiguous copy (data) or a product of the filter's size (filter), and per
+    slice of the batch its columns (every tap's ``grad``) and products (data) or its
+    contiguous data (filter); slices hold as many items as fit :func:`im2col_budget`,
+    at least one.
+    """
+    if kind not in ("data", "filter"):
+        raise ValueError(f"kind must be 'data' or 'filter', got {kind!r}")
+    itemsize = np.dtype(dtype).itemsize
+    data, result, weights = _sizes(batch, axes, weights_shape, itemsize)
+    if not data or not result or not weights:
+        return 0
+    groups, ci, co = weights_shape[:3]
+    # The two adjoints allocate alike: the data adjoint's products are data-sized and
+    # the filter adjoint's contiguous data too; a tap's (G, Ci, Co) product or the
+    # filter's copy is at most the filter.
+    box = batch * groups * math.prod(_box(axis) for axis in axes) * itemsize
+    if name == "depthwise":
+        return _OVERHEAD_BYTES + box * max(ci, co)
+    if name == "taps":
+        return _OVERHEAD_BYTES + weights + box * (ci + co)
+    item = _im2col_item(axes, weights_shape, itemsize)
+    step = min(batch, max(1, im2col_budget(batch, axes, weights_shape, dtype) // item))
+    return _OVERHEAD_BYTES + weights + step * item
+
+
+def _im2col_item(axes: Sequence[AxisPlan], weights_shape: Sequence[int], itemsize: int) -> int:
+    """Bytes of one batch item's im2col columns (every tap's ``grad``) and products or
+    contiguous data (``Ci`` channels), as :func:`.backward._batch_slices` counts them."""
+    groups, ci, co = weights_shape[:3]
+    return (groups * (co * math.prod(weights_shape[3:]) + ci)
+            * math.prod(axis.input_size for axis in axes) * itemsize)
+
+
+def im2col_budget(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int],
+                  dtype) -> int:
+    """The bytes of columns and products a slice of the batch may take in the adjoints'
+    ``im2col``: :data:`.backward.IM2COL_SCRATCH_BYTES`, or what :func:`scratch_bound`
+    leaves beside the filter's copy if less, so that ``im2col`` fits whenever one
+    item does."""
+    itemsize = np.dtype(dtype).itemsize
+    weights = math.prod(weights_shape) * itemsize
+    room = scratch_bound(batch, axes, weights_shape, dtype) - weights - _OVERHEAD_BYTES
+    return min(_backward.IM2COL_SCRATCH_BYTES, room)
+
+
+def adjoint_fits(kind: str, name: str, batch: int, axes: Sequence[AxisPlan],
+                 weights_shape: Sequence[int], dtype) -> bool:
+    """Whether the adjoint algorithm's estimate is within :func:`scratch_bound` (the
+    transposed convolution's bound: the same three operands)."""
+    return (adjoint_scratch_bytes(kind, name, batch, axes, weights_shape, dtype)
+            <= scratch_bound(batch, axes, weights_shape, dtype))
