@@ -88,7 +88,15 @@ def convolution(data: ArrayLike, filter: ArrayLike, *, strides: PerAxis = None,
     Raises
     ------
     ConvTransposeError
-        An invalid shape or attribute (a ``ValueError``), naming it.
+        An invalid shape or attribute (a ``ValueError``), naming it, or an ``out`` of
+        another shape or read-only.
+    ResultTooLargeError
+        A :class:`ConvTransposeError` and a ``MemoryError``: an output of more than 2**60
+        elements (from the shape rules, as :func:`convtranspose.shapes.convolution`), or
+        a result, widened operands and scratch beyond
+        :func:`convtranspose.get_max_bytes`; raised before anything is allocated, naming
+        the argument (``pads_begin and pads_end``, ``data`` or ``filter``), the bytes
+        and the limit.
     TypeError
         ``data`` and ``filter`` differ in dtype, or the dtype is not numeric.
 
@@ -139,7 +147,7 @@ def group_convolution(data: ArrayLike, filter: ArrayLike, *, strides: PerAxis = 
 
     Raises
     ------
-    ConvTransposeError, TypeError
+    ConvTransposeError, ResultTooLargeError, TypeError
         As in :func:`convolution`.
 
     Examples

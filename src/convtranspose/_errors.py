@@ -16,7 +16,9 @@ class ResultTooLargeError(ConvTransposeError, MemoryError):
     """A call would need more memory than it may take, or an array NumPy cannot hold.
 
     Raised before anything is allocated (so nothing is left behind), in well under a
-    second.  The limit is :func:`convtranspose.get_max_bytes`: the machine's memory
+    second, by every array function (the transposed convolutions, the forward
+    convolutions and the gradients), and by the shape rules of :mod:`convtranspose.shapes` for an output of more than 2**60
+    elements.  The limit is :func:`convtranspose.get_max_bytes`: the machine's memory
     unless :func:`convtranspose.set_max_bytes` or :func:`convtranspose.limit_memory`
     lowered it.  It is both a :class:`ConvTransposeError` (so a ``ValueError``: the
     arguments ask for too much) and a :class:`MemoryError`.
@@ -24,8 +26,11 @@ class ResultTooLargeError(ConvTransposeError, MemoryError):
     Attributes
     ----------
     argument : str
-        The argument that makes the request this large (``"output_shape"``,
-        ``"strides"``, ``"dilations"``, ``"output_padding"``, ``"data"`` or ``"filter"``).
+        The argument that makes the request this large: an attribute
+        (``"output_shape"``, ``"strides"``, ``"dilations"``, ``"output_padding"``;
+        ``"pads_begin and pads_end"`` for a forward convolution) or an operand
+        (``"data"``, ``"filter"``; the gradients name their data operand as their
+        function does, ``"input"`` or ``"X"`` too).
     nbytes : int
         The bytes the call would need (for an array NumPy cannot hold at all, the
         bytes its shape spans).

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import operator
 import sys
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -351,6 +351,29 @@ def _axis(
 _MAX_ELEMENTS = sys.maxsize // 8
 
 
+def check_output_size(output: tuple[int, ...],
+                      culprit: Callable[[], tuple[str, object]]) -> None:
+    """Refuse an output of more than :data:`_MAX_ELEMENTS` elements (about 2**60): past
+    the largest array NumPy can index at 8 bytes an element.
+
+    The shape rules of every transposed-convolution dialect and of the forward
+    convolution raise the memory check's error here: a
+    :class:`~convtranspose.ResultTooLargeError` (a ``ConvTransposeError`` and a
+    ``MemoryError``) naming the argument and its value (``culprit()``) and the bytes
+    at 8 an element, ``limit`` None.
+    """
+    elements = 1
+    for dim in output:
+        elements *= dim
+    if elements > _MAX_ELEMENTS:
+        argument, value = culprit()
+        raise ResultTooLargeError(
+            f"{argument} makes the output shape {output}: {elements} elements"
+            f" ({elements * 8} bytes at 8 bytes each), which overflows the largest array"
+            f" NumPy can index ({_MAX_ELEMENTS} elements of 8 bytes); {argument}={value!r}",
+            argument=argument, nbytes=elements * 8, limit=None)
+
+
 def _plan(
     op, data, filter_, output, strides, dilations, pads_begin, pads_end, output_padding,
     auto_pad, groups, data_format, filter_layout, axes_rules,
@@ -362,18 +385,7 @@ def _plan(
         groups=groups, data_format=data_format, filter_layout=filter_layout,
         axes=tuple(a for a, _ in axes_rules), formulas=tuple(r for _, r in axes_rules),
     )
-    elements = 1
-    for dim in output:
-        elements *= dim
-    if elements > _MAX_ELEMENTS:
-        # As the memory check of the array functions: a MemoryError naming the argument
-        # and the bytes (ResultTooLargeError is a ConvTransposeError too).
-        argument, value = size_culprit(plan)
-        raise ResultTooLargeError(
-            f"{argument} makes the output shape {output}: {elements} elements"
-            f" ({elements * 8} bytes at 8 bytes each), which overflows the largest array"
-            f" NumPy can index ({_MAX_ELEMENTS} elements of 8 bytes); {argument}={value!r}",
-            argument=argument, nbytes=elements * 8, limit=None)
+    check_output_size(output, lambda: size_culprit(plan))
     return plan
 
 

@@ -148,3 +148,26 @@ def test_requests_beyond_memory_fail_before_allocating():
     with ct.limit_memory(1 << 20), pytest.raises(ct.ResultTooLargeError, match="data"):
         ct.vjp.convolution_backprop_data(np.ones((1, 8, 256, 256)), np.ones((8, 8, 1, 1)),
                                          np.ones((1, 8, 256, 256)))
+
+
+@pytest.mark.parametrize("data, filter, attributes, argument", [
+    ((1, 1, 3), (1, 1, 1), {"pads_begin": 2**61, "pads_end": 2**61}, "pads_begin and pads_end"),
+    ((2**31, 1, 2**31), (1, 1, 1), {}, "data"),
+    ((1, 2, 2**40), (2**30, 2, 1), {}, "filter"),
+], ids=["pads", "data", "filter"])
+def test_an_output_past_2_60_elements_is_too_large_for_the_plan(data, filter, attributes,
+                                                               argument):
+    """The forward convolution's shape rules refuse it as the transposed convolution's do:
+    a ResultTooLargeError (a ConvTransposeError and a MemoryError) naming the argument and
+    the bytes at 8 bytes an element."""
+    with pytest.raises(ct.ResultTooLargeError, match=argument) as raised:
+        ct.shapes.convolution(data, filter, **attributes)
+    error = raised.value
+    assert isinstance(error, ct.ConvTransposeError) and isinstance(error, MemoryError)
+    assert error.argument == argument and error.limit is None
+    assert error.nbytes // 8 > 2**60 and str(error.nbytes) in str(error)
+    if argument == "pads_begin and pads_end":  # the array functions too
+        with pytest.raises(ct.ResultTooLargeError, match=argument):
+            ct.convolution(np.ones(data), np.ones(filter), **attributes)
+        with pytest.raises(ct.ResultTooLargeError, match=argument):
+            ct.group_convolution(np.ones(data), np.ones((1,) + filter), **attributes)

@@ -21,20 +21,20 @@ from typing import TYPE_CHECKING
 
 from .._errors import ConvTransposeError
 from .._plan import (
-    _MAX_ELEMENTS,
     AxisPlan,
     _check_ranks,
     _check_spatial,
     _choice,
     _per_axis,
     _shape,
+    check_output_size,
     describe,
 )
 
 if TYPE_CHECKING:
     from .._typing import PerAxis, ShapeLike
 
-__all__ = ["ConvolutionPlan", "convolution", "group_convolution"]
+__all__ = ["ConvolutionPlan", "convolution", "convolution_culprit", "group_convolution"]
 
 _AUTO_PAD = {
     None: "explicit", "explicit": "explicit", "notset": "explicit",
@@ -159,14 +159,25 @@ def _convolution(op, data, filter, strides, pads_begin, pads_end, dilations, aut
         ends.append(pe)
         formulas.append(rule)
     output = (data[0], groups * c_out) + tuple(axis.input_size for axis in axes)
-    elements = 1
-    for dim in output:
-        elements *= dim
-    if elements > _MAX_ELEMENTS:
-        raise ConvTransposeError(
-            f"the output shape {output} has {elements} elements, more than NumPy can index")
-    return ConvolutionPlan(op, data, filter_, output, strides, dilations, tuple(begins),
+    plan = ConvolutionPlan(op, data, filter_, output, strides, dilations, tuple(begins),
                            tuple(ends), mode, groups, tuple(axes), tuple(formulas))
+    check_output_size(output, lambda: convolution_culprit(plan))
+    return plan
+
+
+def convolution_culprit(plan: ConvolutionPlan) -> tuple[str, object]:
+    """The argument (and its value) that makes ``plan``'s output as large as it is: the
+    pads where they lengthen its longest axis more than twice the data and the dilated
+    kernel together (an output axis is at most ``X + pads_begin + pads_end`` long), else
+    the filter where it has more output than input channels, else the data."""
+    longest = max(range(plan.spatial_rank), key=lambda i: plan.axes[i].input_size)
+    axis = plan.axes[longest]
+    pads = plan.pads_begin[longest] + plan.pads_end[longest]
+    if pads > 2 * (axis.output_size + axis.dilated_kernel_size):
+        return "pads_begin and pads_end", (plan.pads_begin, plan.pads_end)
+    if plan.output_shape[1] > plan.data_shape[1]:
+        return "filter", f"<array of shape {plan.filter_shape}>"
+    return "data", f"<array of shape {plan.data_shape}>"
 
 
 def convolution(data: ShapeLike, filter: ShapeLike, *, strides: PerAxis = None,
@@ -176,6 +187,14 @@ def convolution(data: ShapeLike, filter: ShapeLike, *, strides: PerAxis = None,
 
     Takes the shapes of ``data`` ``[N, C_IN, X...]`` and ``filter`` ``[C_OUT, C_IN, K...]``
     and the keywords of :func:`convtranspose.convolution`.
+
+    Raises
+    ------
+    ConvTransposeError
+        An invalid shape or attribute, naming it.
+    ResultTooLargeError
+        An output of more than 2**60 elements (a :class:`ConvTransposeError` too), naming
+        the argument (:func:`convolution_culprit`) and the bytes at 8 an element.
 
     Examples
     --------
@@ -197,7 +216,7 @@ def group_convolution(data: ShapeLike, filter: ShapeLike, *, strides: PerAxis = 
 
     Takes the shapes of ``data`` ``[N, G*C_IN, X...]`` and ``filter``
     ``[G, C_OUT, C_IN, K...]`` (per group) and the keywords of
-    :func:`convtranspose.group_convolution`.
+    :func:`convtranspose.group_convolution`; raises as :func:`convolution`.
 
     Examples
     --------
