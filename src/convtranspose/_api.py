@@ -11,7 +11,6 @@ kernel.  The per-axis shape formula every docstring refers to is::
 
 from __future__ import annotations
 
-import math
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, cast
@@ -23,9 +22,8 @@ from . import planning as _planning
 from ._dtypes import accumulation_dtype, check_dtypes
 from ._errors import ConvTransposeError
 from ._execute import prepare_call, transposed_convolution
+from ._footprint import check_transposed
 from ._runtime import memo as _memo
-from ._runtime import memory as _memory
-from .dispatch import call_scratch_bytes
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, PerAxis, ShapeLike
@@ -220,50 +218,6 @@ def _operands(names, data, filter, bias) -> dict:
     return arrays
 
 
-def _culprit(plan, output_shape) -> tuple[str, object]:
-    """The argument (and its value) that makes the result of ``plan`` as large as it is:
-    ``output_shape`` when given, else :func:`convtranspose._plan.size_culprit`."""
-    if output_shape is not None:
-        return "output_shape", output_shape
-    return _plan.size_culprit(plan)
-
-
-def _check_memory(plan, data, filter, out, output_shape) -> None:
-    """Refuse (:class:`ResultTooLargeError`) a call whose result, wider sums, widened
-    operands and algorithm scratch exceed ``ct.get_max_bytes()``, or whose result NumPy
-    cannot hold, before anything is allocated."""
-    dtype = data.dtype
-    wide = accumulation_dtype(dtype) if dtype.kind in "fiu" or dtype.name == "bfloat16" \
-        else dtype
-    elements = math.prod(plan.output_shape)
-    scratch = 0
-    if wide != dtype:  # sums in pieces, and each operand widened once
-        scratch = min(elements * wide.itemsize,
-                      _memory.sums_piece_bytes(elements * dtype.itemsize))
-        scratch += (data.size + filter.size) * wide.itemsize
-    if 0 < elements and elements * (dtype.itemsize + 8) + scratch < _FEW_BYTES \
-            and _memory.unlimited():
-        return  # the common small call (a zero-element result may still span too much)
-    argument, value = _culprit(plan, output_shape)
-    if wide != dtype:  # the sums' array (even with no elements) must be one NumPy can hold
-        _memory.check_request(plan.output_shape, wide, result_allocated=False,
-                              scratch_bytes=0, argument=argument, value=value)
-    # First without the algorithm's scratch: its estimate takes time in proportion to
-    # the output's rows, and a request past the limit must fail at once.
-    _memory.check_request(plan.output_shape, dtype, result_allocated=out is None,
-                          scratch_bytes=scratch, argument=argument, value=value)
-    # The algorithm's own buffers (kernels.scratch: at most max(4 x (result + data +
-    # filter), 64 MiB) in the accumulation dtype).
-    scratch += call_scratch_bytes(plan.data_shape[0], plan.axes, plan.canonical_filter_shape,
-                                  channels_last=plan.channels_last, dtype=wide)
-    _memory.check_request(plan.output_shape, dtype, result_allocated=out is None,
-                          scratch_bytes=scratch, argument=argument, value=value)
-
-
-#: Calls needing fewer bytes than this skip the limit check unless a limit is set.
-_FEW_BYTES = 1 << 24
-
-
 #: Operand types that never leave the NumPy path (checked before anything else).
 _PLAIN = (np.ndarray, type(None))
 
@@ -275,7 +229,7 @@ def _execute(plan, data, filter, bias=None, out=None, *, names=("data", "filter"
                                        lambda *views: _execute(plan, *views, names=names))
         if result is not NotImplemented:
             return result
-    _check_memory(plan, data, filter, out, output_shape)
+    check_transposed(plan, data, filter, out, output_shape)
     if out is not None and not _direct_out(out, plan, _operands(names, data, filter, bias),
                                            names):
         np.copyto(out, _execute(plan, data, filter, bias, names=names))

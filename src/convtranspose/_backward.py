@@ -10,7 +10,6 @@ would multiply them (``0 * inf`` is NaN where the exact sum has no such term).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,7 +18,6 @@ from ._dtypes import accumulation_dtype
 from ._execute import transposed_convolution
 from ._plan import AxisPlan
 from ._runtime import blas as _blas
-from ._runtime import memory as _memory
 from ._runtime.environment import switch
 from ._runtime.target import host
 from .kernels import backward as _kernels
@@ -27,24 +25,11 @@ from .kernels.scratch import adjoint_fits, adjoint_scratch_bytes, im2col_budget
 from .planning import get_planning, measured_choice, problem_key
 
 __all__ = ["ALGORITHM_ENV", "adjoint_candidates", "adjoint_scratch", "as_transposed",
-           "bias_adjoint", "check_memory", "data_adjoint", "filter_adjoint", "transposed_axes",
+           "bias_adjoint", "data_adjoint", "filter_adjoint", "transposed_axes",
            "transposed_weights_shape"]
 
 #: Forces one of :data:`convtranspose.kernels.backward.ALGORITHMS` (tests, comparisons).
 ALGORITHM_ENV = "CONVTRANSPOSE_BACKWARD_ALGORITHM"
-
-
-def check_memory(shape: tuple[int, ...], dtype: np.dtype, operand_elements: int, *,
-                 result_allocated: bool, argument: str, value: object) -> None:
-    """Refuse (:class:`~convtranspose.ResultTooLargeError`) before allocating an adjoint
-    whose result of ``shape``, widened operands and im2col matrix exceed the memory
-    limit (``ct.get_max_bytes()``)."""
-    wide = accumulation_dtype(dtype)
-    scratch = _kernels.IM2COL_SCRATCH_BYTES
-    if wide != dtype:
-        scratch += operand_elements * wide.itemsize + math.prod(shape) * wide.itemsize
-    _memory.check_request(tuple(shape), dtype, result_allocated=result_allocated,
-                          scratch_bytes=scratch, argument=argument, value=value)
 
 
 def adjoint_candidates(kind: str, batch: int, weights_shape: Sequence[int],

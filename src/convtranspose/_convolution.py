@@ -16,8 +16,9 @@ import numpy as np
 
 from . import _array_api, _dialects
 from ._api import _as_array, _direct_out, _resolve
-from ._backward import check_memory, data_adjoint
+from ._backward import data_adjoint
 from ._dtypes import check_dtypes
+from ._footprint import check_convolution
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, PerAxis
@@ -36,11 +37,7 @@ def _forward(plan, data, filter, out):
         np.copyto(out, _forward(plan, data, filter, None))
         return out
     dtype = check_dtypes(data=data, filter=filter)
-    padded = any(plan.pads_begin) or any(plan.pads_end)
-    check_memory(plan.output_shape, dtype, data.size + filter.size,
-                 result_allocated=out is None,
-                 argument="pads_begin and pads_end" if padded else "data",
-                 value=(plan.pads_begin, plan.pads_end) if padded else data.shape)
+    check_convolution(plan, data, filter)
     weights = filter.reshape(plan.canonical_filter_shape)
     result = data_adjoint(data, weights, plan.axes, channels_last=False, dtype=dtype)
     if out is None:

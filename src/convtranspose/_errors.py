@@ -17,7 +17,8 @@ class ResultTooLargeError(ConvTransposeError, MemoryError):
 
     Raised before anything is allocated (so nothing is left behind), in well under a
     second, by every array function (the transposed convolutions, the forward
-    convolutions and the gradients), and by the shape rules of :mod:`convtranspose.shapes` for an output of more than 2**60
+    convolutions and the gradients, which count their memory by one rule), and by the
+    shape rules of :mod:`convtranspose.shapes` for an output of more than 2**60
     elements.  The limit is :func:`convtranspose.get_max_bytes`: the machine's memory
     unless :func:`convtranspose.set_max_bytes` or :func:`convtranspose.limit_memory`
     lowered it.  It is both a :class:`ConvTransposeError` (so a ``ValueError``: the

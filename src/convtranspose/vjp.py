@@ -36,9 +36,10 @@ import numpy as np
 
 from . import _array_api, _dialects
 from ._api import _as_array, _canonical_weights, _resolve
-from ._backward import bias_adjoint, check_memory, data_adjoint, filter_adjoint
+from ._backward import bias_adjoint, data_adjoint, filter_adjoint
 from ._dtypes import check_dtypes
 from ._errors import ConvTransposeError
+from ._footprint import check_gradients
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, PerAxis, ShapeLike
@@ -73,8 +74,7 @@ def _gradients(plan, names, data, filter, grad_output, bias=None):
         raise ConvTransposeError(
             f"grad_output has shape {grad_output.shape}, but the {plan.op} result has shape"
             f" {plan.output_shape}; grad_output must have exactly the result's shape")
-    check_memory(data.shape, dtype, data.size + filter.size + grad_output.size,
-                 result_allocated=True, argument=names[0], value=data.shape)
+    check_gradients(plan, names, data, filter, grad_output, bias)
     layout = plan.channels_last
     grad_data = data_adjoint(grad_output, _canonical_weights(plan, filter), plan.axes,
                              channels_last=layout, dtype=dtype)
@@ -122,6 +122,10 @@ def convolution_backprop_data(data: ArrayLike, filter: ArrayLike, grad_output: A
     ------
     ConvTransposeError
         As the forward function, or ``grad_output`` not of the result's shape.
+    ResultTooLargeError
+        As the forward function, and where the gradients, widened operands and scratch
+        would exceed :func:`convtranspose.get_max_bytes` (``argument`` names the data
+        operand: ``data``, ``input`` or ``X``).
     TypeError
         The operands differ in dtype, or the dtype is not numeric.
 

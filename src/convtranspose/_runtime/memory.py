@@ -77,11 +77,6 @@ def machine_memory_bytes() -> int:
     return min(known) if known else (1 << 63) - 1
 
 
-def unlimited() -> bool:
-    """Whether no limit of the caller's own is set (the machine's memory applies)."""
-    return _process_limit is None and _block_limit.get() is None
-
-
 def get_max_bytes() -> int:
     """The bytes a call may allocate (result and scratch) before it is refused.
 

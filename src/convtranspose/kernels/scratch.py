@@ -22,9 +22,10 @@ The adjoints of the same problem (the forward convolution and the gradients,
 :mod:`.backward`) have estimates of their own, :func:`adjoint_scratch_bytes`, under the
 same bound (the same three operands): the planner of :mod:`convtranspose._backward`
 offers none beyond it, and a forced ``im2col`` beyond it is replaced.  The memory check
-of the array functions counts the largest estimate among the algorithms a call may run
-(:func:`convtranspose.dispatch.call_scratch_bytes`).  ``tests/test_scratch.py`` measures every
-algorithm's NumPy scratch with tracemalloc against its estimate, and
+of every array function (:mod:`convtranspose._footprint`) counts the largest estimate
+among the algorithms a call may run.  ``tests/test_scratch.py`` measures every
+algorithm's scratch with tracemalloc (which sees numba's buffers too: its runtime
+allocates with ``PyMem_RawMalloc``) against its estimate, and
 ``tests/test_numba_memory.py`` the numba kernels' peak RSS in fresh processes.
 """
 
@@ -43,7 +44,7 @@ from ._common import _SCRATCH_BYTES
 from .numba_scratch import direct_blocked_bytes, direct_bytes, stream_bytes
 
 __all__ = ["SCRATCH_MIN_BYTES", "SCRATCH_MULTIPLE", "adjoint_fits", "adjoint_scratch_bytes",
-           "fits", "im2col_budget", "scratch_bound", "scratch_bytes"]
+           "bound_of", "fits", "im2col_budget", "scratch_bound", "scratch_bytes"]
 
 #: The bound is this many times the bytes of the result and the operands, ...
 SCRATCH_MULTIPLE = 4
@@ -65,8 +66,13 @@ def scratch_bound(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[
                   dtype) -> int:
     """The most bytes of scratch any algorithm may allocate for this problem
     (``dtype`` the accumulation dtype): the module's rule."""
-    data, result, weights = _sizes(batch, axes, weights_shape, np.dtype(dtype).itemsize)
-    return max(SCRATCH_MULTIPLE * (data + result + weights), SCRATCH_MIN_BYTES)
+    return bound_of(sum(_sizes(batch, axes, weights_shape, np.dtype(dtype).itemsize)))
+
+
+def bound_of(operand_bytes: int) -> int:
+    """:func:`scratch_bound` of a problem whose data, result and filter take
+    ``operand_bytes`` together in the accumulation dtype."""
+    return max(SCRATCH_MULTIPLE * operand_bytes, SCRATCH_MIN_BYTES)
 
 
 def _padded(axis: AxisPlan) -> int:
