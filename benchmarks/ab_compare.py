@@ -5,7 +5,8 @@
 ``--baseline`` is the ``src`` folder of another checkout (for example ``git worktree add
 /tmp/base <commit>`` and ``/tmp/base/src``); its ``convtranspose`` package is loaded under
 another name beside this one.  For every float32/float16/bfloat16 layer of the benchmark
-suite it prints a Markdown row: the algorithm each build chooses, whether the outputs
+suite (``--quick``: its quick layers; ``--random SEED``: a random suite's layers instead,
+or as well with ``--quick``) it prints a Markdown row: the algorithm each build chooses, whether the outputs
 are equal, and the median time of each over alternating rounds (each call after a pause
 and an untimed call, as the benchmark times), with the ratio current / baseline and
 their geometric mean.  ``--out FILE`` writes the rows and the machine as JSON.  Writes
@@ -25,6 +26,7 @@ import numpy as np
 
 import convtranspose
 from convtranspose import _bench, dispatch
+from convtranspose._bench.random_suite import random_layers
 from convtranspose._bench.run import alternating_rounds
 from convtranspose._runtime.machine import cpu_model_name
 
@@ -61,6 +63,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="the other checkout's src folder")
     parser.add_argument("--layers", default="", help="comma-separated name substrings")
+    parser.add_argument("--quick", action="store_true",
+                        help="only the fixed suite's quick layers")
+    parser.add_argument("--random", type=int, action="append", default=[],
+                        help="also the layers of this random suite (repeatable)")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--pause", type=float, default=_bench.SETTLE_SECONDS)
     parser.add_argument("--out", help="write the rows as JSON to this file")
@@ -72,7 +78,11 @@ def main(argv=None) -> int:
     print("| layer | baseline algorithm | current algorithm | equal | baseline ms | current ms "
           "| current / baseline |")
     print("|---|---|---|---|---|---|---|")
-    for layer in _bench.SUITE:
+    fixed = args.quick or not args.random  # --random alone: only the random layers
+    layers = [layer for layer in _bench.SUITE if fixed and (layer.quick or not args.quick)]
+    for seed in args.random:
+        layers += random_layers(seed)
+    for layer in layers:
         if words and not any(word in layer.label for word in words):
             continue
         inputs = _bench.make_inputs(layer)
