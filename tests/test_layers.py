@@ -25,6 +25,7 @@ LAYERS = (
     ("dispatch",),
     ("planning",),
     ("_execute", "_backward", "_array_api"),
+    ("_footprint",),
     ("_api", "_api_frameworks", "_translate", "shapes", "_explain", "_convolution", "vjp"),
     ("__init__", "interop", "cli", "_cli_parser", "_cli_translate", "_tune", "_bench", "__main__", "dask",
      "torch"),
