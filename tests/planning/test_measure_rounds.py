@@ -111,10 +111,10 @@ def test_measure_times_every_candidate_of_a_small_layer_within_its_budget():
     names = ["gemm-ncx", "shift-ncx", "col2im-ncx", "phase-ncx", "direct", "window"]
     small = planning._candidates(_choice(names, first_ns=20e3), "measure", f32, 2, False, target)
     assert small == ["gemm-ncx", "shift-ncx", "col2im-ncx", "direct", "phase-ncx", "window"]
-    # Estimates of 3, 6, 9 ... ms: the first four cost 4 * (3 + 6 + 9 + 15) ms to time,
-    # over the budget, so nothing more is added.
+    # The first four (estimates 1, 2, 3 and 5 units) already cost the budget to time,
+    # so nothing more is added.
     budget_ms = measure_module.MEASURE_ALL_BELOW_SECONDS * 1e3
-    runs = 1 + measure_module.TIMED_RUNS
+    runs = measure_module.RUNS_PER_CANDIDATE
     first_ms = budget_ms / (runs * (1 + 2 + 3 + 5)) * 1.01
     large = planning._candidates(_choice(names, first_ns=first_ms * 1e6), "measure", f32, 2,
                                  False, target)

@@ -49,7 +49,7 @@ from ..kernels import REGISTRY, resolve
 from .measure import (
     MEASURE_ALL_BELOW_SECONDS,
     MEASURED_CANDIDATES,
-    TIMED_RUNS,
+    RUNS_PER_CANDIDATE,
     Measurement,
     measure,
 )
@@ -192,11 +192,11 @@ def _candidates(choice: Choice, level: str, dtype, rank, channels_last, target) 
     # Then more in the estimate's order while measuring them all would take under the
     # budget by the estimates: a small layer is measured exhaustively.
     estimated = dict(choice.estimates)
-    spent = sum(estimated[name] for name in chosen) * (1 + TIMED_RUNS) / 1e9
+    spent = sum(estimated[name] for name in chosen) * RUNS_PER_CANDIDATE / 1e9
     for name in names:
         if name in chosen:
             continue
-        spent += estimated[name] * (1 + TIMED_RUNS) / 1e9
+        spent += estimated[name] * RUNS_PER_CANDIDATE / 1e9
         if spent > MEASURE_ALL_BELOW_SECONDS:
             break
         chosen.append(name)

@@ -9,19 +9,21 @@ The budget, per problem, once per machine (the result is kept as wisdom):
   applicable one under ``exhaustive``;
 - each candidate runs once untimed (its kernels compile, or load from the on-disk
   cache, and its derived filter is built);
-- then rounds that time every candidate still in the race once each, in turn (each
-  right after an untimed run of its own where it takes under :data:`WARM_UP_BELOW_NS`,
-  so that it finds the caches as a loop of its calls would), so a burst of contention
-  from the rest of the machine slows all of them alike rather than one: :data:`TIMED_RUNS` rounds at least; more, up to :data:`MAX_RUNS`, while
-  the rounds so far took under :data:`ROUND_BUDGET_SECONDS` (a layer of a few tens of
+- then rounds that time every candidate still in the race once each, in turn, so a
+  burst of contention from the rest of the machine slows all of them alike rather
+  than one.  Each timed run of a candidate under :data:`WARM_UP_BELOW_NS` comes right
+  after an untimed run of its own, so it finds the caches as a loop of its calls
+  would.  :data:`TIMED_RUNS` rounds at least; more, up to :data:`MAX_RUNS`, while the
+  rounds so far took under :data:`ROUND_BUDGET_SECONDS` (a layer of a few tens of
   microseconds gets a dozen runs each for about a millisecond; a first timed run of a
   short call is often several times its later ones, which a single run would keep);
 - after two runs, a candidate over :data:`GIVE_UP_FACTOR` times the best time so far
   leaves the race (after one, over :data:`GIVE_UP_AT_ONCE` times).
 
 So a measured first call of a layer estimated at more than about 10 ms costs at most
-``4 * (1 + 2 * 3) = 28`` calls of it (16 where they take over 20 ms), plus compilation; a smaller layer, up to about 0.1 s
-of calls by the estimates; the winner then computes the result once more.
+``4 * (1 + 2 * 3) = 28`` calls of it (16 where they take over 20 ms), plus
+compilation; a smaller layer, up to about 0.1 s of calls by the estimates; the winner
+then computes the result once more.
 """
 
 from __future__ import annotations
@@ -30,13 +32,13 @@ import time
 from dataclasses import dataclass
 
 __all__ = ["GIVE_UP_AT_ONCE", "GIVE_UP_FACTOR", "MAX_RUNS", "MEASURE_ALL_BELOW_SECONDS",
-           "MEASURED_CANDIDATES", "WARM_UP_BELOW_NS",
-           "ROUND_BUDGET_SECONDS", "TIMED_RUNS", "Measurement", "measure"]
+           "MEASURED_CANDIDATES", "ROUND_BUDGET_SECONDS", "RUNS_PER_CANDIDATE", "TIMED_RUNS",
+           "WARM_UP_BELOW_NS", "Measurement", "measure"]
 
 #: Candidates the estimate ranks first that are timed under ``measure``.
 MEASURED_CANDIDATES = 3
 #: Under ``measure``, more candidates in the estimate's order while timing all of them
-#: (one untimed and :data:`TIMED_RUNS` runs each, by their estimates) stays under this:
+#: (:data:`RUNS_PER_CANDIDATE` runs each, by their estimates) stays under this:
 #: small layers are measured exhaustively.  The estimate erred by up to 4-8x between
 #: algorithms on an Intel Xeon (a numba kernel 2.7x faster than the three BLAS ones it
 #: ranked first on a k1 s3 layer of 0.05 ms); measuring them all there costs a few ms.
@@ -44,6 +46,9 @@ MEASURE_ALL_BELOW_SECONDS = 0.1
 #: Timed rounds at least; the fastest run of each candidate counts (the others met
 #: interruptions).
 TIMED_RUNS = 3
+#: Runs of a candidate in the minimum rounds: one untimed, then a warm-up and a timed
+#: run per round.
+RUNS_PER_CANDIDATE = 1 + 2 * TIMED_RUNS
 #: Timed rounds at most, for calls so short that more rounds cost next to nothing.
 MAX_RUNS = 15
 #: More rounds than :data:`TIMED_RUNS` only while the timed rounds so far took less.
