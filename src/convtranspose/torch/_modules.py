@@ -138,7 +138,24 @@ class ConvolutionBackpropData(_Layer):
         return self._OP(data, self.weight, output_shape, **self._attributes())
 
 
-class GroupConvolutionBackpropData(ConvolutionBackpropData):
+class _Grouped:
+    """The grouped OpenVINO layers' construction (``groups`` dividing both channel
+    counts) and their weight's ``[G, ...]`` layout, over the ungrouped layer's."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, groups, *, spatial_rank=None,
+                 device=None, dtype=None, **attributes):
+        _divisible("in_channels", in_channels, "groups", groups)
+        _divisible("out_channels", out_channels, "groups", groups)
+        _Layer.__init__(self)
+        self.groups = groups
+        self._build(groups, in_channels, out_channels, kernel_size, spatial_rank, device, dtype,
+                    attributes)
+
+    def _layout(self, weight):
+        return weight.reshape((self.groups, weight.shape[0] // self.groups) + weight.shape[1:])
+
+
+class GroupConvolutionBackpropData(_Grouped, ConvolutionBackpropData):
     """OpenVINO GroupConvolutionBackpropData-1 as a layer: weight
     ``[G, C_IN/G, C_OUT/G, K...]``, no bias.
 
@@ -154,18 +171,6 @@ class GroupConvolutionBackpropData(ConvolutionBackpropData):
     """
 
     _OP = staticmethod(_ops.group_convolution_backprop_data)
-
-    def __init__(self, in_channels, out_channels, kernel_size, groups, *, spatial_rank=None,
-                 device=None, dtype=None, **attributes):
-        _divisible("in_channels", in_channels, "groups", groups)
-        _divisible("out_channels", out_channels, "groups", groups)
-        _Layer.__init__(self)
-        self.groups = groups
-        self._build(groups, in_channels, out_channels, kernel_size, spatial_rank, device, dtype,
-                    attributes)
-
-    def _layout(self, weight):
-        return weight.reshape((self.groups, weight.shape[0] // self.groups) + weight.shape[1:])
 
 
 class ConvTranspose(_Layer):
@@ -319,7 +324,7 @@ class Convolution(_Layer):
         return self._OP(data, self.weight, **self._attributes())
 
 
-class GroupConvolution(Convolution):
+class GroupConvolution(_Grouped, Convolution):
     """OpenVINO GroupConvolution-1 as a layer: weight ``[G, C_OUT/G, C_IN/G, K...]``, no bias.
 
     Parameters as :class:`Convolution`, plus ``groups`` (``G``), which must divide both
@@ -334,15 +339,3 @@ class GroupConvolution(Convolution):
     """
 
     _OP = staticmethod(_ops.group_convolution)
-
-    def __init__(self, in_channels, out_channels, kernel_size, groups, *, spatial_rank=None,
-                 device=None, dtype=None, **attributes):
-        _divisible("in_channels", in_channels, "groups", groups)
-        _divisible("out_channels", out_channels, "groups", groups)
-        _Layer.__init__(self)
-        self.groups = groups
-        self._build(groups, in_channels, out_channels, kernel_size, spatial_rank, device, dtype,
-                    attributes)
-
-    def _layout(self, weight):
-        return weight.reshape((self.groups, weight.shape[0] // self.groups) + weight.shape[1:])
