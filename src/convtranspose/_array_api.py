@@ -145,42 +145,50 @@ def _as_tensors(result):
 # The entry points: NotImplemented when every operand is NumPy's
 
 
-def transposed(plan, names, operands, out, numpy_path):
-    """A transposed convolution of ``plan`` on ``(data, filter, bias or None)``."""
-    xp = _namespace(dict(zip(names, operands)))
+def _dispatched(named: dict, operands, out, numpy_path, generic):
+    """NotImplemented when every operand is NumPy's; ``numpy_path`` on zero-copy NumPy
+    views where the operands allow them; else ``generic(xp, dtype)`` in their namespace."""
+    xp = _namespace(named)
     if xp is None:
         return NotImplemented
     _refuse_out(out)
     views = _numpy_views(operands)
     if views is not None:
         return _as_tensors(numpy_path(*views))
+    return generic(xp, _common_dtype(xp, named))
+
+
+def transposed(plan, names, operands, out, numpy_path):
+    """A transposed convolution of ``plan`` on ``(data, filter, bias or None)``."""
     data, filter, bias = operands
-    dtype = _common_dtype(xp, dict(zip(names, operands)))
-    accumulate = _accumulation(xp, dtype)
-    weights = _canonical_weights(xp, plan, filter)
-    result = _scatter(xp, xp.astype(_channels_first(xp, data, plan.channels_last), accumulate),
-                      xp.astype(weights, accumulate), plan.axes)
-    if bias is not None:
-        result = result + xp.reshape(xp.astype(bias, accumulate), (1, -1) + (1,) * len(plan.axes))
-    return _channels_back(xp, xp.astype(result, dtype), plan.channels_last)
+
+    def generic(xp, dtype):
+        accumulate = _accumulation(xp, dtype)
+        weights = _canonical_weights(xp, plan, filter)
+        result = _scatter(xp, xp.astype(_channels_first(xp, data, plan.channels_last),
+                                        accumulate),
+                          xp.astype(weights, accumulate), plan.axes)
+        if bias is not None:
+            result = result + xp.reshape(xp.astype(bias, accumulate),
+                                         (1, -1) + (1,) * len(plan.axes))
+        return _channels_back(xp, xp.astype(result, dtype), plan.channels_last)
+
+    return _dispatched(dict(zip(names, operands)), operands, out, numpy_path, generic)
 
 
 def convolution(plan, operands, out, numpy_path):
     """A forward convolution of a ``ConvolutionPlan`` on ``(data, filter)``."""
-    names = ("data", "filter")
-    xp = _namespace(dict(zip(names, operands)))
-    if xp is None:
-        return NotImplemented
-    _refuse_out(out)
-    views = _numpy_views(operands)
-    if views is not None:
-        return _as_tensors(numpy_path(*views))
     data, filter = operands
-    dtype = _common_dtype(xp, dict(zip(names, operands)))
-    accumulate = _accumulation(xp, dtype)
-    weights = xp.reshape(filter, plan.canonical_filter_shape)
-    result = _gather(xp, xp.astype(data, accumulate), xp.astype(weights, accumulate), plan.axes)
-    return xp.astype(result, dtype)
+
+    def generic(xp, dtype):
+        accumulate = _accumulation(xp, dtype)
+        weights = xp.reshape(filter, plan.canonical_filter_shape)
+        result = _gather(xp, xp.astype(data, accumulate), xp.astype(weights, accumulate),
+                         plan.axes)
+        return xp.astype(result, dtype)
+
+    return _dispatched(dict(zip(("data", "filter"), operands)), operands, out, numpy_path,
+                       generic)
 
 
 def gradients(plan, names, operands, numpy_path):
@@ -191,32 +199,30 @@ def gradients(plan, names, operands, numpy_path):
     named = {names[0]: data, names[1]: filter, "grad_output": grad_output}
     if len(names) == 3:
         named[names[2]] = bias
-    xp = _namespace(named)
-    if xp is None:
-        return NotImplemented
-    views = _numpy_views(operands)
-    if views is not None:
-        return _as_tensors(numpy_path(*views))
-    dtype = _common_dtype(xp, named)
-    if tuple(grad_output.shape) != plan.output_shape:
-        raise ConvTransposeError(
-            f"grad_output has shape {tuple(grad_output.shape)}, but the {plan.op} result has"
-            f" shape {plan.output_shape}; grad_output must have exactly the result's shape")
-    accumulate = _accumulation(xp, dtype)
-    last = plan.channels_last
-    grad = xp.astype(_channels_first(xp, grad_output, last), accumulate)
-    weights = xp.astype(_canonical_weights(xp, plan, filter), accumulate)
-    grad_data = _gather(xp, grad, weights, plan.axes)
-    grad_filter = _correlate(xp, xp.astype(_channels_first(xp, data, last), accumulate), grad,
-                             plan.axes, plan.groups)
-    grad_data = _channels_back(xp, xp.astype(grad_data, dtype), last)
-    grad_filter = _dialect_filter(xp, plan, xp.astype(grad_filter, dtype))
-    if len(names) == 2:
-        return grad_data, grad_filter
-    if bias is None:
-        return grad_data, grad_filter, None
-    reduced = tuple(i for i in range(grad.ndim) if i != 1)
-    return grad_data, grad_filter, xp.astype(xp.sum(grad, axis=reduced), dtype)
+
+    def generic(xp, dtype):
+        if tuple(grad_output.shape) != plan.output_shape:
+            raise ConvTransposeError(
+                f"grad_output has shape {tuple(grad_output.shape)}, but the {plan.op} result"
+                f" has shape {plan.output_shape}; grad_output must have exactly the result's"
+                f" shape")
+        accumulate = _accumulation(xp, dtype)
+        last = plan.channels_last
+        grad = xp.astype(_channels_first(xp, grad_output, last), accumulate)
+        weights = xp.astype(_canonical_weights(xp, plan, filter), accumulate)
+        grad_data = _gather(xp, grad, weights, plan.axes)
+        grad_filter = _correlate(xp, xp.astype(_channels_first(xp, data, last), accumulate),
+                                 grad, plan.axes, plan.groups)
+        grad_data = _channels_back(xp, xp.astype(grad_data, dtype), last)
+        grad_filter = _dialect_filter(xp, plan, xp.astype(grad_filter, dtype))
+        if len(names) == 2:
+            return grad_data, grad_filter
+        if bias is None:
+            return grad_data, grad_filter, None
+        reduced = tuple(i for i in range(grad.ndim) if i != 1)
+        return grad_data, grad_filter, xp.astype(xp.sum(grad, axis=reduced), dtype)
+
+    return _dispatched(named, operands, None, numpy_path, generic)
 
 
 # ---------------------------------------------------------------------------
