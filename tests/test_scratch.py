@@ -55,9 +55,14 @@ def _peak_beyond(result_of) -> tuple[np.ndarray, int]:
     result_of()
     memo.forget_derived()
     _api._prepared_calls.clear()
+    return _traced_peak(result_of)
+
+
+def _traced_peak(compute) -> tuple[np.ndarray, int]:
+    """(result, tracemalloc's peak beyond the result) of one call of ``compute()``."""
     tracemalloc.start()
     try:
-        result = result_of()
+        result = compute()
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -154,15 +159,9 @@ def _adjoint_operands(batch, axes, weights_shape, dtype):
 
 
 def _kernel_peak(compute) -> tuple[np.ndarray, int]:
-    """(result, tracemalloc's peak beyond the result) of ``compute()``."""
+    """(result, tracemalloc's peak beyond the result) of ``compute()``, after a first call."""
     compute()
-    tracemalloc.start()
-    try:
-        result = compute()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return result, peak - result.nbytes
+    return _traced_peak(compute)
 
 
 @pytest.mark.parametrize("budget", [None, 1 << 16], ids=["budget", "slices"])
