@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import convtranspose as ct
+import dialect_cases
 import oracle
 from convtranspose import _array_api
 from dialect_cases import HAS_BIAS, ORACLE_CASES, STRATEGIES
@@ -138,24 +138,9 @@ def test_vjp_in_every_library(op, examples, monkeypatch):
 # The forward convolution
 
 
-@st.composite
-def convolution_layers(draw):
-    rank = draw(st.integers(1, 3))
-    lists = lambda lo, hi: draw(st.lists(st.integers(lo, hi), min_size=rank,  # noqa: E731
-                                         max_size=rank))
-    kernel, dilations = lists(1, 3), lists(1, 2)
-    sizes = [max((k - 1) * d + 1, x)
-             for k, d, x in zip(kernel, dilations, lists(1, {1: 8, 2: 5, 3: 4}[rank]))]
-    groups = draw(st.integers(1, 3))
-    grouped = groups > 1 or draw(st.booleans())
-    c_in, c_out = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    return dict(grouped=grouped, groups=groups,
-                data_shape=[draw(st.integers(1, 2)), groups * c_in] + sizes,
-                filter_shape=([groups, c_out, c_in] if grouped else [c_out, c_in]) + kernel,
-                seed=draw(st.integers(0, 2**16)),
-                attrs=dict(strides=lists(1, 3), dilations=dilations, pads_begin=lists(0, 2),
-                           pads_end=lists(0, 2), auto_pad=draw(st.sampled_from(
-                               ["explicit", "same_upper", "same_lower", "valid"]))))
+def convolution_layers():
+    return dialect_cases.convolution_layers(largest_dilation=2, largest_sizes={1: 8, 2: 5, 3: 4},
+                                            largest_stride=3, largest_pad=2)
 
 
 def check_convolution(layer, monkeypatch):

@@ -7,30 +7,15 @@ tests/peers/test_gradients_torch.py.)
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import convtranspose as ct
+import dialect_cases
 import oracle
 
 
-@st.composite
-def layers(draw):
-    rank = draw(st.integers(1, 3))
-    lists = lambda lo, hi: draw(st.lists(st.integers(lo, hi), min_size=rank,  # noqa: E731
-                                         max_size=rank))
-    kernel, dilations = lists(1, 3), lists(1, 3)
-    sizes = [max((k - 1) * d + 1, x)
-             for k, d, x in zip(kernel, dilations, lists(1, {1: 9, 2: 6, 3: 4}[rank]))]
-    groups = draw(st.integers(1, 3))
-    grouped = groups > 1 or draw(st.booleans())
-    c_in, c_out = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    filter_shape = ([groups, c_out, c_in] + kernel) if grouped else ([c_out, c_in] + kernel)
-    return dict(grouped=grouped, data_shape=[draw(st.integers(1, 2)), groups * c_in] + sizes,
-                filter_shape=filter_shape, seed=draw(st.integers(0, 2**16)),
-                attrs=dict(strides=lists(1, 4), dilations=dilations, pads_begin=lists(0, 3),
-                           pads_end=lists(0, 3),
-                           auto_pad=draw(st.sampled_from(
-                               ["explicit", "same_upper", "same_lower", "valid"]))))
+def layers():
+    return dialect_cases.convolution_layers(largest_dilation=3, largest_sizes={1: 9, 2: 6, 3: 4},
+                                            largest_stride=4, largest_pad=3)
 
 
 def _functions(layer):
