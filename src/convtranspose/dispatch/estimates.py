@@ -22,6 +22,7 @@ from ..kernels.dense import DENSE_MAX_ELEMENTS
 from ..kernels.schedules import (
     PLANE_CO_BLOCK,
     _numba_scatters,
+    blocked_line_taps,
     blocked_segments,
     blocked_shape,
     direct_per_position,
@@ -90,6 +91,11 @@ class _Layer:
     @property
     def outputs(self) -> int:
         return self.batch * self.groups * self.co * math.prod(a.output_size for a in self.axes)
+
+    @property
+    def live_taps(self) -> int:
+        """Taps (over every axis) that reach some output: col2im's adds, one per tap."""
+        return math.prod(sum(w is not None for w in _tap_windows(axis)) for axis in self.axes)
 
     @property
     def blocks(self) -> tuple[int, ...]:
@@ -226,7 +232,7 @@ def _col2im_estimate(layer: _Layer, internal_last: bool, numba_float: bool) -> R
         cost += _pass_ns(layer.inputs, 2 if not same_layout else layer.spatial_in[-1])
     run = ((layer.co if internal_last else layer.spatial_in[-1] // max(1, layer.axes[-1].stride))
            if same_layout else 1)
-    live = math.prod(sum(w is not None for w in _tap_windows(axis)) for axis in layer.axes)
+    live = layer.live_taps
     adds = live * layer.groups * rows_in * layer.co
     if _numba_scatters(internal_last, layer.co, len(layer.axes), numba_float):
         cost += 7.0 * adds  # numba's pass: 3-4 ns per add measured on two threads
@@ -244,7 +250,7 @@ def _stream_estimate(layer: _Layer) -> RawCost:
     filter_bytes = 4.0 * layer.groups * layer.ci * layer.co * layer.taps
     read = filter_bytes / machine_figures().copy_gbps  # bytes / (GB/s) = ns
     compute = 2.0 * layer.groups * rows_in * layer.ci * layer.co * layer.taps / gemm_gflops()
-    live = math.prod(sum(w is not None for w in _tap_windows(axis)) for axis in layer.axes)
+    live = layer.live_taps
     adds = live * layer.groups * rows_in * layer.co
     run = layer.co if layer.channels_last else 1
     return RawCost(max(read, compute) + 1.5 * _pass_ns(adds, run) + live * 3000
@@ -412,13 +418,12 @@ def _blocked_estimate(layer: _Layer, target: Target) -> float:
     macs = _blocked_macs(layer, width, pixels, edge)
     lines = layer.batch * layer.groups * math.prod(axis.output_size for axis in axes[:-1])
     copied = layer.outputs if layer.co != width or not layer.channels_last else 0
-    tap_counts = [sum(len(c.shifts) * c.count for c in _axis_phases(axis).classes) /
-                  max(1, axis.stride) for axis in axes]
     last = axes[-1]
-    line_weights = math.prod(tap_counts) * last.stride * layer.ci * width
+    line_taps = blocked_line_taps(axes)
+    line_weights = line_taps * layer.ci * width
     reloaded = 0.0
     if (line_weights * 4 > 131072 and last.output_size < 3 * 8 * last.stride
-            and math.prod(tap_counts) * layer.ci < _BLOCKED_STREAMED_LOOP):
+            and line_taps / last.stride * layer.ci < _BLOCKED_STREAMED_LOOP):
         reloaded = lines * line_weights
     transposed = 0 if layer.channels_last else layer.inputs * _BLOCKED_NCX_INPUT
     threads = target.threads

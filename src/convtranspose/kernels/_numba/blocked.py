@@ -271,7 +271,8 @@ def _channel_passes(weights_shape, axes3, itemsize: int, target) -> list[tuple[i
     lanes = max(1, target.vector_bytes // itemsize)
     passes = 1 if groups > 1 else blocked_channel_passes(ci, co, axes3, itemsize, lanes,
                                                          l2_cache_bytes())
-    step = -(-(-(-co // lanes)) // passes) * lanes
+    vectors = -(-co // lanes)
+    step = -(-vectors // passes) * lanes  # whole vectors per pass
     return [(c0, min(co, c0 + step)) for c0 in range(0, co, step)]
 
 
