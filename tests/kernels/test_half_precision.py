@@ -264,7 +264,7 @@ def test_choice_charges_a_float32_result_to_algorithms_that_round_it_afterwards(
                     costs = {rounder: 1e6 + gap, "gemm-ncx": 1e6}
                     fake = {name: RawCost(cost) for name, cost in costs.items()}
                     monkeypatch.setattr(dispatch, "raw_estimates", lambda *args, fake=fake: fake)
-                    dispatch._estimates.cache_clear()
+                    dispatch.forget_estimates()
                     rounds = rounder == "direct-blocked" or direct_rounds
                     for result_dtype, expected in (
                             (None, "gemm-ncx"), (np.float32, "gemm-ncx"),
@@ -275,4 +275,4 @@ def test_choice_charges_a_float32_result_to_algorithms_that_round_it_afterwards(
                         assert got == expected, (weights_shape, channels_last, rounder, gap,
                                                  result_dtype)
     finally:
-        dispatch._estimates.cache_clear()  # no choice made from the fake costs outlives the test
+        dispatch.forget_estimates()  # no choice made from the fake costs outlives the test

@@ -125,6 +125,9 @@ class WisdomStore:
         self._loaded_from: object = None  # the path read, "" when off; None: not yet
         self.figures: dict = {}
         self.choices: dict = {}
+        #: Counts the changes of what this process holds (loaded, recorded, merged,
+        #: forgotten): what is derived from the entries is kept under it.
+        self.revision = 0
 
     def path(self) -> str | None:
         """The wisdom file of this process, or None when wisdom stays in memory."""
@@ -167,12 +170,14 @@ class WisdomStore:
             self.figures = dict(document["figures"]) if document else {}
             self.choices = dict(document["choices"]) if document else {}
             self._loaded_from = path
+            self.revision += 1
 
     def record(self, section: str, key: str, entry) -> None:
         """Keep ``entry`` under ``key`` of ``section`` and write it to the file."""
         self.ensure_loaded()
         with self._lock:
             getattr(self, section)[key] = entry
+            self.revision += 1
             self._write({section: {key: entry}})
 
     def merge(self, document: dict) -> None:
@@ -181,6 +186,7 @@ class WisdomStore:
         with self._lock:
             self.figures.update(document.get("figures", {}))
             self.choices.update(document.get("choices", {}))
+            self.revision += 1
             self._write({"figures": document.get("figures", {}),
                          "choices": document.get("choices", {})})
 
@@ -188,6 +194,7 @@ class WisdomStore:
         """Forget every entry (and delete the file when ``disk``)."""
         with self._lock:
             self.figures, self.choices = {}, {}
+            self.revision += 1
             path = self.path()
             self._loaded_from = path or ""
             if disk and path:

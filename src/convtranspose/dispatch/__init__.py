@@ -25,11 +25,11 @@ from ..kernels import ALGORITHMS, REGISTRY, exact_algorithms, resolve
 from ..kernels.casts import rounds_in_kernels
 from ..kernels.schedules import _direct_rounds
 from ..kernels.scratch import fits, scratch_bytes
-from .calibration import calibrated_ns
+from .calibration import RawCost, calibrated_ns, learned_coefficients, model_revision
 from .estimates import raw_estimates
 
 __all__ = ["Choice", "Explanation", "call_scratch_bytes", "choose", "choose_algorithm",
-           "fitting"]
+           "fitting", "forget_estimates", "raw_costs"]
 
 #: Nanoseconds per output element of a float32 result that is then rounded to float16
 #: or bfloat16 (allocated, written, rounded; ``benchmarks/results/half-precision.json``).
@@ -78,15 +78,16 @@ def _bfloat16_pairs(dtype: np.dtype, result_dtype, target: Target) -> bool:
 
 
 @functools.lru_cache(maxsize=512)
-def _estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
                channels_last: bool, dtype: np.dtype, result_dtype, target: Target,
-               ) -> tuple[tuple[str, float], ...]:
-    """Calibrated estimates (ns) of every offered algorithm whose scratch is within the
-    bound (:mod:`convtranspose.kernels.scratch`), fastest first (cached)."""
+               ) -> dict[str, RawCost]:
+    """Raw estimates of every offered algorithm whose scratch is within the bound
+    (:mod:`convtranspose.kernels.scratch`), with the rounding of half-precision results
+    charged to the algorithms that need a whole float32 result first (cached)."""
     pairs = _bfloat16_pairs(dtype, result_dtype, target)
     raw = raw_estimates(batch, axes, weights_shape, channels_last, dtype.kind != "f", target,
                         target.blas_for(dtype), pairs)
-    costs = {name: calibrated_ns(cost) for name, cost in raw.items()
+    costs = {name: cost for name, cost in raw.items()
              if fits(name, batch, axes, weights_shape, dtype, target.threads)}
     rounded = (result_dtype is not None and target.numba
                and rounds_in_kernels(dtype, np.dtype(result_dtype), target))
@@ -98,7 +99,41 @@ def _estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
                      else {"direct-blocked"})
         costs = {name: cost + (0 if name in in_kernel else _ROUNDING_NS * outputs)
                  for name, cost in costs.items()}
-    return tuple(sorted(costs.items(), key=lambda item: item[1]))
+    return costs
+
+
+def raw_costs(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
+              channels_last: bool, dtype, result_dtype, target: Target) -> dict[str, RawCost]:
+    """Every offered algorithm's raw estimate (:class:`~.calibration.RawCost`) for a
+    problem: what measured planning keeps beside the times it measures."""
+    return _raw_costs(batch, tuple(axes), tuple(weights_shape), bool(channels_last),
+                      np.dtype(dtype), None if result_dtype is None else np.dtype(result_dtype),
+                      target)
+
+
+def _estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+               channels_last: bool, dtype: np.dtype, result_dtype, target: Target,
+               ) -> tuple[tuple[str, float], ...]:
+    """Calibrated estimates (ns) of every offered algorithm within the scratch bound,
+    fastest first (cached until the wisdom changes: :func:`.calibration.model_revision`)."""
+    return _calibrated(batch, axes, weights_shape, channels_last, dtype, result_dtype, target,
+                       model_revision())
+
+
+@functools.lru_cache(maxsize=512)
+def _calibrated(batch, axes, weights_shape, channels_last, dtype, result_dtype, target,
+                revision) -> tuple[tuple[str, float], ...]:
+    del revision  # the cache key
+    learned = learned_coefficients()
+    costs = _raw_costs(batch, axes, weights_shape, channels_last, dtype, result_dtype, target)
+    calibrated = {name: calibrated_ns(cost, name, learned) for name, cost in costs.items()}
+    return tuple(sorted(calibrated.items(), key=lambda item: item[1]))
+
+
+def forget_estimates() -> None:
+    """Drop the estimates kept in memory (after the cost model's inputs were replaced)."""
+    _raw_costs.cache_clear()
+    _calibrated.cache_clear()
 
 
 def choose(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,

@@ -3,19 +3,45 @@
 A raw estimate is a :class:`RawCost`: pass and overhead terms (``scaled``), BLAS
 multiply-adds priced at this machine's measured GEMM rate (``gemm``) and numba
 multiply-adds at their modelled rate (``kernel``).  Nothing here is fitted by hand to
-a kind of CPU: the GEMM rate is measured on the machine at hand
-(:mod:`convtranspose._runtime.figures`, kept in the wisdom file), and the estimate
-only has to rank the few most promising algorithms, which measured planning
-(:mod:`convtranspose.planning`) then times on the real operands.
+a kind of CPU:
+
+- the GEMM and copy rates are measured on the machine at hand
+  (:mod:`convtranspose._runtime.figures`, kept in the wisdom file);
+- every time measured planning (:mod:`convtranspose.planning`) times candidates, the
+  wisdom keeps each one's raw estimate beside its measured time.  From those samples
+  :func:`fit_coefficients` learns, per algorithm, how this machine weighs the three
+  parts and what one call costs besides (:class:`Coefficients`), and the estimate
+  uses them from then on.  An algorithm never measured here keeps the model as written.
+
+The estimate only has to rank the few most promising algorithms well: measured
+planning times those and makes the final call.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
-from .._runtime.figures import machine_figures
+import numpy as np
 
-__all__ = ["RawCost", "calibrated_ns", "gemm_gflops"]
+from .._runtime.figures import machine_figures
+from .._runtime.wisdom import store
+
+__all__ = ["Coefficients", "RawCost", "calibrated_ns", "fit_coefficients", "gemm_gflops",
+           "learned_coefficients", "model_revision", "samples_of"]
+
+#: The unit of the per-call term of :class:`Coefficients` (ns), and its prior: about
+#: what one call's Python and NumPy dispatch costs.  Held-out suites ranked better
+#: with it than with 1 us or 30 us (``benchmarks/results/estimate-errors-xeon.json``);
+#: the fit moves it to what each algorithm's calls cost here.
+OVERHEAD_UNIT_NS = 10000.0
+#: Weight of the prior (the model as written) against the samples, in samples' worth:
+#: with one sample an algorithm's coefficients move about halfway to what it says.
+#: Chosen on held-out suites (``benchmarks/results/estimate-errors-xeon.json``).
+PRIOR_WEIGHT = 1.0
+#: Samples per algorithm the fit reads (the most recent).
+MAX_SAMPLES = 2000
 
 
 @dataclass(frozen=True)
@@ -41,12 +67,150 @@ class RawCost:
     def total(self) -> float:
         return self.scaled + self.gemm + self.kernel
 
+    @property
+    def parts(self) -> tuple[float, float, float]:
+        """``(scaled, gemm, kernel)``: what the wisdom keeps beside a measured time."""
+        return (self.scaled, self.gemm, self.kernel)
+
+
+@dataclass(frozen=True)
+class Coefficients:
+    """How this machine weighs one algorithm's raw estimate:
+    ``scaled * passes + gemm * blas + kernel * numba + calls * OVERHEAD_UNIT_NS``."""
+
+    passes: float = 1.0
+    blas: float = 1.0
+    numba: float = 1.0
+    calls: float = 1.0
+    samples: int = 0
+
+    def ns(self, cost: RawCost) -> float:
+        return (cost.scaled * self.passes + cost.gemm * self.blas + cost.kernel * self.numba
+                + self.calls * OVERHEAD_UNIT_NS)
+
+
+_PRIOR = Coefficients()
+
 
 def gemm_gflops() -> float:
     """Large float32 GEMM rate (GFLOP/s) of the BLAS this process uses, measured here."""
     return machine_figures().gemm_gflops
 
 
-def calibrated_ns(cost: RawCost) -> float:
-    """``cost`` in nanoseconds on this machine."""
-    return cost.total
+def fit_coefficients(parts, times_ns) -> Coefficients:
+    """The :class:`Coefficients` that best explain measured times by raw estimates.
+
+    Minimises the squared log ratio of the predicted to the measured times (each
+    sample counts by its relative error, so small layers weigh as much as large ones),
+    plus :data:`PRIOR_WEIGHT` times the squared logs of the coefficients (the prior is
+    the model as written, all ones).  Coefficients are kept positive by fitting their
+    logs (Gauss-Newton steps, halved until the objective falls).
+
+    Parameters
+    ----------
+    parts : array_like, shape (n, 3)
+        Each sample's ``(scaled, gemm, kernel)`` raw parts (ns, non-negative).
+    times_ns : array_like, shape (n,)
+        Each sample's measured time (ns, positive).
+
+    Examples
+    --------
+    Passes that take twice, and numba multiply-adds half, the modelled time:
+
+    >>> parts = [(1e6, 0.0, 0.0), (0.0, 0.0, 4e6), (1e6, 0.0, 2e6), (3e6, 0.0, 1e6)] * 5
+    >>> fit = fit_coefficients(parts, [2e6, 2e6, 3e6, 6.5e6] * 5)
+    >>> round(fit.passes, 1), round(fit.numba, 1)
+    (1.9, 0.6)
+    """
+    features = np.column_stack([np.asarray(parts, float).reshape(-1, 3),
+                                np.full(len(times_ns), OVERHEAD_UNIT_NS)])
+    log_times = np.log(np.asarray(times_ns, float))
+    logs = np.zeros(4)
+
+    def objective(logs):
+        predicted = features @ np.exp(logs)
+        return float(np.sum((np.log(predicted) - log_times) ** 2)
+                     + PRIOR_WEIGHT * np.sum(logs ** 2))
+
+    current = objective(logs)
+    for _ in range(50):
+        weights = np.exp(logs)
+        predicted = features @ weights
+        residuals = np.log(predicted) - log_times
+        jacobian = features * weights / predicted[:, None]
+        normal = jacobian.T @ jacobian + PRIOR_WEIGHT * np.eye(4)
+        step = np.linalg.solve(normal, jacobian.T @ residuals + PRIOR_WEIGHT * logs)
+        for _ in range(30):
+            trial = np.clip(logs - step, -30.0, 30.0)
+            value = objective(trial)
+            if value <= current:
+                break
+            step = step / 2
+        else:
+            break
+        logs, improvement, current = trial, current - value, value
+        if improvement < 1e-10 * max(current, 1.0):
+            break
+    passes, blas, numba, calls = np.exp(logs)
+    return Coefficients(float(passes), float(blas), float(numba), float(calls), len(log_times))
+
+
+def _usable(parts, time) -> bool:
+    try:
+        numbers = [float(p) for p in parts] + [float(time)]
+    except (TypeError, ValueError):
+        return False
+    return (len(numbers) == 4 and all(math.isfinite(x) and x >= 0 for x in numbers)
+            and numbers[3] > 0)
+
+
+def samples_of(choices: dict) -> dict[str, tuple[list, list]]:
+    """Per algorithm, the ``(parts, times_ns)`` samples of the wisdom's measured
+    choices that carry raw estimates (entries that do not, or are damaged, are
+    skipped)."""
+    samples: dict[str, tuple[list, list]] = {}
+    for entry in choices.values():
+        if not isinstance(entry, dict):
+            continue
+        parts, times = entry.get("parts"), entry.get("times_ns")
+        if not isinstance(parts, dict) or not isinstance(times, dict):
+            continue
+        for name, raw in parts.items():
+            time = times.get(name)
+            if isinstance(raw, list) and _usable(raw, time):
+                found = samples.setdefault(name, ([], []))
+                found[0].append(raw)
+                found[1].append(float(time))
+    return samples
+
+
+@functools.lru_cache(maxsize=4)
+def _learned(revision: tuple) -> dict[str, Coefficients]:
+    del revision  # the cache key: the wisdom's path and its revision
+    return {name: fit_coefficients(parts[-MAX_SAMPLES:], times[-MAX_SAMPLES:])
+            for name, (parts, times) in samples_of(store.choices).items()}
+
+
+def model_revision() -> tuple:
+    """Changes whenever the wisdom does (another file, new or forgotten entries): the
+    key under which calibrated estimates may be kept."""
+    store.ensure_loaded()
+    return (store.path(), store.revision)
+
+
+def learned_coefficients() -> dict[str, Coefficients]:
+    """Per algorithm measured on this machine, its :class:`Coefficients` (from the
+    wisdom; an algorithm absent here keeps the model as written)."""
+    return _learned(model_revision())
+
+
+def calibrated_ns(cost: RawCost, name: str | None = None,
+                  learned: dict[str, Coefficients] | None = None) -> float:
+    """``cost`` in nanoseconds on this machine: weighed by the coefficients learned for
+    algorithm ``name`` (``learned``, by default :func:`learned_coefficients`), or by
+    the prior (the model as written plus one per-call unit) where none were; without
+    ``name``, its total."""
+    if name is None:
+        return cost.total
+    coefficients = (learned_coefficients() if learned is None else learned).get(name, _PRIOR)
+    return coefficients.ns(cost)

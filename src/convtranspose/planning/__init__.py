@@ -44,7 +44,7 @@ from .._runtime import figures as _figures
 from .._runtime.cache import CACHE_ENV
 from .._runtime.environment import ALGORITHM_ENV, switch
 from .._runtime.wisdom import WISDOM_ENV, WisdomError, check_document, store
-from ..dispatch import Choice, choose
+from ..dispatch import Choice, choose, raw_costs
 from ..kernels import REGISTRY, resolve
 from .measure import (
     MEASURE_ALL_BELOW_SECONDS,
@@ -251,8 +251,10 @@ def planned_choice(batch, axes, weights_shape, *, channels_last, dtype, result_d
     entry = _remembered(key, offered)
     if entry is None and run is not None:
         if finite is None or finite():
+            costs = raw_costs(batch, axes, weights_shape, channels_last=channels_last,
+                              dtype=dtype, result_dtype=result_dtype, target=target)
             entry = _measure_once(key, offered, lambda: _candidates(
-                choice, level, dtype, rank, channels_last, target), run, level)
+                choice, level, dtype, rank, channels_last, target), run, level, costs)
         else:
             return _keep(memo, choice, final=False)  # measured at a later finite call
     if entry is None:
@@ -322,8 +324,13 @@ def _keep(memo: tuple, choice: Choice, final: bool) -> Choice:
     return choice
 
 
-def _measure_once(key, offered, candidates, run, level) -> dict | None:
-    """Measure the problem ``key`` unless another thread is: then wait for its result."""
+def _measure_once(key, offered, candidates, run, level, costs=None) -> dict | None:
+    """Measure the problem ``key`` unless another thread is: then wait for its result.
+
+    ``costs``: the raw estimates of the candidates (:func:`~convtranspose.dispatch.raw_costs`),
+    kept beside their times as the samples the cost model learns this machine from
+    (:mod:`convtranspose.dispatch.calibration`).
+    """
     with _inflight_lock:
         pending = _inflight.get(key)
         if pending is None:
@@ -336,6 +343,9 @@ def _measure_once(key, offered, candidates, run, level) -> dict | None:
         entry = {"algorithm": measurement.fastest, "level": level,
                  "times_ns": {name: round(ns) for name, ns in measurement.times},
                  "seconds": round(measurement.seconds, 4)}
+        if costs:
+            entry["parts"] = {name: [round(part, 1) for part in costs[name].parts]
+                              for name, _ in measurement.times if name in costs}
         store.record("choices", key, entry)
         return {**entry, "fresh": True}
     finally:

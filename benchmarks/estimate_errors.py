@@ -1,0 +1,174 @@
+"""Every offered algorithm's estimate beside its measured time, per layer, on this machine.
+
+For each layer of a suite (the fixed one, ``--quick`` its quick part, or ``--random
+SEED``), exhaustive planning times every applicable algorithm on the layer's operands
+(alternating rounds, :mod:`convtranspose.planning.measure`), and the cost model's
+estimate of each is recorded with its parts (passes, BLAS, numba multiply-adds).  The
+JSON report is the evidence the estimate's per-machine figures are judged on:
+
+    loss = time of the estimate's first choice / time of the fastest measured
+
+    python benchmarks/estimate_errors.py --random 1 --out results
+
+``--held-out REPORT...`` judges the per-machine coefficients the cost model learns from
+measured planning (:mod:`convtranspose.dispatch.calibration`) on such reports: for
+each report, the loss of the model as written, and the loss once the coefficients are
+fitted on the samples of the other reports only (the layers judged are never learned).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+
+os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
+
+import numpy as np  # noqa: E402
+
+import convtranspose as ct  # noqa: E402
+from convtranspose import dispatch, planning  # noqa: E402
+from convtranspose._bench.peers import _ours  # noqa: E402
+from convtranspose._bench.random_suite import random_layers  # noqa: E402
+from convtranspose._bench.suite import SUITE, make_inputs  # noqa: E402
+from convtranspose._runtime.figures import machine_figures  # noqa: E402
+from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
+from convtranspose.dispatch.calibration import RawCost, fit_coefficients  # noqa: E402
+
+
+def _recording_raw_estimates(store: list):
+    """Wrap the cost model's raw estimates so that each problem's parts are kept."""
+    original = dispatch.raw_estimates
+
+    def wrapped(*args, **kwargs):
+        costs = original(*args, **kwargs)
+        store.append({name: {"scaled": c.scaled, "gemm": c.gemm, "kernel": c.kernel}
+                      for name, c in costs.items()})
+        return costs
+
+    dispatch.raw_estimates = wrapped
+    return original
+
+
+def layer_row(layer) -> dict:
+    """Estimates and measured times of every algorithm for ``layer``."""
+    inputs = make_inputs(layer)
+    raw: list = []
+    original = _recording_raw_estimates(raw)
+    try:
+        ct.forget_wisdom()
+        dispatch.forget_estimates()
+        with ct.use_planning("exhaustive"), planning.recording() as choices:
+            call, _ = _ours(layer, inputs, reuse_output=True)
+            started = time.perf_counter()
+            call()
+            planning_ms = (time.perf_counter() - started) * 1e3
+    finally:
+        dispatch.raw_estimates = original
+    choice = choices[-1]
+    measured = dict(choice.measured)
+    estimated = dict(choice.estimates)
+    best = min(measured.values())
+    first = choice.estimates[0][0]
+    loss = measured.get(first, math.nan) / best
+    return {"layer": layer.label, "estimates_ns": estimated, "measured_ns": measured,
+            "raw": raw[-1] if raw else {}, "estimate_first": first,
+            "fastest": min(measured, key=measured.get), "loss": loss,
+            "planning_ms": planning_ms}
+
+
+def geomean(values) -> float:
+    values = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+
+
+def _first_choice_loss(row: dict, learned: dict | None) -> float:
+    """The loss of the estimate's first choice for one report row, with ``learned``
+    coefficients applied to the raw estimates (None: as the report recorded them)."""
+    estimates = dict(row["estimates_ns"])
+    if learned is not None:
+        for name, raw in row["raw"].items():
+            if name in estimates and name in learned:
+                estimates[name] = learned[name].ns(RawCost(raw["scaled"], raw["gemm"],
+                                                           raw["kernel"]))
+    measured = row["measured_ns"]
+    return measured[min(estimates, key=estimates.get)] / min(measured.values())
+
+
+def _fitted(rows: list[dict]) -> dict:
+    samples: dict = {}
+    for row in rows:
+        for name, ns in row["measured_ns"].items():
+            raw = row["raw"].get(name)
+            if raw is not None:
+                parts, times = samples.setdefault(name, ([], []))
+                parts.append((raw["scaled"], raw["gemm"], raw["kernel"]))
+                times.append(ns)
+    return {name: fit_coefficients(*pair) for name, pair in samples.items()}
+
+
+def held_out(paths: list[str]) -> list[dict]:
+    """Print and return, per report, the estimate's loss as written and with
+    coefficients fitted on the other reports."""
+    reports = {path: json.load(open(path)) for path in paths}
+    results = []
+    for path, report in reports.items():
+        others = [row for other, r in reports.items() if other != path for row in r["layers"]]
+        learned = _fitted(others)
+        written = [_first_choice_loss(row, None) for row in report["layers"]]
+        fitted = [_first_choice_loss(row, learned) for row in report["layers"]]
+        print(f"{report['cpu']} {report['suite']:<10} as written {geomean(written):.3f}x"
+              f" (worst {max(written):.2f}x)   learned from the others {geomean(fitted):.3f}x"
+              f" (worst {max(fitted):.2f}x)")
+        results.append({"cpu": report["cpu"], "suite": report["suite"],
+                        "as_written": geomean(written), "as_written_worst": max(written),
+                        "learned_from_others": geomean(fitted), "learned_worst": max(fitted)})
+    return results
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the fixed suite's quick part")
+    parser.add_argument("--random", type=int, default=None, metavar="SEED",
+                        help="the random suite of this seed instead of the fixed one")
+    parser.add_argument("--layers", default="", help="comma-separated substrings of names")
+    parser.add_argument("--out", default=".", help="directory for estimate-errors-*.json")
+    parser.add_argument("--held-out", nargs="+", metavar="REPORT",
+                        help="judge learned coefficients on these reports instead")
+    args = parser.parse_args(argv)
+    if args.held_out:
+        results = held_out(args.held_out)
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "estimate-errors-held-out.json"), "w") as handle:
+            json.dump(results, handle, indent=1)
+        return 0
+    layers = (random_layers(args.random) if args.random is not None
+              else [layer for layer in SUITE if layer.quick or not args.quick])
+    words = [w for w in args.layers.split(",") if w]
+    layers = [layer for layer in layers if not words or any(w in layer.label for w in words)]
+    figures = dict(machine_figures())
+    rows = []
+    for layer in layers:
+        row = layer_row(layer)
+        rows.append(row)
+        print(f"{row['layer'][:60]:<60} est {row['estimate_first']:<15} fastest"
+              f" {row['fastest']:<15} {min(row['measured_ns'].values()) / 1e6:8.3f} ms"
+              f"  loss {row['loss']:.2f}", flush=True)
+    summary = (f"{cpu_model_name()}: the estimate's first choice loses "
+               f"{geomean([r['loss'] for r in rows]):.3f}x (geometric mean over {len(rows)}"
+               f" layers), worst {max((r['loss'] for r in rows), default=math.nan):.2f}x")
+    print(summary)
+    suite = f"random-{args.random}" if args.random is not None else "fixed"
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"estimate-errors-{suite}.json")
+    with open(path, "w") as handle:
+        json.dump({"cpu": cpu_model_name(), "numpy": np.__version__, "figures": figures,
+                   "suite": suite, "summary": summary, "layers": rows}, handle, indent=1)
+    print("written", path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
