@@ -19,6 +19,7 @@ fitted on the samples of the other reports only (the layers judged are never lea
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -35,6 +36,7 @@ from convtranspose._bench.random_suite import random_layers  # noqa: E402
 from convtranspose._bench.suite import SUITE, make_inputs  # noqa: E402
 from convtranspose._runtime.figures import machine_figures  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
+from convtranspose.dispatch import calibration  # noqa: E402
 from convtranspose.dispatch.calibration import RawCost, fit_coefficients  # noqa: E402
 
 
@@ -111,7 +113,8 @@ def _fitted(rows: list[dict]) -> dict:
 
 def held_out(paths: list[str]) -> list[dict]:
     """Print and return, per report, the estimate's loss as written and with
-    coefficients fitted on the other reports."""
+    coefficients fitted on the other reports; then the same mean loss for other
+    settings of the fit's two constants (the evidence behind their values)."""
     reports = {path: json.load(open(path)) for path in paths}
     results = []
     for path, report in reports.items():
@@ -125,6 +128,19 @@ def held_out(paths: list[str]) -> list[dict]:
         results.append({"cpu": report["cpu"], "suite": report["suite"],
                         "as_written": geomean(written), "as_written_worst": max(written),
                         "learned_from_others": geomean(fitted), "learned_worst": max(fitted)})
+    defaults = calibration.OVERHEAD_UNIT_NS, calibration.PRIOR_WEIGHT
+    try:
+        for unit, weight in itertools.product((1e3, 1e4, 3e4), (0.1, 1.0, 5.0)):
+            calibration.OVERHEAD_UNIT_NS, calibration.PRIOR_WEIGHT = unit, weight
+            losses = [_first_choice_loss(row, _fitted(
+                [r for other, rep in reports.items() if other != path for r in rep["layers"]]))
+                for path, report in reports.items() for row in report["layers"]]
+            print(f"OVERHEAD_UNIT_NS {unit:>7.0f}  PRIOR_WEIGHT {weight:3.1f}: held-out loss"
+                  f" {geomean(losses):.3f}x over every report's layers")
+            results.append({"overhead_unit_ns": unit, "prior_weight": weight,
+                            "held_out_loss": geomean(losses)})
+    finally:
+        calibration.OVERHEAD_UNIT_NS, calibration.PRIOR_WEIGHT = defaults
     return results
 
 

@@ -2,7 +2,9 @@
 
 One JSON file per machine holds two sections: ``figures`` (the machine's measured
 GEMM and copy rates, :mod:`.figures`) and ``choices`` (the algorithm measured fastest
-for each canonical problem, :mod:`convtranspose.planning`).  The file names the
+for each canonical problem, :mod:`convtranspose.planning`, with every timed candidate's
+time and raw estimate: the samples :mod:`convtranspose.dispatch.calibration` learns
+the machine from).  The file names the
 machine it was measured on (:func:`identity`: CPU, instruction set, library and
 dependency versions); a file that is damaged, from another machine (*foreign*) or from
 another version of the library or its dependencies (*stale*) is ignored with one

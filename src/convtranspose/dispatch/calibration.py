@@ -32,13 +32,14 @@ __all__ = ["Coefficients", "RawCost", "calibrated_ns", "fit_coefficients", "gemm
            "learned_coefficients", "model_revision", "samples_of"]
 
 #: The unit of the per-call term of :class:`Coefficients` (ns), and its prior: about
-#: what one call's Python and NumPy dispatch costs.  Held-out suites ranked better
-#: with it than with 1 us or 30 us (``benchmarks/results/estimate-errors-xeon.json``);
-#: the fit moves it to what each algorithm's calls cost here.
+#: what one call's Python and NumPy dispatch costs.  The fit moves it to what each
+#: algorithm's calls cost here; held-out suites ranked best with 10 us against 1 us
+#: and about as well as with 30 us (``benchmarks/results/estimate-errors-xeon.json``).
 OVERHEAD_UNIT_NS = 10000.0
 #: Weight of the prior (the model as written) against the samples, in samples' worth:
 #: with one sample an algorithm's coefficients move about halfway to what it says.
-#: Chosen on held-out suites (``benchmarks/results/estimate-errors-xeon.json``).
+#: Held-out suites ranked best with 1 against 0.1 and 5
+#: (``benchmarks/results/estimate-errors-xeon.json``).
 PRIOR_WEIGHT = 1.0
 #: Samples per algorithm the fit reads (the most recent).
 MAX_SAMPLES = 2000
