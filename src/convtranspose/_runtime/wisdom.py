@@ -174,6 +174,13 @@ class WisdomStore:
             self._loaded_from = path
             self.revision += 1
 
+    def entries(self, section: str) -> dict:
+        """A copy of ``section`` (``"figures"`` or ``"choices"``), safe to read while
+        other threads record."""
+        self.ensure_loaded()
+        with self._lock:
+            return dict(getattr(self, section))
+
     def record(self, section: str, key: str, entry) -> None:
         """Keep ``entry`` under ``key`` of ``section`` and write it to the file."""
         self.ensure_loaded()

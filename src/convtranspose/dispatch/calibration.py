@@ -180,7 +180,7 @@ def samples_of(choices: dict) -> dict[str, tuple[list, list]]:
             time = times.get(name)
             if isinstance(raw, list) and _usable(raw, time):
                 found = samples.setdefault(name, ([], []))
-                found[0].append(raw)
+                found[0].append([float(part) for part in raw])
                 found[1].append(float(time))
     return samples
 
@@ -189,7 +189,7 @@ def samples_of(choices: dict) -> dict[str, tuple[list, list]]:
 def _learned(revision: tuple) -> dict[str, Coefficients]:
     del revision  # the cache key: the wisdom's path and its revision
     return {name: fit_coefficients(parts[-MAX_SAMPLES:], times[-MAX_SAMPLES:])
-            for name, (parts, times) in samples_of(store.choices).items()}
+            for name, (parts, times) in samples_of(store.entries("choices")).items()}
 
 
 def model_revision() -> tuple:
