@@ -67,16 +67,6 @@ def _problem(size, channels, kernel, stride):
     return plan.axes, plan.canonical_filter_shape
 
 
-@pytest.fixture
-def wisdom_file(tmp_path, monkeypatch):
-    path = tmp_path / "wisdom.json"
-    monkeypatch.setenv(wisdom.WISDOM_ENV, str(path))
-    monkeypatch.delenv(planning.PLANNING_ENV, raising=False)
-    ct.forget_wisdom()
-    yield path
-    ct.forget_wisdom()
-
-
 #: The algorithm the scripted machine runs this many times faster than the model says.
 FAST, SPEED_UP = "phase-ncx", 20.0
 

@@ -26,17 +26,6 @@ from oracle import canonical_result
 LAYER = dict(strides=2, pads_begin=1, pads_end=1)
 
 
-@pytest.fixture
-def wisdom_file(tmp_path, monkeypatch):
-    """A fresh wisdom file for the test, measured planning at ``measure``."""
-    path = tmp_path / "wisdom.json"
-    monkeypatch.setenv(wisdom.WISDOM_ENV, str(path))
-    monkeypatch.delenv(planning.PLANNING_ENV, raising=False)
-    ct.forget_wisdom()
-    yield path
-    ct.forget_wisdom()
-
-
 def _operands(seed=0, channels=(6, 5), size=9, kernel=3):
     rng = np.random.default_rng(seed)
     data = rng.standard_normal((2, channels[0], size, size)).astype(np.float32)
