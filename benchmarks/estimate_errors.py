@@ -37,7 +37,7 @@ from convtranspose._bench.suite import SUITE, make_inputs  # noqa: E402
 from convtranspose._runtime.figures import machine_figures  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 from convtranspose.dispatch import calibration  # noqa: E402
-from convtranspose.dispatch.calibration import RawCost, fit_coefficients  # noqa: E402
+from convtranspose.dispatch.calibration import RawCost  # noqa: E402
 
 
 def _recording_raw_estimates(store: list):
@@ -87,28 +87,36 @@ def geomean(values) -> float:
 
 
 def _first_choice_loss(row: dict, learned: dict | None) -> float:
-    """The loss of the estimate's first choice for one report row, with ``learned``
-    coefficients applied to the raw estimates (None: as the report recorded them)."""
-    estimates = dict(row["estimates_ns"])
+    """The loss of the estimate's first choice for one report row: with ``learned``
+    coefficients, its raw estimates calibrated as the library does
+    (:func:`~convtranspose.dispatch.calibration.calibrated_ns`); with None, as recorded."""
+    estimates = row["estimates_ns"]
     if learned is not None:
-        for name, raw in row["raw"].items():
-            if name in estimates and name in learned:
-                estimates[name] = learned[name].ns(RawCost(raw["scaled"], raw["gemm"],
-                                                           raw["kernel"]))
+        estimates = {name: calibration.calibrated_ns(
+            RawCost(raw["scaled"], raw["gemm"], raw["kernel"]), name, learned)
+            for name, raw in row["raw"].items() if name in estimates}
     measured = row["measured_ns"]
     return measured[min(estimates, key=estimates.get)] / min(measured.values())
 
 
-def _fitted(rows: list[dict]) -> dict:
-    samples: dict = {}
-    for row in rows:
-        for name, ns in row["measured_ns"].items():
-            raw = row["raw"].get(name)
-            if raw is not None:
-                parts, times = samples.setdefault(name, ([], []))
-                parts.append((raw["scaled"], raw["gemm"], raw["kernel"]))
-                times.append(ns)
-    return {name: fit_coefficients(*pair) for name, pair in samples.items()}
+def _learned_from(rows: list[dict]) -> dict:
+    """The coefficients the library would learn had it measured ``rows``: each row as a
+    wisdom entry of times and raw parts (:func:`~convtranspose.dispatch.calibration.learn`)."""
+    choices = {str(index): {"times_ns": row["measured_ns"],
+                            "parts": {name: [raw["scaled"], raw["gemm"], raw["kernel"]]
+                                      for name, raw in row["raw"].items()}}
+               for index, row in enumerate(rows)}
+    return calibration.learn(choices)
+
+
+def _held_out_losses(reports: dict) -> dict[str, list[float]]:
+    """Per report, each layer's loss with coefficients learned from the other reports."""
+    losses = {}
+    for path, report in reports.items():
+        learned = _learned_from([row for other, r in reports.items() if other != path
+                                 for row in r["layers"]])
+        losses[path] = [_first_choice_loss(row, learned) for row in report["layers"]]
+    return losses
 
 
 def held_out(paths: list[str]) -> list[dict]:
@@ -117,11 +125,9 @@ def held_out(paths: list[str]) -> list[dict]:
     settings of the fit's two constants (the evidence behind their values)."""
     reports = {path: json.load(open(path)) for path in paths}
     results = []
-    for path, report in reports.items():
-        others = [row for other, r in reports.items() if other != path for row in r["layers"]]
-        learned = _fitted(others)
+    for path, fitted in _held_out_losses(reports).items():
+        report = reports[path]
         written = [_first_choice_loss(row, None) for row in report["layers"]]
-        fitted = [_first_choice_loss(row, learned) for row in report["layers"]]
         print(f"{report['cpu']} {report['suite']:<10} as written {geomean(written):.3f}x"
               f" (worst {max(written):.2f}x)   learned from the others {geomean(fitted):.3f}x"
               f" (worst {max(fitted):.2f}x)")
@@ -132,9 +138,7 @@ def held_out(paths: list[str]) -> list[dict]:
     try:
         for unit, weight in itertools.product((1e3, 1e4, 3e4), (0.1, 1.0, 5.0)):
             calibration.OVERHEAD_UNIT_NS, calibration.PRIOR_WEIGHT = unit, weight
-            losses = [_first_choice_loss(row, _fitted(
-                [r for other, rep in reports.items() if other != path for r in rep["layers"]]))
-                for path, report in reports.items() for row in report["layers"]]
+            losses = [loss for layers in _held_out_losses(reports).values() for loss in layers]
             print(f"OVERHEAD_UNIT_NS {unit:>7.0f}  PRIOR_WEIGHT {weight:3.1f}: held-out loss"
                   f" {geomean(losses):.3f}x over every report's layers")
             results.append({"overhead_unit_ns": unit, "prior_weight": weight,

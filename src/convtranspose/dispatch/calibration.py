@@ -29,7 +29,7 @@ from .._runtime.figures import machine_figures
 from .._runtime.wisdom import store
 
 __all__ = ["Coefficients", "RawCost", "calibrated_ns", "fit_coefficients", "gemm_gflops",
-           "learned_coefficients", "model_revision", "samples_of"]
+           "learn", "learned_coefficients", "model_revision", "samples_of"]
 
 #: The unit of the per-call term of :class:`Coefficients` (ns), and its prior: about
 #: what one call's Python and NumPy dispatch costs.  The fit moves it to what each
@@ -185,11 +185,18 @@ def samples_of(choices: dict) -> dict[str, tuple[list, list]]:
     return samples
 
 
+def learn(choices: dict) -> dict[str, Coefficients]:
+    """Per algorithm with samples in ``choices`` (the wisdom's section,
+    :func:`samples_of`), the :class:`Coefficients` fitted to its most recent
+    :data:`MAX_SAMPLES`."""
+    return {name: fit_coefficients(parts[-MAX_SAMPLES:], times[-MAX_SAMPLES:])
+            for name, (parts, times) in samples_of(choices).items()}
+
+
 @functools.lru_cache(maxsize=4)
 def _learned(revision: tuple) -> dict[str, Coefficients]:
     del revision  # the cache key: the wisdom's path and its revision
-    return {name: fit_coefficients(parts[-MAX_SAMPLES:], times[-MAX_SAMPLES:])
-            for name, (parts, times) in samples_of(store.entries("choices")).items()}
+    return learn(store.entries("choices"))
 
 
 def model_revision() -> tuple:
