@@ -14,6 +14,11 @@ JSON report is the evidence the estimate's per-machine figures are judged on:
 measured planning (:mod:`convtranspose.dispatch.calibration`) on such reports: for
 each report, the loss of the model as written, and the loss once the coefficients are
 fitted on the samples of the other reports only (the layers judged are never learned).
+
+``--reprice REPORT...`` keeps each report's measured times and records the raw
+estimates the cost model gives now (a changed model judged on the same measurements;
+the reports must come from this machine, whose figures the estimates read).  It writes
+``<report>-repriced.json`` beside the other outputs and prints both models' losses.
 """
 
 from __future__ import annotations
@@ -34,10 +39,11 @@ from convtranspose import dispatch, planning  # noqa: E402
 from convtranspose._bench.peers import _ours  # noqa: E402
 from convtranspose._bench.random_suite import random_layers  # noqa: E402
 from convtranspose._bench.suite import SUITE, make_inputs  # noqa: E402
-from convtranspose._runtime.figures import machine_figures  # noqa: E402
+from convtranspose._runtime import wisdom  # noqa: E402
+from convtranspose._runtime.figures import forget_figures, machine_figures  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 from convtranspose.dispatch import calibration  # noqa: E402
-from convtranspose.dispatch.calibration import RawCost  # noqa: E402
+from convtranspose.dispatch.calibration import RawCost, fma_gflops  # noqa: E402
 
 
 def _recording_raw_estimates(store: list):
@@ -54,29 +60,39 @@ def _recording_raw_estimates(store: list):
     return original
 
 
-def layer_row(layer) -> dict:
-    """Estimates and measured times of every algorithm for ``layer``."""
+def _planned_once(layer, level: str, figures: dict | None = None):
+    """Plan and run ``layer`` once at planning ``level`` from no wisdom (but the machine
+    ``figures``, where given): its planning decision, the raw estimates of its last
+    estimate and the call's time (ms)."""
     inputs = make_inputs(layer)
     raw: list = []
     original = _recording_raw_estimates(raw)
     try:
         ct.forget_wisdom()
+        if figures:
+            wisdom.store.record("figures", "machine", dict(figures))
+            forget_figures()
         dispatch.forget_estimates()
-        with ct.use_planning("exhaustive"), planning.recording() as choices:
+        with ct.use_planning(level), planning.recording() as choices:
             call, _ = _ours(layer, inputs, reuse_output=True)
             started = time.perf_counter()
             call()
             planning_ms = (time.perf_counter() - started) * 1e3
     finally:
         dispatch.raw_estimates = original
-    choice = choices[-1]
+    return choices[-1], (raw[-1] if raw else {}), planning_ms
+
+
+def layer_row(layer) -> dict:
+    """Estimates and measured times of every algorithm for ``layer``."""
+    choice, raw, planning_ms = _planned_once(layer, "exhaustive")
     measured = dict(choice.measured)
     estimated = dict(choice.estimates)
     best = min(measured.values())
     first = choice.estimates[0][0]
     loss = measured.get(first, math.nan) / best
     return {"layer": layer.label, "estimates_ns": estimated, "measured_ns": measured,
-            "raw": raw[-1] if raw else {}, "estimate_first": first,
+            "raw": raw, "estimate_first": first,
             "fastest": min(measured, key=measured.get), "loss": loss,
             "planning_ms": planning_ms}
 
@@ -148,6 +164,43 @@ def held_out(paths: list[str]) -> list[dict]:
     return results
 
 
+def _suite_layers(suite: str) -> dict:
+    """Label -> layer of a report's suite (``fixed`` or ``random-SEED``)."""
+    layers = random_layers(int(suite.split("-")[1])) if suite.startswith("random-") else SUITE
+    return {layer.label: layer for layer in layers}
+
+
+def reprice(paths: list[str], out: str) -> None:
+    """Write each report again with the raw estimates of the cost model as it is now
+    beside the measured times, and print the first choice's loss under either model."""
+    os.makedirs(out, exist_ok=True)
+    for path in paths:
+        report = json.load(open(path))
+        if report["cpu"] != cpu_model_name():
+            print(f"warning: {path} was measured on {report['cpu']}, not on this"
+                  f" {cpu_model_name()}: the estimates read this machine's figures")
+        layers = _suite_layers(report["suite"])
+        before = [_first_choice_loss(row, None) for row in report["layers"]]
+        for row in report["layers"]:
+            choice, raw, _ = _planned_once(layers[row["layer"]], "estimate",
+                                           report["figures"])
+            row["raw"] = {name: parts for name, parts in raw.items()
+                          if name in row["measured_ns"]}
+            row["estimates_ns"] = {name: ns for name, ns in dict(choice.estimates).items()
+                                   if name in row["measured_ns"]}
+            row["estimate_first"] = min(row["estimates_ns"], key=row["estimates_ns"].get)
+            row["loss"] = _first_choice_loss(row, None)
+        after = [row["loss"] for row in report["layers"]]
+        report["figures"] = dict(machine_figures(), fma_gflops=fma_gflops())
+        report["summary"] = (f"{report['cpu']}: repriced, the estimate's first choice loses"
+                             f" {geomean(after):.3f}x (was {geomean(before):.3f}x; worst"
+                             f" {max(after):.2f}x, was {max(before):.2f}x)")
+        print(report["suite"], report["summary"])
+        name = os.path.splitext(os.path.basename(path))[0] + "-repriced.json"
+        with open(os.path.join(out, name), "w") as handle:
+            json.dump(report, handle, indent=1)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the fixed suite's quick part")
@@ -157,7 +210,13 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=".", help="directory for estimate-errors-*.json")
     parser.add_argument("--held-out", nargs="+", metavar="REPORT",
                         help="judge learned coefficients on these reports instead")
+    parser.add_argument("--reprice", nargs="+", metavar="REPORT",
+                        help="record the current model's estimates beside these reports'"
+                             " measured times")
     args = parser.parse_args(argv)
+    if args.reprice:
+        reprice(args.reprice, args.out)
+        return 0
     if args.held_out:
         results = held_out(args.held_out)
         os.makedirs(args.out, exist_ok=True)
@@ -168,7 +227,7 @@ def main(argv=None) -> int:
               else [layer for layer in SUITE if layer.quick or not args.quick])
     words = [w for w in args.layers.split(",") if w]
     layers = [layer for layer in layers if not words or any(w in layer.label for w in words)]
-    figures = dict(machine_figures())
+    figures = dict(machine_figures(), fma_gflops=fma_gflops())
     rows = []
     for layer in layers:
         row = layer_row(layer)

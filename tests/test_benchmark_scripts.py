@@ -107,10 +107,10 @@ def test_floor_is_the_longer_of_compute_at_peak_and_moving_the_arrays():
 def test_peak_kernel_chains_leave_room_for_its_two_operands():
     # AVX-512 has 32 vector registers, AVX2 16: the accumulators and the two operands
     # must fit, or the loop spills (16 chains measured 76 GFLOP/s on Zen 3 against 194).
-    from convtranspose import _bench
+    from convtranspose.kernels._numba.peak import peak_chains
 
     for vector_bytes, registers in ((64, 32), (32, 16), (16, 16)):
-        chains = _bench.peak_chains(vector_bytes)
+        chains = peak_chains(vector_bytes)
         assert 8 <= chains and chains + 2 <= registers, vector_bytes
 
 

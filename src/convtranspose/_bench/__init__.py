@@ -31,7 +31,6 @@ from .machine import (
                       floor_ms,
                       fma_peak_flops,
                       parse_model_name,
-                      peak_chains,
 )
 from .peers import PEERS, REUSE_MIN_BYTES, _ours, installed_peers
 from .planning import planning_columns
@@ -53,6 +52,6 @@ __all__ = ["FAMILIES", "FLOOR_MIN_MS", "Layer", "MIN_COUNT", "PEERS", "REUSE_MIN
            "SETTLE_SECONDS", "SUITE", "THREADS", "algorithm_run", "alternating_rounds", "bench_layer", "build_parser",
            "check_close", "copy_bandwidth", "cpu_model", "family_of", "fit_to_caps", "floor_ms",
            "fma_peak_flops", "installed_peers", "layer_plan_axes", "main", "make_inputs",
-           "markdown", "parse_model_name", "peak_chains", "planning_columns", "plot",
+           "markdown", "parse_model_name", "planning_columns", "plot",
            "random_layers", "suite_summary", "within_caps", "_bfloat16_factor",
            "_kernel_weights_shape", "_numpy_dtype", "_ours"]

@@ -54,31 +54,6 @@ def _sgemm_seconds(flops: int, repeat: int) -> float:
     return seconds * flops / (2 * side ** 3)
 
 
-def peak_chains(vector_bytes: int) -> int:
-    """Independent FMA chains per thread in :func:`fma_peak_flops`.
-
-    Enough to hide the FMA latency on any x86 core (two pipes, 4-5 cycles), and with
-    the two operands few enough to stay in registers: 16 with AVX-512's 32, 12 with
-    AVX2's 16.  Sixteen chains on AVX2 spill to the stack every iteration (Zen 3, two
-    threads: 76 GFLOP/s, against 194 with 12 chains and 189 with 8).
-    """
-    return 16 if vector_bytes >= 64 else 12
-
-
-def _peak_kernel(lanes: int, chain_count: int):
-    from ..kernels._numba.codegen import compile_source
-
-    chains = range(chain_count)
-    lines = ["def peak(buffer, count):"]
-    lines += [f"    a{i} = vector_load(buffer, {i * lanes}, {lanes})" for i in chains]
-    lines += [f"    x = vector_load(buffer, {chain_count * lanes}, {lanes})",
-              f"    y = vector_load(buffer, {(chain_count + 1) * lanes}, {lanes})",
-              "    for _ in range(count):"]
-    lines += [f"        a{i} = vector_fma(a{i}, x, y)" for i in chains]
-    lines += [f"    vector_store(buffer, {i * lanes}, a{i})" for i in chains]
-    return compile_source("\n".join(lines) + "\n", "peak")
-
-
 def fma_peak_flops(threads: int = THREADS, count: int = 10_000_000) -> float | None:
     """The float32 FMA peak (FLOP/s) of ``threads`` threads: register-only vector FMAs
     on independent chains, as numba compiles them for this CPU (the kernels' own
@@ -88,10 +63,11 @@ def fma_peak_flops(threads: int = THREADS, count: int = 10_000_000) -> float | N
     import threading
 
     from .._runtime.machine import vector_bytes
+    from ..kernels._numba.peak import peak_chains, peak_kernel
 
     lanes = vector_bytes() // 4
     chain_count = peak_chains(vector_bytes())
-    peak = _peak_kernel(lanes, chain_count)
+    peak = peak_kernel(lanes, chain_count)
     buffers = [np.full((chain_count + 2) * lanes, 0.5, np.float32) for _ in range(threads)]
     peak(buffers[0], 1000)  # compiled outside the timing
     best = 0.0

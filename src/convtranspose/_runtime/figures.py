@@ -1,10 +1,12 @@
 """The machine figures the cost model needs, measured here instead of looked up in a table.
 
 The estimates (:mod:`convtranspose.dispatch.estimates`) price BLAS products at the
-machine's large-GEMM rate and NumPy passes at its copy rate.  Both are measured once
-per machine, in well under a second, and kept in the wisdom file
-(:mod:`.wisdom`), so a later process reads them instead of measuring again.  No CPU
-needs an entry written by hand: a machine this library never saw measures its own.
+machine's large-GEMM rate, numba kernels' multiply-adds at shares of one thread's FMA
+peak (measured by a numba kernel, :mod:`convtranspose.kernels._numba.peak`, and added
+with :func:`keep_figure`), and reading a large filter at the copy rate.  Each is
+measured once per machine, in well under a second, and kept in the wisdom file
+(:mod:`.wisdom`), so a later process reads them instead of measuring again.  No CPU needs an entry written by hand:
+a machine this library never saw measures its own.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from .wisdom import store
 
-__all__ = ["MachineFigures", "machine_figures", "measure_figures"]
+__all__ = ["MachineFigures", "keep_figure", "machine_figures", "measure_figures"]
 
 #: Square float32 GEMM size for the rate: large enough for OpenBLAS's full-speed kernels
 #: and its threads, small enough to take about a millisecond.
@@ -31,8 +33,10 @@ _KEY = "machine"
 
 
 class MachineFigures(dict):
-    """``gemm_gflops`` (large float32 GEMM, GFLOP/s, on NumPy's BLAS threads) and
-    ``copy_gbps`` (a large float32 copy, GB/s read plus written)."""
+    """``gemm_gflops`` (large float32 GEMM, GFLOP/s, on NumPy's BLAS threads),
+    ``copy_gbps`` (a large float32 copy, GB/s read plus written) and, once measured,
+    ``fma_gflops`` (one thread's FMA peak,
+    :func:`convtranspose.dispatch.calibration.fma_gflops`)."""
 
     @property
     def gemm_gflops(self) -> float:
@@ -43,7 +47,7 @@ class MachineFigures(dict):
         return float(self["copy_gbps"])
 
 
-def _fastest(function) -> float:
+def fastest_seconds(function) -> float:
     """The fastest of :data:`_REPEATS` timed calls of ``function`` (seconds), after one
     untimed call."""
     function()
@@ -61,10 +65,10 @@ def measure_figures() -> MachineFigures:
     a = rng.random((_GEMM_SIZE, _GEMM_SIZE), dtype=np.float32)
     b = rng.random((_GEMM_SIZE, _GEMM_SIZE), dtype=np.float32)
     product = np.empty_like(a)
-    gemm_seconds = _fastest(lambda: np.matmul(a, b, out=product))
+    gemm_seconds = fastest_seconds(lambda: np.matmul(a, b, out=product))
     source = np.ones(_COPY_ELEMENTS, np.float32)
     destination = np.empty_like(source)
-    copy_seconds = _fastest(lambda: np.copyto(destination, source))
+    copy_seconds = fastest_seconds(lambda: np.copyto(destination, source))
     return MachineFigures(gemm_gflops=2.0 * _GEMM_SIZE ** 3 / gemm_seconds / 1e9,
                           copy_gbps=2.0 * source.nbytes / copy_seconds / 1e9)
 
@@ -89,6 +93,15 @@ def _figures_of(path: object) -> MachineFigures:
 def machine_figures() -> MachineFigures:
     """This machine's figures: from the wisdom file, or measured now and kept there."""
     return _figures_of(store.path())
+
+
+def keep_figure(name: str, value: float) -> None:
+    """Add a figure measured elsewhere (the FMA peak, measured by a numba kernel:
+    :func:`convtranspose.dispatch.calibration.fma_gflops`) to this machine's figures
+    and to its wisdom file."""
+    figures = machine_figures()
+    figures[name] = value
+    store.record("figures", _KEY, dict(figures))
 
 
 def forget_figures() -> None:

@@ -1,10 +1,10 @@
 """Wisdom: what the library measured on this machine, kept across processes.
 
 One JSON file per machine holds two sections: ``figures`` (the machine's measured
-GEMM and copy rates, :mod:`.figures`) and ``choices`` (the algorithm measured fastest
-for each canonical problem, :mod:`convtranspose.planning`, with every timed candidate's
-time and raw estimate: the samples :mod:`convtranspose.dispatch.calibration` learns
-the machine from).  The file names the
+GEMM rate, copy rate and FMA peak, :mod:`.figures`) and ``choices`` (the algorithm
+measured fastest for each canonical problem, :mod:`convtranspose.planning`, with every
+timed candidate's time and raw estimate: the samples
+:mod:`convtranspose.dispatch.calibration` learns the machine from).  The file names the
 machine it was measured on (:func:`identity`: CPU, instruction set, library and
 dependency versions); a file that is damaged, from another machine (*foreign*) or from
 another version of the library or its dependencies (*stale*) is ignored with one
@@ -40,7 +40,9 @@ __all__ = ["FORMAT", "WISDOM_ENV", "WisdomError", "identity", "store"]
 WISDOM_ENV = "CONVTRANSPOSE_WISDOM"
 #: The ``format`` entry of every wisdom file (its layout's version is ``format_version``).
 FORMAT = "convtranspose-wisdom"
-FORMAT_VERSION = 1
+#: Raised when what a file's entries mean changes (2: figures hold the FMA peak, and
+#: ``direct-blocked``'s raw estimates put its multiply-adds in their ``kernel`` part).
+FORMAT_VERSION = 2
 #: The identity entries whose change makes a file stale rather than foreign.
 _VERSIONS = ("convtranspose", "numpy", "numba", "format_version")
 

@@ -2,10 +2,10 @@
 
 A raw estimate is a :class:`RawCost`: pass and overhead terms (``scaled``), BLAS
 multiply-adds priced at this machine's measured GEMM rate (``gemm``) and numba
-multiply-adds at their modelled rate (``kernel``).  Nothing here is fitted by hand to
-a kind of CPU:
+multiply-adds at modelled shares of its measured FMA peak (``kernel``).  Nothing here
+is fitted by hand to a kind of CPU:
 
-- the GEMM and copy rates are measured on the machine at hand
+- the GEMM rate, copy rate and FMA peak are measured on the machine at hand
   (:mod:`convtranspose._runtime.figures`, kept in the wisdom file);
 - every time measured planning (:mod:`convtranspose.planning`) times candidates, the
   wisdom keeps each one's raw estimate beside its measured time.  From those samples
@@ -25,10 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._runtime.figures import machine_figures
+from .._runtime.figures import keep_figure, machine_figures
+from .._runtime.target import _numba_usable
 from .._runtime.wisdom import store
 
-__all__ = ["Coefficients", "RawCost", "calibrated_ns", "fit_coefficients", "gemm_gflops",
+__all__ = ["Coefficients", "RawCost", "calibrated_ns", "fit_coefficients", "fma_gflops",
+           "gemm_gflops",
            "learn", "learned_coefficients", "model_revision", "samples_of"]
 
 #: The unit of the per-call term of :class:`Coefficients` (ns), and its prior: about
@@ -49,7 +51,7 @@ MAX_SAMPLES = 2000
 class RawCost:
     """One algorithm's raw estimate (ns): ``scaled``, the modelled passes and per-call
     terms; ``gemm``, BLAS multiply-adds at the measured GEMM rate; and ``kernel``, a
-    numba kernel's multiply-adds at their modelled rate.  Numbers add to ``scaled``.
+    numba kernel's multiply-adds at a modelled share of the measured FMA peak.  Numbers add to ``scaled``.
     """
 
     scaled: float
@@ -96,6 +98,28 @@ _PRIOR = Coefficients()
 def gemm_gflops() -> float:
     """Large float32 GEMM rate (GFLOP/s) of the BLAS this process uses, measured here."""
     return machine_figures().gemm_gflops
+
+
+def fma_gflops() -> float | None:
+    """One thread's float32 FMA peak (GFLOP/s) at the vector width numba compiles for
+    here: from the wisdom file, or measured now
+    (:func:`convtranspose.kernels._numba.peak.measure_fma_gflops`, a few milliseconds
+    once its kernel is in the kernel cache) and kept there.  None where numba cannot
+    run: no numba kernel is offered then, so no estimate needs it.
+
+    One thread's, because an estimate counts the threads its kernel keeps busy (two
+    threads on the two hyperthreads of one core would not double the peak).
+    """
+    known = machine_figures().get("fma_gflops")
+    if isinstance(known, (int, float)) and known > 0:
+        return float(known)
+    if not _numba_usable():
+        return None
+    from ..kernels._numba import peak
+
+    measured = peak.measure_fma_gflops()
+    keep_figure("fma_gflops", measured)
+    return measured
 
 
 def fit_coefficients(parts, times_ns) -> Coefficients:

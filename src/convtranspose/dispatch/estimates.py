@@ -1,11 +1,12 @@
 """One time estimate per algorithm, in nanoseconds, before calibration.
 
-Each estimator models its algorithm's work: BLAS products at the machine class's
-measured GEMM speed (:func:`.calibration.gemm_gflops`), NumPy memory passes
-(:func:`_pass_ns`), numba kernels' multiply-adds at their modelled rates, and fixed
-per-call overheads.  The pass and overhead terms are rough; the per-class
-calibration (:mod:`.calibration`) scales them to measured times.  Estimators read
-the kernels' own schedules (:mod:`convtranspose.kernels.schedules`), never their code.
+Each estimator models its algorithm's work: BLAS products at the machine's measured
+GEMM speed (:func:`.calibration.gemm_gflops`), NumPy memory passes (:func:`_pass_ns`),
+numba kernels' multiply-adds at shares of the machine's measured FMA peak
+(:func:`_thread_macs_per_ns`), and fixed per-call overheads.  The pass and overhead
+terms are rough; the per-machine calibration (:mod:`.calibration`) learns how this
+machine weighs each part.  Estimators read the kernels' own schedules
+(:mod:`convtranspose.kernels.schedules`), never their code.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from .._geometry import _axis_phases, _AxisPhases, _live_classes, _tap_windows, _three_axes
 from .._plan import AxisPlan
 from .._runtime.figures import machine_figures
+from .._runtime.machine import vector_bytes
 from .._runtime.target import Target
 from ..kernels.dense import DENSE_MAX_ELEMENTS
 from ..kernels.schedules import (
@@ -33,7 +35,7 @@ from ..kernels.schedules import (
 )
 from ..kernels.shift import _shift_grid
 from ..kernels.window import _window_plan
-from .calibration import RawCost, gemm_gflops
+from .calibration import RawCost, fma_gflops, gemm_gflops
 
 __all__ = ["raw_estimates"]
 
@@ -147,7 +149,7 @@ def raw_estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[i
         rows = _rows_take_layer(axes, weights_shape, channels_last, target)
         costs["direct"] = _direct_estimate(layer, pairs, rows, target)
         if blocked_offered(ci, co, channels_last, rows, target):
-            costs["direct-blocked"] = RawCost(_blocked_estimate(layer, target))
+            costs["direct-blocked"] = _blocked_estimate(layer, target)
     return costs
 
 
@@ -284,9 +286,25 @@ def _window_estimate(layer: _Layer) -> RawCost | None:
     return _gemm_ns(rows, depth, width, layer.groups) + cost + _MODEL_SCALE * 15000
 
 
-#: Multiply-adds per nanosecond of the numba plane kernel on one thread, per number of
-#: output channels in its register blocks (``benchmarks/results/plane-kernel.json``).
-_DIRECT_MACS_PER_NS = {1: 26.0, 2: 37.0, 3: 40.0}
+#: The share of one thread's FMA peak the numba plane kernel's multiply-adds are
+#: modelled at, per number of output channels in its register blocks: its modelled
+#: rates on AMD Zen 3 (26, 37 and 40 multiply-adds per ns, ``plane-kernel.json``) over
+#: that machine's measured one-thread peak (98 GFLOP/s, 49 per ns, ``machines.json``).
+#: Scaling by the peak measured here carries the model to other vector widths and FMA
+#: units (``benchmarks/results/estimate-errors-zen5.json``).
+_DIRECT_PEAK_SHARE = {1: 0.53, 2: 0.755, 3: 0.816}
+
+
+def _thread_macs_per_ns(target: Target) -> float:
+    """One thread's float32 FMA peak in multiply-adds per ns, at ``target``'s vector
+    width: the peak measured here (:func:`.calibration.fma_gflops`)
+    scaled by the width's ratio to the width it was measured at.  Where numba cannot
+    measure it (and no numba kernel is offered), a thread's share of the GEMM rate."""
+    peak = fma_gflops()
+    if peak is None:
+        return gemm_gflops() / 2.0 / max(1, target.threads)
+    return peak / 2.0 * target.vector_bytes / vector_bytes()
+
 
 #: The row kernel's time over the plane kernel's (the model's) on the layers numba
 #: ``direct`` gives it: the geometric mean over random layers of last-axis stride 2
@@ -344,7 +362,8 @@ def _direct_estimate(layer: _Layer, pairs: bool, rows: bool, target: Target) -> 
     fills = layer.inputs * (1.0 if strided else 0.5)
     stores = layer.outputs * ((2.0 if strided else 1.0) if axes[-1].stride <= 2 else 6.0)
     cost = RawCost(_MODEL_SCALE * ((fills + stores) / threads + 10000),
-                   kernel=_MODEL_SCALE * macs / _DIRECT_MACS_PER_NS[co_block] / threads)
+                   kernel=_MODEL_SCALE * macs / threads
+                   / (_DIRECT_PEAK_SHARE[co_block] * _thread_macs_per_ns(target)))
     if rows:
         cost = RawCost(cost.scaled * _ROWS_TIME, kernel=cost.kernel * _ROWS_TIME)
     return cost
@@ -402,14 +421,20 @@ def _blocked_macs(layer: _Layer, width: int, pixels: int, edge: int) -> int:
     return layer.batch * layer.groups * width * layer.ci * math.prod(per_axis)
 
 
-def _blocked_estimate(layer: _Layer, target: Target) -> float:
-    """``direct-blocked``, in the units of the other estimates (about 3x measured times).
+#: ``direct-blocked``'s estimates are this many times the times it was measured at (the
+#: units of the other estimates; ``benchmarks/results/direct-blocked-zen4.json``).
+_BLOCKED_SCALE = 3.0
 
-    Multiply-adds at the two-core FMA rate (on fewer threads where the layer has fewer
-    lines, or segments of lines, than threads); lines whose output channels are not
-    whole vectors, or are channels first, go through a copy; channels-first input costs
-    a strided pass; a line whose weights are far beyond L1 and whose blocks are few
-    reloads them from L2 (unless its loop is long enough to stream them).
+
+def _blocked_estimate(layer: _Layer, target: Target) -> RawCost:
+    """``direct-blocked``, in the units of the other estimates.
+
+    Multiply-adds at the FMA peak of the threads (the ``kernel`` part; on fewer threads
+    where the layer has fewer lines, or segments of lines, than threads); lines whose
+    output channels are not whole vectors, or are channels first, go through a copy;
+    channels-first input costs a strided pass; a line whose weights are far beyond L1
+    and whose blocks are few reloads them from L2 (unless its loop is long enough to
+    stream them).
     """
     axes = layer.axes
     lanes, vectors, _, pixels = blocked_shape(4, layer.co, axes[-1], target.vector_bytes)
@@ -428,6 +453,7 @@ def _blocked_estimate(layer: _Layer, target: Target) -> float:
     transposed = 0 if layer.channels_last else layer.inputs * _BLOCKED_NCX_INPUT
     threads = target.threads
     items = lines * blocked_segments(lines, axes[-1], threads)
-    idle = threads / max(1, min(threads, items))
-    return 3.0 * (2.0 * macs / 220.0 * idle + 0.3 * copied + transposed + 0.25 * reloaded
-                  + 50.0 * lines + 20000)
+    busy = max(1, min(threads, items))
+    return RawCost(_BLOCKED_SCALE * (0.3 * copied + transposed + 0.25 * reloaded
+                                     + 50.0 * lines + 20000),
+                   kernel=_BLOCKED_SCALE * macs / (busy * _thread_macs_per_ns(target)))
