@@ -5,8 +5,8 @@ machine's large-GEMM rate, numba kernels' multiply-adds at shares of one thread'
 peak (measured by a numba kernel, :mod:`convtranspose.kernels._numba.peak`, and added
 with :func:`keep_figure`), and reading a large filter at the copy rate.  Each is
 measured once per machine, in well under a second, and kept in the wisdom file
-(:mod:`.wisdom`), so a later process reads them instead of measuring again.  No CPU needs an entry written by hand:
-a machine this library never saw measures its own.
+(:mod:`.wisdom`), so a later process reads them instead of measuring again.  No CPU
+needs an entry written by hand: a machine this library never saw measures its own.
 """
 
 from __future__ import annotations

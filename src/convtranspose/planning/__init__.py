@@ -172,9 +172,10 @@ def _candidates(choice: Choice, level: str, dtype, rank, channels_last, target) 
     algorithm when all of those are numba kernels; then the next ones in order while
     the estimates put measuring all of them under
     :data:`~.measure.MEASURE_ALL_BELOW_SECONDS`.  The estimate prices BLAS at this
-    machine's measured GEMM rate but numba kernels at modelled rates, so its errors
-    are largest between the two kinds (on an Intel Xeon it put numba ``direct`` last of
-    eleven on a layer where it was fastest); the best of each kind is always timed.
+    machine's measured GEMM rate but numba kernels at modelled shares of its FMA peak,
+    so its errors are largest between the two kinds (on an Intel Xeon it put numba
+    ``direct`` last of eleven on a layer where it was fastest); the best of each kind
+    is always timed.
     """
     names, seen = [], set()
     for name, _ in choice.estimates:
