@@ -25,9 +25,10 @@ import sys
 import numpy as np
 
 import convtranspose
-from convtranspose import _bench, dispatch
-from convtranspose._bench.random_suite import random_layers
-from convtranspose._bench.run import alternating_rounds
+from convtranspose._choose import choice as dispatch
+from convtranspose._cli import bench as _bench
+from convtranspose._cli.bench.random_suite import random_layers
+from convtranspose._cli.bench.run import alternating_rounds
 from convtranspose._runtime.machine import cpu_model_name
 
 BASELINE = "convtranspose_baseline"
@@ -47,9 +48,9 @@ def load_baseline(source: str):
 def chosen(library, layer) -> str:
     """The algorithm ``library`` chooses for ``layer`` (the current or an earlier layout)."""
     arguments = (layer.batch, tuple(_bench.layer_plan_axes(layer)),
-                 _bench._kernel_weights_shape(layer))
+                 _bench.kernel_weights_shape(layer))
     keywords = dict(channels_last=layer.layout == "NXC", result_dtype=None if layer.dtype ==
-                    "float32" else _bench._numpy_dtype(layer.dtype))
+                    "float32" else _bench.numpy_dtype(layer.dtype))
     if library is convtranspose:
         return dispatch.choose_algorithm(*arguments, **keywords)
     try:
@@ -86,8 +87,8 @@ def main(argv=None) -> int:
         if words and not any(word in layer.label for word in words):
             continue
         inputs = _bench.make_inputs(layer)
-        runs = {"baseline": _bench._ours(layer, inputs, library=baseline)[0],
-                "current": _bench._ours(layer, inputs)[0]}
+        runs = {"baseline": _bench.run_ours(layer, inputs, library=baseline)[0],
+                "current": _bench.run_ours(layer, inputs)[0]}
         outputs = {name: np.asarray(run(), np.float32) for name, run in runs.items()}
         equal = bool(np.array_equal(outputs["baseline"], outputs["current"], equal_nan=True))
         seconds = alternating_rounds(runs, args.rounds, pause=args.pause)

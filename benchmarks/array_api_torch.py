@@ -7,7 +7,7 @@ For a few layers of the benchmark suite (float32, channels first) the same publi
 process, the two routes alternating round by round: ``zero_copy`` (the tensors read
 through ``tensor.numpy()`` views by the NumPy kernels, the result wrapped by
 ``torch.from_numpy``; the library's default) and ``generic`` (the array-API computation of
-``convtranspose._array_api`` with torch's own functions, ``ZERO_COPY = False``).  The
+``convtranspose._execute.array_api`` with torch's own functions, ``ZERO_COPY = False``).  The
 VJP ``ct.vjp.onnx_conv_transpose`` and the forward convolution ``ct.convolution`` are
 timed the same way.  Both routes' results are compared before timing.  Prints a table;
 ``--out`` writes the medians and the ratios as JSON, naming the CPU.
@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import convtranspose as ct  # noqa: E402
-from convtranspose import _array_api  # noqa: E402
+from convtranspose._execute import array_api as _array_api  # noqa: E402
 
 #: (name, batch, in, out, spatial, kernel, stride, pad, groups)
 LAYERS = [

@@ -4,7 +4,7 @@
 
 For the float32 layers of the benchmark suite (and the random suites' large-filter
 layers given by ``--random SEED``) whose weights per output line exceed the L2 share of
-:data:`convtranspose.kernels.schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE`, times
+:data:`convtranspose._kernels.schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE`, times
 ``direct-blocked`` at several shares (so several pass counts) in alternating rounds,
 each call after a pause and an untimed call as the benchmark times, on two threads and
 on one.  Prints a Markdown row per layer and share; ``--out`` writes them as JSON with
@@ -20,19 +20,19 @@ import statistics
 import sys
 
 import convtranspose as ct
-from convtranspose import _bench
-from convtranspose._bench.peers import _ours
-from convtranspose._bench.random_suite import random_layers
-from convtranspose._bench.run import alternating_rounds
-from convtranspose._geometry import _three_axes
+from convtranspose._cli import bench as _bench
+from convtranspose._cli.bench.peers import run_ours
+from convtranspose._cli.bench.random_suite import random_layers
+from convtranspose._cli.bench.run import alternating_rounds
+from convtranspose._kernels import schedules
+from convtranspose._plan.geometry import three_axes
 from convtranspose._runtime.machine import cpu_model_name, l2_cache_bytes
-from convtranspose.kernels import schedules
 
 SHARES = (4.0, 1.0, 0.5, 0.25, 0.125)
 
 
 def _passes(layer, share: float) -> int:
-    axes3 = _three_axes(tuple(_bench.layer_plan_axes(layer)))
+    axes3 = three_axes(tuple(_bench.layer_plan_axes(layer)))
     saved, schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE = schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE, share
     try:
         lanes = ct.host_target().vector_bytes // 4
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             counts.setdefault(_passes(layer, share), share)
         if len(counts) < 2:
             continue
-        run, _ = _ours(layer, _bench.make_inputs(layer), reuse_output=True)
+        run, _ = run_ours(layer, _bench.make_inputs(layer), reuse_output=True)
         for threads in (2, 1):
             with ct.num_threads(threads):
                 runners = {count: _runner(run, share) for count, share in counts.items()}

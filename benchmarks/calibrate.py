@@ -25,9 +25,9 @@ os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
 import numpy as np  # noqa: E402
 
 import convtranspose as ct  # noqa: E402
-from convtranspose import planning  # noqa: E402
-from convtranspose._bench.peers import _ours  # noqa: E402
-from convtranspose._bench.suite import SUITE, make_inputs  # noqa: E402
+from convtranspose._choose import planning  # noqa: E402
+from convtranspose._cli.bench.peers import run_ours  # noqa: E402
+from convtranspose._cli.bench.suite import SUITE, make_inputs  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 
 
@@ -47,7 +47,7 @@ def level_result(layer, inputs, level: str, repeat: int) -> dict:
     """The algorithm ``level`` chooses for ``layer`` and its steady-state time."""
     ct.forget_wisdom()
     with ct.use_planning(level), planning.recording() as choices:
-        call, _ = _ours(layer, inputs, reuse_output=True)
+        call, _ = run_ours(layer, inputs, reuse_output=True)
         started = time.perf_counter()
         call()
         first_ms = (time.perf_counter() - started) * 1e3

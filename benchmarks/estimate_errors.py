@@ -2,7 +2,7 @@
 
 For each layer of a suite (the fixed one, ``--quick`` its quick part, or ``--random
 SEED``), exhaustive planning times every applicable algorithm on the layer's operands
-(alternating rounds, :mod:`convtranspose.planning.measure`), and the cost model's
+(alternating rounds, :mod:`convtranspose._choose.measure`), and the cost model's
 estimate of each is recorded with its parts (passes, BLAS, numba multiply-adds).  The
 JSON report is the evidence the estimate's per-machine figures are judged on:
 
@@ -11,7 +11,7 @@ JSON report is the evidence the estimate's per-machine figures are judged on:
     python benchmarks/estimate_errors.py --random 1 --out results
 
 ``--held-out REPORT...`` judges the per-machine coefficients the cost model learns from
-measured planning (:mod:`convtranspose.dispatch.calibration`) on such reports: for
+measured planning (:mod:`convtranspose._choose.calibration`) on such reports: for
 each report, the loss of the model as written, and the loss once the coefficients are
 fitted on the samples of the other reports only (the layers judged are never learned).
 
@@ -35,15 +35,18 @@ os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
 import numpy as np  # noqa: E402
 
 import convtranspose as ct  # noqa: E402
-from convtranspose import dispatch, planning  # noqa: E402
-from convtranspose._bench.peers import _ours  # noqa: E402
-from convtranspose._bench.random_suite import random_layers  # noqa: E402
-from convtranspose._bench.suite import SUITE, make_inputs  # noqa: E402
-from convtranspose._runtime import wisdom  # noqa: E402
-from convtranspose._runtime.figures import forget_figures, machine_figures  # noqa: E402
+from convtranspose._choose import (
+    calibration,  # noqa: E402
+    planning,  # noqa: E402
+    wisdom,  # noqa: E402
+)
+from convtranspose._choose import choice as dispatch
+from convtranspose._choose.calibration import RawCost, fma_gflops  # noqa: E402
+from convtranspose._choose.figures import forget_figures, machine_figures  # noqa: E402
+from convtranspose._cli.bench.peers import run_ours  # noqa: E402
+from convtranspose._cli.bench.random_suite import random_layers  # noqa: E402
+from convtranspose._cli.bench.suite import SUITE, make_inputs  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
-from convtranspose.dispatch import calibration  # noqa: E402
-from convtranspose.dispatch.calibration import RawCost, fma_gflops  # noqa: E402
 
 
 def _recording_raw_estimates(store: list):
@@ -74,7 +77,7 @@ def _planned_once(layer, level: str, figures: dict | None = None):
             forget_figures()
         dispatch.forget_estimates()
         with ct.use_planning(level), planning.recording() as choices:
-            call, _ = _ours(layer, inputs, reuse_output=True)
+            call, _ = run_ours(layer, inputs, reuse_output=True)
             started = time.perf_counter()
             call()
             planning_ms = (time.perf_counter() - started) * 1e3
@@ -105,7 +108,7 @@ def geomean(values) -> float:
 def _first_choice_loss(row: dict, learned: dict | None) -> float:
     """The loss of the estimate's first choice for one report row: with ``learned``
     coefficients, its raw estimates calibrated as the library does
-    (:func:`~convtranspose.dispatch.calibration.calibrated_ns`); with None, as recorded."""
+    (:func:`~convtranspose._choose.calibration.calibrated_ns`); with None, as recorded."""
     estimates = row["estimates_ns"]
     if learned is not None:
         estimates = {name: calibration.calibrated_ns(
@@ -117,7 +120,7 @@ def _first_choice_loss(row: dict, learned: dict | None) -> float:
 
 def _learned_from(rows: list[dict]) -> dict:
     """The coefficients the library would learn had it measured ``rows``: each row as a
-    wisdom entry of times and raw parts (:func:`~convtranspose.dispatch.calibration.learn`)."""
+    wisdom entry of times and raw parts (:func:`~convtranspose._choose.calibration.learn`)."""
     choices = {str(index): {"times_ns": row["measured_ns"],
                             "parts": {name: [raw["scaled"], raw["gemm"], raw["kernel"]]
                                       for name, raw in row["raw"].items()}}

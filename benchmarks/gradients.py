@@ -29,7 +29,7 @@ os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
 import numpy as np  # noqa: E402
 
 import convtranspose as ct  # noqa: E402
-from convtranspose._bench.run import alternating_rounds  # noqa: E402
+from convtranspose._cli.bench.run import alternating_rounds  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 
 # (name, N, C_in, C_out, size, kernel, stride, pad, groups) of a forward convolution;
@@ -49,7 +49,7 @@ QUICK = LAYERS[:4]
 def _median_ms(functions: dict, repeats: int) -> dict:
     """Median ms per call, the runners alternating round by round, each after a pause
     and an untimed call (another runtime's spinning threads and trimmed heap would
-    otherwise be charged to the next one: :func:`convtranspose._bench.run.alternating_rounds`)."""
+    otherwise be charged to the next one: :func:`convtranspose._cli.bench.run.alternating_rounds`)."""
     samples = alternating_rounds(functions, repeats, warmup=2)
     return {name: statistics.median(values) * 1e3 for name, values in samples.items()}
 

@@ -5,7 +5,7 @@ contain one of ``--layers``' comma-separated words), prints a Markdown row: the
 algorithm; the median time of the public call back to back, back to back on a one-thread
 target (BLAS keeps its own threads), and after a pause (as the
 benchmark's rounds); the useful multiply-adds' rate back to back and its share of the
-machine's FMA peak on all threads (:func:`convtranspose._bench.fma_peak_flops`; "-"
+machine's FMA peak on all threads (:func:`convtranspose._cli.bench.fma_peak_flops`; "-"
 without numba); and how cProfile splits the calling thread's time over ten back-to-back
 calls.  Helper threads are not profiled: their share shows as the caller waiting for
 them.  Writes nothing.
@@ -21,12 +21,12 @@ import sys
 import time
 
 import convtranspose as ct
-from convtranspose import _bench
+from convtranspose._cli import bench as _bench
 
 #: (category, test on cProfile's (file name, function name)), first match wins.
 CATEGORIES = (
     ("BLAS", lambda file, name: name == "gemm" and file.endswith("blas.py")
-     or name == "_matmul" or "matmul" in name),
+     or name == "threaded_matmul" or "matmul" in name),
     ("copies", lambda file, name: name == "copy" and file.endswith("threads.py")),
     ("adds", lambda file, name: name == "add" and file.endswith("threads.py")),
     ("numba", lambda file, name: "_numba" in file),
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     for layer in _bench.SUITE:
         if words and not any(word in layer.label for word in words):
             continue
-        run, _ = _bench._ours(layer, _bench.make_inputs(layer))
+        run, _ = _bench.run_ours(layer, _bench.make_inputs(layer))
         run()  # plans, compiles numba kernels, prepares tiny layers, fills the filter memo
         algorithm = _bench.algorithm_run(layer)
         total, shares = _split(run)
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                           if ms > 0.03 * total)
         back_to_back = _median_ms(run, 0.0)
         rate = layer.useful_flops / back_to_back / 1e6  # GFLOP/s
-        factor = _bench._bfloat16_factor() if layer.dtype == "bfloat16" else 1.0  # vdpbf16ps
+        factor = _bench.bfloat16_factor() if layer.dtype == "bfloat16" else 1.0  # vdpbf16ps
         share = "-" if peak is None else f"{100 * rate * 1e9 / (peak * factor):.0f}%"
         print(f"| {layer.label} | {algorithm} | {back_to_back:.3g} | {_one_thread_ms(run):.3g} | "
               f"{_median_ms(run, args.pause):.3g} | {rate:.3g} | {share} | {total:.3g} | "

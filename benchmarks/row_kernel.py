@@ -20,10 +20,10 @@ import time
 import numpy as np
 
 from convtranspose import host_target
-from convtranspose._geometry import _three_axes
-from convtranspose._plan import AxisPlan
-from convtranspose.kernels import schedules
-from convtranspose.kernels._numba import direct, planes
+from convtranspose._kernels import schedules
+from convtranspose._kernels._numba import direct, planes
+from convtranspose._plan.geometry import three_axes
+from convtranspose._plan.rules import AxisPlan
 
 
 def random_layer(rng):
@@ -86,7 +86,7 @@ def _run(args):
     done = 0
     while done < args.layers:
         batch, shape, axes = random_layer(rng)
-        axes3 = _three_axes(axes)
+        axes3 = three_axes(axes)
         if not schedules.rows_apply(shape, axes3, False, f32, f32, f32, target):
             continue
         groups, ci, co = shape[:3]
@@ -95,10 +95,10 @@ def _run(args):
         weights = rng.standard_normal(shape, dtype=np.float32)
         out_shape = (batch, groups * co) + tuple(a.output_size for a in axes)
         planes_out, rows_out = np.empty(out_shape, f32), np.empty(out_shape, f32)
-        threads = direct._threads(batch, shape, axes, target)
+        threads = direct.direct_threads(batch, shape, axes, target)
         planes_memo, rows_memo = {}, {}
         seconds = median_seconds({
-            "planes": lambda: planes._direct_planes(data, weights, axes3, f32, planes_out,
+            "planes": lambda: planes.direct_planes(data, weights, axes3, f32, planes_out,
                                                     target, threads, False, planes_memo),
             "rows": lambda: direct.direct_phase(data, weights, axes, f32, False, rows_out,
                                                 rows_memo, None, target)}, args.rounds)

@@ -1,5 +1,5 @@
 """Every algorithm's NumPy scratch against its estimate and the bound of
-``convtranspose.kernels.scratch`` (``benchmarks/results/scratch-bounds.json``).
+``convtranspose._kernels.scratch`` (``benchmarks/results/scratch-bounds.json``).
 
 Each algorithm is forced on a few layers, summed in float32 and in int64 (int8 results);
 the scratch is tracemalloc's peak beyond the result in a second call, with the filters'
@@ -20,14 +20,14 @@ import tracemalloc
 import numpy as np
 
 import convtranspose as ct
-from convtranspose import _api
+from convtranspose._choose.choice import fitting
 from convtranspose._dtypes import accumulation_dtype
-from convtranspose._execute import transposed_convolution
+from convtranspose._execute.transposed import transposed_convolution
+from convtranspose._frontends import specs as _api
+from convtranspose._kernels import ALGORITHMS, resolve
+from convtranspose._kernels.scratch import scratch_bound, scratch_bytes
 from convtranspose._runtime import memo
 from convtranspose._runtime.target import host
-from convtranspose.dispatch import fitting
-from convtranspose.kernels import ALGORITHMS, resolve
-from convtranspose.kernels.scratch import scratch_bound, scratch_bytes
 
 #: (data shape, filter shape, stride, pad).
 LAYERS = [((2, 16, 16, 16), (16, 8, 3, 3), 2, 1), ((1, 64, 32, 32), (64, 4, 4, 4), 2, 1),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from convtranspose._execute import transposed_convolution
-from convtranspose._plan import AxisPlan
+from convtranspose._execute.transposed import transposed_convolution
+from convtranspose._plan.rules import AxisPlan
 
 
 def run_forced(data_ncx, weights, axes, dtype, channels_last, algorithm, bias=None):

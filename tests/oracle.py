@@ -169,7 +169,7 @@ def filter_gradient(data, grad, groups, kernel, strides, dilations, offsets):
 # Per-dialect oracles.
 #
 # Each dialect is written straight from the tables of ``docs/semantics.md``
-# (not from ``convtranspose._plan``): per spatial axis it picks (offset, Y) and
+# (not from ``convtranspose._plan.rules``): per spatial axis it picks (offset, Y) and
 # the pads the owning runtime reports, then the canonical computation above does
 # the arithmetic.  A configuration the dialect refuses raises ``Rejected``.
 

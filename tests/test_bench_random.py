@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
-from convtranspose import _bench
-from convtranspose._bench import random_suite as drawn
-from convtranspose._bench.planning import planning_columns
-from convtranspose._bench.report import markdown, suite_summary
+from convtranspose._cli import bench as _bench
+from convtranspose._cli.bench import random_suite as drawn
+from convtranspose._cli.bench.planning import planning_columns
+from convtranspose._cli.bench.report import markdown, suite_summary
 
 SEEDS = range(12)
 
@@ -40,7 +40,7 @@ def test_the_same_seed_draws_the_same_layers_in_another_process():
     # Another interpreter with another hash seed: no set or dict order, id or address
     # may reach the draw.
     code = ("import json; from dataclasses import asdict;"
-            " from convtranspose._bench.random_suite import random_layers;"
+            " from convtranspose._cli.bench.random_suite import random_layers;"
             " print(json.dumps([asdict(l) for l in random_layers(11, 45)]))")
     env = dict(os.environ, PYTHONHASHSEED="12345")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -258,7 +258,7 @@ def test_tiny_copies_of_drawn_layers_match_the_oracle_and_torch():
                 np.moveaxis(data, 1, -1), np.moveaxis(weights, (0, 1), (rank, rank + 1)),
                 pads_begin=[layer.pad] * rank, pads_end=[layer.pad] * rank, groups=layer.groups,
                 data_format="NXC", filter_format="XIO", **attributes)
-        run, _ = _bench._ours(layer, inputs)
+        run, _ = _bench.run_ours(layer, inputs)
         assert_matches(run(), case)
         exact = onnx_conv_transpose_case(data.astype(np.float64), weights.astype(np.float64),
                                          group=layer.groups, pads=[layer.pad] * (2 * rank),

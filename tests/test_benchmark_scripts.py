@@ -7,8 +7,8 @@ import pathlib
 
 import pytest
 
+from convtranspose._kernels import ALGORITHMS
 from convtranspose._runtime import target as runtime_target
-from convtranspose.kernels import ALGORITHMS
 
 SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -32,7 +32,7 @@ def test_profile_layers_prints_a_row_per_selected_layer(capsys):
 
 def test_row_kernel_script_times_layers_the_row_kernel_takes(capsys):
     pytest.importorskip("numba")
-    from convtranspose.kernels import schedules
+    from convtranspose._kernels import schedules
 
     strides = schedules.ROWS_CHANNEL_STRIDES
     assert _load("row_kernel").main(["--layers", "2", "--rounds", "1", "--any-stride"]) == 0
@@ -77,7 +77,7 @@ def _pairs_inside(layer):
 
 
 def test_useful_flops_count_only_products_inside_the_result():
-    from convtranspose._bench import SUITE, Layer
+    from convtranspose._cli.bench import SUITE, Layer
 
     layers = [layer for layer in SUITE if layer.name.split()[0] in ("FCN-2x", "dilated", "tiny")]
     layers += [Layer("odd", 2, 6, 4, (5, 3), 3, 2, 2, 1, 1, groups=2),
@@ -92,7 +92,7 @@ def test_useful_flops_count_only_products_inside_the_result():
 def test_floor_is_the_longer_of_compute_at_peak_and_moving_the_arrays():
     import numpy as np
 
-    from convtranspose._bench import SUITE, floor_ms, make_inputs
+    from convtranspose._cli.bench import SUITE, floor_ms, make_inputs
 
     layer = next(layer for layer in SUITE if layer.label == "FCN-2x N1 21->21 16x16 k4 s2 p1")
     inputs = make_inputs(layer)
@@ -107,7 +107,7 @@ def test_floor_is_the_longer_of_compute_at_peak_and_moving_the_arrays():
 def test_peak_kernel_chains_leave_room_for_its_two_operands():
     # AVX-512 has 32 vector registers, AVX2 16: the accumulators and the two operands
     # must fit, or the loop spills (16 chains measured 76 GFLOP/s on Zen 3 against 194).
-    from convtranspose.kernels._numba.peak import peak_chains
+    from convtranspose._kernels._numba.peak import peak_chains
 
     for vector_bytes, registers in ((64, 32), (32, 16), (16, 16)):
         chains = peak_chains(vector_bytes)
@@ -115,11 +115,11 @@ def test_peak_kernel_chains_leave_room_for_its_two_operands():
 
 
 def test_machine_peaks_are_measured_and_plausible():
-    from convtranspose import _bench
+    from convtranspose._cli import bench as _bench
 
     assert 1e8 < _bench.copy_bandwidth(megabytes=8) < 1e13
     peak = _bench.fma_peak_flops(threads=1, count=200_000)
-    if runtime_target._numba_usable():
+    if runtime_target.numba_usable():
         assert 1e8 < peak < 1e13
     else:
         assert peak is None
@@ -137,7 +137,7 @@ def test_bench_row_keeps_every_round_and_the_fastest_rounds_ratio(monkeypatch):
 
     import numpy as np
 
-    from convtranspose import _bench
+    from convtranspose._cli import bench as _bench
     from oracle import crop, full_transposed_convolution
 
     layer = next(layer for layer in _bench.SUITE if layer.label == "tiny N1 2->3 5x5 k3 s2 p1")

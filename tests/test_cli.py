@@ -207,9 +207,9 @@ def test_missing_optional_dependencies_are_one_line_errors(tmp_path, monkeypatch
 
 def test_bench_forwards_every_argument(monkeypatch, tmp_path):
     received = []
-    fake = types.ModuleType("convtranspose._bench")
+    fake = types.ModuleType("convtranspose._cli.bench")
     fake.main = lambda argv: received.append(argv) or 0
-    monkeypatch.setitem(sys.modules, "convtranspose._bench", fake)
+    monkeypatch.setitem(sys.modules, "convtranspose._cli.bench", fake)
     assert cli.main(["bench", "--quick", "--out", str(tmp_path)]) == 0
     assert received == [["--quick", "--out", str(tmp_path)]]
     fake.main = lambda argv: 3
@@ -217,10 +217,10 @@ def test_bench_forwards_every_argument(monkeypatch, tmp_path):
 
 
 def test_bench_without_its_module_is_a_one_line_error(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "convtranspose._bench", None)
+    monkeypatch.setitem(sys.modules, "convtranspose._cli.bench", None)
     assert cli.main(["bench", "--quick"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "convtranspose._bench" in err[0]
+    assert len(err) == 1 and "convtranspose._cli.bench" in err[0]
 
 
 def test_the_shape_examples_in_the_help_run():

@@ -9,12 +9,12 @@ import importlib
 
 import pytest
 
-MODULES = ["convtranspose", "convtranspose._api", "convtranspose.planning", "convtranspose._dialects.openvino",
-           "convtranspose._dialects.onednn", "convtranspose._dialects.onnx",
-           "convtranspose.shapes", "convtranspose.dispatch", "convtranspose._runtime.target",
-           "convtranspose._convolution", "convtranspose.vjp", "convtranspose._dialects.convolution",
-           "convtranspose._api_frameworks", "convtranspose._dialects.tensorflow",
-           "convtranspose._dialects.tensorrt"]
+MODULES = ["convtranspose", "convtranspose._frontends.specs", "convtranspose._choose.planning", "convtranspose._plan.openvino",
+           "convtranspose._plan.onednn", "convtranspose._plan.onnx",
+           "convtranspose.shapes", "convtranspose._choose.choice", "convtranspose._runtime.target",
+           "convtranspose._frontends.convolution", "convtranspose.vjp", "convtranspose._plan.convolution",
+           "convtranspose._frontends.frameworks", "convtranspose._plan.tensorflow",
+           "convtranspose._plan.tensorrt"]
 
 
 @pytest.mark.parametrize("name", MODULES)

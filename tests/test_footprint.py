@@ -1,4 +1,4 @@
-"""One memory check for every array function (convtranspose._footprint): it counts at
+"""One memory check for every array function (convtranspose._execute.footprint): it counts at
 least what a call allocates, and refuses at once what cannot fit.
 
 A call's peak is measured with tracemalloc (NumPy's allocations and numba's, which
@@ -16,7 +16,8 @@ import pytest
 
 import convtranspose as ct
 import oracle
-from convtranspose import _api, _backward
+from convtranspose._execute import adjoints as _backward
+from convtranspose._frontends import specs as _api
 from convtranspose._runtime import memo
 
 
@@ -69,7 +70,7 @@ CALLS = list(_calls("float32"))
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
 @pytest.mark.parametrize("name", CALLS)
 def test_the_check_counts_at_least_what_a_call_allocates(name, dtype, algorithm, monkeypatch):
-    monkeypatch.setenv(_backward.ALGORITHM_ENV, algorithm)
+    monkeypatch.setenv(_backward.BACKWARD_ALGORITHM_ENV, algorithm)
     call = _calls(dtype)[name]
     peak = _peak(call)
     with ct.limit_memory(peak - 1), pytest.raises(ct.ResultTooLargeError) as raised:

@@ -1,6 +1,6 @@
 """The numba kernels' memory, as the operating system counts it.
 
-The buffers numba's kernels allocate (:mod:`convtranspose.kernels.numba_scratch`
+The buffers numba's kernels allocate (:mod:`convtranspose._kernels.numba_scratch`
 estimates them) are seen by tracemalloc too, numba's runtime allocating with
 ``PyMem_RawMalloc`` (tests/test_scratch.py).  Here the operating system's count checks
 them independently: fresh processes (tests/rss_support.py) measure a call's peak RSS
@@ -15,11 +15,11 @@ import pytest
 
 import convtranspose as ct
 import rss_support
-from convtranspose._runtime import environment
+from convtranspose._choose.choice import fitting
+from convtranspose._kernels import resolve
+from convtranspose._kernels.scratch import scratch_bound, scratch_bytes
+from convtranspose._runtime import config as environment
 from convtranspose._runtime.target import host
-from convtranspose.dispatch import fitting
-from convtranspose.kernels import resolve
-from convtranspose.kernels.scratch import scratch_bound, scratch_bytes
 
 pytestmark = pytest.mark.skipif(not rss_support.available(),
                                 reason="peak RSS of a fresh process: Linux with glibc")
@@ -108,11 +108,11 @@ def test_a_long_filter_maps_no_more_than_its_estimate(layer, monkeypatch):
 
 
 def test_the_estimates_use_the_kernels_sizes():
-    """:mod:`convtranspose.kernels.numba_scratch` copies two sizes of the numba modules
+    """:mod:`convtranspose._kernels.numba_scratch` copies two sizes of the numba modules
     (so that estimating never imports numba): they must be the kernels' own."""
     pytest.importorskip("numba")
-    from convtranspose.kernels import numba_scratch
-    from convtranspose.kernels._numba import blocked, planes
+    from convtranspose._kernels import numba_scratch
+    from convtranspose._kernels._numba import blocked, planes
 
-    assert numba_scratch._BAND_ELEMENTS == planes._BAND_ELEMENTS
+    assert numba_scratch.BAND_ELEMENTS == planes.BAND_ELEMENTS
     assert numba_scratch._GROUP_TILE_ELEMENTS == blocked._GROUP_TILE_ELEMENTS

@@ -13,9 +13,10 @@ import pytest
 
 import convtranspose as ct
 import oracle
-from convtranspose import _api, kernels
-from convtranspose._runtime import environment
-from convtranspose.kernels import schedules
+from convtranspose import _kernels as kernels
+from convtranspose._frontends import specs as _api
+from convtranspose._kernels import schedules
+from convtranspose._runtime import config as environment
 
 ATTRIBUTES = dict(strides=[2, 1], pads_begin=[1, 0], pads_end=[0, 1], dilations=[1, 2],
                   output_padding=[1, 0])

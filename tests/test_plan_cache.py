@@ -12,7 +12,7 @@ import pytest
 
 import convtranspose as ct
 import oracle
-from convtranspose import _api
+from convtranspose._frontends import specs as _api
 
 DATA = np.arange(2 * 2 * 4 * 4, dtype=np.float64).reshape(2, 2, 4, 4)
 FILTER = np.arange(2 * 3 * 3 * 3, dtype=np.float64).reshape(2, 3, 3, 3)
@@ -56,14 +56,14 @@ def test_output_shape_array_and_list_resolve_alike():
 def test_cache_stays_bounded():
     _api._plan_cache.clear()
     for pad in range(_api._PLAN_CACHE_SIZE + 10):
-        _api._resolve(ct.shapes.onnx_conv_transpose, (1, 1, 3), (1, 1, 3), strides=pad + 1)
+        _api.resolve_plan(ct.shapes.onnx_conv_transpose, (1, 1, 3), (1, 1, 3), strides=pad + 1)
     assert len(_api._plan_cache) == _api._PLAN_CACHE_SIZE
 
 
 def test_same_values_under_other_keywords_do_not_collide():
     _api._plan_cache.clear()
-    by_strides = _api._resolve(ct.shapes.onnx_conv_transpose, (1, 1, 3), (1, 1, 3), strides=2)
-    by_dilations = _api._resolve(ct.shapes.onnx_conv_transpose, (1, 1, 3), (1, 1, 3), dilations=2)
+    by_strides = _api.resolve_plan(ct.shapes.onnx_conv_transpose, (1, 1, 3), (1, 1, 3), strides=2)
+    by_dilations = _api.resolve_plan(ct.shapes.onnx_conv_transpose, (1, 1, 3), (1, 1, 3), dilations=2)
     assert by_strides.strides == (2,) and by_dilations.strides == (1,)
     assert by_dilations.dilations == (2,)
 
@@ -75,9 +75,9 @@ def test_same_values_under_other_keywords_do_not_collide():
 ])
 def test_lookalike_values_get_their_own_entries(first, second):
     _api._plan_cache.clear()
-    _api._resolve(ct.shapes.onnx_conv_transpose, (1, 1, 3, 3), (1, 1, 3, 3), strides=first)
+    _api.resolve_plan(ct.shapes.onnx_conv_transpose, (1, 1, 3, 3), (1, 1, 3, 3), strides=first)
     try:
-        _api._resolve(ct.shapes.onnx_conv_transpose, (1, 1, 3, 3), (1, 1, 3, 3), strides=second)
+        _api.resolve_plan(ct.shapes.onnx_conv_transpose, (1, 1, 3, 3), (1, 1, 3, 3), strides=second)
     except ct.ConvTransposeError:
         assert len(_api._plan_cache) == 1   # refused, as a fresh resolution would
     else:
@@ -394,8 +394,8 @@ def test_prepared_direct_call_follows_the_environment_switches(monkeypatch, forc
 
 def test_prepared_direct_calls_only_where_the_plane_kernel_is_set_up_once(monkeypatch,
                                                                          forced_direct):
-    from convtranspose import _execute as execute
-    from convtranspose.kernels._numba import direct as numba_direct
+    from convtranspose._execute import transposed as execute
+    from convtranspose._kernels._numba import direct as numba_direct
 
     # Per-position kernel (channels-last, many groups of one channel), a long line in
     # segments, float16, a filter above the bound: the general path each time.

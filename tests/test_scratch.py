@@ -1,6 +1,6 @@
 """Every algorithm's scratch stays within the stated bound, for every dtype family.
 
-The rule (:mod:`convtranspose.kernels.scratch`): the algorithm's own buffers take at
+The rule (:mod:`convtranspose._kernels.scratch`): the algorithm's own buffers take at
 most ``max(4 x (result + data + filter), 64 MiB)``, sizes in the accumulation dtype; a
 forced algorithm that would exceed it is replaced.  Narrow types add their widened
 operands and a piece of wider sums (at most ``max(result, 16 MiB)``) on top.  The
@@ -20,16 +20,14 @@ import pytest
 
 import convtranspose as ct
 import oracle
-from convtranspose import _api, _backward
+from convtranspose._choose.choice import choose, fitting
 from convtranspose._dtypes import accumulation_dtype
-from convtranspose._execute import transposed_convolution
-from convtranspose._plan import AxisPlan
-from convtranspose._runtime import environment, memo
-from convtranspose._runtime.memory import sums_piece_bytes
-from convtranspose._runtime.target import host
-from convtranspose.dispatch import choose, fitting
-from convtranspose.kernels import ALGORITHMS, backward, resolve
-from convtranspose.kernels.scratch import (
+from convtranspose._execute import adjoints as _backward
+from convtranspose._execute.transposed import transposed_convolution
+from convtranspose._frontends import specs as _api
+from convtranspose._kernels import ALGORITHMS, resolve
+from convtranspose._kernels import adjoints as backward
+from convtranspose._kernels.scratch import (
     SCRATCH_MIN_BYTES,
     SCRATCH_MULTIPLE,
     adjoint_scratch_bytes,
@@ -37,6 +35,11 @@ from convtranspose.kernels.scratch import (
     scratch_bound,
     scratch_bytes,
 )
+from convtranspose._plan.rules import AxisPlan
+from convtranspose._runtime import config as environment
+from convtranspose._runtime import memo
+from convtranspose._runtime.memory import sums_piece_bytes
+from convtranspose._runtime.target import host
 
 #: (data shape, filter shape, stride, pad): small, a 2-D layer of a 1 MiB float32
 #: result, a long 1-D one, and one whose dense matrix would take 4 GiB.
@@ -216,7 +219,7 @@ def test_a_forced_im2col_beyond_the_bound_runs_taps(monkeypatch):
     assert adjoint_scratch_bytes("filter", "im2col", batch, axes, weights_shape, dtype) > bound
     assert "im2col" not in _backward.adjoint_candidates("filter", batch, weights_shape, axes,
                                                         dtype)
-    monkeypatch.setenv(_backward.ALGORITHM_ENV, "im2col")
+    monkeypatch.setenv(_backward.BACKWARD_ALGORITHM_ENV, "im2col")
     rng = np.random.default_rng(4)
     data = rng.integers(-3, 4, (1, 2, 2000)).astype(dtype)
     filter = rng.integers(-3, 4, (2, 8, 2000)).astype(dtype)

@@ -3,7 +3,7 @@
 Four dialect functions compute on NumPy arrays; :mod:`convtranspose.shapes` holds
 their shape-only twins.  Every dialect reduces to one canonical plan per spatial
 axis, ``(offset, output_size)``, computed by one of several algorithms
-(:mod:`convtranspose.kernels`); :func:`explain` tells which one a layer gets and why,
+(:mod:`convtranspose._kernels`); :func:`explain` tells which one a layer gets and why,
 and :class:`Target` describes the machine it is chosen and compiled for.
 
 >>> import numpy as np, convtranspose as ct
@@ -14,14 +14,20 @@ and :class:`Target` describes the machine it is chosen and compiled for.
 """
 
 from . import shapes, vjp
-from ._api import (
-    clear_caches,
-    conv_transpose,
-    convolution_backprop_data,
-    group_convolution_backprop_data,
-    onnx_conv_transpose,
+from ._choose.choice import Explanation
+from ._choose.planning import (
+    export_wisdom,
+    forget_wisdom,
+    get_planning,
+    import_wisdom,
+    set_planning,
+    use_planning,
 )
-from ._api_frameworks import (
+from ._dtypes import SUPPORTED_DTYPES
+from ._errors import ConvTransposeError, ResultTooLargeError
+from ._frontends.convolution import convolution, group_convolution
+from ._frontends.explain import explain
+from ._frontends.frameworks import (
     jax_conv_transpose,
     keras_conv_transpose,
     tensorrt_deconvolution,
@@ -29,12 +35,17 @@ from ._api_frameworks import (
     tflite_transpose_conv,
     torch_conv_transpose,
 )
-from ._convolution import convolution, group_convolution
-from ._dialects import ConvolutionPlan
-from ._dtypes import SUPPORTED_DTYPES
-from ._errors import ConvTransposeError, ResultTooLargeError
-from ._explain import explain
-from ._plan import AxisPlan, ConvTransposePlan
+from ._frontends.specs import (
+    clear_caches,
+    conv_transpose,
+    convolution_backprop_data,
+    group_convolution_backprop_data,
+    onnx_conv_transpose,
+)
+from ._frontends.translate import Translation, translate
+from ._kernels import ALGORITHMS
+from ._plan.dialects import ConvolutionPlan
+from ._plan.rules import AxisPlan, ConvTransposePlan
 from ._runtime.memo import set_weights_memo_bytes
 from ._runtime.memory import get_max_bytes, limit_memory, set_max_bytes
 from ._runtime.target import (
@@ -46,22 +57,15 @@ from ._runtime.target import (
     use_target,
 )
 from ._runtime.target import host as host_target
-from ._translate import Translation, translate
 from ._version import __version__ as __version__
-from .planning import (
-    export_wisdom,
-    forget_wisdom,
-    get_planning,
-    import_wisdom,
-    set_planning,
-    use_planning,
-)
 
 __all__ = [
+    "ALGORITHMS",
     "AxisPlan",
     "ConvTransposeError",
     "ConvTransposePlan",
     "ConvolutionPlan",
+    "Explanation",
     "ResultTooLargeError",
     "SUPPORTED_DTYPES",
     "Target",

@@ -6,7 +6,7 @@ transposed convolution to check.
 
 Commands: ``shape`` and ``run`` (one op from shapes or ``.npy`` files), ``ir check``
 and ``ir run`` (OpenVINO IR), ``onnx check`` and ``onnx run`` (ONNX), ``bench``
-(forwarded to :mod:`convtranspose._bench`) and ``demo``.
+(forwarded to :mod:`convtranspose._cli.bench`) and ``demo``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import json
 import sys
 import time
 
-from . import _cli_parser, _cli_translate
-from ._cli_parser import EXIT_BAD_INPUT, Failure
+from ._cli import parser as _cli_parser
+from ._cli import translate as _cli_translate
+from ._cli.parser import EXIT_BAD_INPUT, Failure
 
 EXIT_OK, EXIT_MISMATCH = 0, 1
 #: ``ir check`` / ``onnx check`` of a model without any transposed convolution: not a
@@ -331,7 +332,7 @@ def _onnx_run(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from ._tune import tune
+    from ._cli.tune import tune
 
     return tune(args, _Progress)
 
@@ -344,10 +345,10 @@ def _bench(argv: list[str]) -> int:
     import importlib
 
     try:
-        bench = importlib.import_module("convtranspose._bench")
+        bench = importlib.import_module("convtranspose._cli.bench")
     except ModuleNotFoundError as error:
-        if error.name == "convtranspose._bench":
-            return _error("the benchmark module convtranspose._bench is not part of this"
+        if error.name == "convtranspose._cli.bench":
+            return _error("the benchmark module convtranspose._cli.bench is not part of this"
                           " installation")
         return _error(f"the benchmark needs {error.name!r}, which is not installed:"
                       " pip install 'convtranspose[bench]'")
@@ -393,7 +394,7 @@ HANDLERS["translate"] = _cli_translate.translate_command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line's parser (:mod:`convtranspose._cli_parser`) with this module's
+    """The command line's parser (:mod:`convtranspose._cli.parser`) with this module's
     command handlers."""
     return _cli_parser.build_parser(HANDLERS)
 

@@ -13,7 +13,7 @@ and ``pads_end`` as the owning runtime reports them, and the canonical per-axis
 ((1, 10, 450, 450), (0, 0))
 """
 
-from ._dialects import (
+from ._plan.dialects import (
     ConvolutionPlan,
     conv_transpose,
     convolution,
@@ -28,7 +28,7 @@ from ._dialects import (
     tflite_transpose_conv,
     torch_conv_transpose,
 )
-from ._plan import AxisPlan, ConvTransposePlan
+from ._plan.rules import AxisPlan, ConvTransposePlan
 
 __all__ = [
     "AxisPlan",

@@ -34,12 +34,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import _array_api, _dialects
-from ._api import _as_array, _canonical_weights, _resolve
-from ._backward import bias_adjoint, data_adjoint, filter_adjoint
 from ._dtypes import check_dtypes
 from ._errors import ConvTransposeError
-from ._footprint import check_gradients
+from ._execute import array_api as _array_api
+from ._execute.adjoints import bias_adjoint, data_adjoint, filter_adjoint
+from ._execute.footprint import check_gradients
+from ._frontends.specs import as_array, canonical_weights, resolve_plan
+from ._plan import dialects as _dialects
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, PerAxis, ShapeLike
@@ -58,8 +59,8 @@ def _filter_gradient(plan, canonical: np.ndarray) -> np.ndarray:
 
 
 def _gradients(plan, names, data, filter, grad_output, bias=None):
-    data, filter = _as_array(names[0], data), _as_array(names[1], filter)
-    grad_output = _as_array("grad_output", grad_output)
+    data, filter = as_array(names[0], data), as_array(names[1], filter)
+    grad_output = as_array("grad_output", grad_output)
     if not all(type(a) is np.ndarray for a in (data, filter, grad_output)) or (
             bias is not None and type(bias) is not np.ndarray):
         result = _array_api.gradients(plan, names, (data, filter, grad_output, bias),
@@ -76,7 +77,7 @@ def _gradients(plan, names, data, filter, grad_output, bias=None):
             f" {plan.output_shape}; grad_output must have exactly the result's shape")
     check_gradients(plan, names, data, filter, grad_output, bias)
     layout = plan.channels_last
-    grad_data = data_adjoint(grad_output, _canonical_weights(plan, filter), plan.axes,
+    grad_data = data_adjoint(grad_output, canonical_weights(plan, filter), plan.axes,
                              channels_last=layout, dtype=dtype)
     grad_filter = _filter_gradient(plan, filter_adjoint(
         data, grad_output, plan.axes, plan.groups, channels_last=layout, dtype=dtype))
@@ -93,7 +94,7 @@ def _shape_of(name: str, value):
     if value is None:
         return None
     shape = getattr(value, "shape", None)
-    return tuple(shape) if shape is not None else _as_array(name, value).shape
+    return tuple(shape) if shape is not None else as_array(name, value).shape
 
 
 def convolution_backprop_data(data: ArrayLike, filter: ArrayLike, grad_output: ArrayLike,
@@ -138,7 +139,7 @@ def convolution_backprop_data(data: ArrayLike, filter: ArrayLike, grad_output: A
     ...                                                    pads_begin=1, pads_end=1)]
     [(1, 2, 4, 4), (2, 3, 3, 3)]
     """
-    plan = _resolve(_dialects.convolution_backprop_data, _shape_of("data", data),
+    plan = resolve_plan(_dialects.convolution_backprop_data, _shape_of("data", data),
                     _shape_of("filter", filter), output_shape, strides=strides,
                     pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
                     auto_pad=auto_pad, output_padding=output_padding)
@@ -164,7 +165,7 @@ def group_convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
     >>> ct.vjp.group_convolution_backprop_data(data, filter, np.ones((1, 2, 4)))[1].shape
     (2, 2, 1, 2)
     """
-    plan = _resolve(_dialects.group_convolution_backprop_data, _shape_of("data", data),
+    plan = resolve_plan(_dialects.group_convolution_backprop_data, _shape_of("data", data),
                     _shape_of("filter", filter), output_shape, strides=strides,
                     pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
                     auto_pad=auto_pad, output_padding=output_padding)
@@ -204,8 +205,8 @@ def conv_transpose(input: ArrayLike, filter: ArrayLike, grad_output: ArrayLike,
     >>> [g.shape for g in grads], grads[2]
     ([(1, 3, 3, 4), (2, 2, 4, 5), (5,)], array([36., 36., 36., 36., 36.]))
     """
-    bias = None if bias is None else _as_array("bias", bias)
-    plan = _resolve(
+    bias = None if bias is None else as_array("bias", bias)
+    plan = resolve_plan(
         _dialects.conv_transpose, _shape_of("input", input), _shape_of("filter", filter),
         None if bias is None else bias.shape, strides=strides, pads_begin=pads_begin,
         pads_end=pads_end, dilations=dilations, auto_pad=auto_pad,
@@ -244,8 +245,8 @@ def onnx_conv_transpose(X: ArrayLike, W: ArrayLike, grad_output: ArrayLike,
     >>> [g.shape for g in ct.vjp.onnx_conv_transpose(X, W, np.ones((1, 2, 5, 5)))[:2]]
     [(1, 1, 3, 3), (1, 2, 3, 3)]
     """
-    B = None if B is None else _as_array("B", B)
-    plan = _resolve(
+    B = None if B is None else as_array("B", B)
+    plan = resolve_plan(
         _dialects.onnx_conv_transpose, _shape_of("X", X), _shape_of("W", W),
         None if B is None else B.shape, auto_pad=auto_pad, dilations=dilations, group=group,
         kernel_shape=kernel_shape, output_padding=output_padding, output_shape=output_shape,

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 import convtranspose as ct
 import dialect_cases
 import oracle
-from convtranspose import _array_api
+from convtranspose._execute import array_api as _array_api
 from dialect_cases import HAS_BIAS, ORACLE_CASES, STRATEGIES
 
 ROUTES = ("array_api_strict", "torch", "torch generic")

@@ -12,12 +12,13 @@ import pytest
 
 import convtranspose as ct
 import oracle
+from convtranspose._frontends.translate import DIALECTS
 
 from ._cases import assert_same, integer_array, require
 
 torch = require("torch", "torch is installed by the test extra")
 
-SOURCES = TARGETS = ct._translate.DIALECTS
+SOURCES = TARGETS = DIALECTS
 FRAMEWORK_SOURCES = ("tensorrt_deconvolution", "tf_conv_transpose", "keras_conv_transpose",
                      "tflite_transpose_conv", "jax_conv_transpose")
 #: Per target, what a documented refusal must say (a layer it cannot hold at all).

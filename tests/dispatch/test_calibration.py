@@ -1,8 +1,8 @@
 """CPU identity, and the cost model's machine figures (measured, never a per-CPU table)."""
 
 
-from convtranspose._runtime import figures, machine
-from convtranspose.dispatch import calibration
+from convtranspose._choose import calibration, figures
+from convtranspose._runtime import machine
 
 ZEN4_CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD

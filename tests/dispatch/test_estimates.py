@@ -9,13 +9,15 @@ import importlib.util
 import numpy as np
 import pytest
 
-from convtranspose import dispatch, host_target
-from convtranspose._execute import transposed_convolution
-from convtranspose._plan import AxisPlan
-from convtranspose._runtime import environment
+from convtranspose import host_target
+from convtranspose._choose import calibration, estimates
+from convtranspose._choose import choice as dispatch
+from convtranspose._choose.choice import choose_algorithm
+from convtranspose._execute.transposed import transposed_convolution
+from convtranspose._kernels import ALGORITHMS, schedules
+from convtranspose._plan.rules import AxisPlan
+from convtranspose._runtime import config as environment
 from convtranspose._runtime import target as runtime_target
-from convtranspose.dispatch import calibration, choose_algorithm, estimates
-from convtranspose.kernels import ALGORITHMS, schedules
 
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 

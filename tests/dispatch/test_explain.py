@@ -10,7 +10,7 @@ import pytest
 
 import convtranspose as ct
 from cli_support import run_cli
-from convtranspose.kernels import ALGORITHMS, REGISTRY
+from convtranspose._kernels import ALGORITHMS, REGISTRY
 
 PLAN = ct.shapes.conv_transpose((2, 14, 14, 64), (4, 4, 64, 16), groups=4, strides=2,
                                 pads_begin=1, pads_end=1)

@@ -1,6 +1,6 @@
 """The adjoint kernels against loops written from their definitions (tests/oracle.py).
 
-Every algorithm of :mod:`convtranspose.kernels.backward` is run on random canonical
+Every algorithm of :mod:`convtranspose._kernels.adjoints` is run on random canonical
 problems (ranks 1-3, groups, strides larger than the kernel, dilations, negative
 offsets, outputs shorter and longer than the full result) with small integers held
 in float64 (every sum exact, so equality is asserted) and in int64.
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oracle
-from convtranspose._plan import AxisPlan
-from convtranspose.kernels import backward
+from convtranspose._kernels import adjoints as backward
+from convtranspose._plan.rules import AxisPlan
 
 
 @st.composite

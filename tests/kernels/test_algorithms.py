@@ -13,17 +13,16 @@ import itertools
 import numpy as np
 import pytest
 
-from convtranspose import _execute as execute
 from convtranspose import host_target
-from convtranspose._execute import transposed_convolution
-from convtranspose._plan import AxisPlan
+from convtranspose._choose.choice import choose_algorithm
+from convtranspose._execute import transposed as execute
+from convtranspose._execute.transposed import transposed_convolution
+from convtranspose._kernels import ALGORITHMS, col2im, common, gemm, phase, schedules, shift
+from convtranspose._kernels._numba import blocked as numba_blocked
+from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime import blas
 from convtranspose._runtime import target as runtime_target
 from convtranspose._runtime import threads as runtime_threads
-from convtranspose.dispatch import choose_algorithm
-from convtranspose.kernels import ALGORITHMS, col2im, gemm, phase, schedules, shift
-from convtranspose.kernels import _common as common
-from convtranspose.kernels._numba import blocked as numba_blocked
 from kernel_support import random_case as _random_case
 from kernel_support import run_forced as _run
 from oracle import canonical_result as _reference
@@ -96,12 +95,12 @@ def test_empty_batch_channels_and_depthwise(algorithm):
 def test_chunked_scratch_and_threaded_copies(use_target, monkeypatch):
     # A tiny scratch budget forces the batch and first-axis row chunking paths, and a
     # zero threshold sends every copy and add through the thread pool.
-    monkeypatch.setattr(phase, "_SCRATCH_BYTES", 64)
+    monkeypatch.setattr(phase, "SCRATCH_BYTES", 64)
     monkeypatch.setattr(runtime_threads, "_PARALLEL_ELEMENTS", 0)
     monkeypatch.setattr(runtime_threads, "_COPY_THREADS", 3)
     use_target(threads=3)
-    monkeypatch.setattr(common, "_PARALLEL_FLOPS", 0)  # stacks of products split too
-    monkeypatch.setattr(gemm, "_PARALLEL_FLOPS", 0)  # stacks of products split too
+    monkeypatch.setattr(common, "PARALLEL_FLOPS", 0)  # stacks of products split too
+    monkeypatch.setattr(gemm, "PARALLEL_FLOPS", 0)  # stacks of products split too
     rng = np.random.default_rng(3)
     for rank in (1, 2, 3):
         for _ in range(6):
@@ -154,11 +153,11 @@ def test_gemm_chunks_and_products_split_between_threads(use_target, monkeypatch)
     monkeypatch.setattr(runtime_threads, "_PARALLEL_ELEMENTS", 0)
     monkeypatch.setattr(runtime_threads, "_COPY_THREADS", 3)
     use_target(threads=3)
-    monkeypatch.setattr(common, "_PARALLEL_FLOPS", 0)
-    monkeypatch.setattr(gemm, "_PARALLEL_FLOPS", 0)
-    monkeypatch.setattr(common, "_SERIAL_GEMM_FLOPS", float("inf"))
-    monkeypatch.setattr(gemm, "_SERIAL_GEMM_FLOPS", float("inf"))
-    monkeypatch.setattr(shift, "_SERIAL_GEMM_FLOPS", float("inf"))
+    monkeypatch.setattr(common, "PARALLEL_FLOPS", 0)
+    monkeypatch.setattr(gemm, "PARALLEL_FLOPS", 0)
+    monkeypatch.setattr(common, "SERIAL_GEMM_FLOPS", float("inf"))
+    monkeypatch.setattr(gemm, "SERIAL_GEMM_FLOPS", float("inf"))
+    monkeypatch.setattr(shift, "SERIAL_GEMM_FLOPS", float("inf"))
     threads_before = blas.threads()
     rng = np.random.default_rng(5)
     for rank in (1, 2, 3):
@@ -333,7 +332,7 @@ def test_direct_blocked_in_passes_over_output_channels(use_target, monkeypatch,
         bias = rng.integers(-9, 10, co).astype(np.float32)
         expected = _reference(data, weights, axes)
         for channels_last, threads in ((False, 1), (True, 1), (True, 3), (False, 3)):
-            monkeypatch.setattr(numba_blocked, "_threads", lambda *args, n=threads: n)
+            monkeypatch.setattr(numba_blocked, "direct_threads", lambda *args, n=threads: n)
             got = _run(data, weights, axes, np.float32, channels_last, "direct-blocked")
             np.testing.assert_array_equal(got, expected, err_msg=f"co={co}")
             operand = np.moveaxis(data, 1, -1).copy() if channels_last else data
@@ -352,7 +351,7 @@ def test_direct_blocked_cuts_lines_among_threads(monkeypatch):
     # piece of work each, so that every thread takes some; each run is written
     # whole, the lines' ends with their own taps, rounded or not, in both layouts.
 
-    monkeypatch.setattr(numba_blocked, "_threads", lambda *args: 4)
+    monkeypatch.setattr(numba_blocked, "direct_threads", lambda *args: 4)
     axis = AxisPlan(3000, 5, 3, 1, 2, 8999)
     assert schedules.blocked_segments(1, axis, 4) == 11  # 8999 // (256 * 3) outputs
     assert schedules.blocked_segments(4, axis, 4) == 1
@@ -382,7 +381,7 @@ def test_direct_blocked_line_ends_go_in_groups(monkeypatch, request, threads):
     # longer and shorter than a block, cut where three threads' pieces meet or where
     # the tile is full, lines whose first-axis taps differ (no group across them), and
     # a last axis with several ends per phase (dilation 2, a crop that leaves zeros).
-    monkeypatch.setattr(numba_blocked, "_threads", lambda *args: threads)
+    monkeypatch.setattr(numba_blocked, "direct_threads", lambda *args: threads)
     co = 2 * host_target().lanes(np.float32)
     if threads > 1:  # a tile of 2-4 lines: groups cut where it is full
         monkeypatch.setattr(numba_blocked, "_GROUP_TILE_ELEMENTS", 60 * co)
@@ -472,7 +471,7 @@ def test_col2im_numba_scatter_gives_the_numpy_adds_bits(monkeypatch, scratch):
     # col2im-nxc adds its columns with numba for a few output channels: every output
     # must get the same bits as from the NumPy adds (same taps in the same order) and
     # equal the oracle; also when the scratch budget cuts batches and first axes.
-    monkeypatch.setattr(phase, "_SCRATCH_BYTES", scratch)
+    monkeypatch.setattr(phase, "SCRATCH_BYTES", scratch)
     rng = np.random.default_rng(77)
     for trial in range(6):
         rank = 1 + trial % 3

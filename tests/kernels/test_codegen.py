@@ -15,7 +15,7 @@ pytest.importorskip("numba")
 
 _TRACEBACK_SCRIPT = '''\
 import linecache, traceback
-from convtranspose.kernels._numba import codegen
+from convtranspose._kernels._numba import codegen
 source = "def scaled(x):\\n    y = x * 2\\n    return y\\n"
 kernel = codegen.compile_source(source, "scaled")
 assert kernel(21) == 42

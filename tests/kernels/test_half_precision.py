@@ -2,7 +2,7 @@
 
 docs/semantics.md "Numbers": half-precision layers accumulate in float32 and round once.
 The reference for a conversion is NumPy's ``astype`` (ml_dtypes' for bfloat16),
-which shares no code with :mod:`convtranspose.kernels._numba.casts`; every float16 and
+which shares no code with :mod:`convtranspose._kernels._numba.casts`; every float16 and
 bfloat16 bit pattern and a million random float32 ones are compared bit for bit,
 NaN payloads included.  Kernel results are compared with the direct-loop oracle
 in float32, rounded by ``astype``.
@@ -17,14 +17,15 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
-from convtranspose import dispatch, host_target
-from convtranspose._execute import transposed_convolution
-from convtranspose._plan import AxisPlan
-from convtranspose._runtime import environment
+from convtranspose import host_target
+from convtranspose._choose import choice as dispatch
+from convtranspose._choose.calibration import RawCost
+from convtranspose._execute.transposed import transposed_convolution
+from convtranspose._kernels import casts
+from convtranspose._kernels._numba import casts as numba_casts
+from convtranspose._plan.rules import AxisPlan
+from convtranspose._runtime import config as environment
 from convtranspose._runtime import target as runtime_target
-from convtranspose.dispatch.calibration import RawCost
-from convtranspose.kernels import casts
-from convtranspose.kernels._numba import casts as numba_casts
 from oracle import crop, full_transposed_convolution
 
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None

@@ -17,8 +17,8 @@ pytest.importorskip("numba")
 SCRIPT = textwrap.dedent("""\
     import numpy as np
     import convtranspose as ct
-    from convtranspose._execute import transposed_convolution
-    from convtranspose._plan import AxisPlan
+    from convtranspose._execute.transposed import transposed_convolution
+    from convtranspose._plan.rules import AxisPlan
     import oracle
 
     target = ct.host_target()

@@ -34,7 +34,7 @@ import json, sys
 import numpy as np
 sys.path.insert(0, {str(TESTS)!r})
 from kernel_support import run_forced
-from convtranspose._plan import AxisPlan
+from convtranspose._plan.rules import AxisPlan
 from numba.core.dispatcher import Dispatcher
 
 cases = np.load(sys.argv[1])
@@ -47,7 +47,7 @@ for i in range(int(cases["count"])):
 np.savez(sys.argv[2], **results)
 kernels = {{}}
 for name, module in list(sys.modules.items()):
-    if name.startswith(("convtranspose.kernels._numba", "_convtranspose_kernel_")):
+    if name.startswith(("convtranspose._kernels._numba", "_convtranspose_kernel_")):
         kernels.update((id(v), v) for v in vars(module).values() if isinstance(v, Dispatcher))
 print(json.dumps({{
     "hits": sum(sum(k.stats.cache_hits.values()) for k in kernels.values()),
@@ -188,14 +188,14 @@ def test_numba_files_go_to_the_cache_folder_only(tmp_path):
 
 def test_a_kernel_module_names_its_constants_and_helpers():
     # What the cache keys on is the module's text: every binding must be written out.
-    from convtranspose.kernels._numba import codegen, vectors
+    from convtranspose._kernels._numba import codegen, vectors
 
     text = codegen.module_text("test kernel", {
         "lanes": 8, "step": np.uint64(8), "scale": 0.5, "exact": True,
         "vector_load": vectors.vector_load, "load": vectors.vector_load}, "")
     for line in ("lanes = 8", "step = np.uint64(8)", "scale = 0.5", "exact = True",
-                 "from convtranspose.kernels._numba.vectors import vector_load",
-                 "from convtranspose.kernels._numba.vectors import vector_load as load"):
+                 "from convtranspose._kernels._numba.vectors import vector_load",
+                 "from convtranspose._kernels._numba.vectors import vector_load as load"):
         assert line in text.splitlines()
     with pytest.raises(TypeError, match="'table'"):
         codegen.module_text("test kernel", {"table": np.arange(3)}, "")

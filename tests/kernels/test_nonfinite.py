@@ -16,12 +16,11 @@ import numpy as np
 import pytest
 
 import convtranspose
-from convtranspose._execute import transposed_convolution
-from convtranspose._plan import AxisPlan
-from convtranspose._runtime import environment
+from convtranspose._execute.transposed import transposed_convolution
+from convtranspose._kernels import ALGORITHMS, common
+from convtranspose._plan.rules import AxisPlan
+from convtranspose._runtime import config as environment
 from convtranspose._runtime import target as runtime_target
-from convtranspose.kernels import ALGORITHMS
-from convtranspose.kernels import _common as common
 from oracle import canonical_result as _reference
 from oracle import (
     onnx_conv_transpose_case,

@@ -18,18 +18,18 @@ import time
 import numpy as np
 import pytest
 
-from convtranspose import _execute as execute
-from convtranspose import _geometry as geometry
 from convtranspose import host_target
-from convtranspose._plan import AxisPlan
+from convtranspose._execute import transposed as execute
+from convtranspose._kernels import casts, schedules
+from convtranspose._kernels._numba import direct as numba_direct
+from convtranspose._kernels._numba import modes as numba_modes
+from convtranspose._kernels._numba import planes as numba_planes
+from convtranspose._kernels._numba import rows as numba_rows
+from convtranspose._kernels._numba import scatter as numba_scatter
+from convtranspose._kernels._numba import transpose as numba_transpose
+from convtranspose._plan import geometry
+from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime import threads as runtime_threads
-from convtranspose.kernels import casts, schedules
-from convtranspose.kernels._numba import direct as numba_direct
-from convtranspose.kernels._numba import modes as numba_modes
-from convtranspose.kernels._numba import planes as numba_planes
-from convtranspose.kernels._numba import rows as numba_rows
-from convtranspose.kernels._numba import scatter as numba_scatter
-from convtranspose.kernels._numba import transpose as numba_transpose
 from oracle import canonical_result as _reference
 
 pytest.importorskip("numba")
@@ -178,10 +178,10 @@ def _force_row_kernel(use_target, monkeypatch, threaded=False) -> list:
         monkeypatch.setattr(numba_scatter, "DIRECT_PARALLEL_MACS", 0)
         monkeypatch.setattr(runtime_threads, "_pool", None)
     calls = []
-    runner = numba_rows._rows_runner
+    runner = numba_rows.rows_runner
     spy = lambda *args: calls.append(args[7:9]) or runner(*args)  # noqa: E731
-    monkeypatch.setattr(numba_rows, "_rows_runner", spy)
-    monkeypatch.setattr(numba_direct, "_rows_runner", spy)
+    monkeypatch.setattr(numba_rows, "rows_runner", spy)
+    monkeypatch.setattr(numba_direct, "rows_runner", spy)
     return calls
 
 
@@ -264,7 +264,7 @@ def test_row_kernel_merges_the_phases_of_even_kernels(use_target, monkeypatch):
     for dtype, size, kernel, offset, ci, co in cases:
         lanes = 64 // np.dtype(dtype).itemsize
         last = AxisPlan(size, kernel, 2, 1, offset, 2 * size + kernel - 2 - 2 * offset)
-        assert schedules._rows_merged(last, lanes, co, schedules._KEEP, 64), last
+        assert schedules.rows_merged(last, lanes, co, schedules.KEEP, 64), last
         axes = (AxisPlan(3, 3, 2, 1, 1, 5), last)
         data = rng.standard_normal((2, 2 * ci) + tuple(a.input_size for a in axes))
         weights = rng.standard_normal((2, ci, co) + tuple(a.kernel_size for a in axes))
@@ -290,11 +290,11 @@ def test_row_kernel_merges_the_phases_of_even_kernels(use_target, monkeypatch):
                                       sums.astype(np.float32).astype(np.float16).view(np.uint16))
     # Not where the phases' own vectors take as few lanes, for one output channel,
     # for odd kernels, or with AVX2's registers.
-    keep = schedules._KEEP
-    assert not schedules._rows_merged(AxisPlan(16, 4, 2, 1, 1, 32), 16, 4, keep, 64)
-    assert not schedules._rows_merged(AxisPlan(28, 4, 2, 1, 1, 56), 16, 1, keep, 64)
-    assert not schedules._rows_merged(AxisPlan(28, 3, 2, 1, 1, 55), 16, 4, keep, 64)
-    assert not schedules._rows_merged(AxisPlan(28, 4, 2, 1, 1, 56), 8, 4, keep, 32)
+    keep = schedules.KEEP
+    assert not schedules.rows_merged(AxisPlan(16, 4, 2, 1, 1, 32), 16, 4, keep, 64)
+    assert not schedules.rows_merged(AxisPlan(28, 4, 2, 1, 1, 56), 16, 1, keep, 64)
+    assert not schedules.rows_merged(AxisPlan(28, 3, 2, 1, 1, 55), 16, 4, keep, 64)
+    assert not schedules.rows_merged(AxisPlan(28, 4, 2, 1, 1, 56), 8, 4, keep, 32)
 
 
 @pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
@@ -493,7 +493,7 @@ def test_planes_cut_into_bands(monkeypatch, route):
     channels_last = _route(monkeypatch, route)
     rng = np.random.default_rng(31)
     for trial in range(12):
-        monkeypatch.setattr(numba_planes, "_BAND_ELEMENTS", int(rng.integers(1, 24)))
+        monkeypatch.setattr(numba_planes, "BAND_ELEMENTS", int(rng.integers(1, 24)))
         rank = 2 + trial % 2
         ci, co = ((1, 1), (2, 1), (1, 2))[trial % 3]
         groups = int(rng.integers(1, 4))
@@ -513,7 +513,7 @@ def test_plane_kernel_register_blocks_of_output_channels(monkeypatch, route):
     rng = np.random.default_rng(41)
     for trial in range(16):
         if trial % 4 == 3:
-            monkeypatch.setattr(numba_planes, "_BAND_ELEMENTS", int(rng.integers(1, 200)))
+            monkeypatch.setattr(numba_planes, "BAND_ELEMENTS", int(rng.integers(1, 200)))
         rank = 1 + trial % 3
         co = (4, 5, 7, 8, 1, 2, 3, 10)[trial % 8]
         ci = int(rng.integers(1, 9))
@@ -718,7 +718,7 @@ def test_plane_kernel_blocks_of_whole_rows(monkeypatch, route):
     real = numba_planes.plane_schedule
     for trial in range(8):
         axes = _random_axes(rng, 2, max_size=3 * lanes)
-        segments = -(-geometry._axis_phases(axes[1]).blocks // lanes)
+        segments = -(-geometry.axis_phases(axes[1]).blocks // lanes)
         rows = [v // segments for v in range(segments, most + 1, segments)]
         block_rows = rows[trial % len(rows)] if rows else 0
 
@@ -726,7 +726,7 @@ def test_plane_kernel_blocks_of_whole_rows(monkeypatch, route):
             band, v, positions, _ = real(*args)
             return (band, vectors, 0, segments) if vectors else (band, v, positions, 0)
         monkeypatch.setattr(numba_planes, "plane_schedule", forced)
-        monkeypatch.setattr(numba_planes, "_BAND_ELEMENTS",
+        monkeypatch.setattr(numba_planes, "BAND_ELEMENTS",
                             int(rng.integers(1, 400)) if trial % 2 else 1 << 16)
         _check_random_channels(rng, axes, channels_last)
 
@@ -738,8 +738,8 @@ def test_long_lines_cut_into_segments(monkeypatch, route):
     # cropping of the ends; segments that read no input: zeros), run on the threads.
     channels_last = _route(monkeypatch, route)
     segmented = []
-    real = numba_planes._direct_line_segments
-    monkeypatch.setattr(numba_direct, "_direct_line_segments",
+    real = numba_planes.direct_line_segments
+    monkeypatch.setattr(numba_direct, "direct_line_segments",
                         lambda *args: segmented.append(1) or real(*args))
     monkeypatch.setattr(schedules, "DIRECT_PARALLEL_MACS", 0)  # threads even for small lines
     monkeypatch.setattr(numba_scatter, "DIRECT_PARALLEL_MACS", 0)  # threads even for small lines
@@ -808,8 +808,8 @@ def test_row_kernel_widens_float16_data_and_rounds_float16_results(use_target, m
             data.astype(operands), weights.astype(operands), axes, dtype=np.dtype(np.float32),
             bias=bias, algorithm="direct", result_dtype=np.float16)
         assert calls and calls[-1] == (
-            schedules._FLOAT16 if operands == np.float16 else schedules._KEEP,
-            schedules._FLOAT16), calls[-1:]
+            schedules.FLOAT16 if operands == np.float16 else schedules.KEEP,
+            schedules.FLOAT16), calls[-1:]
         np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16),
                                       err_msg=f"{axes} {weights.shape}")
         overflows.append(bool(np.isinf(expected).any()))
@@ -888,7 +888,7 @@ def test_dot_pairs_adds_the_high_then_the_low_product_like_two_fmas():
     # over magnitudes from 2**-40 to 2**40 (no subnormal anywhere).
     import numba
 
-    from convtranspose.kernels._numba.vectors import vector_dot_pairs, vector_load, vector_store
+    from convtranspose._kernels._numba.vectors import vector_dot_pairs, vector_load, vector_store
 
     @numba.njit
     def dot(pairs, factors, sums):
@@ -964,13 +964,13 @@ def test_plane_kernel_bfloat16_pairs_against_the_oracle(monkeypatch):
             co = (3, 4, 5, 6, 7, 1, 3, 4, 2, 6)[trial]
             axes, data, weights = _pairs_case(rng, 1 + trial % 3, co)
             # 2-D: blocks of whole rows where a row fits the block.
-            segments = -(-geometry._axis_phases(axes[-1]).blocks // lanes)
+            segments = -(-geometry.axis_phases(axes[-1]).blocks // lanes)
             rows = len(axes) == 2 and segments <= most
             monkeypatch.setattr(
                 numba_planes, "plane_schedule",
                 lambda *args, v=vectors, rows=rows, s=segments: (
                     (real(*args)[0], most // s * s, 0, s) if rows else (real(*args)[0], v, 0, 0)))
-            monkeypatch.setattr(numba_planes, "_BAND_ELEMENTS",
+            monkeypatch.setattr(numba_planes, "BAND_ELEMENTS",
                                 int(rng.integers(1, 300)) if trial % 2 else 1 << 16)
             channels_last = trial % 4 >= 2
             got, paired = _direct_bfloat16(data, weights, axes, channels_last)
@@ -1014,8 +1014,8 @@ def test_row_kernel_bfloat16_pairs_and_bfloat16_results(use_target, monkeypatch,
         got = execute.transposed_convolution(
             data.astype(bfloat16), weights.astype(bfloat16), axes, dtype=np.dtype(np.float32),
             bias=bias, algorithm="direct", result_dtype=result)
-        assert calls and calls[-1] == (schedules._BFLOAT16, schedules._BFLOAT16
-                                       if result == bfloat16 else schedules._KEEP), calls
+        assert calls and calls[-1] == (schedules.BFLOAT16, schedules.BFLOAT16
+                                       if result == bfloat16 else schedules.KEEP), calls
         expected = sums.astype(np.float32).astype(result)
         np.testing.assert_array_equal(got.view(np.uint16 if result == bfloat16 else np.uint32),
                                       expected.view(np.uint16 if result == bfloat16
@@ -1029,7 +1029,7 @@ def test_row_kernel_bfloat16_pairs_and_bfloat16_results(use_target, monkeypatch,
     data[:, 3] = np.inf
     got = execute.transposed_convolution(data.astype(bfloat16), weights.astype(bfloat16), axes,
                                          dtype=np.dtype(np.float32), algorithm="direct")
-    assert calls[-1] == (schedules._BFLOAT16, schedules._KEEP)
+    assert calls[-1] == (schedules.BFLOAT16, schedules.KEEP)
     expected = _reference(data[:, :3], weights[:1], axes)
     np.testing.assert_array_equal(got[:, :2], expected.astype(np.float32))
 
@@ -1064,12 +1064,12 @@ def test_bfloat16_pairs_refused_where_vdpbf16ps_would_flush_subnormals():
 
 def test_bfloat16_pairs_only_for_bfloat16_summed_in_float32():
     # Only bfloat16 results summed in float32, on a target with numba and vdpbf16ps.
-    from convtranspose.dispatch import _bfloat16_pairs
+    from convtranspose._choose.choice import sums_bfloat16_pairs
 
     f32, f16, bf16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(bfloat16)
     target = host_target().replace(numba=True, bfloat16_pairs=True)
-    assert _bfloat16_pairs(f32, bf16, target)
-    assert not _bfloat16_pairs(f32, f16, target)
-    assert not _bfloat16_pairs(np.dtype(np.float64), bf16, target)
-    assert not _bfloat16_pairs(f32, bf16, target.replace(numba=False))
-    assert not _bfloat16_pairs(f32, bf16, target.replace(bfloat16_pairs=False))
+    assert sums_bfloat16_pairs(f32, bf16, target)
+    assert not sums_bfloat16_pairs(f32, f16, target)
+    assert not sums_bfloat16_pairs(np.dtype(np.float64), bf16, target)
+    assert not sums_bfloat16_pairs(f32, bf16, target.replace(numba=False))
+    assert not sums_bfloat16_pairs(f32, bf16, target.replace(bfloat16_pairs=False))

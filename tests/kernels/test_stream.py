@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from convtranspose import host_target, use_target
-from convtranspose._plan import AxisPlan
+from convtranspose._plan.rules import AxisPlan
 from kernel_support import run_forced
 from oracle import canonical_result
 

@@ -3,8 +3,7 @@
 import pytest
 
 import convtranspose as ct
-from convtranspose import planning
-from convtranspose._runtime import wisdom
+from convtranspose._choose import planning, wisdom
 
 
 @pytest.fixture

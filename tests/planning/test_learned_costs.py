@@ -14,12 +14,11 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
-from convtranspose import dispatch, planning
-from convtranspose._runtime import wisdom
+from convtranspose._choose import calibration, planning, wisdom
+from convtranspose._choose import choice as dispatch
 from convtranspose._runtime.target import host
-from convtranspose.dispatch import calibration
 
-measure_module = importlib.import_module("convtranspose.planning.measure")
+measure_module = importlib.import_module("convtranspose._choose.measure")
 
 
 def test_the_fit_recovers_the_coefficients_that_made_the_times():

@@ -4,11 +4,12 @@ wisdom file, and followed by the estimates of the numba kernels."""
 import numpy as np
 import pytest
 
-from convtranspose import AxisPlan, dispatch, host_target
-from convtranspose._runtime import figures, target, wisdom
+from convtranspose import AxisPlan, host_target
+from convtranspose._choose import calibration, estimates, figures, wisdom
+from convtranspose._choose import choice as dispatch
+from convtranspose._kernels._numba import peak
+from convtranspose._runtime import target
 from convtranspose._runtime.machine import vector_bytes
-from convtranspose.dispatch import calibration, estimates
-from convtranspose.kernels._numba import peak
 
 # A grouped layer for which the cost model offers both numba kernels and the BLAS
 # algorithms: 8 groups of 32 -> 32 channels, 28x28, kernel 4, stride 2, padding 1.
@@ -32,7 +33,7 @@ def _raw(vector_bytes: int = 64):
 
 
 def test_the_fma_peak_is_measured_once_and_kept(wisdom_file, monkeypatch):
-    if not target._numba_usable():
+    if not target.numba_usable():
         pytest.skip("the FMA peak is measured by a numba kernel; this run has no numba")
     _with_figures(gemm_gflops=100.0, copy_gbps=10.0)
     measured = calibration.fma_gflops()

@@ -9,10 +9,10 @@ import types
 import numpy as np
 
 import convtranspose as ct
-from convtranspose import planning
-from convtranspose.dispatch import Choice
+from convtranspose._choose import planning
+from convtranspose._choose.choice import Choice
 
-measure_module = importlib.import_module("convtranspose.planning.measure")
+measure_module = importlib.import_module("convtranspose._choose.measure")
 
 
 class _Clock:

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
-from convtranspose import planning
-from convtranspose._execute import transposed_convolution
-from convtranspose._runtime import figures, wisdom
+from convtranspose._choose import figures, planning, wisdom
+from convtranspose._execute.transposed import transposed_convolution
+from convtranspose._kernels import resolve
 from kernel_support import random_case
 from oracle import canonical_result
 
@@ -60,7 +60,7 @@ def test_exhaustive_times_every_applicable_algorithm(wisdom_file):
     np.testing.assert_allclose(result, _oracle(data, filter, **LAYER), rtol=1e-4, atol=1e-4)
     choice = choices[0]
     timed = {name for name, _ in choice.measured}
-    runs = {ct.kernels.resolve(name, np.float32, 2, False, ct.host_target())[0]
+    runs = {resolve(name, np.float32, 2, False, ct.host_target())[0]
             for name, _ in choice.estimates}
     assert len(timed) == len(runs)  # one per distinct code that runs
     assert choice.algorithm == choice.measured[0][0]  # the fastest measured is chosen
@@ -261,7 +261,7 @@ def test_two_threads_planning_one_problem_measure_once(wisdom_file, monkeypatch)
 
 _WRITER = """
 import sys
-from convtranspose._runtime.wisdom import store
+from convtranspose._choose.wisdom import store
 for i in range(40):
     store.record("choices", f"{sys.argv[1]}-{i}", {"algorithm": "dense", "level": "measure"})
 """

@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from cli_support import assert_one_line_error, run_cli, write_ir
-from convtranspose._runtime import wisdom
+from convtranspose._choose import wisdom
 
 SHAPE_ARGS = ("shape", "convolution_backprop_data", "--data-shape", "1,16,12,12",
               "--filter-shape", "16,8,4,4", "--strides", "2", "--pads-begin", "1",

@@ -8,9 +8,10 @@ import importlib.util
 import numpy as np
 import pytest
 
-from convtranspose._plan import AxisPlan
-from convtranspose._runtime import environment, memo
-from convtranspose.dispatch import choose_algorithm
+from convtranspose._choose.choice import choose_algorithm
+from convtranspose._plan.rules import AxisPlan
+from convtranspose._runtime import config as environment
+from convtranspose._runtime import memo
 from kernel_support import random_case as _random_case
 from kernel_support import run_forced as _run
 from oracle import canonical_result as _reference
@@ -39,10 +40,10 @@ def test_weights_memo_never_returns_a_stale_filter(monkeypatch, algorithm):
 @pytest.mark.parametrize("size", [6, 6000])  # compared as bytes / as integer views
 def test_weights_memo_compares_bits_not_values(size):
     zeros = np.zeros((1, 1, 1, size), np.float32)
-    first = memo._derived_from(zeros, "test")
-    assert memo._derived_from(zeros.copy(), "test") is first
-    assert memo._derived_from(-zeros, "test") is not first  # -0.0 == 0.0, other bits
-    assert memo._derived_from(zeros, "other key") is not first
+    first = memo.derived_from(zeros, "test")
+    assert memo.derived_from(zeros.copy(), "test") is first
+    assert memo.derived_from(-zeros, "test") is not first  # -0.0 == 0.0, other bits
+    assert memo.derived_from(zeros, "other key") is not first
 
 
 def test_weights_memo_compares_filters_in_any_memory_order():
@@ -50,13 +51,13 @@ def test_weights_memo_compares_filters_in_any_memory_order():
     # that memory order, and an equal filter in another layout still hits.
     base = np.random.default_rng(5).standard_normal((3, 3, 40, 50)).astype(np.float32)
     view = base.transpose(2, 3, 0, 1)[None]
-    first = memo._derived_from(view, "test")
+    first = memo.derived_from(view, "test")
     kept = next(entry[0] for entry in memo._derived.values() if entry[1] is first)
     assert np.argsort(kept.strides).tolist() == np.argsort(view.strides).tolist()
-    assert memo._derived_from(np.ascontiguousarray(view), "test") is first
-    assert memo._derived_from(view, "test") is first
+    assert memo.derived_from(np.ascontiguousarray(view), "test") is first
+    assert memo.derived_from(view, "test") is first
     base[2, 1, 7, 9] += 1  # the caller edits its filter in place
-    assert memo._derived_from(view, "test") is not first
+    assert memo.derived_from(view, "test") is not first
 
 
 def test_weights_memo_keeps_no_filter_above_its_size_cap(monkeypatch):
@@ -70,7 +71,7 @@ def test_weights_memo_keeps_no_filter_above_its_size_cap(monkeypatch):
 
 
 def test_environment_switches_follow_run_time_changes(monkeypatch):
-    from convtranspose._runtime.environment import switch
+    from convtranspose._runtime.config import switch
 
     monkeypatch.delenv("CONVTRANSPOSE_TEST_SWITCH", raising=False)
     assert switch("CONVTRANSPOSE_TEST_SWITCH") == ""
@@ -88,14 +89,14 @@ def test_weights_memo_keeps_large_filters_within_its_byte_budget(monkeypatch):
     monkeypatch.setattr(memo, "_DERIVED_MAX_BYTES", 1 << 30)
     memo._derived.clear()
     filters = [np.full(150 + i, float(i), np.float32) for i in range(3)]  # ~600 bytes
-    first = memo._derived_from(filters[0], "budget")
-    second = memo._derived_from(filters[1], "budget")
-    assert memo._derived_from(filters[0], "budget") is first  # hit: now most recent
-    memo._derived_from(filters[2], "budget")  # evicts filters[1], the least recent
+    first = memo.derived_from(filters[0], "budget")
+    second = memo.derived_from(filters[1], "budget")
+    assert memo.derived_from(filters[0], "budget") is first  # hit: now most recent
+    memo.derived_from(filters[2], "budget")  # evicts filters[1], the least recent
     assert 2 * sum(entry[0].nbytes for entry in memo._derived.values()) <= 3 << 10
     assert len(memo._derived) == 2
-    assert memo._derived_from(filters[0], "budget") is first
-    assert memo._derived_from(filters[1], "budget") is not second
+    assert memo.derived_from(filters[0], "budget") is first
+    assert memo.derived_from(filters[1], "budget") is not second
     memo._derived.clear()
-    memo._derived_from(np.zeros(400, np.float32), "budget")  # 1600 > 1536 bytes
+    memo.derived_from(np.zeros(400, np.float32), "budget")  # 1600 > 1536 bytes
     assert not memo._derived

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
-from convtranspose._execute import transposed_convolution
-from convtranspose._plan import AxisPlan
-from convtranspose.kernels import ALGORITHMS
+from convtranspose._execute.transposed import transposed_convolution
+from convtranspose._kernels import ALGORITHMS
+from convtranspose._plan.rules import AxisPlan
 from oracle import canonical_result as _reference
 
 

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
-from convtranspose._plan import AxisPlan
+from convtranspose._kernels import ALGORITHMS
+from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime import blas
 from convtranspose._runtime.threads import parallel_for
-from convtranspose.kernels import ALGORITHMS
 from kernel_support import random_case, run_forced
 from oracle import canonical_result
 
@@ -222,9 +222,9 @@ def test_openblas_runs_on_at_most_the_librarys_count_within_a_call(monkeypatch, 
                                                                    expected):
     # OpenBLAS set to 2 threads by its user; every product the library makes is taken
     # as large enough for OpenBLAS to split (else it runs on one BLAS thread anyway).
-    import convtranspose.kernels.gemm as gemm_module
+    import convtranspose._kernels.gemm as gemm_module
 
-    monkeypatch.setattr(gemm_module, "_SERIAL_GEMM_FLOPS", 0)
+    monkeypatch.setattr(gemm_module, "SERIAL_GEMM_FLOPS", 0)
     original_gemm = blas.gemm
     counts = []
 

@@ -29,7 +29,7 @@ assert_type(shapes.convolution_backprop_data([1, 4, 5, 5], [4, 2, 3, 3]), ct.Con
 assert_type(shapes.conv_transpose((1, 5, 5, 4), (3, 3, 4, 2), strides=2), ct.ConvTransposePlan)
 assert_type(plan.output_shape, tuple[int, ...])
 
-assert_type(ct.explain(plan, np.float32), ct.dispatch.Explanation)
+assert_type(ct.explain(plan, np.float32), ct.Explanation)
 assert_type(ct.get_planning(), str)
 assert_type(ct.set_planning("estimate"), "str | None")
 assert_type(ct.export_wisdom(), dict)

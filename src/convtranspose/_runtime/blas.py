@@ -2,7 +2,7 @@
 
 ``np.matmul`` cannot accumulate into its output (BLAS's ``beta = 1``) and copies
 any operand whose rows are not packed the way it expects.  The ``gemm``
-algorithms of :mod:`convtranspose.kernels` need both: they add the products of
+algorithms of :mod:`convtranspose._kernels` need both: they add the products of
 several row-shifted views of one buffer into one strided result.  This module
 finds the ``cblas_?gemm`` of the OpenBLAS that NumPy's wheels bundle (the
 ``scipy-openblas`` build, 64-bit integers) and calls it through :mod:`ctypes`,
@@ -23,13 +23,10 @@ import threading
 
 import numpy as np
 
-from .environment import switch
+from .config import NO_BLAS_ENV, switch
 
-__all__ = ["NO_BLAS_ENV", "at_most", "available", "corename", "gemm", "one_thread", "threads"]
+__all__ = ["at_most", "available", "corename", "gemm", "one_thread", "threads"]
 
-#: Environment variable: set to 1 to never call BLAS directly (the kernel then uses
-#: its NumPy-only algorithms).
-NO_BLAS_ENV = "CONVTRANSPOSE_NO_BLAS"
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 

@@ -1,6 +1,6 @@
 """Where the library keeps what it learns about a machine: one per-user cache folder.
 
-Two things live there: the planner's wisdom (:mod:`convtranspose.planning`) and the
+Two things live there: the planner's wisdom (:mod:`convtranspose._choose.planning`) and the
 compiled kernels' numba cache.  The folder is
 
 - ``CONVTRANSPOSE_CACHE_DIR`` when set (``off`` keeps nothing on disk);
@@ -21,12 +21,10 @@ import sys
 import tempfile
 import warnings
 
-from .environment import switch
+from .config import CACHE_ENV, switch
 
-__all__ = ["CACHE_ENV", "atomic_write", "cache_dir"]
+__all__ = ["atomic_write", "cache_dir"]
 
-#: Environment variable naming the cache folder, or ``off``.
-CACHE_ENV = "CONVTRANSPOSE_CACHE_DIR"
 
 _warned: set[str] = set()
 

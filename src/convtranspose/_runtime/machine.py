@@ -14,8 +14,9 @@ import functools
 import os
 import platform
 import re
+import time
 
-__all__ = ["CpuIdentity", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "host_has_f16c", "parse_cpuinfo",
+__all__ = ["CpuIdentity", "fastest_seconds", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "host_has_f16c", "parse_cpuinfo",
            "vector_bytes"]
 
 #: ``(vendor, family)``: the CPUID vendor string (``'GenuineIntel'``, ``'AuthenticAMD'``)
@@ -186,3 +187,20 @@ def has_bfloat16_pairs() -> bool:
 
     return (bool(binding.get_host_cpu_features().get("avx512bf16"))
             and binding.llvm_version_info >= (17,) and _numba_targets_host())
+
+
+#: Timed calls of :func:`fastest_seconds`: the fastest of a few is the machine's figure
+#: (one run can meet a busy core).
+_REPEATS = 5
+
+
+def fastest_seconds(function) -> float:
+    """The fastest of :data:`_REPEATS` timed calls of ``function`` (seconds), after one
+    untimed call."""
+    function()
+    best = float("inf")
+    for _ in range(_REPEATS):
+        start = time.perf_counter()
+        function()
+        best = min(best, time.perf_counter() - start)
+    return max(best, 1e-9)

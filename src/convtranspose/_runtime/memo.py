@@ -1,7 +1,7 @@
 """Matrices and reordered weights derived from a filter, kept between calls.
 
 A model run layer by layer, or a benchmark, calls each layer with the same weights
-again; rebuilding its matrices costs milliseconds.  :func:`_derived_from` returns the
+again; rebuilding its matrices costs milliseconds.  :func:`derived_from` returns the
 same dict for a filter of the same bits and key, compared value by value, so a filter
 edited in place never hits.  At most :data:`_DERIVED_KEPT` filters, each of at most
 :data:`_DERIVED_MAX_BYTES`, within :data:`_DERIVED_BUDGET_BYTES` together
@@ -38,7 +38,7 @@ _derived: dict = {}
 _derived_lock = threading.Lock()
 
 
-def _same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
+def same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
     """Whether two filters of one shape and dtype hold the same bits (-0.0 is not 0.0)."""
     if kept.nbytes <= 4096:
         return kept.tobytes() == weights.tobytes()
@@ -46,7 +46,7 @@ def _same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
     return unsigned is not None and np.array_equal(kept.view(unsigned), weights.view(unsigned))
 
 
-def _derived_from(weights: np.ndarray, *key) -> dict:
+def derived_from(weights: np.ndarray, *key) -> dict:
     """The dict of matrices derived from ``weights`` for ``key`` (a fresh one if new).
 
     Callers fill it on a miss; later calls with a filter of the same bits and the
@@ -59,12 +59,12 @@ def _derived_from(weights: np.ndarray, *key) -> dict:
     full_key = (weights.shape, weights.dtype.str) + key
     with _derived_lock:
         entry = _derived.pop(full_key, None)
-        if entry is not None and _same_bits(entry[0], weights):
+        if entry is not None and same_bits(entry[0], weights):
             _derived[full_key] = entry  # most recently used last
             return entry[1]
     derived: dict = {}
     if weights.nbytes <= min(_DERIVED_MAX_BYTES, _DERIVED_BUDGET_BYTES // 2):
-        kept = _frozen(np.array(weights, copy=True, order="K"))
+        kept = frozen(np.array(weights, copy=True, order="K"))
         with _derived_lock:
             while _derived and (len(_derived) >= max(1, _DERIVED_KEPT) or 2 * (
                     kept.nbytes + sum(e[0].nbytes for e in _derived.values()))
@@ -74,7 +74,7 @@ def _derived_from(weights: np.ndarray, *key) -> dict:
     return derived
 
 
-def _frozen(array: np.ndarray) -> np.ndarray:
+def frozen(array: np.ndarray) -> np.ndarray:
     array.flags.writeable = False
     return array
 

@@ -27,14 +27,12 @@ import numpy as np
 from .._errors import ConvTransposeError
 from . import blas
 from . import threads as _threads
-from .environment import switch
+from .config import NO_NUMBA_ENV, switch
 from .machine import has_bfloat16_pairs, host_has_f16c, vector_bytes
 
-__all__ = ["NO_NUMBA_ENV", "Target", "get_num_threads", "host", "num_threads",
+__all__ = ["Target", "get_num_threads", "host", "num_threads",
            "set_num_threads", "set_thread_pinning", "use_target"]
 
-#: Environment variable: set to 1 to never use numba, even when it is installed.
-NO_NUMBA_ENV = "CONVTRANSPOSE_NO_NUMBA"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +95,7 @@ def _numba_installed() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
-def _numba_usable() -> bool:
+def numba_usable() -> bool:
     return switch(NO_NUMBA_ENV) in ("", "0") and _numba_installed()
 
 
@@ -132,7 +130,7 @@ def host() -> Target:
     if chosen is not None:
         return chosen
     threads = _chosen_threads.get()
-    return _host(_numba_usable(), blas.usable(),
+    return _host(numba_usable(), blas.usable(),
                  _threads.process_threads() if threads is None else threads)
 
 

@@ -29,9 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .environment import switch
+from .config import PIN_THREADS_ENV, switch
 
-__all__ = ["PIN_THREADS_ENV", "THREAD_COUNT_ENVS", "THREADS", "default_threads",
+__all__ = ["THREAD_COUNT_ENVS", "THREADS", "default_threads",
            "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
            "set_pinning", "set_process_threads"]
 
@@ -39,9 +39,6 @@ __all__ = ["PIN_THREADS_ENV", "THREAD_COUNT_ENVS", "THREADS", "default_threads",
 #: (numba's and OpenMP's conventions; ``OMP_NUM_THREADS`` may list one count per
 #: nesting level, of which the first applies).  Read once, at import.
 THREAD_COUNT_ENVS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
-#: Environment variable: set to 1 to steer helper threads off the calling thread's CPU
-#: (:func:`_steer_helpers_off_caller`); read on every parallel call.
-PIN_THREADS_ENV = "CONVTRANSPOSE_PIN_THREADS"
 #: The most threads the default takes from the CPU count: memory-bound kernels gain
 #: little beyond that, and a library call should not take a whole server.  A count
 #: the user sets (the API or the environment variables above) is taken as it is.
@@ -126,7 +123,7 @@ def set_process_threads(count: int) -> int:
 
 
 #: Pieces of a loop per thread (see the module docstring).
-_PIECES_PER_THREAD = 8
+PIECES_PER_THREAD = 8
 #: Threads for NumPy copies and adds between BLAS products: one, because OpenBLAS's
 #: worker threads spin for tens of milliseconds after each product and a second copy
 #: thread then waits for a core (``benchmarks/results/thread-steering.json``).
@@ -275,7 +272,7 @@ def parallel_for(function, count: int, threads: int) -> None:
     if threads == 1:
         function(0, count)
         return
-    pieces = min(count, threads * _PIECES_PER_THREAD)
+    pieces = min(count, threads * PIECES_PER_THREAD)
     bounds = [count * i // pieces for i in range(pieces + 1)]
     taken = itertools.count()  # next() is atomic under the GIL
 

@@ -45,10 +45,10 @@ except ImportError as error:  # pragma: no cover - the message is the point
 from dask.array.core import PerformanceWarning, normalize_chunks
 
 from .. import shapes
-from .._api import _as_array
 from .._dtypes import check_dtypes
 from .._errors import ConvTransposeError
-from ._graph import _axes_of, default_output_chunks, tiled
+from .._frontends.specs import as_array
+from ._graph import axes_of, default_output_chunks, tiled
 
 __all__ = [
     "conv_transpose",
@@ -69,7 +69,7 @@ _EXTRA = """
 def _as_dask(name: str, value) -> da.Array:
     """``value`` as a Dask array with known chunk sizes."""
     if not isinstance(value, da.Array):
-        value = da.asarray(_as_array(name, value))
+        value = da.asarray(as_array(name, value))
     if any(math.isnan(size) for sizes in value.chunks for size in sizes):
         raise ConvTransposeError(
             f"{name} has unknown chunk sizes {value.chunks}; call {name}.compute_chunk_sizes()"
@@ -82,7 +82,7 @@ def _single_chunk(name: str, value) -> da.Array:
     number of tiles (a NumPy operand is put into the graph once)."""
     if isinstance(value, da.Array):
         return _as_dask(name, value).rechunk(value.shape)
-    array = _as_array(name, value)
+    array = as_array(name, value)
     return da.from_array(array, chunks=array.shape if array.ndim else ())
 
 
@@ -108,7 +108,7 @@ def _out_chunks(plan, data: da.Array, chunks) -> tuple[tuple[int, ...], ...]:
         raise ConvTransposeError(
             f"chunks={chunks!r} is not a chunking of the result's shape"
             f" {plan.output_shape}: {error}") from None
-    channel, _ = _axes_of(plan, data.ndim)
+    channel, _ = axes_of(plan, data.ndim)
     if len(normalized[channel]) != 1:
         raise ConvTransposeError(
             f"chunks={chunks!r} splits the output channel axis {channel} into"
@@ -128,7 +128,7 @@ def _lazy(plan, data: da.Array, filter, bias, names, out, chunks, threads_per_ta
     if bias is not None:
         operands[names[2]] = bias
     check_dtypes(**operands)
-    channel, _ = _axes_of(plan, data.ndim)
+    channel, _ = axes_of(plan, data.ndim)
     if len(data.chunks[channel]) > 1:
         warnings.warn(
             f"{names[0]} is chunked along its channel axis {channel} {data.chunks[channel]};"

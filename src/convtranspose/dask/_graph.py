@@ -4,7 +4,7 @@ Each task receives the input blocks its tile's window overlaps (:mod:`._tiling`)
 filter's key and the bias's key, never the arrays themselves: the filter is one node of
 the graph (a single-chunk array), shipped to each worker once and shared by every task
 there.  The task assembles the window (a view when one block holds it) and computes the
-tile with the library's canonical path, :func:`convtranspose._execute.transposed_convolution`,
+tile with the library's canonical path, :func:`convtranspose._execute.transposed.transposed_convolution`,
 on the tile's own per-axis plans: the same code a single-machine call runs.
 """
 
@@ -21,10 +21,10 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 from dask.utils import parse_bytes
 
-from .._api import _canonical_weights
 from .._dtypes import accumulation_dtype
-from .._execute import transposed_convolution
-from .._plan import AxisPlan, ConvTransposePlan
+from .._execute.transposed import transposed_convolution
+from .._frontends.specs import canonical_weights
+from .._plan.rules import AxisPlan, ConvTransposePlan
 from .._runtime.target import num_threads
 from . import _tiling
 
@@ -64,7 +64,7 @@ def _window(blocks: list[np.ndarray], tile: _Tile) -> np.ndarray:
 def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarray:
     """The output tile, exactly as the whole layer's single-machine call computes it."""
     window = _window(blocks, tile)
-    weights = _canonical_weights(layer.plan, filter)
+    weights = canonical_weights(layer.plan, filter)
     with num_threads(layer.threads):
         return transposed_convolution(
             window, weights, tile.axes, dtype=accumulation_dtype(layer.dtype),
@@ -84,7 +84,7 @@ def _empty_tile(bias, layer: _Layer, tile: _Tile) -> np.ndarray:
     return tile_sums.astype(layer.dtype)
 
 
-def _axes_of(plan: ConvTransposePlan, ndim: int) -> tuple[int, list[int]]:
+def axes_of(plan: ConvTransposePlan, ndim: int) -> tuple[int, list[int]]:
     """The channel axis and the spatial axes of data and output (same layout)."""
     if plan.channels_last:
         return ndim - 1, list(range(1, ndim - 1))
@@ -98,7 +98,7 @@ def default_output_chunks(plan: ConvTransposePlan, data_chunks, itemsize: int,
     axis first) until one output chunk holds at most ``limit`` bytes (Dask's
     ``array.chunk-size`` by default)."""
     ndim = len(plan.output_shape)
-    channel, spatial = _axes_of(plan, ndim)
+    channel, spatial = axes_of(plan, ndim)
     limit = parse_bytes(dask.config.get("array.chunk-size")) if limit is None else limit
     chunks = [None] * ndim
     chunks[0] = tuple(data_chunks[0])
@@ -128,7 +128,7 @@ def _axis_tiles(plan: ConvTransposePlan, data_chunks, out_chunks):
     """Per output axis but the channel one: for each output chunk, ``(tile plan or None,
     window length, [(input chunk, slice in it, slice in the window)])``."""
     ndim = len(out_chunks)
-    channel, spatial = _axes_of(plan, ndim)
+    channel, spatial = axes_of(plan, ndim)
     per_axis = {}
     input_edges = _tiling.edges(data_chunks[0])
     per_axis[0] = [(None, n1 - n0, _tiling.pieces(input_edges, n0, n1))
@@ -155,7 +155,7 @@ def tiled(plan: ConvTransposePlan, data: da.Array, filter: da.Array, bias: da.Ar
                                         else bias.name, repr(plan), out_chunks, threads)
     filter_key = (filter.name,) + (0,) * filter.ndim
     bias_key = None if bias is None else (bias.name, 0)
-    channel, spatial = _axes_of(plan, data.ndim)
+    channel, spatial = axes_of(plan, data.ndim)
     layout = _axis_tiles(plan, data.chunks, out_chunks)
     graph = {}
     for index in itertools.product(*(range(len(c)) for c in out_chunks)):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from .._plan import AxisPlan
+from .._plan.rules import AxisPlan
 
 __all__ = ["default_chunks", "edges", "halo", "input_window", "pieces", "split_chunks",
            "tile_plan"]

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from .._errors import ConvTransposeError
-from .._plan import _filter_axes
+from .._plan.rules import filter_axes
 from . import _ops
 
 __all__ = ["ConvTranspose", "Convolution", "ConvolutionBackpropData", "GroupConvolution",
@@ -226,7 +226,7 @@ class ConvTranspose(_Layer):
                 "XIO", "OIX", "IOX", "XOI"):
             raise ConvTransposeError(f"weights_format must be one of 'XIO', 'OIX', 'IOX',"
                                      f" 'XOI', got {self.weights_format!r}")
-        i_axis, o_axis, kernel_axes = _filter_axes(self.weights_format.upper(), rank)
+        i_axis, o_axis, kernel_axes = filter_axes(self.weights_format.upper(), rank)
         source = {i_axis: 0, o_axis: 1}
         source.update({axis: 2 + i for i, axis in enumerate(kernel_axes)})
         return weight.permute(tuple(source[j] for j in range(weight.ndim)))

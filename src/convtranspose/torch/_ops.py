@@ -9,8 +9,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import _api as _transposed_api
-from .. import _convolution, _dialects, vjp
+from .. import vjp
+from .._frontends import convolution as _convolution
+from .._frontends import specs as _transposed_api
+from .._plan import dialects as _dialects
 
 __all__ = [
     "conv_transpose",

@@ -1,0 +1,293 @@
+"""Which algorithm computes a problem, and why: the choice, apart from the computation.
+
+:func:`choose` ranks every algorithm the kernels' registry offers for a problem by its
+calibrated estimate (:mod:`.estimates`, :mod:`.calibration`) and returns a
+:class:`Choice`: the algorithm, every candidate's estimate, how it was decided
+(``CONVTRANSPOSE_ALGORITHM``, an empty layer, the estimates) and the registry's
+fallbacks that turn it into the code that runs on this :class:`~._runtime.target.Target`.
+:class:`Explanation` prints it (``ct.explain``, ``convtranspose shape --explain``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._kernels import ALGORITHMS, REGISTRY, exact_algorithms, resolve
+from .._kernels.casts import rounds_in_kernels
+from .._kernels.schedules import direct_rounds
+from .._kernels.scratch import fits, scratch_bytes
+from .._plan.geometry import beyond_int64_kernels
+from .._plan.rules import AxisPlan
+from .._runtime.config import ALGORITHM_ENV, switch
+from .._runtime.target import Target, host
+from .calibration import RawCost, calibrated_ns, learned_coefficients, model_revision
+from .estimates import raw_estimates
+
+__all__ = ["Choice", "Explanation", "call_scratch_bytes", "choose", "choose_algorithm",
+           "fitting", "forget_estimates", "raw_costs"]
+
+#: Nanoseconds per output element of a float32 result that is then rounded to float16
+#: or bfloat16 (allocated, written, rounded; ``benchmarks/results/half-precision.json``).
+_ROUNDING_NS = 1.0
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The algorithm for one problem on one target, and how it was decided.
+
+    Attributes
+    ----------
+    algorithm : str
+        The chosen (or forced) algorithm.
+    runs : str
+        What runs: ``algorithm``, or the registry's fallback where one of its
+        requirements is missing on the target.
+    decided_by : str
+        ``"forced"`` (``CONVTRANSPOSE_ALGORITHM``), ``"empty"`` (nothing to multiply),
+        ``"geometry"`` (numbers past the int64 kernels' bound: ``direct-numpy``),
+        ``"estimates"``, or (by :mod:`convtranspose._choose.planning`) ``"measured"`` (timed on
+        this call's operands) or ``"wisdom"`` (timed earlier on this machine).
+    estimates : tuple of (str, float)
+        Every offered candidate's calibrated estimate in nanoseconds, fastest first.
+    fallbacks : tuple of (str, str)
+        Each algorithm passed over on the way to ``runs``, with the missing requirement.
+    measured : tuple of (str, float)
+        The candidates timed on this machine (nanoseconds, fastest first) when measured
+        planning decided (:mod:`convtranspose._choose.planning`), else empty.
+    """
+
+    algorithm: str
+    runs: str
+    decided_by: str
+    estimates: tuple[tuple[str, float], ...]
+    fallbacks: tuple[tuple[str, str], ...]
+    measured: tuple[tuple[str, float], ...] = ()
+
+
+def sums_bfloat16_pairs(dtype: np.dtype, result_dtype, target: Target) -> bool:
+    """Whether numba ``direct`` may multiply bfloat16 operands summed in float32 as pairs
+    (``vdpbf16ps``; the kernel also checks the values, :mod:`~convtranspose._kernels._numba.modes`)."""
+    return (result_dtype is not None and dtype == np.float32
+            and np.dtype(result_dtype).name == "bfloat16" and target.numba
+            and target.bfloat16_pairs)
+
+
+@functools.lru_cache(maxsize=512)
+def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+               channels_last: bool, dtype: np.dtype, result_dtype, target: Target,
+               ) -> dict[str, RawCost]:
+    """Raw estimates of every offered algorithm whose scratch is within the bound
+    (:mod:`convtranspose._kernels.scratch`), with the rounding of half-precision results
+    charged to the algorithms that need a whole float32 result first (cached)."""
+    pairs = sums_bfloat16_pairs(dtype, result_dtype, target)
+    raw = raw_estimates(batch, axes, weights_shape, channels_last, dtype.kind != "f", target,
+                        target.blas_for(dtype), pairs)
+    costs = {name: cost for name, cost in raw.items()
+             if fits(name, batch, axes, weights_shape, dtype, target.threads)}
+    rounded = (result_dtype is not None and target.numba
+               and rounds_in_kernels(dtype, np.dtype(result_dtype), target))
+    if rounded:  # only direct-blocked and direct's plane kernel round as they store
+        outputs = batch * weights_shape[0] * weights_shape[2] * math.prod(
+            axis.output_size for axis in axes)
+        in_kernel = ({"direct-blocked", "direct"}
+                     if direct_rounds(weights_shape, axes, channels_last)
+                     else {"direct-blocked"})
+        costs = {name: cost + (0 if name in in_kernel else _ROUNDING_NS * outputs)
+                 for name, cost in costs.items()}
+    return costs
+
+
+def raw_costs(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
+              channels_last: bool, dtype, result_dtype, target: Target) -> dict[str, RawCost]:
+    """Every offered algorithm's raw estimate (:class:`~.calibration.RawCost`) for a
+    problem: what measured planning keeps beside the times it measures."""
+    return _raw_costs(batch, tuple(axes), tuple(weights_shape), bool(channels_last),
+                      np.dtype(dtype), None if result_dtype is None else np.dtype(result_dtype),
+                      target)
+
+
+def _estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+               channels_last: bool, dtype: np.dtype, result_dtype, target: Target,
+               ) -> tuple[tuple[str, float], ...]:
+    """Calibrated estimates (ns) of every offered algorithm within the scratch bound,
+    fastest first (cached until the wisdom changes: :func:`.calibration.model_revision`)."""
+    return _calibrated(batch, axes, weights_shape, channels_last, dtype, result_dtype, target,
+                       model_revision())
+
+
+@functools.lru_cache(maxsize=512)
+def _calibrated(batch, axes, weights_shape, channels_last, dtype, result_dtype, target,
+                revision) -> tuple[tuple[str, float], ...]:
+    del revision  # the cache key
+    learned = learned_coefficients()
+    costs = _raw_costs(batch, axes, weights_shape, channels_last, dtype, result_dtype, target)
+    calibrated = {name: calibrated_ns(cost, name, learned) for name, cost in costs.items()}
+    return tuple(sorted(calibrated.items(), key=lambda item: item[1]))
+
+
+def forget_estimates() -> None:
+    """Drop the estimates kept in memory (after the cost model's inputs were replaced)."""
+    _raw_costs.cache_clear()
+    _calibrated.cache_clear()
+
+
+def choose(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
+           channels_last: bool = False, dtype=np.float32, result_dtype=None,
+           target: Target | None = None, estimate_forced: bool = False) -> Choice:
+    """The :class:`Choice` for a canonical problem.
+
+    Parameters
+    ----------
+    batch, axes, weights_shape
+        The canonical problem: batch size, one AxisPlan per spatial axis, weights
+        ``(G, Ci, Co, K...)``.
+    channels_last : bool
+        The data's and the result's layout.
+    dtype : numpy dtype
+        The accumulation dtype (float64, float32 or int64).
+    result_dtype : numpy dtype, optional
+        float16 or bfloat16 when the sums are rounded to it (the algorithms that need a
+        whole float32 result first are charged for it).
+    target : Target, optional
+        The machine; :func:`~convtranspose._runtime.target.host` by default.
+    estimate_forced : bool
+        Estimate the candidates even when ``CONVTRANSPOSE_ALGORITHM`` forces one (for
+        ``ct.explain``; a forced call skips the cost model).
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> plan = ct.shapes.convolution_backprop_data((1, 8, 16, 16), (8, 4, 3, 3), strides=2)
+    >>> choice = choose(1, plan.axes, plan.canonical_filter_shape)
+    >>> choice.algorithm == choice.estimates[0][0]
+    True
+    """
+    target = host() if target is None else target
+    axes, weights_shape, dtype = tuple(axes), tuple(weights_shape), np.dtype(dtype)
+    result_dtype = None if result_dtype is None else np.dtype(result_dtype)
+    forced = switch(ALGORITHM_ENV)
+    if forced and forced not in ALGORITHMS:
+        raise ValueError(f"{ALGORITHM_ENV}={forced!r}; expected one of {ALGORITHMS}")
+    empty = batch * math.prod(weights_shape) * math.prod(a.input_size for a in axes) == 0
+    huge = beyond_int64_kernels(axes)
+    skip = empty or huge or (forced and not estimate_forced)
+    estimates = () if skip else _estimates(batch, axes, weights_shape, bool(channels_last),
+                                            dtype, result_dtype, target)
+    if huge and not empty:  # correctness wins over a forced algorithm
+        algorithm, decided_by = "direct-numpy", "geometry"
+    elif forced:
+        algorithm, decided_by = forced, "forced"
+    elif empty:
+        algorithm, decided_by = ("phase-nxc" if channels_last else "phase-ncx"), "empty"
+    else:  # direct-numpy when no offered algorithm's scratch fits
+        algorithm, decided_by = (estimates[0][0] if estimates else "direct-numpy"), "estimates"
+    runs, fallbacks = resolve(algorithm, dtype, len(axes), channels_last, target)
+    if not (empty or huge):
+        fitted = fitting(runs, batch, axes, weights_shape, channels_last, dtype, target)
+        if fitted != runs:
+            fallbacks += ((runs, "scratch over the bound"),)
+            runs, more = resolve(fitted, dtype, len(axes), channels_last, target)
+            fallbacks += more
+    return Choice(algorithm, runs, decided_by, estimates, fallbacks)
+
+
+def fitting(name: str, batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+            channels_last: bool, dtype: np.dtype, target: Target) -> str:
+    """``name``, or where its scratch would exceed the bound
+    (:func:`~convtranspose._kernels.scratch.scratch_bound`) the cheapest offered algorithm
+    within it, else ``direct-numpy`` (whose scratch always fits): a forced algorithm
+    never runs beyond the bound."""
+    if fits(name, batch, axes, weights_shape, dtype, target.threads):
+        return name
+    estimates = _estimates(batch, tuple(axes), tuple(weights_shape), bool(channels_last),
+                           np.dtype(dtype), None, target)
+    return estimates[0][0] if estimates else "direct-numpy"
+
+
+def call_scratch_bytes(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
+                       channels_last: bool, dtype, target: Target | None = None) -> int:
+    """The scratch a call may need (:func:`~convtranspose._kernels.scratch.scratch_bytes`):
+    the largest estimate among the algorithms measured planning may time (every
+    offered one within the bound) and the one that runs by :func:`choose`."""
+    axes, weights_shape, dtype = tuple(axes), tuple(weights_shape), np.dtype(dtype)
+    target = host() if target is None else target
+    choice = choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype,
+                    target=target)
+    names = {choice.runs}.union(name for name, _ in choice.estimates)
+    return max(scratch_bytes(name, batch, axes, weights_shape, dtype, target.threads)
+               for name in names)
+
+
+def choose_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
+                     channels_last: bool = False, dtype=np.float32, result_dtype=None,
+                     target: Target | None = None) -> str:
+    """The name of :func:`choose`'s algorithm."""
+    return choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype,
+                  result_dtype=result_dtype, target=target).algorithm
+
+
+@functools.lru_cache(maxsize=512)
+def choose_exact(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+                 channels_last: bool, dtype: np.dtype, target: Target) -> str:
+    """The cheapest algorithm that is exact with non-finite operands and can run here."""
+    exact = exact_algorithms()
+    for name, _ in _estimates(batch, axes, weights_shape, channels_last, dtype, None, target):
+        if name in exact:
+            return name
+    col2im = "col2im-nxc" if channels_last else "col2im-ncx"
+    # direct-numpy multiplies only the pairs that exist too, and its scratch always fits.
+    return (col2im if fits(col2im, batch, axes, weights_shape, dtype, target.threads)
+            else "direct-numpy")
+
+
+class Explanation:
+    """A printable account of one :class:`Choice` (``print(ct.explain(plan))``)."""
+
+    def __init__(self, plan, dtype: np.dtype, choice: Choice, target: Target):
+        self.plan, self.dtype, self.choice, self.target = plan, dtype, choice, target
+
+    def __str__(self) -> str:
+        choice, target = self.choice, self.target
+        flags = [name for name in ("numba", "blas", "f16c", "bfloat16_pairs")
+                 if getattr(target, name)]
+        lines = [f"problem      {self.plan.op} data {list(self.plan.data_shape)}, filter "
+                 f"{list(self.plan.filter_shape)}, {self.plan.data_format}, {self.dtype}",
+                 f"target       {target.vector_bytes}-byte vectors, {target.threads} threads, "
+                 + (", ".join(flags) or "NumPy only"),
+                 f"decided by   {_DECIDED[choice.decided_by]}"]
+        if choice.estimates:
+            width = max(len(name) for name, _ in choice.estimates)
+            measured = dict(choice.measured)
+            lines.append("candidates   " + "estimate".rjust(width + 11)
+                         + ("measured".rjust(12) if measured else ""))
+            for name, ns in choice.estimates:
+                mark = "  <- chosen" if name == choice.algorithm else ""
+                timed = (format_ns(measured[name]) if name in measured else "-").rjust(12)
+                lines.append(f"  {name.ljust(width)}  {format_ns(ns).rjust(20)}"
+                             f"{timed if measured else ''}{mark}")
+        for name, reason in choice.fallbacks:
+            lines.append(f"fallback     {name}: {reason}")
+        lines.append(f"runs         {choice.runs}: {REGISTRY[choice.runs].summary}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+_DECIDED = {"forced": f"{ALGORITHM_ENV} (forced)",
+            "empty": "nothing to multiply (an empty operand): the output is zeros",
+            "geometry": "a stride, dilation, pad or size beyond the int64 kernels' bound"
+                        " (2**40): Python-integer windows",
+            "estimates": "the lowest estimate (cost model)",
+            "measured": "measured on these operands (planning), kept as wisdom",
+            "wisdom": "measured earlier on this machine (wisdom)"}
+
+
+def format_ns(ns: float) -> str:
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3g} ms"
+    return f"{ns / 1e3:.3g} us"

@@ -1,0 +1,459 @@
+"""One time estimate per algorithm, in nanoseconds, before calibration.
+
+Each estimator models its algorithm's work: BLAS products at the machine's measured
+GEMM speed (:func:`.calibration.gemm_gflops`), NumPy memory passes (:func:`_pass_ns`),
+numba kernels' multiply-adds at shares of the machine's measured FMA peak
+(:func:`_thread_macs_per_ns`), and fixed per-call overheads.  The pass and overhead
+terms are rough; the per-machine calibration (:mod:`.calibration`) learns how this
+machine weighs each part.  Estimators read the kernels' own schedules
+(:mod:`convtranspose._kernels.schedules`), never their code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from .._kernels.dense import DENSE_MAX_ELEMENTS
+from .._kernels.schedules import (
+    PLANE_CO_BLOCK,
+    blocked_line_taps,
+    blocked_segments,
+    blocked_shape,
+    direct_per_position,
+    direct_worth_threads,
+    line_segment_inputs,
+    line_segmented,
+    numba_scatters,
+    rows_apply,
+)
+from .._kernels.shift import shift_grid
+from .._kernels.window import window_plan
+from .._plan.geometry import AxisPhases, axis_phases, live_classes, tap_windows, three_axes
+from .._plan.rules import AxisPlan
+from .._runtime.machine import vector_bytes
+from .._runtime.target import Target
+from .calibration import RawCost, fma_gflops, gemm_gflops
+from .figures import machine_figures
+
+__all__ = ["raw_estimates"]
+
+
+def _pass_ns(elements: float, run: int) -> float:
+    """Rough cost of one NumPy memory pass whose contiguous runs have ``run`` elements."""
+    return elements * (2.0 + 6.0 / max(1, min(run, 64)))
+
+
+def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> RawCost:
+    """Rough cost of ``batches`` GEMMs ``(rows, depth) @ (depth, width)``.
+
+    The multiply-adds (``gemm``) at :func:`.calibration.gemm_gflops` when every
+    dimension is large; narrow products are slower (OpenBLAS on 8192 rows: width 8 to
+    128 at 30-93% of the widest, ``benchmarks/results/blas-algorithms.json``); writing
+    the result and a per-call overhead (``scaled``).
+    """
+    flops = 2.0 * rows * depth * width * batches
+    efficiency = min(1.0, depth / 32) * width / (width + 12) * min(1.0, rows / 64)
+    return RawCost(1.0 * rows * width * batches + 2000 * batches,
+                   flops / (gemm_gflops() * max(efficiency, 0.02)))
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """The quantities every estimator needs, derived once per problem."""
+
+    batch: int
+    groups: int
+    ci: int
+    co: int
+    axes: tuple[AxisPlan, ...]
+    channels_last: bool
+    phases: tuple[AxisPhases, ...]
+
+    @classmethod
+    def of(cls, batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+           channels_last: bool) -> _Layer:
+        groups, ci, co = weights_shape[:3]
+        return cls(batch, groups, ci, co, tuple(axes), channels_last,
+                   tuple(axis_phases(axis) for axis in axes))
+
+    @property
+    def taps(self) -> int:
+        return math.prod(axis.kernel_size for axis in self.axes)
+
+    @property
+    def spatial_in(self) -> tuple[int, ...]:
+        return tuple(axis.input_size for axis in self.axes)
+
+    @property
+    def inputs(self) -> int:
+        return self.batch * self.groups * self.ci * math.prod(self.spatial_in)
+
+    @property
+    def outputs(self) -> int:
+        return self.batch * self.groups * self.co * math.prod(a.output_size for a in self.axes)
+
+    @property
+    def live_taps(self) -> int:
+        """Taps (over every axis) that reach some output: col2im's adds, one per tap."""
+        return math.prod(sum(w is not None for w in tap_windows(axis)) for axis in self.axes)
+
+    @property
+    def blocks(self) -> tuple[int, ...]:
+        return tuple(p.blocks for p in self.phases)
+
+    @property
+    def rows_phase(self) -> int:
+        return self.batch * math.prod(self.blocks)
+
+    @property
+    def padding(self) -> bool:
+        return any(p.pad_low or p.pad_high for p in self.phases)
+
+    @property
+    def ncx_run(self) -> int:
+        """Channels-first products are stored along the last axis: whole rows of blocks
+        when its stride is 1, single elements between the other phases' otherwise."""
+        return self.blocks[-1] if self.axes[-1].stride == 1 else 1
+
+
+def raw_estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+                  channels_last: bool, integer: bool, target: Target, blas: bool,
+                  pairs: bool = False) -> dict[str, RawCost]:
+    """Estimated nanoseconds of every algorithm offered for this problem (uncalibrated).
+
+    ``integer``: integer sums (no numba kernels); ``blas``: BLAS products callable for
+    the dtype; ``pairs``: bfloat16 operands that ``direct`` may multiply as pairs.
+    """
+    groups, ci, co = weights_shape[:3]
+    layer = _Layer.of(batch, axes, weights_shape, channels_last)
+    costs: dict[str, RawCost] = {}
+    for internal_last in (True, False):
+        layout = "nxc" if internal_last else "ncx"
+        costs[f"phase-{layout}"] = _phase_estimate(layer, internal_last)
+        if blas:
+            costs[f"gemm-{layout}"] = _gemm_estimate(layer, internal_last)
+            costs[f"shift-{layout}"] = _shift_estimate(layer, internal_last)
+        costs[f"col2im-{layout}"] = _col2im_estimate(layer, internal_last,
+                                                     target.numba and not integer)
+    dense = groups * ci * math.prod(layer.spatial_in) * groups * co * math.prod(
+        axis.output_size for axis in axes)
+    if dense <= DENSE_MAX_ELEMENTS:
+        costs["dense"] = RawCost(2.0 * batch * dense / 20.0 + 0.3 * dense + 5000)
+    window = _window_estimate(layer)
+    if window is not None:
+        costs["window"] = window
+    if target.numba and not integer and len(axes) <= 3:
+        costs["stream"] = _stream_estimate(layer)
+        rows = _rows_take_layer(axes, weights_shape, channels_last, target)
+        costs["direct"] = _direct_estimate(layer, pairs, rows, target)
+        if blocked_offered(ci, co, channels_last, rows, target):
+            costs["direct-blocked"] = _blocked_estimate(layer, target)
+    return costs
+
+
+def _phase_estimate(layer: _Layer, internal_last: bool) -> RawCost:
+    """``phase-*``: per class of phases an im2col copy, one GEMM and a strided store."""
+    same_layout = internal_last == layer.channels_last
+    cost = RawCost(0.0)
+    if layer.padding or not same_layout:
+        cost += _pass_ns(layer.inputs, (layer.ci if internal_last else layer.spatial_in[-1])
+                         if same_layout else 2)
+    for combo in itertools.product(*(p.classes for p in layer.phases)):
+        slots = math.prod(len(c.shifts) for c in combo)
+        if slots == 0:
+            continue
+        depth, width = slots * layer.ci, math.prod(c.count for c in combo) * layer.co
+        cost += _gemm_ns(layer.rows_phase, depth, width, layer.groups) + 30000
+        if slots > 1 or layer.padding:
+            cost += _pass_ns(layer.groups * layer.rows_phase * depth,
+                             layer.ci if internal_last else layer.blocks[-1])
+        run = combo[-1].count * layer.co if internal_last else layer.ncx_run
+        cost += _pass_ns(layer.groups * layer.rows_phase * width, run if same_layout else 1)
+    return cost
+
+
+def _gemm_estimate(layer: _Layer, internal_last: bool) -> RawCost:
+    """``gemm-*``: accumulating products over row-shifted windows, copies only where the
+    other axes' shifts or padding need them."""
+    same_layout = internal_last == layer.channels_last
+    lead_classes, rest_combos = live_classes(layer.phases)
+    rest_padding = any(p.pad_low or p.pad_high for p in layer.phases[1:])
+    cost = RawCost(0.0)
+    for combo in rest_combos:
+        slots = math.prod(len(c.shifts) for c in combo)
+        # The first axis's padding costs copies only at the ends (views inside).
+        if slots > 1 or rest_padding or not same_layout or layer.batch > 1:
+            cost += _pass_ns(slots * layer.inputs, (layer.ci if internal_last
+                                                    else layer.blocks[-1])
+                             if same_layout else 2)
+        for lead_class in lead_classes:
+            width = lead_class.count * math.prod(c.count for c in combo) * layer.co
+            cost += _gemm_ns(layer.rows_phase, slots * layer.ci, width,
+                             layer.groups * len(lead_class.shifts)) + 40000
+            if len(layer.axes) == 1 and internal_last and layer.channels_last:
+                continue  # written straight into the output
+            run = (combo[-1].count if combo else lead_class.count) * layer.co
+            cost += _pass_ns(layer.groups * layer.rows_phase * width,
+                             run if internal_last and same_layout else layer.ncx_run)
+    return cost
+
+
+def _shift_estimate(layer: _Layer, internal_last: bool) -> RawCost:
+    """``shift-*``: one padded copy, then every tap one product over the shift grid."""
+    same_layout = internal_last == layer.channels_last
+    sizes, _, _ = shift_grid(layer.axes, layer.phases)
+    grid_rows = layer.batch * math.prod(sizes)
+    cost = RawCost(_pass_ns(layer.inputs, (layer.ci if internal_last else layer.spatial_in[-1])
+                            if same_layout else 2))
+    for combo in itertools.product(*(p.classes for p in layer.phases)):
+        slots = math.prod(len(c.shifts) for c in combo)
+        if slots == 0:
+            continue
+        width = math.prod(c.count for c in combo) * layer.co
+        cost += _gemm_ns(grid_rows, layer.ci, width, layer.groups * slots) + 30000
+        run = combo[-1].count * layer.co if internal_last else layer.ncx_run
+        cost += _pass_ns(layer.groups * layer.rows_phase * width, run if same_layout else 1)
+    return cost
+
+
+#: Extra cost of ``col2im-nxc``'s NumPy scatter-add per added element, over the square
+#: of its run (the output channels): NumPy's add restarts its inner loop per run, which
+#: the pass term undercharges for a few channels (``benchmarks/results/calibration-zen3.json``).
+_SHORT_RUN_NS = 200.0
+
+
+def _col2im_estimate(layer: _Layer, internal_last: bool, numba_float: bool) -> RawCost:
+    """``col2im-*``: one GEMM of every tap's contribution, then an add per live tap."""
+    same_layout = internal_last == layer.channels_last
+    rows_in = layer.batch * math.prod(layer.spatial_in)
+    cost = (_gemm_ns(rows_in, layer.ci, layer.taps * layer.co, layer.groups)
+            + _pass_ns(layer.outputs, 64))
+    if not same_layout or layer.batch > 1 and not internal_last:
+        cost += _pass_ns(layer.inputs, 2 if not same_layout else layer.spatial_in[-1])
+    run = ((layer.co if internal_last else layer.spatial_in[-1] // max(1, layer.axes[-1].stride))
+           if same_layout else 1)
+    live = layer.live_taps
+    adds = live * layer.groups * rows_in * layer.co
+    if numba_scatters(internal_last, layer.co, len(layer.axes), numba_float):
+        cost += 7.0 * adds  # numba's pass: 3-4 ns per add measured on two threads
+    else:
+        cost += 1.5 * _pass_ns(adds, run) + live * 3000
+        if internal_last:
+            cost += adds * _SHORT_RUN_NS / max(1, run) ** 2
+    return cost
+
+
+def _stream_estimate(layer: _Layer) -> RawCost:
+    """``stream``: the filter read once from memory at the measured copy rate, or its
+    multiply-adds at the GEMM rate, whichever is longer; then an add per live tap."""
+    rows_in = layer.batch * math.prod(layer.spatial_in)
+    filter_bytes = 4.0 * layer.groups * layer.ci * layer.co * layer.taps
+    read = filter_bytes / machine_figures().copy_gbps  # bytes / (GB/s) = ns
+    compute = 2.0 * layer.groups * rows_in * layer.ci * layer.co * layer.taps / gemm_gflops()
+    live = layer.live_taps
+    adds = live * layer.groups * rows_in * layer.co
+    run = layer.co if layer.channels_last else 1
+    return RawCost(max(read, compute) + 1.5 * _pass_ns(adds, run) + live * 3000
+                   + _pass_ns(layer.inputs, 2) + 20000)
+
+
+#: The overhead and pass terms of ``window`` and ``direct`` are measured times scaled by
+#: this factor, the ratio between the other algorithms' estimates and their measured
+#: times on the benchmark layers (their pass terms assume slower copies than NumPy
+#: achieves on cache-sized buffers).
+_MODEL_SCALE = 2.5
+
+
+def _window_estimate(layer: _Layer) -> RawCost | None:
+    """``window``: a fixed handful of NumPy calls, but FLOPs for absent taps too."""
+    phases, combo, unreached = window_plan(layer.axes)
+    if combo is None:
+        return None
+    blocks = [p.blocks for p in phases]
+    rows = layer.batch * math.prod(blocks)
+    depth = math.prod(len(c.shifts) for c in combo) * layer.ci
+    width = math.prod(c.count for c in combo) * layer.co
+    inputs = layer.batch * layer.groups * layer.ci * math.prod(
+        b + len(c.shifts) - 1 for b, c in zip(blocks, combo))
+    cost = _pass_ns(inputs, layer.ci if layer.channels_last else 1)  # the padded copy
+    cost += _pass_ns(layer.groups * rows * depth, len(combo[-1].shifts) * layer.ci)  # windows
+    cost += _pass_ns(layer.groups * rows * width,
+                     combo[-1].count * layer.co if layer.channels_last else 1)
+    if unreached:
+        cost += 0.5 * layer.outputs
+    return _gemm_ns(rows, depth, width, layer.groups) + cost + _MODEL_SCALE * 15000
+
+
+#: The share of one thread's FMA peak the numba plane kernel's multiply-adds are
+#: modelled at, per number of output channels in its register blocks: its modelled
+#: rates on AMD Zen 3 (26, 37 and 40 multiply-adds per ns, ``plane-kernel.json``) over
+#: that machine's measured one-thread peak (98 GFLOP/s, 49 per ns, ``machines.json``).
+#: Scaling by the peak measured here carries the model to other vector widths and FMA
+#: units (``benchmarks/results/estimate-errors-zen5.json``).
+_DIRECT_PEAK_SHARE = {1: 0.53, 2: 0.755, 3: 0.816}
+
+
+def _thread_macs_per_ns(target: Target) -> float:
+    """One thread's float32 FMA peak in multiply-adds per ns, at ``target``'s vector
+    width: the peak measured here (:func:`.calibration.fma_gflops`)
+    scaled by the width's ratio to the width it was measured at.  Where numba cannot
+    measure it (and no numba kernel is offered), a thread's share of the GEMM rate."""
+    peak = fma_gflops()
+    if peak is None:
+        return gemm_gflops() / 2.0 / max(1, target.threads)
+    return peak / 2.0 * target.vector_bytes / vector_bytes()
+
+
+#: The row kernel's time over the plane kernel's (the model's) on the layers numba
+#: ``direct`` gives it: the geometric mean over random layers of last-axis stride 2
+#: (``benchmarks/results/row-kernel-zen4.json``).
+_ROWS_TIME = 0.8
+
+
+def _rows_take_layer(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+                     channels_last: bool, target: Target) -> bool:
+    """Whether numba ``direct`` gives this float32 layer to its row kernel
+    (:func:`~convtranspose._kernels.schedules.rows_apply`; half data is priced alike)."""
+    if len(axes) > 3:
+        return False
+    f32 = "float32"
+    return rows_apply(weights_shape, three_axes(axes), channels_last, f32, f32, f32, target)
+
+
+def _direct_estimate(layer: _Layer, pairs: bool, rows: bool, target: Target) -> RawCost:
+    """Numba ``direct``.
+
+    Channels-last layers with many groups of at most 4 products go to a per-position
+    kernel, priced as passes.  All others go to the plane kernel: per (sample, group)
+    plane, every tap of every phase is one vectorised multiply-add over the
+    zero-bordered input window (border columns included), per input channel (pair, with
+    ``pairs``) and block of up to three output channels.  ``rows``: the row kernel takes
+    the layer, priced at :data:`_ROWS_TIME` of the plane kernel.
+    """
+    axes, phases = layer.axes, layer.phases
+    if direct_per_position(layer.groups, layer.ci, layer.co, layer.channels_last):
+        return RawCost(1.0 * layer.inputs * layer.co * layer.taps + 1.0 * layer.outputs)
+    # Per phase, one pass over the window rows of its blocks (the first axis is cut
+    # into bands; the window spans every shift of the others).
+    span = 1
+    for a, p in enumerate(phases):
+        shifts = [shift for c in p.classes for shift in c.shifts] or [0]
+        span *= p.blocks + (max(shifts) - min(shifts) if a else 0)
+    if len(axes) == 2:  # or blocks of whole rows, in vectors (plane_schedule)
+        lanes = target.lanes("float32")
+        span = min(span, phases[0].blocks * -(-phases[1].blocks // lanes) * lanes)
+    tap_phases = math.prod(sum(len(c.shifts) * c.count for c in p.classes) for p in phases)
+    co_block = min(PLANE_CO_BLOCK, layer.co)
+    units = -(-layer.ci // 2) if pairs else layer.ci  # input channels per instruction
+    macs = (layer.batch * layer.groups * units * -(-layer.co // co_block) * co_block
+            * tap_phases * span)
+    items = layer.batch * layer.groups * (phases[0].blocks if len(axes) > 1 else 1)
+    if len(axes) == 1 and line_segmented(axes[0], layer.ci):
+        items *= -(-axes[0].output_size // (axes[0].stride * line_segment_inputs(
+            layer.ci, axes[0].stride)))
+    threads = (min(target.threads, items)
+               if direct_worth_threads(layer.outputs, layer.ci, axes) else 1)
+    # Filling the windows (channels last: a pixel's channels read in order, written to
+    # Ci windows), and interleaving the last axis's phases into output rows: vector
+    # stores for stride 1 and 2, one strided run per phase beyond.
+    strided = layer.channels_last and layer.groups * max(layer.ci, layer.co) > 1
+    fills = layer.inputs * (1.0 if strided else 0.5)
+    stores = layer.outputs * ((2.0 if strided else 1.0) if axes[-1].stride <= 2 else 6.0)
+    cost = RawCost(_MODEL_SCALE * ((fills + stores) / threads + 10000),
+                   kernel=_MODEL_SCALE * macs / threads
+                   / (_DIRECT_PEAK_SHARE[co_block] * _thread_macs_per_ns(target)))
+    if rows:
+        cost = RawCost(cost.scaled * _ROWS_TIME, kernel=cost.kernel * _ROWS_TIME)
+    return cost
+
+
+#: ``direct-blocked`` keeps a block of outputs' channels in registers: for at most this
+#: many output channels per group, but for wider layers on AVX-512 (see
+#: :func:`blocked_offered`; ``benchmarks/results/direct-blocked-zen4.json``).
+BLOCKED_MAX_CHANNELS = 64
+
+
+def blocked_offered(ci: int, co: int, channels_last: bool, rows: bool, target: Target) -> bool:
+    """Whether the cost model offers ``direct-blocked`` for these channels per group.
+
+    Not for at most half a vector of output channels: the block holds output channels
+    in its lanes, so most of each multiply-add would be padding, while the plane kernel
+    of ``direct`` vectorises along space.  Nor for at most four products per group
+    (``ci * co``), which ``direct``'s per-position kernel takes.  Not for more than
+    :data:`BLOCKED_MAX_CHANNELS` output channels on 32-byte vectors; with 64-byte ones,
+    for any number of them, except channels first where ``direct``'s row kernel takes
+    the layer (``rows``), which it does not beat.  The evidence is in
+    ``benchmarks/results/direct-blocked-zen4.json`` and ``calibration-zen4.json``.
+    """
+    wide = target.vector_bytes == 64 and (channels_last or not rows)
+    return (2 * co > target.lanes("float32") and (co <= BLOCKED_MAX_CHANNELS or wide)
+            and ci * co > 4)
+
+
+#: ``direct-blocked`` on channels-first data pays about one strided pass over the input
+#: (a channels-last copy, or each block reading Ci distant planes).
+_BLOCKED_NCX_INPUT = 1.0
+#: Blocks whose loop over taps and input channels is at least this long stream their
+#: weights from L2 or L3 at the FMA rate (``benchmarks/results/direct-blocked-zen4.json``).
+_BLOCKED_STREAMED_LOOP = 512
+
+
+def _blocked_macs(layer: _Layer, width: int, pixels: int, edge: int) -> int:
+    """Multiply-adds of ``direct-blocked``: output channels padded to ``width``, the
+    last axis's runs with every tap inside the input in blocks of ``pixels``, and
+    ``edge`` outputs' worth per output at the line ends."""
+    per_axis = []
+    for index, axis in enumerate(layer.axes):
+        total = 0
+        for c in axis_phases(axis).classes:
+            shifts = c.shifts or (0,)
+            for phase in range(c.first, c.first + c.count):
+                count = -(-(axis.output_size - phase) // axis.stride)
+                if index == len(layer.axes) - 1:
+                    inside = max(0, min(count, axis.input_size - max(shifts))
+                                 - max(0, -min(shifts)))
+                    inside = inside if inside >= pixels else 0
+                    count = -(-inside // pixels) * pixels + edge * (count - inside)
+                total += count * len(c.shifts)  # a phase no tap reaches is only zeroed
+        per_axis.append(total)
+    return layer.batch * layer.groups * width * layer.ci * math.prod(per_axis)
+
+
+#: ``direct-blocked``'s estimates are this many times the times it was measured at (the
+#: units of the other estimates; ``benchmarks/results/direct-blocked-zen4.json``).
+_BLOCKED_SCALE = 3.0
+
+
+def _blocked_estimate(layer: _Layer, target: Target) -> RawCost:
+    """``direct-blocked``, in the units of the other estimates.
+
+    Multiply-adds at the FMA peak of the threads (the ``kernel`` part; on fewer threads
+    where the layer has fewer lines, or segments of lines, than threads); lines whose
+    output channels are not whole vectors, or are channels first, go through a copy;
+    channels-first input costs a strided pass; a line whose weights are far beyond L1
+    and whose blocks are few reloads them from L2 (unless its loop is long enough to
+    stream them).
+    """
+    axes = layer.axes
+    lanes, vectors, _, pixels = blocked_shape(4, layer.co, axes[-1], target.vector_bytes)
+    width = lanes * vectors
+    edge = 2 if vectors > 4 else 3  # more than four vectors keep one output's FMAs busy
+    macs = _blocked_macs(layer, width, pixels, edge)
+    lines = layer.batch * layer.groups * math.prod(axis.output_size for axis in axes[:-1])
+    copied = layer.outputs if layer.co != width or not layer.channels_last else 0
+    last = axes[-1]
+    line_taps = blocked_line_taps(axes)
+    line_weights = line_taps * layer.ci * width
+    reloaded = 0.0
+    if (line_weights * 4 > 131072 and last.output_size < 3 * 8 * last.stride
+            and line_taps / last.stride * layer.ci < _BLOCKED_STREAMED_LOOP):
+        reloaded = lines * line_weights
+    transposed = 0 if layer.channels_last else layer.inputs * _BLOCKED_NCX_INPUT
+    threads = target.threads
+    items = lines * blocked_segments(lines, axes[-1], threads)
+    busy = max(1, min(threads, items))
+    return RawCost(_BLOCKED_SCALE * (0.3 * copied + transposed + 0.25 * reloaded
+                                     + 50.0 * lines + 20000),
+                   kernel=_BLOCKED_SCALE * macs / (busy * _thread_macs_per_ns(target)))

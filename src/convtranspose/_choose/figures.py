@@ -1,0 +1,95 @@
+"""The machine figures the cost model needs, measured here instead of looked up in a table.
+
+The estimates (:mod:`convtranspose._choose.estimates`) price BLAS products at the
+machine's large-GEMM rate, numba kernels' multiply-adds at shares of one thread's FMA
+peak (measured by a numba kernel, :mod:`convtranspose._kernels._numba.peak`, and added
+with :func:`keep_figure`), and reading a large filter at the copy rate.  Each is
+measured once per machine, in well under a second, and kept in the wisdom file
+(:mod:`.wisdom`), so a later process reads them instead of measuring again.  No CPU
+needs an entry written by hand: a machine this library never saw measures its own.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .._runtime.machine import fastest_seconds
+from .wisdom import store
+
+__all__ = ["MachineFigures", "keep_figure", "machine_figures", "measure_figures"]
+
+#: Square float32 GEMM size for the rate: large enough for OpenBLAS's full-speed kernels
+#: and its threads, small enough to take about a millisecond.
+_GEMM_SIZE = 768
+#: Elements of each float32 copy for the copy rate: 16 MB, past the caches of the CPUs
+#: this library runs on, as the large layers' passes are.
+_COPY_ELEMENTS = 1 << 22
+#: The figures' key in the wisdom file.
+_KEY = "machine"
+
+
+class MachineFigures(dict):
+    """``gemm_gflops`` (large float32 GEMM, GFLOP/s, on NumPy's BLAS threads),
+    ``copy_gbps`` (a large float32 copy, GB/s read plus written) and, once measured,
+    ``fma_gflops`` (one thread's FMA peak,
+    :func:`convtranspose._choose.calibration.fma_gflops`)."""
+
+    @property
+    def gemm_gflops(self) -> float:
+        return float(self["gemm_gflops"])
+
+    @property
+    def copy_gbps(self) -> float:
+        return float(self["copy_gbps"])
+
+
+def measure_figures() -> MachineFigures:
+    """Measure this machine's figures now (about 0.1 s)."""
+    rng = np.random.default_rng(0)
+    a = rng.random((_GEMM_SIZE, _GEMM_SIZE), dtype=np.float32)
+    b = rng.random((_GEMM_SIZE, _GEMM_SIZE), dtype=np.float32)
+    product = np.empty_like(a)
+    gemm_seconds = fastest_seconds(lambda: np.matmul(a, b, out=product))
+    source = np.ones(_COPY_ELEMENTS, np.float32)
+    destination = np.empty_like(source)
+    copy_seconds = fastest_seconds(lambda: np.copyto(destination, source))
+    return MachineFigures(gemm_gflops=2.0 * _GEMM_SIZE ** 3 / gemm_seconds / 1e9,
+                          copy_gbps=2.0 * source.nbytes / copy_seconds / 1e9)
+
+
+@functools.cache
+def _figures_of(path: object) -> MachineFigures:
+    del path  # the cache key: wisdom read from another file may hold other figures
+    store.ensure_loaded()
+    known = store.figures.get(_KEY)
+    if isinstance(known, dict):
+        try:
+            figures = MachineFigures(known)
+            if figures.gemm_gflops > 0 and figures.copy_gbps > 0:
+                return figures
+        except (KeyError, TypeError, ValueError):
+            pass
+    figures = measure_figures()
+    store.record("figures", _KEY, dict(figures))
+    return figures
+
+
+def machine_figures() -> MachineFigures:
+    """This machine's figures: from the wisdom file, or measured now and kept there."""
+    return _figures_of(store.path())
+
+
+def keep_figure(name: str, value: float) -> None:
+    """Add a figure measured elsewhere (the FMA peak, measured by a numba kernel:
+    :func:`convtranspose._choose.calibration.fma_gflops`) to this machine's figures
+    and to its wisdom file."""
+    figures = machine_figures()
+    figures[name] = value
+    store.record("figures", _KEY, dict(figures))
+
+
+def forget_figures() -> None:
+    """Measure again at the next use (after the wisdom was forgotten or replaced)."""
+    _figures_of.cache_clear()

@@ -1,0 +1,399 @@
+"""Measured planning: the first call of a new problem times the best candidates, and the
+machine remembers the winner (like FFTW's planner and wisdom, cuDNN's benchmark mode).
+
+Levels (:func:`set_planning`, :func:`use_planning`, ``CONVTRANSPOSE_PLANNING``):
+
+``estimate``
+    The cost model alone (:mod:`convtranspose._choose.choice`): no call is ever timed.
+``measure`` (the default)
+    The first call of a problem this machine has not measured times the candidates the
+    estimate ranks first, on the real operands (the budget:
+    :mod:`convtranspose._choose.measure`), and keeps the fastest as wisdom.  Small
+    layers too: the estimate errs most on them (a tiny layer's estimated choice ran
+    7.9x slower than the measured one, ``benchmarks/results/planning-xeon.json``),
+    and measuring one costs a few milliseconds once per machine.
+``exhaustive``
+    As ``measure``, timing every applicable algorithm.
+
+At every level but ``estimate``, wisdom already measured for a problem is used (and
+nothing measured again).  The key is the
+canonical problem (batch, per-axis plan, weights shape, layout, dtypes, target and
+threads), never the dialect: the four dialect functions share what was learned.
+
+Measuring never changes what is computed beyond float rounding: every candidate
+computes the same sums (in another order), and the result returned is the winner's.
+Operands with infinities or NaNs are never measured (they go to the exact algorithms
+as always), and the problem is measured at a later finite call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import json
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .._errors import ConvTransposeError
+from .._kernels import REGISTRY, resolve
+from .._runtime.config import ALGORITHM_ENV, CACHE_ENV, PLANNING_ENV, WISDOM_ENV, switch
+from . import figures as _figures
+from .choice import Choice, choose, raw_costs
+from .measure import (
+    MEASURE_ALL_BELOW_SECONDS,
+    MEASURED_CANDIDATES,
+    RUNS_PER_CANDIDATE,
+    Measurement,
+    measure,
+)
+from .wisdom import WisdomError, check_document, store
+
+__all__ = ["LEVELS", "export_wisdom",
+           "forget_wisdom", "get_planning", "import_wisdom", "measured_choice", "planned_choice",
+           "problem_key", "recording", "set_planning", "store_path", "use_planning"]
+
+#: The planning levels (the module docstring).
+LEVELS = ("estimate", "measure", "exhaustive")
+#: The level when nothing sets one (the module docstring says why).
+DEFAULT_LEVEL = "measure"
+
+_level_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "convtranspose_planning", default=None)
+_level_set: str | None = None
+_inflight: dict[str, threading.Event] = {}
+_inflight_lock = threading.Lock()
+
+
+def _checked(level) -> str:
+    if level not in LEVELS:
+        raise ConvTransposeError(f"planning level {level!r} is not one of {LEVELS}")
+    return level
+
+
+def get_planning() -> str:
+    """The planning level in force here: :func:`use_planning`'s, else
+    :func:`set_planning`'s, else ``CONVTRANSPOSE_PLANNING``, else ``"measure"``."""
+    level = _level_var.get() or _level_set
+    if level is not None:
+        return level
+    chosen = switch(PLANNING_ENV).strip().lower()
+    if not chosen:
+        return DEFAULT_LEVEL
+    if chosen not in LEVELS:
+        raise ConvTransposeError(f"{PLANNING_ENV}={chosen!r} is not one of {LEVELS}")
+    return chosen
+
+
+def set_planning(level: str | None) -> str | None:
+    """Set the planning level for the process; returns the previous setting.
+
+    Parameters
+    ----------
+    level : {"estimate", "measure", "exhaustive"} or None
+        None drops the setting (``CONVTRANSPOSE_PLANNING``, else ``measure``, applies).
+
+    Returns
+    -------
+    str or None
+        The setting before, None when there was none.
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> previous = ct.set_planning("estimate")
+    >>> ct.get_planning()
+    'estimate'
+    >>> _ = ct.set_planning(previous)
+    """
+    global _level_set, generation
+    previous = _level_set
+    _level_set = None if level is None else _checked(level)
+    generation += 1
+    return previous
+
+
+@contextlib.contextmanager
+def use_planning(level: str) -> Iterator[None]:
+    """``with ct.use_planning("measure"):`` the level for calls in this block (this
+    thread or task only)."""
+    token = _level_var.set(_checked(level))
+    try:
+        yield
+    finally:
+        _level_var.reset(token)
+
+
+def problem_key(batch, axes, weights_shape, channels_last, dtype, result_dtype,
+                target) -> str:
+    """The wisdom key of a canonical problem on ``target``."""
+    per_axis = ",".join(f"{a.input_size}:{a.kernel_size}:{a.stride}:{a.dilation}:"
+                        f"{a.offset}:{a.output_size}" for a in axes)
+    flags = "".join(flag for flag, on in (("n", target.numba), ("b", target.blas),
+                                          ("h", target.f16c), ("p", target.bfloat16_pairs))
+                    if on)
+    result = "" if result_dtype is None else "->" + np.dtype(result_dtype).name
+    return (f"n{batch} [{per_axis}] w{'x'.join(map(str, weights_shape))} "
+            f"{'nxc' if channels_last else 'ncx'} {np.dtype(dtype).name}{result} "
+            f"t{target.threads} v{target.vector_bytes} {flags}")
+
+
+def _with_algorithm(choice: Choice, algorithm: str, decided_by: str, dtype, rank,
+                    channels_last, target, measured=()) -> Choice:
+    runs, fallbacks = resolve(algorithm, dtype, rank, channels_last, target)
+    return dataclasses.replace(choice, algorithm=algorithm, runs=runs, decided_by=decided_by,
+                               fallbacks=fallbacks, measured=tuple(measured))
+
+
+def _remembered(key: str, offered) -> dict | None:
+    store.ensure_loaded()
+    entry = store.choices.get(key)
+    if isinstance(entry, dict) and entry.get("algorithm") in offered:
+        return entry
+    return None
+
+
+def _numba_kernel(name: str) -> bool:
+    return "numba" in REGISTRY[name].requires
+
+
+def _candidates(choice: Choice, level: str, dtype, rank, channels_last, target) -> list[str]:
+    """The names to time: the estimate's order, one per code that runs.
+
+    Under ``measure``, the first :data:`~.measure.MEASURED_CANDIDATES`, plus the
+    best-ranked numba kernel when none of those is one, or the best-ranked BLAS/NumPy
+    algorithm when all of those are numba kernels; then the next ones in order while
+    the estimates put measuring all of them under
+    :data:`~.measure.MEASURE_ALL_BELOW_SECONDS`.  The estimate prices BLAS at this
+    machine's measured GEMM rate but numba kernels at modelled shares of its FMA peak,
+    so its errors are largest between the two kinds (on an Intel Xeon it put numba
+    ``direct`` last of eleven on a layer where it was fastest); the best of each kind
+    is always timed.
+    """
+    names, seen = [], set()
+    for name, _ in choice.estimates:
+        runs, _ = resolve(name, dtype, rank, channels_last, target)
+        if runs not in seen:
+            seen.add(runs)
+            names.append(name)
+    if level == "exhaustive":
+        return names
+    first = names[:MEASURED_CANDIDATES]
+    kinds = {_numba_kernel(name) for name in first}
+    other = next((name for name in names[MEASURED_CANDIDATES:]
+                  if _numba_kernel(name) not in kinds), None)
+    chosen = first + ([other] if other is not None else [])
+    # Then more in the estimate's order while measuring them all would take under the
+    # budget by the estimates: a small layer is measured exhaustively.
+    estimated = dict(choice.estimates)
+    spent = sum(estimated[name] for name in chosen) * RUNS_PER_CANDIDATE / 1e9
+    for name in names:
+        if name in chosen:
+            continue
+        spent += estimated[name] * RUNS_PER_CANDIDATE / 1e9
+        if spent > MEASURE_ALL_BELOW_SECONDS:
+            break
+        chosen.append(name)
+    return chosen
+
+
+#: Decisions already taken in this process, by problem and level (cleared when the
+#: wisdom changes): a repeated call costs one dictionary lookup.  A Choice for a
+#: layer's problem, an algorithm's name for a :func:`measured_choice` computation.
+_decided: dict[tuple, Any] = {}
+_DECIDED_KEPT = 4096
+#: Counts the changes of wisdom (forgotten, imported): callers that keep a decision
+#: (the dialect functions' prepared calls) keep it with this number and drop it when
+#: the number moved.
+generation = 0
+
+
+def _wisdom_changed() -> None:
+    global generation
+    _decided.clear()
+    _figures.forget_figures()
+    generation += 1
+
+
+def forget_decisions() -> None:
+    """Drop the decisions kept in memory (the wisdom on disk stays)."""
+    _decided.clear()
+
+
+def planned_choice(batch, axes, weights_shape, *, channels_last, dtype, result_dtype,
+                   target, run=None, finite=None) -> Choice:
+    """The :class:`~convtranspose._choose.choice.Choice` for a problem under the planning level.
+
+    ``run(name)`` computes the problem with algorithm ``name`` on the real operands
+    (into a result buffer the caller keeps), and ``finite()`` says whether they are all
+    finite; without ``run``, or when they are not, wisdom is used but nothing measured.
+    """
+    level = get_planning()
+    forced = switch(ALGORITHM_ENV)
+    memo = (batch, tuple(axes), tuple(weights_shape), channels_last, dtype, result_dtype,
+            target, level, switch(WISDOM_ENV), switch(CACHE_ENV))
+    known = None if forced else _decided.get(memo)
+    if known is not None:
+        return _keep(memo, known, final=False)
+    choice = choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype,
+                    result_dtype=result_dtype, target=target)
+    if choice.decided_by != "estimates" or level == "estimate":
+        return _keep(memo, choice, final=choice.decided_by != "forced")
+    key = problem_key(batch, axes, weights_shape, channels_last, dtype, result_dtype, target)
+    offered = {name for name, _ in choice.estimates}
+    rank = len(axes)
+    entry = _remembered(key, offered)
+    if entry is None and run is not None:
+        if finite is None or finite():
+            costs = raw_costs(batch, axes, weights_shape, channels_last=channels_last,
+                              dtype=dtype, result_dtype=result_dtype, target=target)
+            entry = _measure_once(key, offered, lambda: _candidates(
+                choice, level, dtype, rank, channels_last, target), run, level, costs)
+        else:
+            return _keep(memo, choice, final=False)  # measured at a later finite call
+    if entry is None:
+        return _keep(memo, choice, final=run is not None)
+    decided_by = "measured" if entry.get("fresh") else "wisdom"
+    return _keep(memo, _with_algorithm(choice, entry["algorithm"], decided_by, dtype, rank,
+                                       channels_last, target,
+                                       entry.get("times_ns", {}).items()), final=True)
+
+
+def measured_choice(kind: str, key: str, candidates, run, default: str) -> str:
+    """The fastest of ``candidates`` for a problem outside the transposed-convolution
+    registry (the adjoint kernels), under the planning level: ``default`` (the rule's
+    choice) at ``estimate``; otherwise wisdom, or a measurement kept as wisdom.
+
+    ``kind`` names the computation and ``key`` the canonical problem
+    (:func:`problem_key`); ``run(name)`` computes it with algorithm ``name``.
+    """
+    level = get_planning()
+    candidates = tuple(candidates)
+    if level == "estimate" or len(candidates) < 2:
+        return default
+    full_key = f"{kind} {key}"
+    memo = (full_key, level, switch(WISDOM_ENV), switch(CACHE_ENV))
+    known = _decided.get(memo)
+    if known is not None:
+        return known
+    entry = _remembered(full_key, set(candidates))
+    if entry is None:
+        ordered = (default,) + tuple(name for name in candidates if name != default)
+        entry = _measure_once(full_key, set(candidates), lambda: list(ordered), run, level)
+    name = entry["algorithm"] if entry is not None else default
+    if len(_decided) >= _DECIDED_KEPT:
+        _decided.clear()
+    _decided[memo] = name
+    return name
+
+
+_recorder: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "convtranspose_planning_record", default=None)
+
+
+@contextlib.contextmanager
+def recording():
+    """``with recording() as choices:`` every planned :class:`Choice` of the block's calls
+    (in this thread or task), in order (``convtranspose tune`` reports them)."""
+    choices: list[Choice] = []
+    token = _recorder.set(choices)
+    try:
+        yield choices
+    finally:
+        _recorder.reset(token)
+
+
+def _keep(memo: tuple, choice: Choice, final: bool) -> Choice:
+    """Remember a final decision (not a forced one: ``CONVTRANSPOSE_ALGORITHM`` is read
+    on every call; not one taken without the operands, which a later call may measure)."""
+    record = _recorder.get()
+    if record is not None:
+        record.append(choice)
+    if final:
+        if len(_decided) >= _DECIDED_KEPT:
+            _decided.clear()
+        # Later calls use what this one measured: for them it is wisdom.
+        _decided[memo] = (dataclasses.replace(choice, decided_by="wisdom")
+                          if choice.decided_by == "measured" else choice)
+    return choice
+
+
+def _measure_once(key, offered, candidates, run, level, costs=None) -> dict | None:
+    """Measure the problem ``key`` unless another thread is: then wait for its result.
+
+    ``costs``: the raw estimates of the candidates (:func:`~convtranspose._choose.choice.raw_costs`),
+    kept beside their times as the samples the cost model learns this machine from
+    (:mod:`convtranspose._choose.calibration`).
+    """
+    with _inflight_lock:
+        pending = _inflight.get(key)
+        if pending is None:
+            _inflight[key] = event = threading.Event()
+    if pending is not None:
+        pending.wait()
+        return _remembered(key, offered)
+    try:
+        measurement: Measurement = measure(candidates(), run)
+        entry = {"algorithm": measurement.fastest, "level": level,
+                 "times_ns": {name: round(ns) for name, ns in measurement.times},
+                 "seconds": round(measurement.seconds, 4)}
+        if costs:
+            entry["parts"] = {name: [round(part, 1) for part in costs[name].parts]
+                              for name, _ in measurement.times if name in costs}
+        store.record("choices", key, entry)
+        return {**entry, "fresh": True}
+    finally:
+        with _inflight_lock:
+            del _inflight[key]
+        event.set()
+
+
+def store_path() -> str | None:
+    """The wisdom file this process reads and writes, or None (kept in memory only)."""
+    return store.path()
+
+
+def export_wisdom(path: str | os.PathLike[str] | None = None) -> dict:
+    """This machine's wisdom as a document (a dict that :func:`import_wisdom` takes);
+    also written to ``path`` as JSON when one is given."""
+    document = store.document()
+    if path is not None:
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(document, file, indent=1, sort_keys=True)
+    return document
+
+
+def import_wisdom(source: dict | str | os.PathLike[str]) -> int:
+    """Take the wisdom of a document from :func:`export_wisdom` (a dict, or the path of
+    its JSON file); returns the number of choices taken.
+
+    Raises
+    ------
+    ConvTransposeError
+        When the document is damaged, from another machine (CPU, instruction set, BLAS)
+        or from other versions of the library, NumPy or numba: what it says would not
+        hold here.
+    """
+    try:
+        if isinstance(source, dict):
+            document, name = source, "the wisdom document"
+        else:
+            with open(source, encoding="utf-8") as file:
+                document, name = json.load(file), repr(str(source))
+        check_document(document, name)
+    except (OSError, ValueError, WisdomError) as error:
+        raise ConvTransposeError(f"import_wisdom: {error}") from None
+    store.merge(document)
+    _wisdom_changed()
+    return len(document.get("choices", {}))
+
+
+def forget_wisdom(*, disk: bool = False) -> None:
+    """Forget every measured choice and machine figure in this process (and delete the
+    wisdom file when ``disk``): the next calls plan afresh."""
+    store.forget(disk)
+    _wisdom_changed()

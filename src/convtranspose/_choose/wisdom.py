@@ -1,0 +1,243 @@
+"""Wisdom: what the library measured on this machine, kept across processes.
+
+One JSON file per machine holds two sections: ``figures`` (the machine's measured
+GEMM rate, copy rate and FMA peak, :mod:`.figures`) and ``choices`` (the algorithm
+measured fastest for each canonical problem, :mod:`convtranspose._choose.planning`, with every
+timed candidate's time and raw estimate: the samples
+:mod:`convtranspose._choose.calibration` learns the machine from).  The file names the
+machine it was measured on (:func:`identity`: CPU, instruction set, library and
+dependency versions); a file that is damaged, from another machine (*foreign*) or from
+another version of the library or its dependencies (*stale*) is ignored with one
+warning, and replaced by the next write.
+
+Where it lives: ``CONVTRANSPOSE_WISDOM=PATH`` names the file, ``CONVTRANSPOSE_WISDOM=off``
+keeps everything in memory; otherwise it is ``wisdom-<digest of the identity>.json``
+in the cache folder (:func:`convtranspose._runtime.cache.cache_dir`), so machines that
+share a home folder keep separate files.  Writes replace the file atomically under an
+advisory lock, merging what other processes wrote meanwhile: readers never see a torn
+file and no process's entries are lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import threading
+
+from .._runtime import blas
+from .._runtime.cache import atomic_write, cache_dir, warn_once
+from .._runtime.config import WISDOM_ENV, switch
+from .._runtime.machine import (
+    cpu_identity,
+    cpu_model_name,
+    has_bfloat16_pairs,
+    host_has_f16c,
+    vector_bytes,
+)
+from .._version import __version__
+
+__all__ = ["FORMAT", "WisdomError", "identity", "store"]
+
+#: The ``format`` entry of every wisdom file (its layout's version is ``format_version``).
+FORMAT = "convtranspose-wisdom"
+#: Raised when what a file's entries mean changes (2: figures hold the FMA peak, and
+#: ``direct-blocked``'s raw estimates put its multiply-adds in their ``kernel`` part).
+FORMAT_VERSION = 2
+#: The identity entries whose change makes a file stale rather than foreign.
+_VERSIONS = ("convtranspose", "numpy", "numba", "format_version")
+
+
+class WisdomError(ValueError):
+    """A wisdom file or document that cannot be used here (damaged, foreign or stale)."""
+
+
+@functools.cache
+def identity() -> dict:
+    """What a measurement depends on: the CPU, the instruction set the kernels are
+    compiled for (``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` included), the BLAS
+    kernels, and the versions of the library and of NumPy and numba."""
+    import numpy
+
+    try:
+        numba_version = importlib.metadata.version("numba")
+    except importlib.metadata.PackageNotFoundError:
+        numba_version = ""
+    vendor, family = cpu_identity()
+    return {"cpu": cpu_model_name(), "vendor": vendor, "family": family,
+            "vector_bytes": vector_bytes(), "f16c": host_has_f16c(),
+            "bfloat16_pairs": has_bfloat16_pairs(), "blas": blas.corename(),
+            "numba_cpu": os.environ.get("NUMBA_CPU_NAME", ""),
+            "numba_features": os.environ.get("NUMBA_CPU_FEATURES", ""),
+            "cpus": os.cpu_count() or 1, "convtranspose": __version__,
+            "numpy": numpy.__version__, "numba": numba_version,
+            "format_version": FORMAT_VERSION}
+
+
+@functools.cache
+def _identity_digest() -> str:
+    text = json.dumps(identity(), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def check_document(document, source: str) -> None:
+    """Raise :class:`WisdomError` saying why ``document`` (read from ``source``) cannot
+    be used on this machine, or return."""
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise WisdomError(f"{source} is not a convtranspose wisdom file")
+    theirs, ours = document.get("identity"), identity()
+    if not isinstance(theirs, dict):
+        raise WisdomError(f"{source} names no machine")
+    differs = sorted(key for key in ours if theirs.get(key) != ours[key])
+    if differs:
+        kind = "stale" if set(differs) <= set(_VERSIONS) else "foreign"
+        detail = ", ".join(f"{key} {theirs.get(key)!r} (here {ours[key]!r})" for key in differs)
+        raise WisdomError(f"{source} is {kind}: {detail}")
+    for section in ("figures", "choices"):
+        if not isinstance(document.get(section, {}), dict):
+            raise WisdomError(f"{source} is damaged: {section!r} is not a mapping")
+
+
+def new_document(figures: dict, choices: dict) -> dict:
+    """A wisdom document of this machine."""
+    return {"format": FORMAT, "identity": identity(), "figures": dict(figures),
+            "choices": dict(choices)}
+
+
+@contextlib.contextmanager
+def _file_lock(path: str):
+    """An advisory lock beside ``path`` (POSIX ``flock``; elsewhere the atomic rename
+    alone keeps the file whole, and a concurrent entry may be lost)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(path + ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class WisdomStore:
+    """The process's wisdom: read from the file at first use, written back on each new
+    entry.  Thread-safe."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._loaded_from: object = None  # the path read, "" when off; None: not yet
+        self.figures: dict = {}
+        self.choices: dict = {}
+        #: Counts the changes of what this process holds (loaded, recorded, merged,
+        #: forgotten): what is derived from the entries is kept under it.
+        self.revision = 0
+
+    def path(self) -> str | None:
+        """The wisdom file of this process, or None when wisdom stays in memory."""
+        chosen = switch(WISDOM_ENV)
+        if chosen.lower() == "off":
+            return None
+        if chosen:
+            return os.path.abspath(os.path.expanduser(chosen))
+        folder = cache_dir(create=False)
+        if folder is None:
+            return None
+        return os.path.join(folder, f"wisdom-{_identity_digest()}.json")
+
+    def _read(self, path: str) -> dict | None:
+        """The usable document at ``path``, or None (missing; or unusable, with a warning)."""
+        try:
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
+            try:
+                document = json.loads(text)
+            except ValueError as error:
+                raise WisdomError(f"{path} is damaged (not JSON: {error})") from None
+            check_document(document, path)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, UnicodeDecodeError) as error:
+            warn_once("wisdom:" + path, f"convtranspose ignores its wisdom file: {error}")
+            return None
+        return document
+
+    def ensure_loaded(self) -> None:
+        """Read the file if this process has not yet (or the path changed since)."""
+        path = self.path() or ""
+        if self._loaded_from == path:
+            return
+        with self._lock:
+            if self._loaded_from == path:
+                return
+            document = self._read(path) if path else None
+            self.figures = dict(document["figures"]) if document else {}
+            self.choices = dict(document["choices"]) if document else {}
+            self._loaded_from = path
+            self.revision += 1
+
+    def entries(self, section: str) -> dict:
+        """A copy of ``section`` (``"figures"`` or ``"choices"``), safe to read while
+        other threads record."""
+        self.ensure_loaded()
+        with self._lock:
+            return dict(getattr(self, section))
+
+    def record(self, section: str, key: str, entry) -> None:
+        """Keep ``entry`` under ``key`` of ``section`` and write it to the file."""
+        self.ensure_loaded()
+        with self._lock:
+            getattr(self, section)[key] = entry
+            self.revision += 1
+            self._write({section: {key: entry}})
+
+    def merge(self, document: dict) -> None:
+        """Take every entry of a checked document (:func:`check_document`)."""
+        self.ensure_loaded()
+        with self._lock:
+            self.figures.update(document.get("figures", {}))
+            self.choices.update(document.get("choices", {}))
+            self.revision += 1
+            self._write({"figures": document.get("figures", {}),
+                         "choices": document.get("choices", {})})
+
+    def forget(self, disk: bool) -> None:
+        """Forget every entry (and delete the file when ``disk``)."""
+        with self._lock:
+            self.figures, self.choices = {}, {}
+            self.revision += 1
+            path = self.path()
+            self._loaded_from = path or ""
+            if disk and path:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+
+    def document(self) -> dict:
+        self.ensure_loaded()
+        with self._lock:
+            return new_document(self.figures, self.choices)
+
+    def _write(self, new: dict) -> None:
+        path = self.path()
+        if path is None:
+            return
+        folder = os.path.dirname(path)
+        try:
+            os.makedirs(folder, exist_ok=True)
+            with _file_lock(path):
+                current = self._read(path) or new_document({}, {})
+                for section, entries in new.items():
+                    current[section].update(entries)
+                atomic_write(path, json.dumps(current, indent=1, sort_keys=True))
+        except OSError as error:
+            warn_once("wisdom-write:" + path,
+                      f"convtranspose keeps its wisdom in memory only: cannot write {path!r} "
+                      f"({error}); set {WISDOM_ENV} to a writable file or 'off'")
+
+
+#: The process's one store.
+store = WisdomStore()

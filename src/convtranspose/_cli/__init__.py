@@ -1,0 +1,8 @@
+"""Layer 7, commands: what :mod:`convtranspose.cli` runs.
+
+- :mod:`.parser`: the commands, their options and help;
+- :mod:`.translate`: ``convtranspose translate``;
+- :mod:`.tune`: ``convtranspose tune MODEL``;
+- :mod:`.bench`: ``convtranspose bench``, the public API timed as a black box against
+  the peer runtimes.
+"""

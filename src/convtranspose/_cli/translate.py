@@ -1,0 +1,147 @@
+"""``convtranspose translate``: one layer of one dialect as another's attributes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .parser import add_attribute_flags, int_list, int_or_list, subparser
+
+__all__ = ["add_translate", "translate_command"]
+
+_EXAMPLES = """examples:
+  convtranspose translate onnx_conv_transpose torch_conv_transpose --data-shape 1,1,3 \\
+      --filter-shape 1,1,3 --strides 2 --pads 1,2
+  convtranspose translate torch_conv_transpose conv_transpose --data-shape 1,8,5,5 \\
+      --filter-shape 8,4,3,3 --stride 2 --padding 1 --output-padding 1 --json
+  convtranspose translate tf_conv_transpose torch_conv_transpose --data-shape 1,3,3,1 \\
+      --filter-shape 3,3,1,1 --output-shape 1,6,6,1 --strides 2 --padding SAME
+  convtranspose translate jax_conv_transpose keras_conv_transpose --data-shape 1,3,1 \\
+      --filter-shape 3,1,1 --attr strides=[2] --attr 'padding=[[1,1]]'
+
+Any argument of the source dialect, under its own name, can be given as
+--attr NAME=VALUE, VALUE read as JSON (a word that is not JSON is a string):
+--attr padding_mode=SAME_UPPER, --attr 'dimension_numbers=["NCH","OIH","NCH"]'.
+
+A grouped layer to a target without groups is one layer per group ("groups:" line,
+"split_groups" in --json); a dilation the target cannot take is a kernel dilated with
+zeros (a "dilate" filter step).
+
+Exit codes: 0 translated (notes name any crop, pad, bias add, group split or kernel
+dilation the target needs), 2 bad input, or with --exact a target that cannot express
+the layer exactly.
+"""
+
+#: The flags that carry the PyTorch dialect's own argument names.
+_TORCH_FLAGS = ("stride", "padding", "dilation")
+
+
+def add_translate(commands, handler) -> None:
+    """Add ``translate`` to the ``convtranspose`` subcommands."""
+    from .._frontends.translate import DIALECTS
+
+    parser = subparser(
+        commands, "translate", "one layer of one dialect as another dialect's attributes",
+        "Give the attributes, data and filter transforms and any crop or pad that make the"
+        " TARGET dialect compute exactly what the SOURCE layer computes.", _EXAMPLES)
+    parser.add_argument("source", choices=DIALECTS, metavar="SOURCE", help=" | ".join(DIALECTS))
+    parser.add_argument("target", choices=DIALECTS, metavar="TARGET", help=" | ".join(DIALECTS))
+    parser.add_argument("--data-shape", required=True, type=int_list, metavar="DIMS")
+    parser.add_argument("--filter-shape", required=True, type=int_list, metavar="DIMS")
+    parser.add_argument("--bias-shape", type=int_list, metavar="M")
+    parser.add_argument("--exact", action="store_true",
+                        help="refuse (exit 2) unless the target op alone computes the layer")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_attribute_flags(parser)
+    torch_flags = parser.add_argument_group("torch_conv_transpose arguments")
+    for name in _TORCH_FLAGS:
+        torch_flags.add_argument("--" + name, dest=name, type=_int_or_word,
+                                 metavar="N[,N...]" + ("|MODE" if name == "padding" else ""))
+    torch_flags.add_argument("--output-size", dest="output_size", type=int_list,
+                             metavar="Y[,Y...]")
+    parser.add_argument("--attr", dest="attr", action="append", type=_attribute, default=[],
+                        metavar="NAME=VALUE",
+                        help="any argument of the source dialect, VALUE read as JSON (a word"
+                             " that is not JSON is taken as a string); repeatable")
+    parser.set_defaults(handler=handler)
+
+
+def _int_or_word(text: str):
+    """Ints as ``int_or_list`` reads them, or a padding mode such as ``SAME``."""
+    return text if text.strip().isalpha() else int_or_list(text)
+
+
+def _attribute(text: str) -> tuple[str, object]:
+    """``NAME=VALUE`` with VALUE read as JSON, or as a string when it is not JSON."""
+    name, equals, value = text.partition("=")
+    if not equals or not name.strip():
+        raise argparse.ArgumentTypeError(f"--attr takes NAME=VALUE, got {text!r}")
+    try:
+        return name.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return name.strip(), value
+
+
+def _source_attributes(args: argparse.Namespace) -> dict:
+    """The flags and ``--attr`` values given, under the source dialect's own names."""
+    import inspect
+
+    from .. import shapes
+    from .._frontends.translate import NAMES
+    from .parser import Failure
+
+    parameters = [p for p in inspect.signature(getattr(shapes, args.source)).parameters
+                  if p not in NAMES[args.source]]
+    if args.source.endswith("backprop_data"):
+        parameters.append("output_shape")
+    flags = [(name, value, "--" + name.replace("_", "-")) for name, value in vars(args).items()
+             if value is not None and name not in (
+                 "source", "target", "data_shape", "filter_shape", "bias_shape", "exact", "json",
+                 "handler", "command", "attr")]
+    attributes: dict = {}
+    for name, value, flag in flags + [(n, v, f"--attr {n}") for n, v in args.attr]:
+        if name == "groups" and args.source == "onnx_conv_transpose":
+            name = "group"
+        if name not in parameters:
+            raise Failure(f"{flag} is not an argument of {args.source}; it takes "
+                          + ", ".join("--" + p.replace("_", "-") for p in parameters)
+                          + " (or --attr NAME=VALUE)")
+        if name in attributes:
+            raise Failure(f"{flag}: {name} is given twice")
+        attributes[name] = value
+    return attributes
+
+
+def _listed(value):
+    return [_listed(v) for v in value] if isinstance(value, tuple) else value
+
+
+def translate_command(args: argparse.Namespace) -> int:
+    import convtranspose as ct
+
+    translation = ct.translate(args.source, args.target, args.data_shape, args.filter_shape,
+                               args.bias_shape, workarounds=not args.exact,
+                               **_source_attributes(args))
+    if args.json:
+        print(json.dumps({
+            "source": translation.source, "target": translation.target,
+            "exact": translation.exact,
+            "attributes": {k: _listed(v) for k, v in translation.attributes.items()},
+            "target_data_shape": list(translation.target_plan.data_shape),
+            "target_filter_shape": list(translation.target_plan.filter_shape),
+            "data_transpose": _listed(translation.data_axes),
+            "filter_steps": [[step, list(value)] for step, value in translation.filter_steps],
+            "split_groups": None if translation.split_groups == 1 else {
+                "groups": translation.split_groups, "axis": translation.channel_axis,
+                "data_channels": [list(d) for d, _ in translation.group_channels],
+                "output_channels": [list(o) for _, o in translation.group_channels]},
+            "crop": _listed(translation.crop), "bias_after": translation.bias_after,
+            "output_transpose": _listed(translation.output_axes),
+            "output_shape": list(translation.source_plan.output_shape),
+            "notes": list(translation.notes)}))
+    else:
+        print(translation)
+    return 0
+
+
+translate_command.add_parser = add_translate

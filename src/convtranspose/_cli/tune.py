@@ -1,0 +1,101 @@
+"""``convtranspose tune MODEL``: measure every transposed-convolution layer of a model.
+
+Each layer runs once on random data of its declared input shape (a dynamic batch as
+``--batch``) with the model's own weights, under measured planning: the algorithms
+are timed and the fastest is kept as wisdom, so the model's later runs (in any
+process on this machine, through any of the four dialect functions) start with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+__all__ = ["tune"]
+
+
+def _model(path: str, bin_path, max_bytes: int):
+    """``(items, check, run, kind)`` of an OpenVINO IR (``.xml``) or ONNX model."""
+    if path.lower().endswith(".xml"):
+        from ..interop import ir
+
+        model = ir.load(path, bin_path, max_bytes=max_bytes)
+        return model.transposed_layers, model.check, model.run, "layers"
+    from ..interop import onnx_model
+
+    model = onnx_model.load(path, max_bytes=max_bytes)
+    return model.transposed_nodes, model.check, model.run, "nodes"
+
+
+def _tune_one(item, check, run, batch: int, rng) -> dict:
+    """One layer's row: its choice, time and runner-up, or why it was not measured."""
+    from .._choose.planning import recording
+
+    report = check(item)
+    row = {"layer": report.name, "op": report.op}
+    shape = report.data_shape
+    if report.status in ("invalid", "unchecked") or shape is None or None in shape[1:]:
+        row["skipped"] = (report.problems[0] if report.problems
+                          else f"status {report.status}: no static input shape")
+        return row
+    shape = (batch if shape[0] is None else shape[0],) + tuple(shape[1:])
+    row["data_shape"] = list(shape)
+    data = (rng.random(shape, dtype=np.float32) * 2 - 1)
+    with recording() as choices:
+        run(item, data)
+    if not choices:
+        row["skipped"] = "nothing to plan (an empty layer)"
+        return row
+    choice = choices[0]
+    row.update(algorithm=choice.runs, decided_by=choice.decided_by,
+               times_ns=dict(choice.measured))
+    return row
+
+
+def _format_row(row: dict) -> str:
+    from .._choose.choice import format_ns
+
+    if "skipped" in row:
+        return f"  {row['layer']}: not measured ({row['skipped']})"
+    times = list(row["times_ns"].items())
+    if not times:
+        return (f"  {row['layer']}: {row['algorithm']} (by {row['decided_by']};"
+                " nothing measured)")
+    best = f"{row['algorithm']} {format_ns(times[0][1])}"
+    runner = (f"; runner-up {times[1][0]} {format_ns(times[1][1])}"
+              f" ({times[1][1] / times[0][1]:.2f}x)" if len(times) > 1 else "")
+    return f"  {row['layer']}  {row['data_shape']}: {best}{runner}"
+
+
+def tune(args, progress_class) -> int:
+    """The ``tune`` command (``args`` from the parser; ``progress_class`` the CLI's bar)."""
+    from .._choose.planning import use_planning
+
+    items, check, run, kind = _model(args.model, getattr(args, "bin", None), args.max_bytes)
+    rng = np.random.default_rng(args.seed)
+    progress = progress_class(len(items), "tuning", always=True)
+    rows = []
+    try:
+        with use_planning(args.level):
+            for done, item in enumerate(items, 1):
+                rows.append(_tune_one(item, check, run, args.batch, rng))
+                progress.update(done)
+    finally:
+        progress.close()
+    from .._choose.planning import store_path
+
+    path = store_path()
+    if args.json:
+        print(json.dumps({"model": os.path.basename(args.model), "level": args.level,
+                          "wisdom": path, "layers": rows}))
+        return 0
+    print(f"{os.path.basename(args.model)}: {len(items)} transposed-convolution {kind},"
+          f" planning {args.level}")
+    for row in rows:
+        print(_format_row(row))
+    print("wisdom kept in " + (path or "memory only (CONVTRANSPOSE_WISDOM=off)"),
+          file=sys.stderr)
+    return 0

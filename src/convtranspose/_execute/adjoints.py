@@ -1,0 +1,228 @@
+"""The adjoints of the canonical problem with the dtype, layout and special-value rules
+of :func:`convtranspose._execute.transposed.transposed_convolution` around the kernels of
+:mod:`convtranspose._kernels.adjoints`.
+
+Sums accumulate in the dtype the transposed convolution uses (float64, float32 for
+float32/float16/bfloat16, int64 for integers) and are converted once to the element
+type.  Operands holding infinities or NaNs never go to ``im2col``, whose gathered zeros
+would multiply them (``0 * inf`` is NaN where the exact sum has no such term).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .._choose.planning import get_planning, measured_choice, problem_key
+from .._dtypes import accumulation_dtype
+from .._kernels import adjoints as _kernels
+from .._kernels.scratch import adjoint_fits, adjoint_scratch_bytes, im2col_budget
+from .._plan.rules import AxisPlan
+from .._runtime import blas as _blas
+from .._runtime.config import BACKWARD_ALGORITHM_ENV, switch
+from .._runtime.target import host
+from .transposed import transposed_convolution
+
+__all__ = ["BACKWARD_ALGORITHM_ENV", "adjoint_candidates", "adjoint_scratch", "as_transposed",
+           "bias_adjoint", "data_adjoint", "filter_adjoint", "transposed_axes",
+           "transposed_weights_shape"]
+
+
+
+def adjoint_candidates(kind: str, batch: int, weights_shape: Sequence[int],
+                       axes: Sequence[AxisPlan], dtype) -> list[str]:
+    """The adjoint algorithms that may compute the ``kind`` ("data" or "filter") adjoint:
+    those that apply (``depthwise`` for one channel in and out per group) and whose
+    scratch is within the bound (:func:`~convtranspose._kernels.scratch.adjoint_fits`;
+    ``taps`` always is)."""
+    groups, ci, co = weights_shape[:3]
+    return [name for name in _kernels.ALGORITHMS
+            if (name != "depthwise" or (ci == 1 and co == 1))
+            and adjoint_fits(kind, name, batch, axes, weights_shape, dtype)]
+
+
+def _preset(kind, batch, weights_shape, axes, dtype, candidates) -> str | None:
+    """The algorithm decided without measuring: the forced one where it is a candidate,
+    else at the ``estimate`` planning level the kernels' rule (``taps`` where the rule's
+    pick is not a candidate); None when measured planning decides among the candidates."""
+    forced = switch(BACKWARD_ALGORITHM_ENV).strip()
+    if forced:
+        if forced not in _kernels.ALGORITHMS:
+            raise ValueError(f"{BACKWARD_ALGORITHM_ENV}={forced!r} is not one of {_kernels.ALGORITHMS}")
+        if forced in candidates:
+            return forced
+    if get_planning() != "estimate" and len(candidates) > 1:
+        return None
+    default = _kernels.choose(*weights_shape[:3], axes)
+    return default if default in candidates else "taps"
+
+
+def adjoint_scratch(kind: str, batch: int, weights_shape: Sequence[int],
+                    axes: Sequence[AxisPlan], dtype) -> int:
+    """The most scratch the ``kind`` adjoint may take: the largest estimate among the
+    algorithms that may run, the decided one (:func:`_preset`) and ``taps`` (which
+    replaces ``im2col`` on operands that are not finite), or every candidate where
+    measured planning times them."""
+    candidates = adjoint_candidates(kind, batch, weights_shape, axes, dtype)
+    preset = _preset(kind, batch, weights_shape, axes, dtype, candidates)
+    names = candidates if preset is None else {preset, "taps"}
+    return max(adjoint_scratch_bytes(kind, name, batch, axes, weights_shape, dtype)
+               for name in names)
+
+
+def as_transposed(axes: Sequence[AxisPlan]) -> bool:
+    """Whether :func:`data_adjoint` computes these axes as a transposed convolution
+    (every stride 1, no adjoint algorithm forced)."""
+    return all(axis.stride == 1 for axis in axes) and not switch(BACKWARD_ALGORITHM_ENV).strip()
+
+
+def _widened(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return array if array.dtype == dtype else array.astype(dtype)
+
+
+def _finite(*arrays: np.ndarray) -> bool:
+    return all(a.dtype.kind not in "fc" or bool(np.isfinite(a).all()) for a in arrays)
+
+
+def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run) -> str:
+    """The ``kind`` ("data" or "filter") adjoint's algorithm among
+    :func:`adjoint_candidates`: the forced one where it may run, else measured
+    planning's pick (:func:`convtranspose._choose.planning.measured_choice`), the kernels' rule
+    deciding at ``estimate``.  ``im2col`` never runs on operands that are not finite (its
+    gathered zeros would multiply them), forced or not."""
+    candidates = [name for name in adjoint_candidates(kind, batch, weights_shape, axes, dtype)
+                  if name != "im2col" or not exact_needed]
+    preset = _preset(kind, batch, weights_shape, axes, dtype, candidates)
+    if preset is not None:
+        return preset
+    default = _kernels.choose(*weights_shape[:3], axes)
+    key = problem_key(batch, axes, weights_shape, False, dtype, None, host())
+    # wisdom names the computations "data-adjoint" and "filter-adjoint"
+    return measured_choice(f"{kind}-adjoint", key, candidates, run,
+                           default if default in candidates else "taps")
+
+
+def _channels_first(array: np.ndarray, channels_last: bool) -> np.ndarray:
+    return np.moveaxis(array, -1, 1) if channels_last else array
+
+
+def _finished(result: np.ndarray, channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """``result`` (accumulated, channels first) in the caller's layout and element type,
+    C-contiguous and never a view of an operand."""
+    if channels_last:
+        result = np.moveaxis(result, 1, -1)
+    if result.dtype != dtype:
+        with np.errstate(all="ignore"):
+            return np.ascontiguousarray(result.astype(dtype))
+    return np.ascontiguousarray(result)
+
+
+def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan], *,
+                 channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The data gradient of the canonical problem (a forward convolution of ``grad``).
+
+    Parameters
+    ----------
+    grad : ndarray
+        Shaped like the transposed convolution's result: ``(N, G*Co, Y...)``, or
+        ``(N, Y..., G*Co)`` when ``channels_last``.
+    weights : ndarray
+        ``(G, Ci, Co, K...)``, any strides.
+    axes : sequence of AxisPlan
+    channels_last : bool
+    dtype : numpy dtype
+        The element type of the operands and of the result.
+
+    Returns
+    -------
+    ndarray
+        Shaped like the data: ``(N, G*Ci, X...)`` or ``(N, X..., G*Ci)``.
+    """
+    groups, ci, co = weights.shape[:3]
+    batch = grad.shape[0]
+    sizes = tuple(axis.input_size for axis in axes)
+    accumulate = accumulation_dtype(dtype)
+    if as_transposed(axes):
+        return _as_transposed(grad, weights, axes, channels_last, dtype, accumulate)
+    if grad.size == 0 or weights.size == 0:
+        result = np.zeros((batch, groups * ci) + sizes, accumulate)
+    else:
+        grad_ncx = _widened(_channels_first(grad, channels_last), accumulate)
+        weights = _widened(weights, accumulate)
+        budget = im2col_budget(batch, axes, weights.shape, accumulate)
+
+        def run(name):
+            with np.errstate(all="ignore"), _blas.at_most(host().threads):
+                return _kernels.data_adjoint(grad_ncx, weights, axes, accumulate, name,
+                                             budget)
+
+        result = run(_algorithm("data", batch, weights.shape, axes, accumulate,
+                                not _finite(weights), run))
+    return _finished(result, channels_last, dtype)
+
+
+def transposed_axes(axes: Sequence[AxisPlan]) -> tuple[AxisPlan, ...]:
+    """The axes of the transposed convolution a stride-1 data adjoint is: input ``Y``,
+    output ``X``, ``offset' = (K - 1) * d - offset`` (``x + offset' = t + k'*d`` with
+    ``k' = K - 1 - k`` is ``t = x + k*d - offset``)."""
+    return tuple(AxisPlan(axis.output_size, axis.kernel_size, 1, axis.dilation,
+                          (axis.kernel_size - 1) * axis.dilation - axis.offset,
+                          axis.input_size)
+                 for axis in axes)
+
+
+def transposed_weights_shape(weights_shape: Sequence[int]) -> tuple[int, ...]:
+    """``(G, Co, Ci, K...)``: the filter of :func:`transposed_axes`' problem, its channel
+    roles swapped."""
+    groups, ci, co = weights_shape[:3]
+    return (groups, co, ci) + tuple(weights_shape[3:])
+
+
+def _as_transposed(grad, weights, axes, channels_last, dtype, accumulate) -> np.ndarray:
+    """The data adjoint of a stride-1 problem, which is itself a stride-1 transposed
+    convolution (:func:`transposed_axes`): of ``grad``, with the filter's channel roles
+    swapped and its taps reversed.  So it runs on every algorithm and kernel of the
+    transposed convolution, under the same planning."""
+    rank = len(axes)
+    # contiguous: the kernels and the filter memo read a C-order filter fastest
+    flipped = np.ascontiguousarray(
+        weights.swapaxes(1, 2)[(slice(None),) * 3 + (slice(None, None, -1),) * rank])
+    return transposed_convolution(grad, flipped, transposed_axes(axes), dtype=accumulate,
+                                  channels_last=channels_last, result_dtype=dtype)
+
+
+def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
+                   groups: int, *, channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The filter gradient ``(G, Ci, Co, K...)`` of the canonical problem (a correlation
+    of ``data`` with ``grad``), in ``dtype``; layouts as in :func:`data_adjoint`."""
+    data_ncx = _channels_first(data, channels_last)
+    grad_ncx = _channels_first(grad, channels_last)
+    ci, co = data_ncx.shape[1] // groups, grad_ncx.shape[1] // groups
+    kernel = tuple(axis.kernel_size for axis in axes)
+    accumulate = accumulation_dtype(dtype)
+    if data.size == 0 or grad.size == 0:
+        result = np.zeros((groups, ci, co) + kernel, accumulate)
+    else:
+        data_ncx = _widened(data_ncx, accumulate)
+        grad_ncx = _widened(grad_ncx, accumulate)
+        shape = (groups, ci, co) + kernel
+        budget = im2col_budget(data.shape[0], axes, shape, accumulate)
+
+        def run(name):
+            with np.errstate(all="ignore"), _blas.at_most(host().threads):
+                return _kernels.filter_adjoint(data_ncx, grad_ncx, axes, groups, accumulate,
+                                               name, budget)
+
+        result = run(_algorithm("filter", data.shape[0], shape, axes, accumulate,
+                                not _finite(data), run))
+    return _finished(result, False, dtype)
+
+
+def bias_adjoint(grad: np.ndarray, *, channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The bias gradient: ``grad`` summed over every axis but the channels."""
+    axis = tuple(i for i in range(grad.ndim) if i != (grad.ndim - 1 if channels_last else 1))
+    accumulate = accumulation_dtype(dtype)
+    with np.errstate(all="ignore"):
+        total = _widened(grad, accumulate).sum(axis=axis, dtype=accumulate)
+    return _finished(total, False, dtype)

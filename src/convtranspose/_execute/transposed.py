@@ -1,0 +1,285 @@
+"""The one path from a canonical problem to its result.
+
+:func:`transposed_convolution` takes data, canonical weights ``(G, Ci, Co, K...)``
+and the per-axis plan, asks :mod:`.dispatch` for the algorithm, runs it through the
+kernels' registry, and applies the epilogue: the bias, the rounding to float16 or
+bfloat16 (in the kernel where the algorithm can round as it stores), and the exact
+fallback when a non-finite operand meets an algorithm's own zeros.  Layers computed
+again and again (a tiny ``dense`` layer, a small numba ``direct`` one) are prepared
+once (:func:`prepare_call`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .._choose.choice import choose_exact, fitting
+from .._choose.planning import planned_choice
+from .._kernels import ALGORITHMS, REGISTRY, resolve, run, run_rounded
+from .._kernels import casts as _casts
+from .._kernels.common import NonFinite
+from .._kernels.dense import DenseCall, dense_matrix
+from .._kernels.direct import DirectCall
+from .._plan.geometry import beyond_int64_kernels
+from .._plan.rules import AxisPlan
+from .._runtime.memo import derived_from
+from .._runtime.memory import sums_piece_bytes
+from .._runtime.target import Target, host
+
+__all__ = ["prepare_call", "transposed_convolution"]
+
+
+def transposed_convolution(
+    data: np.ndarray,
+    weights: np.ndarray,
+    axes: Sequence[AxisPlan],
+    *,
+    dtype: np.dtype,
+    channels_last: bool = False,
+    bias: np.ndarray | None = None,
+    algorithm: str | None = None,
+    result_dtype: np.dtype | None = None,
+    out: np.ndarray | None = None,
+    target: Target | None = None,
+) -> np.ndarray:
+    """Compute the canonical transposed convolution.
+
+    Parameters
+    ----------
+    data : ndarray
+        ``(N, G*Ci, X...)``, or ``(N, X..., G*Ci)`` when ``channels_last``.
+    weights : ndarray
+        ``(G, Ci, Co, K...)`` (any strides).
+    axes : sequence of AxisPlan
+        One per spatial axis; gives ``X``, ``K``, stride, dilation, offset and ``Y``.
+    dtype : numpy dtype
+        The accumulation dtype (float64, float32 or int64); the result has it.
+        Integer sums wrap around like int64 arithmetic.
+    channels_last : bool
+        Layout of ``data`` and of the result.
+    bias : ndarray, optional
+        ``(G*Co,)``, added to every output position.
+    algorithm : str, optional
+        One of :data:`ALGORITHMS`, to force one; by default :mod:`.planning` decides.
+    result_dtype : numpy dtype, optional
+        The result's dtype if not ``dtype``: the sums (and the bias) are accumulated
+        in ``dtype`` and converted once, to the bits of ``result.astype(result_dtype)``
+        (float16 and bfloat16 round to nearest even, integers wrap), silently (an
+        overflow to infinity is the defined result, not an error).
+    out : ndarray, optional
+        Where to write the result: C-contiguous, of its shape and dtype, sharing no
+        memory with the operands (the caller checks).
+    target : Target, optional
+        The machine to compute for; this one by default.
+
+    Returns
+    -------
+    ndarray
+        ``(N, G*Co, Y...)``, or ``(N, Y..., G*Co)`` when ``channels_last``: ``out``, or
+        a fresh C-contiguous array, never a view of an input.
+    """
+    dtype, axes = np.dtype(dtype), tuple(axes)
+    target = host() if target is None else target
+    if result_dtype is not None and np.dtype(result_dtype) == dtype:
+        result_dtype = None
+    batch = data.shape[0]
+    if out is None:
+        out = _empty_result(batch, weights.shape, axes, channels_last, result_dtype or dtype)
+    if beyond_int64_kernels(axes):  # correctness wins over a forced algorithm
+        algorithm = "direct-numpy"
+    elif algorithm is None:
+        algorithm = _planned(data, weights, axes, dtype, result_dtype, channels_last, bias, out,
+                             target)
+    if result_dtype is not None:
+        return _rounded(data, weights, axes, dtype, np.dtype(result_dtype), channels_last,
+                        bias, algorithm, out, target)
+    if out.size and (data.size == 0 or weights.size == 0):
+        out.fill(0)
+    elif out.size:
+        # Special values arise silently whichever algorithm runs (BLAS never warns), under
+        # any np.errstate of the caller; the finiteness checks may overflow.
+        with np.errstate(all="ignore"):
+            try:
+                _compute(algorithm, data, weights, axes, dtype, channels_last, out, target)
+            except NonFinite:
+                exact = choose_exact(batch, axes, tuple(weights.shape), bool(channels_last),
+                                     dtype, target)
+                _compute(exact, _casts.widen(data, target), weights, axes, dtype,
+                         channels_last, out, target)
+    if bias is not None and out.size:
+        _add_bias(out, bias, dtype, channels_last, len(axes))
+    return out
+
+
+def _add_bias(out: np.ndarray, bias: np.ndarray, dtype: np.dtype, channels_last: bool,
+              rank: int) -> None:
+    """``out += bias`` along the channel axis, silently (inf + -inf is NaN, as in the
+    sums), whatever the caller's ``np.errstate``."""
+    shape = (-1,) if channels_last else (-1,) + (1,) * rank
+    with np.errstate(all="ignore"):
+        out += bias.astype(dtype, copy=False).reshape(shape)
+
+
+def _result_shape(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
+                  channels_last: bool) -> tuple[int, ...]:
+    """``(N, G*Co, Y...)``, or ``(N, Y..., G*Co)`` when ``channels_last``."""
+    channels = weights_shape[0] * weights_shape[2]
+    spatial = tuple(axis.output_size for axis in axes)
+    return (batch,) + spatial + (channels,) if channels_last else (batch, channels) + spatial
+
+
+def _empty_result(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
+                  channels_last: bool, dtype: np.dtype) -> np.ndarray:
+    """The uninitialised result (:func:`_result_shape`)."""
+    return np.empty(_result_shape(batch, weights_shape, axes, channels_last), dtype)
+
+
+def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algorithm, out,
+             target):
+    """:func:`transposed_convolution` rounded once to ``result_dtype`` (into ``out``, if given).
+
+    An algorithm that rounds as it stores (the registry's ``rounding`` entry: numba
+    ``direct``'s plane and row kernels, ``direct-blocked``) writes the half-precision
+    result directly, with no float32 result; every other one computes the float32
+    result, rounded afterwards (:func:`convtranspose._kernels.casts.narrow`).
+    """
+    if (data.size and weights.size and algorithm in REGISTRY
+            and _casts.rounds_in_kernels(dtype, result_dtype, target)):
+        name, _ = resolve(algorithm, dtype, len(axes), channels_last, target)
+        if REGISTRY[name].rounding is not None:
+            if out is None:
+                out = _empty_result(data.shape[0], weights.shape, axes, channels_last,
+                                    result_dtype)
+            if run_rounded(name, data, weights, axes, dtype, channels_last, out, bias, target):
+                return out
+    shape = _result_shape(data.shape[0], weights.shape, axes, channels_last)
+    elements = math.prod(shape)
+    if elements * dtype.itemsize > sums_piece_bytes(elements * result_dtype.itemsize):
+        return _rounded_in_pieces(data, weights, axes, dtype, result_dtype, channels_last, bias,
+                                  algorithm, out, target)
+    # Half-precision data is widened once: the kernels' own copies would each cast it
+    # with NumPy's slower loops.
+    result = transposed_convolution(_casts.widen(data, target), weights, axes, dtype=dtype,
+                                    channels_last=channels_last, bias=bias,
+                                    algorithm=algorithm, target=target)
+    return _casts.narrow(result, result_dtype, out, target)
+
+
+def _rounded_in_pieces(data, weights, axes, dtype, result_dtype, channels_last, bias,
+                       algorithm, out, target):
+    """:func:`_rounded` a few samples, or rows of the first spatial axis, at a time, so
+    that the wider sums never take more than :func:`sums_piece_bytes` (an int8 result's
+    int64 sums would take 8 times the result at once)."""
+    batch = data.shape[0]
+    shape = _result_shape(batch, weights.shape, axes, channels_last)
+    if out is None:
+        out = np.empty(shape, result_dtype)
+    piece = sums_piece_bytes(out.nbytes)
+    per_sample = math.prod(shape[1:]) * dtype.itemsize
+    if per_sample <= piece:
+        step = piece // per_sample
+        for first in range(0, batch, step):
+            part = transposed_convolution(
+                _casts.widen(data[first:first + step], target), weights, axes, dtype=dtype,
+                channels_last=channels_last, bias=bias, algorithm=algorithm, target=target)
+            _casts.narrow(part, result_dtype, out[first:first + step], target)
+        return out
+    rows = axes[0].output_size
+    step = max(1, piece // (per_sample // rows))
+    for n in range(batch):
+        sample = _casts.widen(data[n:n + 1], target)
+        for first in range(0, rows, step):
+            size = min(step, rows - first)
+            # Rows [first, first + size) of the first axis: the same axis cropped later.
+            lead = dataclasses.replace(axes[0], offset=axes[0].offset + first, output_size=size)
+            part = transposed_convolution(
+                sample, weights, (lead,) + tuple(axes[1:]), dtype=dtype,
+                channels_last=channels_last, bias=bias, algorithm=algorithm, target=target)
+            rows_of = (slice(n, n + 1), slice(first, first + size)) if channels_last else (
+                slice(n, n + 1), slice(None), slice(first, first + size))
+            view = out[rows_of]
+            if view.flags.c_contiguous:
+                _casts.narrow(part, result_dtype, view, target)
+            else:
+                np.copyto(view, _casts.narrow(part, result_dtype, None, target))
+    return out
+
+
+def _planned(data, weights, axes, dtype, result_dtype, channels_last, bias, out, target):
+    """The algorithm measured planning gives this problem (:mod:`.planning`); when it
+    measures, each candidate computes the whole call (bias and rounding included) into
+    ``out``, which the winner then fills once more."""
+    def run(name):
+        transposed_convolution(data, weights, axes, dtype=dtype, channels_last=channels_last,
+                               bias=bias, algorithm=name, result_dtype=result_dtype, out=out,
+                               target=target)
+
+    def finite():
+        return all(array is None or array.dtype.kind not in "fc"
+                   or bool(np.isfinite(array).all()) for array in (data, weights, bias))
+
+    return planned_choice(data.shape[0], axes, weights.shape, channels_last=channels_last,
+                          dtype=dtype, result_dtype=result_dtype, target=target, run=run,
+                          finite=finite).algorithm
+
+
+def _compute(algorithm, data, weights, axes, dtype, channels_last, out, target):
+    """Fill ``out`` with ``algorithm``, or the fallback the registry names where one of its
+    requirements is missing on ``target`` (:func:`convtranspose._kernels.resolve`).
+
+    Raises :class:`NonFinite` when an operand may not be finite and the algorithm
+    would multiply it by a zero of its own (``out`` may hold anything then: the exact
+    algorithm that follows writes every element).
+    """
+    if algorithm not in REGISTRY:
+        raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+    name, _ = resolve(algorithm, dtype, len(axes), channels_last, target)
+    # Scratch stays within the bound of kernels.scratch, forced algorithms included.
+    fitted = fitting(name, data.shape[0], axes, tuple(weights.shape), channels_last, dtype,
+                     target)
+    if fitted != name:
+        name, _ = resolve(fitted, dtype, len(axes), channels_last, target)
+    run(name, data, weights, axes, dtype, channels_last, out, target)
+
+
+#: Filters of at most this many bytes are kept by a :class:`DirectCall`, which
+#: compares them with the caller's in every call (as the filter memo does anyway).
+PREPARED_MAX_FILTER_BYTES = 1 << 20
+
+
+def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
+                 axes: tuple[AxisPlan, ...], channels_last: bool,
+                 target: Target | None = None):
+    """A :class:`DenseCall` or :class:`DirectCall` for this layer, or None.
+
+    ``filter`` is the caller's filter and ``weights`` its ``(G, Ci, Co, K...)`` view.
+    Only float32 and float64 layers (no rounding afterwards) that :func:`~.dispatch.choose`
+    gives to ``dense`` or to numba ``direct`` (a filter of at most
+    :data:`PREPARED_MAX_FILTER_BYTES`, finite) qualify.
+    """
+    dtype = data.dtype
+    if dtype not in (np.float32, np.float64) or not dtype.isnative or filter.dtype != dtype:
+        return None
+    if beyond_int64_kernels(axes):
+        return None
+    target = host() if target is None else target
+    batch = data.shape[0]
+    runs = planned_choice(batch, axes, weights.shape, channels_last=channels_last,
+                          dtype=dtype, result_dtype=None, target=target).runs
+    shape = _result_shape(batch, weights.shape, axes, channels_last)
+    if runs == "dense":
+        matrix = dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
+        return DenseCall(filter.tobytes(), matrix, shape, dtype)
+    if runs != "direct" or filter.nbytes > PREPARED_MAX_FILTER_BYTES:
+        return None
+    derived = derived_from(weights, "direct")
+    if not derived.get("finite"):
+        return None
+    from .._kernels._numba.direct import prepare_direct
+
+    compute = prepare_direct(batch, weights, axes, dtype, channels_last, derived, target)
+    return None if compute is None else DirectCall(filter, compute, shape, dtype, target)

@@ -1,0 +1,82 @@
+"""``ct.explain``: why a layer gets its algorithm, estimate and measurement side by side."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._choose.choice import Explanation, choose
+from .._choose.planning import get_planning, planned_choice, use_planning
+from .._dtypes import accumulation_dtype
+from .._execute.transposed import transposed_convolution
+from .._plan.rules import ConvTransposePlan
+from .._runtime.target import Target, host
+
+if TYPE_CHECKING:
+    from .._typing import DTypeLike
+
+__all__ = ["explain"]
+
+
+def _random_operands(plan, dtype: np.dtype, seed: int = 0):
+    """Data (the plan's ``data_shape``, in its own layout: channels last where the plan
+    is) and canonical weights, in ``dtype``, values in [-1, 1)."""
+    rng = np.random.default_rng(seed)
+    data = (rng.random(plan.data_shape) * 2 - 1).astype(dtype)
+    weights = (rng.random(plan.canonical_filter_shape) * 2 - 1).astype(dtype)
+    return data, weights
+
+
+def explain(plan: ConvTransposePlan, dtype: DTypeLike = "float32", *,
+            target: Target | None = None,
+            measure: bool = False) -> Explanation:
+    """Why a layer gets its algorithm: every candidate's estimate, what this machine
+    measured for it (if anything), the choice, what runs.
+
+    Parameters
+    ----------
+    plan : ConvTransposePlan
+        A plan from :mod:`convtranspose.shapes`.
+    dtype : dtype, optional
+        The operands' dtype (default float32).
+    target : Target, optional
+        The machine; this one by default.
+    measure : bool, optional
+        Measure the candidates now on random operands of the plan's shapes when this
+        machine has not measured the problem yet (under the planning level in force,
+        ``measure`` when that is ``estimate``); the result is kept as wisdom.
+
+    Returns
+    -------
+    Explanation
+        Its ``str`` is a table; ``.choice`` holds the
+        :class:`~convtranspose._choose.choice.Choice` (``.measured`` the times, if any).
+
+    Examples
+    --------
+    >>> import convtranspose as ct
+    >>> plan = ct.shapes.convolution_backprop_data((1, 8, 16, 16), (8, 4, 3, 3), strides=2)
+    >>> ct.explain(plan).choice.runs in ct.ALGORITHMS
+    True
+    """
+    target = host() if target is None else target
+    operand = np.dtype(dtype)
+    accumulate = accumulation_dtype(operand)
+    result_dtype = None if operand == accumulate else operand
+    problem = (plan.data_shape[0], plan.axes, plan.canonical_filter_shape)
+    options: dict[str, Any] = dict(channels_last=plan.channels_last, dtype=accumulate,
+                   result_dtype=result_dtype, target=target)
+    estimated = choose(*problem, estimate_forced=True, **options)
+    if measure and estimated.decided_by == "estimates":
+        level = get_planning()
+        with use_planning(level if level in ("measure", "exhaustive") else "measure"):
+            data, weights = _random_operands(plan, operand)
+            transposed_convolution(data, weights, plan.axes, **options)
+    if estimated.decided_by == "estimates":
+        planned = planned_choice(*problem, **options)
+        estimated = dataclasses.replace(estimated, algorithm=planned.algorithm,
+                                        runs=planned.runs, decided_by=planned.decided_by,
+                                        fallbacks=planned.fallbacks, measured=planned.measured)
+    return Explanation(plan, operand, estimated, target)

@@ -1,0 +1,180 @@
+"""The registry of algorithms: every way this library computes the canonical transposed
+convolution, what each requires, and what replaces it where a requirement is missing.
+
+Every algorithm fills ``out`` with the same sums, from data ``(N, G*Ci, X...)`` (or
+channels last ``(N, X..., G*Ci)``), weights ``(G, Ci, Co, K...)`` and one
+:class:`~convtranspose._plan.rules.AxisPlan` per spatial axis, in the accumulation dtype;
+they differ in speed only.  An algorithm never decides whether it runs: the choice
+lives in :mod:`convtranspose._choose.choice`, and :func:`resolve` follows the registry's
+fallbacks where a requirement is missing, so the name :func:`resolve` returns is
+always the code that runs.
+
+``-nxc``/``-ncx`` name the internal layout of an algorithm's GEMM and copies
+(channels or spatial positions contiguous), independent of the caller's layout.
+One module per algorithm: :mod:`.phase`, :mod:`.gemm`, :mod:`.shift`, :mod:`.stream`,
+:mod:`.col2im`, :mod:`.window`, :mod:`.dense`, :mod:`.direct`,
+:mod:`.direct_blocked`; their numba kernels live in :mod:`._numba`, imported only
+when numba is usable; their pure integer schedules in :mod:`.schedules`.
+
+Infinities and NaNs
+    The result is the IEEE sum over the (input, tap) pairs that exist, so an
+    infinite or NaN operand reaches only the outputs its pairs reach.  Algorithms
+    that multiply zeros of a padded input by filter taps, or inputs by zeros of a
+    matrix, would add NaNs the sum does not have (``inf * 0`` is NaN): they check the
+    operand that meets those zeros and raise :class:`~._common.NonFinite`, and the
+    call then runs the cheapest algorithm whose ``exact`` flag is set, even when an
+    algorithm was forced: correctness wins over the request.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._runtime import blas as _blas
+from .._runtime.target import Target
+
+__all__ = ["ALGORITHMS", "REGISTRY", "Algorithm", "exact_algorithms", "resolve", "run",
+           "run_rounded"]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One registered algorithm.
+
+    ``module`` and ``function`` name its code (a module of this package);
+    ``options`` are keyword arguments it is called with.  ``requires`` lists what it
+    needs: ``"blas"`` (NumPy's OpenBLAS callable for the dtype) or ``"numba"`` (numba
+    usable, a float dtype and at most three spatial axes).  ``fallback`` is the
+    algorithm that runs instead when a requirement is missing (``{layout}`` stands
+    for ``nxc`` or ``ncx``, the caller's layout).  ``exact``: multiplies only the
+    (input, tap) pairs that exist, so it is exact with non-finite operands.
+    ``offered``: the cost model may choose it (the others run only as a fallback or
+    when forced).  ``rounding``: a function of ``module`` that can round float32 sums
+    to float16 or bfloat16 as it stores them and add the bias (no float32 result).
+    """
+
+    name: str
+    module: str
+    function: str
+    summary: str
+    options: dict = field(default_factory=dict)
+    requires: tuple[str, ...] = ()
+    fallback: str | None = None
+    exact: bool = False
+    offered: bool = True
+    rounding: str | None = None
+
+
+def _entries() -> dict[str, Algorithm]:
+    entries = []
+    for layout, last in (("nxc", True), ("ncx", False)):
+        entries += [
+            Algorithm(f"gemm-{layout}", "gemm", "_phase_gemm",
+                      "stride phases as accumulating BLAS products over row-shifted windows",
+                      {"internal_last": last}, ("blas",), f"phase-{layout}"),
+            Algorithm(f"shift-{layout}", "shift", "_shift_gemm",
+                      "every tap one accumulating BLAS product from a view of one padded copy",
+                      {"internal_last": last}, ("blas",), f"phase-{layout}"),
+            Algorithm(f"phase-{layout}", "phase", "_phase",
+                      "sub-pixel decomposition: one im2col and one GEMM per class of phases",
+                      {"internal_last": last}),
+            Algorithm(f"col2im-{layout}", "col2im", "_col2im",
+                      "one GEMM of every tap's contribution, then a strided add per tap",
+                      {"internal_last": last}, exact=True),
+        ]
+    entries += [
+        Algorithm("window", "window", "_window",
+                  "every phase in one GEMM over copied input windows (zeros where no tap)"),
+        Algorithm("direct", "direct", "_direct_numba",
+                  "numba per-tap multiply-adds in vector registers (planes, rows, positions)",
+                  requires=("numba",), fallback="direct-numpy", rounding="_direct_numba_rounded"),
+        Algorithm("direct-numpy", "direct", "_direct_numpy",
+                  "per-tap multiply-adds with NumPy broadcasting", offered=False),
+        Algorithm("direct-blocked", "direct_blocked", "_direct_blocked",
+                  "numba blocks of outputs with their channels in vector registers",
+                  requires=("numba",), fallback="phase-{layout}", exact=True,
+                  rounding="_direct_blocked_rounded"),
+        Algorithm("dense", "dense", "_dense",
+                  "the whole layer as one matrix and one product (tiny layers)"),
+        Algorithm("stream", "stream", "_stream",
+                  "the filter read once as stored, numba products of few input positions, "
+                  "then an add per tap", requires=("numba",), fallback="col2im-{layout}",
+                  exact=True),
+    ]
+    return {entry.name: entry for entry in entries}
+
+
+#: Every algorithm by name.
+REGISTRY: dict[str, Algorithm] = _entries()
+#: The names that may be forced (``CONVTRANSPOSE_ALGORITHM``, ``algorithm=``).
+ALGORITHMS: tuple[str, ...] = tuple(REGISTRY)
+
+
+def exact_algorithms() -> frozenset[str]:
+    """Names of the algorithms that are exact with non-finite operands."""
+    return frozenset(name for name, entry in REGISTRY.items() if entry.exact)
+
+
+def missing(name: str, dtype: np.dtype, rank: int, target: Target) -> str | None:
+    """The first requirement of ``name`` that ``target`` does not meet, or None."""
+    for requirement in REGISTRY[name].requires:
+        if requirement == "blas" and not target.blas_for(dtype):
+            return f"no BLAS products for {np.dtype(dtype)}"
+        if requirement == "numba":
+            if not target.numba:
+                return "numba not usable"
+            if np.dtype(dtype).kind != "f":
+                return "integer sums (the numba kernels are float only)"
+            if rank > 3:
+                return "more than three spatial axes"
+    return None
+
+
+def resolve(name: str, dtype: np.dtype, rank: int, channels_last: bool,
+            target: Target) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The algorithm that runs for ``name`` on ``target``, and each fallback taken with its
+    reason."""
+    taken = []
+    while (reason := missing(name, dtype, rank, target)) is not None:
+        taken.append((name, reason))
+        name = REGISTRY[name].fallback.format(layout="nxc" if channels_last else "ncx")
+    return name, tuple(taken)
+
+
+def run(name: str, data, weights, axes, dtype, channels_last, out, target: Target) -> None:
+    """Fill ``out`` with the registered algorithm ``name`` (resolved beforehand).
+
+    Raises :class:`~._common.NonFinite` when an operand may not be finite and the
+    algorithm would multiply it by a zero of its own (``out`` may hold anything then).
+    OpenBLAS runs on at most ``target.threads`` threads meanwhile.
+    """
+    entry = REGISTRY[name]
+    function = _function(entry.module, entry.function)
+    with _blas.at_most(target.threads):  # OpenBLAS's own count comes back afterwards
+        function(data, weights, axes, dtype, channels_last, out, target=target,
+                 **entry.options)
+
+
+def run_rounded(name: str, data, weights, axes, dtype, channels_last, out, bias,
+                target: Target) -> bool:
+    """Fill ``out`` (float16 or bfloat16) with the rounded sums plus ``bias`` using the
+    algorithm's ``rounding`` function; False where it declines (the caller then computes
+    the float32 result and rounds it)."""
+    entry = REGISTRY[name]
+    function = _function(entry.module, entry.rounding)
+    with _blas.at_most(target.threads):
+        return function(data, weights, axes, dtype, channels_last, out, bias, target)
+
+
+_modules: dict = {}
+
+
+def _function(module: str, name: str):
+    """``module.name`` of this package (the module imported on first use)."""
+    imported = _modules.get(module)
+    if imported is None:
+        _modules[module] = imported = importlib.import_module(f"{__name__}.{module}")
+    return getattr(imported, name)

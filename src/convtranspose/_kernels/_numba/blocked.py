@@ -1,0 +1,337 @@
+"""``direct-blocked``'s numba kernel: output channels held in vector registers.
+
+Per output line (all of the last axis for one group) and phase of the last axis,
+blocks of 4-9 outputs whose taps all read inside the input keep their output channels
+(with AVX2's 16 registers, a chunk of 2-3 vectors of them) in vector registers while
+every tap and input channel adds one broadcast input times one weight row; the outputs
+at the line ends go in blocks across consecutive lines of one phase, with their own
+taps.  Any layout: channels-last lines are stored directly, channels-first ones through
+a transposed tile.  float16 and bfloat16 results are rounded from the tile as each line
+is stored.  The block sources are generated per shape (:func:`block_source`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..._plan.geometry import axis_phases, three_axes
+from ..._plan.rules import AxisPlan
+from ..._runtime.machine import l2_cache_bytes
+from ..._runtime.threads import parallel_for
+from ..schedules import (
+    FLOAT16,
+    KEEP,
+    blocked_channel_passes,
+    blocked_segments,
+    blocked_shape,
+    frozen_all,
+)
+from .casts import bfloat16_bits, float16_bits
+from .channels_last import gather_row_taps
+from .direct import direct_threads
+from .kernel_cache import cached_njit
+from .modes import store_mode
+from .transpose import channels_last_copy, tile_transposer
+
+#: ``direct-blocked`` reads channels-first data whose channel planes are at least this
+#: large through a channels-last copy (:func:`channels_last_copy`): a block reads every
+#: input channel of a few pixels, and so many distant planes miss the TLB and defeat
+#: the prefetchers; planes of a few KB are read faster in place than copied
+#: (``benchmarks/results/direct-blocked-zen3.json``).
+_FAR_CHANNELS_BYTES = 1 << 14
+
+
+def block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False) -> str:
+    """Source of the register-blocked kernel for ``pixels`` outputs of ``vectors * lanes`` channels.
+
+    Every accumulator is its own vector variable (``pixels * vectors`` of them, all
+    in registers); per tap and input channel, the channel's weight row is loaded
+    once and multiplied into every pixel's accumulators with that pixel's input
+    value broadcast.  The channels are those from ``column`` of weight rows
+    ``row_width`` long (a slice of wider rows when those need too many registers).
+    The sums start at zero, or with ``accumulate`` at what ``dest`` holds.
+    """
+    accumulators = [[f"acc_{p}_{v}" for v in range(vectors)] for p in range(pixels)]
+    lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, count, read_at,",
+             "          pixel_step, channel_step, channels, column, row_width):"]
+    if accumulate:
+        lines += [f"    {name} = vector_load(dest, dest_at + {p} * dest_step + {v * lanes}, "
+                  f"{lanes})" for p, row in enumerate(accumulators)
+                  for v, name in enumerate(row)]
+    else:
+        lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators
+                  for name in row]
+    lines += ["    for m in range(count):",
+              "        read = reads[m] + read_at",
+              "        tap = taps[m] + column",
+              "        for _ in range(channels):"]
+    lines += [f"            w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
+              for v in range(vectors)]
+    for p, row in enumerate(accumulators):
+        lines.append(f"            x = vector_splat_at(source, read + {p} * pixel_step, {lanes})")
+        lines += [f"            {name} = vector_fma(x, w_{v}, {name})"
+                  for v, name in enumerate(row)]
+    lines += ["            tap += row_width",
+              "            read += channel_step"]
+    for p, row in enumerate(accumulators):
+        lines += [f"    vector_store(dest, dest_at + {p} * dest_step + {v * lanes}, {name})"
+                  for v, name in enumerate(row)]
+    return "\n".join(lines) + "\n"
+
+
+def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
+    """Source of the kernel for one output (with its own taps) of ``vectors * lanes`` channels.
+
+    For the outputs at the ends of a line, whose taps differ from their neighbours':
+    ``splits`` sets of accumulators take the input channels in turn (independent
+    FMA chains, so their latency overlaps) and are summed at the end.
+    """
+    sets = [[f"acc_{k}_{v}" for v in range(vectors)] for k in range(splits)]
+    lines = ["def single(source, weights, dest, dest_at, reads, taps, count, read_at,",
+             "           channel_step, channels):"]
+    lines += [f"    {name} = vector_zero(weights, {lanes})" for row in sets for name in row]
+    lines += ["    for m in range(count):",
+              "        read = reads[m] + read_at",
+              "        tap = taps[m]",
+              f"        for _ in range(channels // {splits}):"]
+    for k, row in enumerate(sets):
+        lines.append(f"            x = vector_splat_at(source, read + {k} * channel_step, {lanes})")
+        lines += [f"            {name} = vector_fma(x, vector_load(weights, tap + "
+                  f"{k * vectors * lanes + v * lanes}, {lanes}), {name})"
+                  for v, name in enumerate(row)]
+    lines += [f"            tap += {splits * vectors * lanes}",
+              f"            read += {splits} * channel_step",
+              f"        for _ in range(channels % {splits}):",
+              f"            x = vector_splat_at(source, read, {lanes})"]
+    lines += [f"            {name} = vector_fma(x, vector_load(weights, tap + {v * lanes}, "
+              f"{lanes}), {name})" for v, name in enumerate(sets[0])]
+    lines += [f"            tap += {vectors * lanes}",
+              "            read += channel_step"]
+    for v in range(vectors):
+        total = sets[0][v]
+        for row in sets[1:]:
+            total = f"vector_add({total}, {row[v]})"
+        lines.append(f"    vector_store(dest, dest_at + {v * lanes}, {total})")
+    return "\n".join(lines) + "\n"
+
+
+@cached_njit(nogil=True)
+def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first, y_stop,
+                  channel0):  # pragma: no cover - compiled
+    """Round a line buffer's outputs ``[y_first, y_stop)`` into ``bits`` (uint16), plus ``bias``.
+
+    The bias is added in float32 before the one rounding, as the float32 path adds
+    it to its float32 result; without one (``bias`` empty) nothing is added, not
+    even a zero (``-0.0 + 0.0`` is ``+0.0``).  Compiled for float64 lines too (the
+    kernel's signature), where it never runs.
+    """
+    for o in range(co):
+        at = line + o * out_c
+        if bias.size:
+            shift = np.float32(bias[channel0 + o])
+            if mode == FLOAT16:
+                for y3 in range(y_first, y_stop):
+                    bits[at + y3 * out_3] = float16_bits(np.float32(tile[y3 * width + o]) + shift)
+            else:
+                for y3 in range(y_first, y_stop):
+                    bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[y3 * width + o]) + shift)
+        elif mode == FLOAT16:
+            for y3 in range(y_first, y_stop):
+                bits[at + y3 * out_3] = float16_bits(np.float32(tile[y3 * width + o]))
+        else:
+            for y3 in range(y_first, y_stop):
+                bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[y3 * width + o]))
+
+
+@cached_njit(nogil=True, inline="always")
+def _phase_taps(row_reads, row_taps, rows, p3, j_first, j_stop, size3, in_3, tap_k, tap_shift,
+                tap_count, tap_size, reads, taps, shifts):  # pragma: no cover - compiled
+    """The taps of phase ``p3`` of the last axis for a line whose taps of the first two
+    axes are ``row_reads`` / ``row_taps``: every tap's read, weight row and shift in
+    ``reads``, ``taps`` and ``shifts``.  Returns their count and ``[first, last)``, the
+    outputs of ``[j_first, j_stop)`` whose taps all read inside the input."""
+    count = 0
+    first, last = j_first, j_stop
+    for m3 in range(tap_count[2, p3]):
+        shift = tap_shift[2, p3, m3]
+        first, last = max(first, -shift), min(last, size3 - shift)
+        for r in range(rows):
+            reads[count] = row_reads[r] + shift * in_3
+            taps[count] = (row_taps[r] + tap_k[2, p3, m3]) * tap_size
+            shifts[count] = shift
+            count += 1
+    first = min(first, j_stop)
+    return count, first, max(first, last)
+
+
+#: ``direct-blocked`` keeps a group's lines (for their line ends, taken together) in a
+#: tile of at most this many sums when it cannot write them straight into the output
+#: (channels first, or rounded): 128 KB of float32, in L2 beside the weights
+#: (``benchmarks/results/direct-blocked-zen4.json``).
+_GROUP_TILE_ELEMENTS = 1 << 15
+
+
+#: The most lines a group of ``direct-blocked`` holds.
+_GROUP_MAX_LINES = 64
+
+
+@functools.lru_cache(maxsize=None)
+def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
+    """The ``direct-blocked`` kernel for one block shape (compiled on first use).
+
+    Blocks hold ``chunk`` of the ``vectors`` vectors of each output's channels (the
+    block kernel runs once per chunk).
+
+    One compiled kernel for every ``mode``: ``out`` (the sums' dtype) is written
+    with ``KEEP``, ``bits`` (uint16) with ``FLOAT16``/``BFLOAT16``; the other is
+    an empty placeholder of its type.
+    """
+    from .codegen import compile_source, compile_template
+
+    block = compile_source(block_source(lanes, chunk, pixels), "block")
+    transpose = tile_transposer(lanes)
+    # Four independent sets of accumulators where registers allow, one on AVX2 for
+    # wide outputs (8 vectors: 32 accumulators would spill).
+    splits = max(1, min(4, chunk * pixels // vectors))
+    single = compile_source(_single_source(lanes, vectors, splits), "single")
+    width, chunk_width = lanes * vectors, lanes * chunk
+
+    return compile_template("blocked", dict(
+        np=np, KEEP=KEEP, _GROUP_MAX_LINES=_GROUP_MAX_LINES,
+        _GROUP_TILE_ELEMENTS=_GROUP_TILE_ELEMENTS, _phase_taps=_phase_taps,
+        _rounded_line=_rounded_line, gather_row_taps=gather_row_taps, block=block, single=single,
+        transpose=transpose, lanes=lanes, pixels=pixels, width=width, chunk_width=chunk_width,
+    ))["kernel"]
+
+
+@functools.lru_cache(maxsize=256)
+def _blocked_tables(axes3: tuple[AxisPlan, ...]):
+    """Per axis and phase: tap count, each tap's input shift and kernel index (read-only)."""
+    phases = [axis_phases(axis) for axis in axes3]
+    widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
+    # Phases are ``y mod stride`` of outputs ``y < Y``: a stride past Y needs Y rows.
+    stride_max = max(min(axis.stride, axis.output_size) for axis in axes3)
+    tap_k = np.zeros((3, stride_max, widest), np.int64)
+    tap_shift = np.zeros((3, stride_max, widest), np.int64)
+    tap_count = np.zeros((3, stride_max), np.int64)
+    for a, p in enumerate(phases):
+        for c in p.classes:
+            for i in range(c.count):
+                phase = c.first + i
+                tap_count[a, phase] = len(c.shifts)
+                for m, (shift, k) in enumerate(zip(c.shifts, c.taps[i])):
+                    tap_k[a, phase, m] = k
+                    tap_shift[a, phase, m] = shift
+    return frozen_all(tap_k, tap_shift, tap_count)
+
+
+@functools.lru_cache(maxsize=256)
+def _line_order(axis1: AxisPlan, axis2: AxisPlan) -> np.ndarray:
+    """The outputs of the first two axes in phase order (``y = p + j*s`` by ``p``, then ``j``)."""
+    order = [np.concatenate([np.arange(p, a.output_size, a.stride) for p in range(a.stride)])
+             for a in (axis1, axis2)]
+    return frozen_all(np.concatenate(order).astype(np.int64))[0]
+
+
+def _steps(shape5: tuple[int, ...], channels_last: bool) -> np.ndarray:
+    """Element steps (n, axis 1, axis 2, axis 3, channel) of a C-contiguous array.
+
+    ``shape5`` is (N, channels, A1, A2, A3) in logical order; the array is laid out
+    as (N, A1, A2, A3, channels) when ``channels_last``, else as given.
+    """
+    batch, channels, a1, a2, a3 = shape5
+    if channels_last:
+        return np.array((a1 * a2 * a3 * channels, a2 * a3 * channels, a3 * channels, channels,
+                         1), np.int64)
+    return np.array((channels * a1 * a2 * a3, a2 * a3, a3, 1, a1 * a2 * a3), np.int64)
+
+
+def _pass_weights(weights, derived, dtype, kernel3, channels: tuple[int, int], width: int):
+    """(G, K1, K2, K3, Ci, width) weights of output channels ``[c0, c1)``, zero-padded,
+    kept in ``derived`` (a tenth of a large layer's time: direct-blocked-zen4.json)."""
+    groups, ci, co = weights.shape[:3]
+    c0, c1 = channels
+    key = ("blocked", np.dtype(dtype).str, width) + ((c0, c1) if (c0, c1) != (0, co) else ())
+    w = derived.get(key)
+    if w is None:
+        w = np.zeros((groups,) + kernel3 + (ci, width), dtype)
+        part = weights.reshape((groups, ci, co) + kernel3)[:, :, c0:c1]
+        w[..., :c1 - c0] = np.moveaxis(part, (1, 2), (-2, -1))
+        w = derived[key] = frozen_all(w)[0]
+    return w
+
+
+def _channel_passes(weights_shape, axes3, itemsize: int, target) -> list[tuple[int, int]]:
+    """Output channel ranges computed one after another (one group only; a single range
+    otherwise): :func:`~convtranspose._kernels.schedules.blocked_channel_passes`."""
+    groups, ci, co = weights_shape[:3]
+    lanes = max(1, target.vector_bytes // itemsize)
+    passes = 1 if groups > 1 else blocked_channel_passes(ci, co, axes3, itemsize, lanes,
+                                                         l2_cache_bytes())
+    vectors = -(-co // lanes)
+    step = -(-vectors // passes) * lanes  # whole vectors per pass
+    return [(c0, min(co, c0 + step)) for c0 in range(0, co, step)]
+
+
+def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived, target):
+    """Fill ``out`` (the layout of ``data``) with the register-blocked direct kernel.
+
+    ``out`` has the accumulation ``dtype``, or is float16 or bfloat16 (with float32
+    ``dtype``): then the sums, plus ``bias`` (``(G*Co,)``, read only then), are
+    rounded once into it, bit for bit as ``astype`` rounds the float32 result.
+    The reordered weights are kept in ``derived`` (the weights memo), if given;
+    ``target``: the machine (:class:`~convtranspose._runtime.target.Target`).  Layers
+    whose weights per output line would not stay in L2 run in passes over their output
+    channels (:func:`_channel_passes`).
+    """
+    groups, ci, co = weights.shape[:3]
+    axes3 = three_axes(axes)
+    itemsize = np.dtype(dtype).itemsize
+    derived = {} if derived is None else derived
+    data_last = channels_last
+    if not channels_last and ci > 1 and data[0, 0].nbytes >= _FAR_CHANNELS_BYTES:
+        data, data_last = channels_last_copy(data, dtype, target), True
+    if data.dtype != dtype or not data.flags.c_contiguous:
+        data = np.ascontiguousarray(data, dtype)
+    result = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+    flat_out = result.reshape(-1)
+    mode = store_mode(out.dtype, dtype)
+    if mode == KEEP:
+        bits, bias = np.empty(0, np.uint16), np.empty(0, dtype)
+    else:
+        bits, flat_out = flat_out.view(np.uint16), np.empty(0, dtype)
+        bias = np.empty(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype)
+    batch = data.shape[0]
+    in_steps = _steps((batch, groups * ci) + tuple(a.input_size for a in axes3), data_last)
+    out_steps = _steps((batch, groups * co) + tuple(a.output_size for a in axes3), channels_last)
+    lines = groups * batch * axes3[0].output_size * axes3[1].output_size
+    threads = direct_threads(batch, weights.shape, axes, target)
+    segments = blocked_segments(lines, axes3[2], threads)
+    tables, order = _blocked_tables(axes3), _line_order(axes3[0], axes3[1])
+    source = data.reshape(-1)
+    for c0, c1 in _channel_passes(weights.shape, axes3, itemsize, target):
+        # A pass writes channels [c0, c1) of group 0: its views start at channel c0.
+        at = c0 * out_steps[4]
+        pass_out = flat_out[at:] if flat_out.size else flat_out
+        pass_bits = bits[at:] if bits.size else bits
+        pass_bias = bias[c0:c1] if bias.size else bias
+        lanes, vectors, chunk, pixels = blocked_shape(itemsize, c1 - c0, axes3[2],
+                                                      target.vector_bytes)
+        w = _pass_weights(weights, derived, dtype, tuple(a.kernel_size for a in axes3),
+                          (c0, c1), lanes * vectors).reshape(-1)
+        sizes = np.array((batch, groups, ci, c1 - c0) + tuple(a.input_size for a in axes3)
+                         + tuple(a.output_size for a in axes3)
+                         + tuple(a.kernel_size for a in axes3[1:])
+                         + (math.prod(a.kernel_size for a in axes3),)
+                         + tuple(a.stride for a in axes3), np.int64)
+        kernel = _blocked_kernel(lanes, vectors, chunk, pixels)
+        parallel_for(lambda a, b, kernel=kernel, w=w, pass_out=pass_out, pass_bits=pass_bits,
+                     pass_bias=pass_bias, sizes=sizes: kernel(
+                         source, w, pass_out, pass_bits, pass_bias, mode, sizes, in_steps,
+                         out_steps, order, *tables, segments, a, b),
+                     lines * segments, threads)
+    if result is not out:
+        np.copyto(out, result)

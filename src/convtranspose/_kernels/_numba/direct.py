@@ -1,0 +1,91 @@
+"""Numba ``direct``: which of its kernels computes a layer, and the threads it uses.
+
+:func:`direct_phase` sends a layer to the per-position kernel (:mod:`.channels_last`),
+the row kernel (:mod:`.rows`), the plane kernel (:mod:`.planes`) or, for long 1-D
+lines, the plane kernel over segments; :func:`prepare_direct` sets a layer up once for
+repeated calls.  Every kernel writes each output element exactly once.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._plan.geometry import three_axes
+from ..schedules import (
+    direct_per_position,
+    direct_worth_threads,
+    line_segmented,
+    plane_strided,
+    rows_apply,
+)
+from .channels_last import direct_channels_last
+from .planes import direct_line_segments, direct_planes, plane_runner
+from .rows import direct_rows, rows_runner
+
+
+def direct_threads(batch: int, weights_shape: tuple[int, ...], axes, target) -> int:
+    """The target's threads, or one where the layer is too small to share out."""
+    groups, ci, co = weights_shape[:3]
+    out_size = batch * groups * co * math.prod(axis.output_size for axis in axes)
+    return target.threads if direct_worth_threads(out_size, ci, axes) else 1
+
+
+def direct_phase(data, weights, axes, dtype, channels_last, out, derived, bias, target):
+    """Fill ``out`` (the layout of ``data``) with the transposed convolution.
+
+    ``out`` has the accumulation ``dtype``, or, with the plane kernel (not
+    :func:`convtranspose._kernels.schedules.direct_per_position`), is float16 or bfloat16 (with
+    float32 ``dtype``): then the sums, plus ``bias`` (``(G*Co,)``, read only then),
+    are rounded once into it as they are stored, bit for bit as ``astype`` rounds
+    the float32 result.  ``derived``: a dict kept with these weights across calls
+    (the caller's filter memo), where the plane kernel keeps its reordered weights;
+    None: reorder anew.  ``target``: the machine (:class:`~convtranspose._runtime.target.Target`).
+    """
+    groups, ci, co = weights.shape[:3]
+    axes3 = three_axes(axes)
+    threads = direct_threads(data.shape[0], weights.shape, axes, target)
+    result = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+    if direct_per_position(groups, ci, co, channels_last):
+        direct_channels_last(data, weights, axes3, dtype, result, target, threads)
+    else:
+        strided = plane_strided(groups, ci, co, channels_last)
+        derived = {} if derived is None else derived
+        if len(axes) == 1 and line_segmented(axes[0], ci):
+            direct_line_segments(data, weights, axes[0], dtype, result, target, threads,
+                                  channels_last, strided, derived, bias)
+        elif rows_apply(weights.shape, axes3, channels_last, data.dtype, dtype, result.dtype,
+                        target):
+            direct_rows(data, weights, axes3, dtype, result, target, threads, derived, bias)
+        else:
+            direct_planes(data, weights, axes3, dtype, result, target, threads, strided,
+                           derived, bias)
+    if result is not out:
+        np.copyto(out, result)
+
+
+def prepare_direct(batch, weights, axes, dtype, channels_last, derived, target):
+    """``compute(data, out)``: :func:`direct_phase` for this layer with the plane or the
+    row kernel set up once, or None where it takes another path (the per-position
+    kernel, long lines in segments).
+
+    For repeated calls of one layer (:class:`convtranspose._kernels.direct.DirectCall`): the
+    general path's Python around a small kernel costs about as much as the kernel
+    (FCN-2x 21->21: 40 us around 45).  ``data`` must have ``dtype`` (float32 or
+    float64; no bfloat16 pairs), ``out`` be C-contiguous.
+    """
+    groups, ci, co = weights.shape[:3]
+    if direct_per_position(groups, ci, co, channels_last) or (
+            len(axes) == 1 and line_segmented(axes[0], ci)):
+        return None
+    axes3, threads = three_axes(axes), direct_threads(batch, weights.shape, axes, target)
+    if rows_apply(weights.shape, axes3, channels_last, dtype, dtype, dtype, target):
+        return rows_runner(batch, weights, axes3, dtype, target, threads, derived)
+    run = plane_runner(batch, weights, axes3, dtype, target, threads,
+                        plane_strided(groups, ci, co, channels_last), derived, False)
+
+    def compute(data, out):
+        run(np.ascontiguousarray(data).reshape(-1), out.reshape(-1))
+
+    return compute

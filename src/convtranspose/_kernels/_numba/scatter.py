@@ -1,0 +1,117 @@
+"""``col2im-nxc``'s scatter-add in one compiled pass, for a few output channels, where
+NumPy's strided adds restart their loop every few elements.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._plan.geometry import three_axes
+from ..._runtime.threads import parallel_for
+from ..schedules import DIRECT_PARALLEL_MACS
+from .kernel_cache import cached_njit
+from .planes import BAND_ELEMENTS
+
+
+@cached_njit(nogil=True)
+def _tap_inputs(size, tap, stride, dilation, offset, out_low, out_high):  # pragma: no cover
+    """The inputs ``x`` one tap sends to outputs in ``[out_low, out_high)``, and its shift.
+
+    Output ``y = x * stride + shift`` with ``shift = tap * dilation - offset``.
+    """
+    shift = tap * dilation - offset
+    low = max(0, -((shift - out_low) // stride))  # ceil((out_low - shift) / stride)
+    high = min(size, (out_high - 1 - shift) // stride + 1)
+    return low, max(low, high), shift
+
+
+@cached_njit(nogil=True)
+def _scatter_kernel(columns, col_steps, target, out_steps, geometry, co, n, rows_per_item,
+                    start, stop):  # pragma: no cover - compiled
+    # columns (G, n, X1, X2, X3, K1, K2, K3, Co) and the output (G, n, Y1, Y2, Y3, Co)
+    # as flat buffers with element steps; geometry[a] = (X, K, stride, dilation,
+    # offset, Y).  Item (g, sample, block of rows_per_item output rows of axis 1):
+    # items own disjoint outputs, and each adds its taps in tap order.
+    s1, s2, s3 = geometry[0, 2], geometry[1, 2], geometry[2, 2]
+    c2, c3, c4 = col_steps[2], col_steps[3], col_steps[4]
+    o2, o3, o4, o5 = out_steps[2], out_steps[3], out_steps[4], out_steps[5]
+    blocks = (geometry[0, 5] + rows_per_item - 1) // rows_per_item
+    for item in range(start, stop):
+        block = item % blocks
+        g, sample = (item // blocks) // n, (item // blocks) % n
+        y_low = block * rows_per_item
+        y_high = min(geometry[0, 5], y_low + rows_per_item)
+        col_base = g * col_steps[0] + sample * col_steps[1]
+        out_base = g * out_steps[0] + sample * out_steps[1]
+        for k1 in range(geometry[0, 1]):
+            lo1, hi1, t1 = _tap_inputs(geometry[0, 0], k1, s1, geometry[0, 3], geometry[0, 4],
+                                       y_low, y_high)
+            for k2 in range(geometry[1, 1]):
+                lo2, hi2, t2 = _tap_inputs(geometry[1, 0], k2, s2, geometry[1, 3],
+                                           geometry[1, 4], 0, geometry[1, 5])
+                for k3 in range(geometry[2, 1]):
+                    lo3, hi3, t3 = _tap_inputs(geometry[2, 0], k3, s3, geometry[2, 3],
+                                               geometry[2, 4], 0, geometry[2, 5])
+                    tap = col_base + k1 * col_steps[5] + k2 * col_steps[6] + k3 * col_steps[7]
+                    for x1 in range(lo1, hi1):
+                        for x2 in range(lo2, hi2):
+                            src = tap + x1 * c2 + x2 * c3 + lo3 * c4
+                            dst = (out_base + (x1 * s1 + t1) * o2 + (x2 * s2 + t2) * o3
+                                   + (lo3 * s3 + t3) * o4)
+                            # A constant unit channel step lets LLVM vectorise the
+                            # channel loop (benchmarks/results/blas-algorithms.json).
+                            if o5 == 1:
+                                for _ in range(hi3 - lo3):
+                                    for c in range(co):
+                                        target[dst + c] += columns[src + c]
+                                    src += c4
+                                    dst += s3 * o4
+                            else:
+                                for _ in range(hi3 - lo3):
+                                    for c in range(co):
+                                        target[dst + c * o5] += columns[src + c]
+                                    src += c4
+                                    dst += s3 * o4
+
+
+def col2im_scatter(columns, out, region, axes, target) -> None:
+    """Add col2im's ``columns`` into ``region`` tap by tap, as the NumPy adds do.
+
+    ``columns`` is C-contiguous ``(G, n, X..., K..., Co)``; ``region`` a view
+    ``(G, n, Y..., Co)`` of the C-contiguous ``out``; ``axes`` send input ``x`` of tap
+    ``k`` to output ``x * stride + k * dilation - offset``.  Every output element gets
+    its taps' products in tap order, as from the NumPy loop, so the sums are the same
+    bits; but in one compiled pass over blocks of output rows (cache-sized, split
+    between threads) instead of a strided NumPy add per tap, whose inner loop restarts
+    every ``Co`` elements.  ``target``: the machine.
+    """
+    rank = len(axes)
+    axes3 = three_axes(axes)  # the first real axis first: its output rows make the blocks
+    slots = {1: (2,), 2: (0, 2), 3: (0, 1, 2)}[rank]
+
+    def spread(steps):  # the real axes' steps at their places among three, 0 for unit axes
+        padded = [0, 0, 0]
+        for slot, step in zip(slots, steps):
+            padded[slot] = step
+        return padded
+
+    itemsize = out.itemsize
+    groups, n, co = region.shape[0], region.shape[1], region.shape[-1]
+    steps = [s // itemsize for s in columns.strides]
+    col_steps = np.array(steps[:2] + spread(steps[2:2 + rank])
+                         + spread(steps[2 + rank:2 + 2 * rank]) + steps[-1:], np.int64)
+    steps = [s // itemsize for s in region.strides]
+    out_steps = np.array(steps[:2] + spread(steps[2:2 + rank]) + steps[-1:], np.int64)
+    start = (region.__array_interface__["data"][0] - out.__array_interface__["data"][0])
+    geometry = np.array([(a.input_size, a.kernel_size, a.stride, a.dilation, a.offset,
+                          a.output_size) for a in axes3], np.int64)
+    row_elements = co * math.prod(a.output_size for a in axes3[1:])
+    rows_per_item = max(1, BAND_ELEMENTS // max(1, row_elements))
+    items = groups * n * -(-axes3[0].output_size // rows_per_item)
+    flat_out, flat_columns = out.reshape(-1)[start // itemsize:], columns.reshape(-1)
+    big = columns.size >= DIRECT_PARALLEL_MACS // 16  # a scalar add: about 16 multiply-adds
+    parallel_for(lambda a, b: _scatter_kernel(flat_columns, col_steps, flat_out, out_steps,
+                                           geometry, co, n, rows_per_item, a, b),
+              items, target.threads if big else 1)

@@ -1,0 +1,83 @@
+"""Layout copies: channels-first data copied channels last in register blocks.
+
+``direct-blocked`` reads channels-first data whose channel planes lie far apart through
+a channels-last copy (:func:`channels_last_copy`), made in blocks of ``lanes x lanes``
+elements transposed by interleaving.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..._runtime.threads import parallel_for
+
+
+def _tile_transpose_source(lanes: int) -> str:
+    """Source of ``tile``: a ``lanes x lanes`` block of ``src`` (rows ``src_step`` apart)
+    stored transposed into ``dst`` (rows ``dst_step`` apart), all in registers.
+
+    Interleaving rows ``i`` and ``i + lanes/2`` into rows ``2i`` and ``2i + 1``,
+    log2(lanes) times over, transposes the block (a perfect shuffle per round).
+    """
+    half = lanes // 2
+    lines = ["def tile(src, src_at, src_step, dst, dst_at, dst_step):"]
+    lines += [f"    r0_{i} = vector_load(src, src_at + {i} * src_step, {lanes})"
+              for i in range(lanes)]
+    rounds = lanes.bit_length() - 1
+    for k in range(rounds):
+        lines += [f"    r{k + 1}_{i} = vector_interleave(r{k}_{i // 2}, "
+                  f"r{k}_{i // 2 + half}, {i % 2})" for i in range(lanes)]
+    lines += [f"    vector_store(dst, dst_at + {i} * dst_step, r{rounds}_{i})"
+              for i in range(lanes)]
+    return "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=None)
+def tile_transposer(lanes: int):
+    """The compiled ``tile`` of :func:`_tile_transpose_source`."""
+    from .codegen import compile_source
+
+    return compile_source(_tile_transpose_source(lanes), "tile")
+
+
+@functools.lru_cache(maxsize=None)
+def _transpose_kernel(lanes: int):
+    """``kernel(src, dst, rows, cols, start, stop)``: ``(B, rows, cols)`` into ``(B, cols,
+    rows)`` (flat C-order buffers), for the bands of ``lanes`` rows with flat index (b,
+    band) in [start, stop): whole blocks in registers, the edges one element at a time."""
+    from .codegen import compile_template
+
+    return compile_template("transpose", dict(
+        np=np, lanes=lanes, step=np.uint64(lanes), tile=tile_transposer(lanes),
+    ))["kernel"]
+
+
+#: Layout copies of at least this many bytes are split between the threads.
+_PARALLEL_COPY_BYTES = 1 << 22
+
+
+def channels_last_copy(data: np.ndarray, dtype, target) -> np.ndarray:
+    """``data`` ``(N, C, X...)`` as a new C-contiguous ``(N, X..., C)`` array of ``dtype``.
+
+    float32 and float64 data of that dtype is transposed in register blocks, several
+    times faster than NumPy's copy of the transposed view, which reads the channels
+    one element at a time (``benchmarks/results/direct-blocked-zen4.json``); other
+    data is copied by NumPy.
+    """
+    dtype = np.dtype(dtype)
+    result = np.empty((data.shape[0],) + data.shape[2:] + data.shape[1:2], dtype)
+    if data.dtype != dtype or dtype not in (np.float32, np.float64) or not (
+            data.flags.c_contiguous and dtype.isnative) or data.ndim < 3:
+        np.copyto(result, np.moveaxis(data, 1, -1), casting="unsafe")
+        return result
+    lanes = target.lanes(dtype)
+    rows, cols = data.shape[1], math.prod(data.shape[2:])
+    kernel = _transpose_kernel(lanes)
+    source, flat = data.reshape(-1), result.reshape(-1)
+    threads = target.threads if data.nbytes >= _PARALLEL_COPY_BYTES else 1
+    parallel_for(lambda a, b: kernel(source, flat, rows, cols, a, b),
+                 data.shape[0] * -(-rows // lanes), threads)
+    return result

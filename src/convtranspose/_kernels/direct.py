@@ -1,0 +1,106 @@
+"""``direct`` and ``direct-numpy``: per-tap multiply-adds, no GEMM.
+
+For depthwise and few-channel groups, where a GEMM would have tiny operands.
+``direct`` is numba's (:mod:`._numba.direct`: plane, row and per-position kernels with
+accumulators in vector registers); ``direct-numpy`` broadcasts with NumPy and runs where
+numba cannot (integers, more than three spatial axes, numba not usable).
+:class:`DirectCall` is a small numba ``direct`` layer prepared for repeated calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .._plan.geometry import tap_windows
+from .._runtime.memo import derived_from, frozen, same_bits
+from .._runtime.target import host
+from .common import NonFinite, input_glxc, output_glyc, require_finite
+from .dense import switch_state
+from .schedules import direct_rounds
+
+
+class DirectCall:
+    """A layer that :func:`transposed_convolution` computes with numba ``direct``, prepared.
+
+    The same contract as :class:`DenseCall`: for data and a filter as at preparation
+    (float32 or float64, the filter of the same bits, the same environment switches)
+    it returns what :func:`transposed_convolution` returns without bias, calling the
+    plane kernel with everything but the data set up
+    (:func:`convtranspose._kernels._numba.direct.prepare_direct`).  The filter is finite (its
+    taps meet the windows' zero borders), so any data gives the exact sums; None only
+    for another filter, switch or target (its kernels and threads were set up for one).
+    """
+
+    __slots__ = ("_filter", "_compute", "_shape", "_dtype", "_switches", "_target")
+
+    def __init__(self, filter: np.ndarray, compute, shape: tuple[int, ...], dtype: np.dtype,
+                 target):
+        self._filter = frozen(np.array(filter, copy=True, order="K"))
+        self._compute, self._shape, self._dtype = compute, shape, dtype
+        self._switches = switch_state()
+        self._target = target
+
+    def __call__(self, data: np.ndarray, filter: np.ndarray,
+                 out: np.ndarray | None = None) -> np.ndarray | None:
+        if (switch_state() != self._switches or host() != self._target
+                or not same_bits(self._filter, filter)):
+            return None
+        if out is None:
+            out = np.empty(self._shape, self._dtype)
+        self._compute(data, out)
+        return out
+
+
+def _direct_numba(data, weights, axes, dtype, channels_last, out, *, target):
+    """Per-tap multiply-adds in vector registers (numba; see :mod:`._numba.direct`)."""
+    from ._numba.direct import direct_phase
+
+    derived = derived_from(weights, "direct")
+    require_finite(weights, dtype, derived)  # taps meet the zero-bordered windows
+    direct_phase(data, weights, axes, dtype, channels_last, out, derived, None, target)
+
+
+def _direct_numba_rounded(data, weights, axes, dtype, channels_last, out, bias, target) -> bool:
+    """Numba ``direct`` rounding its float32 sums plus ``bias`` into a float16 or bfloat16
+    ``out`` as it stores them; False where its kernel for this layer cannot round
+    (:func:`~.schedules.direct_rounds`) or the filter may not be finite (the general
+    path then takes the exact fallback).  Half-precision data is read as it is: the plane
+    and row kernels widen it as they fill their windows (or multiply bfloat16 pairs)."""
+    if not direct_rounds(weights.shape, axes, channels_last):
+        return False
+    from ._numba.direct import direct_phase
+
+    derived = derived_from(weights, "direct")
+    try:
+        require_finite(weights, dtype, derived)
+    except NonFinite:
+        return False
+    direct_phase(data, weights, axes, dtype, channels_last, out, derived, bias, target)
+    return True
+
+
+def _direct_numpy(data, weights, axes, dtype, channels_last, out, *, target):
+    """Per-tap products with NumPy (any dtype, rank and geometry).
+
+    Only the taps that reach the output are visited, and their windows are computed
+    with Python integers: this is the algorithm for strides, dilations and pads of any
+    size (:func:`convtranspose._plan.geometry.beyond_int64_kernels`).  Exact with non-finite
+    operands: it multiplies only the (input, tap) pairs that exist.
+    """
+    groups, ci, co = weights.shape[:3]
+    live = [[(k, window) for k, window in enumerate(tap_windows(axis)) if window is not None]
+            for axis in axes]
+    out.fill(0)
+    target = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
+    source = np.ascontiguousarray(input_glxc(data, groups, channels_last), dtype)
+    w = weights.astype(dtype, copy=False)
+    # (G, 1..., Ci, Co): one (Ci, Co) matrix per group, broadcast over batch and space.
+    matrix_shape = (groups,) + (1,) * len(axes) + (ci, co)
+    for combination in itertools.product(*live):
+        tap = tuple(k for k, _ in combination)
+        src = source[(slice(None), slice(None)) + tuple(x for _, (x, _) in combination)]
+        dst = target[(slice(None), slice(None)) + tuple(y for _, (_, y) in combination)]
+        tap_weights = w[(slice(None), slice(None), slice(None)) + tap]  # (G, Ci, Co)
+        dst += np.matmul(src, tap_weights.reshape(matrix_shape))

@@ -1,0 +1,33 @@
+"""``direct-blocked``: register-blocked multiply-adds per output line, for groups of a
+few dozen channels (numba; the kernel is :mod:`._numba.blocked`).
+
+Per output line (all of the last axis for one group) and phase of the last axis,
+blocks of outputs whose taps all read inside the input keep their output channels
+in vector registers while every tap and input channel adds one broadcast input times
+one weight row; no im2col and no scatter.  Multiplies only the (input, tap) pairs
+that exist: exact with non-finite operands.
+"""
+
+from __future__ import annotations
+
+from .._runtime.memo import derived_from
+from .casts import widen
+
+
+def _direct_blocked(data, weights, axes, dtype, channels_last, out, *, target):
+    """Fill ``out`` with the register-blocked numba kernel (float dtypes, up to 3-D)."""
+    from ._numba.blocked import direct_blocked
+
+    direct_blocked(data, weights, axes, dtype, channels_last, out, None,
+                   derived_from(weights, "direct-blocked"), target)
+
+
+def _direct_blocked_rounded(data, weights, axes, dtype, channels_last, out, bias,
+                            target) -> bool:
+    """``direct-blocked`` rounding its float32 sums plus ``bias`` into a float16 or
+    bfloat16 ``out`` as it stores each line (half-precision data widened first)."""
+    from ._numba.blocked import direct_blocked
+
+    direct_blocked(widen(data, target), weights, axes, dtype, channels_last, out, bias,
+                   derived_from(weights, "direct-blocked"), target)
+    return True

@@ -1,0 +1,153 @@
+"""``stream``: the filter read once, as it is stored, for layers of few input positions.
+
+A layer whose filter is large next to its input (DCGAN's 1024->512 on 4x4 pixels: a
+32 MiB filter, 16 positions) is bound by reading the filter.  The other algorithms
+read it several times per call or read a reordered copy: the weights memo compares
+the caller's filter with the copy it keeps (both read once more), and BLAS products
+with 16 columns run far below their large-product rate (OpenBLAS: 22 GFLOP/s on an
+Intel Xeon, where a stream of the filter allows several times that).  Here one product
+per group, ``columns (P, M) = inputs (P, Ci) @ filter (Ci, M)``, reads each filter row
+where the caller keeps it, in numba register blocks of a few positions by four
+vectors of columns (:func:`convtranspose._kernels._numba.blocked.block_source`), split
+among threads by columns; then each tap's columns are added into the output, as
+:mod:`.col2im` does.  ``M`` is ``Co * taps`` for a filter stored with the taps last
+(ONNX, OpenVINO), or ``Co`` per tap for one stored taps first (oneDNN's ``XIO``);
+other layouts are copied first.  Multiplies only the (input, tap) pairs that exist:
+exact with non-finite operands.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from .._plan.geometry import tap_windows
+from .._runtime.threads import add, parallel_copy, parallel_for
+from .common import input_glxc, output_glyc
+
+#: Output columns a piece of work takes (a multiple of every block's width).
+_COLUMNS_PER_PIECE = 256
+#: Filter rows (input channels) the product takes at a time.  Over all of a large
+#: filter's rows, every chunk of columns read 256 bytes from each of Ci pages (a TLB
+#: miss each: 7.4 ms for DCGAN 1024->512 on 4x4 pixels, 3.0 ms in blocks of 128 rows,
+#: back to back, Intel Xeon); fewer rows at a time are also fewer streams for the
+#: prefetchers when the filter comes from memory (after a pause: 32 rows 5.1 and 7.3
+#: ms on that layer's N1 NCX and N2 NXC forms, 128 rows 6.6 and 7.5, 8 rows 4.8 and
+#: 8.3; ``benchmarks/results/stream-xeon.json``).
+_ROW_BLOCK = 32
+#: Rows (input positions) per register block: with four vectors of columns, 24
+#: accumulators of the 32 AVX-512 registers (AVX2: 16 accumulators, two vectors).
+_BLOCK_POSITIONS = 6
+
+
+@functools.lru_cache(maxsize=None)
+def _product_kernel(lanes: int, vectors: int, positions: int, tail_positions: int):
+    from ._numba.blocked import block_source
+    from ._numba.codegen import compile_source, compile_template
+
+    block = compile_source(block_source(lanes, vectors, positions, accumulate=True), "block")
+    tail = (compile_source(block_source(lanes, vectors, tail_positions, accumulate=True),
+                           "block") if tail_positions else block)
+    return compile_template("stream", dict(
+        np=np, block=block, tail=tail, chunk=lanes * vectors, positions=positions,
+        tail_positions=tail_positions, row_block=_ROW_BLOCK))["product"]
+
+
+def _filter_matrices(weights: np.ndarray, dtype: np.dtype) -> tuple[list, bool]:
+    """The filter as ``(Ci, M)`` matrices with contiguous columns, and whether they are
+    one per tap (``M = Co``: stored taps first) rather than one per group
+    (``M = Co * taps``: stored taps last, or copied so)."""
+    groups, ci, co = weights.shape[:3]
+    kernel = weights.shape[3:]
+    taps = math.prod(kernel)
+    if weights.dtype == dtype and weights.flags.c_contiguous:
+        return list(weights.reshape(groups, ci, co * taps)), False
+    item = weights.itemsize
+    if (weights.dtype == dtype and groups == 1 and weights.strides[2] == item
+            and weights.strides[1] == co * item):  # (K..., Ci, Co) storage
+        return [weights[0][(slice(None), slice(None)) + tap] for tap in np.ndindex(*kernel)], True
+    copy = np.ascontiguousarray(weights, dtype)
+    return list(copy.reshape(groups, ci, co * taps)), False
+
+
+def _stream(data, weights, axes, dtype, channels_last, out, *, target):
+    """Fill ``out`` with the streamed products (the module docstring)."""
+    groups, ci, co = weights.shape[:3]
+    kernel = tuple(weights.shape[3:])
+    taps = math.prod(kernel)
+    batch = data.shape[0]
+    spatial = tuple(axis.input_size for axis in axes)
+    positions = batch * math.prod(spatial)
+    rows = np.ascontiguousarray(input_glxc(data, groups, channels_last), dtype).reshape(
+        groups, positions, ci)
+    matrices, taps_first = _filter_matrices(weights, dtype)
+    if taps_first:  # columns (1, P, K..., Co): one product per tap
+        columns = np.zeros((1, positions, taps, co), dtype)
+        _products([(rows[0], matrix, columns[0, :, k]) for k, matrix in enumerate(matrices)],
+                  target)
+        columns = columns.reshape((groups, batch) + spatial + kernel + (co,))
+        columns = np.moveaxis(columns, -1, 2 + len(spatial))  # (G, N, X..., Co, K...)
+    else:  # columns (G, P, Co, K...)
+        columns = np.zeros((groups, positions, co * taps), dtype)
+        _products([(rows[g], matrix, columns[g]) for g, matrix in enumerate(matrices)], target)
+        columns = columns.reshape((groups, batch) + spatial + (co,) + kernel)
+    out.fill(0)
+    into = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
+    windows = [tap_windows(axis) for axis in axes]
+    for tap in np.ndindex(*kernel):
+        window = [w[k] for w, k in zip(windows, tap)]
+        if any(w is None for w in window):
+            continue
+        src = (slice(None), slice(None)) + tuple(w[0] for w in window) + (slice(None),) + tap
+        dst = (slice(None), slice(None)) + tuple(w[1] for w in window)
+        parallel_copy(add, into[dst], columns[src])
+
+
+def _products(jobs, target) -> None:
+    """``columns[...] += rows @ matrix`` for every ``(rows, matrix, columns)`` of ``jobs``:
+    ``rows`` (P, Ci) contiguous, ``matrix`` (Ci, M) and ``columns`` (P, M) with
+    contiguous columns and rows a whole number of elements apart.  numba register
+    blocks for float32 and float64 over whole chunks of columns, every job's chunks
+    shared among threads in one parallel call; NumPy for the rest."""
+    rows, matrix, _ = jobs[0]
+    positions = rows.shape[0]
+    lanes = max(1, target.vector_bytes // matrix.itemsize)
+    vectors = 4 if target.vector_bytes >= 64 else 2
+    chunk = lanes * vectors
+    numba = target.numba and matrix.dtype.kind == "f" and matrix.itemsize in (4, 8)
+    pieces, calls = [], []
+    per_piece = max(chunk, _COLUMNS_PER_PIECE // chunk * chunk)
+    for rows, matrix, columns in jobs:
+        whole = matrix.shape[1] // chunk * chunk if numba and positions else 0
+        if whole:
+            item = matrix.itemsize
+            calls.append((rows.reshape(-1), _flat(matrix), _flat(columns),
+                          columns.strides[0] // item, matrix.strides[0] // item, rows.shape[1]))
+            pieces += [(len(calls) - 1, m0, min(whole, m0 + per_piece))
+                       for m0 in range(0, whole, per_piece)]
+        if whole < matrix.shape[1]:
+            columns[:, whole:] += rows @ matrix[:, whole:]
+    if not pieces:
+        return
+    block_rows = min(_BLOCK_POSITIONS, positions)
+    product = _product_kernel(lanes, vectors, block_rows, positions % block_rows)
+
+    def work(start, stop):
+        for job, m_start, m_stop in pieces[start:stop]:
+            source, flat_matrix, flat_columns, dest_step, row_width, ci = calls[job]
+            product(source, flat_matrix, flat_columns, dest_step, row_width, ci, positions,
+                    m_start, m_stop)
+
+    parallel_for(work, len(pieces), target.threads)
+
+
+def _flat(view: np.ndarray) -> np.ndarray:
+    """A 1-D array over a 2-D ``view``'s memory from its first element (rows a whole
+    number of elements apart, columns contiguous): the span the kernel indexes."""
+    if view.flags.c_contiguous:
+        return view.reshape(-1)
+    item = view.itemsize
+    span = (view.shape[0] - 1) * (view.strides[0] // item) + view.shape[1]
+    return np.lib.stride_tricks.as_strided(view, shape=(span,), strides=(item,))

@@ -1,0 +1,151 @@
+"""The stride-phase decomposition of one axis, shared by the algorithms and the estimates.
+
+Output element ``o`` of an axis with stride ``s`` belongs to phase ``o mod s``; a phase
+only receives the taps ``k`` with ``k*d = o + offset (mod s)``, each from input
+``o // s + shift``.  Adjacent phases with the same shifts form a class
+(:class:`PhaseClass`); :func:`axis_phases` lists them with the zero padding their
+shifts need.  Pure integers (NumPy only for index ranges).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from .rules import AxisPlan
+
+
+@dataclass(frozen=True)
+class PhaseClass:
+    """Adjacent output phases ``[first, first + count)`` of one axis sharing input shifts.
+
+    ``taps[i][slot]`` is the kernel index that phase ``first + i`` takes from input
+    ``j + shifts[slot]`` for its ``j``-th output ``o = j*s + first + i``.
+    """
+
+    first: int
+    count: int
+    shifts: tuple[int, ...]
+    taps: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class AxisPhases:
+    stride: int
+    whole_blocks: int  # Y // s: blocks of s outputs entirely inside the output
+    blocks: int  # ceil(Y / s): output positions j computed per phase
+    remainder: int  # Y % s: phases present in the last, partial block
+    pad_low: int  # input zeros needed before x = 0 so that every shift is in range
+    pad_high: int
+    classes: tuple[PhaseClass, ...]
+
+
+def axis_phases(axis: AxisPlan) -> AxisPhases:
+    s, d, size = axis.stride, axis.dilation, axis.input_size
+    blocks = -(-axis.output_size // s)
+    present = min(s, axis.output_size)  # phases with at least one output
+    # Each tap feeds exactly one phase, ``(k*d - offset) mod s``: bucketing the taps
+    # costs O(K), where testing every (phase, tap) pair cost O(s * K) (minutes for a
+    # stride of 10**6).
+    by_phase: dict[int, list[tuple[int, int]]] = {}
+    for k in range(axis.kernel_size):
+        phase = (k * d - axis.offset) % s
+        if phase >= present:
+            continue
+        shift = (phase + axis.offset - k * d) // s
+        if shift + blocks - 1 < 0 or shift > size - 1:
+            continue  # this tap only ever reads zeros
+        by_phase.setdefault(phase, []).append((shift, k))
+    runs = []  # [first, count, shifts, taps per phase]: adjacent phases with equal shifts
+
+    def add(first: int, count: int, shifts: tuple[int, ...], taps: list) -> None:
+        if runs and runs[-1][2] == shifts:
+            runs[-1][1] += count
+            runs[-1][3].extend(taps)  # lists, not tuples: merging stays linear
+        else:
+            runs.append([first, count, shifts, taps])
+
+    following = 0
+    for phase in sorted(by_phase):
+        if phase > following:  # phases that receive no tap
+            add(following, phase - following, (), [()] * (phase - following))
+        pairs = sorted(by_phase[phase])
+        add(phase, 1, tuple(shift for shift, _ in pairs), [tuple(k for _, k in pairs)])
+        following = phase + 1
+    if following < present:
+        add(following, present - following, (), [()] * (present - following))
+    classes = tuple(PhaseClass(first, count, shifts, tuple(taps))
+                    for first, count, shifts, taps in runs)
+    all_shifts = [shift for c in classes for shift in c.shifts] or [0]
+    return AxisPhases(
+        stride=s,
+        whole_blocks=axis.output_size // s,
+        blocks=blocks,
+        remainder=axis.output_size % s,
+        pad_low=max(0, -min(all_shifts)),
+        pad_high=max(0, max(all_shifts) + blocks - size),
+        classes=classes,
+    )
+
+
+def some_output_unreached(phases: tuple[AxisPhases, ...]) -> bool:
+    """Whether some output phase receives no tap at all (so stays zero)."""
+    return any(math.prod(len(c.shifts) for c in combo) == 0
+               for combo in itertools.product(*(p.classes for p in phases)))
+
+
+def live_classes(phases: tuple[AxisPhases, ...]):
+    """(classes of the first axis, combinations of the others' classes) that have taps."""
+    lead_classes = [c for c in phases[0].classes if c.shifts]
+    rest_combos = [combo for combo in itertools.product(*(p.classes for p in phases[1:]))
+                   if all(c.shifts for c in combo)]
+    return lead_classes, rest_combos
+
+
+def tap_windows(axis: AxisPlan) -> tuple[tuple[slice, slice] | None, ...]:
+    """Per kernel tap, the (input, output) slices it connects along one axis.
+
+    Tap ``k`` sends input ``x`` to output ``o = x*s + k*d - offset``; the slices
+    keep the ``x`` whose ``o`` lies in ``[0, Y)``.  ``None`` marks a tap that lands
+    entirely outside the output.
+    """
+    s, windows = axis.stride, []
+    for k in range(axis.kernel_size):
+        first = k * axis.dilation - axis.offset  # output index of input 0
+        lo = max(0, -(first // s))  # the first x with x*s + first >= 0
+        hi = min(axis.input_size - 1, (axis.output_size - 1 - first) // s)
+        if lo > hi:
+            windows.append(None)
+        else:
+            # One input reached: step 1, since a stride beyond 2**63 is no slice step.
+            step = s if hi > lo else 1
+            windows.append((slice(lo, hi + 1), slice(first + lo * s, first + hi * s + 1, step)))
+    return tuple(windows)
+
+
+#: Positions, strides, dilations and sizes up to this bound are safe in the kernels'
+#: int64 index arithmetic (a position plus a stride, times an element size, stays far
+#: below 2**63).  Beyond it a problem runs ``direct-numpy``, which computes its windows
+#: with Python integers (:func:`beyond_int64_kernels`).
+INT64_KERNEL_BOUND = 1 << 40
+
+
+def beyond_int64_kernels(axes) -> bool:
+    """Whether some axis has a stride, dilation, offset, full or output size past
+    :data:`INT64_KERNEL_BOUND` (the shape rules accept integers of any size)."""
+    bound = INT64_KERNEL_BOUND
+    return any(axis.stride > bound or axis.dilation > bound or abs(axis.offset) > bound
+               or axis.full_size > bound or axis.output_size > bound for axis in axes)
+
+
+def three_axes(axes) -> tuple[AxisPlan, ...]:
+    """The axes padded to three with unit axes.
+
+    The last one stays last (the contiguous one); in 2-D the unit axis goes second,
+    so that the first axis (cut into bands, or split between lines) is a real one.
+    """
+    unit = AxisPlan(1, 1, 1, 1, 0, 1)
+    if len(axes) == 1:
+        return (unit, unit, axes[0])
+    return (axes[0],) + (unit,) * (3 - len(axes)) + tuple(axes[1:])

@@ -1,0 +1,48 @@
+"""Every ``CONVTRANSPOSE_*`` environment switch, named in one place and read here.
+
+Switches are read on every call (users and tests change them at run time), through
+:func:`switch`; each module that obeys one imports its name from here.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["ALGORITHM_ENV", "BACKWARD_ALGORITHM_ENV", "CACHE_ENV", "DUMP_ENV", "NO_BLAS_ENV",
+           "NO_NUMBA_ENV", "PIN_THREADS_ENV", "PLANNING_ENV", "WISDOM_ENV", "switch"]
+
+#: Forces an algorithm (a name of the kernels' registry) for every transposed convolution.
+ALGORITHM_ENV = "CONVTRANSPOSE_ALGORITHM"
+#: Forces one adjoint algorithm (:data:`convtranspose._kernels.adjoints.ALGORITHMS`) for
+#: the gradients and forward convolutions (tests, comparisons).
+BACKWARD_ALGORITHM_ENV = "CONVTRANSPOSE_BACKWARD_ALGORITHM"
+#: The planning level when no API setting chooses one (``estimate``, ``measure``, ...).
+PLANNING_ENV = "CONVTRANSPOSE_PLANNING"
+#: The wisdom file's path, or ``off``.
+WISDOM_ENV = "CONVTRANSPOSE_WISDOM"
+#: The cache folder, or ``off``.
+CACHE_ENV = "CONVTRANSPOSE_CACHE_DIR"
+#: A folder where every generated kernel source is written.
+DUMP_ENV = "CONVTRANSPOSE_DUMP_KERNELS"
+#: Set to 1 to never use numba, even when it is installed.
+NO_NUMBA_ENV = "CONVTRANSPOSE_NO_NUMBA"
+#: Set to 1 to never call BLAS directly (the NumPy-only algorithms run instead).
+NO_BLAS_ENV = "CONVTRANSPOSE_NO_BLAS"
+#: Set to 1 to steer helper threads off the calling thread's CPU; read on every
+#: parallel call.
+PIN_THREADS_ENV = "CONVTRANSPOSE_PIN_THREADS"
+
+# ``os.environ.get`` of an unset name raises and catches a KeyError inside (about 1 us);
+# a tiny layer reads three switches per call, a tenth of its whole cost.  On POSIX the
+# mapping keeps its bytes-keyed dict in sync with every assignment, so read that.
+_DATA = getattr(os.environ, "_data", None) if os.name == "posix" else None
+if type(_DATA) is not dict:
+    _DATA = None
+
+
+def switch(name: str) -> str:
+    """The value of environment variable ``name``, or ``""`` when it is unset."""
+    if _DATA is None:
+        return os.environ.get(name, "")
+    value = _DATA.get(name.encode())
+    return "" if value is None else os.fsdecode(value)
