@@ -10,11 +10,6 @@ JSON report is the evidence the estimate's per-machine figures are judged on:
 
     python benchmarks/estimate_errors.py --random 1 --out results
 
-``--held-out REPORT...`` judges the per-machine coefficients the cost model learns from
-measured planning (:mod:`convtranspose._choose.calibration`) on such reports: for
-each report, the loss of the model as written, and the loss once the coefficients are
-fitted on the samples of the other reports only (the layers judged are never learned).
-
 ``--reprice REPORT...`` keeps each report's measured times and records the raw
 estimates the cost model gives now (a changed model judged on the same measurements;
 the reports must come from this machine, whose figures the estimates read).  It writes
@@ -24,7 +19,6 @@ the reports must come from this machine, whose figures the estimates read).  It 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import os
@@ -35,14 +29,9 @@ os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
 import numpy as np  # noqa: E402
 
 import convtranspose as ct  # noqa: E402
-from convtranspose._choose import (
-    calibration,  # noqa: E402
-    planning,  # noqa: E402
-    wisdom,  # noqa: E402
-)
-from convtranspose._choose import choice as dispatch
-from convtranspose._choose.calibration import RawCost, fma_gflops  # noqa: E402
-from convtranspose._choose.figures import forget_figures, machine_figures  # noqa: E402
+from convtranspose._choose import choice as dispatch  # noqa: E402
+from convtranspose._choose import planning, wisdom  # noqa: E402
+from convtranspose._choose.figures import fma_gflops, forget_figures, machine_figures  # noqa: E402
 from convtranspose._cli.bench.peers import run_ours  # noqa: E402
 from convtranspose._cli.bench.random_suite import random_layers  # noqa: E402
 from convtranspose._cli.bench.suite import SUITE, make_inputs  # noqa: E402
@@ -105,66 +94,10 @@ def geomean(values) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
 
 
-def _first_choice_loss(row: dict, learned: dict | None) -> float:
-    """The loss of the estimate's first choice for one report row: with ``learned``
-    coefficients, its raw estimates calibrated as the library does
-    (:func:`~convtranspose._choose.calibration.calibrated_ns`); with None, as recorded."""
-    estimates = row["estimates_ns"]
-    if learned is not None:
-        estimates = {name: calibration.calibrated_ns(
-            RawCost(raw["scaled"], raw["gemm"], raw["kernel"]), name, learned)
-            for name, raw in row["raw"].items() if name in estimates}
-    measured = row["measured_ns"]
+def _first_choice_loss(row: dict) -> float:
+    """The loss of the estimate's first choice for one report row."""
+    estimates, measured = row["estimates_ns"], row["measured_ns"]
     return measured[min(estimates, key=estimates.get)] / min(measured.values())
-
-
-def _learned_from(rows: list[dict]) -> dict:
-    """The coefficients the library would learn had it measured ``rows``: each row as a
-    wisdom entry of times and raw parts (:func:`~convtranspose._choose.calibration.learn`)."""
-    choices = {str(index): {"times_ns": row["measured_ns"],
-                            "parts": {name: [raw["scaled"], raw["gemm"], raw["kernel"]]
-                                      for name, raw in row["raw"].items()}}
-               for index, row in enumerate(rows)}
-    return calibration.learn(choices)
-
-
-def _held_out_losses(reports: dict) -> dict[str, list[float]]:
-    """Per report, each layer's loss with coefficients learned from the other reports."""
-    losses = {}
-    for path, report in reports.items():
-        learned = _learned_from([row for other, r in reports.items() if other != path
-                                 for row in r["layers"]])
-        losses[path] = [_first_choice_loss(row, learned) for row in report["layers"]]
-    return losses
-
-
-def held_out(paths: list[str]) -> list[dict]:
-    """Print and return, per report, the estimate's loss as written and with
-    coefficients fitted on the other reports; then the same mean loss for other
-    settings of the fit's two constants (the evidence behind their values)."""
-    reports = {path: json.load(open(path)) for path in paths}
-    results = []
-    for path, fitted in _held_out_losses(reports).items():
-        report = reports[path]
-        written = [_first_choice_loss(row, None) for row in report["layers"]]
-        print(f"{report['cpu']} {report['suite']:<10} as written {geomean(written):.3f}x"
-              f" (worst {max(written):.2f}x)   learned from the others {geomean(fitted):.3f}x"
-              f" (worst {max(fitted):.2f}x)")
-        results.append({"cpu": report["cpu"], "suite": report["suite"],
-                        "as_written": geomean(written), "as_written_worst": max(written),
-                        "learned_from_others": geomean(fitted), "learned_worst": max(fitted)})
-    defaults = calibration.OVERHEAD_UNIT_NS, calibration.PRIOR_WEIGHT
-    try:
-        for unit, weight in itertools.product((1e3, 1e4, 3e4), (0.1, 1.0, 5.0)):
-            calibration.OVERHEAD_UNIT_NS, calibration.PRIOR_WEIGHT = unit, weight
-            losses = [loss for layers in _held_out_losses(reports).values() for loss in layers]
-            print(f"OVERHEAD_UNIT_NS {unit:>7.0f}  PRIOR_WEIGHT {weight:3.1f}: held-out loss"
-                  f" {geomean(losses):.3f}x over every report's layers")
-            results.append({"overhead_unit_ns": unit, "prior_weight": weight,
-                            "held_out_loss": geomean(losses)})
-    finally:
-        calibration.OVERHEAD_UNIT_NS, calibration.PRIOR_WEIGHT = defaults
-    return results
 
 
 def _suite_layers(suite: str) -> dict:
@@ -183,7 +116,7 @@ def reprice(paths: list[str], out: str) -> None:
             print(f"warning: {path} was measured on {report['cpu']}, not on this"
                   f" {cpu_model_name()}: the estimates read this machine's figures")
         layers = _suite_layers(report["suite"])
-        before = [_first_choice_loss(row, None) for row in report["layers"]]
+        before = [_first_choice_loss(row) for row in report["layers"]]
         for row in report["layers"]:
             choice, raw, _ = _planned_once(layers[row["layer"]], "estimate",
                                            report["figures"])
@@ -192,7 +125,7 @@ def reprice(paths: list[str], out: str) -> None:
             row["estimates_ns"] = {name: ns for name, ns in dict(choice.estimates).items()
                                    if name in row["measured_ns"]}
             row["estimate_first"] = min(row["estimates_ns"], key=row["estimates_ns"].get)
-            row["loss"] = _first_choice_loss(row, None)
+            row["loss"] = _first_choice_loss(row)
         after = [row["loss"] for row in report["layers"]]
         report["figures"] = dict(machine_figures(), fma_gflops=fma_gflops())
         report["summary"] = (f"{report['cpu']}: repriced, the estimate's first choice loses"
@@ -211,20 +144,12 @@ def main(argv=None) -> int:
                         help="the random suite of this seed instead of the fixed one")
     parser.add_argument("--layers", default="", help="comma-separated substrings of names")
     parser.add_argument("--out", default=".", help="directory for estimate-errors-*.json")
-    parser.add_argument("--held-out", nargs="+", metavar="REPORT",
-                        help="judge learned coefficients on these reports instead")
     parser.add_argument("--reprice", nargs="+", metavar="REPORT",
                         help="record the current model's estimates beside these reports'"
                              " measured times")
     args = parser.parse_args(argv)
     if args.reprice:
         reprice(args.reprice, args.out)
-        return 0
-    if args.held_out:
-        results = held_out(args.held_out)
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "estimate-errors-held-out.json"), "w") as handle:
-            json.dump(results, handle, indent=1)
         return 0
     layers = (random_layers(args.random) if args.random is not None
               else [layer for layer in SUITE if layer.quick or not args.quick])

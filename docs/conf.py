@@ -70,5 +70,28 @@ def _unlink_repository_files(app, docname, source):
     source[0] = _LINK_OUTSIDE_DOCS.sub(r"\1", source[0])
 
 
+def _dialect_table() -> str:
+    """The dialects and the surfaces that have each, as an RST list-table generated from
+    the library's one record of dialects (so that the page cannot drift from it)."""
+    from convtranspose._plan.dialects import DIALECTS, SURFACES
+
+    lines = [".. list-table::", "   :header-rows: 1", ""]
+    lines.append("   * - dialect\n     - reproduces\n" + "".join(
+        f"     - {surface}\n" for surface in SURFACES).rstrip("\n"))
+    for record in DIALECTS.values():
+        cells = [f"``{record.name}``", record.owner]
+        cells += ["yes" if record.has(surface) else "no" for surface in SURFACES]
+        lines.append("   * - " + "\n     - ".join(cells))
+    lines.append("")
+    reasons = sorted({reason for record in DIALECTS.values() for reason in record.missing.values()})
+    lines += [f"A *no* is {'one of: ' if len(reasons) > 1 else ''}" + "; ".join(reasons) + ".", ""]
+    return "\n".join(lines)
+
+
+def _generate_tables(app, docname, source):
+    source[0] = source[0].replace(".. dialect-table::", _dialect_table())
+
+
 def setup(app):
     app.connect("source-read", _unlink_repository_files)
+    app.connect("source-read", _generate_tables)

@@ -1,4 +1,5 @@
-"""Vector-Jacobian products of every transposed-convolution dialect.
+"""Vector-Jacobian products of the transposed-convolution dialects (the API reference
+lists which dialects have them).
 
 ``vjp.<dialect function>(data, filter, grad_output, ..., **the same attributes)``
 returns the gradients of ``sum(grad_output * f(data, filter[, bias]))`` with respect to

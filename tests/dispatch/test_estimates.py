@@ -1,5 +1,5 @@
 """The cost model's estimates and choice: what each algorithm is offered for, how the
-calibration scales the estimates, and the rules of the choice (never which algorithm a
+measured figures price them, and the rules of the choice (never which algorithm a
 given CPU picks)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from convtranspose import host_target
-from convtranspose._choose import calibration, estimates
 from convtranspose._choose import choice as dispatch
+from convtranspose._choose import estimates, figures
 from convtranspose._choose.choice import choose_algorithm
 from convtranspose._execute.transposed import transposed_convolution
 from convtranspose._kernels import ALGORITHMS, schedules
@@ -29,7 +29,7 @@ def _raw_estimates(batch, axes, weights_shape, channels_last, numba=True):
                                    target.blas_for(np.float32))
 
 
-def _calibrated_estimates(batch, axes, weights_shape, channels_last, numba=True):
+def _estimates_ns(batch, axes, weights_shape, channels_last, numba=True):
     """The cost model's calibrated float32 estimates (ns) on this machine."""
     target = host_target().replace(numba=numba)
     return dict(dispatch._estimates(batch, tuple(axes), tuple(weights_shape), channels_last,
@@ -81,8 +81,8 @@ def test_estimates_never_price_blas_products_below_the_machines_gemm_rate(
     # cheaper than those products at the machine's measured GEMM rate.
     axes = (AxisPlan(size, kernel, kernel, 1, 0, size * kernel),) * 2
     weights_shape = (1, ci, co, kernel, kernel)
-    floor_ns = 2.0 * batch * ci * co * kernel ** 2 * size ** 2 / calibration.gemm_gflops()
-    costs = _calibrated_estimates(batch, axes, weights_shape, channels_last, numba=HAVE_NUMBA)
+    floor_ns = 2.0 * batch * ci * co * kernel ** 2 * size ** 2 / figures.gemm_gflops()
+    costs = _estimates_ns(batch, axes, weights_shape, channels_last, numba=HAVE_NUMBA)
     raw = _raw_estimates(batch, axes, weights_shape, channels_last, numba=HAVE_NUMBA)
     blas = [name for name in costs if name.split("-")[0] in {"gemm", "phase", "shift", "col2im"}]
     assert len(blas) == 8

@@ -19,7 +19,7 @@ import pytest
 import convtranspose as ct
 from convtranspose import host_target
 from convtranspose._choose import choice as dispatch
-from convtranspose._choose.calibration import RawCost
+from convtranspose._choose.estimates import RawCost
 from convtranspose._execute.transposed import transposed_convolution
 from convtranspose._kernels import casts
 from convtranspose._kernels._numba import casts as numba_casts

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from convtranspose import AxisPlan, host_target
-from convtranspose._choose import calibration, estimates, figures, wisdom
 from convtranspose._choose import choice as dispatch
+from convtranspose._choose import estimates, figures, wisdom
 from convtranspose._kernels._numba import peak
 from convtranspose._runtime import target
 from convtranspose._runtime.machine import vector_bytes
@@ -36,7 +36,7 @@ def test_the_fma_peak_is_measured_once_and_kept(wisdom_file, monkeypatch):
     if not target.numba_usable():
         pytest.skip("the FMA peak is measured by a numba kernel; this run has no numba")
     _with_figures(gemm_gflops=100.0, copy_gbps=10.0)
-    measured = calibration.fma_gflops()
+    measured = figures.fma_gflops()
     # Any CPU that runs numba does more than a GFLOP/s and less than a PFLOP/s per thread.
     assert 1.0 < measured < 1e6
     kept = wisdom.store.entries("figures")["machine"]
@@ -45,14 +45,14 @@ def test_the_fma_peak_is_measured_once_and_kept(wisdom_file, monkeypatch):
     monkeypatch.setattr(peak, "measure_fma_gflops", lambda: pytest.fail("measured again"))
     wisdom.store.figures, wisdom.store._loaded_from = {}, None  # a new process: read the file
     figures.forget_figures()
-    assert calibration.fma_gflops() == measured
+    assert figures.fma_gflops() == measured
 
 
 def test_no_fma_peak_is_measured_without_numba(wisdom_file, monkeypatch):
     monkeypatch.setenv(target.NO_NUMBA_ENV, "1")
     monkeypatch.setattr(peak, "measure_fma_gflops", lambda: pytest.fail("measured"))
     _with_figures(gemm_gflops=100.0, copy_gbps=10.0)
-    assert calibration.fma_gflops() is None
+    assert figures.fma_gflops() is None
 
 
 def test_numba_estimates_follow_the_measured_fma_peak(wisdom_file):

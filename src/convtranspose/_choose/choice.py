@@ -1,7 +1,7 @@
 """Which algorithm computes a problem, and why: the choice, apart from the computation.
 
 :func:`choose` ranks every algorithm the kernels' registry offers for a problem by its
-calibrated estimate (:mod:`.estimates`, :mod:`.calibration`) and returns a
+estimate (:mod:`.estimates`) and returns a
 :class:`Choice`: the algorithm, every candidate's estimate, how it was decided
 (``CONVTRANSPOSE_ALGORITHM``, an empty layer, the estimates) and the registry's
 fallbacks that turn it into the code that runs on this :class:`~._runtime.target.Target`.
@@ -25,8 +25,7 @@ from .._plan.geometry import beyond_int64_kernels
 from .._plan.rules import AxisPlan
 from .._runtime.config import ALGORITHM_ENV, switch
 from .._runtime.target import Target, host
-from .calibration import RawCost, calibrated_ns, learned_coefficients, model_revision
-from .estimates import raw_estimates
+from .estimates import RawCost, estimate_ns, raw_estimates
 
 __all__ = ["Choice", "Explanation", "call_scratch_bytes", "choose", "choose_algorithm",
            "fitting", "forget_estimates", "raw_costs"]
@@ -104,36 +103,28 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
 
 def raw_costs(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
               channels_last: bool, dtype, result_dtype, target: Target) -> dict[str, RawCost]:
-    """Every offered algorithm's raw estimate (:class:`~.calibration.RawCost`) for a
+    """Every offered algorithm's raw estimate (:class:`~.estimates.RawCost`) for a
     problem: what measured planning keeps beside the times it measures."""
     return _raw_costs(batch, tuple(axes), tuple(weights_shape), bool(channels_last),
                       np.dtype(dtype), None if result_dtype is None else np.dtype(result_dtype),
                       target)
 
 
+@functools.lru_cache(maxsize=512)
 def _estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
                channels_last: bool, dtype: np.dtype, result_dtype, target: Target,
                ) -> tuple[tuple[str, float], ...]:
-    """Calibrated estimates (ns) of every offered algorithm within the scratch bound,
-    fastest first (cached until the wisdom changes: :func:`.calibration.model_revision`)."""
-    return _calibrated(batch, axes, weights_shape, channels_last, dtype, result_dtype, target,
-                       model_revision())
-
-
-@functools.lru_cache(maxsize=512)
-def _calibrated(batch, axes, weights_shape, channels_last, dtype, result_dtype, target,
-                revision) -> tuple[tuple[str, float], ...]:
-    del revision  # the cache key
-    learned = learned_coefficients()
+    """Estimates (ns) of every offered algorithm within the scratch bound, fastest
+    first."""
     costs = _raw_costs(batch, axes, weights_shape, channels_last, dtype, result_dtype, target)
-    calibrated = {name: calibrated_ns(cost, name, learned) for name, cost in costs.items()}
-    return tuple(sorted(calibrated.items(), key=lambda item: item[1]))
+    estimates = {name: estimate_ns(cost) for name, cost in costs.items()}
+    return tuple(sorted(estimates.items(), key=lambda item: item[1]))
 
 
 def forget_estimates() -> None:
     """Drop the estimates kept in memory (after the cost model's inputs were replaced)."""
     _raw_costs.cache_clear()
-    _calibrated.cache_clear()
+    _estimates.cache_clear()
 
 
 def choose(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,

@@ -1,12 +1,12 @@
-"""One time estimate per algorithm, in nanoseconds, before calibration.
+"""One time estimate per algorithm, in nanoseconds.
 
 Each estimator models its algorithm's work: BLAS products at the machine's measured
-GEMM speed (:func:`.calibration.gemm_gflops`), NumPy memory passes (:func:`_pass_ns`),
+GEMM speed (:func:`.figures.gemm_gflops`), NumPy memory passes (:func:`_pass_ns`),
 numba kernels' multiply-adds at shares of the machine's measured FMA peak
 (:func:`_thread_macs_per_ns`), and fixed per-call overheads.  The pass and overhead
-terms are rough; the per-machine calibration (:mod:`.calibration`) learns how this
-machine weighs each part.  Estimators read the kernels' own schedules
-(:mod:`convtranspose._kernels.schedules`), never their code.
+terms are rough: the estimate only has to rank the few most promising algorithms well,
+and measured planning times those and makes the final call.  Estimators read the
+kernels' own schedules (:mod:`convtranspose._kernels.schedules`), never their code.
 """
 
 from __future__ import annotations
@@ -34,10 +34,48 @@ from .._plan.geometry import AxisPhases, axis_phases, live_classes, tap_windows,
 from .._plan.rules import AxisPlan
 from .._runtime.machine import vector_bytes
 from .._runtime.target import Target
-from .calibration import RawCost, fma_gflops, gemm_gflops
-from .figures import machine_figures
+from .figures import fma_gflops, gemm_gflops, machine_figures
 
-__all__ = ["raw_estimates"]
+__all__ = ["CALL_NS", "RawCost", "estimate_ns", "raw_estimates"]
+
+#: What one call of any algorithm costs besides its modelled work (ns): about one
+#: call's Python and NumPy dispatch.  Held-out suites ranked best with 10 us against
+#: 1 us and about as well as with 30 us (``benchmarks/results/estimate-errors-xeon.json``).
+CALL_NS = 10000.0
+
+
+@dataclass(frozen=True)
+class RawCost:
+    """One algorithm's raw estimate (ns): ``scaled``, the modelled passes and per-call
+    terms; ``gemm``, BLAS multiply-adds at the measured GEMM rate; and ``kernel``, a
+    numba kernel's multiply-adds at a modelled share of the measured FMA peak.  Numbers add to ``scaled``.
+    """
+
+    scaled: float
+    gemm: float = 0.0
+    kernel: float = 0.0
+
+    def __add__(self, other):
+        if isinstance(other, RawCost):
+            return RawCost(self.scaled + other.scaled, self.gemm + other.gemm,
+                           self.kernel + other.kernel)
+        return RawCost(self.scaled + other, self.gemm, self.kernel)
+
+    __radd__ = __add__
+
+    @property
+    def total(self) -> float:
+        return self.scaled + self.gemm + self.kernel
+
+    @property
+    def parts(self) -> tuple[float, float, float]:
+        """``(scaled, gemm, kernel)``: what the wisdom keeps beside a measured time."""
+        return (self.scaled, self.gemm, self.kernel)
+
+
+def estimate_ns(cost: RawCost) -> float:
+    """An algorithm's estimate in nanoseconds: its raw parts and one call."""
+    return cost.total + CALL_NS
 
 
 def _pass_ns(elements: float, run: int) -> float:
@@ -48,7 +86,7 @@ def _pass_ns(elements: float, run: int) -> float:
 def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> RawCost:
     """Rough cost of ``batches`` GEMMs ``(rows, depth) @ (depth, width)``.
 
-    The multiply-adds (``gemm``) at :func:`.calibration.gemm_gflops` when every
+    The multiply-adds (``gemm``) at :func:`.figures.gemm_gflops` when every
     dimension is large; narrow products are slower (OpenBLAS on 8192 rows: width 8 to
     128 at 30-93% of the widest, ``benchmarks/results/blas-algorithms.json``); writing
     the result and a per-call overhead (``scaled``).
@@ -297,7 +335,7 @@ _DIRECT_PEAK_SHARE = {1: 0.53, 2: 0.755, 3: 0.816}
 
 def _thread_macs_per_ns(target: Target) -> float:
     """One thread's float32 FMA peak in multiply-adds per ns, at ``target``'s vector
-    width: the peak measured here (:func:`.calibration.fma_gflops`)
+    width: the peak measured here (:func:`.figures.fma_gflops`)
     scaled by the width's ratio to the width it was measured at.  Where numba cannot
     measure it (and no numba kernel is offered), a thread's share of the GEMM rate."""
     peak = fma_gflops()

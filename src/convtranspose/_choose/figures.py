@@ -16,9 +16,11 @@ import functools
 import numpy as np
 
 from .._runtime.machine import fastest_seconds
+from .._runtime.target import numba_usable
 from .wisdom import store
 
-__all__ = ["MachineFigures", "keep_figure", "machine_figures", "measure_figures"]
+__all__ = ["MachineFigures", "fma_gflops", "gemm_gflops", "keep_figure", "machine_figures",
+           "measure_figures"]
 
 #: Square float32 GEMM size for the rate: large enough for OpenBLAS's full-speed kernels
 #: and its threads, small enough to take about a millisecond.
@@ -34,7 +36,7 @@ class MachineFigures(dict):
     """``gemm_gflops`` (large float32 GEMM, GFLOP/s, on NumPy's BLAS threads),
     ``copy_gbps`` (a large float32 copy, GB/s read plus written) and, once measured,
     ``fma_gflops`` (one thread's FMA peak,
-    :func:`convtranspose._choose.calibration.fma_gflops`)."""
+    :func:`fma_gflops`)."""
 
     @property
     def gemm_gflops(self) -> float:
@@ -83,7 +85,7 @@ def machine_figures() -> MachineFigures:
 
 def keep_figure(name: str, value: float) -> None:
     """Add a figure measured elsewhere (the FMA peak, measured by a numba kernel:
-    :func:`convtranspose._choose.calibration.fma_gflops`) to this machine's figures
+    :func:`fma_gflops`) to this machine's figures
     and to its wisdom file."""
     figures = machine_figures()
     figures[name] = value
@@ -93,3 +95,30 @@ def keep_figure(name: str, value: float) -> None:
 def forget_figures() -> None:
     """Measure again at the next use (after the wisdom was forgotten or replaced)."""
     _figures_of.cache_clear()
+
+
+def gemm_gflops() -> float:
+    """Large float32 GEMM rate (GFLOP/s) of the BLAS this process uses, measured here."""
+    return machine_figures().gemm_gflops
+
+
+def fma_gflops() -> float | None:
+    """One thread's float32 FMA peak (GFLOP/s) at the vector width numba compiles for
+    here: from the wisdom file, or measured now
+    (:func:`convtranspose._kernels._numba.peak.measure_fma_gflops`, a few milliseconds
+    once its kernel is in the kernel cache) and kept there.  None where numba cannot
+    run: no numba kernel is offered then, so no estimate needs it.
+
+    One thread's, because an estimate counts the threads its kernel keeps busy (two
+    threads on the two hyperthreads of one core would not double the peak).
+    """
+    known = machine_figures().get("fma_gflops")
+    if isinstance(known, (int, float)) and known > 0:
+        return float(known)
+    if not numba_usable():
+        return None
+    from .._kernels._numba import peak
+
+    measured = peak.measure_fma_gflops()
+    keep_figure("fma_gflops", measured)
+    return measured

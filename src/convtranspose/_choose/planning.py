@@ -43,7 +43,7 @@ from .._errors import ConvTransposeError
 from .._kernels import REGISTRY, resolve
 from .._runtime.config import ALGORITHM_ENV, CACHE_ENV, PLANNING_ENV, WISDOM_ENV, switch
 from . import figures as _figures
-from .choice import Choice, choose, raw_costs
+from .choice import Choice, choose
 from .measure import (
     MEASURE_ALL_BELOW_SECONDS,
     MEASURED_CANDIDATES,
@@ -249,10 +249,8 @@ def planned_choice(batch, axes, weights_shape, *, channels_last, dtype, result_d
     entry = _remembered(key, offered)
     if entry is None and run is not None:
         if finite is None or finite():
-            costs = raw_costs(batch, axes, weights_shape, channels_last=channels_last,
-                              dtype=dtype, result_dtype=result_dtype, target=target)
             entry = _measure_once(key, offered, lambda: _candidates(
-                choice, level, dtype, rank, channels_last, target), run, level, costs)
+                choice, level, dtype, rank, channels_last, target), run, level)
         else:
             return _keep(memo, choice, final=False)  # measured at a later finite call
     if entry is None:
@@ -322,13 +320,8 @@ def _keep(memo: tuple, choice: Choice, final: bool) -> Choice:
     return choice
 
 
-def _measure_once(key, offered, candidates, run, level, costs=None) -> dict | None:
-    """Measure the problem ``key`` unless another thread is: then wait for its result.
-
-    ``costs``: the raw estimates of the candidates (:func:`~convtranspose._choose.choice.raw_costs`),
-    kept beside their times as the samples the cost model learns this machine from
-    (:mod:`convtranspose._choose.calibration`).
-    """
+def _measure_once(key, offered, candidates, run, level) -> dict | None:
+    """Measure the problem ``key`` unless another thread is: then wait for its result."""
     with _inflight_lock:
         pending = _inflight.get(key)
         if pending is None:
@@ -341,9 +334,6 @@ def _measure_once(key, offered, candidates, run, level, costs=None) -> dict | No
         entry = {"algorithm": measurement.fastest, "level": level,
                  "times_ns": {name: round(ns) for name, ns in measurement.times},
                  "seconds": round(measurement.seconds, 4)}
-        if costs:
-            entry["parts"] = {name: [round(part, 1) for part in costs[name].parts]
-                              for name, _ in measurement.times if name in costs}
         store.record("choices", key, entry)
         return {**entry, "fresh": True}
     finally:

@@ -3,8 +3,7 @@
 One JSON file per machine holds two sections: ``figures`` (the machine's measured
 GEMM rate, copy rate and FMA peak, :mod:`.figures`) and ``choices`` (the algorithm
 measured fastest for each canonical problem, :mod:`convtranspose._choose.planning`, with every
-timed candidate's time and raw estimate: the samples
-:mod:`convtranspose._choose.calibration` learns the machine from).  The file names the
+timed candidate's time).  The file names the
 machine it was measured on (:func:`identity`: CPU, instruction set, library and
 dependency versions); a file that is damaged, from another machine (*foreign*) or from
 another version of the library or its dependencies (*stale*) is ignored with one

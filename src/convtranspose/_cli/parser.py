@@ -9,13 +9,15 @@ from __future__ import annotations
 import argparse
 import re
 
+from .._plan.dialects import dialects_on
+
 __all__ = ["EXIT_BAD_INPUT", "OPS", "Failure", "build_parser"]
 
 #: Exit code of bad input (a one-line message on stderr).
 EXIT_BAD_INPUT = 2
 
-OPS = ("convolution_backprop_data", "group_convolution_backprop_data", "conv_transpose",
-       "onnx_conv_transpose")
+#: The dialects ``shape`` and ``run`` take.
+OPS = dialects_on("cli")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from .._errors import ConvTransposeError
 from .._plan import dialects as _dialects
+from .._plan.dialects import DIALECTS as _DIALECTS
+from .._plan.dialects import dialects_on
 from .._plan.rules import ConvTransposePlan
 
 if TYPE_CHECKING:
@@ -25,23 +27,10 @@ if TYPE_CHECKING:
 __all__ = ["Translation", "translate", "DIALECTS"]
 
 #: Every dialect a layer can be translated from and to.
-DIALECTS = ("convolution_backprop_data", "group_convolution_backprop_data", "conv_transpose",
-            "onnx_conv_transpose", "torch_conv_transpose", "tensorrt_deconvolution",
-            "tf_conv_transpose", "keras_conv_transpose", "tflite_transpose_conv",
-            "jax_conv_transpose")
+DIALECTS = dialects_on("translate")
 
-NAMES = {  # the data, filter and bias argument names of each dialect
-    "convolution_backprop_data": ("data", "filter", None),
-    "group_convolution_backprop_data": ("data", "filter", None),
-    "conv_transpose": ("input", "filter", "bias"),
-    "onnx_conv_transpose": ("X", "W", "B"),
-    "torch_conv_transpose": ("input", "weight", "bias"),
-    "tensorrt_deconvolution": ("input", "kernel", "bias"),
-    "tf_conv_transpose": ("input", "filters", None),
-    "keras_conv_transpose": ("inputs", "kernel", "bias"),
-    "tflite_transpose_conv": ("input", "weights", "bias"),
-    "jax_conv_transpose": ("lhs", "rhs", None),
-}
+#: The data, filter and bias argument names of each dialect.
+NAMES = {name: _DIALECTS[name].operands for name in DIALECTS}
 
 
 @dataclass(frozen=True)

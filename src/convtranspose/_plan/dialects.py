@@ -1,9 +1,19 @@
-"""Every dialect's shape rules: its attributes, with the spec's own names and defaults,
-resolved into the canonical :class:`~convtranspose._plan.rules.ConvTransposePlan`.
+"""Every dialect, once: its shape rule, its operands, and which surfaces have it.
 
-One module per published specification; each is a thin layer over the shared
-validation of :mod:`convtranspose._plan.rules`.
+A dialect is one :class:`Dialect` record in :data:`DIALECTS` plus its rule module (one
+per published specification, each a thin layer over :mod:`convtranspose._plan.rules`).
+The surfaces (the array functions ``ct.*``, :mod:`convtranspose.shapes`,
+:mod:`convtranspose.vjp`, :mod:`convtranspose.dask`, :mod:`convtranspose.torch`, the
+command line's ``shape``/``run``, ``ct.translate`` and the API reference) are derived
+from this list or checked against it by ``tests/test_surfaces.py``: a dialect that a
+surface lacks says why in :attr:`Dialect.missing`.
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from .convolution import ConvolutionPlan, convolution, group_convolution
 from .jax import jax_conv_transpose
@@ -14,7 +24,105 @@ from .pytorch import torch_conv_transpose
 from .tensorflow import keras_conv_transpose, tf_conv_transpose, tflite_transpose_conv
 from .tensorrt import tensorrt_deconvolution
 
-__all__ = ["ConvolutionPlan", "conv_transpose", "convolution", "convolution_backprop_data",
-           "group_convolution", "group_convolution_backprop_data", "jax_conv_transpose",
-           "keras_conv_transpose", "onnx_conv_transpose", "tensorrt_deconvolution",
-           "tf_conv_transpose", "tflite_transpose_conv", "torch_conv_transpose"]
+__all__ = ["DIALECTS", "SURFACES", "ConvolutionPlan", "Dialect", "conv_transpose",
+           "convolution", "convolution_backprop_data", "dialects_on", "group_convolution",
+           "group_convolution_backprop_data", "jax_conv_transpose", "keras_conv_transpose",
+           "onnx_conv_transpose", "tensorrt_deconvolution", "tf_conv_transpose",
+           "tflite_transpose_conv", "torch_conv_transpose"]
+
+#: The surfaces a dialect can have: ``ct`` (the array function), ``shapes`` (its shape
+#: twin), ``vjp`` (its gradients), ``dask`` (on Dask arrays), ``torch`` (a
+#: differentiable function and an ``nn.Module``), ``cli`` (``convtranspose shape`` and
+#: ``run``), ``translate`` (a source and target of ``ct.translate``) and ``docs`` (the
+#: API reference).
+SURFACES = ("ct", "shapes", "vjp", "dask", "torch", "cli", "translate", "docs")
+
+_NOT_A_LAYER = "a forward convolution, not a transposed-convolution layer"
+_NOT_BUILT = ("not built yet: the plan-level computation it needs exists, this surface's "
+              "entry point for the dialect does not")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One dialect of transposed (or forward) convolution.
+
+    Attributes
+    ----------
+    name : str
+        Its function name, the same on every surface (``ct.<name>``,
+        ``ct.shapes.<name>``, ``ct.vjp.<name>``, ...).
+    owner : str
+        The specification or framework operation it reproduces.
+    rule : callable
+        The shape rule: the array function's arguments with shapes for arrays, returning
+        the plan.
+    operands : tuple of (str, str, str or None)
+        The data, filter and bias argument names (None: the dialect has no bias).
+    transposed : bool
+        False for the forward convolutions.
+    missing : mapping of str to str
+        The surfaces (:data:`SURFACES`) this dialect is not on, and why.
+    """
+
+    name: str
+    owner: str
+    rule: Callable
+    operands: tuple[str, str, str | None]
+    transposed: bool = True
+    missing: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        unknown = set(self.missing) - set(SURFACES)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown surfaces {sorted(unknown)}")
+        object.__setattr__(self, "missing", MappingProxyType(dict(self.missing)))
+
+    def has(self, surface: str) -> bool:
+        """Whether the surface ``surface`` (one of :data:`SURFACES`) has this dialect."""
+        if surface not in SURFACES:
+            raise ValueError(f"unknown surface {surface!r}; one of {', '.join(SURFACES)}")
+        return surface not in self.missing
+
+
+def _framework(name, owner, rule, operands) -> Dialect:
+    return Dialect(name, owner, rule, operands, missing={
+        surface: _NOT_BUILT for surface in ("vjp", "dask", "torch", "cli")})
+
+
+_RECORDS = (
+    Dialect("convolution_backprop_data", "OpenVINO ConvolutionBackpropData-1",
+            convolution_backprop_data, ("data", "filter", None)),
+    Dialect("group_convolution_backprop_data", "OpenVINO GroupConvolutionBackpropData-1",
+            group_convolution_backprop_data, ("data", "filter", None)),
+    Dialect("conv_transpose", "oneDNN Graph ConvTranspose-1", conv_transpose,
+            ("input", "filter", "bias")),
+    Dialect("onnx_conv_transpose", "ONNX ConvTranspose", onnx_conv_transpose, ("X", "W", "B")),
+    _framework("torch_conv_transpose", "PyTorch conv_transpose1d/2d/3d",
+               torch_conv_transpose, ("input", "weight", "bias")),
+    _framework("tensorrt_deconvolution", "TensorRT IDeconvolutionLayer",
+               tensorrt_deconvolution, ("input", "kernel", "bias")),
+    _framework("tf_conv_transpose", "TensorFlow tf.nn.conv_transpose", tf_conv_transpose,
+               ("input", "filters", None)),
+    _framework("keras_conv_transpose", "Keras 3 Conv1D/2D/3DTranspose", keras_conv_transpose,
+               ("inputs", "kernel", "bias")),
+    _framework("tflite_transpose_conv", "TFLite / LiteRT TRANSPOSE_CONV",
+               tflite_transpose_conv, ("input", "weights", "bias")),
+    _framework("jax_conv_transpose", "JAX lax.conv_transpose", jax_conv_transpose,
+               ("lhs", "rhs", None)),
+    Dialect("convolution", "OpenVINO Convolution-1", convolution, ("data", "filter", None),
+            transposed=False,
+            missing={"translate": _NOT_A_LAYER, "cli": _NOT_BUILT, "vjp": _NOT_BUILT,
+                     "dask": _NOT_BUILT}),
+    Dialect("group_convolution", "OpenVINO GroupConvolution-1", group_convolution,
+            ("data", "filter", None), transposed=False,
+            missing={"translate": _NOT_A_LAYER, "cli": _NOT_BUILT, "vjp": _NOT_BUILT,
+                     "dask": _NOT_BUILT}),
+)
+
+#: Every dialect by name, in the order the docs list them.
+DIALECTS: Mapping[str, Dialect] = MappingProxyType({record.name: record for record in _RECORDS})
+
+
+def dialects_on(surface: str) -> tuple[str, ...]:
+    """The names of the dialects that ``surface`` has, in :data:`DIALECTS`' order."""
+    return tuple(name for name, record in DIALECTS.items() if record.has(surface))

@@ -1,4 +1,5 @@
-"""PyTorch: every dialect as a differentiable function and as an ``nn.Module``.
+"""PyTorch: the spec dialects and the forward convolution as differentiable functions and
+``nn.Module`` layers (the API reference lists which dialects).
 
 Importing this package imports torch (``import convtranspose`` never does).  Each
 function computes exactly what the same-named function of :mod:`convtranspose` computes,

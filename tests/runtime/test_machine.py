@@ -1,7 +1,7 @@
 """CPU identity, and the cost model's machine figures (measured, never a per-CPU table)."""
 
 
-from convtranspose._choose import calibration, figures
+from convtranspose._choose import estimates, figures
 from convtranspose._runtime import machine
 
 ZEN4_CPUINFO = """processor\t: 0
@@ -50,6 +50,5 @@ def test_estimates_price_gemm_at_the_measured_rate(monkeypatch):
     # No table per CPU kind: the GEMM rate is this machine's measured one.
     monkeypatch.setattr(figures, "machine_figures",
                         lambda: figures.MachineFigures(gemm_gflops=123.0, copy_gbps=9.0))
-    monkeypatch.setattr(calibration, "machine_figures", figures.machine_figures)
-    assert calibration.gemm_gflops() == 123.0
-    assert calibration.calibrated_ns(calibration.RawCost(5.0, 7.0, 11.0)) == 23.0
+    assert figures.gemm_gflops() == 123.0
+    assert estimates.estimate_ns(estimates.RawCost(5.0, 7.0, 11.0)) == 23.0 + estimates.CALL_NS
