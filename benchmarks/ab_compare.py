@@ -29,6 +29,7 @@ from convtranspose._choose import choice as dispatch
 from convtranspose._cli import bench as _bench
 from convtranspose._cli.bench.random_suite import random_layers
 from convtranspose._cli.bench.run import alternating_rounds
+from convtranspose._plan.problem import Problem
 from convtranspose._runtime.machine import cpu_model_name
 
 BASELINE = "convtranspose_baseline"
@@ -49,15 +50,25 @@ def chosen(library, layer) -> str:
     """The algorithm ``library`` chooses for ``layer`` (the current or an earlier layout)."""
     arguments = (layer.batch, tuple(_bench.layer_plan_axes(layer)),
                  _bench.kernel_weights_shape(layer))
-    keywords = dict(channels_last=layer.layout == "NXC", result_dtype=None if layer.dtype ==
-                    "float32" else _bench.numpy_dtype(layer.dtype))
+    result_dtype = None if layer.dtype == "float32" else _bench.numpy_dtype(layer.dtype)
+    channels_last = layer.layout == "NXC"
     if library is convtranspose:
-        return dispatch.choose_algorithm(*arguments, **keywords)
+        problem = Problem(*arguments, channels_last, np.dtype(np.float32), result_dtype)
+        return dispatch.choose(problem).algorithm
+    try:  # the layout with one Problem
+        problem_module = importlib.import_module(f"{BASELINE}._plan.problem")
+        chooser = importlib.import_module(f"{BASELINE}._choose.choice")
+        problem = problem_module.Problem(*arguments, channels_last, np.dtype(np.float32),
+                                         result_dtype)
+        return chooser.choose(problem).algorithm
+    except ModuleNotFoundError:
+        pass
     try:
         chooser = importlib.import_module(f"{BASELINE}.dispatch")
     except ModuleNotFoundError:
         chooser = importlib.import_module(f"{BASELINE}._kernel")  # the earlier layout's home
-    return chooser.choose_algorithm(*arguments, **keywords)
+    return chooser.choose_algorithm(*arguments, channels_last=channels_last,
+                                    result_dtype=result_dtype)
 
 
 def main(argv=None) -> int:

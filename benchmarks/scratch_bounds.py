@@ -26,6 +26,7 @@ from convtranspose._execute.transposed import transposed_convolution
 from convtranspose._frontends import specs as _api
 from convtranspose._kernels import ALGORITHMS, resolve
 from convtranspose._kernels.scratch import scratch_bound, scratch_bytes
+from convtranspose._plan.problem import Problem
 from convtranspose._runtime import memo
 from convtranspose._runtime.target import host
 
@@ -48,7 +49,8 @@ def _row(layer, dtype, name) -> dict:
                                                pads_begin=pad, pads_end=pad)
     data, weights = np.ones(data_shape, dtype), np.ones((1,) + filter_shape, dtype)
     resolved, _ = resolve(name, dtype, len(plan.axes), False, host())
-    runs = fitting(resolved, data_shape[0], plan.axes, weights.shape, False, dtype, host())
+    runs = fitting(resolved, Problem(data_shape[0], plan.axes, weights.shape, False,
+                                     np.dtype(dtype)), host())
 
     def call():
         return transposed_convolution(data, weights, plan.axes, dtype=dtype, algorithm=name)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from convtranspose._choose.choice import choose
 from convtranspose._execute.transposed import transposed_convolution
+from convtranspose._plan.problem import Problem
 from convtranspose._plan.rules import AxisPlan
 
 
@@ -38,3 +40,11 @@ def random_case(rng, rank):
     data = rng.integers(-9, 10, (batch, groups * ci) + tuple(size))
     weights = rng.integers(-9, 10, (groups, ci, co) + tuple(kernel))
     return data, weights, axes
+
+
+def chosen(batch, axes, weights_shape, channels_last=False, dtype=np.float32,
+           result_dtype=None, target=None) -> str:
+    """The algorithm the cost model chooses for a canonical problem."""
+    problem = Problem(batch, axes, weights_shape, channels_last, np.dtype(dtype),
+                      None if result_dtype is None else np.dtype(result_dtype))
+    return choose(problem, target).algorithm

@@ -31,7 +31,7 @@ _CHILD = r"""
 import gc, json, os, resource, sys
 import numpy as np
 import convtranspose as ct
-from convtranspose import _api
+from convtranspose._frontends import specs as _api
 from convtranspose._runtime import memo
 
 request = json.loads(sys.argv[1])

@@ -18,6 +18,7 @@ import rss_support
 from convtranspose._choose.choice import fitting
 from convtranspose._kernels import resolve
 from convtranspose._kernels.scratch import scratch_bound, scratch_bytes
+from convtranspose._plan.problem import Problem
 from convtranspose._runtime import config as environment
 from convtranspose._runtime.target import host
 
@@ -46,7 +47,7 @@ def _run(layer):
     batch, axes, weights = plan.data_shape[0], plan.axes, plan.canonical_filter_shape
     target = host()
     name, _ = resolve(algorithm, wide, len(axes), plan.channels_last, target)
-    runs = fitting(name, batch, axes, weights, plan.channels_last, wide, target)
+    runs = fitting(name, Problem(batch, axes, weights, plan.channels_last, wide), target)
     assert runs == algorithm  # the layer measures the algorithm it names
     estimate = scratch_bytes(runs, batch, axes, weights, wide)
     result = np.dtype(dtype).itemsize * int(np.prod(plan.output_shape))

@@ -35,6 +35,7 @@ from convtranspose._kernels.scratch import (
     scratch_bound,
     scratch_bytes,
 )
+from convtranspose._plan.problem import Problem
 from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime import config as environment
 from convtranspose._runtime import memo
@@ -113,7 +114,8 @@ def test_the_estimate_covers_what_the_algorithm_allocates(layer):
     target = host()
     for algorithm in ALGORITHMS:
         name, _ = resolve(algorithm, dtype, len(plan.axes), False, target)
-        runs = fitting(name, data_shape[0], plan.axes, weights.shape, False, dtype, target)
+        runs = fitting(name, Problem(data_shape[0], plan.axes, weights.shape, False,
+                                     np.dtype(dtype)), target)
         _, scratch = _peak_beyond(lambda: transposed_convolution(
             data, weights, plan.axes, dtype=dtype, algorithm=algorithm))
         estimate = scratch_bytes(runs, data_shape[0], plan.axes, weights.shape, dtype)
@@ -128,7 +130,7 @@ def test_forced_dense_on_a_large_layer_runs_another_algorithm(monkeypatch):
     weights_shape = plan.canonical_filter_shape
     assert scratch_bytes("dense", 1, plan.axes, weights_shape, np.float32) > 4 << 30
     monkeypatch.setenv(environment.ALGORITHM_ENV, "dense")
-    choice = choose(1, plan.axes, weights_shape)
+    choice = choose(Problem(1, plan.axes, weights_shape, dtype=np.dtype(np.float32)))
     assert choice.algorithm == "dense" and choice.runs != "dense"
     assert ("dense", "scratch over the bound") in choice.fallbacks
     rng = np.random.default_rng(2)

@@ -18,8 +18,8 @@ import pytest
 import convtranspose as ct
 from convtranspose import shapes, vjp
 from convtranspose._cli.parser import build_parser
-from convtranspose.cli import HANDLERS
 from convtranspose._plan.dialects import DIALECTS, SURFACES, Dialect, dialects_on
+from convtranspose.cli import HANDLERS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

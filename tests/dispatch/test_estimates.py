@@ -12,12 +12,13 @@ import pytest
 from convtranspose import host_target
 from convtranspose._choose import choice as dispatch
 from convtranspose._choose import estimates, figures
-from convtranspose._choose.choice import choose_algorithm
 from convtranspose._execute.transposed import transposed_convolution
 from convtranspose._kernels import ALGORITHMS, schedules
+from convtranspose._plan.problem import Problem
 from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime import config as environment
 from convtranspose._runtime import target as runtime_target
+from kernel_support import chosen
 
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
@@ -32,8 +33,8 @@ def _raw_estimates(batch, axes, weights_shape, channels_last, numba=True):
 def _estimates_ns(batch, axes, weights_shape, channels_last, numba=True):
     """The cost model's calibrated float32 estimates (ns) on this machine."""
     target = host_target().replace(numba=numba)
-    return dict(dispatch._estimates(batch, tuple(axes), tuple(weights_shape), channels_last,
-                                    np.dtype(np.float32), None, target))
+    return dict(dispatch.estimates_ns(Problem(batch, axes, weights_shape, channels_last,
+                                              np.dtype(np.float32)), target))
 
 
 def test_direct_blocked_models_its_threads():
@@ -68,7 +69,7 @@ def test_numba_algorithms_are_candidates_only_with_numba(monkeypatch):
     without = _raw_estimates(8, axes, shape, True, numba=False)
     assert not {"direct", "direct-blocked"} & set(without)
     monkeypatch.setenv(runtime_target.NO_NUMBA_ENV, "1")
-    assert not choose_algorithm(8, axes, shape, channels_last=True).startswith("direct")
+    assert not chosen(8, axes, shape, channels_last=True).startswith("direct")
 
 
 @pytest.mark.parametrize("channels_last", [False, True])
@@ -122,14 +123,14 @@ def test_direct_blocked_is_not_offered_for_half_a_vector_of_output_channels():
 
 def test_choice_is_cached_overridable_and_validated(monkeypatch):
     axes = (AxisPlan(8, 4, 2, 1, 1, 16),) * 2
-    name = choose_algorithm(16, axes, (1, 512, 256, 4, 4))
+    name = chosen(16, axes, (1, 512, 256, 4, 4))
     assert name in ALGORITHMS
-    assert choose_algorithm(16, axes, (1, 512, 256, 4, 4)) == name
+    assert chosen(16, axes, (1, 512, 256, 4, 4)) == name
     monkeypatch.setenv(environment.ALGORITHM_ENV, "col2im-ncx")
-    assert choose_algorithm(16, axes, (1, 512, 256, 4, 4)) == "col2im-ncx"
+    assert chosen(16, axes, (1, 512, 256, 4, 4)) == "col2im-ncx"
     monkeypatch.setenv(environment.ALGORITHM_ENV, "nonsense")
     with pytest.raises(ValueError, match="nonsense"):
-        choose_algorithm(16, axes, (1, 512, 256, 4, 4))
+        chosen(16, axes, (1, 512, 256, 4, 4))
     monkeypatch.delenv(environment.ALGORITHM_ENV)
     with pytest.raises(ValueError, match="unknown algorithm"):
         transposed_convolution(np.ones((1, 1, 2)), np.ones((1, 1, 1, 2)), (AxisPlan(2, 2, 1, 1, 0, 3),),

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from convtranspose import host_target
-from convtranspose._choose.choice import choose_algorithm
 from convtranspose._execute import transposed as execute
 from convtranspose._execute.transposed import transposed_convolution
 from convtranspose._kernels import ALGORITHMS, col2im, common, gemm, phase, schedules, shift
@@ -23,6 +22,7 @@ from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime import blas
 from convtranspose._runtime import target as runtime_target
 from convtranspose._runtime import threads as runtime_threads
+from kernel_support import chosen
 from kernel_support import random_case as _random_case
 from kernel_support import run_forced as _run
 from oracle import canonical_result as _reference
@@ -185,7 +185,7 @@ def test_gemm_falls_back_to_numpy_phases_without_blas(monkeypatch):
             got = _run(data.astype(np.float32), weights.astype(np.float32), axes, np.float32,
                        rank == 2, algorithm)
             np.testing.assert_array_equal(got, expected)
-    assert not choose_algorithm(2, axes, weights.shape).startswith(("gemm", "shift"))
+    assert not chosen(2, axes, weights.shape).startswith(("gemm", "shift"))
 
 
 def test_numpy_fallback_of_direct_when_numba_is_disabled(monkeypatch):

@@ -26,6 +26,7 @@ from convtranspose._kernels._numba import casts as numba_casts
 from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime import config as environment
 from convtranspose._runtime import target as runtime_target
+from kernel_support import chosen
 from oracle import crop, full_transposed_convolution
 
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
@@ -270,7 +271,7 @@ def test_choice_charges_a_float32_result_to_algorithms_that_round_it_afterwards(
                     for result_dtype, expected in (
                             (None, "gemm-ncx"), (np.float32, "gemm-ncx"),
                             (dtype, rounder if rounds and gap < margin else "gemm-ncx")):
-                        got = dispatch.choose_algorithm(
+                        got = chosen(
                             3, axes, weights_shape, channels_last=channels_last,
                             result_dtype=None if result_dtype is None else np.dtype(result_dtype))
                         assert got == expected, (weights_shape, channels_last, rounder, gap,

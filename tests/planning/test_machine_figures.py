@@ -8,6 +8,7 @@ from convtranspose import AxisPlan, host_target
 from convtranspose._choose import choice as dispatch
 from convtranspose._choose import estimates, figures, wisdom
 from convtranspose._kernels._numba import peak
+from convtranspose._plan.problem import Problem
 from convtranspose._runtime import target
 from convtranspose._runtime.machine import vector_bytes
 
@@ -26,10 +27,9 @@ def _with_figures(**measured) -> None:
 
 
 def _raw(vector_bytes: int = 64):
-    return dispatch.raw_costs(8, AXES, WEIGHTS, channels_last=True, dtype=np.float32,
-                              result_dtype=None,
-                              target=host_target().replace(numba=True, vector_bytes=vector_bytes,
-                                                           threads=2))
+    return dispatch.raw_costs(Problem(8, AXES, WEIGHTS, True, np.dtype(np.float32)),
+                              host_target().replace(numba=True, vector_bytes=vector_bytes,
+                                                    threads=2))
 
 
 def test_the_fma_peak_is_measured_once_and_kept(wisdom_file, monkeypatch):

@@ -123,7 +123,7 @@ def test_levels_from_the_api_the_context_and_the_environment(monkeypatch):
 def test_wisdom_persists_across_processes(wisdom_file):
     script = (
         "import numpy as np, convtranspose as ct\n"
-        "from convtranspose import planning\n"
+        "from convtranspose._choose import planning\n"
         "rng = np.random.default_rng(0)\n"
         "x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)\n"
         "w = rng.standard_normal((8, 4, 4, 4)).astype(np.float32)\n"

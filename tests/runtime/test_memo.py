@@ -8,10 +8,10 @@ import importlib.util
 import numpy as np
 import pytest
 
-from convtranspose._choose.choice import choose_algorithm
 from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime import config as environment
 from convtranspose._runtime import memo
+from kernel_support import chosen
 from kernel_support import random_case as _random_case
 from kernel_support import run_forced as _run
 from oracle import canonical_result as _reference
@@ -78,7 +78,7 @@ def test_environment_switches_follow_run_time_changes(monkeypatch):
     monkeypatch.setenv("CONVTRANSPOSE_TEST_SWITCH", "dense")
     assert switch("CONVTRANSPOSE_TEST_SWITCH") == "dense"
     monkeypatch.setenv(environment.ALGORITHM_ENV, "col2im-ncx")
-    assert choose_algorithm(1, (AxisPlan(3, 2, 2, 1, 0, 6),), (1, 1, 1, 2)) == "col2im-ncx"
+    assert chosen(1, (AxisPlan(3, 2, 2, 1, 0, 6),), (1, 1, 1, 2)) == "col2im-ncx"
 
 
 def test_weights_memo_keeps_large_filters_within_its_byte_budget(monkeypatch):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,13 +21,13 @@ from .._kernels.casts import rounds_in_kernels
 from .._kernels.schedules import direct_rounds
 from .._kernels.scratch import fits, scratch_bytes
 from .._plan.geometry import beyond_int64_kernels
-from .._plan.rules import AxisPlan
+from .._plan.problem import Problem
 from .._runtime.config import ALGORITHM_ENV, switch
 from .._runtime.target import Target, host
 from .estimates import RawCost, estimate_ns, raw_estimates
 
-__all__ = ["Choice", "Explanation", "call_scratch_bytes", "choose", "choose_algorithm",
-           "fitting", "forget_estimates", "raw_costs"]
+__all__ = ["Choice", "Explanation", "call_scratch_bytes", "choose", "choose_exact",
+           "estimates_ns", "fitting", "forget_estimates", "raw_costs"]
 
 #: Nanoseconds per output element of a float32 result that is then rounded to float16
 #: or bfloat16 (allocated, written, rounded; ``benchmarks/results/half-precision.json``).
@@ -77,22 +76,23 @@ def sums_bfloat16_pairs(dtype: np.dtype, result_dtype, target: Target) -> bool:
 
 
 @functools.lru_cache(maxsize=512)
-def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-               channels_last: bool, dtype: np.dtype, result_dtype, target: Target,
-               ) -> dict[str, RawCost]:
-    """Raw estimates of every offered algorithm whose scratch is within the bound
-    (:mod:`convtranspose._kernels.scratch`), with the rounding of half-precision results
-    charged to the algorithms that need a whole float32 result first (cached)."""
+def raw_costs(problem: Problem, target: Target) -> dict[str, RawCost]:
+    """Raw estimates (:class:`~.estimates.RawCost`) of every offered algorithm whose
+    scratch is within the bound (:mod:`convtranspose._kernels.scratch`), with the
+    rounding of half-precision results charged to the algorithms that need a whole
+    float32 result first (cached)."""
+    batch, axes, weights_shape, dtype = (problem.batch, problem.axes, problem.weights_shape,
+                                         problem.dtype)
+    result_dtype, channels_last = problem.result_dtype, problem.channels_last
     pairs = sums_bfloat16_pairs(dtype, result_dtype, target)
     raw = raw_estimates(batch, axes, weights_shape, channels_last, dtype.kind != "f", target,
                         target.blas_for(dtype), pairs)
     costs = {name: cost for name, cost in raw.items()
              if fits(name, batch, axes, weights_shape, dtype, target.threads)}
     rounded = (result_dtype is not None and target.numba
-               and rounds_in_kernels(dtype, np.dtype(result_dtype), target))
+               and rounds_in_kernels(dtype, result_dtype, target))
     if rounded:  # only direct-blocked and direct's plane kernel round as they store
-        outputs = batch * weights_shape[0] * weights_shape[2] * math.prod(
-            axis.output_size for axis in axes)
+        outputs = math.prod(problem.output_shape)
         in_kernel = ({"direct-blocked", "direct"}
                      if direct_rounds(weights_shape, axes, channels_last)
                      else {"direct-blocked"})
@@ -101,49 +101,30 @@ def _raw_costs(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int,
     return costs
 
 
-def raw_costs(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
-              channels_last: bool, dtype, result_dtype, target: Target) -> dict[str, RawCost]:
-    """Every offered algorithm's raw estimate (:class:`~.estimates.RawCost`) for a
-    problem: what measured planning keeps beside the times it measures."""
-    return _raw_costs(batch, tuple(axes), tuple(weights_shape), bool(channels_last),
-                      np.dtype(dtype), None if result_dtype is None else np.dtype(result_dtype),
-                      target)
-
-
 @functools.lru_cache(maxsize=512)
-def _estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-               channels_last: bool, dtype: np.dtype, result_dtype, target: Target,
-               ) -> tuple[tuple[str, float], ...]:
+def estimates_ns(problem: Problem, target: Target) -> tuple[tuple[str, float], ...]:
     """Estimates (ns) of every offered algorithm within the scratch bound, fastest
-    first."""
-    costs = _raw_costs(batch, axes, weights_shape, channels_last, dtype, result_dtype, target)
+    first (cached)."""
+    costs = raw_costs(problem, target)
     estimates = {name: estimate_ns(cost) for name, cost in costs.items()}
     return tuple(sorted(estimates.items(), key=lambda item: item[1]))
 
 
 def forget_estimates() -> None:
     """Drop the estimates kept in memory (after the cost model's inputs were replaced)."""
-    _raw_costs.cache_clear()
-    _estimates.cache_clear()
+    raw_costs.cache_clear()
+    estimates_ns.cache_clear()
+    choose_exact.cache_clear()
 
 
-def choose(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
-           channels_last: bool = False, dtype=np.float32, result_dtype=None,
-           target: Target | None = None, estimate_forced: bool = False) -> Choice:
+def choose(problem: Problem, target: Target | None = None, *,
+           estimate_forced: bool = False) -> Choice:
     """The :class:`Choice` for a canonical problem.
 
     Parameters
     ----------
-    batch, axes, weights_shape
-        The canonical problem: batch size, one AxisPlan per spatial axis, weights
-        ``(G, Ci, Co, K...)``.
-    channels_last : bool
-        The data's and the result's layout.
-    dtype : numpy dtype
-        The accumulation dtype (float64, float32 or int64).
-    result_dtype : numpy dtype, optional
-        float16 or bfloat16 when the sums are rounded to it (the algorithms that need a
-        whole float32 result first are charged for it).
+    problem : Problem
+        The canonical problem (batch, axes, weights, layout, dtypes).
     target : Target, optional
         The machine; :func:`~convtranspose._runtime.target.host` by default.
     estimate_forced : bool
@@ -152,87 +133,77 @@ def choose(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *
 
     Examples
     --------
-    >>> import convtranspose as ct
+    >>> import numpy as np, convtranspose as ct
+    >>> from convtranspose._plan.problem import Problem
     >>> plan = ct.shapes.convolution_backprop_data((1, 8, 16, 16), (8, 4, 3, 3), strides=2)
-    >>> choice = choose(1, plan.axes, plan.canonical_filter_shape)
+    >>> problem = Problem(1, plan.axes, plan.canonical_filter_shape, dtype=np.dtype("float32"))
+    >>> choice = choose(problem)
     >>> choice.algorithm == choice.estimates[0][0]
     True
     """
     target = host() if target is None else target
-    axes, weights_shape, dtype = tuple(axes), tuple(weights_shape), np.dtype(dtype)
-    result_dtype = None if result_dtype is None else np.dtype(result_dtype)
     forced = switch(ALGORITHM_ENV)
     if forced and forced not in ALGORITHMS:
         raise ValueError(f"{ALGORITHM_ENV}={forced!r}; expected one of {ALGORITHMS}")
-    empty = batch * math.prod(weights_shape) * math.prod(a.input_size for a in axes) == 0
-    huge = beyond_int64_kernels(axes)
+    empty, huge = problem.empty, beyond_int64_kernels(problem.axes)
     skip = empty or huge or (forced and not estimate_forced)
-    estimates = () if skip else _estimates(batch, axes, weights_shape, bool(channels_last),
-                                            dtype, result_dtype, target)
+    estimates = () if skip else estimates_ns(problem, target)
     if huge and not empty:  # correctness wins over a forced algorithm
         algorithm, decided_by = "direct-numpy", "geometry"
     elif forced:
         algorithm, decided_by = forced, "forced"
     elif empty:
-        algorithm, decided_by = ("phase-nxc" if channels_last else "phase-ncx"), "empty"
+        algorithm, decided_by = ("phase-nxc" if problem.channels_last else "phase-ncx"), "empty"
     else:  # direct-numpy when no offered algorithm's scratch fits
         algorithm, decided_by = (estimates[0][0] if estimates else "direct-numpy"), "estimates"
-    runs, fallbacks = resolve(algorithm, dtype, len(axes), channels_last, target)
+    runs, fallbacks = resolve(algorithm, problem.dtype, problem.rank, problem.channels_last,
+                              target)
     if not (empty or huge):
-        fitted = fitting(runs, batch, axes, weights_shape, channels_last, dtype, target)
+        fitted = fitting(runs, problem, target)
         if fitted != runs:
             fallbacks += ((runs, "scratch over the bound"),)
-            runs, more = resolve(fitted, dtype, len(axes), channels_last, target)
+            runs, more = resolve(fitted, problem.dtype, problem.rank, problem.channels_last,
+                                 target)
             fallbacks += more
     return Choice(algorithm, runs, decided_by, estimates, fallbacks)
 
 
-def fitting(name: str, batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-            channels_last: bool, dtype: np.dtype, target: Target) -> str:
+def fitting(name: str, problem: Problem, target: Target) -> str:
     """``name``, or where its scratch would exceed the bound
     (:func:`~convtranspose._kernels.scratch.scratch_bound`) the cheapest offered algorithm
     within it, else ``direct-numpy`` (whose scratch always fits): a forced algorithm
     never runs beyond the bound."""
-    if fits(name, batch, axes, weights_shape, dtype, target.threads):
+    if fits(name, problem.batch, problem.axes, problem.weights_shape, problem.dtype,
+            target.threads):
         return name
-    estimates = _estimates(batch, tuple(axes), tuple(weights_shape), bool(channels_last),
-                           np.dtype(dtype), None, target)
+    estimates = estimates_ns(problem.replace(result_dtype=None), target)
     return estimates[0][0] if estimates else "direct-numpy"
 
 
-def call_scratch_bytes(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
-                       channels_last: bool, dtype, target: Target | None = None) -> int:
+def call_scratch_bytes(problem: Problem, target: Target | None = None) -> int:
     """The scratch a call may need (:func:`~convtranspose._kernels.scratch.scratch_bytes`):
     the largest estimate among the algorithms measured planning may time (every
     offered one within the bound) and the one that runs by :func:`choose`."""
-    axes, weights_shape, dtype = tuple(axes), tuple(weights_shape), np.dtype(dtype)
     target = host() if target is None else target
-    choice = choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype,
-                    target=target)
+    problem = problem.replace(result_dtype=None)
+    choice = choose(problem, target)
     names = {choice.runs}.union(name for name, _ in choice.estimates)
-    return max(scratch_bytes(name, batch, axes, weights_shape, dtype, target.threads)
-               for name in names)
-
-
-def choose_algorithm(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int], *,
-                     channels_last: bool = False, dtype=np.float32, result_dtype=None,
-                     target: Target | None = None) -> str:
-    """The name of :func:`choose`'s algorithm."""
-    return choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype,
-                  result_dtype=result_dtype, target=target).algorithm
+    return max(scratch_bytes(name, problem.batch, problem.axes, problem.weights_shape,
+                             problem.dtype, target.threads) for name in names)
 
 
 @functools.lru_cache(maxsize=512)
-def choose_exact(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-                 channels_last: bool, dtype: np.dtype, target: Target) -> str:
+def choose_exact(problem: Problem, target: Target) -> str:
     """The cheapest algorithm that is exact with non-finite operands and can run here."""
+    problem = problem.replace(result_dtype=None)
     exact = exact_algorithms()
-    for name, _ in _estimates(batch, axes, weights_shape, channels_last, dtype, None, target):
+    for name, _ in estimates_ns(problem, target):
         if name in exact:
             return name
-    col2im = "col2im-nxc" if channels_last else "col2im-ncx"
+    col2im = "col2im-nxc" if problem.channels_last else "col2im-ncx"
     # direct-numpy multiplies only the pairs that exist too, and its scratch always fits.
-    return (col2im if fits(col2im, batch, axes, weights_shape, dtype, target.threads)
+    return (col2im if fits(col2im, problem.batch, problem.axes, problem.weights_shape,
+                           problem.dtype, target.threads)
             else "direct-numpy")
 
 

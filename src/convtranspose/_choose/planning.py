@@ -37,11 +37,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
 from .._errors import ConvTransposeError
 from .._kernels import REGISTRY, resolve
+from .._plan.problem import Problem
 from .._runtime.config import ALGORITHM_ENV, CACHE_ENV, PLANNING_ENV, WISDOM_ENV, switch
+from .._runtime.target import Target
 from . import figures as _figures
 from .choice import Choice, choose
 from .measure import (
@@ -128,17 +128,16 @@ def use_planning(level: str) -> Iterator[None]:
         _level_var.reset(token)
 
 
-def problem_key(batch, axes, weights_shape, channels_last, dtype, result_dtype,
-                target) -> str:
+def problem_key(problem: Problem, target: Target) -> str:
     """The wisdom key of a canonical problem on ``target``."""
     per_axis = ",".join(f"{a.input_size}:{a.kernel_size}:{a.stride}:{a.dilation}:"
-                        f"{a.offset}:{a.output_size}" for a in axes)
+                        f"{a.offset}:{a.output_size}" for a in problem.axes)
     flags = "".join(flag for flag, on in (("n", target.numba), ("b", target.blas),
                                           ("h", target.f16c), ("p", target.bfloat16_pairs))
                     if on)
-    result = "" if result_dtype is None else "->" + np.dtype(result_dtype).name
-    return (f"n{batch} [{per_axis}] w{'x'.join(map(str, weights_shape))} "
-            f"{'nxc' if channels_last else 'ncx'} {np.dtype(dtype).name}{result} "
+    result = "" if problem.result_dtype is None else "->" + problem.result_dtype.name
+    return (f"n{problem.batch} [{per_axis}] w{'x'.join(map(str, problem.weights_shape))} "
+            f"{'nxc' if problem.channels_last else 'ncx'} {problem.dtype.name}{result} "
             f"t{target.threads} v{target.vector_bytes} {flags}")
 
 
@@ -224,8 +223,7 @@ def forget_decisions() -> None:
     _decided.clear()
 
 
-def planned_choice(batch, axes, weights_shape, *, channels_last, dtype, result_dtype,
-                   target, run=None, finite=None) -> Choice:
+def planned_choice(problem: Problem, target: Target, *, run=None, finite=None) -> Choice:
     """The :class:`~convtranspose._choose.choice.Choice` for a problem under the planning level.
 
     ``run(name)`` computes the problem with algorithm ``name`` on the real operands
@@ -234,18 +232,16 @@ def planned_choice(batch, axes, weights_shape, *, channels_last, dtype, result_d
     """
     level = get_planning()
     forced = switch(ALGORITHM_ENV)
-    memo = (batch, tuple(axes), tuple(weights_shape), channels_last, dtype, result_dtype,
-            target, level, switch(WISDOM_ENV), switch(CACHE_ENV))
+    memo = (problem, target, level, switch(WISDOM_ENV), switch(CACHE_ENV))
     known = None if forced else _decided.get(memo)
     if known is not None:
         return _keep(memo, known, final=False)
-    choice = choose(batch, axes, weights_shape, channels_last=channels_last, dtype=dtype,
-                    result_dtype=result_dtype, target=target)
+    choice = choose(problem, target)
     if choice.decided_by != "estimates" or level == "estimate":
         return _keep(memo, choice, final=choice.decided_by != "forced")
-    key = problem_key(batch, axes, weights_shape, channels_last, dtype, result_dtype, target)
+    key = problem_key(problem, target)
     offered = {name for name, _ in choice.estimates}
-    rank = len(axes)
+    dtype, rank, channels_last = problem.dtype, problem.rank, problem.channels_last
     entry = _remembered(key, offered)
     if entry is None and run is not None:
         if finite is None or finite():

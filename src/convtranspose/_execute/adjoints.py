@@ -18,6 +18,7 @@ from .._choose.planning import get_planning, measured_choice, problem_key
 from .._dtypes import accumulation_dtype
 from .._kernels import adjoints as _kernels
 from .._kernels.scratch import adjoint_fits, adjoint_scratch_bytes, im2col_budget
+from .._plan.problem import Problem
 from .._plan.rules import AxisPlan
 from .._runtime import blas as _blas
 from .._runtime.config import BACKWARD_ALGORITHM_ENV, switch
@@ -97,7 +98,7 @@ def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run) -> st
     if preset is not None:
         return preset
     default = _kernels.choose(*weights_shape[:3], axes)
-    key = problem_key(batch, axes, weights_shape, False, dtype, None, host())
+    key = problem_key(Problem(batch, axes, weights_shape, False, np.dtype(dtype)), host())
     # wisdom names the computations "data-adjoint" and "filter-adjoint"
     return measured_choice(f"{kind}-adjoint", key, candidates, run,
                            default if default in candidates else "taps")

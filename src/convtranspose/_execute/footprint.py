@@ -37,6 +37,7 @@ from .._choose.choice import call_scratch_bytes
 from .._dtypes import accumulation_dtype
 from .._kernels.scratch import bound_of
 from .._plan.convolution import ConvolutionPlan, convolution_culprit
+from .._plan.problem import Problem
 from .._plan.rules import AxisPlan, ConvTransposePlan, size_culprit
 from .._runtime import memory as _memory
 from . import adjoints as _backward
@@ -95,9 +96,9 @@ def check_transposed(plan: ConvTransposePlan, data: np.ndarray, filter: np.ndarr
 
     _check(plan.output_shape, dtype, wide, allocated=out is None, fixed=fixed,
            operands=data.size + filter.size + elements,
-           scratch=lambda: call_scratch_bytes(plan.data_shape[0], plan.axes,
-                                              plan.canonical_filter_shape,
-                                              channels_last=plan.channels_last, dtype=wide),
+           scratch=lambda: call_scratch_bytes(Problem(
+               plan.data_shape[0], plan.axes, plan.canonical_filter_shape, plan.channels_last,
+               np.dtype(wide))),
            culprit=culprit)
 
 
@@ -107,9 +108,9 @@ def _data_adjoint_scratch(batch: int, axes: tuple[AxisPlan, ...],
     """The scratch of :func:`convtranspose._execute.adjoints.data_adjoint`: of the transposed
     convolution it computes for stride 1, else of the adjoint algorithms."""
     if _backward.as_transposed(axes):
-        return call_scratch_bytes(batch, _backward.transposed_axes(axes),
-                                  _backward.transposed_weights_shape(weights),
-                                  channels_last=channels_last, dtype=wide)
+        return call_scratch_bytes(Problem(batch, _backward.transposed_axes(axes),
+                                          _backward.transposed_weights_shape(weights),
+                                          channels_last, np.dtype(wide)))
     return _backward.adjoint_scratch("data", batch, weights, axes, wide)
 
 

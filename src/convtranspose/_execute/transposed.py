@@ -25,6 +25,7 @@ from .._kernels.common import NonFinite
 from .._kernels.dense import DenseCall, dense_matrix
 from .._kernels.direct import DirectCall
 from .._plan.geometry import beyond_int64_kernels
+from .._plan.problem import Problem
 from .._plan.rules import AxisPlan
 from .._runtime.memo import derived_from
 from .._runtime.memory import sums_piece_bytes
@@ -106,8 +107,8 @@ def transposed_convolution(
             try:
                 _compute(algorithm, data, weights, axes, dtype, channels_last, out, target)
             except NonFinite:
-                exact = choose_exact(batch, axes, tuple(weights.shape), bool(channels_last),
-                                     dtype, target)
+                exact = choose_exact(Problem(batch, axes, weights.shape, channels_last, dtype),
+                                     target)
                 _compute(exact, _casts.widen(data, target), weights, axes, dtype,
                          channels_last, out, target)
     if bias is not None and out.size:
@@ -222,9 +223,8 @@ def _planned(data, weights, axes, dtype, result_dtype, channels_last, bias, out,
         return all(array is None or array.dtype.kind not in "fc"
                    or bool(np.isfinite(array).all()) for array in (data, weights, bias))
 
-    return planned_choice(data.shape[0], axes, weights.shape, channels_last=channels_last,
-                          dtype=dtype, result_dtype=result_dtype, target=target, run=run,
-                          finite=finite).algorithm
+    problem = Problem(data.shape[0], axes, weights.shape, channels_last, dtype, result_dtype)
+    return planned_choice(problem, target, run=run, finite=finite).algorithm
 
 
 def _compute(algorithm, data, weights, axes, dtype, channels_last, out, target):
@@ -239,7 +239,7 @@ def _compute(algorithm, data, weights, axes, dtype, channels_last, out, target):
         raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
     name, _ = resolve(algorithm, dtype, len(axes), channels_last, target)
     # Scratch stays within the bound of kernels.scratch, forced algorithms included.
-    fitted = fitting(name, data.shape[0], axes, tuple(weights.shape), channels_last, dtype,
+    fitted = fitting(name, Problem(data.shape[0], axes, weights.shape, channels_last, dtype),
                      target)
     if fitted != name:
         name, _ = resolve(fitted, dtype, len(axes), channels_last, target)
@@ -268,8 +268,8 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
         return None
     target = host() if target is None else target
     batch = data.shape[0]
-    runs = planned_choice(batch, axes, weights.shape, channels_last=channels_last,
-                          dtype=dtype, result_dtype=None, target=target).runs
+    runs = planned_choice(Problem(batch, axes, weights.shape, channels_last, dtype),
+                          target).runs
     shape = _result_shape(batch, weights.shape, axes, channels_last)
     if runs == "dense":
         matrix = dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))

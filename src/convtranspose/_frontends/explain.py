@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,6 +11,7 @@ from .._choose.choice import Explanation, choose
 from .._choose.planning import get_planning, planned_choice, use_planning
 from .._dtypes import accumulation_dtype
 from .._execute.transposed import transposed_convolution
+from .._plan.problem import Problem
 from .._plan.rules import ConvTransposePlan
 from .._runtime.target import Target, host
 
@@ -65,17 +66,17 @@ def explain(plan: ConvTransposePlan, dtype: DTypeLike = "float32", *,
     operand = np.dtype(dtype)
     accumulate = accumulation_dtype(operand)
     result_dtype = None if operand == accumulate else operand
-    problem = (plan.data_shape[0], plan.axes, plan.canonical_filter_shape)
-    options: dict[str, Any] = dict(channels_last=plan.channels_last, dtype=accumulate,
-                   result_dtype=result_dtype, target=target)
-    estimated = choose(*problem, estimate_forced=True, **options)
+    problem = Problem(plan.data_shape[0], plan.axes, plan.canonical_filter_shape,
+                      plan.channels_last, accumulate, result_dtype)
+    estimated = choose(problem, target, estimate_forced=True)
     if measure and estimated.decided_by == "estimates":
         level = get_planning()
         with use_planning(level if level in ("measure", "exhaustive") else "measure"):
             data, weights = _random_operands(plan, operand)
-            transposed_convolution(data, weights, plan.axes, **options)
+            transposed_convolution(data, weights, plan.axes, channels_last=plan.channels_last,
+                                   dtype=accumulate, result_dtype=result_dtype, target=target)
     if estimated.decided_by == "estimates":
-        planned = planned_choice(*problem, **options)
+        planned = planned_choice(problem, target)
         estimated = dataclasses.replace(estimated, algorithm=planned.algorithm,
                                         runs=planned.runs, decided_by=planned.decided_by,
                                         fallbacks=planned.fallbacks, measured=planned.measured)

@@ -15,6 +15,7 @@ from dataclasses import asdict
 import numpy as np
 
 from ..._choose import planning
+from ..._plan.problem import Problem
 from ..._runtime import blas as _blas
 from ..._runtime.config import WISDOM_ENV
 from ..._runtime.target import host
@@ -60,11 +61,10 @@ def check_close(name: str, layer: Layer, ours: np.ndarray, theirs: np.ndarray) -
 def algorithm_run(layer: Layer) -> str:
     """The algorithm that ran ``layer``'s timed calls: planning's decision, which the
     calls took (measured at the first one, or from wisdom), not the estimate alone."""
-    return planning.planned_choice(
-        layer.batch, tuple(layer_plan_axes(layer)), kernel_weights_shape(layer),
-        channels_last=layer.layout == "NXC", dtype=np.dtype(np.float32),
-        result_dtype=None if layer.dtype == "float32" else numpy_dtype(layer.dtype),
-        target=host()).runs
+    problem = Problem(layer.batch, tuple(layer_plan_axes(layer)), kernel_weights_shape(layer),
+                      layer.layout == "NXC", np.dtype(np.float32),
+                      None if layer.dtype == "float32" else np.dtype(numpy_dtype(layer.dtype)))
+    return planning.planned_choice(problem, host()).runs
 
 
 def alternating_rounds(runners: dict, repeat: int, warmup: int = 0, budget: float = float("inf"),
