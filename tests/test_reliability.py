@@ -3,6 +3,8 @@ np.errstate, requests beyond memory, scratch of narrow types, the caches."""
 
 from __future__ import annotations
 
+import ast
+import pathlib
 import time
 import tracemalloc
 import warnings
@@ -226,3 +228,27 @@ def test_the_weights_memo_can_be_bounded():
         assert ct.set_weights_memo_bytes(previous) == 0
     with pytest.raises(ct.ConvTransposeError):
         ct.set_weights_memo_bytes(-1)
+
+
+def test_every_cache_of_the_package_is_named():
+    # A memoised function is registered under a name (caches.kept), so that
+    # ct.clear_caches forgets it and its docstring can say what it forgets; the one
+    # exception is a pure function of a dtype in a leaf module below the registry (and
+    # the registry itself).
+    package = pathlib.Path(ct.__file__).parent
+    unnamed = [f"{path.relative_to(package)}:{node.lineno}"
+               for path in package.rglob("*.py")
+               for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+               if isinstance(node, ast.Attribute) and node.attr in ("lru_cache", "cache")
+               and isinstance(node.value, ast.Name) and node.value.id == "functools"
+               and path.name not in ("_dtypes.py", "caches.py")]
+    assert not unnamed, unnamed
+    from convtranspose._runtime import caches
+
+    data, filter = np.ones((1, 2, 4, 4), np.float32), np.ones((2, 2, 3, 3), np.float32)
+    ct.convolution_backprop_data(data, filter)
+    names = caches.names()
+    assert {"resolved plans and prepared calls", "filters' derived matrices",
+            "planning decisions", "cost-model estimates"} <= set(names)
+    docstring = " ".join(ct.clear_caches.__doc__.split())
+    assert all(name in docstring for name in names), [n for n in names if n not in docstring]

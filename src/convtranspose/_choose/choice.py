@@ -10,7 +10,6 @@ fallbacks that turn it into the code that runs on this :class:`~._runtime.target
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from .._kernels.schedules import direct_rounds
 from .._kernels.scratch import fits, scratch_bytes
 from .._plan.geometry import beyond_int64_kernels
 from .._plan.problem import Problem
+from .._runtime.caches import kept
 from .._runtime.config import ALGORITHM_ENV, switch
 from .._runtime.target import Target, host
 from .estimates import RawCost, estimate_ns, raw_estimates
@@ -75,7 +75,7 @@ def sums_bfloat16_pairs(dtype: np.dtype, result_dtype, target: Target) -> bool:
             and target.bfloat16_pairs)
 
 
-@functools.lru_cache(maxsize=512)
+@kept("cost-model estimates", maxsize=512)
 def raw_costs(problem: Problem, target: Target) -> dict[str, RawCost]:
     """Raw estimates (:class:`~.estimates.RawCost`) of every offered algorithm whose
     scratch is within the bound (:mod:`convtranspose._kernels.scratch`), with the
@@ -101,7 +101,7 @@ def raw_costs(problem: Problem, target: Target) -> dict[str, RawCost]:
     return costs
 
 
-@functools.lru_cache(maxsize=512)
+@kept("cost-model estimates", maxsize=512)
 def estimates_ns(problem: Problem, target: Target) -> tuple[tuple[str, float], ...]:
     """Estimates (ns) of every offered algorithm within the scratch bound, fastest
     first (cached)."""
@@ -192,7 +192,7 @@ def call_scratch_bytes(problem: Problem, target: Target | None = None) -> int:
                              problem.dtype, target.threads) for name in names)
 
 
-@functools.lru_cache(maxsize=512)
+@kept("cost-model estimates", maxsize=512)
 def choose_exact(problem: Problem, target: Target) -> str:
     """The cheapest algorithm that is exact with non-finite operands and can run here."""
     problem = problem.replace(result_dtype=None)

@@ -11,10 +11,9 @@ needs an entry written by hand: a machine this library never saw measures its ow
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
+from .._runtime.caches import kept
 from .._runtime.machine import fastest_seconds
 from .._runtime.target import numba_usable
 from .wisdom import store
@@ -61,7 +60,7 @@ def measure_figures() -> MachineFigures:
                           copy_gbps=2.0 * source.nbytes / copy_seconds / 1e9)
 
 
-@functools.cache
+@kept("machine figures", maxsize=None)
 def _figures_of(path: object) -> MachineFigures:
     del path  # the cache key: wisdom read from another file may hold other figures
     store.ensure_loaded()

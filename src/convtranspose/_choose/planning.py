@@ -40,6 +40,7 @@ from typing import Any
 from .._errors import ConvTransposeError
 from .._kernels import REGISTRY, resolve
 from .._plan.problem import Problem
+from .._runtime.caches import register
 from .._runtime.config import ALGORITHM_ENV, CACHE_ENV, PLANNING_ENV, WISDOM_ENV, switch
 from .._runtime.target import Target
 from . import figures as _figures
@@ -221,6 +222,9 @@ def _wisdom_changed() -> None:
 def forget_decisions() -> None:
     """Drop the decisions kept in memory (the wisdom on disk stays)."""
     _decided.clear()
+
+
+register("planning decisions", forget_decisions)
 
 
 def planned_choice(problem: Problem, target: Target, *, run=None, finite=None) -> Choice:

@@ -20,7 +20,6 @@ file and no process's entries are lost.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import importlib.metadata
 import json
@@ -29,6 +28,7 @@ import threading
 
 from .._runtime import blas
 from .._runtime.cache import atomic_write, cache_dir, warn_once
+from .._runtime.caches import kept
 from .._runtime.config import WISDOM_ENV, switch
 from .._runtime.machine import (
     cpu_identity,
@@ -54,7 +54,7 @@ class WisdomError(ValueError):
     """A wisdom file or document that cannot be used here (damaged, foreign or stale)."""
 
 
-@functools.cache
+@kept("the wisdom file's identity", maxsize=None)
 def identity() -> dict:
     """What a measurement depends on: the CPU, the instruction set the kernels are
     compiled for (``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` included), the BLAS
@@ -76,7 +76,7 @@ def identity() -> dict:
             "format_version": FORMAT_VERSION}
 
 
-@functools.cache
+@kept("the wisdom file's identity", maxsize=None)
 def _identity_digest() -> str:
     text = json.dumps(identity(), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -25,7 +25,7 @@ from .._execute.footprint import check_transposed
 from .._execute.transposed import prepare_call, transposed_convolution
 from .._plan import dialects as _dialects
 from .._plan import rules as _plan
-from .._runtime import memo as _memo
+from .._runtime import caches as _caches
 
 if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
@@ -139,27 +139,23 @@ def _bounded_insert(cache: dict, key, value, size: int) -> None:
 
 
 def clear_caches() -> None:
-    """Forget everything kept between calls in this process: resolved plans, prepared
-    calls, filters' derived matrices, cost-model estimates and planning decisions.
+    """Forget everything kept between calls in this process.
 
-    Results do not change; the next calls only take longer.  The wisdom on disk stays
-    (:func:`convtranspose.forget_wisdom` forgets it), and so do compiled kernels.
+    Results do not change; the next calls only take longer.  What is forgotten, by
+    name: resolved plans and prepared calls, filters' derived matrices, planning
+    decisions, cost-model estimates, scratch estimates, kernel schedules, compiled
+    kernels (loaded again from the kernel cache on disk), machine figures, machine
+    facts, the host target (its environment switches are read again), the BLAS
+    library's entry points, the kernel folder and the wisdom file's identity.  The wisdom on
+    disk stays (:func:`convtranspose.forget_wisdom` forgets it), and so do the compiled
+    kernels on disk.
 
     Examples
     --------
     >>> import convtranspose as ct
     >>> ct.clear_caches()
     """
-    with _insert_lock:
-        _plan_cache.clear()
-        _prepared_calls.clear()
-    _memo.forget_derived()
-    _planning.forget_decisions()
-    for module in [m for name, m in sys.modules.items()
-                   if name == "convtranspose" or name.startswith("convtranspose.")]:
-        for value in list(vars(module).values()):
-            if callable(getattr(value, "cache_clear", None)) and hasattr(value, "cache_info"):
-                value.cache_clear()  # the functools caches of the package's functions
+    _caches.clear_all()
 
 
 def canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.ndarray:
@@ -174,6 +170,15 @@ def canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.n
 #: the most recently prepared last.
 _PREPARED_CALLS_KEPT = 8
 _prepared_calls: dict = {}
+
+
+def _forget_kept() -> None:
+    with _insert_lock:
+        _plan_cache.clear()
+        _prepared_calls.clear()
+
+
+_caches.register("resolved plans and prepared calls", _forget_kept)
 
 
 #: ``np.may_share_memory`` without the ``__array_function__`` dispatch (half its time in

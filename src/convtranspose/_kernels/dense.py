@@ -7,7 +7,6 @@ overhead.  :class:`DenseCall` is the same layer prepared for repeated calls.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -15,6 +14,7 @@ import numpy as np
 from .._plan.geometry import tap_windows
 from .._plan.rules import AxisPlan
 from .._runtime import blas as _blas
+from .._runtime.caches import kept
 from .._runtime.config import ALGORITHM_ENV, NO_BLAS_ENV, NO_NUMBA_ENV, switch
 from .._runtime.memo import derived_from, frozen
 from .._runtime.target import host
@@ -31,7 +31,7 @@ _BLAS_SERIAL_MULTIPLY_ADDS, _BLAS_SERIAL_DOT = 65536 * 4, 10000
 DENSE_MAX_ELEMENTS = 1 << 16
 
 
-@functools.lru_cache(maxsize=128)
+@kept("kernel schedules", maxsize=128)
 def _dense_pattern(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
                    channels_last: bool):
     """(row count, flat index, weight index) of every nonzero of the layer's matrix.

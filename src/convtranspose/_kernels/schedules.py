@@ -10,7 +10,6 @@ the constants are named beside each one (``benchmarks/results/``).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ import numpy as np
 
 from .._plan.geometry import axis_phases
 from .._plan.rules import AxisPlan
+from .._runtime.caches import kept
 from .._runtime.target import Target
 
 #: ``col2im-nxc`` adds its columns with numba
@@ -87,7 +87,7 @@ def direct_worth_threads(out_size: int, ci: int, axes: Sequence[AxisPlan]) -> bo
 PLANE_MIN_ACCUMULATORS = 8
 
 
-@functools.lru_cache(maxsize=256)
+@kept("kernel schedules", maxsize=256)
 def plane_schedule(blocks: int, plane: int, tail: int, widest_band: int, min_bands: int,
                    lanes: int, most_vectors: int, co_block: int = PLANE_CO_BLOCK,
                    row_segments: int = 0) -> tuple[int, int, int, int]:
@@ -233,7 +233,7 @@ def blocked_channel_passes(ci: int, co: int, axes3: Sequence[AxisPlan], itemsize
     return -(-vectors // max(1, fitting))
 
 
-@functools.lru_cache(maxsize=64)
+@kept("kernel schedules", maxsize=64)
 def planes_block_shape(itemsize: int, co: int, vector_bytes: int) -> tuple[int, int, int]:
     """(lanes, output channels per block, most vectors per channel) of the plane kernel.
 
@@ -295,7 +295,7 @@ ROWS_MAX_WASTE = 1.25
 ROWS_CHANNEL_STRIDES = (2,)
 
 
-@functools.lru_cache(maxsize=256)
+@kept("kernel schedules", maxsize=256)
 def axis_tap_lists(axis: AxisPlan) -> tuple[tuple[tuple[int, int], ...], ...]:
     """Per output phase of ``axis``, its taps as ``(input shift, kernel index)`` pairs."""
     return tuple(tuple(zip(c.shifts, c.taps[i])) for c in axis_phases(axis).classes
@@ -311,7 +311,7 @@ def phase_vectors(last: AxisPlan, lanes: int) -> int:
     return -(-(-(-last.output_size // last.stride)) // lanes)
 
 
-@functools.lru_cache(maxsize=256)
+@kept("kernel schedules", maxsize=256)
 def merged_taps(last: AxisPlan) -> tuple[tuple[int, int, int], ...] | None:
     """The taps of ``last``'s two phases in pairs, ``(delta, k_even, k_odd)`` each,
     where the row kernel can sum both phases in the same vectors; None elsewhere.
@@ -364,7 +364,7 @@ def _merged_lanes(last: AxisPlan, lanes: int) -> int:
     return whole * lanes + (0 if not rest else lanes // 2 if rest <= lanes // 2 else lanes)
 
 
-@functools.lru_cache(maxsize=256)
+@kept("kernel schedules", maxsize=256)
 def rows_window_width(last: AxisPlan, lanes: int, merged: bool = False) -> tuple[int, int]:
     """(zeros before the input, row width) of the row kernel's window rows: every tap
     of every phase reads inside them for whole vectors of each phase's outputs (of
@@ -461,7 +461,7 @@ def rows_block(co: int, last: AxisPlan, lanes: int, merged: bool,
     return co_block, max(1, min(total, budget // (live * co_block)))
 
 
-@functools.lru_cache(maxsize=256)
+@kept("kernel schedules", maxsize=256)
 def output_row_taps(axes3: tuple[AxisPlan, ...]):
     """Per output row ``q = y1 * Y2 + y2``: how many input rows it reads, which (``x1
     * X2 + x2``) and the index ``k1 * K2 + k2`` of each one's tap; read-only."""
@@ -486,7 +486,7 @@ def output_row_taps(axes3: tuple[AxisPlan, ...]):
     return frozen_all(count, row_in, row_k)
 
 
-@functools.lru_cache(maxsize=256)
+@kept("kernel schedules", maxsize=256)
 def row_bands(axes3: tuple[AxisPlan, ...], most_rows: int):
     """``(length, first, stop, rows)``: output rows in bands of ``length`` whose input
     rows ``[first[b], stop[b])`` (per channel) number at most ``most_rows``, the longest

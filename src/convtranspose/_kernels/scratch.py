@@ -31,13 +31,13 @@ allocates with ``PyMem_RawMalloc``) against its estimate, and
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from .._plan.rules import AxisPlan
+from .._runtime.caches import kept
 from .._runtime.target import host
 from . import adjoints as _backward
 from .common import SCRATCH_BYTES
@@ -91,7 +91,7 @@ def scratch_bytes(name: str, batch: int, axes: Sequence[AxisPlan],
                           np.dtype(dtype).itemsize, host().threads if threads is None else threads)
 
 
-@functools.lru_cache(maxsize=1024)
+@kept("scratch estimates", maxsize=1024)
 def _scratch_bytes(name: str, batch: int, axes: tuple[AxisPlan, ...],
                    weights_shape: tuple[int, ...], itemsize: int, threads: int) -> int:
     data, result, weights = _sizes(batch, axes, weights_shape, itemsize)

@@ -18,12 +18,12 @@ exact with non-finite operands.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from .._plan.geometry import tap_windows
+from .._runtime.caches import kept
 from .._runtime.threads import add, parallel_copy, parallel_for
 from .common import input_glxc, output_glyc
 
@@ -42,7 +42,7 @@ _ROW_BLOCK = 32
 _BLOCK_POSITIONS = 6
 
 
-@functools.lru_cache(maxsize=None)
+@kept("compiled kernels", maxsize=None)
 def _product_kernel(lanes: int, vectors: int, positions: int, tail_positions: int):
     from ._numba.blocked import block_source
     from ._numba.codegen import compile_source, compile_template

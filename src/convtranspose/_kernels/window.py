@@ -9,7 +9,6 @@ NumPy calls: for small layers and for stride 1 (no waste).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 
@@ -18,6 +17,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .._plan.geometry import AxisPhases, PhaseClass, axis_phases
 from .._plan.rules import AxisPlan
+from .._runtime.caches import kept
 from .._runtime.threads import copy, parallel_copy
 from .common import (
     class_matrix,
@@ -54,7 +54,7 @@ def _window_class(axis: AxisPlan, phases: AxisPhases) -> PhaseClass | None:
                        tuple(tuple(row) for row in table))
 
 
-@functools.lru_cache(maxsize=256)
+@kept("kernel schedules", maxsize=256)
 def window_plan(axes: tuple[AxisPlan, ...]):
     """(per-axis phases, per-axis window classes or None, whether an output stays zero)."""
     phases = tuple(axis_phases(axis) for axis in axes)

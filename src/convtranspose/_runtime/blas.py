@@ -16,13 +16,13 @@ its pure-NumPy algorithms instead; nothing else changes.
 from __future__ import annotations
 
 import ctypes
-import functools
 import glob
 import os
 import threading
 
 import numpy as np
 
+from .caches import kept
 from .config import NO_BLAS_ENV, switch
 
 __all__ = ["at_most", "available", "corename", "gemm", "one_thread", "threads"]
@@ -31,7 +31,7 @@ __all__ = ["at_most", "available", "corename", "gemm", "one_thread", "threads"]
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
-@functools.cache
+@kept("the BLAS library's entry points", maxsize=None)
 def _library():
     """NumPy's bundled OpenBLAS as a ctypes library, or None."""
     libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
@@ -68,7 +68,7 @@ def corename() -> str:
     return (function() or b"").decode("ascii", "replace")
 
 
-@functools.cache
+@kept("the BLAS library's entry points", maxsize=None)
 def _gemm_functions():
     """``{dtype: cblas ?gemm}`` with argument types set, or an empty dict."""
     library = _library()
@@ -103,13 +103,13 @@ def supports(dtype) -> bool:
     return np.dtype(dtype) in _gemm_functions()
 
 
-@functools.cache
+@kept("the BLAS library's entry points", maxsize=None)
 def _thread_setter():
     """OpenBLAS's ``openblas_set_num_threads_local``, or None."""
     return _function(("openblas_set_num_threads_local",), [ctypes.c_int], ctypes.c_int)
 
 
-@functools.cache
+@kept("the BLAS library's entry points", maxsize=None)
 def _thread_getter():
     """OpenBLAS's ``openblas_get_num_threads``, or None."""
     return _function(("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",

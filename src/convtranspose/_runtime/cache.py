@@ -15,12 +15,12 @@ created or written is the same as ``off`` (with one warning).
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import tempfile
 import warnings
 
+from .caches import kept
 from .config import CACHE_ENV, switch
 
 __all__ = ["atomic_write", "cache_dir"]
@@ -29,7 +29,7 @@ __all__ = ["atomic_write", "cache_dir"]
 _warned: set[str] = set()
 
 
-@functools.cache
+@kept("machine facts", maxsize=None)
 def _platformdirs():
     try:
         import platformdirs

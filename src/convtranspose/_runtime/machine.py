@@ -10,11 +10,12 @@ speed (``benchmarks/results/machines.json``).  The vendor and family tell them a
 
 from __future__ import annotations
 
-import functools
 import os
 import platform
 import re
 import time
+
+from .caches import kept
 
 __all__ = ["CpuIdentity", "fastest_seconds", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "host_has_f16c", "parse_cpuinfo",
            "vector_bytes"]
@@ -41,7 +42,7 @@ def _parse_processor_string(text: str) -> CpuIdentity:
     return (vendor.group(1) if vendor else "", int(family.group(1)) if family else 0)
 
 
-@functools.cache
+@kept("machine facts", maxsize=None)
 def cpu_identity() -> CpuIdentity:
     """This machine's ``(vendor, family)``, or ``('', 0)`` where the system does not say."""
     try:
@@ -61,7 +62,7 @@ def parse_model_name(text: str) -> str | None:
     return " ".join(found.group(1).split()) if found else None
 
 
-@functools.cache
+@kept("machine facts", maxsize=None)
 def cpu_model_name() -> str:
     """The CPU's name, as every reported figure carries it: ``/proc/cpuinfo``'s model
     name, else ``platform.processor()``, else the architecture."""
@@ -96,7 +97,7 @@ def _named_cpu() -> tuple[str, frozenset[str] | None] | None:
     return name, None
 
 
-@functools.cache
+@kept("machine facts", maxsize=None)
 def vector_bytes() -> int:
     """The widest SIMD register in bytes as LLVM (numba) compiles for this process: 64 with
     AVX-512, 32 with AVX, else 16; the CPU ``NUMBA_CPU_NAME`` or ``NUMBA_CPU_FEATURES``
@@ -121,7 +122,7 @@ def vector_bytes() -> int:
 _DEFAULT_L2_BYTES = 1 << 20
 
 
-@functools.cache
+@kept("machine facts", maxsize=None)
 def l2_cache_bytes() -> int:
     """Bytes of the level-2 cache of the CPU this process starts on, as the system
     reports it (Linux sysfs, else ``sysconf``), else :data:`_DEFAULT_L2_BYTES`."""
@@ -146,7 +147,7 @@ def l2_cache_bytes() -> int:
     return _DEFAULT_L2_BYTES
 
 
-@functools.cache
+@kept("machine facts", maxsize=None)
 def host_has_f16c() -> bool:
     """Whether LLVM converts float16 with instructions for the CPU numba compiles for
     (else with a runtime helper numba does not link): x86 with F16C, or 64-bit ARM.  The
@@ -174,7 +175,7 @@ def _numba_targets_host() -> bool:
     return not os.environ.get("NUMBA_CPU_NAME") and not os.environ.get("NUMBA_CPU_FEATURES")
 
 
-@functools.cache
+@kept("machine facts", maxsize=None)
 def has_bfloat16_pairs() -> bool:
     """Whether ``vdpbf16ps`` (bfloat16 pairs multiplied and added in float32) compiles
     here: AVX512_BF16, LLVM 17 or newer, and numba compiling for this host.

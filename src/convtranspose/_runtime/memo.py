@@ -14,6 +14,8 @@ import threading
 
 import numpy as np
 
+from .caches import register
+
 #: Matrices derived from a filter (class matrices, the dense layer matrix) are kept
 #: for repeated calls with the same filter: a model run layer by layer, or a
 #: benchmark, calls each layer with the same weights again, and rebuilding them
@@ -114,3 +116,6 @@ def forget_derived() -> None:
     """Drop every filter's derived matrices."""
     with _derived_lock:
         _derived.clear()
+
+
+register("filters' derived matrices", forget_derived)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import operator
 import os
 from collections.abc import Iterator
 
 from .._errors import ConvTransposeError
+from .caches import kept
 
 __all__ = ["check_request", "get_max_bytes", "limit_memory", "machine_memory_bytes",
            "set_max_bytes", "sums_piece_bytes"]
@@ -52,7 +52,7 @@ def _read_int(path: str) -> int | None:
     return int(text) if text.isdigit() else None  # "max" (cgroup v2): no limit
 
 
-@functools.lru_cache(maxsize=1)
+@kept("machine facts", maxsize=1)
 def machine_memory_bytes() -> int:
     """The memory this process can have: the least of the physical memory, the control
     group's limit (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``) and the

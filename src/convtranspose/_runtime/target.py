@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import functools
 import importlib.util
 from collections.abc import Iterator
 
@@ -27,6 +26,7 @@ import numpy as np
 from .._errors import ConvTransposeError
 from . import blas
 from . import threads as _threads
+from .caches import kept
 from .config import NO_NUMBA_ENV, switch
 from .machine import has_bfloat16_pairs, host_has_f16c, vector_bytes
 
@@ -90,7 +90,7 @@ class Target:
         return dataclasses.replace(self, **changes)
 
 
-@functools.cache
+@kept("the host target", maxsize=None)
 def _numba_installed() -> bool:
     return importlib.util.find_spec("numba") is not None
 
@@ -99,7 +99,7 @@ def numba_usable() -> bool:
     return switch(NO_NUMBA_ENV) in ("", "0") and _numba_installed()
 
 
-@functools.cache
+@kept("the host target", maxsize=None)
 def _host(numba: bool, blas_usable: bool, threads: int) -> Target:
     if not numba:  # llvmlite comes with numba: without it there are no vector kernels
         return Target(vector_bytes=16, f16c=False, bfloat16_pairs=False, numba=False,

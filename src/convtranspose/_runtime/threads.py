@@ -20,7 +20,6 @@ CPU affinity
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 import threading
@@ -29,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .caches import kept
 from .config import PIN_THREADS_ENV, switch
 
 __all__ = ["THREAD_COUNT_ENVS", "THREADS", "default_threads",
@@ -217,7 +217,7 @@ def _release_helpers() -> None:
     _steered = False
 
 
-@functools.lru_cache(maxsize=1)
+@kept("machine facts", maxsize=1)
 def _sched_getcpu():
     """libc's ``sched_getcpu`` (the calling thread's CPU), or None where it is missing."""
     if not hasattr(os, "sched_setaffinity"):

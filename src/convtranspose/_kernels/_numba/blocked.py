@@ -12,13 +12,13 @@ is stored.  The block sources are generated per shape (:func:`block_source`).
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from ..._plan.geometry import axis_phases, three_axes
 from ..._plan.rules import AxisPlan
+from ..._runtime.caches import kept
 from ..._runtime.machine import l2_cache_bytes
 from ..._runtime.threads import parallel_for
 from ..schedules import (
@@ -178,7 +178,7 @@ _GROUP_TILE_ELEMENTS = 1 << 15
 _GROUP_MAX_LINES = 64
 
 
-@functools.lru_cache(maxsize=None)
+@kept("compiled kernels", maxsize=None)
 def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
     """The ``direct-blocked`` kernel for one block shape (compiled on first use).
 
@@ -207,7 +207,7 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
     ))["kernel"]
 
 
-@functools.lru_cache(maxsize=256)
+@kept("kernel schedules", maxsize=256)
 def _blocked_tables(axes3: tuple[AxisPlan, ...]):
     """Per axis and phase: tap count, each tap's input shift and kernel index (read-only)."""
     phases = [axis_phases(axis) for axis in axes3]
@@ -228,7 +228,7 @@ def _blocked_tables(axes3: tuple[AxisPlan, ...]):
     return frozen_all(tap_k, tap_shift, tap_count)
 
 
-@functools.lru_cache(maxsize=256)
+@kept("kernel schedules", maxsize=256)
 def _line_order(axis1: AxisPlan, axis2: AxisPlan) -> np.ndarray:
     """The outputs of the first two axes in phase order (``y = p + j*s`` by ``p``, then ``j``)."""
     order = [np.concatenate([np.arange(p, a.output_size, a.stride) for p in range(a.stride)])

@@ -7,12 +7,11 @@ layers: in explicit vectors, :mod:`.vectors`).
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from ..._plan.geometry import axis_phases
 from ..._plan.rules import AxisPlan
+from ..._runtime.caches import kept
 from ..._runtime.threads import parallel_for
 from ..schedules import frozen_all
 from .kernel_cache import cached_njit
@@ -37,7 +36,7 @@ def gather_row_taps(found, j1, j2, p1, p2, tap_shift, tap_count, size1,
     return rows
 
 
-@functools.lru_cache(maxsize=None)
+@kept("compiled kernels", maxsize=None)
 def _channels_last_kernel(ci: int, co: int, lanes: int):
     """The channels-last kernel compiled for ``Ci = ci`` and ``Co = co`` (constants).
 
@@ -67,7 +66,7 @@ def _channels_last_kernel(ci: int, co: int, lanes: int):
     ))["kernel"]
 
 
-@functools.lru_cache(maxsize=256)
+@kept("kernel schedules", maxsize=256)
 def _row_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
     """Tables of :func:`_channels_last_kernel` (cached per shape; read-only).
 

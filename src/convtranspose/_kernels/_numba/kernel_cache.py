@@ -27,7 +27,6 @@ sources).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
 import inspect
@@ -41,6 +40,7 @@ from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLoca
 from numba.core.runtime import rtsys
 
 from ..._runtime.cache import atomic_write, cache_dir, warn_once
+from ..._runtime.caches import kept
 
 __all__ = ["KERNELS_SUBFOLDER", "MODULE_PREFIX", "KernelCache", "cached_njit",
            "kernel_folder", "kernel_module"]
@@ -57,7 +57,7 @@ _KERNELS_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _module_lock = threading.RLock()
 
 
-@functools.cache
+@kept("the kernel folder", maxsize=None)
 def sources_digest() -> str:
     """A digest of numba's version and every ``.py`` file of :mod:`convtranspose._kernels`
     (paths and bytes): what the compiled kernels depend on besides their own text."""
@@ -72,7 +72,7 @@ def sources_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-@functools.cache
+@kept("the kernel folder", maxsize=None)
 def kernel_folder() -> str | None:
     """The folder of compiled kernels and kernel modules, created and writable, or None
     when the cache folder is off or cannot be written (decided once per process)."""

@@ -7,10 +7,9 @@ layer's floor by it (:func:`convtranspose._cli.bench.fma_peak_flops`).
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
+from ..._runtime.caches import kept
 from ..._runtime.machine import fastest_seconds, vector_bytes
 from .codegen import compile_source
 
@@ -33,7 +32,7 @@ def peak_chains(vector_bytes: int) -> int:
     return 16 if vector_bytes >= 64 else 12
 
 
-@functools.cache
+@kept("compiled kernels", maxsize=None)
 def peak_kernel(lanes: int, chain_count: int):
     """A numba kernel ``peak(buffer, count)``: ``count`` rounds of one vector FMA on each
     of ``chain_count`` independent register chains of ``lanes`` float32 lanes."""

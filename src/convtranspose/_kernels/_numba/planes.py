@@ -20,13 +20,13 @@ The block's source is generated per shape (:func:`_plane_block_source`, compiled
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from ..._plan.geometry import axis_phases, three_axes
 from ..._plan.rules import AxisPlan
+from ..._runtime.caches import kept
 from ..._runtime.threads import parallel_for
 from ..schedules import (
     KEEP,
@@ -126,7 +126,7 @@ def _blocked_weights(weights, co_block, halves):  # pragma: no cover - compiled
     return blocked
 
 
-@functools.lru_cache(maxsize=None)
+@kept("compiled kernels", maxsize=None)
 def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
                    segments: int = 0, mode: int = 0, load_mode: int = 0):
     """The channels-first plane kernel for one block shape (compiled on first use).
@@ -168,7 +168,7 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
     ))["kernel"]
 
 
-@functools.lru_cache(maxsize=256)
+@kept("kernel schedules", maxsize=256)
 def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
     """Tables of :func:`_planes_kernel` (cached per shape; read-only).
 

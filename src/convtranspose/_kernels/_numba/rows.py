@@ -12,13 +12,13 @@ would waste lanes, an even kernel's two phases are summed in the same vectors in
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 
 import numpy as np
 
 from ..._plan.rules import AxisPlan
+from ..._runtime.caches import kept
 from ..._runtime.threads import PIECES_PER_THREAD, parallel_for
 from ..schedules import (
     BFLOAT16,
@@ -249,7 +249,7 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, ve
     return "\n".join(lines) + "\n"
 
 
-@functools.lru_cache(maxsize=64)
+@kept("compiled kernels", maxsize=64)
 def _rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, vectors: int,
                  data: int = KEEP, result: int = KEEP, biased: bool = False,
                  merged: bool = False):

@@ -7,11 +7,11 @@ elements transposed by interleaving.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
+from ..._runtime.caches import kept
 from ..._runtime.threads import parallel_for
 
 
@@ -35,7 +35,7 @@ def _tile_transpose_source(lanes: int) -> str:
     return "\n".join(lines)
 
 
-@functools.lru_cache(maxsize=None)
+@kept("compiled kernels", maxsize=None)
 def tile_transposer(lanes: int):
     """The compiled ``tile`` of :func:`_tile_transpose_source`."""
     from .codegen import compile_source
@@ -43,7 +43,7 @@ def tile_transposer(lanes: int):
     return compile_source(_tile_transpose_source(lanes), "tile")
 
 
-@functools.lru_cache(maxsize=None)
+@kept("compiled kernels", maxsize=None)
 def _transpose_kernel(lanes: int):
     """``kernel(src, dst, rows, cols, start, stop)``: ``(B, rows, cols)`` into ``(B, cols,
     rows)`` (flat C-order buffers), for the bands of ``lanes`` rows with flat index (b,
