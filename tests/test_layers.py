@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -255,3 +256,30 @@ def test_tests_read_underscore_names_only_where_still_allowed():
     stale = {name: allowed for name, allowed in TRANSITION_ALLOWED.items()
              if counts.get(name, 0) < allowed}
     assert not stale, f"fewer reads than allowed: lower TRANSITION_ALLOWED to match {stale}"
+
+
+def test_the_design_page_draws_these_layers():
+    # docs/design.md's table has one row per layer, in LAYERS' order, naming exactly the
+    # layer's entries (so the page cannot drift from the folder list).
+    text = (PACKAGE.parents[1] / "docs" / "design.md").read_text(encoding="utf-8")
+    table = text.split("<!-- layers:", 1)[1].split("\n\n", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ")][1:]  # no header
+    named = [tuple(sorted(entry.strip().strip("`").removesuffix("/").removesuffix(".py")
+                          for entry in row.split("|")[2].split(", ")))
+             for row in rows]
+    assert named == [tuple(sorted(prefixes)) for prefixes in LAYERS]
+
+
+def test_the_design_pages_data_path_names_real_code():
+    import importlib
+
+    text = (PACKAGE.parents[1] / "docs" / "design.md").read_text(encoding="utf-8")
+    path = text.split("<!-- path:", 1)[1].split("\n\n", 1)[0]
+    names = set(re.findall(r"`(convtranspose\.[\w.]+)`", path))
+    assert len(names) >= 8
+    for name in sorted(names):
+        module, _, attribute = name.rpartition(".")
+        try:
+            assert hasattr(importlib.import_module(module), attribute), name
+        except ModuleNotFoundError:
+            importlib.import_module(name)
