@@ -11,6 +11,10 @@ are equal, and the median time of each over alternating rounds (each call after 
 and an untimed call, as the benchmark times), with the ratio current / baseline and
 their geometric mean.  ``--out FILE`` writes the rows and the machine as JSON.  Writes
 nothing else.
+
+``--estimates`` compares instead, number for number, every offered algorithm's estimate
+of both builds on every layer (float32 and float64, numba usable or not): a change that
+must not move the cost model shows no difference.
 """
 
 from __future__ import annotations
@@ -71,6 +75,40 @@ def chosen(library, layer) -> str:
                                     result_dtype=result_dtype)
 
 
+def _estimates(library, layer, dtype, numba: bool) -> tuple:
+    """Every offered algorithm's estimate (ns) for ``layer`` by ``library``."""
+    arguments = (layer.batch, tuple(_bench.layer_plan_axes(layer)),
+                 _bench.kernel_weights_shape(layer))
+    channels_last = layer.layout == "NXC"
+    target = library.host_target().replace(numba=numba and library.host_target().numba)
+    if library is convtranspose:
+        return dispatch.estimates_ns(Problem(*arguments, channels_last, dtype), target)
+    try:
+        problem_module = importlib.import_module(f"{BASELINE}._plan.problem")
+        chooser = importlib.import_module(f"{BASELINE}._choose.choice")
+        return chooser.estimates_ns(problem_module.Problem(*arguments, channels_last, dtype),
+                                    target)
+    except ModuleNotFoundError:
+        chooser = importlib.import_module(f"{BASELINE}.dispatch")
+        return chooser._estimates(*arguments, channels_last, dtype, None, target)
+
+
+def compare_estimates(baseline, layers) -> int:
+    """Print how many estimate tables of the two builds differ; 1 if any does."""
+    tables = differ = 0
+    for layer in layers:
+        for dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+            for numba in (True, False):
+                tables += 1
+                ours, theirs = (_estimates(library, layer, dtype, numba)
+                                for library in (convtranspose, baseline))
+                if ours != theirs:
+                    differ += 1
+                    print(f"{layer.label} {dtype} numba={numba}: {theirs} -> {ours}")
+    print(f"{tables} estimate tables compared, {differ} differ")
+    return 1 if differ else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="the other checkout's src folder")
@@ -82,8 +120,14 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--pause", type=float, default=_bench.SETTLE_SECONDS)
     parser.add_argument("--out", help="write the rows as JSON to this file")
+    parser.add_argument("--estimates", action="store_true",
+                        help="compare the two builds' estimates instead of timing")
     args = parser.parse_args(argv)
     baseline = load_baseline(args.baseline)
+    if args.estimates:
+        fixed = args.quick or not args.random
+        return compare_estimates(baseline, [layer for layer in _bench.SUITE if fixed] + [
+            layer for seed in args.random for layer in random_layers(seed)])
     words = [word for word in args.layers.split(",") if word]
     rows = []
     print(f"CPU: {cpu_model_name()}\n")
