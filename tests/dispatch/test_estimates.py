@@ -26,8 +26,8 @@ HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 def _raw_estimates(batch, axes, weights_shape, channels_last, numba=True):
     """The cost model's raw float32 estimates on this machine (numba usable or not)."""
     target = host_target().replace(numba=numba)
-    return estimates.raw_estimates(batch, axes, weights_shape, channels_last, False, target,
-                                   target.blas_for(np.float32))
+    return estimates.raw_estimates(batch, axes, weights_shape, channels_last,
+                                   np.dtype(np.float32), target)
 
 
 def _estimates_ns(batch, axes, weights_shape, channels_last, numba=True):

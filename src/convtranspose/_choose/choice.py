@@ -85,8 +85,7 @@ def raw_costs(problem: Problem, target: Target) -> dict[str, RawCost]:
                                          problem.dtype)
     result_dtype, channels_last = problem.result_dtype, problem.channels_last
     pairs = sums_bfloat16_pairs(dtype, result_dtype, target)
-    raw = raw_estimates(batch, axes, weights_shape, channels_last, dtype.kind != "f", target,
-                        target.blas_for(dtype), pairs)
+    raw = raw_estimates(batch, axes, weights_shape, channels_last, dtype, target, pairs)
     costs = {name: cost for name, cost in raw.items()
              if fits(name, batch, axes, weights_shape, dtype, target.threads)}
     rounded = (result_dtype is not None and target.numba

@@ -15,6 +15,9 @@ import itertools
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
+from .._kernels import REGISTRY, offered_algorithms
 from .._kernels.dense import DENSE_MAX_ELEMENTS
 from .._kernels.schedules import (
     PLANE_CO_BLOCK,
@@ -36,7 +39,7 @@ from .._runtime.machine import vector_bytes
 from .._runtime.target import Target
 from .figures import fma_gflops, gemm_gflops, machine_figures
 
-__all__ = ["CALL_NS", "RawCost", "estimate_ns", "raw_estimates"]
+__all__ = ["CALL_NS", "ESTIMATES", "RawCost", "estimate_ns", "raw_estimates"]
 
 #: What one call of any algorithm costs besides its modelled work (ns): about one
 #: call's Python and NumPy dispatch.  Held-out suites ranked best with 10 us against
@@ -157,38 +160,37 @@ class _Layer:
 
 
 def raw_estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-                  channels_last: bool, integer: bool, target: Target, blas: bool,
+                  channels_last: bool, dtype, target: Target,
                   pairs: bool = False) -> dict[str, RawCost]:
-    """Estimated nanoseconds of every algorithm offered for this problem (uncalibrated).
+    """Estimated nanoseconds of every algorithm offered for this problem: each offered
+    algorithm of the registry whose requirements ``target`` meets for ``dtype``
+    (:func:`~convtranspose._kernels.offered_algorithms`), by the estimate its record
+    names (:data:`ESTIMATES`), unless that estimate declines the layer.
 
-    ``integer``: integer sums (no numba kernels); ``blas``: BLAS products callable for
-    the dtype; ``pairs``: bfloat16 operands that ``direct`` may multiply as pairs.
+    ``pairs``: bfloat16 operands that ``direct`` may multiply as pairs.
     """
-    groups, ci, co = weights_shape[:3]
+    dtype = np.dtype(dtype)
     layer = _Layer.of(batch, axes, weights_shape, channels_last)
+    numba_float = target.numba and dtype.kind == "f"
+    rows = numba_float and len(axes) <= 3 and _rows_take_layer(axes, weights_shape,
+                                                                 channels_last, target)
+    situation = {"target": target, "numba_float": numba_float, "pairs": pairs, "rows": rows}
     costs: dict[str, RawCost] = {}
-    for internal_last in (True, False):
-        layout = "nxc" if internal_last else "ncx"
-        costs[f"phase-{layout}"] = _phase_estimate(layer, internal_last)
-        if blas:
-            costs[f"gemm-{layout}"] = _gemm_estimate(layer, internal_last)
-            costs[f"shift-{layout}"] = _shift_estimate(layer, internal_last)
-        costs[f"col2im-{layout}"] = _col2im_estimate(layer, internal_last,
-                                                     target.numba and not integer)
-    dense = groups * ci * math.prod(layer.spatial_in) * groups * co * math.prod(
-        axis.output_size for axis in axes)
-    if dense <= DENSE_MAX_ELEMENTS:
-        costs["dense"] = RawCost(2.0 * batch * dense / 20.0 + 0.3 * dense + 5000)
-    window = _window_estimate(layer)
-    if window is not None:
-        costs["window"] = window
-    if target.numba and not integer and len(axes) <= 3:
-        costs["stream"] = _stream_estimate(layer)
-        rows = _rows_take_layer(axes, weights_shape, channels_last, target)
-        costs["direct"] = _direct_estimate(layer, pairs, rows, target)
-        if blocked_offered(ci, co, channels_last, rows, target):
-            costs["direct-blocked"] = _blocked_estimate(layer, target)
+    for name in offered_algorithms(dtype, len(axes), target):
+        entry = REGISTRY[name]
+        cost = ESTIMATES[entry.estimate](layer, situation, **entry.options)
+        if cost is not None:
+            costs[name] = cost
     return costs
+
+
+def _dense_estimate(layer: _Layer) -> RawCost | None:
+    """``dense``: the layer as one matrix, for tiny layers only."""
+    dense = layer.groups * layer.ci * math.prod(layer.spatial_in) * layer.groups * layer.co * (
+        math.prod(axis.output_size for axis in layer.axes))
+    if dense > DENSE_MAX_ELEMENTS:
+        return None
+    return RawCost(2.0 * layer.batch * dense / 20.0 + 0.3 * dense + 5000)
 
 
 def _phase_estimate(layer: _Layer, internal_last: bool) -> RawCost:
@@ -495,3 +497,26 @@ def _blocked_estimate(layer: _Layer, target: Target) -> RawCost:
     return RawCost(_BLOCKED_SCALE * (0.3 * copied + transposed + 0.25 * reloaded
                                      + 50.0 * lines + 20000),
                    kernel=_BLOCKED_SCALE * macs / (busy * _thread_macs_per_ns(target)))
+
+
+#: Each estimate an algorithm's record names (``Algorithm.estimate``): a function of the
+#: layer, the situation (``target``; ``numba_float``, numba usable on float sums;
+#: ``pairs``, bfloat16 pairs; ``rows``, ``direct``'s row kernel takes the layer) and the
+#: record's options, returning the raw cost or None where the algorithm is not offered
+#: for the layer.
+ESTIMATES = {
+    "phase": lambda layer, situation, internal_last: _phase_estimate(layer, internal_last),
+    "gemm": lambda layer, situation, internal_last: _gemm_estimate(layer, internal_last),
+    "shift": lambda layer, situation, internal_last: _shift_estimate(layer, internal_last),
+    "col2im": lambda layer, situation, internal_last: _col2im_estimate(
+        layer, internal_last, situation["numba_float"]),
+    "dense": lambda layer, situation: _dense_estimate(layer),
+    "window": lambda layer, situation: _window_estimate(layer),
+    "stream": lambda layer, situation: _stream_estimate(layer),
+    "direct": lambda layer, situation: _direct_estimate(layer, situation["pairs"],
+                                                        situation["rows"], situation["target"]),
+    "direct-blocked": lambda layer, situation: (
+        _blocked_estimate(layer, situation["target"])
+        if blocked_offered(layer.ci, layer.co, layer.channels_last, situation["rows"],
+                           situation["target"]) else None),
+}

@@ -36,8 +36,8 @@ import numpy as np
 from .._runtime import blas as _blas
 from .._runtime.target import Target
 
-__all__ = ["ALGORITHMS", "REGISTRY", "Algorithm", "exact_algorithms", "resolve", "run",
-           "run_rounded"]
+__all__ = ["ALGORITHMS", "REGISTRY", "Algorithm", "exact_algorithms", "missing",
+           "offered_algorithms", "resolve", "run", "run_rounded"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,9 @@ class Algorithm:
     ``offered``: the cost model may choose it (the others run only as a fallback or
     when forced).  ``rounding``: a function of ``module`` that can round float32 sums
     to float16 or bfloat16 as it stores them and add the bias (no float32 result).
+    ``estimate``: the name of its time estimate
+    (:data:`convtranspose._choose.estimates.ESTIMATES`, called with ``options``).
+    ``scratch``: the name of its scratch rule (:data:`.scratch.SCRATCH_RULES`).
     """
 
     name: str
@@ -66,43 +69,52 @@ class Algorithm:
     exact: bool = False
     offered: bool = True
     rounding: str | None = None
+    estimate: str | None = None
+    scratch: str = "padded-columns"
 
 
 def _entries() -> dict[str, Algorithm]:
     entries = []
+    # The order is the estimates' order of ties (a stable sort keeps it).
     for layout, last in (("nxc", True), ("ncx", False)):
         entries += [
-            Algorithm(f"gemm-{layout}", "gemm", "_phase_gemm",
-                      "stride phases as accumulating BLAS products over row-shifted windows",
-                      {"internal_last": last}, ("blas",), f"phase-{layout}"),
-            Algorithm(f"shift-{layout}", "shift", "_shift_gemm",
-                      "every tap one accumulating BLAS product from a view of one padded copy",
-                      {"internal_last": last}, ("blas",), f"phase-{layout}"),
             Algorithm(f"phase-{layout}", "phase", "_phase",
                       "sub-pixel decomposition: one im2col and one GEMM per class of phases",
-                      {"internal_last": last}),
+                      {"internal_last": last}, estimate="phase"),
+            Algorithm(f"gemm-{layout}", "gemm", "_phase_gemm",
+                      "stride phases as accumulating BLAS products over row-shifted windows",
+                      {"internal_last": last}, ("blas",), f"phase-{layout}", estimate="gemm"),
+            Algorithm(f"shift-{layout}", "shift", "_shift_gemm",
+                      "every tap one accumulating BLAS product from a view of one padded copy",
+                      {"internal_last": last}, ("blas",), f"phase-{layout}", estimate="shift"),
             Algorithm(f"col2im-{layout}", "col2im", "_col2im",
                       "one GEMM of every tap's contribution, then a strided add per tap",
-                      {"internal_last": last}, exact=True),
+                      {"internal_last": last}, exact=True, estimate="col2im",
+                      scratch="columns"),
         ]
     entries += [
-        Algorithm("window", "window", "_window",
-                  "every phase in one GEMM over copied input windows (zeros where no tap)"),
-        Algorithm("direct", "direct", "_direct_numba",
-                  "numba per-tap multiply-adds in vector registers (planes, rows, positions)",
-                  requires=("numba",), fallback="direct-numpy", rounding="_direct_numba_rounded"),
-        Algorithm("direct-numpy", "direct", "_direct_numpy",
-                  "per-tap multiply-adds with NumPy broadcasting", offered=False),
-        Algorithm("direct-blocked", "direct_blocked", "_direct_blocked",
-                  "numba blocks of outputs with their channels in vector registers",
-                  requires=("numba",), fallback="phase-{layout}", exact=True,
-                  rounding="_direct_blocked_rounded"),
         Algorithm("dense", "dense", "_dense",
-                  "the whole layer as one matrix and one product (tiny layers)"),
+                  "the whole layer as one matrix and one product (tiny layers)",
+                  estimate="dense", scratch="dense"),
+        Algorithm("window", "window", "_window",
+                  "every phase in one GEMM over copied input windows (zeros where no tap)",
+                  estimate="window"),
         Algorithm("stream", "stream", "_stream",
                   "the filter read once as stored, numba products of few input positions, "
                   "then an add per tap", requires=("numba",), fallback="col2im-{layout}",
-                  exact=True),
+                  exact=True, estimate="stream", scratch="stream"),
+        Algorithm("direct", "direct", "_direct_numba",
+                  "numba per-tap multiply-adds in vector registers (planes, rows, positions)",
+                  requires=("numba",), fallback="direct-numpy", rounding="_direct_numba_rounded",
+                  estimate="direct", scratch="direct"),
+        Algorithm("direct-numpy", "direct", "_direct_numpy",
+                  "per-tap multiply-adds with NumPy broadcasting", offered=False,
+                  scratch="direct-numpy"),
+        Algorithm("direct-blocked", "direct_blocked", "_direct_blocked",
+                  "numba blocks of outputs with their channels in vector registers",
+                  requires=("numba",), fallback="phase-{layout}", exact=True,
+                  rounding="_direct_blocked_rounded", estimate="direct-blocked",
+                  scratch="direct-blocked"),
     ]
     return {entry.name: entry for entry in entries}
 
@@ -111,6 +123,14 @@ def _entries() -> dict[str, Algorithm]:
 REGISTRY: dict[str, Algorithm] = _entries()
 #: The names that may be forced (``CONVTRANSPOSE_ALGORITHM``, ``algorithm=``).
 ALGORITHMS: tuple[str, ...] = tuple(REGISTRY)
+
+
+def offered_algorithms(dtype: np.dtype, rank: int, target: Target) -> tuple[str, ...]:
+    """The algorithms the cost model may choose for this dtype and rank on ``target``: the
+    offered ones whose requirements are met, in the registry's order (an estimate may
+    still decline a layer)."""
+    return tuple(name for name, entry in REGISTRY.items()
+                 if entry.offered and missing(name, dtype, rank, target) is None)
 
 
 def exact_algorithms() -> frozenset[str]:

@@ -39,11 +39,12 @@ import numpy as np
 from .._plan.rules import AxisPlan
 from .._runtime.caches import kept
 from .._runtime.target import host
+from . import REGISTRY
 from . import adjoints as _backward
 from .common import SCRATCH_BYTES
 from .numba_scratch import direct_blocked_bytes, direct_bytes, stream_bytes
 
-__all__ = ["SCRATCH_MIN_BYTES", "SCRATCH_MULTIPLE", "adjoint_fits", "adjoint_scratch_bytes",
+__all__ = ["SCRATCH_MIN_BYTES", "SCRATCH_MULTIPLE", "SCRATCH_RULES", "adjoint_fits", "adjoint_scratch_bytes",
            "bound_of", "fits", "im2col_budget", "scratch_bound", "scratch_bytes"]
 
 #: The bound is this many times the bytes of the result and the operands, ...
@@ -105,45 +106,85 @@ def _scratch_bytes(name: str, batch: int, axes: tuple[AxisPlan, ...],
 _OVERHEAD_BYTES = 256 << 10
 
 
-def _buffers(name: str, batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int],
-             itemsize: int, threads: int) -> int:
-    data, result, weights = _sizes(batch, axes, weights_shape, itemsize)
+def _dense_buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
+    # The (G*Ci*X, G*Co*Y) matrix, and int64 indices of its nonzeros (at most one per
+    # input, tap and channel pair), a few of them alive at once.
+    data = sizes[0]
+    groups, ci, co = weights_shape[:3]
+    rows = groups * ci * math.prod(a.input_size for a in axes)
+    columns = groups * co * math.prod(a.output_size for a in axes)
+    nonzeros = rows * co * math.prod(weights_shape[3:])
+    return rows * columns * itemsize + 4 * 8 * nonzeros + data
+
+
+def _direct_numpy_buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
+    return 2 * sum(sizes)  # the input's copy, one tap's product
+
+
+def _stream_buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
+    # The input's copy, every position's columns (Co * taps each), a copy of a filter
+    # stored neither taps last nor taps first, and NumPy's product of the columns past
+    # whole chunks (under 64 of them: its copy of the filter's slice and its result).
+    data, _, weights = sizes
     groups, ci, co = weights_shape[:3]
     taps = math.prod(weights_shape[3:])
-    if name == "dense":
-        # The (G*Ci*X, G*Co*Y) matrix, and int64 indices of its nonzeros (at most one
-        # per input, tap and channel pair), a few of them alive at once.
-        rows = groups * ci * math.prod(a.input_size for a in axes)
-        columns = groups * co * math.prod(a.output_size for a in axes)
-        nonzeros = rows * co * taps
-        return rows * columns * itemsize + 4 * 8 * nonzeros + data
-    if name == "direct":
-        return direct_bytes(batch, axes, weights_shape, itemsize, threads)
-    if name == "direct-blocked":
-        return direct_blocked_bytes(batch, axes, weights_shape, itemsize, threads)
-    if name == "direct-numpy":
-        return 2 * (data + result + weights)  # the input's copy, one tap's product
-    if name == "stream":
-        # The input's copy, every position's columns (Co * taps each), a copy of a
-        # filter stored neither taps last nor taps first, and NumPy's product of the
-        # columns past whole chunks (under 64 of them: its copy of the filter's slice
-        # and its result).
-        positions = batch * math.prod(a.input_size for a in axes)
-        tails = groups * (taps if groups == 1 else 1) * (ci + positions) * 64 * itemsize
-        return (data + groups * positions * co * taps * itemsize + weights + tails
-                + stream_bytes(threads))
+    positions = batch * math.prod(a.input_size for a in axes)
+    tails = groups * (taps if groups == 1 else 1) * (ci + positions) * 64 * itemsize
+    return (data + groups * positions * co * taps * itemsize + weights + tails
+            + stream_bytes(threads))
+
+
+def _column_chunks(sizes, batch, axes, weights_shape, itemsize) -> tuple[int, int]:
+    """The padded copy of the input, and the chunks of whole block rows of the first
+    axis (their columns and products, up to the budget) plus the product's copy on its
+    way into the result."""
+    groups, ci, co = weights_shape[:3]
+    taps = math.prod(weights_shape[3:])
     padded = batch * groups * ci * math.prod(_padded(a) for a in axes) * itemsize
     rest = math.prod(_padded(a) for a in axes[1:])
     # One block row of the first axis: its columns (every tap, input channels) and
     # products (every tap or phase, output channels); chunks hold whole rows.
     row = groups * itemsize * taps * (ci + co) * rest
     whole = row * batch * _padded(axes[0])
-    # Chunks of whole rows up to the budget (columns and products together), plus the
-    # product's copy on its way into the result.
-    chunk = 3 * min(max(SCRATCH_BYTES, row), whole) // 2
-    if name.startswith("col2im"):
-        return data + 2 * weights + chunk
+    return padded, 3 * min(max(SCRATCH_BYTES, row), whole) // 2
+
+
+def _columns_buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
+    data, _, weights = sizes
+    return data + 2 * weights + _column_chunks(sizes, batch, axes, weights_shape, itemsize)[1]
+
+
+def _padded_columns_buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
+    data, _, weights = sizes
+    padded, chunk = _column_chunks(sizes, batch, axes, weights_shape, itemsize)
     return padded + data + 2 * weights + chunk
+
+
+def _numba_buffers(bytes_of):
+    def buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
+        return bytes_of(batch, axes, weights_shape, itemsize, threads)
+    return buffers
+
+
+#: Each scratch rule an algorithm's record names (``Algorithm.scratch``): the bytes of
+#: its buffers from ``(sizes, batch, axes, weights_shape, itemsize, threads)``, where
+#: ``sizes`` are the data's, the result's and the weights' bytes.
+SCRATCH_RULES = {
+    "dense": _dense_buffers,
+    "direct": _numba_buffers(direct_bytes),
+    "direct-blocked": _numba_buffers(direct_blocked_bytes),
+    "direct-numpy": _direct_numpy_buffers,
+    "stream": _stream_buffers,
+    "columns": _columns_buffers,
+    "padded-columns": _padded_columns_buffers,
+}
+
+
+def _buffers(name: str, batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int],
+             itemsize: int, threads: int) -> int:
+    sizes = _sizes(batch, axes, weights_shape, itemsize)
+    rule = SCRATCH_RULES[REGISTRY[name].scratch]
+    return rule(sizes, batch, axes, weights_shape, itemsize, threads)
 
 
 def fits(name: str, batch: int, axes: Sequence[AxisPlan], weights_shape: Sequence[int],
