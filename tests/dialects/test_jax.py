@@ -191,3 +191,18 @@ def test_jax_suite_conv_transpose_1d_2d(rank, strides, padding, rhs_dilation,
         expected = np.asarray(lax.conv_transpose(lhs, rhs, strides, padding, **arguments))
         assert_same(ct.jax_conv_transpose(lhs, rhs, strides, padding, **arguments), expected,
                     (rank, strides, padding, arguments, b, i, j, k))
+
+
+def test_xla_aborts_on_a_valid_3d_layer():
+    # docs/semantics.md: XLA's algebraic simplifier aborts the process on this valid
+    # layer (output (1, 1, 10, 2, 6)); run in a subprocess, which it kills.
+    import subprocess
+    import sys
+
+    script = ("import numpy as np; from jax import lax; lax.conv_general_dilated("
+              "np.ones((1,1,5,1,4),np.float32), np.ones((1,1,2,3,2),np.float32), (1,1,1),"
+              " ((0,-1),(0,3),(0,0)), (3,1,2), (2,1,1)).block_until_ready()")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode != 0 and "Window dimensions do not match" in run.stderr, \
+        (run.returncode, run.stderr[-2000:])

@@ -651,3 +651,37 @@ def test_litert_suite_accuracy_golden():
                                       stride_w=3)
     assert result.ravel().tolist() == [1615, 1938, 4689, 2605, 2584, 1615, 4689, 4168, 323,
                                        1292, 1563, 521]
+
+
+def test_xnnpack_runs_what_the_litert_kernel_refuses():
+    # docs/semantics.md: a constant output shape of 8 for 2 elements, kernel 3, stride 2,
+    # VALID (TensorFlow's rule takes 5 or 6): the kernel refuses it, the default XNNPACK
+    # delegate returns 6 elements.
+    hwoi = np.array([1.0, 2.0, 3.0], np.float32).reshape(1, 3, 1, 1)
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 1, 2, 1], tf.float32)])
+    def model(x):
+        return tf.nn.conv2d_transpose(x, tf.constant(hwoi), [1, 1, 8, 1], [1, 1, 2, 1], "VALID")
+
+    content = tf.lite.TFLiteConverter.from_concrete_functions(
+        [model.get_concrete_function()], model).convert()
+    x = np.array([1.0, 2.0], np.float32).reshape(1, 1, 2, 1)
+    results = {}
+    for resolver in ("AUTO", "BUILTIN_WITHOUT_DEFAULT_DELEGATES"):
+        interpreter = litert.Interpreter(
+            model_content=content,
+            experimental_op_resolver_type=getattr(litert.OpResolverType, resolver))
+        try:
+            interpreter.allocate_tensors()
+            interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+            interpreter.invoke()
+            results[resolver] = interpreter.get_tensor(
+                interpreter.get_output_details()[0]["index"]).copy()
+        except RuntimeError as error:
+            results[resolver] = str(error)
+    assert "computed_input_width" in results["BUILTIN_WITHOUT_DEFAULT_DELEGATES"]
+    assert results["AUTO"].shape == (1, 1, 6, 1)
+    assert results["AUTO"].ravel().tolist() == [1, 2, 5, 4, 6, 0]
+    with pytest.raises(ct.ConvTransposeError, match="does not match the input"):
+        ct.tflite_transpose_conv([1, 1, 8, 1], hwoi.transpose(2, 0, 1, 3), x, padding="VALID",
+                                 stride_w=2)
