@@ -162,3 +162,66 @@ def test_output_size_overrides_output_padding_as_the_module_does():
         expected = module(torch.from_numpy(x), output_size=[7]).numpy()
     assert_same(ct.torch_conv_transpose(x, w, stride=2, output_padding=1, output_size=[7]),
                 expected, "output_size 7")
+
+
+def _torch_or_error(x, w, **arguments):
+    try:
+        return torch.nn.functional.conv_transpose2d(torch.from_numpy(x), torch.from_numpy(w),
+                                                    **arguments).numpy()
+    except RuntimeError as error:
+        return str(error).splitlines()[0]
+
+
+@pytest.mark.parametrize("data_shape, weight_shape, arguments", [
+    ((1, 2, 0, 3), (2, 3, 2, 2), {}), ((0, 2, 0, 3), (2, 3, 1, 2), {}),
+    ((0, 2, 0, 3), (2, 3, 3, 2), dict(stride=2)),
+    ((0, 2, 0, 3), (2, 3, 3, 2), dict(stride=2, output_padding=1)),
+    ((0, 2, 0, 3), (2, 3, 4, 2), {}), ((0, 2, 3, 3), (2, 3, 2, 2), {}),
+    ((0, 2, 1, 3), (2, 3, 2, 2), dict(padding=1)),
+    ((1, 2, 3, 3), (2, 0, 2, 2), {}), ((1, 0, 3, 3), (0, 3, 2, 2), {}),
+])
+def test_empty_axes_match_torch(data_shape, weight_shape, arguments):
+    # An empty spatial axis (and an output size of 0) only with an empty batch; an
+    # empty weight never.
+    x, w = np.zeros(data_shape), np.ones(weight_shape)
+    expected = _torch_or_error(x, w, **arguments)
+    if isinstance(expected, str):
+        assert any(words in expected for words in (
+            "Only zero batch", "non-empty", "at least 1 at dimension 0")), expected
+        with pytest.raises(ct.ConvTransposeError, match="empty"):
+            ct.torch_conv_transpose(x, w, **arguments)
+        return
+    assert_same(ct.torch_conv_transpose(x, w, **arguments), expected, (data_shape, arguments))
+    assert ct.shapes.torch_conv_transpose(data_shape, weight_shape, **arguments).output_shape \
+        == expected.shape
+
+
+def test_the_grouped_path_returns_an_empty_output_the_ungrouped_one_refuses():
+    # docs/semantics.md: torch's grouped float32 path gives (1, 3, 6, 0) where the
+    # ungrouped one (and the grouped float64 one) raises "Output size is too small"; this
+    # library refuses all three.
+    arguments = dict(stride=[3, 1], padding=[2, 3], dilation=[2, 1], output_padding=[2, 0])
+    x, ones = np.ones((1, 3, 2, 4), np.float32), np.ones
+    grouped = _torch_or_error(x, ones((3, 1, 3, 3), np.float32), groups=3, **arguments)
+    assert grouped.shape == (1, 3, 6, 0)
+    for data, weight, groups in [(x, ones((3, 3, 3, 3), np.float32), 1),
+                                 (x.astype(np.float64), ones((3, 1, 3, 3)), 3)]:
+        assert "Output size is too small" in _torch_or_error(data, weight, groups=groups,
+                                                             **arguments)
+    with pytest.raises(ct.ConvTransposeError, match="output size"):
+        ct.torch_conv_transpose(np.ones((1, 3, 2, 4)), np.ones((3, 1, 3, 3)), groups=3,
+                                **arguments)
+
+
+def test_torch_suite_conv_transpose2d_output_size():
+    # pytorch/pytorch test/nn/test_convolution.py test_ConvTranspose2d_output_size:
+    # nn.ConvTranspose2d(3, 4, 3, 3, 0, 2) on (2, 3, 6, 6) takes output sizes 18 to 20.
+    for h in range(15, 22):
+        for w in range(15, 22):
+            arguments = dict(stride=3, padding=0, output_padding=2, output_size=(h, w))
+            if 18 <= h <= 20 and 18 <= w <= 20:
+                plan = ct.shapes.torch_conv_transpose((2, 3, 6, 6), (3, 4, 3, 3), **arguments)
+                assert plan.output_shape[2:] == (h, w)
+            else:
+                with pytest.raises(ct.ConvTransposeError, match="output_size"):
+                    ct.shapes.torch_conv_transpose((2, 3, 6, 6), (3, 4, 3, 3), **arguments)

@@ -92,6 +92,33 @@ def test_empty_batch_channels_and_depthwise(algorithm):
             np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_an_empty_spatial_axis_gives_zeros_and_the_bias(algorithm):
+    # X = 0 along one axis (TensorFlow, Keras and JAX take it): no product reaches the
+    # output, which holds the bias alone, whatever algorithm is forced.  F = K' - s may be
+    # negative or smaller than Y there.
+    cases = [(AxisPlan(0, 3, 2, 1, 1, 2), AxisPlan(2, 2, 2, 1, 0, 4)),
+             (AxisPlan(3, 2, 1, 2, 0, 5), AxisPlan(0, 1, 3, 1, 0, 2)),
+             (AxisPlan(0, 5, 1, 1, 4, 4),)]
+    for axes in cases:
+        data = np.ones((2, 3) + tuple(a.input_size for a in axes), np.float32)
+        weights = np.ones((1, 3, 2) + tuple(a.kernel_size for a in axes), np.float32)
+        bias = np.array([1.5, -2.0], np.float32)
+        expected = np.broadcast_to(bias.reshape((1, 2) + (1,) * len(axes)),
+                                   (2, 2) + tuple(a.output_size for a in axes))
+        for channels_last in (False, True):
+            got = _run(data, weights, axes, np.float32, channels_last, algorithm, bias=bias)
+            np.testing.assert_array_equal(got, expected)
+            layout = np.ascontiguousarray(np.moveaxis(data, 1, -1)) if channels_last else data
+            half = transposed_convolution(layout.astype(np.float16), weights.astype(np.float16),
+                                          axes, dtype=np.float32, channels_last=channels_last,
+                                          bias=bias, algorithm=algorithm,
+                                          result_dtype=np.float16)
+            assert half.dtype == np.float16
+            np.testing.assert_array_equal(np.moveaxis(half, -1, 1) if channels_last else half,
+                                          expected.astype(np.float16))
+
+
 def test_chunked_scratch_and_threaded_copies(use_target, monkeypatch):
     # A tiny scratch budget forces the batch and first-axis row chunking paths, and a
     # zero threshold sends every copy and add through the thread pool.

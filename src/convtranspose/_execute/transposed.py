@@ -90,6 +90,9 @@ def transposed_convolution(
     batch = data.shape[0]
     if out is None:
         out = _empty_result(batch, weights.shape, axes, channels_last, result_dtype or dtype)
+    if data.size == 0 or weights.size == 0:  # before any algorithm, forced ones included
+        return _nothing_to_multiply(out, bias, dtype, result_dtype, channels_last, len(axes),
+                                    target)
     if beyond_int64_kernels(axes):  # correctness wins over a forced algorithm
         algorithm = "direct-numpy"
     elif algorithm is None:
@@ -98,9 +101,7 @@ def transposed_convolution(
     if result_dtype is not None:
         return _rounded(data, weights, axes, dtype, np.dtype(result_dtype), channels_last,
                         bias, algorithm, out, target)
-    if out.size and (data.size == 0 or weights.size == 0):
-        out.fill(0)
-    elif out.size:
+    if out.size:
         # Special values arise silently whichever algorithm runs (BLAS never warns), under
         # any np.errstate of the caller; the finiteness checks may overflow.
         with np.errstate(all="ignore"):
@@ -113,6 +114,23 @@ def transposed_convolution(
                          channels_last, out, target)
     if bias is not None and out.size:
         _add_bias(out, bias, dtype, channels_last, len(axes))
+    return out
+
+
+def _nothing_to_multiply(out: np.ndarray, bias: np.ndarray | None, dtype: np.dtype,
+                         result_dtype: np.dtype | None, channels_last: bool, rank: int,
+                         target: Target) -> np.ndarray:
+    """``out`` filled for an empty batch, channel, spatial or kernel axis: no product
+    reaches it, so it holds zeros plus the bias (rounded once to ``result_dtype``)."""
+    if bias is None or not out.size:
+        out.fill(0)
+    elif result_dtype is None:
+        out.fill(0)
+        _add_bias(out, bias, dtype, channels_last, rank)
+    else:
+        sums = np.zeros(out.shape, dtype)
+        _add_bias(sums, bias, dtype, channels_last, rank)
+        _casts.narrow(sums, np.dtype(result_dtype), out, target)
     return out
 
 

@@ -231,6 +231,12 @@ _PLAIN = (np.ndarray, type(None))
 
 def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "filter", "bias"),
              output_shape=None):
+    if not plan.axes:  # no spatial axis (JAX's 0-D conv_transpose): one of size 1
+        if out is not None:
+            direct_out(out, plan, _operands(names, data, filter, bias), names)
+        result = execute_plan(_plan.with_unit_axis(plan), data[..., None], filter[..., None],
+                              bias, None if out is None else out[..., None], names=names)
+        return result[..., 0] if out is None else out
     if type(data) is not np.ndarray or type(filter) is not np.ndarray or type(bias) not in _PLAIN:
         result = _array_api.transposed(plan, names, (data, filter, bias), out,
                                        lambda *views: execute_plan(plan, *views, names=names))

@@ -5,10 +5,14 @@ canonical plans.
 input padded by ``(a, b)`` per axis, so per axis ``offset = K' - 1 - a`` and
 ``Y = F + a + b - 2 (K' - 1)``; its kernel is the canonical filter flipped in space
 unless ``transpose_kernel=True`` (which flips it back and swaps its I and O axes).
+An empty spatial axis (``X = 0``) dilates to no element, so there ``Y = a + b - K' + 1``
+(zeros).  With no spatial axis (``lhs`` ``(N, C)``, ``rhs`` ``(I, O)``, ``strides=()``)
+it is the matrix product ``lhs @ rhs``: a plan with no axes.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING
 
 from .._errors import ConvTransposeError
@@ -30,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["jax_conv_transpose", "jax_layouts"]
 
-_DEFAULT_SPECS = {1: ("NHC", "HIO", "NHC"), 2: ("NHWC", "HWIO", "NHWC"),
+_DEFAULT_SPECS = {0: ("NC", "IO", "NC"), 1: ("NHC", "HIO", "NHC"), 2: ("NHWC", "HWIO", "NHWC"),
                   3: ("NHWDC", "HWDIO", "NHWDC")}
 
 
@@ -44,7 +48,7 @@ def jax_layouts(dimension_numbers, rank: int, transpose_kernel: bool) -> tuple[s
         if rank not in _DEFAULT_SPECS:
             raise ConvTransposeError(
                 f"dimension_numbers is required for {rank} spatial axes (JAX has defaults"
-                f" for 1 to 3 only)")
+                f" for 0 to 3 only)")
         dimension_numbers = _DEFAULT_SPECS[rank]
     specs = as_sequence("dimension_numbers", dimension_numbers)
     if len(specs) != 3 or not all(isinstance(s, str) for s in specs):
@@ -73,6 +77,15 @@ def jax_layouts(dimension_numbers, rank: int, transpose_kernel: bool) -> tuple[s
     if transpose_kernel:
         io = io.translate(str.maketrans("IO", "OI"))
     return data_format, io
+
+
+def _is_int(value) -> bool:
+    """Whether ``value`` is a single integer (a bool included), not a sequence."""
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _padding_pairs(padding, rank, dilated, strides, consistent):
@@ -124,18 +137,21 @@ def jax_conv_transpose(lhs: ShapeLike, rhs: ShapeLike, strides: PerAxis, padding
     """
     data = as_shape("lhs shape", lhs)
     filter_ = as_shape("rhs shape", rhs)
-    if len(data) != len(filter_) or len(data) < 3:
+    if len(data) != len(filter_) or len(data) < 2:
         raise ConvTransposeError(
-            f"lhs shape {data} and rhs shape {filter_} must have the same rank, 3 or more")
+            f"lhs shape {data} and rhs shape {filter_} must have the same rank, 2 or more"
+            f" (2: no spatial axis, the matrix product)")
     rank = len(data) - 2
     data_format, layout = jax_layouts(dimension_numbers, rank, bool(transpose_kernel))
-    if strides is None:
-        raise ConvTransposeError("strides is required: one int per spatial axis")
+    for name, value in (("strides", strides), ("rhs_dilation", rhs_dilation)):
+        if value is None and name == "strides" or _is_int(value):
+            raise ConvTransposeError(
+                f"{name} must be a sequence of one int per spatial axis ({rank} here), as"
+                f" lax.conv_transpose takes it (it refuses a single int); got {name}={value!r}")
     strides = per_axis("strides", strides, rank, 1, 1)
     dilations = per_axis("rhs_dilation", rhs_dilation, rank, 1, 1)
     spatial = data[1:-1] if data_format == "NXC" else data[2:]
     channels = data[-1] if data_format == "NXC" else data[1]
-    check_spatial("lhs", data, spatial)
     spatial_first = layout.startswith("X")
     kernel = filter_[:rank] if spatial_first else filter_[2:]
     io = filter_[rank:] if spatial_first else filter_[:2]
@@ -152,10 +168,16 @@ def jax_conv_transpose(lhs: ShapeLike, rhs: ShapeLike, strides: PerAxis, padding
     axes = []
     for i, (x, k, s, d, (a, b)) in enumerate(zip(spatial, kernel, strides, dilations, pairs)):
         full = (x - 1) * s + dilated[i]
-        axes.append(checked_axis(i, x, k, s, d, dilated[i] - 1 - a, full + a + b - 2 * (dilated[i] - 1),
+        if x:
+            size, rule = full + a + b - 2 * (dilated[i] - 1), (
+                f"Y = F + a + b - 2(K'-1) = {full} + {a} + {b} - {2 * (dilated[i] - 1)}")
+        else:  # the dilated input has no element: the window slides over the pads alone
+            size, rule = a + b - dilated[i] + 1, (
+                f"X = 0 dilates to no element: Y = a + b - K' + 1 = {a} + {b} - {dilated[i]}"
+                f" + 1")
+        axes.append(checked_axis(i, x, k, s, d, dilated[i] - 1 - a, size,
                           f"pads ({a}, {b}) of the dilated input: offset = K'-1-a ="
-                          f" {dilated[i] - 1 - a}, Y = F + a + b - 2(K'-1) = {full} + {a} + {b}"
-                          f" - {2 * (dilated[i] - 1)}"))
+                          f" {dilated[i] - 1 - a}, {rule}"))
     sizes = tuple(a.output_size for a, _ in axes)
     output = ((data[0],) + sizes + (out_channels,) if data_format == "NXC"
               else (data[0], out_channels) + sizes)

@@ -4,7 +4,9 @@ their arguments, layouts and rules, as canonical plans.
 PyTorch pads symmetrically (``padding`` removes that many elements at both ends),
 ``output_padding`` adds elements at the end and must be smaller than the stride or the
 dilation, and the module's ``output_size`` chooses ``output_padding`` in
-``[0, stride - 1]`` (the module then ignores its own ``output_padding``).
+``[0, stride - 1]`` (the module then ignores its own ``output_padding``).  An empty
+spatial axis, and an output size of 0, are taken only with an empty batch; an empty
+weight is refused.
 """
 
 from __future__ import annotations
@@ -109,9 +111,17 @@ def torch_conv_transpose(input: ShapeLike, weight: ShapeLike, bias: ShapeLike | 
     groups = as_index("groups", groups)
     if groups <= 0:
         raise ConvTransposeError(f"groups must be positive, got {groups}")
-    check_spatial("input", data, data[2:])
+    if data[0] and 0 in data[2:]:
+        raise ConvTransposeError(
+            f"input shape {data} has an empty spatial axis: PyTorch takes one only with an"
+            f" empty batch (\"Only zero batch or zero channel inputs are supported\")")
     kernel = filter_[2:]
     check_spatial("weight", filter_, kernel)
+    if 0 in filter_[:2]:
+        raise ConvTransposeError(
+            f"weight shape {filter_} has no {'input' if filter_[0] == 0 else 'output'}"
+            f" channels: PyTorch refuses an empty weight (\"expected weight to be at least 1"
+            f" at dimension 0\", \"non-empty ... weight tensor expected\")")
     if filter_[0] != data[1]:
         raise ConvTransposeError(
             f"input has {data[1]} channels but weight of shape {filter_} expects"
@@ -140,7 +150,8 @@ def torch_conv_transpose(input: ShapeLike, weight: ShapeLike, bias: ShapeLike | 
             extra[i]
         full = (x - 1) * s + (k - 1) * d + 1
         axes.append(checked_axis(i, x, k, s, d, p, full + op_ - 2 * p,
-                          f"Y = F + output_padding - 2*padding = {full} + {op_} - 2*{p}"))
+                          f"Y = F + output_padding - 2*padding = {full} + {op_} - 2*{p}",
+                          empty=data[0] == 0))
     output = (data[0], out_channels) + tuple(a.output_size for a, _ in axes)
     return build_plan("torch_conv_transpose", data, filter_, output, strides, dilations, padding,
                  padding, extra, "explicit", groups, "NCX", "IOX", axes)

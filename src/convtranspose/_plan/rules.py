@@ -18,6 +18,7 @@ so a dialect only chooses ``(offset, Y)`` per axis; :class:`AxisPlan` holds them
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import sys
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ConvTransposeError, ResultTooLargeError
+from .._runtime.caches import kept
 
 __all__ = ["AxisPlan", "ConvTransposePlan"]
 
@@ -334,14 +336,18 @@ def check_spatial(name: str, shape: tuple[int, ...], sizes: tuple[int, ...]) -> 
 
 
 def checked_axis(
-    i: int, x: int, k: int, s: int, d: int, offset: int, size: int, rule: str
+    i: int, x: int, k: int, s: int, d: int, offset: int, size: int, rule: str,
+    empty: bool = False,
 ) -> tuple[AxisPlan, str]:
+    """One axis and its rule as text; an output size of 0 only where ``empty`` (the
+    dialects whose runtimes return empty results: TensorFlow's family, PyTorch's empty
+    batch)."""
     axis = AxisPlan(x, k, s, d, offset, size)
     full = f"F = ({x}-1)*{s} + ({k}-1)*{d}+1 = {axis.full_size}"
-    if size <= 0:
+    if size < 0 or (size == 0 and not empty):
         raise ConvTransposeError(
             f"the output size along spatial axis {i} would be {size} ({full}; {rule}),"
-            f" but it must be positive"
+            f" but it must be {'non-negative' if empty else 'positive'}"
         )
     return axis, f"{full}; {rule}; Y = {size}, offset = {offset}"
 
@@ -393,6 +399,8 @@ def size_culprit(plan: ConvTransposePlan) -> tuple[str, object]:
     """The argument (and its value) that makes ``plan``'s result as large as it is: the
     attribute that lengthens the longest axis most (an output beyond the natural size
     comes from ``output_shape``), else the operand with the most batch or channels."""
+    if not plan.axes:
+        return _operand_culprit(plan)
     longest = max(range(plan.spatial_rank), key=lambda i: plan.axes[i].output_size)
     axis = plan.axes[longest]
     parts = {"strides": (axis.input_size - 1) * axis.stride,
@@ -404,9 +412,27 @@ def size_culprit(plan: ConvTransposePlan) -> tuple[str, object]:
         if name == "output_shape":
             return name, tuple(a.output_size for a in plan.axes)
         return name, getattr(plan, name)
+    return _operand_culprit(plan)
+
+
+def _operand_culprit(plan: ConvTransposePlan) -> tuple[str, object]:
     if plan.out_channels > plan.in_channels:
         return "filter", f"<array of shape {plan.filter_shape}>"
     return "data", f"<array of shape {plan.data_shape}>"
+
+
+@kept("resolved plans and prepared calls", maxsize=64)
+def with_unit_axis(plan: ConvTransposePlan) -> ConvTransposePlan:
+    """A plan of no spatial axis (JAX's 0-D ``conv_transpose``, a matrix product) as the
+    same product over one axis of size 1 (kernel 1, stride 1, offset 0): every shape
+    gains a trailing 1, the position of the axis in its ``NCX`` data and ``IOX`` or
+    ``OIX`` filter layouts."""
+    return dataclasses.replace(
+        plan, data_shape=plan.data_shape + (1,), filter_shape=plan.filter_shape + (1,),
+        output_shape=plan.output_shape + (1,), strides=(1,), dilations=(1,),
+        pads_begin=(0,), pads_end=(0,), output_padding=(0,),
+        axes=(AxisPlan(1, 1, 1, 1, 0, 1),),
+        formulas=("no spatial axis: one of size 1, kernel 1, stride 1; Y = 1, offset = 0",))
 
 
 def filter_axes(layout: str, rank: int) -> tuple[int, int, tuple[int, ...]]:

@@ -10,6 +10,9 @@ is given (``output_shape``; Keras computes it), and the forward convolution of a
     explicit  X = (Y + a + b - K' + s) // s          offset = a   (tf.nn, 2-D only)
 
 so the odd pad of SAME goes at the end, and ``Y`` past the full result ``F`` is zeros.
+The quotient is C++'s (toward zero) and must not be negative.  TensorFlow and Keras take
+an input with an empty spatial axis (``X = 0``) and give zeros (an output size of 0 is
+then allowed); LiteRT refuses it.
 """
 
 from __future__ import annotations
@@ -68,13 +71,20 @@ def tf_axes(op, data, kernel, strides, dilations, sizes, modes, spatial):
             computed = _truncated(y + a + b - dilated + s, s)
             rule = (f"explicit ({a}, {b}): X = (Y + a + b - K' + s) // s = ({y} + {a} + {b}"
                     f" - {dilated} + {s}) // {s}")
+        if computed < 0:
+            raise ConvTransposeError(
+                f"{op}: output_shape {list(sizes)} is too small along spatial axis {i}: the"
+                f" forward convolution of {y} elements would have a negative size,"
+                f" {computed} ({rule}; TensorFlow: \"Computed output size would be"
+                f" negative\"); for {x} the output size must lie in"
+                f" {_valid_range(x, dilated, s, mode)}")
         if computed != x:
             raise ConvTransposeError(
                 f"{op}: output_shape {list(sizes)} does not match the input along spatial"
                 f" axis {i}: the forward convolution of {y} elements gives {computed}"
                 f" ({rule}) but the input has {x} (input shape {data}); for {x} the output"
                 f" size must lie in {_valid_range(x, dilated, s, mode)}")
-        axes.append(checked_axis(i, x, k, s, d, a, y, f"{rule} = {x}; offset = {a}"))
+        axes.append(checked_axis(i, x, k, s, d, a, y, f"{rule} = {x}; offset = {a}", empty=True))
         begins.append(a)
         ends.append(b)
         extras.append(y - full + a + b)
@@ -82,19 +92,42 @@ def tf_axes(op, data, kernel, strides, dilations, sizes, modes, spatial):
 
 
 def _valid_range(x, dilated, s, mode) -> str:
+    """The output sizes whose forward convolution gives ``x`` elements (the quotient
+    truncated toward zero, so ``x = 0`` also takes the numerators in ``(-s, 0)``)."""
     if mode == "SAME":
-        return f"[{(x - 1) * s + 1}, {x * s}]"
+        return f"[{max((x - 1) * s + 1, 0)}, {x * s}]"
     a, b = (0, 0) if mode == "VALID" else mode
-    low = max((x - 1) * s + dilated - a - b, 1)
-    return f"[{low}, {(x - 1) * s + dilated - a - b + s - 1}]"
+    high = (x - 1) * s + dilated - a - b + s - 1
+    low = max((x - 1) * s + dilated - a - b - (s - 1 if x == 0 else 0), 0)
+    return f"[{low}, {high}]" if low <= high else "no size at all"
 
 
 def _tf_sequence(name, value, rank, channels_last) -> tuple[int, ...]:
-    """TensorFlow's int-or-list of length 1, N or N+2 (batch and channel entries 1)."""
+    """TensorFlow's int-or-list of length 1, N or N+2 (batch and channel entries 1).
+
+    In 1-D, ``conv1d_transpose`` runs the 2-D op on a size-1 axis that it inserts
+    before the spatial one, and a list of 3 becomes the 2-D op's ``[1] + list``: the
+    entry that lands on the inserted axis (the first in NWC, the second in NCW) strides
+    a kernel of one tap over one element, so any positive value does the same, and the
+    one that lands on the depth (the last in NWC, the first in NCW) must be 1.
+    """
     if value is None:
         return (1,) * rank
     items = [value] if isinstance(value, int) else as_sequence(name, value)
-    if len(items) == rank + 2:
+    if len(items) == rank + 2 and rank == 1:
+        depth, inserted, spatial = (2, 0, 1) if channels_last else (0, 1, 2)
+        if as_index(name, items[depth]) != 1:
+            raise ConvTransposeError(
+                f"{name} {list(items)}: TensorFlow does not support {name} in the batch and"
+                f" depth dimensions: in 1-D the entry at index {depth} is the depth's (the"
+                f" 2-D op it runs takes [1] + {name}) and must be 1")
+        if as_index(name, items[inserted]) <= 0:
+            raise ConvTransposeError(
+                f"{name} {list(items)}: the entry at index {inserted} applies to the size-1"
+                f" axis TensorFlow's 1-D op inserts and must be positive (it has no other"
+                f" effect)")
+        items = [items[spatial]]
+    elif len(items) == rank + 2:
         outer = (items[0], items[-1]) if channels_last else tuple(items[:2])
         if any(as_index(name, v) != 1 for v in outer):
             raise ConvTransposeError(
@@ -160,12 +193,13 @@ def _channels(op, data, filter_, output, channels_last):
 
 
 def _tf_plan(op, data, filter_, output, strides, dilations, modes, channels_last, mode_name,
-             layout="XOI") -> ConvTransposePlan:
+             layout="XOI", empty_input=True) -> ConvTransposePlan:
     rank = len(data) - 2
     spatial = data[1:-1] if channels_last else data[2:]
     sizes = output[1:-1] if channels_last else output[2:]
     kernel = filter_[:rank] if layout == "XOI" else filter_[1:-1]
-    check_spatial("input", data, spatial)
+    if not empty_input:
+        check_spatial("input", data, spatial)
     check_spatial("filter", filter_, kernel)
     axes, begins, ends, extras = tf_axes(op, data, kernel, strides, dilations, sizes, modes,
                                          spatial)
@@ -229,10 +263,10 @@ def keras_output_size(x, k, s, d, padding, output_padding) -> int:
 
 
 def _keras_tuple(name, value, rank, allow_zero=False) -> tuple[int, ...]:
-    items = [value] if isinstance(value, int) and not isinstance(value, bool) else \
+    """Keras' ``standardize_tuple``: an int for every axis, or exactly ``rank`` values (a
+    one-element tuple only in 1-D)."""
+    items = [value] * rank if isinstance(value, int) and not isinstance(value, bool) else \
         as_sequence(name, value)
-    if len(items) == 1:
-        items = items * rank
     if len(items) != rank:
         raise ConvTransposeError(
             f"The `{name}` argument must be a tuple of {rank} integers; got {name}={value!r}")
@@ -289,6 +323,13 @@ def keras_conv_transpose(inputs: ShapeLike, kernel: ShapeLike, bias: ShapeLike |
     sizes = tuple(keras_output_size(x, k, s, d, padding, None if extra is None else extra[i])
                   for i, (x, k, s, d) in enumerate(zip(spatial, filter_[:rank], strides,
                                                        dilations)))
+    negative = [size for size in sizes if size < 0]
+    if negative:
+        raise ConvTransposeError(
+            f"{op}: Keras computes the output size {list(sizes)} for inputs of shape {data}"
+            f" ((X-1)*s + max(K', s) for 'valid', (X-1)*s + K' % 2 + output_padding for"
+            f" 'same' with output_padding) and TensorFlow refuses the negative size"
+            f" {negative[0]} (\"Dimension {negative[0]} must be >= 0\")")
     output = ((data[0],) + sizes + (filter_[-2],) if channels_last
               else (data[0], filter_[-2]) + sizes)
     if bias is not None and as_shape("bias shape", bias) != (filter_[-2],):
@@ -351,5 +392,9 @@ def tflite_transpose_conv(output_shape: ShapeLike, weights: ShapeLike, input: Sh
     if bias is not None and as_shape("bias shape", bias) != (filter_[0],):
         raise ConvTransposeError(
             f"bias has shape {as_shape('bias shape', bias)} but must be ({filter_[0]},)")
+    if data[-1] == 0:
+        raise ConvTransposeError(
+            f"{op}: the input of shape {data} has no channels; LiteRT refuses an empty"
+            f" input axis (\"SizeOfDimension(input, 3) > 0 was not true\")")
     return _tf_plan(op, data, filter_, output, strides, (1, 1), (padding,) * 2, True,
-                    padding.lower(), layout="OXI")
+                    padding.lower(), layout="OXI", empty_input=False)
