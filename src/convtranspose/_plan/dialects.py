@@ -86,7 +86,7 @@ class Dialect:
 
 def _framework(name, owner, rule, operands) -> Dialect:
     return Dialect(name, owner, rule, operands, missing={
-        surface: _NOT_BUILT for surface in ("vjp", "dask", "torch", "cli")})
+        surface: _NOT_BUILT for surface in ("dask", "torch", "cli")})
 
 
 _RECORDS = (
@@ -111,12 +111,10 @@ _RECORDS = (
                ("lhs", "rhs", None)),
     Dialect("convolution", "OpenVINO Convolution-1", convolution, ("data", "filter", None),
             transposed=False,
-            missing={"translate": _NOT_A_LAYER, "cli": _NOT_BUILT, "vjp": _NOT_BUILT,
-                     "dask": _NOT_BUILT}),
+            missing={"translate": _NOT_A_LAYER, "cli": _NOT_BUILT, "dask": _NOT_BUILT}),
     Dialect("group_convolution", "OpenVINO GroupConvolution-1", group_convolution,
             ("data", "filter", None), transposed=False,
-            missing={"translate": _NOT_A_LAYER, "cli": _NOT_BUILT, "vjp": _NOT_BUILT,
-                     "dask": _NOT_BUILT}),
+            missing={"translate": _NOT_A_LAYER, "cli": _NOT_BUILT, "dask": _NOT_BUILT}),
 )
 
 #: Every dialect by name, in the order the docs list them.
