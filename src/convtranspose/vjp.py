@@ -372,6 +372,11 @@ def _docstring(record, parameters) -> str:
         bias_return="" if bias is None else _BIAS_RETURN.format(bias=bias))
 
 
+def _contiguous(array):
+    """A NumPy array C-contiguous (as every gradient is), another library's as it is."""
+    return np.ascontiguousarray(array) if type(array) is np.ndarray else array
+
+
 def _framework_gradients(name: str):
     """The VJP of the frameworks' dialect ``name``, from its record in
     :data:`~convtranspose._plan.dialects.DIALECTS` and its array function: the array
@@ -407,7 +412,7 @@ def _framework_gradients(name: str):
             return _gradients(plan, names, data, filter, grad_output, bias)
         grads = _gradients(plan, names, data, planned(plan, arguments, filter), grad_output,
                            bias)
-        return (grads[0], np.ascontiguousarray(planned(plan, arguments, grads[1])), *grads[2:])
+        return (grads[0], _contiguous(planned(plan, arguments, grads[1])), *grads[2:])
 
     gradients.__name__ = gradients.__qualname__ = name
     gradients.__signature__ = signature  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._execute import array_api as _array_api
 from .._plan import dialects as _dialects
 from .specs import as_array, execute_plan, resolve_plan
 
@@ -162,12 +163,10 @@ def jax_planned_rhs(plan, rhs, transpose_kernel: bool):
     gradient to ``rhs``'s."""
     if transpose_kernel:
         return rhs
-    import numpy as np
-
     rank = plan.spatial_rank
     kernel_axes = tuple(range(rank)) if plan.filter_layout.startswith("X") \
         else tuple(range(2, rank + 2))
-    return np.flip(rhs, kernel_axes)
+    return _array_api.flip(rhs, kernel_axes)
 
 
 def tf_conv_transpose(input: ArrayLike, filters: ArrayLike, output_shape: ShapeLike,
