@@ -86,7 +86,7 @@ class Dialect:
 
 def _framework(name, owner, rule, operands) -> Dialect:
     return Dialect(name, owner, rule, operands, missing={
-        surface: _NOT_BUILT for surface in ("dask", "cli")})
+        surface: _NOT_BUILT for surface in ("dask",)})
 
 
 _RECORDS = (
