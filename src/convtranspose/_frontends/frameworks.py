@@ -156,17 +156,17 @@ def jax_conv_transpose(lhs: ArrayLike, rhs: ArrayLike, strides: PerAxis, padding
                         names=("lhs", "rhs", "bias"))
 
 
-def jax_planned_rhs(plan, rhs, transpose_kernel: bool):
+def jax_planned_rhs(plan, rhs, transpose_kernel: bool, flip=_array_api.flip):
     """``rhs`` as the plan's filter: JAX correlates with ``rhs`` unless
-    ``transpose_kernel``, so the plan's (convolution) filter is ``rhs`` flipped in space.
-    The flip is its own inverse and its own adjoint: it also takes the plan's filter
-    gradient to ``rhs``'s."""
+    ``transpose_kernel``, so the plan's (convolution) filter is ``rhs`` flipped in space
+    (by ``flip(array, axes)``).  The flip is its own inverse and its own adjoint: it also
+    takes the plan's filter gradient to ``rhs``'s."""
     if transpose_kernel:
         return rhs
     rank = plan.spatial_rank
     kernel_axes = tuple(range(rank)) if plan.filter_layout.startswith("X") \
         else tuple(range(2, rank + 2))
-    return _array_api.flip(rhs, kernel_axes)
+    return flip(rhs, kernel_axes)
 
 
 def tf_conv_transpose(input: ArrayLike, filters: ArrayLike, output_shape: ShapeLike,
