@@ -128,6 +128,107 @@ def test_run_onnx_with_bias_and_groups_matches_the_direct_loop(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), expected, rtol=1e-12)
 
 
+# The frameworks' dialects with their own flags: (op, data, filter, flags, output shape by
+# each framework's documented formula).
+FRAMEWORK_SHAPES = [
+    # PyTorch: Y = (X-1)*stride - 2*padding + dilation*(K-1) + output_padding + 1
+    ("torch_conv_transpose", "1,8,5,5", "8,2,3,3",
+     ["--stride", "2", "--padding", "1", "--output-padding", "1", "--groups", "2"],
+     [1, 4, 4 * 2 - 2 + 2 + 1 + 1, 10]),
+    ("torch_conv_transpose", "1,1,4", "1,1,3", ["--stride", "3", "--output-size", "12"],
+     [1, 1, 12]),
+    # TensorRT SAME_UPPER: O = min(I*S, (I-1)*S + DK)
+    ("tensorrt_deconvolution", "1,2,3,3", "2,4,3,3",
+     ["--stride-nd", "2", "--padding-mode", "SAME_UPPER", "--num-groups", "2"], [1, 8, 6, 6]),
+    ("tensorrt_deconvolution", "1,2,3,3", "2,4,3,3",
+     ["--stride-nd", "2", "--pre-padding", "1,0", "--post-padding", "0,2"],
+     [1, 4, 7 - 1, 7 - 2]),
+    # TensorFlow: the output shape is given (and checked)
+    ("tf_conv_transpose", "1,2,3,3", "3,3,4,2",
+     ["--output-shape", "1,4,5,6", "--strides", "2", "--data-format", "NCHW",
+      "--padding", "[[0,0],[0,0],[1,1],[0,1]]"], [1, 4, 5, 6]),
+    # Keras "same" with output_padding p: Y = (X-1)*s + K % 2 + p
+    ("keras_conv_transpose", "1,3,3,2", "3,3,4,2",
+     ["--strides", "2", "--padding", "same", "--output-padding", "1"], [1, 6, 6, 4]),
+    ("keras_conv_transpose", "1,2,3", "2,4,2",
+     ["--dilation-rate", "2", "--data-format", "channels_first"], [1, 4, 3 + 2]),
+    # TFLite: the output shape is given
+    ("tflite_transpose_conv", "1,3,3,2", "4,3,3,2",
+     ["--output-shape", "1,6,5,4", "--stride-h", "2", "--stride-w", "2", "--padding", "SAME"],
+     [1, 6, 5, 4]),
+    # JAX: Y = F + a + b - 2 (K' - 1), F = (X-1)*s + K'
+    ("jax_conv_transpose", "1,2,3,3", "4,2,3,3",
+     ["--strides", "2,2", "--padding", "[[1,2],[0,1]]", "--dimension-numbers",
+      "NCHW,OIHW,NCHW"], [1, 4, 7 + 3 - 4, 7 + 1 - 4]),
+    ("jax_conv_transpose", "1,3,3,2", "3,3,4,2",
+     ["--strides", "2,1", "--padding", "SAME", "--transpose-kernel"], [1, 6, 3, 4]),
+]
+
+
+@pytest.mark.parametrize("op,data,filter_,flags,declared", FRAMEWORK_SHAPES)
+def test_shape_of_the_frameworks_dialects_takes_their_own_flags(op, data, filter_, flags,
+                                                                 declared):
+    result = run_cli("shape", op, "--data-shape", data, "--filter-shape", filter_, "--json",
+                     *flags)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["output_shape"] == declared
+
+
+def test_run_torch_conv_transpose_matches_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    arrays = dict(x=rng.standard_normal((2, 4, 3, 5)), w=rng.standard_normal((4, 3, 2, 3)),
+                  b=rng.standard_normal(6))
+    for name, array in arrays.items():
+        np.save(tmp_path / f"{name}.npy", array)
+    result = run_cli("run", "torch_conv_transpose", "--data", tmp_path / "x.npy", "--filter",
+                     tmp_path / "w.npy", "--bias", tmp_path / "b.npy", "--stride", "2,3",
+                     "--padding", "1,0", "--output-padding", "1,2", "--groups", "2",
+                     "--dilation", "1,2", "-o", tmp_path / "y.npy")
+    assert result.returncode == 0, result.stderr
+    expected = torch.nn.functional.conv_transpose2d(
+        *(torch.from_numpy(arrays[k]) for k in "xwb"), stride=(2, 3), padding=(1, 0),
+        output_padding=(1, 2), groups=2, dilation=(1, 2)).numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_run_jax_conv_transpose_matches_jax(tmp_path):
+    jax = pytest.importorskip("jax")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 2, 3)).astype(np.float32)  # OIHW
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+    result = run_cli("run", "jax_conv_transpose", "--data", tmp_path / "x.npy", "--filter",
+                     tmp_path / "w.npy", "--strides", "2,1", "--padding", "[[1,2],[-1,6]]",
+                     "--rhs-dilation", "1,2", "--dimension-numbers", "NCHW,OIHW,NCHW",
+                     "-o", tmp_path / "y.npy")
+    assert result.returncode == 0, result.stderr
+    expected = np.asarray(jax.lax.conv_transpose(
+        x, w, (2, 1), ((1, 2), (-1, 6)), rhs_dilation=(1, 2),
+        dimension_numbers=("NCHW", "OIHW", "NCHW")))
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_run_tflite_transpose_conv_matches_the_direct_loop(tmp_path):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 3, 3, 2))                     # NHWC
+    w = rng.standard_normal((4, 4, 3, 2))                     # OHWI
+    b = rng.standard_normal(4)
+    for name, array in (("x", x), ("w", w), ("b", b)):
+        np.save(tmp_path / f"{name}.npy", array)
+    result = run_cli("run", "tflite_transpose_conv", "--data", tmp_path / "x.npy", "--filter",
+                     tmp_path / "w.npy", "--bias", tmp_path / "b.npy", "--output-shape",
+                     "1,6,5,4", "--stride-h", "2", "--stride-w", "2", "-o", tmp_path / "y.npy")
+    assert result.returncode == 0, result.stderr
+    # SAME: X = ceil(Y/s); the crop max((X-1)*s + K - Y, 0), its odd element at the end:
+    # H: (3-1)*2 + 4 - 6 = 2 -> 1 before; W: (3-1)*2 + 3 - 5 = 2 -> 1 before
+    full = full_transposed_convolution(np.moveaxis(x, -1, 1), w.transpose(3, 0, 1, 2)[None],
+                                       (2, 2), (1, 1))
+    expected = np.moveaxis(crop(full, (1, 1), (6, 5)), 1, -1) + b
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), expected, rtol=1e-12)
+
+
 def test_spec_ir_example_passes_ir_check(tmp_path):
     pytest.importorskip("defusedxml")
     weights = np.ones((20, 10, 3, 3), np.float32)
@@ -184,6 +285,14 @@ def test_demo_still_runs():
       "--filter-shape", "2,99999999999,3"], "overflows"),
     (["run", "convolution_backprop_data", "--data", "missing.npy", "--filter", "w.npy",
       "-o", "y.npy"], "does not exist"),
+    (["shape", "conv_transpose", "--data-shape", "1,3,2", "--filter-shape", "3,2,2",
+      "--stride", "2"], "--stride is not an attribute of conv_transpose"),
+    (["shape", "tf_conv_transpose", "--data-shape", "1,3,2", "--filter-shape", "3,2,2",
+      "--strides", "2"], "tf_conv_transpose needs --output-shape"),
+    (["shape", "jax_conv_transpose", "--data-shape", "1,3,2", "--filter-shape", "3,2,2",
+      "--strides", "2", "--padding", "SAME", "--bias-shape", "2"], "has no bias"),
+    (["shape", "tensorrt_deconvolution", "--data-shape", "1,2,3,3", "--filter-shape",
+      "2,2,3,3", "--groups", "2"], "it takes --num-output-maps"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, fragment, tmp_path):
     result = run_cli(*args, cwd=tmp_path)
@@ -227,7 +336,7 @@ def test_the_shape_examples_in_the_help_run():
     text = run_cli("shape", "--help").stdout
     examples = text[text.index("examples:"):].replace("\\\n", " ").splitlines()[1:]
     commands = [line.split()[1:] for line in examples if line.strip().startswith("convtranspose")]
-    assert len(commands) == 4
+    assert len(commands) == 6
     for command in commands:
         result = run_cli(*command)
         assert result.returncode == 0, (command, result.stderr)

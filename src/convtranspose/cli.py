@@ -29,19 +29,20 @@ EXIT_NOTHING_TO_CHECK = 3
 _OPENVINO_OPS = ("convolution_backprop_data", "group_convolution_backprop_data")
 
 
-def _keywords(op: str) -> tuple[str, ...]:
-    """The op's keyword-only attributes, read off its ``ct.shapes`` signature."""
+def _keywords(op: str) -> dict:
+    """The op's attributes (its arguments other than the operands) -> whether each is
+    required, read off its ``ct.shapes`` signature."""
     import inspect
 
     from . import shapes
+    from ._plan.dialects import DIALECTS
 
+    operands = DIALECTS[op].operands
     parameters = inspect.signature(getattr(shapes, op)).parameters.values()
-    return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    return {p.name: p.default is inspect.Parameter.empty for p in parameters
+            if p.name not in operands}
 
 
-_LIST_ATTRIBUTES = ("strides", "pads_begin", "pads_end", "dilations", "output_padding", "pads",
-                    "kernel_shape")
-_TEXT_ATTRIBUTES = ("auto_pad", "data_format", "filter_format", "weights_format")
 _PROGRESS_MIN_LAYERS = 20
 
 
@@ -58,21 +59,25 @@ def _attributes(args: argparse.Namespace) -> dict:
     """The attribute flags given, as the op's keyword arguments; unknown ones refused."""
     accepted = _keywords(args.op)
     given = {}
-    for name in _LIST_ATTRIBUTES + _TEXT_ATTRIBUTES + ("groups",):
+    for name in _cli_parser.ATTRIBUTES:
         value = getattr(args, name, None)
         if value is None:
             continue
         if name == "groups":
-            name = "group" if args.op == "onnx_conv_transpose" else "groups"
-            if name not in accepted:
+            name = "group" if "group" in accepted else "groups"
+            if name not in accepted and args.op in _OPENVINO_OPS:
                 raise Failure(f"{args.op} has no groups attribute: the groups come from the"
                                " filter shape [G, C_IN, C_OUT, K...] of"
                                " group_convolution_backprop_data")
-        elif name not in accepted:
+        if name not in accepted:
             flags = ", ".join("--" + key.replace("_", "-") for key in accepted)
             raise Failure(f"--{name.replace('_', '-')} is not an attribute of {args.op};"
                            f" it takes {flags}")
         given[name] = value
+    missing = [name for name, required in accepted.items() if required and name not in given]
+    if missing:
+        raise Failure(f"{args.op} needs " + " and ".join(
+            "--" + name.replace("_", "-") for name in missing))
     return given
 
 
@@ -92,17 +97,19 @@ def _plan(args: argparse.Namespace, data_shape, filter_shape, bias_shape):
 
 
 def _call(function, args: argparse.Namespace, data, filter_, bias, attributes: dict):
-    """``function`` (the op or its shapes twin) with the op's own calling convention.
+    """``function`` (the op or its shapes twin) with the operands under the op's own
+    names (its record's), every argument by keyword: so any argument order is the op's."""
+    from ._plan.dialects import DIALECTS
 
-    The OpenVINO ops take ``output_shape`` as their third input and have no bias; the
-    others take the bias third and ``output_shape`` as a keyword.
-    """
-    if args.op in _OPENVINO_OPS:
-        if bias is not None:
-            raise Failure(f"{args.op} has no bias; --bias-shape/--bias apply to conv_transpose"
-                           " and onnx_conv_transpose")
-        return function(data, filter_, args.output_shape, **attributes)
-    return function(data, filter_, bias, output_shape=args.output_shape, **attributes)
+    data_name, filter_name, bias_name = DIALECTS[args.op].operands
+    operands = {data_name: data, filter_name: filter_}
+    if bias is not None:
+        if bias_name is None:
+            with_bias = [op for op in _cli_parser.OPS if DIALECTS[op].operands[2]]
+            raise Failure(f"{args.op} has no bias; --bias-shape/--bias apply to "
+                          + ", ".join(with_bias))
+        operands[bias_name] = bias
+    return function(**operands, **attributes)
 
 
 def _plan_dict(plan) -> dict:

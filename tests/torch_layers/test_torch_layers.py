@@ -72,6 +72,77 @@ def test_gradcheck(name):
     assert torch.autograd.gradcheck(lambda *a: function(*a, **attributes), operands)
 
 
+#: The frameworks' dialects: (function, operand name -> shape, attributes), the operands
+#: passed by name (TFLite's come in the op's order: output shape, weights, input, bias).
+FRAMEWORK_GRADCHECK_CASES = {
+    "torch groups output_size": (
+        ctt.torch_conv_transpose, dict(input=(1, 4, 3, 2), weight=(4, 1, 2, 3), bias=(2,)),
+        dict(stride=[2, 1], padding=[1, 0], groups=2, dilation=[1, 2], output_size=[5, 6])),
+    "torch 1-D output_padding": (
+        ctt.torch_conv_transpose, dict(input=(2, 1, 4), weight=(1, 2, 3)),
+        dict(stride=3, padding=1, output_padding=2)),
+    "tensorrt asymmetric pre/post groups": (
+        ctt.tensorrt_deconvolution, dict(input=(1, 2, 3, 2), kernel=(2, 1, 2, 2), bias=(2,)),
+        dict(stride_nd=2, pre_padding=[1, 0], post_padding=[0, 2], num_groups=2)),
+    "tensorrt 3-D same_lower dilated": (
+        ctt.tensorrt_deconvolution, dict(input=(1, 1, 2, 2, 2), kernel=(1, 2, 2, 1, 2)),
+        dict(stride_nd=[1, 2, 2], dilation_nd=[2, 1, 1], padding_mode="SAME_LOWER")),
+    "tf NCHW explicit pairs": (
+        ctt.tf_conv_transpose, dict(input=(1, 2, 3, 2), filters=(2, 2, 3, 2)),
+        dict(output_shape=[1, 3, 5, 4], strides=2, data_format="NCHW",
+             padding=[[0, 0], [0, 0], [1, 0], [0, 1]])),
+    "tf 1-D same dilated": (
+        ctt.tf_conv_transpose, dict(input=(2, 3, 1), filters=(2, 2, 1)),
+        dict(output_shape=[2, 3, 2], strides=1, padding="SAME", dilations=2)),
+    "keras channels_first output_padding": (
+        ctt.keras_conv_transpose, dict(inputs=(1, 2, 3, 2), kernel=(3, 2, 2, 2), bias=(2,)),
+        dict(strides=2, padding="same", output_padding=1, data_format="channels_first")),
+    "keras 3-D valid": (
+        ctt.keras_conv_transpose, dict(inputs=(1, 2, 1, 2, 1), kernel=(1, 2, 2, 2, 1)),
+        dict(strides=[1, 2, 1], padding="valid")),
+    "tflite same with bias": (
+        ctt.tflite_transpose_conv, dict(weights=(2, 3, 2, 1), input=(1, 2, 3, 1), bias=(2,)),
+        dict(output_shape=[1, 4, 5, 2], padding="SAME", stride_h=2, stride_w=2)),
+    "tflite valid": (
+        ctt.tflite_transpose_conv, dict(weights=(1, 2, 2, 2), input=(2, 2, 2, 2)),
+        dict(output_shape=[2, 4, 3, 1], padding="VALID", stride_h=2)),
+    "jax NCHW OIHW pairs dilated": (
+        ctt.jax_conv_transpose, dict(lhs=(1, 2, 3, 2), rhs=(1, 2, 2, 3)),
+        dict(strides=(2, 1), padding=((-1, 2), (2, 3)), rhs_dilation=(1, 2),
+             dimension_numbers=("NCHW", "OIHW", "NCHW"))),
+    "jax default transpose_kernel same": (
+        ctt.jax_conv_transpose, dict(lhs=(1, 3, 2, 2), rhs=(2, 3, 1, 2)),
+        dict(strides=(2, 2), padding="SAME", transpose_kernel=True)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FRAMEWORK_GRADCHECK_CASES))
+def test_gradcheck_of_the_frameworks(name):
+    function, shapes, attributes = FRAMEWORK_GRADCHECK_CASES[name]
+    rng = np.random.default_rng(len(name))
+    operands = {operand: _tensor(rng, shape) for operand, shape in shapes.items()}
+    names = list(operands)
+    assert torch.autograd.gradcheck(
+        lambda *a: function(**dict(zip(names, a)), **attributes), list(operands.values()))
+
+
+def test_torch_conv_transpose_is_torchs_own_with_its_gradients():
+    """Values and gradients against ``torch.nn.functional.conv_transpose2d`` and autograd."""
+    rng = np.random.default_rng(8)
+    ours = [_tensor(rng, shape) for shape in ((2, 4, 3, 5), (4, 3, 3, 2), (6,))]
+    theirs = [t.detach().clone().requires_grad_() for t in ours]
+    attributes = dict(stride=[2, 3], padding=[1, 0], output_padding=[1, 2], groups=2,
+                      dilation=[1, 2])
+    out = ctt.torch_conv_transpose(*ours, **attributes)
+    expected = torch.nn.functional.conv_transpose2d(*theirs, **attributes)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    grad = torch.from_numpy(rng.standard_normal(tuple(out.shape)))
+    out.backward(grad)
+    expected.backward(grad)
+    for mine, torchs in zip(ours, theirs):
+        torch.testing.assert_close(mine.grad, torchs.grad, rtol=1e-12, atol=1e-12)
+
+
 def test_gradcheck_of_the_array_api_path_on_tensors_that_require_grad():
     """``ct.*`` itself on tensors that record gradients: the generic computation with
     torch's functions, which torch's autograd differentiates (second derivatives too)."""
@@ -229,6 +300,21 @@ def test_torch_compile_keeps_the_layers_in_one_graph():
     torch.testing.assert_close(compiled_out, eager_out, rtol=1e-12, atol=1e-12)
     for eager, p in zip(eager_grads, model.parameters()):
         torch.testing.assert_close(p.grad, eager, rtol=1e-12, atol=1e-12)
+
+
+def test_torch_compile_takes_the_frameworks_functions():
+    rng = np.random.default_rng(2)
+    x, w = _tensor(rng, (1, 4, 4, 2)), _tensor(rng, (3, 3, 2, 3))
+    function = lambda x, w: ctt.jax_conv_transpose(x, w, (2, 2), "SAME")  # noqa: E731
+    compiled = torch.compile(function, fullgraph=True)
+    eager_out = function(x, w)
+    eager_out.square().sum().backward()
+    eager_grads = (x.grad.clone(), w.grad.clone())
+    x.grad = w.grad = None
+    compiled_out = compiled(x, w)
+    compiled_out.square().sum().backward()
+    torch.testing.assert_close(compiled_out, eager_out, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close((x.grad, w.grad), eager_grads, rtol=1e-12, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------

@@ -7,17 +7,19 @@ parser can be read (and its help checked) on its own.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 
-from .._plan.dialects import dialects_on
+from .._plan.dialects import DIALECTS, dialects_on
 
-__all__ = ["EXIT_BAD_INPUT", "OPS", "Failure", "build_parser"]
+__all__ = ["ATTRIBUTES", "EXIT_BAD_INPUT", "OPS", "Failure", "build_parser"]
 
 #: Exit code of bad input (a one-line message on stderr).
 EXIT_BAD_INPUT = 2
 
 #: The dialects ``shape`` and ``run`` take.
 OPS = dialects_on("cli")
+_WITH_BIAS = ", ".join(op for op in OPS if DIALECTS[op].operands[2])
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,6 +72,10 @@ examples:
       --strides 2,2 --auto-pad same_upper --groups 1 --json
   convtranspose shape onnx_conv_transpose --data-shape 1,1,3,3 --filter-shape 1,2,3,3 \\
       --strides 3,2 --output-shape 10,8
+  convtranspose shape torch_conv_transpose --data-shape 1,8,5,5 --filter-shape 8,4,3,3 \\
+      --stride 2 --padding 1 --output-padding 1
+  convtranspose shape tf_conv_transpose --data-shape 1,3,3,1 --filter-shape 3,3,1,1 \\
+      --output-shape 1,6,6,1 --strides 2 --padding SAME
 """
 
 _RUN_EXAMPLES = """\
@@ -78,6 +84,8 @@ examples:
       --strides 2,2 --pads-begin 1,1 --pads-end 1,1 -o y.npy
   convtranspose run onnx_conv_transpose --data x.npy --filter w.npy --bias b.npy \\
       --strides 2,2 --pads 1,1,1,1 -o y.npy
+  convtranspose run jax_conv_transpose --data x.npy --filter w.npy --strides 2,2 \\
+      --padding '[[1,2],[0,1]]' --dimension-numbers NCHW,OIHW,NCHW -o y.npy
 """
 
 _IR_EXAMPLES = """\
@@ -128,6 +136,79 @@ def add_attribute_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--kernel-shape", dest="kernel_shape", type=int_list, metavar="K[,K...]")
     group.add_argument("--output-shape", dest="output_shape", type=int_list, metavar="Y[,Y...]",
                        help="the spatial output size (pads are then derived from it)")
+
+
+def any_value(text: str):
+    """A value of any type: ints as :func:`int_or_list` reads them, else JSON
+    (``[[0, 0], [1, 1]]``, ``true``), else comma-separated words as a tuple, else the
+    word itself (``SAME``)."""
+    try:
+        return int_or_list(text)
+    except argparse.ArgumentTypeError:
+        pass
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    words = tuple(word.strip() for word in text.split(","))
+    return words if len(words) > 1 else text
+
+
+#: The attributes :func:`add_attribute_flags` has flags for (``groups`` also as ``group``).
+_SHARED = ("strides", "pads_begin", "pads_end", "dilations", "output_padding", "auto_pad",
+           "groups", "group", "data_format", "filter_format", "weights_format", "pads",
+           "kernel_shape", "output_shape")
+
+#: How a flag reads its value, by the annotation of the argument it sets.
+_READERS = {"PerAxis": (int_or_list, "N[,N...]"), "ShapeLike": (int_list, "N[,N...]"),
+            "ShapeLike | None": (int_list, "N[,N...]"), "int": (int, "N"),
+            "int | None": (int, "N"), "str": (str, "WORD"), "str | None": (str, "WORD")}
+
+
+def _dialect_arguments(ops) -> dict:
+    """Every argument of the dialects ``ops`` that is not an operand and has no flag of
+    :func:`add_attribute_flags`: name -> (its annotations, the dialects that take it), in
+    the order the dialects list them."""
+    import inspect
+
+    from .. import shapes
+
+    arguments: dict = {}
+    for op in ops:
+        operands = set(DIALECTS[op].operands)
+        for parameter in inspect.signature(getattr(shapes, op)).parameters.values():
+            if parameter.name in operands or parameter.name in _SHARED:
+                continue
+            annotations, takers = arguments.setdefault(parameter.name, (set(), []))
+            annotations.add(str(parameter.annotation))
+            takers.append(op)
+    return arguments
+
+
+def add_dialect_flags(parser: argparse.ArgumentParser, ops) -> None:
+    """:func:`add_attribute_flags`, then a flag for every other argument of the dialects
+    ``ops`` under its own name (``--stride``, ``--padding-mode``, ``--transpose-kernel``
+    ...), read as its annotation says (an argument whose dialects disagree on its type,
+    such as ``padding``, reads any value: :func:`any_value`)."""
+    add_attribute_flags(parser)
+    group = parser.add_argument_group(
+        "the frameworks' arguments", "each dialect's other arguments under their own names;"
+        " a value that is not ints is read as JSON ([[1, 0], [0, 1]], true) or as a word")
+    arguments = _dialect_arguments(ops)
+    for name, (types, takers) in arguments.items():
+        flag, owners = "--" + name.replace("_", "-"), ", ".join(takers)
+        if types == {"bool"}:
+            group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction,
+                               default=None, help=owners)
+            continue
+        reader, metavar = _READERS.get(types.pop(), (any_value, "VALUE")) \
+            if len(types) == 1 else (any_value, "VALUE")
+        group.add_argument(flag, dest=name, type=reader, metavar=metavar, help=owners)
+
+
+#: The destinations of every attribute flag of ``shape`` and ``run``.
+ATTRIBUTES = tuple(name for name in _SHARED if name != "group") + tuple(
+    _dialect_arguments(OPS))
 
 
 def subparser(commands, name: str, help: str, description: str, epilog: str):
@@ -188,7 +269,7 @@ def _add_shape(commands, handlers: dict) -> None:
     shape.add_argument("--filter-shape", required=True, type=int_list, metavar="DIMS",
                        help="filter (ONNX W) shape, in the op's own layout")
     shape.add_argument("--bias-shape", type=int_list, metavar="M",
-                       help="bias (ONNX B) shape: conv_transpose and onnx_conv_transpose")
+                       help="bias (ONNX B) shape: " + _WITH_BIAS)
     shape.add_argument("--json", action="store_true",
                        help="print one JSON object (output_shape, pads_begin, pads_end, offset,"
                             " output_size, formulas ...)")
@@ -201,7 +282,7 @@ def _add_shape(commands, handlers: dict) -> None:
                        help="with --explain: time the candidates now on random data (unless"
                             " this machine has measured the layer) and show the times beside"
                             " the estimates")
-    add_attribute_flags(shape)
+    add_dialect_flags(shape, OPS)
     shape.set_defaults(handler=handlers["shape"])
 
 
@@ -213,12 +294,11 @@ def _add_run(commands, handlers: dict) -> None:
     run.add_argument("op", choices=OPS, metavar="OP", help=" | ".join(OPS))
     run.add_argument("--data", required=True, metavar="X.npy")
     run.add_argument("--filter", required=True, metavar="W.npy")
-    run.add_argument("--bias", metavar="B.npy",
-                     help="conv_transpose and onnx_conv_transpose only")
+    run.add_argument("--bias", metavar="B.npy", help=_WITH_BIAS + " only")
     _add_output_flags(run)
     run.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
                      help=_MAX_BYTES_HELP)
-    add_attribute_flags(run)
+    add_dialect_flags(run, OPS)
     run.set_defaults(handler=handlers["run"], bias_shape=None)
 
 

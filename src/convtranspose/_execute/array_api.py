@@ -37,7 +37,7 @@ import numpy as np
 from .._errors import ConvTransposeError
 from .._kernels.adjoints import axis_taps
 
-__all__ = ["convolution", "gradients", "is_foreign", "transposed"]
+__all__ = ["convolution", "flip", "gradients", "is_foreign", "transposed"]
 
 #: Libraries whose array types are recognised by their module even without
 #: ``__array_namespace__`` (torch tensors have none).
@@ -52,6 +52,14 @@ def is_foreign(value: object) -> bool:
     kind = type(value)
     return (hasattr(kind, "__array_namespace__")
             or kind.__module__.partition(".")[0] in _LIBRARIES)
+
+
+def flip(array, axes: tuple[int, ...]):
+    """``array`` reversed along ``axes``, by its own library (a view by ``np.flip`` for
+    NumPy arrays)."""
+    if not is_foreign(array):
+        return np.flip(array, axes)
+    return _compat().array_namespace(array).flip(array, axis=axes)
 
 
 def _describe(value: object) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._execute import array_api as _array_api
 from .._plan import dialects as _dialects
 from .specs import as_array, execute_plan, resolve_plan
 
@@ -18,8 +19,9 @@ if TYPE_CHECKING:
 
     from .._typing import ArrayLike, PerAxis, ShapeLike
 
-__all__ = ["jax_conv_transpose", "keras_conv_transpose", "tensorrt_deconvolution",
-           "tf_conv_transpose", "tflite_transpose_conv", "torch_conv_transpose"]
+__all__ = ["jax_conv_transpose", "jax_planned_rhs", "keras_conv_transpose",
+           "tensorrt_deconvolution", "tf_conv_transpose", "tflite_transpose_conv",
+           "torch_conv_transpose"]
 
 
 def torch_conv_transpose(input: ArrayLike, weight: ArrayLike, bias: ArrayLike | None = None,
@@ -145,19 +147,26 @@ def jax_conv_transpose(lhs: ArrayLike, rhs: ArrayLike, strides: PerAxis, padding
     >>> ct.jax_conv_transpose(x, k, (2,), "VALID")[0, :, 0]
     array([  1.,  10., 102.,  20., 203.,  30., 300.])
     """
-    import numpy as np
-
     lhs, rhs = as_array("lhs", lhs), as_array("rhs", rhs)
     plan = resolve_plan(
         _dialects.jax_conv_transpose, lhs.shape, rhs.shape, strides, padding,
         rhs_dilation=rhs_dilation, dimension_numbers=dimension_numbers,
         transpose_kernel=transpose_kernel, use_consistent_padding=use_consistent_padding)
-    if not transpose_kernel:  # a correlation kernel: the canonical filter is its flip
-        rank = plan.spatial_rank
-        kernel_axes = tuple(range(rank)) if plan.filter_layout.startswith("X") \
-            else tuple(range(2, rank + 2))
-        rhs = np.flip(rhs, kernel_axes)
-    return execute_plan(plan, lhs, rhs, None, out, names=("lhs", "rhs", "bias"))
+    return execute_plan(plan, lhs, jax_planned_rhs(plan, rhs, transpose_kernel), None, out,
+                        names=("lhs", "rhs", "bias"))
+
+
+def jax_planned_rhs(plan, rhs, transpose_kernel: bool, flip=_array_api.flip):
+    """``rhs`` as the plan's filter: JAX correlates with ``rhs`` unless
+    ``transpose_kernel``, so the plan's (convolution) filter is ``rhs`` flipped in space
+    (by ``flip(array, axes)``).  The flip is its own inverse and its own adjoint: it also
+    takes the plan's filter gradient to ``rhs``'s."""
+    if transpose_kernel:
+        return rhs
+    rank = plan.spatial_rank
+    kernel_axes = tuple(range(rank)) if plan.filter_layout.startswith("X") \
+        else tuple(range(2, rank + 2))
+    return flip(rhs, kernel_axes)
 
 
 def tf_conv_transpose(input: ArrayLike, filters: ArrayLike, output_shape: ShapeLike,

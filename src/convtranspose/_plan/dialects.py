@@ -38,8 +38,17 @@ __all__ = ["DIALECTS", "SURFACES", "ConvolutionPlan", "Dialect", "conv_transpose
 SURFACES = ("ct", "shapes", "vjp", "dask", "torch", "cli", "translate", "docs")
 
 _NOT_A_LAYER = "a forward convolution, not a transposed-convolution layer"
-_NOT_BUILT = ("not built yet: the plan-level computation it needs exists, this surface's "
-              "entry point for the dialect does not")
+_NO_CONVOLUTION_CLI = (
+    "not built yet: shape and run report and check a transposed convolution's plan (its"
+    " offsets, output_padding, data format and filter layout, and the memory check of its"
+    " execution); a forward convolution's plan (ConvolutionPlan) has no report nor check"
+    " there yet")
+_NO_CONVOLUTION_TILES = (
+    "not built yet: the Dask tiling plans the tiles of a transposed convolution (each input"
+    " chunk's outputs at stride multiples, plus a halo of neighbouring inputs); a forward"
+    " convolution's tiles (each output chunk reading a strided window of the data, so its"
+    " input chunks' halos depend on pads, stride and dilation the other way round) have no"
+    " planner yet")
 
 
 @dataclass(frozen=True)
@@ -84,11 +93,6 @@ class Dialect:
         return surface not in self.missing
 
 
-def _framework(name, owner, rule, operands) -> Dialect:
-    return Dialect(name, owner, rule, operands, missing={
-        surface: _NOT_BUILT for surface in ("vjp", "dask", "torch", "cli")})
-
-
 _RECORDS = (
     Dialect("convolution_backprop_data", "OpenVINO ConvolutionBackpropData-1",
             convolution_backprop_data, ("data", "filter", None)),
@@ -97,26 +101,26 @@ _RECORDS = (
     Dialect("conv_transpose", "oneDNN Graph ConvTranspose-1", conv_transpose,
             ("input", "filter", "bias")),
     Dialect("onnx_conv_transpose", "ONNX ConvTranspose", onnx_conv_transpose, ("X", "W", "B")),
-    _framework("torch_conv_transpose", "PyTorch conv_transpose1d/2d/3d",
-               torch_conv_transpose, ("input", "weight", "bias")),
-    _framework("tensorrt_deconvolution", "TensorRT IDeconvolutionLayer",
-               tensorrt_deconvolution, ("input", "kernel", "bias")),
-    _framework("tf_conv_transpose", "TensorFlow tf.nn.conv_transpose", tf_conv_transpose,
-               ("input", "filters", None)),
-    _framework("keras_conv_transpose", "Keras 3 Conv1D/2D/3DTranspose", keras_conv_transpose,
-               ("inputs", "kernel", "bias")),
-    _framework("tflite_transpose_conv", "TFLite / LiteRT TRANSPOSE_CONV",
-               tflite_transpose_conv, ("input", "weights", "bias")),
-    _framework("jax_conv_transpose", "JAX lax.conv_transpose", jax_conv_transpose,
-               ("lhs", "rhs", None)),
+    Dialect("torch_conv_transpose", "PyTorch conv_transpose1d/2d/3d",
+            torch_conv_transpose, ("input", "weight", "bias")),
+    Dialect("tensorrt_deconvolution", "TensorRT IDeconvolutionLayer",
+            tensorrt_deconvolution, ("input", "kernel", "bias")),
+    Dialect("tf_conv_transpose", "TensorFlow tf.nn.conv_transpose", tf_conv_transpose,
+            ("input", "filters", None)),
+    Dialect("keras_conv_transpose", "Keras 3 Conv1D/2D/3DTranspose", keras_conv_transpose,
+            ("inputs", "kernel", "bias")),
+    Dialect("tflite_transpose_conv", "TFLite / LiteRT TRANSPOSE_CONV",
+            tflite_transpose_conv, ("input", "weights", "bias")),
+    Dialect("jax_conv_transpose", "JAX lax.conv_transpose", jax_conv_transpose,
+            ("lhs", "rhs", None)),
     Dialect("convolution", "OpenVINO Convolution-1", convolution, ("data", "filter", None),
             transposed=False,
-            missing={"translate": _NOT_A_LAYER, "cli": _NOT_BUILT, "vjp": _NOT_BUILT,
-                     "dask": _NOT_BUILT}),
+            missing={"translate": _NOT_A_LAYER, "cli": _NO_CONVOLUTION_CLI,
+                     "dask": _NO_CONVOLUTION_TILES}),
     Dialect("group_convolution", "OpenVINO GroupConvolution-1", group_convolution,
             ("data", "filter", None), transposed=False,
-            missing={"translate": _NOT_A_LAYER, "cli": _NOT_BUILT, "vjp": _NOT_BUILT,
-                     "dask": _NOT_BUILT}),
+            missing={"translate": _NOT_A_LAYER, "cli": _NO_CONVOLUTION_CLI,
+                     "dask": _NO_CONVOLUTION_TILES}),
 )
 
 #: Every dialect by name, in the order the docs list them.

@@ -1,7 +1,7 @@
 """Transposed convolution on Dask arrays, tile by tile, with no seams.
 
-The four dialect functions of :mod:`convtranspose`, with the same names and keywords,
-take a Dask array as data (chunked along batch and any spatial axes) and return a lazy
+The transposed-convolution dialect functions of :mod:`convtranspose` (the spec dialects
+and the frameworks'), with the same names and keywords, take a Dask array as data (chunked along batch and any spatial axes) and return a lazy
 Dask array whose every element equals the single-machine NumPy result.  Needs the
 ``dask`` extra (``pip install 'convtranspose[dask]'``; ``distributed`` for clusters);
 ``import convtranspose`` never imports Dask.
@@ -32,6 +32,7 @@ the axes to change); the output channel axis must stay one chunk.
 
 from __future__ import annotations
 
+import inspect
 import math
 import operator
 import warnings
@@ -47,14 +48,22 @@ from dask.array.core import PerformanceWarning, normalize_chunks
 from .. import shapes
 from .._dtypes import check_dtypes
 from .._errors import ConvTransposeError
+from .._frontends import frameworks as _frameworks
 from .._frontends.specs import as_array
+from .._plan.dialects import DIALECTS
 from ._graph import axes_of, default_output_chunks, tiled
 
 __all__ = [
     "conv_transpose",
     "convolution_backprop_data",
     "group_convolution_backprop_data",
+    "jax_conv_transpose",
+    "keras_conv_transpose",
     "onnx_conv_transpose",
+    "tensorrt_deconvolution",
+    "tf_conv_transpose",
+    "tflite_transpose_conv",
+    "torch_conv_transpose",
 ]
 
 _EXTRA = """
@@ -325,3 +334,127 @@ for _function in (convolution_backprop_data, group_convolution_backprop_data, co
                   onnx_conv_transpose):
     _function.__doc__ = _function.__doc__.replace("    {extra}", _EXTRA.strip("\n"))
 del _function
+
+
+# ---------------------------------------------------------------------------
+# The frameworks' dialects: one builder, driven by the record of each dialect
+
+#: Per dialect, how its filter operand (a one-chunk Dask array) becomes the plan's
+#: filter, where it is not as given: ``(plan, arguments, filter) -> filter``.
+_PLANNED_FILTER = {
+    "jax_conv_transpose": lambda plan, arguments, rhs: _frameworks.jax_planned_rhs(
+        plan, rhs, arguments["transpose_kernel"], flip=da.flip),
+}
+
+#: Per dialect, the docstring's example (shapes from the dialect's documented rule).
+_EXAMPLES = {
+    "torch_conv_transpose": """\
+    >>> x = da.ones((1, 4, 8, 8), chunks=(1, 4, 4, 4), dtype=np.float32)
+    >>> y = ctd.torch_conv_transpose(x, np.ones((4, 2, 3, 3), np.float32), stride=2,
+    ...                              padding=1, output_padding=1)
+    >>> y.shape, y.chunks[2]
+    ((1, 2, 16, 16), (8, 8))""",
+    "tensorrt_deconvolution": """\
+    >>> x = da.ones((1, 4, 8, 8), chunks=(1, 4, 4, 4), dtype=np.float32)
+    >>> ctd.tensorrt_deconvolution(x, np.ones((4, 2, 3, 3), np.float32), stride_nd=2,
+    ...                            padding_mode="SAME_UPPER").shape
+    (1, 2, 16, 16)""",
+    "tf_conv_transpose": """\
+    >>> x = da.ones((1, 8, 8, 4), chunks=(1, 4, 4, 4), dtype=np.float32)
+    >>> ctd.tf_conv_transpose(x, np.ones((3, 3, 2, 4), np.float32), [1, 16, 16, 2], 2).shape
+    (1, 16, 16, 2)""",
+    "keras_conv_transpose": """\
+    >>> x = da.ones((1, 8, 8, 4), chunks=(1, 4, 4, 4), dtype=np.float32)
+    >>> ctd.keras_conv_transpose(x, np.ones((3, 3, 2, 4), np.float32), strides=2,
+    ...                          padding="same").shape
+    (1, 16, 16, 2)""",
+    "tflite_transpose_conv": """\
+    >>> x = da.ones((1, 8, 8, 4), chunks=(1, 4, 4, 4), dtype=np.float32)
+    >>> ctd.tflite_transpose_conv([1, 16, 16, 2], np.ones((2, 3, 3, 4), np.float32), x,
+    ...                           stride_h=2, stride_w=2).shape
+    (1, 16, 16, 2)""",
+    "jax_conv_transpose": """\
+    >>> x = da.ones((1, 8, 8, 4), chunks=(1, 4, 4, 4), dtype=np.float32)
+    >>> ctd.jax_conv_transpose(x, np.ones((3, 3, 4, 2), np.float32), (2, 2), "SAME").shape
+    (1, 16, 16, 2)""",
+}
+
+_DOCSTRING = """{owner} on a Dask array (lazy, tiled, exact).
+
+Parameters
+----------
+{data} : dask.array.Array or array_like
+    As in :func:`convtranspose.{name}`, chunked along any axes (a channel axis in
+    several chunks is rechunked, with a ``PerformanceWarning``).
+{others}
+    As in :func:`convtranspose.{name}`; the {operands} may be Dask arrays too.
+out : None
+    As in :func:`convolution_backprop_data`.
+{extra}
+
+Returns
+-------
+dask.array.Array
+    Equal to ``convtranspose.{name}`` on the same data.
+
+Raises
+------
+ConvTransposeError, TypeError
+    As in :func:`convolution_backprop_data`.
+
+Examples
+--------
+>>> import numpy as np, dask.array as da, convtranspose.dask as ctd
+{example}
+"""
+
+
+def _framework(name: str):
+    """The Dask function of the frameworks' dialect ``name``: the array function's
+    parameters and ``chunks``, ``threads_per_task``; its data chunked, its filter and
+    bias one chunk each, tiled on the dialect's plan."""
+    record = DIALECTS[name]
+    data_name, filter_name, bias_name = record.operands
+    names = record.operands if bias_name else (data_name, filter_name)
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = list(inspect.signature(getattr(_frameworks, name)).parameters.values()) + [
+        inspect.Parameter("chunks", keyword, default=None),
+        inspect.Parameter("threads_per_task", keyword, default=1)]
+    signature = inspect.Signature(parameters)
+    planned = _PLANNED_FILTER.get(name)
+
+    def function(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        out, chunks = arguments.pop("out"), arguments.pop("chunks")
+        threads_per_task = arguments.pop("threads_per_task")
+        data = _as_dask(data_name, arguments[data_name])
+        filter = _single_chunk(filter_name, arguments[filter_name])
+        bias = None if bias_name is None or arguments[bias_name] is None else _single_chunk(
+            bias_name, arguments[bias_name])
+        shapes = {data_name: data.shape, filter_name: filter.shape}
+        if bias_name is not None:
+            shapes[bias_name] = None if bias is None else bias.shape
+        plan = record.rule(**{**arguments, **shapes})
+        if planned is not None:
+            filter = planned(plan, arguments, filter)
+        return _lazy(plan, data, filter, bias, names, out, chunks, threads_per_task)
+
+    function.__name__ = function.__qualname__ = name
+    function.__signature__ = signature  # type: ignore[attr-defined]
+    others = [p.name for p in parameters if p.name not in (data_name, "out", "chunks",
+                                                            "threads_per_task")]
+    function.__doc__ = _DOCSTRING.format(
+        owner=record.owner, name=name, data=data_name, others=", ".join(others),
+        operands=" and ".join(f"``{n}``" for n in record.operands[1:] if n),
+        extra=inspect.cleandoc(_EXTRA), example=inspect.cleandoc("\n" + _EXAMPLES[name]))
+    return function
+
+
+torch_conv_transpose = _framework("torch_conv_transpose")
+tensorrt_deconvolution = _framework("tensorrt_deconvolution")
+tf_conv_transpose = _framework("tf_conv_transpose")
+keras_conv_transpose = _framework("keras_conv_transpose")
+tflite_transpose_conv = _framework("tflite_transpose_conv")
+jax_conv_transpose = _framework("jax_conv_transpose")

@@ -1,5 +1,6 @@
-"""PyTorch: the spec dialects and the forward convolution as differentiable functions and
-``nn.Module`` layers (the API reference lists which dialects).
+"""PyTorch: every dialect as a differentiable function (the spec dialects', the
+frameworks' and the forward convolution), and the spec dialects and the forward
+convolution as ``nn.Module`` layers (the API reference lists which dialects).
 
 Importing this package imports torch (``import convtranspose`` never does).  Each
 function computes exactly what the same-named function of :mod:`convtranspose` computes,
@@ -42,7 +43,13 @@ from ._ops import (
     convolution_backprop_data,
     group_convolution,
     group_convolution_backprop_data,
+    jax_conv_transpose,
+    keras_conv_transpose,
     onnx_conv_transpose,
+    tensorrt_deconvolution,
+    tf_conv_transpose,
+    tflite_transpose_conv,
+    torch_conv_transpose,
 )
 
 __all__ = [
@@ -57,5 +64,11 @@ __all__ = [
     "convolution_backprop_data",
     "group_convolution",
     "group_convolution_backprop_data",
+    "jax_conv_transpose",
+    "keras_conv_transpose",
     "onnx_conv_transpose",
+    "tensorrt_deconvolution",
+    "tf_conv_transpose",
+    "tflite_transpose_conv",
+    "torch_conv_transpose",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import operator
 from typing import Optional
@@ -11,6 +12,7 @@ from torch import Tensor
 
 from .. import vjp
 from .._frontends import convolution as _convolution
+from .._frontends import frameworks as _frameworks
 from .._frontends import specs as _transposed_api
 from .._plan import dialects as _dialects
 
@@ -20,10 +22,25 @@ __all__ = [
     "convolution_backprop_data",
     "group_convolution",
     "group_convolution_backprop_data",
+    "jax_conv_transpose",
+    "keras_conv_transpose",
     "onnx_conv_transpose",
+    "tensorrt_deconvolution",
+    "tf_conv_transpose",
+    "tflite_transpose_conv",
+    "torch_conv_transpose",
 ]
 
-_WITH_BIAS = ("conv_transpose", "onnx_conv_transpose")
+
+def _operands(op: str, data, filter, bias=None) -> dict:
+    """The operands under the dialect's own names (:data:`DIALECTS`' record), so that
+    every dialect's function (array, shape or gradient) is called the same way, whatever
+    its argument order: by keyword.  The bias only where the dialect has one."""
+    data_name, filter_name, bias_name = _dialects.DIALECTS[op].operands
+    named = {data_name: data, filter_name: filter}
+    if bias_name is not None:
+        named[bias_name] = bias
+    return named
 
 
 # ---------------------------------------------------------------------------
@@ -59,16 +76,15 @@ def _checked(op: str, data, filter, bias, attributes: dict) -> str:
 
 
 def _plan_of(op, data_shape, filter_shape, bias_shape, attributes):
-    resolver = getattr(_dialects, op)
-    if op in _WITH_BIAS:
-        return resolver(data_shape, filter_shape, bias_shape, **attributes)
-    return resolver(data_shape, filter_shape, **attributes)
+    return _dialects.DIALECTS[op].rule(**_operands(op, data_shape, filter_shape, bias_shape),
+                                       **attributes)
 
 
 def _library(op: str):
-    if op in ("convolution", "group_convolution"):
-        return getattr(_convolution, op)
-    return getattr(_transposed_api, op)
+    for module in (_convolution, _transposed_api, _frameworks):
+        if op in module.__all__:
+            return getattr(module, op)
+    raise ValueError(f"no array function {op!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -79,9 +95,7 @@ def _library(op: str):
 def _transposed(data: Tensor, filter: Tensor, bias: Optional[Tensor], op: str,
                 attributes: str) -> Tensor:
     function, kwargs = _library(op), json.loads(attributes)
-    if op in _WITH_BIAS:
-        return function(data, filter, bias, **kwargs).contiguous()
-    return function(data, filter, **kwargs).contiguous()
+    return function(**_operands(op, data, filter, bias), **kwargs).contiguous()
 
 
 @_transposed.register_fake
@@ -95,10 +109,7 @@ def _(data, filter, bias, op, attributes):
 def _transposed_backward(data: Tensor, filter: Tensor, grad: Tensor, bias: Optional[Tensor],
                          op: str, attributes: str) -> list[Tensor]:
     function, kwargs = getattr(vjp, op), json.loads(attributes)
-    if op in _WITH_BIAS:
-        grads = function(data, filter, grad, bias, **kwargs)
-    else:
-        grads = function(data, filter, grad, **kwargs)
+    grads = function(**_operands(op, data, filter, bias), grad_output=grad, **kwargs)
     return [g.contiguous() for g in grads if g is not None]
 
 
@@ -312,3 +323,86 @@ def group_convolution(data: Tensor, filter: Tensor, *, strides=None, pads_begin=
                       dilations=dilations, auto_pad=auto_pad)
     encoded = _checked("group_convolution", data, filter, None, attributes)
     return _forward_convolution(data, filter, "group_convolution", encoded)
+
+
+# ---------------------------------------------------------------------------
+# The frameworks' dialects: one builder, driven by the record of each dialect
+
+#: Per dialect, the docstring's example (shapes from the dialect's documented rule).
+_EXAMPLES = {
+    "torch_conv_transpose": """\
+    >>> x = torch.tensor([[[1.0, 2.0, 3.0]]], requires_grad=True)
+    >>> y = ctt.torch_conv_transpose(x, torch.tensor([[[1.0, 10.0, 100.0]]]), stride=2,
+    ...                              padding=1, output_padding=1)
+    >>> y.detach()
+    tensor([[[ 10., 102.,  20., 203.,  30., 300.]]])
+    >>> y.sum().backward()
+    >>> x.grad
+    tensor([[[110., 111., 111.]]])""",
+    "tensorrt_deconvolution": """\
+    >>> ctt.tensorrt_deconvolution(torch.ones(1, 4, 5, 5), torch.ones(4, 2, 3, 3),
+    ...                            stride_nd=2, padding_mode="SAME_UPPER").shape
+    torch.Size([1, 2, 10, 10])""",
+    "tf_conv_transpose": """\
+    >>> ctt.tf_conv_transpose(torch.ones(1, 5, 5, 4), torch.ones(3, 3, 2, 4),
+    ...                       [1, 10, 10, 2], 2).shape
+    torch.Size([1, 10, 10, 2])""",
+    "keras_conv_transpose": """\
+    >>> ctt.keras_conv_transpose(torch.ones(1, 5, 5, 4), torch.ones(3, 3, 2, 4),
+    ...                          torch.zeros(2), strides=2, padding="same").shape
+    torch.Size([1, 10, 10, 2])""",
+    "tflite_transpose_conv": """\
+    >>> ctt.tflite_transpose_conv([1, 10, 10, 2], torch.ones(2, 3, 3, 4),
+    ...                           torch.ones(1, 5, 5, 4), stride_h=2, stride_w=2).shape
+    torch.Size([1, 10, 10, 2])""",
+    "jax_conv_transpose": """\
+    >>> ctt.jax_conv_transpose(torch.ones(1, 5, 5, 4), torch.ones(3, 3, 4, 2), (2, 2),
+    ...                        "SAME").shape
+    torch.Size([1, 10, 10, 2])""",
+}
+
+_DOCSTRING = """{owner} on tensors, differentiable.
+
+Arguments and result as :func:`convtranspose.{name}` (no ``out``); the gradients of
+{operands} are :func:`convtranspose.vjp.{name}`'s.
+
+Examples
+--------
+>>> import torch, convtranspose.torch as ctt
+{example}
+"""
+
+
+def _framework_function(name: str):
+    """The differentiable function of the frameworks' dialect ``name``: the array
+    function's parameters (``out`` left out), computed by the custom operator with the
+    dialect's own argument names."""
+    record = _dialects.DIALECTS[name]
+    data_name, filter_name, bias_name = record.operands
+    parameters = [p for p in inspect.signature(getattr(_frameworks, name)).parameters.values()
+                  if p.name != "out"]
+    signature = inspect.Signature(parameters, return_annotation="Tensor")
+
+    def function(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        attributes = dict(bound.arguments)
+        data, filter = attributes.pop(data_name), attributes.pop(filter_name)
+        bias = None if bias_name is None else attributes.pop(bias_name)
+        encoded = _checked(name, data, filter, bias, attributes)
+        return _transposed(data, filter, bias, name, encoded)
+
+    function.__name__ = function.__qualname__ = name
+    function.__signature__ = signature  # type: ignore[attr-defined]
+    operands = ", ".join(f"``{n}``" for n in record.operands if n)
+    function.__doc__ = _DOCSTRING.format(owner=record.owner, name=name, operands=operands,
+                                         example=inspect.cleandoc("\n" + _EXAMPLES[name]))
+    return function
+
+
+torch_conv_transpose = _framework_function("torch_conv_transpose")
+tensorrt_deconvolution = _framework_function("tensorrt_deconvolution")
+tf_conv_transpose = _framework_function("tf_conv_transpose")
+keras_conv_transpose = _framework_function("keras_conv_transpose")
+tflite_transpose_conv = _framework_function("tflite_transpose_conv")
+jax_conv_transpose = _framework_function("jax_conv_transpose")
