@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from .rules import AxisPlan
 
@@ -57,7 +58,8 @@ def axis_phases(axis: AxisPlan) -> AxisPhases:
         if shift + blocks - 1 < 0 or shift > size - 1:
             continue  # this tap only ever reads zeros
         by_phase.setdefault(phase, []).append((shift, k))
-    runs = []  # [first, count, shifts, taps per phase]: adjacent phases with equal shifts
+    runs: list[list[Any]] = []  # [first, count, shifts, taps per phase]: adjacent phases
+    # with equal shifts
 
     def add(first: int, count: int, shifts: tuple[int, ...], taps: list) -> None:
         if runs and runs[-1][2] == shifts:
@@ -110,7 +112,8 @@ def tap_windows(axis: AxisPlan) -> tuple[tuple[slice, slice] | None, ...]:
     keep the ``x`` whose ``o`` lies in ``[0, Y)``.  ``None`` marks a tap that lands
     entirely outside the output.
     """
-    s, windows = axis.stride, []
+    s = axis.stride
+    windows: list[tuple[slice, slice] | None] = []
     for k in range(axis.kernel_size):
         first = k * axis.dilation - axis.offset  # output index of input 0
         lo = max(0, -(first // s))  # the first x with x*s + first >= 0
