@@ -149,9 +149,9 @@ def convolution_backprop_data(data: ArrayLike, filter: ArrayLike, grad_output: A
     [(1, 2, 4, 4), (2, 3, 3, 3)]
     """
     plan = resolve_plan(_dialects.convolution_backprop_data, _shape_of("data", data),
-                    _shape_of("filter", filter), output_shape, strides=strides,
-                    pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
-                    auto_pad=auto_pad, output_padding=output_padding)
+                        _shape_of("filter", filter), output_shape, strides=strides,
+                        pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
+                        auto_pad=auto_pad, output_padding=output_padding)
     return _gradients(plan, ("data", "filter"), data, filter, grad_output)
 
 
@@ -175,9 +175,9 @@ def group_convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
     (2, 2, 1, 2)
     """
     plan = resolve_plan(_dialects.group_convolution_backprop_data, _shape_of("data", data),
-                    _shape_of("filter", filter), output_shape, strides=strides,
-                    pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
-                    auto_pad=auto_pad, output_padding=output_padding)
+                        _shape_of("filter", filter), output_shape, strides=strides,
+                        pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
+                        auto_pad=auto_pad, output_padding=output_padding)
     return _gradients(plan, ("data", "filter"), data, filter, grad_output)
 
 

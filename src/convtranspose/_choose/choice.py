@@ -69,7 +69,8 @@ class Choice:
 
 def sums_bfloat16_pairs(dtype: np.dtype, result_dtype, target: Target) -> bool:
     """Whether numba ``direct`` may multiply bfloat16 operands summed in float32 as pairs
-    (``vdpbf16ps``; the kernel also checks the values, :mod:`~convtranspose._kernels._numba.modes`)."""
+    (``vdpbf16ps``; the kernel also checks the values,
+    :mod:`~convtranspose._kernels._numba.modes`)."""
     return (result_dtype is not None and dtype == np.float32
             and np.dtype(result_dtype).name == "bfloat16" and target.numba
             and target.bfloat16_pairs)

@@ -51,7 +51,8 @@ CALL_NS = 10000.0
 class RawCost:
     """One algorithm's raw estimate (ns): ``scaled``, the modelled passes and per-call
     terms; ``gemm``, BLAS multiply-adds at the measured GEMM rate; and ``kernel``, a
-    numba kernel's multiply-adds at a modelled share of the measured FMA peak.  Numbers add to ``scaled``.
+    numba kernel's multiply-adds at a modelled share of the measured FMA peak.  Numbers
+    add to ``scaled``.
     """
 
     scaled: float

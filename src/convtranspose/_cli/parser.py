@@ -261,8 +261,8 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
 def _add_shape(commands, handlers: dict) -> None:
     """``convtranspose shape``."""
     shape = subparser(commands, "shape", "output shape, resolved pads and per-axis formulas",
-                       "Infer the output shape and resolved pads of one op from shapes alone,"
-                       " and show per spatial axis the formula with its numbers.", _SHAPE_EXAMPLES)
+                      "Infer the output shape and resolved pads of one op from shapes alone,"
+                      " and show per spatial axis the formula with its numbers.", _SHAPE_EXAMPLES)
     shape.add_argument("op", choices=OPS, metavar="OP", help=" | ".join(OPS))
     shape.add_argument("--data-shape", required=True, type=int_list, metavar="N,C,X...",
                        help="data (ONNX X, oneDNN input) shape, in the op's own layout")
@@ -289,8 +289,8 @@ def _add_shape(commands, handlers: dict) -> None:
 def _add_run(commands, handlers: dict) -> None:
     """``convtranspose run``."""
     run = subparser(commands, "run", "compute one op on .npy files",
-                     "Compute one op on arrays from .npy files and write the result to a .npy"
-                     " file (only that file is written).", _RUN_EXAMPLES)
+                    "Compute one op on arrays from .npy files and write the result to a .npy"
+                    " file (only that file is written).", _RUN_EXAMPLES)
     run.add_argument("op", choices=OPS, metavar="OP", help=" | ".join(OPS))
     run.add_argument("--data", required=True, metavar="X.npy")
     run.add_argument("--filter", required=True, metavar="W.npy")
@@ -305,22 +305,22 @@ def _add_run(commands, handlers: dict) -> None:
 def _add_ir(commands, handlers: dict) -> None:
     """``convtranspose ir check|run``."""
     ir = subparser(commands, "ir", "check or run the transposed convolutions of an OpenVINO IR",
-                    "OpenVINO IR (.xml + .bin): ConvolutionBackpropData-1 and"
-                    " GroupConvolutionBackpropData-1 layers.", _IR_EXAMPLES)
+                   "OpenVINO IR (.xml + .bin): ConvolutionBackpropData-1 and"
+                   " GroupConvolutionBackpropData-1 layers.", _IR_EXAMPLES)
     ir_commands = ir.add_subparsers(dest="ir_command", required=True, metavar="ACTION",
                                     parser_class=_Parser)
     ir_check = subparser(ir_commands, "check", "recompute every layer's output shape",
-                          "Recompute the output shape of every ConvolutionBackpropData and"
-                          " GroupConvolutionBackpropData layer from its input dims and"
-                          " attributes (output_shape from its Const), compare with the declared"
-                          " <output> dims and print a table with the resolved pads."
-                          " Exit 1 on any mismatch.", _IR_EXAMPLES)
+                         "Recompute the output shape of every ConvolutionBackpropData and"
+                         " GroupConvolutionBackpropData layer from its input dims and"
+                         " attributes (output_shape from its Const), compare with the declared"
+                         " <output> dims and print a table with the resolved pads."
+                         " Exit 1 on any mismatch.", _IR_EXAMPLES)
     ir_check.add_argument("model", metavar="MODEL.xml")
     ir_check.add_argument("--json", action="store_true", help="print one JSON object")
     ir_run = subparser(ir_commands, "run", "execute one layer with the model's weights",
-                        "Execute one transposed-convolution layer on data from a .npy file with"
-                        " its weights read from the .bin (Const, or f16 Const + Convert).",
-                        _IR_EXAMPLES)
+                       "Execute one transposed-convolution layer on data from a .npy file with"
+                       " its weights read from the .bin (Const, or f16 Const + Convert).",
+                       _IR_EXAMPLES)
     ir_run.add_argument("model", metavar="MODEL.xml")
     ir_run.add_argument("--layer", required=True, metavar="NAME", help="the layer's name (or id)")
     ir_run.add_argument("--data", required=True, metavar="X.npy")
@@ -337,19 +337,19 @@ def _add_ir(commands, handlers: dict) -> None:
 def _add_onnx(commands, handlers: dict) -> None:
     """``convtranspose onnx check|run``."""
     onnx = subparser(commands, "onnx", "check or run the ConvTranspose nodes of an ONNX model",
-                      "ONNX models: ConvTranspose nodes (needs the onnx package).", _ONNX_EXAMPLES)
+                     "ONNX models: ConvTranspose nodes (needs the onnx package).", _ONNX_EXAMPLES)
     onnx_commands = onnx.add_subparsers(dest="onnx_command", required=True, metavar="ACTION",
                                         parser_class=_Parser)
     onnx_check = subparser(onnx_commands, "check", "recompute every node's output shape",
-                            "Recompute the output shape of every ConvTranspose node from its"
-                            " input shapes and attributes, compare with the shapes the model"
-                            " declares (value_info, graph outputs) and print a table with the"
-                            " resolved pads. Exit 1 on any mismatch.", _ONNX_EXAMPLES)
+                           "Recompute the output shape of every ConvTranspose node from its"
+                           " input shapes and attributes, compare with the shapes the model"
+                           " declares (value_info, graph outputs) and print a table with the"
+                           " resolved pads. Exit 1 on any mismatch.", _ONNX_EXAMPLES)
     onnx_check.add_argument("model", metavar="MODEL.onnx")
     onnx_check.add_argument("--json", action="store_true", help="print one JSON object")
     onnx_run = subparser(onnx_commands, "run", "execute one node with the model's weights",
-                          "Execute one ConvTranspose node on data from a .npy file with its"
-                          " weights and bias from the model's initializers.", _ONNX_EXAMPLES)
+                         "Execute one ConvTranspose node on data from a .npy file with its"
+                         " weights and bias from the model's initializers.", _ONNX_EXAMPLES)
     onnx_run.add_argument("model", metavar="MODEL.onnx")
     onnx_run.add_argument("--node", required=True, metavar="NAME",
                           help="the node's name (or its output's name)")
@@ -369,11 +369,11 @@ _TUNE_EXAMPLES = ("examples:\n  convtranspose tune model.xml\n"
 def _add_tune(commands, handlers: dict) -> None:
     """``convtranspose tune``."""
     tune = subparser(commands, "tune", "measure every layer of a model and keep the wisdom",
-                      "Run every transposed-convolution layer of an OpenVINO IR (.xml) or ONNX"
-                      " model once on random data with the model's weights, under measured"
-                      " planning: time the candidate algorithms, keep the fastest as this"
-                      " machine's wisdom (CONVTRANSPOSE_WISDOM), and print each layer's"
-                      " choice, its time and the runner-up.", _TUNE_EXAMPLES)
+                     "Run every transposed-convolution layer of an OpenVINO IR (.xml) or ONNX"
+                     " model once on random data with the model's weights, under measured"
+                     " planning: time the candidate algorithms, keep the fastest as this"
+                     " machine's wisdom (CONVTRANSPOSE_WISDOM), and print each layer's"
+                     " choice, its time and the runner-up.", _TUNE_EXAMPLES)
     tune.add_argument("model", metavar="MODEL", help="an OpenVINO IR .xml or an ONNX model")
     tune.add_argument("--bin", metavar="MODEL.bin",
                       help="the IR's weights (default: next to the .xml)")
@@ -400,9 +400,9 @@ def _add_bench_and_demo(commands, handlers: dict) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
 
     demo = subparser(commands, "demo", "run the spec's example layer on random data and time it",
-                      "Run ConvolutionBackpropData-1 on data 1x20x224x224 and filter 20x10x3x3"
-                      " (strides 2, pads 1), print the output shape, resolved pads and time.",
-                      "example:\n  convtranspose demo --repeat 20")
+                     "Run ConvolutionBackpropData-1 on data 1x20x224x224 and filter 20x10x3x3"
+                     " (strides 2, pads 1), print the output shape, resolved pads and time.",
+                     "example:\n  convtranspose demo --repeat 20")
     demo.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.set_defaults(handler=handlers["demo"])

@@ -50,7 +50,8 @@ def _preset(kind, batch, weights_shape, axes, dtype, candidates) -> str | None:
     forced = switch(BACKWARD_ALGORITHM_ENV).strip()
     if forced:
         if forced not in _kernels.ALGORITHMS:
-            raise ValueError(f"{BACKWARD_ALGORITHM_ENV}={forced!r} is not one of {_kernels.ALGORITHMS}")
+            raise ValueError(f"{BACKWARD_ALGORITHM_ENV}={forced!r} is not one of"
+                             f" {_kernels.ALGORITHMS}")
         if forced in candidates:
             return forced
     if get_planning() != "estimate" and len(candidates) > 1:

@@ -85,8 +85,7 @@ def transposed_convolution(
     """
     dtype, axes = np.dtype(dtype), tuple(axes)
     target = host() if target is None else target
-    if result_dtype is not None and np.dtype(result_dtype) == dtype:
-        result_dtype = None
+    result_dtype = None if result_dtype is None or np.dtype(result_dtype) == dtype else result_dtype
     batch = data.shape[0]
     if out is None:
         out = _empty_result(batch, weights.shape, axes, channels_last, result_dtype or dtype)

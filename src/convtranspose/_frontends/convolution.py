@@ -34,7 +34,7 @@ def _forward(plan, data, filter, out):
         if result is not NotImplemented:
             return result
     if out is not None and not direct_out(out, plan, {"data": data, "filter": filter},
-                                           ("data", "filter")):
+                                          ("data", "filter")):
         np.copyto(out, _forward(plan, data, filter, None))
         return out
     dtype = check_dtypes(data=data, filter=filter)
@@ -116,8 +116,8 @@ def convolution(data: ArrayLike, filter: ArrayLike, *, strides: PerAxis = None,
     """
     data, filter = as_array("data", data), as_array("filter", filter)
     plan = resolve_plan(_dialects.convolution, data.shape, filter.shape, strides=strides,
-                    pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
-                    auto_pad=auto_pad)
+                        pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
+                        auto_pad=auto_pad)
     return _forward(plan, data, filter, out)
 
 
@@ -162,6 +162,6 @@ def group_convolution(data: ArrayLike, filter: ArrayLike, *, strides: PerAxis = 
     """
     data, filter = as_array("data", data), as_array("filter", filter)
     plan = resolve_plan(_dialects.group_convolution, data.shape, filter.shape, strides=strides,
-                    pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
-                    auto_pad=auto_pad)
+                        pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
+                        auto_pad=auto_pad)
     return _forward(plan, data, filter, out)

@@ -216,7 +216,7 @@ def tf_conv_transpose(input: ArrayLike, filters: ArrayLike, output_shape: ShapeL
     """
     input, filters = as_array("input", input), as_array("filters", filters)
     plan = resolve_plan(_dialects.tf_conv_transpose, input.shape, filters.shape, output_shape,
-                    strides, padding, data_format, dilations)
+                        strides, padding, data_format, dilations)
     return execute_plan(plan, input, filters, None, out, names=("input", "filters", "bias"))
 
 
@@ -270,9 +270,9 @@ def keras_conv_transpose(inputs: ArrayLike, kernel: ArrayLike, bias: ArrayLike |
     inputs, kernel = as_array("inputs", inputs), as_array("kernel", kernel)
     bias = None if bias is None else as_array("bias", bias)
     plan = resolve_plan(_dialects.keras_conv_transpose, inputs.shape, kernel.shape,
-                    None if bias is None else bias.shape, strides=strides, padding=padding,
-                    output_padding=output_padding, data_format=data_format,
-                    dilation_rate=dilation_rate)
+                        None if bias is None else bias.shape, strides=strides, padding=padding,
+                        output_padding=output_padding, data_format=data_format,
+                        dilation_rate=dilation_rate)
     return execute_plan(plan, inputs, kernel, bias, out, names=("inputs", "kernel", "bias"))
 
 
@@ -322,8 +322,8 @@ def tflite_transpose_conv(output_shape: ShapeLike, weights: ArrayLike, input: Ar
     input, weights = as_array("input", input), as_array("weights", weights)
     bias = None if bias is None else as_array("bias", bias)
     plan = resolve_plan(_dialects.tflite_transpose_conv, output_shape, weights.shape, input.shape,
-                    None if bias is None else bias.shape, padding=padding, stride_h=stride_h,
-                    stride_w=stride_w)
+                        None if bias is None else bias.shape, padding=padding, stride_h=stride_h,
+                        stride_w=stride_w)
     return execute_plan(plan, input, weights, bias, out, names=("input", "weights", "bias"))
 
 
@@ -383,8 +383,8 @@ def tensorrt_deconvolution(input: ArrayLike, kernel: ArrayLike, bias: ArrayLike 
     input, kernel = as_array("input", input), as_array("kernel", kernel)
     bias = None if bias is None else as_array("bias", bias)
     plan = resolve_plan(_dialects.tensorrt_deconvolution, input.shape, kernel.shape,
-                    None if bias is None else bias.shape, num_output_maps=num_output_maps,
-                    stride_nd=stride_nd, padding_nd=padding_nd, pre_padding=pre_padding,
-                    post_padding=post_padding, padding_mode=padding_mode,
-                    num_groups=num_groups, dilation_nd=dilation_nd)
+                        None if bias is None else bias.shape, num_output_maps=num_output_maps,
+                        stride_nd=stride_nd, padding_nd=padding_nd, pre_padding=pre_padding,
+                        post_padding=post_padding, padding_mode=padding_mode,
+                        num_groups=num_groups, dilation_nd=dilation_nd)
     return execute_plan(plan, input, kernel, bias, out, names=("input", "kernel", "bias"))

@@ -230,7 +230,7 @@ _PLAIN = (np.ndarray, type(None))
 
 
 def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "filter", "bias"),
-             output_shape=None):
+                 output_shape=None):
     if not plan.axes:  # no spatial axis (JAX's 0-D conv_transpose): one of size 1
         if out is not None:
             direct_out(out, plan, _operands(names, data, filter, bias), names)
@@ -244,7 +244,7 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
             return result
     check_transposed(plan, data, filter, out, output_shape)
     if out is not None and not direct_out(out, plan, _operands(names, data, filter, bias),
-                                           names):
+                                          names):
         np.copyto(out, execute_plan(plan, data, filter, bias, names=names))
         return out
     if bias is None:
@@ -470,7 +470,7 @@ def conv_transpose(input: ArrayLike, filter: ArrayLike, bias: ArrayLike | None =
         auto_pad=auto_pad, output_padding=output_padding, groups=groups, data_format=data_format,
         filter_format=filter_format, weights_format=weights_format, output_shape=output_shape)
     return execute_plan(plan, input, filter, bias, out, names=("input", "filter", "bias"),
-                    output_shape=output_shape)
+                        output_shape=output_shape)
 
 
 def onnx_conv_transpose(X: ArrayLike, W: ArrayLike, B: ArrayLike | None = None, *,

@@ -314,11 +314,6 @@ def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: Sha
     flip = (source == "jax_conv_transpose" and not attributes.get("transpose_kernel", False)) \
         != (target == "jax_conv_transpose")
     plan = _source_plan(source, data_shape, filter_shape, bias_shape, attributes)
-    if not plan.axes:
-        raise ConvTransposeError(
-            f"this {source} layer has no spatial axis (data {plan.data_shape}, filter"
-            f" {plan.filter_shape}: a matrix product), which translations do not take; add a"
-            f" spatial axis of size 1 to the data and the filter (kernel 1, stride 1)")
     has_bias = bias_shape is not None
     solved = rules.solve(target, plan, has_bias)
     if solved.notes and not workarounds:
@@ -332,6 +327,17 @@ def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: Sha
 
 
 def _source_plan(source, data_shape, filter_shape, bias_shape, attributes) -> ConvTransposePlan:
+    """The source layer's plan, which must have a spatial axis."""
+    plan = _resolved_source(source, data_shape, filter_shape, bias_shape, attributes)
+    if not plan.axes:
+        raise ConvTransposeError(
+            f"this {source} layer has no spatial axis (data {plan.data_shape}, filter"
+            f" {plan.filter_shape}: a matrix product), which translations do not take; add a"
+            f" spatial axis of size 1 to the data and the filter (kernel 1, stride 1)")
+    return plan
+
+
+def _resolved_source(source, data_shape, filter_shape, bias_shape, attributes):
     resolver = getattr(_dialects, source)
     if source == "tflite_transpose_conv":  # the op's input order: output shape first
         return resolver(attributes.pop("output_shape", None), filter_shape, data_shape,

@@ -79,7 +79,7 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last, *, tar
             # Rows-major products for a channels-first output keep the phases innermost,
             # so that the copy into the output moves runs of adjacent phases.
             matrix = class_matrix(taps_first_weights(weights, derived), combo, slots,
-                                   tuple(c.count for c in combo), dtype, co_first)
+                                  tuple(c.count for c in combo), dtype, co_first)
             if not internal_last:  # (G, depth, width) -> (G, width, depth)
                 matrix = np.ascontiguousarray(matrix.transpose(0, 2, 1))
             derived[combo] = matrix = frozen(matrix)

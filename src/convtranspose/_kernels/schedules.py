@@ -67,7 +67,7 @@ def direct_per_position(groups: int, ci: int, co: int, channels_last: bool) -> b
 
 
 def direct_rounds(weights_shape: tuple[int, ...], axes: Sequence[AxisPlan],
-                   channels_last: bool) -> bool:
+                  channels_last: bool) -> bool:
     """Whether numba ``direct`` rounds half results as it stores them: its plane kernel
     does, the per-position kernel (and the NumPy fallback beyond 3-D) does not."""
     return len(axes) <= 3 and not direct_per_position(*weights_shape[:3], channels_last)
@@ -403,7 +403,7 @@ def rows_apply(weights_shape, axes3: tuple[AxisPlan, ...], channels_last: bool, 
     if last.output_size < lanes:
         return False
     merged = rows_merged(last, lanes, weights_shape[2],
-                          half_load(np.dtype(data_dtype), target.f16c), target.vector_bytes)
+                         half_load(np.dtype(data_dtype), target.f16c), target.vector_bytes)
     row_bytes = weights_shape[1] * rows_window_width(last, lanes, merged)[1] * dtype.itemsize
     computed = last.stride * phase_vectors(last, lanes) * lanes  # outputs per row
     fits = row_bands(axes3, ROWS_WINDOW_BYTES // row_bytes) is not None

@@ -79,8 +79,8 @@ def _shift_gemm(data, weights, axes, dtype, channels_last, out, internal_last, *
             matrix = matrices.get(combo)
             if matrix is None:
                 matrix = class_matrix(taps_first_weights(weights, matrices), combo, all_slots,
-                                       tuple(c.count for c in combo), dtype
-                                       ).reshape(groups, len(all_slots), ci, width)
+                                      tuple(c.count for c in combo), dtype
+                                      ).reshape(groups, len(all_slots), ci, width)
                 matrices[combo] = matrix = frozen(matrix)
             offsets = [sum((c.shifts[t] + p.pad_low) * pitch
                            for c, t, p, pitch in zip(combo, slot, phases, pitches))

@@ -51,7 +51,7 @@ def _window_class(axis: AxisPlan, phases: AxisPhases) -> PhaseClass | None:
             for shift, k in zip(c.shifts, taps):
                 table[c.first + i - first][shift - low] = k
     return PhaseClass(first, count, tuple(range(low, high + 1)),
-                       tuple(tuple(row) for row in table))
+                      tuple(tuple(row) for row in table))
 
 
 @kept("kernel schedules", maxsize=256)

@@ -176,12 +176,12 @@ def jax_conv_transpose(lhs: ShapeLike, rhs: ShapeLike, strides: PerAxis, padding
                 f"X = 0 dilates to no element: Y = a + b - K' + 1 = {a} + {b} - {dilated[i]}"
                 f" + 1")
         axes.append(checked_axis(i, x, k, s, d, dilated[i] - 1 - a, size,
-                          f"pads ({a}, {b}) of the dilated input: offset = K'-1-a ="
-                          f" {dilated[i] - 1 - a}, {rule}"))
+                                 f"pads ({a}, {b}) of the dilated input: offset = K'-1-a ="
+                                 f" {dilated[i] - 1 - a}, {rule}"))
     sizes = tuple(a.output_size for a, _ in axes)
     output = ((data[0],) + sizes + (out_channels,) if data_format == "NXC"
               else (data[0], out_channels) + sizes)
     mode = padding.lower() if isinstance(padding, str) else "explicit"
     return build_plan("jax_conv_transpose", data, filter_, output, strides, dilations,
-                 [p[0] for p in pairs], [p[1] for p in pairs], (0,) * rank, mode, 1,
-                 data_format, layout, axes)
+                      [p[0] for p in pairs], [p[1] for p in pairs], (0,) * rank, mode, 1,
+                      data_format, layout, axes)

@@ -94,7 +94,7 @@ def conv_transpose(input: ShapeLike, filter: ShapeLike, bias: ShapeLike | None =
     output = ((data[0],) + sizes + (out_channels,) if data_format == "NXC"
               else (data[0], out_channels) + sizes)
     return build_plan("conv_transpose", data, filter_, output, strides, dilations, reported_begin,
-                 reported_end, output_padding, mode, groups, data_format, layout, axes)
+                      reported_end, output_padding, mode, groups, data_format, layout, axes)
 
 
 def _check_channels(filter_, i_axis, o_axis, channels, groups, layout, bias) -> int:

@@ -109,8 +109,9 @@ def onnx_conv_transpose(X: ShapeLike, W: ShapeLike, B: ShapeLike | None = None, 
         axes.append(checked_axis(i, x, k, s, d, pb, size, rule))
 
     output = (data[0], out_channels) + tuple(a.output_size for a, _ in axes)
-    return build_plan("onnx_conv_transpose", data, filter_, output, strides, dilations, reported_begin,
-                 reported_end, output_padding, mode, group, "NCX", "IOX", axes)
+    return build_plan("onnx_conv_transpose", data, filter_, output, strides, dilations,
+                      reported_begin, reported_end, output_padding, mode, group, "NCX", "IOX",
+                      axes)
 
 
 def _pads(pads, rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -95,7 +95,7 @@ def _openvino(op, data, filter, output_shape, strides, pads_begin, pads_end, dil
 
     output = (data[0], groups * c_out) + tuple(a.output_size for a, _ in axes)
     return build_plan(op, data, filter_, output, strides, dilations, reported_begin, reported_end,
-                 output_padding, mode, groups, "NCX", "GIOX" if grouped else "IOX", axes)
+                      output_padding, mode, groups, "NCX", "GIOX" if grouped else "IOX", axes)
 
 
 def convolution_backprop_data(data: ShapeLike, filter: ShapeLike,

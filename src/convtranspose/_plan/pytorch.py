@@ -74,6 +74,23 @@ def _torch_output_padding(output_size, data, rank, strides, padding, dilations, 
     return tuple(size - low for size, low in zip(sizes, minimum))
 
 
+def _check_channels(data, filter_, groups: int) -> None:
+    """PyTorch's refusals of a weight: empty, or channels that do not match the input's."""
+    if 0 in filter_[:2]:
+        raise ConvTransposeError(
+            f"weight shape {filter_} has no {'input' if filter_[0] == 0 else 'output'}"
+            f" channels: PyTorch refuses an empty weight (\"expected weight to be at least 1"
+            f" at dimension 0\", \"non-empty ... weight tensor expected\")")
+    if filter_[0] != data[1]:
+        raise ConvTransposeError(
+            f"input has {data[1]} channels but weight of shape {filter_} expects"
+            f" {filter_[0]} (weight is (C_in, C_out/groups, K...))")
+    if data[1] % groups:
+        raise ConvTransposeError(
+            f"input channels {data[1]} (weight dimension 0) are not divisible by"
+            f" groups={groups}")
+
+
 def torch_conv_transpose(input: ShapeLike, weight: ShapeLike, bias: ShapeLike | None = None,
                          stride: PerAxis = 1, padding: PerAxis = 0, output_padding: PerAxis = 0,
                          groups: int = 1, dilation: PerAxis = 1,
@@ -117,19 +134,7 @@ def torch_conv_transpose(input: ShapeLike, weight: ShapeLike, bias: ShapeLike | 
             f" empty batch (\"Only zero batch or zero channel inputs are supported\")")
     kernel = filter_[2:]
     check_spatial("weight", filter_, kernel)
-    if 0 in filter_[:2]:
-        raise ConvTransposeError(
-            f"weight shape {filter_} has no {'input' if filter_[0] == 0 else 'output'}"
-            f" channels: PyTorch refuses an empty weight (\"expected weight to be at least 1"
-            f" at dimension 0\", \"non-empty ... weight tensor expected\")")
-    if filter_[0] != data[1]:
-        raise ConvTransposeError(
-            f"input has {data[1]} channels but weight of shape {filter_} expects"
-            f" {filter_[0]} (weight is (C_in, C_out/groups, K...))")
-    if data[1] % groups:
-        raise ConvTransposeError(
-            f"input channels {data[1]} (weight dimension 0) are not divisible by"
-            f" groups={groups}")
+    _check_channels(data, filter_, groups)
     out_channels = filter_[1] * groups
     if bias is not None and as_shape("bias shape", bias) != (out_channels,):
         raise ConvTransposeError(
@@ -150,8 +155,8 @@ def torch_conv_transpose(input: ShapeLike, weight: ShapeLike, bias: ShapeLike | 
             extra[i]
         full = (x - 1) * s + (k - 1) * d + 1
         axes.append(checked_axis(i, x, k, s, d, p, full + op_ - 2 * p,
-                          f"Y = F + output_padding - 2*padding = {full} + {op_} - 2*{p}",
-                          empty=data[0] == 0))
+                                 f"Y = F + output_padding - 2*padding = {full} + {op_} - 2*{p}",
+                                 empty=data[0] == 0))
     output = (data[0], out_channels) + tuple(a.output_size for a, _ in axes)
     return build_plan("torch_conv_transpose", data, filter_, output, strides, dilations, padding,
-                 padding, extra, "explicit", groups, "NCX", "IOX", axes)
+                      padding, extra, "explicit", groups, "NCX", "IOX", axes)

@@ -285,7 +285,8 @@ def shared_attributes(rank, strides, dilations, pads_begin, pads_end, output_pad
     )
 
 
-def optional_output_shape(value: object, rank: int, name: str = "output_shape") -> tuple[int, ...] | None:
+def optional_output_shape(value: object, rank: int,
+                          name: str = "output_shape") -> tuple[int, ...] | None:
     """The optional spatial output shape: one positive int per spatial axis."""
     if value is None:
         return None
@@ -313,7 +314,7 @@ def as_choice(name: str, value: object, choices: Mapping[Any, str]) -> str:
 
 
 def check_ranks(data: tuple[int, ...], filter_: tuple[int, ...], extra_filter_axes: int,
-                 filter_layout: str) -> int:
+                filter_layout: str) -> int:
     """The spatial rank, after checking both tensors have enough axes and agree."""
     if len(data) < 3:
         raise ConvTransposeError(

@@ -204,7 +204,7 @@ def _tf_plan(op, data, filter_, output, strides, dilations, modes, channels_last
     axes, begins, ends, extras = tf_axes(op, data, kernel, strides, dilations, sizes, modes,
                                          spatial)
     return build_plan(op, data, filter_, output, strides, dilations, begins, ends, tuple(extras),
-                 mode_name, 1, "NXC" if channels_last else "NCX", layout, axes)
+                      mode_name, 1, "NXC" if channels_last else "NCX", layout, axes)
 
 
 def tf_conv_transpose(input: ShapeLike, filters: ShapeLike, output_shape: ShapeLike,

@@ -84,7 +84,7 @@ def tensorrt_deconvolution(input: ShapeLike, kernel: ShapeLike, bias: ShapeLike 
     symmetric = per_axis("padding_nd", padding_nd, rank, 0, 0)
     pre = symmetric if pre_padding is None else per_axis("pre_padding", pre_padding, rank, 0, 0)
     post = symmetric if post_padding is None else per_axis("post_padding", post_padding,
-                                                            rank, 0, 0)
+                                                           rank, 0, 0)
     groups = as_index("num_groups", num_groups)
     if groups <= 0:
         raise ConvTransposeError(f"num_groups must be positive, got {groups}")
@@ -113,8 +113,8 @@ def tensorrt_deconvolution(input: ShapeLike, kernel: ShapeLike, bias: ShapeLike 
                                                   pairs)):
         full = (x - 1) * s + dilated[i]
         axes.append(checked_axis(i, x, k, s, d, b, full - b - a,
-                          f"{padding_mode}: O = (I-1)*S + DK - (B + A) = {full} - ({b} + {a})"))
+                                 f"{padding_mode}: O = (I-1)*S + DK - (B + A) = {full} - ({b} + {a})"))
     output = (data[0], out_channels) + tuple(axis.output_size for axis, _ in axes)
     return build_plan("tensorrt_deconvolution", data, filter_, output, strides, dilations,
-                 [p[0] for p in pairs], [p[1] for p in pairs], (0,) * rank,
-                 padding_mode.lower(), groups, "NCX", "IOX", axes)
+                      [p[0] for p in pairs], [p[1] for p in pairs], (0,) * rank,
+                      padding_mode.lower(), groups, "NCX", "IOX", axes)

@@ -19,7 +19,7 @@ from .kernel_cache import cached_njit
 
 @cached_njit(nogil=True, inline="always")
 def gather_row_taps(found, j1, j2, p1, p2, tap_shift, tap_count, size1,
-              size2):  # pragma: no cover - compiled
+                    size2):  # pragma: no cover - compiled
     """The taps of the first two axes that read inside the input for output row ``(j1,
     j2)`` of phases ``(p1, p2)``: ``found[r] = (x1, x2, m1, m2)``; returns their count."""
     rows = 0

@@ -54,13 +54,13 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived, bias, 
         derived = {} if derived is None else derived
         if len(axes) == 1 and line_segmented(axes[0], ci):
             direct_line_segments(data, weights, axes[0], dtype, result, target, threads,
-                                  channels_last, strided, derived, bias)
+                                 channels_last, strided, derived, bias)
         elif rows_apply(weights.shape, axes3, channels_last, data.dtype, dtype, result.dtype,
                         target):
             direct_rows(data, weights, axes3, dtype, result, target, threads, derived, bias)
         else:
             direct_planes(data, weights, axes3, dtype, result, target, threads, strided,
-                           derived, bias)
+                          derived, bias)
     if result is not out:
         np.copyto(out, result)
 
@@ -83,7 +83,7 @@ def prepare_direct(batch, weights, axes, dtype, channels_last, derived, target):
     if rows_apply(weights.shape, axes3, channels_last, dtype, dtype, dtype, target):
         return rows_runner(batch, weights, axes3, dtype, target, threads, derived)
     run = plane_runner(batch, weights, axes3, dtype, target, threads,
-                        plane_strided(groups, ci, co, channels_last), derived, False)
+                       plane_strided(groups, ci, co, channels_last), derived, False)
 
     def compute(data, out):
         run(np.ascontiguousarray(data).reshape(-1), out.reshape(-1))

@@ -210,7 +210,7 @@ def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
 
 
 def direct_planes(data, weights, axes3, dtype, out, target, threads, channels_last, derived,
-                   bias=None):
+                  bias=None):
     """The plane kernel over every (sample, group) plane, into ``out`` (C-contiguous)."""
     lanes = planes_block_shape(np.dtype(dtype).itemsize, weights.shape[2],
                                target.vector_bytes)[0]
@@ -225,13 +225,13 @@ def direct_planes(data, weights, axes3, dtype, out, target, threads, channels_la
         source = data.reshape(-1)
     mode = store_mode(out.dtype, dtype)
     run = plane_runner(data.shape[0], weights, axes3, dtype, target, threads, channels_last,
-                        derived, pairs, mode, bias, load_mode)
+                       derived, pairs, mode, bias, load_mode)
     flat = out.reshape(-1)
     run(source, flat if mode == KEEP else flat.view(np.uint16))
 
 
 def plane_runner(batch, weights, axes3, dtype, target, threads, channels_last, derived, pairs,
-                  mode=KEEP, bias=None, load_mode=KEEP):
+                 mode=KEEP, bias=None, load_mode=KEEP):
     """``run(source, target)``: the plane kernel over flat data (its bits when ``pairs``
     or ``load_mode`` says so) into the flat result (its ``uint16`` bits when rounding to
     ``mode``, the ``bias`` added before), with everything but the data prepared: the
@@ -286,7 +286,7 @@ def plane_runner(batch, weights, axes3, dtype, target, threads, channels_last, d
 
 
 def direct_line_segments(data, weights, axis, dtype, out, target, threads, channels_last,
-                          strided, derived, bias=None):
+                         strided, derived, bias=None):
     """A long 1-D layer cut into segments of its output, each a plane kernel call.
 
     One line's window holds every input channel's whole line (HiFi-GAN 256->128 L65536:
@@ -319,7 +319,7 @@ def direct_line_segments(data, weights, axis, dtype, out, target, threads, chann
         part = data[..., x0:x1, :] if channels_last else data[..., x0:x1]
         result = np.empty(into.shape, out.dtype)
         direct_planes(part, weights, three_axes((plan,)), dtype, result, target, 1, strided,
-                       derived, bias)
+                      derived, bias)
         into[...] = result
 
     def work(first, stop):

@@ -283,7 +283,7 @@ def _rows_weights(weights, co_block: int, dtype, pairs: bool = False,
 
 
 def rows_runner(batch, weights, axes3, dtype, target, threads, derived, data=KEEP,
-                 result=KEEP, bias=None):
+                result=KEEP, bias=None):
     """``run(data, out)``: the row kernel (:func:`rows_apply`) into ``out`` of ``dtype``,
     with the reordered weights (kept in ``derived``), the tables and the kernel
     prepared.  ``data`` (:func:`half_load`): the data are float16, or bfloat16
@@ -348,4 +348,4 @@ def direct_rows(data, weights, axes3, dtype, out, target, threads, derived, bias
         direct_planes(data, weights, axes3, dtype, out, target, threads, False, derived, bias)
         return
     rows_runner(data.shape[0], weights, axes3, dtype, target, threads, derived, load_mode,
-                 store_mode(out.dtype, dtype), bias)(data, out)
+                store_mode(out.dtype, dtype), bias)(data, out)
