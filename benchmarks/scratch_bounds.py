@@ -57,7 +57,7 @@ def _row(layer, dtype, name) -> dict:
 
     call()
     memo.forget_derived()
-    _api._prepared_calls.clear()
+    _api.prepared_calls.clear()
     tracemalloc.start()
     out = call()
     _, peak = tracemalloc.get_traced_memory()

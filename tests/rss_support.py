@@ -59,7 +59,7 @@ def call():
 result = call()
 del result
 memo.forget_derived()
-_api._prepared_calls.clear()
+_api.prepared_calls.clear()
 gc.collect()
 with open("/proc/self/clear_refs", "w") as file:
     file.write("5")

@@ -26,7 +26,7 @@ def _peak(call) -> int:
     compiles its kernels, with the filters' derived matrices forgotten."""
     call()
     memo.forget_derived()
-    _api._prepared_calls.clear()
+    _api.prepared_calls.clear()
     tracemalloc.start()
     try:
         call()

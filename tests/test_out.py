@@ -77,12 +77,12 @@ def test_prepared_calls_write_into_out(monkeypatch, shape, algorithm):
     W = rng.standard_normal((shape[1], 3, 3, 3)).astype(np.float32)
     keywords = dict(strides=[2, 2], pads=[1, 1, 1, 1])
     case = oracle.onnx_conv_transpose_case(X, W, **keywords)
-    _api._prepared_calls.clear()
+    _api.prepared_calls.clear()
     for _ in range(3):
         out = np.full(case.output_shape, np.nan, np.float32)
         assert ct.onnx_conv_transpose(X, W, out=out, **keywords) is out
         oracle.assert_matches(out, case)
-    assert _api._prepared_calls, "the layer was not prepared"
+    assert _api.prepared_calls, "the layer was not prepared"
 
 
 @pytest.mark.parametrize("data_format", ["NCX", "NXC"])

@@ -19,13 +19,13 @@ FILTER = np.arange(2 * 3 * 3 * 3, dtype=np.float64).reshape(2, 3, 3, 3)
 
 
 def test_cached_plan_equals_fresh_resolution():
-    _api._plan_cache.clear()
+    _api.plan_cache.clear()
     kwargs = dict(strides=[2, 1], pads_begin=1, pads_end=[0, 1], output_padding=1)
     first = ct.convolution_backprop_data(DATA, FILTER, **kwargs)
-    assert len(_api._plan_cache) == 1
+    assert len(_api.plan_cache) == 1
     second = ct.convolution_backprop_data(DATA, FILTER, **kwargs)
     np.testing.assert_array_equal(first, second)
-    (cached,) = _api._plan_cache.values()
+    (cached,) = _api.plan_cache.values()
     assert cached == ct.shapes.convolution_backprop_data(DATA.shape, FILTER.shape, **kwargs)
 
 
@@ -37,11 +37,11 @@ def test_values_equal_to_a_cached_int_are_still_validated(bad):
 
 
 def test_errors_are_not_cached():
-    _api._plan_cache.clear()
+    _api.plan_cache.clear()
     for _ in range(2):
         with pytest.raises(ct.ConvTransposeError, match="pads_begin"):
             ct.convolution_backprop_data(DATA, FILTER, pads_begin=-1)
-    assert not _api._plan_cache
+    assert not _api.plan_cache
 
 
 def test_output_shape_array_and_list_resolve_alike():
@@ -54,14 +54,14 @@ def test_output_shape_array_and_list_resolve_alike():
 
 
 def test_cache_stays_bounded():
-    _api._plan_cache.clear()
-    for pad in range(_api._PLAN_CACHE_SIZE + 10):
+    _api.plan_cache.clear()
+    for pad in range(_api.PLAN_CACHE_SIZE + 10):
         _api.resolve_plan(ct.shapes.onnx_conv_transpose, (1, 1, 3), (1, 1, 3), strides=pad + 1)
-    assert len(_api._plan_cache) == _api._PLAN_CACHE_SIZE
+    assert len(_api.plan_cache) == _api.PLAN_CACHE_SIZE
 
 
 def test_same_values_under_other_keywords_do_not_collide():
-    _api._plan_cache.clear()
+    _api.plan_cache.clear()
     by_strides = _api.resolve_plan(ct.shapes.onnx_conv_transpose, (1, 1, 3), (1, 1, 3), strides=2)
     by_dilations = _api.resolve_plan(ct.shapes.onnx_conv_transpose, (1, 1, 3), (1, 1, 3), dilations=2)
     assert by_strides.strides == (2,) and by_dilations.strides == (1,)
@@ -74,14 +74,14 @@ def test_same_values_under_other_keywords_do_not_collide():
     (2, (2,)),                    # scalar vs one-element sequence: both valid, both cached
 ])
 def test_lookalike_values_get_their_own_entries(first, second):
-    _api._plan_cache.clear()
+    _api.plan_cache.clear()
     _api.resolve_plan(ct.shapes.onnx_conv_transpose, (1, 1, 3, 3), (1, 1, 3, 3), strides=first)
     try:
         _api.resolve_plan(ct.shapes.onnx_conv_transpose, (1, 1, 3, 3), (1, 1, 3, 3), strides=second)
     except ct.ConvTransposeError:
-        assert len(_api._plan_cache) == 1   # refused, as a fresh resolution would
+        assert len(_api.plan_cache) == 1   # refused, as a fresh resolution would
     else:
-        assert len(_api._plan_cache) == 2
+        assert len(_api.plan_cache) == 2
 
 
 def test_axis_plan_hash_agrees_with_equality_after_caching_and_pickling():
@@ -107,7 +107,7 @@ def test_axis_plan_hash_agrees_with_equality_after_caching_and_pickling():
 
 # --------------------------------------------------------------------------- prepared tiny calls
 # Tiny layers that the kernel computes with ``dense`` are prepared after their first
-# call (``_api._prepared_calls``); later calls with the same plan, dtypes and filter bytes
+# call (``_api.prepared_calls``); later calls with the same plan, dtypes and filter bytes
 # take one product.  They must give the general path's bits and yield to it whenever
 # it could decide otherwise.
 
@@ -129,9 +129,9 @@ def forced_dense(monkeypatch):
     """These tests are of the prepared ``dense`` call: which algorithm the cost model
     would pick for a tiny layer depends on the CPU, so ``dense`` is forced."""
     monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "dense")
-    _api._prepared_calls.clear()
+    _api.prepared_calls.clear()
     yield
-    _api._prepared_calls.clear()
+    _api.prepared_calls.clear()
 
 
 def _tiny(dtype=np.float32, batch=1):
@@ -140,11 +140,11 @@ def _tiny(dtype=np.float32, batch=1):
 
 
 def _general(call, data, filter):
-    _api._prepared_calls.clear()
+    _api.prepared_calls.clear()
     try:
         return call(data, filter)
     finally:
-        _api._prepared_calls.clear()
+        _api.prepared_calls.clear()
 
 
 def _forbid_general_path(monkeypatch):
@@ -161,7 +161,7 @@ def test_prepared_tiny_call_is_used_and_gives_the_general_paths_bits(forced_dens
     data, filter = _tiny(dtype, batch)
     expected = _general(call, data, filter)
     call(data, filter)  # prepares
-    assert len(_api._prepared_calls) == 1
+    assert len(_api.prepared_calls) == 1
     with monkeypatch.context() as patch:
         _forbid_general_path(patch)
         got = call(data.copy(), filter.copy())
@@ -245,7 +245,7 @@ def test_prepared_tiny_calls_only_for_native_float32_and_float64_without_bias(fo
         data, filter = data.astype(dtype), filter.astype(dtype)
         result = _general(call, data, filter)
         call(data, filter)
-        assert not _api._prepared_calls, dtype
+        assert not _api.prepared_calls, dtype
         assert result.dtype == np.dtype(dtype)
     # Byte-swapped operands are read in native order at the boundary: the same numbers,
     # in the native float32.
@@ -253,23 +253,23 @@ def test_prepared_tiny_calls_only_for_native_float32_and_float64_without_bias(fo
     swapped = call(data.astype(">f4"), filter.astype(">f4"))
     assert swapped.dtype == np.float32 and swapped.dtype.isnative
     np.testing.assert_array_equal(swapped, _general(call, data, filter))
-    _api._prepared_calls.clear()
+    _api.prepared_calls.clear()
     data, filter = _tiny()
     xio = np.moveaxis(filter, (0, 1), (-2, -1))
     bias = np.arange(3, dtype=np.float32)
     with_bias = ct.conv_transpose(np.moveaxis(data, 1, -1), xio, bias, strides=2)
-    assert not _api._prepared_calls
+    assert not _api.prepared_calls
     ct.conv_transpose(np.moveaxis(data, 1, -1), xio, strides=2)  # prepares
     np.testing.assert_array_equal(ct.conv_transpose(np.moveaxis(data, 1, -1), xio, bias,
                                                     strides=2), with_bias)
 
 
 def test_prepared_tiny_calls_stay_bounded(forced_dense):
-    _api._prepared_calls.clear()
-    for size in range(3, 3 + _api._PREPARED_CALLS_KEPT + 4):
+    _api.prepared_calls.clear()
+    for size in range(3, 3 + _api.PREPARED_CALLS_KEPT + 4):
         data = RNG.standard_normal((1, 1, size)).astype(np.float32)
         ct.convolution_backprop_data(data, np.ones((1, 2, 3), np.float32), strides=2)
-    assert len(_api._prepared_calls) == _api._PREPARED_CALLS_KEPT
+    assert len(_api.prepared_calls) == _api.PREPARED_CALLS_KEPT
 
 
 # --------------------------------------------------------------------------- prepared direct calls
@@ -315,9 +315,9 @@ def _direct_layer(name, dtype=np.float32):
 def forced_direct(monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct")
-    _api._prepared_calls.clear()
+    _api.prepared_calls.clear()
     yield
-    _api._prepared_calls.clear()
+    _api.prepared_calls.clear()
 
 
 @pytest.mark.parametrize("name", DIRECT)
@@ -328,7 +328,7 @@ def test_prepared_direct_call_is_used_and_gives_the_general_paths_bits(monkeypat
     expected = _general(call, data, filter)
     oracle.assert_matches(expected, case(data, filter))
     call(data, filter)  # prepares
-    (prepared,) = _api._prepared_calls.values()
+    (prepared,) = _api.prepared_calls.values()
     assert type(prepared[1]).__name__ == "DirectCall"
     before = data.copy(), filter.copy()
     with monkeypatch.context() as patch:
@@ -374,7 +374,7 @@ def test_prepared_direct_calls_never_for_a_non_finite_filter(monkeypatch, forced
     call, case, data, filter = _direct_layer("onnx 2-D")
     filter[0, 0, 0, 0] = np.inf
     got = call(data, filter)
-    assert not _api._prepared_calls
+    assert not _api.prepared_calls
     monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "col2im-ncx")  # exact: only taps it meets
     np.testing.assert_allclose(got, call(data, filter), rtol=1e-5, atol=1e-5)
     assert 0 < np.isfinite(got).sum() < got.size
@@ -402,22 +402,22 @@ def test_prepared_direct_calls_only_where_the_plane_kernel_is_set_up_once(monkey
     depthwise = RNG.standard_normal((1, 6, 5, 16)).astype(np.float32)
     ct.conv_transpose(depthwise, RNG.standard_normal((3, 3, 16, 1)).astype(np.float32),
                       strides=2, groups=16)
-    assert not _api._prepared_calls
+    assert not _api.prepared_calls
     call, _, data, filter = _direct_layer("onnx 2-D")
     call(data.astype(np.float16), filter.astype(np.float16))
-    assert not _api._prepared_calls
+    assert not _api.prepared_calls
     monkeypatch.setattr(numba_direct, "line_segmented", lambda axis, ci: True)
     call, _, data, filter = _direct_layer("onnx 1-D grouped")
     call(data, filter)
-    assert not _api._prepared_calls
+    assert not _api.prepared_calls
     monkeypatch.undo()
     monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct")
     monkeypatch.setattr(execute, "PREPARED_MAX_FILTER_BYTES", filter.nbytes - 1)
     call(data, filter)
-    assert not _api._prepared_calls
+    assert not _api.prepared_calls
     monkeypatch.setattr(execute, "PREPARED_MAX_FILTER_BYTES", filter.nbytes)
     call(data, filter)
-    assert len(_api._prepared_calls) == 1
+    assert len(_api.prepared_calls) == 1
 
 
 def test_prepared_direct_call_yields_to_another_target(forced_direct):
@@ -425,7 +425,7 @@ def test_prepared_direct_call_yields_to_another_target(forced_direct):
     # another target it declines, and the general path computes the oracle's result.
     call, case, data, filter = _direct_layer("onnx 2-D")
     call(data, filter)  # prepares
-    (prepared,) = _api._prepared_calls.values()
+    (prepared,) = _api.prepared_calls.values()
     assert prepared[1](data, filter) is not None
     with ct.use_target(ct.host_target().replace(threads=1)):
         assert prepared[1](data, filter) is None

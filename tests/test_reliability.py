@@ -191,8 +191,8 @@ def test_the_phase_enumeration_is_linear_in_the_taps():
 
 
 def test_the_plan_cache_drops_the_least_recently_used(monkeypatch):
-    monkeypatch.setattr(_api, "_PLAN_CACHE_SIZE", 3)
-    _api._plan_cache.clear()
+    monkeypatch.setattr(_api, "PLAN_CACHE_SIZE", 3)
+    _api.plan_cache.clear()
     shapes = [((1, 1, x), (1, 1, 1)) for x in range(1, 5)]
     plans = [ct.shapes.convolution_backprop_data(*s) for s in shapes[:3]]
     data = [np.zeros(s[0]) for s in shapes]
@@ -201,7 +201,7 @@ def test_the_plan_cache_drops_the_least_recently_used(monkeypatch):
         ct.convolution_backprop_data(d, filter)
     ct.convolution_backprop_data(data[0], filter)  # the first is used again
     ct.convolution_backprop_data(data[3], filter)  # evicts the second, not the first
-    kept = {plan.data_shape for plan in _api._plan_cache.values()}
+    kept = {plan.data_shape for plan in _api.plan_cache.values()}
     assert kept == {(1, 1, 1), (1, 1, 3), (1, 1, 4)}, (kept, plans)
 
 
@@ -209,9 +209,9 @@ def test_clear_caches_forgets_everything_kept():
     data, filter = np.ones((1, 2, 4, 4), np.float32), np.ones((2, 2, 3, 3), np.float32)
     for _ in range(2):
         ct.convolution_backprop_data(data, filter)
-    assert _api._plan_cache and memo._derived
+    assert _api.plan_cache and memo.derived_kept
     ct.clear_caches()
-    assert not _api._plan_cache and not _api._prepared_calls and not memo._derived
+    assert not _api.plan_cache and not _api.prepared_calls and not memo.derived_kept
     np.testing.assert_array_equal(ct.convolution_backprop_data(data, filter),
                                   oracle.openvino_cbpd(data, filter))
 
@@ -221,9 +221,9 @@ def test_the_weights_memo_can_be_bounded():
     ct.convolution_backprop_data(np.ones((1, 2, 4, 4), np.float32), filter)
     previous = ct.set_weights_memo_bytes(0)
     try:
-        assert not memo._derived
+        assert not memo.derived_kept
         ct.convolution_backprop_data(np.ones((1, 2, 4, 4), np.float32), filter)
-        assert not memo._derived
+        assert not memo.derived_kept
     finally:
         assert ct.set_weights_memo_bytes(previous) == 0
     with pytest.raises(ct.ConvTransposeError):

@@ -58,7 +58,7 @@ def _peak_beyond(result_of) -> tuple[np.ndarray, int]:
     matrices and the prepared calls forgotten (they count as scratch)."""
     result_of()
     memo.forget_derived()
-    _api._prepared_calls.clear()
+    _api.prepared_calls.clear()
     return _traced_peak(result_of)
 
 

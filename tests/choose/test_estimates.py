@@ -111,12 +111,12 @@ def test_direct_blocked_is_not_offered_for_half_a_vector_of_output_channels():
         # Channels first, wide output channels only where `direct`'s row kernel does not
         # take the layer (8 outputs per phase: half a vector of it; a 1-D layer of stride 8).
         small = (AxisPlan(4, 4, 2, 1, 1, 8),) * 2
-        assert not estimates._rows_take_layer(small, (1, 32, co, 4, 4), False, target)
-        assert estimates._rows_take_layer(axes, (1, 32, co, 4, 4), False, target)
+        assert not estimates.rows_take_layer(small, (1, 32, co, 4, 4), False, target)
+        assert estimates.rows_take_layer(axes, (1, 32, co, 4, 4), False, target)
         rowless = _raw_estimates(2, small, (1, 32, co, 4, 4), False)
         assert ("direct-blocked" in rowless) is (offered and (co <= 64 or wide)), (co, lanes)
         line = (AxisPlan(8192, 16, 8, 1, 4, 65536),)
-        assert not estimates._rows_take_layer(line, (1, 32, co, 16), False, target)
+        assert not estimates.rows_take_layer(line, (1, 32, co, 16), False, target)
         one_line = _raw_estimates(1, line, (1, 32, co, 16), False)
         assert ("direct-blocked" in one_line) is (offered and (co <= 64 or wide)), (co, lanes)
 

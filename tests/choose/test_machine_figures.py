@@ -76,8 +76,8 @@ def test_the_peak_is_scaled_to_the_targets_vector_width(wisdom_file):
     # Measured at this process's vector width; half as wide vectors do half the
     # multiply-adds per instruction.
     _with_figures(gemm_gflops=100.0, copy_gbps=10.0, fma_gflops=80.0)
-    wide = estimates._thread_macs_per_ns(host_target().replace(vector_bytes=64))
-    narrow = estimates._thread_macs_per_ns(host_target().replace(vector_bytes=32))
+    wide = estimates.thread_macs_per_ns(host_target().replace(vector_bytes=64))
+    narrow = estimates.thread_macs_per_ns(host_target().replace(vector_bytes=32))
     assert wide == pytest.approx(2 * narrow)
-    assert estimates._thread_macs_per_ns(
+    assert estimates.thread_macs_per_ns(
         host_target().replace(vector_bytes=vector_bytes())) == pytest.approx(40.0)

@@ -260,7 +260,7 @@ def test_choice_charges_a_float32_result_to_algorithms_that_round_it_afterwards(
                 (planes, False, True), (planes, True, True), (per_position, False, True),
                 (per_position, True, False)):
             outputs = 3 * weights_shape[0] * weights_shape[2] * 20 * 20  # batch 3
-            margin = dispatch._ROUNDING_NS * outputs
+            margin = dispatch.ROUNDING_NS * outputs
             for gap in (0.5 * margin, 2 * margin):
                 for rounder in ("direct", "direct-blocked"):
                     costs = {rounder: 1e6 + gap, "gemm-ncx": 1e6}

@@ -81,7 +81,7 @@ def test_corename_reports_the_core_the_environment_forces():
     assert result.stdout.strip() == "Nehalem"
 
 
-@pytest.mark.skipif(blas._thread_setter() is None, reason="no openblas_set_num_threads_local")
+@pytest.mark.skipif(blas.thread_setter() is None, reason="no openblas_set_num_threads_local")
 def test_one_thread_restores_the_count_after_concurrent_users():
     # openblas_set_num_threads_local is process-wide in pthreads builds: concurrent
     # set-and-restore pairs must not leave OpenBLAS on one thread.

@@ -32,8 +32,8 @@ def test_parse_cpuinfo_reads_the_first_processor():
 
 def test_processor_string_of_windows():
     text = "AMD64 Family 25 Model 17 Stepping 1, AuthenticAMD"
-    assert machine._parse_processor_string(text) == ("AuthenticAMD", 25)
-    assert machine._parse_processor_string("") == ("", 0)
+    assert machine.parse_processor_string(text) == ("AuthenticAMD", 25)
+    assert machine.parse_processor_string("") == ("", 0)
 
 
 def test_cpu_identity_is_well_formed():

@@ -32,9 +32,9 @@ def test_weights_memo_never_returns_a_stale_filter(monkeypatch, algorithm):
             expected = _reference(data, weights, axes)
             got = _run(data.astype(np.float64), weights, axes, np.float64, False, algorithm)
             np.testing.assert_array_equal(got, expected)
-    assert len(memo._derived) <= 2
+    assert len(memo.derived_kept) <= 2
     if algorithm == "direct-blocked" and HAVE_NUMBA:  # its reordered weights are kept
-        assert any(key[-1] == "direct-blocked" for key in memo._derived)
+        assert any(key[-1] == "direct-blocked" for key in memo.derived_kept)
 
 
 @pytest.mark.parametrize("size", [6, 6000])  # compared as bytes / as integer views
@@ -52,7 +52,7 @@ def test_weights_memo_compares_filters_in_any_memory_order():
     base = np.random.default_rng(5).standard_normal((3, 3, 40, 50)).astype(np.float32)
     view = base.transpose(2, 3, 0, 1)[None]
     first = memo.derived_from(view, "test")
-    kept = next(entry[0] for entry in memo._derived.values() if entry[1] is first)
+    kept = next(entry[0] for entry in memo.derived_kept.values() if entry[1] is first)
     assert np.argsort(kept.strides).tolist() == np.argsort(view.strides).tolist()
     assert memo.derived_from(np.ascontiguousarray(view), "test") is first
     assert memo.derived_from(view, "test") is first
@@ -62,12 +62,12 @@ def test_weights_memo_compares_filters_in_any_memory_order():
 
 def test_weights_memo_keeps_no_filter_above_its_size_cap(monkeypatch):
     monkeypatch.setattr(memo, "_DERIVED_MAX_BYTES", 64)
-    memo._derived.clear()
+    memo.derived_kept.clear()
     rng = np.random.default_rng(3)
     data, weights, axes = _random_case(rng, 1)
     assert weights.nbytes > 64
     _run(data, weights, axes, np.float64, False, "col2im-ncx")
-    assert not memo._derived
+    assert not memo.derived_kept
 
 
 def test_environment_switches_follow_run_time_changes(monkeypatch):
@@ -87,16 +87,16 @@ def test_weights_memo_keeps_large_filters_within_its_byte_budget(monkeypatch):
     # never kept.  Hits return the same dict; evicted filters start a fresh one.
     monkeypatch.setattr(memo, "_DERIVED_BUDGET_BYTES", 3 << 10)
     monkeypatch.setattr(memo, "_DERIVED_MAX_BYTES", 1 << 30)
-    memo._derived.clear()
+    memo.derived_kept.clear()
     filters = [np.full(150 + i, float(i), np.float32) for i in range(3)]  # ~600 bytes
     first = memo.derived_from(filters[0], "budget")
     second = memo.derived_from(filters[1], "budget")
     assert memo.derived_from(filters[0], "budget") is first  # hit: now most recent
     memo.derived_from(filters[2], "budget")  # evicts filters[1], the least recent
-    assert 2 * sum(entry[0].nbytes for entry in memo._derived.values()) <= 3 << 10
-    assert len(memo._derived) == 2
+    assert 2 * sum(entry[0].nbytes for entry in memo.derived_kept.values()) <= 3 << 10
+    assert len(memo.derived_kept) == 2
     assert memo.derived_from(filters[0], "budget") is first
     assert memo.derived_from(filters[1], "budget") is not second
-    memo._derived.clear()
+    memo.derived_kept.clear()
     memo.derived_from(np.zeros(400, np.float32), "budget")  # 1600 > 1536 bytes
-    assert not memo._derived
+    assert not memo.derived_kept

@@ -214,7 +214,7 @@ def test_one_and_two_threads_give_the_oracles_sums(algorithm):
                     got, expected, err_msg=f"{algorithm} {axes} {channels_last} {threads}")
 
 
-@pytest.mark.skipif(blas._thread_setter() is None or blas._thread_getter() is None
+@pytest.mark.skipif(blas.thread_setter() is None or blas.thread_getter() is None
                     or not blas.available(np.float32),
                     reason="needs NumPy's OpenBLAS with openblas_set_num_threads_local")
 @pytest.mark.parametrize("library, expected", [(1, 1), (4, 2)])
@@ -233,7 +233,7 @@ def test_openblas_runs_on_at_most_the_librarys_count_within_a_call(monkeypatch, 
         return original_gemm(*arguments, **options)
 
     monkeypatch.setattr(blas, "gemm", recording_gemm)
-    previous = blas._thread_setter()(2)
+    previous = blas.thread_setter()(2)
     try:
         data, weights, axes = _large_case()
         with ct.num_threads(library):
@@ -241,16 +241,16 @@ def test_openblas_runs_on_at_most_the_librarys_count_within_a_call(monkeypatch, 
                              np.float32, True, "gemm-nxc")
         after = blas.threads()
     finally:
-        blas._thread_setter()(previous)
+        blas.thread_setter()(previous)
     np.testing.assert_array_equal(got, canonical_result(data, weights, axes))
     assert counts and set(counts) == {expected}
     assert after == 2  # the user's count comes back
 
 
-@pytest.mark.skipif(blas._thread_setter() is None or blas._thread_getter() is None,
+@pytest.mark.skipif(blas.thread_setter() is None or blas.thread_getter() is None,
                     reason="needs NumPy's OpenBLAS with openblas_set_num_threads_local")
 def test_openblas_limits_nest_and_the_users_count_comes_back():
-    previous = blas._thread_setter()(3)
+    previous = blas.thread_setter()(3)
     try:
         seen = []
         with blas.at_most(4):  # above OpenBLAS's own count: it stays
@@ -265,7 +265,7 @@ def test_openblas_limits_nest_and_the_users_count_comes_back():
             seen.append(blas.threads())
         seen.append(blas.threads())
     finally:
-        blas._thread_setter()(previous)
+        blas.thread_setter()(previous)
     assert seen == [3, 2, 1, 1, 2, 3, 3]
 
 

@@ -31,7 +31,7 @@ __all__ = ["Choice", "Explanation", "call_scratch_bytes", "choose", "choose_exac
 
 #: Nanoseconds per output element of a float32 result that is then rounded to float16
 #: or bfloat16 (allocated, written, rounded; ``benchmarks/results/half-precision.json``).
-_ROUNDING_NS = 1.0
+ROUNDING_NS = 1.0
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def raw_costs(problem: Problem, target: Target) -> dict[str, RawCost]:
         in_kernel = ({"direct-blocked", "direct"}
                      if direct_rounds(weights_shape, axes, channels_last)
                      else {"direct-blocked"})
-        costs = {name: cost + (0 if name in in_kernel else _ROUNDING_NS * outputs)
+        costs = {name: cost + (0 if name in in_kernel else ROUNDING_NS * outputs)
                  for name, cost in costs.items()}
     return costs
 

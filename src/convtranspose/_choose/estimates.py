@@ -3,7 +3,7 @@
 Each estimator models its algorithm's work: BLAS products at the machine's measured
 GEMM speed (:func:`.figures.gemm_gflops`), NumPy memory passes (:func:`_pass_ns`),
 numba kernels' multiply-adds at shares of the machine's measured FMA peak
-(:func:`_thread_macs_per_ns`), and fixed per-call overheads.  The pass and overhead
+(:func:`thread_macs_per_ns`), and fixed per-call overheads.  The pass and overhead
 terms are rough: the estimate only has to rank the few most promising algorithms well,
 and measured planning times those and makes the final call.  Estimators read the
 kernels' own schedules (:mod:`convtranspose._kernels.schedules`), never their code.
@@ -173,7 +173,7 @@ def raw_estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[i
     dtype = np.dtype(dtype)
     layer = _Layer.of(batch, axes, weights_shape, channels_last)
     numba_float = target.numba and dtype.kind == "f"
-    rows = numba_float and len(axes) <= 3 and _rows_take_layer(axes, weights_shape,
+    rows = numba_float and len(axes) <= 3 and rows_take_layer(axes, weights_shape,
                                                                  channels_last, target)
     situation = {"target": target, "numba_float": numba_float, "pairs": pairs, "rows": rows}
     costs: dict[str, RawCost] = {}
@@ -336,7 +336,7 @@ def _window_estimate(layer: _Layer) -> RawCost | None:
 _DIRECT_PEAK_SHARE = {1: 0.53, 2: 0.755, 3: 0.816}
 
 
-def _thread_macs_per_ns(target: Target) -> float:
+def thread_macs_per_ns(target: Target) -> float:
     """One thread's float32 FMA peak in multiply-adds per ns, at ``target``'s vector
     width: the peak measured here (:func:`.figures.fma_gflops`)
     scaled by the width's ratio to the width it was measured at.  Where numba cannot
@@ -353,7 +353,7 @@ def _thread_macs_per_ns(target: Target) -> float:
 _ROWS_TIME = 0.8
 
 
-def _rows_take_layer(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+def rows_take_layer(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
                      channels_last: bool, target: Target) -> bool:
     """Whether numba ``direct`` gives this float32 layer to its row kernel
     (:func:`~convtranspose._kernels.schedules.rows_apply`; half data is priced alike)."""
@@ -404,7 +404,7 @@ def _direct_estimate(layer: _Layer, pairs: bool, rows: bool, target: Target) -> 
     stores = layer.outputs * ((2.0 if strided else 1.0) if axes[-1].stride <= 2 else 6.0)
     cost = RawCost(_MODEL_SCALE * ((fills + stores) / threads + 10000),
                    kernel=_MODEL_SCALE * macs / threads
-                   / (_DIRECT_PEAK_SHARE[co_block] * _thread_macs_per_ns(target)))
+                   / (_DIRECT_PEAK_SHARE[co_block] * thread_macs_per_ns(target)))
     if rows:
         cost = RawCost(cost.scaled * _ROWS_TIME, kernel=cost.kernel * _ROWS_TIME)
     return cost
@@ -497,7 +497,7 @@ def _blocked_estimate(layer: _Layer, target: Target) -> RawCost:
     busy = max(1, min(threads, items))
     return RawCost(_BLOCKED_SCALE * (0.3 * copied + transposed + 0.25 * reloaded
                                      + 50.0 * lines + 20000),
-                   kernel=_BLOCKED_SCALE * macs / (busy * _thread_macs_per_ns(target)))
+                   kernel=_BLOCKED_SCALE * macs / (busy * thread_macs_per_ns(target)))
 
 
 #: Each estimate an algorithm's record names (``Algorithm.estimate``): a function of the

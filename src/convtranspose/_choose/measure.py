@@ -5,7 +5,7 @@ The budget, per problem, once per machine (the result is kept as wisdom):
 - under ``measure``, the :data:`MEASURED_CANDIDATES` the estimate ranks first, plus
   the best-ranked of the other kind of kernel when none of those is of that kind, plus
   the next ones while the estimates put measuring them all under
-  :data:`MEASURE_ALL_BELOW_SECONDS` (:func:`convtranspose._choose.planning._candidates`); every
+  :data:`MEASURE_ALL_BELOW_SECONDS` (:func:`convtranspose._choose.planning.candidate_names`); every
   applicable one under ``exhaustive``;
 - each candidate runs once untimed (its kernels compile, or load from the on-disk
   cache, and its derived filter is built);

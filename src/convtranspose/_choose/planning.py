@@ -161,7 +161,7 @@ def _numba_kernel(name: str) -> bool:
     return "numba" in REGISTRY[name].requires
 
 
-def _candidates(choice: Choice, level: str, dtype, rank, channels_last, target) -> list[str]:
+def candidate_names(choice: Choice, level: str, dtype, rank, channels_last, target) -> list[str]:
     """The names to time: the estimate's order, one per code that runs.
 
     Under ``measure``, the first :data:`~.measure.MEASURED_CANDIDATES`, plus the
@@ -249,7 +249,7 @@ def planned_choice(problem: Problem, target: Target, *, run=None, finite=None) -
     entry = _remembered(key, offered)
     if entry is None and run is not None:
         if finite is None or finite():
-            entry = _measure_once(key, offered, lambda: _candidates(
+            entry = _measure_once(key, offered, lambda: candidate_names(
                 choice, level, dtype, rank, channels_last, target), run, level)
         else:
             return _keep(memo, choice, final=False)  # measured at a later finite call

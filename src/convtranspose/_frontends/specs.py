@@ -71,8 +71,8 @@ def as_array(name: str, value: object) -> np.ndarray:
     return array
 
 
-_PLAN_CACHE_SIZE = 512
-_plan_cache: dict = {}
+PLAN_CACHE_SIZE = 512
+plan_cache: dict = {}
 _EXACT_INT = frozenset({int})
 
 
@@ -108,12 +108,12 @@ def resolve_plan(resolver, *args, **kwargs) -> _plan.ConvTransposePlan:
         key = (resolver, tuple(kwargs), *map(_freeze, args), *map(_freeze, kwargs.values()))
     except TypeError:
         return resolver(*args, **kwargs)
-    plan = _plan_cache.get(key)
+    plan = plan_cache.get(key)
     if plan is None:
         plan = resolver(*args, **kwargs)
-        _bounded_insert(_plan_cache, key, plan, _PLAN_CACHE_SIZE)
+        _bounded_insert(plan_cache, key, plan, PLAN_CACHE_SIZE)
     else:
-        _touch(_plan_cache, key, plan)
+        _touch(plan_cache, key, plan)
     return plan
 
 
@@ -168,14 +168,14 @@ def canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.n
 #: Layers computed by ``dense`` or numba ``direct``, prepared once (after their first
 #: call): ``(id(plan), data dtype, filter dtype) -> (plan, DenseCall or DirectCall)``,
 #: the most recently prepared last.
-_PREPARED_CALLS_KEPT = 8
-_prepared_calls: dict = {}
+PREPARED_CALLS_KEPT = 8
+prepared_calls: dict = {}
 
 
 def _forget_kept() -> None:
     with _insert_lock:
-        _plan_cache.clear()
-        _prepared_calls.clear()
+        plan_cache.clear()
+        prepared_calls.clear()
 
 
 _caches.register("resolved plans and prepared calls", _forget_kept)
@@ -249,7 +249,7 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         return out
     if bias is None:
         key = (id(plan), data.dtype, filter.dtype)
-        prepared = _prepared_calls.get(key)
+        prepared = prepared_calls.get(key)
         if prepared is not None and prepared[0] is plan and prepared[2] == _planning.generation:
             result = prepared[1](data, filter, out)
             if result is not None:
@@ -269,8 +269,8 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
     if bias is None:
         call = prepare_call(data, filter, weights, plan.axes, plan.channels_last)
         if call is not None:
-            _bounded_insert(_prepared_calls, key, (plan, call, _planning.generation),
-                            _PREPARED_CALLS_KEPT)
+            _bounded_insert(prepared_calls, key, (plan, call, _planning.generation),
+                            PREPARED_CALLS_KEPT)
     return result
 
 

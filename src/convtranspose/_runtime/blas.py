@@ -104,13 +104,13 @@ def supports(dtype) -> bool:
 
 
 @kept("the BLAS library's entry points", maxsize=None)
-def _thread_setter():
+def thread_setter():
     """OpenBLAS's ``openblas_set_num_threads_local``, or None."""
     return _function(("openblas_set_num_threads_local",), [ctypes.c_int], ctypes.c_int)
 
 
 @kept("the BLAS library's entry points", maxsize=None)
-def _thread_getter():
+def thread_getter():
     """OpenBLAS's ``openblas_get_num_threads``, or None."""
     return _function(("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
                       "openblas_get_num_threads"), [], ctypes.c_int)
@@ -118,7 +118,7 @@ def _thread_getter():
 
 def threads() -> int:
     """The number of threads OpenBLAS runs a product on now (0 if unknown)."""
-    function = _thread_getter()
+    function = thread_getter()
     return function() if function is not None else 0
 
 
@@ -147,7 +147,7 @@ class _Limits:
 
     def _lookup(self):
         if not self._calls:
-            getter, setter = _thread_getter(), _thread_setter()
+            getter, setter = thread_getter(), thread_setter()
             self._calls = (getter, setter) if getter is not None and setter is not None else ()
         return self._calls
 

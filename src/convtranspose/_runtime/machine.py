@@ -32,7 +32,7 @@ def parse_cpuinfo(text: str) -> CpuIdentity:
     return (vendor.group(1) if vendor else "", int(family.group(1)) if family else 0)
 
 
-def _parse_processor_string(text: str) -> CpuIdentity:
+def parse_processor_string(text: str) -> CpuIdentity:
     """``(vendor, family)`` from Windows' ``platform.processor()``.
 
     For example ``'AMD64 Family 25 Model 17 Stepping 1, AuthenticAMD'``.
@@ -52,7 +52,7 @@ def cpu_identity() -> CpuIdentity:
         identity = ("", 0)
     if identity[0]:
         return identity
-    return _parse_processor_string(platform.processor())
+    return parse_processor_string(platform.processor())
 
 
 def parse_model_name(text: str) -> str | None:

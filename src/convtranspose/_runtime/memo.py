@@ -34,7 +34,7 @@ _DERIVED_BUDGET_BYTES = 256 << 20
 _DERIVED_MAX_BYTES = _DERIVED_BUDGET_BYTES // 2
 
 
-_derived: dict = {}
+derived_kept: dict = {}
 
 
 _derived_lock = threading.Lock()
@@ -60,19 +60,19 @@ def derived_from(weights: np.ndarray, *key) -> dict:
     """
     full_key = (weights.shape, weights.dtype.str) + key
     with _derived_lock:
-        entry = _derived.pop(full_key, None)
+        entry = derived_kept.pop(full_key, None)
         if entry is not None and same_bits(entry[0], weights):
-            _derived[full_key] = entry  # most recently used last
+            derived_kept[full_key] = entry  # most recently used last
             return entry[1]
     derived: dict = {}
     if weights.nbytes <= min(_DERIVED_MAX_BYTES, _DERIVED_BUDGET_BYTES // 2):
         kept = frozen(np.array(weights, copy=True, order="K"))
         with _derived_lock:
-            while _derived and (len(_derived) >= max(1, _DERIVED_KEPT) or 2 * (
-                    kept.nbytes + sum(e[0].nbytes for e in _derived.values()))
+            while derived_kept and (len(derived_kept) >= max(1, _DERIVED_KEPT) or 2 * (
+                    kept.nbytes + sum(e[0].nbytes for e in derived_kept.values()))
                     > _DERIVED_BUDGET_BYTES):
-                del _derived[next(iter(_derived))]  # the least recently used
-            _derived[full_key] = (kept, derived)
+                del derived_kept[next(iter(derived_kept))]  # the least recently used
+            derived_kept[full_key] = (kept, derived)
     return derived
 
 
@@ -107,15 +107,15 @@ def set_weights_memo_bytes(max_bytes: int) -> int:
     with _derived_lock:
         previous = _DERIVED_BUDGET_BYTES
         _DERIVED_BUDGET_BYTES, _DERIVED_MAX_BYTES = max_bytes, max_bytes // 2
-        while _derived and 2 * sum(e[0].nbytes for e in _derived.values()) > max_bytes:
-            del _derived[next(iter(_derived))]
+        while derived_kept and 2 * sum(e[0].nbytes for e in derived_kept.values()) > max_bytes:
+            del derived_kept[next(iter(derived_kept))]
     return previous
 
 
 def forget_derived() -> None:
     """Drop every filter's derived matrices."""
     with _derived_lock:
-        _derived.clear()
+        derived_kept.clear()
 
 
 register("filters' derived matrices", forget_derived)
