@@ -40,6 +40,70 @@ def test_tune_measures_each_layer_and_keeps_the_wisdom(tmp_path, monkeypatch):
     assert "runner-up" in text.stdout and "upsampling_node" in text.stdout
 
 
+def _tuned_model(tmp_path, monkeypatch):
+    """A one-layer IR tuned once: ``(xml, wisdom file, its one wisdom key)``."""
+    weights = np.random.default_rng(0).standard_normal((16, 8, 4, 4)).astype(np.float32)
+    xml = write_ir(tmp_path, data_shape=(1, 16, 12, 12), weights=weights,
+                   declared=(1, 8, 24, 24),
+                   attributes={"strides": "2,2", "pads_begin": "1,1", "pads_end": "1,1"})
+    store = tmp_path / "wisdom.json"
+    _with_wisdom(monkeypatch, store)
+    first = run_cli("tune", str(xml), "--json", timeout=300)
+    assert first.returncode == 0, first.stderr
+    [key] = json.loads(store.read_text())["choices"]
+    return xml, store, key
+
+
+def _rewrite_choice(store, key, algorithm, times_ns):
+    document = json.loads(store.read_text())
+    document["choices"][key].update(algorithm=algorithm, times_ns=times_ns)
+    store.write_text(json.dumps(document, sort_keys=True))
+
+
+def test_tune_reports_the_choice_and_runner_up_by_time_after_a_reload(tmp_path,
+                                                                      monkeypatch):
+    # The wisdom file keeps the times by name: the report must not take their order for
+    # the order of speed.  The choice is the alphabetically last name, the slowest the
+    # first, so reading the file's order gives other names and numbers.
+    xml, store, key = _tuned_model(tmp_path, monkeypatch)
+    names = sorted(json.loads(store.read_text())["choices"][key]["times_ns"])
+    assert len(names) >= 2
+    chosen = names[-1]
+    times = {chosen: 56_800, names[0]: 92_600}
+    times.update({name: 76_000 + 10_000 * i for i, name in enumerate(names[1:-1])})
+    _rewrite_choice(store, key, chosen, times)
+    if len(names) > 2:
+        runner, expected = names[1], f"runner-up {names[1]} 76 us (1.34x)"
+    else:
+        runner, expected = names[0], f"runner-up {names[0]} 92.6 us (1.63x)"
+    text = run_cli("tune", str(xml), timeout=300)
+    assert text.returncode == 0, text.stderr
+    line = next(line for line in text.stdout.splitlines() if "upsampling_node" in line)
+    assert line.endswith(f"{chosen} 56.8 us; {expected}"), line
+    [layer] = json.loads(run_cli("tune", str(xml), "--json", timeout=300).stdout)["layers"]
+    assert layer["decided_by"] == "wisdom"
+    assert (layer["algorithm"], layer["time_ns"]) == (chosen, 56_800)
+    assert layer["runner_up"] == [runner, times[runner]]
+    assert list(layer["times_ns"]) == sorted(times, key=times.get)
+
+
+def test_tune_force_measures_again_and_replaces_the_wisdom(tmp_path, monkeypatch):
+    xml, store, key = _tuned_model(tmp_path, monkeypatch)
+    names = sorted(json.loads(store.read_text())["choices"][key]["times_ns"])
+    slow = {name: 1_000_000_000 + i for i, name in enumerate(names)}  # a busy machine: 1 s
+    _rewrite_choice(store, key, names[0], slow)
+    [kept] = json.loads(run_cli("tune", str(xml), "--json", timeout=300).stdout)["layers"]
+    assert kept["decided_by"] == "wisdom" and kept["times_ns"] == slow
+    forced = run_cli("tune", str(xml), "--force", "--json", timeout=300)
+    assert forced.returncode == 0, forced.stderr
+    [layer] = json.loads(forced.stdout)["layers"]
+    assert layer["decided_by"] == "measured"
+    assert max(layer["times_ns"].values()) < 1e8  # this layer takes microseconds
+    entry = json.loads(store.read_text())["choices"][key]
+    assert entry["times_ns"] == layer["times_ns"]
+    assert entry["algorithm"] == min(entry["times_ns"], key=entry["times_ns"].get)
+
+
 def test_tune_refuses_a_missing_model(tmp_path):
     result = run_cli("tune", str(tmp_path / "absent.xml"))
     assert_one_line_error(result, "absent.xml")

@@ -56,7 +56,8 @@ from .wisdom import WisdomError, check_document, store
 
 __all__ = ["LEVELS", "export_wisdom",
            "forget_wisdom", "get_planning", "import_wisdom", "measured_choice", "planned_choice",
-           "problem_key", "recording", "set_planning", "store_path", "use_planning"]
+           "problem_key", "recording", "remeasuring", "set_planning", "store_path",
+           "use_planning"]
 
 #: The planning levels (the module docstring).
 LEVELS = ("estimate", "measure", "exhaustive")
@@ -237,7 +238,8 @@ def planned_choice(problem: Problem, target: Target, *, run=None, finite=None) -
     level = get_planning()
     forced = switch(ALGORITHM_ENV)
     memo = (problem, target, level, switch(WISDOM_ENV), switch(CACHE_ENV))
-    known = None if forced else _decided.get(memo)
+    remeasured = _remeasure.get()
+    known = None if forced or remeasured is not None else _decided.get(memo)
     if known is not None:
         return _keep(memo, known, final=False)
     choice = choose(problem, target)
@@ -246,19 +248,23 @@ def planned_choice(problem: Problem, target: Target, *, run=None, finite=None) -
     key = problem_key(problem, target)
     offered = {name for name, _ in choice.estimates}
     dtype, rank, channels_last = problem.dtype, problem.rank, problem.channels_last
-    entry = _remembered(key, offered)
+    again = remeasured is not None and key not in remeasured and run is not None
+    entry = None if again else _remembered(key, offered)
     if entry is None and run is not None:
         if finite is None or finite():
             entry = _measure_once(key, offered, lambda: candidate_names(
                 choice, level, dtype, rank, channels_last, target), run, level)
+            if remeasured is not None:
+                remeasured.add(key)
         else:
             return _keep(memo, choice, final=False)  # measured at a later finite call
     if entry is None:
         return _keep(memo, choice, final=run is not None)
     decided_by = "measured" if entry.get("fresh") else "wisdom"
+    # The wisdom file keeps the times by name: Choice.measured is fastest first.
+    times = sorted(entry.get("times_ns", {}).items(), key=lambda item: item[1])
     return _keep(memo, _with_algorithm(choice, entry["algorithm"], decided_by, dtype, rank,
-                                       channels_last, target,
-                                       entry.get("times_ns", {}).items()), final=True)
+                                       channels_last, target, times), final=True)
 
 
 def measured_choice(kind: str, key: str, candidates, run, default: str) -> str:
@@ -303,6 +309,22 @@ def recording():
         yield choices
     finally:
         _recorder.reset(token)
+
+
+_remeasure: contextvars.ContextVar[set | None] = contextvars.ContextVar(
+    "convtranspose_planning_remeasure", default=None)
+
+
+@contextlib.contextmanager
+def remeasuring() -> Iterator[None]:
+    """``with remeasuring():`` the block's calls (in this thread or task) measure each
+    problem once again whatever the wisdom says, and their measurements replace its
+    entries (``convtranspose tune --force``: a choice measured on a busy machine)."""
+    token = _remeasure.set(set())
+    try:
+        yield
+    finally:
+        _remeasure.reset(token)
 
 
 def _keep(memo: tuple, choice: Choice, final: bool) -> Choice:

@@ -363,7 +363,8 @@ def _add_onnx(commands, handlers: dict) -> None:
 
 
 _TUNE_EXAMPLES = ("examples:\n  convtranspose tune model.xml\n"
-                  "  convtranspose tune model.onnx --level exhaustive --json\n")
+                  "  convtranspose tune model.onnx --level exhaustive --json\n"
+                  "  convtranspose tune model.xml --force\n")
 
 
 def _add_tune(commands, handlers: dict) -> None:
@@ -383,6 +384,9 @@ def _add_tune(commands, handlers: dict) -> None:
     tune.add_argument("--batch", type=int, default=1, metavar="N",
                       help="the batch of layers whose batch is dynamic (default 1)")
     tune.add_argument("--seed", type=int, default=0, help="seed of the random data")
+    tune.add_argument("--force", action="store_true",
+                      help="measure again the layers the wisdom already has (a choice"
+                           " measured on a busy machine) and replace their entries")
     tune.add_argument("--json", action="store_true", help="print one JSON object")
     tune.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
                       help=_MAX_BYTES_HELP)

@@ -4,10 +4,13 @@ Each layer runs once on random data of its declared input shape (a dynamic batch
 ``--batch``) with the model's own weights, under measured planning: the algorithms
 are timed and the fastest is kept as wisdom, so the model's later runs (in any
 process on this machine, through any of the four dialect functions) start with it.
+A layer already in the wisdom is not measured again unless ``--force`` asks for it
+(its entry is then replaced).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -50,8 +53,14 @@ def _tune_one(item, check, run, batch: int, rng) -> dict:
         row["skipped"] = "nothing to plan (an empty layer)"
         return row
     choice = choices[0]
-    row.update(algorithm=choice.runs, decided_by=choice.decided_by,
-               times_ns=dict(choice.measured))
+    times = dict(sorted(choice.measured, key=lambda item: item[1]))
+    row.update(algorithm=choice.runs, decided_by=choice.decided_by, times_ns=times)
+    # The choice's own time and the fastest other, by time (never by the times' order).
+    if choice.algorithm in times:
+        row["time_ns"] = times[choice.algorithm]
+        others = [(name, ns) for name, ns in times.items() if name != choice.algorithm]
+        if others:
+            row["runner_up"] = list(min(others, key=lambda item: item[1]))
     return row
 
 
@@ -60,26 +69,29 @@ def _format_row(row: dict) -> str:
 
     if "skipped" in row:
         return f"  {row['layer']}: not measured ({row['skipped']})"
-    times = list(row["times_ns"].items())
-    if not times:
+    if "time_ns" not in row:
         return (f"  {row['layer']}: {row['algorithm']} (by {row['decided_by']};"
                 " nothing measured)")
-    best = f"{row['algorithm']} {format_ns(times[0][1])}"
-    runner = (f"; runner-up {times[1][0]} {format_ns(times[1][1])}"
-              f" ({times[1][1] / times[0][1]:.2f}x)" if len(times) > 1 else "")
+    ns = row["time_ns"]
+    best = f"{row['algorithm']} {format_ns(ns)}"
+    runner = ""
+    if "runner_up" in row:
+        name, other = row["runner_up"]
+        runner = f"; runner-up {name} {format_ns(other)} ({other / ns:.2f}x)"
     return f"  {row['layer']}  {row['data_shape']}: {best}{runner}"
 
 
 def tune(args, progress_class) -> int:
     """The ``tune`` command (``args`` from the parser; ``progress_class`` the CLI's bar)."""
-    from .._choose.planning import use_planning
+    from .._choose.planning import remeasuring, use_planning
 
     items, check, run, kind = _model(args.model, getattr(args, "bin", None), args.max_bytes)
     rng = np.random.default_rng(args.seed)
     progress = progress_class(len(items), "tuning", always=True)
     rows = []
     try:
-        with use_planning(args.level):
+        with use_planning(args.level), (remeasuring() if args.force
+                                        else contextlib.nullcontext()):
             for done, item in enumerate(items, 1):
                 rows.append(_tune_one(item, check, run, args.batch, rng))
                 progress.update(done)
