@@ -273,7 +273,7 @@ def test_tiny_copies_of_drawn_layers_match_the_oracle_and_torch():
 def _row(layer, ratio, suite, **planning):
     return {"layer": layer, "suite": suite, "algorithm": "a", "ratio_to_best_peer": ratio,
             "best_peer": "p", "times_ms": {"convtranspose": 1.0, "p": ratio},
-            "gflops": 1.0, "roofline_fraction": 0.5, "extra_bytes": 0, "output_bytes": 8,
+            "gflops": 1.0, "floor_fraction": 0.5, "extra_bytes": 0, "output_bytes": 8,
             "skipped": {}, **planning}
 
 

@@ -171,3 +171,112 @@ def test_bench_row_keeps_every_round_and_the_fastest_rounds_ratio(monkeypatch):
     geomean = (row["best_round_ratio"] * 4.0) ** 0.5
     assert f"geometric mean {geomean:.2f}x, worst {min(row['best_round_ratio'], 4.0):.2f}x" \
         in summary
+
+
+# --------------------------------------------------------------------------- bench's output
+
+
+def _oracle_peer(layer, inputs):
+    """A fake peer: the oracle's direct loop on the layer (NCX in, NCX out)."""
+    import numpy as np
+
+    from oracle import crop, full_transposed_convolution
+
+    weights = inputs["weights"][None].astype(np.float64)  # (G=1, Ci, Co, K...)
+
+    def run():
+        full = full_transposed_convolution(inputs["data"], weights, [layer.stride] * layer.rank,
+                                           [layer.dilation] * layer.rank)
+        return crop(full, [layer.pad] * layer.rank, list(layer.output_spatial))
+    return run, lambda result: result.astype(np.float32)
+
+
+#: The fake machine: an FMA peak of 1 MFLOP/s puts the tiny layers' floors near a
+#: millisecond (well above the call-overhead bound) and the copy rate never binds.
+FAKE_PEAK, FAKE_COPY = 1e6, 1e12
+
+
+def _bench_tiny(monkeypatch, tmp_path, capsys, *extra):
+    """``convtranspose bench`` on the two tiny layers (NCX, NXC) against the fake peer:
+    ``(stdout, stderr lines, results.json)``."""
+    from convtranspose._cli import bench as _bench
+
+    monkeypatch.setitem(_bench.PEERS, "oracle", _oracle_peer)
+    monkeypatch.setattr(_bench.run, "installed_peers", lambda requested: requested)
+    monkeypatch.setattr(_bench.run, "SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(_bench.run, "fma_peak_flops", lambda: FAKE_PEAK)
+    monkeypatch.setattr(_bench.run, "copy_bandwidth", lambda: FAKE_COPY)
+    monkeypatch.setenv("CONVTRANSPOSE_WISDOM", "off")  # main sets it; restored after
+    code = _bench.main(["--layers", "tiny N1 2->3 5x5 k3 s2 p1", "--peers", "oracle",
+                        "--repeat", "1", "--warmup", "0", "--out", str(tmp_path),
+                        "--no-plot", *extra])
+    assert code == 0
+    captured = capsys.readouterr()
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [row["layer"] for row in results["rows"]] == ["tiny N1 2->3 5x5 k3 s2 p1",
+                                                         "tiny N1 2->3 5x5 k3 s2 p1 NXC"]
+    return captured.out, captured.err.strip().splitlines(), results
+
+
+def _table(text, first_cell):
+    """The Markdown table of ``text``: its header's cells and the rows' cells."""
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    cells = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
+    assert cells[0][0] == first_cell
+    return cells[0], cells[1:]
+
+
+def test_bench_prints_a_short_table_counts_the_layers_and_says_where_it_wrote(
+        monkeypatch, tmp_path, capsys):
+    import re
+
+    out, err, results = _bench_tiny(monkeypatch, tmp_path, capsys)
+    head, rows = _table(out, "layer")
+    assert head == ["layer", "convtranspose ms", "best peer", "x best peer"]
+    assert "GFLOP/s" not in head and "--wide" in out
+    for cells, row in zip(rows, results["rows"], strict=True):
+        ours, theirs = row["times_ms"]["convtranspose"], row["times_ms"]["oracle"]
+        assert cells == [row["layer"], f"{ours:.3g}", f"oracle {theirs:.3g}",
+                         f"{theirs / ours:.2f}"]
+    progress = [line for line in err if line.startswith("[")]
+    assert re.match(r"\[1/2\] tiny N1 2->3 5x5 k3 s2 p1 .*  ETA \d+ s$", progress[0])
+    assert progress[1].startswith("[2/2] tiny N1 2->3 5x5 k3 s2 p1 NXC")
+    assert "ETA" not in progress[1]
+    assert err[-1] == (f"results written to {tmp_path / 'results.md'},"
+                       f" {tmp_path / 'results.json'}")
+    # results.md keeps every column.
+    wide_head, _ = _table((tmp_path / "results.md").read_text(), "layer")
+    assert {"algorithm", "oracle ms", "GFLOP/s", "% of floor"} <= set(wide_head)
+
+
+def test_bench_floor_share_is_the_roofline_floor_over_our_time(monkeypatch, tmp_path,
+                                                               capsys):
+    # The column once divided a NumPy sgemm's time by ours: a GEMM timed on a busy
+    # machine (OpenBLAS's threads waiting for a core: 16 ms for any GEMM from 121x121
+    # up) read as 34965%.  It is now the layer's floor (the useful multiply-adds at the
+    # FMA peak or the arrays moved at the copy rate, whichever is longer) over our time.
+    import numpy as np
+
+    out, _, results = _bench_tiny(monkeypatch, tmp_path, capsys, "--wide")
+    head, rows = _table(out, "layer")
+    assert head[:3] == ["layer", "algorithm", "convtranspose ms"] and "% of floor" in head
+    from convtranspose._cli.bench import SUITE
+
+    for cells, row in zip(rows, results["rows"], strict=True):
+        layer = next(layer for layer in SUITE if layer.label == row["layer"])
+        useful = 2 * layer.in_channels * layer.out_channels * _pairs_inside(layer)
+        moved = 4 * (2 * 25 + 2 * 3 * 9 + 3 * int(np.prod(layer.output_spatial)))
+        floor = 1e3 * max(useful / FAKE_PEAK, moved / FAKE_COPY)
+        ours = row["times_ms"]["convtranspose"]
+        assert row["floor_ms"] == pytest.approx(floor)
+        assert cells[head.index("% of floor")] == f"{100 * floor / ours:.0f}%"
+        assert "sgemm_ms" not in row and "roofline_fraction" not in row
+
+
+def test_bench_eta_is_the_mean_time_per_layer_times_the_layers_left(monkeypatch):
+    from convtranspose._cli.bench import run
+
+    monkeypatch.setattr(run.time, "perf_counter", lambda: 1120.0)
+    assert run._eta(1000.0, 12, 36) == "  ETA 4 min"  # 10 s a layer, 24 left
+    assert run._eta(1000.0, 60, 66) == "  ETA 12 s"
+    assert run._eta(1000.0, 36, 36) == ""

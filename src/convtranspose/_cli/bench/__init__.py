@@ -4,15 +4,16 @@ Run with ``python -m convtranspose bench`` (or ``python benchmarks/peers.py``): 
 fixed suite of real layers, or with ``--random SEED [--count N]`` layers drawn from the
 seed (:mod:`.random_suite`), the same on every machine, so that no list can be tuned to.
 Every layer is timed for convtranspose and for each installed peer (PyTorch,
-OpenVINO, onnxruntime) on identical inputs, after warm-up, reporting medians; a
-NumPy sgemm of the layer's FLOP count gives the roofline, and the machine's FMA
-peak and copy bandwidth (measured once per run) each layer's floor, the least time
-any implementation needs (``x at peak``: how far the best peer is from it).  Every
-peer's result is checked against ours first, so a fast wrong answer is never
-reported.
+OpenVINO, onnxruntime) on identical inputs, after warm-up, reporting medians; the
+machine's FMA peak and copy bandwidth (measured once per run) give each layer's floor,
+the roofline: the least time any implementation needs (``% of floor``: the share of it
+we reach; ``x at peak``: how far the best peer is from it).  Every peer's result is
+checked against ours first, so a fast wrong answer is never reported.
 
 Outputs (only inside ``--out``): ``results.md`` (Markdown table), ``results.json``
-and ``ratios.png`` (a bar chart, needs matplotlib).
+and ``ratios.png`` (a bar chart, needs matplotlib); stdout gets the short table
+(layer, ours, best peer, ratio; ``--wide`` every column), stderr a line per layer
+with a counter and the time left, then the paths written.
 
 Each suite's report gives the geometric mean of (best peer time / our time), the worst
 layer, and two planning columns (:mod:`.planning`); the CPU is named beside the figures.

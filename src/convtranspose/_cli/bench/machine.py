@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import math
-import statistics
 import time
 import tracemalloc
 
@@ -15,20 +14,6 @@ from ..._runtime.machine import cpu_model_name as cpu_model  # noqa: F401 (re-ex
 from ..._runtime.machine import parse_model_name  # noqa: F401 (re-exported)
 from ..._runtime.target import numba_usable
 from .suite import THREADS, Layer, numpy_dtype
-
-
-def _median_seconds(run, repeat: int, warmup: int, budget: float) -> float:
-    for _ in range(warmup):
-        run()
-    times = []
-    started = time.perf_counter()
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-        if len(times) >= 3 and time.perf_counter() - started > budget:
-            break
-    return statistics.median(times)
 
 
 def peak_extra_bytes(run) -> tuple[int, int]:
@@ -42,16 +27,6 @@ def peak_extra_bytes(run) -> tuple[int, int]:
     finally:
         tracemalloc.stop()
     return peak, result.nbytes
-
-
-def sgemm_seconds(flops: int, repeat: int) -> float:
-    """A square-ish NumPy float32 GEMM with (at least) the layer's FLOP count."""
-    side = max(32, round((flops / 2) ** (1 / 3)))
-    rng = np.random.default_rng(1)
-    a = rng.standard_normal((side, side), dtype=np.float32)
-    b = rng.standard_normal((side, side), dtype=np.float32)
-    seconds = _median_seconds(lambda: a @ b, repeat, 2, 2.0)
-    return seconds * flops / (2 * side ** 3)
 
 
 def fma_peak_flops(threads: int = THREADS, count: int = 10_000_000) -> float | None:

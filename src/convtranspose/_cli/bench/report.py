@@ -29,17 +29,30 @@ def blas_description() -> str:
     return f"OpenBLAS {core} kernels{forced}"
 
 
-def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:
-    """The table (one row per layer) and, per suite, its summary lines."""
+#: The short table's columns (``convtranspose bench`` without ``--wide``).
+SHORT_HEAD = ["layer", "convtranspose ms", "best peer", "x best peer"]
+
+
+def markdown(rows: list[dict], peers: list[str], meta: dict, wide: bool = True) -> str:
+    """The table (one row per layer) and, per suite, its summary lines; with ``wide``
+    False only the layer, our time, the best peer's and the ratio, and the summaries."""
     head = ["layer", "algorithm", "convtranspose ms"] + [f"{p} ms" for p in peers] + [
-        "GFLOP/s", "x best peer", "x at peak", "% roofline", "extra mem / output",
+        "GFLOP/s", "x best peer", "x at peak", "% of floor", "extra mem / output",
         "estimate / measure", "1st-call planning ms"]
+    if not wide:
+        head = SHORT_HEAD
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        lines.append("| " + " | ".join(_cells(row, peers)) + " |")
+        cells = _cells(row, peers) if wide else _short_cells(row)
+        lines.append("| " + " | ".join(cells) + " |")
     summary = [""]
     for suite, suite_rows in _by_suite(rows).items():
         summary += _suite_lines(suite, suite_summary(suite_rows), meta)
+    if not wide:
+        summary += [_skipped_summary(rows),
+                    "Ratios > 1 mean convtranspose is faster. --wide: every column (each"
+                    " peer, GFLOP/s, floor, memory, planning) and the notes on them."]
+        return "\n".join(lines + [line for line in summary if line is not None]) + "\n"
     summary += [
         _best_round_summary(rows),
         _ceiling_summary(rows, meta),
@@ -50,6 +63,8 @@ def markdown(rows: list[dict], peers: list[str], meta: dict) -> str:
         "convtranspose writes every timed call of an output of 1 MiB or more into one output"
         " array (`out=`), as OpenVINO's request writes into its output tensor; torch and"
         " onnxruntime return a new array.",
+        "`% of floor`: the layer's floor (below) over convtranspose's time, the share of"
+        " the roofline it reaches; '-' where call overhead binds.",
         "`extra mem / output`: peak bytes NumPy allocated during one call minus the output, over the"
         " output's bytes (tracemalloc; numba/BLAS-internal buffers are not counted).",
         _planning_note(meta),
@@ -69,16 +84,26 @@ def _cells(row: dict, peers: list[str]) -> list[str]:
             cells.append("-")
     ratio = row.get("ratio_to_best_peer")
     ceiling = row.get("ceiling")
+    share = row.get("floor_fraction")
     lost = row.get("estimate_over_measure")
     first = row.get("first_call_planning_ms")
     failed = "failed" if "planning_error" in row else "n/a"
     cells += [f"{row['gflops']:.1f}", f"{ratio:.2f}" if ratio else "-",
               f"{ceiling:.2f}" if ceiling else "-",
-              f"{100 * row['roofline_fraction']:.0f}%",
+              f"{100 * share:.0f}%" if share else "-",
               f"{row['extra_bytes'] / max(row['output_bytes'], 1):.2f}",
               failed if lost is None else f"{lost:.2f}",
               failed if first is None else f"{first:.3g}"]
     return cells
+
+
+def _short_cells(row: dict) -> list[str]:
+    times = row["times_ms"]
+    best = row.get("best_peer")
+    ratio = row.get("ratio_to_best_peer")
+    return [row["layer"], f"{times['convtranspose']:.3g}",
+            f"{best} {times[best]:.3g}" if best else "-",
+            f"{ratio:.2f}" if ratio else "-"]
 
 
 def _by_suite(rows: list[dict]) -> dict[str, list[dict]]:

@@ -26,7 +26,6 @@ from .machine import (
     floor_ms,
     fma_peak_flops,
     peak_extra_bytes,
-    sgemm_seconds,
 )
 from .peers import PEERS, Unsupported, installed_peers, run_ours
 from .planning import planning_columns, planning_library
@@ -94,9 +93,9 @@ def alternating_rounds(runners: dict, repeat: int, warmup: int = 0, budget: floa
 def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget: float,
                 fma_flops: float | None = None, bandwidth: float | None = None,
                 planning: bool = False) -> dict:
-    """One row: medians per implementation, memory, roofline, (given the machine's
-    ``fma_flops`` and copy ``bandwidth``) the floor that bounds every implementation,
-    and with ``planning`` the planning columns (:func:`.planning.planning_columns`)."""
+    """One row: medians per implementation, memory, (given the machine's ``fma_flops``
+    and copy ``bandwidth``) the floor that bounds every implementation and our share of
+    it, and with ``planning`` the planning columns (:func:`.planning.planning_columns`)."""
     inputs = make_inputs(layer)
     run, to_ncx = run_ours(layer, inputs, reuse_output=True)
     reference = np.array(to_ncx(run()))  # a copy: later calls write into the same array
@@ -133,7 +132,6 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
     row["peak_bytes"] = peak
     row["output_bytes"] = output_bytes
     row["extra_bytes"] = max(peak - output_bytes, 0)
-    row["sgemm_ms"] = 1e3 * sgemm_seconds(layer.flops, max(3, repeat // 2))
     ours = row["times_ms"]["convtranspose"]
     peer_times = {k: v for k, v in row["times_ms"].items() if k != "convtranspose"}
     if peer_times:
@@ -144,13 +142,16 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
         row["best_round_ratio"] = min(v for k, v in fastest.items()
                                       if k != "convtranspose") / fastest["convtranspose"]
     row["gflops"] = layer.flops / ours / 1e6
-    row["roofline_fraction"] = row["sgemm_ms"] / ours
     if bandwidth:
         row["useful_flops"] = layer.useful_flops
         row["floor_ms"] = floor_ms(layer, fma_flops, bandwidth)
-        if peer_times and row["floor_ms"] >= FLOOR_MIN_MS:
-            # The most any implementation could gain on the best peer here.
-            row["ceiling"] = peer_times[row["best_peer"]] / row["floor_ms"]
+        if row["floor_ms"] >= FLOOR_MIN_MS:
+            # The roofline: the floor (the FMA peak's roof or the copy rate's, whichever
+            # binds) over our time; below FLOOR_MIN_MS call overhead binds instead.
+            row["floor_fraction"] = row["floor_ms"] / ours
+            if peer_times:
+                # The most any implementation could gain on the best peer here.
+                row["ceiling"] = peer_times[row["best_peer"]] / row["floor_ms"]
     try:
         row["algorithm"] = algorithm_run(layer)
     except Exception as error:  # the description is informative only
@@ -184,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default="bench-results",
                         help="directory for results.md/.json/.png (default ./bench-results)")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG chart")
+    parser.add_argument("--wide", action="store_true",
+                        help="print every column (each peer, GFLOP/s, floor, memory, planning),"
+                             " not only layer, ours, best peer and ratio; results.md has them"
+                             " all either way")
     return parser
 
 
@@ -235,16 +240,26 @@ def _progress(layer: Layer, row: dict) -> str:
             f"  [{row.get('algorithm', '')}]{planning}")
 
 
-def _write(out: str, rows: list[dict], peers: list[str], meta: dict, with_plot: bool) -> str:
+def _eta(started: float, done: int, total: int) -> str:
+    """The time the remaining layers should take, at the mean time of those done."""
+    if done >= total:
+        return ""
+    seconds = (time.perf_counter() - started) / done * (total - done)
+    return f"  ETA {seconds:.0f} s" if seconds < 90 else f"  ETA {seconds / 60:.0f} min"
+
+
+def _write(out: str, rows: list[dict], peers: list[str], meta: dict,
+           with_plot: bool) -> list[str]:
+    """Write the results into ``out``; the paths of the files written."""
     os.makedirs(out, exist_ok=True)
-    table = markdown(rows, peers, meta)
-    with open(os.path.join(out, "results.md"), "w") as handle:
-        handle.write(table)
-    with open(os.path.join(out, "results.json"), "w") as handle:
+    written = [os.path.join(out, "results.md"), os.path.join(out, "results.json")]
+    with open(written[0], "w") as handle:
+        handle.write(markdown(rows, peers, meta))
+    with open(written[1], "w") as handle:
         json.dump({"meta": meta, "rows": rows}, handle, indent=1)
-    if with_plot:
-        plot(rows, os.path.join(out, "ratios.png"))
-    return table
+    if with_plot and plot(rows, os.path.join(out, "ratios.png")):
+        written.append(os.path.join(out, "ratios.png"))
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{suite['name']} on {cpu_model()}; peers: {', '.join(peers) or 'none installed'};"
           f" {len(layers)} layers", file=sys.stderr)
     fma_flops, bandwidth = fma_peak_flops(), copy_bandwidth()
-    for layer in layers:
+    started = time.perf_counter()
+    for done, layer in enumerate(layers, 1):
         try:
             row = bench_layer(layer, peers, repeat, args.warmup, budget, fma_flops, bandwidth,
                               planning=True)
@@ -283,9 +299,13 @@ def main(argv: list[str] | None = None) -> int:
         if "seed" in suite:
             row["family"] = family_of(layer)
         rows.append(row)
-        print(_progress(layer, row), file=sys.stderr)
+        print(f"[{done}/{len(layers)}] {_progress(layer, row)}"
+              f"{_eta(started, done, len(layers))}", file=sys.stderr, flush=True)
     meta = _meta(repeat, peers, fma_flops, bandwidth, suite)
-    print(_write(args.out, rows, peers, meta, not args.no_plot))
+    written = _write(args.out, rows, peers, meta, not args.no_plot)
+    print(markdown(rows, peers, meta, wide=args.wide), flush=True)
+    print("results written to " + ", ".join(os.path.abspath(path) for path in written),
+          file=sys.stderr)
     return 0
 
 
