@@ -108,6 +108,46 @@ def test_check_on_a_file_that_is_no_model_is_bad_input(tmp_path, command, name, 
     assert_one_line_error(run_cli(command, "check", path), fragment)
 
 
+def _relu_onnx(path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])])
+    onnx.save(helper.make_model(graph), str(path))
+    return path
+
+
+@pytest.mark.parametrize("name", ["model.onnx", "model"])  # by its name, by its bytes
+def test_ir_commands_on_an_onnx_model_name_the_onnx_command(tmp_path, name):
+    pytest.importorskip("defusedxml")
+    path = _relu_onnx(tmp_path / name)
+    assert path.read_bytes()[:1] == b"\x08"  # ModelProto's ir_version comes first
+    assert_one_line_error(run_cli("ir", "check", path), "not well-formed XML",
+                          f"{name} looks like an ONNX model: convtranspose onnx check {path}")
+    assert_one_line_error(run_cli("ir", "run", path, "--layer", "up", "--data", "x.npy",
+                                  "-o", "y.npy"),
+                          f"convtranspose onnx run {path} --node NAME --data X.npy -o Y.npy")
+
+
+def test_onnx_commands_on_an_ir_name_the_ir_command(tmp_path):
+    pytest.importorskip("onnx")
+    weights = np.ones((2, 1, 3, 3), np.float32)
+    xml = write_ir(tmp_path, data_shape=(1, 2, 4, 4), weights=weights, declared=(1, 1, 6, 6))
+    assert_one_line_error(run_cli("onnx", "check", xml), "model.xml looks like an OpenVINO"
+                          f" IR: convtranspose ir check {xml}")
+    assert_one_line_error(run_cli("onnx", "run", xml, "--node", "up", "--data", "x.npy",
+                                  "-o", "y.npy"),
+                          f"convtranspose ir run {xml} --layer NAME --data X.npy -o Y.npy")
+    # A file that looks like neither gets no suggestion.
+    text = tmp_path / "notes.txt"
+    text.write_text("hello, world\n")
+    result = run_cli("onnx", "check", text)
+    assert_one_line_error(result, "not a readable ONNX model")
+    assert "looks like" not in result.stderr
+
+
 # -- -o -, --json ---------------------------------------------------------------------
 
 def test_dash_o_dash_writes_the_npy_to_stdout_and_nothing_else(tmp_path):

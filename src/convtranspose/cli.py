@@ -298,21 +298,67 @@ def _report_check(reports, items_name: str, file_name: str, as_json: bool) -> in
     return EXIT_MISMATCH if failed else EXIT_OK
 
 
+def _kind_of_file(path: str) -> str | None:
+    """``"onnx"`` or ``"ir"`` when the file's name or first bytes say which model it is."""
+    lower = path.lower()
+    if lower.endswith(".onnx"):
+        return "onnx"
+    if lower.endswith(".xml"):
+        return "ir"
+    try:
+        with open(path, "rb") as file:
+            head = file.read(64)
+    except OSError:
+        return None
+    # An ONNX ModelProto opens with its ir_version: field 1 as a varint (0x08), a small number.
+    if len(head) >= 2 and head[0] == 0x08 and 0 < head[1] < 0x80:
+        return "onnx"
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+        return "ir"
+    return None
+
+
+_OTHER = {"ir": ("onnx", "an ONNX model", "--node NAME"),
+          "onnx": ("ir", "an OpenVINO IR", "--layer NAME")}
+
+
+def _load_model(kind: str, action: str, args: argparse.Namespace):
+    """The OpenVINO IR (``kind`` "ir") or ONNX model ``args.model``; when it cannot be
+    read and looks like the other kind, the error names the command for that kind."""
+    import os
+
+    from .interop._safety import InteropError
+
+    try:
+        if kind == "ir":
+            from .interop import ir
+
+            return ir.load(args.model, args.bin, max_bytes=args.max_bytes)
+        from .interop import onnx_model
+
+        return onnx_model.load(args.model, max_bytes=args.max_bytes)
+    except InteropError as error:
+        other, what, flag = _OTHER[kind]
+        if not os.path.isfile(args.model) or _kind_of_file(args.model) != other:
+            raise
+        command = f"convtranspose {other} {action} {args.model}"
+        if action == "run":
+            command += f" {flag} --data X.npy -o Y.npy"
+        raise Failure(f"{error}; {os.path.basename(args.model)} looks like {what}:"
+                      f" {command}") from None
+
+
 def _ir_check(args: argparse.Namespace) -> int:
     import os
 
-    from .interop import ir
-
-    model = ir.load(args.model, args.bin, max_bytes=args.max_bytes)
+    model = _load_model("ir", "check", args)
     reports = _check_each(model.transposed_layers, model.check)
     return _report_check(reports, "transposed-convolution layers", os.path.basename(args.model),
                          args.json)
 
 
 def _ir_run(args: argparse.Namespace) -> int:
-    from .interop import ir
-
-    model = ir.load(args.model, args.bin, max_bytes=args.max_bytes)
+    model = _load_model("ir", "run", args)
     layer = model.layer(args.layer)
     result, notes = model.run(layer, _load(args, "data"))
     return _write(args, result, notes, f" from layer {layer.name!r}", layer=layer.name)
@@ -321,9 +367,7 @@ def _ir_run(args: argparse.Namespace) -> int:
 def _onnx_check(args: argparse.Namespace) -> int:
     import os
 
-    from .interop import onnx_model
-
-    model = onnx_model.load(args.model, max_bytes=args.max_bytes)
+    model = _load_model("onnx", "check", args)
     reports = _check_each(model.transposed_nodes, model.check)
     return _report_check(reports, "ConvTranspose nodes", os.path.basename(args.model), args.json)
 
@@ -331,7 +375,7 @@ def _onnx_check(args: argparse.Namespace) -> int:
 def _onnx_run(args: argparse.Namespace) -> int:
     from .interop import onnx_model
 
-    model = onnx_model.load(args.model, max_bytes=args.max_bytes)
+    model = _load_model("onnx", "run", args)
     node = model.node(args.node)
     result, notes = model.run(node, _load(args, "data"))
     label = onnx_model.node_label(node)
