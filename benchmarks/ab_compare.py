@@ -120,6 +120,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--pause", type=float, default=_bench.SETTLE_SECONDS)
     parser.add_argument("--out", help="write the rows as JSON to this file")
+    parser.add_argument("--current-first", action="store_true",
+                        help="time this build before the baseline in each round")
     parser.add_argument("--estimates", action="store_true",
                         help="compare the two builds' estimates instead of timing")
     args = parser.parse_args(argv)
@@ -144,6 +146,8 @@ def main(argv=None) -> int:
         inputs = _bench.make_inputs(layer)
         runs = {"baseline": _bench.run_ours(layer, inputs, library=baseline)[0],
                 "current": _bench.run_ours(layer, inputs)[0]}
+        if args.current_first:  # each round times the builds in this order
+            runs = {"current": runs["current"], "baseline": runs["baseline"]}
         outputs = {name: np.asarray(run(), np.float32) for name, run in runs.items()}
         equal = bool(np.array_equal(outputs["baseline"], outputs["current"], equal_nan=True))
         seconds = alternating_rounds(runs, args.rounds, pause=args.pause)
