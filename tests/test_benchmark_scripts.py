@@ -277,6 +277,6 @@ def test_bench_eta_is_the_mean_time_per_layer_times_the_layers_left(monkeypatch)
     from convtranspose._cli.bench import run
 
     monkeypatch.setattr(run.time, "perf_counter", lambda: 1120.0)
-    assert run._eta(1000.0, 12, 36) == "  ETA 4 min"  # 10 s a layer, 24 left
-    assert run._eta(1000.0, 60, 66) == "  ETA 12 s"
-    assert run._eta(1000.0, 36, 36) == ""
+    assert run.eta(1000.0, 12, 36) == "  ETA 4 min"  # 10 s a layer, 24 left
+    assert run.eta(1000.0, 60, 66) == "  ETA 12 s"
+    assert run.eta(1000.0, 36, 36) == ""

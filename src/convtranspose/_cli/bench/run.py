@@ -240,7 +240,7 @@ def _progress(layer: Layer, row: dict) -> str:
             f"  [{row.get('algorithm', '')}]{planning}")
 
 
-def _eta(started: float, done: int, total: int) -> str:
+def eta(started: float, done: int, total: int) -> str:
     """The time the remaining layers should take, at the mean time of those done."""
     if done >= total:
         return ""
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             row["family"] = family_of(layer)
         rows.append(row)
         print(f"[{done}/{len(layers)}] {_progress(layer, row)}"
-              f"{_eta(started, done, len(layers))}", file=sys.stderr, flush=True)
+              f"{eta(started, done, len(layers))}", file=sys.stderr, flush=True)
     meta = _meta(repeat, peers, fma_flops, bandwidth, suite)
     written = _write(args.out, rows, peers, meta, not args.no_plot)
     print(markdown(rows, peers, meta, wide=args.wide), flush=True)
