@@ -92,11 +92,12 @@ def transposed_convolution(
     if data.size == 0 or weights.size == 0:  # before any algorithm, forced ones included
         return _nothing_to_multiply(out, bias, dtype, result_dtype, channels_last, len(axes),
                                     target)
+    problem = Problem(batch, axes, weights.shape, channels_last, dtype,
+                      None if result_dtype is None else np.dtype(result_dtype))
     if beyond_int64_kernels(axes):  # correctness wins over a forced algorithm
         algorithm = "direct-numpy"
     elif algorithm is None:
-        algorithm = _planned(data, weights, axes, dtype, result_dtype, channels_last, bias, out,
-                             target)
+        algorithm = _planned(data, weights, problem, bias, out, target)
     if result_dtype is not None:
         return _rounded(data, weights, axes, dtype, np.dtype(result_dtype), channels_last,
                         bias, algorithm, out, target)
@@ -105,12 +106,10 @@ def transposed_convolution(
         # any np.errstate of the caller; the finiteness checks may overflow.
         with np.errstate(all="ignore"):
             try:
-                _compute(algorithm, data, weights, axes, dtype, channels_last, out, target)
+                _compute(algorithm, data, weights, problem, out, target)
             except NonFinite:
-                exact = choose_exact(Problem(batch, axes, weights.shape, channels_last, dtype),
-                                     target)
-                _compute(exact, _casts.widen(data, target), weights, axes, dtype,
-                         channels_last, out, target)
+                _compute(choose_exact(problem, target), _casts.widen(data, target), weights,
+                         problem, out, target)
     if bias is not None and out.size:
         _add_bias(out, bias, dtype, channels_last, len(axes))
     return out
@@ -227,24 +226,23 @@ def _rounded_in_pieces(data, weights, axes, dtype, result_dtype, channels_last, 
     return out
 
 
-def _planned(data, weights, axes, dtype, result_dtype, channels_last, bias, out, target):
+def _planned(data, weights, problem: Problem, bias, out, target):
     """The algorithm measured planning gives this problem (:mod:`.planning`); when it
     measures, each candidate computes the whole call (bias and rounding included) into
     ``out``, which the winner then fills once more."""
     def run(name):
-        transposed_convolution(data, weights, axes, dtype=dtype, channels_last=channels_last,
-                               bias=bias, algorithm=name, result_dtype=result_dtype, out=out,
-                               target=target)
+        transposed_convolution(data, weights, problem.axes, dtype=problem.dtype,
+                               channels_last=problem.channels_last, bias=bias, algorithm=name,
+                               result_dtype=problem.result_dtype, out=out, target=target)
 
     def finite():
         return all(array is None or array.dtype.kind not in "fc"
                    or bool(np.isfinite(array).all()) for array in (data, weights, bias))
 
-    problem = Problem(data.shape[0], axes, weights.shape, channels_last, dtype, result_dtype)
     return planned_choice(problem, target, run=run, finite=finite).algorithm
 
 
-def _compute(algorithm, data, weights, axes, dtype, channels_last, out, target):
+def _compute(algorithm, data, weights, problem: Problem, out, target):
     """Fill ``out`` with ``algorithm``, or the fallback the registry names where one of its
     requirements is missing on ``target`` (:func:`convtranspose._kernels.resolve`).
 
@@ -254,10 +252,10 @@ def _compute(algorithm, data, weights, axes, dtype, channels_last, out, target):
     """
     if algorithm not in REGISTRY:
         raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+    axes, dtype, channels_last = problem.axes, problem.dtype, problem.channels_last
     name, _ = resolve(algorithm, dtype, len(axes), channels_last, target)
     # Scratch stays within the bound of kernels.scratch, forced algorithms included.
-    fitted = fitting(name, Problem(data.shape[0], axes, weights.shape, channels_last, dtype),
-                     target)
+    fitted = fitting(name, problem, target)
     if fitted != name:
         name, _ = resolve(fitted, dtype, len(axes), channels_last, target)
     run(name, data, weights, axes, dtype, channels_last, out, target)
