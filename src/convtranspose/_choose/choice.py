@@ -51,7 +51,7 @@ class Choice:
         ``"estimates"``, or (by :mod:`convtranspose._choose.planning`) ``"measured"`` (timed on
         this call's operands) or ``"wisdom"`` (timed earlier on this machine).
     estimates : tuple of (str, float)
-        Every offered candidate's calibrated estimate in nanoseconds, fastest first.
+        Every offered candidate's estimate in nanoseconds, fastest first.
     fallbacks : tuple of (str, str)
         Each algorithm passed over on the way to ``runs``, with the missing requirement.
     measured : tuple of (str, float)

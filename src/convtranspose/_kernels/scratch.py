@@ -134,7 +134,7 @@ def _stream_buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int
             + stream_bytes(threads))
 
 
-def _column_chunks(sizes, batch, axes, weights_shape, itemsize) -> tuple[int, int]:
+def _column_chunks(batch, axes, weights_shape, itemsize) -> tuple[int, int]:
     """The padded copy of the input, and the chunks of whole block rows of the first
     axis (their columns and products, up to the budget) plus the product's copy on its
     way into the result."""
@@ -151,12 +151,12 @@ def _column_chunks(sizes, batch, axes, weights_shape, itemsize) -> tuple[int, in
 
 def _columns_buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
     data, _, weights = sizes
-    return data + 2 * weights + _column_chunks(sizes, batch, axes, weights_shape, itemsize)[1]
+    return data + 2 * weights + _column_chunks(batch, axes, weights_shape, itemsize)[1]
 
 
 def _padded_columns_buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
     data, _, weights = sizes
-    padded, chunk = _column_chunks(sizes, batch, axes, weights_shape, itemsize)
+    padded, chunk = _column_chunks(batch, axes, weights_shape, itemsize)
     return padded + data + 2 * weights + chunk
 
 

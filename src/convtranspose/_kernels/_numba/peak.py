@@ -1,7 +1,7 @@
 """The FMA peak of one thread, measured with the kernels' own vector instructions.
 
 The cost model prices the numba kernels' multiply-adds at shares of it
-(:func:`convtranspose._choose.calibration.fma_gflops`), and the benchmark sets each
+(:func:`convtranspose._choose.figures.fma_gflops`), and the benchmark sets each
 layer's floor by it (:func:`convtranspose._cli.bench.fma_peak_flops`).
 """
 
