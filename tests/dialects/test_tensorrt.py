@@ -6,6 +6,8 @@ floor-last for SAME_LOWER), computed by torch: the full result (``padding=0``) c
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -38,27 +40,39 @@ def torch_expected(x, w, b, groups, strides, dilations, pairs):
     return full[index]
 
 
+def random_layer(rng) -> SimpleNamespace:
+    """A random TensorRT deconvolution of rank 2 or 3 with small integer operands: its
+    data ``x``, kernel ``w``, bias ``b`` (or None), ``attributes`` and their parts."""
+    rank = int(rng.integers(2, 4))
+    groups = int(rng.integers(1, 3))
+    c_in, c_out = groups * int(rng.integers(1, 3)), groups * int(rng.integers(1, 3))
+    kernel = tuple(int(k) for k in rng.integers(1, 4, rank))
+    strides = tuple(int(s) for s in rng.integers(1, 4, rank))
+    dilations = tuple(int(d) for d in rng.integers(1, 3, rank))
+    mode = str(rng.choice(["EXPLICIT_ROUND_DOWN", "EXPLICIT_ROUND_UP", "SAME_UPPER",
+                           "SAME_LOWER"]))
+    pre = tuple(int(p) for p in rng.integers(0, 3, rank))
+    post = tuple(int(p) for p in rng.integers(0, 3, rank))
+    x = integer_array(rng, (int(rng.integers(1, 3)), c_in)
+                      + tuple(int(v) for v in rng.integers(1, 4, rank)))
+    w = integer_array(rng, (c_in, c_out // groups) + kernel)
+    b = integer_array(rng, (c_out,)) if rng.random() < 0.5 else None
+    attributes = dict(stride_nd=strides, dilation_nd=dilations, padding_mode=mode,
+                      pre_padding=pre, post_padding=post, num_groups=groups,
+                      num_output_maps=c_out)
+    return SimpleNamespace(x=x, w=w, b=b, attributes=attributes, rank=rank, groups=groups,
+                           kernel=kernel, strides=strides, dilations=dilations, mode=mode,
+                           pre=pre, post=post)
+
+
 def test_random_layers_match_the_documented_formulas():
     rng = np.random.default_rng(12)
     compared = refused = 0
     for _ in range(150):
-        rank = int(rng.integers(2, 4))
-        groups = int(rng.integers(1, 3))
-        c_in, c_out = groups * int(rng.integers(1, 3)), groups * int(rng.integers(1, 3))
-        kernel = tuple(int(k) for k in rng.integers(1, 4, rank))
-        strides = tuple(int(s) for s in rng.integers(1, 4, rank))
-        dilations = tuple(int(d) for d in rng.integers(1, 3, rank))
-        mode = str(rng.choice(["EXPLICIT_ROUND_DOWN", "EXPLICIT_ROUND_UP", "SAME_UPPER",
-                               "SAME_LOWER"]))
-        pre = tuple(int(p) for p in rng.integers(0, 3, rank))
-        post = tuple(int(p) for p in rng.integers(0, 3, rank))
-        x = integer_array(rng, (int(rng.integers(1, 3)), c_in)
-                          + tuple(int(v) for v in rng.integers(1, 4, rank)))
-        w = integer_array(rng, (c_in, c_out // groups) + kernel)
-        b = integer_array(rng, (c_out,)) if rng.random() < 0.5 else None
-        attributes = dict(stride_nd=strides, dilation_nd=dilations, padding_mode=mode,
-                          pre_padding=pre, post_padding=post, num_groups=groups,
-                          num_output_maps=c_out)
+        layer = random_layer(rng)
+        x, w, b, attributes = layer.x, layer.w, layer.b, layer.attributes
+        groups, kernel, mode = layer.groups, layer.kernel, layer.mode
+        strides, dilations, pre, post = layer.strides, layer.dilations, layer.pre, layer.post
         pairs = documented_pads(mode, kernel, strides, dilations, pre, post)
         sizes = [(i - 1) * s + 1 + d * (f - 1) - before - after for i, f, s, d, (before, after)
                  in zip(x.shape[2:], kernel, strides, dilations, pairs)]

@@ -82,27 +82,15 @@ def test_torch_conv_transpose_matches_torch_autograd():
 
 def test_tensorrt_deconvolution_matches_torch_autograd_of_the_documented_crop():
     torch = require("torch", "torch is installed by the test extra")
-    from dialects.test_tensorrt import documented_pads
+    from dialects.test_tensorrt import documented_pads, random_layer
 
     rng = np.random.default_rng(62)
     compared = 0
     for _ in range(80):
-        rank = int(rng.integers(2, 4))
-        groups = int(rng.integers(1, 3))
-        c_in, c_out = groups * int(rng.integers(1, 3)), groups * int(rng.integers(1, 3))
-        kernel = tuple(int(k) for k in rng.integers(1, 4, rank))
-        strides = tuple(int(s) for s in rng.integers(1, 4, rank))
-        dilations = tuple(int(d) for d in rng.integers(1, 3, rank))
-        mode = str(rng.choice(["EXPLICIT_ROUND_DOWN", "EXPLICIT_ROUND_UP", "SAME_UPPER",
-                               "SAME_LOWER"]))
-        pre = tuple(int(p) for p in rng.integers(0, 3, rank))
-        post = tuple(int(p) for p in rng.integers(0, 3, rank))
-        x = integer_array(rng, (int(rng.integers(1, 3)), c_in)
-                          + tuple(int(v) for v in rng.integers(1, 4, rank)))
-        w = integer_array(rng, (c_in, c_out // groups) + kernel)
-        b = integer_array(rng, (c_out,)) if rng.random() < 0.5 else None
-        attributes = dict(stride_nd=strides, dilation_nd=dilations, padding_mode=mode,
-                          pre_padding=pre, post_padding=post, num_groups=groups)
+        layer = random_layer(rng)
+        x, w, b, attributes = layer.x, layer.w, layer.b, layer.attributes
+        rank, groups, kernel, mode = layer.rank, layer.groups, layer.kernel, layer.mode
+        strides, dilations, pre, post = layer.strides, layer.dilations, layer.pre, layer.post
         if _plan_or_none(ct.shapes.tensorrt_deconvolution, x.shape, w.shape,
                          None if b is None else b.shape, **attributes) is None:
             continue
