@@ -173,8 +173,7 @@ def raw_estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[i
     dtype = np.dtype(dtype)
     layer = _Layer.of(batch, axes, weights_shape, channels_last)
     numba_float = target.numba and dtype.kind == "f"
-    rows = numba_float and len(axes) <= 3 and rows_take_layer(axes, weights_shape,
-                                                                 channels_last, target)
+    rows = numba_float and rows_take_layer(axes, weights_shape, channels_last, target)
     situation = {"target": target, "numba_float": numba_float, "pairs": pairs, "rows": rows}
     costs: dict[str, RawCost] = {}
     for name in offered_algorithms(dtype, len(axes), target):

@@ -10,6 +10,7 @@ layers that compute the same problem share everything learned about it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -100,7 +101,4 @@ class Problem:
 
     def replace(self, **changes) -> Problem:
         """This problem with some fields changed (``dataclasses.replace``)."""
-        fields = {name: getattr(self, name) for name in
-                  ("batch", "axes", "weights_shape", "channels_last", "dtype", "result_dtype")}
-        fields.update(changes)
-        return Problem(**fields)
+        return dataclasses.replace(self, **changes)
