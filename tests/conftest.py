@@ -24,6 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # them on per test).  Subprocesses of the tests inherit these.
 os.environ.setdefault("CONVTRANSPOSE_PLANNING", "estimate")
 os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
+# Kernels compile in the process that measures (tests/choose/test_background.py turns the
+# background compilation on): a test's measurement is then complete, and no background
+# process competes with the suite for the CPUs.
+os.environ.setdefault("CONVTRANSPOSE_BACKGROUND_COMPILE", "off")
 
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("dev", **_COMMON)

@@ -324,3 +324,35 @@ def test_no_threads_affinity_changes_unless_asked_for():
     assert changed and changed <= set(pinned["helpers"])
     assert all(pinned["released"][t] == pinned["before"][t] for t in pinned["helpers"]
                if t in pinned["released"])
+
+
+def test_helpers_run_in_the_callers_context():
+    from convtranspose._kernels.compiling import compiles_deferred, deferring_compiles
+
+    seen = []
+
+    def piece(start, stop):
+        seen.append((compiles_deferred(), threading.get_ident()))
+        time.sleep(0.01)
+
+    with deferring_compiles():
+        parallel_for(piece, 8, 2)
+    parallel_for(piece, 8, 2)
+    assert [deferred for deferred, _ in seen[:8]] == [True] * 8
+    assert not any(deferred for deferred, _ in seen[8:])
+    assert len({ident for _, ident in seen}) > 1  # helpers took pieces too
+
+
+def test_every_helper_has_finished_when_a_piece_raises():
+    running = []
+
+    def piece(start, stop):
+        running.append(start)
+        if start == 0:
+            raise RuntimeError("piece 0")
+        time.sleep(0.05)
+        running.remove(start)
+
+    with pytest.raises(RuntimeError, match="piece 0"):
+        parallel_for(piece, 8, 2)
+    assert running == [0]  # the others all ran to the end before the call raised

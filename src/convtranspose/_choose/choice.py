@@ -49,7 +49,9 @@ class Choice:
         ``"forced"`` (``CONVTRANSPOSE_ALGORITHM``), ``"empty"`` (nothing to multiply),
         ``"geometry"`` (numbers past the int64 kernels' bound: ``direct-numpy``),
         ``"estimates"``, or (by :mod:`convtranspose._choose.planning`) ``"measured"`` (timed on
-        this call's operands) or ``"wisdom"`` (timed earlier on this machine).
+        this call's operands), ``"wisdom"`` (timed earlier on this machine) or
+        ``"provisional"`` (timed among the candidates whose kernels were compiled, while
+        the others compile in a background process).
     estimates : tuple of (str, float)
         Every offered candidate's estimate in nanoseconds, fastest first.
     fallbacks : tuple of (str, str)
@@ -246,6 +248,8 @@ _DECIDED = {"forced": f"{ALGORITHM_ENV} (forced)",
                         " (2**40): Python-integer windows",
             "estimates": "the lowest estimate (cost model)",
             "measured": "measured on these operands (planning), kept as wisdom",
+            "provisional": "measured among the algorithms already compiled; the others "
+                           "compile in a background process and are timed at a later call",
             "wisdom": "measured earlier on this machine (wisdom)"}
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._kernels.compiling import KernelNotCompiled
+from .._runtime import blas
 from .._runtime.caches import kept
 from .._runtime.machine import fastest_seconds
 from .._runtime.target import numba_usable
@@ -118,6 +120,16 @@ def fma_gflops() -> float | None:
         return None
     from .._kernels._numba import peak
 
-    measured = peak.measure_fma_gflops()
+    try:
+        measured = peak.measure_fma_gflops()
+    except KernelNotCompiled:  # a new machine's first call defers compiling (planning)
+        return provisional_fma_gflops()
     keep_figure("fma_gflops", measured)
     return measured
+
+
+def provisional_fma_gflops() -> float:
+    """One thread's FMA peak as the BLAS GEMM rate shared by its threads: the estimates'
+    figure while the peak kernel is not compiled yet (a large GEMM runs near the peak
+    of every core it uses, so this is slightly below the peak); never kept."""
+    return machine_figures().gemm_gflops / max(1, blas.threads())

@@ -8,7 +8,8 @@ The budget, per problem, once per machine (the result is kept as wisdom):
   :data:`MEASURE_ALL_BELOW_SECONDS` (:func:`convtranspose._choose.planning.candidate_names`); every
   applicable one under ``exhaustive``;
 - each candidate runs once untimed (its kernels compile, or load from the on-disk
-  cache, and its derived filter is built);
+  cache, and its derived filter is built); when compiling is deferred, a candidate
+  whose kernels are not compiled leaves the race there (:func:`measure`);
 - then rounds that time every candidate still in the race once each, in turn, so a
   burst of contention from the rest of the machine slows all of them alike rather
   than one.  Each timed run of a candidate under :data:`WARM_UP_BELOW_NS` comes right
@@ -30,6 +31,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+
+from .._kernels.compiling import KernelNotCompiled, deferring_compiles
+from .._runtime.notices import notice_if_slow
 
 __all__ = ["GIVE_UP_AT_ONCE", "GIVE_UP_FACTOR", "MAX_RUNS", "MEASURE_ALL_BELOW_SECONDS",
            "MEASURED_CANDIDATES", "ROUND_BUDGET_SECONDS", "RUNS_PER_CANDIDATE", "TIMED_RUNS",
@@ -75,10 +79,14 @@ class Measurement:
         Each timed candidate's fastest run in nanoseconds, fastest first.
     seconds : float
         Wall time spent measuring (compilation and untimed runs included).
+    deferred : tuple of str
+        Candidates left out because their kernels were not compiled yet (measuring
+        with ``defer``).
     """
 
     times: tuple[tuple[str, float], ...]
     seconds: float
+    deferred: tuple[str, ...] = ()
 
     @property
     def fastest(self) -> str:
@@ -91,13 +99,53 @@ def _timed_ns(run, name) -> float:
     return float(time.perf_counter_ns() - start)
 
 
-def measure(candidates, run) -> Measurement:
-    """Time ``run(name)`` for every name of ``candidates`` (see the module docstring)."""
+def measure(candidates, run, defer: bool = False) -> Measurement:
+    """Time ``run(name)`` for every name of ``candidates`` (see the module docstring).
+
+    With ``defer``, a candidate whose kernels are not compiled yet leaves the race
+    before compiling (:func:`~convtranspose._kernels.compiling.deferring_compiles`) and
+    is listed in :attr:`Measurement.deferred`, unless every candidate would: then the
+    first compiles.
+    """
     started = time.perf_counter()
-    names = list(dict.fromkeys(candidates))
-    # Untimed for the race (compilation, derived filters, first touch of memory); its
-    # duration only says whether the candidate is short enough to warm up in round one.
-    first = {name: _timed_ns(run, name) for name in names}
+    with notice_if_slow("measuring", _measuring_message):
+        names = list(dict.fromkeys(candidates))
+        first, deferred = _first_runs(names, run, defer)
+        names = [name for name in names if name in first]
+        best = _race(names, run, first)
+    ranked = tuple(sorted(best.items(), key=lambda item: item[1]))
+    return Measurement(ranked, time.perf_counter() - started, tuple(deferred))
+
+
+def _measuring_message() -> str:
+    return ("timing algorithms on the first call of this layer shape, once for this "
+            "machine (the fastest is kept as wisdom; CONVTRANSPOSE_PLANNING=estimate "
+            "skips the timing)")
+
+
+def _first_runs(names, run, defer: bool) -> tuple[dict[str, float], list[str]]:
+    """Each candidate's untimed first run (compilation, derived filters, first touch of
+    memory), in ns; its duration only says whether the candidate is short enough to
+    warm up in round one.  With ``defer``, the candidates that would compile first are
+    returned apart (all but the first when every one would)."""
+    first, deferred = {}, []
+    for name in names:
+        if not defer:
+            first[name] = _timed_ns(run, name)
+            continue
+        try:
+            with deferring_compiles():
+                first[name] = _timed_ns(run, name)
+        except KernelNotCompiled:
+            deferred.append(name)
+    if not first:
+        name = deferred.pop(0)
+        first[name] = _timed_ns(run, name)
+    return first, deferred
+
+
+def _race(names, run, first) -> dict[str, float]:
+    """Every candidate's fastest timed run (ns; infinite for those that left early)."""
     best = dict.fromkeys(names, float("inf"))
     runs = dict.fromkeys(names, 0)
     racing, rounds_started = list(names), time.perf_counter()
@@ -113,5 +161,4 @@ def measure(candidates, run) -> Measurement:
         fastest = min(best.values())
         racing = [name for name in racing if best[name] <= fastest * (
             GIVE_UP_FACTOR if runs[name] >= 2 else GIVE_UP_AT_ONCE)]
-    ranked = tuple(sorted(best.items(), key=lambda item: item[1]))
-    return Measurement(ranked, time.perf_counter() - started)
+    return best

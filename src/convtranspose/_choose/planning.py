@@ -20,6 +20,11 @@ nothing measured again).  The key is the
 canonical problem (batch, per-axis plan, weights shape, layout, dtypes, target and
 threads), never the dialect: the four dialect functions share what was learned.
 
+A candidate whose kernels would compile first is deferred when the caller can have them
+compiled elsewhere (``warm`` of :func:`planned_choice`): the call runs the fastest of
+the others (``decided_by="provisional"``, not kept), and the first call after the
+kernels are ready measures every candidate.
+
 Measuring never changes what is computed beyond float rounding: every candidate
 computes the same sums (in another order), and the result returned is the winner's.
 Operands with infinities or NaNs are never measured (they go to the exact algorithms
@@ -39,6 +44,7 @@ from typing import Any
 
 from .._errors import ConvTransposeError
 from .._kernels import REGISTRY, resolve
+from .._kernels.compiling import deferring_compiles
 from .._plan.problem import Problem
 from .._runtime.caches import register
 from .._runtime.config import ALGORITHM_ENV, CACHE_ENV, PLANNING_ENV, WISDOM_ENV, switch
@@ -223,17 +229,26 @@ def _wisdom_changed() -> None:
 def forget_decisions() -> None:
     """Drop the decisions kept in memory (the wisdom on disk stays)."""
     _decided.clear()
+    _provisional.clear()
+    _warmed.clear()
 
 
 register("planning decisions", forget_decisions)
 
 
-def planned_choice(problem: Problem, target: Target, *, run=None, finite=None) -> Choice:
+def planned_choice(problem: Problem, target: Target, *, run=None, finite=None,
+                   warm=None) -> Choice:
     """The :class:`~convtranspose._choose.choice.Choice` for a problem under the planning level.
 
     ``run(name)`` computes the problem with algorithm ``name`` on the real operands
     (into a result buffer the caller keeps), and ``finite()`` says whether they are all
     finite; without ``run``, or when they are not, wisdom is used but nothing measured.
+
+    ``warm(names)``, when given, has the kernels of algorithms ``names`` compiled
+    elsewhere and returns a function that says whether they are ready (or None when it
+    cannot): measuring then leaves out the candidates whose kernels are not compiled
+    yet, the call runs the fastest of the others (``decided_by="provisional"``, not
+    kept as wisdom), and the first call after the kernels are ready measures again.
     """
     level = get_planning()
     forced = switch(ALGORITHM_ENV)
@@ -242,25 +257,32 @@ def planned_choice(problem: Problem, target: Target, *, run=None, finite=None) -
     known = None if forced or remeasured is not None else _decided.get(memo)
     if known is not None:
         return _keep(memo, known, final=False)
-    choice = choose(problem, target)
+    with deferring_compiles() if warm is not None else contextlib.nullcontext():
+        choice = choose(problem, target)  # a figure's kernel may compile elsewhere too
     if choice.decided_by != "estimates" or level == "estimate":
         return _keep(memo, choice, final=choice.decided_by != "forced")
     key = problem_key(problem, target)
     offered = {name for name, _ in choice.estimates}
     dtype, rank, channels_last = problem.dtype, problem.rank, problem.channels_last
     again = remeasured is not None and key not in remeasured and run is not None
-    entry = None if again else _remembered(key, offered)
+    entry = None if again else (_remembered(key, offered) or _pending_entry(key))
     if entry is None and run is not None:
         if finite is None or finite():
             entry = _measure_once(key, offered, lambda: candidate_names(
-                choice, level, dtype, rank, channels_last, target), run, level)
+                choice, level, dtype, rank, channels_last, target), run, level,
+                None if key in _warmed else warm)
             if remeasured is not None:
                 remeasured.add(key)
         else:
             return _keep(memo, choice, final=False)  # measured at a later finite call
     if entry is None:
         return _keep(memo, choice, final=run is not None)
-    decided_by = "measured" if entry.get("fresh") else "wisdom"
+    decided_by = ("provisional" if entry.get("provisional")
+                  else "measured" if entry.get("fresh") else "wisdom")
+    if decided_by == "provisional":
+        times = sorted(entry.get("times_ns", {}).items(), key=lambda item: item[1])
+        return _keep(memo, _with_algorithm(choice, entry["algorithm"], decided_by, dtype, rank,
+                                           channels_last, target, times), final=False)
     # The wisdom file keeps the times by name: Choice.measured is fastest first.
     times = sorted(entry.get("times_ns", {}).items(), key=lambda item: item[1])
     return _keep(memo, _with_algorithm(choice, entry["algorithm"], decided_by, dtype, rank,
@@ -342,20 +364,55 @@ def _keep(memo: tuple, choice: Choice, final: bool) -> Choice:
     return choice
 
 
-def _measure_once(key, offered, candidates, run, level) -> dict | None:
-    """Measure the problem ``key`` unless another thread is: then wait for its result."""
+#: Measurements that left out candidates whose kernels were compiling elsewhere, by
+#: problem key: (the entry, whether those kernels are ready).
+_provisional: dict[str, tuple[dict, Any]] = {}
+#: Problems whose deferred kernels were compiled: measured without deferring again
+#: (a kernel still missing then compiles here, so deferring ends).
+_warmed: set[str] = set()
+
+
+def _pending_entry(key: str) -> dict | None:
+    """The provisional entry of ``key`` while its deferred kernels compile, else None
+    (and, once they are ready, ``key`` is measured again)."""
+    pending = _provisional.get(key)
+    if pending is None:
+        return None
+    entry, ready = pending
+    if not ready():
+        return entry
+    _provisional.pop(key, None)
+    if len(_warmed) >= _DECIDED_KEPT:
+        _warmed.clear()
+    _warmed.add(key)
+    return None
+
+
+def _measure_once(key, offered, candidates, run, level, warm=None) -> dict | None:
+    """Measure the problem ``key`` unless another thread is: then wait for its result.
+
+    With ``warm`` (:func:`planned_choice`), candidates whose kernels are not compiled
+    are deferred: the entry is provisional and not kept as wisdom."""
     with _inflight_lock:
         pending = _inflight.get(key)
         if pending is None:
             _inflight[key] = event = threading.Event()
     if pending is not None:
         pending.wait()
-        return _remembered(key, offered)
+        return _remembered(key, offered) or _pending_entry(key)
     try:
-        measurement: Measurement = measure(candidates(), run)
+        names = candidates()
+        measurement: Measurement = measure(names, run, defer=warm is not None)
+        ready = warm(measurement.deferred) if measurement.deferred else None
+        if measurement.deferred and ready is None:  # nowhere else to compile: here
+            measurement = measure([name for name in names if name in dict(
+                measurement.times) or name in measurement.deferred], run)
         entry = {"algorithm": measurement.fastest, "level": level,
                  "times_ns": {name: round(ns) for name, ns in measurement.times},
                  "seconds": round(measurement.seconds, 4)}
+        if ready is not None:
+            _provisional[key] = ({**entry, "provisional": True}, ready)
+            return {**entry, "provisional": True}
         store.record("choices", key, entry)
         return {**entry, "fresh": True}
     finally:

@@ -27,7 +27,7 @@ import os
 import threading
 
 from .._runtime import blas
-from .._runtime.cache import atomic_write, cache_dir, warn_once
+from .._runtime.cache import atomic_write, cache_dir, file_lock, warn_once
 from .._runtime.caches import kept
 from .._runtime.config import WISDOM_ENV, switch
 from .._runtime.machine import (
@@ -104,23 +104,6 @@ def new_document(figures: dict, choices: dict) -> dict:
     """A wisdom document of this machine."""
     return {"format": FORMAT, "identity": identity(), "figures": dict(figures),
             "choices": dict(choices)}
-
-
-@contextlib.contextmanager
-def _file_lock(path: str):
-    """An advisory lock beside ``path`` (POSIX ``flock``; elsewhere the atomic rename
-    alone keeps the file whole, and a concurrent entry may be lost)."""
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    with open(path + ".lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class WisdomStore:
@@ -227,7 +210,7 @@ class WisdomStore:
         folder = os.path.dirname(path)
         try:
             os.makedirs(folder, exist_ok=True)
-            with _file_lock(path):
+            with file_lock(path):
                 current = self._read(path) or new_document({}, {})
                 for section, entries in new.items():
                     current[section].update(entries)

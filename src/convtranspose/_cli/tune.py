@@ -84,14 +84,16 @@ def _format_row(row: dict) -> str:
 def tune(args, progress_class) -> int:
     """The ``tune`` command (``args`` from the parser; ``progress_class`` the CLI's bar)."""
     from .._choose.planning import remeasuring, use_planning
+    from .._execute.background import compiling_here
 
     items, check, run, kind = _model(args.model, getattr(args, "bin", None), args.max_bytes)
     rng = np.random.default_rng(args.seed)
     progress = progress_class(len(items), "tuning", always=True)
     rows = []
     try:
-        with use_planning(args.level), (remeasuring() if args.force
-                                        else contextlib.nullcontext()):
+        # Tuning is the explicit request to measure: every candidate compiles here.
+        with use_planning(args.level), compiling_here(), (
+                remeasuring() if args.force else contextlib.nullcontext()):
             for done, item in enumerate(items, 1):
                 rows.append(_tune_one(item, check, run, args.batch, rng))
                 progress.update(done)

@@ -30,6 +30,7 @@ from .._plan.rules import AxisPlan
 from .._runtime.memo import derived_from
 from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host
+from . import background
 
 __all__ = ["prepare_call", "transposed_convolution"]
 
@@ -239,7 +240,12 @@ def _planned(data, weights, problem: Problem, bias, out, target):
         return all(array is None or array.dtype.kind not in "fc"
                    or bool(np.isfinite(array).all()) for array in (data, weights, bias))
 
-    return planned_choice(problem, target, run=run, finite=finite).algorithm
+    def warm(names):
+        return background.compile_elsewhere(names, data, weights, bias, problem, target)
+
+    return planned_choice(problem, target, run=run, finite=finite,
+                          warm=warm if target.numba and background.available() else None
+                          ).algorithm
 
 
 def _compute(algorithm, data, weights, problem: Problem, out, target):

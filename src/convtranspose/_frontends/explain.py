@@ -10,6 +10,7 @@ import numpy as np
 from .._choose.choice import Explanation, choose
 from .._choose.planning import get_planning, planned_choice, use_planning
 from .._dtypes import accumulation_dtype
+from .._execute.background import compiling_here
 from .._execute.transposed import transposed_convolution
 from .._plan.problem import Problem
 from .._plan.rules import ConvTransposePlan
@@ -71,7 +72,8 @@ def explain(plan: ConvTransposePlan, dtype: DTypeLike = "float32", *,
     estimated = choose(problem, target, estimate_forced=True)
     if measure and estimated.decided_by == "estimates":
         level = get_planning()
-        with use_planning(level if level in ("measure", "exhaustive") else "measure"):
+        with use_planning(level if level in ("measure", "exhaustive") else "measure"), \
+                compiling_here():
             data, weights = _random_operands(plan, operand)
             transposed_convolution(data, weights, plan.axes, channels_last=plan.channels_last,
                                    dtype=accumulate, result_dtype=result_dtype, target=target)

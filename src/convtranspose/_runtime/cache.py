@@ -15,15 +15,17 @@ created or written is the same as ``off`` (with one warning).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterator
 
 from .caches import kept
 from .config import CACHE_ENV, switch
 
-__all__ = ["atomic_write", "cache_dir"]
+__all__ = ["atomic_write", "cache_dir", "file_lock"]
 
 
 _warned: set[str] = set()
@@ -93,3 +95,23 @@ def atomic_write(path: str, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+@contextlib.contextmanager
+def file_lock(path: str) -> Iterator[None]:
+    """An exclusive advisory lock on ``path + ".lock"`` (POSIX ``flock``; elsewhere none:
+    the atomic rename alone keeps files whole).  The lock file is opened without
+    following a symbolic link (a planted one would make the library write where it
+    points)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    handle = os.open(path + ".lock", flags, 0o600)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # closing releases the lock

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["ALGORITHM_ENV", "BACKWARD_ALGORITHM_ENV", "CACHE_ENV", "DUMP_ENV", "NO_BLAS_ENV",
-           "NO_NUMBA_ENV", "PIN_THREADS_ENV", "PLANNING_ENV", "WISDOM_ENV", "switch"]
+__all__ = ["ALGORITHM_ENV", "BACKGROUND_COMPILE_ENV", "BACKWARD_ALGORITHM_ENV", "CACHE_ENV",
+           "DUMP_ENV", "NO_BLAS_ENV", "NO_NUMBA_ENV", "PIN_THREADS_ENV", "PLANNING_ENV", "WISDOM_ENV", "switch"]
 
 #: Forces an algorithm (a name of the kernels' registry) for every transposed convolution.
 ALGORITHM_ENV = "CONVTRANSPOSE_ALGORITHM"
@@ -22,6 +22,9 @@ PLANNING_ENV = "CONVTRANSPOSE_PLANNING"
 WISDOM_ENV = "CONVTRANSPOSE_WISDOM"
 #: The cache folder, or ``off``.
 CACHE_ENV = "CONVTRANSPOSE_CACHE_DIR"
+#: Set to ``off`` to compile the kernels a new layer's measurement needs in the calling
+#: process instead of in a background process (:mod:`convtranspose._execute.background`).
+BACKGROUND_COMPILE_ENV = "CONVTRANSPOSE_BACKGROUND_COMPILE"
 #: A folder where every generated kernel source is written.
 DUMP_ENV = "CONVTRANSPOSE_DUMP_KERNELS"
 #: Set to 1 to never use numba, even when it is installed.

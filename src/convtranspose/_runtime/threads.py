@@ -20,6 +20,7 @@ CPU affinity
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import os
 import threading
@@ -282,16 +283,26 @@ def parallel_for(function, count: int, threads: int) -> None:
                 return
             function(bounds[i], bounds[i + 1])
 
+    # Each helper runs in a copy of the caller's context: context variables set by the
+    # caller (deferred compilation while a new layer is measured) hold in its pieces.
+    contexts = [contextvars.copy_context() for _ in range(threads - 1)]
+
     def helper_work():
         _helper_ids.add(threading.get_native_id())
-        work()
+        contexts.pop().run(work)
 
     if pinning():
         _steer_helpers_off_caller()
     helpers = _submit(helper_work, threads - 1)
-    work()
-    for helper in helpers:
-        helper.result()
+    try:
+        work()
+    finally:
+        # Every helper has finished before the call returns or raises: none may still
+        # write into the caller's arrays afterwards.
+        errors = [helper.exception() for helper in helpers]
+    for error in errors:
+        if error is not None:
+            raise error
 
 
 def parallel_parts(work, parts: int, threads: int) -> None:

@@ -23,6 +23,11 @@ file (``njit(cache=True)``), but
 With the cache folder off (``CONVTRANSPOSE_CACHE_DIR=off``) or not writable, nothing is
 written and every process compiles again (:mod:`.codegen` then ``exec``'s the
 sources).
+
+A compilation of the library's kernels that lasts over a second is announced once per
+process (:func:`convtranspose._runtime.notices.notice_if_slow`), and inside
+:func:`convtranspose._kernels.compiling.deferring_compiles` a kernel found neither in
+memory nor in the folder raises instead of compiling.
 """
 
 from __future__ import annotations
@@ -36,11 +41,14 @@ import tempfile
 import threading
 
 import numba
+from numba.core import event
 from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLocator
 from numba.core.runtime import rtsys
 
 from ..._runtime.cache import atomic_write, cache_dir, warn_once
 from ..._runtime.caches import kept
+from ..._runtime.notices import notice_if_slow
+from ..compiling import KernelNotCompiled, compiles_deferred
 
 __all__ = ["KERNELS_SUBFOLDER", "MODULE_PREFIX", "KernelCache", "cached_njit",
            "kernel_folder", "kernel_module"]
@@ -139,10 +147,13 @@ class KernelCache(FunctionCache):
         """
         rtsys.initialize(target_context)
         try:
-            return self._load_overload(sig, target_context)
+            loaded = self._load_overload(sig, target_context)
         except Exception:  # noqa: BLE001 - damaged or unreadable files: compile again
             # (numba raises on a truncated or garbled file; the new code overwrites it).
-            return None
+            loaded = None
+        if loaded is None and compiles_deferred():
+            raise KernelNotCompiled(f"{self._name} has no machine code for {sig} yet")
+        return loaded
 
     def save_overload(self, sig, data):
         """Keep the compiled code for ``sig``; a folder that cannot take it (full, gone
@@ -215,3 +226,50 @@ def kernel_module(name: str, text: str):
             del sys.modules[module_name]
             raise
         return module
+
+
+def _is_library_kernel(dispatcher) -> bool:
+    """Whether ``dispatcher`` compiles one of this library's kernels (its package's
+    modules, the kernel modules of the cache folder, or their ``exec``'d sources)."""
+    function = getattr(dispatcher, "py_func", None)
+    if function is None:
+        return False
+    module = getattr(function, "__module__", None) or ""
+    return (module.startswith(("convtranspose.", MODULE_PREFIX))
+            or "convtranspose" in function.__code__.co_filename)
+
+
+def _compile_message() -> str:
+    folder = kernel_folder()
+    if folder is None:
+        return ("compiling numba kernels for this layer shape; with the kernel cache off "
+                "(CONVTRANSPOSE_CACHE_DIR) every process compiles them again")
+    return ("compiling numba kernels for this layer shape, once for this machine: they "
+            f"are kept in {folder} for later calls and processes")
+
+
+class _CompileNotice(event.Listener):
+    """Announces a compilation of the library's kernels that lasts over a second
+    (numba's compile events; the nested compilations of helper kernels count as one)."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def on_start(self, started):
+        if not _is_library_kernel(started.data.get("dispatcher")):
+            return
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        if depth == 0:
+            self._local.notice = notice_if_slow("compiling", _compile_message)
+            self._local.notice.__enter__()
+
+    def on_end(self, ended):
+        if not _is_library_kernel(ended.data.get("dispatcher")):
+            return
+        self._local.depth -= 1
+        if self._local.depth == 0:
+            self._local.notice.__exit__(None, None, None)
+
+
+event.register("numba:compile", _CompileNotice())

@@ -1,0 +1,73 @@
+"""The background process of :mod:`.background`: ``python -m
+convtranspose._execute.background_worker`` reads jobs (JSON, one per layer) from standard
+input and runs each job's algorithms once on zeros of its problem, which compiles their
+kernels into the kernel cache folder; then it exits.  One such process compiles at a
+time on the machine (a lock in the cache folder).  Failures are ignored: a kernel
+that did not compile here compiles in the process that needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+
+import numpy as np
+
+from .._choose.figures import fma_gflops
+from .._plan.rules import AxisPlan
+from .._runtime.cache import cache_dir, file_lock
+from .._runtime.target import Target
+from .transposed import transposed_convolution
+
+__all__ = ["main"]
+
+
+def _dtype(name: str) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except TypeError:  # bfloat16: registered with NumPy by ml_dtypes
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name))
+
+
+def _zeros(layout: dict) -> np.ndarray:
+    order = layout["order"]
+    shape = [layout["shape"][axis] for axis in order]
+    return np.zeros(shape, _dtype(layout["dtype"])).transpose(np.argsort(order))
+
+
+def _compile(job: dict) -> None:
+    """Run every algorithm of ``job`` once on zeros (compiling its kernels)."""
+    target = Target(**job["target"])
+    axes = tuple(AxisPlan(*axis) for axis in job["axes"])
+    data, weights = _zeros(job["data"]), _zeros(job["weights"])
+    bias = None if job["bias"] is None else _zeros(job["bias"])
+    result_dtype = None if job["result_dtype"] is None else _dtype(job["result_dtype"])
+    for name in job["algorithms"]:
+        with contextlib.suppress(Exception):  # a failure only means: compiled later
+            transposed_convolution(data, weights, axes, dtype=_dtype(job["dtype"]),
+                                   channels_last=job["channels_last"], bias=bias,
+                                   algorithm=name, result_dtype=result_dtype, target=target)
+
+
+def main() -> None:
+    """Compile the jobs read from standard input as JSON (and measure the FMA peak the
+    estimates use, if the wisdom has none yet)."""
+    jobs = json.load(sys.stdin)
+    folder = cache_dir()
+    if folder is None:
+        return
+    # One background compilation at a time on the machine: a process that starts while
+    # another compiles waits, then finds most of its kernels compiled (they load).
+    with file_lock(os.path.join(folder, "background-compile")):
+        with contextlib.suppress(Exception):
+            fma_gflops()
+        for job in jobs:
+            _compile(job)
+
+
+if __name__ == "__main__":
+    main()

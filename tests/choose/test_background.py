@@ -1,0 +1,147 @@
+"""A new layer's first call on a machine: candidates whose kernels are not compiled are
+deferred (never compiled while the caller waits), compiled by a background process, and
+timed at a later call; long waits are announced.  Results are checked against the
+oracle at every stage."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from convtranspose._choose.measure import measure
+from convtranspose._kernels.compiling import (
+    KernelNotCompiled,
+    compiles_deferred,
+)
+from convtranspose._runtime import notices
+from oracle import full_transposed_convolution
+
+SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "src")
+
+
+def _child(script: str, cache: str, **environment) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CONVTRANSPOSE_CACHE_DIR": cache, "PYTHONPATH": SOURCE,
+           **environment}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env,
+                          capture_output=True, text=True, timeout=600, check=True)
+
+
+def test_deferred_candidates_leave_the_race_and_are_listed():
+    def run(name):
+        if name in ("b", "d") and compiles_deferred():
+            raise KernelNotCompiled(name)
+
+    result = measure(["a", "b", "c", "d"], run, defer=True)
+    assert result.deferred == ("b", "d")
+    assert sorted(name for name, _ in result.times) == ["a", "c"]
+
+
+def test_when_every_candidate_would_compile_the_first_one_runs():
+    ran = []
+
+    def run(name):
+        if compiles_deferred():
+            raise KernelNotCompiled(name)
+        ran.append(name)
+
+    result = measure(["x", "y"], run, defer=True)
+    assert result.deferred == ("y",) and [name for name, _ in result.times] == ["x"]
+    assert set(ran) == {"x"}
+
+
+def test_without_defer_nothing_is_deferred():
+    seen = []
+    result = measure(["a", "b"], lambda name: seen.append(compiles_deferred()))
+    assert result.deferred == () and not any(seen)
+
+
+def test_a_slow_wait_is_announced_once_and_a_quick_one_not(caplog):
+    kind = f"test wait {time.monotonic_ns()}"
+    with caplog.at_level(logging.WARNING, logger="convtranspose"):
+        with notices.notice_if_slow(kind, lambda: "quick", after=0.5):
+            pass
+        for _ in range(2):
+            with notices.notice_if_slow(kind, lambda: "slow wait", after=0.05):
+                time.sleep(0.3)
+    assert [record.getMessage() for record in caplog.records] == ["convtranspose: slow wait"]
+    assert kind in notices.said()
+
+
+_FORCED = """
+import numpy as np
+from convtranspose._kernels.compiling import KernelNotCompiled, deferring_compiles
+import convtranspose as ct
+rng = np.random.default_rng(5)
+x = rng.standard_normal((1, 6, 5, 4)).astype(np.float32)
+w = rng.standard_normal((6, 3, 3, 3)).astype(np.float32)
+try:
+    with deferring_compiles():
+        ct.convolution_backprop_data(x, w, strides=2)
+    print("ran")
+except KernelNotCompiled:
+    print("deferred")
+np.save({path!r}, ct.convolution_backprop_data(x, w, strides=2))
+"""
+
+
+def test_a_kernel_is_deferred_until_compiled_then_loads_from_the_cache(tmp_path):
+    cache, path = str(tmp_path / "cache"), str(tmp_path / "y.npy")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 6, 5, 4)).astype(np.float32)
+    w = rng.standard_normal((6, 3, 3, 3)).astype(np.float32)
+    expected = full_transposed_convolution(x, w[None], (2, 2), (1, 1))
+    outputs = []
+    for _ in range(2):
+        done = _child(_FORCED.format(path=path), cache, CONVTRANSPOSE_ALGORITHM="direct")
+        outputs.append(done.stdout.split())
+        np.testing.assert_allclose(np.load(path), expected, rtol=1e-5, atol=1e-5)
+    assert outputs == [["deferred"], ["ran"]]
+
+
+_FIRST_CALLS = """
+import json, time
+import numpy as np
+import convtranspose as ct
+from convtranspose._choose import planning
+planning.candidate_names = lambda *args: ["gemm-ncx", "direct"]  # a cheap compile
+rng = np.random.default_rng(7)
+x = rng.standard_normal((2, 5, 6, 7)).astype(np.float32)
+w = rng.standard_normal((5, 4, 3, 2)).astype(np.float32)
+decided, results = [], []
+for _ in range(3000):
+    with planning.recording() as choices:
+        results.append(ct.convolution_backprop_data(x, w, strides=2))
+    decided.append(sorted({{choice.decided_by for choice in choices}}))
+    if "provisional" not in decided[-1]:
+        break
+    time.sleep(0.1)
+np.save({path!r}, np.stack([results[0], results[-1]]))
+print(json.dumps(decided[:1] + decided[-1:]))
+"""
+
+
+@pytest.mark.parametrize("background", ["on", "off"])
+def test_a_new_layers_kernels_compile_in_the_background(tmp_path, background):
+    cache, path = str(tmp_path / "cache"), str(tmp_path / "y.npy")
+    done = _child(_FIRST_CALLS.format(path=path), cache, CONVTRANSPOSE_PLANNING="measure",
+                  CONVTRANSPOSE_BACKGROUND_COMPILE=background)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 5, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((5, 4, 3, 2)).astype(np.float32)
+    expected = full_transposed_convolution(x, w[None], (2, 2), (1, 1))
+    for result in np.load(path):
+        np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+    first, last = json.loads(done.stdout)
+    # Background on: the first call times only the compiled candidate; a later one,
+    # once the background process ended, times both (never deferring again).
+    assert ("provisional" in first) == (background == "on")
+    assert "measured" in last and "provisional" not in last
