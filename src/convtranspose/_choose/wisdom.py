@@ -24,6 +24,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import stat
 import threading
 
 from .._runtime import blas
@@ -100,10 +101,60 @@ def check_document(document, source: str) -> None:
             raise WisdomError(f"{source} is damaged: {section!r} is not a mapping")
 
 
+def _valid_choice(entry) -> bool:
+    """Whether a choices entry has the shape the planner reads: an algorithm's name and
+    each timed candidate's nanoseconds."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("algorithm"), str):
+        return False
+    times = entry.get("times_ns", {})
+    return isinstance(times, dict) and all(
+        isinstance(name, str) and isinstance(ns, (int, float)) and not isinstance(ns, bool)
+        for name, ns in times.items())
+
+
+def valid_entries(document: dict, source: str) -> tuple[dict, dict]:
+    """The document's figures and choices without the entries the planner could not
+    read (dropped with one warning)."""
+    figures = {key: value for key, value in document.get("figures", {}).items()
+               if isinstance(value, dict)}
+    choices = {key: entry for key, entry in document.get("choices", {}).items()
+               if _valid_choice(entry)}
+    dropped = (len(document.get("figures", {})) - len(figures)
+               + len(document.get("choices", {})) - len(choices))
+    if dropped:
+        warn_once("wisdom entries:" + source, f"convtranspose ignores {dropped} damaged "
+                                              f"entries of its wisdom file {source}")
+    return figures, choices
+
+
 def new_document(figures: dict, choices: dict) -> dict:
     """A wisdom document of this machine."""
     return {"format": FORMAT, "identity": identity(), "figures": dict(figures),
             "choices": dict(choices)}
+
+
+#: A wisdom file over this size is ignored (with one warning): a machine's wisdom holds a
+#: few hundred bytes per measured problem, so this is tens of thousands of problems, and
+#: reading and parsing it stays well under a second.
+WISDOM_MAX_BYTES = 16 << 20
+
+
+def _bounded_text(path: str) -> str:
+    """The text of the regular file ``path``, refused (WisdomError) when it is anything
+    else (a FIFO would block, a device never end) or over :data:`WISDOM_MAX_BYTES`."""
+    with open(path, "rb", opener=_nonblocking) as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise WisdomError(f"{path} is not a regular file")
+        data = file.read(WISDOM_MAX_BYTES + 1)
+    if len(data) > WISDOM_MAX_BYTES:
+        raise WisdomError(f"{path} is over {WISDOM_MAX_BYTES >> 20} MiB")
+    return data.decode("utf-8")
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    # Opening a FIFO for reading blocks until a writer comes; O_NONBLOCK returns at once
+    # (regular files ignore it), and the file is then refused as not regular.
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
 
 
 class WisdomStore:
@@ -134,11 +185,10 @@ class WisdomStore:
     def _read(self, path: str) -> dict | None:
         """The usable document at ``path``, or None (missing; or unusable, with a warning)."""
         try:
-            with open(path, encoding="utf-8") as file:
-                text = file.read()
+            text = _bounded_text(path)
             try:
                 document = json.loads(text)
-            except ValueError as error:
+            except (ValueError, RecursionError) as error:
                 raise WisdomError(f"{path} is damaged (not JSON: {error})") from None
             check_document(document, path)
         except FileNotFoundError:
@@ -146,6 +196,7 @@ class WisdomStore:
         except (OSError, ValueError, UnicodeDecodeError) as error:
             warn_once("wisdom:" + path, f"convtranspose ignores its wisdom file: {error}")
             return None
+        document["figures"], document["choices"] = valid_entries(document, path)
         return document
 
     def ensure_loaded(self) -> None:
@@ -178,14 +229,14 @@ class WisdomStore:
             self._write({section: {key: entry}})
 
     def merge(self, document: dict) -> None:
-        """Take every entry of a checked document (:func:`check_document`)."""
+        """Take every readable entry of a checked document (:func:`check_document`)."""
         self.ensure_loaded()
+        figures, choices = valid_entries(document, "the imported wisdom")
         with self._lock:
-            self.figures.update(document.get("figures", {}))
-            self.choices.update(document.get("choices", {}))
+            self.figures.update(figures)
+            self.choices.update(choices)
             self.revision += 1
-            self._write({"figures": document.get("figures", {}),
-                         "choices": document.get("choices", {})})
+            self._write({"figures": figures, "choices": choices})
 
     def forget(self, disk: bool) -> None:
         """Forget every entry (and delete the file when ``disk``)."""
@@ -209,7 +260,7 @@ class WisdomStore:
             return
         folder = os.path.dirname(path)
         try:
-            os.makedirs(folder, exist_ok=True)
+            os.makedirs(folder, mode=0o700, exist_ok=True)
             with file_lock(path):
                 current = self._read(path) or new_document({}, {})
                 for section, entries in new.items():

@@ -10,13 +10,16 @@ compiled kernels' numba cache.  The folder is
 - otherwise the same Linux and macOS rules applied here (``XDG_CACHE_HOME``).
 
 Nothing is written until something is worth keeping, and a folder that cannot be
-created or written is the same as ``off`` (with one warning).
+created or written is the same as ``off`` (with one warning).  So is a folder that
+another user owns or that others may write (:func:`trusted`): compiled kernels are
+loaded from it.  A new folder is made ``0700``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 import tempfile
 import warnings
@@ -25,7 +28,7 @@ from collections.abc import Iterator
 from .caches import kept
 from .config import CACHE_ENV, switch
 
-__all__ = ["atomic_write", "cache_dir", "file_lock"]
+__all__ = ["atomic_write", "cache_dir", "file_lock", "trusted"]
 
 
 _warned: set[str] = set()
@@ -63,12 +66,34 @@ def cache_dir(create: bool = True) -> str | None:
     folder = os.path.abspath(os.path.expanduser(chosen)) if chosen else _default_dir()
     if create:
         try:
-            os.makedirs(folder, exist_ok=True)
+            os.makedirs(folder, mode=0o700, exist_ok=True)
         except OSError as error:
             warn_once(folder, f"convtranspose keeps no cache: cannot create {folder!r} "
                               f"({error}); set {CACHE_ENV} to a writable folder or 'off'")
             return None
+    if not trusted(folder):
+        warn_once(folder, f"convtranspose keeps no cache: {folder!r} is not a folder of "
+                          "this user that only this user can write (what is loaded from "
+                          f"it runs as code); set {CACHE_ENV} to such a folder or 'off'")
+        return None
     return folder
+
+
+def trusted(folder: str) -> bool:
+    """Whether ``folder`` is a folder owned by this user that no one else can write (or
+    does not exist yet).  Compiled kernels and kernel modules are loaded from the cache
+    folder, so a folder others can write would let them run code in this process.
+    POSIX only: elsewhere the folder's access control lists decide."""
+    if os.name != "posix":
+        return True
+    try:
+        status = os.stat(folder)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return (stat.S_ISDIR(status.st_mode) and status.st_uid == os.geteuid()
+            and not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
 
 
 def warn_once(key: str, message: str) -> None:

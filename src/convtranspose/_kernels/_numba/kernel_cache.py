@@ -90,7 +90,7 @@ def kernel_folder() -> str | None:
     folder = os.path.join(base, KERNELS_SUBFOLDER,
                           f"numba-{numba.__version__}-{sources_digest()}")
     try:
-        os.makedirs(folder, exist_ok=True)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
         tempfile.TemporaryFile(dir=folder).close()
     except OSError:
         return None
