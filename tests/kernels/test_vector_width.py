@@ -70,6 +70,11 @@ SCRIPT = textwrap.dedent("""\
         "plane": plane(f32),
         "peak": (peak.peak_kernel(lanes, 4), (zeros(f32), 1)),
     }
+    def user_loop(a, b):  # the user's own numba code, compiled as numba compiles it
+        for i in range(a.size):
+            b[i] = np.uint32(a[i]) << 16
+
+    kernels["user's loop"] = (numba.njit(user_loop), (zeros(u16), zeros(np.uint32)))
     not_work = re.compile(r"v(p?mov|zeroupper|p?xor|p?broadcast|p?extract|p?insert)")
     report = {}
     for name, (kernel, args) in kernels.items():
@@ -97,6 +102,8 @@ TARGETS = {
     "znver4": ("+avx512f,+f16c", "zmm"),
     "haswell": ("+avx2,+fma,+f16c", "ymm"),
 }
+#: The CPUs of :data:`TARGETS` for which LLVM prefers 256-bit vectors.
+PREFERS_256 = {"sapphirerapids"}
 
 def _compiling(cpu: str) -> subprocess.Popen:
     """The process compiling the kernels for ``cpu`` (its report on stdout)."""
@@ -139,8 +146,12 @@ def narrow(report: dict[str, dict[str, int]], register: str) -> dict[str, dict[s
 def test_hot_kernels_compute_at_full_width(cpu, reports):
     report = reports[cpu]
     register = TARGETS[cpu][1]
+    user = report.pop("user's loop")
     assert len(report) == 10
     assert not narrow(report, register), (cpu, narrow(report, register))
+    # numba's own setting is left alone: the same loop in the user's code keeps LLVM's
+    # 256-bit preference where the CPU has one.
+    assert narrow({"user's loop": user}, "ymm" if cpu in PREFERS_256 else register) == {}
 
 
 def test_the_check_can_fail():
