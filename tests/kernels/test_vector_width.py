@@ -105,6 +105,7 @@ TARGETS = {
 #: The CPUs of :data:`TARGETS` for which LLVM prefers 256-bit vectors.
 PREFERS_256 = {"sapphirerapids"}
 
+
 def _compiling(cpu: str) -> subprocess.Popen:
     """The process compiling the kernels for ``cpu`` (its report on stdout)."""
     features, _ = TARGETS[cpu]
