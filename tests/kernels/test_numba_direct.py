@@ -533,7 +533,7 @@ def test_plane_kernel_input_channels_in_chunks(monkeypatch):
         for trial in range(6):
             monkeypatch.setattr(numba_planes, "_CHUNK_WINDOW_ELEMENTS",
                                 int(rng.integers(1, 300)))
-            numba_planes._planes_kernel.cache_clear()  # the chunk is read when compiling
+            numba_planes.planes_kernel.cache_clear()  # the chunk is read when compiling
             rank = 1 + trial % 3
             axes = _random_axes(rng, rank, max_size=(30, 9, 5)[rank - 1])
             ci, co = int(rng.integers(2, 12)), int(rng.integers(1, 6))
@@ -541,7 +541,7 @@ def test_plane_kernel_input_channels_in_chunks(monkeypatch):
             weights = rng.standard_normal((1, ci, co) + tuple(a.kernel_size for a in axes))
             _check(data, weights, axes, (np.float64, np.float32)[trial % 2], trial % 2 == 1)
     finally:
-        numba_planes._planes_kernel.cache_clear()  # later tests compile the real chunk
+        numba_planes.planes_kernel.cache_clear()  # later tests compile the real chunk
 
 
 @pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
@@ -953,7 +953,7 @@ def test_plane_kernel_bfloat16_pairs_against_the_oracle(monkeypatch):
     _route(monkeypatch, "nxc-planes")
     monkeypatch.setattr(numba_direct, "rows_apply", lambda *args: False)  # the plane kernel's
     monkeypatch.setattr(numba_planes, "_CHUNK_WINDOW_ELEMENTS", 60)
-    numba_planes._planes_kernel.cache_clear()
+    numba_planes.planes_kernel.cache_clear()
     rng = np.random.default_rng(71)
     lanes, co_block, most = schedules.planes_block_shape(4, 3, host_target().vector_bytes)
     shortest = max(-(-most // 2), -(-schedules.PLANE_MIN_ACCUMULATORS // co_block))
@@ -979,7 +979,7 @@ def test_plane_kernel_bfloat16_pairs_against_the_oracle(monkeypatch):
             np.testing.assert_array_equal(got, expected.astype(np.float32),
                                           err_msg=f"{axes} {weights.shape} {channels_last}")
     finally:
-        numba_planes._planes_kernel.cache_clear()  # later tests compile the real chunk
+        numba_planes.planes_kernel.cache_clear()  # later tests compile the real chunk
 
 
 @needs_pairs

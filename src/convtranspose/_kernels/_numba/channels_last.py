@@ -37,7 +37,7 @@ def gather_row_taps(found, j1, j2, p1, p2, tap_shift, tap_count, size1,
 
 
 @kept("compiled kernels", maxsize=None)
-def _channels_last_kernel(ci: int, co: int, lanes: int):
+def channels_last_kernel(ci: int, co: int, lanes: int):
     """The channels-last kernel compiled for ``Ci = ci`` and ``Co = co`` (constants).
 
     Constant channel counts let LLVM unroll the per-group channel loops and
@@ -68,7 +68,7 @@ def _channels_last_kernel(ci: int, co: int, lanes: int):
 
 @kept("kernel schedules", maxsize=256)
 def _row_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
-    """Tables of :func:`_channels_last_kernel` (cached per shape; read-only).
+    """Tables of :func:`channels_last_kernel` (cached per shape; read-only).
 
     Per axis and phase: the tap count, each tap's input shift and its flat weight
     index ``((k1 * K2 + k2) * K3 + k3) * Ci * Co * G`` (summed over the axes).
@@ -110,7 +110,7 @@ def direct_channels_last(data, weights, axes3, dtype, out, target, threads):
     source = data.reshape(-1)
     flat = out.reshape(-1)
     lanes = target.lanes(dtype)
-    kernel = _channels_last_kernel(ci, co, lanes) if ci * co <= 4 else _channels_last_kernel(
+    kernel = channels_last_kernel(ci, co, lanes) if ci * co <= 4 else channels_last_kernel(
         0, 0, lanes)
     parallel_for(lambda a, b: kernel(source, w, flat, *tables, a, b),
                  data.shape[0] * axes3[0].output_size * axes3[1].output_size, threads)

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..._runtime.config import DUMP_ENV, switch
 from . import kernel_cache, vectors
+from .full_width import full_width_njit
 
 __all__ = ["compile_source", "compile_template", "module_text"]
 
@@ -83,7 +84,7 @@ def compile_source(source: str, name: str):
             pass  # the folder became unwritable: compile as without a cache
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), intrinsics)
-    return numba.njit(nogil=True)(intrinsics[name])
+    return full_width_njit(nogil=True)(intrinsics[name])
 
 
 def compile_template(name: str, names: dict) -> dict:
@@ -102,8 +103,8 @@ def compile_template(name: str, names: dict) -> dict:
             return vars(kernel_cache.kernel_module(name, text))
         except OSError:
             pass  # the folder became unwritable: compile as without a cache
-    # Plain numba.njit: numba's cache cannot tell apart code exec'd with other bindings.
-    namespace = {"numba": numba, "cached_njit": numba.njit,
+    # No numba cache: it cannot tell apart code exec'd with other bindings.
+    namespace = {"numba": numba, "cached_njit": full_width_njit,
                  "__name__": f"{__name__}.templates.{name}", **names}
     exec(compile(source, path, "exec"), namespace)
     return namespace

@@ -49,6 +49,7 @@ from ..._runtime.cache import atomic_write, cache_dir, warn_once
 from ..._runtime.caches import kept
 from ..._runtime.notices import notice_if_slow
 from ..compiling import KernelNotCompiled, compiles_deferred
+from .full_width import full_width_njit
 
 __all__ = ["KERNELS_SUBFOLDER", "MODULE_PREFIX", "KernelCache", "cached_njit",
            "kernel_folder", "kernel_module"]
@@ -176,14 +177,15 @@ class KernelCache(FunctionCache):
 
 
 def cached_njit(**options):
-    """``numba.njit(**options)`` whose compiled code is kept in :func:`kernel_folder`
-    (compiled again by every process where there is none).
+    """``numba.njit(**options)`` for full-width vectors (:mod:`.full_width`) whose
+    compiled code is kept in :func:`kernel_folder` (compiled again by every process
+    where there is none).
 
     For functions of real module files: the package's kernel modules and the kernel
     modules written by :func:`kernel_module`.
     """
     def decorate(function):
-        dispatcher = numba.njit(**options)(function)
+        dispatcher = full_width_njit(**options)(function)
         if kernel_folder() is not None:
             # What numba's Dispatcher.enable_caching does, with the library's cache.
             dispatcher._cache = KernelCache(function)

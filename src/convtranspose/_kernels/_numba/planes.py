@@ -127,7 +127,7 @@ def _blocked_weights(weights, co_block, halves):  # pragma: no cover - compiled
 
 
 @kept("compiled kernels", maxsize=None)
-def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
+def planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
                    segments: int = 0, mode: int = 0, load_mode: int = 0):
     """The channels-first plane kernel for one block shape (compiled on first use).
 
@@ -170,7 +170,7 @@ def _planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
 
 @kept("kernel schedules", maxsize=256)
 def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
-    """Tables of :func:`_planes_kernel` (cached per shape; read-only).
+    """Tables of :func:`planes_kernel` (cached per shape; read-only).
 
     ``geometry[a]`` is (window size, first input index in the window, stride,
     output positions per phase); ``tap_offset`` is each tap's start in the
@@ -274,7 +274,7 @@ def plane_runner(batch, weights, axes3, dtype, target, threads, channels_last, d
     lanes, (band, vectors, _, segments) = plane_lanes(schedule, lanes,
                                                       target.vector_bytes == 64 and not pairs)
     items = planes * -(-blocks1 // band)
-    kernel = _planes_kernel(lanes, co_block, vectors, pairs, segments, mode, load_mode)
+    kernel = planes_kernel(lanes, co_block, vectors, pairs, segments, mode, load_mode)
     added = np.empty(0, dtype) if bias is None or mode == KEEP else np.ascontiguousarray(
         bias, dtype)
 

@@ -28,7 +28,7 @@ def _tap_inputs(size, tap, stride, dilation, offset, out_low, out_high):  # prag
 
 
 @cached_njit(nogil=True)
-def _scatter_kernel(columns, col_steps, target, out_steps, geometry, co, n, rows_per_item,
+def scatter_kernel(columns, col_steps, target, out_steps, geometry, co, n, rows_per_item,
                     start, stop):  # pragma: no cover - compiled
     # columns (G, n, X1, X2, X3, K1, K2, K3, Co) and the output (G, n, Y1, Y2, Y3, Co)
     # as flat buffers with element steps; geometry[a] = (X, K, stride, dilation,
@@ -61,11 +61,14 @@ def _scatter_kernel(columns, col_steps, target, out_steps, geometry, co, n, rows
                             dst = (out_base + (x1 * s1 + t1) * o2 + (x2 * s2 + t2) * o3
                                    + (lo3 * s3 + t3) * o4)
                             # A constant unit channel step lets LLVM vectorise the
-                            # channel loop (benchmarks/results/blas-algorithms.json).
+                            # channel loop (benchmarks/results/blas-algorithms.json),
+                            # with unsigned indices: numba wraps negative signed ones,
+                            # a check that keeps the loop scalar.
                             if o5 == 1:
                                 for _ in range(hi3 - lo3):
-                                    for c in range(co):
-                                        target[dst + c] += columns[src + c]
+                                    at, read = np.uint64(dst), np.uint64(src)
+                                    for c in range(np.uint64(co)):
+                                        target[at + c] += columns[read + c]
                                     src += c4
                                     dst += s3 * o4
                             else:
@@ -112,6 +115,6 @@ def col2im_scatter(columns, out, region, axes, target) -> None:
     items = groups * n * -(-axes3[0].output_size // rows_per_item)
     flat_out, flat_columns = out.reshape(-1)[start // itemsize:], columns.reshape(-1)
     big = columns.size >= DIRECT_PARALLEL_MACS // 16  # a scalar add: about 16 multiply-adds
-    parallel_for(lambda a, b: _scatter_kernel(flat_columns, col_steps, flat_out, out_steps,
+    parallel_for(lambda a, b: scatter_kernel(flat_columns, col_steps, flat_out, out_steps,
                                            geometry, co, n, rows_per_item, a, b),
               items, target.threads if big else 1)

@@ -44,7 +44,7 @@ def tile_transposer(lanes: int):
 
 
 @kept("compiled kernels", maxsize=None)
-def _transpose_kernel(lanes: int):
+def transpose_kernel(lanes: int):
     """``kernel(src, dst, rows, cols, start, stop)``: ``(B, rows, cols)`` into ``(B, cols,
     rows)`` (flat C-order buffers), for the bands of ``lanes`` rows with flat index (b,
     band) in [start, stop): whole blocks in registers, the edges one element at a time."""
@@ -75,7 +75,7 @@ def channels_last_copy(data: np.ndarray, dtype, target) -> np.ndarray:
         return result
     lanes = target.lanes(dtype)
     rows, cols = data.shape[1], math.prod(data.shape[2:])
-    kernel = _transpose_kernel(lanes)
+    kernel = transpose_kernel(lanes)
     source, flat = data.reshape(-1), result.reshape(-1)
     threads = target.threads if data.nbytes >= _PARALLEL_COPY_BYTES else 1
     parallel_for(lambda a, b: kernel(source, flat, rows, cols, a, b),

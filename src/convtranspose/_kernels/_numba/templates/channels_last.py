@@ -75,7 +75,7 @@ def kernel(source, weights, out, sizes, strides, tap_k, tap_shift, tap_count, st
     size1, size2, size3 = sizes[3], sizes[4], sizes[5]
     out1, out2, out3 = sizes[6], sizes[7], sizes[8]
     s1, s2, s3 = strides[0], strides[1], strides[2]
-    # Unsigned indices in the vector loops (see _planes_kernel).
+    # Unsigned indices in the vector loops (see planes_kernel).
     group_count = np.uint64(groups)
     vector_end = group_count - group_count % step
     ci_stride = ci_constant if constant else np.uint64(sizes[1])
