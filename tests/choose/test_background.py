@@ -145,3 +145,14 @@ def test_a_new_layers_kernels_compile_in_the_background(tmp_path, background):
     # once the background process ended, times both (never deferring again).
     assert ("provisional" in first) == (background == "on")
     assert "measured" in last and "provisional" not in last
+
+
+def test_notices_of_any_kinds_nest():
+    outer, inner = f"outer {time.monotonic_ns()}", f"inner {time.monotonic_ns()}"
+    with notices.notice_if_slow(outer, lambda: "outer", after=0.01):
+        time.sleep(0.05)  # announced: later blocks of its kind take the quick path
+    with notices.notice_if_slow(outer, lambda: "outer"):
+        with notices.notice_if_slow(inner, lambda: "inner"):
+            with notices.notice_if_slow(outer, lambda: "outer"):
+                pass
+    assert outer in notices.said() and inner not in notices.said()

@@ -38,9 +38,10 @@ def notice_if_slow(kind: str, message: Callable[[], str],
     """``with notice_if_slow(kind, message):`` log ``message()`` once per process and
     ``kind`` if the block is still running ``after`` seconds after it started."""
     with _said_lock:
-        if kind in _said:
-            yield
-            return
+        announced = kind in _said
+    if announced:  # the lock is never held while the block runs: blocks nest
+        yield
+        return
     timer = threading.Timer(after, _say, (kind, message))
     timer.daemon = True
     timer.start()
