@@ -235,9 +235,9 @@ def test_two_threads_planning_one_problem_measure_once(wisdom_file, monkeypatch)
     calls = []
     original = planning.measure
 
-    def counted(candidates, run):
+    def counted(candidates, run, defer=False):
         calls.append(threading.get_ident())
-        return original(candidates, run)
+        return original(candidates, run, defer)
 
     monkeypatch.setattr(planning, "measure", counted)
     data, filter = _operands(seed=8, channels=(16, 8), size=20)
