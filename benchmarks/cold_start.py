@@ -99,7 +99,9 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=2, help="fresh machines per setting")
     parser.add_argument("--out", help="write the results as JSON to this file")
     args = parser.parse_args(argv)
-    results = {"machine": cpu_model_name(), "runs": args.runs, "states": {}}
+    results = {"machine": cpu_model_name(), "runs": args.runs,
+               "command": "python benchmarks/cold_start.py " + " ".join(argv or sys.argv[1:]),
+               "load_average_before": os.getloadavg(), "states": {}}
     with tempfile.TemporaryDirectory() as work:
         machines = {background: [_one_machine(pathlib.Path(work), background)
                                  for _ in range(args.runs)] for background in ("on", "off")}
@@ -119,6 +121,7 @@ def main(argv=None) -> int:
         label = "demo, cold" + ("" if background == "on" else ", background off")
         results["states"][label] = {"process_s": demo}
         print(f"{label:<28}{demo:>11.2f}")
+    results["load_average_after"] = os.getloadavg()
     if args.out:
         with open(args.out, "w", encoding="utf-8") as file:
             json.dump(results, file, indent=1)

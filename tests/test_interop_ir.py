@@ -277,7 +277,10 @@ def test_progress_bar_only_on_a_terminal(tmp_path, monkeypatch, capsys):
     ov.save_model(ov.Model([node.output(0)], [parameter], "deep"), str(xml))
 
     plain = run_cli("ir", "check", xml)  # stderr is a pipe: no bar
-    assert plain.returncode == 0 and plain.stderr == ""
+    # No bar; a notice of a compilation over a second may come (a cold kernel cache).
+    assert plain.returncode == 0
+    assert all(line.startswith("convtranspose: compiling")
+               for line in plain.stderr.splitlines()), plain.stderr
     assert "25 transposed-convolution layers checked, 0 mismatched" in plain.stdout
 
     class Terminal(io.StringIO):
