@@ -17,7 +17,7 @@ import numpy as np
 from ..._choose import planning
 from ..._plan.problem import Problem
 from ..._runtime import blas as _blas
-from ..._runtime.config import WISDOM_ENV
+from ..._runtime.config import BACKGROUND_COMPILE_ENV, WISDOM_ENV
 from ..._runtime.target import host
 from .machine import (
     FLOOR_MIN_MS,
@@ -267,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     # Set before the library is first called: an earlier run's stored choices would
     # decide for this one, and the planning columns time deciding afresh.
     os.environ[WISDOM_ENV] = "off"
+    # The kernels compile in this process before the timed rounds, not in a background
+    # process that would change the choice halfway through them: steady state is timed.
+    os.environ[BACKGROUND_COMPILE_ENV] = "off"
     parser = build_parser()
     args = parser.parse_args(argv)
     repeat = args.repeat or (3 if args.quick else 9 if args.random is None else 5)
