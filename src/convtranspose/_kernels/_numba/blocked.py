@@ -87,28 +87,30 @@ def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
 
     For the outputs at the ends of a line, whose taps differ from their neighbours':
     ``splits`` sets of accumulators take the input channels in turn (independent
-    FMA chains, so their latency overlaps) and are summed at the end.
+    FMA chains, so their latency overlaps) and are summed at the end.  The channels
+    are those from ``column`` of weight rows ``row_width`` long, as in
+    :func:`block_source`.
     """
     sets = [[f"acc_{k}_{v}" for v in range(vectors)] for k in range(splits)]
     lines = ["def single(source, weights, dest, dest_at, reads, taps, count, read_at,",
-             "           channel_step, channels):"]
+             "           channel_step, channels, column, row_width):"]
     lines += [f"    {name} = vector_zero(weights, {lanes})" for row in sets for name in row]
     lines += ["    for m in range(count):",
               "        read = reads[m] + read_at",
-              "        tap = taps[m]",
+              "        tap = taps[m] + column",
               f"        for _ in range(channels // {splits}):"]
     for k, row in enumerate(sets):
         lines.append(f"            x = vector_splat_at(source, read + {k} * channel_step, {lanes})")
         lines += [f"            {name} = vector_fma(x, vector_load(weights, tap + "
-                  f"{k * vectors * lanes + v * lanes}, {lanes}), {name})"
+                  f"{k} * row_width + {v * lanes}, {lanes}), {name})"
                   for v, name in enumerate(row)]
-    lines += [f"            tap += {splits * vectors * lanes}",
+    lines += [f"            tap += {splits} * row_width",
               f"            read += {splits} * channel_step",
               f"        for _ in range(channels % {splits}):",
               f"            x = vector_splat_at(source, read, {lanes})"]
     lines += [f"            {name} = vector_fma(x, vector_load(weights, tap + {v * lanes}, "
               f"{lanes}), {name})" for v, name in enumerate(sets[0])]
-    lines += [f"            tap += {vectors * lanes}",
+    lines += ["            tap += row_width",
               "            read += channel_step"]
     for v in range(vectors):
         total = sets[0][v]
@@ -119,9 +121,10 @@ def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
 
 
 @cached_njit(nogil=True)
-def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first, y_stop,
-                  channel0):  # pragma: no cover - compiled
-    """Round a line buffer's outputs ``[y_first, y_stop)`` into ``bits`` (uint16), plus ``bias``.
+def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, tile_at, y_first,
+                  y_stop, channel0):  # pragma: no cover - compiled
+    """Round a line buffer's outputs ``[y_first, y_stop)`` (output ``y3`` at ``tile_at + y3 *
+    width``) into ``bits`` (uint16), plus ``bias``.
 
     The bias is added in float32 before the one rounding, as the float32 path adds
     it to its float32 result; without one (``bias`` empty) nothing is added, not
@@ -129,21 +132,25 @@ def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first
     kernel's signature), where it never runs.
     """
     for o in range(co):
-        at = line + o * out_c
+        at, read = line + o * out_c, tile_at + o
         if bias.size:
             shift = np.float32(bias[channel0 + o])
             if mode == FLOAT16:
                 for y3 in range(y_first, y_stop):
-                    bits[at + y3 * out_3] = float16_bits(np.float32(tile[y3 * width + o]) + shift)
+                    bits[at + y3 * out_3] = float16_bits(
+                        np.float32(tile[read + y3 * width]) + shift)
             else:
                 for y3 in range(y_first, y_stop):
-                    bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[y3 * width + o]) + shift)
+                    bits[at + y3 * out_3] = bfloat16_bits(
+                        np.float32(tile[read + y3 * width]) + shift)
         elif mode == FLOAT16:
             for y3 in range(y_first, y_stop):
-                bits[at + y3 * out_3] = float16_bits(np.float32(tile[y3 * width + o]))
+                bits[at + y3 * out_3] = float16_bits(
+                    np.float32(tile[read + y3 * width]))
         else:
             for y3 in range(y_first, y_stop):
-                bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[y3 * width + o]))
+                bits[at + y3 * out_3] = bfloat16_bits(
+                    np.float32(tile[read + y3 * width]))
 
 
 @cached_njit(nogil=True, inline="always")
@@ -153,7 +160,7 @@ def _phase_taps(row_reads, row_taps, rows, p3, j_first, j_stop, size3, in_3, tap
     axes are ``row_reads`` / ``row_taps``: every tap's read, weight row and shift in
     ``reads``, ``taps`` and ``shifts``.  Returns their count and ``[first, last)``, the
     outputs of ``[j_first, j_stop)`` whose taps all read inside the input."""
-    count = 0
+    count = np.int64(0)  # not a literal: see templates/blocked.py
     first, last = j_first, j_stop
     for m3 in range(tap_count[2, p3]):
         shift = tap_shift[2, p3, m3]
@@ -179,11 +186,12 @@ _GROUP_MAX_LINES = 64
 
 
 @kept("compiled kernels", maxsize=None)
-def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
+def _blocked_kernel(lanes: int, chunk: int, pixels: int):
     """The ``direct-blocked`` kernel for one block shape (compiled on first use).
 
-    Blocks hold ``chunk`` of the ``vectors`` vectors of each output's channels (the
-    block kernel runs once per chunk).
+    Blocks hold ``chunk`` vectors of ``lanes`` channels of ``pixels`` outputs; the
+    kernel runs them once per chunk of each output's channels, however many (a run-time
+    size), so that every layer of one dtype and block shape shares this kernel.
 
     One compiled kernel for every ``mode``: ``out`` (the sums' dtype) is written
     with ``KEEP``, ``bits`` (uint16) with ``FLOAT16``/``BFLOAT16``; the other is
@@ -193,17 +201,16 @@ def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
 
     block = compile_source(block_source(lanes, chunk, pixels), "block")
     transpose = tile_transposer(lanes)
-    # Four independent sets of accumulators where registers allow, one on AVX2 for
-    # wide outputs (8 vectors: 32 accumulators would spill).
-    splits = max(1, min(4, chunk * pixels // vectors))
-    single = compile_source(_single_source(lanes, vectors, splits), "single")
-    width, chunk_width = lanes * vectors, lanes * chunk
+    # The outputs at the line ends take a chunk at a time too, in four independent sets
+    # of accumulators (fewer where a block has fewer pixels): no more accumulators than
+    # a block's, which fit the registers.
+    splits = max(1, min(4, pixels))
+    single = compile_source(_single_source(lanes, chunk, splits), "single")
 
     return compile_template("blocked", dict(
-        np=np, KEEP=KEEP, _GROUP_MAX_LINES=_GROUP_MAX_LINES,
-        _GROUP_TILE_ELEMENTS=_GROUP_TILE_ELEMENTS, _phase_taps=_phase_taps,
+        np=np, KEEP=KEEP, _GROUP_MAX_LINES=_GROUP_MAX_LINES, _phase_taps=_phase_taps,
         _rounded_line=_rounded_line, gather_row_taps=gather_row_taps, block=block, single=single,
-        transpose=transpose, lanes=lanes, pixels=pixels, width=width, chunk_width=chunk_width,
+        transpose=transpose, lanes=lanes, pixels=pixels, chunk_width=lanes * chunk,
     ))["kernel"]
 
 
@@ -311,7 +318,9 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived
     threads = direct_threads(batch, weights.shape, axes, target)
     segments = blocked_segments(lines, axes3[2], threads)
     tables, order = _blocked_tables(axes3), _line_order(axes3[0], axes3[1])
-    source = data.reshape(-1)
+    # Read-only views of the operands the kernel reads, whatever the caller's flags: a
+    # writable and a read-only array are two numba types, each compiling the kernel.
+    source, bias = frozen_all(data.reshape(-1).view(), bias.view())
     for c0, c1 in _channel_passes(weights.shape, axes3, itemsize, target):
         # A pass writes channels [c0, c1) of group 0: its views start at channel c0.
         at = c0 * out_steps[4]
@@ -326,8 +335,9 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived
                          + tuple(a.output_size for a in axes3)
                          + tuple(a.kernel_size for a in axes3[1:])
                          + (math.prod(a.kernel_size for a in axes3),)
-                         + tuple(a.stride for a in axes3), np.int64)
-        kernel = _blocked_kernel(lanes, vectors, chunk, pixels)
+                         + tuple(a.stride for a in axes3)
+                         + (lanes * vectors, _GROUP_TILE_ELEMENTS), np.int64)
+        kernel = _blocked_kernel(lanes, chunk, pixels)
         parallel_for(lambda a, b, kernel=kernel, w=w, pass_out=pass_out, pass_bits=pass_bits,
                      pass_bias=pass_bias, sizes=sizes: kernel(
                          source, w, pass_out, pass_bits, pass_bias, mode, sizes, in_steps,

@@ -1,29 +1,37 @@
 """The register-blocked kernel of ``direct-blocked`` (:mod:`convtranspose._kernels._numba.blocked`).
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
-globals (numba freezes them into the compiled code): ``_GROUP_MAX_LINES``,
-``_GROUP_TILE_ELEMENTS``, ``KEEP``, ``_phase_taps``, ``_rounded_line``, ``gather_row_taps``,
-``block``, ``chunk_width``, ``lanes``, ``np``, ``pixels``, ``single``, ``transpose``,
-``width``.
+globals (numba freezes them into the compiled code): ``_GROUP_MAX_LINES``, ``KEEP``,
+``_phase_taps``, ``_rounded_line``, ``gather_row_taps``, ``block``, ``chunk_width``,
+``lanes``, ``np``, ``pixels``, ``single``, ``transpose``.  Those are the block shape
+and the machine's vectors alone: channel counts, the width of the weight rows, taps,
+strides and sizes come at run time, so that one compiled kernel serves every layer
+of its dtype and block shape.
 Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 """
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
 
-@cached_njit(nogil=True, inline="always")
+# Every argument of a call to another kernel is a run-time int64 or a C-contiguous 1-D
+# array, and counters start at np.int64(0), not at a literal: numba compiles a called
+# kernel once per argument type it sees, and a literal (even one that type inference
+# later widens) is a type of its own, so each would compile the callee again.
+
+@cached_njit(nogil=True)
 def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j_first,
                j_stop, p3, line_at, step, s3, lines, line_step, read_step, in_3, in_c, ci,
-               size3, edge_reads, edge_taps):  # pragma: no cover - compiled
+               size3, width, edge_reads, edge_taps):  # pragma: no cover - compiled
     # The outputs j * s3 + p3, j in [j_first, j_stop), of `lines` lines that the
     # lines' blocks leave: those with taps outside the input's last axis.  Line k
-    # reads at reads + k * read_step and is written at line_at + k * line_step.
-    # Each such output is a column across the lines with the same taps: blocks
-    # take `pixels` lines at a time (its weights loaded once per block, not once
-    # per output), and fewer lines than a block go one output at a time.
+    # reads at reads + k * read_step and is written at line_at + k * line_step;
+    # outputs hold `width` channels, taken `chunk_width` at a time.  Each such output
+    # is a column across the lines with the same taps: blocks take `pixels` lines at
+    # a time (its weights loaded once per block, not once per output), and fewer
+    # lines than a block go one output at a time.
     blocked = last - first >= pixels  # the lines' blocks took [first, last)
     for jj in range(j_first, j_stop):
         if blocked and first <= jj < last:
             continue
-        edges = 0
+        edges = np.int64(0)
         for m in range(count):
             if 0 <= jj + shifts[m] < size3:
                 edge_reads[edges] = reads[m]
@@ -32,10 +40,12 @@ def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j
         at = line_at + (jj * s3 + p3) * step
         if lines < pixels:
             for k in range(lines):
-                single(source, weights, dest, at + k * line_step, edge_reads, edge_taps,
-                       edges, jj * in_3 + k * read_step, in_c, ci)
+                for column in range(0, width, chunk_width):
+                    single(source, weights, dest, at + k * line_step + column, edge_reads,
+                           edge_taps, edges, jj * in_3 + k * read_step, in_c, ci, column,
+                           width)
             continue
-        k = 0
+        k = np.int64(0)
         while k < lines:
             k = min(k, lines - pixels)  # the last block overlaps its predecessor
             for column in range(0, width, chunk_width):
@@ -45,32 +55,18 @@ def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j
             k += pixels
 
 @cached_njit(nogil=True)
-def line_ends(source, weights, dest, group_reads, group_taps, rows, line_at, step, lines,
-              line_step, read_step, in_3, in_c, ci, size3, out3, s3, tap_k, tap_shift,
-              tap_count, tap_size, reads, taps, shifts, edge_reads,
-              edge_taps):  # pragma: no cover - compiled
-    # phase_ends of a group of `lines` whole lines.
-    for p3 in range(min(s3, out3)):
-        j_stop = (out3 - p3 + s3 - 1) // s3
-        count, first, last = _phase_taps(group_reads, group_taps, rows, p3, 0, j_stop,
-                                         size3, in_3, tap_k, tap_shift, tap_count,
-                                         tap_size, reads, taps, shifts)
-        phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, 0,
-                   j_stop, p3, line_at, step, s3, lines, line_step, read_step, in_3,
-                   in_c, ci, size3, edge_reads, edge_taps)
-
-@cached_njit(nogil=True)
-def store_line(out, bits, bias, mode, tile, line, out_3, out_c, co, y_first, y_stop,
-               g):  # pragma: no cover - compiled
-    # A line's outputs [y_first, y_stop) from its tile (`width` sums per output) into
-    # the output: rounded, or channels last, or channels first.
+def store_line(out, bits, bias, mode, tile, tile_at, line, out_3, out_c, co, y_first, y_stop,
+               g, width):  # pragma: no cover - compiled
+    # A line's outputs [y_first, y_stop) from the tile (`width` sums per output, output
+    # y3 at tile_at + y3 * width) into the output: rounded, or channels last, or
+    # channels first.
     if mode != KEEP:
-        _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first,
-                      y_stop, g * co)
+        _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, tile_at,
+                      y_first, y_stop, g * co)
     elif out_c == 1:
         for y3 in range(y_first, y_stop):
             for o in range(co):
-                out[line + y3 * out_3 + o] = tile[y3 * width + o]
+                out[line + y3 * out_3 + o] = tile[tile_at + y3 * width + o]
     else:
         # Channels first: blocks of lanes x lanes transposed in registers, the
         # channels and outputs past the last whole block one at a time.
@@ -78,32 +74,38 @@ def store_line(out, bits, bias, mode, tile, line, out_3, out_c, co, y_first, y_s
         o_whole = co - co % lanes
         for y3 in range(y_first, y_whole, lanes):
             for o in range(0, o_whole, lanes):
-                transpose(tile, y3 * width + o, width, out, line + o * out_c + y3, out_c)
+                transpose(tile, tile_at + y3 * width + o, width, out, line + o * out_c + y3,
+                          out_c)
         for o in range(co):
             for y3 in range(y_whole if o < o_whole else y_first, y_stop):
-                out[line + o * out_c + y3 * out_3] = tile[y3 * width + o]
+                out[line + o * out_c + y3 * out_3] = tile[tile_at + y3 * width + o]
 
 @cached_njit(nogil=True)
 def close_group(source, weights, out, bits, bias, mode, dest, direct, group_reads,
                 group_taps, rows, group_line, lines, line_step, read_step, in_3, in_c, ci,
-                size3, out3, out_3, out_c, co, s3, g, tap_k, tap_shift, tap_count,
+                size3, out3, out_3, out_c, co, s3, g, width, tap_k, tap_shift, tap_count,
                 tap_size, reads, taps, shifts, edge_reads,
                 edge_taps):  # pragma: no cover - compiled
-    # A group's line ends, then (lines kept in the tile, line k at k * out3 * width)
-    # its lines stored.
+    # A group's line ends, per phase of the last axis, straight into the output
+    # (`dest` is `out`) or into the tile `dest` (line k at k * out3 * width), whose
+    # lines are then stored.
     tile_line = out3 * width
-    if direct:
-        line_ends(source, weights, out, group_reads, group_taps, rows, group_line, out_3,
-                  lines, line_step, read_step, in_3, in_c, ci, size3, out3, s3, tap_k,
-                  tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
-                  edge_taps)
-        return
-    line_ends(source, weights, dest, group_reads, group_taps, rows, 0, width, lines,
-              tile_line, read_step, in_3, in_c, ci, size3, out3, s3, tap_k, tap_shift,
-              tap_count, tap_size, reads, taps, shifts, edge_reads, edge_taps)
-    for k in range(lines):
-        store_line(out, bits, bias, mode, dest[k * tile_line:(k + 1) * tile_line],
-                   group_line + k * line_step, out_3, out_c, co, 0, out3, g)
+    zero = np.int64(0)
+    line_at, step, dest_step = group_line, out_3, line_step
+    if not direct:
+        line_at, step, dest_step = zero, width, tile_line
+    for p3 in range(min(s3, out3)):
+        j_stop = (out3 - p3 + s3 - 1) // s3
+        count, first, last = _phase_taps(group_reads, group_taps, rows, p3, zero, j_stop,
+                                         size3, in_3, tap_k, tap_shift, tap_count,
+                                         tap_size, reads, taps, shifts)
+        phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, zero,
+                   j_stop, p3, line_at, step, s3, lines, dest_step, read_step, in_3, in_c,
+                   ci, size3, width, edge_reads, edge_taps)
+    if not direct:
+        for k in range(lines):
+            store_line(out, bits, bias, mode, dest, k * tile_line, group_line + k * line_step,
+                       out_3, out_c, co, zero, out3, g, width)
 
 @cached_njit(nogil=True)
 def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, line_order,
@@ -113,7 +115,9 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
     # channel*in_steps[4], the output likewise with out_steps; weights (G, K1, K2, K3,
     # Ci, width), zero beyond Co; bias (G*Co,) or empty, added by rounding modes only.
     # sizes = (N, G, Ci, Co, X1, X2, X3, Y1, Y2, Y3, K2,
-    # K3, K, S1, S2, S3).  Computes the output lines (g, n, y1, y2) (the group's Co
+    # K3, K, S1, S2, S3, width, tile): `width` channels per output in the weights and
+    # the tile (Co rounded up to whole chunks), `tile` the most sums a group's tile
+    # holds.  Computes the output lines (g, n, y1, y2) (the group's Co
     # channels), each cut into `segments` runs of Y3 (so that a layer of fewer
     # lines than threads keeps every thread busy), with flat index (line, segment)
     # in [start, stop): per phase of the last axis, blocks of `pixels` outputs
@@ -126,6 +130,7 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
     out1, out2, out3 = sizes[7], sizes[8], sizes[9]
     k2_count, k3_count, k_volume = sizes[10], sizes[11], sizes[12]
     s1, s2, s3 = sizes[13], sizes[14], sizes[15]
+    width, tile_most = sizes[16], sizes[17]
     in_n, in_1, in_2, in_3, in_c = (in_steps[0], in_steps[1], in_steps[2], in_steps[3],
                                     in_steps[4])
     out_n, out_1, out_2, out_3, out_c = (out_steps[0], out_steps[1], out_steps[2],
@@ -135,8 +140,13 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
     # most the product of each axis's most taps per phase (not the widest axis's count
     # cubed: a 1-D filter of 601 taps would reserve 8.5 GB); _kernels/scratch.py counts
     # these lists and the tile.
-    rows_most = max(1, tap_count[0].max()) * max(1, tap_count[1].max())
-    most = rows_most * max(1, tap_count[2].max())
+    # (Loops, not ndarray.max: its compiled code costs more than the kernel's.)
+    axis_most = np.ones(3, np.int64)
+    for a in range(3):
+        for p in range(tap_count.shape[1]):
+            axis_most[a] = max(axis_most[a], tap_count[a, p])
+    rows_most = axis_most[0] * axis_most[1]
+    most = rows_most * axis_most[2]
     found = np.empty((rows_most, 4), np.int64)
     row_reads = np.empty(rows_most, np.int64)
     row_taps = np.empty(rows_most, np.int64)
@@ -149,15 +159,15 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
     # Whole lines (not segments): the line ends of consecutive lines of one phase
     # (along the second axis, or the first where the second is a unit axis, as in
     # 2-D layers) whose reads differ by whole input rows wait for their group's end
-    # and go together (line_ends).  Lines not written straight into the output are
-    # kept in the tile until then: up to _GROUP_TILE_ELEMENTS of it.
+    # and go together (close_group).  Lines not written straight into the output are
+    # kept in the tile until then: up to `tile_most` sums of it.
     grouped = segments == 1
     tile_line = out3 * width
     capacity = _GROUP_MAX_LINES
     if direct:
         tile_size = 0  # unused
     elif grouped:
-        capacity = max(1, min(capacity, _GROUP_TILE_ELEMENTS // tile_line))
+        capacity = max(1, min(capacity, tile_most // tile_line))
         tile_size = capacity * tile_line
     else:  # a segment's tile holds that segment alone, its first output at 0
         tile_size = -(-out3 // segments) * width
@@ -167,7 +177,8 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
     read_step = in_2 if out2 > 1 else in_1
     group_reads = np.empty(rows_most, np.int64)
     group_taps = np.empty(rows_most, np.int64)
-    group_rows, group_line, group_lines, group_g = 0, 0, 0, 0
+    zero, one = np.int64(0), np.int64(1)
+    group_rows, group_line, group_lines, group_g = zero, zero, zero, zero
     for item in range(start, stop):
         flat, segment = item // segments, item % segments
         y_first = out3 * segment // segments
@@ -201,12 +212,15 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
                     close_group(source, weights, out, bits, bias, mode, dest, direct,
                                 group_reads, group_taps, group_rows, group_line,
                                 group_lines, line_step, read_step, in_3, in_c, ci, size3,
-                                out3, out_3, out_c, co, s3, group_g, tap_k, tap_shift,
-                                tap_count, tap_size, reads, taps, shifts, edge_reads,
+                                out3, out_3, out_c, co, s3, group_g, width, tap_k,
+                                tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
                                 edge_taps)
-                group_rows, group_line, group_lines, group_g = rows, line, 1, g
-                group_reads[:rows] = row_reads[:rows]
-                group_taps[:rows] = row_taps[:rows]
+                group_rows, group_line, group_lines, group_g = rows, line, one, g
+                # (A loop, not a slice assignment: that compiles its shape-mismatch
+                # message, seconds of string formatting code.)
+                for r in range(rows):
+                    group_reads[r] = row_reads[r]
+                    group_taps[r] = row_taps[r]
         line_at = (line if direct else (group_lines - 1) * tile_line if grouped
                    else -y_first * width)
         step = out_3 if direct else width
@@ -220,7 +234,7 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
             # Blocks of `pixels` outputs over those whose taps all read inside the
             # input; the last block ends there (overlapping its predecessor: a few
             # outputs computed twice, but never a short block).  The others, at
-            # the line's ends and in lines shorter than a block: line_ends.
+            # the line's ends and in lines shorter than a block: phase_ends.
             j = first
             while j < last and last - first >= pixels:
                 j = min(j, last - pixels)
@@ -231,14 +245,14 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
                 j += pixels
             if not grouped:
                 phase_ends(source, weights, dest, reads, taps, shifts, count, first, last,
-                           j_first, j_stop, p3, line_at, step, s3, 1, 0, 0, in_3, in_c, ci,
-                           size3, edge_reads, edge_taps)
+                           j_first, j_stop, p3, line_at, step, s3, one, zero, zero, in_3,
+                           in_c, ci, size3, width, edge_reads, edge_taps)
         if not grouped and not direct:
-            store_line(out, bits, bias, mode, tile, line + y_first * out_3, out_3, out_c,
-                       co, 0, y_stop - y_first, g)
+            store_line(out, bits, bias, mode, tile, zero, line + y_first * out_3, out_3,
+                       out_c, co, zero, y_stop - y_first, g, width)
     if group_lines:
         close_group(source, weights, out, bits, bias, mode, dest, direct, group_reads,
                     group_taps, group_rows, group_line, group_lines, line_step, read_step,
-                    in_3, in_c, ci, size3, out3, out_3, out_c, co, s3, group_g, tap_k,
-                    tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
+                    in_3, in_c, ci, size3, out3, out_3, out_c, co, s3, group_g, width,
+                    tap_k, tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
                     edge_taps)
