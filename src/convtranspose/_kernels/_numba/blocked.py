@@ -205,16 +205,16 @@ _GROUP_MAX_LINES = 64
 
 
 @kept("compiled kernels", maxsize=None)
-def _blocked_kernel(lanes: int, chunk: int, pixels: int):
-    """The ``direct-blocked`` kernel for one block shape (compiled on first use).
+def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int):
+    """The ``direct-blocked`` kernel for one block shape and store mode (compiled on first use).
 
     Blocks hold ``chunk`` vectors of ``lanes`` channels of ``pixels`` outputs; the
     kernel runs them once per chunk of each output's channels, however many (a run-time
-    size), so that every layer of one dtype and block shape shares this kernel.
-
-    One compiled kernel for every ``mode``: ``out`` (the sums' dtype) is written
-    with ``KEEP``, ``bits`` (uint16) with ``FLOAT16``/``BFLOAT16``; the other is
-    an empty placeholder of its type.
+    size), so that every layer of one dtype, block shape and ``mode`` shares this
+    kernel.  ``mode``: ``KEEP`` writes ``out`` (the sums' dtype), ``FLOAT16`` or
+    ``BFLOAT16`` round into ``bits`` (uint16); the other is an empty placeholder of its
+    type.  (A kernel for every mode would compile the rounding into the sums' kernel
+    too: a second of its eight.)
     """
     from .codegen import compile_source, compile_template
 
@@ -229,7 +229,7 @@ def _blocked_kernel(lanes: int, chunk: int, pixels: int):
     return compile_template("blocked", dict(
         np=np, KEEP=KEEP, _GROUP_MAX_LINES=_GROUP_MAX_LINES, _phase_taps=_phase_taps,
         _rounded_line=_rounded_line, gather_row_taps=gather_row_taps, block=block, single=single,
-        transpose=transpose, lanes=lanes, pixels=pixels, chunk_width=lanes * chunk,
+        transpose=transpose, lanes=lanes, pixels=pixels, chunk_width=lanes * chunk, store=mode,
     ))["kernel"]
 
 
@@ -356,10 +356,10 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived
                          + (math.prod(a.kernel_size for a in axes3),)
                          + tuple(a.stride for a in axes3)
                          + (lanes * vectors, _GROUP_TILE_ELEMENTS), np.int64)
-        kernel = _blocked_kernel(lanes, chunk, pixels)
+        kernel = _blocked_kernel(lanes, chunk, pixels, mode)
         parallel_for(lambda a, b, kernel=kernel, w=w, pass_out=pass_out, pass_bits=pass_bits,
                      pass_bias=pass_bias, sizes=sizes: kernel(
-                         source, w, pass_out, pass_bits, pass_bias, mode, sizes, in_steps,
+                         source, w, pass_out, pass_bits, pass_bias, sizes, in_steps,
                          out_steps, order, *tables, segments, a, b),
                      lines * segments, threads)
     if result is not out:

@@ -3,8 +3,10 @@
 A template: compiled by ``codegen.compile_template`` with these names bound as its
 globals (numba freezes them into the compiled code): ``_GROUP_MAX_LINES``, ``KEEP``,
 ``_phase_taps``, ``_rounded_line``, ``gather_row_taps``, ``block``, ``chunk_width``,
-``lanes``, ``np``, ``pixels``, ``single``, ``transpose``.  Those are the block shape
-and the machine's vectors alone: channel counts, the width of the weight rows, taps,
+``lanes``, ``np``, ``pixels``, ``single``, ``store``, ``transpose``.  Those are the
+block shape, the machine's vectors and the store mode alone (``store``: ``KEEP`` writes
+``out``, the sums' dtype, ``FLOAT16``/``BFLOAT16`` round into ``bits``; the other is an
+empty placeholder of its type; a sums kernel never compiles the rounding): channel counts, the width of the weight rows, taps,
 strides and sizes come at run time, so that one compiled kernel serves every layer
 of its dtype and block shape.
 Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
@@ -55,13 +57,13 @@ def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j
             k += pixels
 
 @cached_njit(nogil=True)
-def store_line(out, bits, bias, mode, tile, tile_at, line, out_3, out_c, co, y_first, y_stop,
+def store_line(out, bits, bias, tile, tile_at, line, out_3, out_c, co, y_first, y_stop,
                g, width):  # pragma: no cover - compiled
     # A line's outputs [y_first, y_stop) from the tile (`width` sums per output, output
     # y3 at tile_at + y3 * width) into the output: rounded, or channels last, or
     # channels first.
-    if mode != KEEP:
-        _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, tile_at,
+    if store != KEEP:
+        _rounded_line(bits, tile, bias, store, line, out_3, out_c, co, width, tile_at,
                       y_first, y_stop, g * co)
     elif out_c == 1:
         for y3 in range(y_first, y_stop):
@@ -81,7 +83,7 @@ def store_line(out, bits, bias, mode, tile, tile_at, line, out_3, out_c, co, y_f
                 out[line + o * out_c + y3 * out_3] = tile[tile_at + y3 * width + o]
 
 @cached_njit(nogil=True)
-def close_group(source, weights, out, bits, bias, mode, dest, direct, group_reads,
+def close_group(source, weights, out, bits, bias, dest, direct, group_reads,
                 group_taps, rows, group_line, lines, line_step, read_step, in_3, in_c, ci,
                 size3, out3, out_3, out_c, co, s3, g, width, tap_k, tap_shift, tap_count,
                 tap_size, reads, taps, shifts, edge_reads,
@@ -104,16 +106,16 @@ def close_group(source, weights, out, bits, bias, mode, dest, direct, group_read
                    ci, size3, width, edge_reads, edge_taps)
     if not direct:
         for k in range(lines):
-            store_line(out, bits, bias, mode, dest, k * tile_line, group_line + k * line_step,
+            store_line(out, bits, bias, dest, k * tile_line, group_line + k * line_step,
                        out_3, out_c, co, zero, out3, g, width)
 
 @cached_njit(nogil=True)
-def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, line_order,
+def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_order,
            tap_k, tap_shift, tap_count, segments, start, stop):  # pragma: no cover
     # Flat buffers in any layout: element (n, x1, x2, x3, channel) of the source is at
     # n*in_steps[0] + x1*in_steps[1] + x2*in_steps[2] + x3*in_steps[3] +
     # channel*in_steps[4], the output likewise with out_steps; weights (G, K1, K2, K3,
-    # Ci, width), zero beyond Co; bias (G*Co,) or empty, added by rounding modes only.
+    # Ci, width), zero beyond Co; bias (G*Co,) or empty, added by rounding stores only.
     # sizes = (N, G, Ci, Co, X1, X2, X3, Y1, Y2, Y3, K2,
     # K3, K, S1, S2, S3, width, tile): `width` channels per output in the weights and
     # the tile (Co rounded up to whole chunks), `tile` the most sums a group's tile
@@ -135,7 +137,7 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
                                     in_steps[4])
     out_n, out_1, out_2, out_3, out_c = (out_steps[0], out_steps[1], out_steps[2],
                                          out_steps[3], out_steps[4])
-    direct = out_c == 1 and co == width and mode == KEEP
+    direct = out_c == 1 and co == width and store == KEEP
     # A line reads at most one tap per axis of its phase's, so its tap lists hold at
     # most the product of each axis's most taps per phase (not the widest axis's count
     # cubed: a 1-D filter of 601 taps would reserve 8.5 GB); _kernels/scratch.py counts
@@ -209,7 +211,7 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
                 group_lines += 1
             else:
                 if group_lines:
-                    close_group(source, weights, out, bits, bias, mode, dest, direct,
+                    close_group(source, weights, out, bits, bias, dest, direct,
                                 group_reads, group_taps, group_rows, group_line,
                                 group_lines, line_step, read_step, in_3, in_c, ci, size3,
                                 out3, out_3, out_c, co, s3, group_g, width, tap_k,
@@ -248,10 +250,10 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
                            j_first, j_stop, p3, line_at, step, s3, one, zero, zero, in_3,
                            in_c, ci, size3, width, edge_reads, edge_taps)
         if not grouped and not direct:
-            store_line(out, bits, bias, mode, tile, zero, line + y_first * out_3, out_3,
+            store_line(out, bits, bias, tile, zero, line + y_first * out_3, out_3,
                        out_c, co, zero, y_stop - y_first, g, width)
     if group_lines:
-        close_group(source, weights, out, bits, bias, mode, dest, direct, group_reads,
+        close_group(source, weights, out, bits, bias, dest, direct, group_reads,
                     group_taps, group_rows, group_line, group_lines, line_step, read_step,
                     in_3, in_c, ci, size3, out3, out_3, out_c, co, s3, group_g, width,
                     tap_k, tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
