@@ -17,8 +17,12 @@ Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 # array, and counters start at np.int64(0), not at a literal: numba compiles a called
 # kernel once per argument type it sees, and a literal (even one that type inference
 # later widens) is a type of its own, so each would compile the callee again.
+# phase_ends and store_line are inlined into `kernel`, where each is called once: a
+# kernel of its own is optimised and compiled to machine code again inside every
+# kernel that calls it (numba links and re-optimises callees), as each level of calls
+# costs another second or two.
 
-@cached_njit(nogil=True)
+@cached_njit(nogil=True, inline="always")
 def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j_first,
                j_stop, p3, line_at, step, s3, lines, line_step, read_step, in_3, in_c, ci,
                size3, width, edge_reads, edge_taps):  # pragma: no cover - compiled
@@ -56,7 +60,7 @@ def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j
                       in_c, ci, column, width)
             k += pixels
 
-@cached_njit(nogil=True)
+@cached_njit(nogil=True, inline="always")
 def store_line(out, bits, bias, tile, tile_at, line, out_3, out_c, co, y_first, y_stop,
                g, width):  # pragma: no cover - compiled
     # A line's outputs [y_first, y_stop) from the tile (`width` sums per output, output
@@ -83,33 +87,6 @@ def store_line(out, bits, bias, tile, tile_at, line, out_3, out_c, co, y_first, 
                 out[line + o * out_c + y3 * out_3] = tile[tile_at + y3 * width + o]
 
 @cached_njit(nogil=True)
-def close_group(source, weights, out, bits, bias, dest, direct, group_reads,
-                group_taps, rows, group_line, lines, line_step, read_step, in_3, in_c, ci,
-                size3, out3, out_3, out_c, co, s3, g, width, tap_k, tap_shift, tap_count,
-                tap_size, reads, taps, shifts, edge_reads,
-                edge_taps):  # pragma: no cover - compiled
-    # A group's line ends, per phase of the last axis, straight into the output
-    # (`dest` is `out`) or into the tile `dest` (line k at k * out3 * width), whose
-    # lines are then stored.
-    tile_line = out3 * width
-    zero = np.int64(0)
-    line_at, step, dest_step = group_line, out_3, line_step
-    if not direct:
-        line_at, step, dest_step = zero, width, tile_line
-    for p3 in range(min(s3, out3)):
-        j_stop = (out3 - p3 + s3 - 1) // s3
-        count, first, last = _phase_taps(group_reads, group_taps, rows, p3, zero, j_stop,
-                                         size3, in_3, tap_k, tap_shift, tap_count,
-                                         tap_size, reads, taps, shifts)
-        phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, zero,
-                   j_stop, p3, line_at, step, s3, lines, dest_step, read_step, in_3, in_c,
-                   ci, size3, width, edge_reads, edge_taps)
-    if not direct:
-        for k in range(lines):
-            store_line(out, bits, bias, dest, k * tile_line, group_line + k * line_step,
-                       out_3, out_c, co, zero, out3, g, width)
-
-@cached_njit(nogil=True)
 def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_order,
            tap_k, tap_shift, tap_count, segments, start, stop):  # pragma: no cover
     # Flat buffers in any layout: element (n, x1, x2, x3, channel) of the source is at
@@ -124,8 +101,7 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
     # lines than threads keeps every thread busy), with flat index (line, segment)
     # in [start, stop): per phase of the last axis, blocks of `pixels` outputs
     # whose taps all read inside the input, then the remaining outputs with their
-    # own taps (phase_ends: one at a time, or where whole lines go straight into
-    # the output, a group of lines' together).  Every output element is written
+    # own taps (phase_ends, for a group of consecutive lines together).  Every output element is written
     # (those of overlapping blocks twice, with equal values).
     batch, ci, co = sizes[0], sizes[2], sizes[3]
     size1, size2, size3 = sizes[4], sizes[5], sizes[6]
@@ -161,7 +137,7 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
     # Whole lines (not segments): the line ends of consecutive lines of one phase
     # (along the second axis, or the first where the second is a unit axis, as in
     # 2-D layers) whose reads differ by whole input rows wait for their group's end
-    # and go together (close_group).  Lines not written straight into the output are
+    # and go together (phase_ends).  Lines not written straight into the output are
     # kept in the tile until then: up to `tile_most` sums of it.
     grouped = segments == 1
     tile_line = out3 * width
@@ -180,51 +156,76 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
     group_reads = np.empty(rows_most, np.int64)
     group_taps = np.empty(rows_most, np.int64)
     zero, one = np.int64(0), np.int64(1)
-    group_rows, group_line, group_lines, group_g = zero, zero, zero, zero
-    for item in range(start, stop):
-        flat, segment = item // segments, item % segments
-        y_first = out3 * segment // segments
-        y_stop = out3 * (segment + 1) // segments
-        # Lines in phase order: consecutive lines use the same taps (weights stay in L1).
-        y2 = line_order[out1 + flat % out2]
-        y1 = line_order[(flat // out2) % out1]
-        n = (flat // (out1 * out2)) % batch
-        g = flat // (batch * out1 * out2)
-        p1, j1 = y1 % s1, y1 // s1
-        p2, j2 = y2 % s2, y2 // s2
-        rows = gather_row_taps(found, j1, j2, p1, p2, tap_shift, tap_count, size1, size2)
-        for r in range(rows):
-            x1, x2, m1, m2 = found[r, 0], found[r, 1], found[r, 2], found[r, 3]
-            row_reads[r] = n * in_n + x1 * in_1 + x2 * in_2 + g * ci * in_c
-            row_taps[r] = g * k_volume + (tap_k[0, p1, m1] * k2_count
-                                          + tap_k[1, p2, m2]) * k3_count
-        line = n * out_n + y1 * out_1 + y2 * out_2 + g * co * out_c
-        if grouped:
-            joins = 0 < group_lines < capacity and rows == group_rows and (
+    # The pending group: `group_lines` lines from `group_line`, outputs [group_first,
+    # group_stop) of the last axis (a segment, or whole lines), of group `group_g`.
+    # A line that does not join it closes it first: its line ends, then (kept in the
+    # tile, line k at k * tile_line, output y3 of a segment at (y3 - group_first) *
+    # width) its lines stored.  A segment is a group of its own.  The round after
+    # the last line closes the last group, so that the closing code is inlined once.
+    group_rows, group_line, group_lines = zero, zero, zero
+    group_g, group_first, group_stop = zero, zero, zero
+    for item in range(start, stop + 1):
+        more = item < stop
+        joins = False
+        if more:
+            flat, segment = item // segments, item % segments
+            y_first = out3 * segment // segments
+            y_stop = out3 * (segment + 1) // segments
+            # Lines in phase order: consecutive lines use the same taps (weights stay
+            # in L1).
+            y2 = line_order[out1 + flat % out2]
+            y1 = line_order[(flat // out2) % out1]
+            n = (flat // (out1 * out2)) % batch
+            g = flat // (batch * out1 * out2)
+            p1, j1 = y1 % s1, y1 // s1
+            p2, j2 = y2 % s2, y2 // s2
+            rows = gather_row_taps(found, j1, j2, p1, p2, tap_shift, tap_count, size1, size2)
+            for r in range(rows):
+                x1, x2, m1, m2 = found[r, 0], found[r, 1], found[r, 2], found[r, 3]
+                row_reads[r] = n * in_n + x1 * in_1 + x2 * in_2 + g * ci * in_c
+                row_taps[r] = g * k_volume + (tap_k[0, p1, m1] * k2_count
+                                              + tap_k[1, p2, m2]) * k3_count
+            line = n * out_n + y1 * out_1 + y2 * out_2 + g * co * out_c
+            joins = grouped and 0 < group_lines < capacity and rows == group_rows and (
                 line == group_line + group_lines * line_step)
             for r in range(rows if joins else 0):
                 if (row_taps[r] != group_taps[r]
                         or row_reads[r] != group_reads[r] + group_lines * read_step):
                     joins = False
                     break
-            if joins:
-                group_lines += 1
-            else:
-                if group_lines:
-                    close_group(source, weights, out, bits, bias, dest, direct,
-                                group_reads, group_taps, group_rows, group_line,
-                                group_lines, line_step, read_step, in_3, in_c, ci, size3,
-                                out3, out_3, out_c, co, s3, group_g, width, tap_k,
-                                tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
-                                edge_taps)
-                group_rows, group_line, group_lines, group_g = rows, line, one, g
-                # (A loop, not a slice assignment: that compiles its shape-mismatch
-                # message, seconds of string formatting code.)
-                for r in range(rows):
-                    group_reads[r] = row_reads[r]
-                    group_taps[r] = row_taps[r]
-        line_at = (line if direct else (group_lines - 1) * tile_line if grouped
-                   else -y_first * width)
+        if group_lines and not joins:
+            ends_at, ends_step, ends_line_step = group_line, out_3, line_step
+            if not direct:
+                ends_at, ends_step, ends_line_step = -group_first * width, width, tile_line
+            for p3 in range(min(s3, out3)):
+                j_first = max(0, group_first - p3 + s3 - 1) // s3
+                j_stop = max(0, group_stop - p3 + s3 - 1) // s3
+                count, first, last = _phase_taps(group_reads, group_taps, group_rows, p3,
+                                                 j_first, j_stop, size3, in_3, tap_k,
+                                                 tap_shift, tap_count, tap_size, reads,
+                                                 taps, shifts)
+                phase_ends(source, weights, dest, reads, taps, shifts, count, first, last,
+                           j_first, j_stop, p3, ends_at, ends_step, s3, group_lines,
+                           ends_line_step, read_step, in_3, in_c, ci, size3, width,
+                           edge_reads, edge_taps)
+            for k in range(zero if direct else group_lines):
+                store_line(out, bits, bias, tile, k * tile_line - group_first * width,
+                           group_line + k * line_step, out_3, out_c, co, group_first,
+                           group_stop, group_g, width)
+            group_lines = zero
+        if not more:
+            break
+        if joins:
+            group_lines += 1
+        else:
+            group_rows, group_line, group_lines = rows, line, one
+            group_g, group_first, group_stop = g, y_first, y_stop
+            # (A loop, not a slice assignment: that compiles its shape-mismatch
+            # message, seconds of string formatting code.)
+            for r in range(rows):
+                group_reads[r] = row_reads[r]
+                group_taps[r] = row_taps[r]
+        line_at = line if direct else (group_lines - 1) * tile_line - y_first * width
         step = out_3 if direct else width
         for p3 in range(min(s3, out3)):
             # The phase's outputs j * s3 + p3 in the segment.
@@ -236,7 +237,7 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
             # Blocks of `pixels` outputs over those whose taps all read inside the
             # input; the last block ends there (overlapping its predecessor: a few
             # outputs computed twice, but never a short block).  The others, at
-            # the line's ends and in lines shorter than a block: phase_ends.
+            # the line's ends and in lines shorter than a block, when the group closes.
             j = first
             while j < last and last - first >= pixels:
                 j = min(j, last - pixels)
@@ -245,16 +246,3 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
                     block(source, weights, dest, at + column, s3 * step, reads, taps,
                           count, j * in_3, in_3, in_c, ci, column, width)
                 j += pixels
-            if not grouped:
-                phase_ends(source, weights, dest, reads, taps, shifts, count, first, last,
-                           j_first, j_stop, p3, line_at, step, s3, one, zero, zero, in_3,
-                           in_c, ci, size3, width, edge_reads, edge_taps)
-        if not grouped and not direct:
-            store_line(out, bits, bias, tile, zero, line + y_first * out_3, out_3,
-                       out_c, co, zero, y_stop - y_first, g, width)
-    if group_lines:
-        close_group(source, weights, out, bits, bias, dest, direct, group_reads,
-                    group_taps, group_rows, group_line, group_lines, line_step, read_step,
-                    in_3, in_c, ci, size3, out3, out_3, out_c, co, s3, group_g, width,
-                    tap_k, tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
-                    edge_taps)
