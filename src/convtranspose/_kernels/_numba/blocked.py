@@ -7,7 +7,10 @@ every tap and input channel adds one broadcast input times one weight row; the o
 at the line ends go in blocks across consecutive lines of one phase, with their own
 taps.  Any layout: channels-last lines are stored directly, channels-first ones through
 a transposed tile.  float16 and bfloat16 results are rounded from the tile as each line
-is stored.  The block sources are generated per shape (:func:`block_source`).
+is stored.  The block sources are generated per block shape (:func:`block_source`), and
+the kernel is compiled per dtype, block shape and store mode only: channel counts,
+taps, strides and sizes are run-time values, so that layers of one block shape share
+its compiled code (``benchmarks/results/kernel-reuse-xeon.json``).
 """
 
 from __future__ import annotations
@@ -120,17 +123,6 @@ def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
-@cached_njit(nogil=True, inline="always")
-def _round_run(bits, at, run, count, mode):  # pragma: no cover - compiled
-    """``bits[at:at + count]`` = ``run[:count]`` (float32) rounded to ``mode``'s type."""
-    if mode == FLOAT16:
-        for j in range(count):
-            bits[at + j] = float16_bits(run[j])
-    else:
-        for j in range(count):
-            bits[at + j] = bfloat16_bits(run[j])
-
-
 @cached_njit(nogil=True)
 def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, tile_at, y_first,
                   y_stop, channel0):  # pragma: no cover - compiled
@@ -139,37 +131,43 @@ def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, tile_at
 
     The bias is added in float32 before the one rounding, as the float32 path adds
     it to its float32 result; without one (``bias`` empty) nothing is added, not
-    even a zero (``-0.0 + 0.0`` is ``+0.0``).  The sums go through ``run``, a float32
-    copy of the consecutive outputs of one store (an output's channels, or with
-    channels first, a channel's outputs along the line), so that the rounding loop
-    reads and writes consecutive elements, which LLVM vectorises whatever the run-time
-    ``width`` (a tile column ``width`` apart it rounds one element at a time, about 1.5x
-    slower on the DCGAN 256->128 float16 layer).  Compiled for float64 lines too (the
-    kernel's signature), where it never runs.
+    even a zero (``-0.0 + 0.0`` is ``+0.0``).  The inner loops write consecutive
+    elements: an output's channels (channels last, ``out_c == 1``), else a channel's
+    outputs along the line (``out_3 == 1``).
     """
-    run = np.empty(max(co, y_stop - y_first), np.float32)
-    if out_c == 1:  # channels last: an output's channels
+    if out_c == 1:
         for y3 in range(y_first, y_stop):
-            read = tile_at + y3 * width
-            if bias.size:
+            at, read = line + y3 * out_3, tile_at + y3 * width
+            if mode == FLOAT16 and bias.size:
                 for o in range(co):
-                    run[o] = np.float32(tile[read + o]) + np.float32(bias[channel0 + o])
+                    bits[at + o] = float16_bits(
+                        np.float32(tile[read + o]) + np.float32(bias[channel0 + o]))
+            elif mode == FLOAT16:
+                for o in range(co):
+                    bits[at + o] = float16_bits(np.float32(tile[read + o]))
+            elif bias.size:
+                for o in range(co):
+                    bits[at + o] = bfloat16_bits(
+                        np.float32(tile[read + o]) + np.float32(bias[channel0 + o]))
             else:
                 for o in range(co):
-                    run[o] = np.float32(tile[read + o])
-            _round_run(bits, line + y3 * out_3, run, co, mode)
+                    bits[at + o] = bfloat16_bits(np.float32(tile[read + o]))
         return
-    count = y_stop - y_first  # channels first: a channel's outputs (out_3 is 1)
     for o in range(co):
-        read = tile_at + y_first * width + o
-        if bias.size:
-            shift = np.float32(bias[channel0 + o])
-            for j in range(count):
-                run[j] = np.float32(tile[read + j * width]) + shift
+        at, read = line + o * out_c, tile_at + o
+        shift = np.float32(bias[channel0 + o]) if bias.size else np.float32(0)
+        if mode == FLOAT16 and bias.size:
+            for y3 in range(y_first, y_stop):
+                bits[at + y3 * out_3] = float16_bits(np.float32(tile[read + y3 * width]) + shift)
+        elif mode == FLOAT16:
+            for y3 in range(y_first, y_stop):
+                bits[at + y3 * out_3] = float16_bits(np.float32(tile[read + y3 * width]))
+        elif bias.size:
+            for y3 in range(y_first, y_stop):
+                bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[read + y3 * width]) + shift)
         else:
-            for j in range(count):
-                run[j] = np.float32(tile[read + j * width])
-        _round_run(bits, line + o * out_c + y_first * out_3, run, count, mode)
+            for y3 in range(y_first, y_stop):
+                bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[read + y3 * width]))
 
 
 @cached_njit(nogil=True, inline="always")
