@@ -226,7 +226,7 @@ def test_the_private_name_check_can_fail(tmp_path):
 TRANSITION_ALLOWED = {
     "tests/choose/test_estimates.py": 2,
     "tests/choose/test_planning.py": 1,
-    "tests/kernels/test_algorithms.py": 5,
+    "tests/kernels/test_algorithms.py": 3,
     "tests/kernels/test_half_precision.py": 1,
     "tests/kernels/test_nonfinite.py": 4,
     "tests/kernels/test_numba_direct.py": 11,

@@ -400,7 +400,7 @@ def test_direct_blocked_cuts_lines_among_threads(monkeypatch):
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
 @pytest.mark.parametrize("threads", [1, 3])
-def test_direct_blocked_line_ends_go_in_groups(monkeypatch, request, threads):
+def test_direct_blocked_line_ends_go_in_groups(monkeypatch, threads):
     # The ends of consecutive lines of one phase go together through the block kernel
     # (along the first axis in 2-D layers, the second in 3-D ones), written straight
     # into the output (channels-last float32 sums of whole vectors of channels) or
@@ -412,8 +412,6 @@ def test_direct_blocked_line_ends_go_in_groups(monkeypatch, request, threads):
     co = 2 * host_target().lanes(np.float32)
     if threads > 1:  # a tile of 2-4 lines: groups cut where it is full
         monkeypatch.setattr(numba_blocked, "_GROUP_TILE_ELEMENTS", 60 * co)
-        numba_blocked._blocked_kernel.cache_clear()  # compiled with the tile's size
-        request.addfinalizer(numba_blocked._blocked_kernel.cache_clear)
     rng = np.random.default_rng(threads)
     layers = [
         (AxisPlan(8, 4, 2, 1, 1, 16), AxisPlan(8, 4, 2, 1, 1, 16)),  # DCGAN's geometry

@@ -2,7 +2,8 @@
 
 Every check runs in fresh processes (the kernel cache is decided once per process):
 a second process loads the kernels a first one compiled (numba's per-dispatcher cache
-hits and misses) and both give the slow direct loop's sums; code compiled for one
+hits and misses) and both give the slow direct loop's sums, as a layer of other channel
+counts does where its kernels are compiled per block shape; code compiled for one
 instruction set is never loaded for another; ``CONVTRANSPOSE_CACHE_DIR=off`` writes
 nothing anywhere, and by default numba's files go to the cache folder, not beside the
 package's sources nor into the user's ``NUMBA_CACHE_DIR``.
@@ -108,6 +109,49 @@ def test_a_second_process_loads_the_compiled_kernels(tmp_path):
     assert any(p.suffix == ".nbi" for p in written) and any(p.suffix == ".py" for p in written)
     second = _run(tmp_path, cases, expected, environment)
     assert second["hits"] > 0 and second["misses"] == 0, second
+
+
+def _widths_of_one_block_shape(last_axis) -> tuple[int, int]:
+    """Two output channel counts that ``direct-blocked`` takes in one block shape on this
+    host, with different numbers of vectors per output."""
+    from convtranspose import host_target
+    from convtranspose._kernels.schedules import blocked_shape
+
+    vector_bytes = host_target().vector_bytes
+    lanes = vector_bytes // 4
+    by_block = {}
+    for co in range(lanes, 17 * lanes, lanes):
+        _, vectors, chunk, pixels = blocked_shape(4, co, last_axis, vector_bytes)
+        by_block.setdefault((chunk, pixels), {}).setdefault(vectors, co)
+    for widths in by_block.values():
+        if len(widths) > 1:
+            return tuple(sorted(widths.values()))[:2]
+    pytest.skip("no two widths share a block shape here")
+
+
+def test_a_layer_of_another_width_loads_the_kernel_another_compiled(tmp_path):
+    # direct-blocked compiles per dtype and block shape, not per output channel count:
+    # a layer of other channel counts and sizes in a second process finds every kernel
+    # it runs in the cache folder the first filled, and both give the oracle's sums.
+    from convtranspose._plan.rules import AxisPlan
+
+    last = AxisPlan(6, 4, 2, 1, 1, 12)
+    environment = _environment(CONVTRANSPOSE_CACHE_DIR=str(tmp_path / "cache"))
+    rng = np.random.default_rng(5)
+    runs = []
+    for co, ci, first_axis in zip(_widths_of_one_block_shape(last), (3, 5),
+                                  (AxisPlan(6, 4, 2, 1, 1, 12), AxisPlan(4, 3, 1, 1, 1, 4))):
+        axes = (first_axis, last)
+        data = rng.integers(-9, 10, (2, ci, first_axis.input_size, 6)).astype(np.float32)
+        weights = rng.integers(-9, 10, (1, ci, co, first_axis.kernel_size, 4)).astype(np.float32)
+        cases = tmp_path / f"cases-{co}.npz"
+        np.savez(cases, count=np.array(1), data0=data, weights0=weights,
+                 axes0=np.array([dataclasses.astuple(a) for a in axes], np.int64),
+                 channels_last0=np.array(False), algorithm0=np.array("direct-blocked"))
+        expected = canonical_result(data.astype(np.float64), weights.astype(np.float64), axes)
+        runs.append(_run(tmp_path, cases, [expected], environment))
+    assert runs[0]["misses"] > 0
+    assert runs[1]["hits"] > 0 and runs[1]["misses"] == 0, runs[1]
 
 
 def _instruction_sets() -> tuple[str, str]:

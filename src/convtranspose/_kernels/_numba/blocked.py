@@ -7,7 +7,10 @@ every tap and input channel adds one broadcast input times one weight row; the o
 at the line ends go in blocks across consecutive lines of one phase, with their own
 taps.  Any layout: channels-last lines are stored directly, channels-first ones through
 a transposed tile.  float16 and bfloat16 results are rounded from the tile as each line
-is stored.  The block sources are generated per shape (:func:`block_source`).
+is stored.  The block sources are generated per block shape (:func:`block_source`), and
+the kernel is compiled per dtype, block shape and store mode only: channel counts,
+taps, strides and sizes are run-time values, so that layers of one block shape share
+its compiled code (``benchmarks/results/kernel-reuse-xeon.json``).
 """
 
 from __future__ import annotations
@@ -87,28 +90,30 @@ def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
 
     For the outputs at the ends of a line, whose taps differ from their neighbours':
     ``splits`` sets of accumulators take the input channels in turn (independent
-    FMA chains, so their latency overlaps) and are summed at the end.
+    FMA chains, so their latency overlaps) and are summed at the end.  The channels
+    are those from ``column`` of weight rows ``row_width`` long, as in
+    :func:`block_source`.
     """
     sets = [[f"acc_{k}_{v}" for v in range(vectors)] for k in range(splits)]
     lines = ["def single(source, weights, dest, dest_at, reads, taps, count, read_at,",
-             "           channel_step, channels):"]
+             "           channel_step, channels, column, row_width):"]
     lines += [f"    {name} = vector_zero(weights, {lanes})" for row in sets for name in row]
     lines += ["    for m in range(count):",
               "        read = reads[m] + read_at",
-              "        tap = taps[m]",
+              "        tap = taps[m] + column",
               f"        for _ in range(channels // {splits}):"]
     for k, row in enumerate(sets):
         lines.append(f"            x = vector_splat_at(source, read + {k} * channel_step, {lanes})")
         lines += [f"            {name} = vector_fma(x, vector_load(weights, tap + "
-                  f"{k * vectors * lanes + v * lanes}, {lanes}), {name})"
+                  f"{k} * row_width + {v * lanes}, {lanes}), {name})"
                   for v, name in enumerate(row)]
-    lines += [f"            tap += {splits * vectors * lanes}",
+    lines += [f"            tap += {splits} * row_width",
               f"            read += {splits} * channel_step",
               f"        for _ in range(channels % {splits}):",
               f"            x = vector_splat_at(source, read, {lanes})"]
     lines += [f"            {name} = vector_fma(x, vector_load(weights, tap + {v * lanes}, "
               f"{lanes}), {name})" for v, name in enumerate(sets[0])]
-    lines += [f"            tap += {vectors * lanes}",
+    lines += ["            tap += row_width",
               "            read += channel_step"]
     for v in range(vectors):
         total = sets[0][v]
@@ -119,31 +124,50 @@ def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
 
 
 @cached_njit(nogil=True)
-def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first, y_stop,
-                  channel0):  # pragma: no cover - compiled
-    """Round a line buffer's outputs ``[y_first, y_stop)`` into ``bits`` (uint16), plus ``bias``.
+def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, tile_at, y_first,
+                  y_stop, channel0):  # pragma: no cover - compiled
+    """Round a line buffer's outputs ``[y_first, y_stop)`` (output ``y3`` at ``tile_at + y3 *
+    width``) into ``bits`` (uint16), plus ``bias``.
 
     The bias is added in float32 before the one rounding, as the float32 path adds
     it to its float32 result; without one (``bias`` empty) nothing is added, not
-    even a zero (``-0.0 + 0.0`` is ``+0.0``).  Compiled for float64 lines too (the
-    kernel's signature), where it never runs.
+    even a zero (``-0.0 + 0.0`` is ``+0.0``).  The inner loops write consecutive
+    elements: an output's channels (channels last, ``out_c == 1``), else a channel's
+    outputs along the line (``out_3 == 1``).
     """
-    for o in range(co):
-        at = line + o * out_c
-        if bias.size:
-            shift = np.float32(bias[channel0 + o])
-            if mode == FLOAT16:
-                for y3 in range(y_first, y_stop):
-                    bits[at + y3 * out_3] = float16_bits(np.float32(tile[y3 * width + o]) + shift)
+    if out_c == 1:
+        for y3 in range(y_first, y_stop):
+            at, read = line + y3 * out_3, tile_at + y3 * width
+            if mode == FLOAT16 and bias.size:
+                for o in range(co):
+                    bits[at + o] = float16_bits(
+                        np.float32(tile[read + o]) + np.float32(bias[channel0 + o]))
+            elif mode == FLOAT16:
+                for o in range(co):
+                    bits[at + o] = float16_bits(np.float32(tile[read + o]))
+            elif bias.size:
+                for o in range(co):
+                    bits[at + o] = bfloat16_bits(
+                        np.float32(tile[read + o]) + np.float32(bias[channel0 + o]))
             else:
-                for y3 in range(y_first, y_stop):
-                    bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[y3 * width + o]) + shift)
+                for o in range(co):
+                    bits[at + o] = bfloat16_bits(np.float32(tile[read + o]))
+        return
+    for o in range(co):
+        at, read = line + o * out_c, tile_at + o
+        shift = np.float32(bias[channel0 + o]) if bias.size else np.float32(0)
+        if mode == FLOAT16 and bias.size:
+            for y3 in range(y_first, y_stop):
+                bits[at + y3 * out_3] = float16_bits(np.float32(tile[read + y3 * width]) + shift)
         elif mode == FLOAT16:
             for y3 in range(y_first, y_stop):
-                bits[at + y3 * out_3] = float16_bits(np.float32(tile[y3 * width + o]))
+                bits[at + y3 * out_3] = float16_bits(np.float32(tile[read + y3 * width]))
+        elif bias.size:
+            for y3 in range(y_first, y_stop):
+                bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[read + y3 * width]) + shift)
         else:
             for y3 in range(y_first, y_stop):
-                bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[y3 * width + o]))
+                bits[at + y3 * out_3] = bfloat16_bits(np.float32(tile[read + y3 * width]))
 
 
 @cached_njit(nogil=True, inline="always")
@@ -153,7 +177,7 @@ def _phase_taps(row_reads, row_taps, rows, p3, j_first, j_stop, size3, in_3, tap
     axes are ``row_reads`` / ``row_taps``: every tap's read, weight row and shift in
     ``reads``, ``taps`` and ``shifts``.  Returns their count and ``[first, last)``, the
     outputs of ``[j_first, j_stop)`` whose taps all read inside the input."""
-    count = 0
+    count = np.int64(0)  # not a literal: see templates/blocked.py
     first, last = j_first, j_stop
     for m3 in range(tap_count[2, p3]):
         shift = tap_shift[2, p3, m3]
@@ -179,31 +203,31 @@ _GROUP_MAX_LINES = 64
 
 
 @kept("compiled kernels", maxsize=None)
-def _blocked_kernel(lanes: int, vectors: int, chunk: int, pixels: int):
-    """The ``direct-blocked`` kernel for one block shape (compiled on first use).
+def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int):
+    """The ``direct-blocked`` kernel for one block shape and store mode (compiled on first use).
 
-    Blocks hold ``chunk`` of the ``vectors`` vectors of each output's channels (the
-    block kernel runs once per chunk).
-
-    One compiled kernel for every ``mode``: ``out`` (the sums' dtype) is written
-    with ``KEEP``, ``bits`` (uint16) with ``FLOAT16``/``BFLOAT16``; the other is
-    an empty placeholder of its type.
+    Blocks hold ``chunk`` vectors of ``lanes`` channels of ``pixels`` outputs; the
+    kernel runs them once per chunk of each output's channels, however many (a run-time
+    size), so that every layer of one dtype, block shape and ``mode`` shares this
+    kernel.  ``mode``: ``KEEP`` writes ``out`` (the sums' dtype), ``FLOAT16`` or
+    ``BFLOAT16`` round into ``bits`` (uint16); the other is an empty placeholder of its
+    type.  (A kernel for every mode would compile the rounding into the sums' kernel
+    too: a second of its eight.)
     """
     from .codegen import compile_source, compile_template
 
     block = compile_source(block_source(lanes, chunk, pixels), "block")
     transpose = tile_transposer(lanes)
-    # Four independent sets of accumulators where registers allow, one on AVX2 for
-    # wide outputs (8 vectors: 32 accumulators would spill).
-    splits = max(1, min(4, chunk * pixels // vectors))
-    single = compile_source(_single_source(lanes, vectors, splits), "single")
-    width, chunk_width = lanes * vectors, lanes * chunk
+    # The outputs at the line ends take a chunk at a time too, in four independent sets
+    # of accumulators (fewer where a block has fewer pixels): no more accumulators than
+    # a block's, which fit the registers.
+    splits = max(1, min(4, pixels))
+    single = compile_source(_single_source(lanes, chunk, splits), "single")
 
     return compile_template("blocked", dict(
-        np=np, KEEP=KEEP, _GROUP_MAX_LINES=_GROUP_MAX_LINES,
-        _GROUP_TILE_ELEMENTS=_GROUP_TILE_ELEMENTS, _phase_taps=_phase_taps,
+        np=np, KEEP=KEEP, _GROUP_MAX_LINES=_GROUP_MAX_LINES, _phase_taps=_phase_taps,
         _rounded_line=_rounded_line, gather_row_taps=gather_row_taps, block=block, single=single,
-        transpose=transpose, lanes=lanes, pixels=pixels, width=width, chunk_width=chunk_width,
+        transpose=transpose, lanes=lanes, pixels=pixels, chunk_width=lanes * chunk, store=mode,
     ))["kernel"]
 
 
@@ -311,7 +335,9 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived
     threads = direct_threads(batch, weights.shape, axes, target)
     segments = blocked_segments(lines, axes3[2], threads)
     tables, order = _blocked_tables(axes3), _line_order(axes3[0], axes3[1])
-    source = data.reshape(-1)
+    # Read-only views of the operands the kernel reads, whatever the caller's flags: a
+    # writable and a read-only array are two numba types, each compiling the kernel.
+    source, bias = frozen_all(data.reshape(-1).view(), bias.view())
     for c0, c1 in _channel_passes(weights.shape, axes3, itemsize, target):
         # A pass writes channels [c0, c1) of group 0: its views start at channel c0.
         at = c0 * out_steps[4]
@@ -326,11 +352,12 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived
                          + tuple(a.output_size for a in axes3)
                          + tuple(a.kernel_size for a in axes3[1:])
                          + (math.prod(a.kernel_size for a in axes3),)
-                         + tuple(a.stride for a in axes3), np.int64)
-        kernel = _blocked_kernel(lanes, vectors, chunk, pixels)
+                         + tuple(a.stride for a in axes3)
+                         + (lanes * vectors, _GROUP_TILE_ELEMENTS), np.int64)
+        kernel = _blocked_kernel(lanes, chunk, pixels, mode)
         parallel_for(lambda a, b, kernel=kernel, w=w, pass_out=pass_out, pass_bits=pass_bits,
                      pass_bias=pass_bias, sizes=sizes: kernel(
-                         source, w, pass_out, pass_bits, pass_bias, mode, sizes, in_steps,
+                         source, w, pass_out, pass_bits, pass_bias, sizes, in_steps,
                          out_steps, order, *tables, segments, a, b),
                      lines * segments, threads)
     if result is not out:

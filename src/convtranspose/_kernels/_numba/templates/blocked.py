@@ -1,29 +1,43 @@
 """The register-blocked kernel of ``direct-blocked`` (:mod:`convtranspose._kernels._numba.blocked`).
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
-globals (numba freezes them into the compiled code): ``_GROUP_MAX_LINES``,
-``_GROUP_TILE_ELEMENTS``, ``KEEP``, ``_phase_taps``, ``_rounded_line``, ``gather_row_taps``,
-``block``, ``chunk_width``, ``lanes``, ``np``, ``pixels``, ``single``, ``transpose``,
-``width``.
+globals (numba freezes them into the compiled code): ``_GROUP_MAX_LINES``, ``KEEP``,
+``_phase_taps``, ``_rounded_line``, ``gather_row_taps``, ``block``, ``chunk_width``,
+``lanes``, ``np``, ``pixels``, ``single``, ``store``, ``transpose``.  Those are the
+block shape, the machine's vectors and the store mode alone (``store``: ``KEEP`` writes
+``out``, the sums' dtype, ``FLOAT16``/``BFLOAT16`` round into ``bits``; the other is an
+empty placeholder of its type; a sums kernel never compiles the rounding): channel counts, the width of the weight rows, taps,
+strides and sizes come at run time, so that one compiled kernel serves every layer
+of its dtype and block shape.
 Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 """
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
 
+# Every argument of a call to another kernel is a run-time int64 or a C-contiguous 1-D
+# array, and counters start at np.int64(0), not at a literal: numba compiles a called
+# kernel once per argument type it sees, and a literal (even one that type inference
+# later widens) is a type of its own, so each would compile the callee again.
+# phase_ends and store_line are inlined into `kernel`, where each is called once: a
+# kernel of its own is optimised and compiled to machine code again inside every
+# kernel that calls it (numba links and re-optimises callees), as each level of calls
+# costs another second or two.
+
 @cached_njit(nogil=True, inline="always")
 def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j_first,
                j_stop, p3, line_at, step, s3, lines, line_step, read_step, in_3, in_c, ci,
-               size3, edge_reads, edge_taps):  # pragma: no cover - compiled
+               size3, width, edge_reads, edge_taps):  # pragma: no cover - compiled
     # The outputs j * s3 + p3, j in [j_first, j_stop), of `lines` lines that the
     # lines' blocks leave: those with taps outside the input's last axis.  Line k
-    # reads at reads + k * read_step and is written at line_at + k * line_step.
-    # Each such output is a column across the lines with the same taps: blocks
-    # take `pixels` lines at a time (its weights loaded once per block, not once
-    # per output), and fewer lines than a block go one output at a time.
+    # reads at reads + k * read_step and is written at line_at + k * line_step;
+    # outputs hold `width` channels, taken `chunk_width` at a time.  Each such output
+    # is a column across the lines with the same taps: blocks take `pixels` lines at
+    # a time (its weights loaded once per block, not once per output), and fewer
+    # lines than a block go one output at a time.
     blocked = last - first >= pixels  # the lines' blocks took [first, last)
     for jj in range(j_first, j_stop):
         if blocked and first <= jj < last:
             continue
-        edges = 0
+        edges = np.int64(0)
         for m in range(count):
             if 0 <= jj + shifts[m] < size3:
                 edge_reads[edges] = reads[m]
@@ -32,10 +46,12 @@ def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j
         at = line_at + (jj * s3 + p3) * step
         if lines < pixels:
             for k in range(lines):
-                single(source, weights, dest, at + k * line_step, edge_reads, edge_taps,
-                       edges, jj * in_3 + k * read_step, in_c, ci)
+                for column in range(0, width, chunk_width):
+                    single(source, weights, dest, at + k * line_step + column, edge_reads,
+                           edge_taps, edges, jj * in_3 + k * read_step, in_c, ci, column,
+                           width)
             continue
-        k = 0
+        k = np.int64(0)
         while k < lines:
             k = min(k, lines - pixels)  # the last block overlaps its predecessor
             for column in range(0, width, chunk_width):
@@ -44,33 +60,19 @@ def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j
                       in_c, ci, column, width)
             k += pixels
 
-@cached_njit(nogil=True)
-def line_ends(source, weights, dest, group_reads, group_taps, rows, line_at, step, lines,
-              line_step, read_step, in_3, in_c, ci, size3, out3, s3, tap_k, tap_shift,
-              tap_count, tap_size, reads, taps, shifts, edge_reads,
-              edge_taps):  # pragma: no cover - compiled
-    # phase_ends of a group of `lines` whole lines.
-    for p3 in range(min(s3, out3)):
-        j_stop = (out3 - p3 + s3 - 1) // s3
-        count, first, last = _phase_taps(group_reads, group_taps, rows, p3, 0, j_stop,
-                                         size3, in_3, tap_k, tap_shift, tap_count,
-                                         tap_size, reads, taps, shifts)
-        phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, 0,
-                   j_stop, p3, line_at, step, s3, lines, line_step, read_step, in_3,
-                   in_c, ci, size3, edge_reads, edge_taps)
-
-@cached_njit(nogil=True)
-def store_line(out, bits, bias, mode, tile, line, out_3, out_c, co, y_first, y_stop,
-               g):  # pragma: no cover - compiled
-    # A line's outputs [y_first, y_stop) from its tile (`width` sums per output) into
-    # the output: rounded, or channels last, or channels first.
-    if mode != KEEP:
-        _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, y_first,
-                      y_stop, g * co)
+@cached_njit(nogil=True, inline="always")
+def store_line(out, bits, bias, tile, tile_at, line, out_3, out_c, co, y_first, y_stop,
+               g, width):  # pragma: no cover - compiled
+    # A line's outputs [y_first, y_stop) from the tile (`width` sums per output, output
+    # y3 at tile_at + y3 * width) into the output: rounded, or channels last, or
+    # channels first.
+    if store != KEEP:
+        _rounded_line(bits, tile, bias, store, line, out_3, out_c, co, width, tile_at,
+                      y_first, y_stop, g * co)
     elif out_c == 1:
         for y3 in range(y_first, y_stop):
             for o in range(co):
-                out[line + y3 * out_3 + o] = tile[y3 * width + o]
+                out[line + y3 * out_3 + o] = tile[tile_at + y3 * width + o]
     else:
         # Channels first: blocks of lanes x lanes transposed in registers, the
         # channels and outputs past the last whole block one at a time.
@@ -78,65 +80,51 @@ def store_line(out, bits, bias, mode, tile, line, out_3, out_c, co, y_first, y_s
         o_whole = co - co % lanes
         for y3 in range(y_first, y_whole, lanes):
             for o in range(0, o_whole, lanes):
-                transpose(tile, y3 * width + o, width, out, line + o * out_c + y3, out_c)
+                transpose(tile, tile_at + y3 * width + o, width, out, line + o * out_c + y3,
+                          out_c)
         for o in range(co):
             for y3 in range(y_whole if o < o_whole else y_first, y_stop):
-                out[line + o * out_c + y3 * out_3] = tile[y3 * width + o]
+                out[line + o * out_c + y3 * out_3] = tile[tile_at + y3 * width + o]
 
 @cached_njit(nogil=True)
-def close_group(source, weights, out, bits, bias, mode, dest, direct, group_reads,
-                group_taps, rows, group_line, lines, line_step, read_step, in_3, in_c, ci,
-                size3, out3, out_3, out_c, co, s3, g, tap_k, tap_shift, tap_count,
-                tap_size, reads, taps, shifts, edge_reads,
-                edge_taps):  # pragma: no cover - compiled
-    # A group's line ends, then (lines kept in the tile, line k at k * out3 * width)
-    # its lines stored.
-    tile_line = out3 * width
-    if direct:
-        line_ends(source, weights, out, group_reads, group_taps, rows, group_line, out_3,
-                  lines, line_step, read_step, in_3, in_c, ci, size3, out3, s3, tap_k,
-                  tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
-                  edge_taps)
-        return
-    line_ends(source, weights, dest, group_reads, group_taps, rows, 0, width, lines,
-              tile_line, read_step, in_3, in_c, ci, size3, out3, s3, tap_k, tap_shift,
-              tap_count, tap_size, reads, taps, shifts, edge_reads, edge_taps)
-    for k in range(lines):
-        store_line(out, bits, bias, mode, dest[k * tile_line:(k + 1) * tile_line],
-                   group_line + k * line_step, out_3, out_c, co, 0, out3, g)
-
-@cached_njit(nogil=True)
-def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, line_order,
+def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_order,
            tap_k, tap_shift, tap_count, segments, start, stop):  # pragma: no cover
     # Flat buffers in any layout: element (n, x1, x2, x3, channel) of the source is at
     # n*in_steps[0] + x1*in_steps[1] + x2*in_steps[2] + x3*in_steps[3] +
     # channel*in_steps[4], the output likewise with out_steps; weights (G, K1, K2, K3,
-    # Ci, width), zero beyond Co; bias (G*Co,) or empty, added by rounding modes only.
+    # Ci, width), zero beyond Co; bias (G*Co,) or empty, added by rounding stores only.
     # sizes = (N, G, Ci, Co, X1, X2, X3, Y1, Y2, Y3, K2,
-    # K3, K, S1, S2, S3).  Computes the output lines (g, n, y1, y2) (the group's Co
+    # K3, K, S1, S2, S3, width, tile): `width` channels per output in the weights and
+    # the tile (Co rounded up to whole chunks), `tile` the most sums a group's tile
+    # holds.  Computes the output lines (g, n, y1, y2) (the group's Co
     # channels), each cut into `segments` runs of Y3 (so that a layer of fewer
     # lines than threads keeps every thread busy), with flat index (line, segment)
     # in [start, stop): per phase of the last axis, blocks of `pixels` outputs
     # whose taps all read inside the input, then the remaining outputs with their
-    # own taps (phase_ends: one at a time, or where whole lines go straight into
-    # the output, a group of lines' together).  Every output element is written
+    # own taps (phase_ends, for a group of consecutive lines together).  Every output element is written
     # (those of overlapping blocks twice, with equal values).
     batch, ci, co = sizes[0], sizes[2], sizes[3]
     size1, size2, size3 = sizes[4], sizes[5], sizes[6]
     out1, out2, out3 = sizes[7], sizes[8], sizes[9]
     k2_count, k3_count, k_volume = sizes[10], sizes[11], sizes[12]
     s1, s2, s3 = sizes[13], sizes[14], sizes[15]
+    width, tile_most = sizes[16], sizes[17]
     in_n, in_1, in_2, in_3, in_c = (in_steps[0], in_steps[1], in_steps[2], in_steps[3],
                                     in_steps[4])
     out_n, out_1, out_2, out_3, out_c = (out_steps[0], out_steps[1], out_steps[2],
                                          out_steps[3], out_steps[4])
-    direct = out_c == 1 and co == width and mode == KEEP
+    direct = out_c == 1 and co == width and store == KEEP
     # A line reads at most one tap per axis of its phase's, so its tap lists hold at
     # most the product of each axis's most taps per phase (not the widest axis's count
     # cubed: a 1-D filter of 601 taps would reserve 8.5 GB); _kernels/scratch.py counts
     # these lists and the tile.
-    rows_most = max(1, tap_count[0].max()) * max(1, tap_count[1].max())
-    most = rows_most * max(1, tap_count[2].max())
+    # (Loops, not ndarray.max: its compiled code costs more than the kernel's.)
+    axis_most = np.ones(3, np.int64)
+    for a in range(3):
+        for p in range(tap_count.shape[1]):
+            axis_most[a] = max(axis_most[a], tap_count[a, p])
+    rows_most = axis_most[0] * axis_most[1]
+    most = rows_most * axis_most[2]
     found = np.empty((rows_most, 4), np.int64)
     row_reads = np.empty(rows_most, np.int64)
     row_taps = np.empty(rows_most, np.int64)
@@ -149,15 +137,15 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
     # Whole lines (not segments): the line ends of consecutive lines of one phase
     # (along the second axis, or the first where the second is a unit axis, as in
     # 2-D layers) whose reads differ by whole input rows wait for their group's end
-    # and go together (line_ends).  Lines not written straight into the output are
-    # kept in the tile until then: up to _GROUP_TILE_ELEMENTS of it.
+    # and go together (phase_ends).  Lines not written straight into the output are
+    # kept in the tile until then: up to `tile_most` sums of it.
     grouped = segments == 1
     tile_line = out3 * width
     capacity = _GROUP_MAX_LINES
     if direct:
         tile_size = 0  # unused
     elif grouped:
-        capacity = max(1, min(capacity, _GROUP_TILE_ELEMENTS // tile_line))
+        capacity = max(1, min(capacity, tile_most // tile_line))
         tile_size = capacity * tile_line
     else:  # a segment's tile holds that segment alone, its first output at 0
         tile_size = -(-out3 // segments) * width
@@ -167,48 +155,77 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
     read_step = in_2 if out2 > 1 else in_1
     group_reads = np.empty(rows_most, np.int64)
     group_taps = np.empty(rows_most, np.int64)
-    group_rows, group_line, group_lines, group_g = 0, 0, 0, 0
-    for item in range(start, stop):
-        flat, segment = item // segments, item % segments
-        y_first = out3 * segment // segments
-        y_stop = out3 * (segment + 1) // segments
-        # Lines in phase order: consecutive lines use the same taps (weights stay in L1).
-        y2 = line_order[out1 + flat % out2]
-        y1 = line_order[(flat // out2) % out1]
-        n = (flat // (out1 * out2)) % batch
-        g = flat // (batch * out1 * out2)
-        p1, j1 = y1 % s1, y1 // s1
-        p2, j2 = y2 % s2, y2 // s2
-        rows = gather_row_taps(found, j1, j2, p1, p2, tap_shift, tap_count, size1, size2)
-        for r in range(rows):
-            x1, x2, m1, m2 = found[r, 0], found[r, 1], found[r, 2], found[r, 3]
-            row_reads[r] = n * in_n + x1 * in_1 + x2 * in_2 + g * ci * in_c
-            row_taps[r] = g * k_volume + (tap_k[0, p1, m1] * k2_count
-                                          + tap_k[1, p2, m2]) * k3_count
-        line = n * out_n + y1 * out_1 + y2 * out_2 + g * co * out_c
-        if grouped:
-            joins = 0 < group_lines < capacity and rows == group_rows and (
+    zero, one = np.int64(0), np.int64(1)
+    # The pending group: `group_lines` lines from `group_line`, outputs [group_first,
+    # group_stop) of the last axis (a segment, or whole lines), of group `group_g`.
+    # A line that does not join it closes it first: its line ends, then (kept in the
+    # tile, line k at k * tile_line, output y3 of a segment at (y3 - group_first) *
+    # width) its lines stored.  A segment is a group of its own.  The round after
+    # the last line closes the last group, so that the closing code is inlined once.
+    group_rows, group_line, group_lines = zero, zero, zero
+    group_g, group_first, group_stop = zero, zero, zero
+    for item in range(start, stop + 1):
+        more = item < stop
+        joins = False
+        if more:
+            flat, segment = item // segments, item % segments
+            y_first = out3 * segment // segments
+            y_stop = out3 * (segment + 1) // segments
+            # Lines in phase order: consecutive lines use the same taps (weights stay
+            # in L1).
+            y2 = line_order[out1 + flat % out2]
+            y1 = line_order[(flat // out2) % out1]
+            n = (flat // (out1 * out2)) % batch
+            g = flat // (batch * out1 * out2)
+            p1, j1 = y1 % s1, y1 // s1
+            p2, j2 = y2 % s2, y2 // s2
+            rows = gather_row_taps(found, j1, j2, p1, p2, tap_shift, tap_count, size1, size2)
+            for r in range(rows):
+                x1, x2, m1, m2 = found[r, 0], found[r, 1], found[r, 2], found[r, 3]
+                row_reads[r] = n * in_n + x1 * in_1 + x2 * in_2 + g * ci * in_c
+                row_taps[r] = g * k_volume + (tap_k[0, p1, m1] * k2_count
+                                              + tap_k[1, p2, m2]) * k3_count
+            line = n * out_n + y1 * out_1 + y2 * out_2 + g * co * out_c
+            joins = grouped and 0 < group_lines < capacity and rows == group_rows and (
                 line == group_line + group_lines * line_step)
             for r in range(rows if joins else 0):
                 if (row_taps[r] != group_taps[r]
                         or row_reads[r] != group_reads[r] + group_lines * read_step):
                     joins = False
                     break
-            if joins:
-                group_lines += 1
-            else:
-                if group_lines:
-                    close_group(source, weights, out, bits, bias, mode, dest, direct,
-                                group_reads, group_taps, group_rows, group_line,
-                                group_lines, line_step, read_step, in_3, in_c, ci, size3,
-                                out3, out_3, out_c, co, s3, group_g, tap_k, tap_shift,
-                                tap_count, tap_size, reads, taps, shifts, edge_reads,
-                                edge_taps)
-                group_rows, group_line, group_lines, group_g = rows, line, 1, g
-                group_reads[:rows] = row_reads[:rows]
-                group_taps[:rows] = row_taps[:rows]
-        line_at = (line if direct else (group_lines - 1) * tile_line if grouped
-                   else -y_first * width)
+        if group_lines and not joins:
+            ends_at, ends_step, ends_line_step = group_line, out_3, line_step
+            if not direct:
+                ends_at, ends_step, ends_line_step = -group_first * width, width, tile_line
+            for p3 in range(min(s3, out3)):
+                j_first = max(0, group_first - p3 + s3 - 1) // s3
+                j_stop = max(0, group_stop - p3 + s3 - 1) // s3
+                count, first, last = _phase_taps(group_reads, group_taps, group_rows, p3,
+                                                 j_first, j_stop, size3, in_3, tap_k,
+                                                 tap_shift, tap_count, tap_size, reads,
+                                                 taps, shifts)
+                phase_ends(source, weights, dest, reads, taps, shifts, count, first, last,
+                           j_first, j_stop, p3, ends_at, ends_step, s3, group_lines,
+                           ends_line_step, read_step, in_3, in_c, ci, size3, width,
+                           edge_reads, edge_taps)
+            for k in range(zero if direct else group_lines):
+                store_line(out, bits, bias, tile, k * tile_line - group_first * width,
+                           group_line + k * line_step, out_3, out_c, co, group_first,
+                           group_stop, group_g, width)
+            group_lines = zero
+        if not more:
+            break
+        if joins:
+            group_lines += 1
+        else:
+            group_rows, group_line, group_lines = rows, line, one
+            group_g, group_first, group_stop = g, y_first, y_stop
+            # (A loop, not a slice assignment: that compiles its shape-mismatch
+            # message, seconds of string formatting code.)
+            for r in range(rows):
+                group_reads[r] = row_reads[r]
+                group_taps[r] = row_taps[r]
+        line_at = line if direct else (group_lines - 1) * tile_line - y_first * width
         step = out_3 if direct else width
         for p3 in range(min(s3, out3)):
             # The phase's outputs j * s3 + p3 in the segment.
@@ -220,7 +237,7 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
             # Blocks of `pixels` outputs over those whose taps all read inside the
             # input; the last block ends there (overlapping its predecessor: a few
             # outputs computed twice, but never a short block).  The others, at
-            # the line's ends and in lines shorter than a block: line_ends.
+            # the line's ends and in lines shorter than a block, when the group closes.
             j = first
             while j < last and last - first >= pixels:
                 j = min(j, last - pixels)
@@ -229,16 +246,3 @@ def kernel(source, weights, out, bits, bias, mode, sizes, in_steps, out_steps, l
                     block(source, weights, dest, at + column, s3 * step, reads, taps,
                           count, j * in_3, in_3, in_c, ci, column, width)
                 j += pixels
-            if not grouped:
-                phase_ends(source, weights, dest, reads, taps, shifts, count, first, last,
-                           j_first, j_stop, p3, line_at, step, s3, 1, 0, 0, in_3, in_c, ci,
-                           size3, edge_reads, edge_taps)
-        if not grouped and not direct:
-            store_line(out, bits, bias, mode, tile, line + y_first * out_3, out_3, out_c,
-                       co, 0, y_stop - y_first, g)
-    if group_lines:
-        close_group(source, weights, out, bits, bias, mode, dest, direct, group_reads,
-                    group_taps, group_rows, group_line, group_lines, line_step, read_step,
-                    in_3, in_c, ci, size3, out3, out_3, out_c, co, s3, group_g, tap_k,
-                    tap_shift, tap_count, tap_size, reads, taps, shifts, edge_reads,
-                    edge_taps)

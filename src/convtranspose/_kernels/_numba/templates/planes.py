@@ -72,8 +72,13 @@ def kernel(source, weights, out, bias, sizes, geometry, counts, tap_k, tap_offse
     # A phase's taps: at most the product of each axis's most taps per phase (not the
     # widest axis's count cubed, gigabytes for a long 1-D filter).  The windows, the
     # accumulators and these lists are counted by _kernels/scratch.py.
-    most = (max(1, tap_count[0].max()) * max(1, tap_count[1].max())
-            * max(1, tap_count[2].max()))
+    # (Loops, not ndarray.max: its compiled code costs a second of compile time.)
+    most = 1
+    for a in range(3):
+        axis_most = 1
+        for p in range(tap_count.shape[1]):
+            axis_most = max(axis_most, tap_count[a, p])
+        most *= axis_most
     reads = np.empty(most, np.int64)
     starts = np.empty(most, np.int64)
     co_blocks = (co_count + co_block - 1) // co_block
@@ -134,7 +139,9 @@ def kernel(source, weights, out, bias, sizes, geometry, counts, tap_k, tap_offse
             for p1 in range(min(s1, out1)):
                 for p2 in range(min(s2, out2)):
                     for p3 in range(min(s3, out3)):
-                        count = 0
+                        # Not a literal 0: numba would compile `block` once more for
+                        # a first guess of the count's type, Literal[int](0).
+                        count = np.int64(0)
                         for m1 in range(tap_count[0, p1]):
                             for m2 in range(tap_count[1, p2]):
                                 for m3 in range(tap_count[2, p3]):
