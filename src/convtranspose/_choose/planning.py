@@ -279,14 +279,11 @@ def planned_choice(problem: Problem, target: Target, *, run=None, finite=None,
         return _keep(memo, choice, final=run is not None)
     decided_by = ("provisional" if entry.get("provisional")
                   else "measured" if entry.get("fresh") else "wisdom")
-    if decided_by == "provisional":
-        times = sorted(entry.get("times_ns", {}).items(), key=lambda item: item[1])
-        return _keep(memo, _with_algorithm(choice, entry["algorithm"], decided_by, dtype, rank,
-                                           channels_last, target, times), final=False)
     # The wisdom file keeps the times by name: Choice.measured is fastest first.
     times = sorted(entry.get("times_ns", {}).items(), key=lambda item: item[1])
     return _keep(memo, _with_algorithm(choice, entry["algorithm"], decided_by, dtype, rank,
-                                       channels_last, target, times), final=True)
+                                       channels_last, target, times),
+                 final=decided_by != "provisional")  # a later call measures it all
 
 
 def measured_choice(kind: str, key: str, candidates, run, default: str) -> str:
@@ -405,8 +402,7 @@ def _measure_once(key, offered, candidates, run, level, warm=None) -> dict | Non
         measurement: Measurement = measure(names, run, defer=warm is not None)
         ready = warm(measurement.deferred) if measurement.deferred else None
         if measurement.deferred and ready is None:  # nowhere else to compile: here
-            measurement = measure([name for name in names if name in dict(
-                measurement.times) or name in measurement.deferred], run)
+            measurement = measure(names, run)
         entry = {"algorithm": measurement.fastest, "level": level,
                  "times_ns": {name: round(ns) for name, ns in measurement.times},
                  "seconds": round(measurement.seconds, 4)}
