@@ -1,6 +1,7 @@
-"""Hostile wisdom files and cache folders: a FIFO, a device, an oversized or deeply
-nested file, entries of the wrong shape, a folder others can write, a planted symlink.
-Each call still returns the oracle's result, within a time limit, with one warning."""
+"""Hostile wisdom files, cache folders and switches: a FIFO, a device, an oversized or
+deeply nested file, entries of the wrong shape, a folder others can write, a planted
+symlink, an algorithm switch naming no algorithm.  Each call still returns the oracle's
+result, within a time limit, with one warning, or raises the documented error."""
 
 from __future__ import annotations
 
@@ -108,3 +109,18 @@ def test_a_planted_lock_symlink_is_not_followed(tmp_path):
     with pytest.raises(OSError), cache.file_lock(str(tmp_path / "wisdom.json")):
         pass
     assert victim.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("variable", ["CONVTRANSPOSE_ALGORITHM",
+                                      "CONVTRANSPOSE_BACKWARD_ALGORITHM"])
+def test_an_algorithm_switch_naming_no_algorithm_is_a_library_error(monkeypatch, variable):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    calls = {  # the forward pass reads the first switch, the gradients the second
+        "CONVTRANSPOSE_ALGORITHM": lambda: ct.convolution_backprop_data(x, w, strides=2),
+        "CONVTRANSPOSE_BACKWARD_ALGORITHM": lambda: ct.vjp.convolution_backprop_data(
+            x, w, np.ones((1, 3, 9, 9), np.float32), strides=2)}
+    monkeypatch.setenv(variable, "garbage")
+    with pytest.raises(ct.ConvTransposeError, match=f"{variable}='garbage'"):
+        calls[variable]()

@@ -356,3 +356,12 @@ def test_every_helper_has_finished_when_a_piece_raises():
     with pytest.raises(RuntimeError, match="piece 0"):
         parallel_for(piece, 8, 2)
     assert running == [0]  # the others all ran to the end before the call raised
+
+
+def test_thread_counts_are_capped():
+    from convtranspose._runtime.threads import MAX_THREADS, default_threads
+
+    with pytest.warns(RuntimeWarning, match=f"uses {MAX_THREADS}"):
+        assert default_threads({"OMP_NUM_THREADS": "99999999999999999999"}) == MAX_THREADS
+    with pytest.raises(ct.ConvTransposeError, match=f"from 1 to {MAX_THREADS}"):
+        ct.set_num_threads(MAX_THREADS + 1)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._errors import ConvTransposeError
 from .._kernels import ALGORITHMS, REGISTRY, exact_algorithms, resolve
 from .._kernels.casts import rounds_in_kernels
 from .._kernels.schedules import direct_rounds
@@ -146,7 +147,8 @@ def choose(problem: Problem, target: Target | None = None, *,
     target = host() if target is None else target
     forced = switch(ALGORITHM_ENV)
     if forced and forced not in ALGORITHMS:
-        raise ValueError(f"{ALGORITHM_ENV}={forced!r}; expected one of {ALGORITHMS}")
+        raise ConvTransposeError(f"{ALGORITHM_ENV}={forced!r} is not an algorithm; expected "
+                                 f"one of {ALGORITHMS} or unset")
     empty, huge = problem.empty, beyond_int64_kernels(problem.axes)
     skip = empty or huge or (forced and not estimate_forced)
     estimates = () if skip else estimates_ns(problem, target)

@@ -16,6 +16,7 @@ import numpy as np
 
 from .._choose.planning import get_planning, measured_choice, problem_key
 from .._dtypes import accumulation_dtype
+from .._errors import ConvTransposeError
 from .._kernels import adjoints as _kernels
 from .._kernels.scratch import adjoint_fits, adjoint_scratch_bytes, im2col_budget
 from .._plan.problem import Problem
@@ -50,8 +51,8 @@ def _preset(kind, batch, weights_shape, axes, dtype, candidates) -> str | None:
     forced = switch(BACKWARD_ALGORITHM_ENV).strip()
     if forced:
         if forced not in _kernels.ALGORITHMS:
-            raise ValueError(f"{BACKWARD_ALGORITHM_ENV}={forced!r} is not one of"
-                             f" {_kernels.ALGORITHMS}")
+            raise ConvTransposeError(f"{BACKWARD_ALGORITHM_ENV}={forced!r} is not one of"
+                                     f" {_kernels.ALGORITHMS} (or unset)")
         if forced in candidates:
             return forced
     if get_planning() != "estimate" and len(candidates) > 1:

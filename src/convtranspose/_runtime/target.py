@@ -168,8 +168,9 @@ def _thread_count(n) -> int:
         raise ConvTransposeError(
             f"n must be an integer thread count of at least 1, got {n!r} "
             f"({type(n).__name__})")
-    if n < 1:
-        raise ConvTransposeError(f"n must be at least 1 (threads), got {n!r}")
+    if not 1 <= n <= _threads.MAX_THREADS:
+        raise ConvTransposeError(f"n must be a thread count from 1 to {_threads.MAX_THREADS}, "
+                                 f"got {n!r}")
     return int(n)
 
 

@@ -33,7 +33,7 @@ from .caches import kept
 from .config import PIN_THREADS_ENV, switch
 
 __all__ = ["THREAD_COUNT_ENVS", "THREADS", "default_threads",
-           "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
+           "MAX_THREADS", "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
            "set_pinning", "set_process_threads"]
 
 #: Environment variables giving the default thread count, the first one set wins
@@ -44,6 +44,10 @@ THREAD_COUNT_ENVS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
 #: little beyond that, and a library call should not take a whole server.  A count
 #: the user sets (the API or the environment variables above) is taken as it is.
 _MAX_DEFAULT_THREADS = 8
+#: The most threads any setting may ask for: far above any CPU count a library call
+#: can use, and small enough that no count overflows the C integers it reaches
+#: (OpenBLAS's thread count, a pool's size).
+MAX_THREADS = 1024
 
 
 def _env_count(name: str, environ) -> int | None:
@@ -64,6 +68,10 @@ def _env_count(name: str, environ) -> int | None:
         warnings.warn(f"{name}={value!r} is not a positive integer thread count; "
                       "convtranspose ignores it", RuntimeWarning, stacklevel=3)
         return None
+    if count > MAX_THREADS:
+        warnings.warn(f"{name}={value!r} is over {MAX_THREADS} threads; convtranspose "
+                      f"uses {MAX_THREADS}", RuntimeWarning, stacklevel=3)
+        return MAX_THREADS
     return count
 
 
