@@ -208,7 +208,7 @@ def set_num_threads(n: int) -> int:
     Parameters
     ----------
     n : int
-        At least 1.  Unlike the default, not limited to 8 or to the CPU count.
+        From 1 to 1024.  Unlike the default, not limited to 8 or to the CPU count.
 
     Returns
     -------
@@ -218,7 +218,7 @@ def set_num_threads(n: int) -> int:
     Raises
     ------
     ConvTransposeError
-        If ``n`` is not an integer of at least 1.
+        If ``n`` is not an integer from 1 to 1024.
 
     Examples
     --------
