@@ -35,7 +35,8 @@ import numpy as np
 
 from .._plan.problem import Problem
 from .._runtime.cache import cache_dir
-from .._runtime.config import BACKGROUND_COMPILE_ENV, switch
+from .._runtime.caches import kept
+from .._runtime.config import BACKGROUND_COMPILE_ENV, CACHE_ENV, switch
 from .._runtime.target import Target
 
 __all__ = ["BACKGROUND_MAX_BYTES", "available", "compile_elsewhere", "compiling_here"]
@@ -63,10 +64,17 @@ def compiling_here() -> Iterator[None]:
 
 
 def available() -> bool:
-    """Whether a new layer's kernels may compile in a background process now."""
-    return (not _here.get() and switch(BACKGROUND_COMPILE_ENV).strip().lower() != "off"
-            and cache_dir() is not None and not getattr(sys, "frozen", False)
-            and bool(sys.executable) and os.path.exists(sys.executable))
+    """Whether a new layer's kernels may compile in a background process now (asked on
+    every planned call: the folder and executable checks are kept per setting)."""
+    return not _here.get() and _available(switch(BACKGROUND_COMPILE_ENV), switch(CACHE_ENV))
+
+
+@kept("machine facts", maxsize=16)
+def _available(background: str, folder: str) -> bool:
+    del folder  # the cache key: cache_dir() reads it
+    return (background.strip().lower() != "off" and cache_dir() is not None
+            and not getattr(sys, "frozen", False) and bool(sys.executable)
+            and os.path.exists(sys.executable))
 
 
 def compile_elsewhere(names, data: np.ndarray, weights: np.ndarray,
