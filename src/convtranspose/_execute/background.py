@@ -4,8 +4,9 @@ The first call of a layer shape measures candidate algorithms
 (:mod:`convtranspose._choose.planning`).  A numba candidate whose kernels are in neither
 this process nor the kernel cache would compile them first, for seconds on end; so the
 call times the candidates that are ready (the BLAS ones always are), returns with the
-fastest of those, and hands the others to a background process (:mod:`.background_worker`) that runs each on zeros of the same problem with one
-image, which compiles its kernels into the kernel cache folder, and exits.  The first
+fastest of those, and hands the others to a background process
+(:mod:`.background_worker`) that runs each on zeros of the same problem with one image,
+which compiles its kernels into the kernel cache folder, and exits.  The first
 call of the layer after that process ended measures every candidate (their kernels
 now load in milliseconds) and keeps the winner as wisdom; a process that ends first
 leaves the compiled kernels to the next one.
@@ -72,7 +73,8 @@ def available() -> bool:
 @kept("machine facts", maxsize=16)
 def _available(background: str, folder: str) -> bool:
     del folder  # the cache key: cache_dir() reads it
-    return (background.strip().lower() != "off" and cache_dir() is not None
+    # create=False: asking must not make the folder (nothing is written until needed).
+    return (background.strip().lower() != "off" and cache_dir(create=False) is not None
             and not getattr(sys, "frozen", False) and bool(sys.executable)
             and os.path.exists(sys.executable))
 
