@@ -273,18 +273,25 @@ def _steps(shape5: tuple[int, ...], channels_last: bool) -> np.ndarray:
     return np.array((channels * a1 * a2 * a3, a2 * a3, a3, 1, a1 * a2 * a3), np.int64)
 
 
-def _pass_weights(weights, derived, dtype, kernel3, channels: tuple[int, int], width: int):
-    """(G, K1, K2, K3, Ci, width) weights of output channels ``[c0, c1)``, zero-padded,
-    kept in ``derived`` (a tenth of a large layer's time: direct-blocked-zen4.json)."""
+def _pass_weights(weights, derived, dtype, kernel3, channels: tuple[int, int], width: int,
+                  chunk_width: int):
+    """Output channels ``[c0, c1)`` of the weights, zero-padded to ``width`` and packed
+    per block of ``chunk_width`` of them: ``(width // chunk_width, G, K1, K2, K3, Ci,
+    chunk_width)``, so that a block reads its weight rows one after another (rows of the
+    whole ``width`` put them a row apart: DCGAN 256->128, two blocks of channels, took
+    1.1x as long, ``benchmarks/results/blocked-packing-xeon.json``).  Kept in
+    ``derived`` (a tenth of a large layer's time: direct-blocked-zen4.json)."""
     groups, ci, co = weights.shape[:3]
     c0, c1 = channels
-    key = ("blocked", np.dtype(dtype).str, width) + ((c0, c1) if (c0, c1) != (0, co) else ())
+    key = ("blocked", np.dtype(dtype).str, width, chunk_width) + (
+        (c0, c1) if (c0, c1) != (0, co) else ())
     w = derived.get(key)
     if w is None:
-        w = np.zeros((groups,) + kernel3 + (ci, width), dtype)
+        rows = np.zeros((groups,) + kernel3 + (ci, width), dtype)
         part = weights.reshape((groups, ci, co) + kernel3)[:, :, c0:c1]
-        w[..., :c1 - c0] = np.moveaxis(part, (1, 2), (-2, -1))
-        w = derived[key] = frozen_all(w)[0]
+        rows[..., :c1 - c0] = np.moveaxis(part, (1, 2), (-2, -1))
+        packed = rows.reshape(rows.shape[:-1] + (width // chunk_width, chunk_width))
+        w = derived[key] = frozen_all(np.ascontiguousarray(np.moveaxis(packed, -2, 0)))[0]
     return w
 
 
@@ -347,7 +354,7 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived
         lanes, vectors, chunk, pixels = blocked_shape(itemsize, c1 - c0, axes3[2],
                                                       target.vector_bytes)
         w = _pass_weights(weights, derived, dtype, tuple(a.kernel_size for a in axes3),
-                          (c0, c1), lanes * vectors).reshape(-1)
+                          (c0, c1), lanes * vectors, lanes * chunk).reshape(-1)
         sizes = np.array((batch, groups, ci, c1 - c0) + tuple(a.input_size for a in axes3)
                          + tuple(a.output_size for a in axes3)
                          + tuple(a.kernel_size for a in axes3[1:])

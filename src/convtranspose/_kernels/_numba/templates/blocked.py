@@ -25,7 +25,7 @@ Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 @cached_njit(nogil=True, inline="always")
 def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j_first,
                j_stop, p3, line_at, step, s3, lines, line_step, read_step, in_3, in_c, ci,
-               size3, width, edge_reads, edge_taps):  # pragma: no cover - compiled
+               size3, width, panel, edge_reads, edge_taps):  # pragma: no cover - compiled
     # The outputs j * s3 + p3, j in [j_first, j_stop), of `lines` lines that the
     # lines' blocks leave: those with taps outside the input's last axis.  Line k
     # reads at reads + k * read_step and is written at line_at + k * line_step;
@@ -48,8 +48,8 @@ def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j
             for k in range(lines):
                 for column in range(0, width, chunk_width):
                     single(source, weights, dest, at + k * line_step + column, edge_reads,
-                           edge_taps, edges, jj * in_3 + k * read_step, in_c, ci, column,
-                           width)
+                           edge_taps, edges, jj * in_3 + k * read_step, in_c, ci,
+                           column // chunk_width * panel, chunk_width)
             continue
         k = np.int64(0)
         while k < lines:
@@ -57,7 +57,7 @@ def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j
             for column in range(0, width, chunk_width):
                 block(source, weights, dest, at + k * line_step + column, line_step,
                       edge_reads, edge_taps, edges, jj * in_3 + k * read_step, read_step,
-                      in_c, ci, column, width)
+                      in_c, ci, column // chunk_width * panel, chunk_width)
             k += pixels
 
 @cached_njit(nogil=True, inline="always")
@@ -91,8 +91,8 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
            tap_k, tap_shift, tap_count, segments, start, stop):  # pragma: no cover
     # Flat buffers in any layout: element (n, x1, x2, x3, channel) of the source is at
     # n*in_steps[0] + x1*in_steps[1] + x2*in_steps[2] + x3*in_steps[3] +
-    # channel*in_steps[4], the output likewise with out_steps; weights (G, K1, K2, K3,
-    # Ci, width), zero beyond Co; bias (G*Co,) or empty, added by rounding stores only.
+    # channel*in_steps[4], the output likewise with out_steps; weights (width /
+    # chunk_width, G, K1, K2, K3, Ci, chunk_width), zero beyond Co; bias (G*Co,) or empty, added by rounding stores only.
     # sizes = (N, G, Ci, Co, X1, X2, X3, Y1, Y2, Y3, K2,
     # K3, K, S1, S2, S3, width, tile): `width` channels per output in the weights and
     # the tile (Co rounded up to whole chunks), `tile` the most sums a group's tile
@@ -133,7 +133,10 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
     shifts = np.empty(most, np.int64)
     edge_reads = np.empty(most, np.int64)
     edge_taps = np.empty(most, np.int64)
-    tap_size = ci * width
+    # Weights packed per chunk of output channels: (chunks, G, K1, K2, K3, Ci,
+    # chunk_width), so that a block's weight rows follow one another in memory.
+    tap_size = ci * chunk_width
+    panel = sizes[1] * k_volume * tap_size
     # Whole lines (not segments): the line ends of consecutive lines of one phase
     # (along the second axis, or the first where the second is a unit axis, as in
     # 2-D layers) whose reads differ by whole input rows wait for their group's end
@@ -207,7 +210,7 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
                 phase_ends(source, weights, dest, reads, taps, shifts, count, first, last,
                            j_first, j_stop, p3, ends_at, ends_step, s3, group_lines,
                            ends_line_step, read_step, in_3, in_c, ci, size3, width,
-                           edge_reads, edge_taps)
+                           panel, edge_reads, edge_taps)
             for k in range(zero if direct else group_lines):
                 store_line(out, bits, bias, tile, k * tile_line - group_first * width,
                            group_line + k * line_step, out_3, out_c, co, group_first,
@@ -244,5 +247,6 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
                 at = line_at + (j * s3 + p3) * step
                 for column in range(0, width, chunk_width):
                     block(source, weights, dest, at + column, s3 * step, reads, taps,
-                          count, j * in_3, in_3, in_c, ci, column, width)
+                          count, j * in_3, in_3, in_c, ci, column // chunk_width * panel,
+                          chunk_width)
                 j += pixels
