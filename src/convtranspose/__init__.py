@@ -35,6 +35,7 @@ from ._frontends.frameworks import (
     tflite_transpose_conv,
     torch_conv_transpose,
 )
+from ._frontends.prepared import PreparedLayer, prepare
 from ._frontends.specs import (
     clear_caches,
     conv_transpose,
@@ -66,6 +67,7 @@ __all__ = [
     "ConvTransposePlan",
     "ConvolutionPlan",
     "Explanation",
+    "PreparedLayer",
     "ResultTooLargeError",
     "SUPPORTED_DTYPES",
     "Target",
@@ -88,6 +90,7 @@ __all__ = [
     "limit_memory",
     "num_threads",
     "onnx_conv_transpose",
+    "prepare",
     "set_max_bytes",
     "set_num_threads",
     "set_planning",

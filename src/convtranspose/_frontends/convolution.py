@@ -24,18 +24,20 @@ from .specs import as_array, direct_out, resolve_plan
 if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis
 
-__all__ = ["convolution", "group_convolution"]
+__all__ = ["convolution", "execute_convolution", "group_convolution"]
 
 
-def _forward(plan, data, filter, out):
+def execute_convolution(plan, data, filter, out):
+    """The forward convolution ``plan`` on ``data`` and ``filter`` (into ``out``, if given),
+    as :func:`convolution` and :func:`group_convolution` compute it once they have it."""
     if type(data) is not np.ndarray or type(filter) is not np.ndarray:
         result = _array_api.convolution(plan, (data, filter), out,
-                                        lambda *views: _forward(plan, *views, None))
+                                        lambda *views: execute_convolution(plan, *views, None))
         if result is not NotImplemented:
             return result
     if out is not None and not direct_out(out, plan, {"data": data, "filter": filter},
                                           ("data", "filter")):
-        np.copyto(out, _forward(plan, data, filter, None))
+        np.copyto(out, execute_convolution(plan, data, filter, None))
         return out
     dtype = check_dtypes(data=data, filter=filter)
     check_convolution(plan, data, filter)
@@ -118,7 +120,7 @@ def convolution(data: ArrayLike, filter: ArrayLike, *, strides: PerAxis = None,
     plan = resolve_plan(_dialects.convolution, data.shape, filter.shape, strides=strides,
                         pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
                         auto_pad=auto_pad)
-    return _forward(plan, data, filter, out)
+    return execute_convolution(plan, data, filter, out)
 
 
 def group_convolution(data: ArrayLike, filter: ArrayLike, *, strides: PerAxis = None,
@@ -164,4 +166,4 @@ def group_convolution(data: ArrayLike, filter: ArrayLike, *, strides: PerAxis = 
     plan = resolve_plan(_dialects.group_convolution, data.shape, filter.shape, strides=strides,
                         pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
                         auto_pad=auto_pad)
-    return _forward(plan, data, filter, out)
+    return execute_convolution(plan, data, filter, out)

@@ -1,0 +1,308 @@
+"""Prepared layers: one dialect's layer with its weights and attributes bound once.
+
+``layer = ct.prepare(ct.onnx_conv_transpose, W=w, strides=[2, 2])`` keeps a copy of the
+weights and the attributes; ``layer(x)`` returns exactly what
+``ct.onnx_conv_transpose(x, W=w, strides=[2, 2])`` returns.  What a call of the array
+function does again every time (reading the weights and attributes, resolving the plan
+through the plan cache, comparing the filter with the weights memo's copy) a prepared
+layer does once per input shape: each shape binds a plan and the weights in that plan's
+layout (:class:`_Binding`), kept while the layer lives, as XNNPACK's operators keep
+their setup per input shape.  The weights are the layer's own read-only copy, so the
+matrices derived from them are kept without comparing them with the caller's filter
+(:func:`convtranspose._runtime.memo.own`).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._errors import ConvTransposeError
+from .._execute import array_api as _array_api
+from .._plan import dialects as _dialects
+from .._runtime.memo import frozen, own
+from .convolution import execute_convolution
+from .explain import explain as _explain
+from .frameworks import jax_planned_rhs
+from .specs import as_array, execute_plan, resolve_plan
+
+if TYPE_CHECKING:
+    from .._choose.choice import Explanation
+
+__all__ = ["PreparedLayer", "prepare"]
+
+#: Input shapes (with dtype) a layer keeps bound, the most recently used last: a model
+#: called at a few batch sizes or image sizes binds each once.
+BINDINGS_KEPT = 16
+
+
+def _function_named(name: str):
+    """The library's array function ``name`` (``convtranspose.<name>``)."""
+    return getattr(importlib.import_module("convtranspose"), name)
+
+
+def _dialect_of(function) -> _dialects.Dialect:
+    """The dialect record of one of the library's array functions (or of its name)."""
+    name = function if isinstance(function, str) else getattr(function, "__name__", None)
+    record = _dialects.DIALECTS.get(name) if isinstance(name, str) else None
+    if record is None or not (isinstance(function, str) or _function_named(name) is function):
+        choices = ", ".join(f"ct.{dialect}" for dialect in _dialects.DIALECTS)
+        raise TypeError(f"prepare takes one of the library's array functions ({choices}),"
+                        f" or its name; got {function!r}")
+    return record
+
+
+def _owned(name: str, value: object) -> object:
+    """The layer's own read-only copy of an operand, or another library's array as given
+    (its calls run in that library: :mod:`convtranspose._execute.array_api`)."""
+    if value is None or _array_api.is_foreign(value):
+        return value
+    return own(frozen(np.array(as_array(name, value), copy=True)))
+
+
+class _Binding:
+    """One input shape and dtype of a layer: its plan and the weights in the plan's
+    layout, called with data of that shape."""
+
+    __slots__ = ("plan", "_run")
+
+    def __init__(self, layer: PreparedLayer, data: np.ndarray):
+        record, arguments = layer._dialect, layer._arguments
+        data_name, filter_name, bias_name = record.operands
+        filter, bias = arguments[filter_name], arguments.get(bias_name) if bias_name else None
+        rule_arguments = dict(layer._defaults, **arguments)
+        rule_arguments[data_name] = data.shape
+        rule_arguments[filter_name] = filter.shape
+        if bias_name is not None:
+            rule_arguments[bias_name] = None if bias is None else bias.shape
+        self.plan = plan = resolve_plan(record.rule, **rule_arguments)
+        if not record.transposed:
+            self._run = lambda data, out: execute_convolution(plan, data, filter, out)
+            return
+        if record.name == "jax_conv_transpose":
+            filter = jax_planned_rhs(plan, filter, rule_arguments["transpose_kernel"])
+        names = (data_name, filter_name, bias_name or "bias")
+        output_shape = arguments.get("output_shape")
+        self._run = lambda data, out: execute_plan(plan, data, filter, bias, out, names=names,
+                                                   output_shape=output_shape)
+
+    def __call__(self, data: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        return self._run(data, out)
+
+
+class PreparedLayer:
+    """A transposed (or forward) convolution layer with its weights and attributes bound:
+    :func:`prepare` makes one; calling it on data computes the layer.
+
+    ``layer(data)`` returns exactly what the array function returns for ``data`` and
+    the bound arguments.  The layer keeps its own read-only copy of the weights (and
+    bias): editing the caller's arrays afterwards does not change it, and
+    :meth:`set_weights` replaces them.  Arrays of another library (PyTorch, JAX, CuPy)
+    are kept as given, and their calls run through the array function.
+
+    Examples
+    --------
+    >>> import numpy as np, convtranspose as ct
+    >>> w = np.array([[[1.0, 10.0, 100.0]]])            # C_IN=1, C_OUT=1, K=3
+    >>> layer = ct.prepare(ct.onnx_conv_transpose, W=w, strides=[2])
+    >>> layer(np.array([[[1.0, 2.0, 3.0]]]))
+    array([[[  1.,  10., 102.,  20., 203.,  30., 300.]]])
+    """
+
+    __slots__ = ("_dialect", "_function", "_arguments", "_defaults", "_bindings", "_lock",
+                 "__weakref__")
+
+    def __init__(self, function: Callable[..., Any] | str, arguments: dict[str, Any]):
+        self._dialect = record = _dialect_of(function)
+        self._function = _function_named(record.name)
+        parameters = inspect.signature(self._function).parameters
+        data_name, filter_name, bias_name = record.operands
+        where = f"prepare({record.name})"
+        if data_name in arguments or "out" in arguments:
+            given = data_name if data_name in arguments else "out"
+            raise TypeError(f"{where}: {given} is given to each call of the layer, not to"
+                            f" prepare, which binds the other arguments")
+        unknown = sorted(set(arguments) - set(parameters))
+        if unknown:
+            known = ", ".join(name for name in parameters if name not in (data_name, "out"))
+            raise TypeError(f"{where}: unknown argument {unknown[0]!r}; its arguments are"
+                            f" {known}")
+        missing = [name for name, parameter in parameters.items()
+                   if parameter.default is inspect.Parameter.empty
+                   and name not in arguments and name != data_name]
+        if missing:
+            raise TypeError(f"{where}: missing the argument {missing[0]!r}")
+        self._defaults = {name: parameter.default for name, parameter in parameters.items()
+                          if parameter.default is not inspect.Parameter.empty
+                          and name != "out"}
+        self._arguments = {name: _owned(name, value) if name in (filter_name, bias_name)
+                           else copy.deepcopy(value) for name, value in arguments.items()}
+        self._bindings: dict = {}
+        self._lock = threading.Lock()
+
+    @property
+    def function(self):
+        """The array function this layer computes."""
+        return self._function
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The bound arguments, by the array function's names (the weights read-only)."""
+        return dict(self._arguments)
+
+    def __call__(self, data, out: np.ndarray | None = None):
+        """The layer's result for ``data``: ``function(data, **arguments, out=out)``.
+
+        Parameters
+        ----------
+        data : array_like
+            The data operand, in the array function's layout.
+        out : ndarray, optional
+            As the array function's ``out``.
+        """
+        if type(data) is np.ndarray and data.dtype.isnative:
+            key = (data.shape, data.dtype)
+            binding = self._bindings.get(key)
+            if binding is None:
+                binding = self._bind(key, data)
+            return binding(data, out)
+        return self._function(**{self._dialect.operands[0]: data}, **self._arguments, out=out)
+
+    def _bind(self, key, data: np.ndarray) -> _Binding:
+        binding = _Binding(self, data)  # errors are raised here, never kept
+        with self._lock:
+            self._bindings.pop(key, None)
+            while len(self._bindings) >= BINDINGS_KEPT:
+                del self._bindings[next(iter(self._bindings))]
+            self._bindings[key] = binding
+        return binding
+
+    def set_weights(self, *operands, **named) -> None:
+        """Replace the weights (and bias), by position (filter, bias) or by the array
+        function's names; the layer copies them and binds every input shape again.
+
+        Examples
+        --------
+        >>> import numpy as np, convtranspose as ct
+        >>> layer = ct.prepare(ct.torch_conv_transpose, weight=np.ones((1, 1, 2)), stride=2)
+        >>> layer.set_weights(np.full((1, 1, 2), 3.0), bias=np.array([1.0]))
+        >>> layer(np.array([[[1.0, 2.0]]]))
+        array([[[4., 4., 7., 7.]]])
+        """
+        names = tuple(name for name in self._dialect.operands[1:] if name is not None)
+        if len(operands) > len(names):
+            raise TypeError(f"set_weights takes at most {len(names)} operands"
+                            f" ({', '.join(names)}), got {len(operands)}")
+        given = dict(zip(names, operands))
+        for name, value in named.items():
+            if name not in names or name in given:
+                raise TypeError(f"set_weights: {name!r} is not one of {', '.join(names)}"
+                                if name not in names else f"set_weights: {name} given twice")
+            given[name] = value
+        with self._lock:
+            arguments = dict(self._arguments)
+            arguments.update((name, _owned(name, value)) for name, value in given.items())
+            self._arguments, self._bindings = arguments, {}
+
+    def explain(self, data_shape=None, dtype=None, *, measure: bool = False) -> Explanation:
+        """What computes this layer for ``data_shape`` and why (:func:`convtranspose.explain`).
+
+        Parameters
+        ----------
+        data_shape : sequence of int, optional
+            The data's shape; by default the shape of the most recent call.
+        dtype : dtype, optional
+            The data's dtype; by default that of the most recent call, else the weights'.
+        measure : bool, optional
+            As :func:`convtranspose.explain`'s.
+        """
+        if not self._dialect.transposed:
+            raise ConvTransposeError(
+                f"explain covers transposed convolutions; {self._dialect.name} is a forward"
+                f" convolution (it runs convtranspose's data-gradient kernels)")
+        recent = next(reversed(self._bindings.items()), None)
+        if data_shape is None and recent is None:
+            raise ConvTransposeError(
+                "explain needs data_shape until the layer has been called once")
+        filter = self._arguments[self._dialect.operands[1]]
+        if data_shape is None:
+            (data_shape, recent_dtype), binding = recent
+            plan = binding.plan
+        else:
+            recent_dtype = None
+            plan = _Binding(self, np.empty(tuple(data_shape), np.uint8)).plan
+        chosen = dtype if dtype is not None else recent_dtype or np.asarray(filter).dtype
+        return _explain(plan, chosen, measure=measure)
+
+    def __repr__(self) -> str:
+        def shown(value):
+            if hasattr(value, "shape") and hasattr(value, "dtype"):
+                return f"{value.dtype}{list(value.shape)}"
+            return repr(value)
+
+        parts = [self._dialect.name] + [f"{name}={shown(value)}"
+                                        for name, value in self._arguments.items()]
+        bound = [f"{list(shape)} -> {list(binding.plan.output_shape)}"
+                 for (shape, _), binding in list(self._bindings.items())]
+        return (f"PreparedLayer({', '.join(parts)})"
+                + (f"  # bound: {'; '.join(bound)}" if bound else ""))
+
+    def __reduce__(self):
+        # By the dialect's name: unpickling looks the function up in this library.
+        return (_restore, (self._dialect.name, dict(self._arguments)))
+
+
+def _restore(name: str, arguments: dict[str, Any]) -> PreparedLayer:
+    return PreparedLayer(name, arguments)
+
+
+def prepare(function: Callable[..., Any] | str, /, **arguments: Any) -> PreparedLayer:
+    """A layer of ``function`` with every argument but the data bound: its weights are
+    copied and its per-input-shape work is done once.
+
+    ``layer = prepare(function, **arguments)`` then ``layer(data, out=None)`` returns
+    exactly ``function(data, **arguments, out=out)``, where ``function`` is any of the
+    library's array functions (or its name) and ``arguments`` its own keyword
+    arguments except the data operand.  Each new input shape or dtype is bound on its
+    first call (the plan and the weights in its layout), so a layer called again on
+    data of a shape it has seen resolves nothing.  The layer keeps its own read-only
+    copy of the weights; :meth:`PreparedLayer.set_weights` replaces them.  Errors in
+    the arguments that need the data's shape are raised by the first call of that shape.
+
+    Parameters
+    ----------
+    function : callable or str
+        One of the array functions (``ct.convolution_backprop_data``,
+        ``ct.onnx_conv_transpose``, ``ct.torch_conv_transpose``, ..., ``ct.convolution``).
+    **arguments
+        Its arguments by name, without the data operand and ``out``.
+
+    Returns
+    -------
+    PreparedLayer
+        Call it with the data (and optionally ``out``); ``.explain()`` tells what runs.
+
+    Raises
+    ------
+    TypeError
+        ``function`` is not one of the library's array functions, an argument is
+        unknown or missing, or the data operand or ``out`` is given.
+
+    Examples
+    --------
+    >>> import numpy as np, convtranspose as ct
+    >>> w = np.arange(8.0).reshape(2, 1, 2, 2)           # C_IN=2, C_OUT=1, 2x2
+    >>> layer = ct.prepare(ct.convolution_backprop_data, filter=w, strides=2)
+    >>> layer(np.ones((1, 2, 1, 1)))
+    array([[[[ 4.,  6.],
+             [ 8., 10.]]]])
+    >>> layer(np.ones((3, 2, 2, 2))).shape                 # another shape binds once
+    (3, 1, 4, 4)
+    """
+    return PreparedLayer(function, arguments)
