@@ -122,29 +122,55 @@ def vector_bytes() -> int:
 _DEFAULT_L2_BYTES = 1 << 20
 
 
-@kept("machine facts", maxsize=None)
-def l2_cache_bytes() -> int:
-    """Bytes of the level-2 cache of the CPU this process starts on, as the system
-    reports it (Linux sysfs, else ``sysconf``), else :data:`_DEFAULT_L2_BYTES`."""
+def _sysfs_cache_bytes(level: int, kinds: tuple[str, ...]) -> int | None:
+    """Bytes of the cache of ``level`` and one of ``kinds`` (``Data``, ``Unified``) of
+    the CPU this process starts on, as Linux sysfs reports it, or None."""
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
         for entry in sorted(os.listdir(base)):
-            with open(os.path.join(base, entry, "level")) as level:
-                if level.read().strip() != "2":
+            with open(os.path.join(base, entry, "level")) as handle:
+                if handle.read().strip() != str(level):
                     continue
-            with open(os.path.join(base, entry, "size")) as size:
-                text = size.read().strip().upper()
+            with open(os.path.join(base, entry, "type")) as handle:
+                if handle.read().strip() not in kinds:
+                    continue
+            with open(os.path.join(base, entry, "size")) as handle:
+                text = handle.read().strip().upper()
             scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
             return int(text.rstrip("KM")) * scale
     except (OSError, ValueError):
         pass
+    return None
+
+
+def _sysconf_bytes(name: str) -> int | None:
     try:
-        reported = os.sysconf("SC_LEVEL2_CACHE_SIZE")
-        if reported > 0:
-            return int(reported)
+        reported = os.sysconf(name)
     except (OSError, ValueError, AttributeError):
-        pass
-    return _DEFAULT_L2_BYTES
+        return None
+    return int(reported) if reported > 0 else None
+
+
+@kept("machine facts", maxsize=None)
+def l2_cache_bytes() -> int:
+    """Bytes of the level-2 cache of the CPU this process starts on, as the system
+    reports it (Linux sysfs, else ``sysconf``), else :data:`_DEFAULT_L2_BYTES`."""
+    return (_sysfs_cache_bytes(2, ("Unified", "Data")) or _sysconf_bytes("SC_LEVEL2_CACHE_SIZE")
+            or _DEFAULT_L2_BYTES)
+
+
+#: The level-1 data cache assumed where the system does not report it: the smallest of
+#: the x86 CPUs this library has run on (32 KiB, AMD Zen 3 and Zen 4; Intel's and Zen
+#: 5's hold 48 KiB).
+_DEFAULT_L1_BYTES = 32 << 10
+
+
+@kept("machine facts", maxsize=None)
+def l1_data_cache_bytes() -> int:
+    """Bytes of the level-1 data cache of the CPU this process starts on, as the system
+    reports it (Linux sysfs, else ``sysconf``), else :data:`_DEFAULT_L1_BYTES`."""
+    return (_sysfs_cache_bytes(1, ("Data", "Unified"))
+            or _sysconf_bytes("SC_LEVEL1_DCACHE_SIZE") or _DEFAULT_L1_BYTES)
 
 
 @kept("machine facts", maxsize=None)

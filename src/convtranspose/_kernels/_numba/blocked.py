@@ -22,11 +22,12 @@ import numpy as np
 from ..._plan.geometry import axis_phases, three_axes
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
-from ..._runtime.machine import l2_cache_bytes
+from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes
 from ..._runtime.threads import parallel_for
 from ..schedules import (
     FLOAT16,
     KEEP,
+    blocked_channel_block,
     blocked_channel_passes,
     blocked_segments,
     blocked_shape,
@@ -217,6 +218,7 @@ def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int):
     from .codegen import compile_source, compile_template
 
     block = compile_source(block_source(lanes, chunk, pixels), "block")
+    block_on = compile_source(block_source(lanes, chunk, pixels, accumulate=True), "block")
     transpose = tile_transposer(lanes)
     # The outputs at the line ends take a chunk at a time too, in four independent sets
     # of accumulators (fewer where a block has fewer pixels): no more accumulators than
@@ -226,7 +228,8 @@ def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int):
 
     return compile_template("blocked", dict(
         np=np, KEEP=KEEP, _GROUP_MAX_LINES=_GROUP_MAX_LINES, _phase_taps=_phase_taps,
-        _rounded_line=_rounded_line, gather_row_taps=gather_row_taps, block=block, single=single,
+        _rounded_line=_rounded_line, gather_row_taps=gather_row_taps, block=block,
+        block_on=block_on, single=single,
         transpose=transpose, lanes=lanes, pixels=pixels, chunk_width=lanes * chunk, store=mode,
     ))["kernel"]
 
@@ -258,6 +261,11 @@ def _line_order(axis1: AxisPlan, axis2: AxisPlan) -> np.ndarray:
     order = [np.concatenate([np.arange(p, a.output_size, a.stride) for p in range(a.stride)])
              for a in (axis1, axis2)]
     return frozen_all(np.concatenate(order).astype(np.int64))[0]
+
+
+def _most_phase_taps(tap_count: np.ndarray) -> int:
+    """The most taps any phase has: the product over the axes of their most per phase."""
+    return math.prod(max(1, int(row.max(initial=0))) for row in tap_count)
 
 
 def _steps(shape5: tuple[int, ...], channels_last: bool) -> np.ndarray:
@@ -360,7 +368,10 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived
                          + tuple(a.kernel_size for a in axes3[1:])
                          + (math.prod(a.kernel_size for a in axes3),)
                          + tuple(a.stride for a in axes3)
-                         + (lanes * vectors, _GROUP_TILE_ELEMENTS), np.int64)
+                         + (lanes * vectors, _GROUP_TILE_ELEMENTS,
+                            blocked_channel_block(ci, _most_phase_taps(tables[2]),
+                                                  lanes * chunk, itemsize,
+                                                  l1_data_cache_bytes())), np.int64)
         kernel = _blocked_kernel(lanes, chunk, pixels, mode)
         parallel_for(lambda a, b, kernel=kernel, w=w, pass_out=pass_out, pass_bits=pass_bits,
                      pass_bias=pass_bias, sizes=sizes: kernel(

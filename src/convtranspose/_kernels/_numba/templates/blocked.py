@@ -2,7 +2,7 @@
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
 globals (numba freezes them into the compiled code): ``_GROUP_MAX_LINES``, ``KEEP``,
-``_phase_taps``, ``_rounded_line``, ``gather_row_taps``, ``block``, ``chunk_width``,
+``_phase_taps``, ``_rounded_line``, ``gather_row_taps``, ``block``, ``block_on``, ``chunk_width``,
 ``lanes``, ``np``, ``pixels``, ``single``, ``store``, ``transpose``.  Those are the
 block shape, the machine's vectors and the store mode alone (``store``: ``KEEP`` writes
 ``out``, the sums' dtype, ``FLOAT16``/``BFLOAT16`` round into ``bits``; the other is an
@@ -94,9 +94,9 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
     # channel*in_steps[4], the output likewise with out_steps; weights (width /
     # chunk_width, G, K1, K2, K3, Ci, chunk_width), zero beyond Co; bias (G*Co,) or empty, added by rounding stores only.
     # sizes = (N, G, Ci, Co, X1, X2, X3, Y1, Y2, Y3, K2,
-    # K3, K, S1, S2, S3, width, tile): `width` channels per output in the weights and
-    # the tile (Co rounded up to whole chunks), `tile` the most sums a group's tile
-    # holds.  Computes the output lines (g, n, y1, y2) (the group's Co
+    # K3, K, S1, S2, S3, width, tile, ci_block): `width` channels per output in the
+    # weights and the tile (Co rounded up to whole chunks), `tile` the most sums a
+    # group's tile holds, `ci_block` the input channels a block adds at a time.  Computes the output lines (g, n, y1, y2) (the group's Co
     # channels), each cut into `segments` runs of Y3 (so that a layer of fewer
     # lines than threads keeps every thread busy), with flat index (line, segment)
     # in [start, stop): per phase of the last axis, blocks of `pixels` outputs
@@ -108,7 +108,7 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
     out1, out2, out3 = sizes[7], sizes[8], sizes[9]
     k2_count, k3_count, k_volume = sizes[10], sizes[11], sizes[12]
     s1, s2, s3 = sizes[13], sizes[14], sizes[15]
-    width, tile_most = sizes[16], sizes[17]
+    width, tile_most, ci_block = sizes[16], sizes[17], sizes[18]
     in_n, in_1, in_2, in_3, in_c = (in_steps[0], in_steps[1], in_steps[2], in_steps[3],
                                     in_steps[4])
     out_n, out_1, out_2, out_3, out_c = (out_steps[0], out_steps[1], out_steps[2],
@@ -241,12 +241,32 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
             # input; the last block ends there (overlapping its predecessor: a few
             # outputs computed twice, but never a short block).  The others, at
             # the line's ends and in lines shorter than a block, when the group closes.
-            j = first
-            while j < last and last - first >= pixels:
-                j = min(j, last - pixels)
-                at = line_at + (j * s3 + p3) * step
-                for column in range(0, width, chunk_width):
-                    block(source, weights, dest, at + column, s3 * step, reads, taps,
-                          count, j * in_3, in_3, in_c, ci, column // chunk_width * panel,
+            if last - first < pixels:
+                continue
+            # Per chunk of channels, the input channels in blocks whose weights stay in
+            # L1 while every whole block of outputs adds them; then the last block,
+            # which overlaps its predecessor (a few outputs computed twice, but never a
+            # short block), with every input channel at once: adding a channel block
+            # to an output twice would count it twice.
+            # (A single whole block reads each channel block's weights once anyway: it
+            # takes every channel at once.)
+            whole = first + (last - first) // pixels * pixels
+            step_c = ci_block if whole - first >= 2 * pixels else ci
+            for column in range(0, width, chunk_width):
+                panel_at = column // chunk_width * panel
+                for c0 in range(0, ci, step_c):
+                    channels = min(step_c, ci - c0)
+                    for j in range(first, whole, pixels):
+                        at = line_at + (j * s3 + p3) * step + column
+                        if c0 == 0:
+                            block(source, weights, dest, at, s3 * step, reads, taps, count,
+                                  j * in_3, in_3, in_c, channels, panel_at, chunk_width)
+                        else:
+                            block_on(source, weights, dest, at, s3 * step, reads, taps,
+                                     count, j * in_3 + c0 * in_c, in_3, in_c, channels,
+                                     panel_at + c0 * chunk_width, chunk_width)
+                if whole < last:
+                    j = last - pixels
+                    block(source, weights, dest, line_at + (j * s3 + p3) * step + column,
+                          s3 * step, reads, taps, count, j * in_3, in_3, in_c, ci, panel_at,
                           chunk_width)
-                j += pixels

@@ -1,0 +1,39 @@
+"""``direct-blocked`` summing the input channels in blocks (layers of many input channels
+and long lines): integer operands, so every order of the sums gives the oracle's value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from convtranspose._kernels.schedules import blocked_channel_block
+from convtranspose._plan.rules import AxisPlan
+from convtranspose._runtime.machine import l1_data_cache_bytes
+from kernel_support import run_forced
+from oracle import canonical_result
+
+# (input channels, output channels, spatial sizes, kernel, stride): 150 channels are more
+# than one block on any L1 of 32-48 KiB, and not a multiple of one.
+LAYERS = [
+    (150, 40, (24,), 6, 2),
+    (150, 70, (3, 20), 4, 2),
+    (96, 20, (2, 2, 18), 4, 2),
+]
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ci, co, sizes, kernel, stride", LAYERS)
+def test_channel_blocks_sum_to_the_oracle(ci, co, sizes, kernel, stride, dtype, channels_last):
+    # The premise: these layers are summed in more than one block of input channels.
+    lanes = 64 // np.dtype(dtype).itemsize
+    taps = (-(-kernel // stride)) ** len(sizes)
+    assert blocked_channel_block(ci, taps, lanes, np.dtype(dtype).itemsize,
+                                 l1_data_cache_bytes()) < ci
+    rng = np.random.default_rng(ci + co)
+    axes = tuple(AxisPlan(x, kernel, stride, 1, 1, (x - 1) * stride + kernel - 2)
+                 for x in sizes)
+    data = rng.integers(-3, 4, (2, ci) + sizes).astype(dtype)
+    weights = rng.integers(-3, 4, (1, ci, co) + (kernel,) * len(sizes)).astype(dtype)
+    result = run_forced(data, weights, axes, dtype, channels_last, "direct-blocked")
+    np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
