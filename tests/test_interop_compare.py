@@ -1,0 +1,286 @@
+"""``onnx compare`` / ``ir compare`` and ``--input-shape`` on models written by the
+frameworks themselves (``torch.onnx.export``, ``openvino.convert_model`` of a torch
+module).
+
+Oracles: the torch module that was exported (the shape of every transposed
+convolution's output, read by forward hooks) and the peer runtimes (onnxruntime and
+OpenVINO, whose outputs the comparison captures).  A comparison that passes says the
+library's recomputation of every layer agrees with the runtime; the tests that must
+see a mismatch use a layer where onnxruntime departs from the ONNX specification, and
+a library result deliberately perturbed in the test process.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import convtranspose as ct
+from cli_support import assert_one_line_error, run_cli
+
+pytestmark = pytest.mark.peers
+
+
+def _net(torch):
+    """Groups, dilation, output_padding, a layer without bias, a tensor feeding two
+    transposed convolutions and a transposed convolution's output that already is a
+    model output."""
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1,
+                                               groups=2, dilation=2)
+            self.left = torch.nn.ConvTranspose2d(6, 3, 2, stride=2)
+            self.right = torch.nn.ConvTranspose2d(6, 3, 4, stride=2, padding=1, bias=False)
+
+        def forward(self, x):
+            a = self.up(x)
+            r = torch.relu(a)
+            return self.left(r) + self.right(r), a
+
+    torch.manual_seed(3)
+    return Net().eval()
+
+
+def _torch_shapes(torch, net, shape) -> dict:
+    """Module name -> the output shape torch computes (the oracle of the shapes)."""
+    shapes = {}
+    hooks = [module.register_forward_hook(
+        lambda m, i, o, name=name: shapes.__setitem__(name, list(o.shape)))
+        for name, module in net.named_children()]
+    with torch.no_grad():
+        net(torch.zeros(shape))
+    for hook in hooks:
+        hook.remove()
+    return shapes
+
+
+@pytest.fixture(scope="module")
+def torch_onnx(tmp_path_factory):
+    """``torch.onnx.export(dynamo=False)`` of :func:`_net`: one model with a dynamic
+    batch, one with dynamic spatial dims too."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    net = _net(torch)
+    directory = tmp_path_factory.mktemp("torch_onnx")
+    paths = {}
+    for variant, axes in (("batch", {0: "batch"}), ("spatial", {0: "n", 2: "h", 3: "w"})):
+        path = directory / f"{variant}.onnx"
+        torch.onnx.export(net, (torch.zeros(1, 4, 5, 5),), str(path), dynamo=False,
+                          input_names=["x"], output_names=["y", "a"],
+                          dynamic_axes={"x": axes})
+        paths[variant] = path
+    return torch, net, paths
+
+
+def _rows(result) -> dict:
+    return {row["source"]: row for row in json.loads(result.stdout)["layers"]}
+
+
+def test_onnx_compare_torch_export_passes(torch_onnx):
+    torch, net, paths = torch_onnx
+    result = run_cli("onnx", "compare", paths["batch"], "--input-shape", "x=2,4,5,5", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = _rows(result)
+    expected = _torch_shapes(torch, net, (2, 4, 5, 5))
+    assert len(rows) == 3
+    for row in rows.values():
+        module = row["name"].split("/")[1]  # legacy export names nodes /MODULE/ConvTranspose
+        assert row["status"] == "pass", row
+        assert row["runtime_shape"] == row["library_shape"] == expected[module]
+        assert row["max_abs_error"] <= 1e-4 and row["ulp_error"] is not None
+    up = next(row for row in rows.values() if row["name"].startswith("/up/"))
+    assert up["attributes"]["group"] == 2 and up["attributes"]["dilations"] == [2, 2]
+    assert up["attributes"]["output_padding"] == [1, 1]
+    table = run_cli("onnx", "compare", paths["batch"], "--input-shape", "x=2,4,5,5")
+    assert table.returncode == 0 and "3 of 3" in table.stdout
+    assert "ulp" in table.stdout.splitlines()[0]
+
+
+def test_onnx_compare_uses_the_given_input(torch_onnx, tmp_path):
+    torch, net, paths = torch_onnx
+    np.save(tmp_path / "x.npy", np.ones((3, 4, 5, 5), np.float32))
+    result = run_cli("onnx", "compare", paths["batch"], "--input", f"x={tmp_path / 'x.npy'}",
+                     "--json")
+    assert result.returncode == 0, result.stderr
+    assert {row["data_shape"][0] for row in _rows(result).values()} == {3}
+
+
+def test_onnx_compare_needs_the_dynamic_dims(torch_onnx):
+    _, _, paths = torch_onnx
+    assert_one_line_error(run_cli("onnx", "compare", paths["batch"]), "--input-shape x=")
+    assert_one_line_error(run_cli("onnx", "compare", paths["batch"], "--input-shape",
+                                  "x=1,4,6,5"), "declared 5")
+    assert_one_line_error(run_cli("onnx", "compare", paths["batch"], "--input-shape",
+                                  "z=1,4,5,5"), "no input 'z'")
+
+
+def test_onnx_check_of_dynamic_spatial_dims_needs_input_shape(torch_onnx):
+    torch, net, paths = torch_onnx
+    result = run_cli("onnx", "check", paths["spatial"])
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "0 of 3" in result.stdout and "--input-shape" in result.stderr
+    result = run_cli("onnx", "check", paths["spatial"], "--input-shape", "x=1,4,7,6", "--json")
+    assert result.returncode == 0, result.stderr
+    expected = _torch_shapes(torch, net, (1, 4, 7, 6))
+    for row in json.loads(result.stdout)["layers"]:
+        assert row["status"] == "ok" and row["inferred"] == expected[row["name"].split("/")[1]]
+
+
+def _single_node_model(onnx, node, x_shape, initializers, metadata=None):
+    from onnx import TensorProto, helper
+
+    for key, value in (metadata or {}).items():
+        entry = node.metadata_props.add()
+        entry.key, entry.value = key, value
+    graph = helper.make_graph(
+        [node] if not isinstance(node, list) else node, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    model.ir_version = 10
+    return model
+
+
+def test_onnxruntime_departing_from_the_specification_is_a_mismatch(tmp_path):
+    """ConvTranspose(strides=[3], SAME_UPPER) of a 1-tap filter on 3 inputs: the ONNX text
+    gives output = input * stride = 9 (total pad -2, pads -1/-1); onnxruntime clamps the
+    pads and gives 7.  The comparison reports it as a mismatch with the pads note."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import helper, numpy_helper
+
+    node = helper.make_node("ConvTranspose", ["x", "W"], ["y"], name="ct", strides=[3],
+                            auto_pad="SAME_UPPER")
+    model = _single_node_model(onnx, node, [1, 1, 3],
+                               [numpy_helper.from_array(np.ones((1, 1, 1), np.float32), "W")])
+    path = tmp_path / "same_upper.onnx"
+    onnx.save(model, str(path))
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    runtime = session.run(None, {"x": np.ones((1, 1, 3), np.float32)})[0]
+    result = run_cli("onnx", "compare", path, "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    row = json.loads(result.stdout)["layers"][0]
+    assert row["status"] == "mismatch"
+    assert row["runtime_shape"] == list(runtime.shape) == [1, 1, 7]
+    assert row["library_shape"] == [1, 1, 3 * 3]
+    assert any("negative pads" in note for note in row["conventions"])
+    assert "negative pads" in result.stderr
+
+
+def test_weights_computed_at_run_time_and_torch_scopes(tmp_path):
+    """W = A + B (two initializers; an Add is not folded as a constant) comes from the
+    runtime; a node carrying the name scopes the torch.export-based exporter writes is
+    reported under its module's name."""
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+    halves = [numpy_helper.from_array(rng.standard_normal((2, 3, 3, 3)).astype(np.float32),
+                                      name) for name in ("A", "B")]
+    nodes = [helper.make_node("Add", ["A", "B"], ["W"], name="add"),
+             helper.make_node("ConvTranspose", ["x", "W"], ["y"], name="convolution",
+                              strides=[2, 2], pads=[1, 0, 0, 1])]
+    scopes = {"pkg.torch.onnx.name_scopes": repr(["", "decoder", "decoder.up", "convolution"])}
+    model = _single_node_model(onnx, nodes, [1, 2, 4, 4], halves)
+    entry = model.graph.node[1].metadata_props.add()
+    entry.key, entry.value = next(iter(scopes.items()))
+    path = tmp_path / "runtime_weights.onnx"
+    onnx.save(model, str(path))
+    result = run_cli("onnx", "compare", path, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    row = json.loads(result.stdout)["layers"][0]
+    assert row["source"] == "decoder.up" and row["name"] == "convolution"
+    assert row["status"] == "pass" and row["runtime_shape"] == [1, 3, 8, 8]
+
+
+def test_a_perturbed_recomputation_is_a_mismatch(tmp_path, monkeypatch, capsys):
+    """The library's result is shifted by 1e-2 in this process only: the comparison must
+    see the difference (and measure it) instead of passing."""
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import helper, numpy_helper
+
+    from convtranspose import cli
+
+    node = helper.make_node("ConvTranspose", ["x", "W"], ["y"], name="ct", strides=[2])
+    weights = np.random.default_rng(5).standard_normal((1, 2, 3)).astype(np.float32)
+    model = _single_node_model(onnx, node, [1, 1, 6], [numpy_helper.from_array(weights, "W")])
+    path = tmp_path / "one.onnx"
+    onnx.save(model, str(path))
+    assert cli.main(["onnx", "compare", str(path)]) == 0
+    original = ct.onnx_conv_transpose
+    monkeypatch.setattr(ct, "onnx_conv_transpose", lambda *a, **k: original(*a, **k) + 1e-2)
+    capsys.readouterr()
+    assert cli.main(["onnx", "compare", str(path), "--json"]) == 1
+    row = json.loads(capsys.readouterr().out)["layers"][0]
+    assert row["status"] == "mismatch" and row["max_abs_error"] == pytest.approx(1e-2, rel=1e-3)
+    assert cli.main(["onnx", "compare", str(path), "--atol", "0.1"]) == 0
+
+
+def test_nothing_to_compare(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import helper
+
+    model = _single_node_model(onnx, helper.make_node("Relu", ["x"], ["y"]), [1, 2], [])
+    path = tmp_path / "relu.onnx"
+    onnx.save(model, str(path))
+    result = run_cli("onnx", "compare", path)
+    assert result.returncode == 3 and "nothing compared" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def torch_ir(tmp_path_factory):
+    """``openvino.convert_model`` of :func:`_net` saved with ``save_model``: static input
+    dims, and dynamic batch and spatial dims."""
+    torch = pytest.importorskip("torch")
+    ov = pytest.importorskip("openvino")
+    pytest.importorskip("defusedxml")
+    net = _net(torch)
+    directory = tmp_path_factory.mktemp("torch_ir")
+    paths = {}
+    for variant, shape in (("static", [1, 4, 5, 5]), ("dynamic", [-1, 4, -1, -1])):
+        model = ov.convert_model(net, example_input=torch.zeros(1, 4, 5, 5),
+                                 input=[ov.PartialShape(shape)])
+        paths[variant] = directory / f"{variant}.xml"
+        ov.save_model(model, str(paths[variant]))
+    return torch, net, paths
+
+
+def test_ir_compare_passes(torch_ir):
+    torch, net, paths = torch_ir
+    runs = {"static": run_cli("ir", "compare", paths["static"], "--json"),
+            "dynamic": run_cli("ir", "compare", paths["dynamic"], "--input-shape", "x=2,4,6,5",
+                               "--json")}
+    for variant, shape in (("static", (1, 4, 5, 5)), ("dynamic", (2, 4, 6, 5))):
+        result = runs[variant]
+        assert result.returncode == 0, result.stdout + result.stderr
+        rows = _rows(result)
+        expected = _torch_shapes(torch, net, shape)
+        assert set(rows) == set(expected)  # the torch module names, from the IR's names
+        for name, row in rows.items():
+            assert row["status"] == "pass", row
+            assert row["runtime_shape"] == row["library_shape"] == expected[name]
+        assert rows["up"]["attributes"]["groups"] == 2
+    assert_one_line_error(run_cli("ir", "compare", paths["dynamic"]), "--input-shape x=")
+
+
+def test_ir_check_of_dynamic_dims_needs_input_shape(torch_ir):
+    torch, net, paths = torch_ir
+    result = run_cli("ir", "check", paths["dynamic"])
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "0 transposed-convolution layers checked: 3 have dynamic shapes" in result.stderr
+    result = run_cli("ir", "check", paths["dynamic"], "--input-shape", "x=1,4,7,6", "--json")
+    assert result.returncode == 0, result.stderr
+    expected = _torch_shapes(torch, net, (1, 4, 7, 6))
+    rows = json.loads(result.stdout)["layers"]
+    assert len(rows) == 3
+    for row in rows:
+        module = row["name"].split("/")[0].removeprefix("__module.")
+        assert row["status"] == "ok" and row["inferred"] == expected[module], row
+    assert_one_line_error(run_cli("ir", "check", paths["dynamic"], "--input-shape",
+                                  "x=1,3,7,6"), "declared 4")
