@@ -284,3 +284,81 @@ def test_ir_check_of_dynamic_dims_needs_input_shape(torch_ir):
         assert row["status"] == "ok" and row["inferred"] == expected[module], row
     assert_one_line_error(run_cli("ir", "check", paths["dynamic"], "--input-shape",
                                   "x=1,3,7,6"), "declared 4")
+
+
+def test_tune_takes_input_shape(torch_onnx):
+    torch, net, paths = torch_onnx
+    result = run_cli("tune", paths["spatial"], "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["layers"]
+    assert all("--input-shape" in row["skipped"] for row in rows), rows
+    result = run_cli("tune", paths["spatial"], "--input-shape", "x=1,4,7,6", "--json")
+    assert result.returncode == 0, result.stderr
+    expected = _torch_shapes(torch, net, (1, 4, 7, 6))
+    inputs = {"up": [1, 4, 7, 6], "left": expected["up"], "right": expected["up"]}
+    for row in json.loads(result.stdout)["layers"]:
+        assert "skipped" not in row, row
+        assert row["data_shape"] == inputs[row["layer"].split("/")[1]]
+
+
+def test_compare_with_external_data(torch_onnx, tmp_path):
+    """Weights stored beside the model (external data) are read by the model's own bounded
+    reader into the copy the runtime runs."""
+    onnx = pytest.importorskip("onnx")
+    _, _, paths = torch_onnx
+    model = onnx.load(str(paths["batch"]))
+    onnx.save(model, str(tmp_path / "external.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
+    assert (tmp_path / "weights.bin").stat().st_size > 0
+    result = run_cli("onnx", "compare", tmp_path / "external.onnx", "--input-shape",
+                     "x=1,4,5,5", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [row["status"] for row in json.loads(result.stdout)["layers"]] == ["pass"] * 3
+
+
+def test_a_node_inside_a_subgraph_is_not_compared(tmp_path):
+    """A ConvTranspose in an If branch: its tensors cannot be model outputs, so it is
+    listed as not compared, and a model with nothing else compares nothing (exit 3)."""
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = numpy_helper.from_array(np.ones((1, 1, 2), np.float32), "W")
+    branch = helper.make_graph(
+        [helper.make_node("ConvTranspose", ["x", "W"], ["inner"], name="up", strides=[2])],
+        "then", [], [helper.make_tensor_value_info("inner", TensorProto.FLOAT, None)])
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["same"])], "else", [],
+        [helper.make_tensor_value_info("same", TensorProto.FLOAT, None)])
+    cond = numpy_helper.from_array(np.array(True), "cond")
+    node = helper.make_node("If", ["cond"], ["y"], name="choose", then_branch=branch,
+                            else_branch=other)
+    model = _single_node_model(onnx, node, [1, 1, 3], [weights, cond])
+    path = tmp_path / "branch.onnx"
+    onnx.save(model, str(path))
+    result = run_cli("onnx", "compare", path, "--json")
+    assert result.returncode == 3, result.stdout + result.stderr
+    row = json.loads(result.stdout)["layers"][0]
+    assert row["name"] == "choose/then_branch/up" and row["status"] == "not compared"
+    assert "subgraph" in row["notes"][0]
+
+
+def test_the_error_measures_by_hand():
+    from convtranspose.interop.compare import measure, tolerances
+
+    reference = np.array([1.0, 0.0, -2.0], np.float32)
+    computed = np.array([np.nextafter(np.float32(1), np.float32(2)), 1e-6, -2.0], np.float32)
+    errors = measure(reference, computed, atol=1e-4, rtol=1e-4)
+    one_ulp_at_one = 2.0 ** -23
+    assert errors["max_abs"] == float(np.float32(1e-6))  # |1e-6 - 0| beats 2**-23
+    assert errors["max_rel"] == pytest.approx(float(np.float32(1e-6)) / 1e-4)  # |ref| < atol
+    assert errors["ulp"] == pytest.approx(float(np.float32(1e-6)) / (2 * one_ulp_at_one))
+    assert errors["passed"]
+    assert not measure(reference, computed, atol=1e-7, rtol=1e-4)["passed"]
+    same_nan = measure(np.array([np.nan, 1], np.float32), np.array([np.nan, 1], np.float32),
+                       1e-4, 1e-4)
+    assert same_nan["passed"] and same_nan["max_abs"] == 0
+    one_nan = measure(np.array([np.nan, 1], np.float32), np.array([0, 1], np.float32),
+                      1e-4, 1e-4)
+    assert not one_nan["passed"] and one_nan["max_abs"] == np.inf
+    assert tolerances(np.float16) == (1e-2, 1e-2) and tolerances(np.float32, 1e-3) == (1e-3, 1e-4)

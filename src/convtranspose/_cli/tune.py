@@ -40,6 +40,8 @@ def _tune_one(item, check, run, batch: int, rng) -> dict:
     if report.status in ("invalid", "unchecked") or shape is None or None in shape[1:]:
         row["skipped"] = (report.problems[0] if report.problems
                           else f"status {report.status}: no static input shape")
+        if report.status == "unchecked":
+            row["skipped"] += "; give --input-shape NAME=DIMS"
         return row
     shape = (batch if shape[0] is None else shape[0],) + tuple(shape[1:])
     row["data_shape"] = list(shape)
