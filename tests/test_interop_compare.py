@@ -226,11 +226,13 @@ def test_nothing_to_compare(tmp_path):
     pytest.importorskip("onnxruntime")
     from onnx import helper
 
-    model = _single_node_model(onnx, helper.make_node("Relu", ["x"], ["y"]), [1, 2], [])
+    # A dynamic input: with nothing to compare, no input is asked for (nor made).
+    model = _single_node_model(onnx, helper.make_node("Relu", ["x"], ["y"]), ["n", 2], [])
     path = tmp_path / "relu.onnx"
     onnx.save(model, str(path))
     result = run_cli("onnx", "compare", path)
-    assert result.returncode == 3 and "nothing compared" in result.stderr
+    assert result.returncode == 3, result.stderr
+    assert "nothing compared: relu.onnx has no transposed convolution" in result.stderr
 
 
 @pytest.fixture(scope="module")
@@ -362,3 +364,56 @@ def test_the_error_measures_by_hand():
                       1e-4, 1e-4)
     assert not one_nan["passed"] and one_nan["max_abs"] == np.inf
     assert tolerances(np.float16) == (1e-2, 1e-2) and tolerances(np.float32, 1e-3) == (1e-3, 1e-4)
+
+
+def test_zero_tolerance_and_non_finite_errors_stay_numbers():
+    from convtranspose.interop.compare import LayerComparison, measure
+
+    zero = measure(np.zeros(2, np.float32), np.array([0, 1e-3], np.float32), atol=0, rtol=0)
+    assert zero["max_rel"] == np.inf and not zero["passed"]
+    row = LayerComparison("n", "n", "ConvTranspose", max_abs=np.inf, max_rel=0.5)
+    text = json.dumps(row.to_dict(), allow_nan=False)  # strict JSON
+    assert json.loads(text)["max_abs_error"] == "inf"
+
+
+def test_onnx_compare_dynamo_export(tmp_path):
+    """The torch.export-based exporter (it needs onnxscript) records each node's module
+    scopes; the comparison names the layers by their modules."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    pytest.importorskip("onnxruntime")
+    net = _net(torch)
+    path = tmp_path / "dynamo.onnx"
+    torch.onnx.export(net, (torch.zeros(1, 4, 5, 5),), str(path), dynamo=True)
+    result = run_cli("onnx", "compare", path, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = _rows(result)
+    expected = _torch_shapes(torch, net, (1, 4, 5, 5))
+    assert set(rows) == set(expected)
+    for name, row in rows.items():
+        assert row["status"] == "pass" and row["runtime_shape"] == expected[name], row
+
+
+def test_ir_weights_and_output_shape_computed_at_run_time(tmp_path):
+    """The filter is a model input and the output_shape a ShapeOf-free Parameter's sum:
+    neither is in the .bin, so both are captured from OpenVINO."""
+    ov = pytest.importorskip("openvino")
+    pytest.importorskip("defusedxml")
+    import openvino.opset1 as ops
+    from openvino.utils.node_factory import NodeFactory
+
+    data = ops.parameter([1, 3, 4, 4], np.float32, name="x")
+    filter_ = ops.parameter([3, 2, 3, 3], np.float32, name="w")
+    size = ops.add(ops.constant(np.array([8, 7], np.int64)), ops.constant(np.array([1, 1],
+                                                                                  np.int64)))
+    node = NodeFactory("opset1").create(
+        "ConvolutionBackpropData", [data.output(0), filter_.output(0), size.output(0)],
+        dict(strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], dilations=[1, 1],
+             auto_pad="same_upper", output_padding=[0, 0]))
+    node.friendly_name = "up"
+    xml = tmp_path / "runtime_inputs.xml"
+    ov.save_model(ov.Model([node.output(0)], [data, filter_], "m"), str(xml))
+    result = run_cli("ir", "compare", xml, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    row = json.loads(result.stdout)["layers"][0]
+    assert row["status"] == "pass" and row["runtime_shape"] == [1, 2, 9, 8], row

@@ -147,9 +147,11 @@ def compare_command(args: argparse.Namespace, load_model, progress_class) -> int
 
     kind = args.compare_kind
     model = load_model(kind, "compare", args)
-    feeds = _feeds(model, kind, args)
     count = len(model.transposed_nodes if kind == "onnx" else model.transposed_layers)
-    progress = progress_class(max(count, 1), "comparing", always=True)
+    if not count:  # nothing to compare: the model is not run (nor its inputs made)
+        return _report([], args, kind)
+    feeds = _feeds(model, kind, args)
+    progress = progress_class(count, "comparing", always=True)
     run = compare.compare_onnx if kind == "onnx" else compare.compare_ir
     try:
         rows = run(model, feeds, atol=args.atol, rtol=args.rtol, progress=progress.update)

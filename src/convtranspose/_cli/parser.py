@@ -255,12 +255,13 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                " -o y.npy\n"
                "  convtranspose ir check model.xml\n"
                "  convtranspose onnx check model.onnx\n"
+               "  convtranspose onnx compare model.onnx --input-shape x=1,3,64,64\n"
                "  convtranspose tune model.xml\n"
                "  convtranspose bench --quick\n"
                "  convtranspose bench --random 7\n"
                "  convtranspose demo\n"
-               "\nexit codes: 0 ok, 1 a check found a mismatch, 2 bad input, 3 a check found"
-               " no transposed convolution to check."
+               "\nexit codes: 0 ok, 1 a check found a mismatch, 2 bad input, 3 a check or"
+               " comparison found no transposed convolution to check or compare."
                " Data goes to stdout, diagnostics to stderr.\n",
     )
     from .._version import __version__

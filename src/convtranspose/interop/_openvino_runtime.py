@@ -50,14 +50,19 @@ def run_capturing(xml_path: str, bin_path: str, feeds: dict, captures: list) -> 
         ports = _ports(model, captures)
         keys = [(port.get_node().get_name(), port.get_index()) for port in ports]
         unique = list(dict.fromkeys(keys))
-        first = len(model.outputs)
+        # A port that already is a result is not added again: every result is found by
+        # the port it reads, after the adding.
         model.add_outputs([ports[keys.index(key)] for key in unique])
+        reads = {}
+        for position, output in enumerate(model.outputs):
+            source = output.get_node().input_value(0)
+            reads.setdefault((source.get_node().get_name(), source.get_index()), position)
         parameters = {parameter.get_friendly_name(): index
                       for index, parameter in enumerate(model.get_parameters())}
         inputs = {parameters[name]: array for name, array in feeds.items() if name in parameters}
         compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
         results = compiled(inputs)
-        return [results[compiled.outputs[first + unique.index(key)]] for key in keys]
+        return [results[compiled.outputs[reads[key]]] for key in keys]
     except InteropError:
         raise
     except Exception as error:  # noqa: BLE001 - OpenVINO raises its own untyped errors

@@ -114,10 +114,18 @@ class LayerComparison:
                 "data_shape": listed(self.data_shape),
                 "runtime_shape": listed(self.runtime_shape),
                 "library_shape": listed(self.library_shape),
-                "max_abs_error": self.max_abs, "max_rel_error": self.max_rel,
-                "ulp_error": self.ulp, "atol": self.atol, "rtol": self.rtol,
+                "max_abs_error": _number(self.max_abs), "max_rel_error": _number(self.max_rel),
+                "ulp_error": _number(self.ulp), "atol": self.atol, "rtol": self.rtol,
                 "status": self.status, "notes": list(self.notes),
                 "conventions": list(self.conventions)}
+
+
+def _number(value):
+    """A float as strict JSON holds it: infinities and NaN as the strings ``"inf"``,
+    ``"-inf"`` and ``"nan"``."""
+    if value is None or np.isfinite(value):
+        return value
+    return str(value)
 
 
 def _plain(value):
@@ -137,14 +145,16 @@ def measure(reference, computed, atol: float, rtol: float) -> dict:
     wide_reference = reference.astype(np.float64)
     wide_computed = computed.astype(np.float64)
     close = np.isclose(wide_computed, wide_reference, rtol=rtol, atol=atol, equal_nan=True)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         error = np.abs(wide_computed - wide_reference)
         both_same = (wide_computed == wide_reference) | (
             np.isnan(wide_computed) & np.isnan(wide_reference))
         error = np.where(both_same, 0.0, error)
         error = np.where(np.isnan(error), np.inf, error)
         max_abs = float(error.max())
-        max_rel = float((error / np.maximum(np.abs(wide_reference), atol)).max())
+        relative = np.where(error == 0, 0.0,
+                            error / np.maximum(np.abs(wide_reference), atol))
+        max_rel = float(np.where(np.isnan(relative), np.inf, relative).max())
         finite = np.abs(wide_reference[np.isfinite(wide_reference)])
         peak = finite.max() if finite.size else 0.0
         output_dtype = reference.dtype if reference.dtype.kind == "f" else np.dtype(np.float32)
