@@ -102,8 +102,9 @@ class ONNXModel:
     # -- shapes and constants --------------------------------------------------------
 
     def _shape(self, name: str, scope: Scope | None = None):
-        """Declared dims of a tensor in ``scope`` (default: the main graph), else what
-        ONNX shape inference derives there, else None."""
+        """Declared dims of a tensor in ``scope`` (default: the main graph), their
+        dynamic dims filled in where ONNX shape inference knows them (from the dims
+        ``--input-shape`` gave); undeclared, what inference derives; else None."""
         scope = scope or self.main
         declared = scope.declared.get(name)
         if declared is not None and None not in declared:
