@@ -1,11 +1,12 @@
 """The ``convtranspose`` command line (also ``python -m convtranspose``).
 
 Data goes to stdout, diagnostics to stderr.  Exit codes: 0 ok, 1 a check found a
-mismatch, 2 bad input (a one-line message, never a traceback), 3 a check found no
-transposed convolution to check.
+mismatch, 2 bad input (a one-line message, never a traceback), 3 a check or comparison
+found no transposed convolution it could check or compare.
 
-Commands: ``shape`` and ``run`` (one op from shapes or ``.npy`` files), ``ir check``
-and ``ir run`` (OpenVINO IR), ``onnx check`` and ``onnx run`` (ONNX), ``bench``
+Commands: ``shape`` and ``run`` (one op from shapes or ``.npy`` files), ``ir check``,
+``ir run`` and ``ir compare`` (OpenVINO IR), ``onnx check``, ``onnx run`` and ``onnx
+compare`` (ONNX), ``bench``
 (forwarded to :mod:`convtranspose._cli.bench`) and ``demo``.
 """
 
@@ -16,6 +17,7 @@ import json
 import sys
 import time
 
+from ._cli import compare as _cli_compare
 from ._cli import parser as _cli_parser
 from ._cli import translate as _cli_translate
 from ._cli.parser import EXIT_BAD_INPUT, Failure
@@ -281,9 +283,12 @@ def _report_check(reports, items_name: str, file_name: str, as_json: bool) -> in
     else:
         if reports:
             print(format_table(reports))
-        summary = f"{file_name}: {len(reports)} {items_name} checked, {len(failed)} mismatched"
+        checked = f"{len(reports) - len(unchecked)} of " if unchecked else ""
+        summary = (f"{file_name}: {checked}{len(reports)} {items_name} checked,"
+                   f" {len(failed)} mismatched")
         if unchecked:
-            summary += f", {len(unchecked)} not checkable (dynamic shapes)"
+            summary += (f", {len(unchecked)} not checkable (dynamic shapes: give --input-shape"
+                        " NAME=DIMS)")
         print(summary)
     for report in reports:
         for problem in report.problems:
@@ -294,6 +299,12 @@ def _report_check(reports, items_name: str, file_name: str, as_json: bool) -> in
     if not reports:
         print(f"convtranspose: nothing to check: {file_name} has no {items_name}"
               f" (exit code {EXIT_NOTHING_TO_CHECK})", file=sys.stderr)
+        return EXIT_NOTHING_TO_CHECK
+    if len(unchecked) == len(reports):  # every layer dynamic: nothing was compared
+        print(f"convtranspose: nothing checked: 0 {items_name} checked: {len(unchecked)}"
+              f" {'has' if len(unchecked) == 1 else 'have'} dynamic shapes or shapes computed at"
+              f" run time; give --input-shape NAME=DIMS (exit code {EXIT_NOTHING_TO_CHECK})",
+              file=sys.stderr)
         return EXIT_NOTHING_TO_CHECK
     return EXIT_MISMATCH if failed else EXIT_OK
 
@@ -322,6 +333,16 @@ _OTHER = {"ir": ("onnx", "an ONNX model", "--node NAME"),
           "onnx": ("ir", "an OpenVINO IR", "--layer NAME")}
 
 
+def _input_shapes(args: argparse.Namespace) -> dict:
+    """``--input-shape NAME=DIMS`` flags as name -> dims; a name given twice refused."""
+    shapes: dict = {}
+    for name, dims in getattr(args, "input_shapes", None) or ():
+        if name in shapes:
+            raise Failure(f"--input-shape {name} is given twice")
+        shapes[name] = dims
+    return shapes
+
+
 def _load_model(kind: str, action: str, args: argparse.Namespace):
     """The OpenVINO IR (``kind`` "ir") or ONNX model ``args.model``; when it cannot be
     read and looks like the other kind, the error names the command for that kind."""
@@ -329,14 +350,16 @@ def _load_model(kind: str, action: str, args: argparse.Namespace):
 
     from .interop._safety import InteropError
 
+    input_shapes = _input_shapes(args)
     try:
         if kind == "ir":
             from .interop import ir
 
-            return ir.load(args.model, args.bin, max_bytes=args.max_bytes)
+            return ir.load(args.model, args.bin, max_bytes=args.max_bytes,
+                           input_shapes=input_shapes)
         from .interop import onnx_model
 
-        return onnx_model.load(args.model, max_bytes=args.max_bytes)
+        return onnx_model.load(args.model, max_bytes=args.max_bytes, input_shapes=input_shapes)
     except InteropError as error:
         other, what, flag = _OTHER[kind]
         if not os.path.isfile(args.model) or _kind_of_file(args.model) != other:
@@ -385,7 +408,14 @@ def _onnx_run(args: argparse.Namespace) -> int:
 def _tune(args: argparse.Namespace) -> int:
     from ._cli.tune import tune
 
-    return tune(args, _Progress)
+    return tune(args, _Progress, _load_model)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    return _cli_compare.compare_command(args, _load_model, _Progress)
+
+
+_compare.add_parser = _cli_compare.add_compare  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------
@@ -442,6 +472,7 @@ def _demo(args: argparse.Namespace) -> int:
 HANDLERS = {"shape": _shape, "run": _run, "ir check": _ir_check, "ir run": _ir_run,
             "onnx check": _onnx_check, "onnx run": _onnx_run, "tune": _tune, "demo": _demo}
 HANDLERS["translate"] = _cli_translate.translate_command
+HANDLERS["ir compare"] = HANDLERS["onnx compare"] = _compare
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,7 +12,8 @@ import re
 
 from .._plan.dialects import DIALECTS, dialects_on
 
-__all__ = ["ATTRIBUTES", "EXIT_BAD_INPUT", "OPS", "Failure", "build_parser"]
+__all__ = ["ATTRIBUTES", "EXIT_BAD_INPUT", "OPS", "Failure", "build_parser", "byte_count",
+           "input_shape"]
 
 #: Exit code of bad input (a one-line message on stderr).
 EXIT_BAD_INPUT = 2
@@ -47,13 +48,22 @@ def int_list(text: str) -> tuple[int, ...]:
     return values
 
 
+def input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``--input-shape``: ``"x=1,3,32,32"`` -> ``("x", (1, 3, 32, 32))``."""
+    name, separator, dims = text.rpartition("=")
+    if not separator or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=DIMS such as x=1,3,32,32, got {text!r}")
+    return name, int_list(dims)
+
+
 def int_or_list(text: str) -> int | tuple[int, ...]:
     """Like :func:`int_list`, but a single value stays an int (it applies to every axis)."""
     values = int_list(text)
     return values[0] if len(values) == 1 else values
 
 
-def _byte_count(text: str) -> int:
+def byte_count(text: str) -> int:
+    """``--max-bytes``: ``4G``, ``512M`` or a number of bytes."""
     from ..interop._safety import parse_bytes
 
     try:
@@ -92,12 +102,16 @@ _IR_EXAMPLES = """\
 examples:
   convtranspose ir check model.xml            # weights read from model.bin
   convtranspose ir check model.xml --json
+  convtranspose ir check model.xml --input-shape x=1,3,64,64
+  convtranspose ir compare model.xml          # every layer against OpenVINO
   convtranspose ir run model.xml --layer up1 --data x.npy -o y.npy
 """
 
 _ONNX_EXAMPLES = """\
 examples:
   convtranspose onnx check model.onnx
+  convtranspose onnx check model.onnx --input-shape x=1,3,64,64
+  convtranspose onnx compare model.onnx       # every node against onnxruntime
   convtranspose onnx run model.onnx --node deconv1 --data x.npy -o y.npy
 """
 
@@ -211,6 +225,15 @@ ATTRIBUTES = tuple(name for name in _SHARED if name != "group") + tuple(
     _dialect_arguments(OPS))
 
 
+def add_input_shape_flag(parser: argparse.ArgumentParser) -> None:
+    """``--input-shape NAME=DIMS`` (repeatable) of the commands that read a model."""
+    parser.add_argument("--input-shape", dest="input_shapes", action="append", type=input_shape,
+                        default=[], metavar="NAME=DIMS",
+                        help="the dims of a model input declared with dynamic dims, e.g."
+                             " x=1,3,32,32 (repeatable); the shapes inside the model are"
+                             " inferred again from them")
+
+
 def subparser(commands, name: str, help: str, description: str, epilog: str):
     return commands.add_parser(name, help=help, description=description, epilog=epilog,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -218,8 +241,8 @@ def subparser(commands, name: str, help: str, description: str, epilog: str):
 
 def build_parser(handlers: dict) -> argparse.ArgumentParser:
     """The ``convtranspose`` parser; ``handlers`` maps each command (``shape``, ``run``,
-    ``ir check``, ``ir run``, ``onnx check``, ``onnx run``, ``tune``, ``demo``) to its
-    function."""
+    ``ir check``, ``ir run``, ``ir compare``, ``onnx check``, ``onnx run``, ``onnx
+    compare``, ``tune``, ``demo``) to its function."""
     parser = _Parser(
         prog="convtranspose",
         description="Spec-exact transposed convolution (OpenVINO, oneDNN Graph, ONNX): shape"
@@ -232,12 +255,13 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                " -o y.npy\n"
                "  convtranspose ir check model.xml\n"
                "  convtranspose onnx check model.onnx\n"
+               "  convtranspose onnx compare model.onnx --input-shape x=1,3,64,64\n"
                "  convtranspose tune model.xml\n"
                "  convtranspose bench --quick\n"
                "  convtranspose bench --random 7\n"
                "  convtranspose demo\n"
-               "\nexit codes: 0 ok, 1 a check found a mismatch, 2 bad input, 3 a check found"
-               " no transposed convolution to check."
+               "\nexit codes: 0 ok, 1 a check found a mismatch, 2 bad input, 3 a check or"
+               " comparison found no transposed convolution to check or compare."
                " Data goes to stdout, diagnostics to stderr.\n",
     )
     from .._version import __version__
@@ -296,7 +320,7 @@ def _add_run(commands, handlers: dict) -> None:
     run.add_argument("--filter", required=True, metavar="W.npy")
     run.add_argument("--bias", metavar="B.npy", help=_WITH_BIAS + " only")
     _add_output_flags(run)
-    run.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
+    run.add_argument("--max-bytes", type=byte_count, default=None, metavar="SIZE",
                      help=_MAX_BYTES_HELP)
     add_dialect_flags(run, OPS)
     run.set_defaults(handler=handlers["run"], bias_shape=None)
@@ -304,7 +328,8 @@ def _add_run(commands, handlers: dict) -> None:
 
 def _add_ir(commands, handlers: dict) -> None:
     """``convtranspose ir check|run``."""
-    ir = subparser(commands, "ir", "check or run the transposed convolutions of an OpenVINO IR",
+    ir = subparser(commands, "ir", "check, run or compare the transposed convolutions of an"
+                   " OpenVINO IR",
                    "OpenVINO IR (.xml + .bin): ConvolutionBackpropData-1 and"
                    " GroupConvolutionBackpropData-1 layers.", _IR_EXAMPLES)
     ir_commands = ir.add_subparsers(dest="ir_command", required=True, metavar="ACTION",
@@ -328,15 +353,20 @@ def _add_ir(commands, handlers: dict) -> None:
     for sub in (ir_check, ir_run):
         sub.add_argument("--bin", metavar="MODEL.bin",
                          help="the weights (default: next to the .xml)")
-        sub.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
+        sub.add_argument("--max-bytes", type=byte_count, default=None, metavar="SIZE",
                          help=_MAX_BYTES_HELP)
+    for sub in (ir_check, ir_run):
+        add_input_shape_flag(sub)
+    if "ir compare" in handlers:  # the handler brings its own parser (_cli.compare)
+        handlers["ir compare"].add_parser(ir_commands, handlers["ir compare"], "ir")
     ir_check.set_defaults(handler=handlers["ir check"])
     ir_run.set_defaults(handler=handlers["ir run"])
 
 
 def _add_onnx(commands, handlers: dict) -> None:
     """``convtranspose onnx check|run``."""
-    onnx = subparser(commands, "onnx", "check or run the ConvTranspose nodes of an ONNX model",
+    onnx = subparser(commands, "onnx", "check, run or compare the ConvTranspose nodes of an"
+                     " ONNX model",
                      "ONNX models: ConvTranspose nodes (needs the onnx package).", _ONNX_EXAMPLES)
     onnx_commands = onnx.add_subparsers(dest="onnx_command", required=True, metavar="ACTION",
                                         parser_class=_Parser)
@@ -356,8 +386,12 @@ def _add_onnx(commands, handlers: dict) -> None:
     onnx_run.add_argument("--data", required=True, metavar="X.npy")
     _add_output_flags(onnx_run)
     for sub in (onnx_check, onnx_run):
-        sub.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
+        sub.add_argument("--max-bytes", type=byte_count, default=None, metavar="SIZE",
                          help=_MAX_BYTES_HELP)
+    for sub in (onnx_check, onnx_run):
+        add_input_shape_flag(sub)
+    if "onnx compare" in handlers:  # the handler brings its own parser (_cli.compare)
+        handlers["onnx compare"].add_parser(onnx_commands, handlers["onnx compare"], "onnx")
     onnx_check.set_defaults(handler=handlers["onnx check"])
     onnx_run.set_defaults(handler=handlers["onnx run"])
 
@@ -388,8 +422,9 @@ def _add_tune(commands, handlers: dict) -> None:
                       help="measure again the layers the wisdom already has (a choice"
                            " measured on a busy machine) and replace their entries")
     tune.add_argument("--json", action="store_true", help="print one JSON object")
-    tune.add_argument("--max-bytes", type=_byte_count, default=None, metavar="SIZE",
+    tune.add_argument("--max-bytes", type=byte_count, default=None, metavar="SIZE",
                       help=_MAX_BYTES_HELP)
+    add_input_shape_flag(tune)
     tune.set_defaults(handler=handlers["tune"])
 
 

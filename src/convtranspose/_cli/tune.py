@@ -20,16 +20,13 @@ import numpy as np
 __all__ = ["tune"]
 
 
-def _model(path: str, bin_path, max_bytes: int):
-    """``(items, check, run, kind)`` of an OpenVINO IR (``.xml``) or ONNX model."""
-    if path.lower().endswith(".xml"):
-        from ..interop import ir
-
-        model = ir.load(path, bin_path, max_bytes=max_bytes)
+def _model(args, load_model):
+    """``(items, check, run, kind)`` of an OpenVINO IR (``.xml``) or ONNX model, read by
+    ``load_model(kind, action, args)`` (with ``--input-shape``)."""
+    if args.model.lower().endswith(".xml"):
+        model = load_model("ir", "tune", args)
         return model.transposed_layers, model.check, model.run, "layers"
-    from ..interop import onnx_model
-
-    model = onnx_model.load(path, max_bytes=max_bytes)
+    model = load_model("onnx", "tune", args)
     return model.transposed_nodes, model.check, model.run, "nodes"
 
 
@@ -43,6 +40,8 @@ def _tune_one(item, check, run, batch: int, rng) -> dict:
     if report.status in ("invalid", "unchecked") or shape is None or None in shape[1:]:
         row["skipped"] = (report.problems[0] if report.problems
                           else f"status {report.status}: no static input shape")
+        if report.status == "unchecked":
+            row["skipped"] += "; give --input-shape NAME=DIMS"
         return row
     shape = (batch if shape[0] is None else shape[0],) + tuple(shape[1:])
     row["data_shape"] = list(shape)
@@ -81,12 +80,13 @@ def _format_row(row: dict) -> str:
     return f"  {row['layer']}  {row['data_shape']}: {best}{runner}"
 
 
-def tune(args, progress_class) -> int:
-    """The ``tune`` command (``args`` from the parser; ``progress_class`` the CLI's bar)."""
+def tune(args, progress_class, load_model) -> int:
+    """The ``tune`` command (``args`` from the parser; ``progress_class`` the CLI's bar;
+    ``load_model(kind, action, args)`` the CLI's model reader)."""
     from .._choose.planning import remeasuring, use_planning
     from .._execute.background import compiling_here
 
-    items, check, run, kind = _model(args.model, getattr(args, "bin", None), args.max_bytes)
+    items, check, run, kind = _model(args, load_model)
     rng = np.random.default_rng(args.seed)
     progress = progress_class(len(items), "tuning", always=True)
     rows = []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["LayerReport", "compatible", "format_dims", "format_table", "infer_output"]
+__all__ = ["LayerReport", "compatible", "format_dims", "format_table", "given_input_shape",
+           "infer_output", "merge_dims"]
 
 Dims = tuple  # of int or None (a dynamic dimension)
 
@@ -16,6 +17,44 @@ def compatible(declared: Dims | None, inferred: Dims | None) -> bool:
     return len(declared) == len(inferred) and all(
         a is None or b is None or a == b for a, b in zip(declared, inferred)
     )
+
+
+def merge_dims(declared: Dims | None, inferred: Dims | None) -> Dims | None:
+    """``declared`` with its dynamic dims taken from ``inferred`` where that knows them
+    (a static declared dim always wins; different ranks keep ``declared``)."""
+    if declared is None:
+        return inferred
+    if inferred is None or len(inferred) != len(declared):
+        return declared
+    return tuple(d if d is not None else i for d, i in zip(declared, inferred))
+
+
+def given_input_shape(name: str, declared: Dims, given: Dims) -> tuple:
+    """The dims ``--input-shape NAME=DIMS`` gives an input declared as ``declared``.
+
+    Only dynamic dims can be given: a model's static dims are the ones its other shapes
+    were computed from, so changing one would leave them stale.
+
+    Raises
+    ------
+    InteropError
+        Another rank, a dim below 1, or a static dim given another value.
+    """
+    from ._safety import InteropError
+
+    given = tuple(given)
+    if len(given) != len(declared):
+        raise InteropError(f"--input-shape {name}={format_dims(given)}: {name} has rank"
+                           f" {len(declared)} ({format_dims(declared)}), not {len(given)}")
+    for axis, (old, new) in enumerate(zip(declared, given)):
+        if new < 1:
+            raise InteropError(f"--input-shape {name}={format_dims(given)}: dim {axis} must be"
+                               " at least 1")
+        if old is not None and old != new:
+            raise InteropError(f"--input-shape {name}={format_dims(given)}: dim {axis} of"
+                               f" {name} is declared {old} ({format_dims(declared)}); only its"
+                               " dynamic dims (?) can be given")
+    return given
 
 
 def format_dims(dims: Dims | None) -> str:

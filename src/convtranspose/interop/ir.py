@@ -152,6 +152,20 @@ class IRModel:
             f" in {os.path.basename(self.xml_path)}; its layers are: {names or 'none'}{more}"
         )
 
+    def parameters(self) -> dict:
+        """The model's inputs: Parameter name -> (dims, NumPy dtype or ``None`` when
+        its element type has none)."""
+        inputs = {}
+        for layer in self.layers.values():
+            if layer.type != "Parameter" or not layer.outputs:
+                continue
+            try:
+                dtype = self._dtype(layer, layer.attributes.get("element_type"))
+            except InteropError:
+                dtype = None
+            inputs[layer.name] = (layer.outputs[0].dims, dtype)
+        return inputs
+
     def producer(self, layer: Layer, index: int) -> tuple[Layer, Port]:
         """The layer and output port feeding input ``index`` of ``layer``."""
         port = layer.inputs[index]
@@ -286,7 +300,9 @@ class IRModel:
 
     # -- the two operations --------------------------------------------------------
 
-    def _attributes(self, layer: Layer) -> dict:
+    def attributes(self, layer: Layer) -> dict:
+        """``layer``'s attributes as the :mod:`convtranspose` function computing it takes
+        them."""
         attributes = {}
         for key in _ATTRIBUTES:
             if key in layer.attributes:
@@ -296,13 +312,35 @@ class IRModel:
             attributes["auto_pad"] = layer.attributes["auto_pad"]
         return attributes
 
-    def _plan(self, layer: Layer, data_dims, filter_dims, output_shape, attributes=None):
+    def plan(self, layer: Layer, data_dims, filter_dims, output_shape, attributes=None):
+        """The plan (:mod:`convtranspose.shapes`) of ``layer`` for these input dims and
+        spatial ``output_shape`` (``None``: none given)."""
         import convtranspose as ct
 
         planner = getattr(ct.shapes, TRANSPOSED_CONVOLUTIONS[layer.type])
         if attributes is None:
-            attributes = self._attributes(layer)
+            attributes = self.attributes(layer)
         return planner(data_dims, filter_dims, output_shape, **attributes)
+
+    def transposed_output(self, layer: Layer, inputs) -> tuple | None:
+        """The output dims the transposed-convolution ``layer`` computes from the input
+        dims ``inputs`` (a dynamic batch stays dynamic), or ``None`` when they are not
+        known or its attributes refuse them."""
+        from .._errors import ConvTransposeError
+
+        if len(inputs) not in (2, 3) or inputs[0] is None or inputs[1] is None:
+            return None
+        data, filter_ = inputs[0], inputs[1]
+        if None in data[1:] or None in filter_:
+            return None
+        output_shape = None
+        try:
+            if len(inputs) == 3:
+                output_shape = tuple(int(v) for v in self.constant(layer, 2).reshape(-1))
+            plan = self.plan(layer, (1,) + tuple(data[1:]), filter_, output_shape)
+        except (ConvTransposeError, TypeError, ValueError):
+            return None
+        return (data[0],) + tuple(plan.output_shape[1:])
 
     def check(self, layer: Layer) -> LayerReport:
         """Recompute ``layer``'s output shape and compare it with the declared one."""
@@ -353,12 +391,12 @@ class IRModel:
         for name, dims in (("data", data), ("filter", filter_)):
             element_count(f"{layer.describe()} {name} shape", [d or 1 for d in dims])
         if not infer_output(report, layer.describe(),
-                            lambda dims: self._plan(layer, dims, filter_, output_shape), data):
+                            lambda dims: self.plan(layer, dims, filter_, output_shape), data):
             return report
         from ._conventions import openvino_conventions
 
         report.conventions = openvino_conventions(
-            self._plan(layer, (1,) + tuple(data[1:]), filter_, output_shape), output_shape)
+            self.plan(layer, (1,) + tuple(data[1:]), filter_, output_shape), output_shape)
         inferred = report.inferred
         if not compatible(report.declared, inferred):
             report.status = "mismatch"
@@ -369,8 +407,11 @@ class IRModel:
                 + ("" if output_shape is None else f", output_shape {format_dims(output_shape)}"))
         return report
 
-    def run(self, layer: Layer, data):
+    def run(self, layer: Layer, data, filter_=None, output_shape=None):
         """Execute ``layer`` on ``data`` with the model's own weights.
+
+        ``filter_`` and ``output_shape``, when given, replace the model's (for inputs
+        computed at run time: the values a runtime gave).
 
         Returns
         -------
@@ -389,10 +430,14 @@ class IRModel:
         if len(layer.inputs) not in (2, 3):
             raise InteropError(f"{layer.describe()} has {len(layer.inputs)} inputs; the op"
                                " takes 2 or 3")
-        filter_ = self.constant(layer, 1)
-        output_shape = None
-        if len(layer.inputs) == 3:
-            output_shape = self.constant(layer, 2)
+        if filter_ is None:
+            filter_ = self.constant(layer, 1)
+        if len(layer.inputs) == 2:
+            output_shape = None
+        else:
+            if output_shape is None:
+                output_shape = self.constant(layer, 2)
+            output_shape = np.asarray(output_shape)
             if output_shape.dtype.kind not in "iu":
                 raise InteropError(f"{layer.describe()}: output_shape has element type"
                                    f" {output_shape.dtype}, must be an integer type")
@@ -401,8 +446,8 @@ class IRModel:
             notes.append(f"weights of {layer.describe()} are {filter_.dtype}; cast to the"
                          f" data's {data.dtype}")
             filter_ = filter_.astype(data.dtype)
-        attributes = self._attributes(layer)
-        plan = self._plan(layer, data.shape, filter_.shape, output_shape, attributes)
+        attributes = self.attributes(layer)
+        plan = self.plan(layer, data.shape, filter_.shape, output_shape, attributes)
         check_plan_memory(plan, data.dtype, self.max_bytes)
         function = getattr(ct, TRANSPOSED_CONVOLUTIONS[layer.type])
         result = function(data, np.ascontiguousarray(filter_), output_shape, **attributes)
@@ -412,8 +457,36 @@ class IRModel:
         return result, notes
 
 
+def _graph(root, name: str) -> tuple[dict, dict]:
+    """The layers (id -> :class:`Layer`, in file order) and edges ((to layer, to port)
+    -> (from layer, from port)) of the IR's root element; ``name`` is the file's."""
+    layers = {}
+    for element in root.iterfind("layers/layer"):
+        layer_id, layer_type = element.get("id"), element.get("type")
+        layer_name = element.get("name")
+        if layer_id is None or layer_type is None:
+            raise InteropError(f"{name}: a <layer> lacks its id or type attribute")
+        if layer_id in layers:
+            raise InteropError(f"{name}: two layers have the id {layer_id}")
+        data = element.find("data")
+        layer_name = layer_name if layer_name is not None else f"#{layer_id}"
+        layers[layer_id] = Layer(
+            layer_id, layer_name, layer_type, dict(data.attrib) if data is not None else {},
+            _ports(element.find("input"), layer_name, "input"),
+            _ports(element.find("output"), layer_name, "output"),
+        )
+    edges = {}
+    for edge in root.iterfind("edges/edge"):
+        keys = ("from-layer", "from-port", "to-layer", "to-port")
+        values = [edge.get(key) for key in keys]
+        if None in values:
+            raise InteropError(f"{name}: an <edge> lacks one of {', '.join(keys)}")
+        edges[(values[2], values[3])] = (values[0], values[1])
+    return layers, edges
+
+
 def load(xml_path: str, bin_path: str | None = None, *,
-         max_bytes: int = DEFAULT_MAX_BYTES) -> IRModel:
+         max_bytes: int = DEFAULT_MAX_BYTES, input_shapes: dict | None = None) -> IRModel:
     """Parse an OpenVINO IR ``.xml`` safely; the ``.bin`` is read lazily, bounded.
 
     Parameters
@@ -424,11 +497,15 @@ def load(xml_path: str, bin_path: str | None = None, *,
         The weights; default: ``xml_path`` with the suffix ``.bin``.
     max_bytes : int, optional
         Limit on the ``.xml`` size and on any single constant or array.
+    input_shapes : dict, optional
+        ``Parameter`` name -> dims for its dynamic dims; the dims they imply are carried
+        through the graph (:mod:`._ir_shapes`).
 
     Raises
     ------
     InteropError
-        Unreadable, unsafe (DTD, entities) or malformed files.
+        Unreadable, unsafe (DTD, entities) or malformed files; an ``input_shapes``
+        entry naming no Parameter, of another rank, or changing a static dim.
     MissingDependencyError
         ``defusedxml`` is not installed.
     """
@@ -461,26 +538,10 @@ def load(xml_path: str, bin_path: str | None = None, *,
         raise InteropError(f"{name} is an IR version {version}; only versions 10 and 11 (OpenVINO"
                            " 2020.1 and later) are supported: re-save it with a current OpenVINO")
 
-    layers = {}
-    for element in root.iterfind("layers/layer"):
-        layer_id, layer_type = element.get("id"), element.get("type")
-        layer_name = element.get("name")
-        if layer_id is None or layer_type is None:
-            raise InteropError(f"{name}: a <layer> lacks its id or type attribute")
-        if layer_id in layers:
-            raise InteropError(f"{name}: two layers have the id {layer_id}")
-        data = element.find("data")
-        layer_name = layer_name if layer_name is not None else f"#{layer_id}"
-        layers[layer_id] = Layer(
-            layer_id, layer_name, layer_type, dict(data.attrib) if data is not None else {},
-            _ports(element.find("input"), layer_name, "input"),
-            _ports(element.find("output"), layer_name, "output"),
-        )
-    edges = {}
-    for edge in root.iterfind("edges/edge"):
-        keys = ("from-layer", "from-port", "to-layer", "to-port")
-        values = [edge.get(key) for key in keys]
-        if None in values:
-            raise InteropError(f"{name}: an <edge> lacks one of {', '.join(keys)}")
-        edges[(values[2], values[3])] = (values[0], values[1])
-    return IRModel(xml_path, bin_path, layers, edges, max_bytes)
+    layers, edges = _graph(root, name)
+    model = IRModel(xml_path, bin_path, layers, edges, max_bytes)
+    if input_shapes:
+        from ._ir_shapes import propagate
+
+        model.layers = propagate(model, input_shapes, model.transposed_output)
+    return model

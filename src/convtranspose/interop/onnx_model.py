@@ -20,9 +20,16 @@ import os
 
 from .._errors import ConvTransposeError
 from ._onnx_constants import fold
-from ._onnx_graphs import LocatedNode, Scope, walk_model
+from ._onnx_graphs import LocatedNode, Scope, value_info_dims, walk_model
 from ._onnx_graphs import node_label as _plain_label
-from ._report import LayerReport, compatible, format_dims, infer_output
+from ._report import (
+    LayerReport,
+    compatible,
+    format_dims,
+    given_input_shape,
+    infer_output,
+    merge_dims,
+)
 from ._safety import (
     DEFAULT_MAX_BYTES,
     InteropError,
@@ -61,11 +68,11 @@ def _node_of(item):
 class ONNXModel:
     """A loaded ONNX model and bounded access to its constants; see :func:`load`."""
 
-    def __init__(self, path: str, model, max_bytes: int):
+    def __init__(self, path: str, model, max_bytes: int, input_shapes: dict | None = None):
         self.path = path
-        self.model = model
+        self.model = _with_input_shapes(model, input_shapes) if input_shapes else model
         self.max_bytes = max_bytes
-        self._located, self._scopes = walk_model(model)
+        self._located, self._scopes = walk_model(self.model)
         self.main = self._scopes[""]
         self.initializers = self.main.initializers
         self.declared = self.main.declared
@@ -95,11 +102,13 @@ class ONNXModel:
     # -- shapes and constants --------------------------------------------------------
 
     def _shape(self, name: str, scope: Scope | None = None):
-        """Declared dims of a tensor in ``scope`` (default: the main graph), else what
-        ONNX shape inference derives there, else None."""
+        """Declared dims of a tensor in ``scope`` (default: the main graph), their
+        dynamic dims filled in where ONNX shape inference knows them (from the dims
+        ``--input-shape`` gave); undeclared, what inference derives; else None."""
         scope = scope or self.main
-        if name in scope.declared:
-            return scope.declared[name]
+        declared = scope.declared.get(name)
+        if declared is not None and None not in declared:
+            return declared
         if self._inferred is None:
             self._inferred = {}
             try:  # inferred shapes land in each (sub)graph's value_info or outputs
@@ -109,7 +118,27 @@ class ONNXModel:
             except Exception:  # noqa: BLE001 - inference is a best-effort fallback only
                 pass
         inferred = self._inferred.get(scope.path, {}).get(name)
+        if declared is not None:  # a dynamic dim inference resolved (an --input-shape)
+            return merge_dims(declared, inferred)
         return inferred if inferred is not None else scope.constant_dims(name)
+
+    def graph_inputs(self) -> dict:
+        """The main graph's inputs fed at run time (initializers excluded): name ->
+        (declared dims or ``None``, NumPy dtype or ``None`` when NumPy has none)."""
+        import numpy as np
+
+        onnx = _onnx()
+        inputs = {}
+        for value in self.model.graph.input:
+            if value.name in self.initializers:
+                continue
+            try:
+                dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(
+                    value.type.tensor_type.elem_type))
+            except (KeyError, ValueError, TypeError):
+                dtype = None
+            inputs[value.name] = (self.main.declared.get(value.name), dtype)
+        return inputs
 
     def constant(self, name: str, purpose: str, scope: Scope | None = None,
                  notes: list | None = None):
@@ -117,10 +146,12 @@ class ONNXModel:
         initializer or Constant, or computed from them by the operators
         :mod:`._onnx_constants` follows; read with bounds checks.  ``notes`` receives
         one line per operator followed."""
-        return fold(name, scope or self.main, self._tensor, self.max_bytes, purpose,
+        return fold(name, scope or self.main, self.read_tensor, self.max_bytes, purpose,
                     [] if notes is None else notes)
 
-    def _tensor(self, tensor, what: str):
+    def read_tensor(self, tensor, what: str):
+        """The value of the TensorProto ``tensor`` (``what`` names it in errors), its
+        external data read with bounds checks."""
         import numpy as np
 
         onnx = _onnx()
@@ -164,7 +195,9 @@ class ONNXModel:
 
     # -- the two operations ---------------------------------------------------------------
 
-    def _attributes(self, node, scope: Scope | None = None) -> dict:
+    def attributes(self, node, scope: Scope | None = None) -> dict:
+        """The ConvTranspose ``node``'s attributes as :func:`convtranspose.onnx_conv_transpose`
+        takes them (in a function body, ``scope`` gives the call's values)."""
         onnx = _onnx()
         attributes = {}
         for attribute in node.attribute:
@@ -210,7 +243,7 @@ class ONNXModel:
         report.data_shape, report.filter_shape = data, filter_
         report.declared = scope.declared.get(node.output[0]) if node.output else None
         try:
-            attributes = self._attributes(node, scope)
+            attributes = self.attributes(node, scope)
         except ConvTransposeError as error:
             report.status = "invalid"
             report.problems.append(f"{_describe(item)}: {error}")
@@ -246,8 +279,11 @@ class ONNXModel:
                 f" {format_dims(inferred)} from X {format_dims(data)}, W {format_dims(filter_)}")
         return report
 
-    def run(self, item, data):
+    def run(self, item, data, weights=None, bias=None):
         """Execute the node ``item`` on ``data`` with the model's own weights and bias.
+
+        ``weights`` and ``bias``, when given, replace the model's (for a node whose W or
+        B is computed at run time: the values a runtime gave).
 
         Returns
         -------
@@ -264,16 +300,17 @@ class ONNXModel:
         if not compatible(declared, data.shape):
             raise InteropError(f"data has shape {data.shape} but {_describe(item)} declares its"
                                f" input {x_name!r} as {format_dims(declared)}")
-        weights = self.constant(w_name, f"the weights W of {_describe(item)}", scope, notes)
-        bias = (self.constant(b_name, f"the bias B of {_describe(item)}", scope, notes)
-                if b_name else None)
+        if weights is None:
+            weights = self.constant(w_name, f"the weights W of {_describe(item)}", scope, notes)
+        if bias is None and b_name:
+            bias = self.constant(b_name, f"the bias B of {_describe(item)}", scope, notes)
         for label, array in (("W", weights), ("B", bias)):
             if array is not None and array.dtype != data.dtype:
                 notes.append(f"{label} of {_describe(item)} is {array.dtype}; cast to the data's"
                              f" {data.dtype}")
         weights = weights.astype(data.dtype, copy=False)
         bias = None if bias is None else bias.astype(data.dtype, copy=False)
-        attributes = self._attributes(node, scope)
+        attributes = self.attributes(node, scope)
         plan = ct.shapes.onnx_conv_transpose(data.shape, weights.shape,
                                              None if bias is None else bias.shape, **attributes)
         check_plan_memory(plan, data.dtype, self.max_bytes)
@@ -285,13 +322,41 @@ class ONNXModel:
         return result, notes
 
 
-def load(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ONNXModel:
+def _with_input_shapes(model, input_shapes: dict):
+    """A copy of ``model`` whose graph inputs have the dims ``input_shapes`` gives (name
+    -> dims; only dynamic dims may change), so that shape inference reaches further."""
+    onnx = _onnx()
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    inputs = {value.name: value for value in copy.graph.input}
+    initializers = {tensor.name for tensor in copy.graph.initializer}
+    feedable = [name for name in inputs if name not in initializers]
+    for name, dims in input_shapes.items():
+        if name not in feedable:
+            raise InteropError(f"--input-shape {name}=...: the model has no input {name!r};"
+                               f" its inputs are: {', '.join(feedable) or 'none'}")
+        shape = inputs[name].type.tensor_type.shape
+        declared = value_info_dims(inputs[name]) or (None,) * len(dims)
+        dims = given_input_shape(name, declared, dims)
+        shape.ClearField("dim")
+        for dim in dims:
+            shape.dim.add().dim_value = dim
+    return copy
+
+
+def load(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
+         input_shapes: dict | None = None) -> ONNXModel:
     """Load an ONNX model without its external data (read later, bounded).
+
+    ``input_shapes`` (input name -> dims) gives the dynamic dims of graph inputs; the
+    shapes inside the graph are then inferred from them (:mod:`onnx.shape_inference`).
 
     Raises
     ------
     InteropError
-        Unreadable or malformed files, or files over ``max_bytes``.
+        Unreadable or malformed files, or files over ``max_bytes``; an
+        ``input_shapes`` entry naming no input, of another rank, or changing a
+        static dim.
     MissingDependencyError
         ``onnx`` is not installed.
     """
@@ -306,4 +371,4 @@ def load(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ONNXModel:
             f"{os.path.basename(path)} is not a readable ONNX model: {reason}") from None
     if not model.HasField("graph"):  # protobuf reads many non-model bytes as an empty message
         raise InteropError(f"{os.path.basename(path)} is not an ONNX model: it holds no graph")
-    return ONNXModel(path, model, max_bytes)
+    return ONNXModel(path, model, max_bytes, input_shapes)
