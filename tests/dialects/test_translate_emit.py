@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
-
 from cli_support import assert_one_line_error, run_cli
+
 from ._cases import integer_array, require
 
 torch = require("torch", "torch is installed by the test extra")
