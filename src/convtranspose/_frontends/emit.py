@@ -15,11 +15,6 @@ float32 NumPy array).  Every step is computed in float32.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .translate import Translation
-
 __all__ = ["python_code"]
 
 #: What computes each target, for the header.
@@ -55,7 +50,7 @@ def _literal(value) -> str:
     return repr(value)
 
 
-def _tf_undilated(t: Translation) -> bool:
+def _tf_undilated(t) -> bool:
     """TensorFlow's default CPU kernels refuse dilations above 1 ("Current CPU
     implementations do not yet support dilation rates larger than 1"), under Keras too:
     the code gives them the kernel dilated with zeros, which computes the same."""
@@ -63,13 +58,14 @@ def _tf_undilated(t: Translation) -> bool:
         max(t.target_plan.dilations) > 1
 
 
-def python_code(t: Translation) -> str:
+def python_code(t) -> str:
     """The translation as Python code computing the source layer's output.
 
     Parameters
     ----------
-    t : Translation
-        The translation (its target names the framework the code calls).
+    t : convtranspose.Translation
+        The translation (its target names the framework the code calls); this module
+        reads its fields only, so it does not import the class.
 
     Returns
     -------
@@ -89,7 +85,7 @@ def python_code(t: Translation) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _header(t: Translation) -> list[str]:
+def _header(t) -> list[str]:
     plan, rank = t.source_plan, t.source_plan.spatial_rank
     runner = _RUNNERS.get(t.target, f"convtranspose.{t.target} (this library's model of"
                                     " the dialect)")
@@ -106,7 +102,7 @@ def _header(t: Translation) -> list[str]:
     return lines
 
 
-def _filter_lines(t: Translation) -> list[str]:
+def _filter_lines(t) -> list[str]:
     lines = ["w_t = np.asarray(w, np.float32)"]
     for step, value in t.filter_steps:
         if step == "transpose":
@@ -136,14 +132,14 @@ def _dilate_lines(factors: tuple, why: str) -> list[str]:
             "w_t = w_d"]
 
 
-def _layer_function(t: Translation) -> list[str]:
+def _layer_function(t) -> list[str]:
     body = _BODIES.get(t.target, _library_body)(t)
     return ["def layer(x_l, w_l, b_l):",
             f'    """One {t.target} layer: data, filter and bias (or None) in its layouts."""'
             ] + ["    " + line for line in body]
 
 
-def _call_layers(t: Translation) -> list[str]:
+def _call_layers(t) -> list[str]:
     if t.split_groups == 1:
         return ["y_t = layer(x_t, w_t, b_t)"]
     (ci, co), axis = (t.target_plan.in_channels, t.target_plan.out_channels), t.channel_axis
@@ -156,7 +152,7 @@ def _call_layers(t: Translation) -> list[str]:
             f"y_t = np.concatenate(outputs, axis={axis})"]
 
 
-def _finish_lines(t: Translation) -> list[str]:
+def _finish_lines(t) -> list[str]:
     lines = _call_layers(t)
     rank, channels_last = t.target_plan.spatial_rank, t.target_plan.channels_last
     first = 1 if channels_last else 2
@@ -199,7 +195,7 @@ def _keras_crop(crop, rank) -> list[str]:
     return lines
 
 
-def _torch_body(t: Translation) -> list[str]:
+def _torch_body(t) -> list[str]:
     a, rank = t.attributes, t.target_plan.spatial_rank
     return ["result = torch.nn.functional.conv_transpose%dd(" % rank,
             "    torch.from_numpy(x_l), torch.from_numpy(w_l),",
@@ -210,7 +206,7 @@ def _torch_body(t: Translation) -> list[str]:
             "return result.numpy()"]
 
 
-def _tf_body(t: Translation) -> list[str]:
+def _tf_body(t) -> list[str]:
     a = t.attributes
     dilations = [1] * t.target_plan.spatial_rank if _tf_undilated(t) else a["dilations"]
     return ["result = tf.nn.conv_transpose(",
@@ -221,7 +217,7 @@ def _tf_body(t: Translation) -> list[str]:
             "return result.numpy()"]
 
 
-def _keras_body(t: Translation) -> list[str]:
+def _keras_body(t) -> list[str]:
     a, plan = t.attributes, t.target_plan
     rank = plan.spatial_rank
     kernel = [a_.dilated_kernel_size if _tf_undilated(t) else a_.kernel_size
@@ -238,7 +234,7 @@ def _keras_body(t: Translation) -> list[str]:
             "return np.asarray(conv(x_l))"]
 
 
-def _tflite_body(t: Translation) -> list[str]:
+def _tflite_body(t) -> list[str]:
     a = t.attributes
     strides = [1, a["stride_h"], a["stride_w"], 1]
     return ["# TRANSPOSE_CONV's weights are (O, H, W, I) (w_l); the converter reads them from",
@@ -260,7 +256,7 @@ def _tflite_body(t: Translation) -> list[str]:
             "return interpreter.get_tensor(interpreter.get_output_details()[0]['index']).copy()"]
 
 
-def _jax_body(t: Translation) -> list[str]:
+def _jax_body(t) -> list[str]:
     a = t.attributes
     return ["result = jax.lax.conv_transpose(",
             f"    x_l, w_l, strides={_literal(a['strides'])}, padding={_literal(a['padding'])},",
@@ -270,7 +266,7 @@ def _jax_body(t: Translation) -> list[str]:
             "return np.asarray(result)"]
 
 
-def _onnx_body(t: Translation) -> list[str]:
+def _onnx_body(t) -> list[str]:
     attributes = ", ".join(f"{k}={_literal(v)}" for k, v in t.attributes.items())
     return ["inputs = ['X', 'W'] + ([] if b_l is None else ['B'])",
             "weights = [onnx.numpy_helper.from_array(w_l, 'W')] + (",
@@ -289,7 +285,7 @@ def _onnx_body(t: Translation) -> list[str]:
             "return session.run(None, {'X': x_l})[0]"]
 
 
-def _openvino_body(t: Translation) -> list[str]:
+def _openvino_body(t) -> list[str]:
     attributes = ", ".join(f"{k}={_literal(v)}" for k, v in t.attributes.items()
                            if k != "output_shape")
     shape = t.attributes.get("output_shape")
@@ -309,7 +305,7 @@ def _openvino_body(t: Translation) -> list[str]:
             "return np.asarray(compiled([x_l])[0])"]
 
 
-def _library_body(t: Translation) -> list[str]:
+def _library_body(t) -> list[str]:
     attributes = ", ".join(f"{k}={_literal(v)}" for k, v in t.attributes.items())
     return [f"return np.asarray(ct.{t.target}(x_l, w_l, b_l, {attributes}), np.float32)"]
 
