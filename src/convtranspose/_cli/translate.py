@@ -24,7 +24,7 @@ _EXAMPLES = """examples:
 --emit python prints code for the target framework (torch, TensorFlow, Keras, LiteRT,
 JAX, onnxruntime, OpenVINO; this library for oneDNN and TensorRT) that reads the NumPy
 arrays x, w (and b with --bias-shape) in the source's layouts and leaves the source
-layer's output in y.  In Python, ct.translate(...).run(x, w, b) computes the same with
+layer's output in y.  In Python, Translation.run(x, w, b) computes the same with
 this library, and .python() gives the code.
 
 Any argument of the source dialect, under its own name, can be given as
@@ -165,8 +165,8 @@ def translate_command(args: argparse.Namespace) -> int:
 def _run_hint(translation) -> str:
     """The ways to run the translation, and for an ONNX target how its attributes
     compare with what ``torch.onnx.export`` writes."""
-    lines = ["  run: ct.translate(...).run(x, w, b) computes it with this library;"
-             " --emit python prints code for the target framework"]
+    lines = ["  run: Translation.run(x, w, b) (ct.translate(...).run) computes it with this"
+             " library; --emit python prints code for the target framework"]
     if translation.target == "onnx_conv_transpose":
         exported = ("  onnx: torch.onnx.export writes ConvTranspose with kernel_shape, strides,"
                     " dilations, group, pads (torch's padding at both ends) and"
