@@ -136,6 +136,11 @@ def test_emitted_code_names_its_contract_and_the_cli_prints_it():
     text = run_cli(*arguments)
     assert "run: Translation.run(x, w, b)" in text.stdout
     assert_one_line_error(run_cli(*arguments, "--emit", "python", "--json"), "--emit")
+    onnx_text = str(run_cli("translate", "onnx_conv_transpose", "onnx_conv_transpose",
+                            "--data-shape", "1,1,3,3", "--filter-shape", "1,2,3,3",
+                            "--strides", "2,2", "--pads", "1,2,0,1").stdout)
+    assert "torch.onnx.export writes ConvTranspose" in onnx_text
+    assert "pads that differ at the two ends" in onnx_text
 
 
 def test_emitted_onnx_model_padded_computes_a_jax_layer_starting_before_the_full_result():
