@@ -22,7 +22,8 @@ from .._errors import ConvTransposeError
 from .rules import ConvTransposePlan
 from .tensorflow import keras_output_size
 
-__all__ = ["TF_FAMILY", "CHANNELS_LAST_TARGETS", "tf_family_attributes", "jax_attributes", "jax_specs"]
+__all__ = ["TF_FAMILY", "CHANNELS_LAST_TARGETS", "tf_family_attributes", "jax_attributes",
+           "jax_specs"]
 
 TF_FAMILY = ("tf_conv_transpose", "keras_conv_transpose", "tflite_transpose_conv")
 #: Targets that always take channels-last data: TFLite has no other layout, and

@@ -121,7 +121,7 @@ def _axes(values) -> str:
 
 
 def format_attributes(attributes: dict | None) -> str:
-    """The table's compact attribute cell: ``k3x3 s2 d1 g1 op1 NOTSET`` (kernel, strides,
+    """The table's compact attribute cell: ``k3x3 s2 d1 g1 op1 notset`` (kernel, strides,
     dilations, groups, output_padding, auto_pad; one number for equal axes)."""
     if attributes is None:
         return "-"
