@@ -55,7 +55,9 @@ doctest_default_flags = (__import__("doctest").NORMALIZE_WHITESPACE
                          | __import__("doctest").ELLIPSIS)
 
 intersphinx_mapping = {}
-html_theme = "alabaster"
+# furo renders numpydoc's Parameters / Returns / Raises sections as field lists with
+# their types; the builtin alabaster theme ran them together.
+html_theme = "furo"
 html_title = f"convtranspose {__version__}"
 html_static_path = []
 

@@ -7,7 +7,7 @@ output ``(1, C_OUT, 2S, 2S, 2S)`` is larger than the memory limit given to each 
 could hold it; each task reads its input chunk plus a one-voxel halo from Zarr, computes
 its output tile exactly and the tile is written back to Zarr.
 
-    pip install 'convtranspose[dask]' zarr
+    pip install '.[dask]' zarr      # in a checkout of the repository
     python examples/volume.py                       # a LocalCluster of 2 worker processes
     python examples/volume.py --scheduler tcp://scheduler:8786 --folder /shared/volume
 

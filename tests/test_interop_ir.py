@@ -388,3 +388,27 @@ def test_output_shape_computed_at_run_time_is_unchecked_not_failed(tmp_path):
     assert row["status"] == "unchecked" and row["inferred"] is None
     assert "computed at run time" in result.stderr
     assert "0 transposed-convolution layers checked" in result.stderr
+
+
+@pytest.mark.peers
+def test_ir_check_shows_every_attribute_and_why_a_row_mismatches(openvino_models, tmp_path):
+    xml, _ = openvino_models["f32"]
+    rows = {row["name"]: row for row in json.loads(run_cli("ir", "check", xml, "--json")
+                                                   .stdout)["layers"]}
+    for name, (op, _, filter_shape, _, attributes) in LAYERS.items():
+        grouped = op.startswith("Group")
+        assert rows[name]["attributes"] == dict(
+            kernel_shape=list(filter_shape[3 if grouped else 2:]),
+            strides=attributes["strides"], dilations=attributes["dilations"],
+            groups=filter_shape[0] if grouped else 1,
+            output_padding=attributes["output_padding"],
+            auto_pad=attributes["auto_pad"]), name
+    # the consumer's input port disagrees with its producer while its own declared and
+    # inferred outputs agree: the table's status cell names the input
+    text, _, _ = _edit_declared_dim(xml.read_text(), "deconv_explicit", 2, 2)
+    (tmp_path / "edited.xml").write_text(text)
+    shutil.copy(xml.with_suffix(".bin"), tmp_path / "edited.bin")
+    result = run_cli("ir", "check", tmp_path / "edited.xml")
+    row = [line for line in result.stdout.splitlines() if line.startswith("deconv_output_shape")]
+    assert row and "MISMATCH: data input [" in row[0] and "its producer's output [" in row[0]
+    assert "k3x2 s2 d1x2 g1 op0 same_lower" in row[0]

@@ -59,3 +59,23 @@ def test_make_test_lints_type_checks_and_builds_the_docs_before_pytest():
     extras = (ROOT / "pyproject.toml").read_text().split("\ntest = [")[1].split("]")[0]
     for package in ("ruff", "mypy", "sphinx", "numpydoc", "myst-parser"):
         assert f'"{package}' in extras, package
+
+
+def test_install_hints_name_a_checkout_and_real_extras():
+    # The package is installed from a checkout, not a package index: every hint says
+    # pip install '.[extra]', and every extra it names is one pyproject.toml defines.
+    import tomllib
+
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+                 ["optional-dependencies"])
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "src").rglob("*.py")), *sorted((ROOT / "examples").rglob("*.py"))]
+    named = set()
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert "convtranspose[" not in text, path
+        for hint in re.findall(r"pip install '\.\[([^\]]*)\]'", text):
+            named.update(hint.split(","))
+    named -= {"extra", "{extra}"}  # install_hint's own docstring and f-string
+    assert named and named <= extras, named - extras
+    assert "install_hint" in (ROOT / "src/convtranspose/interop/_safety.py").read_text()

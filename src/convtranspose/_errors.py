@@ -1,6 +1,6 @@
 """Exception types raised by convtranspose."""
 
-__all__ = ["ConvTransposeError", "ResultTooLargeError"]
+__all__ = ["ConvTransposeError", "ResultTooLargeError", "install_hint"]
 
 
 class ConvTransposeError(ValueError):
@@ -42,3 +42,28 @@ class ResultTooLargeError(ConvTransposeError, MemoryError):
     def __init__(self, message: str, *, argument: str, nbytes: int, limit: int | None):
         super().__init__(message)
         self.argument, self.nbytes, self.limit = argument, nbytes, limit
+
+
+def install_hint(extra: str) -> str:
+    """How to install an optional extra, for error messages.
+
+    The package is installed from a checkout of its repository (it is not on a package
+    index), so every message names the same command, run in the checkout's folder.
+
+    Parameters
+    ----------
+    extra : str
+        The extra's name in ``pyproject.toml`` (``"interop"``, ``"dask"``, ...); several
+        are joined by commas (``"peers,bench"``).
+
+    Returns
+    -------
+    str
+        ``pip install '.[extra]'`` and where to run it.
+
+    Examples
+    --------
+    >>> install_hint("dask")
+    "pip install '.[dask]' in a checkout of the convtranspose repository"
+    """
+    return f"pip install '.[{extra}]' in a checkout of the convtranspose repository"

@@ -431,8 +431,10 @@ def _bench(argv: list[str]) -> int:
         if error.name == "convtranspose._cli.bench":
             return _error("the benchmark module convtranspose._cli.bench is not part of this"
                           " installation")
-        return _error(f"the benchmark needs {error.name!r}, which is not installed:"
-                      " pip install 'convtranspose[bench]'")
+        from ._errors import install_hint
+
+        return _error(f"the benchmark needs {error.name!r}, which is not installed: "
+                      + install_hint("bench"))
     try:
         code = bench.main(argv)
     except SystemExit as exit_:

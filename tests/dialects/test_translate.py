@@ -323,7 +323,8 @@ def test_keras_cannot_put_the_odd_pad_first_and_names_the_crop():
 def test_tensorflow_explicit_pairs_and_refusals():
     t = ct.translate("onnx_conv_transpose", "tf_conv_transpose", (1, 1, 3, 3), (1, 2, 3, 3),
                      strides=[2, 2], pads=[1, 2, 0, 1], output_padding=[1, 1])
-    assert t.exact and t.attributes["padding"] == [(0, 0), (0, 0), (1, 0), (2, 0)]
+    assert t.exact and t.attributes["padding"] == [(0, 0), (1, 0), (2, 0), (0, 0)]
+    assert t.attributes["data_format"] == "NHWC" and t.data_axes == (0, 2, 3, 1)
     with pytest.raises(ct.ConvTransposeError, match=r"tf_conv_transpose has no groups.*"
                        r"workaround: 2 layers, layer g taking input channels \[g, g \+ 1\)"):
         ct.translate("torch_conv_transpose", "tf_conv_transpose", (1, 2, 3), (2, 1, 3),

@@ -90,7 +90,8 @@ def test_attr_string_values_and_text_output():
                      "--data-shape", "1,1,3,3", "--filter-shape", "1,1,3,3",
                      "--attr", "stride_nd=[2,2]", "--attr", "padding_mode=SAME_UPPER")
     assert result.returncode == 0, result.stderr
-    assert "padding=same" in result.stdout and "data_format=channels_first" in result.stdout
+    assert "padding=same" in result.stdout and "data_format=channels_last" in result.stdout
+    assert "data: transpose(0, 2, 3, 1)" in result.stdout  # TensorFlow's CPU kernels: NHWC
 
 
 def test_attr_errors_are_one_line():

@@ -18,6 +18,14 @@ _EXAMPLES = """examples:
       --filter-shape 3,3,1,1 --output-shape 1,6,6,1 --strides 2 --padding SAME
   convtranspose translate jax_conv_transpose keras_conv_transpose --data-shape 1,3,1 \\
       --filter-shape 3,1,1 --attr strides=[2] --attr 'padding=[[1,1]]'
+  convtranspose translate torch_conv_transpose tf_conv_transpose --data-shape 1,8,5,5 \\
+      --filter-shape 8,4,3,3 --bias-shape 4 --stride 2 --padding 1 --emit python
+
+--emit python prints code for the target framework (torch, TensorFlow, Keras, LiteRT,
+JAX, onnxruntime, OpenVINO; this library for oneDNN and TensorRT) that reads the NumPy
+arrays x, w (and b with --bias-shape) in the source's layouts and leaves the source
+layer's output in y.  In Python, Translation.run(x, w, b) computes the same with
+this library, and .python() gives the code.
 
 Any argument of the source dialect, under its own name, can be given as
 --attr NAME=VALUE, VALUE read as JSON (a word that is not JSON is a string):
@@ -52,6 +60,9 @@ def add_translate(commands, handler) -> None:
     parser.add_argument("--exact", action="store_true",
                         help="refuse (exit 2) unless the target op alone computes the layer")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--emit", choices=("python",),
+                        help="print Python code running the translation in the target"
+                             " framework (reads x, w and b; leaves the output in y)")
     add_attribute_flags(parser)
     torch_flags = parser.add_argument_group("torch_conv_transpose arguments")
     for name in _TORCH_FLAGS:
@@ -97,7 +108,7 @@ def _source_attributes(args: argparse.Namespace) -> dict:
     flags = [(name, value, "--" + name.replace("_", "-")) for name, value in vars(args).items()
              if value is not None and name not in (
                  "source", "target", "data_shape", "filter_shape", "bias_shape", "exact", "json",
-                 "handler", "command", "attr")]
+                 "emit", "handler", "command", "attr")]
     attributes: dict = {}
     for name, value, flag in flags + [(n, v, f"--attr {n}") for n, v in args.attr]:
         if name == "groups" and args.source == "onnx_conv_transpose":
@@ -122,7 +133,13 @@ def translate_command(args: argparse.Namespace) -> int:
     translation = ct.translate(args.source, args.target, args.data_shape, args.filter_shape,
                                args.bias_shape, workarounds=not args.exact,
                                **_source_attributes(args))
-    if args.json:
+    if args.emit is not None:
+        if args.json:
+            from .parser import Failure
+
+            raise Failure("--emit python prints code; it takes no --json")
+        print(translation.python(), end="")
+    elif args.json:
         print(json.dumps({
             "source": translation.source, "target": translation.target,
             "exact": translation.exact,
@@ -141,7 +158,25 @@ def translate_command(args: argparse.Namespace) -> int:
             "notes": list(translation.notes)}))
     else:
         print(translation)
+        print(_run_hint(translation))
     return 0
+
+
+def _run_hint(translation) -> str:
+    """The ways to run the translation, and for an ONNX target how its attributes
+    compare with what ``torch.onnx.export`` writes."""
+    lines = ["  run: Translation.run(x, w, b) (ct.translate(...).run) computes it with this"
+             " library; --emit python prints code for the target framework"]
+    if translation.target == "onnx_conv_transpose":
+        exported = ("  onnx: torch.onnx.export writes ConvTranspose with kernel_shape, strides,"
+                    " dilations, group, pads (torch's padding at both ends) and"
+                    " output_padding (torch's, which onnxruntime refuses from the stride up)")
+        pads = translation.attributes["pads"]
+        same = pads[:len(pads) // 2] == pads[len(pads) // 2:]
+        lines.append(exported + "; these are of the same form, with output_padding below the"
+                     " stride" + ("" if same else " and pads that differ at the two ends,"
+                                  " which torch's padding cannot give"))
+    return "\n".join(lines)
 
 
 translate_command.add_parser = add_translate

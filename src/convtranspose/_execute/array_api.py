@@ -34,7 +34,7 @@ import sys
 
 import numpy as np
 
-from .._errors import ConvTransposeError
+from .._errors import ConvTransposeError, install_hint
 from .._kernels.adjoints import axis_taps
 
 __all__ = ["convolution", "flip", "gradients", "is_foreign", "transposed"]
@@ -73,7 +73,7 @@ def _compat():
     except ImportError:
         raise TypeError(
             "arrays of libraries other than NumPy are computed through array-api-compat,"
-            " which is not installed: pip install 'convtranspose[array-api]'") from None
+            " which is not installed: " + install_hint("array-api")) from None
     return array_api_compat
 
 

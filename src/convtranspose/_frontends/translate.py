@@ -69,6 +69,8 @@ class Translation:
         layer per group (:attr:`group_channels`), whose outputs are concatenated along
         :attr:`channel_axis`; :attr:`attributes` and :attr:`target_plan` are each
         layer's.  1 when the target takes the layer whole.
+    has_bias : bool
+        The source layer has a bias (``bias_shape`` was given).
     """
 
     source: str
@@ -83,6 +85,7 @@ class Translation:
     output_axes: tuple | None
     notes: tuple = field(default=())
     split_groups: int = 1
+    has_bias: bool = False
 
     @property
     def exact(self) -> bool:
@@ -164,6 +167,38 @@ class Translation:
                              arguments[2]]
             outputs.append(function(*arguments, **attributes))
         return self.finish(outputs, bias)
+
+    def python(self) -> str:
+        """The translation as Python code that runs it in the target framework.
+
+        The code reads ``x``, ``w`` (and ``b`` for a layer with a bias), NumPy arrays in
+        the source layer's layouts, and leaves the source layer's output in ``y``: the
+        layout transposes, filter steps, group split, crop or pad and bias add in NumPy,
+        the op itself in the target framework (``torch``, ``tf.nn.conv_transpose``, a
+        Keras layer, a LiteRT model converted by ``tf.lite.TFLiteConverter``,
+        ``jax.lax.conv_transpose``, a one-node ONNX model run by onnxruntime, a
+        one-node OpenVINO model; this library's function for oneDNN and TensorRT).
+
+        Returns
+        -------
+        str
+            The code, its first comment lines stating the inputs and the output.
+
+        Examples
+        --------
+        >>> import convtranspose as ct
+        >>> t = ct.translate("onnx_conv_transpose", "conv_transpose", (1, 1, 3),
+        ...                  (1, 1, 3), strides=[2])
+        >>> print(t.python().splitlines()[0])
+        # onnx_conv_transpose -> conv_transpose, computed by convtranspose.conv_transpose (this library's model of the dialect)
+        >>> namespace = {"x": [[[1.0, 2.0, 3.0]]], "w": [[[1.0, 1.0, 1.0]]]}
+        >>> exec(t.python(), namespace)
+        >>> namespace["y"].tolist()
+        [[[1.0, 1.0, 3.0, 2.0, 5.0, 3.0, 3.0]]]
+        """
+        from .emit import python_code
+
+        return python_code(self)
 
     def finish(self, result, bias=None):
         """The target's output (in the target's layout; a list of each layer's for a
@@ -323,7 +358,7 @@ def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: Sha
     return Translation(source, target, plan, solved.plan, solved.attributes,
                        rules.data_axes(plan, solved.plan), steps, solved.bias_after,
                        solved.crop, rules.output_axes(plan, solved.plan), solved.notes,
-                       solved.split)
+                       solved.split, has_bias)
 
 
 def _source_plan(source, data_shape, filter_shape, bias_shape, attributes) -> ConvTransposePlan:

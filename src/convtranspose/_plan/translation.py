@@ -21,7 +21,12 @@ from dataclasses import dataclass, replace
 from .._errors import ConvTransposeError
 from . import jax, onednn, onnx, openvino, pytorch, tensorflow, tensorrt
 from .rules import ConvTransposePlan, filter_axes
-from .translation_tf import TF_FAMILY, jax_attributes, tf_family_attributes
+from .translation_tf import (
+    CHANNELS_LAST_TARGETS,
+    TF_FAMILY,
+    jax_attributes,
+    tf_family_attributes,
+)
 
 __all__ = ["Solution", "solve", "data_axes", "filter_steps", "output_axes", "NO_BIAS",
            "SPLIT_TARGETS", "per_group", "undilated", "channel_range"]
@@ -253,33 +258,16 @@ def _onednn_attributes(plan: ConvTransposePlan, windows) -> tuple[dict, str]:
 
 
 def _onnx_attributes(plan: ConvTransposePlan, windows) -> tuple[dict, str]:
-    rules = _explicit(windows, [None] * plan.spatial_rank)
-    attributes = dict(strides=plan.strides, dilations=plan.dilations, group=plan.groups,
-                      pads=tuple(r[0] for r in rules) + tuple(r[1] for r in rules),
-                      output_padding=tuple(r[2] for r in rules))
-    if not all(r[3] for r in rules):
-        negative = _onnx_negative_pads(windows)
-        if negative is not None:
-            attributes = dict(attributes, output_shape=tuple(w[2] for w in windows),
-                              output_padding=tuple(r[2] for r in negative))
-            attributes.pop("pads")
-    return attributes, "cannot start the output before the full result with this output size"
-
-
-def _onnx_negative_pads(windows):
-    """ONNX with ``output_shape`` and NOTSET: ``pads_begin = total - total // 2`` for
-    ``total = F + output_padding - Y``, never clamped, so the output may start before
-    the full result.  Per axis ``(pb, pe, output_padding, True)`` if every axis works."""
-    result = []
-    for full, offset, size, _, _ in windows:
-        for total in (2 * offset, 2 * offset - 1):
-            op_ = size - full + total
-            if op_ >= 0 and total - total // 2 == offset:
-                result.append((offset, total - offset, op_, True))
-                break
-        else:
-            return None
-    return result
+    # Explicit pads and output_padding below the stride, the form torch.onnx.export
+    # writes: onnxruntime refuses output_padding >= stride ("may be too large for
+    # stride") and an output_shape whose derived pads would be negative ("inconsistent
+    # with input spatial dimensions"), so a window no such pads give is a crop or pad.
+    rules = _explicit(windows, [s - 1 for s in plan.strides])
+    return dict(strides=plan.strides, dilations=plan.dilations, group=plan.groups,
+                pads=tuple(r[0] for r in rules) + tuple(r[1] for r in rules),
+                output_padding=tuple(r[2] for r in rules)), (
+        "cannot start the output before the full result nor take output_padding >= stride"
+        " (onnxruntime refuses both)")
 
 
 def _iox_like(plan: ConvTransposePlan) -> str:
@@ -291,8 +279,8 @@ def _target_shapes(target: str, plan: ConvTransposePlan):
     """The target's data and filter shapes for the source layer."""
     ci, co, kernel = plan.in_channels, plan.out_channels // plan.groups, plan.kernel_shape
     data = (plan.batch, ci) + _spatial(plan)
-    if (target in ("conv_transpose", "jax_conv_transpose") + TF_FAMILY and plan.channels_last
-            or target == "tflite_transpose_conv"):
+    if (target in ("conv_transpose", "jax_conv_transpose") and plan.channels_last
+            or target in CHANNELS_LAST_TARGETS):
         data = (plan.batch,) + _spatial(plan) + (ci,)
     if target in ("tf_conv_transpose", "keras_conv_transpose"):
         return data, kernel + (co, ci)

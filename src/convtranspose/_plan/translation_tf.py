@@ -22,9 +22,15 @@ from .._errors import ConvTransposeError
 from .rules import ConvTransposePlan
 from .tensorflow import keras_output_size
 
-__all__ = ["TF_FAMILY", "tf_family_attributes", "jax_attributes", "jax_specs"]
+__all__ = ["TF_FAMILY", "CHANNELS_LAST_TARGETS", "tf_family_attributes", "jax_attributes",
+           "jax_specs"]
 
 TF_FAMILY = ("tf_conv_transpose", "keras_conv_transpose", "tflite_transpose_conv")
+#: Targets that always take channels-last data: TFLite has no other layout, and
+#: TensorFlow's default CPU kernels (``Conv2DCustomBackpropInputOp`` and its 1-D and 3-D
+#: kin, also under Keras) refuse channels-first data ("only supports NHWC"), so a
+#: channels-first layer goes there with its data and output transposed.
+CHANNELS_LAST_TARGETS = TF_FAMILY
 _TF_FORMATS = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
 _WHY = ("ties the output size to the input by the forward convolution's rule (SAME:"
         " X = ceil(Y/s), offset = max(F - Y, 0) // 2; VALID: Y in [F, F + s - 1], offset 0)")
@@ -117,26 +123,22 @@ def tf_family_attributes(target: str, plan: ConvTransposePlan, windows):
             best = (mode, extra, found[0], found[1])
     assert best is not None  # VALID covers the whole full result
     mode, extra, chosen, _ = best
-    channels_last = plan.channels_last or target == "tflite_transpose_conv"
-    sizes = [c[2] for c in chosen]
-    c_out = plan.out_channels
-    output_shape = ([plan.batch] + sizes + [c_out] if channels_last
-                    else [plan.batch, c_out] + sizes)
+    # every TF-family target takes channels-last data (CHANNELS_LAST_TARGETS)
+    output_shape = [plan.batch] + [c[2] for c in chosen] + [plan.out_channels]
     if target == "keras_conv_transpose":
         return dict(strides=plan.strides, padding=mode,
                     output_padding=tuple(c[0] for c in chosen) if extra else None,
-                    data_format="channels_last" if channels_last else "channels_first",
-                    dilation_rate=plan.dilations), _WHY + "; Keras derives Y from padding and output_padding"
+                    data_format="channels_last", dilation_rate=plan.dilations), (
+            _WHY + "; Keras derives Y from padding and output_padding")
     if target == "tflite_transpose_conv":
         return dict(output_shape=output_shape, padding=mode, stride_h=plan.strides[0],
                     stride_w=plan.strides[1]), _WHY
     padding: object = mode
     if mode == "explicit":
-        pairs = [(0, 0)] + [c[0][:2] for c in chosen] + [(0, 0)]
-        padding = pairs if channels_last else [(0, 0), (0, 0)] + pairs[1:-1]
+        padding = [(0, 0)] + [c[0][:2] for c in chosen] + [(0, 0)]
     return dict(output_shape=output_shape, strides=plan.strides, padding=padding,
-                data_format=_TF_FORMATS[rank][0 if channels_last else 1],
-                dilations=plan.dilations), _WHY + "; explicit padding is 2-D only"
+                data_format=_TF_FORMATS[rank][0], dilations=plan.dilations), (
+        _WHY + "; explicit padding is 2-D only")
 
 
 def jax_specs(rank: int, channels_last: bool) -> tuple[str, str, str]:

@@ -3,7 +3,8 @@
 The transposed-convolution dialect functions of :mod:`convtranspose` (the spec dialects
 and the frameworks'), with the same names and keywords, take a Dask array as data (chunked along batch and any spatial axes) and return a lazy
 Dask array whose every element equals the single-machine NumPy result.  Needs the
-``dask`` extra (``pip install 'convtranspose[dask]'``; ``distributed`` for clusters);
+``dask`` extra (``pip install '.[dask]'`` in a checkout of the repository; ``distributed``
+for clusters);
 ``import convtranspose`` never imports Dask.
 
 Each output tile is computed by exactly one task, from its input chunk plus the halo of
@@ -37,12 +38,14 @@ import math
 import operator
 import warnings
 
+from .._errors import install_hint
+
 try:
     import dask.array as da
 except ImportError as error:  # pragma: no cover - the message is the point
     raise ImportError(
-        "convtranspose.dask needs Dask: pip install 'convtranspose[dask]'"
-        " (and 'distributed' for clusters)") from error
+        "convtranspose.dask needs Dask: " + install_hint("dask")
+        + " (and 'distributed' for clusters)") from error
 from dask.array.core import PerformanceWarning, normalize_chunks
 
 from .. import shapes

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["LayerReport", "compatible", "format_dims", "format_table", "given_input_shape",
-           "infer_output", "merge_dims"]
+__all__ = ["LayerReport", "compatible", "format_attributes", "format_dims", "format_table",
+           "given_input_shape", "infer_output", "merge_dims"]
 
 Dims = tuple  # of int or None (a dynamic dimension)
 
@@ -93,6 +93,16 @@ class LayerReport:
     conventions : list of str
         Attributes whose meaning depends on the framework or the specification's edition
         reading them (:mod:`convtranspose.interop._conventions`); never a failure.
+    attributes : dict or None
+        The resolved attributes of the layer, once its output was inferred:
+        ``kernel_shape``, ``strides``, ``dilations``, ``groups``, ``output_padding``
+        (lists of int) and ``auto_pad`` (as the op spells it).
+    module : str or None
+        The source-framework module the layer came from, when the model records it
+        (``torch.onnx.export(dynamo=True)``: the node's ``pkg.torch.onnx.name_scopes``).
+    reason : str or None
+        Why the layer is ``mismatch`` or ``invalid``, short (the table's status cell);
+        :attr:`problems` has the full sentences.
     """
 
     name: str
@@ -107,6 +117,9 @@ class LayerReport:
     status: str = "ok"
     problems: list[str] = field(default_factory=list)
     conventions: list[str] = field(default_factory=list)
+    attributes: dict | None = None
+    module: str | None = None
+    reason: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -126,29 +139,61 @@ class LayerReport:
             "inferred": listed(self.inferred),
             "pads_begin": listed(self.pads_begin),
             "pads_end": listed(self.pads_end),
+            "attributes": None if self.attributes is None else dict(self.attributes),
+            "module": self.module,
             "status": self.status,
+            "reason": self.reason,
             "problems": list(self.problems),
             "conventions": list(self.conventions),
         }
 
 
-_COLUMNS = ("layer", "op", "data", "filter", "output_shape", "declared", "inferred",
-            "pads_begin", "pads_end", "status")
+_COLUMNS = ("layer", "op", "data", "filter", "attributes", "output_shape", "declared",
+            "inferred", "pads_begin", "pads_end", "status")
+
+
+def _axes(values) -> str:
+    """Per-axis values, one number when every axis has it: ``[2, 2]`` -> ``"2"``."""
+    values = list(values)
+    return str(values[0]) if values and len(set(values)) == 1 else "x".join(map(str, values))
+
+
+def format_attributes(attributes: dict | None) -> str:
+    """The table's compact attribute cell: ``k3x3 s2 d1 g1 op1 notset`` (kernel, strides,
+    dilations, groups, output_padding, auto_pad; one number for equal axes)."""
+    if attributes is None:
+        return "-"
+    return " ".join([f"k{'x'.join(map(str, attributes['kernel_shape']))}",
+                     f"s{_axes(attributes['strides'])}", f"d{_axes(attributes['dilations'])}",
+                     f"g{attributes['groups']}", f"op{_axes(attributes['output_padding'])}",
+                     str(attributes["auto_pad"])])
+
+
+def _status(report: LayerReport) -> str:
+    if not report.failed:
+        return report.status
+    return report.status.upper() + (f": {report.reason}" if report.reason else "")
 
 
 def format_table(reports: list[LayerReport]) -> str:
-    """An aligned text table, one row per layer."""
+    """An aligned text table, one row per layer: its shapes, a compact attribute cell
+    (:func:`format_attributes`, the key under the table), the resolved pads and the
+    status (with the reason of a mismatch); the source module after the layer's name
+    when the model records one."""
     rows = [_COLUMNS] + [
-        (r.name, r.op, format_dims(r.data_shape), format_dims(r.filter_shape),
+        (r.name + (f" ({r.module})" if r.module else ""), r.op, format_dims(r.data_shape),
+         format_dims(r.filter_shape), format_attributes(r.attributes),
          format_dims(r.output_shape_input), format_dims(r.declared), format_dims(r.inferred),
-         format_dims(r.pads_begin), format_dims(r.pads_end),
-         r.status.upper() if r.failed else r.status)
+         format_dims(r.pads_begin), format_dims(r.pads_end), _status(r))
         for r in reports
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
-    )
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+             for row in rows]
+    if any(r.attributes is not None for r in reports):
+        lines.append("attributes: k kernel, s strides, d dilations, g groups, op output_padding,"
+                     " then auto_pad")
+    return "\n".join(lines)
 
 
 def infer_output(report: "LayerReport", label: str, plan_for, data: Dims) -> bool:
@@ -164,10 +209,14 @@ def infer_output(report: "LayerReport", label: str, plan_for, data: Dims) -> boo
     try:
         plan = plan_for((1,) + tuple(data[1:]) if dynamic_batch else data)
     except ConvTransposeError as error:
-        report.status = "invalid"
+        report.status, report.reason = "invalid", "the op's rules refuse it (see below)"
         report.problems.append(f"{label}: {error}")
         return False
     inferred = plan.output_shape
     report.inferred = (None,) + inferred[1:] if dynamic_batch else inferred
     report.pads_begin, report.pads_end = plan.pads_begin, plan.pads_end
+    report.attributes = {"kernel_shape": list(plan.kernel_shape), "strides": list(plan.strides),
+                         "dilations": list(plan.dilations), "groups": plan.groups,
+                         "output_padding": list(plan.output_padding),
+                         "auto_pad": plan.auto_pad}
     return True

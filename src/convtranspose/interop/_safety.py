@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Iterable
 
-from .._errors import ConvTransposeError
+from .._errors import ConvTransposeError, install_hint
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -56,7 +56,7 @@ def require(module: str, extra: str, purpose: str):
         package = module.split(".")[0]
         raise MissingDependencyError(
             f"{purpose} needs the optional dependency {package!r}: "
-            f"pip install 'convtranspose[{extra}]'"
+            + install_hint(extra)
         ) from None
 
 

@@ -347,6 +347,7 @@ class IRModel:
         report = LayerReport(layer.name, layer.type)
         if len(layer.inputs) not in (2, 3) or len(layer.outputs) != 1:
             report.status = "invalid"
+            report.reason = f"{len(layer.inputs)} inputs, {len(layer.outputs)} outputs"
             report.problems.append(f"{layer.describe()} has {len(layer.inputs)} inputs and"
                                    f" {len(layer.outputs)} outputs; the op takes 2 or 3 and has 1")
             return report
@@ -358,6 +359,8 @@ class IRModel:
             source, port = self.producer(layer, index)
             if not compatible(port.dims, layer.inputs[index].dims):
                 report.status = "mismatch"
+                report.reason = (f"{name} input {format_dims(layer.inputs[index].dims)},"
+                                 f" its producer's output {format_dims(port.dims)}")
                 report.problems.append(
                     f"{layer.describe()}: input {index} ({name}) declares"
                     f" {format_dims(layer.inputs[index].dims)} but its producer"
@@ -375,7 +378,7 @@ class IRModel:
                                        f" {source.describe()}, computed at run time: not checked")
                 return report
             if values.dtype.kind not in "iu":
-                report.status = "invalid"
+                report.status, report.reason = "invalid", f"output_shape is {values.dtype}"
                 report.problems.append(f"{layer.describe()}: output_shape has element type"
                                        f" {values.dtype}, must be an integer type")
                 return report
@@ -400,6 +403,8 @@ class IRModel:
         inferred = report.inferred
         if not compatible(report.declared, inferred):
             report.status = "mismatch"
+            report.reason = "; ".join(filter(None, [report.reason,
+                                                    "declared output differs from the inferred"]))
             report.problems.append(
                 f"{layer.describe()}: declared output {format_dims(report.declared)} but"
                 f" inferred {format_dims(inferred)} from data {format_dims(data)}, filter"

@@ -57,6 +57,32 @@ def node_label(node) -> str:
     return node.label if isinstance(node, LocatedNode) else _plain_label(node)
 
 
+#: The ``metadata_props`` key where ``torch.onnx.export(dynamo=True)`` records a node's
+#: module path: ``repr`` of a list of cumulative scopes, ``''`` (the root module) first
+#: and the node's own name last, e.g. ``"['', 'decoder', 'decoder.up', 'convolution']"``.
+TORCH_NAME_SCOPES = "pkg.torch.onnx.name_scopes"
+
+
+def torch_module(node) -> str | None:
+    """The PyTorch module a node was exported from (``decoder.up``), or None when the
+    model does not record it (or the record is not a list of strings).  The value is
+    read by :func:`ast.literal_eval`, which evaluates literals only."""
+    import ast
+
+    for prop in node.metadata_props:
+        if prop.key != TORCH_NAME_SCOPES:
+            continue
+        try:
+            scopes = ast.literal_eval(prop.value[:10_000])
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+        if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+            return None
+        modules = [s for s in scopes[:-1] if s]  # the last entry is the node's own name
+        return modules[-1] if modules else None
+    return None
+
+
 def _describe(item) -> str:
     return f"node {node_label(item)!r} ({_node_of(item).op_type})"
 
@@ -231,11 +257,11 @@ class ONNXModel:
 
         item = self._locate(item)
         node, scope = item.node, item.scope
-        report = LayerReport(item.label, node.op_type)
+        report = LayerReport(item.label, node.op_type, module=torch_module(node))
         try:
             x_name, w_name, b_name = self._inputs(item)
         except InteropError as error:
-            report.status = "invalid"
+            report.status, report.reason = "invalid", "its inputs (see below)"
             report.problems.append(str(error))
             return report
         data, filter_ = self._shape(x_name, scope), self._shape(w_name, scope)
@@ -245,7 +271,7 @@ class ONNXModel:
         try:
             attributes = self.attributes(node, scope)
         except ConvTransposeError as error:
-            report.status = "invalid"
+            report.status, report.reason = "invalid", "its attributes (see below)"
             report.problems.append(f"{_describe(item)}: {error}")
             return report
         if attributes.get("output_shape") is not None:
@@ -274,6 +300,7 @@ class ONNXModel:
                                    f" output {node.output[0]!r}; inferred {format_dims(inferred)}")
         elif not compatible(report.declared, inferred):
             report.status = "mismatch"
+            report.reason = "declared output differs from the inferred"
             report.problems.append(
                 f"{_describe(item)}: declared output {format_dims(report.declared)} but inferred"
                 f" {format_dims(inferred)} from X {format_dims(data)}, W {format_dims(filter_)}")

@@ -7,6 +7,7 @@ import os
 import statistics
 import sys
 
+from ..._errors import install_hint
 from ..._runtime import blas as _blas
 from ..._runtime.config import WISDOM_ENV
 from .planning import ABSENT_NOTE
@@ -220,7 +221,7 @@ def plot(rows: list[dict], path: str) -> bool:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed: no chart (pip install 'convtranspose[bench]')",
+        print(f"matplotlib is not installed: no chart ({install_hint('bench')})",
               file=sys.stderr)
         return False
     rows = [row for row in rows if "ratio_to_best_peer" in row]
