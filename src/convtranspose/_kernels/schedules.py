@@ -222,24 +222,21 @@ def blocked_line_taps(axes3: Sequence[AxisPlan]) -> float:
     return math.prod(counts) * axes3[-1].stride
 
 
-#: ``direct-blocked`` sums a phase's input channels in blocks whose weights (every tap
-#: of the phase, the block's input channels, one chunk of output channels) take at most
-#: this share of the level-1 data cache: every block of outputs along a line then reads
-#: them from L1, where the whole reduction's weights (hundreds of KB) streamed from L2
-#: for each block of four to eight outputs (``benchmarks/results/blocked-channel-blocks-xeon.json``,
-#: ``python benchmarks/blocked_passes.py --channel-blocks``).  The rest of L1 holds the
-#: outputs' input rows.
+#: ``direct-blocked`` sums a phase's input channels in blocks whose weights (its taps,
+#: the block's channels, one chunk of output channels) take at most this share of the
+#: L1 data cache, the rest holding the input rows: every block of outputs along a line
+#: then reads them from L1, not all of them from L2 for every few outputs
+#: (``benchmarks/results/blocked-channel-blocks-xeon.json``).
 BLOCKED_PANEL_L1_SHARE = 0.5
 
 
 def blocked_channel_block(ci: int, taps: int, chunk_width: int, itemsize: int,
                           l1_bytes: int) -> int:
-    """How many input channels ``direct-blocked`` sums at a time (all ``ci`` where they
-    fit): as many as keep ``taps`` taps of ``chunk_width`` output channels within
-    :data:`BLOCKED_PANEL_L1_SHARE` of ``l1_bytes``."""
-    per_channel = max(1, taps) * chunk_width * itemsize
-    fitting = BLOCKED_PANEL_L1_SHARE * l1_bytes / per_channel  # a float: the share may be inf
-    return max(1, min(ci, int(min(fitting, ci))))
+    """How many input channels ``direct-blocked`` sums at a time: as many (up to ``ci``)
+    as keep ``taps`` taps of ``chunk_width`` output channels within
+    :data:`BLOCKED_PANEL_L1_SHARE` of ``l1_bytes`` (the share may be infinite)."""
+    fitting = BLOCKED_PANEL_L1_SHARE * l1_bytes / (max(1, taps) * chunk_width * itemsize)
+    return max(1, int(min(fitting, ci)))
 
 
 def blocked_channel_passes(ci: int, co: int, axes3: Sequence[AxisPlan], itemsize: int,
