@@ -24,6 +24,8 @@ from ._safety import (
     check_plan_memory,
     element_count,
     file_size,
+    format_bytes,
+    open_regular,
     read_bounded,
     require,
 )
@@ -98,6 +100,34 @@ def _ints(text: str, where: str) -> tuple[int, ...]:
         return tuple(int(item) for item in text.split(","))
     except ValueError:
         raise InteropError(f"{where}: {text!r} is not a comma-separated list of integers") from None
+
+
+def _finite(layer: Layer, compute, *operands):
+    """``compute()`` with NumPy's floating-point warnings silenced, refused when it
+    overflows: finite operands whose result holds an infinity or a NaN.  A weight
+    that overflowed would make every output it touches infinite, and NumPy's warning
+    would name no layer."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        value = compute()
+    if not_finite(value) and not any(not_finite(operand) for operand in operands):
+        raise InteropError(f"{layer.describe()}: the constant overflows {value.dtype}: its"
+                           " finite operands give infinities or NaNs")
+    return value
+
+
+def not_finite(array) -> bool:
+    """Whether a floating-point ``array`` (bfloat16 and float8 too) holds an infinity or
+    a NaN; integers never do."""
+    import numpy as np
+
+    if array.dtype.kind in "iub":
+        return False
+    try:
+        return not bool(np.isfinite(array).all())
+    except TypeError:  # a dtype without isfinite: raw bytes
+        return False
 
 
 def _ports(element, layer_name: str, kind: str) -> tuple[Port, ...]:
@@ -201,8 +231,10 @@ class IRModel:
             value = self._read_const(layer)
         elif layer.type == "Convert":
             source, _ = self.producer(layer, 0)
-            value = self._evaluate(source, depth + 1, purpose)
-            value = value.astype(self._dtype(layer, layer.attributes.get("destination_type")))
+            operand = self._evaluate(source, depth + 1, purpose)
+            dtype = self._dtype(layer, layer.attributes.get("destination_type"))
+            check_bytes(layer.describe(), operand.size * dtype.itemsize, self.max_bytes)
+            value = _finite(layer, lambda: operand.astype(dtype), operand)
         elif layer.type in ("Multiply", "Subtract", "Add") and len(layer.inputs) == 2:
             left = self._evaluate(self.producer(layer, 0)[0], depth + 1, purpose)
             right = self._evaluate(self.producer(layer, 1)[0], depth + 1, purpose)
@@ -214,7 +246,7 @@ class IRModel:
             check_bytes(layer.describe(), element_count(layer.describe(), shape)
                         * max(left.itemsize, right.itemsize), self.max_bytes)
             operation = {"Multiply": np.multiply, "Subtract": np.subtract, "Add": np.add}
-            value = operation[layer.type](left, right)
+            value = _finite(layer, lambda: operation[layer.type](left, right), left, right)
         else:
             raise NotConstantError(
                 f"{purpose} is computed by {layer.describe()}; only constants (Const, optionally"
@@ -400,7 +432,10 @@ class IRModel:
         if filter_.dtype != data.dtype:
             notes.append(f"weights of {layer.describe()} are {filter_.dtype}; cast to the"
                          f" data's {data.dtype}")
-            filter_ = filter_.astype(data.dtype)
+            filter_ = _finite(layer, lambda: filter_.astype(data.dtype), filter_)
+        if not_finite(filter_):
+            notes.append(f"weights of {layer.describe()} hold infinities or NaNs: so will"
+                         " the outputs they reach")
         attributes = self._attributes(layer)
         plan = self._plan(layer, data.shape, filter_.shape, output_shape, attributes)
         check_plan_memory(plan, data.dtype, self.max_bytes)
@@ -410,6 +445,34 @@ class IRModel:
             notes.append(f"the result has shape {result.shape} but {layer.describe()} declares"
                          f" {format_dims(layer.outputs[0].dims)} (run `ir check`)")
         return result, notes
+
+
+#: What one parsed XML element costs in memory, at least: an empty element took 80 to
+#: 100 bytes (3 000 000 of them, 290 MB peak), so the ``.xml`` may hold ``max_bytes``
+#: divided by this many elements.
+_BYTES_PER_ELEMENT = 128
+
+
+def _parse(element_tree, xml_path: str, max_bytes: int):
+    """The root of the ``.xml``, parsed incrementally with DTDs forbidden; refused as
+    soon as it has more elements than ``max_bytes`` allows (:data:`_BYTES_PER_ELEMENT`)
+    rather than after the whole tree is built."""
+    limit = max(1, max_bytes // _BYTES_PER_ELEMENT)
+    root, count = None, 0
+    with open_regular(xml_path, "model file") as file:
+        for _, element in element_tree.iterparse(file, events=("start",), forbid_dtd=True):
+            count += 1
+            if root is None:
+                root = element
+            if count > limit:
+                raise InteropError(
+                    f"{os.path.basename(xml_path)} has more than {limit} XML elements, over"
+                    f" what the limit of {format_bytes(max_bytes)} allows (about"
+                    f" {_BYTES_PER_ELEMENT} bytes each); raise it with --max-bytes if this"
+                    " is intended")
+    if root is None:
+        raise InteropError(f"{os.path.basename(xml_path)} is not well-formed XML: no element")
+    return root
 
 
 def load(xml_path: str, bin_path: str | None = None, *,
@@ -441,7 +504,7 @@ def load(xml_path: str, bin_path: str | None = None, *,
         bin_path = os.path.splitext(xml_path)[0] + ".bin"
     name = os.path.basename(xml_path)
     try:
-        root = element_tree.parse(xml_path, forbid_dtd=True).getroot()
+        root = _parse(element_tree, xml_path, max_bytes)
     except defused.DTDForbidden:
         raise InteropError(
             f"{name}: refused: the XML has a document type declaration (<!DOCTYPE>), which"
