@@ -16,6 +16,7 @@ import json
 import sys
 import time
 
+from ._cli import guard as _cli_guard
 from ._cli import parser as _cli_parser
 from ._cli import translate as _cli_translate
 from ._cli.parser import EXIT_BAD_INPUT, Failure
@@ -47,40 +48,7 @@ _PROGRESS_MIN_LAYERS = 20
 
 
 def _error(message: str) -> int:
-    print(f"convtranspose: error: {one_line(message)}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
-#: The longest error line: a message embedding a whole tensor's text is cut here.
-_MAX_ERROR_CHARS = 1000
-
-
-def one_line(message: str) -> str:
-    """``message`` folded to one line (its lines joined by spaces) of at most
-    :data:`_MAX_ERROR_CHARS` characters: the command line promises one line per error,
-    and messages from NumPy (a ``.npy`` header) or onnx (a tensor's text) span several."""
-    folded = " ".join(line.strip() for line in str(message).splitlines() if line.strip())
-    if len(folded) > _MAX_ERROR_CHARS:
-        folded = folded[:_MAX_ERROR_CHARS - 3] + "..."
-    return folded
-
-
-def _settle_stdout(failed: bool = False) -> bool:
-    """Flush stdout; when it cannot take its bytes (a full device, a closed pipe) or
-    ``failed`` says it could not, point it at the null device, so that the interpreter's
-    own flush at exit prints no second error.  Returns whether stdout failed."""
-    import os
-
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        failed = True
-    if failed:
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-    return failed
+    return _cli_guard.error(message)
 
 
 # ---------------------------------------------------------------------------
@@ -245,25 +213,6 @@ def _write(args: argparse.Namespace, result, notes: list, source: str = "", **re
     return EXIT_OK
 
 
-def _refuse_writing_an_input(args: argparse.Namespace) -> None:
-    """Refuse an ``-o`` that names one of the command's input files (the same file by
-    any name: a link, another path): inputs are never modified."""
-    import os
-
-    output = getattr(args, "output", None)
-    if not output or output == "-" or not os.path.exists(output):
-        return
-    inputs = [(f"--{name}", getattr(args, name, None)) for name in ("data", "filter", "bias")]
-    model = getattr(args, "model", None)
-    if model:
-        weights = getattr(args, "bin", None) or os.path.splitext(model)[0] + ".bin"
-        inputs += [("the model", model), ("the model's weights", weights)]
-    for flag, path in inputs:
-        if path and os.path.exists(path) and os.path.samefile(path, output):
-            raise Failure(f"-o {output!r} is {flag} {path!r}: the result would overwrite an"
-                          " input; write it to another file")
-
-
 def _run(args: argparse.Namespace) -> int:
     import convtranspose as ct
 
@@ -339,7 +288,7 @@ def _report_check(reports, items_name: str, file_name: str, as_json: bool) -> in
     for report in reports:
         for problem in report.problems:
             prefix = "mismatch" if report.failed else "note"
-            print(f"convtranspose: {prefix}: {one_line(problem)}", file=sys.stderr)
+            print(f"convtranspose: {prefix}: {_cli_guard.one_line(problem)}", file=sys.stderr)
         for convention in report.conventions:
             print(f"convtranspose: convention: {report.name}: {convention}", file=sys.stderr)
     if not reports:
@@ -527,40 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     return _main(list(argv))
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """A warning as one line on stderr, without the source line Python adds."""
-    print(f"convtranspose: warning: {one_line(str(message))}", file=sys.stderr)
-
-
 def _main(argv: list[str]) -> int:
-    import warnings
-
-    try:
-        with warnings.catch_warnings():
-            warnings.showwarning = _show_warning
-            return _dispatch(argv)
-    except KeyboardInterrupt:
-        print("convtranspose: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # e.g. `| head` closed stdout early: not an error of ours
-        _settle_stdout(failed=True)
-        return EXIT_OK
-    except MemoryError:
-        return _error("out of memory; lower the sizes or the --max-bytes limit")
-    except OSError as error:  # stdout on a full device, a file that vanished ...
-        import errno
-
-        writing = error.errno in (errno.ENOSPC, errno.EFBIG, errno.EIO, errno.EPIPE,
-                                  getattr(errno, "EDQUOT", errno.ENOSPC))
-        _settle_stdout(failed=writing and not error.filename)
-        if error.filename:
-            return _error(f"{error.filename!r}: {error.strerror or error}")
-        what = "cannot write the output" if writing else type(error).__name__
-        return _error(f"{what}: {error.strerror or error}")
-    except Exception as error:  # noqa: BLE001 - the last line of defence: one line, exit 2
-        _settle_stdout()
-        lines = str(error).strip().splitlines() or [""]
-        return _error(f"{type(error).__name__}: {lines[0]}")
+    return _cli_guard.guarded(_dispatch, argv)
 
 
 def _dispatch(argv: list[str]) -> int:
@@ -580,7 +497,7 @@ def _dispatch(argv: list[str]) -> int:
     from .interop._safety import MissingDependencyError
 
     try:
-        _refuse_writing_an_input(args)
+        _cli_guard.refuse_writing_an_input(args)
         code = args.handler(args)
         sys.stdout.flush()  # inside the try: a closed pipe is reported here, not at exit
         return code

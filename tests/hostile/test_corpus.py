@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+import corpus
 import pytest
 
-import corpus
 from cli_support import cli_command
 
 pytest.importorskip("onnx")

@@ -226,7 +226,6 @@ def load_npy(path: str, name: str, max_bytes: int):
     The header is read first, so a file claiming a huge shape is refused before any
     allocation, and a truncated file is reported as such.
     """
-    import numpy as np
 
     what = f"--{name} file"
     with open_regular(path, what) as file:

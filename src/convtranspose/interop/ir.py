@@ -449,15 +449,18 @@ class IRModel:
 
 #: What one parsed XML element costs in memory, at least: an empty element took 80 to
 #: 100 bytes (3 000 000 of them, 290 MB peak), so the ``.xml`` may hold ``max_bytes``
-#: divided by this many elements.
+#: divided by this many elements ...
 _BYTES_PER_ELEMENT = 128
+#: ... or this many, whichever is more (13 MB of tree): a limit of a few kilobytes,
+#: meant for the constants, still reads a model's structure.
+_MIN_ELEMENTS = 100_000
 
 
 def _parse(element_tree, xml_path: str, max_bytes: int):
     """The root of the ``.xml``, parsed incrementally with DTDs forbidden; refused as
-    soon as it has more elements than ``max_bytes`` allows (:data:`_BYTES_PER_ELEMENT`)
-    rather than after the whole tree is built."""
-    limit = max(1, max_bytes // _BYTES_PER_ELEMENT)
+    soon as it has more elements than ``max_bytes`` allows (:data:`_BYTES_PER_ELEMENT`,
+    :data:`_MIN_ELEMENTS`) rather than after the whole tree is built."""
+    limit = max(_MIN_ELEMENTS, max_bytes // _BYTES_PER_ELEMENT)
     root, count = None, 0
     with open_regular(xml_path, "model file") as file:
         for _, element in element_tree.iterparse(file, events=("start",), forbid_dtd=True):
