@@ -243,6 +243,11 @@ def _wisdom(kind: str):
     return make
 
 
+def _dump_file(folder: Path) -> None:
+    _run_operands(folder)
+    (folder / "taken").write_text("a file where the kernel sources' folder should be")
+
+
 def _shared_cache(folder: Path) -> None:
     _run_operands(folder)
     (folder / "cache").mkdir()
@@ -300,6 +305,8 @@ CASES = (
     # -- environments --------------------------------------------------------------------
     Case("env-algorithm-garbage", _run_operands, _RUN, 2, "convtranspose_algorithm",
          env={"CONVTRANSPOSE_ALGORITHM": "garbage"}),
+    Case("env-dump-kernels-file", _dump_file, _RUN, 2, "convtranspose_dump_kernels",
+         env={"CONVTRANSPOSE_DUMP_KERNELS": "{dir}/taken", "CONVTRANSPOSE_ALGORITHM": "direct"}),
     Case("env-wisdom-nested", _wisdom("nested"), _RUN, 0, "wisdom", env=_MEASURE,
          writes=_WISDOM, slow=True),
     Case("env-wisdom-fifo", _wisdom("fifo"), _RUN, 0, "wisdom", env=_MEASURE,

@@ -150,3 +150,29 @@ def test_weights_that_overflow_name_their_layer_and_warn_nothing(tmp_path):
         warnings.simplefilter("error")  # a raw RuntimeWarning would be an error here
         with pytest.raises(InteropError, match="'scaled'.*overflows"):
             model.run(model.layer("up"), np.ones((1, 1, 4), np.float32))
+
+
+def test_a_dump_variable_naming_a_file_is_a_library_error(tmp_path, monkeypatch):
+    from convtranspose import ConvTransposeError
+    from convtranspose._runtime import config
+
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    monkeypatch.setenv(config.DUMP_ENV, str(taken))
+    with pytest.raises(ConvTransposeError, match=config.DUMP_ENV):
+        config.dump_source("kernel-0123", "def kernel():\n    pass\n")
+    assert taken.read_text() == "not a folder"
+    monkeypatch.setenv(config.DUMP_ENV, str(tmp_path / "made"))
+    config.dump_source("kernel-0123", "def kernel():\n    pass\n")
+    assert (tmp_path / "made" / "kernel-0123.py").read_text().startswith("def kernel")
+
+
+def test_a_generated_kernel_with_a_dump_variable_naming_a_file_raises_it(tmp_path, monkeypatch):
+    pytest.importorskip("numba")
+    from convtranspose import ConvTransposeError
+    from convtranspose._kernels._numba import codegen
+
+    (tmp_path / "taken").write_text("not a folder")
+    monkeypatch.setenv("CONVTRANSPOSE_DUMP_KERNELS", str(tmp_path / "taken"))
+    with pytest.raises(ConvTransposeError, match="CONVTRANSPOSE_DUMP_KERNELS"):
+        codegen.compile_source("def doubled(x):\n    return 2 * x\n", "doubled")
