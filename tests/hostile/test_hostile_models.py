@@ -176,3 +176,16 @@ def test_a_generated_kernel_with_a_dump_variable_naming_a_file_raises_it(tmp_pat
     monkeypatch.setenv("CONVTRANSPOSE_DUMP_KERNELS", str(tmp_path / "taken"))
     with pytest.raises(ConvTransposeError, match="CONVTRANSPOSE_DUMP_KERNELS"):
         codegen.compile_source("def doubled(x):\n    return 2 * x\n", "doubled")
+
+
+def test_a_convert_over_the_limit_is_refused_before_it_allocates(tmp_path):
+    """f16 weights of 3600 bytes read under a 5000-byte limit; their f32 conversion
+    (7200 bytes) is refused, naming the Convert layer."""
+    from cli_support import write_ir
+
+    weights = np.ones((20, 10, 3, 3), np.float32)
+    xml = write_ir(tmp_path, data_shape=(1, 20, 4, 4), weights=weights, declared=(1, 10, 6, 6),
+                   compress_weights=True)
+    model = ir.load(str(xml), max_bytes=5000)
+    with pytest.raises(InteropError, match="weights_decompressed.*over the limit"):
+        model.constant(model.layer("upsampling_node"), 1)

@@ -124,7 +124,7 @@ def read_bounded(path: str, offset: int, size: int, file_size: int, what: str) -
             f"{what}: bytes [{offset}, {offset + size}) lie outside {os.path.basename(path)}"
             f" ({file_size} bytes); the file is truncated or the offset is wrong"
         )
-    with open(path, "rb") as file:
+    with open_regular(path, what) as file:
         file.seek(offset)
         data = file.read(size)
     if len(data) != size:  # the file shrank while we read it

@@ -30,6 +30,7 @@ from ._safety import (
     check_plan_memory,
     element_count,
     file_size,
+    open_regular,
     read_bounded,
     require,
 )
@@ -310,7 +311,10 @@ def load(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ONNXModel:
     if file_size(path, "model file", max_bytes) == 0:
         raise InteropError(f"{os.path.basename(path)} is empty (0 bytes), not an ONNX model")
     try:
-        model = onnx.load(path, load_external_data=False)
+        with open_regular(path, "model file") as file:  # the name may be a FIFO by now
+            model = onnx.load_model_from_string(file.read())  # external data: not loaded
+    except InteropError:
+        raise
     except Exception as error:  # noqa: BLE001 - protobuf raises DecodeError, RuntimeError ...
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InteropError(
