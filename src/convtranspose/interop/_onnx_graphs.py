@@ -29,9 +29,10 @@ __all__ = ["MAX_SCOPES", "MAX_VISITS", "LocatedNode", "Scope", "located_nodes", 
 _GRAPH, _GRAPHS = 5, 10  # onnx.AttributeProto.GRAPH and GRAPHS
 _MAX_DEPTH = 32  # nesting of subgraphs and function calls followed; deeper is malformed
 #: The most scopes (the main graph, each subgraph, each call of a function) one walk makes.
-MAX_SCOPES = 10_000
-#: The most nodes visited and names copied into scopes in one walk (about a second).
-MAX_VISITS = 5_000_000
+MAX_SCOPES = 50_000
+#: The most nodes visited and names copied into scopes in one walk (a few seconds):
+#: every subgraph copies the names its enclosing graphs make visible.
+MAX_VISITS = 50_000_000
 
 
 def node_label(node) -> str:
@@ -166,10 +167,12 @@ class _Budget:
         self.visits += nodes + len(scope.declared) + len(scope.initializers) + len(
             scope.producers)
         if self.scopes > MAX_SCOPES or self.visits > MAX_VISITS:
+            where = scope.path or "the main graph"
+            where = where if len(where) <= 100 else "..." + where[-97:]
             raise InteropError(
                 f"the model's graphs and function calls unfold into more than {MAX_SCOPES}"
-                f" scopes or {MAX_VISITS} node visits (at {scope.path or 'the main graph'!r});"
-                " refused: functions calling one another many times over?")
+                f" scopes or {MAX_VISITS} node visits (at {where!r}); refused: functions"
+                " calling one another many times over?")
 
 
 def walk_model(model, op_type: str = "ConvTranspose") -> tuple[list[LocatedNode], dict]:
