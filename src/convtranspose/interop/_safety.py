@@ -185,17 +185,17 @@ def replaced_atomically(path: str) -> Iterator[BinaryIO]:
     was and no temporary behind.  A name that is not a regular file (``/dev/null``, a
     FIFO) is written directly: renaming over it would replace the device itself.
     """
-    target = os.path.realpath(path)
     try:
-        status = os.stat(target)
+        status = os.stat(path)  # through links: /dev/stdout may lead to a pipe
     except FileNotFoundError:
         status = None
     except OSError as error:
         raise InteropError(f"cannot write {path!r}: {error.strerror or error}") from None
     if status is not None and not stat_module.S_ISREG(status.st_mode):
-        with open(target, "wb") as stream:
+        with open(path, "wb") as stream:
             yield stream
         return
+    target = os.path.realpath(path)
     try:
         handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.",
                                              suffix=".part", dir=os.path.dirname(target))
