@@ -103,11 +103,25 @@ def test_a_result_replaces_its_file_through_a_link_with_its_mode(tmp_path, capsy
     assert sorted(path.name for path in target.parent.iterdir()) == ["y.npy"]
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/null"), reason="POSIX devices")
-def test_a_device_output_is_written_not_replaced(tmp_path, capsys):
-    _operands(tmp_path)
-    assert _run(tmp_path, "/dev/null") == 0
-    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+@pytest.mark.skipif(os.name != "posix", reason="FIFOs are POSIX")
+def test_a_fifo_output_is_written_through_not_replaced(tmp_path, capsys):
+    """A name that is not a regular file (a FIFO here, /dev/null in use) is written
+    directly: renaming a file over it would replace the FIFO or the device itself."""
+    import io
+
+    data, weights = _operands(tmp_path)
+    fifo = tmp_path / "y.npy"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the result fits the pipe
+    try:
+        assert _run(tmp_path, fifo) == 0
+        written = os.read(reader, 1 << 16)
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    expected = full_transposed_convolution(data.astype(np.float64),
+                                           weights.astype(np.float64)[None], (2, 2), (1, 1))
+    np.testing.assert_array_equal(np.load(io.BytesIO(written)), expected)
 
 
 def test_an_output_naming_an_input_is_refused(tmp_path, capsys):

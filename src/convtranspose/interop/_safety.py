@@ -10,6 +10,7 @@ never loaded.  Violations raise :class:`InteropError` with a one-line message.
 from __future__ import annotations
 
 import contextlib
+import io
 import math
 import os
 import re
@@ -183,7 +184,8 @@ def replaced_atomically(path: str) -> Iterator[BinaryIO]:
     ``path`` (through a symbolic link, to its target): a reader sees the old file or
     the new one, and a failure (a full disk, an interrupt) leaves the old file as it
     was and no temporary behind.  A name that is not a regular file (``/dev/null``, a
-    FIFO) is written directly: renaming over it would replace the device itself.
+    FIFO, ``/dev/stdout``) is written directly, in one piece once the block ends:
+    renaming over it would replace the device itself.
     """
     try:
         status = os.stat(path)  # through links: /dev/stdout may lead to a pipe
@@ -192,8 +194,12 @@ def replaced_atomically(path: str) -> Iterator[BinaryIO]:
     except OSError as error:
         raise InteropError(f"cannot write {path!r}: {error.strerror or error}") from None
     if status is not None and not stat_module.S_ISREG(status.st_mode):
+        # Collected first: NumPy's writer asks a file for its position, which a pipe
+        # (``-o /dev/stdout`` into one) cannot tell.
+        buffer = io.BytesIO()
+        yield buffer
         with open(path, "wb") as stream:
-            yield stream
+            stream.write(buffer.getbuffer())
         return
     target = os.path.realpath(path)
     try:
