@@ -18,6 +18,7 @@ import sys
 import time
 
 from ._cli import compare as _cli_compare
+from ._cli import guard as _cli_guard
 from ._cli import parser as _cli_parser
 from ._cli import translate as _cli_translate
 from ._cli.parser import EXIT_BAD_INPUT, Failure
@@ -49,8 +50,7 @@ _PROGRESS_MIN_LAYERS = 20
 
 
 def _error(message: str) -> int:
-    print(f"convtranspose: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return _cli_guard.error(message)
 
 
 # ---------------------------------------------------------------------------
@@ -293,7 +293,7 @@ def _report_check(reports, items_name: str, file_name: str, as_json: bool) -> in
     for report in reports:
         for problem in report.problems:
             prefix = "mismatch" if report.failed else "note"
-            print(f"convtranspose: {prefix}: {problem}", file=sys.stderr)
+            print(f"convtranspose: {prefix}: {_cli_guard.one_line(problem)}", file=sys.stderr)
         for convention in report.conventions:
             print(f"convtranspose: convention: {report.name}: {convention}", file=sys.stderr)
     if not reports:
@@ -510,6 +510,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    return _cli_guard.guarded(_dispatch, argv)
+
+
+def _dispatch(argv: list[str]) -> int:
+    """Parse ``argv`` and run its command; the documented errors become one line."""
     if argv and argv[0] == "bench":  # everything after it belongs to the benchmark
         return _bench(argv[1:])
     parser = build_parser()
@@ -525,6 +530,7 @@ def _main(argv: list[str]) -> int:
     from .interop._safety import MissingDependencyError
 
     try:
+        _cli_guard.refuse_writing_an_input(args)
         code = args.handler(args)
         sys.stdout.flush()  # inside the try: a closed pipe is reported here, not at exit
         return code
@@ -532,16 +538,6 @@ def _main(argv: list[str]) -> int:
         return _error(str(error))
     except TypeError as error:  # the documented dtype errors of the array functions
         return _error(str(error))
-    except MemoryError:
-        return _error("out of memory; lower the sizes or the --max-bytes limit")
-    except KeyboardInterrupt:
-        print("convtranspose: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # e.g. `| head` closed stdout early: not an error of ours
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
 
 
 if __name__ == "__main__":

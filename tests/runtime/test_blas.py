@@ -61,8 +61,12 @@ def test_rejects_mismatches_and_non_blas_views():
     with pytest.raises(ValueError, match="gemm of"):
         blas.gemm(np.ones((2, 3), np.float32), np.ones((3, 5)), np.ones((2, 5)))
     every_other = np.ones((4, 6))[:, ::2]  # neither axis packed
-    with pytest.raises(ValueError, match="not a BLAS operand"):
-        blas.gemm(every_other, np.ones((3, 2)), np.ones((4, 2)))
+    with pytest.raises(ValueError, match="not a BLAS operand"):  # c is written in place
+        blas.gemm(np.ones((4, 3)), np.ones((3, 3)), np.ones((4, 6))[:, ::2])
+    # An input without a packed axis is copied (packed) first.
+    product = np.empty((4, 2))
+    blas.gemm(every_other, np.arange(6.0).reshape(3, 2), product)
+    np.testing.assert_array_equal(product, np.array(every_other) @ np.arange(6.0).reshape(3, 2))
 
 
 def test_switch_off_by_environment(monkeypatch):

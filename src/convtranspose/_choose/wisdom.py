@@ -28,7 +28,7 @@ import stat
 import threading
 
 from .._runtime import blas
-from .._runtime.cache import atomic_write, cache_dir, file_lock, warn_once
+from .._runtime.cache import atomic_write, cache_dir, file_lock, replaceable, warn_once
 from .._runtime.caches import kept
 from .._runtime.config import WISDOM_ENV, switch
 from .._runtime.machine import (
@@ -256,7 +256,9 @@ class WisdomStore:
 
     def _write(self, new: dict) -> None:
         path = self.path()
-        if path is None:
+        if path is None or not replaceable(path):
+            # A FIFO or a device (its reading was refused with a warning): renaming a
+            # file over it would replace the device itself (/dev/null, for root).
             return
         folder = os.path.dirname(path)
         try:

@@ -1,6 +1,7 @@
 """Layer 7, commands: what :mod:`convtranspose.cli` runs.
 
 - :mod:`.parser`: the commands, their options and help;
+- :mod:`.guard`: the last lines of defence (any exception or warning is one line);
 - :mod:`.translate`: ``convtranspose translate``;
 - :mod:`.tune`: ``convtranspose tune MODEL``;
 - :mod:`.bench`: ``convtranspose bench``, the public API timed as a black box against

@@ -62,8 +62,21 @@ def int_or_list(text: str) -> int | tuple[int, ...]:
     return values[0] if len(values) == 1 else values
 
 
+def _counting(least: int):
+    """An argparse type: an integer of at least ``least`` (a count, a seed)."""
+    def read(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+
+    return read
+
+
 def byte_count(text: str) -> int:
-    """``--max-bytes``: ``4G``, ``512M`` or a number of bytes."""
     from ..interop._safety import parse_bytes
 
     try:
@@ -442,6 +455,7 @@ def _add_bench_and_demo(commands, handlers: dict) -> None:
                      "Run ConvolutionBackpropData-1 on data 1x20x224x224 and filter 20x10x3x3"
                      " (strides 2, pads 1), print the output shape, resolved pads and time.",
                      "example:\n  convtranspose demo --repeat 20")
-    demo.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument("--repeat", type=_counting(1), default=10,
+                      help="timed runs (default 10)")
+    demo.add_argument("--seed", type=_counting(0), default=0, help="random seed (default 0)")
     demo.set_defaults(handler=handlers["demo"])

@@ -258,13 +258,25 @@ def _operand(matrix: np.ndarray) -> tuple[int, int]:
                      "is not a BLAS operand (one axis must be packed)")
 
 
+def _packable(matrix: np.ndarray) -> np.ndarray:
+    """``matrix``, or a packed copy when no axis of it is packed: a broadcast view
+    (``np.broadcast_to``: stride 0) or a strided slice of an input.  Only ``a`` and
+    ``b`` are copied; ``c`` is written in place and must be a BLAS operand."""
+    try:
+        _operand(matrix)
+    except ValueError:
+        return np.ascontiguousarray(matrix)
+    return matrix
+
+
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, accumulate: bool = False) -> None:
     """``c[...] = a @ b`` (or ``c += a @ b`` with ``accumulate``), in place.
 
     ``a`` ``(m, k)``, ``b`` ``(k, n)`` and ``c`` ``(m, n)`` are 2-D views of one
     dtype with any strides in which one axis is packed (the other may be any
     multiple of the item size, at least the packed extent), so row-shifted and
-    column-sliced views of larger buffers are passed without a copy.  ``c`` must
+    column-sliced views of larger buffers are passed without a copy; an ``a`` or
+    ``b`` with no packed axis (a broadcast view) is copied first.  ``c`` must
     not overlap ``a`` or ``b``.
     """
     m, k = a.shape
@@ -282,6 +294,7 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, accumulate: bool = False) 
     if trans_c == _TRANS:
         # C^T = B^T A^T: the same call with the operands swapped.
         a, b, m, n = b.T, a.T, n, m
+    a, b = _packable(a), _packable(b)
     trans_a, lda = _operand(a)
     trans_b, ldb = _operand(b)
     _gemm_functions()[c.dtype](

@@ -18,6 +18,7 @@ loaded from it.  A new folder is made ``0700``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import sys
@@ -28,7 +29,7 @@ from collections.abc import Iterator
 from .caches import kept
 from .config import CACHE_ENV, switch
 
-__all__ = ["atomic_write", "cache_dir", "file_lock", "trusted"]
+__all__ = ["atomic_write", "cache_dir", "file_lock", "replaceable", "trusted"]
 
 
 _warned: set[str] = set()
@@ -103,9 +104,25 @@ def warn_once(key: str, message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
+def replaceable(path: str) -> bool:
+    """Whether a file may be renamed over ``path``: nothing is there, or a regular file
+    or a symbolic link (the link itself is replaced).  Not a FIFO, a device or a folder:
+    renaming over ``/dev/null`` would replace the device for every program."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
+
+
 def atomic_write(path: str, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never
-    a part: a temporary file in the same folder, flushed, then renamed over ``path``."""
+    a part: a temporary file in the same folder, flushed, then renamed over ``path``.
+    Raises :class:`OSError` when ``path`` is not :func:`replaceable`."""
+    if not replaceable(path):
+        raise OSError(errno.EEXIST, "exists and is not a regular file; not replaced", path)
     folder = os.path.dirname(path) or "."
     handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=folder)
     try:

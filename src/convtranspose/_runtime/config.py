@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 
 __all__ = ["ALGORITHM_ENV", "BACKGROUND_COMPILE_ENV", "BACKWARD_ALGORITHM_ENV", "CACHE_ENV",
-           "DUMP_ENV", "NO_BLAS_ENV", "NO_NUMBA_ENV", "PIN_THREADS_ENV", "PLANNING_ENV", "WISDOM_ENV", "switch"]
+           "DUMP_ENV", "NO_BLAS_ENV", "NO_NUMBA_ENV", "PIN_THREADS_ENV", "PLANNING_ENV", "WISDOM_ENV",
+           "dump_source", "switch"]
 
 #: Forces an algorithm (a name of the kernels' registry) for every transposed convolution.
 ALGORITHM_ENV = "CONVTRANSPOSE_ALGORITHM"
@@ -49,3 +50,28 @@ def switch(name: str) -> str:
         return os.environ.get(name, "")
     value = _DATA.get(name.encode())
     return "" if value is None else os.fsdecode(value)
+
+
+def dump_source(stem: str, source: str) -> None:
+    """Write ``source`` as ``<stem>.py`` into the folder :data:`DUMP_ENV` names (made if
+    missing); nothing when the variable is unset.
+
+    Raises
+    ------
+    ConvTransposeError
+        The variable names something that is not a folder (an existing file), or a
+        folder that cannot be made or written: the message names the variable.
+    """
+    folder = switch(DUMP_ENV)
+    if not folder:
+        return
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, stem + ".py"), "w", encoding="utf-8") as file:
+            file.write(source)
+    except OSError as error:
+        from .._errors import ConvTransposeError
+
+        raise ConvTransposeError(
+            f"{DUMP_ENV}={folder!r} must name a folder this process can create or write"
+            f" ({error.strerror or error}); unset it to write no kernel sources") from None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from ._safety import InteropError, load_npy, require, save_npy
+from ._safety import InteropError, load_npy, open_regular, replaced_atomically, require, save_npy
 
 __all__ = ["STDOUT", "load_array", "save_array"]
 
@@ -33,15 +33,14 @@ def load_array(path: str, name: str, max_bytes: int, dtype: str | None = None):
     """
     import numpy as np
 
-    try:
-        with open(path, "rb") as file:
-            head = file.read(_HEADER_PEEK)
-    except OSError:
-        head = b""  # load_npy reports the missing or unreadable file
+    with open_regular(path, f"--{name} file") as file:  # never a FIFO or a device
+        head = file.read(_HEADER_PEEK)
     if _BFLOAT16_HEADER in head:
         _bfloat16()  # registers the name 'bfloat16' with NumPy before the header is parsed
     array = load_npy(path, name, max_bytes)
-    raw_pairs = array.dtype.kind == "V" and array.dtype.itemsize == 2 and not array.dtype.names
+    # ml_dtypes' bfloat16 is of kind "V" too: raw pairs are plain np.void only.
+    raw_pairs = (array.dtype.type is np.void and array.dtype.itemsize == 2
+                 and not array.dtype.names)
     if raw_pairs:
         if dtype != "bfloat16":
             raise InteropError(
@@ -83,7 +82,7 @@ def save_array(path: str, array) -> None:
         _write_bfloat16(sys.stdout.buffer, header, array)
         return
     try:
-        with open(path, "wb") as file:
+        with replaced_atomically(path) as file:
             _write_bfloat16(file, header, array)
     except OSError as error:
         raise InteropError(f"cannot write {path!r}: {error.strerror or error}") from None

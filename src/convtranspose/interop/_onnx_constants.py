@@ -7,7 +7,9 @@ scales), ``Cast`` (float16 weights to float32), ``Reshape`` (a flat tensor to th
 filter's shape) and ``Identity``.  Those are followed here, as the ONNX operators
 define them; any other producer means the value is only known at run time.
 
-Every array computed is checked against the byte limit before it is made.
+Every array computed is checked against the byte limit before it is made, and each
+tensor is computed once per :func:`fold` (a tensor feeding several inputs, as in
+16 ``DequantizeLinear(t, t, t)`` stacked, would otherwise be computed 3**16 times).
 """
 
 from __future__ import annotations
@@ -24,17 +26,28 @@ _MAX_DEPTH = 16  # a chain of producers longer than this is not a constant's
 
 
 def fold(name: str, scope, read_tensor, max_bytes: int, purpose: str, notes: list,
-         depth: int = 0) -> np.ndarray:
+         depth: int = 0, memo: dict | None = None) -> np.ndarray:
     """The value of tensor ``name`` in ``scope`` (:class:`~._onnx_graphs.Scope`).
 
     ``read_tensor(tensor_proto, what)`` decodes an initializer or a ``Constant``'s
-    tensor, bounded; ``notes`` receives one line per operator followed.
+    tensor, bounded; ``notes`` receives one line per operator followed.  ``memo``
+    holds the tensors computed so far by this fold, by scope and name.
     """
+    memo = {} if memo is None else memo
+    key = (id(scope), name)
+    if key not in memo:
+        memo[key] = _fold(name, scope, read_tensor, max_bytes, purpose, notes, depth, memo)
+    return memo[key]
+
+
+def _fold(name: str, scope, read_tensor, max_bytes: int, purpose: str, notes: list,
+          depth: int, memo: dict) -> np.ndarray:
+    """:func:`fold` of a tensor not in ``memo`` yet."""
     if name in scope.initializers:
         return read_tensor(scope.initializers[name], f"initializer {name!r}")
     if name in scope.arguments and name not in scope.producers:  # a function's input
         outer, caller = scope.arguments[name]
-        return fold(outer, caller, read_tensor, max_bytes, purpose, notes, depth + 1)
+        return fold(outer, caller, read_tensor, max_bytes, purpose, notes, depth + 1, memo)
     node = scope.producers.get(name)
     if node is None or depth > _MAX_DEPTH or node.op_type not in FOLLOWED or node.domain not in (
             "", "ai.onnx"):
@@ -50,7 +63,8 @@ def fold(name: str, scope, read_tensor, max_bytes: int, purpose: str, notes: lis
         if index >= len(node.input) or not node.input[index]:
             return None
         return fold(node.input[index], scope, read_tensor, max_bytes,
-                    f"{what} of {node.op_type} node {node.name or name!r}", notes, depth + 1)
+                    f"{what} of {node.op_type} node {node.name or name!r}", notes, depth + 1,
+                    memo)
 
     attributes = _attributes(node, scope)
     value = operand(0, "the input")
@@ -105,12 +119,30 @@ def _onnx_dtype(code: int, what: str) -> np.dtype:
 
 
 def _cast(value, attributes, node, name, max_bytes, notes) -> np.ndarray:
+    """ONNX Cast.  To a float8 type with ``saturate`` (the default, 1), a value beyond
+    the type's range becomes its largest finite value of that sign (an infinity too), as
+    the operator defines; with ``saturate=0`` it overflows as NumPy's cast does."""
+    import onnx
+
     if "to" not in attributes:
         raise InteropError(f"Cast node {node.name or name!r} has no 'to' attribute")
     dtype = _onnx_dtype(attributes["to"], f"Cast node {node.name or name!r}")
-    check_bytes(f"Cast node {node.name or name!r}", value.size * dtype.itemsize, max_bytes)
-    notes.append(f"{name!r}: Cast from {value.dtype} to {dtype}")
-    return value.astype(dtype)
+    saturating = attributes["to"] in (
+        onnx.TensorProto.FLOAT8E4M3FN, onnx.TensorProto.FLOAT8E4M3FNUZ,
+        onnx.TensorProto.FLOAT8E5M2, onnx.TensorProto.FLOAT8E5M2FNUZ,
+    ) and attributes.get("saturate", 1)
+    # The clipped copy is float64 at most: counted with the result.
+    itemsize = dtype.itemsize + (8 if saturating else 0)
+    check_bytes(f"Cast node {node.name or name!r}", value.size * itemsize, max_bytes)
+    notes.append(f"{name!r}: Cast from {value.dtype} to {dtype}"
+                 + (" (saturating)" if saturating else ""))
+    with np.errstate(all="ignore"):  # overflow to inf is what the cast means here
+        if saturating:
+            import ml_dtypes
+
+            info = ml_dtypes.finfo(dtype)
+            return np.clip(value, float(info.min), float(info.max)).astype(dtype)
+        return value.astype(dtype)
 
 
 def _reshape(value, shape, attributes, node, name, notes) -> np.ndarray:
@@ -154,10 +186,14 @@ def _dequantize(value, scale, zero_point, attributes, node, name, max_bytes,
                            f" the scale's {scale.shape}")
     dtype = (_onnx_dtype(attributes["output_dtype"], label) if attributes.get("output_dtype")
              else scale.dtype)
+    # Per element: the int64 difference and its float32 copy, the scale and zero point
+    # spread over the input with their float32 copies, the product and the result.
     count = value.size
-    check_bytes(label, count * (8 + max(dtype.itemsize, scale.dtype.itemsize)), max_bytes)
+    check_bytes(label, count * (8 + 4 + 2 * (8 + 4) + 4 + dtype.itemsize), max_bytes)
     axis = attributes.get("axis", 1)
     block = attributes.get("block_size", 0)
+    if not isinstance(block, int) or block < 0:
+        raise InteropError(f"{label}: block_size must be a non-negative integer, got {block!r}")
     if scale.ndim == 0 or scale.size == 1 and block == 0:
         scale, zero_point = scale.reshape(()), zero_point.reshape(())
     else:
@@ -166,13 +202,18 @@ def _dequantize(value, scale, zero_point, attributes, node, name, max_bytes,
         axis %= value.ndim
         scale, zero_point = (_along_axis(array, value.shape, axis, block, label)
                              for array in (scale, zero_point))
-    if value.dtype.kind in "iu":
-        wide = np.int64
-        difference = value.astype(wide) - zero_point.astype(wide)
-    else:  # float8 quantization: the zero point is a float of the same type
-        difference = value.astype(np.float32) - zero_point.astype(np.float32)
+    with np.errstate(all="ignore"):  # an overflow is refused below, naming the node
+        if value.dtype.kind in "iu":
+            wide = np.int64
+            difference = value.astype(wide) - zero_point.astype(wide)
+        else:  # float8 quantization: the zero point is a float of the same type
+            difference = value.astype(np.float32) - zero_point.astype(np.float32)
+        result = (difference.astype(np.float32) * scale.astype(np.float32)).astype(dtype)
+    if not np.isfinite(result.astype(np.float32)).all() and all(
+            np.isfinite(array.astype(np.float32)).all() for array in (value, scale, zero_point)):
+        raise InteropError(f"{label}: the dequantized values overflow {dtype}")
     notes.append(f"{name!r}: DequantizeLinear of {value.dtype} {list(value.shape)}")
-    return (difference.astype(np.float32) * scale.astype(np.float32)).astype(dtype)
+    return result
 
 
 def _along_axis(array, shape, axis: int, block: int, label: str) -> np.ndarray:
@@ -188,4 +229,6 @@ def _along_axis(array, shape, axis: int, block: int, label: str) -> np.ndarray:
     if array.shape != expected:
         raise InteropError(f"{label}: a scale with block_size {block} must have shape"
                            f" {expected}, got {array.shape}")
-    return np.repeat(array, block, axis=axis).take(range(shape[axis]), axis=axis)
+    # Element i of the axis takes block i // block: an index per element of the axis,
+    # never ``array`` repeated ``block`` times (block_size may be huge).
+    return array.take(np.arange(shape[axis]) // block, axis=axis)

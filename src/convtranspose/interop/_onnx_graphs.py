@@ -9,16 +9,30 @@ A node may sit in the main graph, in a subgraph (the branches of ``If``, the bod
 A function body declares no shapes of its own inputs and outputs, so it is walked
 once per call: its inputs and outputs take the caller's shapes.  A function no node
 calls is walked once with nothing known (its nodes are reported unchecked).
+
+The walk is bounded, as the model comes from anywhere: a function that calls itself
+(directly or through others) is refused, and so is a model whose walk would visit
+more than :data:`MAX_SCOPES` scopes (graphs and function calls: 30 functions each
+calling the next twice make 2**30) or more than :data:`MAX_VISITS` nodes and names
+(every call of a function visits its body again).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["LocatedNode", "Scope", "located_nodes", "node_label", "value_info_dims", "walk_model"]
+from ._safety import InteropError
+
+__all__ = ["MAX_SCOPES", "MAX_VISITS", "LocatedNode", "Scope", "located_nodes", "node_label",
+           "value_info_dims", "walk_model"]
 
 _GRAPH, _GRAPHS = 5, 10  # onnx.AttributeProto.GRAPH and GRAPHS
 _MAX_DEPTH = 32  # nesting of subgraphs and function calls followed; deeper is malformed
+#: The most scopes (the main graph, each subgraph, each call of a function) one walk makes.
+MAX_SCOPES = 50_000
+#: The most nodes visited and names copied into scopes in one walk (a few seconds):
+#: every subgraph copies the names its enclosing graphs make visible.
+MAX_VISITS = 50_000_000
 
 
 def node_label(node) -> str:
@@ -141,16 +155,45 @@ def _function_scope(function, call, caller: Scope | None) -> Scope:
     return scope
 
 
+class _Budget:
+    """What one walk may still do: :data:`MAX_SCOPES` scopes, :data:`MAX_VISITS` visits."""
+
+    def __init__(self) -> None:
+        self.scopes, self.visits = 0, 0
+
+    def spend(self, scope: Scope, nodes: int) -> None:
+        """Count ``scope`` (its names copied in) and the ``nodes`` of its body."""
+        self.scopes += 1
+        self.visits += nodes + len(scope.declared) + len(scope.initializers) + len(
+            scope.producers)
+        if self.scopes > MAX_SCOPES or self.visits > MAX_VISITS:
+            where = scope.path or "the main graph"
+            where = where if len(where) <= 100 else "..." + where[-97:]
+            raise InteropError(
+                f"the model's graphs and function calls unfold into more than {MAX_SCOPES}"
+                f" scopes or {MAX_VISITS} node visits (at {where!r}); refused: functions"
+                " calling one another many times over?")
+
+
 def walk_model(model, op_type: str = "ConvTranspose") -> tuple[list[LocatedNode], dict]:
     """Every ``op_type`` node of the default domain in ``model`` (the main graph first,
     each subgraph after the node holding it, each function body after its call), and
-    every scope walked, by path."""
+    every scope walked, by path.
+
+    Raises
+    ------
+    InteropError
+        A function that calls itself, directly or through others, or a walk over the
+        limits :data:`MAX_SCOPES` and :data:`MAX_VISITS`.
+    """
     functions = {(function.domain, function.name): function for function in model.functions}
     found: list[LocatedNode] = []
     scopes: dict = {}
     called: set = set()
+    budget = _Budget()
 
-    def walk(nodes, scope: Scope, depth: int) -> None:
+    def walk(nodes, scope: Scope, depth: int, calling: tuple) -> None:
+        budget.spend(scope, len(nodes))
         scopes.setdefault(scope.path, scope)
         if depth > _MAX_DEPTH:
             return
@@ -163,17 +206,31 @@ def walk_model(model, op_type: str = "ConvTranspose") -> tuple[list[LocatedNode]
                 for index, graph in enumerate(graphs):
                     name = attribute.name + (f"[{index}]" if attribute.type == _GRAPHS else "")
                     inner = _graph_scope(graph, scope, f"{scope.label(node)}/{name}")
-                    walk(graph.node, inner, depth + 1)
-            function = functions.get((node.domain, node.op_type))
+                    walk(graph.node, inner, depth + 1, calling)
+            key = (node.domain, node.op_type)
+            function = functions.get(key)
             if function is not None:
-                called.add((function.domain, function.name))
-                walk(function.node, _function_scope(function, node, scope), depth + 1)
+                _refuse_recursion(key, calling)
+                called.add(key)
+                walk(function.node, _function_scope(function, node, scope), depth + 1,
+                     calling + (key,))
 
-    walk(model.graph.node, _graph_scope(model.graph, None, ""), 0)
+    walk(model.graph.node, _graph_scope(model.graph, None, ""), 0, ())
     for key, function in functions.items():
         if key not in called:
-            walk(function.node, _function_scope(function, None, None), 1)
+            walk(function.node, _function_scope(function, None, None), 1, (key,))
     return found, scopes
+
+
+def _refuse_recursion(key: tuple, calling: tuple) -> None:
+    """Refuse a call of function ``key`` from inside itself (``calling``: the functions
+    being walked, outermost first): ONNX functions may not recurse, and the walk, which
+    unfolds each call, would never end."""
+    if key in calling:
+        cycle = calling[calling.index(key):] + (key,)
+        names = " -> ".join(f"{domain or 'ai.onnx'}.{name}" for domain, name in cycle)
+        raise InteropError(f"model-local function {cycle[0][1]!r} calls itself ({names});"
+                           " ONNX functions may not recurse")
 
 
 def located_nodes(model, op_type: str = "ConvTranspose") -> list[LocatedNode]:

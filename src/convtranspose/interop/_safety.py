@@ -9,10 +9,15 @@ never loaded.  Violations raise :class:`InteropError` with a one-line message.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import os
 import re
-from collections.abc import Iterable
+import stat as stat_module
+import tempfile
+from collections.abc import Iterable, Iterator
+from typing import BinaryIO
 
 from .._errors import ConvTransposeError, install_hint
 
@@ -27,9 +32,11 @@ __all__ = [
     "file_size",
     "format_bytes",
     "load_npy",
+    "open_regular",
     "parse_bytes",
     "read_bounded",
     "require",
+    "replaced_atomically",
     "save_npy",
 ]
 
@@ -118,7 +125,7 @@ def read_bounded(path: str, offset: int, size: int, file_size: int, what: str) -
             f"{what}: bytes [{offset}, {offset + size}) lie outside {os.path.basename(path)}"
             f" ({file_size} bytes); the file is truncated or the offset is wrong"
         )
-    with open(path, "rb") as file:
+    with open_regular(path, what) as file:
         file.seek(offset)
         data = file.read(size)
     if len(data) != size:  # the file shrank while we read it
@@ -134,13 +141,89 @@ def file_size(path: str, what: str, max_bytes: int | None = None) -> int:
         raise InteropError(f"{what} {path!r} does not exist") from None
     except OSError as error:
         raise InteropError(f"cannot read {what} {path!r}: {error.strerror}") from None
-    import stat as stat_module
-
     if not stat_module.S_ISREG(stat.st_mode):
         raise InteropError(f"{what} {path!r} is not a regular file")
     if max_bytes is not None:
         check_bytes(f"{what} {os.path.basename(path)}", stat.st_size, max_bytes)
     return stat.st_size
+
+
+def open_regular(path: str, what: str) -> BinaryIO:
+    """``path`` opened for reading in binary, or an :class:`InteropError` when it is
+    missing, unreadable or not a regular file.
+
+    The file is opened without blocking and checked through its descriptor: a FIFO
+    would block the open (or the first read) until some writer came, and a device
+    never ends, so neither may be what a name turns out to be when it is opened.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(
+        os, "O_BINARY", 0)
+    try:
+        handle = os.open(path, flags)
+    except FileNotFoundError:
+        raise InteropError(f"{what} {path!r} does not exist") from None
+    except OSError as error:
+        raise InteropError(f"cannot read {what} {path!r}: {error.strerror}") from None
+    try:
+        if not stat_module.S_ISREG(os.fstat(handle).st_mode):
+            raise InteropError(f"{what} {path!r} is not a regular file")
+        if flags & getattr(os, "O_NONBLOCK", 0):
+            os.set_blocking(handle, True)
+        return os.fdopen(handle, "rb")
+    except BaseException:
+        os.close(handle)
+        raise
+
+
+@contextlib.contextmanager
+def replaced_atomically(path: str) -> Iterator[BinaryIO]:
+    """A binary file to write ``path``'s new contents into; they replace the file only
+    when the block ends without an error.
+
+    The bytes go to a temporary file in the same folder, which is then renamed over
+    ``path`` (through a symbolic link, to its target): a reader sees the old file or
+    the new one, and a failure (a full disk, an interrupt) leaves the old file as it
+    was and no temporary behind.  A name that is not a regular file (``/dev/null``, a
+    FIFO, ``/dev/stdout``) is written directly, in one piece once the block ends:
+    renaming over it would replace the device itself.
+    """
+    try:
+        status = os.stat(path)  # through links: /dev/stdout may lead to a pipe
+    except FileNotFoundError:
+        status = None
+    except OSError as error:
+        raise InteropError(f"cannot write {path!r}: {error.strerror or error}") from None
+    if status is not None and not stat_module.S_ISREG(status.st_mode):
+        # Collected first: NumPy's writer asks a file for its position, which a pipe
+        # (``-o /dev/stdout`` into one) cannot tell.
+        buffer = io.BytesIO()
+        yield buffer
+        with open(path, "wb") as stream:
+            stream.write(buffer.getbuffer())
+        return
+    target = os.path.realpath(path)
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.",
+                                             suffix=".part", dir=os.path.dirname(target))
+    except OSError as error:
+        raise InteropError(f"cannot write {path!r}: {error.strerror or error}") from None
+    try:
+        with os.fdopen(handle, "wb") as file:
+            yield file
+            file.flush()
+        os.chmod(temporary, stat_module.S_IMODE(status.st_mode) if status else _new_file_mode())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _new_file_mode() -> int:
+    """The mode ``open(path, "w")`` would give a new file: 0666 less the umask."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def load_npy(path: str, name: str, max_bytes: int):
@@ -149,25 +232,34 @@ def load_npy(path: str, name: str, max_bytes: int):
     The header is read first, so a file claiming a huge shape is refused before any
     allocation, and a truncated file is reported as such.
     """
-    import numpy as np
 
     what = f"--{name} file"
-    size = file_size(path, what)
-    with open(path, "rb") as file:
-        try:
-            version = np.lib.format.read_magic(file)
-        except ValueError:
-            raise InteropError(
-                f"{what} {path!r} is not a .npy file (save arrays with numpy.save)"
-            ) from None
-        try:
-            if version == (1, 0):
-                shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(file)
-            else:
-                shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(file)
-        except (ValueError, SyntaxError, TypeError) as error:
-            raise InteropError(f"{what} {path!r} has a malformed .npy header: {error}") from None
-        header_end = file.tell()
+    with open_regular(path, what) as file:
+        size = os.fstat(file.fileno()).st_size
+        return _read_npy(file, path, what, size, max_bytes)
+
+
+def _read_npy(file: BinaryIO, path: str, what: str, size: int, max_bytes: int):
+    """The array of the open ``.npy`` ``file`` of ``size`` bytes, checked (:func:`load_npy`)."""
+    import numpy as np
+
+    try:
+        version = np.lib.format.read_magic(file)
+    except ValueError:
+        raise InteropError(
+            f"{what} {path!r} is not a .npy file (save arrays with numpy.save)"
+        ) from None
+    try:
+        if version == (1, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(file)
+        else:
+            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(file)
+    except Exception as error:  # noqa: BLE001 - NumPy's header parser raises
+        # ValueError, SyntaxError, tokenize.TokenError, RecursionError...: all mean
+        # the header is not one NumPy wrote.
+        raise InteropError(f"{what} {path!r} has a malformed .npy header:"
+                           f" {one_line(error)}") from None
+    header_end = file.tell()
     if dtype.hasobject:
         raise InteropError(
             f"{what} {path!r} holds Python objects (a pickle); refused for safety,"
@@ -181,10 +273,16 @@ def load_npy(path: str, name: str, max_bytes: int):
             f"{what} {path!r} is truncated: its header declares {shape} {dtype}"
             f" ({nbytes} bytes) but only {size - header_end} bytes follow"
         )
+    file.seek(0)
     try:
-        return np.load(path, allow_pickle=False)
+        return np.load(file, allow_pickle=False)
     except (ValueError, OSError, EOFError) as error:
-        raise InteropError(f"cannot load {what} {path!r}: {error}") from None
+        raise InteropError(f"cannot load {what} {path!r}: {one_line(error)}") from None
+
+
+def one_line(error) -> str:
+    """An error's message on one line (NumPy's and onnx's may span several)."""
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 def save_npy(path: str, array) -> None:
@@ -192,7 +290,7 @@ def save_npy(path: str, array) -> None:
     import numpy as np
 
     try:
-        with open(path, "wb") as file:
+        with replaced_atomically(path) as file:
             np.save(file, array, allow_pickle=False)
     except OSError as error:
         raise InteropError(f"cannot write {path!r}: {error.strerror or error}") from None

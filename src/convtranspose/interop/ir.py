@@ -16,6 +16,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from ._ir_xml import parse_bounded
 from ._report import LayerReport, compatible, format_dims, infer_output
 from ._safety import (
     DEFAULT_MAX_BYTES,
@@ -98,6 +99,34 @@ def _ints(text: str, where: str) -> tuple[int, ...]:
         return tuple(int(item) for item in text.split(","))
     except ValueError:
         raise InteropError(f"{where}: {text!r} is not a comma-separated list of integers") from None
+
+
+def _finite(layer: Layer, compute, *operands):
+    """``compute()`` with NumPy's floating-point warnings silenced, refused when it
+    overflows: finite operands whose result holds an infinity or a NaN.  A weight
+    that overflowed would make every output it touches infinite, and NumPy's warning
+    would name no layer."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        value = compute()
+    if not_finite(value) and not any(not_finite(operand) for operand in operands):
+        raise InteropError(f"{layer.describe()}: the constant overflows {value.dtype}: its"
+                           " finite operands give infinities or NaNs")
+    return value
+
+
+def not_finite(array) -> bool:
+    """Whether a floating-point ``array`` (bfloat16 and float8 too) holds an infinity or
+    a NaN; integers never do."""
+    import numpy as np
+
+    if array.dtype.kind in "iub":
+        return False
+    try:
+        return not bool(np.isfinite(array).all())
+    except TypeError:  # a dtype without isfinite: raw bytes
+        return False
 
 
 def _ports(element, layer_name: str, kind: str) -> tuple[Port, ...]:
@@ -215,8 +244,10 @@ class IRModel:
             value = self._read_const(layer)
         elif layer.type == "Convert":
             source, _ = self.producer(layer, 0)
-            value = self._evaluate(source, depth + 1, purpose)
-            value = value.astype(self._dtype(layer, layer.attributes.get("destination_type")))
+            operand = self._evaluate(source, depth + 1, purpose)
+            dtype = self._dtype(layer, layer.attributes.get("destination_type"))
+            check_bytes(layer.describe(), operand.size * dtype.itemsize, self.max_bytes)
+            value = _finite(layer, lambda: operand.astype(dtype), operand)
         elif layer.type in ("Multiply", "Subtract", "Add") and len(layer.inputs) == 2:
             left = self._evaluate(self.producer(layer, 0)[0], depth + 1, purpose)
             right = self._evaluate(self.producer(layer, 1)[0], depth + 1, purpose)
@@ -228,7 +259,7 @@ class IRModel:
             check_bytes(layer.describe(), element_count(layer.describe(), shape)
                         * max(left.itemsize, right.itemsize), self.max_bytes)
             operation = {"Multiply": np.multiply, "Subtract": np.subtract, "Add": np.add}
-            value = operation[layer.type](left, right)
+            value = _finite(layer, lambda: operation[layer.type](left, right), left, right)
         else:
             raise NotConstantError(
                 f"{purpose} is computed by {layer.describe()}; only constants (Const, optionally"
@@ -450,7 +481,10 @@ class IRModel:
         if filter_.dtype != data.dtype:
             notes.append(f"weights of {layer.describe()} are {filter_.dtype}; cast to the"
                          f" data's {data.dtype}")
-            filter_ = filter_.astype(data.dtype)
+            filter_ = _finite(layer, lambda: filter_.astype(data.dtype), filter_)
+        if not_finite(filter_):
+            notes.append(f"weights of {layer.describe()} hold infinities or NaNs: so will"
+                         " the outputs they reach")
         attributes = self.attributes(layer)
         plan = self.plan(layer, data.shape, filter_.shape, output_shape, attributes)
         check_plan_memory(plan, data.dtype, self.max_bytes)
@@ -490,6 +524,8 @@ def _graph(root, name: str) -> tuple[dict, dict]:
     return layers, edges
 
 
+
+
 def load(xml_path: str, bin_path: str | None = None, *,
          max_bytes: int = DEFAULT_MAX_BYTES, input_shapes: dict | None = None) -> IRModel:
     """Parse an OpenVINO IR ``.xml`` safely; the ``.bin`` is read lazily, bounded.
@@ -523,7 +559,7 @@ def load(xml_path: str, bin_path: str | None = None, *,
         bin_path = os.path.splitext(xml_path)[0] + ".bin"
     name = os.path.basename(xml_path)
     try:
-        root = element_tree.parse(xml_path, forbid_dtd=True).getroot()
+        root = parse_bounded(element_tree, xml_path, max_bytes)
     except defused.DTDForbidden:
         raise InteropError(
             f"{name}: refused: the XML has a document type declaration (<!DOCTYPE>), which"

@@ -37,6 +37,7 @@ from ._safety import (
     check_plan_memory,
     element_count,
     file_size,
+    open_regular,
     read_bounded,
     require,
 )
@@ -45,6 +46,10 @@ __all__ = ["ONNXModel", "load"]
 
 _ATTRIBUTES = ("auto_pad", "dilations", "group", "kernel_shape", "output_padding",
                "output_shape", "pads", "strides")
+# The attribute types each takes (onnx.AttributeProto: INT 2, STRING 3, INTS 7; a lone
+# INT stands for a list of one): a tensor or a graph where ints belong is refused by its
+# type's name, not printed whole.
+_ATTRIBUTE_TYPES = {name: (7, 2) for name in _ATTRIBUTES} | {"group": (2,), "auto_pad": (3,)}
 
 
 def _onnx():
@@ -233,9 +238,16 @@ class ONNXModel:
                 referred = (scope.call_attributes if scope else {}).get(attribute.ref_attr_name)
                 if referred is None:
                     continue
-                value = onnx.helper.get_attribute_value(referred)
+                attribute_type, value = referred.type, onnx.helper.get_attribute_value(referred)
             else:
+                attribute_type = attribute.type
                 value = onnx.helper.get_attribute_value(attribute)
+            if attribute_type not in _ATTRIBUTE_TYPES[attribute.name]:
+                names = onnx.AttributeProto.AttributeType
+                got = names.Name(attribute_type) if attribute_type in names.values() else "?"
+                raise ConvTransposeError(
+                    f"attribute {attribute.name!r} must be of type"
+                    f" {names.Name(_ATTRIBUTE_TYPES[attribute.name][0])}, got {got}")
             if isinstance(value, bytes):
                 value = value.decode("utf-8", "replace")
             attributes[attribute.name] = value
@@ -391,7 +403,10 @@ def load(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
     if file_size(path, "model file", max_bytes) == 0:
         raise InteropError(f"{os.path.basename(path)} is empty (0 bytes), not an ONNX model")
     try:
-        model = onnx.load(path, load_external_data=False)
+        with open_regular(path, "model file") as file:  # the name may be a FIFO by now
+            model = onnx.load_model_from_string(file.read())  # external data: not loaded
+    except InteropError:
+        raise
     except Exception as error:  # noqa: BLE001 - protobuf raises DecodeError, RuntimeError ...
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InteropError(

@@ -17,6 +17,7 @@ import numpy as np
 from ..._choose import planning
 from ..._plan.problem import Problem
 from ..._runtime import blas as _blas
+from ..._runtime.cache import atomic_write
 from ..._runtime.config import BACKGROUND_COMPILE_ENV, WISDOM_ENV
 from ..._runtime.target import host
 from .machine import (
@@ -253,10 +254,10 @@ def _write(out: str, rows: list[dict], peers: list[str], meta: dict,
     """Write the results into ``out``; the paths of the files written."""
     os.makedirs(out, exist_ok=True)
     written = [os.path.join(out, "results.md"), os.path.join(out, "results.json")]
-    with open(written[0], "w") as handle:
-        handle.write(markdown(rows, peers, meta))
-    with open(written[1], "w") as handle:
-        json.dump({"meta": meta, "rows": rows}, handle, indent=1)
+    # Each file is replaced whole (a temporary file renamed over it): an interrupted
+    # write leaves the previous results, not half of new ones.
+    atomic_write(written[0], markdown(rows, peers, meta))
+    atomic_write(written[1], json.dumps({"meta": meta, "rows": rows}, indent=1))
     if with_plot and plot(rows, os.path.join(out, "ratios.png")):
         written.append(os.path.join(out, "ratios.png"))
     return written

@@ -35,7 +35,7 @@ import types
 import numba
 import numpy as np
 
-from ..._runtime.config import DUMP_ENV, switch
+from ..._runtime.config import dump_source
 from . import kernel_cache, vectors
 from .full_width import full_width_njit
 
@@ -64,16 +64,12 @@ def compile_source(source: str, name: str):
     """``numba.njit`` of the function ``name`` defined by generated ``source``.
 
     A module of the kernel cache where there is one (:func:`module_text`), else
-    ``exec``'d and registered with :mod:`linecache`.  When :data:`DUMP_ENV` names a
-    folder, the source is also written there as ``<name>-<digest>.py``.
+    ``exec``'d and registered with :mod:`linecache`.  When ``CONVTRANSPOSE_DUMP_KERNELS``
+    names a folder, the source is also written there as ``<name>-<digest>.py``
+    (:func:`~convtranspose._runtime.config.dump_source`).
     """
     filename = source_filename(source, name)
-    folder = switch(DUMP_ENV)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-        stem = filename.strip("<>").split()[-2:]
-        with open(os.path.join(folder, "-".join(stem) + ".py"), "w", encoding="utf-8") as file:
-            file.write(source)
+    dump_source("-".join(filename.strip("<>").split()[-2:]), source)
     intrinsics = {intrinsic: getattr(vectors, intrinsic) for intrinsic in _INTRINSICS}
     if kernel_cache.kernel_folder() is not None:
         text = module_text(f"generated kernel ``{name}``", intrinsics, source,

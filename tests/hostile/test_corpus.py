@@ -1,0 +1,83 @@
+"""Every case of the hostile corpus (``tests/hostile/corpus.py``) through the real
+command line, in a subprocess with a time limit and a 4 GiB address-space limit: it
+ends in time with its documented exit code, prints one error line (after at most the
+library's notices, one line each; never a traceback or a raw Python warning), and
+changes no file but the ones it was asked to write (no temporary file left behind)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import corpus
+import pytest
+
+from cli_support import cli_command
+
+pytest.importorskip("onnx")
+pytest.importorskip("defusedxml")
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="FIFOs, /dev/full and rlimits")
+
+TIME_LIMIT = 60  # seconds; every refusal takes about one (an import), a run a few
+ADDRESS_SPACE = 4 * 2**30
+SOURCE = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def _limit_memory() -> None:  # runs in the child, before it executes the command line
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+def _snapshot(folder: Path) -> dict:
+    """Every entry under ``folder``: its kind, size, modification time and inode."""
+    entries = {}
+    for path in sorted(folder.rglob("*")):
+        status = path.lstat()
+        entries[str(path.relative_to(folder))] = (status.st_mode, status.st_size,
+                                                  status.st_mtime_ns, status.st_ino)
+    return entries
+
+
+def _params():
+    for case in corpus.CASES:
+        marks = [pytest.mark.slow] if case.slow else []
+        yield pytest.param(case, id=case.name, marks=marks)
+
+
+@pytest.mark.parametrize("case", list(_params()))
+def test_a_hostile_case_ends_in_time_with_one_line(tmp_path, case):
+    folder = tmp_path / "case"
+    argv, changes = corpus.build(case, folder)
+    before = _snapshot(folder)
+    env = {**os.environ, "PYTHONPATH": SOURCE, **changes}
+    stdout = open(case.stdout_path, "wb") if case.stdout_path else subprocess.PIPE
+    started = time.monotonic()
+    try:
+        done = subprocess.run(cli_command() + argv, stdout=stdout, stderr=subprocess.PIPE,
+                              env=env, cwd=tmp_path, timeout=TIME_LIMIT,
+                              preexec_fn=_limit_memory)
+    finally:
+        if case.stdout_path:
+            stdout.close()
+    elapsed = time.monotonic() - started
+    stderr = done.stderr.decode("utf-8", "replace")
+    lines = stderr.strip().splitlines()
+    assert done.returncode == case.exit_code, (done.returncode, stderr[-3000:])
+    assert "Traceback" not in stderr and "Warning:" not in stderr, stderr[-3000:]
+    assert all(line.startswith("convtranspose") for line in lines), stderr[-3000:]
+    errors = [line for line in lines if ": error: " in line]
+    if case.exit_code != 0:  # an error: one line, last (after a cold cache's notice)
+        assert errors == lines[-1:], stderr[-3000:]
+        assert case.stderr in errors[0].lower(), (case.stderr, errors[0])
+    else:  # a success may tell what it followed or ignored: one line each
+        assert not errors, stderr[-3000:]
+        if case.stderr:
+            assert sum(case.stderr in line.lower() for line in lines) == 1, stderr
+    after = _snapshot(folder)
+    for name in case.writes if case.exit_code == 0 else ():
+        after.pop(name, None)
+        before.pop(name, None)
+    assert after == before, (set(after) ^ set(before), elapsed)
