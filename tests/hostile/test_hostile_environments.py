@@ -43,3 +43,21 @@ def test_a_wisdom_path_naming_a_fifo_is_kept_and_gets_no_lock(tmp_path, monkeypa
     store._write({"figures": {}, "choices": {}})  # what each new measurement does
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["wisdom.json"]
+
+
+def test_atomic_writes_keep_cache_files_private_and_results_as_open_makes_them(tmp_path):
+    from convtranspose._runtime.cache import atomic_write
+
+    mask = os.umask(0o022)
+    try:
+        atomic_write(str(tmp_path / "cache.json"), "{}")
+        atomic_write(str(tmp_path / "results.md"), "table", private=False)
+        (tmp_path / "kept.md").write_text("old")
+        os.chmod(tmp_path / "kept.md", 0o640)
+        atomic_write(str(tmp_path / "kept.md"), "new", private=False)
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(os.stat(tmp_path / "cache.json").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "results.md").st_mode) == 0o644
+    assert stat.S_IMODE(os.stat(tmp_path / "kept.md").st_mode) == 0o640
+    assert (tmp_path / "kept.md").read_text() == "new"

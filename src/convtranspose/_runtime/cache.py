@@ -117,19 +117,35 @@ def replaceable(path: str) -> bool:
     return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
-def atomic_write(path: str, text: str) -> None:
+def user_file_mode(path: str) -> int:
+    """The permissions a file the user asked for gets at ``path``: the existing file's,
+    else those ``open(path, "w")`` gives a new one (0666 less the umask)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def atomic_write(path: str, text: str, *, private: bool = True) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never
     a part: a temporary file in the same folder, flushed, then renamed over ``path``.
-    Raises :class:`OSError` when ``path`` is not :func:`replaceable`."""
+    The file is the user's alone (0600) when ``private`` (the cache's files), else it
+    gets :func:`user_file_mode` (results the user asked for).  Raises :class:`OSError`
+    when ``path`` is not :func:`replaceable`."""
     if not replaceable(path):
         raise OSError(errno.EEXIST, "exists and is not a regular file; not replaced", path)
     folder = os.path.dirname(path) or "."
+    mode = None if private else user_file_mode(path)
     handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=folder)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             file.write(text)
             file.flush()
             os.fsync(file.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:
         try:

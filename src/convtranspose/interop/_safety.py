@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from .._errors import ConvTransposeError, install_hint
+from .._runtime.cache import user_file_mode
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -211,19 +212,12 @@ def replaced_atomically(path: str) -> Iterator[BinaryIO]:
         with os.fdopen(handle, "wb") as file:
             yield file
             file.flush()
-        os.chmod(temporary, stat_module.S_IMODE(status.st_mode) if status else _new_file_mode())
+        os.chmod(temporary, stat_module.S_IMODE(status.st_mode) if status else user_file_mode(target))
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-
-
-def _new_file_mode() -> int:
-    """The mode ``open(path, "w")`` would give a new file: 0666 less the umask."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
 
 
 def load_npy(path: str, name: str, max_bytes: int):

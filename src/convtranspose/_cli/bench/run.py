@@ -256,8 +256,9 @@ def _write(out: str, rows: list[dict], peers: list[str], meta: dict,
     written = [os.path.join(out, "results.md"), os.path.join(out, "results.json")]
     # Each file is replaced whole (a temporary file renamed over it): an interrupted
     # write leaves the previous results, not half of new ones.
-    atomic_write(written[0], markdown(rows, peers, meta))
-    atomic_write(written[1], json.dumps({"meta": meta, "rows": rows}, indent=1))
+    atomic_write(written[0], markdown(rows, peers, meta), private=False)
+    atomic_write(written[1], json.dumps({"meta": meta, "rows": rows}, indent=1),
+                 private=False)
     if with_plot and plot(rows, os.path.join(out, "ratios.png")):
         written.append(os.path.join(out, "ratios.png"))
     return written
