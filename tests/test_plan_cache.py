@@ -245,7 +245,8 @@ def test_prepared_tiny_calls_only_for_native_float32_and_float64_without_bias(fo
         data, filter = data.astype(dtype), filter.astype(dtype)
         result = _general(call, data, filter)
         call(data, filter)
-        assert not _api.prepared_calls, dtype
+        # Remembered as having no prepared call (so the choice is not asked again).
+        assert all(entry[1] is None for entry in _api.prepared_calls.values()), dtype
         assert result.dtype == np.dtype(dtype)
     # Byte-swapped operands are read in native order at the boundary: the same numbers,
     # in the native float32.
@@ -374,7 +375,7 @@ def test_prepared_direct_calls_never_for_a_non_finite_filter(monkeypatch, forced
     call, case, data, filter = _direct_layer("onnx 2-D")
     filter[0, 0, 0, 0] = np.inf
     got = call(data, filter)
-    assert not _api.prepared_calls
+    assert all(entry[1] is None for entry in _api.prepared_calls.values())
     monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "col2im-ncx")  # exact: only taps it meets
     np.testing.assert_allclose(got, call(data, filter), rtol=1e-5, atol=1e-5)
     assert 0 < np.isfinite(got).sum() < got.size
@@ -392,6 +393,10 @@ def test_prepared_direct_call_follows_the_environment_switches(monkeypatch, forc
     assert seen == [1]
 
 
+def _prepared_callables():
+    return [entry[1] for entry in _api.prepared_calls.values() if entry[1] is not None]
+
+
 def test_prepared_direct_calls_only_where_the_plane_kernel_is_set_up_once(monkeypatch,
                                                                          forced_direct):
     from convtranspose._execute import transposed as execute
@@ -402,22 +407,23 @@ def test_prepared_direct_calls_only_where_the_plane_kernel_is_set_up_once(monkey
     depthwise = RNG.standard_normal((1, 6, 5, 16)).astype(np.float32)
     ct.conv_transpose(depthwise, RNG.standard_normal((3, 3, 16, 1)).astype(np.float32),
                       strides=2, groups=16)
-    assert not _api.prepared_calls
+    assert not _prepared_callables()
     call, _, data, filter = _direct_layer("onnx 2-D")
     call(data.astype(np.float16), filter.astype(np.float16))
-    assert not _api.prepared_calls
+    assert not _prepared_callables()
     monkeypatch.setattr(numba_direct, "line_segmented", lambda axis, ci: True)
     call, _, data, filter = _direct_layer("onnx 1-D grouped")
     call(data, filter)
-    assert not _api.prepared_calls
+    assert not _prepared_callables()
     monkeypatch.undo()
     monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct")
     monkeypatch.setattr(execute, "PREPARED_MAX_FILTER_BYTES", filter.nbytes - 1)
     call(data, filter)
-    assert not _api.prepared_calls
+    assert not _prepared_callables()
     monkeypatch.setattr(execute, "PREPARED_MAX_FILTER_BYTES", filter.nbytes)
+    _api.prepared_calls.clear()  # the layer is remembered as having none: start afresh
     call(data, filter)
-    assert len(_api.prepared_calls) == 1
+    assert len(_prepared_callables()) == 1
 
 
 def test_prepared_direct_call_yields_to_another_target(forced_direct):

@@ -23,6 +23,7 @@ from .._errors import ConvTransposeError
 from .._execute import array_api as _array_api
 from .._execute.footprint import check_transposed
 from .._execute.transposed import prepare_call, transposed_convolution
+from .._kernels.dense import switch_state
 from .._plan import dialects as _dialects
 from .._plan import rules as _plan
 from .._runtime import caches as _caches
@@ -166,8 +167,9 @@ def canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.n
 
 
 #: Layers computed by ``dense`` or numba ``direct``, prepared once (after their first
-#: call): ``(id(plan), data dtype, filter dtype) -> (plan, DenseCall or DirectCall)``,
-#: the most recently prepared last.
+#: call): ``(id(plan), data dtype, filter dtype) -> (plan, DenseCall or DirectCall or
+#: None, planning generation, switches)`` (None: the layer had no prepared call under
+#: those environment switches), the most recently prepared last.
 PREPARED_CALLS_KEPT = 8
 prepared_calls: dict = {}
 
@@ -247,13 +249,19 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
                                           names):
         np.copyto(out, execute_plan(plan, data, filter, bias, names=names))
         return out
+    prepared = None
     if bias is None:
         key = (id(plan), data.dtype, filter.dtype)
         prepared = prepared_calls.get(key)
-        if prepared is not None and prepared[0] is plan and prepared[2] == _planning.generation:
+        if prepared is not None and (prepared[0] is not plan
+                                     or prepared[2] != _planning.generation
+                                     or prepared[1] is None and prepared[3] != switch_state()):
+            prepared = None
+        if prepared is not None and prepared[1] is not None:
             result = prepared[1](data, filter, out)
             if result is not None:
                 return result
+            prepared = None  # another filter or switch: prepared again below
     dtype = check_dtypes(**_operands(names, data, filter, bias))
     weights = canonical_weights(plan, filter)
     result = transposed_convolution(
@@ -266,11 +274,13 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         result_dtype=dtype,
         out=out,
     )
-    if bias is None:
+    if bias is None and prepared is None:
+        # Kept when there is none too (the layer's algorithm is another): asking again
+        # would run the choice once more on every call.
         call = prepare_call(data, filter, weights, plan.axes, plan.channels_last)
-        if call is not None:
-            _bounded_insert(prepared_calls, key, (plan, call, _planning.generation),
-                            PREPARED_CALLS_KEPT)
+        _bounded_insert(prepared_calls, key, (plan, call, _planning.generation,
+                                              None if call is not None else switch_state()),
+                        PREPARED_CALLS_KEPT)
     return result
 
 

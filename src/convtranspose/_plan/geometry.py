@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .._runtime.caches import kept
 from .rules import AxisPlan
 
 
@@ -42,6 +43,7 @@ class AxisPhases:
     classes: tuple[PhaseClass, ...]
 
 
+@kept("kernel schedules", maxsize=1024)
 def axis_phases(axis: AxisPlan) -> AxisPhases:
     s, d, size = axis.stride, axis.dilation, axis.input_size
     blocks = -(-axis.output_size // s)
