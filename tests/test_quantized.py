@@ -452,3 +452,8 @@ def test_python_numbers_and_a_wrong_out():
         ct.qlinear_conv_transpose(**good(), out=np.empty((1, 3, 4), np.int8))
     with pytest.raises(ct.ConvTransposeError, match="out has shape"):
         ct.qlinear_conv_transpose(**good(), out=np.empty((1, 3, 5), np.uint8))
+
+
+def test_prepare_says_it_does_not_take_the_quantized_dialect():
+    with pytest.raises(TypeError, match="quantized ct.qlinear_conv_transpose"):
+        ct.prepare(ct.qlinear_conv_transpose, w=np.zeros((1, 1, 3), np.int8))

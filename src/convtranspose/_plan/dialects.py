@@ -84,6 +84,9 @@ class Dialect:
         The data, filter and bias argument names (None: the dialect has no bias).
     transposed : bool
         False for the forward convolutions.
+    quantized : bool
+        True for the quantized dialects (integer data and weights with scales and zero
+        points, a requantized result).
     missing : mapping of str to str
         The surfaces (:data:`SURFACES`) this dialect is not on, and why.
     """
@@ -93,6 +96,7 @@ class Dialect:
     rule: Callable
     operands: tuple[str, str, str | None]
     transposed: bool = True
+    quantized: bool = False
     missing: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -118,7 +122,7 @@ _RECORDS = (
     Dialect("onnx_conv_transpose", "ONNX ConvTranspose", onnx_conv_transpose, ("X", "W", "B")),
     Dialect("qlinear_conv_transpose", "ONNX Runtime com.microsoft.QLinearConvTranspose"
             " (the ONNX QDQ ConvTranspose pattern)", qlinear_conv_transpose,
-            ("x", "w", "B"), missing=_QUANTIZED_MISSING),
+            ("x", "w", "B"), quantized=True, missing=_QUANTIZED_MISSING),
     Dialect("torch_conv_transpose", "PyTorch conv_transpose1d/2d/3d",
             torch_conv_transpose, ("input", "weight", "bias")),
     Dialect("tensorrt_deconvolution", "TensorRT IDeconvolutionLayer",
