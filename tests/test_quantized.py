@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
+from convtranspose._frontends.quantized import sum_dtype
 
 UINT8, INT8 = np.dtype(np.uint8), np.dtype(np.int8)
 
@@ -160,8 +161,19 @@ def call(layer, attributes, **extra):
 
 # -- against the oracle --------------------------------------------------------------------
 
+@pytest.fixture(params=["float64", "int64"])
+def sum_in(request, monkeypatch):
+    """Both ways of the exact sum: float64 (every layer that fits in memory) and int64
+    (taken here by lowering the float64 bound to 0)."""
+    from convtranspose._frontends import quantized
+
+    if request.param == "int64":
+        monkeypatch.setattr(quantized, "FLOAT64_EXACT", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("seed", range(24))
-def test_random_layers_match_the_integer_oracle(seed):
+def test_random_layers_match_the_integer_oracle(seed, sum_in):
     # odd seeds: power-of-two scales, where many values are ties (rounded half to even)
     layer, attributes = random_layer(np.random.default_rng(seed), power_of_two=seed % 2 == 1)
     copies = {k: None if v is None else np.copy(v) for k, v in layer.items()}
@@ -178,7 +190,7 @@ def test_random_layers_match_the_integer_oracle(seed):
     assert shape == want.shape
 
 
-def test_saturation_edges_and_sums_beyond_float32():
+def test_saturation_edges_and_sums_beyond_float32(sum_in):
     """Every operand at its extreme: ``(x - zp)`` and ``(w - zp)`` of magnitude 255, a
     channel of 1152 products (a sum of 74.9 million, past float32's 2**24), results
     saturated at both ends of the output type, and zero points at the extremes."""
@@ -201,7 +213,7 @@ def test_saturation_edges_and_sums_beyond_float32():
     assert set(np.unique(result)) <= {0, 1, 255}
 
 
-def test_a_python_loop_from_the_definition():
+def test_a_python_loop_from_the_definition(sum_in):
     """A scalar loop over every input, tap and output channel (no NumPy sums)."""
     rng = np.random.default_rng(7)
     x = rng.integers(-128, 128, (1, 4, 3, 2)).astype(np.int8)
@@ -457,3 +469,14 @@ def test_python_numbers_and_a_wrong_out():
 def test_prepare_says_it_does_not_take_the_quantized_dialect():
     with pytest.raises(TypeError, match="quantized ct.qlinear_conv_transpose"):
         ct.prepare(ct.qlinear_conv_transpose, w=np.zeros((1, 1, 3), np.int8))
+
+
+def test_the_sum_runs_in_float64_only_below_two_to_the_53():
+    """``K * 255**2 + max|B|`` decides: the float64 sum is exact below 2**53."""
+    plan = ct.shapes.qlinear_conv_transpose((1, 64, 4, 4), (), (), (64, 8, 3, 3), (), (), (),
+                                            ())
+    assert sum_dtype(plan, None) == np.float64
+    assert sum_dtype(plan, np.array([2 ** 31 - 1], np.int32)) == np.float64
+    huge = ct.shapes.qlinear_conv_transpose((1, 2 ** 20, 1), (), (), (2 ** 20, 1, 2 ** 18),
+                                            (), (), (), ())
+    assert 2 ** 38 * 255 ** 2 >= 2 ** 53 and sum_dtype(huge, None) == np.int64

@@ -1,9 +1,11 @@
 """Quantized transposed convolution: ONNX's QDQ ConvTranspose and QLinearConvTranspose.
 
 The sum is exact: ``acc = sum (x - x_zero_point) * (w - w_zero_point) + B`` is computed
-by the library's integer path (int64 operands accumulate in int64, which no 8-bit layer
-overflows), and only the requantization of ``acc`` is a floating-point step, done in
-float32 as ONNX's ``DequantizeLinear`` and ``QuantizeLinear`` do (docs/quantization.md).
+by the library's kernels on float64 operands where every partial sum is an integer
+below 2**53 (so each operation is exact, :func:`sum_dtype`), else on int64 operands
+(which accumulate in int64; no 8-bit layer overflows it); only the requantization of
+``acc`` is a floating-point step, done in float32 as ONNX's ``DequantizeLinear`` and
+``QuantizeLinear`` do (docs/quantization.md).
 """
 
 from __future__ import annotations
@@ -128,26 +130,52 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
                y_zero_point: np.ndarray) -> np.ndarray:
     """``saturate(round_half_to_even(float32(acc) * multiplier / y_scale) + y_zero_point)``.
 
-    ``acc`` is the exact integer sum ``(N, M, Y...)``; ``multiplier`` the float32
-    ``x_scale * w_scale`` per output channel ``(M,)`` (one float32 product, the scale
-    ONNX gives the int32 bias); each step is one float32 operation, as
-    ``DequantizeLinear`` of the sum followed by ``QuantizeLinear`` computes it.
+    ``acc`` is the exact integer sum ``(N, M, Y...)`` (int64, or float64 holding
+    integers: both convert to the same float32); ``multiplier`` the float32 ``x_scale *
+    w_scale`` per output channel ``(M,)`` (one float32 product, the scale ONNX gives the
+    int32 bias); each step is one float32 operation, as ``DequantizeLinear`` of the sum
+    followed by ``QuantizeLinear`` computes it.  The zero point is added in float32 too:
+    exact below 2**24, and a value beyond that saturates either way.
     """
     shape = (1, -1) + (1,) * (acc.ndim - 2)
-    real = acc.astype(np.float32) * multiplier.reshape(shape)
-    scaled = np.rint(real / y_scale.reshape(()))  # rint: half to even, as ONNX rounds
+    real = acc.astype(np.float32)
+    real *= multiplier.reshape(shape)
+    real /= y_scale.reshape(())
+    np.rint(real, out=real)  # rint: half to even, as ONNX rounds
+    real += y_zero_point.astype(np.float32).reshape(())
     info = np.iinfo(y_zero_point.dtype)
-    with np.errstate(invalid="ignore"):
-        shifted = scaled.astype(np.float64) + float(y_zero_point.reshape(()))
-    return np.clip(shifted, info.min, info.max).astype(y_zero_point.dtype)
+    np.clip(real, info.min, info.max, out=real)
+    return real.astype(y_zero_point.dtype)
+
+
+#: Below this magnitude every integer is a float64 (53-bit significand).
+FLOAT64_EXACT = 2 ** 53
+
+
+def sum_dtype(plan, bias: np.ndarray | None) -> np.dtype:
+    """The operand dtype the exact sum runs in: float64 where no sum can reach 2**53,
+    else int64.
+
+    ``x - x_zero_point`` and ``w - w_zero_point`` are integers of magnitude at most 255,
+    so every product is an integer of magnitude at most ``255**2``, and every partial sum
+    of one output (at most ``K = C/group * prod(kernel)`` products plus the bias) an
+    integer of magnitude below ``K * 255**2 + max|B|``.  While that is below 2**53 every
+    float64 multiply and add is exact, in any order and by any of the algorithms (all
+    sum products; none transforms the operands), so float64 gives the integer sum
+    exactly, through BLAS and about 25 times faster than the int64 kernels.
+    """
+    taps = plan.filter_shape[0] // plan.groups * int(np.prod(plan.filter_shape[2:]))
+    largest = taps * 255 ** 2 + (0 if bias is None or bias.size == 0
+                                 else int(np.abs(bias.astype(np.int64)).max()))
+    return np.dtype(np.float64 if largest < FLOAT64_EXACT else np.int64)
 
 
 def _compute(plan, x, w, zero_points, scales, bias, output_shape) -> np.ndarray:
-    """The exact sum by the integer kernels (int64 operands accumulate in int64), then
-    :func:`requantize`."""
-    data = x.astype(np.int64) - zero_points[0].astype(np.int64).reshape(())
-    weights = _centred_weights(w, zero_points[1], plan.groups)
-    acc = execute_plan(plan, data, weights, None if bias is None else bias.astype(np.int64),
+    """The exact sum (:func:`sum_dtype`), then :func:`requantize`."""
+    dtype = sum_dtype(plan, bias)
+    data = (x.astype(np.int64) - zero_points[0].astype(np.int64).reshape(())).astype(dtype)
+    weights = _centred_weights(w, zero_points[1], plan.groups).astype(dtype)
+    acc = execute_plan(plan, data, weights, None if bias is None else bias.astype(dtype),
                        names=("x", "w", "B"), output_shape=output_shape)
     multiplier = np.broadcast_to(scales[0].reshape(()) * scales[1].reshape(-1),
                                  (plan.output_shape[1],))
