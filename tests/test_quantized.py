@@ -480,3 +480,22 @@ def test_the_sum_runs_in_float64_only_below_two_to_the_53():
     huge = ct.shapes.qlinear_conv_transpose((1, 2 ** 20, 1), (), (), (2 ** 20, 1, 2 ** 18),
                                             (), (), (), ())
     assert 2 ** 38 * 255 ** 2 >= 2 ** 53 and sum_dtype(huge, None) == np.int64
+
+
+def test_derived_pads_and_one_element_operands():
+    """SAME_UPPER with ``output_shape`` gives the pads ``ct.shapes.onnx_conv_transpose``
+    resolves (the ONNX geometry is tested with the float dialect); scales as Python
+    floats are rounded to float32 and ``(1,)`` operands are one value."""
+    rng = np.random.default_rng(21)
+    x = rng.integers(0, 256, (2, 3, 4, 5)).astype(np.uint8)
+    w = rng.integers(-128, 128, (3, 2, 3, 2)).astype(np.int8)
+    geometry = dict(auto_pad="SAME_UPPER", strides=[2, 3], output_shape=[7, 14])
+    plan = ct.shapes.onnx_conv_transpose(x.shape, w.shape, **geometry)
+    result = ct.qlinear_conv_transpose(x, 0.1, np.uint8([3]), w, np.float32([0.05]),
+                                       np.int8([-2]), 0.3, np.int8([-5]), **geometry)
+    acc = oracle_sum(x.astype(np.int64) - 3, w.astype(np.int64) + 2, None, 1, [2, 3],
+                     list(plan.pads_begin + plan.pads_end), [1, 1], [0, 0])
+    assert result.shape == (2, 2, 7, 14) == acc.shape
+    np.testing.assert_array_equal(
+        result, oracle_requantize(acc, np.float32(0.1), np.float32(0.05), np.float32(0.3),
+                                  np.int8(-5)))
