@@ -36,6 +36,7 @@ from ._frontends.frameworks import (
     torch_conv_transpose,
 )
 from ._frontends.prepared import PreparedLayer, prepare
+from ._frontends.quantized import qlinear_conv_transpose
 from ._frontends.specs import (
     clear_caches,
     conv_transpose,
@@ -91,6 +92,7 @@ __all__ = [
     "num_threads",
     "onnx_conv_transpose",
     "prepare",
+    "qlinear_conv_transpose",
     "set_max_bytes",
     "set_num_threads",
     "set_planning",

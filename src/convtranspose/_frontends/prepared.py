@@ -55,6 +55,9 @@ def _dialect_of(function) -> _dialects.Dialect:
         choices = ", ".join(f"ct.{dialect}" for dialect in _dialects.DIALECTS)
         raise TypeError(f"prepare takes one of the library's array functions ({choices}),"
                         f" or its name; got {function!r}")
+    if record.quantized:  # its scales and zero points are not bound as weights yet
+        raise TypeError(f"prepare does not take the quantized ct.{record.name} yet; call"
+                        f" it directly")
     return record
 
 

@@ -21,13 +21,14 @@ from .onednn import conv_transpose
 from .onnx import onnx_conv_transpose
 from .openvino import convolution_backprop_data, group_convolution_backprop_data
 from .pytorch import torch_conv_transpose
+from .quantized import qlinear_conv_transpose
 from .tensorflow import keras_conv_transpose, tf_conv_transpose, tflite_transpose_conv
 from .tensorrt import tensorrt_deconvolution
 
 __all__ = ["DIALECTS", "SURFACES", "ConvolutionPlan", "Dialect", "conv_transpose",
            "convolution", "convolution_backprop_data", "dialects_on", "group_convolution",
            "group_convolution_backprop_data", "jax_conv_transpose", "keras_conv_transpose",
-           "onnx_conv_transpose", "tensorrt_deconvolution", "tf_conv_transpose",
+           "onnx_conv_transpose", "qlinear_conv_transpose", "tensorrt_deconvolution", "tf_conv_transpose",
            "tflite_transpose_conv", "torch_conv_transpose"]
 
 #: The surfaces a dialect can have: ``ct`` (the array function), ``shapes`` (its shape
@@ -49,6 +50,20 @@ _NO_CONVOLUTION_TILES = (
     " convolution's tiles (each output chunk reading a strided window of the data, so its"
     " input chunks' halos depend on pads, stride and dilation the other way round) have no"
     " planner yet")
+_QUANTIZED_MISSING = {
+    "vjp": "quantized operations have no gradient in their owners (ONNX and onnxruntime"
+           " define none; training uses the float layer with fake quantization)",
+    "dask": "not built yet: the Dask tiling plans float and plain integer layers; the"
+            " quantized operands (scales, zero points, int32 bias) are not carried to"
+            " the tiles yet",
+    "torch": "not built yet: PyTorch's quantized tensors and its quantized"
+             " ConvTranspose modules are another dialect, not reproduced yet",
+    "cli": "not built yet: shape and run take one data, filter and bias operand; the"
+           " scales and zero points have no options there yet",
+    "translate": "not built yet: translations move a float layer's attributes and"
+                 " weights; no quantized target (TFLite int8, PyTorch quantized) is"
+                 " built yet",
+}
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,9 @@ class Dialect:
         The data, filter and bias argument names (None: the dialect has no bias).
     transposed : bool
         False for the forward convolutions.
+    quantized : bool
+        True for the quantized dialects (integer data and weights with scales and zero
+        points, a requantized result).
     missing : mapping of str to str
         The surfaces (:data:`SURFACES`) this dialect is not on, and why.
     """
@@ -78,6 +96,7 @@ class Dialect:
     rule: Callable
     operands: tuple[str, str, str | None]
     transposed: bool = True
+    quantized: bool = False
     missing: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -101,6 +120,9 @@ _RECORDS = (
     Dialect("conv_transpose", "oneDNN Graph ConvTranspose-1", conv_transpose,
             ("input", "filter", "bias")),
     Dialect("onnx_conv_transpose", "ONNX ConvTranspose", onnx_conv_transpose, ("X", "W", "B")),
+    Dialect("qlinear_conv_transpose", "ONNX Runtime com.microsoft.QLinearConvTranspose"
+            " (the ONNX QDQ ConvTranspose pattern)", qlinear_conv_transpose,
+            ("x", "w", "B"), quantized=True, missing=_QUANTIZED_MISSING),
     Dialect("torch_conv_transpose", "PyTorch conv_transpose1d/2d/3d",
             torch_conv_transpose, ("input", "weight", "bias")),
     Dialect("tensorrt_deconvolution", "TensorRT IDeconvolutionLayer",

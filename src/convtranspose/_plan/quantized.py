@@ -1,0 +1,96 @@
+"""Quantized ONNX transposed convolution: ``com.microsoft.QLinearConvTranspose``.
+
+The geometry is ONNX ConvTranspose's (:mod:`convtranspose._plan.onnx`); this module adds
+the shapes of the quantization operands.  Per the contrib operator's text, ``x_scale``,
+``x_zero_point``, ``y_scale`` and ``y_zero_point`` are per-tensor (one value), and
+``w_scale`` and ``w_zero_point`` are per-tensor or per output channel (``M`` values, one
+for each channel of the result ``(N, M, Y...)``); a scale and its zero point have the
+same shape.  A "one value" operand may be a scalar or a 1-D array of one element, as
+onnxruntime and ``onnx.reference`` accept both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from .._errors import ConvTransposeError
+from .onnx import onnx_conv_transpose
+from .rules import ConvTransposePlan, as_shape
+
+if TYPE_CHECKING:
+    from .._typing import PerAxis, ShapeLike
+
+__all__ = ["qlinear_conv_transpose", "quantization_shapes"]
+
+
+def _one_value(name: str, shape: tuple[int, ...]) -> None:
+    if len(shape) > 1 or shape not in ((), (1,)):
+        raise ConvTransposeError(
+            f"{name} has shape {shape} but must hold one value (shape () or (1,)):"
+            f" QLinearConvTranspose quantizes x and y per tensor")
+
+
+def quantization_shapes(x_scale: ShapeLike, x_zero_point: ShapeLike, w_scale: ShapeLike,
+                        w_zero_point: ShapeLike, y_scale: ShapeLike, y_zero_point: ShapeLike,
+                        out_channels: int) -> bool:
+    """Check the quantization operands' shapes; True if ``w`` is per output channel.
+
+    Raises ConvTransposeError for a per-tensor operand with more than one value, a
+    ``w_scale``/``w_zero_point`` that is neither one value nor ``(out_channels,)``, or a
+    ``w_scale`` and ``w_zero_point`` of different shapes.
+    """
+    shapes = {name: as_shape(f"{name} shape", value) for name, value in (
+        ("x_scale", x_scale), ("x_zero_point", x_zero_point), ("w_scale", w_scale),
+        ("w_zero_point", w_zero_point), ("y_scale", y_scale), ("y_zero_point", y_zero_point))}
+    for name in ("x_scale", "x_zero_point", "y_scale", "y_zero_point"):
+        _one_value(name, shapes[name])
+    per_channel = False
+    for name in ("w_scale", "w_zero_point"):
+        shape = shapes[name]
+        if shape == (out_channels,) and out_channels != 1:
+            per_channel = True
+        elif shape not in ((), (1,)):
+            raise ConvTransposeError(
+                f"{name} has shape {shape} but must hold one value (per tensor) or"
+                f" ({out_channels},), one per output channel M = W.shape[1] * group")
+    if (shapes["w_scale"] in ((), (1,))) != (shapes["w_zero_point"] in ((), (1,))):
+        raise ConvTransposeError(
+            f"w_scale has shape {shapes['w_scale']} but w_zero_point has shape"
+            f" {shapes['w_zero_point']}: both per tensor or both per output channel")
+    return per_channel
+
+
+def qlinear_conv_transpose(x: ShapeLike, x_scale: ShapeLike, x_zero_point: ShapeLike,
+                           w: ShapeLike, w_scale: ShapeLike, w_zero_point: ShapeLike,
+                           y_scale: ShapeLike, y_zero_point: ShapeLike,
+                           B: ShapeLike | None = None, *, auto_pad: str = "NOTSET",
+                           dilations: PerAxis = None, group: int = 1,
+                           kernel_shape: ShapeLike | None = None,
+                           output_padding: PerAxis = None,
+                           output_shape: ShapeLike | None = None,
+                           pads: ShapeLike | None = None,
+                           strides: PerAxis = None) -> ConvTransposePlan:
+    """Plan ``com.microsoft.QLinearConvTranspose`` from shapes.
+
+    Takes the shapes of the operands of :func:`convtranspose.qlinear_conv_transpose`
+    (``x`` ``(N, C, D...)``, ``w`` ``(C, M/group, K...)``, ``B`` ``(M,)``, the scales
+    and zero points ``()`` or ``(1,)``, ``w_scale`` and ``w_zero_point`` also ``(M,)``)
+    and the same keywords; the geometry is :func:`onnx_conv_transpose`'s (the text
+    since 2021).
+
+    Examples
+    --------
+    >>> from convtranspose import shapes
+    >>> plan = shapes.qlinear_conv_transpose((1, 4, 5, 5), (), (), (4, 3, 3, 3), (3,), (3,),
+    ...                                      (), (), (3,), strides=2, pads=[1, 1, 1, 1])
+    >>> plan.op, plan.output_shape
+    ('qlinear_conv_transpose', (1, 3, 9, 9))
+    """
+    plan = onnx_conv_transpose(
+        x, w, B, auto_pad=auto_pad, dilations=dilations, group=group,
+        kernel_shape=kernel_shape, output_padding=output_padding, output_shape=output_shape,
+        pads=pads, strides=strides)
+    quantization_shapes(x_scale, x_zero_point, w_scale, w_zero_point, y_scale, y_zero_point,
+                        plan.output_shape[1])
+    return dataclasses.replace(plan, op="qlinear_conv_transpose")
