@@ -282,19 +282,21 @@ def test_bench_eta_is_the_mean_time_per_layer_times_the_layers_left(monkeypatch)
     assert run.eta(1000.0, 36, 36) == ""
 
 
-def test_blocked_channel_blocks_script_restores_the_share(capsys):
+def test_blocked_passes_script_times_channel_blocks_and_restores_the_share(capsys):
     pytest.importorskip("numba")
     from convtranspose._kernels import schedules
 
     share = schedules.BLOCKED_PANEL_L1_SHARE
-    assert _load("blocked_channel_blocks").main(["--layers", "tiny", "--rounds", "1"]) == 0
+    assert _load("blocked_passes").main(["--layers", "tiny", "--rounds", "1",
+                                         "--channel-blocks"]) == 0
     assert schedules.BLOCKED_PANEL_L1_SHARE == share
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| tiny")]
     assert len(rows) == 4  # NCX and NXC, on two threads and one
     for row in rows:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
-        assert all(float(cell) > 0 for cell in cells[2:7]) and cells[7] in ("0.25", "0.5", "1",
-                                                                              "2", "whole")
+        times = dict(cell.split(": ") for cell in cells[2].split(", "))
+        assert set(times) == {"0.25", "0.5", "1", "2", "whole"}
+        assert all(float(value) > 0 for value in times.values()) and cells[3] in times
 
 
 def test_prepared_calls_script_times_each_form(capsys, tmp_path):
