@@ -170,6 +170,30 @@ def test_onnxruntime_departing_from_the_specification_is_a_mismatch(tmp_path):
     assert "negative pads" in result.stderr
 
 
+def test_a_model_wrong_in_one_layer_fails_exactly_that_layer(tmp_path):
+    """Three layers in a chain, the middle one edited to the SAME_UPPER case onnxruntime
+    computes against the ONNX text: that layer alone is a mismatch; the one after it is
+    computed from the input the runtime gave it and passes."""
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(6)
+    nodes = [helper.make_node("ConvTranspose", ["x", "A"], ["a"], name="first", strides=[2]),
+             helper.make_node("ConvTranspose", ["a", "B"], ["b"], name="edited", strides=[3],
+                              auto_pad="SAME_UPPER"),
+             helper.make_node("ConvTranspose", ["b", "C"], ["y"], name="last", strides=[2])]
+    weights = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+               for name, shape in (("A", (2, 2, 2)), ("B", (2, 2, 1)), ("C", (2, 1, 3)))]
+    model = _single_node_model(onnx, nodes, [1, 2, 3], weights)
+    path = tmp_path / "chain.onnx"
+    onnx.save(model, str(path))
+    result = run_cli("onnx", "compare", path, "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    status = {row["name"]: row["status"] for row in json.loads(result.stdout)["layers"]}
+    assert status == {"first": "pass", "edited": "mismatch", "last": "pass"}
+
+
 def test_weights_computed_at_run_time_and_torch_scopes(tmp_path):
     """W = A + B (two initializers; an Add is not folded as a constant) comes from the
     runtime; a node carrying the name scopes the torch.export-based exporter writes is
