@@ -282,10 +282,13 @@ def test_bench_eta_is_the_mean_time_per_layer_times_the_layers_left(monkeypatch)
     assert run.eta(1000.0, 36, 36) == ""
 
 
-def test_blocked_passes_script_times_channel_blocks_and_restores_the_share(capsys):
+def test_blocked_passes_script_times_channel_blocks_and_restores_the_share(capsys,
+                                                                           monkeypatch):
     pytest.importorskip("numba")
     from convtranspose._kernels import schedules
 
+    # The script forces its algorithm through the environment: restored afterwards.
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct-blocked")
     share = schedules.BLOCKED_PANEL_L1_SHARE
     assert _load("blocked_passes").main(["--layers", "tiny", "--rounds", "1",
                                          "--channel-blocks"]) == 0
