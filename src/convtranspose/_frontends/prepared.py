@@ -75,12 +75,12 @@ class _Binding:
 
     __slots__ = ("plan", "_run")
 
-    def __init__(self, layer: PreparedLayer, data: np.ndarray):
+    def __init__(self, layer: PreparedLayer, data_shape: tuple[int, ...]):
         record, arguments = layer._dialect, layer._arguments
         data_name, filter_name, bias_name = record.operands
         filter, bias = arguments[filter_name], arguments.get(bias_name) if bias_name else None
         rule_arguments = dict(layer._defaults, **arguments)
-        rule_arguments[data_name] = data.shape
+        rule_arguments[data_name] = data_shape
         rule_arguments[filter_name] = filter.shape
         if bias_name is not None:
             rule_arguments[bias_name] = None if bias is None else bias.shape
@@ -178,7 +178,7 @@ class PreparedLayer:
         return self._function(**{self._dialect.operands[0]: data}, **self._arguments, out=out)
 
     def _bind(self, key, data: np.ndarray) -> _Binding:
-        binding = _Binding(self, data)  # errors are raised here, never kept
+        binding = _Binding(self, data.shape)  # errors are raised here, never kept
         with self._lock:
             self._bindings.pop(key, None)
             while len(self._bindings) >= BINDINGS_KEPT:
@@ -239,7 +239,7 @@ class PreparedLayer:
             plan = binding.plan
         else:
             recent_dtype = None
-            plan = _Binding(self, np.empty(tuple(data_shape), np.uint8)).plan
+            plan = _Binding(self, tuple(data_shape)).plan
         chosen = dtype if dtype is not None else recent_dtype or np.asarray(filter).dtype
         return _explain(plan, chosen, measure=measure)
 
