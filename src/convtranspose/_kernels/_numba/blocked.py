@@ -263,9 +263,17 @@ def _line_order(axis1: AxisPlan, axis2: AxisPlan) -> np.ndarray:
     return frozen_all(np.concatenate(order).astype(np.int64))[0]
 
 
-def _most_phase_taps(tap_count: np.ndarray) -> int:
-    """The most taps any phase has: the product over the axes of their most per phase."""
-    return math.prod(max(1, int(row.max(initial=0))) for row in tap_count)
+def _channel_block(ci: int, tap_count: np.ndarray, chunk_width: int, itemsize: int,
+                   into_output: bool) -> int:
+    """Input channels summed at a time (:func:`blocked_channel_block`, for the most taps
+    any phase has).  All of them where the blocks write straight into a channels-last
+    output: adding each channel block there reads and writes the output's rows again,
+    and such layers ran even or up to 1.08x slower in blocks
+    (``benchmarks/results/blocked-channel-blocks-xeon.json``)."""
+    if into_output:
+        return ci
+    taps = math.prod(max(1, int(row.max(initial=0))) for row in tap_count)
+    return blocked_channel_block(ci, taps, chunk_width, itemsize, l1_data_cache_bytes())
 
 
 def _steps(shape5: tuple[int, ...], channels_last: bool) -> np.ndarray:
@@ -369,9 +377,9 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived
                          + (math.prod(a.kernel_size for a in axes3),)
                          + tuple(a.stride for a in axes3)
                          + (lanes * vectors, _GROUP_TILE_ELEMENTS,
-                            blocked_channel_block(ci, _most_phase_taps(tables[2]),
-                                                  lanes * chunk, itemsize,
-                                                  l1_data_cache_bytes())), np.int64)
+                            _channel_block(ci, tables[2], lanes * chunk, itemsize,
+                                           channels_last and c1 - c0 == lanes * vectors
+                                           and mode == KEEP)), np.int64)
         kernel = _blocked_kernel(lanes, chunk, pixels, mode)
         parallel_for(lambda a, b, kernel=kernel, w=w, pass_out=pass_out, pass_bits=pass_bits,
                      pass_bias=pass_bias, sizes=sizes: kernel(
