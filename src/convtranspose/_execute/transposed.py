@@ -24,10 +24,11 @@ from .._kernels import casts as _casts
 from .._kernels.common import NonFinite
 from .._kernels.dense import DenseCall, dense_matrix
 from .._kernels.direct import DirectCall
+from .._kernels.direct_blocked import prepare_blocked
 from .._plan.geometry import beyond_int64_kernels
 from .._plan.problem import Problem
 from .._plan.rules import AxisPlan
-from .._runtime.memo import derived_from
+from .._runtime.memo import derived_from, owned
 from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host
 from . import background
@@ -268,7 +269,8 @@ def _compute(algorithm, data, weights, problem: Problem, out, target):
 
 
 #: Filters of at most this many bytes are kept by a :class:`DirectCall`, which
-#: compares them with the caller's in every call (as the filter memo does anyway).
+#: compares them with the caller's in every call (as the filter memo does anyway); a
+#: prepared layer's own filter is told by identity, whatever its size.
 PREPARED_MAX_FILTER_BYTES = 1 << 20
 
 
@@ -279,8 +281,9 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
 
     ``filter`` is the caller's filter and ``weights`` its ``(G, Ci, Co, K...)`` view.
     Only float32 and float64 layers (no rounding afterwards) that :func:`~.dispatch.choose`
-    gives to ``dense`` or to numba ``direct`` (a filter of at most
-    :data:`PREPARED_MAX_FILTER_BYTES`, finite) qualify.
+    gives to ``dense``, to numba ``direct`` (a finite filter) or to ``direct-blocked``
+    qualify, the last two with a filter of at most :data:`PREPARED_MAX_FILTER_BYTES` or
+    a prepared layer's own.
     """
     dtype = data.dtype
     if dtype not in (np.float32, np.float64) or not dtype.isnative or filter.dtype != dtype:
@@ -295,12 +298,16 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
     if runs == "dense":
         matrix = dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
         return DenseCall(filter.tobytes(), matrix, shape, dtype)
-    if runs != "direct" or filter.nbytes > PREPARED_MAX_FILTER_BYTES:
+    if runs not in ("direct", "direct-blocked") or (
+            filter.nbytes > PREPARED_MAX_FILTER_BYTES and not owned(filter)):
         return None
-    derived = derived_from(weights, "direct")
-    if not derived.get("finite"):
+    derived = derived_from(weights, runs)
+    if runs == "direct-blocked":  # exact with any operands: it multiplies no padding
+        compute = prepare_blocked(batch, weights, axes, dtype, channels_last, derived, target)
+    elif not derived.get("finite"):
         return None
-    from .._kernels._numba.direct import prepare_direct
+    else:
+        from .._kernels._numba.direct import prepare_direct
 
-    compute = prepare_direct(batch, weights, axes, dtype, channels_last, derived, target)
+        compute = prepare_direct(batch, weights, axes, dtype, channels_last, derived, target)
     return None if compute is None else DirectCall(filter, compute, shape, dtype, target)

@@ -183,6 +183,26 @@ def _forget_kept() -> None:
 _caches.register("resolved plans and prepared calls", _forget_kept)
 
 
+def _usable_prepared(key: tuple, plan) -> tuple | None:
+    """The entry of :data:`prepared_calls` for ``key`` if it still holds for ``plan``: the
+    same plan, planning generation and (for an entry without a call) switches."""
+    entry = prepared_calls.get(key)
+    if entry is None or entry[0] is not plan or entry[2] != _planning.generation or (
+            entry[1] is None and entry[3] != switch_state()):
+        return None
+    return entry
+
+
+def prepared_call(plan, data: np.ndarray, filter: np.ndarray):
+    """``(call, generation)``: the prepared call :func:`execute_plan` keeps for ``plan``
+    with operands of these dtypes (None if it has none or has not made it yet), and the
+    planning generation it holds for.  A caller that keeps it calls
+    ``call(data, filter, out)`` while :data:`convtranspose._choose.planning.generation`
+    is unchanged; a None result means: go through :func:`execute_plan`."""
+    entry = _usable_prepared((id(plan), data.dtype, filter.dtype), plan)
+    return (None if entry is None else entry[1]), _planning.generation
+
+
 #: ``np.may_share_memory`` without the ``__array_function__`` dispatch (half its time in
 #: the tiny layer's call), where NumPy exposes it.
 _may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
@@ -252,11 +272,7 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
     prepared = None
     if bias is None:
         key = (id(plan), data.dtype, filter.dtype)
-        prepared = prepared_calls.get(key)
-        if prepared is not None and (prepared[0] is not plan
-                                     or prepared[2] != _planning.generation
-                                     or prepared[1] is None and prepared[3] != switch_state()):
-            prepared = None
+        prepared = _usable_prepared(key, plan)
         if prepared is not None and prepared[1] is not None:
             result = prepared[1](data, filter, out)
             if result is not None:

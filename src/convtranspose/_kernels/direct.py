@@ -14,7 +14,7 @@ import itertools
 import numpy as np
 
 from .._plan.geometry import tap_windows
-from .._runtime.memo import derived_from, frozen, same_bits
+from .._runtime.memo import derived_from, frozen, owned, same_bits
 from .._runtime.target import host
 from .common import NonFinite, input_glxc, output_glyc, require_finite
 from .dense import switch_state
@@ -22,22 +22,28 @@ from .schedules import direct_rounds
 
 
 class DirectCall:
-    """A layer that :func:`transposed_convolution` computes with numba ``direct``, prepared.
+    """A layer that :func:`transposed_convolution` computes with numba ``direct`` or
+    ``direct-blocked``, prepared.
 
     The same contract as :class:`DenseCall`: for data and a filter as at preparation
     (float32 or float64, the filter of the same bits, the same environment switches)
     it returns what :func:`transposed_convolution` returns without bias, calling the
-    plane kernel with everything but the data set up
-    (:func:`convtranspose._kernels._numba.direct.prepare_direct`).  The filter is finite (its
-    taps meet the windows' zero borders), so any data gives the exact sums; None only
-    for another filter, switch or target (its kernels and threads were set up for one).
+    kernel with everything but the data set up
+    (:func:`convtranspose._kernels._numba.direct.prepare_direct`,
+    :func:`convtranspose._kernels.direct_blocked.prepare_blocked`).  Any data gives the
+    exact sums (``direct``'s filter is finite, so its taps meet the windows' zero borders;
+    ``direct-blocked`` multiplies no border); None only for another filter, switch or
+    target (its kernels and threads were set up for one).
     """
 
     __slots__ = ("_filter", "_compute", "_shape", "_dtype", "_switches", "_target")
 
     def __init__(self, filter: np.ndarray, compute, shape: tuple[int, ...], dtype: np.dtype,
                  target):
-        self._filter = frozen(np.array(filter, copy=True, order="K"))
+        # A prepared layer's own filter (nobody can write it) is told by identity; any
+        # other is compared with a copy, bit for bit.
+        self._filter = filter if owned(filter) else frozen(np.array(filter, copy=True,
+                                                                   order="K"))
         self._compute, self._shape, self._dtype = compute, shape, dtype
         self._switches = switch_state()
         self._target = target
@@ -45,7 +51,7 @@ class DirectCall:
     def __call__(self, data: np.ndarray, filter: np.ndarray,
                  out: np.ndarray | None = None) -> np.ndarray | None:
         if (switch_state() != self._switches or host() != self._target
-                or not same_bits(self._filter, filter)):
+                or filter is not self._filter and not same_bits(self._filter, filter)):
             return None
         if out is None:
             out = np.empty(self._shape, self._dtype)

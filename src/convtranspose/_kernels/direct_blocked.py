@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .._runtime.memo import derived_from
 from .casts import widen
+from .schedules import KEEP
 
 
 def _direct_blocked(data, weights, axes, dtype, channels_last, out, *, target):
@@ -31,3 +32,12 @@ def _direct_blocked_rounded(data, weights, axes, dtype, channels_last, out, bias
     direct_blocked(widen(data, target), weights, axes, dtype, channels_last, out, bias,
                    derived_from(weights, "direct-blocked"), target)
     return True
+
+
+def prepare_blocked(batch, weights, axes, dtype, channels_last, derived, target):
+    """``compute(data, out)``: ``direct-blocked`` for this layer with its passes, packed
+    weights and thread split set up once (:class:`._numba.blocked.BlockedLayer`), for
+    :class:`convtranspose._kernels.direct.DirectCall`; ``out`` has ``dtype``."""
+    from ._numba.blocked import BlockedLayer
+
+    return BlockedLayer(batch, weights, axes, dtype, channels_last, KEEP, derived, target)

@@ -68,6 +68,12 @@ def own(filter: np.ndarray) -> np.ndarray:
     return filter
 
 
+def owned(filter: np.ndarray) -> bool:
+    """Whether ``filter`` itself (not a view of it) is one that :func:`own` marked."""
+    entry = owned_filters.get(id(filter))
+    return entry is not None and entry[0]() is filter
+
+
 def _owned_derived(weights: np.ndarray, key) -> dict | None:
     """The derived dict of ``weights`` for ``key`` if it is a view of an owned filter."""
     root = weights

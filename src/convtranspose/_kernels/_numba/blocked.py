@@ -323,6 +323,93 @@ def _channel_passes(weights_shape, axes3, itemsize: int, target) -> list[tuple[i
     return [(c0, min(co, c0 + step)) for c0 in range(0, co, step)]
 
 
+class BlockedLayer:
+    """``direct-blocked`` set up for one layer: every pass's kernel, packed weights and
+    sizes, the steps and the thread split, made once; calling it fills an output.
+
+    ``direct_blocked`` makes one per call; a prepared call
+    (:func:`convtranspose._kernels.direct_blocked.prepare_blocked`) keeps it, so that
+    a repeated call of a small layer runs the kernel and little else (the set-up took
+    about 60 us of a 0.3 ms U-Net layer's call, ``benchmarks/results/prepared-calls-xeon.json``).
+    ``mode`` is the store mode of the outputs it fills (:func:`.modes.store_mode`).
+    """
+
+    __slots__ = ("_dtype", "_mode", "_target", "_copy_plane_bytes", "_copy_steps",
+                 "_in_steps", "_passes", "_run_args", "_threads", "_count")
+
+    def __init__(self, batch, weights, axes, dtype, channels_last, mode, derived, target):
+        groups, ci, co = weights.shape[:3]
+        axes3 = three_axes(axes)
+        itemsize = np.dtype(dtype).itemsize
+        derived = {} if derived is None else derived
+        self._dtype, self._mode, self._target = dtype, mode, target
+        inputs = tuple(a.input_size for a in axes3)
+        # Channels-first data with large planes is read through a channels-last copy.
+        self._copy_plane_bytes = (math.prod(inputs) if not channels_last and ci > 1 else -1)
+        self._copy_steps = _steps((batch, groups * ci) + inputs, True)
+        self._in_steps = _steps((batch, groups * ci) + inputs, channels_last)
+        out_steps = _steps((batch, groups * co) + tuple(a.output_size for a in axes3),
+                           channels_last)
+        lines = groups * batch * axes3[0].output_size * axes3[1].output_size
+        self._threads = threads = direct_threads(batch, weights.shape, axes, target)
+        segments = blocked_segments(lines, axes3[2], threads)
+        self._count = lines * segments
+        self._run_args = (out_steps, _line_order(axes3[0], axes3[1]),
+                          *_blocked_tables(axes3), segments)
+        tap_count = self._run_args[4]
+        self._passes = []
+        for c0, c1 in _channel_passes(weights.shape, axes3, itemsize, target):
+            # A pass writes channels [c0, c1) of group 0: its views start at channel c0.
+            lanes, vectors, chunk, pixels = blocked_shape(itemsize, c1 - c0, axes3[2],
+                                                          target.vector_bytes)
+            w = _pass_weights(weights, derived, dtype, tuple(a.kernel_size for a in axes3),
+                              (c0, c1), lanes * vectors, lanes * chunk).reshape(-1)
+            sizes = np.array((batch, groups, ci, c1 - c0) + inputs
+                             + tuple(a.output_size for a in axes3)
+                             + tuple(a.kernel_size for a in axes3[1:])
+                             + (math.prod(a.kernel_size for a in axes3),)
+                             + tuple(a.stride for a in axes3)
+                             + (lanes * vectors, _GROUP_TILE_ELEMENTS,
+                                _channel_block(ci, tap_count, lanes * chunk, itemsize,
+                                               channels_last and c1 - c0 == lanes * vectors
+                                               and mode == KEEP)), np.int64)
+            self._passes.append((c0 * out_steps[4], c0, c1, (w, sizes),
+                                 _blocked_kernel(lanes, chunk, pixels, mode)))
+
+    def __call__(self, data, out, bias=None) -> None:
+        """Fill ``out`` (the set-up's layout, shape and store mode) from ``data``, plus
+        ``bias`` where ``out`` is rounded (``(G*Co,)``, read only then)."""
+        dtype, in_steps = self._dtype, self._in_steps
+        if 0 <= self._copy_plane_bytes and (
+                self._copy_plane_bytes * data.itemsize >= _FAR_CHANNELS_BYTES):
+            data = channels_last_copy(data, dtype, self._target)
+            in_steps = self._copy_steps
+        if data.dtype != dtype or not data.flags.c_contiguous:
+            data = np.ascontiguousarray(data, dtype)
+        result = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+        flat_out = result.reshape(-1)
+        if self._mode == KEEP:
+            bits, bias = np.empty(0, np.uint16), np.empty(0, dtype)
+        else:
+            bits, flat_out = flat_out.view(np.uint16), np.empty(0, dtype)
+            bias = np.empty(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype)
+        # Read-only views of the operands the kernel reads, whatever the caller's flags: a
+        # writable and a read-only array are two numba types, each compiling the kernel.
+        source, bias = frozen_all(data.reshape(-1).view(), bias.view())
+        run_args = self._run_args
+        for at, c0, c1, (w, sizes), kernel in self._passes:
+            pass_out = flat_out[at:] if flat_out.size else flat_out
+            pass_bits = bits[at:] if bits.size else bits
+            pass_bias = bias[c0:c1] if bias.size else bias
+            parallel_for(lambda a, b, kernel=kernel, w=w, pass_out=pass_out,
+                         pass_bits=pass_bits, pass_bias=pass_bias, sizes=sizes: kernel(
+                             source, w, pass_out, pass_bits, pass_bias, sizes, in_steps,
+                             *run_args, a, b),
+                         self._count, self._threads)
+        if result is not out:
+            np.copyto(out, result)
+
+
 def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived, target):
     """Fill ``out`` (the layout of ``data``) with the register-blocked direct kernel.
 
@@ -334,57 +421,6 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived
     whose weights per output line would not stay in L2 run in passes over their output
     channels (:func:`_channel_passes`).
     """
-    groups, ci, co = weights.shape[:3]
-    axes3 = three_axes(axes)
-    itemsize = np.dtype(dtype).itemsize
-    derived = {} if derived is None else derived
-    data_last = channels_last
-    if not channels_last and ci > 1 and data[0, 0].nbytes >= _FAR_CHANNELS_BYTES:
-        data, data_last = channels_last_copy(data, dtype, target), True
-    if data.dtype != dtype or not data.flags.c_contiguous:
-        data = np.ascontiguousarray(data, dtype)
-    result = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
-    flat_out = result.reshape(-1)
-    mode = store_mode(out.dtype, dtype)
-    if mode == KEEP:
-        bits, bias = np.empty(0, np.uint16), np.empty(0, dtype)
-    else:
-        bits, flat_out = flat_out.view(np.uint16), np.empty(0, dtype)
-        bias = np.empty(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype)
-    batch = data.shape[0]
-    in_steps = _steps((batch, groups * ci) + tuple(a.input_size for a in axes3), data_last)
-    out_steps = _steps((batch, groups * co) + tuple(a.output_size for a in axes3), channels_last)
-    lines = groups * batch * axes3[0].output_size * axes3[1].output_size
-    threads = direct_threads(batch, weights.shape, axes, target)
-    segments = blocked_segments(lines, axes3[2], threads)
-    tables, order = _blocked_tables(axes3), _line_order(axes3[0], axes3[1])
-    # Read-only views of the operands the kernel reads, whatever the caller's flags: a
-    # writable and a read-only array are two numba types, each compiling the kernel.
-    source, bias = frozen_all(data.reshape(-1).view(), bias.view())
-    for c0, c1 in _channel_passes(weights.shape, axes3, itemsize, target):
-        # A pass writes channels [c0, c1) of group 0: its views start at channel c0.
-        at = c0 * out_steps[4]
-        pass_out = flat_out[at:] if flat_out.size else flat_out
-        pass_bits = bits[at:] if bits.size else bits
-        pass_bias = bias[c0:c1] if bias.size else bias
-        lanes, vectors, chunk, pixels = blocked_shape(itemsize, c1 - c0, axes3[2],
-                                                      target.vector_bytes)
-        w = _pass_weights(weights, derived, dtype, tuple(a.kernel_size for a in axes3),
-                          (c0, c1), lanes * vectors, lanes * chunk).reshape(-1)
-        sizes = np.array((batch, groups, ci, c1 - c0) + tuple(a.input_size for a in axes3)
-                         + tuple(a.output_size for a in axes3)
-                         + tuple(a.kernel_size for a in axes3[1:])
-                         + (math.prod(a.kernel_size for a in axes3),)
-                         + tuple(a.stride for a in axes3)
-                         + (lanes * vectors, _GROUP_TILE_ELEMENTS,
-                            _channel_block(ci, tables[2], lanes * chunk, itemsize,
-                                           channels_last and c1 - c0 == lanes * vectors
-                                           and mode == KEEP)), np.int64)
-        kernel = _blocked_kernel(lanes, chunk, pixels, mode)
-        parallel_for(lambda a, b, kernel=kernel, w=w, pass_out=pass_out, pass_bits=pass_bits,
-                     pass_bias=pass_bias, sizes=sizes: kernel(
-                         source, w, pass_out, pass_bits, pass_bias, sizes, in_steps,
-                         out_steps, order, *tables, segments, a, b),
-                     lines * segments, threads)
-    if result is not out:
-        np.copyto(out, result)
+    layer = BlockedLayer(data.shape[0], weights, axes, dtype, channels_last,
+                         store_mode(out.dtype, dtype), derived, target)
+    layer(data, out, bias)

@@ -1,0 +1,106 @@
+"""Repeated calls of one layer run a prepared call (everything but the data set up once):
+every such call equals the slow oracle, through the array functions and prepared layers,
+when the caller edits the filter in place, changes the switches or the planning, or
+passes data of another memory layout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import convtranspose as ct
+import oracle
+from convtranspose._frontends import specs
+
+RNG = np.random.default_rng(20261129)
+
+
+def _values(shape, dtype=np.float32):
+    # Small integers: every sum is exact in float32, so results compare with ==.
+    return RNG.integers(-3, 4, size=shape).astype(dtype)
+
+
+def _prepared_kinds() -> set[str]:
+    return {type(entry[1]).__name__ for entry in specs.prepared_calls.values()
+            if entry[1] is not None}
+
+
+# (data shape, filter shape, attributes): small channel planes read in place, and planes
+# of 16 KB and more (float32) that direct-blocked reads through a channels-last copy.
+BLOCKED_LAYERS = [
+    ((2, 6, 5, 7), (6, 20, 3, 3), dict(strides=2, pads_begin=1, pads_end=0)),
+    ((1, 4, 64, 66), (4, 8, 2, 2), dict(strides=2)),
+    ((1, 3, 9), (3, 40, 4), dict(strides=3, pads_begin=1, pads_end=2, dilations=2)),
+]
+
+
+@pytest.mark.parametrize("data_shape, filter_shape, attributes", BLOCKED_LAYERS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_direct_blocked_prepared_call_matches_the_oracle(monkeypatch, data_shape, filter_shape,
+                                                         attributes, dtype):
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct-blocked")
+    ct.clear_caches()
+    data, filter = _values(data_shape, dtype), _values(filter_shape, dtype)
+    for call in range(4):
+        if call == 2:
+            filter[0] += 1  # edited in place: the prepared call must not serve it
+        given = data if call != 3 else np.asfortranarray(data)
+        expected = oracle.openvino_cbpd(data, filter, **attributes)
+        np.testing.assert_array_equal(
+            ct.convolution_backprop_data(given, filter, **attributes), expected)
+    assert "DirectCall" in _prepared_kinds()  # the repeated calls ran prepared
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_direct_blocked_prepared_call_channels_last(monkeypatch, dtype):
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct-blocked")
+    ct.clear_caches()
+    data, filter = _values((2, 6, 5, 12), dtype), _values((3, 3, 12, 24), dtype)
+    attributes = dict(strides=2, pads_begin=1, pads_end=1, output_padding=1)
+    expected = oracle.onednn_conv_transpose(data, filter, **attributes)
+    for _ in range(3):
+        np.testing.assert_array_equal(ct.conv_transpose(data, filter, **attributes), expected)
+    assert "DirectCall" in _prepared_kinds()
+
+
+def test_prepared_layer_follows_switches_and_planning(monkeypatch):
+    """A prepared layer keeps the prepared call of its binding while the planning holds; a
+    changed switch or planning level is followed, and every result stays exact."""
+    data, filter = _values((1, 8, 6, 6)), _values((8, 16, 3, 3))
+    attributes = dict(strides=2, pads_begin=1, pads_end=1)
+    expected = oracle.openvino_cbpd(data, filter, **attributes)
+    layer = ct.prepare(ct.convolution_backprop_data, filter=filter, **attributes)
+    for algorithm in ("direct-blocked", "direct", "dense", "gemm-ncx", None):
+        if algorithm is None:
+            monkeypatch.delenv("CONVTRANSPOSE_ALGORITHM")
+        else:
+            monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", algorithm)
+        for _ in range(3):
+            np.testing.assert_array_equal(layer(data), expected)
+    previous = ct.set_planning("estimate")  # a new planning generation
+    try:
+        for _ in range(2):
+            np.testing.assert_array_equal(layer(data), expected)
+    finally:
+        ct.set_planning(previous)
+    out = np.full(expected.shape, np.nan, np.float32)
+    assert layer(data, out=out) is out
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_prepared_layer_with_non_finite_data(monkeypatch):
+    """Data with infinities through a bound layer gives the exact result (inf and NaN
+    where the oracle has them): a prepared call that cannot vouch for it declines."""
+    data, filter = _values((1, 4, 5, 5)), _values((4, 3, 3, 3))
+    data[0, 1, 2, 2] = np.inf
+    attributes = dict(strides=2)
+    layer = ct.prepare(ct.convolution_backprop_data, filter=filter, **attributes)
+    with np.errstate(invalid="ignore"):
+        expected = oracle.openvino_cbpd(data.astype(np.float64), filter.astype(np.float64),
+                                        **attributes)
+    for algorithm in ("dense", "direct", "direct-blocked"):
+        monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", algorithm)
+        finite = _values((1, 4, 5, 5))
+        layer(finite)  # the binding's prepared call is made on finite data
+        for _ in range(2):
+            np.testing.assert_array_equal(layer(data), expected.astype(np.float32))
