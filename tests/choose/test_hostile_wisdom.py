@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import numpy as np
@@ -124,3 +125,35 @@ def test_an_algorithm_switch_naming_no_algorithm_is_a_library_error(monkeypatch,
     monkeypatch.setenv(variable, "garbage")
     with pytest.raises(ct.ConvTransposeError, match=f"{variable}='garbage'"):
         calls[variable]()
+
+
+def test_new_entries_are_written_in_batches_and_none_is_lost(tmp_path, monkeypatch):
+    """Adding many entries rewrites the file a few times, not once per entry (that was
+    quadratic); the timer writes the rest without a call, and every entry recorded, and
+    every entry another process wrote meanwhile, is in the file."""
+    path = tmp_path / "wisdom.json"
+    monkeypatch.setenv(wisdom.WISDOM_ENV, str(path))
+    ct.forget_wisdom()
+    writes = []
+    original = wisdom.atomic_write
+    monkeypatch.setattr(wisdom, "atomic_write",
+                        lambda *args, **kw: (writes.append(1), original(*args, **kw)))
+    entry = {"algorithm": "dense", "level": "measure", "times_ns": {"dense": 1}}
+    try:
+        wisdom.store.record("choices", "first", entry)
+        assert len(writes) == 1  # the first entry is written at once
+        other = json.loads(path.read_text())  # another process adds an entry
+        other["choices"]["theirs"] = entry
+        path.write_text(json.dumps(other))
+        for index in range(500):
+            wisdom.store.record("choices", f"mine-{index}", entry)
+        assert len(writes) <= 2  # the first, and at most one more if this took a while
+        deadline = time.monotonic() + 10 * wisdom.FLUSH_SECONDS
+        while "mine-499" not in json.loads(path.read_text())["choices"]:
+            assert time.monotonic() < deadline, "the timer never wrote the batch"
+            time.sleep(0.05)
+        choices = json.loads(path.read_text())["choices"]
+        assert set(choices) == {"first", "theirs"} | {f"mine-{i}" for i in range(500)}
+        assert len(writes) <= 3
+    finally:
+        ct.forget_wisdom()

@@ -168,6 +168,7 @@ def test_damaged_foreign_or_stale_files_are_ignored_with_one_warning(wisdom_file
                 "not-a-mapping": "damaged"}[damage]
     assert expected in messages[0]
     np.testing.assert_allclose(result, _oracle(data, filter, **LAYER), rtol=1e-4, atol=1e-4)
+    wisdom.store.flush()  # the entries recorded after the first come in a batch
     rewritten = json.loads(wisdom_file.read_text())  # replaced by a valid file of this machine
     wisdom.check_document(rewritten, "the rewritten file")
     assert "anything" not in rewritten["choices"] and rewritten["choices"]

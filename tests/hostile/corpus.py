@@ -41,6 +41,7 @@ class Case:
     writes: tuple[str, ...] = ()
     stdout_path: str | None = None  # stdout redirected to this file (e.g. /dev/full)
     slow: bool = False
+    max_rss_mb: int | None = None  # the most resident memory the command may reach
 
 
 # -- writers ---------------------------------------------------------------------------
@@ -150,6 +151,42 @@ def _tensor_strides(folder: Path) -> None:
     node.attribute.append(helper.make_attribute(
         "strides", numpy_helper.from_array(np.array([2], np.int64))))
     _onnx_model(folder, [node], initializers=[_weights()])
+    _x(folder)
+
+
+def _many_nodes(folder: Path) -> None:
+    """100 000 ConvTranspose nodes (a 3.9 MB file): walking and checking them took
+    376 MB; ``--max-bytes 10M`` allows 10 000 nodes."""
+    _onnx_model(folder, [_named_conv_transpose(index) for index in range(100_000)],
+                initializers=[_weights()])
+
+
+def _named_conv_transpose(index: int):
+    from onnx import helper
+
+    return helper.make_node("ConvTranspose", ["X", "W"], [f"Y{index}"], name=f"ct{index}")
+
+
+def _long_dim(folder: Path) -> None:
+    """An IR ``<dim>`` of 5000 digits (Python refuses to convert such an int)."""
+    dims = "<dim>1</dim><dim>1</dim><dim>" + "9" * 5000 + "</dim>"
+    (folder / "model.xml").write_text(
+        '<?xml version="1.0"?>\n<net name="t" version="11"><layers>'
+        '<layer id="0" name="data" type="Parameter" version="opset1"><data shape="1,1,4"'
+        f' element_type="f32"/><output><port id="0" precision="FP32">{dims}</port></output>'
+        '</layer></layers><edges/></net>\n')
+
+
+def _nul_location(folder: Path) -> None:
+    """Weights in external data whose location holds a NUL byte."""
+    from onnx import TensorProto
+
+    weights = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=(1, 1, 3))
+    weights.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "w\0.bin"), ("offset", "0"), ("length", "12")):
+        entry = weights.external_data.add()
+        entry.key, entry.value = key, value
+    _onnx_model(folder, [_conv_transpose()], initializers=[weights])
     _x(folder)
 
 
@@ -277,6 +314,11 @@ CASES = (
     Case("onnx-tensor-strides", _tensor_strides, _ONNX_RUN, 2, "must be of type ints"),
     Case("onnx-fifo-model", _fifo_model, ("onnx", "check", "{dir}/model.onnx"), 2,
          "not a regular file"),
+    Case("onnx-100k-nodes", _many_nodes,
+         ("onnx", "check", "{dir}/model.onnx", "--max-bytes", "10M"), 2, "10000 the limit",
+         max_rss_mb=200),
+    Case("onnx-nul-in-external-location", _nul_location, _ONNX_RUN, 2, "holds a nul byte"),
+    Case("ir-5000-digit-dim", _long_dim, ("ir", "check", "{dir}/model.xml"), 2, "5000 digits does not fit in int64"),
     Case("ir-3m-elements", _many_elements,
          ("ir", "check", "{dir}/model.xml", "--max-bytes", "64M"), 2, "xml elements"),
     Case("ir-weights-overflow", _ir_overflow,
@@ -299,12 +341,18 @@ CASES = (
     Case("attr-nested-50000", lambda folder: None,
          ("translate", "onnx_conv_transpose", "torch_conv_transpose", "--data-shape", "1,1,3",
           "--filter-shape", "1,1,3", "--attr", "strides=" + "[" * 50_000 + "]" * 50_000), 2,
-         "recursion"),
+         "--attr: attribute 'strides' nests brackets more than 32 deep"),
     Case("demo-repeat-0", lambda folder: None, ("demo", "--repeat", "0"), 2, "at least 1"),
     Case("demo-seed-negative", lambda folder: None, ("demo", "--seed", "-1"), 2, "at least 0"),
     # -- environments --------------------------------------------------------------------
     Case("env-algorithm-garbage", _run_operands, _RUN, 2, "convtranspose_algorithm",
          env={"CONVTRANSPOSE_ALGORITHM": "garbage"}),
+    # A bad thread count is read at first use (its warning is the command line's one
+    # line, not Python's two) and kept from numba, which refuses to import with it.
+    Case("env-numba-threads-negative", _run_operands, _RUN, 0, "numba_num_threads='-1'",
+         env={"NUMBA_NUM_THREADS": "-1", "CONVTRANSPOSE_ALGORITHM": "direct"}, writes=_Y),
+    Case("env-omp-threads-huge", _run_operands, _RUN, 0, "over 1024 threads",
+         env={"OMP_NUM_THREADS": "9" * 20}, writes=_Y),
     Case("env-dump-kernels-file", _dump_file, _RUN, 2, "convtranspose_dump_kernels",
          env={"CONVTRANSPOSE_DUMP_KERNELS": "{dir}/taken", "CONVTRANSPOSE_ALGORITHM": "direct"}),
     Case("env-wisdom-nested", _wisdom("nested"), _RUN, 0, "wisdom", env=_MEASURE,

@@ -151,3 +151,19 @@ def test_a_bfloat16_result_reads_back_without_dtype(tmp_path, capsys):
     assert second.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(second, full.sum(axis=1, keepdims=True).astype(
         ml_dtypes.bfloat16))
+
+
+def test_a_json_value_is_read_with_its_nesting_bounded():
+    import argparse
+    import json
+
+    from convtranspose._cli.parser import MAX_NESTING, json_value
+
+    deepest = "[" * MAX_NESTING + "]" * MAX_NESTING
+    assert json_value(deepest, "x") == json.loads(deepest)  # Python's reader, the oracle
+    text = '["' + "[" * 1000 + '", {"a": "]]"}]'  # brackets inside strings are text
+    assert json_value(text, "x") == ["[" * 1000, {"a": "]]"}]
+    with pytest.raises(argparse.ArgumentTypeError, match=f"'s' nests brackets more than {MAX_NESTING}"):
+        json_value("[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1), "attribute 's'")
+    with pytest.raises(json.JSONDecodeError):
+        json_value("[1, 2", "x")

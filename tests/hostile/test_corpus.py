@@ -1,13 +1,17 @@
 """Every case of the hostile corpus (``tests/hostile/corpus.py``) through the real
 command line, in a subprocess with a time limit and a 4 GiB address-space limit: it
-ends in time with its documented exit code, prints one error line (after at most the
-library's notices, one line each; never a traceback or a raw Python warning), and
-changes no file but the ones it was asked to write (no temporary file left behind)."""
+ends in time (and, where the case sets one, under its resident-memory limit, read from
+the child's own resource usage) with its documented exit code, prints one error line
+(after at most the library's notices, one line each; never a traceback or a raw Python
+warning), and changes no file but the ones it was asked to write (no temporary file
+left behind)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -41,6 +45,29 @@ def _snapshot(folder: Path) -> dict:
     return entries
 
 
+def _run(argv: list[str], env: dict, cwd: Path, stdout_path: str | None):
+    """Run ``argv`` under the limits: its exit code, its stderr and its peak resident
+    memory in KiB (``wait4`` gives the child's own, not the most any child reached)."""
+    with tempfile.TemporaryFile() as output, tempfile.TemporaryFile() as errors:
+        stdout = open(stdout_path, "wb") if stdout_path else output
+        try:
+            child = subprocess.Popen(argv, stdout=stdout, stderr=errors, env=env, cwd=cwd,
+                                     preexec_fn=_limit_memory)
+        finally:
+            if stdout_path:
+                stdout.close()
+        timer = threading.Timer(TIME_LIMIT, child.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(child.pid, 0)
+        finally:
+            timer.cancel()
+        child.returncode = os.waitstatus_to_exitcode(status)
+        assert child.returncode != -9, f"not done within {TIME_LIMIT} s"
+        errors.seek(0)
+        return child.returncode, errors.read(), usage.ru_maxrss
+
+
 def _params():
     for case in corpus.CASES:
         marks = [pytest.mark.slow] if case.slow else []
@@ -53,19 +80,15 @@ def test_a_hostile_case_ends_in_time_with_one_line(tmp_path, case):
     argv, changes = corpus.build(case, folder)
     before = _snapshot(folder)
     env = {**os.environ, "PYTHONPATH": SOURCE, **changes}
-    stdout = open(case.stdout_path, "wb") if case.stdout_path else subprocess.PIPE
     started = time.monotonic()
-    try:
-        done = subprocess.run(cli_command() + argv, stdout=stdout, stderr=subprocess.PIPE,
-                              env=env, cwd=tmp_path, timeout=TIME_LIMIT,
-                              preexec_fn=_limit_memory)
-    finally:
-        if case.stdout_path:
-            stdout.close()
+    returncode, stderr_bytes, peak_kb = _run(cli_command() + argv, env, tmp_path,
+                                             case.stdout_path)
     elapsed = time.monotonic() - started
-    stderr = done.stderr.decode("utf-8", "replace")
+    if case.max_rss_mb is not None:
+        assert peak_kb < case.max_rss_mb * 1024, (peak_kb // 1024, case.max_rss_mb)
+    stderr = stderr_bytes.decode("utf-8", "replace")
     lines = stderr.strip().splitlines()
-    assert done.returncode == case.exit_code, (done.returncode, stderr[-3000:])
+    assert returncode == case.exit_code, (returncode, stderr[-3000:])
     assert "Traceback" not in stderr and "Warning:" not in stderr, stderr[-3000:]
     assert all(line.startswith("convtranspose") for line in lines), stderr[-3000:]
     errors = [line for line in lines if ": error: " in line]

@@ -40,7 +40,7 @@ def test_a_wisdom_path_naming_a_fifo_is_kept_and_gets_no_lock(tmp_path, monkeypa
     os.mkfifo(fifo)
     monkeypatch.setenv("CONVTRANSPOSE_WISDOM", str(fifo))
     store = wisdom.WisdomStore()
-    store._write({"figures": {}, "choices": {}})  # what each new measurement does
+    store._write(str(fifo), {"figures": {}, "choices": {}})  # what each batch does
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["wisdom.json"]
 

@@ -14,11 +14,14 @@ keeps everything in memory; otherwise it is ``wisdom-<digest of the identity>.js
 in the cache folder (:func:`convtranspose._runtime.cache.cache_dir`), so machines that
 share a home folder keep separate files.  Writes replace the file atomically under an
 advisory lock, merging what other processes wrote meanwhile: readers never see a torn
-file and no process's entries are lost.
+file and no process's entries are lost.  New entries are written in batches (the
+first at once, then at most one write per :data:`FLUSH_SECONDS`, and at exit), so
+adding n entries costs a few writes of the file, not n.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import importlib.metadata
@@ -26,6 +29,7 @@ import json
 import os
 import stat
 import threading
+import time
 
 from .._runtime import blas
 from .._runtime.cache import atomic_write, cache_dir, file_lock, replaceable, warn_once
@@ -157,9 +161,33 @@ def _nonblocking(path: str, flags: int) -> int:
     return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
 
 
+#: New entries are written in batches: a write (re-read under the lock when another
+#: process changed the file, merged, rewritten and flushed to disk) comes at most once per
+#: this many seconds ...
+FLUSH_SECONDS = 1.0
+#: ... and waits at least this many times as long as the last write took, so that writing
+#: a large file costs at most a twentieth of the time (one rewrite per entry made adding
+#: n entries cost n whole-file rewrites: quadratic).
+_FLUSH_SHARE = 20
+
+
+def _signature(path: str):
+    """What tells whether the file at ``path`` changed: its inode, size and times."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
+
+
+def _no_entries() -> dict:
+    return {"figures": {}, "choices": {}}
+
+
 class WisdomStore:
-    """The process's wisdom: read from the file at first use, written back on each new
-    entry.  Thread-safe."""
+    """The process's wisdom: read from the file at first use; new entries are written
+    back in batches (the first at once, later ones at most once per
+    :data:`FLUSH_SECONDS`, by a timer thread, and at the process's exit).  Thread-safe."""
 
     def __init__(self):
         self._lock = threading.RLock()
@@ -169,6 +197,11 @@ class WisdomStore:
         #: Counts the changes of what this process holds (loaded, recorded, merged,
         #: forgotten): what is derived from the entries is kept under it.
         self.revision = 0
+        self._pending = _no_entries()  # recorded, not yet written to ``_loaded_from``
+        self._next_write = 0.0  # time.monotonic() before which a record does not write
+        self._timer: threading.Timer | None = None
+        self._written: tuple = (None, None)  # (signature, document) of the last write
+        self._exit_hook = False
 
     def path(self) -> str | None:
         """The wisdom file of this process, or None when wisdom stays in memory."""
@@ -200,17 +233,20 @@ class WisdomStore:
         return document
 
     def ensure_loaded(self) -> None:
-        """Read the file if this process has not yet (or the path changed since)."""
+        """Read the file if this process has not yet (or the path changed since: what
+        was recorded for the old path is written there first)."""
         path = self.path() or ""
         if self._loaded_from == path:
             return
         with self._lock:
             if self._loaded_from == path:
                 return
+            self._write_pending()
             document = self._read(path) if path else None
             self.figures = dict(document["figures"]) if document else {}
             self.choices = dict(document["choices"]) if document else {}
             self._loaded_from = path
+            self._written, self._next_write = (None, None), 0.0  # a new file: write at once
             self.revision += 1
 
     def entries(self, section: str) -> dict:
@@ -221,30 +257,48 @@ class WisdomStore:
             return dict(getattr(self, section))
 
     def record(self, section: str, key: str, entry) -> None:
-        """Keep ``entry`` under ``key`` of ``section`` and write it to the file."""
+        """Keep ``entry`` under ``key`` of ``section``; it reaches the file with the
+        next batch (:meth:`flush` writes it at once)."""
         self.ensure_loaded()
         with self._lock:
             getattr(self, section)[key] = entry
             self.revision += 1
-            self._write({section: {key: entry}})
+            if self._loaded_from:
+                self._pending[section][key] = entry
+                self._schedule()
 
     def merge(self, document: dict) -> None:
-        """Take every readable entry of a checked document (:func:`check_document`)."""
+        """Take every readable entry of a checked document (:func:`check_document`) and
+        write them at once."""
         self.ensure_loaded()
         figures, choices = valid_entries(document, "the imported wisdom")
         with self._lock:
             self.figures.update(figures)
             self.choices.update(choices)
             self.revision += 1
-            self._write({"figures": figures, "choices": choices})
+            if self._loaded_from:
+                self._pending["figures"].update(figures)
+                self._pending["choices"].update(choices)
+                self._write_pending()
+
+    def flush(self) -> None:
+        """Write what was recorded and not yet written (the timer and the process's exit
+        call this; so may a caller that wants the file current now)."""
+        with self._lock:
+            self._write_pending()
 
     def forget(self, disk: bool) -> None:
-        """Forget every entry (and delete the file when ``disk``)."""
+        """Forget every entry (and delete the file when ``disk``; else what was recorded
+        is written first, as it would have been)."""
         with self._lock:
+            if disk:
+                self._pending = _no_entries()
+            self._write_pending()
             self.figures, self.choices = {}, {}
             self.revision += 1
             path = self.path()
             self._loaded_from = path or ""
+            self._written, self._next_write = (None, None), 0.0
             if disk and path:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
@@ -254,9 +308,45 @@ class WisdomStore:
         with self._lock:
             return new_document(self.figures, self.choices)
 
-    def _write(self, new: dict) -> None:
-        path = self.path()
-        if path is None or not replaceable(path):
+    def _schedule(self) -> None:
+        """Write the pending entries now when the last write was long enough ago; else
+        have a timer write them when it is (called with the lock held)."""
+        wait = self._next_write - time.monotonic()
+        if wait <= 0:
+            self._write_pending()
+            return
+        if not self._exit_hook:
+            self._exit_hook = True
+            atexit.register(self.flush)
+        if self._timer is None:
+            self._timer = threading.Timer(wait, self.flush)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _write_pending(self) -> None:
+        """Write the pending entries to the file they were recorded for (lock held)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        pending, self._pending = self._pending, _no_entries()
+        if not (self._loaded_from and (pending["figures"] or pending["choices"])):
+            return
+        started = time.monotonic()
+        self._write(str(self._loaded_from), pending)
+        finished = time.monotonic()
+        self._next_write = finished + max(FLUSH_SECONDS, _FLUSH_SHARE * (finished - started))
+
+    def _after_fork(self) -> None:
+        """In a forked child: a fresh lock (another thread may have held the parent's)
+        and no timer (threads do not survive a fork); the parent writes what it had
+        pending, the child writes what it records itself."""
+        self._lock = threading.RLock()
+        self._timer = None
+        self._pending = _no_entries()
+        self._next_write = 0.0
+
+    def _write(self, path: str, new: dict) -> None:
+        if not replaceable(path):
             # A FIFO or a device (its reading was refused with a warning): renaming a
             # file over it would replace the device itself (/dev/null, for root).
             return
@@ -264,11 +354,17 @@ class WisdomStore:
         try:
             os.makedirs(folder, mode=0o700, exist_ok=True)
             with file_lock(path):
-                current = self._read(path) or new_document({}, {})
+                # The file is read again only when another process changed it since
+                # this one wrote it (its entries are kept, merged with these).
+                signature, document = self._written
+                if signature is None or signature != _signature(path):
+                    document = self._read(path) or new_document({}, {})
                 for section, entries in new.items():
-                    current[section].update(entries)
-                atomic_write(path, json.dumps(current, indent=1, sort_keys=True))
+                    document[section].update(entries)
+                atomic_write(path, json.dumps(document, indent=1, sort_keys=True))
+                self._written = (_signature(path), document)
         except OSError as error:
+            self._written = (None, None)
             warn_once("wisdom-write:" + path,
                       f"convtranspose keeps its wisdom in memory only: cannot write {path!r} "
                       f"({error}); set {WISDOM_ENV} to a writable file or 'off'")
@@ -276,3 +372,5 @@ class WisdomStore:
 
 #: The process's one store.
 store = WisdomStore()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=store._after_fork)

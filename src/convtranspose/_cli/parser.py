@@ -12,8 +12,8 @@ import re
 
 from .._plan.dialects import DIALECTS, dialects_on
 
-__all__ = ["ATTRIBUTES", "EXIT_BAD_INPUT", "OPS", "Failure", "build_parser", "byte_count",
-           "input_shape"]
+__all__ = ["ATTRIBUTES", "EXIT_BAD_INPUT", "MAX_NESTING", "OPS", "Failure", "build_parser",
+           "byte_count", "input_shape", "json_value"]
 
 #: Exit code of bad input (a one-line message on stderr).
 EXIT_BAD_INPUT = 2
@@ -165,6 +165,39 @@ def add_attribute_flags(parser: argparse.ArgumentParser) -> None:
                        help="the spatial output size (pads are then derived from it)")
 
 
+#: The deepest nesting of brackets a JSON value on the command line may have: an
+#: attribute is a number, a string or a list of lists at most, and Python's JSON reader
+#: recurses once per bracket (50 000 of them raised RecursionError).
+MAX_NESTING = 32
+
+
+def json_value(text: str, option: str):
+    """``text`` read as JSON, its nesting checked first (:data:`MAX_NESTING`).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Brackets nested deeper than :data:`MAX_NESTING`, naming ``option``.
+    json.JSONDecodeError
+        Not JSON.
+    """
+    depth, in_string, escaped = 0, False, False
+    for char in text:
+        if in_string:  # brackets inside a string are text
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise argparse.ArgumentTypeError(
+                    f"{option} nests brackets more than {MAX_NESTING} deep;"
+                    " an attribute is a number, a string or a list of them")
+        elif char in "]}":
+            depth -= 1
+    return json.loads(text)
+
+
 def any_value(text: str):
     """A value of any type: ints as :func:`int_or_list` reads them, else JSON
     (``[[0, 0], [1, 1]]``, ``true``), else comma-separated words as a tuple, else the
@@ -174,7 +207,7 @@ def any_value(text: str):
     except argparse.ArgumentTypeError:
         pass
     try:
-        return json.loads(text)
+        return json_value(text, "the value")
     except json.JSONDecodeError:
         pass
     words = tuple(word.strip() for word in text.split(","))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .parser import add_attribute_flags, int_list, int_or_list, subparser
+from .parser import add_attribute_flags, int_list, int_or_list, json_value, subparser
 
 __all__ = ["add_translate", "translate_command"]
 
@@ -88,7 +88,7 @@ def _attribute(text: str) -> tuple[str, object]:
     if not equals or not name.strip():
         raise argparse.ArgumentTypeError(f"--attr takes NAME=VALUE, got {text!r}")
     try:
-        return name.strip(), json.loads(value)
+        return name.strip(), json_value(value, f"attribute {name.strip()!r}")
     except json.JSONDecodeError:
         return name.strip(), value
 

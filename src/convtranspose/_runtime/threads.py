@@ -7,9 +7,11 @@ the call.  NumPy copies and BLAS calls release the GIL, and numba kernels are
 compiled ``nogil``, so these threads run in parallel.
 
 How many threads
-    :data:`THREADS`, read once at import: ``NUMBA_NUM_THREADS``, else
-    ``OMP_NUM_THREADS`` (its first entry), else the CPUs this process may run on, up
-    to 8.  :func:`set_process_threads` replaces it for the whole process (the public
+    :func:`process_threads`, from the environment at import, read at first use:
+    ``NUMBA_NUM_THREADS``, else ``OMP_NUM_THREADS`` (its first entry), else the CPUs
+    this process may run on, up to 8 (a ``NUMBA_NUM_THREADS`` that is not a positive
+    integer is removed from the environment at import, as numba would refuse to
+    start).  :func:`set_process_threads` replaces it for the whole process (the public
     ``convtranspose.set_num_threads``); :mod:`.target` layers the per-context setting
     on top and builds the :class:`~.target.Target` that carries the count.
 
@@ -32,7 +34,7 @@ import numpy as np
 from .caches import kept
 from .config import PIN_THREADS_ENV, switch
 
-__all__ = ["THREAD_COUNT_ENVS", "THREADS", "default_threads",
+__all__ = ["THREAD_COUNT_ENVS", "default_threads",
            "MAX_THREADS", "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
            "set_pinning", "set_process_threads"]
 
@@ -104,16 +106,48 @@ def default_threads(environ=None) -> int:
     return min(available_cpus(), _MAX_DEFAULT_THREADS)
 
 
-#: Threads of a parallel loop, the caller included, as the environment and the CPU
-#: affinity give them at import (:func:`default_threads`).
-THREADS = default_threads()
-#: The process-wide count (:func:`set_process_threads`), :data:`THREADS` until set.
-_process_threads = THREADS
+#: The thread-count variables as they were at import: the count is read from them at
+#: first use, so that a bad value's warning comes when the library is used (and the
+#: command line shows it as its one warning line), not while it is imported.
+_ENVIRON_AT_IMPORT = {name: os.environ.get(name, "") for name in THREAD_COUNT_ENVS}
+
+
+def _drop_unusable_numba_count() -> None:
+    """Remove a ``NUMBA_NUM_THREADS`` that is not a positive integer from the
+    environment before numba is imported: numba raises at import on one (``0``,
+    ``-1``) and would make the value, which the library ignores with a warning, stop
+    every kernel.  numba then takes its own default."""
+    import sys
+
+    value = os.environ.get("NUMBA_NUM_THREADS", "")
+    if not value.strip() or "numba" in sys.modules:
+        return
+    try:
+        usable = int(value.strip()) >= 1
+    except ValueError:
+        usable = False
+    if not usable:
+        del os.environ["NUMBA_NUM_THREADS"]
+
+
+_drop_unusable_numba_count()
+#: The process-wide count (:func:`set_process_threads`); None until first read from
+#: the environment (:func:`default_threads` on :data:`_ENVIRON_AT_IMPORT`).
+_process_threads: int | None = None
+_count_lock = threading.Lock()
 
 
 def process_threads() -> int:
-    """The process-wide thread count: :data:`THREADS` or what :func:`set_process_threads` set."""
-    return _process_threads
+    """The process-wide thread count: what :func:`set_process_threads` set, else the
+    environment's at import and the CPU affinity (:func:`default_threads`)."""
+    global _process_threads
+    count = _process_threads
+    if count is None:
+        with _count_lock:
+            count = _process_threads
+            if count is None:
+                count = _process_threads = default_threads(_ENVIRON_AT_IMPORT)
+    return count
 
 
 def set_process_threads(count: int) -> int:
@@ -124,8 +158,9 @@ def set_process_threads(count: int) -> int:
     frees the threads; the next parallel call makes a pool that fits.
     """
     global _process_threads
+    previous = process_threads()
     with _pool_lock:
-        previous, _process_threads = _process_threads, count
+        _process_threads = count
         if _pool is not None and _pool_size > count - 1:
             _drop_pool()
     return previous
@@ -170,7 +205,7 @@ def _submit(work, helpers: int) -> list:
         if _pool is None or _pool_size < helpers:
             if _pool is not None:
                 _drop_pool()
-            _pool_size = max(helpers, _process_threads - 1)
+            _pool_size = max(helpers, process_threads() - 1)
             _pool = ThreadPoolExecutor(_pool_size, thread_name_prefix="convtranspose")
         return [_pool.submit(work) for _ in range(helpers)]
 

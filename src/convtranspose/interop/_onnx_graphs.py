@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from ._safety import InteropError
 
-__all__ = ["MAX_SCOPES", "MAX_VISITS", "LocatedNode", "Scope", "located_nodes", "node_label",
-           "value_info_dims", "walk_model"]
+__all__ = ["MAX_SCOPES", "MAX_VISITS", "LocatedNode", "Scope", "check_node_count",
+           "located_nodes", "node_label", "value_info_dims", "visit_limit", "walk_model"]
 
 _GRAPH, _GRAPHS = 5, 10  # onnx.AttributeProto.GRAPH and GRAPHS
 _MAX_DEPTH = 32  # nesting of subgraphs and function calls followed; deeper is malformed
@@ -33,6 +33,42 @@ MAX_SCOPES = 50_000
 #: The most nodes visited and names copied into scopes in one walk (a few seconds):
 #: every subgraph copies the names its enclosing graphs make visible.
 MAX_VISITS = 50_000_000
+#: What one node of a model costs in memory while it is walked and checked, at least:
+#: a ConvTranspose node took about 3.3 kB (100 000 of them, a 3.9 MB file, peaked at
+#: 376 MB in ``onnx check``), so a model may hold the memory limit divided by this many
+#: nodes (initializers and function bodies' nodes counted too) ...
+BYTES_PER_NODE = 4096
+#: ... or this many, whichever is more: a limit of a few kilobytes, meant for the
+#: constants, still reads a model's structure.
+MIN_NODES = 10_000
+#: A walk's visits (a name copied into a scope, a node visited) take at least this many
+#: bytes each, so the memory limit allows that many visits (up to :data:`MAX_VISITS`) ...
+_BYTES_PER_VISIT = 64
+#: ... or this many, whichever is more.
+_MIN_VISITS = 1_000_000
+
+
+def check_node_count(model, max_bytes: int, file_name: str) -> None:
+    """Refuse a model with more nodes than ``max_bytes`` allows (:data:`BYTES_PER_NODE`,
+    :data:`MIN_NODES`), before any per-node structure is built.  The count is the main
+    graph's nodes and initializers and every function's nodes (lengths, no node read);
+    the nodes of subgraphs are bounded by the walk's visits (:func:`visit_limit`)."""
+    limit = max(MIN_NODES, max_bytes // BYTES_PER_NODE)
+    graph = model.graph
+    count = len(graph.node) + len(graph.initializer) + sum(
+        len(function.node) for function in model.functions)
+    if count > limit:
+        from ._safety import format_bytes
+
+        raise InteropError(
+            f"{file_name} has {count} nodes and initializers, more than the {limit} the"
+            f" limit of {format_bytes(max_bytes)} allows (about {BYTES_PER_NODE} bytes"
+            " each to walk and check); raise it with --max-bytes if this is intended")
+
+
+def visit_limit(max_bytes: int) -> int:
+    """The most visits one walk of a model may make under ``max_bytes``."""
+    return min(MAX_VISITS, max(_MIN_VISITS, max_bytes // _BYTES_PER_VISIT))
 
 
 def node_label(node) -> str:
@@ -156,26 +192,27 @@ def _function_scope(function, call, caller: Scope | None) -> Scope:
 
 
 class _Budget:
-    """What one walk may still do: :data:`MAX_SCOPES` scopes, :data:`MAX_VISITS` visits."""
+    """What one walk may still do: :data:`MAX_SCOPES` scopes, ``max_visits`` visits."""
 
-    def __init__(self) -> None:
-        self.scopes, self.visits = 0, 0
+    def __init__(self, max_visits: int = MAX_VISITS) -> None:
+        self.scopes, self.visits, self.max_visits = 0, 0, max_visits
 
     def spend(self, scope: Scope, nodes: int) -> None:
         """Count ``scope`` (its names copied in) and the ``nodes`` of its body."""
         self.scopes += 1
         self.visits += nodes + len(scope.declared) + len(scope.initializers) + len(
             scope.producers)
-        if self.scopes > MAX_SCOPES or self.visits > MAX_VISITS:
+        if self.scopes > MAX_SCOPES or self.visits > self.max_visits:
             where = scope.path or "the main graph"
             where = where if len(where) <= 100 else "..." + where[-97:]
             raise InteropError(
                 f"the model's graphs and function calls unfold into more than {MAX_SCOPES}"
-                f" scopes or {MAX_VISITS} node visits (at {where!r}); refused: functions"
+                f" scopes or {self.max_visits} node visits (at {where!r}); refused: functions"
                 " calling one another many times over?")
 
 
-def walk_model(model, op_type: str = "ConvTranspose") -> tuple[list[LocatedNode], dict]:
+def walk_model(model, op_type: str = "ConvTranspose",
+               max_visits: int = MAX_VISITS) -> tuple[list[LocatedNode], dict]:
     """Every ``op_type`` node of the default domain in ``model`` (the main graph first,
     each subgraph after the node holding it, each function body after its call), and
     every scope walked, by path.
@@ -184,13 +221,14 @@ def walk_model(model, op_type: str = "ConvTranspose") -> tuple[list[LocatedNode]
     ------
     InteropError
         A function that calls itself, directly or through others, or a walk over the
-        limits :data:`MAX_SCOPES` and :data:`MAX_VISITS`.
+        limits :data:`MAX_SCOPES` and ``max_visits`` (at most :data:`MAX_VISITS`;
+        :func:`visit_limit` derives it from a memory limit).
     """
     functions = {(function.domain, function.name): function for function in model.functions}
     found: list[LocatedNode] = []
     scopes: dict = {}
     called: set = set()
-    budget = _Budget()
+    budget = _Budget(max_visits)
 
     def walk(nodes, scope: Scope, depth: int, calling: tuple) -> None:
         budget.spend(scope, len(nodes))

@@ -80,6 +80,9 @@ class Layer:
 def _dim(text: str | None, where: str):
     text = (text or "").strip()
     if re.fullmatch(r"-?\d+", text):
+        if len(text.lstrip("-")) > 19:  # past int64, and Python refuses > 4300 digits
+            raise InteropError(f"{where}: dimension of {len(text.lstrip('-'))} digits does"
+                               " not fit in int64")
         value = int(text)
         if value == -1:
             return None

@@ -20,7 +20,14 @@ import os
 
 from .._errors import ConvTransposeError
 from ._onnx_constants import fold
-from ._onnx_graphs import LocatedNode, Scope, value_info_dims, walk_model
+from ._onnx_graphs import (
+    LocatedNode,
+    Scope,
+    check_node_count,
+    value_info_dims,
+    visit_limit,
+    walk_model,
+)
 from ._onnx_graphs import node_label as _plain_label
 from ._report import (
     LayerReport,
@@ -103,7 +110,7 @@ class ONNXModel:
         self.path = path
         self.model = _with_input_shapes(model, input_shapes) if input_shapes else model
         self.max_bytes = max_bytes
-        self._located, self._scopes = walk_model(self.model)
+        self._located, self._scopes = walk_model(self.model, max_visits=visit_limit(max_bytes))
         self.main = self._scopes[""]
         self.initializers = self.main.initializers
         self.declared = self.main.declared
@@ -145,7 +152,8 @@ class ONNXModel:
             try:  # inferred shapes land in each (sub)graph's value_info or outputs
                 inferred = _onnx().shape_inference.infer_shapes(self.model)
                 self._inferred = {path: inner.declared
-                                  for path, inner in walk_model(inferred)[1].items()}
+                                  for path, inner in walk_model(
+                                      inferred, max_visits=visit_limit(self.max_bytes))[1].items()}
             except Exception:  # noqa: BLE001 - inference is a best-effort fallback only
                 pass
         inferred = self._inferred.get(scope.path, {}).get(name)
@@ -207,6 +215,9 @@ class ONNXModel:
         location = entries.get("location")
         if not location:
             raise InteropError(f"{what}: external data without a location")
+        if "\0" in location:  # no file name holds one; the system calls refuse it
+            raise InteropError(f"{what}: external data location {location!r} holds a NUL"
+                               " byte; refused")
         base = os.path.realpath(os.path.dirname(os.path.abspath(self.path)))
         target = os.path.realpath(os.path.join(base, location))
         if os.path.isabs(location) or os.path.commonpath([base, target]) != base:
@@ -413,4 +424,5 @@ def load(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
             f"{os.path.basename(path)} is not a readable ONNX model: {reason}") from None
     if not model.HasField("graph"):  # protobuf reads many non-model bytes as an empty message
         raise InteropError(f"{os.path.basename(path)} is not an ONNX model: it holds no graph")
+    check_node_count(model, max_bytes, os.path.basename(path))  # before any per-node work
     return ONNXModel(path, model, max_bytes, input_shapes)
