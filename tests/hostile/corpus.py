@@ -144,6 +144,23 @@ def _dequantize_block(block: int):
     return make
 
 
+def _string_weights(scale: bool):
+    """STRING-typed weights, or a STRING scale of the DequantizeLinear that makes them."""
+    def make(folder: Path) -> None:
+        from onnx import TensorProto, helper, numpy_helper
+
+        text = helper.make_tensor("s" if scale else "W", TensorProto.STRING,
+                                  [] if scale else [1, 1, 3], [b"1"] if scale else [b"1"] * 3)
+        nodes = [_conv_transpose()]
+        initializers = [text]
+        if scale:
+            nodes.insert(0, helper.make_node("DequantizeLinear", ["q", "s"], ["W"]))
+            initializers.append(numpy_helper.from_array(np.ones((1, 1, 3), np.int8), "q"))
+        _onnx_model(folder, nodes, initializers=initializers)
+        _x(folder)
+    return make
+
+
 def _tensor_strides(folder: Path) -> None:
     from onnx import helper, numpy_helper
 
@@ -310,6 +327,8 @@ CASES = (
          "more than"),
     Case("onnx-dequantize-chain", _dequantize_chain, _ONNX_RUN, 0, "", writes=_Y),
     Case("onnx-negative-block-size", _dequantize_block(-2), _ONNX_RUN, 2, "block_size"),
+    Case("onnx-string-weights", _string_weights(False), _ONNX_RUN, 2, "holds strings"),
+    Case("onnx-string-scale", _string_weights(True), _ONNX_RUN, 2, "holds strings"),
     Case("onnx-huge-block-size", _dequantize_block(2**62), _ONNX_RUN, 0, "", writes=_Y),
     Case("onnx-tensor-strides", _tensor_strides, _ONNX_RUN, 2, "must be of type ints"),
     Case("onnx-fifo-model", _fifo_model, ("onnx", "check", "{dir}/model.onnx"), 2,
@@ -343,6 +362,10 @@ CASES = (
           "--filter-shape", "1,1,3", "--attr", "strides=" + "[" * 50_000 + "]" * 50_000), 2,
          "--attr: attribute 'strides' nests brackets more than 32 deep"),
     Case("demo-repeat-0", lambda folder: None, ("demo", "--repeat", "0"), 2, "at least 1"),
+    # Refused before the benchmark runs (the whole run came first, then the error).
+    Case("bench-out-under-a-file", _run_operands,
+         ("bench", "--quick", "--out", "{dir}/x.npy/results"), 2,
+         "cannot be made a folder for the results"),
     Case("demo-seed-negative", lambda folder: None, ("demo", "--seed", "-1"), 2, "at least 0"),
     # -- environments --------------------------------------------------------------------
     Case("env-algorithm-garbage", _run_operands, _RUN, 2, "convtranspose_algorithm",

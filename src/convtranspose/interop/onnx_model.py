@@ -200,6 +200,9 @@ class ONNXModel:
             dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
         except (KeyError, ValueError, TypeError):
             raise InteropError(f"{what} has an unsupported data type {tensor.data_type}") from None
+        if dtype.kind == "O":  # STRING: no operand or constant the layers read holds text
+            raise InteropError(f"{what} holds strings (ONNX STRING); the operands and"
+                               f" constants of a ConvTranspose layer are numbers")
         check_bytes(what, count * dtype.itemsize, self.max_bytes)
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             return self._external(tensor, dims, count, dtype, what)

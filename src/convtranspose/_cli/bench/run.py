@@ -20,6 +20,7 @@ from ..._runtime import blas as _blas
 from ..._runtime.cache import atomic_write
 from ..._runtime.config import BACKGROUND_COMPILE_ENV, WISDOM_ENV
 from ..._runtime.target import host
+from ..guard import error
 from .machine import (
     FLOOR_MIN_MS,
     copy_bandwidth,
@@ -249,6 +250,19 @@ def eta(started: float, done: int, total: int) -> str:
     return f"  ETA {seconds:.0f} s" if seconds < 90 else f"  ETA {seconds / 60:.0f} min"
 
 
+def _refused_out(out: str) -> str | None:
+    """Why ``--out`` cannot take the results, or None (the folder is made now): a path
+    that cannot take them fails in a second, not after the whole run."""
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as failure:
+        return (f"--out {out!r} cannot be made a folder for the results:"
+                f" {failure.strerror or failure}")
+    if not os.access(out, os.W_OK | os.X_OK):
+        return f"--out {out!r} is a folder this user cannot write the results into"
+    return None
+
+
 def _write(out: str, rows: list[dict], peers: list[str], meta: dict,
            with_plot: bool) -> list[str]:
     """Write the results into ``out``; the paths of the files written."""
@@ -282,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown peer(s): {sorted(set(requested) - set(PEERS))}")
     peers = installed_peers(requested)
     layers, suite = _suite(args, parser)
+    refused = _refused_out(args.out)
+    if refused:
+        return error(refused)
     budget = 1.5 if args.quick else 6.0 if args.random is None else 3.0
     rows = []
     if os.environ.get(CORE_ENV):
