@@ -63,16 +63,23 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
 
 
 def _saturating_rounding_doubling_high_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """gemmlowp's ``SaturatingRoundingDoublingHighMul`` of int32 values: ``(a * b +
-    nudge) / 2**31`` with C's division (toward zero) and ``nudge`` ``2**30`` for a
-    non-negative product, ``1 - 2**30`` otherwise, which is ``a * b / 2**31`` rounded
-    to nearest with ties toward +infinity (``-0.5`` gives 0, ``-1.5`` gives -1);
+    """gemmlowp's ``SaturatingRoundingDoublingHighMul`` of int32 values.
+
+    gemmlowp computes ``(a * b + nudge) / 2**31`` with C's division (toward zero) and
+    ``nudge`` ``2**30`` for a non-negative product, ``1 - 2**30`` otherwise: that is
+    ``a * b / 2**31`` rounded to nearest with ties toward +infinity (``-0.5`` gives 0,
+    ``-1.5`` gives -1), so here one floor shift, ``(a * b + 2**30) >> 31`` (for a
+    negative product ``trunc((p + 1 - 2**30) / 2**31) = floor((p + 2**30) / 2**31)``).
     ``a == b == INT32_MIN``, the one product that does not fit, saturates to
-    ``INT32_MAX``."""
-    product = a * b  # below 2**62 in magnitude: exact in int64
-    total = product + np.where(product >= 0, 2 ** 30, 1 - 2 ** 30)
-    high = np.where(total >= 0, total >> 31, -((-total) >> 31))
-    return np.where((a == b) & (a == INT32_MIN), INT32_MAX, high)
+    ``INT32_MAX``.
+    """
+    high = a * b  # below 2**62 in magnitude: exact in int64
+    high += 2 ** 30
+    high >>= 31
+    saturated = (a == INT32_MIN) & (b == INT32_MIN)
+    if saturated.any():
+        high = np.where(saturated, INT32_MAX, high)
+    return high
 
 
 def _rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray) -> np.ndarray:
@@ -82,7 +89,9 @@ def _rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray) -> np.ndarray:
     mask = (np.int64(1) << exponent) - 1
     remainder = x & mask
     threshold = (mask >> 1) + (x < 0)
-    return (x >> exponent) + (remainder > threshold)
+    result = x >> exponent
+    result += remainder > threshold
+    return result
 
 
 def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: np.ndarray,
@@ -96,11 +105,11 @@ def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: np.ndarray,
     """
     x = np.asarray(x, np.int64)
     shift = np.asarray(shift, np.int64)
-    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
-    scaled = wrap32(x << left)
+    if shift.size and shift.max() > 0:  # a left shift, where the int32 product wraps
+        x = wrap32(x << np.maximum(shift, 0))
     return _rounding_divide_by_pot(
-        _saturating_rounding_doubling_high_mul(scaled, np.asarray(multiplier, np.int64)),
-        right)
+        _saturating_rounding_doubling_high_mul(x, np.asarray(multiplier, np.int64)),
+        np.maximum(-shift, 0))
 
 
 def multiply_by_quantized_multiplier_64(x: np.ndarray, multiplier: np.ndarray,
