@@ -144,7 +144,7 @@ def oracle(layer):
     for index in np.ndindex(*out.shape):
         value = acc[index[0]][index[1]][index[2]][index[3]]
         m, s = pairs[index[3]]
-        if x.dtype == INT16:
+        if x.dtype == INT16 and layer.get("quantized_bias_type") != "INT32":
             scaled = o_mbqm64(value, m, s)
         else:
             scaled = o_mbqm32(o_wrap32(value), m, s)
@@ -159,7 +159,8 @@ def call(layer, **extra):
         weights_scale=layer["weights_scale"], weights_zero_point=layer["weights_zero_point"],
         output_scale=layer["output_scale"], output_zero_point=layer["output_zero_point"],
         padding=layer["padding"], stride_h=layer["strides"][0], stride_w=layer["strides"][1],
-        fused_activation_function=layer.get("activation", "NONE"), **extra)
+        fused_activation_function=layer.get("activation", "NONE"),
+        quantized_bias_type=layer.get("quantized_bias_type"), **extra)
 
 
 # -- random layers ------------------------------------------------------------------------
@@ -169,7 +170,8 @@ def _ints(rng, dtype, shape):
     return rng.integers(info.min, info.max + 1, shape).astype(dtype)
 
 
-def random_layer(rng, dtype, *, per_channel=None, bias=None, activation="NONE"):
+def random_layer(rng, dtype, *, per_channel=None, bias=None, activation="NONE",
+                 quantized_bias_type=None):
     """One random layer of ``dtype`` (input and output) with TFLite's parameter rules;
     ``output_scale`` spreads the sums over the output type, some saturated."""
     ci, co = int(rng.integers(1, 4)), int(rng.integers(1, 4))
@@ -197,11 +199,11 @@ def random_layer(rng, dtype, *, per_channel=None, bias=None, activation="NONE"):
         weights_zero_point=int(_ints(rng, UINT8, ())) if dtype == UINT8 else
         np.zeros(co if per_channel else (), np.int64),
         output_zero_point=0 if dtype == INT16 else int(_ints(rng, dtype, ())),
-        activation=activation)
+        activation=activation, quantized_bias_type=quantized_bias_type)
+    wide = dtype == INT16 and quantized_bias_type != "INT32"
     if bias:
-        limit = 2 ** 40 if dtype == INT16 else 2 ** 20
-        layer["bias"] = rng.integers(-limit, limit, co).astype(
-            np.int64 if dtype == INT16 else np.int32)
+        limit = 2 ** 40 if wide else 2 ** 20
+        layer["bias"] = rng.integers(-limit, limit, co).astype(np.int64 if wide else np.int32)
     span = np.iinfo(dtype).max - np.iinfo(dtype).min
     largest = ci * kh * kw * 255 * span + (2 ** 20 if dtype != INT16 else 2 ** 40)
     real = float(layer["input_scale"]) * float(np.max(layer["weights_scale"]))
@@ -223,7 +225,9 @@ def sum_in(request, monkeypatch):
 @pytest.mark.parametrize("seed", range(8))
 def test_random_layers_match_the_integer_oracle(seed, dtype, sum_in):
     activation = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")[seed % 4]
-    layer = random_layer(np.random.default_rng(seed), dtype, activation=activation)
+    bias_type = "INT32" if dtype == INT16 and seed % 2 else None  # int16's two accumulators
+    layer = random_layer(np.random.default_rng(seed), dtype, activation=activation,
+                         quantized_bias_type=bias_type)
     copies = {k: np.copy(v) for k, v in layer.items() if isinstance(v, np.ndarray)}
     result = call(layer)
     assert result.dtype == dtype
@@ -236,7 +240,8 @@ def test_random_layers_match_the_integer_oracle(seed, dtype, sum_in):
         input_scale=(), input_zero_point=(), weights_scale=np.shape(layer["weights_scale"]),
         weights_zero_point=np.shape(layer["weights_zero_point"]), output_scale=(),
         output_zero_point=(), padding=layer["padding"], stride_h=layer["strides"][0],
-        stride_w=layer["strides"][1], fused_activation_function=activation)
+        stride_w=layer["strides"][1], fused_activation_function=activation,
+        quantized_bias_type=bias_type)
     assert plan.output_shape == result.shape
 
 
@@ -513,6 +518,8 @@ def schema_model(layer) -> bytes:
     options.strideH, options.strideW = layer["strides"]
     options.fusedActivationFunction = getattr(schema.ActivationFunctionType,
                                               layer.get("activation", "NONE"))
+    if layer.get("quantized_bias_type"):
+        options.quantizedBiasType = getattr(schema.TensorType, layer["quantized_bias_type"])
     op = schema.OperatorT()
     op.opcodeIndex, op.inputs, op.outputs = 0, inputs, [output]
     op.builtinOptionsType = schema.BuiltinOptions.TransposeConvOptions
@@ -573,6 +580,18 @@ def test_written_models_at_the_extremes(dtype):
         want = runtime(layer)
         np.testing.assert_array_equal(call(layer), want, err_msg=str(reals))
         np.testing.assert_array_equal(oracle(layer), want, err_msg=str(reals))
+
+
+@pytest.mark.peers
+@pytest.mark.parametrize("seed", range(3))
+def test_int16_with_an_int32_bias(seed):
+    """``quantized_bias_type`` INT32: the int16 kernel sums in int32 (wrapping) and
+    scales by the 32-bit rule."""
+    layer = random_layer(np.random.default_rng(90 + seed), INT16, bias=seed != 2,
+                         quantized_bias_type="INT32")
+    want = runtime(layer)
+    np.testing.assert_array_equal(call(layer), want)
+    np.testing.assert_array_equal(oracle(layer), want)
 
 
 @pytest.mark.peers
@@ -659,6 +678,11 @@ def good(dtype=INT8):
     (INT16, dict(output_scale=np.float32(2.0 ** -24)), ct.ConvTransposeError, "too large"),
     (INT8, dict(weights=np.zeros((2, 3, 3, 4), np.int8)), ct.ConvTransposeError, "channels"),
     (INT8, dict(padding="same"), ct.ConvTransposeError, "padding must be"),
+    (INT8, dict(quantized_bias_type="INT64"), ct.ConvTransposeError, "for int16 inputs"),
+    (INT16, dict(quantized_bias_type="int32"), ct.ConvTransposeError,
+     "quantized_bias_type must be"),
+    (INT16, dict(quantized_bias_type="INT32", bias=np.zeros(2, np.int64)), TypeError,
+     "bias has dtype int64"),
 ])
 def test_bad_input_is_a_clear_error(dtype, change, error, match):
     operands = good(dtype) | change

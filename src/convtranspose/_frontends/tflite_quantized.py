@@ -41,16 +41,15 @@ from .specs import as_array, resolve_plan
 if TYPE_CHECKING:
     from .._typing import ArrayLike, ShapeLike
 
-__all__ = ["tflite_quantized_transpose_conv", "tflite_requantization"]
+__all__ = ["accumulator", "tflite_quantized_transpose_conv", "tflite_requantization"]
 
 UINT8, INT8, INT16 = np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.int16)
-#: input dtype -> (weights dtype, bias dtype), TFLite's three quantized kernels.
-_KERNELS: dict[np.dtype, tuple[np.dtype, np.dtype]] = {
-    UINT8: (UINT8, np.dtype(np.int32)), INT8: (INT8, np.dtype(np.int32)),
-    INT16: (INT8, np.dtype(np.int64))}
+INT32, INT64 = np.dtype(np.int32), np.dtype(np.int64)
+#: input dtype -> weights dtype, TFLite's quantized kernels.
+_WEIGHTS: dict[np.dtype, np.dtype] = {UINT8: UINT8, INT8: INT8, INT16: INT8}
 #: The largest shift each scaling rule computes without an undefined C++ shift: the
 #: 32-bit rule multiplies by ``1 << shift``, the 64-bit one shifts by ``15 - shift``.
-_LARGEST_SHIFT = {UINT8: 30, INT8: 30, INT16: 14}
+_LARGEST_SHIFT = {INT32: 30, INT64: 14}
 
 
 def _tensor(name: str, value: object, dtypes: tuple[np.dtype, ...], why: str) -> np.ndarray:
@@ -91,17 +90,28 @@ def _scale(name: str, value: object) -> np.ndarray:
     return scale
 
 
-def _operands(input, weights, bias, zero_points, scales) -> tuple[
+def accumulator(input_dtype: np.dtype, quantized_bias_type: str | None) -> np.dtype:
+    """The accumulator (and bias) type of TFLite's kernel: int32 for uint8 and int8;
+    int64 for int16 unless ``quantized_bias_type`` is ``"INT32"``."""
+    if input_dtype != INT16 and quantized_bias_type == "INT64":
+        raise ConvTransposeError(
+            f"quantized_bias_type 'INT64' is for int16 inputs; TFLite's {input_dtype}"
+            f" kernel has an int32 bias and accumulator")
+    return INT32 if input_dtype != INT16 or quantized_bias_type == "INT32" else INT64
+
+
+def _operands(input, weights, bias, zero_points, scales, quantized_bias_type) -> tuple[
         np.ndarray, np.ndarray, np.ndarray | None, tuple[np.ndarray, ...],
         tuple[np.ndarray, ...]]:
     """The operands checked: ``input``, ``weights`` and ``bias`` of one of TFLite's
-    kernels (:data:`_KERNELS`), the three zero points (int64) and the three scales
-    (float32)."""
-    input = _tensor("input", input, tuple(_KERNELS), "TRANSPOSE_CONV's quantized kernels")
-    weights_type, bias_type = _KERNELS[input.dtype]
-    weights = _tensor("weights", weights, (weights_type,), f"with a {input.dtype} input")
-    bias = None if bias is None else _tensor("bias", bias, (bias_type,),
-                                             f"with a {input.dtype} input")
+    kernels, the three zero points (int64) and the three scales (float32)."""
+    input = _tensor("input", input, tuple(_WEIGHTS), "TRANSPOSE_CONV's quantized kernels")
+    weights = _tensor("weights", weights, (_WEIGHTS[input.dtype],),
+                      f"with a {input.dtype} input")
+    bias_type = accumulator(input.dtype, quantized_bias_type)
+    bias = None if bias is None else _tensor(
+        "bias", bias, (bias_type,), f"with a {input.dtype} input and quantized_bias_type"
+        f" {quantized_bias_type!r}")
     zero_points = tuple(_zero_point(f"{name}_zero_point", value, dtype) for name, value, dtype
                         in zip(("input", "weights", "output"), zero_points,
                                (input.dtype, weights.dtype, input.dtype)))
@@ -129,7 +139,8 @@ def _checked(input: np.ndarray, zero_points, per_channel: bool) -> None:
 
 def tflite_requantization(input_dtype: np.dtype, input_scale: np.ndarray,
                           weights_scale: np.ndarray, output_scale: np.ndarray,
-                          channels: int) -> tuple[np.ndarray, np.ndarray]:
+                          channels: int, acc_type: np.dtype = INT32
+                          ) -> tuple[np.ndarray, np.ndarray]:
     """Per output channel, the multiplier and shift TFLite derives from the scales
     (``PopulateConvolutionQuantizationParams``).
 
@@ -137,9 +148,9 @@ def tflite_requantization(input_dtype: np.dtype, input_scale: np.ndarray,
     double(output_scale)`` (the float32 product of ``GetQuantizedConvolutionMultipler``);
     int8 and int16: ``double(input_scale) * double(weights_scale[c]) /
     double(output_scale)`` per channel; each through :func:`quantize_multiplier`.
-    Raises ConvTransposeError for a multiplier whose shift TFLite's scaling rule for
-    this type cannot take (a real multiplier of ``2**30`` or more for 8-bit types,
-    ``2**14`` for int16).
+    Raises ConvTransposeError for a multiplier whose shift the scaling rule of the
+    accumulator ``acc_type`` cannot take (a real multiplier of ``2**30`` or more for
+    int32, ``2**14`` for int64).
     """
     scales = np.broadcast_to(weights_scale.reshape(-1), (channels,))
     if input_dtype == UINT8:
@@ -151,17 +162,18 @@ def tflite_requantization(input_dtype: np.dtype, input_scale: np.ndarray,
     pairs = [quantize_multiplier(real) for real in reals]
     multiplier = np.array([m for m, _ in pairs], np.int64)
     shift = np.array([s for _, s in pairs], np.int64)
-    if shift.size and shift.max() > _LARGEST_SHIFT[input_dtype]:
+    if shift.size and shift.max() > _LARGEST_SHIFT[acc_type]:
         raise ConvTransposeError(
             f"input_scale * weights_scale / output_scale = {max(reals)} is too large:"
-            f" TFLite's {input_dtype} scaling takes a shift of at most"
-            f" {_LARGEST_SHIFT[input_dtype]}, this needs {int(shift.max())}")
+            f" TFLite's scaling of an {acc_type} sum takes a shift of at most"
+            f" {_LARGEST_SHIFT[acc_type]}, this needs {int(shift.max())}")
     return multiplier, shift
 
 
-def _requantized(acc, input, multiplier, shift, output_zero_point, bounds) -> np.ndarray:
+def _requantized(acc, input, acc_type, multiplier, shift, output_zero_point,
+                 bounds) -> np.ndarray:
     """The exact sum ``acc`` (NHWC) scaled, offset and clamped as TFLite's kernels do."""
-    if input.dtype == INT16:  # int64 accumulator
+    if acc_type == INT64:  # int64 accumulator (int16 inputs)
         scaled = multiply_by_quantized_multiplier_64(acc, multiplier, shift)
     else:  # int32 accumulator: the exact sum wrapped as TFLite's int32 sum wraps
         scaled = multiply_by_quantized_multiplier(wrap32(acc), multiplier, shift)
@@ -169,7 +181,8 @@ def _requantized(acc, input, multiplier, shift, output_zero_point, bounds) -> np
     return np.clip(scaled, *bounds).astype(input.dtype)
 
 
-def _compute(plan, input, weights, bias, zero_points, scales, activation) -> np.ndarray:
+def _compute(plan, input, weights, bias, zero_points, scales, activation,
+             acc_type) -> np.ndarray:
     data = input.astype(np.int64) - zero_points[0].reshape(())
     filter_ = weights.astype(np.int64) - zero_points[1].reshape((-1, 1, 1, 1)
                                                                 if zero_points[1].size > 1
@@ -178,10 +191,10 @@ def _compute(plan, input, weights, bias, zero_points, scales, activation) -> np.
     acc = exact_sum(plan, data, filter_, bias, names=("input", "weights", "bias"),
                     largest_product=span[0] * span[1]).astype(np.int64)
     multiplier, shift = tflite_requantization(input.dtype, scales[0], scales[1], scales[2],
-                                              plan.output_shape[-1])
+                                              plan.output_shape[-1], acc_type)
     bounds = activation_range(activation, scales[2].reshape(()),
                               int(zero_points[2].reshape(())), input.dtype)
-    return _requantized(acc, input, multiplier, shift, zero_points[2], bounds)
+    return _requantized(acc, input, acc_type, multiplier, shift, zero_points[2], bounds)
 
 
 def tflite_quantized_transpose_conv(
@@ -190,7 +203,7 @@ def tflite_quantized_transpose_conv(
         weights_scale: ArrayLike, weights_zero_point: ArrayLike, output_scale: ArrayLike,
         output_zero_point: ArrayLike, padding: str = "SAME", stride_h: int = 1,
         stride_w: int = 1, fused_activation_function: str = "NONE",
-        out: np.ndarray | None = None) -> np.ndarray:
+        quantized_bias_type: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """TFLite / LiteRT ``TRANSPOSE_CONV`` on quantized tensors, bit for bit: the op's
     inputs in its order, each tensor's ``scale`` and ``zero_point`` (as the interpreter's
     ``get_tensor_details()`` reports them) and the op's options::
@@ -210,8 +223,9 @@ def tflite_quantized_transpose_conv(
     input : array_like of uint8, int8 or int16
         ``(N, H, W, C_in)``; its dtype is the result's.
     bias : array_like, optional
-        ``(C_out,)``: int32 (uint8 and int8 inputs) or int64 (int16 input), quantized
-        with scale ``input_scale * weights_scale`` and zero point 0.
+        ``(C_out,)``, quantized with scale ``input_scale * weights_scale`` and zero point
+        0: int32 (uint8, int8 inputs), int64 (int16 input) or int32 with
+        ``quantized_bias_type="INT32"``.
     input_scale, output_scale, input_zero_point, output_zero_point : array_like
         One value each: scales positive (used as float32), zero points integers in the
         range of the input's dtype (0 for int16).
@@ -222,6 +236,8 @@ def tflite_quantized_transpose_conv(
         As in :func:`tflite_transpose_conv`.
     fused_activation_function : {"NONE", "RELU", "RELU6", "RELU_N1_TO_1"}, optional
         Narrows the clamp to the activation's interval, quantized.
+    quantized_bias_type : {None, "INT32", "INT64"}, optional
+        For int16: an int64 (None) or int32 bias and accumulator, as the op's option.
     out : ndarray, optional
         Receives the result.
 
@@ -232,8 +248,7 @@ def tflite_quantized_transpose_conv(
     Raises
     ------
     TypeError
-        Dtypes TFLite's kernels do not take together; a zero point not an integer, a
-        scale not floating point.
+        Dtypes TFLite's kernels do not take; a zero point or scale of another kind.
     ConvTransposeError
         As in :func:`tflite_transpose_conv`; a parameter of the wrong shape, a scale not
         positive and finite, a zero point outside its type or not 0 where TFLite
@@ -251,16 +266,16 @@ def tflite_quantized_transpose_conv(
     """
     data, kernel, offsets, zero_points, scales = _operands(
         input, weights, bias, (input_zero_point, weights_zero_point, output_zero_point),
-        (input_scale, weights_scale, output_scale))
+        (input_scale, weights_scale, output_scale), quantized_bias_type)
     plan = resolve_plan(
         _dialects.tflite_quantized_transpose_conv, output_shape, kernel.shape, data.shape,
         None if offsets is None else offsets.shape, padding=padding, stride_h=stride_h,
         stride_w=stride_w, fused_activation_function=fused_activation_function,
-        **_parameter_shapes(zero_points, scales))
+        quantized_bias_type=quantized_bias_type, **_parameter_shapes(zero_points, scales))
     _checked(data, zero_points, scales[1].size > 1 and kernel.shape[0] > 1)
     check_out(out, plan.output_shape, data.dtype)
     result = _compute(plan, data, kernel, offsets, zero_points, scales,
-                      fused_activation_function)
+                      fused_activation_function, accumulator(data.dtype, quantized_bias_type))
     return result if out is None else _copied(result, out)
 
 

@@ -144,7 +144,8 @@ def tflite_quantized_transpose_conv(
         input_zero_point: ShapeLike, weights_scale: ShapeLike,
         weights_zero_point: ShapeLike, output_scale: ShapeLike,
         output_zero_point: ShapeLike, padding: str = "SAME", stride_h: int = 1,
-        stride_w: int = 1, fused_activation_function: str = "NONE") -> ConvTransposePlan:
+        stride_w: int = 1, fused_activation_function: str = "NONE",
+        quantized_bias_type: str | None = None) -> ConvTransposePlan:
     """Plan TFLite / LiteRT's quantized ``TRANSPOSE_CONV`` from shapes.
 
     Takes ``output_shape`` (the op's input 0, ``[N, H, W, C_out]``), the shapes of
@@ -163,6 +164,9 @@ def tflite_quantized_transpose_conv(
     >>> plan.op, plan.output_shape
     ('tflite_quantized_transpose_conv', (1, 8, 8, 3))
     """
+    if quantized_bias_type not in (None, "INT32", "INT64"):
+        raise ConvTransposeError(f"quantized_bias_type must be None, 'INT32' or 'INT64'; got"
+                                 f" {quantized_bias_type!r}")
     if fused_activation_function not in TFLITE_ACTIVATIONS:
         raise ConvTransposeError(
             f"fused_activation_function must be one of {', '.join(TFLITE_ACTIVATIONS)};"
