@@ -10,7 +10,8 @@ Bit for bit as TFLite's reference kernels compute it; three kernels, one rule ea
   0, int32 bias: the same sum, scaled per output channel by ``input_scale *
   weights_scale[c] / output_scale`` computed in double;
 - int16 input and output (zero points 0), int8 weights as above, int64 bias: the sum
-  in int64, scaled by the 64-bit rule.
+  in int64, scaled by the 64-bit rule; with ``quantized_bias_type="INT32"`` an int32
+  bias, the sum in int32 and the 32-bit rule.
 
 Each scale becomes a 32-bit multiplier and a shift (``QuantizeMultiplier``) and each
 sum is scaled by :mod:`convtranspose._frontends.fixed_point`'s integer rules, then the
@@ -183,6 +184,8 @@ def _requantized(acc, input, acc_type, multiplier, shift, output_zero_point,
 
 def _compute(plan, input, weights, bias, zero_points, scales, activation,
              acc_type) -> np.ndarray:
+    """The exact sum of the centred operands (:func:`exact_sum`), then TFLite's integer
+    requantization (:func:`_requantized`)."""
     data = input.astype(np.int64) - zero_points[0].reshape(())
     filter_ = weights.astype(np.int64) - zero_points[1].reshape((-1, 1, 1, 1)
                                                                 if zero_points[1].size > 1
