@@ -44,6 +44,7 @@ from ._frontends.specs import (
     group_convolution_backprop_data,
     onnx_conv_transpose,
 )
+from ._frontends.tflite_quantized import tflite_quantized_transpose_conv
 from ._frontends.translate import Translation, translate
 from ._kernels import ALGORITHMS
 from ._plan.dialects import ConvolutionPlan
@@ -101,6 +102,7 @@ __all__ = [
     "shapes",
     "tensorrt_deconvolution",
     "tf_conv_transpose",
+    "tflite_quantized_transpose_conv",
     "tflite_transpose_conv",
     "torch_conv_transpose",
     "Translation",

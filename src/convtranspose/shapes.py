@@ -26,6 +26,7 @@ from ._plan.dialects import (
     qlinear_conv_transpose,
     tensorrt_deconvolution,
     tf_conv_transpose,
+    tflite_quantized_transpose_conv,
     tflite_transpose_conv,
     torch_conv_transpose,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "qlinear_conv_transpose",
     "tensorrt_deconvolution",
     "tf_conv_transpose",
+    "tflite_quantized_transpose_conv",
     "tflite_transpose_conv",
     "torch_conv_transpose",
 ]

@@ -21,7 +21,7 @@ from .specs import as_array, execute_plan, resolve_plan
 if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
 
-__all__ = ["qlinear_conv_transpose", "requantize"]
+__all__ = ["check_out", "exact_sum", "qlinear_conv_transpose", "requantize", "sum_dtype"]
 
 #: The element types of x, w and y (T1, T2 and T3 of the contrib operator).
 _QUANTIZED = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -109,7 +109,8 @@ def _operands(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zer
     return x, w, zero_points, scales, _bias(B)
 
 
-def _check_out(out: object, shape: tuple[int, ...], dtype: np.dtype) -> None:
+def check_out(out: object, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """Refuse an ``out`` that cannot receive a quantized result of ``shape`` and ``dtype``."""
     if out is None:
         return
     if not isinstance(out, np.ndarray) or out.dtype != dtype:
@@ -152,31 +153,44 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
 FLOAT64_EXACT = 2 ** 53
 
 
-def sum_dtype(plan, bias: np.ndarray | None) -> np.dtype:
+def sum_dtype(plan, bias: np.ndarray | None, largest_product: int = 255 ** 2) -> np.dtype:
     """The operand dtype the exact sum runs in: float64 where no sum can reach 2**53,
     else int64.
 
-    ``x - x_zero_point`` and ``w - w_zero_point`` are integers of magnitude at most 255,
-    so every product is an integer of magnitude at most ``255**2``, and every partial sum
-    of one output (at most ``K = C/group * prod(kernel)`` products plus the bias) an
-    integer of magnitude below ``K * 255**2 + max|B|``.  While that is below 2**53 every
-    float64 multiply and add is exact, in any order and by any of the algorithms (all
-    sum products; none transforms the operands), so float64 gives the integer sum
-    exactly, through BLAS and about 25 times faster than the int64 kernels.
+    The centred operands are integers whose products have magnitude at most
+    ``largest_product`` (``255**2`` for two 8-bit operands minus their zero points), so
+    every partial sum of one output (at most ``K = C/group * prod(kernel)`` products
+    plus the bias) is an integer of magnitude below ``K * largest_product + max|B|``.
+    While that is below 2**53 every float64 multiply and add is exact, in any order and
+    by any of the algorithms (all sum products; none transforms the operands), so
+    float64 gives the integer sum exactly, through BLAS and about 25 times faster than
+    the int64 kernels.
     """
-    taps = plan.filter_shape[0] // plan.groups * int(np.prod(plan.filter_shape[2:]))
-    largest = taps * 255 ** 2 + (0 if bias is None or bias.size == 0
-                                 else int(np.abs(bias.astype(np.int64)).max()))
+    channels = plan.data_shape[1 if plan.data_format == "NCX" else -1]
+    taps = channels // plan.groups * int(np.prod(plan.kernel_shape))
+    largest = taps * largest_product + (0 if bias is None or bias.size == 0
+                                        else int(np.abs(bias.astype(np.int64)).max()))
     return np.dtype(np.float64 if largest < FLOAT64_EXACT else np.int64)
 
 
+def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | None, *,
+              names: tuple[str, str, str], largest_product: int = 255 ** 2,
+              output_shape=None) -> np.ndarray:
+    """``sum data * weights + bias`` of ``plan``, exact: the integer operands (their zero
+    points already subtracted) run through the library's kernels in the dtype of
+    :func:`sum_dtype`; the result holds the exact integers (float64 or int64)."""
+    dtype = sum_dtype(plan, bias, largest_product)
+    return execute_plan(plan, data.astype(dtype), weights.astype(dtype),
+                        None if bias is None else bias.astype(dtype), names=names,
+                        output_shape=output_shape)
+
+
 def _compute(plan, x, w, zero_points, scales, bias, output_shape) -> np.ndarray:
-    """The exact sum (:func:`sum_dtype`), then :func:`requantize`."""
-    dtype = sum_dtype(plan, bias)
-    data = (x.astype(np.int64) - zero_points[0].astype(np.int64).reshape(())).astype(dtype)
-    weights = _centred_weights(w, zero_points[1], plan.groups).astype(dtype)
-    acc = execute_plan(plan, data, weights, None if bias is None else bias.astype(dtype),
-                       names=("x", "w", "B"), output_shape=output_shape)
+    """The exact sum (:func:`exact_sum`), then :func:`requantize`."""
+    data = x.astype(np.int64) - zero_points[0].astype(np.int64).reshape(())
+    weights = _centred_weights(w, zero_points[1], plan.groups)
+    acc = exact_sum(plan, data, weights, bias, names=("x", "w", "B"),
+                    output_shape=output_shape)
     multiplier = np.broadcast_to(scales[0].reshape(()) * scales[1].reshape(-1),
                                  (plan.output_shape[1],))
     return requantize(acc, multiplier, scales[2], zero_points[2])
@@ -257,6 +271,6 @@ def qlinear_conv_transpose(x: ArrayLike, x_scale: ArrayLike, x_zero_point: Array
         dilations=dilations, group=group, kernel_shape=kernel_shape,
         output_padding=output_padding, output_shape=output_shape, pads=pads,
         strides=strides)
-    _check_out(out, plan.output_shape, zero_points[2].dtype)
+    check_out(out, plan.output_shape, zero_points[2].dtype)
     result = _compute(plan, data, filter_, zero_points, scales, bias, output_shape)
     return result if out is None else _copied(result, out)

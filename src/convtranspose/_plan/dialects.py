@@ -21,15 +21,16 @@ from .onednn import conv_transpose
 from .onnx import onnx_conv_transpose
 from .openvino import convolution_backprop_data, group_convolution_backprop_data
 from .pytorch import torch_conv_transpose
-from .quantized import qlinear_conv_transpose
+from .quantized import qlinear_conv_transpose, tflite_quantized_transpose_conv
 from .tensorflow import keras_conv_transpose, tf_conv_transpose, tflite_transpose_conv
 from .tensorrt import tensorrt_deconvolution
 
 __all__ = ["DIALECTS", "SURFACES", "ConvolutionPlan", "Dialect", "conv_transpose",
            "convolution", "convolution_backprop_data", "dialects_on", "group_convolution",
            "group_convolution_backprop_data", "jax_conv_transpose", "keras_conv_transpose",
-           "onnx_conv_transpose", "qlinear_conv_transpose", "tensorrt_deconvolution", "tf_conv_transpose",
-           "tflite_transpose_conv", "torch_conv_transpose"]
+           "onnx_conv_transpose", "qlinear_conv_transpose", "tensorrt_deconvolution",
+           "tf_conv_transpose", "tflite_quantized_transpose_conv", "tflite_transpose_conv",
+           "torch_conv_transpose"]
 
 #: The surfaces a dialect can have: ``ct`` (the array function), ``shapes`` (its shape
 #: twin), ``vjp`` (its gradients), ``dask`` (on Dask arrays), ``torch`` (a
@@ -61,8 +62,16 @@ _QUANTIZED_MISSING = {
     "cli": "not built yet: shape and run take one data, filter and bias operand; the"
            " scales and zero points have no options there yet",
     "translate": "not built yet: translations move a float layer's attributes and"
-                 " weights; no quantized target (TFLite int8, PyTorch quantized) is"
-                 " built yet",
+                 " weights; no quantized source or target (scales, zero points,"
+                 " per-channel axes) is built yet",
+}
+_TFLITE_QUANTIZED_MISSING = {
+    **_QUANTIZED_MISSING,
+    "vjp": "quantized operations have no gradient in their owners (TFLite's integer"
+           " kernels are inference only; training uses the float layer with fake"
+           " quantization)",
+    "torch": "not built yet: convtranspose.torch computes float tensors; TFLite's integer"
+             " tensors and their quantization parameters have no function there yet",
 }
 
 
@@ -133,6 +142,9 @@ _RECORDS = (
             ("inputs", "kernel", "bias")),
     Dialect("tflite_transpose_conv", "TFLite / LiteRT TRANSPOSE_CONV",
             tflite_transpose_conv, ("input", "weights", "bias")),
+    Dialect("tflite_quantized_transpose_conv", "TFLite / LiteRT TRANSPOSE_CONV on uint8,"
+            " int8 and int16 x int8 tensors", tflite_quantized_transpose_conv,
+            ("input", "weights", "bias"), quantized=True, missing=_TFLITE_QUANTIZED_MISSING),
     Dialect("jax_conv_transpose", "JAX lax.conv_transpose", jax_conv_transpose,
             ("lhs", "rhs", None)),
     Dialect("convolution", "OpenVINO Convolution-1", convolution, ("data", "filter", None),

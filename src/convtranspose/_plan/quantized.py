@@ -1,7 +1,9 @@
-"""Quantized ONNX transposed convolution: ``com.microsoft.QLinearConvTranspose``.
+"""Quantized transposed convolutions: ONNX's ``com.microsoft.QLinearConvTranspose`` and
+TFLite's quantized ``TRANSPOSE_CONV``.
 
-The geometry is ONNX ConvTranspose's (:mod:`convtranspose._plan.onnx`); this module adds
-the shapes of the quantization operands.  Per the contrib operator's text, ``x_scale``,
+Each geometry is its float dialect's (:mod:`convtranspose._plan.onnx`,
+:mod:`convtranspose._plan.tensorflow`); this module adds the shapes of the
+quantization operands.  Per the contrib operator's text, ``x_scale``,
 ``x_zero_point``, ``y_scale`` and ``y_zero_point`` are per-tensor (one value), and
 ``w_scale`` and ``w_zero_point`` are per-tensor or per output channel (``M`` values, one
 for each channel of the result ``(N, M, Y...)``); a scale and its zero point have the
@@ -17,11 +19,13 @@ from typing import TYPE_CHECKING
 from .._errors import ConvTransposeError
 from .onnx import onnx_conv_transpose
 from .rules import ConvTransposePlan, as_shape
+from .tensorflow import tflite_transpose_conv
 
 if TYPE_CHECKING:
     from .._typing import PerAxis, ShapeLike
 
-__all__ = ["qlinear_conv_transpose", "quantization_shapes"]
+__all__ = ["TFLITE_ACTIVATIONS", "qlinear_conv_transpose", "quantization_shapes",
+           "tflite_quantized_transpose_conv", "tflite_quantization_shapes"]
 
 
 def _one_value(name: str, shape: tuple[int, ...]) -> None:
@@ -94,3 +98,82 @@ def qlinear_conv_transpose(x: ShapeLike, x_scale: ShapeLike, x_zero_point: Shape
     quantization_shapes(x_scale, x_zero_point, w_scale, w_zero_point, y_scale, y_zero_point,
                         plan.output_shape[1])
     return dataclasses.replace(plan, op="qlinear_conv_transpose")
+
+
+#: The fused activations of a quantized TRANSPOSE_CONV (its ``fused_activation_function``).
+TFLITE_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+
+
+def tflite_quantization_shapes(input_scale: ShapeLike, input_zero_point: ShapeLike,
+                               weights_scale: ShapeLike, weights_zero_point: ShapeLike,
+                               output_scale: ShapeLike, output_zero_point: ShapeLike,
+                               out_channels: int) -> bool:
+    """Check TFLite's quantization parameters' shapes; True if the weights are per
+    output channel.
+
+    The input and output are quantized per tensor (one value, shape ``()`` or
+    ``(1,)``); the weights per tensor or per output channel (``(C_out,)``: TFLite's
+    ``quantized_dimension`` 0 of the OHWI weights), the zero point one value or as many
+    as the scales.
+    """
+    shapes = {name: as_shape(f"{name} shape", value) for name, value in (
+        ("input_scale", input_scale), ("input_zero_point", input_zero_point),
+        ("weights_scale", weights_scale), ("weights_zero_point", weights_zero_point),
+        ("output_scale", output_scale), ("output_zero_point", output_zero_point))}
+    for name in ("input_scale", "input_zero_point", "output_scale", "output_zero_point"):
+        if shapes[name] not in ((), (1,)):
+            raise ConvTransposeError(
+                f"{name} has shape {shapes[name]} but must hold one value (shape () or"
+                f" (1,)): TRANSPOSE_CONV quantizes its input and output per tensor")
+    one = ((), (1,))
+    for name in ("weights_scale", "weights_zero_point"):
+        if shapes[name] not in one and shapes[name] != (out_channels,):
+            raise ConvTransposeError(
+                f"{name} has shape {shapes[name]} but must hold one value (per tensor) or"
+                f" ({out_channels},), one per output channel (weights axis 0, OHWI)")
+    if shapes["weights_scale"] in one and shapes["weights_zero_point"] not in one:
+        raise ConvTransposeError(
+            f"weights_zero_point has shape {shapes['weights_zero_point']} but"
+            f" weights_scale is per tensor ({shapes['weights_scale']})")
+    return shapes["weights_scale"] not in one and out_channels != 1
+
+
+def tflite_quantized_transpose_conv(
+        output_shape: ShapeLike, weights: ShapeLike, input: ShapeLike,
+        bias: ShapeLike | None = None, *, input_scale: ShapeLike,
+        input_zero_point: ShapeLike, weights_scale: ShapeLike,
+        weights_zero_point: ShapeLike, output_scale: ShapeLike,
+        output_zero_point: ShapeLike, padding: str = "SAME", stride_h: int = 1,
+        stride_w: int = 1, fused_activation_function: str = "NONE",
+        quantized_bias_type: str | None = None) -> ConvTransposePlan:
+    """Plan TFLite / LiteRT's quantized ``TRANSPOSE_CONV`` from shapes.
+
+    Takes ``output_shape`` (the op's input 0, ``[N, H, W, C_out]``), the shapes of
+    ``weights`` ``(C_out, KH, KW, C_in)``, ``input`` (NHWC), ``bias`` ``(C_out,)`` and
+    of the six quantization parameters, and the options of
+    :func:`convtranspose.tflite_quantized_transpose_conv`; the geometry is
+    :func:`tflite_transpose_conv`'s.
+
+    Examples
+    --------
+    >>> from convtranspose import shapes
+    >>> plan = shapes.tflite_quantized_transpose_conv(
+    ...     [1, 8, 8, 3], (3, 3, 3, 4), (1, 4, 4, 4), (3,), input_scale=(),
+    ...     input_zero_point=(), weights_scale=(3,), weights_zero_point=(3,),
+    ...     output_scale=(), output_zero_point=(), stride_h=2, stride_w=2)
+    >>> plan.op, plan.output_shape
+    ('tflite_quantized_transpose_conv', (1, 8, 8, 3))
+    """
+    if quantized_bias_type not in (None, "INT32", "INT64"):
+        raise ConvTransposeError(f"quantized_bias_type must be None, 'INT32' or 'INT64'; got"
+                                 f" {quantized_bias_type!r}")
+    if fused_activation_function not in TFLITE_ACTIVATIONS:
+        raise ConvTransposeError(
+            f"fused_activation_function must be one of {', '.join(TFLITE_ACTIVATIONS)};"
+            f" got {fused_activation_function!r}")
+    plan = tflite_transpose_conv(output_shape, weights, input, bias, padding=padding,
+                                 stride_h=stride_h, stride_w=stride_w)
+    tflite_quantization_shapes(input_scale, input_zero_point, weights_scale,
+                               weights_zero_point, output_scale, output_zero_point,
+                               plan.output_shape[-1])
+    return dataclasses.replace(plan, op="tflite_quantized_transpose_conv")
