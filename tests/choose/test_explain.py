@@ -34,10 +34,9 @@ def test_the_choice_is_the_cheapest_candidate_and_runs_as_the_registry_says():
 def test_without_numba_or_blas_no_such_candidate_and_forced_ones_fall_back(monkeypatch):
     bare = ct.host_target().replace(numba=False, blas=False)
     names = {name for name, _ in ct.explain(PLAN, target=bare).choice.estimates}
-    assert not names & {"direct", "direct-blocked", "gemm-nxc", "gemm-ncx", "shift-nxc",
-                        "shift-ncx"}
+    assert not names & {"direct", "direct-blocked", "gemm-nxc", "gemm-ncx"}
     for forced, runs in (("direct", "direct-numpy"), ("direct-blocked", "phase-nxc"),
-                         ("gemm-ncx", "phase-ncx"), ("shift-nxc", "phase-nxc")):
+                         ("gemm-ncx", "phase-ncx"), ("gemm-nxc", "phase-nxc")):
         monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", forced)
         choice = ct.explain(PLAN, target=bare).choice
         assert (choice.algorithm, choice.runs, choice.decided_by) == (forced, runs, "forced")

@@ -93,9 +93,9 @@ def _choice(names, first_ns=50e6):
 def test_measure_times_the_best_ranked_kernel_of_the_other_kind():
     target = ct.host_target().replace(numba=True, blas=True)
     f32 = np.dtype(np.float32)
-    blas_first = ["gemm-ncx", "shift-ncx", "col2im-ncx", "phase-ncx", "direct", "window"]
+    blas_first = ["gemm-ncx", "gemm-nxc", "col2im-ncx", "phase-ncx", "direct", "window"]
     names = planning.candidate_names(_choice(blas_first), "measure", f32, 2, False, target)
-    assert names == ["gemm-ncx", "shift-ncx", "col2im-ncx", "direct"]
+    assert names == ["gemm-ncx", "gemm-nxc", "col2im-ncx", "direct"]
     numba_first = ["direct", "direct-blocked", "dense", "gemm-ncx", "phase-ncx"]
     names = planning.candidate_names(_choice(numba_first), "measure", f32, 2, False, target)
     assert names == ["direct", "direct-blocked", "dense"]  # dense is no numba kernel
@@ -108,9 +108,9 @@ def test_measure_times_the_best_ranked_kernel_of_the_other_kind():
 def test_measure_times_every_candidate_of_a_small_layer_within_its_budget():
     target = ct.host_target().replace(numba=True, blas=True)
     f32 = np.dtype(np.float32)
-    names = ["gemm-ncx", "shift-ncx", "col2im-ncx", "phase-ncx", "direct", "window"]
+    names = ["gemm-ncx", "gemm-nxc", "col2im-ncx", "phase-ncx", "direct", "window"]
     small = planning.candidate_names(_choice(names, first_ns=20e3), "measure", f32, 2, False, target)
-    assert small == ["gemm-ncx", "shift-ncx", "col2im-ncx", "direct", "phase-ncx", "window"]
+    assert small == ["gemm-ncx", "gemm-nxc", "col2im-ncx", "direct", "phase-ncx", "window"]
     # The first four (estimates 1, 2, 3 and 5 units) already cost the budget to time,
     # so nothing more is added.
     budget_ms = measure_module.MEASURE_ALL_BELOW_SECONDS * 1e3
@@ -118,9 +118,9 @@ def test_measure_times_every_candidate_of_a_small_layer_within_its_budget():
     first_ms = budget_ms / (runs * (1 + 2 + 3 + 5)) * 1.01
     large = planning.candidate_names(_choice(names, first_ns=first_ms * 1e6), "measure", f32, 2,
                                  False, target)
-    assert large == ["gemm-ncx", "shift-ncx", "col2im-ncx", "direct"]
+    assert large == ["gemm-ncx", "gemm-nxc", "col2im-ncx", "direct"]
     # Just under the budget with the fifth (phase-ncx, 4x the first) added, not the sixth.
     first_ms = budget_ms / (runs * (1 + 2 + 3 + 5 + 4)) * 0.99
     some = planning.candidate_names(_choice(names, first_ns=first_ms * 1e6), "measure", f32, 2,
                                 False, target)
-    assert some == ["gemm-ncx", "shift-ncx", "col2im-ncx", "direct", "phase-ncx"]
+    assert some == ["gemm-ncx", "gemm-nxc", "col2im-ncx", "direct", "phase-ncx"]

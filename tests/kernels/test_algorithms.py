@@ -16,7 +16,7 @@ import pytest
 from convtranspose import host_target
 from convtranspose._execute import transposed as execute
 from convtranspose._execute.transposed import transposed_convolution
-from convtranspose._kernels import ALGORITHMS, col2im, common, gemm, phase, schedules, shift
+from convtranspose._kernels import ALGORITHMS, col2im, common, gemm, phase, schedules
 from convtranspose._kernels._numba import blocked as numba_blocked
 from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime import blas
@@ -172,11 +172,9 @@ def test_gemm_scratch_stays_within_the_output_size(monkeypatch, algorithm):
 
 @pytest.mark.skipif(not blas.available(np.float64), reason="no bundled OpenBLAS")
 def test_gemm_chunks_and_products_split_between_threads(use_target, monkeypatch):
-    # One block (gemm) or one grid plane (shift) of the first axis per chunk, every
-    # copy through the pool, and every product "small", so that groups and rows are
-    # split between three threads.
+    # One block of the first axis per chunk, every copy through the pool, and every
+    # product "small", so that groups and rows are split between three threads.
     monkeypatch.setattr(gemm, "_GEMM_SCRATCH_BYTES", 64)
-    monkeypatch.setattr(shift, "_SHIFT_CHUNK_BYTES", 64)
     monkeypatch.setattr(runtime_threads, "_PARALLEL_ELEMENTS", 0)
     monkeypatch.setattr(runtime_threads, "_COPY_THREADS", 3)
     use_target(threads=3)
@@ -184,7 +182,6 @@ def test_gemm_chunks_and_products_split_between_threads(use_target, monkeypatch)
     monkeypatch.setattr(gemm, "PARALLEL_FLOPS", 0)
     monkeypatch.setattr(common, "SERIAL_GEMM_FLOPS", float("inf"))
     monkeypatch.setattr(gemm, "SERIAL_GEMM_FLOPS", float("inf"))
-    monkeypatch.setattr(shift, "SERIAL_GEMM_FLOPS", float("inf"))
     threads_before = blas.threads()
     rng = np.random.default_rng(5)
     for rank in (1, 2, 3):
@@ -193,7 +190,7 @@ def test_gemm_chunks_and_products_split_between_threads(use_target, monkeypatch)
             dtype = (np.float64, np.float32)[trial % 2]
             expected = _reference(data, weights, axes)
             for algorithm, channels_last in itertools.product(
-                    ("gemm-nxc", "gemm-ncx", "shift-nxc", "shift-ncx"), (False, True)):
+                    ("gemm-nxc", "gemm-ncx"), (False, True)):
                 got = _run(data.astype(dtype), weights.astype(dtype), axes, dtype,
                            channels_last, algorithm)
                 np.testing.assert_array_equal(got, expected)
@@ -203,16 +200,15 @@ def test_gemm_chunks_and_products_split_between_threads(use_target, monkeypatch)
 def test_gemm_falls_back_to_numpy_phases_without_blas(monkeypatch):
     monkeypatch.setenv(blas.NO_BLAS_ENV, "1")
     monkeypatch.setattr(gemm, "_phase_gemm", None)  # calling it would fail
-    monkeypatch.setattr(shift, "_shift_gemm", None)
     rng = np.random.default_rng(13)
     for rank in (1, 2):
         data, weights, axes = _random_case(rng, rank)
         expected = _reference(data, weights, axes)
-        for algorithm in ("gemm-nxc", "gemm-ncx", "shift-nxc", "shift-ncx"):
+        for algorithm in ("gemm-nxc", "gemm-ncx"):
             got = _run(data.astype(np.float32), weights.astype(np.float32), axes, np.float32,
                        rank == 2, algorithm)
             np.testing.assert_array_equal(got, expected)
-    assert not chosen(2, axes, weights.shape).startswith(("gemm", "shift"))
+    assert not chosen(2, axes, weights.shape).startswith("gemm")
 
 
 def test_numpy_fallback_of_direct_when_numba_is_disabled(monkeypatch):

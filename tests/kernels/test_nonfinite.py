@@ -128,7 +128,7 @@ def test_forced_algorithms_keep_ieee_results_of_the_exact_sum(
             assert_same_ieee(got, expected, rtol, f"{algorithm} shape {number} trial {trial}")
 
 
-@pytest.mark.parametrize("algorithm", ["", "phase-nxc", "gemm-ncx", "shift-nxc", "window",
+@pytest.mark.parametrize("algorithm", ["", "phase-nxc", "gemm-ncx", "gemm-nxc", "window",
                                        "dense", "direct", "col2im-ncx"])
 def test_frontends_keep_ieee_results(monkeypatch, algorithm):
     # The chosen algorithm (tiny layers go to dense or window) and forced ones

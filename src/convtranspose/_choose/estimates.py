@@ -31,7 +31,6 @@ from .._kernels.schedules import (
     numba_scatters,
     rows_apply,
 )
-from .._kernels.shift import shift_grid
 from .._kernels.window import window_plan
 from .._plan.geometry import AxisPhases, axis_phases, live_classes, tap_windows, three_axes
 from .._plan.rules import AxisPlan
@@ -237,24 +236,6 @@ def _gemm_estimate(layer: _Layer, internal_last: bool) -> RawCost:
             run = (combo[-1].count if combo else lead_class.count) * layer.co
             cost += _pass_ns(layer.groups * layer.rows_phase * width,
                              run if internal_last and same_layout else layer.ncx_run)
-    return cost
-
-
-def _shift_estimate(layer: _Layer, internal_last: bool) -> RawCost:
-    """``shift-*``: one padded copy, then every tap one product over the shift grid."""
-    same_layout = internal_last == layer.channels_last
-    sizes, _, _ = shift_grid(layer.axes, layer.phases)
-    grid_rows = layer.batch * math.prod(sizes)
-    cost = RawCost(_pass_ns(layer.inputs, (layer.ci if internal_last else layer.spatial_in[-1])
-                            if same_layout else 2))
-    for combo in itertools.product(*(p.classes for p in layer.phases)):
-        slots = math.prod(len(c.shifts) for c in combo)
-        if slots == 0:
-            continue
-        width = math.prod(c.count for c in combo) * layer.co
-        cost += _gemm_ns(grid_rows, layer.ci, width, layer.groups * slots) + 30000
-        run = combo[-1].count * layer.co if internal_last else layer.ncx_run
-        cost += _pass_ns(layer.groups * layer.rows_phase * width, run if same_layout else 1)
     return cost
 
 
@@ -507,7 +488,6 @@ def _blocked_estimate(layer: _Layer, target: Target) -> RawCost:
 ESTIMATES = {
     "phase": lambda layer, situation, internal_last: _phase_estimate(layer, internal_last),
     "gemm": lambda layer, situation, internal_last: _gemm_estimate(layer, internal_last),
-    "shift": lambda layer, situation, internal_last: _shift_estimate(layer, internal_last),
     "col2im": lambda layer, situation, internal_last: _col2im_estimate(
         layer, internal_last, situation["numba_float"]),
     "dense": lambda layer, situation: _dense_estimate(layer),

@@ -11,7 +11,7 @@ always the code that runs.
 
 ``-nxc``/``-ncx`` name the internal layout of an algorithm's GEMM and copies
 (channels or spatial positions contiguous), independent of the caller's layout.
-One module per algorithm: :mod:`.phase`, :mod:`.gemm`, :mod:`.shift`, :mod:`.stream`,
+One module per algorithm: :mod:`.phase`, :mod:`.gemm`, :mod:`.stream`,
 :mod:`.col2im`, :mod:`.window`, :mod:`.dense`, :mod:`.direct`,
 :mod:`.direct_blocked`; their numba kernels live in :mod:`._numba`, imported only
 when numba is usable; their pure integer schedules in :mod:`.schedules`.
@@ -84,9 +84,6 @@ def _entries() -> dict[str, Algorithm]:
             Algorithm(f"gemm-{layout}", "gemm", "_phase_gemm",
                       "stride phases as accumulating BLAS products over row-shifted windows",
                       {"internal_last": last}, ("blas",), f"phase-{layout}", estimate="gemm"),
-            Algorithm(f"shift-{layout}", "shift", "_shift_gemm",
-                      "every tap one accumulating BLAS product from a view of one padded copy",
-                      {"internal_last": last}, ("blas",), f"phase-{layout}", estimate="shift"),
             Algorithm(f"col2im-{layout}", "col2im", "_col2im",
                       "one GEMM of every tap's contribution, then a strided add per tap",
                       {"internal_last": last}, exact=True, estimate="col2im",
