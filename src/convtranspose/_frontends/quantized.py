@@ -21,19 +21,26 @@ from .specs import as_array, execute_plan, resolve_plan
 if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
 
-__all__ = ["check_out", "exact_sum", "qlinear_conv_transpose", "requantize", "sum_dtype"]
+__all__ = ["check_out", "exact_sum", "float32_scale", "qlinear_conv_transpose", "requantize",
+           "sum_dtype", "typed_operand"]
 
 #: The element types of x, w and y (T1, T2 and T3 of the contrib operator).
 _QUANTIZED = (np.dtype(np.uint8), np.dtype(np.int8))
 
 
+def typed_operand(name: str, value: object, dtypes: tuple[np.dtype, ...],
+                  why: str) -> np.ndarray:
+    """``value`` as an array of one of ``dtypes``, or a TypeError that says ``why``."""
+    array = np.asarray(as_array(name, value))
+    if array.dtype not in dtypes:
+        raise TypeError(f"{name} has dtype {array.dtype} but must be"
+                        f" {' or '.join(map(str, dtypes))} ({why})")
+    return array
+
+
 def _quantized(name: str, value: object) -> np.ndarray:
     """An 8-bit quantized operand (uint8 or int8), or a TypeError."""
-    array = np.asarray(as_array(name, value))
-    if array.dtype not in _QUANTIZED:
-        raise TypeError(f"{name} has dtype {array.dtype} but must be uint8 or int8"
-                        f" (QLinearConvTranspose's quantized types)")
-    return array
+    return typed_operand(name, value, _QUANTIZED, "QLinearConvTranspose's quantized types")
 
 
 def _zero_point(name: str, value: object, dtype: np.dtype) -> np.ndarray:
@@ -52,13 +59,13 @@ def _zero_point(name: str, value: object, dtype: np.dtype) -> np.ndarray:
     return array
 
 
-def _scale(name: str, value: object) -> np.ndarray:
+def float32_scale(name: str, value: object, why: str = "it is used as float32") -> np.ndarray:
     """A scale as float32 (the operator's type; a float64 scale is rounded to float32
-    first), positive and finite, or an error."""
+    first), positive and finite, or an error; ``why`` says why it must be floating point."""
     array = np.asarray(as_array(name, value))
     if array.dtype.kind != "f":
         raise TypeError(f"{name} has dtype {array.dtype} but must be floating point"
-                        f" (it is used as float32)")
+                        f" ({why})")
     scale = array.astype(np.float32)
     if not np.all(np.isfinite(scale) & (scale > 0)):
         raise ConvTransposeError(f"{name} must be positive and finite (as float32), got"
@@ -104,7 +111,7 @@ def _operands(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zer
     zero_points = (_zero_point("x_zero_point", x_zero_point, x.dtype),
                    _zero_point("w_zero_point", w_zero_point, w.dtype),
                    _zero_point("y_zero_point", y_zero_point, y_type))
-    scales = tuple(_scale(name, value) for name, value in
+    scales = tuple(float32_scale(name, value) for name, value in
                    (("x_scale", x_scale), ("w_scale", w_scale), ("y_scale", y_scale)))
     return x, w, zero_points, scales, _bias(B)
 

@@ -36,7 +36,7 @@ from .fixed_point import (
     quantize_multiplier,
     wrap32,
 )
-from .quantized import check_out, exact_sum
+from .quantized import check_out, exact_sum, float32_scale, typed_operand
 from .specs import as_array, resolve_plan
 
 if TYPE_CHECKING:
@@ -51,14 +51,6 @@ _WEIGHTS: dict[np.dtype, np.dtype] = {UINT8: UINT8, INT8: INT8, INT16: INT8}
 #: The largest shift each scaling rule computes without an undefined C++ shift: the
 #: 32-bit rule multiplies by ``1 << shift``, the 64-bit one shifts by ``15 - shift``.
 _LARGEST_SHIFT = {INT32: 30, INT64: 14}
-
-
-def _tensor(name: str, value: object, dtypes: tuple[np.dtype, ...], why: str) -> np.ndarray:
-    array = np.asarray(as_array(name, value))
-    if array.dtype not in dtypes:
-        raise TypeError(f"{name} has dtype {array.dtype} but must be"
-                        f" {' or '.join(map(str, dtypes))} ({why})")
-    return array
 
 
 def _zero_point(name: str, value: object, dtype: np.dtype) -> np.ndarray:
@@ -77,20 +69,6 @@ def _zero_point(name: str, value: object, dtype: np.dtype) -> np.ndarray:
     return wide
 
 
-def _scale(name: str, value: object) -> np.ndarray:
-    """A scale as float32 (TFLite stores float32; a float64 is rounded first), positive
-    and finite."""
-    array = np.asarray(as_array(name, value))
-    if array.dtype.kind != "f":
-        raise TypeError(f"{name} has dtype {array.dtype} but must be floating point"
-                        f" (TFLite stores it as float32)")
-    scale = array.astype(np.float32)
-    if not np.all(np.isfinite(scale) & (scale > 0)):
-        raise ConvTransposeError(f"{name} must be positive and finite (as float32), got"
-                                 f" {array.tolist()}")
-    return scale
-
-
 def accumulator(input_dtype: np.dtype, quantized_bias_type: str | None) -> np.dtype:
     """The accumulator (and bias) type of TFLite's kernel: int32 for uint8 and int8;
     int64 for int16 unless ``quantized_bias_type`` is ``"INT32"``."""
@@ -106,17 +84,17 @@ def _operands(input, weights, bias, zero_points, scales, quantized_bias_type) ->
         tuple[np.ndarray, ...]]:
     """The operands checked: ``input``, ``weights`` and ``bias`` of one of TFLite's
     kernels, the three zero points (int64) and the three scales (float32)."""
-    input = _tensor("input", input, tuple(_WEIGHTS), "TRANSPOSE_CONV's quantized kernels")
-    weights = _tensor("weights", weights, (_WEIGHTS[input.dtype],),
+    input = typed_operand("input", input, tuple(_WEIGHTS), "TRANSPOSE_CONV's quantized kernels")
+    weights = typed_operand("weights", weights, (_WEIGHTS[input.dtype],),
                       f"with a {input.dtype} input")
     bias_type = accumulator(input.dtype, quantized_bias_type)
-    bias = None if bias is None else _tensor(
+    bias = None if bias is None else typed_operand(
         "bias", bias, (bias_type,), f"with a {input.dtype} input and quantized_bias_type"
         f" {quantized_bias_type!r}")
     zero_points = tuple(_zero_point(f"{name}_zero_point", value, dtype) for name, value, dtype
                         in zip(("input", "weights", "output"), zero_points,
                                (input.dtype, weights.dtype, input.dtype)))
-    scales = tuple(_scale(f"{name}_scale", value)
+    scales = tuple(float32_scale(f"{name}_scale", value, "TFLite stores it as float32")
                    for name, value in zip(("input", "weights", "output"), scales))
     return input, weights, bias, zero_points, scales
 
