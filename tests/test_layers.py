@@ -230,7 +230,7 @@ TRANSITION_ALLOWED = {
     "tests/kernels/test_half_precision.py": 1,
     "tests/kernels/test_nonfinite.py": 4,
     "tests/kernels/test_numba_direct.py": 11,
-    "tests/test_numba_memory.py": 2,
+    "tests/kernels/test_numba_memory.py": 2,
 }
 
 

@@ -62,9 +62,21 @@ def test_dask():
     assert _functions(ctd) == set(dialects_on("dask"))
 
 
+def _layer_name(dialect: str) -> str:
+    """The ``nn.Module`` class of a dialect: its name in CamelCase."""
+    return "".join(part.capitalize() for part in dialect.split("_"))
+
+
 def test_torch():
     ctt = pytest.importorskip("convtranspose.torch")
+    torch = pytest.importorskip("torch")
     assert _functions(ctt) == set(dialects_on("torch"))
+    # the surface is a differentiable function and an nn.Module layer of each dialect
+    layers = {name: getattr(ctt, name) for name in ctt.__all__
+              if isinstance(getattr(ctt, name), type)}
+    assert set(layers) == {_layer_name(name) for name in dialects_on("torch")}
+    for name, layer in layers.items():
+        assert issubclass(layer, torch.nn.Module) and _layer_name(layer.dialect) == name
 
 
 def test_the_command_line_shape_and_run():
@@ -102,6 +114,10 @@ def test_the_api_reference():
     for module, surface in expected.items():
         names = by_module.get(module, set()) & set(DIALECTS)
         assert names == set(dialects_on(surface)) & set(dialects_on("docs")), module
+    classes = set(re.findall(r"^\.\. autoclass:: convtranspose\.torch\.(\w+)$", text,
+                             flags=re.MULTILINE))
+    assert classes == {_layer_name(name) for name in dialects_on("torch")
+                       if DIALECTS[name].has("docs")}
     assert ".. dialect-table::" in text  # the generated table of this record
 
 

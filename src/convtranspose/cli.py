@@ -21,6 +21,7 @@ from ._cli import compare as _cli_compare
 from ._cli import guard as _cli_guard
 from ._cli import parser as _cli_parser
 from ._cli import translate as _cli_translate
+from ._cli.notes import print_notes
 from ._cli.parser import EXIT_BAD_INPUT, Failure
 
 EXIT_OK, EXIT_MISMATCH = 0, 1
@@ -291,11 +292,8 @@ def _report_check(reports, items_name: str, file_name: str, as_json: bool) -> in
                         " NAME=DIMS)")
         print(summary)
     for report in reports:
-        for problem in report.problems:
-            prefix = "mismatch" if report.failed else "note"
-            print(f"convtranspose: {prefix}: {_cli_guard.one_line(problem)}", file=sys.stderr)
-        for convention in report.conventions:
-            print(f"convtranspose: convention: {report.name}: {convention}", file=sys.stderr)
+        print_notes(report.name, [_cli_guard.one_line(p) for p in report.problems],
+                    report.conventions, failed=report.failed)
     if not reports:
         print(f"convtranspose: nothing to check: {file_name} has no {items_name}"
               f" (exit code {EXIT_NOTHING_TO_CHECK})", file=sys.stderr)

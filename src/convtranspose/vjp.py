@@ -50,6 +50,8 @@ from ._frontends.specs import as_array, canonical_weights, resolve_plan
 from ._plan import dialects as _dialects
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ._typing import ArrayLike, PerAxis, ShapeLike
 
 __all__ = ["conv_transpose", "convolution", "convolution_backprop_data", "group_convolution",
@@ -432,12 +434,20 @@ jax_conv_transpose = _framework_gradients("jax_conv_transpose")
 # The forward convolution
 
 
-def _convolution_gradients(plan, data, filter, grad_output) -> tuple[np.ndarray, np.ndarray]:
-    """A convolution's gradients through its adjoint, GroupConvolutionBackpropData with the
-    convolution's resolved pads and ``output_shape`` its data's sizes (the plan's
-    :attr:`~convtranspose.shapes.ConvolutionPlan.axes`): ``<conv(x, w), g> = <x, T(g, w)>``,
-    so the data gradient is ``T(g, w)`` and the filter gradient is T's filter gradient at
-    ``(g, w)`` with ``x`` as its cotangent."""
+def convolution_gradients(plan, data: ArrayLike, filter: ArrayLike, grad_output: ArrayLike,
+                          needs: Sequence[bool] = (True, True)) -> tuple[Any, Any]:
+    """A forward convolution's gradients through its adjoint: the one formula of
+    :func:`convolution`, :func:`group_convolution` and ``convtranspose.torch``'s
+    convolution backward.
+
+    ``plan`` is the convolution's (:class:`~convtranspose.shapes.ConvolutionPlan`).  The
+    adjoint is GroupConvolutionBackpropData with the convolution's resolved pads and
+    ``output_shape`` its data's sizes: ``<conv(x, w), g> = <x, T(g, w)>``, so the data
+    gradient is ``T(g, w)`` and the filter gradient is T's filter gradient at ``(g, w)``
+    with ``x`` as its cotangent.  ``needs`` says which of the two to compute; one not
+    needed is None (the torch op skips its work).  Each is shaped like its operand, in
+    the operands' array library.
+    """
     data, filter = as_array("data", data), as_array("filter", filter)
     grad_output = as_array("grad_output", grad_output)
     if tuple(grad_output.shape) != plan.output_shape:
@@ -449,9 +459,11 @@ def _convolution_gradients(plan, data, filter, grad_output) -> tuple[np.ndarray,
         output_shape=list(plan.data_shape[2:]), strides=list(plan.strides),
         pads_begin=list(plan.pads_begin), pads_end=list(plan.pads_end),
         dilations=list(plan.dilations))
-    grad_data = _specs.group_convolution_backprop_data(grad_output, grouped, **adjoint)
-    grad_filter = group_convolution_backprop_data(grad_output, grouped, data, **adjoint)[1]
-    return grad_data, grad_filter.reshape(plan.filter_shape)
+    grad_data = (_specs.group_convolution_backprop_data(grad_output, grouped, **adjoint)
+                 if needs[0] else None)
+    grad_filter = (group_convolution_backprop_data(grad_output, grouped, data, **adjoint)[1]
+                   .reshape(plan.filter_shape) if needs[1] else None)
+    return grad_data, grad_filter
 
 
 def convolution(data: ArrayLike, filter: ArrayLike, grad_output: ArrayLike, *,
@@ -492,7 +504,7 @@ def convolution(data: ArrayLike, filter: ArrayLike, grad_output: ArrayLike, *,
     plan = resolve_plan(_dialects.convolution, _shape_of("data", data),
                         _shape_of("filter", filter), strides=strides, pads_begin=pads_begin,
                         pads_end=pads_end, dilations=dilations, auto_pad=auto_pad)
-    return _convolution_gradients(plan, data, filter, grad_output)
+    return convolution_gradients(plan, data, filter, grad_output)
 
 
 def group_convolution(data: ArrayLike, filter: ArrayLike, grad_output: ArrayLike, *,
@@ -518,4 +530,4 @@ def group_convolution(data: ArrayLike, filter: ArrayLike, grad_output: ArrayLike
     plan = resolve_plan(_dialects.group_convolution, _shape_of("data", data),
                         _shape_of("filter", filter), strides=strides, pads_begin=pads_begin,
                         pads_end=pads_end, dilations=dilations, auto_pad=auto_pad)
-    return _convolution_gradients(plan, data, filter, grad_output)
+    return convolution_gradients(plan, data, filter, grad_output)

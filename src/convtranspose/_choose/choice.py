@@ -16,9 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._errors import ConvTransposeError
-from .._kernels import ALGORITHMS, REGISTRY, exact_algorithms, resolve
+from .._kernels import ALGORITHMS, REGISTRY, exact_algorithms, resolve, rounds_as_it_stores
 from .._kernels.casts import rounds_in_kernels
-from .._kernels.schedules import direct_rounds
 from .._kernels.scratch import fits, scratch_bytes
 from .._plan.geometry import beyond_int64_kernels
 from .._plan.problem import Problem
@@ -94,12 +93,10 @@ def raw_costs(problem: Problem, target: Target) -> dict[str, RawCost]:
              if fits(name, batch, axes, weights_shape, dtype, target.threads)}
     rounded = (result_dtype is not None and target.numba
                and rounds_in_kernels(dtype, result_dtype, target))
-    if rounded:  # only direct-blocked and direct's plane kernel round as they store
+    if rounded:  # the algorithms that round as they store (the registry) pay nothing
         outputs = math.prod(problem.output_shape)
-        in_kernel = ({"direct-blocked", "direct"}
-                     if direct_rounds(weights_shape, axes, channels_last)
-                     else {"direct-blocked"})
-        costs = {name: cost + (0 if name in in_kernel else ROUNDING_NS * outputs)
+        costs = {name: cost + (0 if rounds_as_it_stores(name, weights_shape, axes, channels_last)
+                               else ROUNDING_NS * outputs)
                  for name, cost in costs.items()}
     return costs
 

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 
+from .notes import print_notes
 from .parser import Failure, add_input_shape_flag, byte_count, subparser
 
 __all__ = ["add_compare", "compare_command"]
@@ -126,11 +127,8 @@ def _report(rows, args: argparse.Namespace, kind: str) -> int:
               f" with {_RUNTIMES[kind]}, {len(failed)} mismatched")
     for row in rows:
         label = row.source if row.source == row.name else f"{row.source} ({row.name})"
-        for note in row.notes:
-            prefix = "mismatch" if row.failed else "note"
-            print(f"convtranspose: {prefix}: {label}: {note}", file=sys.stderr)
-        for convention in row.conventions:
-            print(f"convtranspose: convention: {label}: {convention}", file=sys.stderr)
+        print_notes(label, [f"{label}: {note}" for note in row.notes], row.conventions,
+                    failed=row.failed)
     if not compared:
         what = "has no transposed convolution" if not rows else (
             f"has {len(rows)} transposed convolutions, none comparable")

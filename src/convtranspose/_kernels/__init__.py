@@ -35,9 +35,10 @@ import numpy as np
 
 from .._runtime import blas as _blas
 from .._runtime.target import Target
+from . import schedules as _schedules
 
 __all__ = ["ALGORITHMS", "REGISTRY", "Algorithm", "exact_algorithms", "missing",
-           "offered_algorithms", "resolve", "run", "run_rounded"]
+           "offered_algorithms", "resolve", "rounds_as_it_stores", "run", "run_rounded"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,10 @@ class Algorithm:
     ``offered``: the cost model may choose it (the others run only as a fallback or
     when forced).  ``rounding``: a function of ``module`` that can round float32 sums
     to float16 or bfloat16 as it stores them and add the bias (no float32 result).
+    ``rounds_when``: the name of a function of :mod:`.schedules`,
+    ``(weights_shape, axes, channels_last) -> bool``, saying which layers that
+    ``rounding`` function takes (None: every layer; it may still decline a call, see
+    :func:`run_rounded`).
     ``estimate``: the name of its time estimate
     (:data:`convtranspose._choose.estimates.ESTIMATES`, called with ``options``).
     ``scratch``: the name of its scratch rule (:data:`.scratch.SCRATCH_RULES`).
@@ -69,6 +74,7 @@ class Algorithm:
     exact: bool = False
     offered: bool = True
     rounding: str | None = None
+    rounds_when: str | None = None
     estimate: str | None = None
     scratch: str = "padded-columns"
 
@@ -103,7 +109,7 @@ def _entries() -> dict[str, Algorithm]:
         Algorithm("direct", "direct", "_direct_numba",
                   "numba per-tap multiply-adds in vector registers (planes, rows, positions)",
                   requires=("numba",), fallback="direct-numpy", rounding="_direct_numba_rounded",
-                  estimate="direct", scratch="direct"),
+                  rounds_when="direct_rounds", estimate="direct", scratch="direct"),
         Algorithm("direct-numpy", "direct", "_direct_numpy",
                   "per-tap multiply-adds with NumPy broadcasting", offered=False,
                   scratch="direct-numpy"),
@@ -128,6 +134,18 @@ def offered_algorithms(dtype: np.dtype, rank: int, target: Target) -> tuple[str,
     still decline a layer)."""
     return tuple(name for name, entry in REGISTRY.items()
                  if entry.offered and missing(name, dtype, rank, target) is None)
+
+
+def rounds_as_it_stores(name: str, weights_shape: tuple[int, ...], axes,
+                        channels_last: bool) -> bool:
+    """Whether ``name`` rounds a half-precision result as it stores it on this layer (its
+    ``rounding`` and ``rounds_when`` entries), with no whole float32 result to round
+    afterwards."""
+    entry = REGISTRY[name]
+    if entry.rounding is None:
+        return False
+    return entry.rounds_when is None or getattr(_schedules, entry.rounds_when)(
+        weights_shape, axes, channels_last)
 
 
 def exact_algorithms() -> frozenset[str]:

@@ -22,8 +22,8 @@ scatter and the casts allocate nothing in compiled code.  A compiled kernel allo
 buffers on entry and frees them on return, and
 :func:`convtranspose._runtime.threads.parallel_for` runs at most one call per thread at a
 time: the per-call terms count once per thread that can be running.  tracemalloc
-(``tests/test_scratch.py``) and the peak RSS of fresh processes
-(``tests/test_numba_memory.py``) check the sum.
+(``tests/kernels/test_scratch.py``) and the peak RSS of fresh processes
+(``tests/kernels/test_numba_memory.py``) check the sum.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ __all__ = ["direct_blocked_bytes", "direct_bytes", "stream_bytes"]
 #: The widest vectors of any target (AVX-512): the most lanes a kernel's blocks take.
 _VECTOR_BYTES = 64
 #: The plane kernel's band and line-segment sizes (``_numba/planes.py``), copied here so
-#: that estimating never imports numba; ``tests/test_numba_memory.py`` checks they agree.
+#: that estimating never imports numba; ``tests/kernels/test_numba_memory.py`` checks they agree.
 BAND_ELEMENTS = 1 << 16
 #: ``direct-blocked``'s tile of lines (``_numba/blocked.py``), likewise.
 _GROUP_TILE_ELEMENTS = 1 << 15

@@ -23,10 +23,10 @@ The adjoints of the same problem (the forward convolution and the gradients,
 same bound (the same three operands): the planner of :mod:`convtranspose._execute.adjoints`
 offers none beyond it, and a forced ``im2col`` beyond it is replaced.  The memory check
 of every array function (:mod:`convtranspose._execute.footprint`) counts the largest estimate
-among the algorithms a call may run.  ``tests/test_scratch.py`` measures every
+among the algorithms a call may run.  ``tests/kernels/test_scratch.py`` measures every
 algorithm's scratch with tracemalloc (which sees numba's buffers too: its runtime
 allocates with ``PyMem_RawMalloc``) against its estimate, and
-``tests/test_numba_memory.py`` the numba kernels' peak RSS in fresh processes.
+``tests/kernels/test_numba_memory.py`` the numba kernels' peak RSS in fresh processes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""PyTorch: every dialect as a differentiable function (the spec dialects', the
-frameworks' and the forward convolution), and the spec dialects and the forward
-convolution as ``nn.Module`` layers (the API reference lists which dialects).
+"""PyTorch: every float dialect as a differentiable function (the spec dialects', the
+frameworks' and the forward convolution) and as an ``nn.Module`` layer (the API
+reference lists them).
 
 Importing this package imports torch (``import convtranspose`` never does).  Each
 function computes exactly what the same-named function of :mod:`convtranspose` computes,
@@ -35,7 +35,13 @@ from ._modules import (
     ConvTranspose,
     GroupConvolution,
     GroupConvolutionBackpropData,
+    JaxConvTranspose,
+    KerasConvTranspose,
     OnnxConvTranspose,
+    TensorrtDeconvolution,
+    TfConvTranspose,
+    TfliteTransposeConv,
+    TorchConvTranspose,
 )
 from ._ops import (
     conv_transpose,
@@ -58,7 +64,13 @@ __all__ = [
     "ConvolutionBackpropData",
     "GroupConvolution",
     "GroupConvolutionBackpropData",
+    "JaxConvTranspose",
+    "KerasConvTranspose",
     "OnnxConvTranspose",
+    "TensorrtDeconvolution",
+    "TfConvTranspose",
+    "TfliteTransposeConv",
+    "TorchConvTranspose",
     "conv_transpose",
     "convolution",
     "convolution_backprop_data",

@@ -10,17 +10,24 @@ torch layer of the same shape.
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from .._errors import ConvTransposeError
+from .._plan import dialects as _dialects
+from .._plan.jax import jax_layouts
 from .._plan.rules import filter_axes
 from . import _ops
 
 __all__ = ["ConvTranspose", "Convolution", "ConvolutionBackpropData", "GroupConvolution",
-           "GroupConvolutionBackpropData", "OnnxConvTranspose"]
+           "GroupConvolutionBackpropData", "JaxConvTranspose", "KerasConvTranspose",
+           "OnnxConvTranspose", "TensorrtDeconvolution", "TfConvTranspose",
+           "TfliteTransposeConv", "TorchConvTranspose"]
 
 
 def _kernel(kernel_size, spatial_rank) -> tuple[int, ...]:
@@ -44,6 +51,8 @@ def _divisible(name: str, value: int, groups_name: str, groups: int) -> None:
 class _Layer(nn.Module):
     """A weight made in torch's layout and initialised as torch does (see the module)."""
 
+    #: The dialect the layer computes (its name in ``DIALECTS``).
+    dialect = ""
     _ATTRIBUTES: tuple[str, ...] = ()
 
     def _make(self, torch_shape, bias_size, device, dtype) -> None:
@@ -116,6 +125,8 @@ class ConvolutionBackpropData(_Layer):
     torch.Size([1, 4, 10, 10])
     """
 
+    dialect = "convolution_backprop_data"
+
     _ATTRIBUTES = _OPENVINO + ("output_padding",)
     _OP = staticmethod(_ops.convolution_backprop_data)
 
@@ -170,6 +181,8 @@ class GroupConvolutionBackpropData(_Grouped, ConvolutionBackpropData):
     (torch.Size([8, 1, 1, 3, 3]), torch.Size([1, 8, 9, 9]))
     """
 
+    dialect = "group_convolution_backprop_data"
+
     _OP = staticmethod(_ops.group_convolution_backprop_data)
 
 
@@ -201,6 +214,8 @@ class ConvTranspose(_Layer):
     >>> layer.weight.shape, layer(torch.ones(1, 4, 4, 8)).shape
     (torch.Size([3, 3, 8, 2]), torch.Size([1, 8, 8, 2]))
     """
+
+    dialect = "conv_transpose"
 
     _ATTRIBUTES = ("strides", "pads_begin", "pads_end", "dilations", "auto_pad",
                    "output_padding", "groups", "data_format", "weights_format", "output_shape")
@@ -260,6 +275,8 @@ class OnnxConvTranspose(_Layer):
     torch.Size([1, 2, 10, 10])
     """
 
+    dialect = "onnx_conv_transpose"
+
     _ATTRIBUTES = ("auto_pad", "dilations", "group", "output_padding", "output_shape", "pads",
                    "strides")
 
@@ -302,6 +319,8 @@ class Convolution(_Layer):
     torch.Size([1, 8, 5, 5])
     """
 
+    dialect = "convolution"
+
     _ATTRIBUTES = _OPENVINO
     _OP = staticmethod(_ops.convolution)
 
@@ -338,4 +357,209 @@ class GroupConvolution(_Grouped, Convolution):
     (torch.Size([8, 1, 1, 3, 3]), torch.Size([1, 8, 6, 6]))
     """
 
+    dialect = "group_convolution"
+
     _OP = staticmethod(_ops.group_convolution)
+
+
+# ---------------------------------------------------------------------------
+# The frameworks' dialects: one builder, driven by the record of each dialect
+
+
+@dataclass(frozen=True)
+class _Weight:
+    """How a frameworks' dialect holds its weight: ``layout(attributes, rank)`` gives its
+    axes as letters (``I`` in_channels, ``O`` out_channels/groups, ``X`` the kernel axes
+    in order), ``shape`` says it in words; ``groups`` is the attribute holding the
+    group count (None: the dialect has no groups); ``per_call`` are the arguments the
+    layer's ``forward`` takes after the data (the dialect's output size, given per call
+    as the frameworks' own layers take it)."""
+
+    layout: Callable[[dict, int], str]
+    shape: str
+    groups: str | None = None
+    per_call: tuple[str, ...] = ()
+
+
+def _fixed(letters: str) -> Callable[[dict, int], str]:
+    return lambda attributes, rank: letters
+
+
+def _jax_layout(attributes: dict, rank: int) -> str:
+    """JAX's kernel spec (``dimension_numbers``, ``transpose_kernel``) as I, O, X letters."""
+    return jax_layouts(attributes.get("dimension_numbers"), rank,
+                       bool(attributes.get("transpose_kernel")))[1]
+
+
+#: Per frameworks' dialect, its weight (see :class:`_Weight`).
+_WEIGHTS = {
+    "torch_conv_transpose": _Weight(_fixed("IOX"), "``(C_IN, C_OUT/groups, K...)``",
+                                    groups="groups", per_call=("output_size",)),
+    "tensorrt_deconvolution": _Weight(_fixed("IOX"), "``(C_IN, C_OUT/num_groups, K...)``",
+                                      groups="num_groups"),
+    "tf_conv_transpose": _Weight(_fixed("XOI"), "``(K..., C_OUT, C_IN)``",
+                                 per_call=("output_shape",)),
+    "keras_conv_transpose": _Weight(_fixed("XOI"), "``(K..., C_OUT, C_IN)``"),
+    "tflite_transpose_conv": _Weight(_fixed("OXI"), "``(C_OUT, KH, KW, C_IN)``",
+                                     per_call=("output_shape",)),
+    "jax_conv_transpose": _Weight(_jax_layout, "in the layout of ``dimension_numbers``'"
+                                  " kernel spec (I and O swapped by ``transpose_kernel``)"),
+}
+
+#: Per frameworks' dialect, the docstring's example.
+_EXAMPLES = {
+    "torch_conv_transpose": """\
+    >>> layer = ctt.TorchConvTranspose(8, 4, 4, stride=2, padding=1)
+    >>> layer.weight.shape, layer(torch.ones(1, 8, 5, 5)).shape
+    (torch.Size([8, 4, 4, 4]), torch.Size([1, 4, 10, 10]))""",
+    "tensorrt_deconvolution": """\
+    >>> layer = ctt.TensorrtDeconvolution(8, 4, 3, stride_nd=2, padding_mode="SAME_UPPER")
+    >>> layer.weight.shape, layer(torch.ones(1, 8, 5, 5)).shape
+    (torch.Size([8, 4, 3, 3]), torch.Size([1, 4, 10, 10]))""",
+    "tf_conv_transpose": """\
+    >>> layer = ctt.TfConvTranspose(8, 4, 3, strides=2)
+    >>> layer.weight.shape, layer(torch.ones(1, 5, 5, 8), [1, 10, 10, 4]).shape
+    (torch.Size([3, 3, 4, 8]), torch.Size([1, 10, 10, 4]))""",
+    "keras_conv_transpose": """\
+    >>> layer = ctt.KerasConvTranspose(8, 4, 3, strides=2, padding="same")
+    >>> layer.weight.shape, layer(torch.ones(1, 5, 5, 8)).shape
+    (torch.Size([3, 3, 4, 8]), torch.Size([1, 10, 10, 4]))""",
+    "tflite_transpose_conv": """\
+    >>> layer = ctt.TfliteTransposeConv(8, 4, 3, stride_h=2, stride_w=2)
+    >>> layer.weight.shape, layer(torch.ones(1, 5, 5, 8), [1, 10, 10, 4]).shape
+    (torch.Size([4, 3, 3, 8]), torch.Size([1, 10, 10, 4]))""",
+    "jax_conv_transpose": """\
+    >>> layer = ctt.JaxConvTranspose(8, 4, 3, strides=(2, 2), padding="SAME")
+    >>> layer.weight.shape, layer(torch.ones(1, 5, 5, 8)).shape
+    (torch.Size([3, 3, 8, 4]), torch.Size([1, 10, 10, 4]))""",
+}
+
+_DOCSTRING = """{owner} as a layer: weight {shape}{bias}.
+
+The weight holds what torch's ``nn.ConvTranspose`` of the same channels, kernel and
+groups draws, moved into the dialect's layout.
+
+Parameters
+----------
+in_channels, out_channels : int{groups}
+kernel_size : int or sequence of int
+    As in :class:`ConvolutionBackpropData`.{bias_parameter}
+{attributes}
+    As in :func:`convtranspose.{name}`.
+spatial_rank, device, dtype : optional
+
+``forward({call})`` takes them as :func:`convtranspose.{name}` does.
+
+Examples
+--------
+>>> import torch, convtranspose.torch as ctt
+{example}
+"""
+
+
+def _framework_parameters(name: str, weight: _Weight):
+    """The layer's parameters and ``forward``'s, from the array function's signature."""
+    record = _dialects.DIALECTS[name]
+    function = inspect.signature(getattr(_ops, name)).parameters
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    attributes = [p.replace(kind=keyword, annotation=inspect.Parameter.empty)
+                  for n, p in function.items()
+                  if n not in record.operands and n not in weight.per_call]
+    layer = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+             for n in ("in_channels", "out_channels", "kernel_size")]
+    if record.operands[2] is not None:
+        layer.append(inspect.Parameter("bias", keyword, default=True))
+    layer += attributes + [inspect.Parameter(n, keyword, default=None)
+                           for n in ("spatial_rank", "device", "dtype")]
+    call = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
+            inspect.Parameter(record.operands[0], inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    call += [function[n].replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                 annotation=inspect.Parameter.empty) for n in weight.per_call]
+    return (inspect.Signature(layer), inspect.Signature(call),
+            tuple(p.name for p in attributes))
+
+
+class _FrameworkLayer(_Layer):
+    """A frameworks' dialect as a layer (made by :func:`_framework_layer`)."""
+
+    _WEIGHT: _Weight
+    _SIGNATURE: inspect.Signature
+    _CALL: inspect.Signature
+
+    def __init__(self, *args, **kwargs):
+        bound = self._SIGNATURE.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = bound.arguments
+        super().__init__()
+        self._set({n: values[n] for n in self._ATTRIBUTES}, {})
+        groups = 1
+        if self._WEIGHT.groups is not None:
+            groups = values[self._WEIGHT.groups]
+            _divisible("in_channels", values["in_channels"], self._WEIGHT.groups, groups)
+            _divisible("out_channels", values["out_channels"], self._WEIGHT.groups, groups)
+        kernel = _kernel(values["kernel_size"], values["spatial_rank"])
+        i_axis, o_axis, kernel_axes = filter_axes(
+            self._WEIGHT.layout(self._attributes(), len(kernel)), len(kernel))
+        source = {i_axis: 0, o_axis: 1}
+        source.update({axis: 2 + i for i, axis in enumerate(kernel_axes)})
+        self._source = tuple(source[j] for j in range(len(kernel) + 2))
+        bias = values["out_channels"] if values.get("bias") else None
+        self._make((values["in_channels"], values["out_channels"] // groups) + kernel, bias,
+                   values["device"], values["dtype"])
+
+    def _layout(self, weight):
+        return weight.permute(self._source)
+
+    def forward(self, *args, **kwargs):
+        bound = self._CALL.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        data_name, filter_name, bias_name = _dialects.DIALECTS[self.dialect].operands
+        operands = {**bound.arguments, filter_name: self.weight}
+        del operands["self"]
+        if bias_name is not None:
+            operands[bias_name] = self.bias
+        return getattr(_ops, self.dialect)(**operands, **self._attributes())
+
+
+def _framework_layer(name: str) -> type:
+    """The ``nn.Module`` of the frameworks' dialect ``name``: the array function's
+    attributes (its operands and per-call arguments left out) as keyword arguments, a
+    weight (and a bias where the dialect has one) made as torch makes them."""
+    record = _dialects.DIALECTS[name]
+    weight = _WEIGHTS[name]
+    signature, call, attributes = _framework_parameters(name, weight)
+    class_name = "".join(part.capitalize() for part in name.split("_"))
+    groups = "" if weight.groups is None else f"\n    ``{weight.groups}`` must divide both."
+    has_bias = record.operands[2] is not None
+    doc = _DOCSTRING.format(
+        owner=record.owner, shape=weight.shape, name=name, groups=groups,
+        bias=", bias ``(out_channels,)``" if has_bias else ", no bias",
+        bias_parameter="\nbias : bool, optional\n    Default True." if has_bias else "",
+        attributes=", ".join(attributes), call=", ".join(list(call.parameters)[1:]),
+        example=inspect.cleandoc("\n" + _EXAMPLES[name]))
+
+    def __init__(self, *args, **kwargs):
+        _FrameworkLayer.__init__(self, *args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        return _FrameworkLayer.forward(self, *args, **kwargs)
+
+    self_parameter = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)]
+    __init__.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=self_parameter + list(signature.parameters.values()))
+    forward.__signature__ = call  # type: ignore[attr-defined]
+    forward.__doc__ = (f"``{record.operands[0]}`` as :func:`convtranspose.{name}` takes it"
+                       + "".join(f", ``{n}``" for n in weight.per_call) + ".")
+    return type(class_name, (_FrameworkLayer,), {
+        "__doc__": doc, "__module__": __name__, "__init__": __init__, "forward": forward,
+        "dialect": name, "_WEIGHT": weight, "_SIGNATURE": signature, "_CALL": call,
+        "_ATTRIBUTES": attributes})
+
+
+TorchConvTranspose = _framework_layer("torch_conv_transpose")
+TensorrtDeconvolution = _framework_layer("tensorrt_deconvolution")
+TfConvTranspose = _framework_layer("tf_conv_transpose")
+KerasConvTranspose = _framework_layer("keras_conv_transpose")
+TfliteTransposeConv = _framework_layer("tflite_transpose_conv")
+JaxConvTranspose = _framework_layer("jax_conv_transpose")
+

@@ -148,22 +148,13 @@ def _(data, filter, op, attributes):
 @torch.library.custom_op("convtranspose::convolution_backward", mutates_args=())
 def _convolution_backward(data: Tensor, filter: Tensor, grad: Tensor, op: str, attributes: str,
                           needs: list[bool]) -> list[Tensor]:
-    """A convolution's gradients through its adjoint, ConvolutionBackpropData with the
-    convolution's resolved pads: ``<conv(x, w), g> = <x, T(g, w)>``, so the data
-    gradient is ``T(g, w)`` and the filter gradient is T's filter gradient at ``(g, w)``
-    with ``x`` as its cotangent."""
-    kwargs = json.loads(attributes)
-    plan = _plan_of(op, tuple(data.shape), tuple(filter.shape), None, kwargs)
-    transposed = ("convolution_backprop_data" if op == "convolution"
-                  else "group_convolution_backprop_data")
-    adjoint = dict(output_shape=list(plan.data_shape[2:]), strides=list(plan.strides),
-                   pads_begin=list(plan.pads_begin), pads_end=list(plan.pads_end),
-                   dilations=list(plan.dilations))
-    grad_data = (getattr(_transposed_api, transposed)(grad, filter, **adjoint) if needs[0]
-                 else torch.zeros_like(data))
-    grad_filter = (getattr(vjp, transposed)(grad, filter, data, **adjoint)[1] if needs[1]
-                   else torch.zeros_like(filter))
-    return [grad_data.contiguous(), grad_filter.contiguous()]
+    """A convolution's gradients, :func:`convtranspose.vjp.convolution_gradients`' (the
+    one formula of :func:`convtranspose.vjp.convolution`); a gradient autograd does not
+    need is not computed, and zeros stand in its place."""
+    plan = _plan_of(op, tuple(data.shape), tuple(filter.shape), None, json.loads(attributes))
+    grad_data, grad_filter = vjp.convolution_gradients(plan, data, filter, grad, needs)
+    return [(torch.zeros_like(data) if grad_data is None else grad_data).contiguous(),
+            (torch.zeros_like(filter) if grad_filter is None else grad_filter).contiguous()]
 
 
 @_convolution_backward.register_fake

@@ -10,7 +10,7 @@ import pytest
 from convtranspose._kernels import ALGORITHMS
 from convtranspose._runtime import target as runtime_target
 
-SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPTS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _load(name):

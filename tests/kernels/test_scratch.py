@@ -6,7 +6,7 @@ forced algorithm that would exceed it is replaced.  Narrow types add their widen
 operands and a piece of wider sums (at most ``max(result, 16 MiB)``) on top.  The
 adjoint algorithms (the forward convolution, the gradients) have estimates of their
 own under the same bound.  Measured with tracemalloc, which sees every NumPy allocation
-and numba's (its runtime allocates with ``PyMem_RawMalloc``); ``tests/test_numba_memory.py``
+and numba's (its runtime allocates with ``PyMem_RawMalloc``); ``tests/kernels/test_numba_memory.py``
 measures the numba kernels as the operating system counts them.
 """
 

@@ -2,7 +2,7 @@
 
 The buffers numba's kernels allocate (:mod:`convtranspose._kernels.numba_scratch`
 estimates them) are seen by tracemalloc too, numba's runtime allocating with
-``PyMem_RawMalloc`` (tests/test_scratch.py).  Here the operating system's count checks
+``PyMem_RawMalloc`` (tests/kernels/test_scratch.py).  Here the operating system's count checks
 them independently: fresh processes (tests/rss_support.py) measure a call's peak RSS
 growth, every allocated byte touched, against the estimate and the scratch bound, and
 its address space under ``RLIMIT_AS``.

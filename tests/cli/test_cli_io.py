@@ -17,7 +17,7 @@ import pytest
 from cli_support import assert_one_line_error, cli_command, run_cli, write_ir
 from oracle import full_transposed_convolution
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # data [1, 2, 3], filter [1, 10, 100], stride 2: the full result, by hand
 WORKED = np.array([1, 10, 102, 20, 203, 30, 300], np.float64)
 

@@ -168,6 +168,11 @@ def test_onnxruntime_departing_from_the_specification_is_a_mismatch(tmp_path):
     assert row["library_shape"] == [1, 1, 3 * 3]
     assert any("negative pads" in note for note in row["conventions"])
     assert "negative pads" in result.stderr
+    # One line per note on stderr, in the format ``check`` uses too.
+    lines = result.stderr.splitlines()
+    assert any(line.startswith("convtranspose: mismatch: ct: ") for line in lines), lines
+    assert any(line.startswith("convtranspose: convention: ct: ") and "negative pads" in line
+               for line in lines), lines
 
 
 def test_a_model_wrong_in_one_layer_fails_exactly_that_layer(tmp_path):
