@@ -38,6 +38,6 @@ def prepare_blocked(batch, weights, axes, dtype, channels_last, derived, target)
     """``compute(data, out)``: ``direct-blocked`` for this layer with its passes, packed
     weights and thread split set up once (:class:`._numba.blocked.BlockedLayer`), for
     :class:`convtranspose._kernels.direct.DirectCall`; ``out`` has ``dtype``."""
-    from ._numba.blocked import BlockedLayer
+    from ._numba.blocked import blocked_layer
 
-    return BlockedLayer(batch, weights, axes, dtype, channels_last, KEEP, derived, target)
+    return blocked_layer(batch, weights, axes, dtype, channels_last, KEEP, derived, target)
