@@ -230,39 +230,45 @@ def test_qnnpack_bit_exact(rank, per_channel):
                                       torch_module("qnnpack", case, per_channel))
 
 
+def _within_one_unit(engine, case, tally):
+    """Compare with torch, allowing one unit; count the elements apart in ``tally``."""
+    difference = np.abs(ours(engine, case).astype(int)
+                        - torch_module(engine, case).astype(int))
+    assert difference.max() <= 1, case
+    tally[0] += int(difference.sum())
+    tally[1] += difference.size
+
+
 @pytest.mark.parametrize("rank", [1, 2, 3])
 def test_onednn(rank):
-    """Bit-exact without a bias; with one, oneDNN's kernels differ in how they bring the
-    float bias in (some round it into the int32 sum), so a few elements per thousand
-    on layers with a bias differ by one unit (measured and bounded here)."""
+    """oneDNN picks its int8 deconvolution kernel by shape and CPU, and their float
+    steps are not all one rule (some direct kernels round the float bias into the int32
+    sum; the GEMM-based one of grouped layers scales about 1e-6 apart): one unit apart
+    on a few elements in ten thousand, measured and bounded here."""
     _needs("onednn")
     rng = np.random.default_rng(300 + rank)
-    differing = total = 0
+    tally = [0, 0]
     for i in range(40):
-        case = random_case(rng, rank, symmetric=True, bias=i % 2 == 0,
-                           output_padding=False, square=True)
-        difference = np.abs(ours("onednn", case).astype(int)
-                            - torch_module("onednn", case).astype(int))
-        if case["bias"] is None:
-            assert difference.max() == 0, case
-        else:
-            assert difference.max() <= 1, case
-            differing, total = differing + int(difference.sum()), total + difference.size
-    assert differing <= max(1, total // 200), (differing, total)
+        _within_one_unit("onednn", random_case(rng, rank, symmetric=True, bias=i % 2 == 0,
+                                               output_padding=False, square=True), tally)
+    assert tally[0] <= max(1, tally[1] // 1000), tally
 
 
 @pytest.mark.parametrize("rank", [1, 2, 3])
 def test_x86_follows_its_dispatch(rank):
     """torch's default engine: FBGEMM for an asymmetric weight or output_padding
-    (bit-exact), oneDNN where this host gives it the layer (bit-exact without bias)."""
+    (bit-exact), oneDNN where this host gives it the layer (as test_onednn)."""
     _needs("x86")
     rng = np.random.default_rng(400 + rank)
+    tally = [0, 0]
     for i in range(30):
-        symmetric = i % 2 == 0
-        case = random_case(rng, rank, symmetric=symmetric, square=True,
-                           bias=not (symmetric and x86_uses_onednn(
-                               np.zeros(1), 1, (0,))))
-        np.testing.assert_array_equal(ours("x86", case), torch_module("x86", case))
+        case = random_case(rng, rank, symmetric=i % 2 == 0, square=True, bias=i % 3 != 0)
+        zero = np.asarray(case["wzp"]).reshape(-1)
+        if x86_uses_onednn(zero, case["groups"], case["output_padding"]):
+            _within_one_unit("x86", case, tally)
+        else:
+            np.testing.assert_array_equal(ours("x86", case), torch_module("x86", case))
+    assert tally[0] <= max(1, tally[1] // 1000), tally
 
 
 def test_torch_refusals_are_visible():

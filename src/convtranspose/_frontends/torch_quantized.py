@@ -15,7 +15,9 @@ how they bring the float bias in and scale ``acc`` to the output (docs/quantizat
   float32(weight_scale * input_scale) * float32(1 / output_scale)``;
 - ``onednn``: ``float32(acc) * S + bias`` with ``S`` the product of the scales as
   oneDNN receives them (each the float32 reciprocal of torch's float32 reciprocal),
-  times oneDNN's ``1 / output_scale`` likewise;
+  times oneDNN's ``1 / output_scale`` likewise: the rule of its reference and
+  post-processing code; its kernels chosen by shape and CPU do not all follow it to
+  the last bit (one unit apart on a few elements in ten thousand);
 - ``x86`` (torch's default engine): ``onednn`` where torch's x86 engine hands the layer
   to oneDNN (Linux, a CPU with AVX512-VNNI, ``groups <= 100``, weight zero point 0 and
   ``output_padding`` 0), else ``fbgemm``.
