@@ -45,6 +45,7 @@ from ._frontends.specs import (
     onnx_conv_transpose,
 )
 from ._frontends.tflite_quantized import tflite_quantized_transpose_conv
+from ._frontends.torch_quantized import torch_quantized_conv_transpose
 from ._frontends.translate import Translation, translate
 from ._kernels import ALGORITHMS
 from ._plan.dialects import ConvolutionPlan
@@ -105,6 +106,7 @@ __all__ = [
     "tflite_quantized_transpose_conv",
     "tflite_transpose_conv",
     "torch_conv_transpose",
+    "torch_quantized_conv_transpose",
     "Translation",
     "translate",
     "use_planning",

@@ -29,6 +29,7 @@ from ._plan.dialects import (
     tflite_quantized_transpose_conv,
     tflite_transpose_conv,
     torch_conv_transpose,
+    torch_quantized_conv_transpose,
 )
 from ._plan.rules import AxisPlan, ConvTransposePlan
 
@@ -50,4 +51,5 @@ __all__ = [
     "tflite_quantized_transpose_conv",
     "tflite_transpose_conv",
     "torch_conv_transpose",
+    "torch_quantized_conv_transpose",
 ]

@@ -21,7 +21,11 @@ from .onednn import conv_transpose
 from .onnx import onnx_conv_transpose
 from .openvino import convolution_backprop_data, group_convolution_backprop_data
 from .pytorch import torch_conv_transpose
-from .quantized import qlinear_conv_transpose, tflite_quantized_transpose_conv
+from .quantized import (
+    qlinear_conv_transpose,
+    tflite_quantized_transpose_conv,
+    torch_quantized_conv_transpose,
+)
 from .tensorflow import keras_conv_transpose, tf_conv_transpose, tflite_transpose_conv
 from .tensorrt import tensorrt_deconvolution
 
@@ -30,7 +34,7 @@ __all__ = ["DIALECTS", "SURFACES", "ConvolutionPlan", "Dialect", "conv_transpose
            "group_convolution_backprop_data", "jax_conv_transpose", "keras_conv_transpose",
            "onnx_conv_transpose", "qlinear_conv_transpose", "tensorrt_deconvolution",
            "tf_conv_transpose", "tflite_quantized_transpose_conv", "tflite_transpose_conv",
-           "torch_conv_transpose"]
+           "torch_conv_transpose", "torch_quantized_conv_transpose"]
 
 #: The surfaces a dialect can have: ``ct`` (the array function), ``shapes`` (its shape
 #: twin), ``vjp`` (its gradients), ``dask`` (on Dask arrays), ``torch`` (a
@@ -72,6 +76,16 @@ _TFLITE_QUANTIZED_MISSING = {
            " quantization)",
     "torch": "not built yet: convtranspose.torch computes float tensors; TFLite's integer"
              " tensors and their quantization parameters have no function there yet",
+}
+
+_TORCH_QUANTIZED_MISSING = {
+    **_QUANTIZED_MISSING,
+    "vjp": "quantized operations have no gradient in their owners (torch's quantized"
+           " ConvTranspose modules are inference only; training uses the float module with"
+           " fake quantization)",
+    "torch": "not built yet: convtranspose.torch computes float tensors; a quantized"
+             " tensor in and out (quint8 with its scale and zero point) has no function"
+             " there yet",
 }
 
 
@@ -134,6 +148,10 @@ _RECORDS = (
             ("x", "w", "B"), quantized=True, missing=_QUANTIZED_MISSING),
     Dialect("torch_conv_transpose", "PyTorch conv_transpose1d/2d/3d",
             torch_conv_transpose, ("input", "weight", "bias")),
+    Dialect("torch_quantized_conv_transpose", "PyTorch torch.ao.nn.quantized"
+            " ConvTranspose1d/2d/3d (quint8 x qint8, engines x86, fbgemm, qnnpack, onednn)",
+            torch_quantized_conv_transpose, ("input", "weight", "bias"), quantized=True,
+            missing=_TORCH_QUANTIZED_MISSING),
     Dialect("tensorrt_deconvolution", "TensorRT IDeconvolutionLayer",
             tensorrt_deconvolution, ("input", "kernel", "bias")),
     Dialect("tf_conv_transpose", "TensorFlow tf.nn.conv_transpose", tf_conv_transpose,

@@ -1,5 +1,5 @@
-"""Quantized transposed convolutions: ONNX's ``com.microsoft.QLinearConvTranspose`` and
-TFLite's quantized ``TRANSPOSE_CONV``.
+"""Quantized transposed convolutions: ONNX's ``com.microsoft.QLinearConvTranspose``,
+TFLite's quantized ``TRANSPOSE_CONV`` and PyTorch's quantized ``ConvTranspose1d/2d/3d``.
 
 Each geometry is its float dialect's (:mod:`convtranspose._plan.onnx`,
 :mod:`convtranspose._plan.tensorflow`); this module adds the shapes of the
@@ -18,14 +18,16 @@ from typing import TYPE_CHECKING
 
 from .._errors import ConvTransposeError
 from .onnx import onnx_conv_transpose
+from .pytorch import torch_conv_transpose
 from .rules import ConvTransposePlan, as_shape
 from .tensorflow import tflite_transpose_conv
 
 if TYPE_CHECKING:
     from .._typing import PerAxis, ShapeLike
 
-__all__ = ["TFLITE_ACTIVATIONS", "qlinear_conv_transpose", "quantization_shapes",
-           "tflite_quantized_transpose_conv", "tflite_quantization_shapes"]
+__all__ = ["TFLITE_ACTIVATIONS", "TORCH_ENGINES", "qlinear_conv_transpose", "quantization_shapes",
+           "tflite_quantized_transpose_conv", "tflite_quantization_shapes",
+           "torch_quantized_conv_transpose"]
 
 
 def _one_value(name: str, shape: tuple[int, ...]) -> None:
@@ -177,3 +179,61 @@ def tflite_quantized_transpose_conv(
                                weights_zero_point, output_scale, output_zero_point,
                                plan.output_shape[-1])
     return dataclasses.replace(plan, op="tflite_quantized_transpose_conv")
+
+
+#: The quantized engines of PyTorch's CPU build (``torch.backends.quantized.engine``).
+TORCH_ENGINES = ("x86", "fbgemm", "qnnpack", "onednn")
+
+
+def torch_quantized_conv_transpose(
+        input: ShapeLike, weight: ShapeLike, bias: ShapeLike | None = None,
+        stride: PerAxis = 1, padding: PerAxis = 0, output_padding: PerAxis = 0,
+        groups: int = 1, dilation: PerAxis = 1, *, input_scale: ShapeLike = (),
+        input_zero_point: ShapeLike = (), weight_scale: ShapeLike = (),
+        weight_zero_point: ShapeLike = (), output_scale: ShapeLike = (),
+        output_zero_point: ShapeLike = (), engine: str = "x86") -> ConvTransposePlan:
+    """Plan PyTorch's quantized ``ConvTranspose1d/2d/3d`` from shapes.
+
+    Takes the shapes of ``input`` ``(N, C_in, X...)``, ``weight``
+    ``(C_in, C_out/groups, K...)``, ``bias`` ``(C_out,)`` and of the six quantization
+    parameters (one value each, except ``weight_scale`` and ``weight_zero_point``:
+    one value, or ``(C_out/groups,)`` for a weight quantized per channel along its
+    axis 1), and the arguments of :func:`convtranspose.torch_quantized_conv_transpose`;
+    the geometry is :func:`torch_conv_transpose`'s.
+
+    Examples
+    --------
+    >>> from convtranspose import shapes
+    >>> plan = shapes.torch_quantized_conv_transpose((1, 4, 5, 5), (4, 3, 3, 3), (3,),
+    ...                                              stride=2, padding=1, weight_scale=(3,),
+    ...                                              weight_zero_point=(3,))
+    >>> plan.op, plan.output_shape
+    ('torch_quantized_conv_transpose', (1, 3, 9, 9))
+    """
+    if engine not in TORCH_ENGINES:
+        raise ConvTransposeError(f"engine must be one of {', '.join(TORCH_ENGINES)}; got"
+                                 f" {engine!r}")
+    plan = torch_conv_transpose(input, weight, bias, stride=stride, padding=padding,
+                                output_padding=output_padding, groups=groups,
+                                dilation=dilation)
+    shapes = {name: as_shape(f"{name} shape", value) for name, value in (
+        ("input_scale", input_scale), ("input_zero_point", input_zero_point),
+        ("weight_scale", weight_scale), ("weight_zero_point", weight_zero_point),
+        ("output_scale", output_scale), ("output_zero_point", output_zero_point))}
+    one = ((), (1,))
+    for name in ("input_scale", "input_zero_point", "output_scale", "output_zero_point"):
+        if shapes[name] not in one:
+            raise ConvTransposeError(
+                f"{name} has shape {shapes[name]} but must hold one value (shape () or"
+                f" (1,)): torch quantizes a quint8 activation per tensor")
+    per_group = as_shape("weight shape", weight)[1]
+    for name in ("weight_scale", "weight_zero_point"):
+        if shapes[name] not in one and shapes[name] != (per_group,):
+            raise ConvTransposeError(
+                f"{name} has shape {shapes[name]} but must hold one value (per tensor) or"
+                f" ({per_group},), one per index of the weight's axis 1 (C_out/groups)")
+    if (shapes["weight_scale"] in one) != (shapes["weight_zero_point"] in one):
+        raise ConvTransposeError(
+            f"weight_scale has shape {shapes['weight_scale']} but weight_zero_point has"
+            f" shape {shapes['weight_zero_point']}: both per tensor or both per channel")
+    return dataclasses.replace(plan, op="torch_quantized_conv_transpose")
