@@ -21,8 +21,8 @@ from .specs import as_array, execute_plan, resolve_plan
 if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
 
-__all__ = ["check_out", "exact_sum", "float32_scale", "qlinear_conv_transpose", "requantize",
-           "sum_dtype", "typed_operand"]
+__all__ = ["check_out", "exact_sum", "float32_scale", "integer_zero_point",
+           "qlinear_conv_transpose", "requantize", "sum_dtype", "typed_operand"]
 
 #: The element types of x, w and y (T1, T2 and T3 of the contrib operator).
 _QUANTIZED = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -57,6 +57,20 @@ def _zero_point(name: str, value: object, dtype: np.dtype) -> np.ndarray:
         raise TypeError(f"{name} has dtype {array.dtype} but its tensor has dtype {dtype};"
                         f" a zero point has its tensor's type")
     return array
+
+
+def integer_zero_point(name: str, value: object, dtype: np.dtype) -> np.ndarray:
+    """Zero points of any integer type (frameworks that store them as plain integers,
+    whatever the tensor's type) within ``dtype``'s range, as int64, or an error."""
+    array = np.asarray(as_array(name, np.int64(value) if type(value) is int else value))
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{name} has dtype {array.dtype} but must be an integer")
+    info = np.iinfo(dtype)
+    wide = array.astype(np.int64)
+    if wide.size and not (info.min <= wide.min() and wide.max() <= info.max):
+        raise ConvTransposeError(f"{name} = {array.tolist()} is outside the range of the"
+                                 f" {dtype} tensor [{info.min}, {info.max}]")
+    return wide
 
 
 def float32_scale(name: str, value: object, why: str = "it is used as float32") -> np.ndarray:

@@ -36,8 +36,8 @@ from .fixed_point import (
     quantize_multiplier,
     wrap32,
 )
-from .quantized import check_out, exact_sum, float32_scale, typed_operand
-from .specs import as_array, resolve_plan
+from .quantized import check_out, exact_sum, float32_scale, integer_zero_point, typed_operand
+from .specs import resolve_plan
 
 if TYPE_CHECKING:
     from .._typing import ArrayLike, ShapeLike
@@ -51,22 +51,6 @@ _WEIGHTS: dict[np.dtype, np.dtype] = {UINT8: UINT8, INT8: INT8, INT16: INT8}
 #: The largest shift each scaling rule computes without an undefined C++ shift: the
 #: 32-bit rule multiplies by ``1 << shift``, the 64-bit one shifts by ``15 - shift``.
 _LARGEST_SHIFT = {INT32: 30, INT64: 14}
-
-
-def _zero_point(name: str, value: object, dtype: np.dtype) -> np.ndarray:
-    """Integer zero points (TFLite stores them as integers, whatever the tensor's type)
-    within ``dtype``'s range, as int64."""
-    if type(value) is int:
-        value = np.asarray(value, np.int64)
-    array = np.asarray(as_array(name, value))
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"{name} has dtype {array.dtype} but must be an integer")
-    info = np.iinfo(dtype)
-    wide = array.astype(np.int64)
-    if wide.size and not (info.min <= wide.min() and wide.max() <= info.max):
-        raise ConvTransposeError(f"{name} = {array.tolist()} is outside the range of the"
-                                 f" {dtype} tensor [{info.min}, {info.max}]")
-    return wide
 
 
 def accumulator(input_dtype: np.dtype, quantized_bias_type: str | None) -> np.dtype:
@@ -91,8 +75,8 @@ def _operands(input, weights, bias, zero_points, scales, quantized_bias_type) ->
     bias = None if bias is None else typed_operand(
         "bias", bias, (bias_type,), f"with a {input.dtype} input and quantized_bias_type"
         f" {quantized_bias_type!r}")
-    zero_points = tuple(_zero_point(f"{name}_zero_point", value, dtype) for name, value, dtype
-                        in zip(("input", "weights", "output"), zero_points,
+    zero_points = tuple(integer_zero_point(f"{name}_zero_point", value, dtype)
+                        for name, value, dtype in zip(("input", "weights", "output"), zero_points,
                                (input.dtype, weights.dtype, input.dtype)))
     scales = tuple(float32_scale(f"{name}_scale", value, "TFLite stores it as float32")
                    for name, value in zip(("input", "weights", "output"), scales))

@@ -37,7 +37,7 @@ import numpy as np
 from .._errors import ConvTransposeError
 from .._plan import dialects as _dialects
 from .fixed_point import wrap32
-from .quantized import check_out, exact_sum
+from .quantized import check_out, exact_sum, integer_zero_point
 from .specs import as_array, resolve_plan
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ def _parameters(name, value, scale, zero_point, dtype):
     if array.dtype != dtype:
         raise TypeError(f"{name} has dtype {array.dtype} but must be {dtype} (torch's"
                         f" {'quint8' if dtype == UINT8 else 'qint8'} integers)")
-    return array, _scale(f"{name}_scale", scale), _zero_point(f"{name}_zero_point",
+    return array, _scale(f"{name}_scale", scale), integer_zero_point(f"{name}_zero_point",
                                                               zero_point, dtype)
 
 
@@ -210,19 +210,6 @@ def _scale(name: str, value: object) -> np.ndarray:
     if not np.all(np.isfinite(scale) & (scale > 0)):
         raise ConvTransposeError(f"{name} must be positive and finite, got {array.tolist()}")
     return scale
-
-
-def _zero_point(name: str, value: object, dtype: np.dtype) -> np.ndarray:
-    """Integer zero points within ``dtype``'s range, as int64."""
-    array = np.asarray(as_array(name, np.int64(value) if type(value) is int else value))
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"{name} has dtype {array.dtype} but must be an integer")
-    info = np.iinfo(dtype)
-    wide = array.astype(np.int64)
-    if wide.size and not (info.min <= wide.min() and wide.max() <= info.max):
-        raise ConvTransposeError(f"{name} = {array.tolist()} is outside the range of"
-                                 f" {dtype} [{info.min}, {info.max}]")
-    return wide
 
 
 def _bias(value: object) -> np.ndarray | None:
@@ -324,9 +311,9 @@ def torch_quantized_conv_transpose(
                                                  input_zero_point, UINT8)
     kernel, weight_scale_, weight_zero = _parameters("weight", weight, weight_scale,
                                                      weight_zero_point, INT8)
+    output_zero = integer_zero_point("output_zero_point", output_zero_point, UINT8)
     offsets, params = _bias(bias), (input_scale_, input_zero, weight_scale_, weight_zero,
-                                    _scale("output_scale", output_scale),
-                                    _zero_point("output_zero_point", output_zero_point, UINT8))
+                                    _scale("output_scale", output_scale), output_zero)
     plan = resolve_plan(
         _dialects.torch_quantized_conv_transpose, data.shape, kernel.shape,
         None if offsets is None else offsets.shape, stride=stride, padding=padding,
