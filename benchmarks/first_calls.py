@@ -61,7 +61,7 @@ import numpy as np
 import convtranspose as ct
 if sys.argv[2] == "unpinned":  # the helper threads' CPU affinity left alone
     from convtranspose._runtime import threads
-    threads._steering = False
+    threads.steering = False
 rng = np.random.default_rng(0)
 data = rng.standard_normal((1, 384, 16, 16)).astype(np.float32)
 weights = rng.standard_normal((384, 192, 4, 4)).astype(np.float32)

@@ -46,8 +46,8 @@ def test_direct_blocked_models_its_threads():
     target = host_target().replace(threads=2)
 
     def estimate(batch, axes):
-        layer = estimates._Layer.of(batch, axes, (1, 64, 64) + (4,) * len(axes), True)
-        return estimates._blocked_estimate(layer, target).total
+        layer = estimates.Layer.of(batch, axes, (1, 64, 64) + (4,) * len(axes), True)
+        return estimates.blocked_estimate(layer, target).total
 
     for axis in (long, short):
         single, double = estimate(1, (axis,)), estimate(2, (axis,))

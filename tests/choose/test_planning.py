@@ -156,7 +156,7 @@ def test_damaged_foreign_or_stale_files_are_ignored_with_one_warning(wisdom_file
             document["choices"] = ["dense"]
         wisdom_file.write_text(json.dumps(document))
     from convtranspose._runtime import cache
-    cache._warned.clear()
+    cache.warned_keys.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with ct.use_planning("measure"):

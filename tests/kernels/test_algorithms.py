@@ -16,7 +16,8 @@ import pytest
 from convtranspose import host_target
 from convtranspose._execute import transposed as execute
 from convtranspose._execute.transposed import transposed_convolution
-from convtranspose._kernels import ALGORITHMS, col2im, common, gemm, phase, schedules
+from convtranspose._kernels import ALGORITHMS, common, gemm, phase, schedules
+from convtranspose._kernels import run as run_algorithm
 from convtranspose._kernels._numba import blocked as numba_blocked
 from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime import blas
@@ -346,7 +347,7 @@ def test_direct_blocked_in_passes_over_output_channels(use_target, monkeypatch,
     rng = np.random.default_rng(register_bytes + 1)
     axes = (AxisPlan(5, 4, 2, 1, 1, 10), AxisPlan(13, 4, 2, 1, 1, 26))
     for co in (3 * lanes + 5, 2 * lanes):
-        passes = numba_blocked._channel_passes((1, 9, co), axes, 4, host_target().replace(
+        passes = numba_blocked.channel_passes((1, 9, co), axes, 4, host_target().replace(
             vector_bytes=register_bytes))
         assert len(passes) > 1 and passes[0][0] == 0 and passes[-1][1] == co
         assert all(a[1] == b[0] and a[1] % lanes == 0 for a, b in zip(passes, passes[1:]))
@@ -407,7 +408,7 @@ def test_direct_blocked_line_ends_go_in_groups(monkeypatch, threads):
     monkeypatch.setattr(numba_blocked, "direct_threads", lambda *args: threads)
     co = 2 * host_target().lanes(np.float32)
     if threads > 1:  # a tile of 2-4 lines: groups cut where it is full
-        monkeypatch.setattr(numba_blocked, "_GROUP_TILE_ELEMENTS", 60 * co)
+        monkeypatch.setattr(numba_blocked, "GROUP_TILE_ELEMENTS", 60 * co)
     rng = np.random.default_rng(threads)
     layers = [
         (AxisPlan(8, 4, 2, 1, 1, 16), AxisPlan(8, 4, 2, 1, 1, 16)),  # DCGAN's geometry
@@ -533,8 +534,8 @@ def test_col2im_copies_disjoint_taps_and_zeroes_what_they_miss(monkeypatch, inte
         expected = _reference(data, weights, axes)
         for channels_last in (False, True):
             source = np.ascontiguousarray(np.moveaxis(data, 1, -1)) if channels_last else data
-            out = np.full(execute._result_shape(2, weights.shape, axes, channels_last), np.nan)
-            col2im._col2im(source, weights, axes, np.dtype(np.float64), channels_last, out,
-                            internal_last, target=host_target())
+            out = np.full(execute.result_shape(2, weights.shape, axes, channels_last), np.nan)
+            run_algorithm(f"col2im-{'nxc' if internal_last else 'ncx'}", source, weights, axes,
+                          np.dtype(np.float64), channels_last, out, host_target())
             got = np.moveaxis(out, -1, 1) if channels_last else out
             np.testing.assert_array_equal(got, expected, err_msg=f"{axes} {channels_last}")

@@ -227,7 +227,7 @@ def test_software_float16_rounding_gives_the_bits_of_astype():
     # any CPU.
     import numba
 
-    software = numba_casts._software_float16_bits
+    software = numba_casts.software_float16_bits
 
     @numba.njit
     def convert(values, out):

@@ -197,11 +197,11 @@ def test_finiteness_check_on_every_layout():
              lambda a: a[::-1, :, ::-1]]
     for dtype in (np.float32, np.float64, np.float16):
         for view in views:
-            assert common._all_finite(view(base.astype(dtype)))
+            assert common.all_finite(view(base.astype(dtype)))
             for special in SPECIALS:
                 for position in (0, 17, -1):
                     spiked = view(base.astype(dtype))
                     spiked.flat[position % spiked.size] = special
-                    assert not common._all_finite(spiked), (dtype, special, position)
-    assert common._all_finite(np.arange(6).reshape(2, 3))
-    assert common._all_finite(np.zeros((2, 0), np.float32))
+                    assert not common.all_finite(spiked), (dtype, special, position)
+    assert common.all_finite(np.arange(6).reshape(2, 3))
+    assert common.all_finite(np.zeros((2, 0), np.float32))

@@ -176,7 +176,7 @@ def _force_row_kernel(use_target, monkeypatch, threaded=False) -> list:
         use_target(threads=3)
         monkeypatch.setattr(schedules, "DIRECT_PARALLEL_MACS", 0)
         monkeypatch.setattr(numba_scatter, "DIRECT_PARALLEL_MACS", 0)
-        monkeypatch.setattr(runtime_threads, "_pool", None)
+        monkeypatch.setattr(runtime_threads, "pool", None)
     calls = []
     runner = numba_rows.rows_runner
     spy = lambda *args: calls.append(args[7:9]) or runner(*args)  # noqa: E731
@@ -252,8 +252,8 @@ def test_row_kernel_merges_the_phases_of_even_kernels(use_target, monkeypatch):
 
     use_target(vector_bytes=64)
     merged = []
-    compile_rows = numba_rows._rows_kernel
-    monkeypatch.setattr(numba_rows, "_rows_kernel",
+    compile_rows = numba_rows.rows_kernel
+    monkeypatch.setattr(numba_rows, "rows_kernel",
                         lambda *args: merged.append(args[-1]) or compile_rows(*args))
     _force_row_kernel(use_target, monkeypatch, threaded=True)
     rng = np.random.default_rng(17)
@@ -357,7 +357,7 @@ def test_channels_last_copy_equals_numpys_transposed_copy(use_target, monkeypatc
     if threaded:
         monkeypatch.setattr(numba_transpose, "_PARALLEL_COPY_BYTES", 0)
         use_target(threads=3)
-        monkeypatch.setattr(runtime_threads, "_pool", None)
+        monkeypatch.setattr(runtime_threads, "pool", None)
     rng = np.random.default_rng(register_bytes + threaded)
     shapes = [(1, 64, 8, 8, 8), (2, 37, 5, 101), (3, 16, 16), (1, 5, 3), (4, 33, 17, 2),
               (2, 100, 70), (1, 8, 1)]
@@ -377,7 +377,7 @@ def test_channels_last_copy_equals_numpys_transposed_copy(use_target, monkeypatc
             numba_transpose.channels_last_copy(reversed_channels, np.float64, host_target()),
             np.moveaxis(reversed_channels, 1, -1))
     if threaded:
-        runtime_threads._pool.shutdown()
+        runtime_threads.pool.shutdown()
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
@@ -387,7 +387,7 @@ def test_threaded_split_into_pieces(use_target, monkeypatch, channels_last):
     use_target(threads=3)
     monkeypatch.setattr(schedules, "DIRECT_PARALLEL_MACS", 0)
     monkeypatch.setattr(numba_scatter, "DIRECT_PARALLEL_MACS", 0)
-    monkeypatch.setattr(runtime_threads, "_pool", None)
+    monkeypatch.setattr(runtime_threads, "pool", None)
     rng = np.random.default_rng(8)
     for groups, ci, co, batch in ((64, 1, 1, 2), (5, 2, 2, 1), (2, 1, 1, 1)):
         axes = (AxisPlan(24, 4, 2, 1, 1, 48), AxisPlan(24, 3, 1, 2, 0, 28))
@@ -404,9 +404,9 @@ def _threaded_pieces(use_target, monkeypatch, fake_cpu=None):
     """
     use_target(threads=3)
     monkeypatch.setattr(runtime_threads, "_pinning", True)
-    monkeypatch.setattr(runtime_threads, "_pool", None)
-    monkeypatch.setattr(runtime_threads, "_helper_ids", set())
-    monkeypatch.setattr(runtime_threads, "_steering", True)
+    monkeypatch.setattr(runtime_threads, "pool", None)
+    monkeypatch.setattr(runtime_threads, "helper_ids", set())
+    monkeypatch.setattr(runtime_threads, "steering", True)
     if fake_cpu is not None:
         monkeypatch.setattr(runtime_threads, "_sched_getcpu", lambda: lambda: fake_cpu)
     seen = {}
@@ -419,7 +419,7 @@ def _threaded_pieces(use_target, monkeypatch, fake_cpu=None):
     for _ in range(2):
         seen.clear()
         runtime_threads.parallel_for(piece, 24, 3)
-    runtime_threads._pool.shutdown()
+    runtime_threads.pool.shutdown()
     seen.pop(threading.get_native_id(), None)
     return seen
 
@@ -430,7 +430,7 @@ def test_helpers_are_kept_off_the_calling_threads_cpu(use_target, monkeypatch):
     allowed = os.sched_getaffinity(0)
     caller_cpu = min(allowed)
     helpers = _threaded_pieces(use_target, monkeypatch, fake_cpu=caller_cpu)
-    assert helpers and set(helpers) <= runtime_threads._helper_ids
+    assert helpers and set(helpers) <= runtime_threads.helper_ids
     assert all(affinity == allowed - {caller_cpu} for affinity in helpers.values())
 
 
@@ -445,11 +445,11 @@ def test_a_vanished_helper_is_forgotten_and_steering_goes_on(monkeypatch):
     deadline = time.monotonic() + 5
     while os.path.exists(f"/proc/self/task/{gone.native_id}") and time.monotonic() < deadline:
         time.sleep(0.001)
-    monkeypatch.setattr(runtime_threads, "_helper_ids", {gone.native_id})
-    monkeypatch.setattr(runtime_threads, "_steering", True)
+    monkeypatch.setattr(runtime_threads, "helper_ids", {gone.native_id})
+    monkeypatch.setattr(runtime_threads, "steering", True)
     monkeypatch.setattr(runtime_threads, "_sched_getcpu", lambda: lambda: 0)
-    runtime_threads._steer_helpers_off_caller()
-    assert runtime_threads._helper_ids == set() and runtime_threads._steering is True
+    runtime_threads.steer_helpers_off_caller()
+    assert runtime_threads.helper_ids == set() and runtime_threads.steering is True
 
 
 def test_refused_affinity_turns_steering_off(use_target, monkeypatch):
@@ -458,7 +458,7 @@ def test_refused_affinity_turns_steering_off(use_target, monkeypatch):
 
     monkeypatch.setattr(os, "sched_setaffinity", refuse, raising=False)
     _threaded_pieces(use_target, monkeypatch, fake_cpu=0)
-    assert runtime_threads._steering is False
+    assert runtime_threads.steering is False
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -466,7 +466,7 @@ def test_a_forked_child_forgets_the_parents_helpers(use_target, monkeypatch):
     assert _threaded_pieces(use_target, monkeypatch)
     pid = os.fork()
     if pid == 0:  # the child: its ids could name other processes' threads
-        os._exit(0 if not runtime_threads._helper_ids and runtime_threads._pool is None else 1)
+        os._exit(0 if not runtime_threads.helper_ids and runtime_threads.pool is None else 1)
     assert os.waitpid(pid, 0)[1] == 0
 
 
@@ -917,7 +917,7 @@ def test_smallest_bfloat16_exponent_against_numpy():
         bits[rng.random(size) < 0.3] &= 0x8000  # zeros of either sign
         magnitude = bits & 0x7FFF
         fields = (magnitude >> 7)[magnitude != 0]
-        assert numba_modes._smallest_bfloat16_exponent(bits) == fields.min(initial=255)
+        assert numba_modes.smallest_bfloat16_exponent(bits) == fields.min(initial=255)
 
 
 def _pairs_case(rng, rank, co, max_sizes=(40, 12, 6)):

@@ -116,4 +116,4 @@ def test_the_estimates_use_the_kernels_sizes():
     from convtranspose._kernels._numba import blocked, planes
 
     assert numba_scratch.BAND_ELEMENTS == planes.BAND_ELEMENTS
-    assert numba_scratch._GROUP_TILE_ELEMENTS == blocked._GROUP_TILE_ELEMENTS
+    assert numba_scratch.GROUP_TILE_ELEMENTS == blocked.GROUP_TILE_ELEMENTS

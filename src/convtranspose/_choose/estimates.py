@@ -38,7 +38,8 @@ from .._runtime.machine import vector_bytes
 from .._runtime.target import Target
 from .figures import fma_gflops, gemm_gflops, machine_figures
 
-__all__ = ["CALL_NS", "ESTIMATES", "RawCost", "estimate_ns", "raw_estimates"]
+__all__ = ["CALL_NS", "ESTIMATES", "Layer", "RawCost", "blocked_estimate", "estimate_ns",
+           "raw_estimates"]
 
 #: What one call of any algorithm costs besides its modelled work (ns): about one
 #: call's Python and NumPy dispatch.  Held-out suites ranked best with 10 us against
@@ -101,7 +102,7 @@ def _gemm_ns(rows: int, depth: int, width: int, batches: int = 1) -> RawCost:
 
 
 @dataclass(frozen=True)
-class _Layer:
+class Layer:
     """The quantities every estimator needs, derived once per problem."""
 
     batch: int
@@ -114,7 +115,7 @@ class _Layer:
 
     @classmethod
     def of(cls, batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-           channels_last: bool) -> _Layer:
+           channels_last: bool) -> Layer:
         groups, ci, co = weights_shape[:3]
         return cls(batch, groups, ci, co, tuple(axes), channels_last,
                    tuple(axis_phases(axis) for axis in axes))
@@ -170,7 +171,7 @@ def raw_estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[i
     ``pairs``: bfloat16 operands that ``direct`` may multiply as pairs.
     """
     dtype = np.dtype(dtype)
-    layer = _Layer.of(batch, axes, weights_shape, channels_last)
+    layer = Layer.of(batch, axes, weights_shape, channels_last)
     numba_float = target.numba and dtype.kind == "f"
     rows = numba_float and rows_take_layer(axes, weights_shape, channels_last, target)
     situation = {"target": target, "numba_float": numba_float, "pairs": pairs, "rows": rows}
@@ -183,7 +184,7 @@ def raw_estimates(batch: int, axes: tuple[AxisPlan, ...], weights_shape: tuple[i
     return costs
 
 
-def _dense_estimate(layer: _Layer) -> RawCost | None:
+def _dense_estimate(layer: Layer) -> RawCost | None:
     """``dense``: the layer as one matrix, for tiny layers only."""
     dense = layer.groups * layer.ci * math.prod(layer.spatial_in) * layer.groups * layer.co * (
         math.prod(axis.output_size for axis in layer.axes))
@@ -192,7 +193,7 @@ def _dense_estimate(layer: _Layer) -> RawCost | None:
     return RawCost(2.0 * layer.batch * dense / 20.0 + 0.3 * dense + 5000)
 
 
-def _phase_estimate(layer: _Layer, internal_last: bool) -> RawCost:
+def _phase_estimate(layer: Layer, internal_last: bool) -> RawCost:
     """``phase-*``: per class of phases an im2col copy, one GEMM and a strided store."""
     same_layout = internal_last == layer.channels_last
     cost = RawCost(0.0)
@@ -213,7 +214,7 @@ def _phase_estimate(layer: _Layer, internal_last: bool) -> RawCost:
     return cost
 
 
-def _gemm_estimate(layer: _Layer, internal_last: bool) -> RawCost:
+def _gemm_estimate(layer: Layer, internal_last: bool) -> RawCost:
     """``gemm-*``: accumulating products over row-shifted windows, copies only where the
     other axes' shifts or padding need them."""
     same_layout = internal_last == layer.channels_last
@@ -245,7 +246,7 @@ def _gemm_estimate(layer: _Layer, internal_last: bool) -> RawCost:
 _SHORT_RUN_NS = 200.0
 
 
-def _col2im_estimate(layer: _Layer, internal_last: bool, numba_float: bool) -> RawCost:
+def _col2im_estimate(layer: Layer, internal_last: bool, numba_float: bool) -> RawCost:
     """``col2im-*``: one GEMM of every tap's contribution, then an add per live tap."""
     same_layout = internal_last == layer.channels_last
     rows_in = layer.batch * math.prod(layer.spatial_in)
@@ -266,7 +267,7 @@ def _col2im_estimate(layer: _Layer, internal_last: bool, numba_float: bool) -> R
     return cost
 
 
-def _stream_estimate(layer: _Layer) -> RawCost:
+def _stream_estimate(layer: Layer) -> RawCost:
     """``stream``: the filter read once from memory at the measured copy rate, or its
     multiply-adds at the GEMM rate, whichever is longer; then an add per live tap."""
     rows_in = layer.batch * math.prod(layer.spatial_in)
@@ -287,7 +288,7 @@ def _stream_estimate(layer: _Layer) -> RawCost:
 _MODEL_SCALE = 2.5
 
 
-def _window_estimate(layer: _Layer) -> RawCost | None:
+def _window_estimate(layer: Layer) -> RawCost | None:
     """``window``: a fixed handful of NumPy calls, but FLOPs for absent taps too."""
     phases, combo, unreached = window_plan(layer.axes)
     if combo is None:
@@ -343,7 +344,7 @@ def rows_take_layer(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
     return rows_apply(weights_shape, three_axes(axes), channels_last, f32, f32, f32, target)
 
 
-def _direct_estimate(layer: _Layer, pairs: bool, rows: bool, target: Target) -> RawCost:
+def _direct_estimate(layer: Layer, pairs: bool, rows: bool, target: Target) -> RawCost:
     """Numba ``direct``.
 
     Channels-last layers with many groups of at most 4 products go to a per-position
@@ -421,7 +422,7 @@ _BLOCKED_NCX_INPUT = 1.0
 _BLOCKED_STREAMED_LOOP = 512
 
 
-def _blocked_macs(layer: _Layer, width: int, pixels: int, edge: int) -> int:
+def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int) -> int:
     """Multiply-adds of ``direct-blocked``: output channels padded to ``width``, the
     last axis's runs with every tap inside the input in blocks of ``pixels``, and
     ``edge`` outputs' worth per output at the line ends."""
@@ -447,7 +448,7 @@ def _blocked_macs(layer: _Layer, width: int, pixels: int, edge: int) -> int:
 _BLOCKED_SCALE = 3.0
 
 
-def _blocked_estimate(layer: _Layer, target: Target) -> RawCost:
+def blocked_estimate(layer: Layer, target: Target) -> RawCost:
     """``direct-blocked``, in the units of the other estimates.
 
     Multiply-adds at the FMA peak of the threads (the ``kernel`` part; on fewer threads
@@ -496,7 +497,7 @@ ESTIMATES = {
     "direct": lambda layer, situation: _direct_estimate(layer, situation["pairs"],
                                                         situation["rows"], situation["target"]),
     "direct-blocked": lambda layer, situation: (
-        _blocked_estimate(layer, situation["target"])
+        blocked_estimate(layer, situation["target"])
         if blocked_offered(layer.ci, layer.co, layer.channels_last, situation["rows"],
                            situation["target"]) else None),
 }

@@ -33,7 +33,7 @@ from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host
 from . import background
 
-__all__ = ["prepare_call", "transposed_convolution"]
+__all__ = ["prepare_call", "result_shape", "transposed_convolution"]
 
 
 def transposed_convolution(
@@ -143,7 +143,7 @@ def _add_bias(out: np.ndarray, bias: np.ndarray, dtype: np.dtype, channels_last:
         out += bias.astype(dtype, copy=False).reshape(shape)
 
 
-def _result_shape(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
+def result_shape(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
                   channels_last: bool) -> tuple[int, ...]:
     """``(N, G*Co, Y...)``, or ``(N, Y..., G*Co)`` when ``channels_last``."""
     channels = weights_shape[0] * weights_shape[2]
@@ -153,8 +153,8 @@ def _result_shape(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPl
 
 def _empty_result(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
                   channels_last: bool, dtype: np.dtype) -> np.ndarray:
-    """The uninitialised result (:func:`_result_shape`)."""
-    return np.empty(_result_shape(batch, weights_shape, axes, channels_last), dtype)
+    """The uninitialised result (:func:`result_shape`)."""
+    return np.empty(result_shape(batch, weights_shape, axes, channels_last), dtype)
 
 
 def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algorithm, out,
@@ -175,7 +175,7 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
                                     result_dtype)
             if run_rounded(name, data, weights, axes, dtype, channels_last, out, bias, target):
                 return out
-    shape = _result_shape(data.shape[0], weights.shape, axes, channels_last)
+    shape = result_shape(data.shape[0], weights.shape, axes, channels_last)
     elements = math.prod(shape)
     if elements * dtype.itemsize > sums_piece_bytes(elements * result_dtype.itemsize):
         return _rounded_in_pieces(data, weights, axes, dtype, result_dtype, channels_last, bias,
@@ -194,7 +194,7 @@ def _rounded_in_pieces(data, weights, axes, dtype, result_dtype, channels_last, 
     that the wider sums never take more than :func:`sums_piece_bytes` (an int8 result's
     int64 sums would take 8 times the result at once)."""
     batch = data.shape[0]
-    shape = _result_shape(batch, weights.shape, axes, channels_last)
+    shape = result_shape(batch, weights.shape, axes, channels_last)
     if out is None:
         out = np.empty(shape, result_dtype)
     piece = sums_piece_bytes(out.nbytes)
@@ -294,7 +294,7 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
     batch = data.shape[0]
     runs = planned_choice(Problem(batch, axes, weights.shape, channels_last, dtype),
                           target).runs
-    shape = _result_shape(batch, weights.shape, axes, channels_last)
+    shape = result_shape(batch, weights.shape, axes, channels_last)
     if runs == "dense":
         matrix = dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
         return DenseCall(filter.tobytes(), matrix, shape, dtype)

@@ -38,7 +38,7 @@ class NonFinite(Exception):
     runs the cheapest exact algorithm instead."""
 
 
-def _all_finite(array: np.ndarray) -> bool:
+def all_finite(array: np.ndarray) -> bool:
     """Whether every element of ``array`` is finite (at once for integers).
 
     For float32/float64 one BLAS dot product of the elements with themselves: an
@@ -68,11 +68,11 @@ def require_finite(array: np.ndarray, dtype: np.dtype, derived: dict | None = No
     if dtype.kind != "f":
         return
     if derived is None:
-        finite = _all_finite(array)
+        finite = all_finite(array)
     else:
         finite = derived.get("finite")
         if finite is None:
-            derived["finite"] = finite = _all_finite(array)
+            derived["finite"] = finite = all_finite(array)
     if not finite:
         raise NonFinite
 

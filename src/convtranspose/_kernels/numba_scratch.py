@@ -44,7 +44,7 @@ from .schedules import (
     rows_co_block,
 )
 
-__all__ = ["direct_blocked_bytes", "direct_bytes", "stream_bytes"]
+__all__ = ["GROUP_TILE_ELEMENTS", "direct_blocked_bytes", "direct_bytes", "stream_bytes"]
 
 #: The widest vectors of any target (AVX-512): the most lanes a kernel's blocks take.
 _VECTOR_BYTES = 64
@@ -52,7 +52,7 @@ _VECTOR_BYTES = 64
 #: that estimating never imports numba; ``tests/kernels/test_numba_memory.py`` checks they agree.
 BAND_ELEMENTS = 1 << 16
 #: ``direct-blocked``'s tile of lines (``_numba/blocked.py``), likewise.
-_GROUP_TILE_ELEMENTS = 1 << 15
+GROUP_TILE_ELEMENTS = 1 << 15
 
 
 def _threads(batch: int, weights_shape: Sequence[int], axes, threads: int) -> int:
@@ -138,14 +138,14 @@ def _blocked_call_bytes(batch: int, axes3: Sequence[AxisPlan], groups: int, co: 
                         itemsize: int, threads: int) -> int:
     """``direct-blocked``'s tap lists and tile (``templates/blocked.py``) of every call
     that may run at once.  The tile holds a group of whole lines, up to
-    :data:`_GROUP_TILE_ELEMENTS` sums (one line when longer), or with lines cut into
+    :data:`GROUP_TILE_ELEMENTS` sums (one line when longer), or with lines cut into
     segments (fewer lines than threads: ``schedules.blocked_segments``) one segment; a
     line is ``Y3`` outputs of :func:`_blocked_width` sums."""
     rows, most = _most_taps(axes3)
     lines = groups * batch * axes3[0].output_size * axes3[1].output_size
     segments = blocked_segments(lines, axes3[2], threads)
     line = -(-axes3[2].output_size // segments) * _blocked_width(co, axes3[2], itemsize)
-    tile = (max(_GROUP_TILE_ELEMENTS, line) if segments == 1 else line) * itemsize
+    tile = (max(GROUP_TILE_ELEMENTS, line) if segments == 1 else line) * itemsize
     return min(threads, lines * segments) * (tile + 8 * (8 * rows + 5 * most))
 
 

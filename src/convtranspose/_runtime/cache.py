@@ -29,10 +29,11 @@ from collections.abc import Iterator
 from .caches import kept
 from .config import CACHE_ENV, switch
 
-__all__ = ["atomic_write", "cache_dir", "file_lock", "replaceable", "trusted"]
+__all__ = ["atomic_write", "cache_dir", "file_lock", "replaceable", "trusted", "warned_keys"]
 
 
-_warned: set[str] = set()
+#: The keys :func:`warn_once` has warned for in this process.
+warned_keys: set[str] = set()
 
 
 @kept("machine facts", maxsize=None)
@@ -99,8 +100,8 @@ def trusted(folder: str) -> bool:
 
 def warn_once(key: str, message: str) -> None:
     """One :class:`RuntimeWarning` per ``key`` and process."""
-    if key not in _warned:
-        _warned.add(key)
+    if key not in warned_keys:
+        warned_keys.add(key)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 

@@ -17,7 +17,7 @@ How many threads
 
 CPU affinity
     No thread's CPU affinity changes unless asked for (:data:`PIN_THREADS_ENV`,
-    :func:`set_pinning`): see :func:`_steer_helpers_off_caller`.
+    :func:`set_pinning`): see :func:`steer_helpers_off_caller`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from .config import PIN_THREADS_ENV, switch
 
 __all__ = ["THREAD_COUNT_ENVS", "default_threads",
            "MAX_THREADS", "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
-           "set_pinning", "set_process_threads"]
+           "set_pinning", "set_process_threads", "pool", "helper_ids", "steering",
+           "steer_helpers_off_caller"]
 
 #: Environment variables giving the default thread count, the first one set wins
 #: (numba's and OpenMP's conventions; ``OMP_NUM_THREADS`` may list one count per
@@ -161,7 +162,7 @@ def set_process_threads(count: int) -> int:
     previous = process_threads()
     with _pool_lock:
         _process_threads = count
-        if _pool is not None and _pool_size > count - 1:
+        if pool is not None and _pool_size > count - 1:
             _drop_pool()
     return previous
 
@@ -174,15 +175,16 @@ PIECES_PER_THREAD = 8
 _COPY_THREADS = 1
 #: Copies and adds of fewer elements than this are never split.
 _PARALLEL_ELEMENTS = 1 << 18
-_pool = None
+#: The helper threads' pool and its size (None and 0 until a parallel call makes one).
+pool = None
 _pool_size = 0
 #: Guards the pool: a parallel call takes it and submits its work in one step, so that
 #: a pool another thread lets go (:func:`set_process_threads`) never receives work.
 _pool_lock = threading.Lock()
 #: Native ids of the current pool's helper threads (each adds its own as it takes work).
-_helper_ids: set[int] = set()
+helper_ids: set[int] = set()
 #: Cleared when the system refuses to set a helper's CPU affinity.
-_steering = True
+steering = True
 #: :func:`set_pinning`'s choice; None: :data:`PIN_THREADS_ENV` decides.
 _pinning: bool | None = None
 #: Whether a helper's affinity was changed since steering was last turned off.
@@ -191,32 +193,32 @@ _steered = False
 
 def _drop_pool() -> None:
     """Let the pool go (its threads end after the work already submitted); hold the lock."""
-    global _pool, _pool_size
-    _pool.shutdown(wait=False)
-    _pool, _pool_size = None, 0
-    _helper_ids.clear()  # only the current pool's threads are steered
+    global pool, _pool_size
+    pool.shutdown(wait=False)
+    pool, _pool_size = None, 0
+    helper_ids.clear()  # only the current pool's threads are steered
 
 
 def _submit(work, helpers: int) -> list:
     """``work`` submitted to ``helpers`` threads of the pool, which is made (or replaced
     by a larger one) to hold at least ``helpers`` and the process-wide count's."""
-    global _pool, _pool_size
+    global pool, _pool_size
     with _pool_lock:
-        if _pool is None or _pool_size < helpers:
-            if _pool is not None:
+        if pool is None or _pool_size < helpers:
+            if pool is not None:
                 _drop_pool()
             _pool_size = max(helpers, process_threads() - 1)
-            _pool = ThreadPoolExecutor(_pool_size, thread_name_prefix="convtranspose")
-        return [_pool.submit(work) for _ in range(helpers)]
+            pool = ThreadPoolExecutor(_pool_size, thread_name_prefix="convtranspose")
+        return [pool.submit(work) for _ in range(helpers)]
 
 
 def _forget_helpers() -> None:
     # A forked child has none of the parent's threads (its ids may name other threads),
     # and a lock some other thread of the parent held stays held in the child.
-    global _pool, _pool_size, _pool_lock
-    _pool, _pool_size = None, 0
+    global pool, _pool_size, _pool_lock
+    pool, _pool_size = None, 0
     _pool_lock = threading.Lock()
-    _helper_ids.clear()
+    helper_ids.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -224,7 +226,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def pinning() -> bool:
-    """Whether helper threads are steered off the caller's CPU (:func:`_steer_helpers_off_caller`):
+    """Whether helper threads are steered off the caller's CPU (:func:`steer_helpers_off_caller`):
     :func:`set_pinning`'s choice, else :data:`PIN_THREADS_ENV` set to anything but 0."""
     if _pinning is not None:
         return _pinning
@@ -251,11 +253,11 @@ def _release_helpers() -> None:
         return
     try:
         allowed = os.sched_getaffinity(0)
-        for helper in tuple(_helper_ids):
+        for helper in tuple(helper_ids):
             try:
                 os.sched_setaffinity(helper, allowed)
             except ProcessLookupError:  # a thread of a pool since dropped
-                _helper_ids.discard(helper)
+                helper_ids.discard(helper)
     except OSError:
         return
     _steered = False
@@ -277,7 +279,7 @@ def _sched_getcpu():
     return function
 
 
-def _steer_helpers_off_caller() -> None:
+def steer_helpers_off_caller() -> None:
     """Let the helper threads run on any allowed CPU but the calling thread's.
 
     Only where asked for (:func:`pinning`): it changes threads' CPU affinity, which a
@@ -289,20 +291,20 @@ def _steer_helpers_off_caller() -> None:
     of sleeping at once, and so keep their CPUs.)  Costs a few system calls per
     parallel call (``benchmarks/results/thread-steering.json``).
     """
-    global _steering, _steered
+    global steering, _steered
     getcpu = _sched_getcpu()
-    if getcpu is None or not _steering or not _helper_ids:
+    if getcpu is None or not steering or not helper_ids:
         return
     try:
         others = os.sched_getaffinity(0) - {getcpu()}
-        for helper in tuple(_helper_ids) if others else ():
+        for helper in tuple(helper_ids) if others else ():
             try:
                 os.sched_setaffinity(helper, others)
                 _steered = True
             except ProcessLookupError:  # a thread of a pool since dropped
-                _helper_ids.discard(helper)
+                helper_ids.discard(helper)
     except OSError:  # not allowed here (a sandbox): the scheduler decides alone
-        _steering = False
+        steering = False
 
 
 def parallel_for(function, count: int, threads: int) -> None:
@@ -331,11 +333,11 @@ def parallel_for(function, count: int, threads: int) -> None:
     contexts = [contextvars.copy_context() for _ in range(threads - 1)]
 
     def helper_work():
-        _helper_ids.add(threading.get_native_id())
+        helper_ids.add(threading.get_native_id())
         contexts.pop().run(work)
 
     if pinning():
-        _steer_helpers_off_caller()
+        steer_helpers_off_caller()
     helpers = _submit(helper_work, threads - 1)
     try:
         work()

@@ -196,7 +196,7 @@ def _phase_taps(row_reads, row_taps, rows, p3, j_first, j_stop, size3, in_3, tap
 #: tile of at most this many sums when it cannot write them straight into the output
 #: (channels first, or rounded): 128 KB of float32, in L2 beside the weights
 #: (``benchmarks/results/direct-blocked-zen4.json``).
-_GROUP_TILE_ELEMENTS = 1 << 15
+GROUP_TILE_ELEMENTS = 1 << 15
 
 
 #: The most lines a group of ``direct-blocked`` holds.
@@ -311,7 +311,7 @@ def _pass_weights(weights, derived, dtype, kernel3, channels: tuple[int, int], w
     return w
 
 
-def _channel_passes(weights_shape, axes3, itemsize: int, target) -> list[tuple[int, int]]:
+def channel_passes(weights_shape, axes3, itemsize: int, target) -> list[tuple[int, int]]:
     """Output channel ranges computed one after another (one group only; a single range
     otherwise): :func:`~convtranspose._kernels.schedules.blocked_channel_passes`."""
     groups, ci, co = weights_shape[:3]
@@ -358,7 +358,7 @@ class BlockedLayer:
                           *_blocked_tables(axes3), segments)
         tap_count = self._run_args[4]
         self._passes = []
-        for c0, c1 in _channel_passes(weights.shape, axes3, itemsize, target):
+        for c0, c1 in channel_passes(weights.shape, axes3, itemsize, target):
             # A pass writes channels [c0, c1) of group 0: its views start at channel c0.
             lanes, vectors, chunk, pixels = blocked_shape(itemsize, c1 - c0, axes3[2],
                                                           target.vector_bytes)
@@ -369,7 +369,7 @@ class BlockedLayer:
                              + tuple(a.kernel_size for a in axes3[1:])
                              + (math.prod(a.kernel_size for a in axes3),)
                              + tuple(a.stride for a in axes3)
-                             + (lanes * vectors, _GROUP_TILE_ELEMENTS,
+                             + (lanes * vectors, GROUP_TILE_ELEMENTS,
                                 _channel_block(ci, tap_count, lanes * chunk, itemsize,
                                                channels_last and c1 - c0 == lanes * vectors
                                                and mode == KEEP)), np.int64)
@@ -419,7 +419,7 @@ def direct_blocked(data, weights, axes, dtype, channels_last, out, bias, derived
     The reordered weights are kept in ``derived`` (the weights memo), if given;
     ``target``: the machine (:class:`~convtranspose._runtime.target.Target`).  Layers
     whose weights per output line would not stay in L2 run in passes over their output
-    channels (:func:`_channel_passes`).
+    channels (:func:`channel_passes`).
     """
     layer = blocked_layer(data.shape[0], weights, axes, dtype, channels_last,
                           store_mode(out.dtype, dtype), derived, target)

@@ -21,7 +21,8 @@ from ..._runtime.machine import host_has_f16c
 from .kernel_cache import cached_njit
 
 __all__ = ["bfloat16_bits", "bfloat16_value", "float16_bits", "float16_value",
-           "host_has_f16c", "narrow_bfloat16", "narrow_float16", "widen_bfloat16", "widen_float16"]
+           "host_has_f16c", "narrow_bfloat16", "narrow_float16", "software_float16_bits",
+           "widen_bfloat16", "widen_float16"]
 
 
 @intrinsic
@@ -104,7 +105,7 @@ def _hardware_float16_bits(value):  # pragma: no cover - compiled
 
 
 @cached_njit(nogil=True, inline="always")
-def _software_float16_bits(value):  # pragma: no cover - compiled
+def software_float16_bits(value):  # pragma: no cover - compiled
     # NumPy's npy_floatbits_to_halfbits, step for step (round half to even).
     bits = _bits(value)
     sign = (bits >> 16) & 0x8000
@@ -130,7 +131,7 @@ def _software_float16_bits(value):  # pragma: no cover - compiled
 
 #: ``float16_bits(value)``: the float16 bits NumPy rounds the float32 ``value`` to
 #: (with the hardware's conversion where there is one).
-float16_bits = _hardware_float16_bits if host_has_f16c() else _software_float16_bits
+float16_bits = _hardware_float16_bits if host_has_f16c() else software_float16_bits
 
 
 @cached_njit(nogil=True, inline="always")

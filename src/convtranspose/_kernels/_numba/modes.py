@@ -13,7 +13,7 @@ from .kernel_cache import cached_njit
 
 
 @cached_njit(nogil=True)
-def _smallest_bfloat16_exponent(bits):  # pragma: no cover - compiled
+def smallest_bfloat16_exponent(bits):  # pragma: no cover - compiled
     """The smallest exponent field of the nonzero bfloat16 ``bits`` (0: a subnormal; 255: none)."""
     smallest = np.uint16(255)
     for index in range(bits.size):
@@ -82,7 +82,7 @@ _PAIRS_EXPONENT_SUM = 142
 
 def _pairs_exact(smallest_data: int, smallest_weight: int) -> bool:
     """Whether ``vdpbf16ps`` sums operands with these smallest nonzero exponent fields
-    (:func:`_smallest_bfloat16_exponent`) exactly: no subnormal operand (the
+    (:func:`smallest_bfloat16_exponent`) exactly: no subnormal operand (the
     instruction reads it as zero) and no partial sum that could be subnormal
     (:data:`_PAIRS_EXPONENT_SUM`).  Infinities and NaNs do not matter: the
     instruction propagates them like an FMA.
@@ -108,10 +108,10 @@ def bfloat16_pair_bits(data, weights, dtype, lanes, derived, target) -> np.ndarr
         return None
     key = ("pairs exact",)
     if key not in derived:
-        derived[key] = _smallest_bfloat16_exponent(
+        derived[key] = smallest_bfloat16_exponent(
             np.ascontiguousarray(weights).view(np.uint16).reshape(-1))
     bits = np.ascontiguousarray(data).view(np.uint16).reshape(-1)
-    exact = _pairs_exact(int(_smallest_bfloat16_exponent(bits)), int(derived[key]))
+    exact = _pairs_exact(int(smallest_bfloat16_exponent(bits)), int(derived[key]))
     return bits if exact else None
 
 

@@ -250,7 +250,7 @@ def _rows_source(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, ve
 
 
 @kept("compiled kernels", maxsize=64)
-def _rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, vectors: int,
+def rows_kernel(lanes: int, last: AxisPlan, ci: int, co: int, co_block: int, vectors: int,
                  data: int = KEEP, result: int = KEEP, biased: bool = False,
                  merged: bool = False):
     from .codegen import compile_source
@@ -298,7 +298,7 @@ def rows_runner(batch, weights, axes3, dtype, target, threads, derived, data=KEE
     pairs = data == BFLOAT16
     biased = bias is not None
     shift = np.ascontiguousarray(bias, dtype) if biased else np.empty(0, dtype)
-    kernel = _rows_kernel(lanes, axes3[2], ci, co, co_block, vectors, data, result, biased,
+    kernel = rows_kernel(lanes, axes3[2], ci, co, co_block, vectors, data, result, biased,
                           merged)
     key = ("rows", "pairs" if pairs else np.dtype(dtype).str, co_block, merged)
     w = derived.get(key)
