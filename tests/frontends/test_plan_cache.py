@@ -246,7 +246,7 @@ def test_prepared_tiny_calls_only_for_native_float32_and_float64_without_bias(fo
         result = _general(call, data, filter)
         call(data, filter)
         # Remembered as having no prepared call (so the choice is not asked again).
-        assert all(entry[1] is None for entry in _api.prepared_calls.values()), dtype
+        assert all(entry[0] is None for entry in _api.prepared_calls.values()), dtype
         assert result.dtype == np.dtype(dtype)
     # Byte-swapped operands are read in native order at the boundary: the same numbers,
     # in the native float32.
@@ -330,7 +330,7 @@ def test_prepared_direct_call_is_used_and_gives_the_general_paths_bits(monkeypat
     oracle.assert_matches(expected, case(data, filter))
     call(data, filter)  # prepares
     (prepared,) = _api.prepared_calls.values()
-    assert type(prepared[1]).__name__ == "DirectCall"
+    assert type(prepared[0]).__name__ == "DirectCall"
     before = data.copy(), filter.copy()
     with monkeypatch.context() as patch:
         _forbid_general_path(patch)
@@ -375,7 +375,7 @@ def test_prepared_direct_calls_never_for_a_non_finite_filter(monkeypatch, forced
     call, case, data, filter = _direct_layer("onnx 2-D")
     filter[0, 0, 0, 0] = np.inf
     got = call(data, filter)
-    assert all(entry[1] is None for entry in _api.prepared_calls.values())
+    assert all(entry[0] is None for entry in _api.prepared_calls.values())
     monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "col2im-ncx")  # exact: only taps it meets
     np.testing.assert_allclose(got, call(data, filter), rtol=1e-5, atol=1e-5)
     assert 0 < np.isfinite(got).sum() < got.size
@@ -394,7 +394,7 @@ def test_prepared_direct_call_follows_the_environment_switches(monkeypatch, forc
 
 
 def _prepared_callables():
-    return [entry[1] for entry in _api.prepared_calls.values() if entry[1] is not None]
+    return [entry[0] for entry in _api.prepared_calls.values() if entry[0] is not None]
 
 
 def test_prepared_direct_calls_only_where_the_plane_kernel_is_set_up_once(monkeypatch,
@@ -432,7 +432,7 @@ def test_prepared_direct_call_yields_to_another_target(forced_direct):
     call, case, data, filter = _direct_layer("onnx 2-D")
     call(data, filter)  # prepares
     (prepared,) = _api.prepared_calls.values()
-    assert prepared[1](data, filter) is not None
+    assert prepared[0](data, filter) is not None
     with ct.use_target(ct.host_target().replace(threads=1)):
-        assert prepared[1](data, filter) is None
+        assert prepared[0](data, filter) is None
         oracle.assert_matches(call(data, filter), case(data, filter))

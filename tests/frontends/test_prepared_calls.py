@@ -21,8 +21,8 @@ def _values(shape, dtype=np.float32):
 
 
 def _prepared_kinds() -> set[str]:
-    return {type(entry[1]).__name__ for entry in specs.prepared_calls.values()
-            if entry[1] is not None}
+    return {type(entry[0]).__name__ for entry in specs.prepared_calls.values()
+            if entry[0] is not None}
 
 
 # (data shape, filter shape, attributes): small channel planes read in place, and planes
@@ -104,3 +104,26 @@ def test_prepared_layer_with_non_finite_data(monkeypatch):
         layer(finite)  # the binding's prepared call is made on finite data
         for _ in range(2):
             np.testing.assert_array_equal(layer(data), expected.astype(np.float32))
+
+
+def test_layers_of_one_problem_share_a_prepared_call_only_with_one_filter_layout(monkeypatch):
+    """Prepared calls are keyed by the canonical problem and the filter's layout: the
+    OpenVINO and ONNX layers of one problem (both filters ``(C_IN, C_OUT, K...)``) share
+    one; a oneDNN layer whose filter holds the same bytes in another layout (``OIX``) is
+    another filter, and gets its own."""
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct-blocked")
+    ct.clear_caches()
+    data, filter = _values((1, 6, 5, 5)), _values((6, 20, 3, 3))
+    expected = oracle.openvino_cbpd(data, filter, strides=2)
+    np.testing.assert_array_equal(ct.convolution_backprop_data(data, filter, strides=2),
+                                  expected)
+    assert len(specs.prepared_calls) == 1
+    np.testing.assert_array_equal(ct.onnx_conv_transpose(data, filter, strides=[2, 2]),
+                                  expected)
+    assert len(specs.prepared_calls) == 1  # the ONNX layer found the OpenVINO layer's
+    same_bytes = filter.reshape(20, 6, 3, 3)  # read as (C_OUT, C_IN, K...): another filter
+    got = ct.conv_transpose(data, same_bytes, strides=2, data_format="NCX", filter_format="OIX")
+    np.testing.assert_array_equal(
+        got, oracle.onednn_conv_transpose(data, same_bytes, strides=2, data_format="NCX",
+                                          filter_format="OIX"))
+    assert len(specs.prepared_calls) == 2

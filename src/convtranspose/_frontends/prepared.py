@@ -31,7 +31,8 @@ from .._runtime.memo import frozen, own
 from .convolution import execute_convolution
 from .explain import explain as _explain
 from .frameworks import jax_planned_rhs
-from .specs import as_array, execute_plan, prepared_call, resolve_plan
+from .kept_calls import prepared_call
+from .specs import as_array, execute_plan, resolve_plan
 
 if TYPE_CHECKING:
     from .._choose.choice import Explanation

@@ -27,6 +27,7 @@ from .._kernels.dense import switch_state
 from .._plan import dialects as _dialects
 from .._plan import rules as _plan
 from .._runtime import caches as _caches
+from .kept_calls import PREPARED_CALLS_KEPT, prepared_calls, prepared_key, usable_prepared
 
 if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
@@ -166,14 +167,6 @@ def canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.n
     return filter.transpose(plan._filter_to_canonical).reshape(plan.canonical_filter_shape)
 
 
-#: Layers computed by ``dense`` or numba ``direct``, prepared once (after their first
-#: call): ``(id(plan), data dtype, filter dtype) -> (plan, DenseCall or DirectCall or
-#: None, planning generation, switches)`` (None: the layer had no prepared call under
-#: those environment switches), the most recently prepared last.
-PREPARED_CALLS_KEPT = 8
-prepared_calls: dict = {}
-
-
 def _forget_kept() -> None:
     with _insert_lock:
         plan_cache.clear()
@@ -181,26 +174,6 @@ def _forget_kept() -> None:
 
 
 _caches.register("resolved plans and prepared calls", _forget_kept)
-
-
-def _usable_prepared(key: tuple, plan) -> tuple | None:
-    """The entry of :data:`prepared_calls` for ``key`` if it still holds for ``plan``: the
-    same plan, planning generation and (for an entry without a call) switches."""
-    entry = prepared_calls.get(key)
-    if entry is None or entry[0] is not plan or entry[2] != _planning.generation or (
-            entry[1] is None and entry[3] != switch_state()):
-        return None
-    return entry
-
-
-def prepared_call(plan, data: np.ndarray, filter: np.ndarray):
-    """``(call, generation)``: the prepared call :func:`execute_plan` keeps for ``plan``
-    with operands of these dtypes (None if it has none or has not made it yet), and the
-    planning generation it holds for.  A caller that keeps it calls
-    ``call(data, filter, out)`` while :data:`convtranspose._choose.planning.generation`
-    is unchanged; a None result means: go through :func:`execute_plan`."""
-    entry = _usable_prepared((id(plan), data.dtype, filter.dtype), plan)
-    return (None if entry is None else entry[1]), _planning.generation
 
 
 #: ``np.may_share_memory`` without the ``__array_function__`` dispatch (half its time in
@@ -269,12 +242,12 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
                                           names):
         np.copyto(out, execute_plan(plan, data, filter, bias, names=names))
         return out
-    prepared = None
+    prepared = key = None
     if bias is None:
-        key = (id(plan), data.dtype, filter.dtype)
-        prepared = _usable_prepared(key, plan)
-        if prepared is not None and prepared[1] is not None:
-            result = prepared[1](data, filter, out)
+        key = prepared_key(plan, data, filter)
+        prepared = usable_prepared(key)
+        if prepared is not None and prepared[0] is not None:
+            result = prepared[0](data, filter, out)
             if result is not None:
                 return result
             prepared = None  # another filter or switch: prepared again below
@@ -290,11 +263,11 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         result_dtype=dtype,
         out=out,
     )
-    if bias is None and prepared is None:
+    if key is not None and prepared is None:
         # Kept when there is none too (the layer's algorithm is another): asking again
         # would run the choice once more on every call.
         call = prepare_call(data, filter, weights, plan.axes, plan.channels_last)
-        _bounded_insert(prepared_calls, key, (plan, call, _planning.generation,
+        _bounded_insert(prepared_calls, key, (call, _planning.generation,
                                               None if call is not None else switch_state()),
                         PREPARED_CALLS_KEPT)
     return result

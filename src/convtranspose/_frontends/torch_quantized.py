@@ -28,7 +28,6 @@ point is added and the result saturated to ``[0, 255]`` as the x86 store sequenc
 
 from __future__ import annotations
 
-import functools
 import sys
 from typing import TYPE_CHECKING
 
@@ -36,6 +35,7 @@ import numpy as np
 
 from .._errors import ConvTransposeError
 from .._plan import dialects as _dialects
+from .._runtime.caches import kept
 from .fixed_point import wrap32
 from .quantized import check_out, exact_sum, integer_zero_point
 from .specs import as_array, resolve_plan
@@ -51,7 +51,7 @@ F32 = np.float32
 _INT32_LIMIT = 2.0 ** 31
 
 
-@functools.lru_cache(maxsize=1)
+@kept("machine facts", maxsize=1)
 def _host_has_avx512_vnni() -> bool:
     """Whether this Linux host's CPU reports ``avx512_vnni`` (torch asks cpuinfo)."""
     if not sys.platform.startswith("linux"):

@@ -1,0 +1,91 @@
+"""The prepared calls the array functions keep for their recent layers.
+
+After a layer's first call, :func:`~.specs.execute_plan` keeps what
+:func:`~convtranspose._execute.transposed.prepare_call` makes for it (a ``dense``, numba
+``direct`` or ``direct-blocked`` call with everything but the data set up), keyed by the
+canonical problem and the filter's layout (:class:`PreparedKey`), and later calls of
+that problem run it directly.  Prepared layers (:mod:`.prepared`) call them without the
+lookup.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._choose import planning as _planning
+from .._kernels.dense import switch_state
+from .._plan.problem import Problem
+
+__all__ = ["PREPARED_CALLS_KEPT", "PreparedKey", "prepared_call", "prepared_calls",
+           "prepared_key", "usable_prepared"]
+
+#: Layers computed by ``dense``, numba ``direct`` or ``direct-blocked``, prepared once
+#: (after their first call): :class:`PreparedKey` -> ``(DenseCall or DirectCall or
+#: None, planning generation, switches)`` (None: the layer had no prepared call under
+#: those environment switches), the most recently prepared last.
+PREPARED_CALLS_KEPT = 8
+prepared_calls: dict = {}
+
+
+class PreparedKey:
+    """What a prepared call serves: the canonical :class:`Problem` and the filter's
+    layout, shape and dtype (which say how the caller's filter maps to the canonical
+    weights).  Two plans with equal keys (two dialects' layers of one problem and filter
+    layout) share one prepared call.  Its hash is computed once: the key is made once
+    per plan and dtypes (:func:`prepared_key`), so a repeated call's lookup hashes and
+    compares nothing."""
+
+    __slots__ = ("fields", "_hash")
+
+    def __init__(self, *fields):
+        self.fields = fields
+        self._hash = hash(fields)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self is other or (type(other) is PreparedKey and self.fields == other.fields)
+
+    def __reduce__(self):  # hashes differ between processes: made again when unpickled
+        return (PreparedKey, self.fields)
+
+
+#: The dtypes prepared calls are made for (:func:`~convtranspose._execute.transposed.prepare_call`).
+_PREPARED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def prepared_key(plan, data: np.ndarray, filter: np.ndarray) -> PreparedKey | None:
+    """The :class:`PreparedKey` of ``plan`` on operands of these dtypes, kept on the plan;
+    None where no prepared call is made (dtypes other than native float32 and float64)."""
+    dtypes = (data.dtype, filter.dtype)
+    keys = plan.__dict__.get("_prepared_keys")
+    key = None if keys is None else keys.get(dtypes)
+    if key is None:
+        if data.dtype not in _PREPARED_DTYPES or filter.dtype != data.dtype:
+            return None
+        problem = Problem(plan.batch, plan.axes, plan.canonical_filter_shape,
+                          plan.channels_last, data.dtype)
+        key = PreparedKey(problem, plan.filter_layout, plan.filter_shape, filter.dtype)
+        plan.__dict__.setdefault("_prepared_keys", {})[dtypes] = key
+    return key
+
+
+def usable_prepared(key: PreparedKey | None) -> tuple | None:
+    """The entry of :data:`prepared_calls` for ``key`` if it still holds: the same
+    planning generation and (for an entry without a call) switches."""
+    entry = None if key is None else prepared_calls.get(key)
+    if entry is None or entry[1] != _planning.generation or (
+            entry[0] is None and entry[2] != switch_state()):
+        return None
+    return entry
+
+
+def prepared_call(plan, data: np.ndarray, filter: np.ndarray):
+    """``(call, generation)``: the prepared call :func:`~.specs.execute_plan` keeps for ``plan``
+    with operands of these dtypes (None if it has none or has not made it yet), and the
+    planning generation it holds for.  A caller that keeps it calls
+    ``call(data, filter, out)`` while :data:`convtranspose._choose.planning.generation`
+    is unchanged; a None result means: go through :func:`~.specs.execute_plan`."""
+    entry = usable_prepared(prepared_key(plan, data, filter))
+    return (None if entry is None else entry[0]), _planning.generation
