@@ -33,7 +33,7 @@ from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host
 from . import background
 
-__all__ = ["prepare_call", "result_shape", "transposed_convolution"]
+__all__ = ["preparable", "prepare_call", "result_shape", "transposed_convolution"]
 
 
 def transposed_convolution(
@@ -274,6 +274,17 @@ def _compute(algorithm, data, weights, problem: Problem, out, target):
 PREPARED_MAX_FILTER_BYTES = 1 << 20
 
 
+def preparable(data_dtype: np.dtype, filter_dtype: np.dtype) -> bool:
+    """Whether layers of these operand dtypes may get a prepared call
+    (:func:`prepare_call`): native float32 or float64, both the same (no rounding
+    afterwards)."""
+    return data_dtype in _PREPARED_DTYPES and filter_dtype == data_dtype
+
+
+#: The dtypes of :func:`preparable` layers (``np.dtype`` equality: native order only).
+_PREPARED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
                  axes: tuple[AxisPlan, ...], channels_last: bool,
                  target: Target | None = None):
@@ -286,7 +297,7 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
     a prepared layer's own.
     """
     dtype = data.dtype
-    if dtype not in (np.float32, np.float64) or not dtype.isnative or filter.dtype != dtype:
+    if not preparable(dtype, filter.dtype):
         return None
     if beyond_int64_kernels(axes):
         return None

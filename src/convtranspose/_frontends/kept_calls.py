@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._choose import planning as _planning
+from .._execute.transposed import preparable
 from .._kernels.dense import switch_state
 from .._plan.problem import Problem
 
@@ -51,10 +52,6 @@ class PreparedKey:
         return (PreparedKey, self.fields)
 
 
-#: The dtypes prepared calls are made for (:func:`~convtranspose._execute.transposed.prepare_call`).
-_PREPARED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
 def prepared_key(plan, data: np.ndarray, filter: np.ndarray) -> PreparedKey | None:
     """The :class:`PreparedKey` of ``plan`` on operands of these dtypes, kept on the plan;
     None where no prepared call is made (dtypes other than native float32 and float64)."""
@@ -62,7 +59,7 @@ def prepared_key(plan, data: np.ndarray, filter: np.ndarray) -> PreparedKey | No
     keys = plan.__dict__.get("_prepared_keys")
     key = None if keys is None else keys.get(dtypes)
     if key is None:
-        if data.dtype not in _PREPARED_DTYPES or filter.dtype != data.dtype:
+        if not preparable(data.dtype, filter.dtype):
             return None
         problem = Problem(plan.batch, plan.axes, plan.canonical_filter_shape,
                           plan.channels_last, data.dtype)
