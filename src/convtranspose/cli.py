@@ -146,7 +146,8 @@ def _shape(args: argparse.Namespace) -> int:
         if explanation is not None:
             choice = explanation.choice
             record["explain"] = {"dtype": args.dtype, "algorithm": choice.algorithm,
-                                 "runs": choice.runs, "decided_by": choice.decided_by,
+                                 "runs": choice.runs, "threads": choice.threads,
+                                 "decided_by": choice.decided_by,
                                  "estimates_ns": dict(choice.estimates),
                                  "measured_ns": dict(choice.measured),
                                  "fallbacks": [list(f) for f in choice.fallbacks]}

@@ -7,6 +7,7 @@ import numpy as np
 
 from cli_support import assert_one_line_error, run_cli, write_ir
 from convtranspose._choose import wisdom
+from convtranspose._choose.choice import split_label
 
 SHAPE_ARGS = ("shape", "convolution_backprop_data", "--data-shape", "1,16,12,12",
               "--filter-shape", "16,8,4,4", "--strides", "2", "--pads-begin", "1",
@@ -32,7 +33,8 @@ def test_tune_measures_each_layer_and_keeps_the_wisdom(tmp_path, monkeypatch):
     times = layer["times_ns"]
     assert times[min(times, key=times.get)] == min(times.values())
     kept = json.loads(store.read_text())["choices"]
-    assert [entry["algorithm"] for entry in kept.values()] == [min(times, key=times.get)]
+    assert [(entry["algorithm"], entry.get("threads")) for entry in kept.values()] == [
+        split_label(min(times, key=times.get))]
     # A second tune finds the wisdom: nothing is measured again.
     second = json.loads(run_cli("tune", str(xml), "--json", timeout=300).stdout)["layers"][0]
     assert second["decided_by"] == "wisdom"
@@ -57,6 +59,7 @@ def _tuned_model(tmp_path, monkeypatch):
 def _rewrite_choice(store, key, algorithm, times_ns):
     document = json.loads(store.read_text())
     document["choices"][key].update(algorithm=algorithm, times_ns=times_ns)
+    document["choices"][key].pop("threads", None)
     store.write_text(json.dumps(document, sort_keys=True))
 
 
@@ -66,7 +69,8 @@ def test_tune_reports_the_choice_and_runner_up_by_time_after_a_reload(tmp_path,
     # the order of speed.  The choice is the alphabetically last name, the slowest the
     # first, so reading the file's order gives other names and numbers.
     xml, store, key = _tuned_model(tmp_path, monkeypatch)
-    names = sorted(json.loads(store.read_text())["choices"][key]["times_ns"])
+    names = sorted(name for name in json.loads(store.read_text())["choices"][key]["times_ns"]
+                   if split_label(name)[1] is None)  # on the target's threads
     assert len(names) >= 2
     chosen = names[-1]
     times = {chosen: 56_800, names[0]: 92_600}
@@ -101,7 +105,8 @@ def test_tune_force_measures_again_and_replaces_the_wisdom(tmp_path, monkeypatch
     assert max(layer["times_ns"].values()) < 1e8  # this layer takes microseconds
     entry = json.loads(store.read_text())["choices"][key]
     assert entry["times_ns"] == layer["times_ns"]
-    assert entry["algorithm"] == min(entry["times_ns"], key=entry["times_ns"].get)
+    fastest = split_label(min(entry["times_ns"], key=entry["times_ns"].get))
+    assert (entry["algorithm"], entry.get("threads")) == fastest
 
 
 def test_tune_refuses_a_missing_model(tmp_path):
@@ -116,7 +121,8 @@ def test_explain_measure_shows_both_columns(tmp_path, monkeypatch):
     assert "estimate" in result.stdout and "measured" in result.stdout
     record = json.loads(run_cli(*SHAPE_ARGS, "--explain", "--json").stdout)["explain"]
     assert record["decided_by"] == "wisdom" and record["measured_ns"]
-    assert record["algorithm"] == min(record["measured_ns"], key=record["measured_ns"].get)
+    fastest = split_label(min(record["measured_ns"], key=record["measured_ns"].get))
+    assert (record["algorithm"], record["threads"]) == fastest
     assert os.path.exists(tmp_path / "wisdom.json")
 
 

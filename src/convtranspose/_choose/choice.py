@@ -27,7 +27,8 @@ from .._runtime.target import Target, host
 from .estimates import RawCost, estimate_ns, raw_estimates
 
 __all__ = ["Choice", "Explanation", "call_scratch_bytes", "choose", "choose_exact",
-           "estimates_ns", "fitting", "forget_estimates", "raw_costs"]
+           "estimates_ns", "fitting", "forget_estimates", "on_threads", "raw_costs",
+           "split_label", "timed_label"]
 
 #: Nanoseconds per output element of a float32 result that is then rounded to float16
 #: or bfloat16 (allocated, written, rounded; ``benchmarks/results/half-precision.json``).
@@ -58,7 +59,13 @@ class Choice:
         Each algorithm passed over on the way to ``runs``, with the missing requirement.
     measured : tuple of (str, float)
         The candidates timed on this machine (nanoseconds, fastest first) when measured
-        planning decided (:mod:`convtranspose._choose.planning`), else empty.
+        planning decided (:mod:`convtranspose._choose.planning`), else empty.  A
+        candidate timed on fewer threads than the target's is named with them
+        (``"direct-blocked@1"``: :func:`timed_label`).
+    threads : int or None
+        The threads the layer runs on when measured planning timed it faster on fewer
+        than the target's (a small layer on a machine whose idle threads wake slowly);
+        None: the target's.
     """
 
     algorithm: str
@@ -67,6 +74,33 @@ class Choice:
     estimates: tuple[tuple[str, float], ...]
     fallbacks: tuple[tuple[str, str], ...]
     measured: tuple[tuple[str, float], ...] = ()
+    threads: int | None = None
+
+    @property
+    def label(self) -> str:
+        """The algorithm with its thread count where that is not the target's, as
+        :attr:`measured` names it."""
+        return timed_label(self.algorithm, self.threads)
+
+
+def timed_label(algorithm: str, threads: int | None) -> str:
+    """``algorithm``, or ``"algorithm@threads"`` for a run on fewer threads than the
+    target's (the names of :attr:`Choice.measured` and of the wisdom's times)."""
+    return algorithm if threads is None else f"{algorithm}@{threads}"
+
+
+def split_label(label: str) -> tuple[str, int | None]:
+    """The algorithm and thread count of a :func:`timed_label`."""
+    algorithm, _, threads = label.partition("@")
+    return algorithm, int(threads) if threads else None
+
+
+@kept("thread-limited targets", maxsize=64)
+def on_threads(target: Target, threads: int | None) -> Target:
+    """``target`` with at most ``threads`` threads (the target itself for None or more)."""
+    if threads is None or threads >= target.threads:
+        return target
+    return target.replace(threads=max(1, threads))
 
 
 def sums_bfloat16_pairs(dtype: np.dtype, result_dtype, target: Target) -> bool:
@@ -223,15 +257,21 @@ class Explanation:
                  f"target       {target.vector_bytes}-byte vectors, {target.threads} threads, "
                  + (", ".join(flags) or "NumPy only"),
                  f"decided by   {_DECIDED[choice.decided_by]}"]
+        if choice.threads is not None:
+            lines.append(f"threads      {choice.threads}: timed faster than on "
+                         f"{target.threads} (waking the others costs more than they save)")
         if choice.estimates:
-            width = max(len(name) for name, _ in choice.estimates)
             measured = dict(choice.measured)
+            # Runs timed on fewer threads follow their algorithm's estimate (none of its own).
+            rows = [(name, format_ns(ns)) for name, ns in choice.estimates]
+            rows += [(label, "-") for label in measured if split_label(label)[1] is not None]
+            width = max(len(name) for name, _ in rows)
             lines.append("candidates   " + "estimate".rjust(width + 11)
                          + ("measured".rjust(12) if measured else ""))
-            for name, ns in choice.estimates:
-                mark = "  <- chosen" if name == choice.algorithm else ""
+            for name, estimate in rows:
+                mark = "  <- chosen" if name == choice.label else ""
                 timed = (format_ns(measured[name]) if name in measured else "-").rjust(12)
-                lines.append(f"  {name.ljust(width)}  {format_ns(ns).rjust(20)}"
+                lines.append(f"  {name.ljust(width)}  {estimate.rjust(20)}"
                              f"{timed if measured else ''}{mark}")
         for name, reason in choice.fallbacks:
             lines.append(f"fallback     {name}: {reason}")

@@ -50,8 +50,9 @@ from .._runtime.caches import register
 from .._runtime.config import ALGORITHM_ENV, CACHE_ENV, PLANNING_ENV, WISDOM_ENV, switch
 from .._runtime.target import Target
 from . import figures as _figures
-from .choice import Choice, choose
+from .choice import Choice, choose, split_label, timed_label
 from .measure import (
+    GIVE_UP_FACTOR,
     MEASURE_ALL_BELOW_SECONDS,
     MEASURED_CANDIDATES,
     RUNS_PER_CANDIDATE,
@@ -149,11 +150,15 @@ def problem_key(problem: Problem, target: Target) -> str:
             f"t{target.threads} v{target.vector_bytes} {flags}")
 
 
-def _with_algorithm(choice: Choice, algorithm: str, decided_by: str, dtype, rank,
+def _with_algorithm(choice: Choice, entry: dict, decided_by: str, dtype, rank,
                     channels_last, target, measured=()) -> Choice:
+    algorithm = entry["algorithm"]
     runs, fallbacks = resolve(algorithm, dtype, rank, channels_last, target)
+    threads = entry.get("threads")  # checked when read (wisdom.valid_entries)
     return dataclasses.replace(choice, algorithm=algorithm, runs=runs, decided_by=decided_by,
-                               fallbacks=fallbacks, measured=tuple(measured))
+                               fallbacks=fallbacks, measured=tuple(measured),
+                               threads=threads if threads and threads < target.threads
+                               else None)
 
 
 def _remembered(key: str, offered) -> dict | None:
@@ -270,7 +275,7 @@ def planned_choice(problem: Problem, target: Target, *, run=None, finite=None,
         if finite is None or finite():
             entry = _measure_once(key, offered, lambda: candidate_names(
                 choice, level, dtype, rank, channels_last, target), run, level,
-                None if key in _warmed else warm)
+                None if key in _warmed else warm, target.threads)
             if remeasured is not None:
                 remeasured.add(key)
         else:
@@ -281,7 +286,7 @@ def planned_choice(problem: Problem, target: Target, *, run=None, finite=None,
                   else "measured" if entry.get("fresh") else "wisdom")
     # The wisdom file keeps the times by name: Choice.measured is fastest first.
     times = sorted(entry.get("times_ns", {}).items(), key=lambda item: item[1])
-    return _keep(memo, _with_algorithm(choice, entry["algorithm"], decided_by, dtype, rank,
+    return _keep(memo, _with_algorithm(choice, entry, decided_by, dtype, rank,
                                        channels_last, target, times),
                  final=decided_by != "provisional")  # a later call measures it all
 
@@ -385,11 +390,14 @@ def _pending_entry(key: str) -> dict | None:
     return None
 
 
-def _measure_once(key, offered, candidates, run, level, warm=None) -> dict | None:
+def _measure_once(key, offered, candidates, run, level, warm=None,
+                  threads: int = 1) -> dict | None:
     """Measure the problem ``key`` unless another thread is: then wait for its result.
 
     With ``warm`` (:func:`planned_choice`), candidates whose kernels are not compiled
-    are deferred: the entry is provisional and not kept as wisdom."""
+    are deferred: the entry is provisional and not kept as wisdom.  With ``threads``
+    over one, the fastest are timed on fewer threads too (:func:`_on_fewer_threads`;
+    ``run`` then takes their :func:`~.choice.timed_label`)."""
     with _inflight_lock:
         pending = _inflight.get(key)
         if pending is None:
@@ -403,9 +411,13 @@ def _measure_once(key, offered, candidates, run, level, warm=None) -> dict | Non
         ready = warm(measurement.deferred) if measurement.deferred else None
         if measurement.deferred and ready is None:  # nowhere else to compile: here
             measurement = measure(names, run)
-        entry = {"algorithm": measurement.fastest, "level": level,
+        measurement = _on_fewer_threads(measurement, run, threads, level)
+        algorithm, fewer = split_label(measurement.fastest)
+        entry = {"algorithm": algorithm, "level": level,
                  "times_ns": {name: round(ns) for name, ns in measurement.times},
                  "seconds": round(measurement.seconds, 4)}
+        if fewer is not None:
+            entry["threads"] = fewer
         if ready is not None:
             _provisional[key] = ({**entry, "provisional": True}, ready)
             return {**entry, "provisional": True}
@@ -415,6 +427,44 @@ def _measure_once(key, offered, candidates, run, level, warm=None) -> dict | Non
         with _inflight_lock:
             del _inflight[key]
         event.set()
+
+
+def _fewer_threads(threads: int) -> list[int]:
+    """The smaller thread counts timed against ``threads``: one, and half of them
+    where that is more than one (a machine of many cores may run a small layer best
+    on a few)."""
+    return sorted({1, threads // 2} - {threads})
+
+
+def _on_fewer_threads(measurement: Measurement, run, threads: int, level: str) -> Measurement:
+    """``measurement`` with the two fastest candidates (those within
+    :data:`~.measure.GIVE_UP_FACTOR` of the fastest) timed again on fewer threads
+    (:func:`_fewer_threads`), beside the fastest on all ``threads``, in one race.
+
+    Waking idle threads costs tens to hundreds of microseconds (more after a pause,
+    and most on virtual machines whose idle CPUs halt:
+    ``benchmarks/results/thread-wakeup-xeon.json``), and a small layer's kernel may
+    take less than that; no count of multiply-adds tells where, because kernel rates
+    differ fourfold between layers.  So it is timed, under ``measure`` while that
+    costs under :data:`~.measure.MEASURE_ALL_BELOW_SECONDS` by the threaded time (a
+    run on ``k`` threads taking up to ``threads / k`` times as long); under
+    ``exhaustive`` always.
+    """
+    if threads < 2 or not measurement.times:
+        return measurement
+    fastest_ns = measurement.times[0][1]
+    close = [name for name, ns in measurement.times[:2] if ns <= GIVE_UP_FACTOR * fastest_ns]
+    counts = _fewer_threads(threads)
+    cost = RUNS_PER_CANDIDATE * fastest_ns * (1 + len(close) * sum(threads / k for k in counts))
+    if level != "exhaustive" and cost > MEASURE_ALL_BELOW_SECONDS * 1e9:
+        return measurement
+    labels = [measurement.fastest] + [timed_label(name, k) for name in close for k in counts]
+    again = measure(labels, run)
+    times = dict(measurement.times)
+    times.update(again.times)
+    return dataclasses.replace(measurement, times=tuple(sorted(times.items(),
+                                                               key=lambda item: item[1])),
+                               seconds=measurement.seconds + again.seconds)
 
 
 def store_path() -> str | None:

@@ -106,9 +106,12 @@ def check_document(document, source: str) -> None:
 
 
 def _valid_choice(entry) -> bool:
-    """Whether a choices entry has the shape the planner reads: an algorithm's name and
-    each timed candidate's nanoseconds."""
+    """Whether a choices entry has the shape the planner reads: an algorithm's name,
+    each timed candidate's nanoseconds and, if any, a positive thread count."""
     if not isinstance(entry, dict) or not isinstance(entry.get("algorithm"), str):
+        return False
+    threads = entry.get("threads", 1)
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         return False
     times = entry.get("times_ns", {})
     return isinstance(times, dict) and all(

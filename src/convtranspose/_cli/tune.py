@@ -53,11 +53,12 @@ def _tune_one(item, check, run, batch: int, rng) -> dict:
         return row
     choice = choices[0]
     times = dict(sorted(choice.measured, key=lambda item: item[1]))
-    row.update(algorithm=choice.runs, decided_by=choice.decided_by, times_ns=times)
+    row.update(algorithm=choice.runs, threads=choice.threads, decided_by=choice.decided_by,
+               times_ns=times)
     # The choice's own time and the fastest other, by time (never by the times' order).
-    if choice.algorithm in times:
-        row["time_ns"] = times[choice.algorithm]
-        others = [(name, ns) for name, ns in times.items() if name != choice.algorithm]
+    if choice.label in times:
+        row["time_ns"] = times[choice.label]
+        others = [(name, ns) for name, ns in times.items() if name != choice.label]
         if others:
             row["runner_up"] = list(min(others, key=lambda item: item[1]))
     return row
@@ -72,7 +73,8 @@ def _format_row(row: dict) -> str:
         return (f"  {row['layer']}: {row['algorithm']} (by {row['decided_by']};"
                 " nothing measured)")
     ns = row["time_ns"]
-    best = f"{row['algorithm']} {format_ns(ns)}"
+    on = f" on {row['threads']} thread{'s' * (row['threads'] > 1)}" if row.get("threads") else ""
+    best = f"{row['algorithm']}{on} {format_ns(ns)}"
     runner = ""
     if "runner_up" in row:
         name, other = row["runner_up"]

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._choose.choice import choose_exact, fitting
+from .._choose.choice import choose_exact, fitting, on_threads, split_label
 from .._choose.planning import planned_choice
 from .._kernels import ALGORITHMS, REGISTRY, resolve, run, run_rounded
 from .._kernels import casts as _casts
@@ -99,7 +99,8 @@ def transposed_convolution(
     if beyond_int64_kernels(axes):  # correctness wins over a forced algorithm
         algorithm = "direct-numpy"
     elif algorithm is None:
-        algorithm = _planned(data, weights, problem, bias, out, target)
+        choice = _planned(data, weights, problem, bias, out, target)
+        algorithm, target = choice.algorithm, on_threads(target, choice.threads)
     if result_dtype is not None:
         return _rounded(data, weights, axes, dtype, np.dtype(result_dtype), channels_last,
                         bias, algorithm, out, target)
@@ -229,13 +230,16 @@ def _rounded_in_pieces(data, weights, axes, dtype, result_dtype, channels_last, 
 
 
 def _planned(data, weights, problem: Problem, bias, out, target):
-    """The algorithm measured planning gives this problem (:mod:`.planning`); when it
+    """The choice measured planning gives this problem (:mod:`.planning`); when it
     measures, each candidate computes the whole call (bias and rounding included) into
-    ``out``, which the winner then fills once more."""
-    def run(name):
+    ``out``, which the winner then fills once more.  A candidate may be timed on fewer
+    threads than ``target``'s (its :func:`~convtranspose._choose.choice.timed_label`)."""
+    def run(label):
+        name, threads = split_label(label)
         transposed_convolution(data, weights, problem.axes, dtype=problem.dtype,
                                channels_last=problem.channels_last, bias=bias, algorithm=name,
-                               result_dtype=problem.result_dtype, out=out, target=target)
+                               result_dtype=problem.result_dtype, out=out,
+                               target=on_threads(target, threads))
 
     def finite():
         return all(array is None or array.dtype.kind not in "fc"
@@ -245,8 +249,7 @@ def _planned(data, weights, problem: Problem, bias, out, target):
         return background.compile_elsewhere(names, data, weights, bias, problem, target)
 
     return planned_choice(problem, target, run=run, finite=finite,
-                          warm=warm if target.numba and background.available() else None
-                          ).algorithm
+                          warm=warm if target.numba and background.available() else None)
 
 
 def _compute(algorithm, data, weights, problem: Problem, out, target):
@@ -303,8 +306,8 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
         return None
     target = host() if target is None else target
     batch = data.shape[0]
-    runs = planned_choice(Problem(batch, axes, weights.shape, channels_last, dtype),
-                          target).runs
+    choice = planned_choice(Problem(batch, axes, weights.shape, channels_last, dtype), target)
+    runs, run_target = choice.runs, on_threads(target, choice.threads)
     shape = result_shape(batch, weights.shape, axes, channels_last)
     if runs == "dense":
         matrix = dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
@@ -314,11 +317,15 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
         return None
     derived = derived_from(weights, runs)
     if runs == "direct-blocked":  # exact with any operands: it multiplies no padding
-        compute = prepare_blocked(batch, weights, axes, dtype, channels_last, derived, target)
+        compute = prepare_blocked(batch, weights, axes, dtype, channels_last, derived,
+                                  run_target)
     elif not derived.get("finite"):
         return None
     else:
         from .._kernels._numba.direct import prepare_direct
 
-        compute = prepare_direct(batch, weights, axes, dtype, channels_last, derived, target)
+        compute = prepare_direct(batch, weights, axes, dtype, channels_last, derived,
+                                 run_target)
+    # The call is checked against the machine it was planned for (its kernels run on
+    # the plan's threads).
     return None if compute is None else DirectCall(filter, compute, shape, dtype, target)

@@ -81,5 +81,6 @@ def explain(plan: ConvTransposePlan, dtype: DTypeLike = "float32", *,
         planned = planned_choice(problem, target)
         estimated = dataclasses.replace(estimated, algorithm=planned.algorithm,
                                         runs=planned.runs, decided_by=planned.decided_by,
-                                        fallbacks=planned.fallbacks, measured=planned.measured)
+                                        fallbacks=planned.fallbacks, measured=planned.measured,
+                                        threads=planned.threads)
     return Explanation(plan, operand, estimated, target)
