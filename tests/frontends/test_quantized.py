@@ -161,12 +161,15 @@ def call(layer, attributes, **extra):
 
 # -- against the oracle --------------------------------------------------------------------
 
-@pytest.fixture(params=["float64", "int64"])
+@pytest.fixture(params=["float32", "float64", "int64"])
 def sum_in(request, monkeypatch):
-    """Both ways of the exact sum: float64 (every layer that fits in memory) and int64
-    (taken here by lowering the float64 bound to 0)."""
+    """Every way of the exact sum: float32 passes over the input channels (every layer
+    whose single channel's taps fit), float64 and int64 (taken here by lowering the
+    bounds before them to 0)."""
     from convtranspose._frontends import quantized
 
+    if request.param in ("float64", "int64"):
+        monkeypatch.setattr(quantized, "FLOAT32_EXACT", 0)
     if request.param == "int64":
         monkeypatch.setattr(quantized, "FLOAT64_EXACT", 0)
     return request.param
@@ -211,6 +214,29 @@ def test_saturation_edges_and_sums_beyond_float32(sum_in):
                                  y_zero)
         np.testing.assert_array_equal(result, want)
     assert set(np.unique(result)) <= {0, 1, 255}
+
+
+@pytest.mark.parametrize("dilation", [1, 2])
+def test_long_sums_in_several_float32_passes(sum_in, dilation):
+    """Groups, a bias at int32's ends and 150 channels per group of products of 28 800
+    to 32 385: sums of up to 19 million, past float32's 2**24, where a single float32 sum
+    rounds.  The float32 sum runs in passes (at most 4 taps per output with dilation 1:
+    129 channels per pass; dilation 2 with stride 2 puts all 9 on one output: 57)."""
+    from convtranspose._frontends.quantized import exact_sum
+
+    rng = np.random.default_rng(11 + dilation)
+    x = rng.integers(240, 256, (2, 300, 5, 6)).astype(np.int64)
+    w = rng.integers(120, 128, (300, 3, 3, 3)).astype(np.int64)
+    w[:, 1] *= -1
+    bias = np.array([2 ** 31 - 1, -2 ** 31, 5, -7, 0, 1], np.int64)
+    layer = dict(group=2, strides=[2, 2], pads=[1, 0, 0, 1], dilations=[dilation] * 2,
+                 output_padding=[1, 0])
+    plan = ct.shapes.onnx_conv_transpose(x.shape, w.shape, bias.shape, **layer)
+    acc = exact_sum(plan, x, w, bias, names=("x", "w", "B"))
+    want = oracle_sum(x, w, bias, 2, layer["strides"], layer["pads"], layer["dilations"],
+                      layer["output_padding"])
+    np.testing.assert_array_equal(acc, want)
+    assert np.abs(want - bias.reshape(1, -1, 1, 1)).max() > 2 ** 24
 
 
 def test_a_python_loop_from_the_definition(sum_in):

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._errors import ConvTransposeError
-from .._plan import dialects as _dialects
 from .._execute.footprint import check_transposed
 from .._execute.transposed import transposed_convolution
+from .._plan import dialects as _dialects
 from .specs import as_array, canonical_weights, execute_plan, resolve_plan
 
 if TYPE_CHECKING:
@@ -155,8 +155,8 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
                y_zero_point: np.ndarray) -> np.ndarray:
     """``saturate(round_half_to_even(float32(acc) * multiplier / y_scale) + y_zero_point)``.
 
-    ``acc`` is the exact integer sum ``(N, M, Y...)`` (int64, or float64 holding
-    integers: both convert to the same float32); ``multiplier`` the float32 ``x_scale *
+    ``acc`` is the exact integer sum ``(N, M, Y...)`` (int64, or float64 or float32 holding
+    integers: all convert to the same float32); ``multiplier`` the float32 ``x_scale *
     w_scale`` per output channel ``(M,)`` (one float32 product, the scale ONNX gives the
     int32 bias); each step is one float32 operation, as ``DequantizeLinear`` of the sum
     followed by ``QuantizeLinear`` computes it.  The zero point is added in float32 too:
@@ -210,14 +210,18 @@ def products_per_output(axes) -> int:
                      for axis in axes)
 
 
+def _magnitude(array: np.ndarray) -> int:
+    """The largest magnitude in an integer array (two reductions, no temporary)."""
+    return max(-int(array.min(initial=0)), int(array.max(initial=0)))
+
+
 def float32_channels(plan, data: np.ndarray, weights: np.ndarray) -> int:
     """How many input channels (per group) one float32 pass may sum exactly: every
     partial sum of one output is then an integer of magnitude at most
     ``channels * products_per_output * max|data| * max|weights|`` <= 2**24, so each
     float32 multiply and add is exact, in any order and by any algorithm.  0 where not
     even one channel's taps fit (the float64 or int64 path then runs)."""
-    largest = (int(np.abs(data).max(initial=0)) * int(np.abs(weights).max(initial=0))
-               * products_per_output(plan.axes))
+    largest = _magnitude(data) * _magnitude(weights) * products_per_output(plan.axes)
     return FLOAT32_EXACT // largest if largest else FLOAT32_EXACT
 
 
@@ -229,7 +233,7 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
     the input channels small enough for every sum to be exact
     (:func:`float32_channels`), the passes and the bias added in int64; where even one
     channel is too many, in the dtype of :func:`sum_dtype`.  The result holds the exact
-    integers (int64, or float64).
+    integers: int64, float64, or float32 (one pass and no bias: every value below 2**24).
 
     float32 runs at the library's full speed: on an Intel Xeon a 64-channel 32x32 k4 s2
     layer took about 5 times as long in float64 (docs/quantization.md).
@@ -245,6 +249,10 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
     canonical = canonical_weights(plan, weights)  # (G, Ci, Co, K...)
     groups, per_group = canonical.shape[:2]
     axis = -1 if plan.channels_last else 1
+    if channels >= per_group and bias is None:  # one pass, which is the result
+        return transposed_convolution(data.astype(np.float32), canonical.astype(np.float32),
+                                      plan.axes, dtype=np.dtype(np.float32),
+                                      channels_last=plan.channels_last)
     total = None
     for first in range(0, per_group, channels):
         stop = min(per_group, first + channels)
@@ -265,7 +273,8 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
 
 def _compute(plan, x, w, zero_points, scales, bias, output_shape) -> np.ndarray:
     """The exact sum (:func:`exact_sum`), then :func:`requantize`."""
-    data = x.astype(np.int64) - zero_points[0].astype(np.int64).reshape(())
+    # Centred 8-bit values span [-255, 255]: int16 holds them.
+    data = x.astype(np.int16) - zero_points[0].astype(np.int16).reshape(())
     weights = _centred_weights(w, zero_points[1], plan.groups)
     acc = exact_sum(plan, data, weights, bias, names=("x", "w", "B"),
                     output_shape=output_shape)
