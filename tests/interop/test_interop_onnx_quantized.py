@@ -332,3 +332,28 @@ def test_the_memory_limit_holds_for_the_quantized_path(tmp_path):
         loaded.run(loaded.node("up"), layer["x"])
     roomy = onnx_model.load(str(path))
     assert roomy.run(roomy.node("up"), layer["x"])[0].size
+
+
+def test_dequantized_weights_alone_stay_a_float_layer(tmp_path):
+    """Weight compression (DequantizeLinear on W only, float data, no QuantizeLinear) is
+    no quantized layer: computed in float as before, matching onnxruntime, no QDQ note."""
+    layer, attributes = _layer(CASES[3], 9, False)
+    ws = np.asarray(layer["w_scale"], np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], axis=1),
+         helper.make_node("ConvTranspose", ["xf", "wf"], ["yf"], name="up", **attributes)],
+        "weights_only", [helper.make_tensor_value_info("xf", TensorProto.FLOAT,
+                                                       list(layer["x"].shape))],
+        [helper.make_tensor_value_info("yf", TensorProto.FLOAT, None)],
+        initializer=[_tensor(layer["w"], "w"), _tensor(ws, "ws"),
+                     _tensor(layer["w_zero_point"], "wz")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    xf = np.random.default_rng(0).standard_normal(layer["x"].shape).astype(np.float32)
+    loaded = onnx_model.load(str(_saved(tmp_path, model)))
+    report = loaded.check(loaded.node("up"))
+    assert report.quantization is None and report.op == "ConvTranspose"
+    result, notes = loaded.run(loaded.node("up"), xf)
+    np.testing.assert_allclose(result, run_onnxruntime(model, {"xf": xf})[0], rtol=1e-5,
+                               atol=1e-5)
+    assert not any("QDQ" in note for note in notes)

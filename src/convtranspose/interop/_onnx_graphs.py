@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 
 from ._safety import InteropError
 
-__all__ = ["CONTRIB_DOMAIN", "MAX_SCOPES", "MAX_VISITS", "LocatedNode", "Scope", "check_node_count",
-           "located_nodes", "node_label", "value_info_dims", "visit_limit", "walk_model"]
+__all__ = ["CONTRIB_DOMAIN", "MAX_SCOPES", "MAX_VISITS", "LocatedNode", "Scope",
+           "check_node_count", "located_nodes", "node_label", "value_info_dims", "visit_limit",
+           "walk_model"]
 
 #: onnxruntime's operator domain (``com.microsoft.QLinearConvTranspose``).
 CONTRIB_DOMAIN = "com.microsoft"

@@ -109,10 +109,10 @@ def _is(node, op_type: str) -> bool:
 
 
 def looks_quantized(node, scope) -> bool:
-    """Whether a ConvTranspose node's data or weights come from a ``DequantizeLinear``
-    or its output feeds a ``QuantizeLinear``: a QDQ pattern, followable or not."""
-    inputs = list(node.input)[:2]
-    if any(_is(scope.producers.get(name), "DequantizeLinear") for name in inputs if name):
+    """Whether a ConvTranspose node's data comes from a ``DequantizeLinear`` or its
+    output feeds a ``QuantizeLinear``: a QDQ pattern, followable or not.  Weights alone
+    dequantized are weight compression of a float layer, not a quantized layer."""
+    if node.input and _is(scope.producers.get(node.input[0]), "DequantizeLinear"):
         return True
     return bool(node.output) and any(_is(consumer, "QuantizeLinear")
                                      for consumer in scope.consumers.get(node.output[0], []))

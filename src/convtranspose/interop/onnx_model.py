@@ -31,8 +31,14 @@ from ._onnx_graphs import (
     walk_model,
 )
 from ._onnx_graphs import node_label as _plain_label
-from ._onnx_quantized import NotFollowed, QuantizedLayer, follow, is_qlinear, looks_quantized
-from ._onnx_quantized import QLINEAR
+from ._onnx_quantized import (
+    QLINEAR,
+    NotFollowed,
+    QuantizedLayer,
+    follow,
+    is_qlinear,
+    looks_quantized,
+)
 from ._report import (
     LayerReport,
     compatible,
