@@ -5,7 +5,10 @@ The nodes are found in the main graph, in the subgraphs of ``If``, ``Loop`` and
 from each graph's inputs, ``value_info`` and outputs and from initializer dims (a
 function body takes its call's); weights and bias from initializers or ``Constant``
 nodes, followed through ``DequantizeLinear``, ``Cast``, ``Reshape`` and ``Identity``
-(:mod:`._onnx_constants`).  External tensor data is read by this module, bounded: its
+(:mod:`._onnx_constants`).  A ConvTranspose in the QDQ pattern (DequantizeLinear
+before, QuantizeLinear after) and a ``com.microsoft.QLinearConvTranspose`` node are
+computed on their quantized input by :func:`convtranspose.qlinear_conv_transpose`
+(:mod:`._onnx_quantized`).  External tensor data is read by this module, bounded: its
 file must lie inside the model's directory and every offset and length inside that
 file.
 
