@@ -370,3 +370,21 @@ def test_compare_says_onnxruntime_cannot_run_qlinear_conv_transpose(tmp_path):
         ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert_one_line_error(run_cli("onnx", "compare", path), "QLinearConvTranspose",
                           "onnx run")
+
+
+def test_qlinear_operands_of_the_wrong_shape_are_invalid(tmp_path):
+    """Five weight scales for four output channels: the geometry is fine, the
+    quantization operands are not; ``check`` says invalid, ``run`` refuses."""
+    from convtranspose import ConvTransposeError
+
+    layer, attributes = _layer(CASES[3], 11, False)  # M = 4, per channel
+    model = qlinear_model(layer, attributes)
+    for tensor in model.graph.initializer:
+        if tensor.name in ("ws", "wz"):
+            value = numpy_helper.to_array(tensor)
+            tensor.CopyFrom(_tensor(np.concatenate([value, value[:1]]), tensor.name))
+    loaded = onnx_model.load(str(_saved(tmp_path, model)))
+    report = loaded.check(loaded.node("qup"))
+    assert report.status == "invalid" and "w_scale" in " ".join(report.problems)
+    with pytest.raises(ConvTransposeError, match="w_scale"):
+        loaded.run(loaded.node("qup"), layer["x"])

@@ -344,7 +344,7 @@ class ONNXModel:
             return
         if layer is None:
             return
-        report.op = f"{QLINEAR}" if qlinear else "ConvTranspose (QDQ)"
+        report.op = QLINEAR if qlinear else "ConvTranspose (QDQ)"
         report.quantization = layer.to_dict() | {"followed": True}
         report.problems.append(f"{_describe(item)}: {layer.describe()}; onnx run computes it"
                                f" exactly with qlinear_conv_transpose from {layer.x!r}")
