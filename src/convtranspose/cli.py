@@ -390,7 +390,7 @@ def _onnx_check(args: argparse.Namespace) -> int:
     import os
 
     model = _load_model("onnx", "check", args)
-    reports = _check_each(model.transposed_nodes, model.check)
+    reports = _check_each(model.layer_nodes, model.check)
     return _report_check(reports, "ConvTranspose nodes", os.path.basename(args.model), args.json)
 
 

@@ -146,6 +146,12 @@ def compare_command(args: argparse.Namespace, load_model, progress_class) -> int
     kind = args.compare_kind
     model = load_model(kind, "compare", args)
     count = len(model.transposed_nodes if kind == "onnx" else model.transposed_layers)
+    if kind == "onnx" and len(model.layer_nodes) > count:
+        # onnxruntime's CPU provider has no kernel for the contrib node: the model cannot
+        # run there, so nothing of it can be captured.
+        raise Failure(f"{os.path.basename(args.model)} has com.microsoft."
+                      "QLinearConvTranspose nodes, which onnxruntime's CPU provider"
+                      " cannot run; use onnx check and onnx run on them")
     if not count:  # nothing to compare: the model is not run (nor its inputs made)
         return _report([], args, kind)
     feeds = _feeds(model, kind, args)

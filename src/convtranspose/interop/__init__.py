@@ -5,7 +5,9 @@
 - :mod:`convtranspose.interop.onnx_model`: ONNX ``ConvTranspose`` nodes (needs ``onnx``),
   in the main graph, in ``If``/``Loop``/``Scan`` subgraphs and in model-local functions
   (``_onnx_graphs``), with weights followed through ``DequantizeLinear``, ``Cast`` and
-  ``Reshape`` of constants (``_onnx_constants``).
+  ``Reshape`` of constants (``_onnx_constants``); quantized layers, the QDQ pattern
+  around a ``ConvTranspose`` and ``com.microsoft.QLinearConvTranspose``, computed by
+  ``qlinear_conv_transpose`` (``_onnx_quantized``).
 - :mod:`convtranspose.interop.compare`: a whole model run in its runtime (onnxruntime,
   OpenVINO) and every transposed convolution compared with the library's result
   (``onnx compare`` / ``ir compare``; the runtimes' capture in ``_onnx_runtime`` and

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._safety import InteropError, check_bytes, element_count
 
-__all__ = ["FOLLOWED", "fold"]
+__all__ = ["FOLLOWED", "fold", "node_attributes"]
 
 #: The producing operators followed, besides initializers and ``Constant``.
 FOLLOWED = ("Constant", "DequantizeLinear", "Cast", "Reshape", "Identity")
@@ -66,7 +66,7 @@ def _fold(name: str, scope, read_tensor, max_bytes: int, purpose: str, notes: li
                     f"{what} of {node.op_type} node {node.name or name!r}", notes, depth + 1,
                     memo)
 
-    attributes = _attributes(node, scope)
+    attributes = node_attributes(node, scope)
     value = operand(0, "the input")
     if value is None:
         raise InteropError(f"{node.op_type} node {node.name or name!r} has no input")
@@ -81,7 +81,7 @@ def _fold(name: str, scope, read_tensor, max_bytes: int, purpose: str, notes: li
     return _dequantize(value, scale, zero_point, attributes, node, name, max_bytes, notes)
 
 
-def _attributes(node, scope) -> dict:
+def node_attributes(node, scope) -> dict:
     """``node``'s attributes by name; a function's ``ref_attr_name`` reads the call's."""
     import onnx
 

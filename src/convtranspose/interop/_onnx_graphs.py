@@ -23,9 +23,12 @@ from dataclasses import dataclass, field
 
 from ._safety import InteropError
 
-__all__ = ["MAX_SCOPES", "MAX_VISITS", "LocatedNode", "Scope", "check_node_count",
-           "located_nodes", "node_label", "value_info_dims", "visit_limit", "walk_model"]
+__all__ = ["CONTRIB_DOMAIN", "MAX_SCOPES", "MAX_VISITS", "LocatedNode", "Scope",
+           "check_node_count", "located_nodes", "node_label", "value_info_dims", "visit_limit",
+           "walk_model"]
 
+#: onnxruntime's operator domain (``com.microsoft.QLinearConvTranspose``).
+CONTRIB_DOMAIN = "com.microsoft"
 _GRAPH, _GRAPHS = 5, 10  # onnx.AttributeProto.GRAPH and GRAPHS
 _MAX_DEPTH = 32  # nesting of subgraphs and function calls followed; deeper is malformed
 #: The most scopes (the main graph, each subgraph, each call of a function) one walk makes.
@@ -106,6 +109,11 @@ class Scope:
     arguments : dict
         In a function body: input name -> (the call's input name, the caller's scope),
         so that a constant passed to a function is followed into the caller.
+    consumers : dict
+        Tensor name -> the nodes reading it in this graph or body and in the subgraphs
+        inside it (filled by the walk); what a quantized layer's output feeds.
+    outputs : set
+        The names this graph or body returns (a tensor read by its caller too).
     """
 
     path: str = ""
@@ -114,6 +122,9 @@ class Scope:
     producers: dict = field(default_factory=dict)
     call_attributes: dict = field(default_factory=dict)
     arguments: dict = field(default_factory=dict)
+    consumers: dict = field(default_factory=dict, repr=False, compare=False)
+    outputs: set = field(default_factory=set, repr=False, compare=False)
+    outer: Scope | None = field(default=None, repr=False, compare=False)
 
     def label(self, node) -> str:
         return f"{self.path}/{node_label(node)}" if self.path else node_label(node)
@@ -149,7 +160,8 @@ class LocatedNode:
 
 def _graph_scope(graph, parent: Scope | None, path: str) -> Scope:
     """The scope of ``graph``, enclosed by ``parent`` (``None`` for the main graph)."""
-    scope = Scope(path=path)
+    scope = Scope(path=path, outer=parent)
+    scope.outputs.update(value.name for value in graph.output)
     if parent is not None:
         scope.declared.update(parent.declared)
         scope.initializers.update(parent.initializers)
@@ -182,6 +194,7 @@ def _function_scope(function, call, caller: Scope | None) -> Scope:
                 scope.declared[inner] = caller.declared[outer]
         scope.arguments.update((inner, (outer, caller))
                                for inner, outer in zip(function.input, call.input) if outer)
+    scope.outputs.update(name for name in function.output if name)
     for value_info in function.value_info:
         dims = value_info_dims(value_info)
         if dims is not None:
@@ -211,11 +224,12 @@ class _Budget:
                 " calling one another many times over?")
 
 
-def walk_model(model, op_type: str = "ConvTranspose",
-               max_visits: int = MAX_VISITS) -> tuple[list[LocatedNode], dict]:
+def walk_model(model, op_type: str = "ConvTranspose", max_visits: int = MAX_VISITS,
+               contrib: tuple = ()) -> tuple[list[LocatedNode], dict]:
     """Every ``op_type`` node of the default domain in ``model`` (the main graph first,
     each subgraph after the node holding it, each function body after its call), and
-    every scope walked, by path.
+    every scope walked, by path.  ``contrib`` names operators of onnxruntime's
+    ``com.microsoft`` domain found as well, in the same order.
 
     Raises
     ------
@@ -236,8 +250,10 @@ def walk_model(model, op_type: str = "ConvTranspose",
         if depth > _MAX_DEPTH:
             return
         for node in nodes:
-            if node.op_type == op_type and node.domain in ("", "ai.onnx"):
+            if (node.op_type == op_type and node.domain in ("", "ai.onnx")) or (
+                    node.op_type in contrib and node.domain == CONTRIB_DOMAIN):
                 found.append(LocatedNode(node, scope))
+            _consume(node, scope)
             for attribute in node.attribute:
                 graphs = ([attribute.g] if attribute.type == _GRAPH
                           else list(attribute.graphs) if attribute.type == _GRAPHS else [])
@@ -258,6 +274,17 @@ def walk_model(model, op_type: str = "ConvTranspose",
         if key not in called:
             walk(function.node, _function_scope(function, None, None), 1, (key,))
     return found, scopes
+
+
+def _consume(node, scope: Scope) -> None:
+    """Record ``node`` as a consumer of its inputs in ``scope`` and in every scope
+    enclosing it (a subgraph reads its outer graphs' tensors by name)."""
+    outer: Scope | None = scope
+    while outer is not None:
+        for name in node.input:
+            if name:
+                outer.consumers.setdefault(name, []).append(node)
+        outer = outer.outer
 
 
 def _refuse_recursion(key: tuple, calling: tuple) -> None:

@@ -103,6 +103,10 @@ class LayerReport:
     reason : str or None
         Why the layer is ``mismatch`` or ``invalid``, short (the table's status cell);
         :attr:`problems` has the full sentences.
+    quantization : dict or None
+        A quantized layer (an ONNX QDQ pattern or QLinearConvTranspose): its dialect,
+        whether it is followed (else the reason), its quantized input and output and
+        their types; None for a float layer.
     """
 
     name: str
@@ -120,6 +124,7 @@ class LayerReport:
     attributes: dict | None = None
     module: str | None = None
     reason: str | None = None
+    quantization: dict | None = None
 
     @property
     def failed(self) -> bool:
@@ -143,6 +148,7 @@ class LayerReport:
             "module": self.module,
             "status": self.status,
             "reason": self.reason,
+            "quantization": None if self.quantization is None else dict(self.quantization),
             "problems": list(self.problems),
             "conventions": list(self.conventions),
         }

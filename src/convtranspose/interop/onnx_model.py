@@ -5,7 +5,10 @@ The nodes are found in the main graph, in the subgraphs of ``If``, ``Loop`` and
 from each graph's inputs, ``value_info`` and outputs and from initializer dims (a
 function body takes its call's); weights and bias from initializers or ``Constant``
 nodes, followed through ``DequantizeLinear``, ``Cast``, ``Reshape`` and ``Identity``
-(:mod:`._onnx_constants`).  External tensor data is read by this module, bounded: its
+(:mod:`._onnx_constants`).  A ConvTranspose in the QDQ pattern (DequantizeLinear
+before, QuantizeLinear after) and a ``com.microsoft.QLinearConvTranspose`` node are
+computed on their quantized input by :func:`convtranspose.qlinear_conv_transpose`
+(:mod:`._onnx_quantized`).  External tensor data is read by this module, bounded: its
 file must lie inside the model's directory and every offset and length inside that
 file.
 
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from .._errors import ConvTransposeError
 from ._onnx_constants import fold
 from ._onnx_graphs import (
@@ -29,6 +34,14 @@ from ._onnx_graphs import (
     walk_model,
 )
 from ._onnx_graphs import node_label as _plain_label
+from ._onnx_quantized import (
+    QLINEAR,
+    NotFollowed,
+    QuantizedLayer,
+    follow,
+    is_qlinear,
+    looks_quantized,
+)
 from ._report import (
     LayerReport,
     compatible,
@@ -110,7 +123,8 @@ class ONNXModel:
         self.path = path
         self.model = _with_input_shapes(model, input_shapes) if input_shapes else model
         self.max_bytes = max_bytes
-        self._located, self._scopes = walk_model(self.model, max_visits=visit_limit(max_bytes))
+        self._located, self._scopes = walk_model(self.model, max_visits=visit_limit(max_bytes),
+                                                 contrib=(QLINEAR,))
         self.main = self._scopes[""]
         self.initializers = self.main.initializers
         self.declared = self.main.declared
@@ -120,12 +134,19 @@ class ONNXModel:
     def transposed_nodes(self) -> list[LocatedNode]:
         """Every ConvTranspose node: the main graph's, its subgraphs' (``If``, ``Loop``,
         ``Scan``) and its model-local functions' (once per call), in order."""
+        return [item for item in self._located if not is_qlinear(item.node)]
+
+    @property
+    def layer_nodes(self) -> list[LocatedNode]:
+        """:attr:`transposed_nodes` and the ``com.microsoft.QLinearConvTranspose`` nodes,
+        in the model's order: what ``check`` and ``run`` take."""
         return list(self._located)
 
     def node(self, name: str) -> LocatedNode:
-        """The ConvTranspose node called ``name``: its label (with the path of its
-        subgraph or function), its name, or its first output's name; the first match."""
-        nodes = self.transposed_nodes
+        """The ConvTranspose or QLinearConvTranspose node called ``name``: its label (with
+        the path of its subgraph or function), its name, or its first output's name; the
+        first match."""
+        nodes = self.layer_nodes
         for matches in (lambda item: item.label == name, lambda item: item.node.name == name,
                         lambda item: bool(item.node.output) and item.node.output[0] == name):
             for item in nodes:
@@ -268,20 +289,80 @@ class ONNXModel:
         return attributes
 
     def _inputs(self, item: LocatedNode):
-        names = list(item.node.input) + [""] * 3
-        if not names[0] or not names[1]:
+        """The names of the data, weights and bias (or None) of the node ``item``
+        (QLinearConvTranspose: ``x``, ``w`` and ``B``, inputs 0, 3 and 8)."""
+        names = list(item.node.input) + [""] * 9
+        x, w, b = (0, 3, 8) if is_qlinear(item.node) else (0, 1, 2)
+        if not names[x] or not names[w]:
             raise InteropError(f"{_describe(item)} lacks its X or W input")
-        return names[0], names[1], names[2] or None
+        return names[x], names[w], names[b] or None
+
+    def quantized(self, item) -> QuantizedLayer | None:
+        """The quantized layer of node ``item`` (:mod:`._onnx_quantized`): its
+        QLinearConvTranspose operands, or the QDQ pattern around a ConvTranspose; None
+        for a ConvTranspose with no DequantizeLinear or QuantizeLinear around it.
+
+        Raises
+        ------
+        NotFollowed
+            A QDQ pattern or QLinearConvTranspose that cannot be computed exactly: why.
+        """
+        item = self._locate(item)
+        if not is_qlinear(item.node) and not looks_quantized(item.node, item.scope):
+            return None
+        return follow(item.node, item.scope,
+                      lambda name, purpose: self.constant(name, purpose, item.scope))
 
     def _locate(self, item) -> LocatedNode:
         """``item`` as a located node (a bare NodeProto is one of the main graph)."""
         return item if isinstance(item, LocatedNode) else LocatedNode(item, self.main)
 
     def check(self, item) -> LayerReport:
-        """Recompute the node's output shape and compare it with the declared one."""
+        """Recompute the node's output shape and compare it with the declared one; for a
+        quantized layer, say what is followed around it (:meth:`quantized`)."""
+        item = self._locate(item)
+        report = self._check_shapes(item)
+        self._check_quantization(item, report)
+        return report
+
+    def _check_quantization(self, item: LocatedNode, report: LayerReport) -> None:
+        """Record on ``report`` the quantized layer of ``item`` (its dialect in ``op``, a
+        note, ``quantization``) or why ``onnx run`` cannot compute it exactly."""
         import convtranspose as ct
 
-        item = self._locate(item)
+        qlinear = is_qlinear(item.node)
+        try:
+            layer = self.quantized(item)
+        except NotFollowed as why:
+            what = ("onnx run cannot compute it" if qlinear else
+                    "QDQ pattern not followed; onnx run computes the ConvTranspose alone, in"
+                    " float, from the dequantized float input")
+            report.problems.append(f"{_describe(item)}: {what}: {why}")
+            report.quantization = {"dialect": "QDQ" if not qlinear else
+                                   f"com.microsoft.{QLINEAR}", "followed": False,
+                                   "reason": str(why)}
+            return
+        if layer is None:
+            return
+        report.op = QLINEAR if qlinear else "ConvTranspose (QDQ)"
+        report.quantization = layer.to_dict() | {"followed": True}
+        report.problems.append(f"{_describe(item)}: {layer.describe()}; onnx run computes it"
+                               f" exactly with qlinear_conv_transpose from {layer.x!r}")
+        data, ops = report.data_shape, layer.operands
+        if qlinear and data is not None and None not in data and report.status == "ok":
+            try:  # the quantization operands' shapes, beyond the geometry checked already
+                ct.shapes.qlinear_conv_transpose(
+                    data, *(np.shape(ops[key]) for key in _QLINEAR_OPERANDS),
+                    None if ops["B"] is None else ops["B"].shape,
+                    **self.attributes(item.node, item.scope))
+            except ConvTransposeError as error:
+                report.status, report.reason = "invalid", "its quantization operands (see below)"
+                report.problems.append(f"{_describe(item)}: {error}")
+
+    def _check_shapes(self, item: LocatedNode) -> LayerReport:
+        """:meth:`check` of the node's geometry."""
+        import convtranspose as ct
+
         node, scope = item.node, item.scope
         report = LayerReport(item.label, node.op_type, module=torch_module(node))
         try:
@@ -348,6 +429,10 @@ class ONNXModel:
         item = self._locate(item)
         node, scope = item.node, item.scope
         notes: list[str] = []
+        if weights is None and bias is None:
+            quantized = self._quantized_run(item, data, notes)
+            if quantized is not None:
+                return quantized, notes
         x_name, w_name, b_name = self._inputs(item)
         declared = self._shape(x_name, scope)
         if not compatible(declared, data.shape):
@@ -373,6 +458,74 @@ class ONNXModel:
             notes.append(f"the result has shape {result.shape} but the model declares"
                          f" {format_dims(declared_output)} (run `onnx check`)")
         return result, notes
+
+    def _quantized_run(self, item: LocatedNode, data, notes: list):
+        """The quantized layer's output computed from ``data`` (its quantized input), or
+        None to compute the ConvTranspose alone in float: the node is no QDQ pattern,
+        or ``data`` is float (a note says what it computes and how to get the other).
+
+        Quantized data meets a QDQ pattern that cannot be followed, or any data a
+        QLinearConvTranspose that cannot be computed: an InteropError saying why.
+        """
+        quantized_data = data.dtype.kind in "iu"
+        try:
+            layer = self.quantized(item)
+        except NotFollowed as why:
+            if is_qlinear(item.node):
+                raise InteropError(f"{_describe(item)} cannot be computed: {why}") from None
+            if quantized_data:
+                raise InteropError(
+                    f"{_describe(item)}: its QDQ pattern cannot be followed ({why}); give"
+                    " the dequantized float input to compute the ConvTranspose alone in"
+                    " float") from None
+            notes.append(f"{_describe(item)}: QDQ pattern not followed ({why}): computed the"
+                         " ConvTranspose alone in float")
+            return None
+        if layer is None:
+            return None
+        if not quantized_data and not is_qlinear(item.node):
+            notes.append(f"{_describe(item)} is the ConvTranspose of a QDQ pattern; given"
+                         f" {data.dtype} data it is computed alone in float (its dequantized"
+                         f" output); give the quantized input {layer.x!r} to get the output"
+                         f" {layer.y!r} of the QuantizeLinear")
+            return None
+        return self._run_quantized(item, layer, data, notes)
+
+    def _run_quantized(self, item: LocatedNode, layer: QuantizedLayer, data, notes: list):
+        """``qlinear_conv_transpose`` of ``layer`` on the quantized input ``data``."""
+        import convtranspose as ct
+
+        ops = dict(layer.operands)
+        if ops["x_zero_point"] is None:  # DequantizeLinear's default: zero of x's type
+            ops["x_zero_point"] = np.zeros((), data.dtype)
+        if data.dtype != ops["x_zero_point"].dtype:
+            raise InteropError(f"data is {data.dtype} but {_describe(item)} takes the"
+                               f" quantized input {layer.x!r} of {ops['x_zero_point'].dtype}")
+        declared = self._shape(layer.x, item.scope)
+        if not compatible(declared, data.shape):
+            raise InteropError(f"data has shape {data.shape} but {_describe(item)} declares its"
+                               f" quantized input {layer.x!r} as {format_dims(declared)}")
+        attributes = self.attributes(item.node, item.scope)
+        bias = ops.pop("B")
+        shapes = [np.shape(ops[key]) for key in _QLINEAR_OPERANDS]
+        plan = ct.shapes.qlinear_conv_transpose(
+            data.shape, *shapes, None if bias is None else bias.shape, **attributes)
+        # The exact sum runs in float64 or int64 (8 bytes an element), not the data's type.
+        check_plan_memory(plan, np.dtype(np.float64), self.max_bytes)
+        result = ct.qlinear_conv_transpose(data, *(ops[key] for key in _QLINEAR_OPERANDS),
+                                           bias, **attributes)
+        notes.append(f"{_describe(item)}: {layer.describe()}; computed exactly with"
+                     " qlinear_conv_transpose")
+        declared_output = item.scope.declared.get(layer.y)
+        if not compatible(declared_output, result.shape):
+            notes.append(f"the result has shape {result.shape} but the model declares"
+                         f" {format_dims(declared_output)} (run `onnx check`)")
+        return result
+
+
+#: The operands of ``qlinear_conv_transpose`` after ``x``, in its order (``B`` last).
+_QLINEAR_OPERANDS = ("x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale",
+                     "y_zero_point")
 
 
 def _with_input_shapes(model, input_shapes: dict):
