@@ -253,18 +253,14 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
         return transposed_convolution(data.astype(np.float32), canonical.astype(np.float32),
                                       plan.axes, dtype=np.dtype(np.float32),
                                       channels_last=plan.channels_last)
-    total = None
+    total = np.zeros(plan.output_shape, np.int64)
     for first in range(0, per_group, channels):
         stop = min(per_group, first + channels)
         picked = np.add.outer(np.arange(groups) * per_group, np.arange(first, stop))
-        part = transposed_convolution(
+        total += transposed_convolution(
             np.take(data, picked.reshape(-1), axis=axis).astype(np.float32),
             np.ascontiguousarray(canonical[:, first:stop], np.float32), plan.axes,
-            dtype=np.dtype(np.float32), channels_last=plan.channels_last)
-        if total is None:
-            total = part.astype(np.int64)
-        else:
-            total += part.astype(np.int64)
+            dtype=np.dtype(np.float32), channels_last=plan.channels_last).astype(np.int64)
     if bias is not None:
         total += bias.astype(np.int64).reshape((-1,) + (1,) * len(plan.axes)
                                                if axis == 1 else (-1,))
