@@ -211,8 +211,8 @@ def test_against_openvino(rank, group, per_channel, levels, output_fq, int8, see
     rng = np.random.default_rng(seed)
     layer = _ov_layer(rng, rank, group, per_channel, levels, output_fq, int8)
     data, weights, data_q, filter_q, output_q, attributes = layer
+    # The int8 ranges run as u8 x i8 where the plugin has int8 kernels (here: AMX).
     expected, runs_int8 = _ov_run(ov, _ov_model(ov, *layer, group), data)
-    assert runs_int8 == int8
     function = (ct.fake_quantize_group_convolution_backprop_data if group
                 else ct.fake_quantize_convolution_backprop_data)
     result = function(data, weights, data_quantize=data_q, filter_quantize=filter_q,
@@ -223,7 +223,7 @@ def test_against_openvino(rank, group, per_channel, levels, output_fq, int8, see
                                    atol=4e-7 * float(np.abs(expected).max()))
         return
     levels_apart = np.abs(result.astype(np.float64) - expected) / _step(output_q, result.shape)
-    if int8:
+    if runs_int8:
         # The int8 path's fused output FakeQuantize may skip its rounding: the clamped
         # sum mapped to the output range, at most half a level from the rule's value.
         assert levels_apart.max() <= 0.5 + 1e-3
