@@ -10,8 +10,9 @@ FakeQuantize-1 maps ``x`` to one of ``levels`` values (docs/quantization.md)::
                / (levels - 1) * (output_high - output_low) + output_low
 
 The level ``round(...)`` is decided exactly here (half to even, as OpenVINO's reference
-rounds with ``nearbyint``): the quotient is compared with ``k + 1/2`` in integers scaled
-by the divisor, which float64 holds exactly for float16 and float32 operands.  Every
+rounds with ``nearbyint``): the quotient is compared with ``k + 1/2`` in values scaled
+by the divisor, which float64 holds exactly for float16 and float32 operands of
+comparable magnitude (:func:`_level` says when).  Every
 tensor between the operations has the data's dtype, as in the model: the fake-quantized
 data and filter, the float sum and the quantized output are each computed in float64 and
 rounded once to that dtype.
@@ -47,11 +48,14 @@ def _level(x: np.ndarray, low: np.ndarray, high: np.ndarray, steps: int) -> np.n
     """``round_half_to_even((x - low) / (high - low) * steps)`` decided exactly, for
     ``x`` strictly between ``low`` and ``high`` (either order).
 
-    With ``num = (x - low) * steps`` and ``den = high - low`` (signs made positive; both
-    exact in float64 for float32 operands: a difference of two float32 values needs at
-    most 25 + their exponent gap bits, times ``steps`` < 2**32), the level is ``k =
-    floor(num / den)`` corrected by exact comparisons, then ``k + 1`` when ``2 * num >
-    (2k + 1) * den``, ``k`` when smaller and the even one of the two on a tie.
+    With ``num = (x - low) * steps`` and ``den = high - low`` (signs made positive), the
+    level is ``k = floor(num / den)`` corrected by comparisons, then ``k + 1`` when ``2 *
+    num > (2k + 1) * den``, ``k`` when smaller and the even one of the two on a tie.
+    Every step is exact in float64 while a difference of two operands (at most 25 bits
+    plus their exponent gap, for float32) times ``2 * levels`` fits in 53 bits: float32
+    operands within a factor ``2**12`` of each other (or 0) and up to 65,537 levels.
+    Beyond that the float64 rounding of ``x - low`` decides a value within ``2**-53`` of
+    a half level.
     """
     num, den = (x - low) * steps, high - low
     sign = np.where(den < 0, -1.0, 1.0)
