@@ -99,6 +99,8 @@ def quantized_pattern(model: IRModel, layer: Layer) -> QuantizedPattern | None:
     a FakeQuantize (its input 0 is then read as a constant by :func:`run`).  Output: the
     only consumer of the layer's output is a FakeQuantize, reading it as its input 0.
     """
+    if len(layer.inputs) < 2:  # not the op (check reports it invalid)
+        return None
     found = {}
     for index, name in ((0, "data"), (1, "filter")):
         source, _ = model.producer(layer, index)
