@@ -35,6 +35,10 @@ from ._frontends.frameworks import (
     tflite_transpose_conv,
     torch_conv_transpose,
 )
+from ._frontends.openvino_quantized import (
+    fake_quantize_convolution_backprop_data,
+    fake_quantize_group_convolution_backprop_data,
+)
 from ._frontends.prepared import PreparedLayer, prepare
 from ._frontends.quantized import qlinear_conv_transpose
 from ._frontends.specs import (
@@ -76,6 +80,8 @@ __all__ = [
     "Target",
     "clear_caches",
     "conv_transpose",
+    "fake_quantize_convolution_backprop_data",
+    "fake_quantize_group_convolution_backprop_data",
     "convolution",
     "convolution_backprop_data",
     "explain",

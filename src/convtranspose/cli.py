@@ -373,16 +373,21 @@ def _load_model(kind: str, action: str, args: argparse.Namespace):
 def _ir_check(args: argparse.Namespace) -> int:
     import os
 
+    from .interop import ir_quantized
+
     model = _load_model("ir", "check", args)
-    reports = _check_each(model.transposed_layers, model.check)
+    reports = _check_each(model.transposed_layers,
+                          lambda layer: ir_quantized.check(model, layer))
     return _report_check(reports, "transposed-convolution layers", os.path.basename(args.model),
                          args.json)
 
 
 def _ir_run(args: argparse.Namespace) -> int:
+    from .interop import ir_quantized
+
     model = _load_model("ir", "run", args)
     layer = model.layer(args.layer)
-    result, notes = model.run(layer, _load(args, "data"))
+    result, notes = ir_quantized.run(model, layer, _load(args, "data"))
     return _write(args, result, notes, f" from layer {layer.name!r}", layer=layer.name)
 
 

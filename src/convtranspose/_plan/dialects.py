@@ -22,6 +22,8 @@ from .onnx import onnx_conv_transpose
 from .openvino import convolution_backprop_data, group_convolution_backprop_data
 from .pytorch import torch_conv_transpose
 from .quantized import (
+    fake_quantize_convolution_backprop_data,
+    fake_quantize_group_convolution_backprop_data,
     qlinear_conv_transpose,
     tflite_quantized_transpose_conv,
     torch_quantized_conv_transpose,
@@ -30,6 +32,8 @@ from .tensorflow import keras_conv_transpose, tf_conv_transpose, tflite_transpos
 from .tensorrt import tensorrt_deconvolution
 
 __all__ = ["DIALECTS", "SURFACES", "ConvolutionPlan", "Dialect", "conv_transpose",
+           "fake_quantize_convolution_backprop_data",
+           "fake_quantize_group_convolution_backprop_data",
            "convolution", "convolution_backprop_data", "dialects_on", "group_convolution",
            "group_convolution_backprop_data", "jax_conv_transpose", "keras_conv_transpose",
            "onnx_conv_transpose", "qlinear_conv_transpose", "tensorrt_deconvolution",
@@ -88,6 +92,18 @@ _TORCH_QUANTIZED_MISSING = {
              " there yet",
 }
 
+_FAKE_QUANTIZE_MISSING = {
+    **_QUANTIZED_MISSING,
+    "vjp": "not built yet: FakeQuantize's gradient is a training rule of its own (the"
+           " straight-through estimator inside the ranges, zero outside, and gradients for"
+           " the ranges), not the transposed convolution's",
+    "torch": "not built yet: convtranspose.torch computes the float layers; the"
+             " FakeQuantize ranges and levels have no module there yet",
+    "cli": "not built yet: shape and run take one data and filter operand; the four"
+           " FakeQuantize ranges and levels per tensor have no options there (`ir run`"
+           " follows the pattern in a model)",
+}
+
 
 @dataclass(frozen=True)
 class Dialect:
@@ -140,6 +156,14 @@ _RECORDS = (
             convolution_backprop_data, ("data", "filter", None)),
     Dialect("group_convolution_backprop_data", "OpenVINO GroupConvolutionBackpropData-1",
             group_convolution_backprop_data, ("data", "filter", None)),
+    Dialect("fake_quantize_convolution_backprop_data", "OpenVINO FakeQuantize-1 around"
+            " ConvolutionBackpropData-1 (data, weights, optionally the output)",
+            fake_quantize_convolution_backprop_data, ("data", "filter", None),
+            quantized=True, missing=_FAKE_QUANTIZE_MISSING),
+    Dialect("fake_quantize_group_convolution_backprop_data", "OpenVINO FakeQuantize-1"
+            " around GroupConvolutionBackpropData-1 (data, weights, optionally the output)",
+            fake_quantize_group_convolution_backprop_data, ("data", "filter", None),
+            quantized=True, missing=_FAKE_QUANTIZE_MISSING),
     Dialect("conv_transpose", "oneDNN Graph ConvTranspose-1", conv_transpose,
             ("input", "filter", "bias")),
     Dialect("onnx_conv_transpose", "ONNX ConvTranspose", onnx_conv_transpose, ("X", "W", "B")),

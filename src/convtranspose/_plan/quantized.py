@@ -1,5 +1,6 @@
 """Quantized transposed convolutions: ONNX's ``com.microsoft.QLinearConvTranspose``,
-TFLite's quantized ``TRANSPOSE_CONV`` and PyTorch's quantized ``ConvTranspose1d/2d/3d``.
+TFLite's quantized ``TRANSPOSE_CONV``, PyTorch's quantized ``ConvTranspose1d/2d/3d`` and
+OpenVINO's FakeQuantize pattern around (Group)ConvolutionBackpropData.
 
 Each geometry is its float dialect's (:mod:`convtranspose._plan.onnx`,
 :mod:`convtranspose._plan.tensorflow`); this module adds the shapes of the
@@ -18,14 +19,21 @@ from typing import TYPE_CHECKING
 
 from .._errors import ConvTransposeError
 from .onnx import onnx_conv_transpose
+from .openvino import convolution_backprop_data, group_convolution_backprop_data
 from .pytorch import torch_conv_transpose
 from .rules import ConvTransposePlan, as_shape
 from .tensorflow import tflite_transpose_conv
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .._typing import PerAxis, ShapeLike
 
-__all__ = ["TFLITE_ACTIVATIONS", "TORCH_ENGINES", "qlinear_conv_transpose", "quantization_shapes",
+    #: The shapes of a FakeQuantize's four ranges, then its ``levels``.
+    FakeQuantizeArgs = Sequence[object]
+
+__all__ = ["TFLITE_ACTIVATIONS", "TORCH_ENGINES", "fake_quantize_convolution_backprop_data",
+           "fake_quantize_group_convolution_backprop_data", "qlinear_conv_transpose", "quantization_shapes",
            "tflite_quantized_transpose_conv", "tflite_quantization_shapes",
            "torch_quantized_conv_transpose"]
 
@@ -237,3 +245,96 @@ def torch_quantized_conv_transpose(
             f"weight_scale has shape {shapes['weight_scale']} but weight_zero_point has"
             f" shape {shapes['weight_zero_point']}: both per tensor or both per channel")
     return dataclasses.replace(plan, op="torch_quantized_conv_transpose")
+
+
+def _fake_quantize_shapes(name: str, quantize: FakeQuantizeArgs | None,
+                          tensor: tuple[int, ...]) -> None:
+    """Check one FakeQuantize's ``(input_low, input_high, output_low, output_high,
+    levels)``: four range shapes that broadcast to ``tensor`` without enlarging it
+    (FakeQuantize-1's NumPy broadcasting; its output has the data's shape) and
+    ``levels`` an integer >= 2."""
+    if quantize is None:
+        return
+    if not isinstance(quantize, (tuple, list)) or len(quantize) != 5:
+        raise TypeError(f"{name} must be (input_low, input_high, output_low, output_high,"
+                        f" levels), got {type(quantize).__name__}")
+    *ranges, levels = quantize
+    if isinstance(levels, bool) or not isinstance(levels, int) or levels < 2:
+        raise ConvTransposeError(f"{name} levels = {levels!r}, but FakeQuantize needs an"
+                                 f" integer of at least 2 (it divides by levels - 1)")
+    for key, value in zip(("input_low", "input_high", "output_low", "output_high"), ranges):
+        shape = as_shape(f"{name} {key} shape", value)
+        fits = len(shape) <= len(tensor) and all(
+            size in (1, full) for size, full in zip(reversed(shape), reversed(tensor)))
+        if not fits:
+            raise ConvTransposeError(
+                f"{name} {key} has shape {shape}, which does not broadcast to its tensor's"
+                f" {tensor} (FakeQuantize broadcasts its ranges to the data: one value, or"
+                f" 1 or the tensor's size on each trailing axis)")
+
+
+def _fake_quantized(op, plan, data, filter, data_quantize, filter_quantize,
+                    output_quantize) -> ConvTransposePlan:
+    _fake_quantize_shapes("data_quantize", data_quantize, as_shape("data shape", data))
+    _fake_quantize_shapes("filter_quantize", filter_quantize, as_shape("filter shape", filter))
+    _fake_quantize_shapes("output_quantize", output_quantize, plan.output_shape)
+    return dataclasses.replace(plan, op=op)
+
+
+def fake_quantize_convolution_backprop_data(
+        data: ShapeLike, filter: ShapeLike, output_shape: ShapeLike | None = None, *,
+        data_quantize: FakeQuantizeArgs | None = None,
+        filter_quantize: FakeQuantizeArgs | None = None,
+        output_quantize: FakeQuantizeArgs | None = None,
+        strides: PerAxis = None, pads_begin: PerAxis = None, pads_end: PerAxis = None,
+        dilations: PerAxis = None,
+        auto_pad: str = "explicit", output_padding: PerAxis = None) -> ConvTransposePlan:
+    """Plan OpenVINO's FakeQuantize pattern around ConvolutionBackpropData from shapes.
+
+    Takes the shapes of ``data`` and ``filter``, and for each FakeQuantize the shapes of
+    its four ranges and its ``levels``: ``(input_low, input_high, output_low,
+    output_high, levels)``; the geometry is :func:`convolution_backprop_data`'s.
+
+    Examples
+    --------
+    >>> from convtranspose import shapes
+    >>> plan = shapes.fake_quantize_convolution_backprop_data(
+    ...     (1, 4, 5, 5), (4, 3, 3, 3), data_quantize=((), (), (), (), 256),
+    ...     filter_quantize=((1, 3, 1, 1),) * 4 + (255,), strides=2)
+    >>> plan.op, plan.output_shape
+    ('fake_quantize_convolution_backprop_data', (1, 3, 11, 11))
+    """
+    plan = convolution_backprop_data(data, filter, output_shape, strides=strides,
+                                     pads_begin=pads_begin, pads_end=pads_end,
+                                     dilations=dilations, auto_pad=auto_pad,
+                                     output_padding=output_padding)
+    return _fake_quantized("fake_quantize_convolution_backprop_data", plan, data, filter,
+                           data_quantize, filter_quantize, output_quantize)
+
+
+def fake_quantize_group_convolution_backprop_data(
+        data: ShapeLike, filter: ShapeLike, output_shape: ShapeLike | None = None, *,
+        data_quantize: FakeQuantizeArgs | None = None,
+        filter_quantize: FakeQuantizeArgs | None = None,
+        output_quantize: FakeQuantizeArgs | None = None,
+        strides: PerAxis = None, pads_begin: PerAxis = None, pads_end: PerAxis = None,
+        dilations: PerAxis = None,
+        auto_pad: str = "explicit", output_padding: PerAxis = None) -> ConvTransposePlan:
+    """Plan OpenVINO's FakeQuantize pattern around GroupConvolutionBackpropData from
+    shapes, as :func:`fake_quantize_convolution_backprop_data`.
+
+    Examples
+    --------
+    >>> from convtranspose import shapes
+    >>> plan = shapes.fake_quantize_group_convolution_backprop_data(
+    ...     (1, 4, 5), (2, 2, 3, 3), data_quantize=((), (), (), (), 256),
+    ...     filter_quantize=((2, 1, 3, 1),) * 4 + (255,))
+    >>> plan.op, plan.output_shape
+    ('fake_quantize_group_convolution_backprop_data', (1, 6, 7))
+    """
+    plan = group_convolution_backprop_data(data, filter, output_shape, strides=strides,
+                                           pads_begin=pads_begin, pads_end=pads_end,
+                                           dilations=dilations, auto_pad=auto_pad,
+                                           output_padding=output_padding)
+    return _fake_quantized("fake_quantize_group_convolution_backprop_data", plan, data,
+                           filter, data_quantize, filter_quantize, output_quantize)
