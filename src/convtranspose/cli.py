@@ -220,6 +220,7 @@ def _write(args: argparse.Namespace, result, notes: list, source: str = "", **re
 def _run(args: argparse.Namespace) -> int:
     import convtranspose as ct
 
+    from ._frontends.explain import one_call
     from .interop._safety import check_plan_memory
 
     data, filter_ = _load(args, "data"), _load(args, "filter")
@@ -227,7 +228,9 @@ def _run(args: argparse.Namespace) -> int:
     plan, attributes = _plan(args, data.shape, filter_.shape,
                              None if bias is None else bias.shape)
     check_plan_memory(plan, data.dtype, args.max_bytes)
-    result = _call(getattr(ct, args.op), args, data, filter_, bias, attributes)
+    # One layer, once: a small one skips importing numba (docs/cli.md).
+    with one_call(plan, data.dtype):
+        result = _call(getattr(ct, args.op), args, data, filter_, bias, attributes)
     return _write(args, result, [], op=args.op, pads_begin=list(plan.pads_begin),
                   pads_end=list(plan.pads_end))
 

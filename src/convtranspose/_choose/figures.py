@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._kernels import compiling
 from .._kernels.compiling import KernelNotCompiled
 from .._runtime import blas
 from .._runtime.caches import kept
@@ -20,8 +21,8 @@ from .._runtime.machine import fastest_seconds
 from .._runtime.target import numba_usable
 from .wisdom import store
 
-__all__ = ["MachineFigures", "fma_gflops", "gemm_gflops", "keep_figure", "machine_figures",
-           "measure_figures"]
+__all__ = ["MachineFigures", "fma_gflops", "gemm_gflops", "keep_figure", "keep_numba_import",
+           "machine_figures", "measure_figures", "numba_import_seconds"]
 
 #: Square float32 GEMM size for the rate: large enough for OpenBLAS's full-speed kernels
 #: and its threads, small enough to take about a millisecond.
@@ -126,6 +127,23 @@ def fma_gflops() -> float | None:
         return provisional_fma_gflops()
     keep_figure("fma_gflops", measured)
     return measured
+
+
+def numba_import_seconds() -> float | None:
+    """The seconds importing numba takes on this machine (the fastest seen, kept in the
+    wisdom file by :func:`keep_numba_import`), or None before it was first seen."""
+    known = machine_figures().get("numba_import_seconds")
+    return float(known) if isinstance(known, (int, float)) and known > 0 else None
+
+
+def keep_numba_import() -> None:
+    """Keep this process's numba import time as the machine's figure when it is the
+    fastest seen: the first import after a reboot reads numba's files from disk, the
+    later ones (which a repeated command meets) from the page cache."""
+    seconds = compiling.numba_import_seconds
+    known = numba_import_seconds()
+    if seconds is not None and seconds > 0 and (known is None or seconds < known):
+        keep_figure("numba_import_seconds", round(seconds, 4))
 
 
 def provisional_fma_gflops() -> float:

@@ -2,24 +2,73 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._choose.choice import Explanation, choose
+from .._choose.choice import Explanation, choose, estimates_ns
+from .._choose.figures import keep_numba_import, numba_import_seconds
 from .._choose.planning import get_planning, planned_choice, use_planning
 from .._dtypes import accumulation_dtype
 from .._execute.background import compiling_here
 from .._execute.transposed import transposed_convolution
 from .._plan.problem import Problem
 from .._plan.rules import ConvTransposePlan
-from .._runtime.target import Target, host
+from .._runtime.config import ALGORITHM_ENV, switch
+from .._runtime.target import Target, host, use_target
 
 if TYPE_CHECKING:
     from .._typing import DTypeLike
 
-__all__ = ["explain"]
+__all__ = ["explain", "one_call", "one_call_target", "problem_of"]
+
+#: How far the cost model's estimate of the fastest NumPy/BLAS algorithm may fall short
+#: of its time on small layers: up to 4-8x between algorithms
+#: (``benchmarks/results/planning-xeon.json``, docs/planning.md).
+_ESTIMATE_SHORTFALL = 4
+
+
+def problem_of(plan: ConvTransposePlan, dtype) -> Problem:
+    """The canonical problem of ``plan`` on operands of ``dtype``."""
+    operand = np.dtype(dtype)
+    accumulate = accumulation_dtype(operand)
+    return Problem(plan.data_shape[0], plan.axes, plan.canonical_filter_shape,
+                   plan.channels_last, accumulate, None if operand == accumulate else operand)
+
+
+def one_call_target(plan: ConvTransposePlan, dtype, target: Target | None = None) -> Target:
+    """The target for a process that computes ``plan`` once and exits: without numba
+    when numba is not imported yet and the fastest NumPy/BLAS algorithm's estimate,
+    even :data:`_ESTIMATE_SHORTFALL` times over, is below this machine's numba import
+    time (:func:`~convtranspose._choose.figures.numba_import_seconds`: about half a
+    second, against microseconds for a small layer); else ``target`` (this machine's
+    by default).  Never without numba where an algorithm is forced
+    (``CONVTRANSPOSE_ALGORITHM``)."""
+    target = host() if target is None else target
+    if not target.numba or "numba" in sys.modules or switch(ALGORITHM_ENV):
+        return target
+    seconds = numba_import_seconds()
+    if seconds is None:
+        return target
+    free = target.replace(numba=False)
+    estimates = estimates_ns(problem_of(plan, dtype), free)
+    if estimates and estimates[0][1] * _ESTIMATE_SHORTFALL < seconds * 1e9:
+        return free
+    return target
+
+
+@contextlib.contextmanager
+def one_call(plan: ConvTransposePlan, dtype) -> Iterator[None]:
+    """``with one_call(plan, dtype):`` compute ``plan`` as a process that computes it once
+    (:func:`one_call_target`); afterwards keep the time numba took to import, if it was
+    imported, as the machine's figure for the next such process."""
+    with use_target(one_call_target(plan, dtype)):
+        yield
+    keep_numba_import()
 
 
 def _random_operands(plan, dtype: np.dtype, seed: int = 0):
@@ -65,10 +114,8 @@ def explain(plan: ConvTransposePlan, dtype: DTypeLike = "float32", *,
     """
     target = host() if target is None else target
     operand = np.dtype(dtype)
-    accumulate = accumulation_dtype(operand)
-    result_dtype = None if operand == accumulate else operand
-    problem = Problem(plan.data_shape[0], plan.axes, plan.canonical_filter_shape,
-                      plan.channels_last, accumulate, result_dtype)
+    problem = problem_of(plan, operand)
+    accumulate, result_dtype = problem.dtype, problem.result_dtype
     estimated = choose(problem, target, estimate_forced=True)
     if measure and estimated.decided_by == "estimates":
         level = get_planning()

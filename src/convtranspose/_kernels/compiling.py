@@ -18,7 +18,12 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 
-__all__ = ["KernelNotCompiled", "compiles_deferred", "deferring_compiles"]
+__all__ = ["KernelNotCompiled", "compiles_deferred", "deferring_compiles",
+           "numba_import_seconds"]
+
+#: Seconds this process took to import numba (set by :mod:`._numba` when it imported
+#: it; None before, or where something else imported numba first).
+numba_import_seconds: float | None = None
 
 _deferring: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "convtranspose_deferring_compiles", default=False)
