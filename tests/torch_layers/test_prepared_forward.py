@@ -206,3 +206,18 @@ def test_every_layer_matches_its_array_function(name):
     bias = None if layer.bias is None else layer.bias.detach().numpy().copy()
     expected = function(data.numpy().copy(), layer.weight.detach().numpy().copy(), bias)
     np.testing.assert_array_equal(got.numpy(), expected)
+
+
+def test_inference_mode_and_layers_made_inside_it(data):
+    layer, reference = _pair()
+    with torch.inference_mode():
+        np.testing.assert_allclose(layer(data).numpy(), reference(data).numpy(), rtol=1e-12,
+                                   atol=1e-12)
+        # Parameters made here are inference tensors, which keep no version counter:
+        # such a layer runs the custom operator, never a stale copy.
+        inner, inner_reference = _pair()
+        for _ in range(2):
+            np.testing.assert_allclose(inner(data).numpy(), inner_reference(data).numpy(),
+                                       rtol=1e-12, atol=1e-12)
+            inner.weight.mul_(2)
+            inner_reference.weight.mul_(2)

@@ -115,13 +115,15 @@ def _prepared_result(module, data, arguments: dict, prepared: PreparedForward):
         return None
     if data.device.type != "cpu" or weight.device.type != "cpu":
         return None
-    try:  # NumPy views: bfloat16 and tensor subclasses have none
+    try:
         values = data.detach().numpy()
         layer = prepared.layer(module, arguments)
         result = layer(values)
     except (ConvTransposeError, TypeError, ValueError, RuntimeError):
-        # The custom operator raises the library's own error for the call (or, for a
-        # dtype NumPy lacks, computes it its way).
+        # The custom operator computes what has no prepared layer: bfloat16 and tensor
+        # subclasses (no NumPy view), weights made under inference mode (no version
+        # counter, so no way to tell a change), and calls in error, for which it raises
+        # the library's own error.
         return None
     return torch.from_numpy(result).contiguous()
 
