@@ -267,6 +267,38 @@ def test_tiny_copies_of_drawn_layers_match_the_oracle_and_torch():
                                    err_msg=layer.label)
 
 
+def test_prepared_runners_of_drawn_layers_match_the_oracle():
+    # ``bench --prepared`` times ct.prepare layers: each, called twice (bound, then
+    # through its kept call), against the slow oracle of its dialect.
+    from oracle import assert_matches, onednn_conv_transpose_case, onnx_conv_transpose_case
+
+    for layer in [_tiny(layer) for layer in drawn.random_layers(3)][:12]:
+        inputs = _bench.make_inputs(layer)
+        data, weights, rank = inputs["data"], inputs["weights"], layer.rank
+        attributes = dict(strides=[layer.stride] * rank, dilations=[layer.dilation] * rank,
+                          output_padding=[layer.output_padding] * rank)
+        if layer.layout == "NCX":
+            case = onnx_conv_transpose_case(data, weights, group=layer.groups,
+                                            pads=[layer.pad] * (2 * rank), **attributes)
+        else:
+            case = onednn_conv_transpose_case(
+                np.moveaxis(data, 1, -1), np.moveaxis(weights, (0, 1), (rank, rank + 1)),
+                pads_begin=[layer.pad] * rank, pads_end=[layer.pad] * rank, groups=layer.groups,
+                data_format="NXC", filter_format="XIO", **attributes)
+        run, _ = _bench.run_ours(layer, inputs, prepared=True)
+        for _ in range(2):
+            assert_matches(np.array(run()), case)
+
+
+def test_markdown_says_when_ours_ran_through_prepared_layers():
+    row = _row("a layer", 1.0, "fixed suite")
+    meta = {"machine": "m", "threads": 1, "numpy": "n", "blas": "b", "repeat": 1,
+            "copy_gb_s": 1.0, "fma_peak_gflops": None, "planning": {"available": False}}
+    assert "prepared layers" not in markdown([row], ["p"], meta)
+    assert "prepared layers (`ct.prepare`" in markdown([row], ["p"],
+                                                        {**meta, "calls": "prepared layer"})
+
+
 # --------------------------------------------------------------------------- the report
 
 

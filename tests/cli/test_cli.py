@@ -5,6 +5,7 @@ Oracles: the output dims the specs' own XML examples declare, the direct loop in
 """
 
 import json
+import re
 import sys
 import types
 
@@ -267,6 +268,9 @@ def test_demo_still_runs():
     result = run_cli("demo", "--repeat", "1")
     assert result.returncode == 0, result.stderr
     assert "(1, 10, 447, 447)" in result.stdout
+    # The array function's time, then a prepared layer's (ct.prepare) of the same layer.
+    assert re.search(r"\n  time +\d+\.\d+ ms \(median of 1\)\n  prepared +\d+\.\d+ ms"
+                     r" \(median of 1, ct\.prepare\)\n", result.stdout), result.stdout
 
 
 @pytest.mark.parametrize("args,fragment", [

@@ -127,3 +127,32 @@ def test_layers_of_one_problem_share_a_prepared_call_only_with_one_filter_layout
         got, oracle.onednn_conv_transpose(data, same_bytes, strides=2, data_format="NCX",
                                           filter_format="OIX"))
     assert len(specs.prepared_calls) == 2
+
+
+@pytest.mark.parametrize("function, data_shape, arguments", [
+    (ct.torch_conv_transpose, (2, 4, 5, 6),
+     dict(weight=(4, 3, 3, 3), bias=(6,), stride=2, padding=1, groups=2)),
+    (ct.keras_conv_transpose, (1, 6, 5, 3),
+     dict(kernel=(3, 3, 5, 3), bias=(5,), strides=2, padding="same")),
+    (ct.onnx_conv_transpose, (1, 8, 7), dict(W=(8, 1, 3), B=(8,), group=8, strides=[2])),
+], ids=["torch", "keras channels-last", "onnx depthwise"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_prepared_layers_with_a_bias_match_the_function_bit_for_bit(function, data_shape,
+                                                                     arguments, dtype):
+    # A layer with a bias keeps its own prepared call and adds the bias after it: random
+    # values (inexact sums), so only the very same additions give the function's bits;
+    # and the oracle with the bias alone, on zero data.
+    rng = np.random.default_rng(5)
+    bound = {name: rng.standard_normal(value).astype(dtype) if isinstance(value, tuple)
+             else value for name, value in arguments.items()}
+    layer = ct.prepare(function, **bound)
+    for _ in range(3):
+        data = rng.standard_normal(data_shape).astype(dtype)
+        np.testing.assert_array_equal(layer(data), function(data, **bound))
+    bias_name = "B" if function is ct.onnx_conv_transpose else "bias"
+    zeros = layer(np.zeros(data_shape, dtype))
+    channel_axis = -1 if function is ct.keras_conv_transpose else 1
+    shape = [1] * zeros.ndim
+    shape[channel_axis] = -1
+    np.testing.assert_array_equal(zeros, np.broadcast_to(
+        bound[bias_name].reshape(shape), zeros.shape))

@@ -33,7 +33,7 @@ from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host
 from . import background
 
-__all__ = ["preparable", "prepare_call", "result_shape", "transposed_convolution"]
+__all__ = ["add_bias", "preparable", "prepare_call", "result_shape", "transposed_convolution"]
 
 
 def transposed_convolution(
@@ -114,7 +114,7 @@ def transposed_convolution(
                 _compute(choose_exact(problem, target), _casts.widen(data, target), weights,
                          problem, out, target)
     if bias is not None and out.size:
-        _add_bias(out, bias, dtype, channels_last, len(axes))
+        add_bias(out, bias, dtype, channels_last, len(axes))
     return out
 
 
@@ -127,18 +127,20 @@ def _nothing_to_multiply(out: np.ndarray, bias: np.ndarray | None, dtype: np.dty
         out.fill(0)
     elif result_dtype is None:
         out.fill(0)
-        _add_bias(out, bias, dtype, channels_last, rank)
+        add_bias(out, bias, dtype, channels_last, rank)
     else:
         sums = np.zeros(out.shape, dtype)
-        _add_bias(sums, bias, dtype, channels_last, rank)
+        add_bias(sums, bias, dtype, channels_last, rank)
         _casts.narrow(sums, np.dtype(result_dtype), out, target)
     return out
 
 
-def _add_bias(out: np.ndarray, bias: np.ndarray, dtype: np.dtype, channels_last: bool,
+def add_bias(out: np.ndarray, bias: np.ndarray, dtype: np.dtype, channels_last: bool,
               rank: int) -> None:
     """``out += bias`` along the channel axis, silently (inf + -inf is NaN, as in the
-    sums), whatever the caller's ``np.errstate``."""
+    sums), whatever the caller's ``np.errstate``: how :func:`transposed_convolution`
+    adds the bias to its sums in the accumulation ``dtype``, so a prepared call's sums
+    (:func:`prepare_call`) plus this are its result bit for bit."""
     shape = (-1,) if channels_last else (-1,) + (1,) * rank
     with np.errstate(all="ignore"):
         out += bias.astype(dtype, copy=False).reshape(shape)

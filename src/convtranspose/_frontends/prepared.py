@@ -26,13 +26,14 @@ import numpy as np
 from .._choose import planning as _planning
 from .._errors import ConvTransposeError
 from .._execute import array_api as _array_api
+from .._execute.transposed import add_bias, prepare_call
 from .._plan import dialects as _dialects
 from .._runtime.memo import frozen, own
 from .convolution import execute_convolution
 from .explain import explain as _explain
 from .frameworks import jax_planned_rhs
 from .kept_calls import prepared_call
-from .specs import as_array, execute_plan, resolve_plan
+from .specs import as_array, canonical_weights, execute_plan, resolve_plan
 
 if TYPE_CHECKING:
     from .._choose.choice import Explanation
@@ -75,14 +76,16 @@ class _Binding:
     """One input shape and dtype of a layer: its plan and the weights in the plan's
     layout, called with data of that shape.
 
-    A layer that :func:`~.specs.execute_plan` computes through a prepared call (no bias)
-    keeps that call after its first run and calls it directly while the planning
-    generation holds: no checks of the operands against the plan, which the binding's
-    shape and dtype already guarantee (half of a tiny layer's 8 us,
-    ``benchmarks/results/prepared-calls-xeon.json``).
+    A layer that :func:`~.specs.execute_plan` computes through a prepared call keeps
+    that call after its first run and calls it directly while the planning generation
+    holds: no checks of the operands against the plan, which the binding's shape and
+    dtype already guarantee (half of a tiny layer's 8 us,
+    ``benchmarks/results/prepared-calls-xeon.json``).  A layer with a bias keeps its
+    own prepared call (the shared ones are bias-free) and adds the bias to its sums as
+    :func:`~convtranspose._execute.transposed.transposed_convolution` does.
     """
 
-    __slots__ = ("plan", "_run", "_call", "_filter")
+    __slots__ = ("plan", "_run", "_call", "_filter", "_bias")
 
     def __init__(self, layer: PreparedLayer, data_shape: tuple[int, ...]):
         record, arguments = layer._dialect, layer._arguments
@@ -95,14 +98,14 @@ class _Binding:
             rule_arguments[bias_name] = None if bias is None else bias.shape
         self.plan = plan = resolve_plan(record.rule, **rule_arguments)
         self._call: tuple = (None, -1)  # (prepared call, planning generation): none yet
-        self._filter = None
+        self._filter = self._bias = None
         if not record.transposed:
             self._run = lambda data, out: execute_convolution(plan, data, filter, out)
             return
         if record.name == "jax_conv_transpose":
             filter = jax_planned_rhs(plan, filter, rule_arguments["transpose_kernel"])
-        if bias is None:
-            self._filter = filter
+        if plan.axes:  # JAX's 0-D layers run on a plan with an axis added
+            self._filter, self._bias = filter, bias
         names = (data_name, filter_name, bias_name or "bias")
         output_shape = arguments.get("output_shape")
         self._run = lambda data, out: execute_plan(plan, data, filter, bias, out, names=names,
@@ -113,11 +116,25 @@ class _Binding:
         if call is not None and out is None and generation == _planning.generation:
             result = call(data, self._filter, None)
             if result is not None:
+                if self._bias is not None and result.size:
+                    plan = self.plan
+                    add_bias(result, self._bias, result.dtype, plan.channels_last,
+                             len(plan.axes))
                 return result
         result = self._run(data, out)
         if self._filter is not None and generation != _planning.generation:
-            self._call = prepared_call(self.plan, data, self._filter)
+            self._call = self._prepared(data)
         return result
+
+    def _prepared(self, data: np.ndarray) -> tuple:
+        """``(prepared call or None, planning generation)`` after a run of the layer: the
+        shared one of a bias-free layer, else one of its own."""
+        plan, filter = self.plan, self._filter
+        if self._bias is None:
+            return prepared_call(plan, data, filter)
+        call = prepare_call(data, filter, canonical_weights(plan, filter), plan.axes,
+                            plan.channels_last)
+        return call, _planning.generation
 
 
 class PreparedLayer:

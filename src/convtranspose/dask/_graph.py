@@ -6,12 +6,23 @@ the graph (a single-chunk array), shipped to each worker once and shared by ever
 there.  The task assembles the window (a view when one block holds it) and computes the
 tile with the library's canonical path, :func:`convtranspose._execute.transposed.transposed_convolution`,
 on the tile's own per-axis plans: the same code a single-machine call runs.
+
+Tiles of one layer repeat one problem (every inner tile of the default chunking has
+one window shape and one plan), so each process keeps, per layer and tile problem, the
+prepared call a repeated single-machine call keeps
+(:func:`convtranspose._execute.transposed.prepare_call`: the algorithm chosen and the
+filter set up once) and adds the bias to its sums as the canonical path does: the
+same bits, without the choice and the filter memo on every tile.  The calls live in
+the process (:data:`tile_calls`), not in the graph: a task shipped to a worker on its
+own finds the calls the worker's earlier tasks of that layer made.  Each call checks
+the filter it is given against its own copy (another filter: the canonical path).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import threading
 from dataclasses import dataclass
 
 import dask
@@ -21,23 +32,34 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 from dask.utils import parse_bytes
 
+from .._choose import planning
 from .._dtypes import accumulation_dtype
-from .._execute.transposed import transposed_convolution
+from .._execute.transposed import add_bias, preparable, prepare_call, transposed_convolution
 from .._frontends.specs import canonical_weights
 from .._plan.rules import AxisPlan, ConvTransposePlan
 from .._runtime.target import num_threads
 from . import _tiling
 
-__all__ = ["tiled", "default_output_chunks"]
+__all__ = ["TILE_CALLS_KEPT", "default_output_chunks", "tile_calls", "tiled"]
+
+#: Prepared calls of tile problems, in this process: ``(layer name, window shape, tile
+#: axes)`` -> ``(call or None, planning generation)`` (None: the tile's algorithm has
+#: none), the most recently made last.  A 3-D layer's tiles have at most 27 problems
+#: per batch chunk size (first, inner and last along each axis).
+TILE_CALLS_KEPT = 32
+tile_calls: dict = {}
+_tile_calls_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
 class _Layer:
-    """What every task of one layer shares (small: the filter travels as its own key)."""
+    """What every task of one layer shares (small: the filter travels as its own key);
+    ``name`` is the layer's graph name, which keys its tiles' prepared calls."""
 
     plan: ConvTransposePlan
     dtype: np.dtype
     threads: int
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -65,10 +87,35 @@ def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarra
     """The output tile, exactly as the whole layer's single-machine call computes it."""
     window = _window(blocks, tile)
     weights = canonical_weights(layer.plan, filter)
+    channels_last = layer.plan.channels_last
     with num_threads(layer.threads):
-        return transposed_convolution(
-            window, weights, tile.axes, dtype=accumulation_dtype(layer.dtype),
-            channels_last=layer.plan.channels_last, bias=bias, result_dtype=layer.dtype)
+        if not preparable(window.dtype, filter.dtype):
+            return transposed_convolution(
+                window, weights, tile.axes, dtype=accumulation_dtype(layer.dtype),
+                channels_last=channels_last, bias=bias, result_dtype=layer.dtype)
+        key = (layer.name, window.shape, tile.axes)
+        call, generation = tile_calls.get(key, (None, -1))
+        result = None
+        if call is not None and generation == planning.generation:
+            result = call(window, filter, None)
+            if result is not None and bias is not None and result.size:
+                add_bias(result, bias, result.dtype, channels_last, len(tile.axes))
+        if result is None:
+            result = transposed_convolution(window, weights, tile.axes, dtype=layer.dtype,
+                                            channels_last=channels_last, bias=bias)
+        if generation != planning.generation:
+            # After the canonical path has run (and planned) this tile problem once; kept
+            # without a call too, so the choice is not made again on every tile.
+            _keep(key, prepare_call(window, filter, weights, tile.axes, channels_last))
+        return result
+
+
+def _keep(key: tuple, call) -> None:
+    with _tile_calls_lock:
+        tile_calls.pop(key, None)
+        while len(tile_calls) >= TILE_CALLS_KEPT:
+            del tile_calls[next(iter(tile_calls))]
+        tile_calls[key] = (call, planning.generation)
 
 
 def _empty_tile(bias, layer: _Layer, tile: _Tile) -> np.ndarray:
@@ -150,9 +197,9 @@ def tiled(plan: ConvTransposePlan, data: da.Array, filter: da.Array, bias: da.Ar
     """The lazy result of ``plan`` on ``data`` (channels in one chunk), ``filter`` and
     ``bias`` (single-chunk arrays), with chunks ``out_chunks`` (channels in one chunk)."""
     dtype = data.dtype
-    layer = _Layer(plan, dtype, threads)
     name = "conv-transpose-" + tokenize(data.name, filter.name, None if bias is None
                                         else bias.name, repr(plan), out_chunks, threads)
+    layer = _Layer(plan, dtype, threads, name)
     filter_key = (filter.name,) + (0,) * filter.ndim
     bias_key = None if bias is None else (bias.name, 0)
     channel, spatial = axes_of(plan, data.ndim)

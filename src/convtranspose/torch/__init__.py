@@ -27,6 +27,14 @@ autograd formula and a shape function, so ``torch.compile`` keeps a layer in one
 read through zero-copy NumPy views by the library's NumPy kernels; tensors on other
 devices are computed with torch's own functions (``docs/arrays.md``).  Second
 derivatives (a backward through a backward) are not provided.
+
+A layer's forward call that records no gradient (under ``torch.no_grad()`` or
+``torch.inference_mode()``, or with nothing requiring a gradient) on CPU runs a prepared
+layer of its weights (:func:`convtranspose.prepare`), made again whenever torch reports
+that the weight or bias changed (``optimizer.step()``, ``load_state_dict``, in-place
+operations) or an attribute is set.  Writes torch does not count, through
+``weight.data`` or a NumPy view of the weight, are not seen: call the layer's
+``repack()`` after them.
 """
 
 from ._modules import (

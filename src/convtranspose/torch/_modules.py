@@ -23,6 +23,7 @@ from .._plan import dialects as _dialects
 from .._plan.jax import jax_layouts
 from .._plan.rules import filter_axes
 from . import _ops
+from ._prepared import PreparedForward, layer_forward
 
 __all__ = ["ConvTranspose", "Convolution", "ConvolutionBackpropData", "GroupConvolution",
            "GroupConvolutionBackpropData", "JaxConvTranspose", "KerasConvTranspose",
@@ -49,7 +50,9 @@ def _divisible(name: str, value: int, groups_name: str, groups: int) -> None:
 
 
 class _Layer(nn.Module):
-    """A weight made in torch's layout and initialised as torch does (see the module)."""
+    """A weight made in torch's layout and initialised as torch does (see the module),
+    and computed through a prepared layer where no gradient is recorded
+    (:meth:`repack`)."""
 
     #: The dialect the layer computes (its name in ``DIALECTS``).
     dialect = ""
@@ -61,6 +64,7 @@ class _Layer(nn.Module):
         shape = self._layout(torch.empty(self._torch_shape, device="meta")).shape
         self.weight = nn.Parameter(torch.empty(shape, **factory))
         self.bias = None if bias_size is None else nn.Parameter(torch.empty(bias_size, **factory))
+        self._prepared = PreparedForward()
         self.reset_parameters()
 
     def _layout(self, weight):
@@ -80,8 +84,26 @@ class _Layer(nn.Module):
                     bound = 1 / math.sqrt(fan_in)
                     nn.init.uniform_(self.bias, -bound, bound)
 
+    def repack(self) -> None:
+        """Prepare the weights again on the next call.
+
+        A forward call that records no gradient (under ``torch.no_grad()`` or
+        ``torch.inference_mode()``, or with nothing requiring a gradient) on CPU runs a
+        prepared layer holding a copy of the weights (:func:`convtranspose.prepare`),
+        made again whenever torch reports a change: a new weight or bias, an in-place
+        operation on it (``optimizer.step()``, ``load_state_dict``, ``w.add_(1)``),
+        another storage, shape, dtype or device, or an attribute of the layer set.
+        Writes torch does not count, through ``weight.data`` or a NumPy view of the
+        weight, are not seen: call this after them.
+        """
+        self._prepared.clear()
+
     def _attributes(self) -> dict:
         return {name: getattr(self, name) for name in self._ATTRIBUTES}
+
+    def _computed(self, data, **per_call):
+        """The layer's result for ``data`` and the per-call arguments of ``forward``."""
+        return layer_forward(self, data, self._attributes(), per_call, self._prepared)
 
     def _set(self, attributes: dict, defaults: dict) -> None:
         """Each of ``_ATTRIBUTES`` from ``attributes`` (else its default), as an attribute
@@ -128,7 +150,6 @@ class ConvolutionBackpropData(_Layer):
     dialect = "convolution_backprop_data"
 
     _ATTRIBUTES = _OPENVINO + ("output_padding",)
-    _OP = staticmethod(_ops.convolution_backprop_data)
 
     def __init__(self, in_channels, out_channels, kernel_size, *, strides=None, pads_begin=None,
                  pads_end=None, dilations=None, auto_pad="explicit", output_padding=None,
@@ -146,7 +167,7 @@ class ConvolutionBackpropData(_Layer):
 
     def forward(self, data, output_shape=None):
         """``data`` ``[N, C_IN, X...]``; ``output_shape`` the spatial output size, or None."""
-        return self._OP(data, self.weight, output_shape, **self._attributes())
+        return self._computed(data, output_shape=output_shape)
 
 
 class _Grouped:
@@ -183,7 +204,6 @@ class GroupConvolutionBackpropData(_Grouped, ConvolutionBackpropData):
 
     dialect = "group_convolution_backprop_data"
 
-    _OP = staticmethod(_ops.group_convolution_backprop_data)
 
 
 class ConvTranspose(_Layer):
@@ -248,7 +268,7 @@ class ConvTranspose(_Layer):
 
     def forward(self, input):
         """``input`` in ``data_format``: ``(N, X..., I)`` (NXC) or ``(N, I, X...)``."""
-        return _ops.conv_transpose(input, self.weight, self.bias, **self._attributes())
+        return self._computed(input)
 
 
 class OnnxConvTranspose(_Layer):
@@ -295,7 +315,7 @@ class OnnxConvTranspose(_Layer):
 
     def forward(self, X):
         """``X`` ``(N, C, D...)``."""
-        return _ops.onnx_conv_transpose(X, self.weight, self.bias, **self._attributes())
+        return self._computed(X)
 
 
 class Convolution(_Layer):
@@ -322,7 +342,6 @@ class Convolution(_Layer):
     dialect = "convolution"
 
     _ATTRIBUTES = _OPENVINO
-    _OP = staticmethod(_ops.convolution)
 
     def __init__(self, in_channels, out_channels, kernel_size, *, strides=None, pads_begin=None,
                  pads_end=None, dilations=None, auto_pad="explicit", spatial_rank=None,
@@ -340,7 +359,7 @@ class Convolution(_Layer):
 
     def forward(self, data):
         """``data`` ``[N, C_IN, X...]``."""
-        return self._OP(data, self.weight, **self._attributes())
+        return self._computed(data)
 
 
 class GroupConvolution(_Grouped, Convolution):
@@ -359,7 +378,6 @@ class GroupConvolution(_Grouped, Convolution):
 
     dialect = "group_convolution"
 
-    _OP = staticmethod(_ops.group_convolution)
 
 
 # ---------------------------------------------------------------------------
@@ -485,6 +503,8 @@ class _FrameworkLayer(_Layer):
     _WEIGHT: _Weight
     _SIGNATURE: inspect.Signature
     _CALL: inspect.Signature
+    #: ``forward``'s per-call arguments' defaults (None: one has none).
+    _CALL_DEFAULTS: dict | None
 
     def __init__(self, *args, **kwargs):
         bound = self._SIGNATURE.bind(*args, **kwargs)
@@ -511,14 +531,14 @@ class _FrameworkLayer(_Layer):
         return weight.permute(self._source)
 
     def forward(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs and self._CALL_DEFAULTS is not None:
+            return self._computed(args[0], **self._CALL_DEFAULTS)  # nothing to bind
         bound = self._CALL.bind(self, *args, **kwargs)
         bound.apply_defaults()
-        data_name, filter_name, bias_name = _dialects.DIALECTS[self.dialect].operands
-        operands = {**bound.arguments, filter_name: self.weight}
-        del operands["self"]
-        if bias_name is not None:
-            operands[bias_name] = self.bias
-        return getattr(_ops, self.dialect)(**operands, **self._attributes())
+        per_call = dict(bound.arguments)
+        del per_call["self"]
+        return self._computed(per_call.pop(_dialects.DIALECTS[self.dialect].operands[0]),
+                              **per_call)
 
 
 def _framework_layer(name: str) -> type:
@@ -544,6 +564,7 @@ def _framework_layer(name: str) -> type:
     def forward(self, *args, **kwargs):
         return _FrameworkLayer.forward(self, *args, **kwargs)
 
+    per_call = list(call.parameters.values())[2:]
     self_parameter = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)]
     __init__.__signature__ = signature.replace(  # type: ignore[attr-defined]
         parameters=self_parameter + list(signature.parameters.values()))
@@ -553,6 +574,8 @@ def _framework_layer(name: str) -> type:
     return type(class_name, (_FrameworkLayer,), {
         "__doc__": doc, "__module__": __name__, "__init__": __init__, "forward": forward,
         "dialect": name, "_WEIGHT": weight, "_SIGNATURE": signature, "_CALL": call,
+        "_CALL_DEFAULTS": None if any(p.default is inspect.Parameter.empty for p in per_call)
+        else {p.name: p.default for p in per_call},
         "_ATTRIBUTES": attributes})
 
 

@@ -65,6 +65,12 @@ def _encode(attributes: dict) -> str:
                        if value is not None}, sort_keys=True)
 
 
+def library_arguments(attributes: dict) -> dict:
+    """The attributes as the custom operators hand them to the array function: encoded
+    and decoded (None ones left out, integers and sequences of them as JSON's)."""
+    return json.loads(_encode(attributes))
+
+
 def _checked(op: str, data, filter, bias, attributes: dict) -> str:
     """The encoded attributes, after the dialect's own checks on the shapes when running
     eagerly (a bad attribute fails at the call, with the library's message); while

@@ -14,10 +14,13 @@ from .suite import THREADS, Layer
 REUSE_MIN_BYTES = 1 << 20
 
 
-def run_ours(layer: Layer, inputs, reuse_output: bool = False, library=None):
+def run_ours(layer: Layer, inputs, reuse_output: bool = False, library=None,
+             prepared: bool = False):
     """Our runner; with ``reuse_output`` every call writes into one output array
     (``out=``, from :data:`REUSE_MIN_BYTES`), as OpenVINO's request writes into its
-    output tensor.  ``library``: another build of this package to call (A/B runs)."""
+    output tensor.  ``library``: another build of this package to call (A/B runs).
+    ``prepared``: the calls go through a prepared layer (``ct.prepare``) made here,
+    outside the timing, as the peers' compiled models and sessions are."""
     import convtranspose
 
     ct = convtranspose if library is None else library
@@ -25,28 +28,33 @@ def run_ours(layer: Layer, inputs, reuse_output: bool = False, library=None):
     data, weights = inputs["data"], inputs["weights"]
     rank = layer.rank
     if layer.layout == "NCX":
-        def call(**out):
-            return ct.onnx_conv_transpose(
-                data, weights, group=layer.groups, strides=[layer.stride] * rank,
-                pads=[layer.pad] * (2 * rank), dilations=[layer.dilation] * rank,
-                output_padding=[layer.output_padding] * rank, **out)
+        function, filter_name, filter = ct.onnx_conv_transpose, "W", weights
+        arguments = dict(group=layer.groups, strides=[layer.stride] * rank,
+                         pads=[layer.pad] * (2 * rank), dilations=[layer.dilation] * rank,
+                         output_padding=[layer.output_padding] * rank)
 
         def to_ncx(out):
             return np.asarray(out, np.float32)
     else:
         # Channels-last: NXC data, XIO filter (oneDNN's defaults), prepared outside the timing.
-        data_nxc = np.ascontiguousarray(np.moveaxis(data, 1, -1))
-        weights_xio = np.ascontiguousarray(_iox_to_xio(weights, layer.groups))
-
-        def call(**out):
-            return ct.conv_transpose(
-                data_nxc, weights_xio, strides=[layer.stride] * rank,
-                pads_begin=[layer.pad] * rank, pads_end=[layer.pad] * rank,
-                dilations=[layer.dilation] * rank, output_padding=[layer.output_padding] * rank,
-                groups=layer.groups, data_format="NXC", filter_format="XIO", **out)
+        data = np.ascontiguousarray(np.moveaxis(data, 1, -1))
+        function, filter_name = ct.conv_transpose, "filter"
+        filter = np.ascontiguousarray(_iox_to_xio(weights, layer.groups))
+        arguments = dict(strides=[layer.stride] * rank, pads_begin=[layer.pad] * rank,
+                         pads_end=[layer.pad] * rank, dilations=[layer.dilation] * rank,
+                         output_padding=[layer.output_padding] * rank, groups=layer.groups,
+                         data_format="NXC", filter_format="XIO")
 
         def to_ncx(out):
             return np.moveaxis(np.asarray(out, np.float32), -1, 1)
+    if prepared:
+        bound = ct.prepare(function, **{filter_name: filter}, **arguments)
+
+        def call(**out):
+            return bound(data, **out)
+    else:
+        def call(**out):
+            return function(data, filter, **arguments, **out)
     output = call() if reuse_output else None
     if output is None or output.nbytes < REUSE_MIN_BYTES:
         return call, to_ncx

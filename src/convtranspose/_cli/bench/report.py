@@ -64,6 +64,9 @@ def markdown(rows: list[dict], peers: list[str], meta: dict, wide: bool = True) 
         "convtranspose writes every timed call of an output of 1 MiB or more into one output"
         " array (`out=`), as OpenVINO's request writes into its output tensor; torch and"
         " onnxruntime return a new array.",
+        "convtranspose is called through prepared layers (`ct.prepare`, made before the"
+        " timing as the peers' compiled models are)." if meta.get("calls") == "prepared layer"
+        else None,
         "`% of floor`: the layer's floor (below) over convtranspose's time, the share of"
         " the roofline it reaches; '-' where call overhead binds.",
         "`extra mem / output`: peak bytes NumPy allocated during one call minus the output, over the"

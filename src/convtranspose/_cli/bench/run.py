@@ -94,12 +94,13 @@ def alternating_rounds(runners: dict, repeat: int, warmup: int = 0, budget: floa
 
 def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget: float,
                 fma_flops: float | None = None, bandwidth: float | None = None,
-                planning: bool = False) -> dict:
+                planning: bool = False, prepared: bool = False) -> dict:
     """One row: medians per implementation, memory, (given the machine's ``fma_flops``
     and copy ``bandwidth``) the floor that bounds every implementation and our share of
-    it, and with ``planning`` the planning columns (:func:`.planning.planning_columns`)."""
+    it, and with ``planning`` the planning columns (:func:`.planning.planning_columns`);
+    with ``prepared`` ours through a prepared layer (:func:`.peers.run_ours`)."""
     inputs = make_inputs(layer)
-    run, to_ncx = run_ours(layer, inputs, reuse_output=True)
+    run, to_ncx = run_ours(layer, inputs, reuse_output=True, prepared=prepared)
     reference = np.array(to_ncx(run()))  # a copy: later calls write into the same array
     row: dict = {"layer": layer.label, "config": asdict(layer), "flops": layer.flops, "times_ms": {},
                  "max_relative_error": {}, "skipped": {}}
@@ -130,7 +131,7 @@ def bench_layer(layer: Layer, peers: list[str], repeat: int, warmup: int, budget
                         for name, values in samples.items()}
     for name, values in row["rounds_ms"].items():
         row["times_ms"][name] = statistics.median(values)
-    peak, output_bytes = peak_extra_bytes(run_ours(layer, inputs)[0])  # a new output each call
+    peak, output_bytes = peak_extra_bytes(run_ours(layer, inputs, prepared=prepared)[0])  # a new output each call
     row["peak_bytes"] = peak
     row["output_bytes"] = output_bytes
     row["extra_bytes"] = max(peak - output_bytes, 0)
@@ -182,6 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeat", type=int, default=None,
                         help="timed rounds per layer (default 9, --random 5, --quick 3)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls first (default 2)")
+    parser.add_argument("--prepared", action="store_true",
+                        help="time convtranspose through prepared layers (ct.prepare, made"
+                             " before the timing as the peers' compiled models are), not"
+                             " through its array functions")
     parser.add_argument("--peers", default=None,
                         help="comma-separated subset of torch,openvino,onnxruntime")
     parser.add_argument("--out", default="bench-results",
@@ -221,8 +226,9 @@ def _suite(args, parser) -> tuple[list[Layer], dict]:
     return layers, suite
 
 
-def _meta(repeat: int, peers: list[str], fma_flops, bandwidth: float, suite: dict) -> dict:
-    return {"cpu": cpu_model(),
+def _meta(repeat: int, peers: list[str], fma_flops, bandwidth: float, suite: dict,
+          prepared: bool = False) -> dict:
+    return {"cpu": cpu_model(), "calls": "prepared layer" if prepared else "array function",
             "machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.python_version()}",
             "threads": THREADS, "numpy": np.__version__, "blas": blas_description(),
             "repeat": repeat, "peers": peers, "suite": suite,
@@ -313,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     for done, layer in enumerate(layers, 1):
         try:
             row = bench_layer(layer, peers, repeat, args.warmup, budget, fma_flops, bandwidth,
-                              planning=True)
+                              planning=True, prepared=args.prepared)
         except AssertionError as mismatch:
             print(f"MISMATCH: {mismatch}", file=sys.stderr)
             return 1
@@ -323,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"[{done}/{len(layers)}] {_progress(layer, row)}"
               f"{eta(started, done, len(layers))}", file=sys.stderr, flush=True)
-    meta = _meta(repeat, peers, fma_flops, bandwidth, suite)
+    meta = _meta(repeat, peers, fma_flops, bandwidth, suite, args.prepared)
     written = _write(args.out, rows, peers, meta, not args.no_plot)
     print(markdown(rows, peers, meta, wide=args.wide), flush=True)
     print("results written to " + ", ".join(os.path.abspath(path) for path in written),
