@@ -145,4 +145,4 @@ def test_explain_measures_a_channels_last_plan_on_operands_of_its_own_shapes(tmp
         choice = ct.explain(plan, measure=True).choice
     finally:
         ct.forget_wisdom()
-    assert choice.measured and choice.algorithm == choice.measured[0][0]
+    assert choice.measured and choice.label == choice.measured[0][0]

@@ -397,7 +397,7 @@ def _direct_estimate(layer: Layer, pairs: bool, rows: bool, target: Target) -> R
 BLOCKED_MAX_CHANNELS = 64
 
 
-def blocked_offered(ci: int, co: int, channels_last: bool, rows: bool, target: Target) -> bool:
+def blocked_offered(ci: int, co: int, target: Target) -> bool:
     """Whether the cost model offers ``direct-blocked`` for these channels per group.
 
     Not for at most half a vector of output channels: the block holds output channels
@@ -405,11 +405,14 @@ def blocked_offered(ci: int, co: int, channels_last: bool, rows: bool, target: T
     of ``direct`` vectorises along space.  Nor for at most four products per group
     (``ci * co``), which ``direct``'s per-position kernel takes.  Not for more than
     :data:`BLOCKED_MAX_CHANNELS` output channels on 32-byte vectors; with 64-byte ones,
-    for any number of them, except channels first where ``direct``'s row kernel takes
-    the layer (``rows``), which it does not beat.  The evidence is in
-    ``benchmarks/results/direct-blocked-zen4.json`` and ``calibration-zen4.json``.
+    for any number of them (``benchmarks/results/direct-blocked-zen4.json``,
+    ``calibration-zen4.json``).  Channels first too, where ``direct``'s row kernel
+    competes: it was faster on AMD Zen 4, and slower on an Intel Xeon (DCGAN 256->128
+    16x16: 24 ms against 31; 512->256 8x8: 33 ms against 48,
+    ``benchmarks/results/blocked-channels-first-xeon.json``), so measured planning
+    decides between them.
     """
-    wide = target.vector_bytes == 64 and (channels_last or not rows)
+    wide = target.vector_bytes == 64
     return (2 * co > target.lanes("float32") and (co <= BLOCKED_MAX_CHANNELS or wide)
             and ci * co > 4)
 
@@ -498,6 +501,5 @@ ESTIMATES = {
                                                         situation["rows"], situation["target"]),
     "direct-blocked": lambda layer, situation: (
         blocked_estimate(layer, situation["target"])
-        if blocked_offered(layer.ci, layer.co, layer.channels_last, situation["rows"],
-                           situation["target"]) else None),
+        if blocked_offered(layer.ci, layer.co, situation["target"]) else None),
 }
