@@ -114,6 +114,7 @@ def test_a_peer_two_units_apart_is_skipped_with_the_reason(monkeypatch, tmp_path
 @pytest.mark.parametrize("argv, words", [
     (["--peers", "no-such-peer"], ["unknown peer", "no-such-peer"]),
     (["--layers", "no-such-layer"], ["quantized fixed suite", "no-such-layer"]),
+    (["--prepared"], ["--prepared", "--quantized"]),
 ])
 def test_bad_quantized_options_are_one_line_errors(argv, words, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_:

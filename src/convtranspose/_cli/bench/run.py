@@ -210,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _suite(args, parser) -> tuple[list[Layer], dict]:
     """The layers the options select and the suite's description for the results."""
     kind = "quantized " if args.quantized else ""
+    if args.quantized and args.prepared:
+        parser.error("--prepared times prepared float layers; the quantized suite (--quantized)"
+                     " calls the quantized functions")
     if args.random is None:
         if args.count is not None:
             parser.error(f"--count {args.count} is given without --random; it sets how many"
