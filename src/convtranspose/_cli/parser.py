@@ -481,7 +481,8 @@ def _add_bench_and_demo(commands, handlers: dict) -> None:
         description="Run the benchmark suite; every argument after 'bench' is passed to it"
                     " (see `convtranspose bench --help`).",
         epilog="examples:\n  convtranspose bench --quick --out bench-results\n"
-               "  convtranspose bench --random 7 --count 40 --out bench-random\n",
+               "  convtranspose bench --random 7 --count 40 --out bench-random\n"
+               "  convtranspose bench --quantized --quick --out bench-quantized\n",
         formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
 
     demo = subparser(commands, "demo", "run the spec's example layer on random data and time it",

@@ -18,6 +18,11 @@ with a counter and the time left, then the paths written.
 Each suite's report gives the geometric mean of (best peer time / our time), the worst
 layer, and two planning columns (:mod:`.planning`); the CPU is named beside the figures.
 
+With ``--quantized`` the quantized suite (:mod:`.quantized`): each layer in int8 through
+the dialect each int8 peer runs (torch's quantized modules, OpenVINO's FakeQuantize,
+LiteRT, onnxruntime's QDQ model), against that peer, and in float32 through this
+library.
+
 Modules: :mod:`.suite` (the fixed layers), :mod:`.random_suite` (the drawn ones),
 :mod:`.peers` (how each implementation is called), :mod:`.machine` (the CPU, peaks and
 floors), :mod:`.planning` (the planning columns), :mod:`.report` (table, summaries and

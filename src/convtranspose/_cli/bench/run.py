@@ -21,6 +21,7 @@ from ..._runtime.cache import atomic_write
 from ..._runtime.config import BACKGROUND_COMPILE_ENV, WISDOM_ENV
 from ..._runtime.target import host
 from ..guard import error
+from . import quantized
 from .machine import (
     FLOOR_MIN_MS,
     copy_bandwidth,
@@ -187,8 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="time convtranspose through prepared layers (ct.prepare, made"
                              " before the timing as the peers' compiled models are), not"
                              " through its array functions")
+    parser.add_argument("--quantized", action="store_true",
+                        help="the quantized suite: each layer in int8 through the dialect each"
+                             " int8 peer runs (torch's quantized modules, OpenVINO's FakeQuantize,"
+                             " onnxruntime's QDQ) and in float32 through convtranspose")
     parser.add_argument("--peers", default=None,
-                        help="comma-separated subset of torch,openvino,onnxruntime")
+                        help="comma-separated subset of torch,openvino,onnxruntime (with"
+                             " --quantized: torch-fbgemm, torch-x86, openvino-int8,"
+                             " litert-int8, 'onnxruntime-qdq (float)', or a runtime's name"
+                             " for all of its own)")
     parser.add_argument("--out", default="bench-results",
                         help="directory for results.md/.json/.png (default ./bench-results)")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG chart")
@@ -201,12 +209,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _suite(args, parser) -> tuple[list[Layer], dict]:
     """The layers the options select and the suite's description for the results."""
+    kind = "quantized " if args.quantized else ""
+    if args.quantized and args.prepared:
+        parser.error("--prepared times prepared float layers; the quantized suite (--quantized)"
+                     " calls the quantized functions")
     if args.random is None:
         if args.count is not None:
             parser.error(f"--count {args.count} is given without --random; it sets how many"
                          " random layers are drawn")
-        layers = [layer for layer in SUITE if layer.quick or not args.quick]
-        suite = {"name": "fixed suite" + (" (quick)" if args.quick else "")}
+        base = quantized.QUANTIZED_SUITE if args.quantized else SUITE
+        layers = [layer for layer in base if layer.quick or not args.quick]
+        suite = {"name": f"{kind}fixed suite" + (" (quick)" if args.quick else "")}
     else:
         count = MIN_COUNT if args.count is None else args.count
         if args.random < 0:
@@ -214,8 +227,9 @@ def _suite(args, parser) -> tuple[list[Layer], dict]:
         if count < MIN_COUNT:
             parser.error(f"--count must be at least {MIN_COUNT}, got {count}, so that every"
                          f" one of the {len(FAMILIES)} layer families is drawn")
-        layers = random_layers(args.random, count)
-        suite = {"name": f"random suite (seed {args.random}, {count} layers)",
+        layers = (quantized.quantized_random_layers(args.random, count)
+                  if args.quantized else random_layers(args.random, count))
+        suite = {"name": f"{kind}random suite (seed {args.random}, {count} layers)",
                  "seed": args.random, "count": count, "families": list(FAMILIES),
                  "caps": {"flops": MAX_FLOPS, "elements_per_tensor": MAX_ELEMENTS}}
     if args.layers:
@@ -240,6 +254,8 @@ def _meta(repeat: int, peers: list[str], fma_flops, bandwidth: float, suite: dic
 
 
 def _progress(layer: Layer, row: dict) -> str:
+    if "int8_speedup_over_float32" in row:
+        return quantized.quantized_progress(row)
     ratio = row.get("ratio_to_best_peer")
     lost, first = row.get("estimate_over_measure"), row.get("first_call_planning_ms")
     planning = "" if lost is None else f"  estimate/measure {lost:.2f}, 1st-call plan {first:.3g} ms"
@@ -274,9 +290,11 @@ def _write(out: str, rows: list[dict], peers: list[str], meta: dict,
     """Write the results into ``out``; the paths of the files written."""
     os.makedirs(out, exist_ok=True)
     written = [os.path.join(out, "results.md"), os.path.join(out, "results.json")]
+    text = (quantized.quantized_markdown(rows, peers, meta) if "vnni" in meta
+            else markdown(rows, peers, meta))
     # Each file is replaced whole (a temporary file renamed over it): an interrupted
     # write leaves the previous results, not half of new ones.
-    atomic_write(written[0], markdown(rows, peers, meta), private=False)
+    atomic_write(written[0], text, private=False)
     atomic_write(written[1], json.dumps({"meta": meta, "rows": rows}, indent=1),
                  private=False)
     if with_plot and plot(rows, os.path.join(out, "ratios.png")):
@@ -298,9 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     if repeat < 1:
         parser.error(f"--repeat must be at least 1, got {repeat}")
     requested = args.peers.split(",") if args.peers else None
-    if requested and set(requested) - set(PEERS):
-        parser.error(f"unknown peer(s): {sorted(set(requested) - set(PEERS))}")
-    peers = installed_peers(requested)
+    known = set(PEERS) | (set(quantized.QUANTIZED_PEERS) if args.quantized else set())
+    if requested and set(requested) - known:
+        parser.error(f"unknown peer(s): {sorted(set(requested) - known)}")
+    peers = (quantized.installed_quantized_peers(requested) if args.quantized
+             else installed_peers(requested))
     layers, suite = _suite(args, parser)
     refused = _refused_out(args.out)
     if refused:
@@ -318,8 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     for done, layer in enumerate(layers, 1):
         try:
-            row = bench_layer(layer, peers, repeat, args.warmup, budget, fma_flops, bandwidth,
-                              planning=True, prepared=args.prepared)
+            if args.quantized:
+                row = quantized.bench_quantized_layer(layer, peers, repeat, args.warmup, budget,
+                                                      alternating_rounds)
+            else:
+                row = bench_layer(layer, peers, repeat, args.warmup, budget, fma_flops, bandwidth,
+                                  planning=True, prepared=args.prepared)
         except AssertionError as mismatch:
             print(f"MISMATCH: {mismatch}", file=sys.stderr)
             return 1
@@ -330,8 +354,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{done}/{len(layers)}] {_progress(layer, row)}"
               f"{eta(started, done, len(layers))}", file=sys.stderr, flush=True)
     meta = _meta(repeat, peers, fma_flops, bandwidth, suite, args.prepared)
-    written = _write(args.out, rows, peers, meta, not args.no_plot)
-    print(markdown(rows, peers, meta, wide=args.wide), flush=True)
+    if args.quantized:
+        meta["vnni"] = quantized.vnni_flags()
+        meta["command"] = "convtranspose bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    written = _write(args.out, rows, peers, meta, not args.no_plot and not args.quantized)
+    print(quantized.quantized_markdown(rows, peers, meta) if args.quantized
+          else markdown(rows, peers, meta, wide=args.wide), flush=True)
     print("results written to " + ", ".join(os.path.abspath(path) for path in written),
           file=sys.stderr)
     return 0
