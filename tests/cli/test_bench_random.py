@@ -238,31 +238,43 @@ def _torch_result(layer, inputs):
                     groups=layer.groups, dilation=layer.dilation).numpy()
 
 
+def _per_axis(layer) -> dict:
+    rank = layer.rank
+    return dict(strides=[layer.stride] * rank, dilations=[layer.dilation] * rank,
+                output_padding=[layer.output_padding] * rank)
+
+
+def _oracle_case(layer, inputs):
+    """The slow oracle of the benchmark runner's dialect for ``layer``: onnx_conv_transpose
+    for NCX rows, oneDNN's conv_transpose with NXC data and XIO filters for NXC rows."""
+    from oracle import onednn_conv_transpose_case, onnx_conv_transpose_case
+
+    data, weights, rank = inputs["data"], inputs["weights"], layer.rank
+    if layer.layout == "NCX":
+        return onnx_conv_transpose_case(data, weights, group=layer.groups,
+                                        pads=[layer.pad] * (2 * rank), **_per_axis(layer))
+    return onednn_conv_transpose_case(
+        np.moveaxis(data, 1, -1), np.moveaxis(weights, (0, 1), (rank, rank + 1)),
+        pads_begin=[layer.pad] * rank, pads_end=[layer.pad] * rank, groups=layer.groups,
+        data_format="NXC", filter_format="XIO", **_per_axis(layer))
+
+
 def test_tiny_copies_of_drawn_layers_match_the_oracle_and_torch():
     # The benchmark's own runner (onnx_conv_transpose for NCX rows, conv_transpose
     # with NXC data and XIO filters for NXC rows) against the slow oracle of that
     # dialect; torch (float64) against the same oracle shows every peer's rules admit
     # the geometry (PyTorch's output_padding rule, padding, groups).
-    from oracle import assert_matches, onednn_conv_transpose_case, onnx_conv_transpose_case
+    from oracle import assert_matches, onnx_conv_transpose_case
 
     for layer in [_tiny(layer) for seed in range(2) for layer in drawn.random_layers(seed)]:
         inputs = _bench.make_inputs(layer)
-        data, weights, rank = inputs["data"], inputs["weights"], layer.rank
-        attributes = dict(strides=[layer.stride] * rank, dilations=[layer.dilation] * rank,
-                          output_padding=[layer.output_padding] * rank)
-        if layer.layout == "NCX":
-            case = onnx_conv_transpose_case(data, weights, group=layer.groups,
-                                            pads=[layer.pad] * (2 * rank), **attributes)
-        else:
-            case = onednn_conv_transpose_case(
-                np.moveaxis(data, 1, -1), np.moveaxis(weights, (0, 1), (rank, rank + 1)),
-                pads_begin=[layer.pad] * rank, pads_end=[layer.pad] * rank, groups=layer.groups,
-                data_format="NXC", filter_format="XIO", **attributes)
+        case = _oracle_case(layer, inputs)
         run, _ = _bench.run_ours(layer, inputs)
         assert_matches(run(), case)
+        data, weights, rank = inputs["data"], inputs["weights"], layer.rank
         exact = onnx_conv_transpose_case(data.astype(np.float64), weights.astype(np.float64),
                                          group=layer.groups, pads=[layer.pad] * (2 * rank),
-                                         **attributes).exact()
+                                         **_per_axis(layer)).exact()
         np.testing.assert_allclose(_torch_result(layer, inputs), exact, rtol=1e-9, atol=1e-9,
                                    err_msg=layer.label)
 
@@ -270,21 +282,11 @@ def test_tiny_copies_of_drawn_layers_match_the_oracle_and_torch():
 def test_prepared_runners_of_drawn_layers_match_the_oracle():
     # ``bench --prepared`` times ct.prepare layers: each, called twice (bound, then
     # through its kept call), against the slow oracle of its dialect.
-    from oracle import assert_matches, onednn_conv_transpose_case, onnx_conv_transpose_case
+    from oracle import assert_matches
 
     for layer in [_tiny(layer) for layer in drawn.random_layers(3)][:12]:
         inputs = _bench.make_inputs(layer)
-        data, weights, rank = inputs["data"], inputs["weights"], layer.rank
-        attributes = dict(strides=[layer.stride] * rank, dilations=[layer.dilation] * rank,
-                          output_padding=[layer.output_padding] * rank)
-        if layer.layout == "NCX":
-            case = onnx_conv_transpose_case(data, weights, group=layer.groups,
-                                            pads=[layer.pad] * (2 * rank), **attributes)
-        else:
-            case = onednn_conv_transpose_case(
-                np.moveaxis(data, 1, -1), np.moveaxis(weights, (0, 1), (rank, rank + 1)),
-                pads_begin=[layer.pad] * rank, pads_end=[layer.pad] * rank, groups=layer.groups,
-                data_format="NXC", filter_format="XIO", **attributes)
+        case = _oracle_case(layer, inputs)
         run, _ = _bench.run_ours(layer, inputs, prepared=True)
         for _ in range(2):
             assert_matches(np.array(run()), case)

@@ -136,7 +136,6 @@ def _openvino(layer: Layer, inputs):
 
 
 def _onnxruntime(layer: Layer, inputs):
-    import onnxruntime
     from onnx import TensorProto, helper, numpy_helper
 
     if layer.dtype != "float32":
@@ -161,13 +160,7 @@ def _onnxruntime(layer: Layer, inputs):
         nodes, "bench", [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
         initializer=[numpy_helper.from_array(weights, "W")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
-    model.ir_version = 10
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = THREADS
-    options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
+    session = onnxruntime_session(graph, 22)
     feed = {"X": data if layer.layout == "NCX" else np.ascontiguousarray(np.moveaxis(data, 1, -1))}
 
     def run():
@@ -176,6 +169,21 @@ def _onnxruntime(layer: Layer, inputs):
     if layer.layout == "NCX":
         return run, lambda out: out
     return run, lambda out: np.moveaxis(out, -1, 1)
+
+
+def onnxruntime_session(graph, opset: int):
+    """An onnxruntime CPU session of ``graph`` (a model of IR version 10 at ``opset``) on
+    the benchmark's threads, as PEERS.md runs it."""
+    import onnxruntime
+    from onnx import helper
+
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = THREADS
+    options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                        providers=["CPUExecutionProvider"])
 
 
 class Unsupported(Exception):

@@ -21,7 +21,7 @@ from dataclasses import asdict, replace
 
 import numpy as np
 
-from .peers import Unsupported, run_ours
+from .peers import Unsupported, onnxruntime_session, run_ours
 from .random_suite import random_layers
 from .suite import THREADS, Layer
 
@@ -216,7 +216,6 @@ def openvino_deconvolution_precision(compiled) -> str:
 def _onnxruntime(layer: Layer, q: dict):
     """The QDQ model (DequantizeLinear, ConvTranspose, QuantizeLinear); the CPU
     provider runs it in float32."""
-    import onnxruntime
     from onnx import TensorProto, helper, numpy_helper
 
     geometry = _geometry(layer)
@@ -232,13 +231,7 @@ def _onnxruntime(layer: Layer, q: dict):
         [helper.make_tensor_value_info("x", TensorProto.UINT8, list(q["x"].shape))],
         [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
         initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in constants.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    model.ir_version = 10
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = THREADS
-    options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
+    session = onnxruntime_session(graph, 21)
     feed = {"x": q["x"]}
     return (lambda: session.run(None, feed)[0]), (lambda out: out)
 
