@@ -279,3 +279,46 @@ def test_cli():
     assert text.returncode == 0 and "requantization: ONNX" in text.stdout
     assert_one_line_error(run_cli(*common, "--exact"), "requantization rules differ")
     assert_one_line_error(run_cli(*common[:11]), "missing x_zero_point")
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("engine", ["fbgemm", "qnnpack"])
+def test_torch_itself_computes_the_translated_onnx_layer(engine):
+    # The peer: torch's own quantized ConvTranspose2d on the translated operands gives
+    # back the ONNX layer's int8 result (power-of-two scales: both rules exact).
+    torch = pytest.importorskip("torch")
+    if engine not in torch.backends.quantized.supported_engines:
+        pytest.skip(f"this torch build has no {engine} engine")
+    from torch.ao.nn import quantized as nnq
+
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, (1, 3, 4, 5)).astype(np.int8)
+    w = rng.integers(-40, 41, (3, 2, 3, 2)).astype(np.int8)
+    B = rng.integers(-300, 301, 2).astype(np.int32)
+    onnx = dict(x_scale=np.float32(0.125), x_zero_point=np.int8(5),
+                w_scale=np.float32(0.0625), w_zero_point=np.int8(-3),
+                y_scale=np.float32(2.0), y_zero_point=np.int8(-10))
+    y = ct.qlinear_conv_transpose(x, onnx["x_scale"], onnx["x_zero_point"], w,
+                                  onnx["w_scale"], onnx["w_zero_point"], onnx["y_scale"],
+                                  onnx["y_zero_point"], B, strides=[2, 1], pads=[1, 0, 1, 0])
+    t = ct.translate("qlinear_conv_transpose", "torch_quantized_conv_transpose", x.shape,
+                     w.shape, B.shape, strides=[2, 1], pads=[1, 0, 1, 0],
+                     target_engine=engine, **onnx)
+    (xq, wq, bias), = t.operands(x, w, B)
+    a = t.attributes
+    previous = torch.backends.quantized.engine
+    torch.backends.quantized.engine = engine
+    try:
+        module = nnq.ConvTranspose2d(3, 2, (3, 2), stride=a["stride"], padding=a["padding"],
+                                     output_padding=a["output_padding"], groups=a["groups"],
+                                     dilation=a["dilation"])
+        module.set_weight_bias(torch._make_per_tensor_quantized_tensor(
+            torch.from_numpy(wq), float(a["weight_scale"]), a["weight_zero_point"]),
+            torch.from_numpy(bias))
+        module.scale, module.zero_point = float(a["output_scale"]), a["output_zero_point"]
+        result = module(torch._make_per_tensor_quantized_tensor(
+            torch.from_numpy(xq), float(a["input_scale"]), a["input_zero_point"]))
+    finally:
+        torch.backends.quantized.engine = previous
+    np.testing.assert_array_equal(t.output(result.int_repr().numpy()), y)
+    assert np.unique(y).size > 10  # not all saturated

@@ -395,11 +395,28 @@ def target_quantization(source: str, target: str, quantization: Quantization, pl
                 f" values shared by the {plan.groups} groups); this layer's per-channel"
                 f" scales or zero points differ between groups")
     moved = _moved(quantization, ("uint8", "int8", "uint8"), "", "float", engine)
-    if quantization.per_channel and engine != "qnnpack":
-        notes.append(f"torch itself refuses per-channel weights for transposed convolution"
-                     f" on {engine}; this library computes the layer by the engine's rule")
+    notes += _torch_limits(engine, moved, plan)
     rule = _torch_rule(_resolved_engine(engine, moved.filter_zero_point, plan))
     return dataclasses.replace(moved, rule=rule), notes
+
+
+def _torch_limits(engine: str, quantization: Quantization, plan) -> list[str]:
+    """What torch's own engine refuses of a layer this library computes by its rule."""
+    refused = []
+    if quantization.per_channel and engine != "qnnpack":
+        refused.append("per-channel weights")
+    if engine == "onednn" and np.any(quantization.filter_zero_point):
+        refused.append("weight zero points other than 0")
+    if engine == "onednn" and any(plan.output_padding):
+        refused.append("output_padding")
+    if engine == "qnnpack" and quantization.per_channel and plan.groups > 1:
+        refused.append("per-channel weights with groups")
+    if engine == "qnnpack" and plan.spatial_rank == 3:
+        refused.append("3-D layers")
+    if not refused:
+        return []
+    return [f"torch's {engine} engine itself refuses {', '.join(refused)} for transposed"
+            f" convolution; this library computes the layer by the engine's rule"]
 
 
 def _products(quantization: Quantization) -> np.ndarray:
