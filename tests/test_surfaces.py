@@ -13,6 +13,7 @@ import inspect
 import pathlib
 import re
 
+import numpy as np
 import pytest
 
 import convtranspose as ct
@@ -92,8 +93,17 @@ def test_the_command_line_shape_and_run():
 def test_translate():
     plan = ct.shapes.convolution_backprop_data((1, 2, 4, 4), (2, 3, 3, 3), strides=2)
     assert plan.output_shape == (1, 3, 9, 9)
+    quantization = dict(x_scale=np.float32(0.5), x_zero_point=np.uint8(10),
+                        w_scale=np.float32(0.25), w_zero_point=np.int8(0),
+                        y_scale=np.float32(0.125), y_zero_point=np.uint8(100))
     for name in DIALECTS:
-        if DIALECTS[name].has("translate"):
+        if DIALECTS[name].has("translate") and DIALECTS[name].quantized:
+            with pytest.raises(ct.ConvTransposeError, match="is a float dialect"):
+                ct.translate("convolution_backprop_data", name, (1, 2, 4, 4), (2, 3, 3, 3))
+            translation = ct.translate("qlinear_conv_transpose", name, (1, 2, 4, 4),
+                                       (2, 3, 3, 3), strides=[2, 2], **quantization)
+            assert translation.target == name
+        elif DIALECTS[name].has("translate"):
             translation = ct.translate("convolution_backprop_data", name, (1, 2, 4, 4),
                                        (2, 3, 3, 3), strides=2)
             assert translation.target == name

@@ -51,6 +51,7 @@ from ._frontends.specs import (
 from ._frontends.tflite_quantized import tflite_quantized_transpose_conv
 from ._frontends.torch_quantized import torch_quantized_conv_transpose
 from ._frontends.translate import Translation, translate
+from ._frontends.translate_quantized import QuantizedTranslation
 from ._kernels import ALGORITHMS
 from ._plan.dialects import ConvolutionPlan
 from ._plan.rules import AxisPlan, ConvTransposePlan
@@ -115,6 +116,7 @@ __all__ = [
     "torch_quantized_conv_transpose",
     "Translation",
     "translate",
+    "QuantizedTranslation",
     "use_planning",
     "use_target",
     "vjp",

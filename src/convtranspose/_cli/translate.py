@@ -46,8 +46,10 @@ _TORCH_FLAGS = ("stride", "padding", "dilation")
 
 def add_translate(commands, handler) -> None:
     """Add ``translate`` to the ``convtranspose`` subcommands."""
-    from .._frontends.translate import DIALECTS
+    from .._frontends.translate import DIALECTS as FLOATS
+    from .._frontends.translate import QUANTIZED_DIALECTS
 
+    DIALECTS = FLOATS + QUANTIZED_DIALECTS
     parser = subparser(
         commands, "translate", "one layer of one dialect as another dialect's attributes",
         "Give the attributes, data and filter transforms and any crop or pad that make the"
@@ -70,11 +72,28 @@ def add_translate(commands, handler) -> None:
                                  metavar="N[,N...]" + ("|MODE" if name == "padding" else ""))
     torch_flags.add_argument("--output-size", dest="output_size", type=int_list,
                              metavar="Y[,Y...]")
+    quantized = parser.add_argument_group(
+        "quantized dialects (" + ", ".join(QUANTIZED_DIALECTS) + "; scales and zero points"
+        " as --attr NAME=VALUE)")
+    quantized.add_argument("--dtypes", type=_dtypes, metavar="DATA,FILTER,OUTPUT",
+                           help="the source's tensor types, e.g. uint8,int8,uint8")
+    quantized.add_argument("--target-engine", dest="target_engine",
+                           choices=("x86", "fbgemm", "qnnpack", "onednn"),
+                           help="torch_quantized_conv_transpose's engine as the target"
+                                " (default fbgemm)")
     parser.add_argument("--attr", dest="attr", action="append", type=_attribute, default=[],
                         metavar="NAME=VALUE",
                         help="any argument of the source dialect, VALUE read as JSON (a word"
                              " that is not JSON is taken as a string); repeatable")
     parser.set_defaults(handler=handler)
+
+
+def _dtypes(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(","))
+    if len(names) != 3 or not all(name in ("uint8", "int8", "int16") for name in names):
+        raise argparse.ArgumentTypeError(
+            f"--dtypes takes DATA,FILTER,OUTPUT of uint8, int8, int16; got {text!r}")
+    return names
 
 
 def _int_or_word(text: str):
@@ -108,7 +127,7 @@ def _source_attributes(args: argparse.Namespace) -> dict:
     flags = [(name, value, "--" + name.replace("_", "-")) for name, value in vars(args).items()
              if value is not None and name not in (
                  "source", "target", "data_shape", "filter_shape", "bias_shape", "exact", "json",
-                 "emit", "handler", "command", "attr")]
+                 "emit", "handler", "command", "attr", "dtypes", "target_engine")]
     attributes: dict = {}
     for name, value, flag in flags + [(n, v, f"--attr {n}") for n, v in args.attr]:
         if name == "groups" and args.source == "onnx_conv_transpose":
@@ -132,7 +151,10 @@ def translate_command(args: argparse.Namespace) -> int:
 
     translation = ct.translate(args.source, args.target, args.data_shape, args.filter_shape,
                                args.bias_shape, workarounds=not args.exact,
+                               dtypes=args.dtypes, target_engine=args.target_engine,
                                **_source_attributes(args))
+    if isinstance(translation, ct.QuantizedTranslation):
+        return _quantized_output(args, translation)
     if args.emit is not None:
         if args.json:
             from .parser import Failure
@@ -160,6 +182,47 @@ def translate_command(args: argparse.Namespace) -> int:
         print(translation)
         print(_run_hint(translation))
     return 0
+
+
+def _quantized_output(args: argparse.Namespace, translation) -> int:
+    """Print a quantized translation: text, or with --json one object."""
+    from .parser import Failure
+
+    if args.emit is not None:
+        raise Failure("--emit python is not built for quantized translations yet;"
+                      " QuantizedTranslation.run(x, w, b) computes one with this library")
+    if not args.json:
+        print(translation)
+        print("  run: QuantizedTranslation.run(x, w, b) (ct.translate(...).run) computes it"
+              " with this library; .operands(x, w, b) and .parameters(g) give each target"
+              " layer's operands and quantization arguments")
+        return 0
+    geometry = translation.geometry
+    source, target = translation.source_quantization, translation.target_quantization
+    print(json.dumps({
+        "source": translation.source, "target": translation.target,
+        "exact": translation.exact, "max_difference": translation.max_difference,
+        "attributes": {k: _plain(v) for k, v in translation.attributes.items()},
+        "source_dtypes": list(source.dtypes), "target_dtypes": list(target.dtypes),
+        "requantization": [source.rule, target.rule],
+        "target_data_shape": list(geometry.target_plan.data_shape),
+        "target_filter_shape": list(geometry.target_plan.filter_shape),
+        "data_transpose": _listed(geometry.data_axes),
+        "filter_steps": [[step, list(value)] for step, value in geometry.filter_steps],
+        "split_groups": geometry.split_groups, "crop": _listed(geometry.crop),
+        "output_transpose": _listed(geometry.output_axes),
+        "output_shape": list(geometry.source_plan.output_shape),
+        "notes": list(geometry.notes) + list(translation.notes)}))
+    return 0
+
+
+def _plain(value):
+    """A NumPy value as JSON's (lists and numbers)."""
+    import numpy as np
+
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    return _listed(value)
 
 
 def _run_hint(translation) -> str:

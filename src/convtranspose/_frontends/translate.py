@@ -20,17 +20,22 @@ from .._plan.dialects import dialects_on
 from .._plan.rules import ConvTransposePlan
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
     from .._typing import ShapeLike
 
-__all__ = ["Translation", "translate", "DIALECTS"]
+__all__ = ["DIALECTS", "QUANTIZED_DIALECTS", "Translation", "translate"]
 
-#: Every dialect a layer can be translated from and to.
-DIALECTS = dialects_on("translate")
+#: Every float dialect a layer can be translated from and to.
+DIALECTS = tuple(name for name in dialects_on("translate") if not _DIALECTS[name].quantized)
+
+#: Every quantized dialect a layer can be translated from and to (to each other).
+QUANTIZED_DIALECTS = tuple(name for name in dialects_on("translate")
+                           if _DIALECTS[name].quantized)
 
 #: The data, filter and bias argument names of each dialect.
-NAMES = {name: _DIALECTS[name].operands for name in DIALECTS}
+NAMES = {name: _DIALECTS[name].operands for name in DIALECTS + QUANTIZED_DIALECTS}
 
 
 @dataclass(frozen=True)
@@ -282,7 +287,8 @@ def _show(value):
 
 def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: ShapeLike,
               bias_shape: ShapeLike | None = None, *, workarounds: bool = True,
-              **attributes: Any) -> Translation:
+              dtypes: Sequence[Any] | None = None, target_engine: str | None = None,
+              **attributes: Any) -> Any:
     """Express one transposed-convolution layer of one dialect in another.
 
     Parameters
@@ -308,13 +314,20 @@ def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: Sha
         attributes with a crop, zero pad or bias add of the output, one layer per
         group or a zero-dilated kernel (listed in ``notes``).  False: raise instead,
         naming what the target cannot express and that workaround.
+    dtypes, target_engine : optional
+        Quantized dialects only (``qlinear_conv_transpose``,
+        ``tflite_quantized_transpose_conv``, ``torch_quantized_conv_transpose``, to each
+        other): the source's (data, filter, output) types where its zero points are not
+        NumPy-typed, and torch's engine as a target (default ``"fbgemm"``).  Their
+        quantization parameters go in ``attributes``; the result is then a
+        :class:`QuantizedTranslation`.
     **attributes
         The source layer's attributes, with the source dialect's names (OpenVINO,
         TensorFlow and TFLite sources take ``output_shape`` here too).
 
     Returns
     -------
-    Translation
+    Translation or QuantizedTranslation
         ``.attributes`` for the target function; ``.filter(w)``, ``.layers(x, w, b)``
         (each target layer's operands), ``.finish(outputs, b)`` and ``.run(x, w, b)``
         apply it; ``str()`` describes it.
@@ -341,11 +354,26 @@ def translate(source: str, target: str, data_shape: ShapeLike, filter_shape: Sha
     >>> t.filter_steps[-2:], t.target_plan.filter_shape
     ((('dilate', (1, 1, 2, 1, 1)), ('split_groups', (2,))), (3, 5, 3, 2))
     """
+    if any(name in _DIALECTS and _DIALECTS[name].quantized for name in (source, target)):
+        from .translate_quantized import translate_quantized
+
+        return translate_quantized(source, target, data_shape, filter_shape, bias_shape,
+                                   workarounds, dtypes, target_engine, attributes, translate)
+    if dtypes is not None or target_engine is not None:
+        raise ConvTransposeError("dtypes and target_engine are for quantized dialects; this"
+                                 f" is a float translation ({source} -> {target})")
+    return _float_translation(source, target, data_shape, filter_shape, bias_shape,
+                              workarounds, attributes)
+
+
+def _float_translation(source, target, data_shape, filter_shape, bias_shape, workarounds,
+                       attributes) -> Translation:
     from .._plan import translation as rules
 
     for name, value in (("source", source), ("target", target)):
         if value not in DIALECTS:
-            raise ConvTransposeError(f"{name} must be one of {', '.join(DIALECTS)}; got {value!r}")
+            raise ConvTransposeError(f"{name} must be one of"
+                                     f" {', '.join(DIALECTS + QUANTIZED_DIALECTS)}; got {value!r}")
     flip = (source == "jax_conv_transpose" and not attributes.get("transpose_kernel", False)) \
         != (target == "jax_conv_transpose")
     plan = _source_plan(source, data_shape, filter_shape, bias_shape, attributes)

@@ -69,9 +69,6 @@ _QUANTIZED_MISSING = {
              " ConvTranspose modules are another dialect, not reproduced yet",
     "cli": "not built yet: shape and run take one data, filter and bias operand; the"
            " scales and zero points have no options there yet",
-    "translate": "not built yet: translations move a float layer's attributes and"
-                 " weights; no quantized source or target (scales, zero points,"
-                 " per-channel axes) is built yet",
 }
 _TFLITE_QUANTIZED_MISSING = {
     **_QUANTIZED_MISSING,
@@ -94,6 +91,9 @@ _TORCH_QUANTIZED_MISSING = {
 
 _FAKE_QUANTIZE_MISSING = {
     **_QUANTIZED_MISSING,
+    "translate": "FakeQuantize computes on float tensors (ranges and levels, a float sum"
+                 " and a float result), not integers with scales and zero points: no"
+                 " quantized dialect's operands carry it, and ct.translate refuses it",
     "vjp": "not built yet: FakeQuantize's gradient is a training rule of its own (the"
            " straight-through estimator inside the ranges, zero outside, and gradients for"
            " the ranges), not the transposed convolution's",
