@@ -35,6 +35,7 @@ from ._frontends.frameworks import (
     tflite_transpose_conv,
     torch_conv_transpose,
 )
+from ._frontends.onednn_quantized import onednn_quantized_conv_transpose
 from ._frontends.openvino_quantized import (
     fake_quantize_convolution_backprop_data,
     fake_quantize_group_convolution_backprop_data,
@@ -99,6 +100,7 @@ __all__ = [
     "keras_conv_transpose",
     "limit_memory",
     "num_threads",
+    "onednn_quantized_conv_transpose",
     "onnx_conv_transpose",
     "prepare",
     "qlinear_conv_transpose",

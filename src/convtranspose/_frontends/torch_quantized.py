@@ -126,7 +126,8 @@ def _onednn(acc, input_scale, weight_scale, bias, output_scale):
     """oneDNN's int8 deconvolution as torch drives it: torch hands over reciprocal
     scales (``float32(1 / scale)``), ideep inverts them back in float32, oneDNN scales
     the int32 sum by the product of the source and weight scales, adds the float bias
-    and multiplies by its float32 reciprocal of the destination scale."""
+    and multiplies by its float32 reciprocal of the destination scale; the result is
+    not rounded yet (oneDNN adds the zero point first, :func:`torch_requantize`)."""
     def back(scale):
         return F32(1) / (1.0 / np.asarray(scale, np.float64)).astype(F32)
     scale = back(input_scale) * back(weight_scale)
@@ -134,7 +135,7 @@ def _onednn(acc, input_scale, weight_scale, bias, output_scale):
     real = acc.astype(F32) * scale[:, None]
     if bias is not None:
         real += bias[:, None]
-    return np.rint(real * destination)
+    return real * destination
 
 
 def torch_requantize(acc: np.ndarray, engine: str, input_scale: float,
@@ -151,7 +152,11 @@ def torch_requantize(acc: np.ndarray, engine: str, input_scale: float,
     elif engine == "qnnpack":
         rounded = _qnnpack(moved, input_scale, weight_scale, bias, output_scale)
     else:
-        rounded = _onednn(moved, input_scale, weight_scale, bias, output_scale)
+        # oneDNN adds the zero point in float32 before it saturates and rounds (half to
+        # even): rint(0.5 + 101) is 102 where rint(0.5) + 101 is 101.
+        real = _onednn(moved, input_scale, weight_scale, bias, output_scale)
+        real += F32(output_zero_point)
+        rounded = np.rint(np.clip(real, 0, 255)) - output_zero_point
     result = _x86_store(rounded, output_zero_point)
     shape = (channels, acc.shape[0]) + acc.shape[2:]
     return np.moveaxis(result.reshape(shape), 0, 1)

@@ -24,6 +24,7 @@ from .pytorch import torch_conv_transpose
 from .quantized import (
     fake_quantize_convolution_backprop_data,
     fake_quantize_group_convolution_backprop_data,
+    onednn_quantized_conv_transpose,
     qlinear_conv_transpose,
     tflite_quantized_transpose_conv,
     torch_quantized_conv_transpose,
@@ -36,7 +37,7 @@ __all__ = ["DIALECTS", "SURFACES", "ConvolutionPlan", "Dialect", "conv_transpose
            "fake_quantize_group_convolution_backprop_data",
            "convolution", "convolution_backprop_data", "dialects_on", "group_convolution",
            "group_convolution_backprop_data", "jax_conv_transpose", "keras_conv_transpose",
-           "onnx_conv_transpose", "qlinear_conv_transpose", "tensorrt_deconvolution",
+           "onednn_quantized_conv_transpose", "onnx_conv_transpose", "qlinear_conv_transpose", "tensorrt_deconvolution",
            "tf_conv_transpose", "tflite_quantized_transpose_conv", "tflite_transpose_conv",
            "torch_conv_transpose", "torch_quantized_conv_transpose"]
 
@@ -104,6 +105,15 @@ _FAKE_QUANTIZE_MISSING = {
            " follows the pattern in a model)",
 }
 
+_ONEDNN_QUANTIZED_MISSING = {
+    **_QUANTIZED_MISSING,
+    "vjp": "quantized operations have no gradient in their owners (oneDNN's int8"
+           " deconvolution is forward only; training uses the float layer with fake"
+           " quantization)",
+    "torch": "not built yet: convtranspose.torch computes float tensors; integer tensors"
+             " with oneDNN's scale and zero point attributes have no function there yet",
+}
+
 
 @dataclass(frozen=True)
 class Dialect:
@@ -166,6 +176,10 @@ _RECORDS = (
             quantized=True, missing=_FAKE_QUANTIZE_MISSING),
     Dialect("conv_transpose", "oneDNN Graph ConvTranspose-1", conv_transpose,
             ("input", "filter", "bias")),
+    Dialect("onednn_quantized_conv_transpose", "oneDNN int8 deconvolution (u8/s8 source, s8"
+            " weights, u8/s8/s32/f32 destination, scales and zero points)",
+            onednn_quantized_conv_transpose, ("input", "filter", "bias"), quantized=True,
+            missing=_ONEDNN_QUANTIZED_MISSING),
     Dialect("onnx_conv_transpose", "ONNX ConvTranspose", onnx_conv_transpose, ("X", "W", "B")),
     Dialect("qlinear_conv_transpose", "ONNX Runtime com.microsoft.QLinearConvTranspose"
             " (the ONNX QDQ ConvTranspose pattern)", qlinear_conv_transpose,

@@ -1,6 +1,7 @@
 """Quantized transposed convolutions: ONNX's ``com.microsoft.QLinearConvTranspose``,
-TFLite's quantized ``TRANSPOSE_CONV``, PyTorch's quantized ``ConvTranspose1d/2d/3d`` and
-OpenVINO's FakeQuantize pattern around (Group)ConvolutionBackpropData.
+TFLite's quantized ``TRANSPOSE_CONV``, PyTorch's quantized ``ConvTranspose1d/2d/3d``,
+OpenVINO's FakeQuantize pattern around (Group)ConvolutionBackpropData and oneDNN's int8
+deconvolution.
 
 Each geometry is its float dialect's (:mod:`convtranspose._plan.onnx`,
 :mod:`convtranspose._plan.tensorflow`); this module adds the shapes of the
@@ -18,6 +19,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from .._errors import ConvTransposeError
+from .onednn import conv_transpose
 from .onnx import onnx_conv_transpose
 from .openvino import convolution_backprop_data, group_convolution_backprop_data
 from .pytorch import torch_conv_transpose
@@ -32,7 +34,10 @@ if TYPE_CHECKING:
     #: The shapes of a FakeQuantize's four ranges, then its ``levels``.
     FakeQuantizeArgs = Sequence[object]
 
-__all__ = ["TFLITE_ACTIVATIONS", "TORCH_ENGINES", "fake_quantize_convolution_backprop_data",
+__all__ = ["ONEDNN_DST_TYPES", "ONEDNN_SCALINGS", "TFLITE_ACTIVATIONS", "TORCH_ENGINES",
+           "fake_quantize_convolution_backprop_data", "onednn_dst_type",
+           "onednn_quantization_shapes",
+           "onednn_quantized_conv_transpose",
            "fake_quantize_group_convolution_backprop_data", "qlinear_conv_transpose", "quantization_shapes",
            "tflite_quantized_transpose_conv", "tflite_quantization_shapes",
            "torch_quantized_conv_transpose"]
@@ -338,3 +343,97 @@ def fake_quantize_group_convolution_backprop_data(
                                            output_padding=output_padding)
     return _fake_quantized("fake_quantize_group_convolution_backprop_data", plan, data,
                            filter, data_quantize, filter_quantize, output_quantize)
+
+
+#: The destination data types of oneDNN's int8 deconvolution, by their oneDNN names.
+ONEDNN_DST_TYPES = {"u8": "uint8", "s8": "int8", "s32": "int32", "f32": "float32"}
+#: The float orders of oneDNN's requantization: its JIT kernels' and its reference's.
+ONEDNN_SCALINGS = ("jit", "reference")
+
+
+def onednn_dst_type(value: object) -> str:
+    """The oneDNN name (``u8``, ``s8``, ``s32`` or ``f32``) of a destination data type
+    given by that name (any case) or as a NumPy dtype or type of the same kind."""
+    name = value if isinstance(value, str) else getattr(
+        value, "name", getattr(value, "__name__", None))
+    if isinstance(name, str):
+        if name.lower() in ONEDNN_DST_TYPES:
+            return name.lower()
+        for short, numpy_name in ONEDNN_DST_TYPES.items():
+            if name == numpy_name:
+                return short
+    raise ConvTransposeError(
+        f"dst_dtype must be one of {', '.join(ONEDNN_DST_TYPES)} (or numpy's"
+        f" {', '.join(ONEDNN_DST_TYPES.values())}); got {value!r}: oneDNN's int8"
+        f" deconvolution writes those destination types")
+
+
+def onednn_quantization_shapes(src_scale: ShapeLike | None, wei_scales: ShapeLike | None,
+                               dst_scale: ShapeLike | None,
+                               src_zero_point: ShapeLike | None,
+                               dst_zero_point: ShapeLike | None,
+                               out_channels: int) -> bool:
+    """Check oneDNN's quantization attributes' shapes (None: the attribute is not set);
+    True if ``wei_scales`` is per output channel.
+
+    ``src_scale``, ``dst_scale`` and the two zero points are per tensor (oneDNN's mask
+    0: one value, shape ``()`` or ``(1,)``); ``wei_scales`` per tensor or one per output
+    channel ``(groups * O,)`` (the weights' mask over their output-channel dimensions).
+    """
+    one = ((), (1,))
+    for name, value in (("src_scale", src_scale), ("dst_scale", dst_scale),
+                        ("src_zero_point", src_zero_point),
+                        ("dst_zero_point", dst_zero_point)):
+        if value is not None and as_shape(f"{name} shape", value) not in one:
+            raise ConvTransposeError(
+                f"{name} has shape {as_shape(f'{name} shape', value)} but must hold one"
+                f" value (shape () or (1,)): oneDNN's int8 deconvolution kernels take it"
+                f" per tensor (mask 0)")
+    if wei_scales is None:
+        return False
+    shape = as_shape("wei_scales shape", wei_scales)
+    if shape not in one and shape != (out_channels,):
+        raise ConvTransposeError(
+            f"wei_scales has shape {shape} but must hold one value (per tensor) or"
+            f" ({out_channels},), one per output channel (groups * O)")
+    return shape not in one and out_channels != 1
+
+
+def onednn_quantized_conv_transpose(
+        input: ShapeLike, filter: ShapeLike, bias: ShapeLike | None = None, *,
+        src_scale: ShapeLike | None = None, wei_scales: ShapeLike | None = None,
+        dst_scale: ShapeLike | None = None, src_zero_point: ShapeLike | None = None,
+        dst_zero_point: ShapeLike | None = None, dst_dtype: str = "u8",
+        scaling: str = "jit", strides: PerAxis = None, pads_begin: PerAxis = None,
+        pads_end: PerAxis = None, dilations: PerAxis = None, auto_pad: str = "none",
+        output_padding: PerAxis = None, groups: int = 1, data_format: str = "NXC",
+        filter_format: str = "XIO", weights_format: str | None = None,
+        output_shape: ShapeLike | None = None) -> ConvTransposePlan:
+    """Plan oneDNN's int8 deconvolution from shapes.
+
+    Takes the shapes of ``input``, ``filter`` and ``bias`` (as
+    :func:`convtranspose.shapes.conv_transpose`, whose geometry and layouts it has), the
+    shapes of the quantization attributes (None: not set), and ``dst_dtype`` and
+    ``scaling`` as :func:`convtranspose.onednn_quantized_conv_transpose` does.
+
+    Examples
+    --------
+    >>> from convtranspose import shapes
+    >>> plan = shapes.onednn_quantized_conv_transpose(
+    ...     (1, 5, 5, 4), (3, 3, 4, 6), (6,), src_scale=(), wei_scales=(6,), dst_scale=(),
+    ...     dst_dtype="s8", strides=2, pads_begin=1, pads_end=1)
+    >>> plan.op, plan.output_shape
+    ('onednn_quantized_conv_transpose', (1, 9, 9, 6))
+    """
+    onednn_dst_type(dst_dtype)
+    if scaling not in ONEDNN_SCALINGS:
+        raise ConvTransposeError(f"scaling must be one of {', '.join(ONEDNN_SCALINGS)};"
+                                 f" got {scaling!r}")
+    plan = conv_transpose(input, filter, bias, strides=strides, pads_begin=pads_begin,
+                          pads_end=pads_end, dilations=dilations, auto_pad=auto_pad,
+                          output_padding=output_padding, groups=groups,
+                          data_format=data_format, filter_format=filter_format,
+                          weights_format=weights_format, output_shape=output_shape)
+    onednn_quantization_shapes(src_scale, wei_scales, dst_scale, src_zero_point,
+                               dst_zero_point, plan.out_channels)
+    return dataclasses.replace(plan, op="onednn_quantized_conv_transpose")
