@@ -177,8 +177,11 @@ def test_random_layers(source, target, power_of_two):
         apart = np.abs(got.astype(np.int32) - expected).max()
         assert apart <= t.max_difference, (str(t), apart)
         rules = (t.source_quantization.rule, t.target_quantization.rule)
-        if power_of_two and all(rule.startswith(FLOAT32_RULES) for rule in rules):
-            # every float32 step is exact: both rules give the exact value's rounding
+        before = ["zero point before rounding" in rule for rule in rules]
+        if power_of_two and all(rule.startswith(FLOAT32_RULES) for rule in rules) and (
+                before[0] == before[1]):
+            # every float32 step is exact: both rules round the exact value alike (oneDNN
+            # adds the zero point before rounding, so its ties go the other way at odd ones)
             assert apart == 0, str(t)
         if source == target and engine in (None, attributes.get("engine")):
             assert t.exact and apart == 0

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._errors import ConvTransposeError
+from .._plan import dialects as _dialects
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -283,7 +284,8 @@ def _scale(name: str, value) -> np.ndarray:
 def _torch_rule(engine: str) -> str:
     return {"fbgemm": "torch fbgemm (float32, float bias before scaling)",
             "qnnpack": "torch qnnpack (float32, bias rounded to int32)",
-            "onednn": "torch onednn (float32, float bias after scaling)"}[engine]
+            "onednn": "torch onednn (float32, float bias after scaling, zero point before"
+                      " rounding)"}[engine]
 
 
 def _tflite_rule(data: str, bias_type: str | None) -> str:
@@ -492,8 +494,10 @@ def max_difference(source: Quantization, target: Quantization,
         notes.append(
             f"the requantization rules differ ({source.rule} vs {target.rule}): a result"
             f" next to a rounding boundary can round the other way, one unit apart (equal"
-            f" element for element where both rules compute the exact value, as with"
-            f" power-of-two scales between the float32 rules)")
+            f" element for element where both rules compute the exact value and round it"
+            f" alike, as with power-of-two scales between the float32 rules that add the"
+            f" zero point after rounding; oneDNN adds it before, so an exact tie and an odd"
+            f" zero point round the other way)")
     if rounded:
         multiplier = float(np.max(source.data_scale * source.filter_scale.astype(np.float64)
                                   / source.output_scale))
@@ -511,7 +515,8 @@ def translate_quantized(source: str, target: str, data_shape, filter_shape, bias
                         translate: Callable[..., Any]) -> QuantizedTranslation:
     """``ct.translate`` for a quantized ``source`` and ``target`` (see its docstring);
     ``translate`` is the float translation, which gives the geometry."""
-    for name in sorted((source, target), key=lambda n: not n.startswith("fake_quantize")):
+    # A quantized dialect that is not translated is named first (its record says why).
+    for name in sorted((source, target), key=lambda n: _untranslated(n) is None):
         if name not in FLOAT_OF:
             raise ConvTransposeError(_refusal(name))
     if target_engine is not None and target != "torch_quantized_conv_transpose":
@@ -547,12 +552,22 @@ def translate_quantized(source: str, target: str, data_shape, filter_shape, bias
                                attributes={**geometry.attributes, **translation.parameters()})
 
 
+def _untranslated(name: str) -> str | None:
+    """Why the quantized dialect ``name`` is not translated, by its record; None for the
+    translated ones and for float dialects."""
+    dialect = _dialects.DIALECTS.get(name)
+    if dialect is None or not dialect.quantized:
+        return None
+    return dialect.missing.get("translate")
+
+
 def _refusal(name: str) -> str:
-    """Why ``name`` is no source or target of a quantized translation."""
-    if name.startswith("fake_quantize"):
-        return (f"{name} is not translated: OpenVINO's FakeQuantize pattern computes on"
-                f" float tensors (ranges and levels, a float sum and a float result), not"
-                f" integers with scales and zero points; a quantized layer translates"
+    """Why ``name`` is no source or target of a quantized translation: a quantized
+    dialect's record says why (OpenVINO's FakeQuantize, oneDNN's int8), else it is a
+    float dialect."""
+    reason = _untranslated(name)
+    if reason:
+        return (f"{name} is not translated: {reason}; a quantized layer translates"
                 f" between {', '.join(QUANTIZED_DIALECTS)}")
     return (f"a quantized layer translates between {', '.join(QUANTIZED_DIALECTS)}; {name}"
             f" is a float dialect (translate the float layer between float dialects)")
