@@ -436,9 +436,22 @@ def _fewer_threads(threads: int) -> list[int]:
     return sorted({1, threads // 2} - {threads})
 
 
+#: Candidates timed again on fewer threads: the fastest this many, within
+#: :data:`FEWER_THREADS_WITHIN` of the fastest on all threads.  A kernel that splits a
+#: small layer into many short pieces can take twice as long on all threads as on one
+#: (``direct-blocked`` on U-Net 64->32 16x16 k2 s2 NXC on an Intel Xeon: 273-402 us on
+#: two threads, 110-178 us on one, where ``col2im-nxc``, a BLAS product, took 209-308 us
+#: on two: ``benchmarks/results/fewer-threads-xeon.json``), so the fastest on all
+#: threads says little about the fastest on one.
+FEWER_THREADS_CANDIDATES = 3
+#: See :data:`FEWER_THREADS_CANDIDATES`: twice the factor a candidate may lag and stay in
+#: the race, as a whole pool's wake-ups can double a small layer's time.
+FEWER_THREADS_WITHIN = 2 * GIVE_UP_FACTOR
+
+
 def _on_fewer_threads(measurement: Measurement, run, threads: int, level: str) -> Measurement:
-    """``measurement`` with the two fastest candidates (those within
-    :data:`~.measure.GIVE_UP_FACTOR` of the fastest) timed again on fewer threads
+    """``measurement`` with its fastest candidates (:data:`FEWER_THREADS_CANDIDATES`,
+    within :data:`FEWER_THREADS_WITHIN` of the fastest) timed again on fewer threads
     (:func:`_fewer_threads`), beside the fastest on all ``threads``, in one race.
 
     Waking idle threads costs tens to hundreds of microseconds (more after a pause,
@@ -453,7 +466,8 @@ def _on_fewer_threads(measurement: Measurement, run, threads: int, level: str) -
     if threads < 2 or not measurement.times:
         return measurement
     fastest_ns = measurement.times[0][1]
-    close = [name for name, ns in measurement.times[:2] if ns <= GIVE_UP_FACTOR * fastest_ns]
+    close = [name for name, ns in measurement.times[:FEWER_THREADS_CANDIDATES]
+             if ns <= FEWER_THREADS_WITHIN * fastest_ns]
     counts = _fewer_threads(threads)
     cost = RUNS_PER_CANDIDATE * fastest_ns * (1 + len(close) * sum(threads / k for k in counts))
     if level != "exhaustive" and cost > MEASURE_ALL_BELOW_SECONDS * 1e9:
