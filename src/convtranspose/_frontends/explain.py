@@ -44,8 +44,9 @@ def one_call_target(plan: ConvTransposePlan, dtype, target: Target | None = None
     """The target for a process that computes ``plan`` once and exits: without numba
     when numba is not imported yet and the fastest NumPy/BLAS algorithm's estimate,
     even :data:`_ESTIMATE_SHORTFALL` times over, is below this machine's numba import
-    time (:func:`~convtranspose._choose.figures.numba_import_seconds`: about half a
-    second, against microseconds for a small layer); else ``target`` (this machine's
+    time (:func:`~convtranspose._choose.figures.numba_import_seconds`: 0.19 s on an
+    Intel Xeon, before its kernels load, against microseconds for a small layer); else
+    ``target`` (this machine's
     by default).  Never without numba where an algorithm is forced
     (``CONVTRANSPOSE_ALGORITHM``)."""
     target = host() if target is None else target
