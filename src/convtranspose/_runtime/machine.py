@@ -17,7 +17,7 @@ import time
 
 from .caches import kept
 
-__all__ = ["CpuIdentity", "fastest_seconds", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "host_has_f16c", "parse_cpuinfo",
+__all__ = ["CpuIdentity", "fastest_seconds", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "has_vnni", "host_has_f16c", "parse_cpuinfo",
            "vector_bytes"]
 
 #: ``(vendor, family)``: the CPUID vendor string (``'GenuineIntel'``, ``'AuthenticAMD'``)
@@ -214,6 +214,15 @@ def has_bfloat16_pairs() -> bool:
 
     return (bool(binding.get_host_cpu_features().get("avx512bf16"))
             and binding.llvm_version_info >= (17,) and _numba_targets_host())
+
+
+@kept("machine facts", maxsize=None)
+def has_vnni() -> bool:
+    """Whether ``vpdpbusd`` (AVX512-VNNI: unsigned times signed bytes into int32) runs
+    here: the host has it and numba compiles for the host.  Needs llvmlite."""
+    from llvmlite import binding
+
+    return bool(binding.get_host_cpu_features().get("avx512vnni")) and _numba_targets_host()
 
 
 #: Timed calls of :func:`fastest_seconds`: the fastest of a few is the machine's figure

@@ -22,6 +22,7 @@ from ..._runtime.machine import has_bfloat16_pairs, vector_bytes
 
 __all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load",
            "vector_splat_at", "vector_splat_pair", "vector_fma", "vector_dot_pairs",
+           "vector_dot_bytes",
            "vector_add", "vector_interleave", "vector_shift_in", "vector_store",
            "vector_load_float16", "vector_store_float16", "vector_pack_pairs",
            "vector_widen_halves", "vector_load_bfloat16", "vector_store_bfloat16"]
@@ -171,6 +172,29 @@ def vector_dot_pairs(typingctx, pairs, factors, sums):
                                        builder.bitcast(args[1], halves)])
 
     return sums(pairs, factors, sums), codegen
+
+
+@intrinsic
+def vector_dot_bytes(typingctx, unsigned, signed, sums):
+    """``sums + unsigned . signed`` per lane, with ``vpdpbusd`` (AVX512-VNNI).
+
+    ``unsigned`` and ``signed`` are 16 ``int32`` lanes, each holding four bytes: per
+    lane the four unsigned bytes of ``unsigned`` times the four signed bytes of
+    ``signed``, summed and added to the lane of ``sums`` (16 ``int32``), exactly: no
+    intermediate saturates, and the sum wraps as int32 arithmetic does.
+    """
+    if not (isinstance(unsigned, Vector) and unsigned == signed == sums
+            and unsigned.lanes == 16 and unsigned.dtype == types.int32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vector_type = ir.VectorType(ir.IntType(32), 16)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vector_type, [vector_type] * 3),
+            "llvm.x86.avx512.vpdpbusd.512")
+        return builder.call(function, [args[2], args[0], args[1]])
+
+    return sums(unsigned, signed, sums), codegen
 
 
 @intrinsic

@@ -1,0 +1,114 @@
+"""The AVX512-VNNI byte products: exact against int64 arithmetic, and compiled to
+``vpdpbusd`` on ``zmm`` registers for a VNNI CPU on any host.
+
+The exactness tests run the kernel, so they need a CPU with AVX512-VNNI (skipped
+elsewhere, saying so); the instruction test only compiles, for a named CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from convtranspose import host_target  # noqa: E402
+from convtranspose._runtime.machine import has_vnni  # noqa: E402
+from kernel_support import random_case  # noqa: E402
+from oracle import canonical_result  # noqa: E402
+
+needs_vnni = pytest.mark.skipif(not has_vnni(), reason="this CPU has no AVX512-VNNI: the"
+                                " kernel's instructions cannot run here")
+
+
+@needs_vnni
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 5, 3), (9, 13, 70), (130, 64, 64),
+                                   (65, 257, 129)])
+def test_byte_products_equal_int64_products(shape):
+    from convtranspose._kernels._numba.int8 import pack_signed, u8s8_products
+
+    rows, depth, columns = shape
+    rng = np.random.default_rng(sum(shape))
+    a = rng.integers(0, 256, (rows, depth), dtype=np.uint8)
+    w = rng.integers(-128, 128, (depth, columns), dtype=np.int8)
+    a[0], w[:, 0] = 255, -128  # the extremes: 255 * -128 in every product of a sum
+    packed, k4, width = pack_signed(w)
+    padded = np.zeros((rows, k4 * 4), np.uint8)
+    padded[:, :depth] = a
+    for threads in (1, 2):
+        products = u8s8_products(padded, packed, k4, width, threads)
+        np.testing.assert_array_equal(products[:, :columns],
+                                      a.astype(np.int64) @ w.astype(np.int64))
+
+
+@needs_vnni
+@pytest.mark.parametrize("seed", range(12))
+def test_transposed_convolutions_equal_the_oracle(seed):
+    from convtranspose._kernels.int8 import u8s8_transposed
+
+    rng = np.random.default_rng(seed)
+    data, weights, axes = random_case(rng, 1 + seed % 3)
+    # Data spanning 256 values around an odd offset; weights across int8.
+    low = int(rng.integers(-255, 1))
+    data = rng.integers(low, low + 256, data.shape)
+    weights = rng.integers(-128, 128, weights.shape)
+    expected = canonical_result(data, weights, axes)
+    result = u8s8_transposed(data, weights, axes, False, host_target().replace(threads=2))
+    np.testing.assert_array_equal(result, expected)
+    last = u8s8_transposed(np.ascontiguousarray(np.moveaxis(data, 1, -1)), weights, axes,
+                           True, host_target().replace(threads=1))
+    np.testing.assert_array_equal(np.moveaxis(last, -1, 1), expected)
+
+
+@needs_vnni
+def test_operands_beyond_bytes_or_three_axes_are_left_to_the_caller():
+    from convtranspose._kernels.int8 import u8s8_transposed
+
+    rng = np.random.default_rng(0)
+    data, weights, axes = random_case(rng, 2)
+    wide = data.copy()
+    wide.flat[0], wide.flat[-1] = -128, 128  # 257 values
+    assert u8s8_transposed(wide, weights, axes, False, host_target()) is None
+    big = weights.copy()
+    big.flat[0] = 128
+    assert u8s8_transposed(data, big, axes, False, host_target()) is None
+    assert u8s8_transposed(data, weights, axes, False, host_target()) is not None
+    data4, weights4, axes4 = random_case(rng, 4)  # beyond the compiled scatter's ranks
+    assert u8s8_transposed(data4, weights4, axes4, False, host_target()) is None
+
+
+SCRIPT = textwrap.dedent("""\
+    import json
+    import numba
+    import numpy as np
+    from convtranspose._kernels._numba import int8
+
+    panel = int8._panel()
+    args = (np.zeros(64, np.int32), np.zeros(64, np.int32), np.zeros(64, np.int32), 1, 64, 0, 4)
+    signature = tuple(numba.typeof(a) for a in args)
+    panel.compile(signature)
+    lines = [line.split(None, 1) for line in panel.inspect_asm(signature).splitlines()]
+    products = [fields[1] for fields in lines if len(fields) == 2 and fields[0] == "vpdpbusd"]
+    print(json.dumps({"zmm": sum("%zmm" in f for f in products), "all": len(products)}))
+    """)
+
+
+def test_the_kernel_compiles_to_full_width_vnni_products():
+    # Compiled (not run) for a VNNI CPU in a fresh process, whatever the host.
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    environment = dict(os.environ, NUMBA_CPU_NAME="sapphirerapids",
+                       NUMBA_CPU_FEATURES="+avx512f,+avx512vnni,+avx512bw,+f16c",
+                       CONVTRANSPOSE_CACHE_DIR="off",
+                       PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                            env=environment, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = json.loads(result.stdout.strip().splitlines()[-1])
+    # A block of 4 rows x 4 vectors and a single row of 4: 20 products, all on zmm.
+    assert counts["all"] >= 20 and counts["zmm"] == counts["all"], counts
