@@ -44,6 +44,28 @@ def full_transposed_convolution(data, filter_gcok, strides, dilations):
     return full
 
 
+def integer_scatter_sum(x, x_zp, w, w_zps, strides, pads_begin, sizes, groups, dilations):
+    """``sum (x - x_zp)(w - w_zp)`` by scattering each input element through the
+    kernel, in Python integers: ``x`` ``(N, C, X...)``, ``w`` ``(C, O, K...)`` (IOX,
+    ``O`` per group), ``w_zps`` one zero point per weight column ``j < O``; input ``x``
+    of tap ``k`` reaches output ``x * s - pads_begin + k * d`` of the output ``sizes``."""
+    n, c_in = x.shape[:2]
+    per_group, rank = w.shape[1], w.ndim - 2
+    acc = np.zeros((n, per_group * groups, *sizes), dtype=object)
+    for b, c in itertools.product(range(n), range(c_in)):
+        g = c // (c_in // groups)
+        for pos in itertools.product(*(range(s) for s in x.shape[2:])):
+            value = int(x[(b, c, *pos)]) - x_zp
+            for j in range(per_group):
+                for tap in itertools.product(*(range(k) for k in w.shape[2:])):
+                    out = [pos[a] * strides[a] - pads_begin[a] + tap[a] * dilations[a]
+                           for a in range(rank)]
+                    if all(0 <= o < s for o, s in zip(out, sizes)):
+                        acc[(b, g * per_group + j, *out)] += value * (
+                            int(w[(c, j, *tap)]) - w_zps[j])
+    return acc
+
+
 def crop(full, offsets, sizes):
     """``out[..., o] = full[..., o + offset]`` for o in [0, size), zeros outside the full result."""
     out = np.zeros(full.shape[:2] + tuple(sizes), full.dtype)

@@ -10,13 +10,13 @@ destination, float bias) where torch computes the layer right.
 
 from __future__ import annotations
 
-import itertools
 import warnings
 
 import numpy as np
 import pytest
 
 import convtranspose as ct
+from oracle import integer_scatter_sum
 
 #: torch warns that its quantized tensor types are deprecated; they still compute.
 pytestmark = pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
@@ -32,23 +32,12 @@ def direct_sum(x, x_zp, w, stride, pads_begin, pads_end, groups, dilation,
                output_padding=None):
     """``sum (x - x_zp) * w`` by scattering each input element through the kernel, in
     Python integers: ``x`` ``(N, C, X...)``, ``w`` ``(C, O, K...)`` (IOX)."""
-    n, c_in = x.shape[:2]
-    per_group, rank = w.shape[1], w.ndim - 2
+    rank = w.ndim - 2
     output_padding = output_padding or (0,) * rank
     size = [(x.shape[2 + a] - 1) * stride[a] + (w.shape[2 + a] - 1) * dilation[a] + 1
             + output_padding[a] - pads_begin[a] - pads_end[a] for a in range(rank)]
-    acc = np.zeros((n, per_group * groups, *size), dtype=object)
-    for b, c in itertools.product(range(n), range(c_in)):
-        g = c // (c_in // groups)
-        for pos in itertools.product(*(range(s) for s in x.shape[2:])):
-            value = int(x[(b, c, *pos)]) - x_zp
-            for j in range(per_group):
-                for tap in itertools.product(*(range(k) for k in w.shape[2:])):
-                    out = [pos[a] * stride[a] - pads_begin[a] + tap[a] * dilation[a]
-                           for a in range(rank)]
-                    if all(0 <= o < s for o, s in zip(out, size)):
-                        acc[(b, g * per_group + j, *out)] += value * int(w[(c, j, *tap)])
-    return acc
+    return integer_scatter_sum(x, x_zp, w, [0] * w.shape[1], stride, pads_begin, size,
+                               groups, dilation)
 
 
 def oracle(acc, dst, xs=None, ws=None, bias=None, ys=None, yzp=None, scaling="jit"):
