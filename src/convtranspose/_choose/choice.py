@@ -95,7 +95,7 @@ def split_label(label: str) -> tuple[str, int | None]:
     return algorithm, int(threads) if threads else None
 
 
-@kept("thread-limited targets", maxsize=64)
+@kept("the host target", maxsize=64)
 def on_threads(target: Target, threads: int | None) -> Target:
     """``target`` with at most ``threads`` threads (the target itself for None or more)."""
     if threads is None or threads >= target.threads:
