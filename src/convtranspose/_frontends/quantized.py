@@ -10,7 +10,6 @@ below 2**53 (so each operation is exact, :func:`sum_dtype`), else on int64 opera
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,6 +18,7 @@ from .._errors import ConvTransposeError
 from .._execute.footprint import check_transposed
 from .._execute.transposed import transposed_convolution
 from .._plan import dialects as _dialects
+from .._plan.geometry import taps_per_output
 from .._runtime.machine import has_vnni
 from .._runtime.target import host
 from .specs import as_array, canonical_weights, execute_plan, resolve_plan
@@ -203,15 +203,6 @@ def sum_dtype(plan, bias: np.ndarray | None, largest_product: int = 255 ** 2) ->
 FLOAT32_EXACT = 2 ** 24
 
 
-def products_per_output(axes) -> int:
-    """The most filter taps one output sums over all spatial axes: along an axis of
-    ``K`` taps, stride ``s`` and dilation ``d``, the taps meeting one output are those
-    with ``k * d`` in one class modulo ``s``, which are every ``s / gcd(s, d)``-th tap."""
-    return math.prod(-(-axis.kernel_size // (axis.stride // math.gcd(axis.stride,
-                                                                    axis.dilation)))
-                     for axis in axes)
-
-
 def _magnitude(array: np.ndarray) -> int:
     """The largest magnitude in an integer array (two reductions, no temporary)."""
     return max(-int(array.min(initial=0)), int(array.max(initial=0)))
@@ -220,10 +211,10 @@ def _magnitude(array: np.ndarray) -> int:
 def float32_channels(plan, data: np.ndarray, weights: np.ndarray) -> int:
     """How many input channels (per group) one float32 pass may sum exactly: every
     partial sum of one output is then an integer of magnitude at most
-    ``channels * products_per_output * max|data| * max|weights|`` <= 2**24, so each
+    ``channels * taps_per_output * max|data| * max|weights|`` <= 2**24, so each
     float32 multiply and add is exact, in any order and by any algorithm.  0 where not
     even one channel's taps fit (the float64 or int64 path then runs)."""
-    largest = _magnitude(data) * _magnitude(weights) * products_per_output(plan.axes)
+    largest = _magnitude(data) * _magnitude(weights) * taps_per_output(plan.axes)
     return FLOAT32_EXACT // largest if largest else FLOAT32_EXACT
 
 
@@ -256,11 +247,7 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
     """
     total = vnni_sum(plan, data, weights, output_shape)
     if total is not None:
-        if bias is not None:
-            total = total.astype(np.int64)
-            total += bias.astype(np.int64).reshape((-1,) + (1,) * len(plan.axes)
-                                                   if not plan.channels_last else (-1,))
-        return total
+        return total if bias is None else _plus_bias(plan, total.astype(np.int64), bias)
     channels = float32_channels(plan, data, weights)
     if not channels:
         dtype = sum_dtype(plan, bias, largest_product)
@@ -271,7 +258,7 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
                      weights.astype(np.float32, copy=False), None, output_shape)
     canonical = canonical_weights(plan, weights)  # (G, Ci, Co, K...)
     groups, per_group = canonical.shape[:2]
-    axis = -1 if plan.channels_last else 1
+    axis = -1 if plan.channels_last else 1  # the channels'
     if channels >= per_group and bias is None:  # one pass, which is the result
         return transposed_convolution(data.astype(np.float32), canonical.astype(np.float32),
                                       plan.axes, dtype=np.dtype(np.float32),
@@ -284,9 +271,13 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
             np.take(data, picked.reshape(-1), axis=axis).astype(np.float32),
             np.ascontiguousarray(canonical[:, first:stop], np.float32), plan.axes,
             dtype=np.dtype(np.float32), channels_last=plan.channels_last).astype(np.int64)
-    if bias is not None:
-        total += bias.astype(np.int64).reshape((-1,) + (1,) * len(plan.axes)
-                                               if axis == 1 else (-1,))
+    return total if bias is None else _plus_bias(plan, total, bias)
+
+
+def _plus_bias(plan, total: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """``total`` (int64, the plan's layout) plus ``bias`` per output channel, in place."""
+    total += bias.astype(np.int64).reshape((-1,) if plan.channels_last
+                                           else (-1,) + (1,) * len(plan.axes))
     return total
 
 

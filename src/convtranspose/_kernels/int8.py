@@ -13,20 +13,14 @@ the outputs are summed in int32 where the bound allows, else int64.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from .._plan.geometry import taps_per_output
 
 __all__ = ["u8s8_transposed"]
 
 #: The largest magnitude an int32 holds.
 _INT32_MAX = 2 ** 31 - 1
-
-
-def _taps_per_output(axes) -> int:
-    """The most taps one output sums (per axis every ``s / gcd(s, d)``-th tap)."""
-    return math.prod(-(-axis.kernel_size // (axis.stride // math.gcd(axis.stride, axis.dilation)))
-                     for axis in axes)
 
 
 def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: bool,
@@ -51,7 +45,7 @@ def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: 
     pixels = data if channels_last else np.moveaxis(data, 1, -1)  # (N, X..., G*Ci)
     batch, inputs = pixels.shape[0], pixels.shape[1:-1]
     rows = pixels.reshape(-1, groups, ci)
-    bound = ci * _taps_per_output(axes) * 255 * 128
+    bound = ci * taps_per_output(axes) * 255 * 128
     out = np.zeros((batch,) + tuple(a.output_size for a in axes) + (groups, co),
                    np.int32 if bound <= _INT32_MAX else np.int64)
     for g in range(groups):

@@ -107,6 +107,15 @@ def live_classes(phases: tuple[AxisPhases, ...]):
     return lead_classes, rest_combos
 
 
+def taps_per_output(axes) -> int:
+    """The most filter taps one output sums over all spatial axes: along an axis of
+    ``K`` taps, stride ``s`` and dilation ``d``, the taps meeting one output are those
+    with ``k * d`` in one class modulo ``s``, which are every ``s / gcd(s, d)``-th tap."""
+    return math.prod(-(-axis.kernel_size // (axis.stride // math.gcd(axis.stride,
+                                                                    axis.dilation)))
+                     for axis in axes)
+
+
 def tap_windows(axis: AxisPlan) -> tuple[tuple[slice, slice] | None, ...]:
     """Per kernel tap, the (input, output) slices it connects along one axis.
 
