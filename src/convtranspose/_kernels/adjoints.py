@@ -45,6 +45,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._plan.rules import AxisPlan
+from .._runtime.target import host
+from .common import threaded_matmul
 
 __all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "axis_taps", "data_adjoint", "filter_adjoint",
            "tap_boxes"]
@@ -149,7 +151,8 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
         for tap, data_box, grad_box in tap_boxes(axes):
             window = np.ascontiguousarray(grad_g[(slice(None),) * 3 + grad_box])
             box = window.shape[3:]
-            product = np.matmul(per_tap[_flat(tap, axes)], window.reshape((n, groups, co, -1)))
+            product = threaded_matmul(per_tap[_flat(tap, axes)], window.reshape((n, groups, co, -1)),
+                                      host().threads)
             result[(slice(None),) * 3 + data_box] += product.reshape((n, groups, ci) + box)
             # freed before the next tap's are made: one window and product at a time
             # (kernels.scratch counts one)
@@ -162,7 +165,7 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
         for part in _batch_slices(n, item_bytes, budget):
             cols = _im2col(grad_g[part], axes, sizes, dtype)
             count = cols.shape[3]
-            product = np.matmul(matrix, cols.reshape(groups, co * taps, -1))
+            product = threaded_matmul(matrix, cols.reshape(groups, co * taps, -1), host().threads)
             result[part] = np.moveaxis(product.reshape((groups, ci, count) + sizes), 2, 0)
             del cols, product  # one slice's at a time
     return result.reshape((n, groups * ci) + sizes)
@@ -196,7 +199,7 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
                                                       0, 2)).reshape(groups, ci, -1)
             window = np.ascontiguousarray(np.moveaxis(grad_g[(slice(None),) * 3 + grad_box],
                                                       (0, 2), (1, -1))).reshape(groups, -1, co)
-            result[(slice(None),) * 3 + tap] = np.matmul(values, window)
+            result[(slice(None),) * 3 + tap] = threaded_matmul(values, window, host().threads)
             del values, window  # one tap's at a time
     else:
         taps = math.prod(kernel)
@@ -208,7 +211,8 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
             values = np.ascontiguousarray(np.moveaxis(data_g[part], 0, 2)).reshape(groups, ci, -1)
             # the transposed im2col matrix is a view BLAS takes as it is (a transposed
             # operand), no copy
-            total += np.matmul(values, cols.reshape(groups, co * taps, -1).swapaxes(1, 2))
+            total += threaded_matmul(values, cols.reshape(groups, co * taps, -1).swapaxes(1, 2),
+                                     host().threads)
             del cols, values  # one slice's at a time
         result = total.reshape((groups, ci, co) + kernel)
     return result

@@ -2,8 +2,8 @@
 
 - The grouped views every algorithm computes on: :func:`input_glxc` and
   :func:`output_glyc` (groups, positions and channels, either layout).
-- Products: :func:`threaded_matmul` (small products one BLAS thread each, large ones
-  split over the target's threads), the per-stride-phase weight matrices
+- Products: :func:`threaded_matmul` and :func:`split_gemms` (on the library's threads,
+  BLAS on one thread each), the per-stride-phase weight matrices
   (:func:`taps_first_weights`, :func:`class_matrix`) and the scatter of a phase's
   product into the output (:func:`scatter_phases`).
 - The non-finite guard: an algorithm whose own zeros (padding, absent taps) would
@@ -81,26 +81,83 @@ def require_finite(array: np.ndarray, dtype: np.dtype, derived: dict | None = No
 PARALLEL_FLOPS = 2e6
 
 
-#: GEMMs with fewer FLOPs than this run on the calling thread only: waking BLAS
-#: worker threads costs up to a scheduler tick (milliseconds) on a busy machine,
-#: more than splitting such a product can save.
+#: GEMMs with fewer FLOPs than this run on the calling thread only: waking worker
+#: threads costs up to a scheduler tick (milliseconds) on a busy machine, more than
+#: splitting such a product can save.
 SERIAL_GEMM_FLOPS = 64e6
 
 
-def threaded_matmul(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
-    """``np.matmul(a, b)``; small products run on one BLAS thread each.
+#: Column blocks of a product split by columns start at multiples of this many elements
+#: (64 bytes of float32): two threads never write one cache line of the result.
+_COLUMN_ALIGN = 16
 
-    A stack of small products is split between up to ``threads`` threads instead.
+
+def _block(arguments: tuple, part: int, parts: int) -> tuple:
+    """Block ``part`` of ``parts`` of one :func:`~convtranspose._runtime.blas.gemm`
+    call: rows of ``c`` (and ``a``) when ``c`` has at least as many rows as columns,
+    else columns of ``c`` (and ``b``)."""
+    a, b, c, accumulate = arguments
+    rows, columns = c.shape
+    if rows >= columns:
+        lo, hi = rows * part // parts, rows * (part + 1) // parts
+        return a[lo:hi], b, c[lo:hi], accumulate
+    units = -(-columns // _COLUMN_ALIGN)
+    lo = min(columns, units * part // parts * _COLUMN_ALIGN)
+    hi = min(columns, units * (part + 1) // parts * _COLUMN_ALIGN)
+    return a, b[:, lo:hi], c[:, lo:hi], accumulate
+
+
+def split_gemms(units: list, threads: int) -> None:
+    """Run ``units`` (lists of :func:`~convtranspose._runtime.blas.gemm` argument tuples;
+    the calls of one unit, in order, may accumulate into one result) on up to
+    ``threads`` of the library's threads: every product is cut into one block of rows
+    or columns per thread (:func:`_block`), and each thread runs its block of every
+    call, on one BLAS thread.
+
+    Why not OpenBLAS's own threads: after a threaded product they spin for about 2**28
+    cycles (0.1 s) before they sleep, and on a machine with as many cores as threads
+    they take a core from whatever runs next, the library's own compiled kernels and
+    copies included.  ``direct-blocked`` right after ``gemm-ncx`` on DCGAN 512->256 took
+    42-61 ms instead of 26-34 ms, and measured planning ranked it below ``gemm-ncx``
+    (``benchmarks/results/blas-threads-xeon.json``).  Large products run about as fast
+    either way (the same file).
+    """
+    def work(part):
+        for unit in units:
+            for arguments in unit:
+                block = _block(arguments, part, threads)
+                if block[2].size:
+                    _blas.gemm(*block)
+
+    with _blas.one_thread:
+        if threads == 1:
+            work(0)
+        else:
+            parallel_parts(work, threads, threads)
+
+
+def threaded_matmul(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
+    """``np.matmul(a, b)`` on the library's threads, BLAS on one thread each.
+
+    A large product is split into blocks (:func:`split_gemms`); a stack of small
+    products is split between up to ``threads`` threads; a small one runs on the
+    calling thread.
     """
     flops = 2.0 * a.shape[-2] * a.shape[-1] * b.shape[-1]
-    if flops >= SERIAL_GEMM_FLOPS:
-        return np.matmul(a, b)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    dtype = np.result_type(a, b)
+    if flops >= SERIAL_GEMM_FLOPS:
+        if not (a.dtype == b.dtype == dtype and _blas.available(dtype)):
+            return np.matmul(a, b)
+        out = np.empty(batch + (a.shape[-2], b.shape[-1]), dtype)
+        split_gemms([[(_stacked(a, index, batch), _stacked(b, index, batch), out[index],
+                       False)] for index in np.ndindex(batch)], threads)
+        return out
     stack = batch[0] if batch else 1
     with _blas.one_thread:
         if stack < 2 or threads == 1 or flops * math.prod(batch) < 4 * PARALLEL_FLOPS:
             return np.matmul(a, b)
-        out = np.empty(batch + (a.shape[-2], b.shape[-1]), np.result_type(a, b))
+        out = np.empty(batch + (a.shape[-2], b.shape[-1]), dtype)
         threads = min(threads, stack)
         bounds = [stack * i // threads for i in range(threads + 1)]
 
@@ -114,6 +171,14 @@ def threaded_matmul(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
 
         parallel_parts(work, threads, threads)
         return out
+
+
+def _stacked(operand: np.ndarray, index: tuple[int, ...], batch: tuple[int, ...]) -> np.ndarray:
+    """The 2-D matrix of ``operand`` at ``index`` of the broadcast stack ``batch``."""
+    lead = operand.shape[:-2]
+    offset = len(batch) - len(lead)
+    return operand[tuple(0 if size == 1 else index[offset + axis]
+                         for axis, size in enumerate(lead))]
 
 
 def input_glxc(data: np.ndarray, groups: int, channels_last: bool) -> np.ndarray:

@@ -26,6 +26,7 @@ from .common import (
     output_glyc,
     require_finite,
     scatter_phases,
+    split_gemms,
     taps_first_weights,
 )
 
@@ -109,10 +110,10 @@ def _gemm_windows(source, lead_range, rest, rest_combo, slots, dtype, internal_l
 
 
 def run_gemms(calls, flops_each: float, threads: int) -> None:
-    """Run ``calls`` (lists of ``gemm`` argument tuples, one list per independent unit).
-
-    Units run in order on the calling thread, with one BLAS thread when the products
-    are small, or split between this module's threads when there are several.
+    """Run ``calls`` (lists of ``gemm`` argument tuples, one list per independent unit),
+    on one BLAS thread each: large products cut into a block per thread
+    (:func:`~.common.split_gemms`), small ones in order on the calling thread or units
+    split between the threads when there are several.
     """
     def work(units):
         for unit in units:
@@ -120,7 +121,7 @@ def run_gemms(calls, flops_each: float, threads: int) -> None:
                 _blas.gemm(*arguments)
 
     if flops_each >= SERIAL_GEMM_FLOPS:
-        work(calls)
+        split_gemms(calls, threads)
         return
     total = flops_each * sum(len(unit) for unit in calls)
     with _blas.one_thread:
