@@ -97,14 +97,28 @@ def _row_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
     return frozen_all(sizes, strides, tap_k, tap_shift, tap_count)
 
 
-def direct_channels_last(data, weights, axes3, dtype, out, target, threads):
-    """The per-position kernel over every output position, into ``out`` (C-contiguous)."""
+def _position_weights(weights, kernel3, dtype, derived) -> np.ndarray:
+    """The weights as ``(K1, K2, K3, Ci, Co, G)``, flat and read-only, kept in ``derived``
+    (the filter's memo; None: reordered anew): reordering a depthwise filter of 1024
+    channels and 7x7 taps took about a tenth of its call (0.04 of 0.4 ms, Intel Xeon)."""
+    key = ("per-position", np.dtype(dtype).str)
+    w = None if derived is None else derived.get(key)
+    if w is None:
+        groups, ci, co = weights.shape[:3]
+        w = np.ascontiguousarray(np.moveaxis(weights.reshape((groups, ci, co) + kernel3), 0, -1)
+                                 .transpose(2, 3, 4, 0, 1, 5), dtype).reshape(-1)
+        w = frozen_all(w)[0]
+        if derived is not None:
+            derived[key] = w
+    return w
+
+
+def direct_channels_last(data, weights, axes3, dtype, out, target, threads, derived=None):
+    """The per-position kernel over every output position, into ``out`` (C-contiguous);
+    ``derived``: the filter's memo, where the reordered weights are kept."""
     groups, ci, co = weights.shape[:3]
     tables = _row_tables(axes3, groups, ci, co)
-    kernel3 = tuple(a.kernel_size for a in axes3)
-    # (G, Ci, Co, K...) -> (K1, K2, K3, Ci, Co, G)
-    w = np.ascontiguousarray(np.moveaxis(weights.reshape((groups, ci, co) + kernel3), 0, -1)
-                             .transpose(2, 3, 4, 0, 1, 5), dtype).reshape(-1)
+    w = _position_weights(weights, tuple(a.kernel_size for a in axes3), dtype, derived)
     if data.dtype != dtype or not data.flags.c_contiguous:
         data = np.ascontiguousarray(data, dtype)
     source = data.reshape(-1)

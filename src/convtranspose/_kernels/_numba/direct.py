@@ -48,7 +48,7 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived, bias, 
     threads = direct_threads(data.shape[0], weights.shape, axes, target)
     result = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
     if direct_per_position(groups, ci, co, channels_last):
-        direct_channels_last(data, weights, axes3, dtype, result, target, threads)
+        direct_channels_last(data, weights, axes3, dtype, result, target, threads, derived)
     else:
         strided = plane_strided(groups, ci, co, channels_last)
         derived = {} if derived is None else derived
