@@ -12,7 +12,10 @@ The budget, per problem, once per machine (the result is kept as wisdom):
   whose kernels are not compiled leaves the race there (:func:`measure`);
 - then rounds that time every candidate still in the race once each, in turn, so a
   burst of contention from the rest of the machine slows all of them alike rather
-  than one.  Each timed run of a candidate under :data:`WARM_UP_BELOW_NS` comes right
+  than one.  No candidate leaves threads busy after it returns, which would slow the
+  next one: the library's BLAS products run on its own threads
+  (:func:`~convtranspose._kernels.common.split_gemms`), where OpenBLAS's workers spun
+  for 0.1 s after each and `direct-blocked` timed right after `gemm-ncx` ran 1.6x slower.  Each timed run of a candidate under :data:`WARM_UP_BELOW_NS` comes right
   after an untimed run of its own, so it finds the caches as a loop of its calls
   would.  :data:`TIMED_RUNS` rounds at least; more, up to :data:`MAX_RUNS`, while the
   rounds so far took under :data:`ROUND_BUDGET_SECONDS` (a layer of a few tens of
