@@ -9,18 +9,73 @@ channel, tap) sum in int32, the shift's share ``shift * sum_ci w`` is subtracted
 each column, and each tap's column block is added into the outputs it reaches
 (col2im, with ``col2im-nxc``'s compiled scatter).  Exact: the products' sums stay within int32, and
 the outputs are summed in int32 where the bound allows, else int64.
+
+The packed weights and their column sums are kept in the weights memo
+(:func:`convtranspose._runtime.memo.derived_from`): a layer called again with the same
+weights packs nothing (the packing was a tenth of a DCGAN layer's call,
+``benchmarks/results/suite-quantized-xeon-quick.json``).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._plan.geometry import taps_per_output
+from .._runtime.memo import derived_from, frozen
+from .._runtime.threads import parallel_for
 
-__all__ = ["u8s8_transposed"]
+__all__ = ["requantized", "u8s8_transposed"]
 
 #: The largest magnitude an int32 holds.
 _INT32_MAX = 2 ** 31 - 1
+#: Output elements per piece of the requantization a thread takes.
+_REQUANTIZE_PIECE = 1 << 16
+
+
+def _packed_weights(weights: np.ndarray) -> tuple | None:
+    """Per group, the weights ``(Ci, Co * K)`` (columns: tap, output channel) packed for
+    the products, with their column sums (int64) for the shift's share; None where a
+    weight lies outside int8.  Kept in the weights memo, which compares the filter value
+    by value, so weights edited in place are packed again."""
+    derived = derived_from(weights, "u8s8")
+    packed = derived.get("u8s8 packed")
+    if packed is None:
+        from ._numba.int8 import pack_signed
+
+        if int(weights.min(initial=0)) < -128 or int(weights.max(initial=0)) > 127:
+            packed = ()  # not bytes: the caller sums another way
+        else:
+            groups, ci = weights.shape[:2]
+            kept = []
+            for g in range(groups):
+                matrix = np.moveaxis(weights[g], 1, -1).reshape(ci, -1).astype(np.int8)
+                words, k4, width = pack_signed(matrix)
+                sums = matrix.sum(axis=0, dtype=np.int64)
+                kept.append((frozen(words), k4, width, frozen(sums)))
+            packed = tuple(kept)
+        derived["u8s8 packed"] = packed
+    return packed or None
+
+
+def _shifted_rows(data: np.ndarray, channels_last: bool, groups: int, ci: int, k4: int,
+                  shift: int) -> np.ndarray:
+    """``data + shift`` as bytes ``(G, M, k4 * 4)``: each group's input pixels as rows of
+    its ``Ci`` channels, zero past them; one cast pass over the data, whatever its
+    layout and integer type."""
+    pixels = data if channels_last else np.moveaxis(data, 1, -1)  # (N, X..., G*Ci)
+    rows = math.prod(pixels.shape[:-1])
+    shifted = np.empty((groups, rows, k4 * 4), np.uint8)
+    if k4 * 4 > ci:
+        shifted[:, :, ci:] = 0
+    source = np.moveaxis(pixels.reshape(pixels.shape[:-1] + (groups, ci)), -2, 0)
+    target = shifted[:, :, :ci].reshape(source.shape)
+    if shift:
+        np.add(source, shift, out=target, casting="unsafe")
+    else:
+        np.copyto(target, source, casting="unsafe")
+    return shifted
 
 
 def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: bool,
@@ -29,39 +84,74 @@ def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: 
     channels last) with integer ``weights`` ``(G, Ci, Co, K...)``, as int32 or int64;
     None where the data span more than 256 values, a weight lies outside int8 or the
     layer has more than three spatial axes (the caller sums another way).  Needs numba and AVX512-VNNI (the caller checks);
-    ``target``: the machine (its threads)."""
+    ``target``: the machine (its threads).  The channels-first result is a view of a
+    channels-last array."""
     if not 1 <= len(axes) <= 3:  # the compiled scatter's ranks
         return None
     low, high = int(data.min(initial=0)), int(data.max(initial=0))
-    if high - low > 255 or int(weights.min(initial=0)) < -128 or int(
-            weights.max(initial=0)) > 127:
+    if high - low > 255:
         return None
-    from ._numba.int8 import pack_signed, u8s8_products
+    packed = _packed_weights(weights)
+    if packed is None:
+        return None
+    from ._numba.int8 import u8s8_products
     from ._numba.scatter import col2im_scatter
 
     groups, ci, co = weights.shape[:3]
     kernel = weights.shape[3:]
     shift = -low  # data + shift is in [0, 255]
-    pixels = data if channels_last else np.moveaxis(data, 1, -1)  # (N, X..., G*Ci)
-    batch, inputs = pixels.shape[0], pixels.shape[1:-1]
-    rows = pixels.reshape(-1, groups, ci)
+    shifted = _shifted_rows(data, channels_last, groups, ci, packed[0][1], shift)
+    batch = data.shape[0]
+    inputs = data.shape[1:-1] if channels_last else data.shape[2:]
     bound = ci * taps_per_output(axes) * 255 * 128
     out = np.zeros((batch,) + tuple(a.output_size for a in axes) + (groups, co),
                    np.int32 if bound <= _INT32_MAX else np.int64)
-    for g in range(groups):
+    columns = co * math.prod(kernel)
+    for g, (words, k4, width, sums) in enumerate(packed):
         # Columns (tap, output channel): each tap's sums are rows of Co contiguous values.
-        matrix = np.ascontiguousarray(np.moveaxis(weights[g], 1, -1).reshape(ci, -1), np.int8)
-        packed, k4, width = pack_signed(matrix)
-        shifted = np.zeros((rows.shape[0], k4 * 4), np.uint8)
-        np.add(rows[:, g], shift, out=shifted[:, :ci], casting="unsafe")
-        # (A copy only where the columns were padded, or the sums need int64.)
-        cols = np.ascontiguousarray(
-            u8s8_products(shifted, packed, k4, width, target.threads)[:, :matrix.shape[1]],
-            out.dtype)
+        # The padded columns are skipped by the scatter's strides, not copied away.
+        cols = u8s8_products(shifted[g], words, k4, width, target.threads)[:, :columns]
+        if cols.dtype != out.dtype:
+            cols = cols.astype(out.dtype)
         if shift:
-            cols -= (shift * matrix.sum(axis=0, dtype=np.int64)).astype(out.dtype)
+            cols -= (shift * sums).astype(out.dtype)
         # col2im: each tap's sums into the outputs it reaches, in one compiled pass.
         col2im_scatter(cols.reshape((1, batch) + inputs + kernel + (co,)), out,
                        out[..., g, :][None], axes, target)
     result = out.reshape(out.shape[:-2] + (groups * co,))
     return result if channels_last else np.moveaxis(result, -1, 1)
+
+
+def requantized(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
+                y_zero_point: np.ndarray, threads: int) -> np.ndarray | None:
+    """``saturate(round_half_to_even(float32(acc) * multiplier[m] / y_scale) +
+    y_zero_point)`` of the sums ``acc`` ``(N, M, Y...)`` (int32, int64, float32 or
+    float64), in one compiled pass with the same float32 steps as
+    :func:`convtranspose._frontends.quantized.requantize`'s NumPy ones, in ``acc``'s
+    memory order (C-contiguous, or a channels-last array's channels-first view, as the
+    VNNI sum returns it): the result has that order too, as NumPy's ``astype`` keeps it.
+    None for other layouts, an empty ``acc``, or where a multiplier is not finite (its
+    NaN products are left to NumPy's rules).  Needs numba."""
+    if acc.size == 0 or not np.all(np.isfinite(multiplier)):
+        return None
+    last = np.moveaxis(acc, 1, -1)
+    per_row = acc.flags.c_contiguous
+    if not (per_row or last.flags.c_contiguous):
+        return None
+    from ._numba.int8 import requantize_rows
+
+    memory = acc if per_row else last
+    # Rows: (sample, channel) of positions, or (sample, position) of channels.
+    rows = memory.reshape(acc.shape[0] * acc.shape[1], -1) if per_row else memory.reshape(
+        -1, acc.shape[1])
+    out = np.empty(rows.shape, y_zero_point.dtype)
+    info = np.iinfo(out.dtype)
+    args = (rows, np.ascontiguousarray(multiplier, np.float32), per_row,
+            np.float32(y_scale.reshape(())), np.float32(y_zero_point.reshape(())),
+            np.float32(info.min), np.float32(info.max), out)
+    piece = max(1, _REQUANTIZE_PIECE // max(1, rows.shape[1]))
+    parallel_for(lambda first, stop: requantize_rows(*args, first * piece,
+                                                     min(rows.shape[0], stop * piece)),
+                 -(-rows.shape[0] // piece), threads if rows.size >= _REQUANTIZE_PIECE else 1)
+    result = out.reshape(memory.shape)
+    return result if per_row else np.moveaxis(result, -1, 1)
