@@ -275,7 +275,7 @@ def test_compiled_requantization_equals_the_scalar_oracle(acc_dtype, channels_la
     scales: half of them round down to even), both saturation ends of uint8 and int8,
     in both memory orders the exact sums arrive in."""
     pytest.importorskip("numba")
-    from convtranspose._kernels.int8 import requantized
+    from convtranspose._kernels.requantize import requantized
 
     rng = np.random.default_rng(3)
     info = np.iinfo(np.int32)

@@ -164,12 +164,12 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
     int32 bias); each step is one float32 operation, as ``DequantizeLinear`` of the sum
     followed by ``QuantizeLinear`` computes it.  The zero point is added in float32 too:
     exact below 2**24, and a value beyond that saturates either way.  With numba, one
-    compiled pass does the same float32 steps (:func:`convtranspose._kernels.int8.requantized`;
-    five NumPy passes were a tenth of a layer's call).
+    compiled pass does the same float32 steps (:func:`convtranspose._kernels.requantize.requantized`;
+    the five NumPy passes were a tenth of a layer's call).
     """
     target = host()
     if target.numba and acc.ndim >= 2:
-        from .._kernels.int8 import requantized
+        from .._kernels.requantize import requantized
 
         result = requantized(acc, multiplier, y_scale, y_zero_point, target.threads)
         if result is not None:

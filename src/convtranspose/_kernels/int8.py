@@ -24,14 +24,11 @@ import numpy as np
 
 from .._plan.geometry import taps_per_output
 from .._runtime.memo import derived_from, frozen
-from .._runtime.threads import parallel_for
 
-__all__ = ["requantized", "u8s8_transposed"]
+__all__ = ["u8s8_transposed"]
 
 #: The largest magnitude an int32 holds.
 _INT32_MAX = 2 ** 31 - 1
-#: Output elements per piece of the requantization a thread takes.
-_REQUANTIZE_PIECE = 1 << 16
 
 
 def _packed_weights(weights: np.ndarray) -> tuple | None:
@@ -120,38 +117,3 @@ def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: 
                        out[..., g, :][None], axes, target)
     result = out.reshape(out.shape[:-2] + (groups * co,))
     return result if channels_last else np.moveaxis(result, -1, 1)
-
-
-def requantized(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
-                y_zero_point: np.ndarray, threads: int) -> np.ndarray | None:
-    """``saturate(round_half_to_even(float32(acc) * multiplier[m] / y_scale) +
-    y_zero_point)`` of the sums ``acc`` ``(N, M, Y...)`` (int32, int64, float32 or
-    float64), in one compiled pass with the same float32 steps as
-    :func:`convtranspose._frontends.quantized.requantize`'s NumPy ones, in ``acc``'s
-    memory order (C-contiguous, or a channels-last array's channels-first view, as the
-    VNNI sum returns it): the result has that order too, as NumPy's ``astype`` keeps it.
-    None for other layouts, an empty ``acc``, or where a multiplier is not finite (its
-    NaN products are left to NumPy's rules).  Needs numba."""
-    if acc.size == 0 or not np.all(np.isfinite(multiplier)):
-        return None
-    last = np.moveaxis(acc, 1, -1)
-    per_row = acc.flags.c_contiguous
-    if not (per_row or last.flags.c_contiguous):
-        return None
-    from ._numba.int8 import requantize_rows
-
-    memory = acc if per_row else last
-    # Rows: (sample, channel) of positions, or (sample, position) of channels.
-    rows = memory.reshape(acc.shape[0] * acc.shape[1], -1) if per_row else memory.reshape(
-        -1, acc.shape[1])
-    out = np.empty(rows.shape, y_zero_point.dtype)
-    info = np.iinfo(out.dtype)
-    args = (rows, np.ascontiguousarray(multiplier, np.float32), per_row,
-            np.float32(y_scale.reshape(())), np.float32(y_zero_point.reshape(())),
-            np.float32(info.min), np.float32(info.max), out)
-    piece = max(1, _REQUANTIZE_PIECE // max(1, rows.shape[1]))
-    parallel_for(lambda first, stop: requantize_rows(*args, first * piece,
-                                                     min(rows.shape[0], stop * piece)),
-                 -(-rows.shape[0] // piece), threads if rows.size >= _REQUANTIZE_PIECE else 1)
-    result = out.reshape(memory.shape)
-    return result if per_row else np.moveaxis(result, -1, 1)

@@ -17,9 +17,8 @@ import numpy as np
 
 from ..._runtime.caches import kept
 from ..._runtime.threads import parallel_for
-from .kernel_cache import cached_njit
 
-__all__ = ["COLUMNS", "pack_signed", "panel_source", "requantize_kernel", "u8s8_products"]
+__all__ = ["COLUMNS", "pack_signed", "panel_source", "u8s8_products"]
 
 #: Rows of ``a`` and vectors of 16 columns whose sums a block keeps in registers: 16
 #: accumulators, 4 weight vectors and a broadcast row, of the 32 AVX-512 registers.
@@ -94,24 +93,3 @@ def u8s8_products(a: np.ndarray, packed: np.ndarray, k4: int, width: int,
 
     parallel_for(work, pieces, threads)
     return cols.reshape(rows, width)
-
-
-
-@cached_njit(nogil=True)
-def requantize_rows(acc, multiplier, per_row, y_scale, zero_point, low, high, out, first,
-                    stop):  # pragma: no cover - compiled
-    """Rows ``[first, stop)`` of ``out[r, i] = saturate(rint(float32(acc[r, i]) * mult /
-    y_scale) + zero_point)`` for C-contiguous ``acc`` and ``out`` ``(R, L)``: ``mult`` is
-    ``multiplier[r % M]`` where ``per_row`` (channels first: a row is one channel's
-    positions), else ``multiplier[i]`` (channels last: a row is one position's channels).
-
-    Each step is the float32 operation NumPy's ``astype``, ``*=``, ``/=``, ``rint``
-    (half to even), ``+=`` and ``clip`` perform, in that order, so the bytes are the
-    same; the clip as ``minimum(maximum(v, low), high)`` (no NaN reaches it: the
-    caller's multipliers are finite)."""
-    channels = multiplier.shape[0]
-    for r in range(first, stop):
-        for i in range(acc.shape[1]):
-            scale = multiplier[r % channels] if per_row else multiplier[i]
-            value = np.rint(np.float32(acc[r, i]) * scale / y_scale) + zero_point
-            out[r, i] = min(max(value, low), high)

@@ -1,0 +1,78 @@
+"""The quantized dialects' requantization of exact integer sums, in one compiled pass
+(:mod:`._numba.requantize`), bit for bit the NumPy steps it replaces.
+
+Each function returns None where it does not apply; the caller then runs its NumPy
+steps.  Needs numba (the caller checks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._runtime.threads import parallel_for
+
+__all__ = ["fixed_point_requantized", "requantized"]
+
+#: Elements per piece of work a thread takes.
+_PIECE = 1 << 16
+
+
+def _rows_in_pieces(kernel, rows: np.ndarray, threads: int) -> None:
+    """``kernel(first_row, stop_row)`` over ``rows`` ``(R, L)`` in pieces of about
+    :data:`_PIECE` elements, on up to ``threads`` threads (one for a small array)."""
+    piece = max(1, _PIECE // max(1, rows.shape[1]))
+    parallel_for(lambda first, stop: kernel(first * piece, min(rows.shape[0], stop * piece)),
+                 -(-rows.shape[0] // piece), threads if rows.size >= _PIECE else 1)
+
+
+def requantized(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
+                y_zero_point: np.ndarray, threads: int) -> np.ndarray | None:
+    """``saturate(round_half_to_even(float32(acc) * multiplier[m] / y_scale) +
+    y_zero_point)`` of the sums ``acc`` ``(N, M, Y...)`` (int32, int64, float32 or
+    float64), in one compiled pass with the same float32 steps as
+    :func:`convtranspose._frontends.quantized.requantize`'s NumPy ones, in ``acc``'s
+    memory order (C-contiguous, or a channels-last array's channels-first view, as the
+    VNNI sum returns it): the result has that order too, as NumPy's ``astype`` keeps it.
+    None for other layouts, an empty ``acc``, or where a multiplier is not finite (its
+    NaN products are left to NumPy's rules).  Needs numba."""
+    if acc.size == 0 or not np.all(np.isfinite(multiplier)):
+        return None
+    last = np.moveaxis(acc, 1, -1)
+    per_row = acc.flags.c_contiguous
+    if not (per_row or last.flags.c_contiguous):
+        return None
+    from ._numba.requantize import requantize_rows
+
+    memory = acc if per_row else last
+    # Rows: (sample, channel) of positions, or (sample, position) of channels.
+    rows = memory.reshape(acc.shape[0] * acc.shape[1], -1) if per_row else memory.reshape(
+        -1, acc.shape[1])
+    out = np.empty(rows.shape, y_zero_point.dtype)
+    info = np.iinfo(out.dtype)
+    args = (rows, np.ascontiguousarray(multiplier, np.float32), per_row,
+            np.float32(y_scale.reshape(())), np.float32(y_zero_point.reshape(())),
+            np.float32(info.min), np.float32(info.max), out)
+    _rows_in_pieces(lambda first, stop: requantize_rows(*args, first, stop), rows, threads)
+    result = out.reshape(memory.shape)
+    return result if per_row else np.moveaxis(result, -1, 1)
+
+
+def fixed_point_requantized(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
+                            zero_point: int, bounds: tuple[int, int], dtype: np.dtype,
+                            threads: int) -> np.ndarray | None:
+    """TFLite's int32 requantization (:mod:`convtranspose._frontends.fixed_point`'s
+    double rounding) of the exact sums ``acc`` ``(..., M)`` (int64, channels last) with
+    per-channel ``multiplier`` and ``shift``, plus ``zero_point``, clamped to
+    ``bounds`` (within ``dtype``), as ``dtype``, C-contiguous.  None for a
+    non-contiguous or empty ``acc``."""
+    if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype != np.int64:
+        return None
+    from ._numba.requantize import fixed_point_rows
+
+    rows = acc.reshape(-1, acc.shape[-1])
+    out = np.empty(rows.shape, dtype)
+    args = (rows, np.ascontiguousarray(np.broadcast_to(multiplier, rows.shape[1:]), np.int64),
+            np.ascontiguousarray(np.broadcast_to(shift, rows.shape[1:]), np.int64),
+            np.int64(zero_point), np.int64(bounds[0]), np.int64(bounds[1]), out)
+    _rows_in_pieces(lambda first, stop: fixed_point_rows(*args, first, stop), rows, threads)
+    return out.reshape(acc.shape)
