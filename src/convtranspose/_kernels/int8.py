@@ -61,12 +61,15 @@ def _shifted_rows(data: np.ndarray, channels_last: bool, groups: int, ci: int, k
     """``data + shift`` as bytes ``(G, M, k4 * 4)``: each group's input pixels as rows of
     its ``Ci`` channels, zero past them; one cast pass over the data, whatever its
     layout and integer type."""
-    pixels = data if channels_last else np.moveaxis(data, 1, -1)  # (N, X..., G*Ci)
+    rank = data.ndim - 2
+    # (N, X..., G*Ci); transposes rather than np.moveaxis, a tenth of a small call.
+    pixels = data if channels_last else data.transpose((0,) + tuple(range(2, rank + 2)) + (1,))
     rows = math.prod(pixels.shape[:-1])
     shifted = np.empty((groups, rows, k4 * 4), np.uint8)
     if k4 * 4 > ci:
         shifted[:, :, ci:] = 0
-    source = np.moveaxis(pixels.reshape(pixels.shape[:-1] + (groups, ci)), -2, 0)
+    source = pixels.reshape(pixels.shape[:-1] + (groups, ci)).transpose(
+        (rank + 1,) + tuple(range(rank + 1)) + (rank + 2,))  # (G, N, X..., Ci)
     target = shifted[:, :, :ci].reshape(source.shape)
     if shift:
         np.add(source, shift, out=target, casting="unsafe")
@@ -116,4 +119,5 @@ def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: 
         col2im_scatter(cols.reshape((1, batch) + inputs + kernel + (co,)), out,
                        out[..., g, :][None], axes, target)
     result = out.reshape(out.shape[:-2] + (groups * co,))
-    return result if channels_last else np.moveaxis(result, -1, 1)
+    return result if channels_last else result.transpose(
+        (0, result.ndim - 1) + tuple(range(1, result.ndim - 1)))

@@ -15,14 +15,19 @@ __all__ = ["fixed_point_requantized", "requantized"]
 
 #: Elements per piece of work a thread takes.
 _PIECE = 1 << 16
+#: The quantized results' ranges (``np.iinfo`` costs microseconds per call).
+_BOUNDS = {"B": (0, 255), "b": (-128, 127)}
 
 
 def _rows_in_pieces(kernel, rows: np.ndarray, threads: int) -> None:
     """``kernel(first_row, stop_row)`` over ``rows`` ``(R, L)`` in pieces of about
     :data:`_PIECE` elements, on up to ``threads`` threads (one for a small array)."""
+    if rows.size < 2 * _PIECE or threads == 1:  # one piece: no threads to wake
+        kernel(0, rows.shape[0])
+        return
     piece = max(1, _PIECE // max(1, rows.shape[1]))
     parallel_for(lambda first, stop: kernel(first * piece, min(rows.shape[0], stop * piece)),
-                 -(-rows.shape[0] // piece), threads if rows.size >= _PIECE else 1)
+                 -(-rows.shape[0] // piece), threads)
 
 
 def requantized(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
@@ -33,25 +38,26 @@ def requantized(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
     :func:`convtranspose._frontends.quantized.requantize`'s NumPy ones, in ``acc``'s
     memory order (C-contiguous, or a channels-last array's channels-first view, as the
     VNNI sum returns it): the result has that order too, as NumPy's ``astype`` keeps it.
-    None for other layouts, an empty ``acc``, or where a multiplier is not finite (its
-    NaN products are left to NumPy's rules).  Needs numba."""
-    if acc.size == 0 or not np.all(np.isfinite(multiplier)):
+    None for other layouts, an empty ``acc``, a result type other than uint8 and int8, or
+    where a multiplier is not finite (its NaN products are left to NumPy's rules).
+    Needs numba."""
+    bounds = _BOUNDS.get(y_zero_point.dtype.char)
+    if acc.size == 0 or bounds is None or not np.isfinite(multiplier).all():
         return None
-    last = np.moveaxis(acc, 1, -1)
     per_row = acc.flags.c_contiguous
-    if not (per_row or last.flags.c_contiguous):
+    memory = acc if per_row else acc.transpose((0,) + tuple(range(2, acc.ndim)) + (1,))
+    if not memory.flags.c_contiguous:
         return None
     from ._numba.requantize import requantize_rows
 
-    memory = acc if per_row else last
     # Rows: (sample, channel) of positions, or (sample, position) of channels.
     rows = memory.reshape(acc.shape[0] * acc.shape[1], -1) if per_row else memory.reshape(
         -1, acc.shape[1])
     out = np.empty(rows.shape, y_zero_point.dtype)
-    info = np.iinfo(out.dtype)
+    low, high = bounds
     args = (rows, np.ascontiguousarray(multiplier, np.float32), per_row,
             np.float32(y_scale.reshape(())), np.float32(y_zero_point.reshape(())),
-            np.float32(info.min), np.float32(info.max), out)
+            np.float32(low), np.float32(high), out)
     _rows_in_pieces(lambda first, stop: requantize_rows(*args, first, stop), rows, threads)
     result = out.reshape(memory.shape)
     return result if per_row else np.moveaxis(result, -1, 1)
