@@ -126,6 +126,22 @@ def test_sums_at_the_byte_products_ends(low):
     np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
 
 
+@needs_vnni
+def test_many_groups_in_one_pass():
+    """Sixteen groups of five channels (padded to eight bytes, 3 * 6 columns padded to
+    64), many pieces of rows per group across two threads: every group's products run in
+    one pass and scatter in one, each into its own output channels."""
+    from convtranspose._kernels.int8 import u8s8_transposed
+    from convtranspose._plan.rules import AxisPlan
+
+    rng = np.random.default_rng(17)
+    axes = (AxisPlan(40, 3, 2, 1, 1, 79), AxisPlan(9, 2, 1, 2, 0, 11))
+    data = rng.integers(-100, 156, (2, 16 * 5, 40, 9))
+    weights = rng.integers(-128, 128, (16, 5, 3, 3, 2))
+    result = u8s8_transposed(data, weights, axes, False, host_target().replace(threads=2))
+    np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
+
+
 SCRIPT = textwrap.dedent("""\
     import json
     import numba

@@ -5,9 +5,10 @@ the data's values (zero point already subtracted) shifted by a constant into ``[
 255]``, the weights in ``[-128, 127]``, so that every product is one of ``vpdpbusd``'s
 unsigned-times-signed byte products (:mod:`._numba.int8`).  Per group, one product of
 the input pixels ``(M, Ci)`` with the weights ``(Ci, Co * K)`` gives every (pixel, output
-channel, tap) sum in int32, the shift's share ``shift * sum_ci w`` is subtracted from
-each column, and each tap's column block is added into the outputs it reaches
-(col2im, with ``col2im-nxc``'s compiled scatter).  Exact: the products' sums stay within int32, and
+channel, tap) sum in int32 (every group's in one pass over the threads), the shift's
+share ``shift * sum_ci w`` is subtracted from each column, and each tap's column block
+is added into the outputs it reaches (col2im, with ``col2im-nxc``'s compiled scatter,
+every group in one pass).  Exact: the products' sums stay within int32, and
 the outputs are summed in int32 where the bound allows, else int64.
 
 The packed weights and their column sums are kept in the weights memo
@@ -94,30 +95,33 @@ def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: 
     packed = _packed_weights(weights)
     if packed is None:
         return None
-    from ._numba.int8 import u8s8_products
+    from ._numba.int8 import group_products
     from ._numba.scatter import col2im_scatter
 
     groups, ci, co = weights.shape[:3]
     kernel = weights.shape[3:]
     shift = -low  # data + shift is in [0, 255]
-    shifted = _shifted_rows(data, channels_last, groups, ci, packed[0][1], shift)
+    k4, width = packed[0][1], packed[0][2]  # every group's: one Ci, one Co * K
+    shifted = _shifted_rows(data, channels_last, groups, ci, k4, shift)
     batch = data.shape[0]
     inputs = data.shape[1:-1] if channels_last else data.shape[2:]
     bound = ci * taps_per_output(axes) * 255 * 128
     out = np.zeros((batch,) + tuple(a.output_size for a in axes) + (groups, co),
                    np.int32 if bound <= _INT32_MAX else np.int64)
+    # Columns (group, pixel, tap, output channel), every group's in one pass: each tap's
+    # sums are rows of Co contiguous values.  The padded columns are skipped by the
+    # scatter's strides, not copied away.
     columns = co * math.prod(kernel)
-    for g, (words, k4, width, sums) in enumerate(packed):
-        # Columns (tap, output channel): each tap's sums are rows of Co contiguous values.
-        # The padded columns are skipped by the scatter's strides, not copied away.
-        cols = u8s8_products(shifted[g], words, k4, width, target.threads)[:, :columns]
-        if cols.dtype != out.dtype:
-            cols = cols.astype(out.dtype)
-        if shift:
-            cols -= (shift * sums).astype(out.dtype)
-        # col2im: each tap's sums into the outputs it reaches, in one compiled pass.
-        col2im_scatter(cols.reshape((1, batch) + inputs + kernel + (co,)), out,
-                       out[..., g, :][None], axes, target)
+    flat = group_products(shifted, [p[0] for p in packed], k4, width, target.threads)
+    cols = flat.reshape(groups, -1, width)[:, :, :columns]
+    if cols.dtype != out.dtype:
+        cols = cols.astype(out.dtype)
+    if shift:
+        cols -= (shift * np.stack([p[3] for p in packed]))[:, None, :].astype(out.dtype)
+    # col2im: each tap's sums into the outputs it reaches, every group in one compiled pass.
+    region = out.transpose((out.ndim - 2,) + tuple(range(out.ndim - 2)) + (out.ndim - 1,))
+    col2im_scatter(cols.reshape((groups, batch) + inputs + kernel + (co,)), out, region, axes,
+                   target)
     result = out.reshape(out.shape[:-2] + (groups * co,))
     return result if channels_last else result.transpose(
         (0, result.ndim - 1) + tuple(range(1, result.ndim - 1)))
