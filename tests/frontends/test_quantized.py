@@ -331,6 +331,13 @@ def test_weights_edited_in_place_between_calls_are_summed_anew():
     second = ct.qlinear_conv_transpose(x, *args, w, *tail, strides=[2, 2], pads=[1] * 4)
     np.testing.assert_array_equal(second, want())
     assert not np.array_equal(first, second)
+    # The same filter with another weight zero point: other centred weights.
+    third = ct.qlinear_conv_transpose(x, *args, w, tail[0], np.int8(-7), *tail[2:],
+                                      strides=[2, 2], pads=[1] * 4)
+    acc = oracle_sum(x.astype(np.int64) - 3, w.astype(np.int64) + 7, None, 1, [2, 2],
+                     [1, 1, 1, 1], [1, 1], [0, 0])
+    np.testing.assert_array_equal(third, oracle_requantize(acc, 0.02, 0.01, 0.05,
+                                                           np.uint8(128)))
 
 
 def test_out_receives_the_result():
