@@ -14,7 +14,7 @@ import numpy as np
 
 from .kernel_cache import cached_njit
 
-__all__ = ["fixed_point_rows", "requantize_rows"]
+__all__ = ["fixed_point_rows", "requantize_rows", "torch_rows"]
 
 
 @cached_njit(nogil=True)
@@ -67,3 +67,46 @@ def fixed_point_rows(acc, multiplier, shift, zero_point, low, high, out, first,
             value = (product >> right) + (1 if (product & mask) > threshold else 0)
             value = _wrap32(value + zero_point)
             out[r, m] = min(max(value, low), high)
+
+
+@cached_njit(nogil=True)
+def torch_rows(acc, per_row, engine, scale, offset, integer_bias, has_bias, destination,
+               zero_point, out, first, stop):  # pragma: no cover - compiled
+    """Rows ``[first, stop)`` of torch's quantized result of the exact sums ``acc``
+    ``(R, L)`` (C-contiguous; channel ``r % M`` where ``per_row``, else ``i``), on
+    ``engine`` 0 (fbgemm: ``rint((float32(acc) + offset[m]) * scale[m])``), 1 (qnnpack:
+    ``rint(float32(wrap32(acc + integer_bias[m])) * scale[m])``) or 2 (oneDNN:
+    ``rint(clip((float32(acc) * scale[m] + offset[m]) * destination + zero_point, 0,
+    255)) - zero_point``), then the x86 store of
+    :func:`convtranspose._frontends.torch_quantized._x86_store`: each step the float32
+    or integer operation the NumPy code performs, in its order (the clips as
+    comparisons, which keep a NaN as ``np.clip`` does)."""
+    channels = scale.shape[0]
+    zero = np.float32(zero_point)
+    for r in range(first, stop):
+        for i in range(acc.shape[1]):
+            m = r % channels if per_row else i
+            whole = _wrap32(np.int64(acc[r, i]))
+            if engine == 0:
+                real = np.float32(whole)
+                if has_bias:
+                    real = real + offset[m]
+                rounded = np.rint(real * scale[m])
+            elif engine == 1:
+                if has_bias:
+                    whole = _wrap32(whole + integer_bias[m])
+                rounded = np.rint(np.float32(whole) * scale[m])
+            else:
+                real = np.float32(whole) * scale[m]
+                if has_bias:
+                    real = real + offset[m]
+                real = real * destination + zero
+                real = np.float32(0) if real < 0 else real
+                real = np.float32(255) if real > 255 else real
+                rounded = np.rint(real) - zero
+            # The x86 store: cvtps2dq (out of range: INT32_MIN), int16 saturation, the
+            # zero point, int16 saturation, uint8 saturation.
+            wide = rounded if abs(rounded) < 2.0 ** 31 else np.float32(-2.0 ** 31)
+            wide = min(max(wide, np.float32(-32768)), np.float32(32767)) + zero
+            wide = min(max(wide, np.float32(-32768)), np.float32(32767))
+            out[r, i] = min(max(wide, np.float32(0)), np.float32(255))
