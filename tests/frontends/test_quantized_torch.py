@@ -417,12 +417,14 @@ def test_onednn_adds_the_zero_point_before_rounding():
 
 @pytest.mark.parametrize("engine", ["fbgemm", "qnnpack", "onednn"])
 @pytest.mark.parametrize("channels_last", [False, True])
-def test_requantization_ties_and_saturation(engine, channels_last):
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
+def test_requantization_ties_and_saturation(engine, channels_last, dtype):
     """Each engine's requantization (the compiled pass where numba is) against the
     oracle on exact ties (power-of-two scales: every odd sum times 1/2 is a tie, so a
     multiplier one float32 step off shows), biases that are ties too, sums past the
     store's int16 saturation and both uint8 ends, per channel and
-    per tensor, in both memory orders of the sums."""
+    per tensor, in both memory orders of the sums and in each type an exact sum
+    arrives in (float64: the sums of layers the byte products do not take)."""
     from convtranspose._frontends.torch_quantized import torch_requantize
 
     rng = np.random.default_rng(31)
@@ -431,7 +433,7 @@ def test_requantization_ties_and_saturation(engine, channels_last):
                                                  70000, -70000, 32767, -32769],
                           rng.integers(-(2 ** 27), 2 ** 27, 193)])
     acc = acc.reshape(2, 500)[:, None, :].repeat(4, axis=1).reshape(2, 4, 20, 25)
-    stored = acc.astype(np.int64)
+    stored = acc.astype(dtype)
     if channels_last:
         stored = np.moveaxis(np.ascontiguousarray(np.moveaxis(stored, 1, -1)), -1, 1)
     for per_channel, bias in ((False, None), (True, None),

@@ -188,7 +188,8 @@ def torch_requantize(acc: np.ndarray, engine: str, input_scale: float,
                      weight_scale: np.ndarray, bias: np.ndarray | None,
                      output_scale: float, output_zero_point: int,
                      per_channel: bool) -> np.ndarray:
-    """The quint8 result of the exact sum ``acc`` ``(N, C_out, Y...)`` on ``engine``
+    """The quint8 result of the exact sum ``acc`` ``(N, C_out, Y...)`` (integers, of an
+    integer or float type) on ``engine``
     (``fbgemm``, ``qnnpack`` or ``onednn``): ``weight_scale`` (float64) and ``bias``
     (float32) per output channel ``(C_out,)``.  With numba, one compiled pass of the
     same steps."""
@@ -200,7 +201,7 @@ def torch_requantize(acc: np.ndarray, engine: str, input_scale: float,
         if result is not None:
             return result
     channels = acc.shape[1]
-    moved = wrap32(np.moveaxis(acc, 1, 0).reshape(channels, -1))
+    moved = wrap32(np.moveaxis(acc.astype(np.int64), 1, 0).reshape(channels, -1))
     if engine == "fbgemm":
         rounded = _fbgemm(moved, input_scale, weight_scale, bias, output_scale, per_channel)
     elif engine == "qnnpack":
@@ -291,7 +292,7 @@ def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
                                                       if weight_zero.size > 1 else ()),
                           dtype=np.int16)
     acc = exact_sum(plan, np.subtract(data, input_zero.reshape(()), dtype=np.int16), centred,
-                    None, names=("input", "weight", "bias")).astype(np.int64)
+                    None, names=("input", "weight", "bias"))
     channels = plan.output_shape[1]
     per_channel = weight_scale.size > 1
     # Output channel g * C_out/groups + j takes the scale of the weight's column j.
