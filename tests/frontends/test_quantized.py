@@ -267,6 +267,79 @@ def test_a_python_loop_from_the_definition(sum_in):
         result, oracle_requantize(out, 0.01, np.full(6, 0.02, np.float32), 0.05, np.int8(3)))
 
 
+@pytest.mark.parametrize("acc_dtype", [np.int32, np.int64, np.float32, np.float64])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_compiled_requantization_equals_the_scalar_oracle(acc_dtype, channels_last):
+    """The compiled requantization pass against the scalar oracle: sums at int32's
+    ends and past float32's 2**24 (rounded on the way to float32), ties (power-of-two
+    scales: half of them round down to even), both saturation ends of uint8 and int8,
+    in both memory orders the exact sums arrive in."""
+    pytest.importorskip("numba")
+    from convtranspose._kernels.requantize import requantized
+
+    rng = np.random.default_rng(3)
+    info = np.iinfo(np.int32)
+    shape = (2, 5, 7, 9)  # (N, M, Y1, Y2)
+    acc = rng.integers(-4000, 4000, shape)
+    acc[0, :, 0, :6] = [info.min, info.max, 2 ** 24 + 1, -(2 ** 24) - 3, 2 ** 30 + 65, 12]
+    acc[1, :, 1, :4] = [-12, 20, -20, 28]  # ties at multiplier / y_scale = 1/8
+    w_scale = np.float32([0.25, 0.5, 1.0, 2.0 ** -10, 3e-4])
+    # Channel 4 at y_scale 0.37: sums whose float32 steps taken in another order
+    # (multiplier / y_scale first) round to another integer.
+    multiplier = np.float32(0.5) * w_scale[4]
+    candidates = np.arange(-2 ** 20, 2 ** 20).astype(np.float32)
+    apart = candidates[np.rint(candidates * multiplier / np.float32(0.37))
+                       != np.rint(candidates * (multiplier / np.float32(0.37)))]
+    assert apart.size >= 9
+    acc[:, 4, 2] = apart[:: apart.size // 9][:9].astype(np.int64)
+    if acc_dtype == np.float32:  # float32 sums hold integers below 2**24 only
+        acc = np.clip(acc, -(2 ** 24), 2 ** 24)
+    stored = acc.astype(acc_dtype)
+    if channels_last:  # a channels-first view of channels-last memory
+        stored = np.moveaxis(np.ascontiguousarray(np.moveaxis(stored, 1, -1)), -1, 1)
+    for y_scale, y_zero in ((np.float32(0.0625), np.uint8(128)), (np.float32(0.5), np.int8(-3)),
+                            (np.float32(0.37), np.uint8(128)),
+                            (np.float32(1e-6), np.int8(127)), (np.float32(7.3), np.uint8(0))):
+        multiplier = np.float32(0.5) * w_scale
+        result = requantized(stored, multiplier, y_scale, y_zero, threads=2)
+        assert result is not None
+        np.testing.assert_array_equal(
+            result, oracle_requantize(acc, np.float32(0.5), w_scale, y_scale, y_zero))
+        assert result.dtype == y_zero.dtype
+    low, high = np.iinfo(y_zero.dtype).min, np.iinfo(y_zero.dtype).max
+    assert {low, high} <= set(np.unique(result).tolist())  # both saturation ends
+
+
+def test_weights_edited_in_place_between_calls_are_summed_anew():
+    """The packed weights are kept between calls (the weights memo), which compares
+    the filter value by value: a filter edited in place gives the new result."""
+    rng = np.random.default_rng(21)
+    x = rng.integers(0, 256, (1, 8, 4, 4)).astype(np.uint8)
+    w = rng.integers(-128, 128, (8, 4, 3, 3)).astype(np.int8)
+    args = (np.float32(0.02), np.uint8(3))
+    tail = (np.float32(0.01), np.int8(0), np.float32(0.05), np.uint8(128))
+
+    def want():
+        acc = oracle_sum(x.astype(np.int64) - 3, w.astype(np.int64), None, 1, [2, 2],
+                         [1, 1, 1, 1], [1, 1], [0, 0])
+        return oracle_requantize(acc, 0.02, 0.01, 0.05, np.uint8(128))
+
+    first = ct.qlinear_conv_transpose(x, *args, w, *tail, strides=[2, 2], pads=[1] * 4)
+    np.testing.assert_array_equal(first, want())
+    w[2, 1, 0, 0] = 127 if w[2, 1, 0, 0] < 0 else -128  # in place, same object
+    w[5] = -w[5] // 2
+    second = ct.qlinear_conv_transpose(x, *args, w, *tail, strides=[2, 2], pads=[1] * 4)
+    np.testing.assert_array_equal(second, want())
+    assert not np.array_equal(first, second)
+    # The same filter with another weight zero point: other centred weights.
+    third = ct.qlinear_conv_transpose(x, *args, w, tail[0], np.int8(-7), *tail[2:],
+                                      strides=[2, 2], pads=[1] * 4)
+    acc = oracle_sum(x.astype(np.int64) - 3, w.astype(np.int64) + 7, None, 1, [2, 2],
+                     [1, 1, 1, 1], [1, 1], [0, 0])
+    np.testing.assert_array_equal(third, oracle_requantize(acc, 0.02, 0.01, 0.05,
+                                                           np.uint8(128)))
+
+
 def test_out_receives_the_result():
     layer, attributes = random_layer(np.random.default_rng(3))
     want = expected(layer, attributes)

@@ -289,6 +289,32 @@ def test_multiply_by_quantized_multiplier_32_edges():
     assert saturated.tolist() == [INT32_MAX] == [o_mbqm32(INT32_MIN, INT32_MIN, 0)]
 
 
+@pytest.mark.parametrize("dtype, zero, bounds", [(INT8, -5, (-128, 127)), (UINT8, 200, (0, 255)),
+                                                 (INT8, 127, (-30, 90))])
+def test_compiled_requantization_edges(dtype, zero, bounds):
+    """The compiled int32 requantization pass (the frontend's path where numba is):
+    per channel one (multiplier, shift) of the edge sets above, sums past int32 (wrapped
+    first), the saturating product, ties, and clamping at both bounds, against the
+    Python-integer rules."""
+    pytest.importorskip("numba")
+    from convtranspose._kernels.requantize import fixed_point_requantized
+
+    rng = np.random.default_rng(13)
+    multipliers = [0, 1, 2 ** 30, 2 ** 30 + 1, 2 ** 31 - 1, 1518500250, INT32_MIN,
+                   *rng.integers(2 ** 30, 2 ** 31, 3)]
+    pairs = list(itertools.product(multipliers, [-31, -17, -2, -1, 0, 1, 7, 30]))
+    xs = np.concatenate([_values(rng), [2 ** 32 + 5, -(2 ** 33) - 7, 2 ** 40 + 2 ** 31, 3, -3]])
+    acc = np.repeat(xs[:, None], len(pairs), axis=1).reshape(5, -1, len(pairs))
+    multiplier = np.array([m for m, _ in pairs], np.int64)
+    shift = np.array([s for _, s in pairs], np.int64)
+    got = fixed_point_requantized(acc, multiplier, shift, zero, bounds, dtype, threads=2)
+    assert got.dtype == dtype and got.shape == acc.shape
+    want = [[min(max(o_wrap32(o_mbqm32(o_wrap32(int(x)), int(m), int(s)) + zero), bounds[0]),
+                 bounds[1]) for m, s in pairs] for x in xs]
+    assert got.reshape(len(xs), -1).tolist() == want
+    assert {bounds[0], bounds[1]} <= set(got.reshape(-1).tolist())
+
+
 def test_multiply_by_quantized_multiplier_64_edges():
     rng = np.random.default_rng(12)
     xs = np.array([0, 1, -1, 2 ** 47 - 1, -(2 ** 47), 2 ** 40 + 3, -(2 ** 40) - 3,

@@ -413,3 +413,34 @@ def test_onednn_adds_the_zero_point_before_rounding():
         0, 1, 1, 1, 2, 3, 3, 3, 4, 5, 5, 5, 6, 7, 7, 7]
     if "onednn" in ENGINES:
         np.testing.assert_array_equal(result, torch_module("onednn", case))
+
+
+@pytest.mark.parametrize("engine", ["fbgemm", "qnnpack", "onednn"])
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
+def test_requantization_ties_and_saturation(engine, channels_last, dtype):
+    """Each engine's requantization (the compiled pass where numba is) against the
+    oracle on exact ties (power-of-two scales: every odd sum times 1/2 is a tie, so a
+    multiplier one float32 step off shows), biases that are ties too, sums past the
+    store's int16 saturation and both uint8 ends, per channel and
+    per tensor, in both memory orders of the sums and in each type an exact sum
+    arrives in (float64: the sums of layers the byte products do not take)."""
+    from convtranspose._frontends.torch_quantized import torch_requantize
+
+    rng = np.random.default_rng(31)
+    # Sums up to 2**27: times the largest multiplier here, 2, within the store's int32.
+    acc = np.concatenate([np.arange(-400, 400), [2 ** 27 - 3, -(2 ** 27) + 5, 2 ** 26 + 1,
+                                                 70000, -70000, 32767, -32769],
+                          rng.integers(-(2 ** 27), 2 ** 27, 193)])
+    acc = acc.reshape(2, 500)[:, None, :].repeat(4, axis=1).reshape(2, 4, 20, 25)
+    stored = acc.astype(dtype)
+    if channels_last:
+        stored = np.moveaxis(np.ascontiguousarray(np.moveaxis(stored, 1, -1)), -1, 1)
+    for per_channel, bias in ((False, None), (True, None),
+                              (True, np.array([0.5, -1.5, 2.25, 0], F32)),
+                              (False, np.array([1.0, -0.5, 0.5, -3.0], F32))):
+        ws = np.array([0.25, 0.5, 1.0, 0.125]) if per_channel else np.full(4, 0.25)
+        result = torch_requantize(stored, engine, 0.5, ws, bias, 0.25, 37, per_channel)
+        np.testing.assert_array_equal(result, oracle(engine, acc, 0.5, ws, bias, 0.25,
+                                                     37, per_channel))
+        assert {0, 255} <= set(result.ravel().tolist())

@@ -83,6 +83,65 @@ def test_operands_beyond_bytes_or_three_axes_are_left_to_the_caller():
     assert u8s8_transposed(data4, weights4, axes4, False, host_target()) is None
 
 
+@needs_vnni
+def test_packed_weights_are_kept_and_packed_again_after_an_edit(monkeypatch):
+    """A second call with the same weights (a fresh copy of equal values) packs
+    nothing; weights edited in place are packed again and give their own exact sum."""
+    from convtranspose._kernels import int8
+    from convtranspose._kernels._numba import int8 as compiled
+
+    packed = []
+    pack = compiled.pack_signed
+    monkeypatch.setattr(compiled, "pack_signed", lambda w: packed.append(1) or pack(w))
+    rng = np.random.default_rng(5)
+    data, weights, axes = random_case(rng, 2)
+    data = rng.integers(-40, 200, data.shape)
+    weights = rng.integers(-128, 128, weights.shape)
+    groups = weights.shape[0]
+    target = host_target().replace(threads=2)
+    for copy in (weights, weights.copy()):
+        result = int8.u8s8_transposed(data, copy, axes, False, target)
+        np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
+        assert len(packed) == groups  # packed by the first call only
+    weights.flat[0] = -128 if weights.flat[0] > 0 else 127
+    result = int8.u8s8_transposed(data, weights, axes, False, target)
+    np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
+    assert len(packed) == 2 * groups
+
+
+@needs_vnni
+@pytest.mark.parametrize("low", [-255, 0])
+def test_sums_at_the_byte_products_ends(low):
+    """Data spanning exactly 256 values (shift 255 or 0) against weights at int8's
+    ends: every product at its largest magnitude, 255 * -128, through the shift's
+    compensation and the scatter's int32 sums."""
+    from convtranspose._kernels.int8 import u8s8_transposed
+
+    rng = np.random.default_rng(8)
+    data, weights, axes = random_case(rng, 2)
+    data = np.where(rng.random(data.shape) < 0.5, low, low + 255)
+    weights = np.where(rng.random(weights.shape) < 0.5, -128, 127)
+    weights.flat[0], data.flat[0] = -128, low + 255
+    result = u8s8_transposed(data, weights, axes, False, host_target())
+    np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
+
+
+@needs_vnni
+def test_many_groups_in_one_pass():
+    """Sixteen groups of five channels (padded to eight bytes, 3 * 6 columns padded to
+    64), many pieces of rows per group across two threads: every group's products run in
+    one pass and scatter in one, each into its own output channels."""
+    from convtranspose._kernels.int8 import u8s8_transposed
+    from convtranspose._plan.rules import AxisPlan
+
+    rng = np.random.default_rng(17)
+    axes = (AxisPlan(40, 3, 2, 1, 1, 79), AxisPlan(9, 2, 1, 2, 0, 11))
+    data = rng.integers(-100, 156, (2, 16 * 5, 40, 9))
+    weights = rng.integers(-128, 128, (16, 5, 3, 3, 2))
+    result = u8s8_transposed(data, weights, axes, False, host_target().replace(threads=2))
+    np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
+
+
 SCRIPT = textwrap.dedent("""\
     import json
     import numba

@@ -29,6 +29,7 @@ import numpy as np
 
 from .._errors import ConvTransposeError
 from .._plan import dialects as _dialects
+from .._runtime.target import host
 from .fixed_point import (
     activation_range,
     multiply_by_quantized_multiplier,
@@ -136,6 +137,14 @@ def tflite_requantization(input_dtype: np.dtype, input_scale: np.ndarray,
 def _requantized(acc, input, acc_type, multiplier, shift, output_zero_point,
                  bounds) -> np.ndarray:
     """The exact sum ``acc`` (NHWC) scaled, offset and clamped as TFLite's kernels do."""
+    target = host()
+    if acc_type == INT32 and target.numba:  # one compiled pass of the same int64 steps
+        from .._kernels.requantize import fixed_point_requantized
+
+        result = fixed_point_requantized(acc, multiplier, shift, int(output_zero_point.reshape(())),
+                                         bounds, input.dtype, target.threads)
+        if result is not None:
+            return result
     if acc_type == INT64:  # int64 accumulator (int16 inputs)
         scaled = multiply_by_quantized_multiplier_64(acc, multiplier, shift)
     else:  # int32 accumulator: the exact sum wrapped as TFLite's int32 sum wraps
@@ -148,10 +157,11 @@ def _compute(plan, input, weights, bias, zero_points, scales, activation,
              acc_type) -> np.ndarray:
     """The exact sum of the centred operands (:func:`exact_sum`), then TFLite's integer
     requantization (:func:`_requantized`)."""
-    data = input.astype(np.int64) - zero_points[0].reshape(())
-    filter_ = weights.astype(np.int64) - zero_points[1].reshape((-1, 1, 1, 1)
-                                                                if zero_points[1].size > 1
-                                                                else ())
+    # The centred values fit int32 (16-bit inputs) and int16 (8-bit weights): the
+    # smaller types are cheaper to convert and for the weights memo to compare.
+    data = np.subtract(input, zero_points[0].reshape(()), dtype=np.int32)
+    filter_ = np.subtract(weights, zero_points[1].reshape((-1, 1, 1, 1) if zero_points[1].size > 1
+                                                          else ()), dtype=np.int16)
     span = [int(np.iinfo(t).max) - int(np.iinfo(t).min) for t in (input.dtype, weights.dtype)]
     acc = exact_sum(plan, data, filter_, bias, names=("input", "weights", "bias"),
                     largest_product=span[0] * span[1]).astype(np.int64)

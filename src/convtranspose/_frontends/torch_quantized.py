@@ -36,6 +36,7 @@ import numpy as np
 from .._errors import ConvTransposeError
 from .._plan import dialects as _dialects
 from .._runtime.caches import kept
+from .._runtime.target import host
 from .fixed_point import wrap32
 from .quantized import check_out, exact_sum, integer_zero_point
 from .specs import as_array, resolve_plan
@@ -88,24 +89,32 @@ def _channels(values: np.ndarray, channels: int) -> np.ndarray:
         else values.reshape(-1)
 
 
-def _fbgemm(acc, input_scale, weight_scale, bias, output_scale, per_channel):
-    """FBGEMM's ``ReQuantizeOutput`` with a float bias (its AVX2/AVX-512 loops)."""
+def _fbgemm_parameters(input_scale, weight_scale, bias, output_scale, per_channel):
+    """FBGEMM's per-channel float32 multiplier and bias term (None without a bias)."""
     act_times_w = (np.float64(F32(input_scale)) * weight_scale).astype(F32)
     multiplier = act_times_w / F32(output_scale)
-    real = acc.astype(F32)
+    term = None
     if bias is not None:
         if per_channel:  # the per-channel loop divides by each channel's scale
-            term = bias / act_times_w
+            term = (bias / act_times_w).astype(F32)
         else:  # the per-tensor loop multiplies by one reciprocal, taken in double
-            term = bias * F32(1.0 / np.float64(act_times_w[0]))
-        real += term.astype(F32)[:, None]
+            term = (bias * F32(1.0 / np.float64(act_times_w[0]))).astype(F32)
+    return multiplier, term
+
+
+def _fbgemm(acc, input_scale, weight_scale, bias, output_scale, per_channel):
+    """FBGEMM's ``ReQuantizeOutput`` with a float bias (its AVX2/AVX-512 loops)."""
+    multiplier, term = _fbgemm_parameters(input_scale, weight_scale, bias, output_scale,
+                                          per_channel)
+    real = acc.astype(F32)
+    if term is not None:
+        real += term[:, None]
     return np.rint(real * multiplier[:, None])
 
 
-def _qnnpack(acc, input_scale, weight_scale, bias, output_scale):
-    """QNNPACK's deconvolution: the bias quantized to int32 by ``quantize_per_tensor``
-    (or ``_per_channel``) with scale ``weight_scale * input_scale``, then the SSE2
-    requantization ``float32(acc) * requantization_scale``."""
+def _qnnpack_parameters(input_scale, weight_scale, bias, output_scale):
+    """QNNPACK's per-channel float32 requantization scale and int32 bias (None without
+    a bias), or its refusal."""
     weight32 = weight_scale.astype(F32)
     with np.errstate(over="ignore", divide="ignore", under="ignore"):  # checked below
         requant = (weight32 * F32(input_scale)) * (F32(1) / F32(output_scale))
@@ -113,13 +122,31 @@ def _qnnpack(acc, input_scale, weight_scale, bias, output_scale):
         raise ConvTransposeError(
             f"input_scale * weight_scale / output_scale = {requant.tolist()} as float32:"
             f" QNNPACK refuses a requantization scale that is not finite and positive")
+    quantized = None
     if bias is not None:
         inverse = F32(1) / (weight_scale * np.float64(input_scale)).astype(F32)
         # fbgemm's Quantize clamps in double: the float32 product fits after rounding.
         quantized = np.clip(np.rint(bias * inverse).astype(np.float64), -2 ** 31,
-                            2 ** 31 - 1)
-        acc = wrap32(acc + quantized.astype(np.int64)[:, None])
+                            2 ** 31 - 1).astype(np.int64)
+    return requant, quantized
+
+
+def _qnnpack(acc, input_scale, weight_scale, bias, output_scale):
+    """QNNPACK's deconvolution: the bias quantized to int32 by ``quantize_per_tensor``
+    (or ``_per_channel``) with scale ``weight_scale * input_scale``, then the SSE2
+    requantization ``float32(acc) * requantization_scale``."""
+    requant, quantized = _qnnpack_parameters(input_scale, weight_scale, bias, output_scale)
+    if quantized is not None:
+        acc = wrap32(acc + quantized[:, None])
     return np.rint(acc.astype(F32) * requant[:, None])
+
+
+def _onednn_parameters(input_scale, weight_scale, output_scale):
+    """oneDNN's per-channel float32 source-times-weight scale and its float32 reciprocal
+    of the destination scale, as torch and ideep hand the scales over (below)."""
+    def back(scale):
+        return F32(1) / (1.0 / np.asarray(scale, np.float64)).astype(F32)
+    return back(input_scale) * back(weight_scale), F32(1) / back(output_scale)
 
 
 def _onednn(acc, input_scale, weight_scale, bias, output_scale):
@@ -128,25 +155,53 @@ def _onednn(acc, input_scale, weight_scale, bias, output_scale):
     the int32 sum by the product of the source and weight scales, adds the float bias
     and multiplies by its float32 reciprocal of the destination scale; the result is
     not rounded yet (oneDNN adds the zero point first, :func:`torch_requantize`)."""
-    def back(scale):
-        return F32(1) / (1.0 / np.asarray(scale, np.float64)).astype(F32)
-    scale = back(input_scale) * back(weight_scale)
-    destination = F32(1) / back(output_scale)
+    scale, destination = _onednn_parameters(input_scale, weight_scale, output_scale)
     real = acc.astype(F32) * scale[:, None]
     if bias is not None:
         real += bias[:, None]
     return real * destination
 
 
+def _compiled_requantize(acc, engine, input_scale, weight_scale, bias, output_scale,
+                         output_zero_point, per_channel, threads) -> np.ndarray | None:
+    """:func:`torch_requantize` in one compiled pass with the same steps
+    (:func:`convtranspose._kernels.requantize.torch_requantized`), or None."""
+    from .._kernels.requantize import torch_requantized
+
+    channels = acc.shape[1]
+    offset, integer_bias, destination = None, None, F32(1)
+    if engine == "fbgemm":
+        scale, offset = _fbgemm_parameters(input_scale, weight_scale, bias, output_scale,
+                                           per_channel)
+    elif engine == "qnnpack":
+        scale, integer_bias = _qnnpack_parameters(input_scale, weight_scale, bias,
+                                                  output_scale)
+    else:
+        scale, destination = _onednn_parameters(input_scale, weight_scale, output_scale)
+        offset = bias
+    return torch_requantized(acc, ("fbgemm", "qnnpack", "onednn").index(engine),
+                             np.broadcast_to(scale, (channels,)), offset, integer_bias,
+                             destination, output_zero_point, threads)
+
+
 def torch_requantize(acc: np.ndarray, engine: str, input_scale: float,
                      weight_scale: np.ndarray, bias: np.ndarray | None,
                      output_scale: float, output_zero_point: int,
                      per_channel: bool) -> np.ndarray:
-    """The quint8 result of the exact sum ``acc`` ``(N, C_out, Y...)`` on ``engine``
+    """The quint8 result of the exact sum ``acc`` ``(N, C_out, Y...)`` (integers, of an
+    integer or float type) on ``engine``
     (``fbgemm``, ``qnnpack`` or ``onednn``): ``weight_scale`` (float64) and ``bias``
-    (float32) per output channel ``(C_out,)``."""
+    (float32) per output channel ``(C_out,)``.  With numba, one compiled pass of the
+    same steps."""
+    target = host()
+    if target.numba:
+        result = _compiled_requantize(acc, engine, input_scale, weight_scale, bias,
+                                      output_scale, output_zero_point, per_channel,
+                                      target.threads)
+        if result is not None:
+            return result
     channels = acc.shape[1]
-    moved = wrap32(np.moveaxis(acc, 1, 0).reshape(channels, -1))
+    moved = wrap32(np.moveaxis(acc.astype(np.int64), 1, 0).reshape(channels, -1))
     if engine == "fbgemm":
         rounded = _fbgemm(moved, input_scale, weight_scale, bias, output_scale, per_channel)
     elif engine == "qnnpack":
@@ -231,10 +286,13 @@ def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
     """The exact sum of the centred operands, then the engine's requantization."""
     input_scale, input_zero, weight_scale, weight_zero, output_scale, output_zero = params
     rank = weight.ndim - 2
-    centred = weight.astype(np.int64) - weight_zero.reshape((1, -1) + (1,) * rank
-                                                            if weight_zero.size > 1 else ())
-    acc = exact_sum(plan, data.astype(np.int64) - input_zero.reshape(()), centred, None,
-                    names=("input", "weight", "bias")).astype(np.int64)
+    # 8-bit values minus their zero points fit int16: a quarter of int64's bytes to
+    # convert, and for the weights memo to compare.
+    centred = np.subtract(weight, weight_zero.reshape((1, -1) + (1,) * rank
+                                                      if weight_zero.size > 1 else ()),
+                          dtype=np.int16)
+    acc = exact_sum(plan, np.subtract(data, input_zero.reshape(()), dtype=np.int16), centred,
+                    None, names=("input", "weight", "bias"))
     channels = plan.output_shape[1]
     per_channel = weight_scale.size > 1
     # Output channel g * C_out/groups + j takes the scale of the weight's column j.

@@ -18,7 +18,7 @@ import numpy as np
 from ..._runtime.caches import kept
 from ..._runtime.threads import parallel_for
 
-__all__ = ["COLUMNS", "pack_signed", "panel_source", "u8s8_products"]
+__all__ = ["COLUMNS", "group_products", "pack_signed", "panel_source", "u8s8_products"]
 
 #: Rows of ``a`` and vectors of 16 columns whose sums a block keeps in registers: 16
 #: accumulators, 4 weight vectors and a broadcast row, of the 32 AVX-512 registers.
@@ -81,15 +81,30 @@ def u8s8_products(a: np.ndarray, packed: np.ndarray, k4: int, width: int,
                   threads: int) -> np.ndarray:
     """``a @ w`` (int32, ``(M, width)``) for ``a`` ``(M, k4 * 4)`` of uint8 (C-contiguous)
     and ``w`` packed by :func:`pack_signed`, on up to ``threads`` threads."""
-    rows = a.shape[0]
-    a32 = a.view(np.int32).reshape(-1)
-    cols = np.empty(rows * width, np.int32)
+    return group_products(a[None], [packed], k4, width, threads).reshape(a.shape[0], width)
+
+
+def group_products(a: np.ndarray, packed: list, k4: int, width: int,
+                   threads: int) -> np.ndarray:
+    """``a[g] @ w[g]`` for every group ``g``: ``a`` ``(G, M, k4 * 4)`` of uint8
+    (C-contiguous) and ``packed[g]`` packed by :func:`pack_signed`, in one pass over
+    (group, piece of rows) on up to ``threads`` threads (a layer of many small groups
+    does not wait for each group's threads in turn).  Returns the flat int32 sums
+    ``(G * M * width,)``, to be viewed as ``(G, M, width)``."""
+    groups, rows = a.shape[:2]
+    a32 = a.view(np.int32).reshape(groups, -1)
+    cols = np.empty(groups * rows * width, np.int32)
+    per_group = cols.reshape(groups, -1)
     panel = _panel()
     pieces = -(-rows // _PIECE_ROWS)
 
     def work(first, stop):
-        panel(a32, packed, cols, k4, width, first * _PIECE_ROWS,
-              min(rows, stop * _PIECE_ROWS))
+        # One panel call per group the range covers: its pieces are consecutive rows.
+        for g in range(first // pieces, (stop - 1) // pieces + 1):
+            low, high = max(first, g * pieces) - g * pieces, min(stop, (g + 1) * pieces) - g * pieces
+            panel(a32[g], packed[g], per_group[g], k4, width, low * _PIECE_ROWS,
+                  min(rows, high * _PIECE_ROWS))
 
-    parallel_for(work, pieces, threads)
-    return cols.reshape(rows, width)
+    if pieces:
+        parallel_for(work, groups * pieces, threads)
+    return cols

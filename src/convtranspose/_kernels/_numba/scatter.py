@@ -79,10 +79,29 @@ def scatter_kernel(columns, col_steps, target, out_steps, geometry, co, n, rows_
                                     dst += s3 * o4
 
 
+def _flat(columns: np.ndarray) -> np.ndarray:
+    """The elements ``columns`` spans, from its first, as one flat view that its
+    element steps index (``reshape(-1)`` would copy a strided array, losing them)."""
+    if columns.flags.c_contiguous:
+        return columns.reshape(-1)
+    base = columns.base  # a view of a flat array from its first element: that array
+    if (isinstance(base, np.ndarray) and base.ndim == 1 and base.dtype == columns.dtype
+            and base.flags.c_contiguous
+            and base.__array_interface__["data"][0] == columns.__array_interface__["data"][0]):
+        return base
+    if min(columns.strides, default=0) < 0:
+        raise ValueError("the columns' strides must be non-negative")
+    extent = 1 + sum((size - 1) * step for size, step in
+                     zip(columns.shape, np.array(columns.strides) // columns.itemsize))
+    return np.lib.stride_tricks.as_strided(columns, (extent,), (columns.itemsize,),
+                                           writeable=False)
+
+
 def col2im_scatter(columns, out, region, axes, target) -> None:
     """Add col2im's ``columns`` into ``region`` tap by tap, as the NumPy adds do.
 
-    ``columns`` is C-contiguous ``(G, n, X..., K..., Co)``; ``region`` a view
+    ``columns`` is ``(G, n, X..., K..., Co)`` with non-negative strides (the byte
+    products' padded columns are skipped, not copied away); ``region`` a view
     ``(G, n, Y..., Co)`` of the C-contiguous ``out``; ``axes`` send input ``x`` of tap
     ``k`` to output ``x * stride + k * dilation - offset``.  Every output element gets
     its taps' products in tap order, as from the NumPy loop, so the sums are the same
@@ -113,7 +132,7 @@ def col2im_scatter(columns, out, region, axes, target) -> None:
     row_elements = co * math.prod(a.output_size for a in axes3[1:])
     rows_per_item = max(1, BAND_ELEMENTS // max(1, row_elements))
     items = groups * n * -(-axes3[0].output_size // rows_per_item)
-    flat_out, flat_columns = out.reshape(-1)[start // itemsize:], columns.reshape(-1)
+    flat_out, flat_columns = out.reshape(-1)[start // itemsize:], _flat(columns)
     big = columns.size >= DIRECT_PARALLEL_MACS // 16  # a scalar add: about 16 multiply-adds
     parallel_for(lambda a, b: scatter_kernel(flat_columns, col_steps, flat_out, out_steps,
                                            geometry, co, n, rows_per_item, a, b),

@@ -1,0 +1,128 @@
+"""The quantized dialects' requantization of exact integer sums, in one compiled pass
+(:mod:`._numba.requantize`), bit for bit the NumPy steps it replaces.
+
+Each function returns None where it does not apply; the caller then runs its NumPy
+steps.  Needs numba (the caller checks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._runtime.threads import parallel_for
+
+__all__ = ["fixed_point_requantized", "requantized", "torch_requantized"]
+
+#: Elements per piece of work a thread takes.
+_PIECE = 1 << 16
+#: The quantized results' ranges (``np.iinfo`` costs microseconds per call).
+_BOUNDS = {"B": (0, 255), "b": (-128, 127)}
+
+
+def _rows_in_pieces(kernel, rows: np.ndarray, threads: int) -> None:
+    """``kernel(first_row, stop_row)`` over ``rows`` ``(R, L)`` in pieces of about
+    :data:`_PIECE` elements, on up to ``threads`` threads (one for a small array)."""
+    if rows.size < 2 * _PIECE or threads == 1:  # one piece: no threads to wake
+        kernel(0, rows.shape[0])
+        return
+    piece = max(1, _PIECE // max(1, rows.shape[1]))
+    parallel_for(lambda first, stop: kernel(first * piece, min(rows.shape[0], stop * piece)),
+                 -(-rows.shape[0] // piece), threads)
+
+
+def requantized(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
+                y_zero_point: np.ndarray, threads: int) -> np.ndarray | None:
+    """``saturate(round_half_to_even(float32(acc) * multiplier[m] / y_scale) +
+    y_zero_point)`` of the sums ``acc`` ``(N, M, Y...)`` (int32, int64, float32 or
+    float64), in one compiled pass with the same float32 steps as
+    :func:`convtranspose._frontends.quantized.requantize`'s NumPy ones, in ``acc``'s
+    memory order (C-contiguous, or a channels-last array's channels-first view, as the
+    VNNI sum returns it): the result has that order too, as NumPy's ``astype`` keeps it.
+    None for other layouts, an empty ``acc``, a result type other than uint8 and int8, or
+    where a multiplier is not finite (its NaN products are left to NumPy's rules).
+    Needs numba."""
+    bounds = _BOUNDS.get(y_zero_point.dtype.char)
+    if acc.size == 0 or bounds is None or not np.isfinite(multiplier).all():
+        return None
+    layout = _rows(acc)
+    if layout is None:
+        return None
+    from ._numba.requantize import requantize_rows
+
+    rows, per_row, shape = layout
+    out = np.empty(rows.shape, y_zero_point.dtype)
+    low, high = bounds
+    args = (rows, np.ascontiguousarray(multiplier, np.float32), per_row,
+            np.float32(y_scale.reshape(())), np.float32(y_zero_point.reshape(())),
+            np.float32(low), np.float32(high), out)
+    _rows_in_pieces(lambda first, stop: requantize_rows(*args, first, stop), rows, threads)
+    return _in_acc_order(out, per_row, shape)
+
+
+def _rows(acc: np.ndarray) -> tuple[np.ndarray, bool, tuple] | None:
+    """``acc`` ``(N, M, Y...)`` as C-contiguous rows in its memory order: ``(N * M, S)``
+    (channels first: ``True``) or ``(N * S, M)`` (a channels-last array's channels-first
+    view: ``False``), with the memory's shape; None for other layouts."""
+    per_row = acc.flags.c_contiguous
+    memory = acc if per_row else acc.transpose((0,) + tuple(range(2, acc.ndim)) + (1,))
+    if not memory.flags.c_contiguous:
+        return None
+    rows = memory.reshape(acc.shape[0] * acc.shape[1], -1) if per_row else memory.reshape(
+        -1, acc.shape[1])
+    return rows, per_row, memory.shape
+
+
+def _in_acc_order(out: np.ndarray, per_row: bool, shape: tuple) -> np.ndarray:
+    """The rows' results ``(N, M, Y...)``, in the memory order of the sums."""
+    result = out.reshape(shape)
+    return result if per_row else np.moveaxis(result, -1, 1)
+
+
+def torch_requantized(acc: np.ndarray, engine: int, scale: np.ndarray,
+                      offset: np.ndarray | None, integer_bias: np.ndarray | None,
+                      destination: np.float32, zero_point: int,
+                      threads: int) -> np.ndarray | None:
+    """torch's quint8 result of the exact sums ``acc`` ``(N, M, Y...)`` (int32 or
+    int64) on ``engine`` (0 fbgemm, 1 qnnpack, 2 oneDNN) with its per-channel float32
+    ``scale``, float32 ``offset`` (fbgemm's bias term, oneDNN's bias) or int32
+    ``integer_bias`` (QNNPACK's) and oneDNN's ``destination`` reciprocal scale, in one
+    compiled pass (:func:`._numba.requantize.torch_rows`), in ``acc``'s memory order;
+    None for an empty ``acc`` or another layout."""
+    layout = None if acc.size == 0 or acc.dtype.kind != "i" else _rows(acc)
+    if layout is None:
+        return None
+    from ._numba.requantize import torch_rows
+
+    rows, per_row, shape = layout
+    channels = scale.shape[0]
+    out = np.empty(rows.shape, np.uint8)
+    args = (rows, per_row, engine, np.ascontiguousarray(scale, np.float32),
+            np.zeros(channels, np.float32) if offset is None
+            else np.ascontiguousarray(offset, np.float32),
+            np.zeros(channels, np.int64) if integer_bias is None
+            else np.ascontiguousarray(integer_bias, np.int64),
+            offset is not None or integer_bias is not None, np.float32(destination),
+            int(zero_point), out)
+    _rows_in_pieces(lambda first, stop: torch_rows(*args, first, stop), rows, threads)
+    return _in_acc_order(out, per_row, shape)
+
+
+def fixed_point_requantized(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
+                            zero_point: int, bounds: tuple[int, int], dtype: np.dtype,
+                            threads: int) -> np.ndarray | None:
+    """TFLite's int32 requantization (:mod:`convtranspose._frontends.fixed_point`'s
+    double rounding) of the exact sums ``acc`` ``(..., M)`` (int64, channels last) with
+    per-channel ``multiplier`` and ``shift``, plus ``zero_point``, clamped to
+    ``bounds`` (within ``dtype``), as ``dtype``, C-contiguous.  None for a
+    non-contiguous or empty ``acc``."""
+    if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype != np.int64:
+        return None
+    from ._numba.requantize import fixed_point_rows
+
+    rows = acc.reshape(-1, acc.shape[-1])
+    out = np.empty(rows.shape, dtype)
+    args = (rows, np.ascontiguousarray(np.broadcast_to(multiplier, rows.shape[1:]), np.int64),
+            np.ascontiguousarray(np.broadcast_to(shift, rows.shape[1:]), np.int64),
+            np.int64(zero_point), np.int64(bounds[0]), np.int64(bounds[1]), out)
+    _rows_in_pieces(lambda first, stop: fixed_point_rows(*args, first, stop), rows, threads)
+    return out.reshape(acc.shape)
