@@ -25,7 +25,14 @@ from .._errors import ConvTransposeError
 from .._plan import dialects as _dialects
 from .._plan.quantized import onednn_dst_type
 from .fixed_point import wrap32
-from .quantized import check_out, exact_sum, float32_scale, integer_zero_point, typed_operand
+from .quantized import (
+    check_out,
+    exact_sum,
+    float32_scale,
+    integer_zero_point,
+    kept_weights,
+    typed_operand,
+)
 from .specs import as_array, resolve_plan
 
 if TYPE_CHECKING:
@@ -154,7 +161,8 @@ def _int32_sum(plan, data, weights, src_zero_point, output_shape) -> np.ndarray:
     if src_zero_point is not None:
         centred -= src_zero_point.reshape(())
     largest = max(int(np.abs(centred).max(initial=0)), 1) * 128
-    return wrap32(exact_sum(plan, centred, weights.astype(np.int64), None,
+    wide = kept_weights(weights, ("int64",), lambda w: w.astype(np.int64))
+    return wrap32(exact_sum(plan, centred, wide, None,
                             names=("input", "filter", "bias"), largest_product=largest,
                             output_shape=output_shape).astype(np.int64))
 

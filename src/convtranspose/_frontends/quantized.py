@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
 
 __all__ = ["check_out", "exact_sum", "vnni_sum", "float32_scale", "integer_zero_point",
-           "qlinear_conv_transpose", "requantize", "sum_dtype", "typed_operand"]
+           "kept_weights", "qlinear_conv_transpose", "requantize", "sum_dtype", "typed_operand"]
 
 #: The element types of x, w and y (T1, T2 and T3 of the contrib operator).
 _QUANTIZED = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -118,20 +118,28 @@ def _centred_weights(w: np.ndarray, w_zero_point: np.ndarray, group: int) -> np.
     return np.subtract(w, zero, dtype=np.int16)
 
 
+def kept_weights(w: np.ndarray, key: tuple, make) -> np.ndarray:
+    """``make(w)`` (the weights as the exact sum takes them: centred, widened), kept in
+    the weights memo with ``w`` under ``key`` (compared value by value: an edited filter
+    or another zero point gives new ones) and marked as the memo's own
+    (:func:`convtranspose._runtime.memo.own`), so that the byte products find their
+    packed weights without comparing the derived copy again: 0.05 ms of comparing the
+    8-bit filter instead of 0.3 ms of centring and comparing for a DCGAN 256->128 4x4
+    filter.  A prepared layer's filter is itself owned, so its calls compare nothing.
+    The memo's budget counts the 8-bit filter's bytes twice; what is kept for it (the
+    derived copy and the packed bytes) takes about three times them."""
+    derived = derived_from(w, "kept", *key)
+    kept = derived.get("kept")
+    if kept is None:
+        kept = derived["kept"] = own(frozen(make(w)))
+    return kept
+
+
 def _kept_centred_weights(w: np.ndarray, w_zero_point: np.ndarray, group: int) -> np.ndarray:
-    """:func:`_centred_weights`, kept in the weights memo with ``w`` (compared value by
-    value: an edited filter or another zero point gives new ones) and marked as the
-    memo's own (:func:`convtranspose._runtime.memo.own`), so that the byte products find
-    their packed weights without comparing the centred copy again: 0.05 ms of comparing
-    the 8-bit filter instead of 0.3 ms of centring and comparing for a DCGAN 256->128
-    4x4 filter.  The memo's budget counts the 8-bit filter's bytes twice; what is kept
-    for it (the int16 centred copy and the packed bytes) takes about three times them."""
-    derived = derived_from(w, "centred", w_zero_point.dtype.str, w_zero_point.shape,
-                           w_zero_point.tobytes(), group)
-    centred = derived.get("centred")
-    if centred is None:
-        centred = derived["centred"] = own(frozen(_centred_weights(w, w_zero_point, group)))
-    return centred
+    """:func:`_centred_weights`, kept in the weights memo (:func:`kept_weights`)."""
+    return kept_weights(w, ("centred", w_zero_point.dtype.str, w_zero_point.shape,
+                            w_zero_point.tobytes(), group),
+                        lambda w: _centred_weights(w, w_zero_point, group))
 
 
 def _operands(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
@@ -283,11 +291,11 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
                             output_shape=output_shape)
     check_transposed(plan, data.astype(np.float32, copy=False),
                      weights.astype(np.float32, copy=False), None, output_shape)
-    canonical = canonical_weights(plan, weights)  # (G, Ci, Co, K...)
-    groups, per_group = canonical.shape[:2]
+    groups, per_group = plan.canonical_filter_shape[:2]  # (G, Ci, Co, K...)
     axis = -1 if plan.channels_last else 1  # the channels'
     if channels >= per_group and bias is None:  # one pass, which is the result
-        return transposed_convolution(data.astype(np.float32), canonical.astype(np.float32),
+        return transposed_convolution(data.astype(np.float32),
+                                      _float32_pass(plan, weights, 0, per_group),
                                       plan.axes, dtype=np.dtype(np.float32),
                                       channels_last=plan.channels_last)
     total = np.zeros(plan.output_shape, np.int64)
@@ -296,9 +304,24 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
         picked = np.add.outer(np.arange(groups) * per_group, np.arange(first, stop))
         total += transposed_convolution(
             np.take(data, picked.reshape(-1), axis=axis).astype(np.float32),
-            np.ascontiguousarray(canonical[:, first:stop], np.float32), plan.axes,
+            _float32_pass(plan, weights, first, stop), plan.axes,
             dtype=np.dtype(np.float32), channels_last=plan.channels_last).astype(np.int64)
     return total if bias is None else _plus_bias(plan, total, bias)
+
+
+def _float32_pass(plan, weights: np.ndarray, first: int, stop: int) -> np.ndarray:
+    """Input channels ``first:stop`` of each group of the canonical weights ``(G, Ci, Co,
+    K...)`` as contiguous float32, kept in the weights memo with ``weights`` and marked
+    as its own, so that the float32 kernels find their matrices without comparing the
+    float32 copy: the weights themselves are compared once (not at all for a prepared
+    layer's, or the centred weights :func:`kept_weights` keeps)."""
+    key = ("float32 pass", plan.filter_layout, plan.canonical_filter_shape, first, stop)
+    derived = derived_from(weights, *key)
+    kept = derived.get("float32")
+    if kept is None:
+        part = canonical_weights(plan, weights)[:, first:stop]
+        kept = derived["float32"] = own(frozen(np.array(part, np.float32, order="C")))
+    return kept
 
 
 def _plus_bias(plan, total: np.ndarray, bias: np.ndarray) -> np.ndarray:

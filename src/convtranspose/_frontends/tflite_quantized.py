@@ -37,7 +37,14 @@ from .fixed_point import (
     quantize_multiplier,
     wrap32,
 )
-from .quantized import check_out, exact_sum, float32_scale, integer_zero_point, typed_operand
+from .quantized import (
+    check_out,
+    exact_sum,
+    float32_scale,
+    integer_zero_point,
+    kept_weights,
+    typed_operand,
+)
 from .specs import resolve_plan
 
 if TYPE_CHECKING:
@@ -160,8 +167,9 @@ def _compute(plan, input, weights, bias, zero_points, scales, activation,
     # The centred values fit int32 (16-bit inputs) and int16 (8-bit weights): the
     # smaller types are cheaper to convert and for the weights memo to compare.
     data = np.subtract(input, zero_points[0].reshape(()), dtype=np.int32)
-    filter_ = np.subtract(weights, zero_points[1].reshape((-1, 1, 1, 1) if zero_points[1].size > 1
-                                                          else ()), dtype=np.int16)
+    zero = zero_points[1].reshape((-1, 1, 1, 1) if zero_points[1].size > 1 else ())
+    filter_ = kept_weights(weights, ("int16", zero.shape, zero.tobytes()),
+                           lambda w: np.subtract(w, zero, dtype=np.int16))
     span = [int(np.iinfo(t).max) - int(np.iinfo(t).min) for t in (input.dtype, weights.dtype)]
     acc = exact_sum(plan, data, filter_, bias, names=("input", "weights", "bias"),
                     largest_product=span[0] * span[1]).astype(np.int64)

@@ -38,7 +38,7 @@ from .._plan import dialects as _dialects
 from .._runtime.caches import kept
 from .._runtime.target import host
 from .fixed_point import wrap32
-from .quantized import check_out, exact_sum, integer_zero_point
+from .quantized import check_out, exact_sum, integer_zero_point, kept_weights
 from .specs import as_array, resolve_plan
 
 if TYPE_CHECKING:
@@ -288,9 +288,9 @@ def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
     rank = weight.ndim - 2
     # 8-bit values minus their zero points fit int16: a quarter of int64's bytes to
     # convert, and for the weights memo to compare.
-    centred = np.subtract(weight, weight_zero.reshape((1, -1) + (1,) * rank
-                                                      if weight_zero.size > 1 else ()),
-                          dtype=np.int16)
+    zero = weight_zero.reshape((1, -1) + (1,) * rank if weight_zero.size > 1 else ())
+    centred = kept_weights(weight, ("int16", zero.shape, zero.tobytes()),
+                           lambda w: np.subtract(w, zero, dtype=np.int16))
     acc = exact_sum(plan, np.subtract(data, input_zero.reshape(()), dtype=np.int16), centred,
                     None, names=("input", "weight", "bias"))
     channels = plan.output_shape[1]
