@@ -40,7 +40,7 @@ from ._frontends.openvino_quantized import (
     fake_quantize_convolution_backprop_data,
     fake_quantize_group_convolution_backprop_data,
 )
-from ._frontends.prepared import PreparedLayer, prepare
+from ._frontends.prepared import PreparedLayer, PreparedQuantizedLayer, prepare
 from ._frontends.quantized import qlinear_conv_transpose
 from ._frontends.specs import (
     clear_caches,
@@ -77,6 +77,7 @@ __all__ = [
     "ConvolutionPlan",
     "Explanation",
     "PreparedLayer",
+    "PreparedQuantizedLayer",
     "ResultTooLargeError",
     "SUPPORTED_DTYPES",
     "Target",

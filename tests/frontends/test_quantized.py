@@ -570,8 +570,17 @@ def test_python_numbers_and_a_wrong_out():
         ct.qlinear_conv_transpose(**good(), out=np.empty((1, 3, 5), np.uint8))
 
 
-def test_prepare_says_it_does_not_take_the_quantized_dialect():
-    with pytest.raises(TypeError, match="quantized ct.qlinear_conv_transpose"):
+def test_prepare_binds_the_quantized_dialect():
+    """A prepared layer of the docstring's layer gives its hand-computed result
+    (tests/frontends/test_prepared_quantized.py compares layers with the function)."""
+    layer = ct.prepare(ct.qlinear_conv_transpose, x_scale=0.5, x_zero_point=10,
+                       w=np.array([[[1, 2, 3]]], np.int8), w_scale=0.25,
+                       w_zero_point=np.int8(0), y_scale=0.125, y_zero_point=100, strides=2)
+    assert isinstance(layer, ct.PreparedQuantizedLayer)
+    # (x - 10) = 0, 10, 20 through w at stride 2, times 0.5 * 0.25 / 0.125 = 1, plus 100
+    assert layer(np.array([[[10, 20, 30]]], np.uint8)).ravel().tolist() == [
+        100, 100, 110, 120, 150, 140, 160]
+    with pytest.raises(TypeError, match="missing the argument 'x_scale'"):
         ct.prepare(ct.qlinear_conv_transpose, w=np.zeros((1, 1, 3), np.int8))
 
 

@@ -757,6 +757,16 @@ def test_out_python_numbers_and_a_wrong_out():
     assert y.ravel().tolist() == [100, 100, 100, 120, 140, 140, 180]
 
 
-def test_prepare_says_it_does_not_take_the_quantized_dialect():
-    with pytest.raises(TypeError, match="quantized ct.tflite_quantized_transpose_conv"):
+def test_prepare_binds_the_quantized_dialect():
+    """A prepared layer of the docstring's layer gives its hand-computed result
+    (tests/frontends/test_prepared_quantized.py compares layers with the function)."""
+    layer = ct.prepare(ct.tflite_quantized_transpose_conv, output_shape=[1, 1, 6, 1],
+                       weights=np.array([1, 2, 3], np.int8).reshape(1, 1, 3, 1),
+                       input_scale=0.5, input_zero_point=10, weights_scale=0.25,
+                       weights_zero_point=0, output_scale=0.125, output_zero_point=-100,
+                       stride_w=2)
+    # (x - 10) = 0, 10, 20 through w at stride 2, times 0.5 * 0.25 / 0.125 = 1, minus 100
+    x = np.array([10, 20, 30], np.int8).reshape(1, 1, 3, 1)
+    assert layer(x).ravel().tolist() == [-100, -100, -90, -80, -50, -60]
+    with pytest.raises(TypeError, match="missing the argument 'output_shape'"):
         ct.prepare(ct.tflite_quantized_transpose_conv, weights=np.zeros((1, 1, 3, 1), np.int8))

@@ -33,12 +33,13 @@ from .convolution import execute_convolution
 from .explain import explain as _explain
 from .frameworks import jax_planned_rhs
 from .kept_calls import prepared_call
+from .prepared_quantized import PreparedQuantizedLayer
 from .specs import as_array, canonical_weights, execute_plan, resolve_plan
 
 if TYPE_CHECKING:
     from .._choose.choice import Explanation
 
-__all__ = ["PreparedLayer", "prepare"]
+__all__ = ["PreparedLayer", "PreparedQuantizedLayer", "prepare"]
 
 #: Input shapes (with dtype) a layer keeps bound, the most recently used last: a model
 #: called at a few batch sizes or image sizes binds each once.
@@ -58,9 +59,6 @@ def _dialect_of(function) -> _dialects.Dialect:
         choices = ", ".join(f"ct.{dialect}" for dialect in _dialects.DIALECTS)
         raise TypeError(f"prepare takes one of the library's array functions ({choices}),"
                         f" or its name; got {function!r}")
-    if record.quantized:  # its scales and zero points are not bound as weights yet
-        raise TypeError(f"prepare does not take the quantized ct.{record.name} yet; call"
-                        f" it directly")
     return record
 
 
@@ -161,6 +159,9 @@ class PreparedLayer:
 
     def __init__(self, function: Callable[..., Any] | str, arguments: dict[str, Any]):
         self._dialect = record = _dialect_of(function)
+        if record.quantized:  # its scales and zero points: PreparedQuantizedLayer
+            raise TypeError(f"PreparedLayer takes the float dialects; ct.prepare makes a"
+                            f" PreparedQuantizedLayer of ct.{record.name}")
         self._function = _function_named(record.name)
         parameters = inspect.signature(self._function).parameters
         data_name, filter_name, bias_name = record.operands
@@ -303,7 +304,8 @@ def _restore(name: str, arguments: dict[str, Any]) -> PreparedLayer:
     return PreparedLayer(name, arguments)
 
 
-def prepare(function: Callable[..., Any] | str, /, **arguments: Any) -> PreparedLayer:
+def prepare(function: Callable[..., Any] | str, /,
+            **arguments: Any) -> PreparedLayer | PreparedQuantizedLayer:
     """A layer of ``function`` with every argument but the data bound: its weights are
     copied and its per-input-shape work is done once.
 
@@ -326,8 +328,10 @@ def prepare(function: Callable[..., Any] | str, /, **arguments: Any) -> Prepared
 
     Returns
     -------
-    PreparedLayer
+    PreparedLayer or PreparedQuantizedLayer
         Call it with the data (and optionally ``out``); ``.explain()`` tells what runs.
+        A quantized dialect's layer (:class:`PreparedQuantizedLayer`) keeps its own
+        read-only copy of the scales and zero points too.
 
     Raises
     ------
@@ -346,4 +350,7 @@ def prepare(function: Callable[..., Any] | str, /, **arguments: Any) -> Prepared
     >>> layer(np.ones((3, 2, 2, 2))).shape                 # another shape binds once
     (3, 1, 4, 4)
     """
+    record = _dialect_of(function)
+    if record.quantized:
+        return PreparedQuantizedLayer(record.name, arguments)
     return PreparedLayer(function, arguments)
