@@ -289,8 +289,11 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
         return execute_plan(plan, data.astype(dtype), weights.astype(dtype),
                             None if bias is None else bias.astype(dtype), names=names,
                             output_shape=output_shape)
-    check_transposed(plan, data.astype(np.float32, copy=False),
-                     weights.astype(np.float32, copy=False), None, output_shape)
+    # The check reads the data's dtype and both operands' sizes only: a float32 stand-in
+    # of the data's shape (no copy) and the weights as they are, rather than converting
+    # the filter on every call.
+    check_transposed(plan, np.broadcast_to(np.float32(0), data.shape), weights, None,
+                     output_shape)
     groups, per_group = plan.canonical_filter_shape[:2]  # (G, Ci, Co, K...)
     axis = -1 if plan.channels_last else 1  # the channels'
     if channels >= per_group and bias is None:  # one pass, which is the result
