@@ -53,6 +53,31 @@ def test_output_shape_array_and_list_resolve_alike():
         ct.convolution_backprop_data(DATA, FILTER, np.array([7.0, 7.0]), strides=2)
 
 
+def test_a_list_edited_between_calls_is_read_again():
+    # The plan of the most recent plain arguments is found by comparing values: the
+    # caller's list, edited in place after a call, must not compare with itself.
+    strides = [2, 2]
+    ct.convolution_backprop_data(DATA, FILTER, strides=strides)
+    strides[0] = 3
+    got = ct.convolution_backprop_data(DATA, FILTER, strides=strides)
+    assert got.shape == ct.shapes.convolution_backprop_data(DATA.shape, FILTER.shape,
+                                                            strides=[3, 2]).output_shape
+    strides[1] = True  # equal to 1, but refused as a fresh resolution refuses it
+    with pytest.raises(ct.ConvTransposeError, match="strides"):
+        ct.convolution_backprop_data(DATA, FILTER, strides=strides)
+
+
+def test_a_plan_used_again_after_the_cache_was_emptied_is_kept_again():
+    # The shortcuts to the most recent plan never leave the cache short of it.
+    kwargs = dict(strides=[2, 1], pads_begin=1)
+    for _ in range(2):
+        ct.convolution_backprop_data(DATA, FILTER, **kwargs)
+        _api.plan_cache.clear()
+        ct.convolution_backprop_data(DATA, FILTER, **kwargs)
+        assert list(_api.plan_cache.values()) == [
+            ct.shapes.convolution_backprop_data(DATA.shape, FILTER.shape, **kwargs)]
+
+
 def test_cache_stays_bounded():
     _api.plan_cache.clear()
     for pad in range(_api.PLAN_CACHE_SIZE + 10):

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from itertools import chain
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -36,6 +34,7 @@ from .kept_calls import (
     prepared_key,
     usable_prepared,
 )
+from .plain_plans import find_plain, forget_plain, keep_plain
 
 if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
@@ -108,39 +107,32 @@ def _freeze(value: Any) -> object:
     return (kind, value)
 
 
-#: ``(key, plan)`` of the most recent resolution: a layer called again and again finds
-#: its plan by one comparison of keys, with no lookup or reordering of the cache.
+#: ``(key, plan)`` most recently used: found again, nothing in the cache is reordered.
 _recent: tuple = (None, None)
-
-#: The most recent resolution whose arguments were all plain (exact ints, strings, None,
-#: lists and tuples of exact ints): ``(resolver, keyword names, the values (lists
-#: copied), their types, the sequences' getter, plan)``.  A call with arguments of the
-#: same types and equal values gets its plan without building the key (2-3 us of a
-#: tiny layer's call); equal values of the same types mean the same to the resolvers.
-_recent_plain: tuple = (None,) * 6
-_PLAIN_TYPES = frozenset({int, str, type(None), tuple, list})
 
 
 def resolve_plan(resolver, *args, **kwargs) -> _plan.ConvTransposePlan:
     """``resolver(*args, **kwargs)``, memoised: repeated layers skip shape validation.
 
     Plans are immutable and errors are never cached, so a hit returns exactly what a
-    fresh resolution would.
+    fresh resolution would.  Plain arguments find their plan without the key
+    (:mod:`.plain_plans`).
     """
-    global _recent, _recent_plain
+    global _recent
     values = (*args, *kwargs.values())
-    plain = _recent_plain
-    # The types first: then the values compare as plain ones (no array's elementwise ==).
-    if (plain[0] is resolver and plain[3] == tuple(map(type, values))
-            and plain[1] == tuple(kwargs) and plain[2] == values
-            and _EXACT_INT.issuperset(map(type, chain.from_iterable(plain[4](values))))):
-        return plain[5]
+    slot_key, found = find_plain(resolver, args, kwargs, values)
+    if found is not None:
+        plan, key = found
+        if key is not _recent[0] or not plan_cache:  # the cache as a lookup leaves it
+            _bounded_insert(plan_cache, key, plan, PLAN_CACHE_SIZE)
+            _recent = key, plan
+        return plan
     try:
         key = (resolver, tuple(kwargs), *map(_freeze, args), *map(_freeze, kwargs.values()))
     except TypeError:
         return resolver(*args, **kwargs)
     recent_key, plan = _recent
-    if key != recent_key:  # else the most recently used entry already: nothing to reorder
+    if key != recent_key or not plan_cache:  # else the most recent entry: nothing to do
         plan = plan_cache.get(key)
         if plan is None:
             plan = resolver(*args, **kwargs)
@@ -148,23 +140,9 @@ def resolve_plan(resolver, *args, **kwargs) -> _plan.ConvTransposePlan:
         else:
             _touch(plan_cache, key, plan)
         _recent = key, plan
-    _recent_plain = _plain_entry(resolver, kwargs, values, plan)
+    if slot_key is not None:
+        keep_plain(slot_key, values, (plan, key))
     return plan
-
-
-def _plain_entry(resolver, kwargs: dict, values: tuple, plan) -> tuple:
-    """The :data:`_recent_plain` entry of a resolution, or one that matches nothing where
-    an argument is not plain."""
-    kinds = tuple(map(type, values))
-    sequences = [index for index, kind in enumerate(kinds) if kind is tuple or kind is list]
-    if not _PLAIN_TYPES.issuperset(kinds) or not _EXACT_INT.issuperset(
-            map(type, chain.from_iterable(values[index] for index in sequences))):
-        return (None,) * 6
-    # The getter returns a tuple of sequences (a lone one twice: itemgetter of one index
-    # returns the item itself); repeating a sequence does not change the check of types.
-    getter = itemgetter(*sequences, *sequences[:1]) if sequences else lambda values: ()
-    copied = tuple(list(value) if type(value) is list else value for value in values)
-    return resolver, tuple(kwargs), copied, kinds, getter, plan
 
 
 _insert_lock = threading.Lock()
@@ -216,12 +194,13 @@ def canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.n
 
 
 def _forget_kept() -> None:
-    global _recent, _recent_plain
+    global _recent
     with _insert_lock:
         plan_cache.clear()
         prepared_calls.clear()
         forget_prepared_keys()
-        _recent, _recent_plain = (None, None), (None,) * 6
+        forget_plain()
+        _recent = (None, None)
 
 
 _caches.register("resolved plans and prepared calls", _forget_kept)
