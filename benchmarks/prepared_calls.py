@@ -1,7 +1,8 @@
 """Repeated calls of small layers: the array function, a prepared layer and the peers'
 own prepared forms, in one process.
 
-    python benchmarks/prepared_calls.py [--calls 3000] [--rounds 5] [--out FILE]
+    python benchmarks/prepared_calls.py [--calls 3000] [--rounds 5] [--layers WORD] [--out FILE]
+    python benchmarks/prepared_calls.py --before OLD/src [--runs 6] ...
 
 For each layer (float32, NCHW, the library's default planning, wisdom off) it times
 back-to-back calls, in alternating rounds, of: the array function
@@ -9,7 +10,14 @@ back-to-back calls, in alternating rounds, of: the array function
 session of the one-node model (inputs bound, one thread per intra-op pool as the
 benchmark runs it) and ``torch.nn.functional.conv_transpose2d`` under ``torch.no_grad``
 (each where installed).  Prints the median microseconds per call of each and the ratios,
-with the CPU; ``--out`` writes the rows as JSON.  Writes nothing else.
+with the CPU; ``--out`` writes the rows as JSON.  Writes nothing else.  The tiny
+layer is also timed channels-last (``ct.conv_transpose``, NXC data and an XIO filter, as
+``convtranspose bench`` runs its NXC twin), without peers.
+
+``--before SRC`` compares two builds in one run: child processes of this script import
+the build under ``SRC`` (``PYTHONPATH``) and the one this process imports, alternately,
+``--runs`` times each; it prints the medians of their medians, and the least, before
+and after.
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
@@ -28,12 +38,13 @@ import numpy as np  # noqa: E402
 import convtranspose as ct  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 
-# (name, data shape, filter shape (C_IN, C_OUT, K, K), stride, pad)
+# (name, data shape, filter shape (C_IN, C_OUT, K, K), stride, pad, channels last)
 LAYERS = [
-    ("tiny 2->3 5x5 k3 s2 p1", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1),
-    ("small 16->8 8x8 k4 s2 p1", (1, 16, 8, 8), (16, 8, 4, 4), 2, 1),
-    ("mid 32->16 16x16 k3 s2 p1", (1, 32, 16, 16), (32, 16, 3, 3), 2, 1),
-    ("U-Net k2 64->32 24x24", (1, 64, 24, 24), (64, 32, 2, 2), 2, 0),
+    ("tiny 2->3 5x5 k3 s2 p1", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, False),
+    ("tiny 2->3 5x5 k3 s2 p1 NXC", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, True),
+    ("small 16->8 8x8 k4 s2 p1", (1, 16, 8, 8), (16, 8, 4, 4), 2, 1, False),
+    ("mid 32->16 16x16 k3 s2 p1", (1, 32, 16, 16), (32, 16, 3, 3), 2, 1, False),
+    ("U-Net k2 64->32 24x24", (1, 64, 24, 24), (64, 32, 2, 2), 2, 0, False),
 ]
 
 
@@ -79,19 +90,35 @@ def _microseconds(call, calls: int) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
-def measure(calls: int, rounds: int) -> list[dict]:
+def _runs(data, weights, stride: int, pad: int, channels_last: bool) -> dict:
+    """The calls to time for one layer: the array function, the prepared layer and (in
+    NCHW) the peers installed."""
+    if channels_last:  # NXC data, XIO filter: ct.conv_transpose's defaults
+        data = np.ascontiguousarray(np.moveaxis(data, 1, -1))
+        filter = np.ascontiguousarray(weights.transpose(2, 3, 0, 1))
+        attributes = dict(strides=[stride, stride], pads_begin=[pad, pad],
+                          pads_end=[pad, pad], data_format="NXC", filter_format="XIO")
+        layer = ct.prepare(ct.conv_transpose, filter=filter, **attributes)
+        return {"function": lambda: ct.conv_transpose(data, filter, **attributes),
+                "prepared": lambda: layer(data)}
+    attributes = dict(strides=[stride, stride], pads=[pad] * 4)
+    layer = ct.prepare(ct.onnx_conv_transpose, W=weights, **attributes)
+    runs = {"function": lambda: ct.onnx_conv_transpose(data, weights, **attributes),
+            "prepared": lambda: layer(data),
+            "onnxruntime": _onnxruntime_call(data, weights, stride, pad),
+            "torch": _torch_call(data, weights, stride, pad)}
+    return {key: call for key, call in runs.items() if call is not None}
+
+
+def measure(calls: int, rounds: int, only: str | None = None, quiet: bool = False) -> list[dict]:
     rng = np.random.default_rng(0)
     rows = []
-    for name, data_shape, filter_shape, stride, pad in LAYERS:
+    for name, data_shape, filter_shape, stride, pad, channels_last in LAYERS:
         data = rng.standard_normal(data_shape, dtype=np.float32)
         weights = rng.standard_normal(filter_shape, dtype=np.float32)
-        attributes = dict(strides=[stride, stride], pads=[pad] * 4)
-        layer = ct.prepare(ct.onnx_conv_transpose, W=weights, **attributes)
-        runs = {"function": lambda: ct.onnx_conv_transpose(data, weights, **attributes),
-                "prepared": lambda: layer(data),
-                "onnxruntime": _onnxruntime_call(data, weights, stride, pad),
-                "torch": _torch_call(data, weights, stride, pad)}
-        runs = {key: call for key, call in runs.items() if call is not None}
+        if only is not None and only not in name:
+            continue
+        runs = _runs(data, weights, stride, pad, channels_last)
         times: dict[str, list[float]] = {key: [] for key in runs}
         for call in runs.values():  # planning, compiling, the peers' first-call work
             for _ in range(20):
@@ -106,6 +133,8 @@ def measure(calls: int, rounds: int) -> list[dict]:
         if peers:
             row["best_peer_over_prepared"] = round(min(peers) / row["us"]["prepared"], 3)
         rows.append(row)
+        if quiet:
+            continue
         print(f"| {name} | " + " | ".join(f"{key} {us}" for key, us in row["us"].items())
               + f" | prepared/function {row['prepared_over_function']}"
               + (f" | best peer/prepared {row['best_peer_over_prepared']}" if peers else "")
@@ -113,20 +142,68 @@ def measure(calls: int, rounds: int) -> list[dict]:
     return rows
 
 
+def compare(before: str, runs: int, child_arguments: list[str]) -> dict:
+    """``{"before": rows, "after": rows}``: each build timed in ``runs`` child processes,
+    alternating which goes first; each row's microseconds are the medians over the runs
+    (``us``) and the least (``best_us``: on a shared machine others' work only adds)."""
+    after = os.path.dirname(os.path.dirname(os.path.abspath(ct.__file__)))
+    builds = {"before": os.path.abspath(before), "after": after}
+    found: dict[str, list[list[dict]]] = {label: [] for label in builds}
+    for run in range(runs):
+        for label in (list(builds) if run % 2 == 0 else list(builds)[::-1]):
+            environment = dict(os.environ, PYTHONPATH=builds[label])
+            child = subprocess.run([sys.executable, os.path.abspath(__file__), "--rows",
+                                    *child_arguments], env=environment, capture_output=True,
+                                   text=True, check=True)
+            found[label].append(json.loads(child.stdout.splitlines()[-1]))
+    result = {}
+    for label, runs_rows in found.items():
+        rows = []
+        for index, first in enumerate(runs_rows[0]):
+            each = [run_rows[index]["us"] for run_rows in runs_rows]
+            rows.append({"layer": first["layer"],
+                         "us": {key: round(statistics.median(us[key] for us in each), 2)
+                                for key in first["us"]},
+                         "best_us": {key: min(us[key] for us in each) for key in first["us"]},
+                         "runs": {key: [us[key] for us in each] for key in first["us"]}})
+        result[label] = rows
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=3000, help="calls per timed round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--layers", default=None, help="only layers whose name has this word")
+    parser.add_argument("--before", default=None, metavar="SRC",
+                        help="compare with the build under this folder (its src)")
+    parser.add_argument("--runs", type=int, default=6, help="child processes per build")
+    parser.add_argument("--rows", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help="write the rows as JSON to this file")
     args = parser.parse_args(argv)
+    if args.rows:  # a child of --before: the rows as one JSON line
+        print(json.dumps(measure(args.calls, args.rounds, args.layers, quiet=True)))
+        return 0
     print(f"CPU: {cpu_model_name()}, {ct.get_num_threads()} threads; microseconds per call,"
           f" medians of {args.rounds} rounds of {args.calls} calls\n")
-    rows = measure(args.calls, args.rounds)
+    record = {"machine": cpu_model_name(), "threads": ct.get_num_threads(),
+              "calls": args.calls, "rounds": args.rounds}
+    if args.before is not None:
+        child_arguments = ["--calls", str(args.calls), "--rounds", str(args.rounds)]
+        if args.layers:
+            child_arguments += ["--layers", args.layers]
+        compared = compare(args.before, args.runs, child_arguments)
+        for label, rows in compared.items():
+            for row in rows:
+                print(f"| {label} | {row['layer']} | "
+                      + " | ".join(f"{key} {us} (best {row['best_us'][key]})"
+                                   for key, us in row["us"].items()) + " |")
+        record.update(runs=args.runs, **compared)
+    else:
+        record["rows"] = measure(args.calls, args.rounds, args.layers)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
-            json.dump({"machine": cpu_model_name(), "threads": ct.get_num_threads(),
-                       "calls": args.calls, "rounds": args.rounds, "rows": rows}, handle,
-                      indent=1)
+            json.dump(record, handle, indent=1)
     return 0
 
 

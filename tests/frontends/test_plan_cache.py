@@ -53,6 +53,31 @@ def test_output_shape_array_and_list_resolve_alike():
         ct.convolution_backprop_data(DATA, FILTER, np.array([7.0, 7.0]), strides=2)
 
 
+def test_a_list_edited_between_calls_is_read_again():
+    # The plan of the most recent plain arguments is found by comparing values: the
+    # caller's list, edited in place after a call, must not compare with itself.
+    strides = [2, 2]
+    ct.convolution_backprop_data(DATA, FILTER, strides=strides)
+    strides[0] = 3
+    got = ct.convolution_backprop_data(DATA, FILTER, strides=strides)
+    assert got.shape == ct.shapes.convolution_backprop_data(DATA.shape, FILTER.shape,
+                                                            strides=[3, 2]).output_shape
+    strides[1] = True  # equal to 1, but refused as a fresh resolution refuses it
+    with pytest.raises(ct.ConvTransposeError, match="strides"):
+        ct.convolution_backprop_data(DATA, FILTER, strides=strides)
+
+
+def test_a_plan_used_again_after_the_cache_was_emptied_is_kept_again():
+    # The shortcuts to the most recent plan never leave the cache short of it.
+    kwargs = dict(strides=[2, 1], pads_begin=1)
+    for _ in range(2):
+        ct.convolution_backprop_data(DATA, FILTER, **kwargs)
+        _api.plan_cache.clear()
+        ct.convolution_backprop_data(DATA, FILTER, **kwargs)
+        assert list(_api.plan_cache.values()) == [
+            ct.shapes.convolution_backprop_data(DATA.shape, FILTER.shape, **kwargs)]
+
+
 def test_cache_stays_bounded():
     _api.plan_cache.clear()
     for pad in range(_api.PLAN_CACHE_SIZE + 10):
@@ -236,6 +261,53 @@ def test_prepared_tiny_call_follows_the_environment_switches(forced_dense, monke
             call(data, filter)
         assert len(seen) == 1, name
         seen.clear()
+
+
+@pytest.mark.parametrize("frontend", ["openvino", "onednn-nxc"])
+def test_prepared_tiny_call_raises_nothing_under_a_strict_error_state(forced_dense, frontend):
+    # Products below float32's smallest normal number set the underflow flag, which a
+    # caller's np.errstate(all="raise") turns into an error unless the call computes
+    # under its own quiet state, as the general path does: the first call (general), the
+    # repeated ones (prepared) and a prepared layer's all return the oracle's sums.
+    call = TINY[frontend]
+    data, filter = _tiny()
+    data, filter = data * np.float32(3e-21), filter * np.float32(3e-21)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise"):
+            results = [call(data, filter) for _ in range(3)]
+            layer = ct.prepare(ct.convolution_backprop_data, filter=filter, strides=2,
+                               pads_begin=1, pads_end=1)
+            if frontend == "openvino":
+                results += [layer(data) for _ in range(3)]
+    assert len(_api.prepared_calls) == 1
+    expected = oracle.canonical_result(data.astype(np.float64), filter[None].astype(np.float64),
+                                       ct.shapes.convolution_backprop_data(
+                                           data.shape, filter.shape, strides=2, pads_begin=1,
+                                           pads_end=1).axes)
+    assert np.abs(expected).max() < np.finfo(np.float32).tiny  # every sum underflows
+    for got in results:
+        if frontend == "onednn-nxc":
+            got = np.moveaxis(got, -1, 1)
+            expected = oracle.canonical_result(
+                data.astype(np.float64), filter[None].astype(np.float64),
+                ct.shapes.conv_transpose(np.moveaxis(data, 1, -1).shape,
+                                         np.moveaxis(filter, (0, 1), (-2, -1)).shape,
+                                         strides=2, pads_begin=1, pads_end=0).axes)
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-43)
+
+
+def test_repeated_call_still_checks_the_memory_limit():
+    # A pass of the footprint check is kept for the limit it passed under: a lower
+    # limit refuses the same call, before anything is allocated.
+    call = TINY["onnx"]
+    data, filter = _tiny()
+    for _ in range(2):
+        call(data, filter)
+    with ct.limit_memory(64):
+        with pytest.raises(ct.ResultTooLargeError):
+            call(data, filter)
+    np.testing.assert_array_equal(call(data, filter), _general(call, data, filter))
 
 
 def test_prepared_tiny_calls_only_for_native_float32_and_float64_without_bias(forced_dense):

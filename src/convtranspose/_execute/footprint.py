@@ -79,8 +79,16 @@ def _check(shape: tuple[int, ...], dtype: np.dtype, wide: np.dtype, *, allocated
 def check_transposed(plan: ConvTransposePlan, data: np.ndarray, filter: np.ndarray,
                      out: np.ndarray | None, output_shape: object) -> None:
     """The check of a transposed convolution (``output_shape`` as the caller gave it,
-    None when not given: it names the argument)."""
+    None when not given: it names the argument).
+
+    Its outcome depends on the plan (which fixes the operands' shapes), the dtype,
+    whether the result is allocated and the limit, so a pass is kept on the plan for
+    these (a repeated tiny layer's call would spend a tenth of its time here); a refusal
+    is raised again each time."""
     dtype = data.dtype
+    passed = plan.__dict__.get("_passed_checks")
+    if passed is not None and (dtype, out is None, _memory.get_max_bytes()) in passed:
+        return
     wide = _wide(dtype)
     elements = math.prod(plan.output_shape)
     fixed = 0
@@ -100,6 +108,13 @@ def check_transposed(plan: ConvTransposePlan, data: np.ndarray, filter: np.ndarr
                plan.data_shape[0], plan.axes, plan.canonical_filter_shape, plan.channels_last,
                np.dtype(wide))),
            culprit=culprit)
+    if passed is None or len(passed) >= _PASSES_KEPT:
+        passed = plan.__dict__["_passed_checks"] = set()
+    passed.add((dtype, out is None, _memory.get_max_bytes()))
+
+
+#: Passed checks kept on one plan (dtypes, allocation, limits), forgotten together beyond.
+_PASSES_KEPT = 16
 
 
 def _data_adjoint_scratch(batch: int, axes: tuple[AxisPlan, ...],

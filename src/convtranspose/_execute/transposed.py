@@ -313,7 +313,7 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
     shape = result_shape(batch, weights.shape, axes, channels_last)
     if runs == "dense":
         matrix = dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
-        return DenseCall(filter.tobytes(), matrix, shape, dtype)
+        return DenseCall(filter, matrix, shape, dtype)
     if runs not in ("direct", "direct-blocked") or (
             filter.nbytes > PREPARED_MAX_FILTER_BYTES and not owned(filter)):
         return None

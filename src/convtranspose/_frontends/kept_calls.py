@@ -17,8 +17,8 @@ from .._execute.transposed import preparable
 from .._kernels.dense import switch_state
 from .._plan.problem import Problem
 
-__all__ = ["PREPARED_CALLS_KEPT", "PreparedKey", "prepared_call", "prepared_calls",
-           "prepared_key", "usable_prepared"]
+__all__ = ["PREPARED_CALLS_KEPT", "PreparedKey", "forget_prepared_keys", "prepared_call",
+           "prepared_calls", "prepared_key", "usable_prepared"]
 
 #: Layers computed by ``dense``, numba ``direct`` or ``direct-blocked``, prepared once
 #: (after their first call): :class:`PreparedKey` -> ``(DenseCall or DirectCall or
@@ -64,8 +64,23 @@ def prepared_key(plan, data: np.ndarray, filter: np.ndarray) -> PreparedKey | No
         problem = Problem(plan.batch, plan.axes, plan.canonical_filter_shape,
                           plan.channels_last, data.dtype)
         key = PreparedKey(problem, plan.filter_layout, plan.filter_shape, filter.dtype)
+        if len(_one_key) >= _KEYS_KEPT:
+            _one_key.clear()
+        key = _one_key.setdefault(key, key)
         plan.__dict__.setdefault("_prepared_keys", {})[dtypes] = key
     return key
+
+
+#: One :class:`PreparedKey` object for equal keys, so that the plans of one problem
+#: (two dialects', a prepared layer's and the array function's) find their shared
+#: prepared call by identity, not by comparing the problems' fields (1 us a call).
+_one_key: dict = {}
+_KEYS_KEPT = 4096
+
+
+def forget_prepared_keys() -> None:
+    """Forget the keys kept by :func:`prepared_key` (with the prepared calls)."""
+    _one_key.clear()
 
 
 def usable_prepared(key: PreparedKey | None) -> tuple | None:

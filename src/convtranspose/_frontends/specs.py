@@ -27,7 +27,14 @@ from .._kernels.dense import switch_state
 from .._plan import dialects as _dialects
 from .._plan import rules as _plan
 from .._runtime import caches as _caches
-from .kept_calls import PREPARED_CALLS_KEPT, prepared_calls, prepared_key, usable_prepared
+from .kept_calls import (
+    PREPARED_CALLS_KEPT,
+    forget_prepared_keys,
+    prepared_calls,
+    prepared_key,
+    usable_prepared,
+)
+from .plain_plans import find_plain, forget_plain, keep_plain
 
 if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
@@ -50,14 +57,14 @@ def _is_masked(value: object) -> bool:
 
 def as_array(name: str, value: object) -> np.ndarray:
     """``value`` as a native-order ndarray, or as it is when another array library's."""
-    if _is_masked(value):
+    if type(value) is np.ndarray:  # exactly: a masked array is a subclass
+        array = value
+    elif _is_masked(value):
         # Computing on the raw data would silently use the masked-out values.
         raise TypeError(
             f"{name} is a masked array, which is not supported; pass {name}.filled(0)"
             f" or the plain data"
         )
-    if type(value) is np.ndarray:
-        array = value
     elif _array_api.is_foreign(value):  # computed in its own library (_array_api)
         return cast(np.ndarray, value)  # duck-typed: only its shape and dtype are read
     else:
@@ -100,22 +107,41 @@ def _freeze(value: Any) -> object:
     return (kind, value)
 
 
+#: ``(key, plan)`` most recently used: found again, nothing in the cache is reordered.
+_recent: tuple = (None, None)
+
+
 def resolve_plan(resolver, *args, **kwargs) -> _plan.ConvTransposePlan:
     """``resolver(*args, **kwargs)``, memoised: repeated layers skip shape validation.
 
     Plans are immutable and errors are never cached, so a hit returns exactly what a
-    fresh resolution would.
+    fresh resolution would.  Plain arguments find their plan without the key
+    (:mod:`.plain_plans`).
     """
+    global _recent
+    values = (*args, *kwargs.values())
+    slot_key, found = find_plain(resolver, args, kwargs, values)
+    if found is not None:
+        plan, key = found
+        if key is not _recent[0] or not plan_cache:  # the cache as a lookup leaves it
+            _bounded_insert(plan_cache, key, plan, PLAN_CACHE_SIZE)
+            _recent = key, plan
+        return plan
     try:
         key = (resolver, tuple(kwargs), *map(_freeze, args), *map(_freeze, kwargs.values()))
     except TypeError:
         return resolver(*args, **kwargs)
-    plan = plan_cache.get(key)
-    if plan is None:
-        plan = resolver(*args, **kwargs)
-        _bounded_insert(plan_cache, key, plan, PLAN_CACHE_SIZE)
-    else:
-        _touch(plan_cache, key, plan)
+    recent_key, plan = _recent
+    if key != recent_key or not plan_cache:  # else the most recent entry: nothing to do
+        plan = plan_cache.get(key)
+        if plan is None:
+            plan = resolver(*args, **kwargs)
+            _bounded_insert(plan_cache, key, plan, PLAN_CACHE_SIZE)
+        else:
+            _touch(plan_cache, key, plan)
+        _recent = key, plan
+    if slot_key is not None:
+        keep_plain(slot_key, values, (plan, key))
     return plan
 
 
@@ -168,9 +194,13 @@ def canonical_weights(plan: _plan.ConvTransposePlan, filter: np.ndarray) -> np.n
 
 
 def _forget_kept() -> None:
+    global _recent
     with _insert_lock:
         plan_cache.clear()
         prepared_calls.clear()
+        forget_prepared_keys()
+        forget_plain()
+        _recent = (None, None)
 
 
 _caches.register("resolved plans and prepared calls", _forget_kept)

@@ -7,6 +7,7 @@ overhead.  :class:`DenseCall` is the same layer prepared for repeated calls.
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -15,16 +16,19 @@ from .._plan.geometry import tap_windows
 from .._plan.rules import AxisPlan
 from .._runtime import blas as _blas
 from .._runtime.caches import kept
-from .._runtime.config import ALGORITHM_ENV, NO_BLAS_ENV, NO_NUMBA_ENV, switch
-from .._runtime.memo import derived_from, frozen
+from .._runtime.config import ALGORITHM_ENV, NO_BLAS_ENV, NO_NUMBA_ENV, switches_reader
+from .._runtime.memo import derived_from, frozen, owned
 from .._runtime.target import host
 from .common import require_finite
 
-#: OpenBLAS splits a product of more multiply-adds than this, and a dot product of more
-#: elements than the second, between its threads (``interface/gemm.c``: 65536 times
-#: GEMM_MULTITHREAD_THRESHOLD, 4 by default; ``kernel/x86_64/?dot.c``); smaller ones
-#: run on the calling thread whatever OpenBLAS's thread count.
-_BLAS_SERIAL_MULTIPLY_ADDS, _BLAS_SERIAL_DOT = 65536 * 4, 10000
+#: OpenBLAS splits a product of more multiply-adds than this between its threads
+#: (``interface/gemm.c``: 65536 times GEMM_MULTITHREAD_THRESHOLD, 4 by default); smaller
+#: ones run on the calling thread whatever OpenBLAS's thread count.
+_BLAS_SERIAL_MULTIPLY_ADDS = 65536 * 4
+
+#: ``np.dot`` without the ``__array_function__`` dispatch (its operands are ndarrays),
+#: where NumPy exposes it.
+_dot = getattr(np.dot, "_implementation", np.dot)
 
 #: ``dense`` (one matrix product with the whole layer as a matrix) is chosen only
 #: when that matrix has at most this many elements: it exists for call overhead.
@@ -99,8 +103,16 @@ def _dense_product(data, matrix, dtype, out) -> bool:
     """
     batch = data.shape[0]
     products = out.reshape(batch, -1)
-    np.matmul(data.reshape(batch, -1).astype(dtype, copy=False), matrix, out=products)
-    return all(map(math.isfinite, products[:, 0].tolist()))
+    # np.dot rather than np.matmul: the same BLAS product without the ufunc machinery
+    # (0.7 us less in a tiny layer's call); every dense product goes through _dot, so
+    # the prepared call and the general path agree bit for bit.
+    _dot(data.reshape(batch, -1).astype(dtype, copy=False), matrix, out=products)
+    return _finite_samples(products)
+
+
+def _finite_samples(products: np.ndarray) -> bool:
+    """Whether the first output of every sample (a row of ``products``) is finite."""
+    return not products.size or all(map(math.isfinite, products[:, 0].tolist()))
 
 
 def _dense(data, weights, axes, dtype, channels_last, out, *, target):
@@ -110,8 +122,31 @@ def _dense(data, weights, axes, dtype, channels_last, out, *, target):
         require_finite(data, dtype)
 
 
-def switch_state() -> tuple[str, str, str]:
-    return switch(ALGORITHM_ENV), switch(NO_NUMBA_ENV), switch(NO_BLAS_ENV)
+#: The environment switches a prepared call depends on, as set now: a tuple that a
+#: prepared call compares with the one it was made under (equal exactly when no switch
+#: changed); read on every call, in a tenth of a microsecond.
+switch_state = switches_reader(ALGORITHM_ENV, NO_NUMBA_ENV, NO_BLAS_ENV)
+
+
+def _numpy_error_state():
+    """NumPy's context variable of the floating-point error state and its maker of
+    states, or ``(None, None)`` where this NumPy has none (then :class:`DenseCall`
+    enters ``np.errstate``)."""
+    try:
+        umath = importlib.import_module("numpy._core.umath")
+    except ImportError:
+        return None, None
+    state, make = (getattr(umath, name, None) for name in ("_extobj_contextvar", "_make_extobj"))
+    if state is None or make is None or not callable(getattr(state, "set", None)):
+        return None, None
+    return state, make
+
+
+# ``np.errstate(all="ignore")`` builds a new error state each time it is entered (1.2 us,
+# a fifth of a tiny layer's prepared call); the prepared call sets NumPy's context
+# variable to a quiet state built once per caller state: the last pair is kept.
+_ERROR_STATE, _MAKE_ERROR_STATE = _numpy_error_state()
+_quiet_state: tuple = (None, None)  # (caller's state, the same with every error ignored)
 
 
 class DenseCall:
@@ -122,57 +157,59 @@ class DenseCall:
     :func:`transposed_convolution` returns without bias, in one product with the
     kept matrix: no algorithm choice or filter memo, each of which costs about as
     much as the product in a call made after the process slept
-    (``benchmarks/results/small-layer-calls.json``).  Returns None when it cannot vouch for the result (another filter
-    or switch, or an output that is not finite: the general path then decides,
-    exactly).
+    (``benchmarks/results/small-layer-calls.json``).  Returns None when it cannot vouch
+    for the result (another filter or switch, or data that may not be finite: the
+    general path then decides, exactly).
     """
 
-    __slots__ = ("_filter_bytes", "_matrix", "_shape", "_dtype", "_switches", "_safe_squares",
-                 "_threaded")
+    __slots__ = ("_filter", "_filter_bytes", "_matrix", "_shape", "_rows", "_dtype",
+                 "_switches", "_threaded")  # _rows: the data's and the result's matrices
 
-    def __init__(self, filter_bytes: bytes, matrix: np.ndarray, shape: tuple[int, ...],
+    def __init__(self, filter: np.ndarray, matrix: np.ndarray, shape: tuple[int, ...],
                  dtype: np.dtype):
-        self._filter_bytes, self._matrix = filter_bytes, matrix
+        # A prepared layer's own filter (nobody can write it) is told by identity; any
+        # other by its bytes.
+        self._filter = filter if owned(filter) else None
+        self._filter_bytes, self._matrix = filter.tobytes(), matrix
         self._shape, self._dtype = shape, dtype
+        self._rows = (shape[0], matrix.shape[0]), (shape[0], matrix.shape[1])
         self._switches = switch_state()
-        # Whether OpenBLAS may split this layer's dot and product between its threads:
-        # then they run on at most the library's thread count.
-        inputs = shape[0] * matrix.shape[0]
-        self._threaded = (inputs * matrix.shape[1] > _BLAS_SERIAL_MULTIPLY_ADDS
-                          or inputs > _BLAS_SERIAL_DOT)
-        # Inputs below this magnitude cannot overflow any output (a quarter of the
-        # largest float over the largest column sum of |matrix|); 0 if no bound.
-        with np.errstate(over="ignore", invalid="ignore"):
-            column_sum = float(np.abs(matrix).sum(axis=0, dtype=np.float64).max(initial=0.0))
-        largest = float(np.finfo(dtype).max)
-        safe_input = largest / 4 / max(column_sum, 1.0) if math.isfinite(column_sum) else 0.0
-        # The data's sum of squares below this proves every input below safe_input:
-        # the largest square is at most the exact sum, which the computed one (n
-        # non-negative terms, relative error below n * eps) underestimates by far
-        # less than the factor 4 (a Python product: inf rather than OverflowError).
-        self._safe_squares = (safe_input / 2) * (safe_input / 2)
+        # Whether OpenBLAS may split this layer's product between its threads: then it
+        # runs on at most the library's thread count, under the general error state.
+        self._threaded = (shape[0] * matrix.size > _BLAS_SERIAL_MULTIPLY_ADDS
+                          or _ERROR_STATE is None)
 
     def __call__(self, data: np.ndarray, filter: np.ndarray,
                  out: np.ndarray | None = None) -> np.ndarray | None:
-        if filter.tobytes() != self._filter_bytes or switch_state() != self._switches:
+        global _quiet_state
+        if ((filter is not self._filter and filter.tobytes() != self._filter_bytes)
+                or switch_state() != self._switches):
             return None
-        if self._threaded:
-            with _blas.at_most(host().threads):
-                return self._compute(data, out)
-        return self._compute(data, out)
-
-    def _compute(self, data: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
         if out is None:
             out = np.empty(self._shape, self._dtype)
-        # One BLAS dot, which raises no floating-point flags (a NaN or an overflow to
-        # inf fails the comparison): a third of the time of a min and a max.
-        if float(np.vdot(data, data)) < self._safe_squares:
-            # No product can overflow or be NaN, so NumPy has no error flag to report:
-            # the error-state context of the general path (a cost in cold calls) is moot,
-            # and so is the finiteness check of _dense_product.
-            batch = self._shape[0]
-            np.matmul(data.reshape(batch, -1), self._matrix, out=out.reshape(batch, -1))
-            return out
-        with np.errstate(over="ignore", invalid="ignore"):  # as transposed_convolution
+        if self._threaded:
+            return self._general(data, out)
+        # _dense_product spelled out (the data has the matrix's dtype): its error state
+        # is the general path's, set without np.errstate.  The quiet state keeps the
+        # caller's buffer size and callback.
+        caller = _ERROR_STATE.get()
+        kept_caller, quiet = _quiet_state
+        if kept_caller is not caller:
+            quiet = _MAKE_ERROR_STATE(all="ignore")
+            _quiet_state = caller, quiet
+        token = _ERROR_STATE.set(quiet)
+        try:
+            data_rows, out_rows = self._rows
+            _dot(data.reshape(data_rows), self._matrix, out=out.reshape(out_rows))
+        finally:
+            _ERROR_STATE.reset(token)
+        if self._shape[0] == 1 and out.size:  # one finite output proves the data finite
+            return out if math.isfinite(out.item(0)) else None
+        return out if _finite_samples(out.reshape(out_rows)) else None
+
+    def _general(self, data: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+        """The product through :func:`_dense_product` under ``np.errstate``, on at most
+        the library's threads."""
+        with _blas.at_most(host().threads), np.errstate(all="ignore"):
             finite = _dense_product(data, self._matrix, self._dtype, out)
         return out if finite else None

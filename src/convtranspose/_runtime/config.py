@@ -10,7 +10,7 @@ import os
 
 __all__ = ["ALGORITHM_ENV", "BACKGROUND_COMPILE_ENV", "BACKWARD_ALGORITHM_ENV", "CACHE_ENV",
            "DUMP_ENV", "NO_BLAS_ENV", "NO_NUMBA_ENV", "PIN_THREADS_ENV", "PLANNING_ENV", "WISDOM_ENV",
-           "dump_source", "switch"]
+           "dump_source", "switch", "switches_reader"]
 
 #: Forces an algorithm (a name of the kernels' registry) for every transposed convolution.
 ALGORITHM_ENV = "CONVTRANSPOSE_ALGORITHM"
@@ -50,6 +50,20 @@ def switch(name: str) -> str:
         return os.environ.get(name, "")
     value = _DATA.get(name.encode())
     return "" if value is None else os.fsdecode(value)
+
+
+def switches_reader(*names: str):
+    """A function of no arguments that reads the switches ``names`` as they are set now:
+    a tuple, equal between two reads exactly when every switch is unchanged (the raw
+    values, faster to read than :func:`switch`'s strings, which a caller that only
+    compares two reads does not need)."""
+    if _DATA is None:
+        return lambda: tuple(os.environ.get(name) for name in names)
+    keys, get = tuple(name.encode() for name in names), _DATA.get
+    if len(keys) == 3:  # spelled out: a fifth of the time of a loop over the keys
+        first, second, third = keys
+        return lambda: (get(first), get(second), get(third))
+    return lambda: tuple([get(key) for key in keys])
 
 
 def dump_source(stem: str, source: str) -> None:
