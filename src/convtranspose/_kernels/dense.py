@@ -18,7 +18,6 @@ from .._runtime import blas as _blas
 from .._runtime.caches import kept
 from .._runtime.config import ALGORITHM_ENV, NO_BLAS_ENV, NO_NUMBA_ENV, switches_reader
 from .._runtime.memo import derived_from, frozen, owned
-from .._runtime.target import host
 from .common import require_finite
 
 #: OpenBLAS splits a product of more multiply-adds than this between its threads
@@ -118,7 +117,9 @@ def _finite_samples(products: np.ndarray) -> bool:
 def _dense(data, weights, axes, dtype, channels_last, out, *, target):
     """The whole layer as one matrix product (``target`` plays no part)."""
     matrix = dense_matrix(weights, axes, dtype, channels_last, out[0].size)
-    if not _dense_product(data, matrix, dtype, out):
+    with _blas.one_thread:  # see DenseCall._general
+        finite = _dense_product(data, matrix, dtype, out)
+    if not finite:
         require_finite(data, dtype)
 
 
@@ -138,6 +139,18 @@ def _numpy_error_state():
         return None, None
     state, make = (getattr(umath, name, None) for name in ("_extobj_contextvar", "_make_extobj"))
     if state is None or make is None or not callable(getattr(state, "set", None)):
+        return None, None
+    # Private names: they are used only if they behave as this module expects, here,
+    # once (a NumPy that changed them falls back to np.errstate, never fails a call).
+    try:
+        token = state.set(make(all="ignore"))
+        try:
+            quiet = np.geterr()
+        finally:
+            state.reset(token)
+    except Exception:  # noqa: BLE001 - any failure means: do not use them
+        return None, None
+    if set(quiet.values()) != {"ignore"}:
         return None, None
     return state, make
 
@@ -174,8 +187,8 @@ class DenseCall:
         self._shape, self._dtype = shape, dtype
         self._rows = (shape[0], matrix.shape[0]), (shape[0], matrix.shape[1])
         self._switches = switch_state()
-        # Whether OpenBLAS may split this layer's product between its threads: then it
-        # runs on at most the library's thread count, under the general error state.
+        # Whether OpenBLAS would split this layer's product between its threads: then
+        # it runs on one (_general), under the general error state.
         self._threaded = (shape[0] * matrix.size > _BLAS_SERIAL_MULTIPLY_ADDS
                           or _ERROR_STATE is None)
 
@@ -208,8 +221,10 @@ class DenseCall:
         return out if _finite_samples(out.reshape(out_rows)) else None
 
     def _general(self, data: np.ndarray, out: np.ndarray) -> np.ndarray | None:
-        """The product through :func:`_dense_product` under ``np.errstate``, on at most
-        the library's threads."""
-        with _blas.at_most(host().threads), np.errstate(all="ignore"):
+        """The product through :func:`_dense_product` under ``np.errstate``, on one BLAS
+        thread: a dense product is at most :data:`DENSE_MAX_ELEMENTS` multiply-adds per
+        sample, and OpenBLAS's threads would spin for 0.1 s after it, slowing whatever
+        runs next (``benchmarks/results/blas-threads-xeon.json``)."""
+        with _blas.one_thread, np.errstate(all="ignore"):
             finite = _dense_product(data, self._matrix, self._dtype, out)
         return out if finite else None
