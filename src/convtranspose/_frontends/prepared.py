@@ -33,7 +33,7 @@ from .convolution import execute_convolution
 from .explain import explain as _explain
 from .frameworks import jax_planned_rhs
 from .kept_calls import prepared_call
-from .prepared_quantized import PreparedQuantizedLayer
+from .prepared_quantized import PreparedQuantizedLayer, checked_parameters
 from .specs import as_array, canonical_weights, execute_plan, resolve_plan
 
 if TYPE_CHECKING:
@@ -177,23 +177,8 @@ class PreparedLayer:
             raise TypeError(f"PreparedLayer takes the float dialects; ct.prepare makes a"
                             f" PreparedQuantizedLayer of ct.{record.name}")
         self._function = _function_named(record.name)
-        parameters = inspect.signature(self._function).parameters
-        data_name, filter_name, bias_name = record.operands
-        where = f"prepare({record.name})"
-        if data_name in arguments or "out" in arguments:
-            given = data_name if data_name in arguments else "out"
-            raise TypeError(f"{where}: {given} is given to each call of the layer, not to"
-                            f" prepare, which binds the other arguments")
-        unknown = sorted(set(arguments) - set(parameters))
-        if unknown:
-            known = ", ".join(name for name in parameters if name not in (data_name, "out"))
-            raise TypeError(f"{where}: unknown argument {unknown[0]!r}; its arguments are"
-                            f" {known}")
-        missing = [name for name, parameter in parameters.items()
-                   if parameter.default is inspect.Parameter.empty
-                   and name not in arguments and name != data_name]
-        if missing:
-            raise TypeError(f"{where}: missing the argument {missing[0]!r}")
+        parameters = checked_parameters(record, self._function, arguments)
+        _, filter_name, bias_name = record.operands
         self._defaults = {name: parameter.default for name, parameter in parameters.items()
                           if parameter.default is not inspect.Parameter.empty
                           and name != "out"}

@@ -52,6 +52,31 @@ def _kept(value: object, owned: bool = False) -> object:
     return copy.deepcopy(value)
 
 
+
+def checked_parameters(record: _dialects.Dialect, function, arguments: dict[str, Any]):
+    """``function``'s parameters, after checking that ``arguments`` (what ``ct.prepare``
+    binds) leave out the data operand and ``out``, name only parameters of ``function``
+    and give every parameter without a default; a TypeError names the first that does
+    not."""
+    parameters = inspect.signature(function).parameters
+    data_name = record.operands[0]
+    where = f"prepare({record.name})"
+    if data_name in arguments or "out" in arguments:
+        given = data_name if data_name in arguments else "out"
+        raise TypeError(f"{where}: {given} is given to each call of the layer, not to"
+                        f" prepare, which binds the other arguments")
+    unknown = sorted(set(arguments) - set(parameters))
+    if unknown:
+        known = ", ".join(name for name in parameters if name not in (data_name, "out"))
+        raise TypeError(f"{where}: unknown argument {unknown[0]!r}; its arguments are"
+                        f" {known}")
+    missing = [name for name, parameter in parameters.items()
+               if parameter.default is inspect.Parameter.empty
+               and name not in arguments and name != data_name]
+    if missing:
+        raise TypeError(f"{where}: missing the argument {missing[0]!r}")
+    return parameters
+
 class PreparedQuantizedLayer:
     """A quantized transposed convolution layer with every argument but the data bound:
     :func:`convtranspose.prepare` makes one for a quantized dialect.
@@ -92,23 +117,7 @@ class PreparedQuantizedLayer:
             raise TypeError(f"PreparedQuantizedLayer takes a quantized dialect; ct.{name}"
                             f" is prepared by ct.prepare as a PreparedLayer")
         self._function = getattr(importlib.import_module("convtranspose"), name)
-        parameters = inspect.signature(self._function).parameters
-        data_name = record.operands[0]
-        where = f"prepare({name})"
-        if data_name in arguments or "out" in arguments:
-            given = data_name if data_name in arguments else "out"
-            raise TypeError(f"{where}: {given} is given to each call of the layer, not to"
-                            f" prepare, which binds the other arguments")
-        unknown = sorted(set(arguments) - set(parameters))
-        if unknown:
-            known = ", ".join(p for p in parameters if p not in (data_name, "out"))
-            raise TypeError(f"{where}: unknown argument {unknown[0]!r}; its arguments are"
-                            f" {known}")
-        missing = [p for p, parameter in parameters.items()
-                   if parameter.default is inspect.Parameter.empty
-                   and p not in arguments and p != data_name]
-        if missing:
-            raise TypeError(f"{where}: missing the argument {missing[0]!r}")
+        checked_parameters(record, self._function, arguments)
         self._arguments = {key: _kept(value, owned=key == record.operands[1])
                            for key, value in arguments.items()}
         self._lock = threading.Lock()
