@@ -306,8 +306,9 @@ def test_prepared_calls_script_times_each_form(capsys, tmp_path):
     out = tmp_path / "calls.json"
     assert _load("prepared_calls").main(["--calls", "5", "--rounds", "1",
                                          "--out", str(out)]) == 0
+    script = _load("prepared_calls")
     rows = json.loads(out.read_text())["rows"]
-    assert len(rows) == 4
+    assert [row["layer"] for row in rows] == [layer[0] for layer in script.LAYERS]
     for row in rows:
         assert {"function", "prepared"} <= set(row["us"]) and all(
             value > 0 for value in row["us"].values())
