@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -216,3 +217,36 @@ def test_block_fmas_use_the_full_vector_width(cpu):
     fmas = report["fmas"]
     assert fmas[register] >= 8, report
     assert sum(fmas.values()) == fmas[register], report
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+@pytest.mark.parametrize("shape, kernel, stride, multiplier", [
+    ((1, 1024, 7, 7), 7, 2, 1), ((2, 3, 300), 5, 3, 2), ((1, 17, 6, 6, 6), 3, 2, 1)])
+def test_scratch_estimate_covers_the_allocations(shape, kernel, stride, multiplier,
+                                                 channels_last):
+    from convtranspose._execute.transposed import transposed_convolution
+    from convtranspose._kernels.scratch import scratch_bytes
+    from convtranspose._runtime import memo
+
+    rank = len(shape) - 2
+    axes = tuple(AxisPlan(x, kernel, stride, 1, 1, (x - 1) * stride + kernel - 2)
+                 for x in shape[2:])
+    data = np.ones(shape, np.float32)
+    if channels_last:
+        data = np.ascontiguousarray(np.moveaxis(data, 1, -1))
+    weights = np.ones((shape[1], 1, multiplier) + (kernel,) * rank, np.float32)
+
+    def compute():
+        return transposed_convolution(data, weights, axes, dtype=np.dtype(np.float32),
+                                      channels_last=channels_last, algorithm="depthwise")
+
+    compute()
+    memo.forget_derived()  # packed weights and set-ups count as scratch
+    tracemalloc.start()
+    try:
+        result = compute()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    estimate = scratch_bytes("depthwise", shape[0], axes, weights.shape, np.float32)
+    assert 0 < peak - result.nbytes <= estimate
