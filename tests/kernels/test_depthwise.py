@@ -92,6 +92,26 @@ def test_many_channels_both_layouts(use_target, spy, channels, register_bytes):
     assert len(spy) == 2
 
 
+@pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_lines_go_through_register_transposes(use_target, spy, dtype, register_bytes):
+    # Input and output lines of several vectors: channels-first data and outputs move in
+    # lanes x lanes blocks, with a remainder; 40 channels are two whole vectors of 16
+    # and a partial one (five of 8).
+    use_target(vector_bytes=register_bytes)
+    rng = np.random.default_rng(register_bytes)
+    for multiplier, axes in ((1, (AxisPlan(3, 3, 1, 1, 1, 3), AxisPlan(37, 4, 2, 1, 1, 74))),
+                             (2, (AxisPlan(35, 5, 3, 2, 0, 111),))):
+        data = rng.integers(-3, 4, (2, 40) + tuple(a.input_size for a in axes))
+        weights = rng.integers(-3, 4, (40, 1, multiplier) + tuple(a.kernel_size for a in axes))
+        expected = canonical_result(data, weights, axes)
+        for channels_last in (False, True):
+            got = run_forced(data.astype(dtype), weights.astype(dtype), axes, dtype,
+                             channels_last, "depthwise")
+            np.testing.assert_array_equal(got, expected)
+    assert len(spy) == 4
+
+
 def test_half_precision_data_is_widened(spy):
     rng = np.random.default_rng(5)
     data, weights, axes = _case(rng, 2, 19, batch=2)

@@ -23,6 +23,7 @@ from ..depthwise_schedule import DEPTHWISE_OUTPUTS, DEPTHWISE_VECTORS, last_axis
 from ..schedules import frozen_all
 from .channels_last import gather_row_taps
 from .direct import direct_threads
+from .transpose import tile_transposer
 
 __all__ = ["DepthwiseLayer", "block_source", "depthwise_kernels", "depthwise_layer"]
 
@@ -31,20 +32,21 @@ def block_source(lanes: int, vectors: int, outputs: int) -> str:
     """Source of the block for ``outputs`` outputs of ``vectors * lanes`` channels.
 
     Every accumulator is its own vector variable (``outputs * vectors`` of them, all in
-    registers); per tap, the tap's weight vectors are loaded once and multiplied into
+    registers); per tap ``[first, stop)`` of the lists (offsets ``read_at`` and
+    ``tap_at`` added), the tap's weight vectors are loaded once and multiplied into
     every output's accumulators with that output's input vector (output ``r`` of a tap
     reads ``r`` positions further along the padded line).  Outputs from ``valid`` on
     are computed but not stored (the padded line holds their reads).
     """
     width = lanes * vectors
     accumulators = [[f"acc_{r}_{v}" for v in range(vectors)] for r in range(outputs)]
-    lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, count,",
-             "          read_at, valid):"]
+    lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, first, stop,",
+             "          read_at, tap_at, valid):"]
     lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators
               for name in row]
-    lines += ["    for m in range(count):",
+    lines += ["    for m in range(first, stop):",
               "        read = reads[m] + read_at",
-              "        tap = taps[m]"]
+              "        tap = taps[m] + tap_at"]
     lines += [f"        w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
               for v in range(vectors)]
     for r, row in enumerate(accumulators):
@@ -65,8 +67,8 @@ def depthwise_kernels(lanes: int, vectors: int, outputs: int) -> dict:
 
     block = compile_source(block_source(lanes, vectors, outputs), "block")
     return compile_template("depthwise", dict(
-        np=np, block=block, gather_row_taps=gather_row_taps, outputs=outputs,
-        width=lanes * vectors))
+        np=np, block=block, gather_row_taps=gather_row_taps, lanes=lanes, outputs=outputs,
+        transpose=tile_transposer(lanes), width=lanes * vectors))
 
 
 @kept("kernel schedules", maxsize=256)
@@ -150,7 +152,8 @@ class DepthwiseLayer:
         kernels, dtype = self._kernels, self._dtype
         # Read-only views of the operands read, whatever the caller's flags: a writable
         # and a read-only array are two numba types, each compiling the kernel.
-        (source,) = frozen_all(np.ascontiguousarray(data).reshape(-1).view())
+        # Data of the sums' dtype: the copy moves blocks of it in vector registers.
+        (source,) = frozen_all(np.ascontiguousarray(data, dtype).reshape(-1).view())
         padded = np.empty(self._padded, dtype)
         copy, sizes = kernels["pad_copy"], self._copy_sizes
         parallel_for(lambda a, b: copy(source, padded, sizes, a, b), self._rows,
