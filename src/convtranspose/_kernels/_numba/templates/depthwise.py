@@ -58,8 +58,12 @@ def line_taps(found, rows, p1, p2, n, tap_k, tap_shift, tap_count, size1, size2,
 @cached_njit(nogil=True)
 def kernel(source, weights, out, tile, sizes, tap_k, tap_shift, tap_count, start,
            stop):  # pragma: no cover - compiled
-    # Items are (sample, output line of the first two axes, chunk of channels), the
-    # chunk fastest: consecutive items of one line share its tap lists.  sizes: chunks,
+    # Items are (sample, output line of the first two axes, chunk of channels): channels
+    # last, the chunk fastest, so that consecutive items of one line share its tap
+    # lists; channels first, the line fastest, so that consecutive items write on along
+    # the same channel planes (chunk fastest wrote a few hundred bytes into each of
+    # every chunk's planes in turn: 4-5x the kernel's time without its stores,
+    # ``benchmarks/results/depthwise-xeon.json``).  sizes: chunks,
     # N, X1, X2, X3 padded, pad, Y1, Y2, Y3, channels, taps, K2, K3, s1, s2, s3,
     # channels_last.
     chunks, batch, size1, size2, length, pad = (sizes[0], sizes[1], sizes[2], sizes[3],
@@ -75,11 +79,16 @@ def kernel(source, weights, out, tile, sizes, tap_k, tap_shift, tap_count, start
     firsts = np.empty(phases + 1, np.int64)
     chunk_reads = batch * size1 * size2 * length * width
     last_line = np.int64(-1)
+    lines = out1 * out2
     for item in range(start, stop):
-        chunk = item % chunks
-        line = item // chunks
-        y12 = line % (out1 * out2)
-        n = line // (out1 * out2)
+        if channels_last:
+            chunk = item % chunks
+            line = item // chunks
+        else:
+            chunk = (item // lines) % chunks
+            line = item // (lines * chunks) * lines + item % lines
+        y12 = line % lines
+        n = line // lines
         if line != last_line:
             y1, y2 = y12 // out2, y12 % out2
             p1, p2 = y1 % s1, y2 % s2
@@ -101,8 +110,8 @@ def kernel(source, weights, out, tile, sizes, tap_k, tap_shift, tap_count, start
                       chunk * chunk_reads + j0 * width, chunk * taps_all * width,
                       phase_outputs - j0)
         if not straight:
-            store_tile(out, tile, channels_last, line, n, y12, chunk, channels,
-                       out1 * out2, out3, valid)
+            store_tile(out, tile, channels_last, line, n, y12, chunk, channels, lines,
+                       out3, valid)
 
 
 @cached_njit(nogil=True)
