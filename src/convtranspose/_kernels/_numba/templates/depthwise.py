@@ -55,6 +55,20 @@ def line_taps(found, rows, p1, p2, n, tap_k, tap_shift, tap_count, size1, size2,
     firsts[phases] = count
 
 
+@cached_njit(nogil=True, inline="always")
+def line_blocks(source, weights, dest, line_at, step, reads, taps, firsts, phases, out3, s3,
+                read_at, tap_at):  # pragma: no cover - compiled
+    # Every phase's blocks of one line and chunk, output j of phase p3 stored at
+    # line_at + (p3 + j * s3) * step.  (One call for the output and one for the tile:
+    # choosing the array per item would count its references at every item.)
+    for p3 in range(phases):
+        phase_outputs = (out3 - p3 + s3 - 1) // s3
+        for j0 in range(0, phase_outputs, outputs):
+            block(source, weights, dest, line_at + (p3 + j0 * s3) * step, s3 * step, reads,
+                  taps, firsts[p3], firsts[p3 + 1], read_at + j0 * width, tap_at,
+                  phase_outputs - j0)
+
+
 @cached_njit(nogil=True)
 def kernel(source, weights, out, tile, sizes, tap_k, tap_shift, tap_count, start,
            stop):  # pragma: no cover - compiled
@@ -99,17 +113,13 @@ def kernel(source, weights, out, tile, sizes, tap_k, tap_shift, tap_count, start
             last_line = line
         valid = min(width, channels - chunk * width)
         straight = channels_last and valid == width
-        dest = out if straight else tile
-        line_at = line * out3 * channels + chunk * width if straight else np.int64(0)
-        step = channels if straight else np.int64(width)
-        for p3 in range(phases):
-            phase_outputs = (out3 - p3 + s3 - 1) // s3
-            for j0 in range(0, phase_outputs, outputs):
-                block(source, weights, dest, line_at + (p3 + j0 * s3) * step, s3 * step,
-                      reads, taps, firsts[p3], firsts[p3 + 1],
-                      chunk * chunk_reads + j0 * width, chunk * taps_all * width,
-                      phase_outputs - j0)
-        if not straight:
+        read_at, tap_at = chunk * chunk_reads, chunk * taps_all * width
+        if straight:
+            line_blocks(source, weights, out, line * out3 * channels + chunk * width,
+                        channels, reads, taps, firsts, phases, out3, s3, read_at, tap_at)
+        else:
+            line_blocks(source, weights, tile, np.int64(0), np.int64(width), reads, taps,
+                        firsts, phases, out3, s3, read_at, tap_at)
             store_tile(out, tile, channels_last, line, n, y12, chunk, channels, lines,
                        out3, valid)
 
