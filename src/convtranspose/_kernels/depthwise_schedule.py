@@ -16,8 +16,7 @@ __all__ = ["DEPTHWISE_OUTPUTS", "DEPTHWISE_VECTORS", "depthwise_bytes", "is_dept
 
 #: Outputs along the last axis a block keeps in registers (one vector of channels
 #: each): eight accumulators, one weight vector and a load fit AVX2's sixteen
-#: registers.  At one vector of channels a block, eight outputs ran the 1024-channel
-#: layers of ``benchmarks/results/depthwise-xeon.json`` at 2-4x ``direct``'s speed.
+#: registers.  Times against ``direct``: ``benchmarks/results/depthwise-xeon.json``.
 DEPTHWISE_OUTPUTS = 8
 #: Vectors of channels a block holds per output.
 DEPTHWISE_VECTORS = 1
