@@ -19,6 +19,7 @@ import numpy as np
 
 from .._kernels import REGISTRY, offered_algorithms
 from .._kernels.dense import DENSE_MAX_ELEMENTS
+from .._kernels.depthwise_schedule import DEPTHWISE_OUTPUTS, DEPTHWISE_VECTORS, last_axis_padding
 from .._kernels.schedules import (
     PLANE_CO_BLOCK,
     blocked_line_taps,
@@ -38,7 +39,8 @@ from .._runtime.machine import vector_bytes
 from .._runtime.target import Target
 from .figures import fma_gflops, gemm_gflops, machine_figures
 
-__all__ = ["CALL_NS", "ESTIMATES", "Layer", "RawCost", "blocked_estimate", "estimate_ns",
+__all__ = ["CALL_NS", "ESTIMATES", "Layer", "RawCost", "blocked_estimate",
+           "depthwise_estimate", "estimate_ns",
            "raw_estimates"]
 
 #: What one call of any algorithm costs besides its modelled work (ns): about one
@@ -484,6 +486,44 @@ def blocked_estimate(layer: Layer, target: Target) -> RawCost:
                    kernel=_BLOCKED_SCALE * macs / (busy * thread_macs_per_ns(target)))
 
 
+def depthwise_estimate(layer: Layer, target: Target) -> RawCost | None:
+    """``depthwise``, in the units of ``direct-blocked``'s (a register-blocked kernel of
+    the same kind), or None for a layer with more than one input channel per group or
+    with one group (no depthwise layer; ``direct-blocked`` takes those).
+
+    Memory-bound: the padded copy's pass (the input read, the copy written) and the
+    kernel's (the copy read, the output written, and again through a line tile for
+    channels-first outputs or channels that are not whole vectors) at the measured
+    copy rate (:func:`.figures.machine_figures`, bytes read plus written); and the
+    multiply-adds of every block at the FMA peak of the threads, the padding's included
+    (every tap of the last axis's phase, blocks of ``DEPTHWISE_OUTPUTS`` outputs).
+    """
+    if layer.ci != 1 or layer.groups == 1 or len(layer.axes) > 3:
+        return None
+    axes = three_axes(layer.axes)
+    width = target.lanes("float32") * DEPTHWISE_VECTORS
+    channels = -(-layer.groups * layer.co // width) * width
+    length = last_axis_padding(axes[2])[1]
+    padded = channels * layer.batch * axes[0].input_size * axes[1].input_size * length
+    tiled = layer.outputs if not layer.channels_last or channels != layer.groups * layer.co else 0
+    moved = 4.0 * (layer.inputs + 2 * padded + layer.outputs + 2 * tiled)
+    per_axis = []
+    for index, axis in enumerate(axes):
+        total = 0
+        for c in axis_phases(axis).classes:
+            for phase in range(c.first, c.first + c.count):
+                count = -(-(axis.output_size - phase) // axis.stride)
+                if index == 2:
+                    count = -(-count // DEPTHWISE_OUTPUTS) * DEPTHWISE_OUTPUTS
+                total += count * len(c.shifts)
+        per_axis.append(total)
+    macs = layer.batch * channels * math.prod(per_axis)
+    items = layer.batch * (channels // width) * axes[0].output_size * axes[1].output_size
+    busy = max(1, min(target.threads, items))
+    return RawCost(_BLOCKED_SCALE * (moved / machine_figures().copy_gbps + 20000),
+                   kernel=_BLOCKED_SCALE * macs / (busy * thread_macs_per_ns(target)))
+
+
 #: Each estimate an algorithm's record names (``Algorithm.estimate``): a function of the
 #: layer, the situation (``target``; ``numba_float``, numba usable on float sums;
 #: ``pairs``, bfloat16 pairs; ``rows``, ``direct``'s row kernel takes the layer) and the
@@ -502,4 +542,5 @@ ESTIMATES = {
     "direct-blocked": lambda layer, situation: (
         blocked_estimate(layer, situation["target"])
         if blocked_offered(layer.ci, layer.co, situation["target"]) else None),
+    "depthwise": lambda layer, situation: depthwise_estimate(layer, situation["target"]),
 }

@@ -23,6 +23,7 @@ from .._kernels import ALGORITHMS, REGISTRY, resolve, run, run_rounded
 from .._kernels import casts as _casts
 from .._kernels.common import NonFinite
 from .._kernels.dense import DenseCall, dense_matrix
+from .._kernels.depthwise import prepare_depthwise
 from .._kernels.direct import DirectCall
 from .._kernels.direct_blocked import prepare_blocked
 from .._plan.geometry import beyond_int64_kernels
@@ -297,7 +298,8 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
 
     ``filter`` is the caller's filter and ``weights`` its ``(G, Ci, Co, K...)`` view.
     Only float32 and float64 layers (no rounding afterwards) that :func:`~.dispatch.choose`
-    gives to ``dense``, to numba ``direct`` (a finite filter) or to ``direct-blocked``
+    gives to ``dense``, to numba ``direct`` or ``depthwise`` (a finite filter) or to
+    ``direct-blocked``
     qualify, the last two with a filter of at most :data:`PREPARED_MAX_FILTER_BYTES` or
     a prepared layer's own.
     """
@@ -314,7 +316,7 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
     if runs == "dense":
         matrix = dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
         return DenseCall(filter, matrix, shape, dtype)
-    if runs not in ("direct", "direct-blocked") or (
+    if runs not in ("direct", "direct-blocked", "depthwise") or (
             filter.nbytes > PREPARED_MAX_FILTER_BYTES and not owned(filter)):
         return None
     derived = derived_from(weights, runs)
@@ -323,6 +325,9 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
                                   run_target)
     elif not derived.get("finite"):
         return None
+    elif runs == "depthwise":
+        compute = prepare_depthwise(batch, weights, axes, dtype, channels_last, derived,
+                                    run_target)
     else:
         from .._kernels._numba.direct import prepare_direct
 

@@ -13,7 +13,7 @@ always the code that runs.
 (channels or spatial positions contiguous), independent of the caller's layout.
 One module per algorithm: :mod:`.phase`, :mod:`.gemm`, :mod:`.stream`,
 :mod:`.col2im`, :mod:`.window`, :mod:`.dense`, :mod:`.direct`,
-:mod:`.direct_blocked`; their numba kernels live in :mod:`._numba`, imported only
+:mod:`.direct_blocked`, :mod:`.depthwise`; their numba kernels live in :mod:`._numba`, imported only
 when numba is usable; their pure integer schedules in :mod:`.schedules`.
 
 Infinities and NaNs
@@ -118,6 +118,11 @@ def _entries() -> dict[str, Algorithm]:
                   requires=("numba",), fallback="phase-{layout}", exact=True,
                   rounding="_direct_blocked_rounded", estimate="direct-blocked",
                   scratch="direct-blocked"),
+        Algorithm("depthwise", "depthwise", "_depthwise",
+                  "numba blocks of outputs along the last axis, a vector of depthwise "
+                  "channels each, over a padded channel-blocked copy",
+                  requires=("numba",), fallback="direct", estimate="depthwise",
+                  scratch="depthwise"),
     ]
     return {entry.name: entry for entry in entries}
 

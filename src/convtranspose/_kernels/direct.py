@@ -22,16 +22,18 @@ from .schedules import direct_rounds
 
 
 class DirectCall:
-    """A layer that :func:`transposed_convolution` computes with numba ``direct`` or
-    ``direct-blocked``, prepared.
+    """A layer that :func:`transposed_convolution` computes with numba ``direct``,
+    ``direct-blocked`` or ``depthwise``, prepared.
 
     The same contract as :class:`DenseCall`: for data and a filter as at preparation
     (float32 or float64, the filter of the same bits, the same environment switches)
     it returns what :func:`transposed_convolution` returns without bias, calling the
     kernel with everything but the data set up
     (:func:`convtranspose._kernels._numba.direct.prepare_direct`,
-    :func:`convtranspose._kernels.direct_blocked.prepare_blocked`).  Any data gives the
-    exact sums (``direct``'s filter is finite, so its taps meet the windows' zero borders;
+    :func:`convtranspose._kernels.direct_blocked.prepare_blocked`,
+    :func:`convtranspose._kernels.depthwise.prepare_depthwise`).  Any data gives the
+    exact sums (``direct``'s and ``depthwise``'s filter is finite, so its taps meet the
+    zero borders;
     ``direct-blocked`` multiplies no border); None only for another filter, switch or
     target (its kernels and threads were set up for one).
     """

@@ -42,6 +42,7 @@ from .._runtime.target import host
 from . import REGISTRY
 from . import adjoints as _backward
 from .common import SCRATCH_BYTES
+from .depthwise_schedule import depthwise_bytes
 from .numba_scratch import direct_blocked_bytes, direct_bytes, stream_bytes
 
 __all__ = ["SCRATCH_MIN_BYTES", "SCRATCH_MULTIPLE", "SCRATCH_RULES", "adjoint_fits", "adjoint_scratch_bytes",
@@ -173,6 +174,7 @@ SCRATCH_RULES = {
     "dense": _dense_buffers,
     "direct": _numba_buffers(direct_bytes),
     "direct-blocked": _numba_buffers(direct_blocked_bytes),
+    "depthwise": _numba_buffers(depthwise_bytes),
     "direct-numpy": _direct_numpy_buffers,
     "stream": _stream_buffers,
     "columns": _columns_buffers,

@@ -1,0 +1,191 @@
+"""``depthwise``'s numba kernel: a block of outputs along the last axis times one vector
+of channels in registers, over a zero-padded, channel-blocked copy of the input.
+
+Rows of many channels lie a power of two apart (1024 float32 channels: 4 KiB), so the
+taps of one channel block in the caller's layout fall in one L1 set; the copy puts a
+chunk's channels together instead (:func:`depthwise` documents the layout, the kernel
+is ``templates/depthwise.py``).  The block source is generated per block shape
+(:func:`block_source`) and the kernel compiled per block shape only (numba adds the
+dtype): channel counts, taps, strides and sizes are run-time values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._plan.geometry import axis_phases, three_axes
+from ..._plan.rules import AxisPlan
+from ..._runtime.caches import kept
+from ..._runtime.threads import parallel_for
+from ..depthwise_schedule import DEPTHWISE_OUTPUTS, DEPTHWISE_VECTORS, last_axis_padding
+from ..schedules import frozen_all
+from .channels_last import gather_row_taps
+from .direct import direct_threads
+from .transpose import tile_transposer
+
+__all__ = ["DepthwiseLayer", "block_source", "depthwise_kernels", "depthwise_layer"]
+
+
+def block_source(lanes: int, vectors: int, outputs: int) -> str:
+    """Source of the block for ``outputs`` outputs of ``vectors * lanes`` channels.
+
+    Every accumulator is its own vector variable (``outputs * vectors`` of them, all in
+    registers); per tap ``[first, stop)`` of the lists (offsets ``read_at`` and
+    ``tap_at`` added), the tap's weight vectors are loaded once and multiplied into
+    every output's accumulators with that output's input vector (output ``r`` of a tap
+    reads ``r`` positions further along the padded line).  Outputs from ``valid`` on
+    are computed but not stored (the padded line holds their reads).
+    """
+    width = lanes * vectors
+    accumulators = [[f"acc_{r}_{v}" for v in range(vectors)] for r in range(outputs)]
+    lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, first, stop,",
+             "          read_at, tap_at, valid):"]
+    lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators
+              for name in row]
+    lines += ["    for m in range(first, stop):",
+              "        read = reads[m] + read_at",
+              "        tap = taps[m] + tap_at"]
+    lines += [f"        w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
+              for v in range(vectors)]
+    for r, row in enumerate(accumulators):
+        lines += [f"        {name} = vector_fma(vector_load(source, read + {r * width + v * lanes}"
+                  f", {lanes}), w_{v}, {name})" for v, name in enumerate(row)]
+    for r, row in enumerate(accumulators):
+        lines.append(f"    if {r} < valid:")
+        lines += [f"        vector_store(dest, dest_at + {r} * dest_step + {v * lanes}, {name})"
+                  for v, name in enumerate(row)]
+    return "\n".join(lines) + "\n"
+
+
+@kept("compiled kernels", maxsize=None)
+def depthwise_kernels(lanes: int, vectors: int, outputs: int) -> dict:
+    """The ``depthwise`` kernel and its padded copy for one block shape (compiled on
+    first use; numba compiles each for the dtypes it is called with)."""
+    from .codegen import compile_source, compile_template
+
+    block = compile_source(block_source(lanes, vectors, outputs), "block")
+    return compile_template("depthwise", dict(
+        np=np, block=block, gather_row_taps=gather_row_taps, lanes=lanes, outputs=outputs,
+        transpose=tile_transposer(lanes), width=lanes * vectors))
+
+
+@kept("kernel schedules", maxsize=256)
+def _tables(axes3: tuple[AxisPlan, ...]):
+    """Per axis and phase: tap count, each tap's input shift and kernel index (read-only)."""
+    phases = [axis_phases(axis) for axis in axes3]
+    widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
+    # Phases are ``y mod stride`` of outputs ``y < Y``: a stride past Y needs Y rows.
+    stride_max = max(min(axis.stride, axis.output_size) for axis in axes3)
+    tap_k = np.zeros((3, stride_max, widest), np.int64)
+    tap_shift = np.zeros((3, stride_max, widest), np.int64)
+    tap_count = np.zeros((3, stride_max), np.int64)
+    for a, p in enumerate(phases):
+        for c in p.classes:
+            for i in range(c.count):
+                tap_count[a, c.first + i] = len(c.shifts)
+                for m, (shift, k) in enumerate(zip(c.shifts, c.taps[i])):
+                    tap_k[a, c.first + i, m] = k
+                    tap_shift[a, c.first + i, m] = shift
+    return frozen_all(tap_k, tap_shift, tap_count)
+
+
+def _packed_weights(weights, derived, dtype, width: int) -> np.ndarray:
+    """The filter as ``(chunks, taps, width)``: output channel ``c = g * Co + o`` at lane
+    ``c % width`` of chunk ``c // width``, zeros past the last channel (flat,
+    read-only).  Kept in ``derived``."""
+    key = ("depthwise", np.dtype(dtype).str, width)
+    packed = derived.get(key)
+    if packed is None:
+        groups, _, co = weights.shape[:3]
+        channels, taps = groups * co, math.prod(weights.shape[3:])
+        chunks = -(-channels // width)
+        rows = np.zeros((chunks * width, taps), dtype)
+        rows[:channels] = weights.reshape(channels, taps)
+        packed = rows.reshape(chunks, width, taps).transpose(0, 2, 1)
+        packed = derived[key] = frozen_all(np.ascontiguousarray(packed).reshape(-1))[0]
+    return packed
+
+
+class DepthwiseLayer:
+    """``depthwise`` set up for one layer: the kernels, packed weights, tables, sizes and
+    thread split, made once; calling it fills an output from data.
+
+    ``derived``: the weights memo of the filter (the packed weights are kept there).
+    """
+
+    __slots__ = ("_dtype", "_kernels", "_weights", "_tables", "_sizes", "_copy_sizes",
+                 "_padded", "_items", "_rows", "_tile", "_threads")
+
+    def __init__(self, batch, weights, axes, dtype, channels_last, derived, target):
+        groups, _, co = weights.shape[:3]
+        axes3 = three_axes(axes)
+        lanes = target.lanes(dtype)
+        width = lanes * DEPTHWISE_VECTORS
+        channels = groups * co
+        chunks = -(-channels // width)
+        pad, length = last_axis_padding(axes3[2], DEPTHWISE_OUTPUTS)
+        x1, x2, x3 = (a.input_size for a in axes3)
+        y1, y2, y3 = (a.output_size for a in axes3)
+        self._dtype = np.dtype(dtype)
+        self._kernels = depthwise_kernels(lanes, DEPTHWISE_VECTORS, DEPTHWISE_OUTPUTS)
+        self._weights = _packed_weights(weights, {} if derived is None else derived, dtype,
+                                        width)
+        self._tables = _tables(axes3)
+        self._sizes = frozen_all(np.array(
+            (chunks, batch, x1, x2, length, pad, y1, y2, y3, channels,
+             math.prod(a.kernel_size for a in axes3), axes3[1].kernel_size,
+             axes3[2].kernel_size) + tuple(a.stride for a in axes3) + (int(channels_last),),
+            np.int64))[0]
+        self._copy_sizes = frozen_all(np.array(
+            (chunks, batch, x1, x2, x3, length, pad, groups, co, int(channels_last)),
+            np.int64))[0]
+        self._rows = chunks * batch * x1 * x2
+        self._padded = self._rows * length * width
+        self._items = chunks * batch * y1 * y2
+        self._tile = y3 * width
+        self._threads = direct_threads(batch, weights.shape, axes, target)
+
+    def __call__(self, data, out) -> None:
+        """Fill ``out`` (the set-up's layout and shape, the sums' dtype) from ``data``."""
+        kernels, dtype = self._kernels, self._dtype
+        # Read-only views of the operands read, whatever the caller's flags: a writable
+        # and a read-only array are two numba types, each compiling the kernel.
+        # Data of the sums' dtype: the copy moves blocks of it in vector registers.
+        (source,) = frozen_all(np.ascontiguousarray(data, dtype).reshape(-1).view())
+        padded = np.empty(self._padded, dtype)
+        copy, sizes = kernels["pad_copy"], self._copy_sizes
+        parallel_for(lambda a, b: copy(source, padded, sizes, a, b), self._rows,
+                     self._threads)
+        result = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+        flat = result.reshape(-1)
+        kernel, weights, sizes, tables = kernels["kernel"], self._weights, self._sizes, self._tables
+        (padded,) = frozen_all(padded)  # one numba type for the kernel's operands
+        tile = self._tile
+        parallel_for(lambda a, b: kernel(padded, weights, flat, np.empty(tile, dtype), sizes,
+                                         *tables, a, b), self._items, self._threads)
+        if result is not out:
+            np.copyto(out, result)
+
+
+#: Set-ups (:class:`DepthwiseLayer`) kept per filter, the most recently made last.
+_LAYERS_KEPT = 8
+
+
+def depthwise_layer(batch, weights, axes, dtype, channels_last, derived,
+                    target) -> DepthwiseLayer:
+    """The :class:`DepthwiseLayer` of these arguments, kept in ``derived`` (the weights
+    memo's dict of this filter, if given), so that a repeated call, and each timed run
+    of measured planning, pays the kernels and not the set-up again."""
+    if derived is None:
+        return DepthwiseLayer(batch, weights, axes, dtype, channels_last, None, target)
+    layers = derived.setdefault("depthwise layers", {})
+    key = (batch, tuple(axes), np.dtype(dtype).str, channels_last, target)
+    layer = layers.get(key)
+    if layer is None:
+        layer = DepthwiseLayer(batch, weights, axes, dtype, channels_last, derived, target)
+        while len(layers) >= _LAYERS_KEPT:
+            layers.pop(next(iter(layers), None), None)  # another thread may drop it first
+        layers[key] = layer
+    return layer

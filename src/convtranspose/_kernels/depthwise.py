@@ -1,0 +1,58 @@
+"""``depthwise``: one input channel per group, its output channels in vector lanes
+(numba; the kernel is :mod:`._numba.depthwise`).
+
+A compiled pass copies the input into a zero-padded, channel-blocked buffer
+``(chunks, N, X1, X2, X3 padded, width)``: ``width`` consecutive output channels per
+chunk, each lane holding the input channel its output channel reads (so a channel
+multiplier above 1 is covered by repeating the input channel in its lanes).  The kernel
+keeps :data:`~.depthwise_schedule.DEPTHWISE_OUTPUTS` outputs along the last axis of one
+chunk in vector registers and adds one input vector times one weight vector per tap, every tap of the
+last axis's phase read from the padded buffer (no bounds tests), the taps of the first
+two axes only where they read inside the input.  Channels-last outputs of whole chunks
+are stored straight into the caller's array; the others through a line tile.
+
+The padding's zeros meet every weight of the last axis's taps: the filter must be
+finite (:class:`~.common.NonFinite` otherwise; the exact fallback then runs).  Layers
+with more than one input channel per group are not depthwise: forced here, they run
+``direct-blocked``'s kernel (exact, any group shape).
+"""
+
+from __future__ import annotations
+
+from .._runtime.memo import derived_from
+from .casts import widen
+from .common import require_finite
+from .depthwise_schedule import is_depthwise
+
+__all__ = ["prepare_depthwise"]
+
+
+def _depthwise(data, weights, axes, dtype, channels_last, out, *, target):
+    """Fill ``out`` with the depthwise kernel (float dtypes, up to 3-D); other layers with
+    ``direct-blocked``'s.  Raises :class:`~.common.NonFinite` for a filter that may not be
+    finite (the padding's zeros meet every weight)."""
+    if not is_depthwise(weights.shape):
+        from ._numba.blocked import direct_blocked
+
+        direct_blocked(data, weights, axes, dtype, channels_last, out, None,
+                       derived_from(weights, "direct-blocked"), target)
+        return
+    from ._numba.depthwise import depthwise_layer
+
+    derived = derived_from(weights, "depthwise")
+    require_finite(weights, dtype, derived)
+    layer = depthwise_layer(data.shape[0], weights, axes, dtype, channels_last, derived,
+                            target)
+    layer(widen(data, target), out)
+
+
+def prepare_depthwise(batch, weights, axes, dtype, channels_last, derived, target):
+    """``compute(data, out)``: ``depthwise`` for this layer set up once
+    (:class:`._numba.depthwise.DepthwiseLayer`), for
+    :class:`convtranspose._kernels.direct.DirectCall`, or None for a layer it does not
+    compute itself.  The filter must be finite (the caller checked ``derived``)."""
+    if not is_depthwise(weights.shape):
+        return None
+    from ._numba.depthwise import depthwise_layer
+
+    return depthwise_layer(batch, weights, axes, dtype, channels_last, derived, target)
