@@ -427,8 +427,10 @@ _BLOCKED_STREAMED_LOOP = 512
 
 def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int) -> int:
     """Multiply-adds of ``direct-blocked``: output channels padded to ``width``, the
-    last axis's runs with every tap inside the input in blocks of ``pixels``, and
-    ``edge`` outputs' worth per output at the line ends."""
+    last axis's runs with every tap inside the input in blocks across the lines (each
+    output once, where the layer's lines hold a block of them), and ``edge`` outputs'
+    worth per output at the line ends."""
+    lines = layer.batch * layer.groups * math.prod(a.output_size for a in layer.axes[:-1])
     per_axis = []
     for index, axis in enumerate(layer.axes):
         total = 0
@@ -439,8 +441,8 @@ def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int) -> int:
                 if index == len(layer.axes) - 1:
                     inside = max(0, min(count, axis.input_size - max(shifts))
                                  - max(0, -min(shifts)))
-                    inside = inside if inside >= pixels else 0
-                    count = -(-inside // pixels) * pixels + edge * (count - inside)
+                    inside = inside if inside * lines >= pixels else 0
+                    count = inside + edge * (count - inside)
                 total += count * len(c.shifts)  # a phase no tap reaches is only zeroed
         per_axis.append(total)
     return layer.batch * layer.groups * width * layer.ci * math.prod(per_axis)
