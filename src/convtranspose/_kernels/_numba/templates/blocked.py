@@ -62,6 +62,21 @@ def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j
             k += pixels
 
 @cached_njit(nogil=True, inline="always")
+def block_places(bases, dests, k, j, first, last, p3, s3, step, line_step, read_step,
+                 in_3):  # pragma: no cover - compiled
+    # The places of a block's outputs from output j of line k on, along the lines'
+    # runs [first, last): each one's read (bases) and store (dests) offsets.  Returns
+    # the output after the block's last.  (No division per output: a block of few
+    # channels costs about as much as two dozen divisions.)
+    for p in range(pixels):
+        bases[p] = j * in_3 + k * read_step
+        dests[p] = k * line_step + (j * s3 + p3) * step
+        j += 1
+        if j == last:
+            k, j = k + 1, first
+    return k, j
+
+@cached_njit(nogil=True, inline="always")
 def phase_blocks(source, weights, dest, reads, taps, count, first, last, p3, line_at, step,
                  s3, lines, line_step, read_step, in_3, in_c, ci, ci_block, width, panel,
                  bases, dests):  # pragma: no cover - compiled
@@ -86,11 +101,10 @@ def phase_blocks(source, weights, dest, reads, taps, count, first, last, p3, lin
         panel_at = column // chunk_width * panel
         for c0 in range(0, ci, step_c):
             channels = min(step_c, ci - c0)
+            k, j = zero, first  # the next block's first output
             for q0 in range(0, whole, pixels):
-                for p in range(pixels):
-                    k, j = (q0 + p) // run, first + (q0 + p) % run
-                    bases[p] = j * in_3 + k * read_step
-                    dests[p] = k * line_step + (j * s3 + p3) * step
+                k, j = block_places(bases, dests, k, j, first, last, p3, s3, step,
+                                    line_step, read_step, in_3)
                 if c0 == 0:
                     cross(source, weights, dest, line_at + column, dests, bases, reads, taps,
                           count, zero, in_c, channels, panel_at, chunk_width)
@@ -99,10 +113,9 @@ def phase_blocks(source, weights, dest, reads, taps, count, first, last, p3, lin
                              taps, count, c0 * in_c, in_c, channels,
                              panel_at + c0 * chunk_width, chunk_width)
         if whole < total:
-            for p in range(pixels):
-                k, j = (total - pixels + p) // run, first + (total - pixels + p) % run
-                bases[p] = j * in_3 + k * read_step
-                dests[p] = k * line_step + (j * s3 + p3) * step
+            block_places(bases, dests, (total - pixels) // run,
+                         first + (total - pixels) % run, first, last, p3, s3, step, line_step,
+                         read_step, in_3)
             cross(source, weights, dest, line_at + column, dests, bases, reads, taps, count,
                   zero, in_c, ci, panel_at, chunk_width)
     return True
