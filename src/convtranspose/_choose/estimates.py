@@ -19,6 +19,7 @@ import numpy as np
 
 from .._kernels import REGISTRY, offered_algorithms
 from .._kernels.dense import DENSE_MAX_ELEMENTS
+from .._kernels.pointwise import takes_layer
 from .._kernels.schedules import (
     PLANE_CO_BLOCK,
     blocked_line_taps,
@@ -191,6 +192,17 @@ def _dense_estimate(layer: Layer) -> RawCost | None:
     if dense > DENSE_MAX_ELEMENTS:
         return None
     return RawCost(2.0 * layer.batch * dense / 20.0 + 0.3 * dense + 5000)
+
+
+def _pointwise_estimate(layer: Layer) -> RawCost | None:
+    """``pointwise``: one GEMM per group (per sample too, channels first), for layers
+    whose every axis maps each input to the output at its place."""
+    if not takes_layer(layer.axes):
+        return None
+    positions = math.prod(layer.spatial_in)
+    if layer.channels_last:
+        return _gemm_ns(layer.batch * positions, layer.ci, layer.co, layer.groups)
+    return _gemm_ns(layer.co, layer.ci, positions, layer.batch * layer.groups)
 
 
 def _phase_estimate(layer: Layer, internal_last: bool) -> RawCost:
@@ -497,6 +509,7 @@ ESTIMATES = {
     "col2im": lambda layer, situation, internal_last: _col2im_estimate(
         layer, internal_last, situation["numba_float"]),
     "dense": lambda layer, situation: _dense_estimate(layer),
+    "pointwise": lambda layer, situation: _pointwise_estimate(layer),
     "window": lambda layer, situation: _window_estimate(layer),
     "stream": lambda layer, situation: _stream_estimate(layer),
     "direct": lambda layer, situation: _direct_estimate(layer, situation["pairs"],

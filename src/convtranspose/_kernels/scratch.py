@@ -160,6 +160,11 @@ def _padded_columns_buffers(sizes, batch, axes, weights_shape, itemsize, threads
     return padded + data + 2 * weights + chunk
 
 
+def _pointwise_buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
+    data, _, weights = sizes
+    return data + weights  # the data cast to the sums' dtype, the filter's matrices
+
+
 def _numba_buffers(bytes_of):
     def buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
         return bytes_of(batch, axes, weights_shape, itemsize, threads)
@@ -177,6 +182,7 @@ SCRATCH_RULES = {
     "stream": _stream_buffers,
     "columns": _columns_buffers,
     "padded-columns": _padded_columns_buffers,
+    "pointwise": _pointwise_buffers,
 }
 
 
