@@ -109,22 +109,24 @@ def torch_requantized(acc: np.ndarray, engine: int, scale: np.ndarray,
 
 def fixed_point_requantized(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
                             zero_point: int, bounds: tuple[int, int], dtype: np.dtype,
-                            threads: int) -> np.ndarray | None:
-    """TFLite's int32 requantization (:mod:`convtranspose._frontends.fixed_point`'s
-    double rounding) of the exact sums ``acc`` ``(..., M)`` (int64, channels last) with
-    per-channel ``multiplier`` and ``shift``, plus ``zero_point``, clamped to
-    ``bounds`` (within ``dtype``), as ``dtype``, C-contiguous.  None for a
+                            threads: int, wide: bool = False) -> np.ndarray | None:
+    """TFLite's requantization (:mod:`convtranspose._frontends.fixed_point`'s rules) of
+    the exact sums ``acc`` ``(..., M)`` (int64, channels last) with per-channel
+    ``multiplier`` and ``shift``, plus ``zero_point``, clamped to ``bounds`` (within
+    ``dtype``), as ``dtype``, C-contiguous: the int32 accumulator's double rounding, or
+    with ``wide`` the int64 accumulator's rule of the int16 x int8 kernels.  None for a
     non-contiguous or empty ``acc``."""
     if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype != np.int64:
         return None
-    from ._numba.requantize import fixed_point_rows
+    from ._numba.requantize import fixed_point_64_rows, fixed_point_rows
 
+    kernel = fixed_point_64_rows if wide else fixed_point_rows
     rows = acc.reshape(-1, acc.shape[-1])
     out = np.empty(rows.shape, dtype)
     args = (rows, np.ascontiguousarray(np.broadcast_to(multiplier, rows.shape[1:]), np.int64),
             np.ascontiguousarray(np.broadcast_to(shift, rows.shape[1:]), np.int64),
             np.int64(zero_point), np.int64(bounds[0]), np.int64(bounds[1]), out)
-    _rows_in_pieces(lambda first, stop: fixed_point_rows(*args, first, stop), rows, threads)
+    _rows_in_pieces(lambda first, stop: kernel(*args, first, stop), rows, threads)
     return out.reshape(acc.shape)
 
 

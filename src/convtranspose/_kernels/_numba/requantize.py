@@ -14,7 +14,8 @@ import numpy as np
 
 from .kernel_cache import cached_njit
 
-__all__ = ["fixed_point_rows", "onednn_rows", "requantize_rows", "torch_rows"]
+__all__ = ["fixed_point_64_rows", "fixed_point_rows", "onednn_rows", "requantize_rows",
+           "torch_rows"]
 
 
 @cached_njit(nogil=True)
@@ -65,6 +66,26 @@ def fixed_point_rows(acc, multiplier, shift, zero_point, low, high, out, first,
             mask = (np.int64(1) << right) - 1
             threshold = (mask >> 1) + (1 if product < 0 else 0)
             value = (product >> right) + (1 if (product & mask) > threshold else 0)
+            value = _wrap32(value + zero_point)
+            out[r, m] = min(max(value, low), high)
+
+
+@cached_njit(nogil=True)
+def fixed_point_64_rows(acc, multiplier, shift, zero_point, low, high, out, first,
+                        stop):  # pragma: no cover - compiled
+    """Rows ``[first, stop)`` of TFLite's int64 requantization (its int16 x int8
+    kernels) of ``acc`` ``(R, M)`` (int64, channels last): ``clamp(wrap32(wrap32((acc *
+    reduced[m] + 2**(14 - shift[m])) >> (15 - shift[m])) + zero_point), low, high)``
+    with the multiplier cut to 15 bits, ``reduced = (multiplier + 2**15) >> 16``
+    (``0x7FFF`` from ``0x7FFF0000`` up), as
+    :func:`convtranspose._frontends.fixed_point.multiply_by_quantized_multiplier_64`
+    does, step for step in int64 (the same integer operations, so the same values)."""
+    for r in range(first, stop):
+        for m in range(acc.shape[1]):
+            factor = multiplier[m]
+            reduced = (factor + (1 << 15)) >> 16 if factor < 0x7FFF0000 else np.int64(0x7FFF)
+            total = 15 - shift[m]
+            value = _wrap32((acc[r, m] * reduced + (np.int64(1) << (total - 1))) >> total)
             value = _wrap32(value + zero_point)
             out[r, m] = min(max(value, low), high)
 
