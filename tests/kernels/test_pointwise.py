@@ -1,5 +1,6 @@
-"""``pointwise`` (one product per group for layers of one tap, stride 1 and no crop)
-against the direct-loop oracle, and what runs instead on every other layer."""
+"""``pointwise`` (one product per group for layers of one tap per axis, with any stride,
+offset and output size) against the direct-loop oracle, and what runs instead on every
+other layer."""
 
 from __future__ import annotations
 
@@ -63,14 +64,28 @@ def test_infinities_reach_only_their_own_outputs():
     assert np.isinf(got).sum() == 2 and not np.isnan(got).any()
 
 
-@pytest.mark.parametrize("axis", [AxisPlan(4, 3, 1, 1, 1, 4), AxisPlan(4, 1, 2, 1, 0, 7),
-                                  AxisPlan(4, 1, 1, 1, 1, 3), AxisPlan(4, 1, 1, 1, 0, 5)],
-                         ids=["three-taps", "stride-2", "cropped", "longer"])
-def test_other_layers_run_the_phases_instead(axis):
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+@pytest.mark.parametrize("axis", [AxisPlan(4, 1, 2, 1, 0, 7), AxisPlan(4, 1, 3, 2, -2, 13),
+                                  AxisPlan(5, 1, 1, 1, 1, 3), AxisPlan(4, 1, 1, 1, 0, 6),
+                                  AxisPlan(4, 1, 2, 1, 1, 6), AxisPlan(3, 1, 2, 1, 9, 4)],
+                         ids=["stride-2", "zeros-in-front", "cropped", "longer",
+                              "stride-2-cropped", "out-of-reach"])
+def test_strided_and_cropped_layers_match_the_oracle(axis, channels_last):
+    # Outputs no input reaches are zeros; a layer whose input reaches no output is all
+    # zeros.
     rng = np.random.default_rng(5)
-    axes = (axis, AxisPlan(3, 1, 1, 1, 0, 3))
+    axes = (axis, AxisPlan(3, 1, 2, 1, 1, 5))
+    data = rng.integers(-3, 4, (2, 6, axis.input_size, 3)).astype(np.float32)
+    weights = rng.integers(-3, 4, (2, 3, 2, 1, 1)).astype(np.float32)
+    got = run_forced(data, weights, axes, np.float32, channels_last, "pointwise")
+    np.testing.assert_array_equal(got, canonical_result(data, weights, axes))
+
+
+def test_other_layers_run_the_phases_instead():
+    rng = np.random.default_rng(6)
+    axes = (AxisPlan(4, 3, 1, 1, 1, 4), AxisPlan(3, 1, 1, 1, 0, 3))
     data = rng.integers(-3, 4, (2, 3, 4, 3)).astype(np.float32)
-    weights = rng.integers(-3, 4, (1, 3, 2, axis.kernel_size, 1)).astype(np.float32)
+    weights = rng.integers(-3, 4, (1, 3, 2, 3, 1)).astype(np.float32)
     assert resolve("pointwise", np.dtype(np.float32), 2, False, ct.host_target(), axes)[0] \
         == "phase-ncx"
     for channels_last in (False, True):
@@ -80,7 +95,8 @@ def test_other_layers_run_the_phases_instead(axis):
 
 def test_offered_only_to_pointwise_layers(monkeypatch):
     monkeypatch.delenv("CONVTRANSPOSE_ALGORITHM", raising=False)
-    for axes, offered in ((_one_tap((8, 8)), True), ((AxisPlan(8, 3, 1, 1, 1, 8),) * 2, False)):
+    for axes, offered in ((_one_tap((8, 8)), True), ((AxisPlan(8, 1, 3, 1, 0, 22),) * 2, True),
+                          ((AxisPlan(8, 3, 1, 1, 1, 8),) * 2, False)):
         problem = Problem(1, axes, (1, 16, 16) + tuple(a.kernel_size for a in axes), False,
                           np.dtype(np.float32))
         names = [name for name, _ in choose(problem, estimate_forced=True).estimates]

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._kernels import REGISTRY, offered_algorithms
 from .._kernels.dense import DENSE_MAX_ELEMENTS
-from .._kernels.pointwise import takes_layer
+from .._kernels.pointwise import in_place, reached, takes_layer
 from .._kernels.schedules import (
     PLANE_CO_BLOCK,
     blocked_line_taps,
@@ -195,14 +195,22 @@ def _dense_estimate(layer: Layer) -> RawCost | None:
 
 
 def _pointwise_estimate(layer: Layer) -> RawCost | None:
-    """``pointwise``: one GEMM per group (per sample too, channels first), for layers
-    whose every axis maps each input to the output at its place."""
+    """``pointwise``: one GEMM per group (per sample too, channels first) over the inputs
+    that reach the output, for layers of one tap per axis; unless the outputs are the
+    inputs' places, the output zeroed and the products copied into it, and the inputs
+    reached copied."""
     if not takes_layer(layer.axes):
         return None
-    positions = math.prod(layer.spatial_in)
+    positions = reached(layer.axes)
     if layer.channels_last:
-        return _gemm_ns(layer.batch * positions, layer.ci, layer.co, layer.groups)
-    return _gemm_ns(layer.co, layer.ci, positions, layer.batch * layer.groups)
+        cost = _gemm_ns(layer.batch * positions, layer.ci, layer.co, layer.groups)
+    else:
+        cost = _gemm_ns(layer.co, layer.ci, positions, layer.batch * layer.groups)
+    if not in_place(layer.axes):
+        products = layer.batch * layer.groups * layer.co * positions
+        cost += RawCost(_pass_ns(layer.outputs, 64) + _pass_ns(products, layer.co)
+                        + _pass_ns(layer.inputs, layer.ci))
+    return cost
 
 
 def _phase_estimate(layer: Layer, internal_last: bool) -> RawCost:

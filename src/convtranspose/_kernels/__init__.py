@@ -48,8 +48,8 @@ class Algorithm:
     ``module`` and ``function`` name its code (a module of this package);
     ``options`` are keyword arguments it is called with.  ``requires`` lists what it
     needs: ``"blas"`` (NumPy's OpenBLAS callable for the dtype) or ``"numba"`` (numba
-    usable, a float dtype and at most three spatial axes) or ``"one tap"`` (every output
-    reads the input at its own place alone: :mod:`.pointwise`).  ``fallback`` is the
+    usable, a float dtype and at most three spatial axes) or ``"one tap"`` (a kernel of
+    one tap on every axis: :mod:`.pointwise`).  ``fallback`` is the
     algorithm that runs instead when a requirement is missing (``{layout}`` stands
     for ``nxc`` or ``ncx``, the caller's layout).  ``exact``: multiplies only the
     (input, tap) pairs that exist, so it is exact with non-finite operands.
@@ -101,7 +101,7 @@ def _entries() -> dict[str, Algorithm]:
                   "the whole layer as one matrix and one product (tiny layers)",
                   estimate="dense", scratch="dense"),
         Algorithm("pointwise", "pointwise", "_pointwise",
-                  "one product per group straight into the output (one tap, stride 1, no crop)",
+                  "one product per group over the inputs (a kernel of one tap per axis)",
                   requires=("blas", "one tap"), fallback="phase-{layout}", exact=True,
                   estimate="pointwise", scratch="pointwise"),
         Algorithm("window", "window", "_window",
@@ -173,7 +173,7 @@ def missing(name: str, dtype: np.dtype, rank: int, target: Target,
             if rank > 3:
                 return "more than three spatial axes"
         if requirement == "one tap" and axes is not None and not _pointwise_layer(axes):
-            return "an output reads other inputs than the one at its place"
+            return "an axis has more than one tap"
     return None
 
 

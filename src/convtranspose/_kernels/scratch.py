@@ -161,8 +161,10 @@ def _padded_columns_buffers(sizes, batch, axes, weights_shape, itemsize, threads
 
 
 def _pointwise_buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
-    data, _, weights = sizes
-    return data + weights  # the data cast to the sums' dtype, the filter's matrices
+    # The inputs reached (cast to the sums' dtype), the filter's matrices and, where
+    # the outputs are not the inputs' places, the products before their copy.
+    data, result, weights = sizes
+    return data + weights + result
 
 
 def _numba_buffers(bytes_of):
