@@ -312,3 +312,16 @@ def test_prepared_calls_script_times_each_form(capsys, tmp_path):
     for row in rows:
         assert {"function", "prepared"} <= set(row["us"]) and all(
             value > 0 for value in row["us"].values())
+
+
+def test_block_rates_script_times_each_block_shape(capsys, tmp_path):
+    pytest.importorskip("numba")
+    out = tmp_path / "rates.json"
+    assert _load("block_rates").main(["--shapes", "1", "--calls", "2", "--rounds", "1",
+                                      "--out", str(out)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert len(rows) == 2 and "x" in rows[1]  # the header and one shape
+    report = json.loads(out.read_text())
+    assert report["cpu"] and report["fma_peak_gflops"] > 0
+    (row,) = report["rows"]
+    assert all(row[key] > 0 for key in ("line_l1", "line_l2", "cross_l1", "cross_l2"))

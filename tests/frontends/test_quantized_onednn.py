@@ -113,11 +113,15 @@ def random_case(rng, rank, dst="u8", *, source=np.uint8, per_channel=False, bias
 
 
 # ---------------------------------------------------------------------------- (a) oracle
+@pytest.mark.parametrize("numba_disabled", [False, True], ids=["compiled", "numpy"])
 @pytest.mark.parametrize("dst", ["u8", "s8", "s32", "f32"])
-def test_against_the_integer_oracle(dst):
+def test_against_the_integer_oracle(dst, numba_disabled, monkeypatch):
     """Random 1-D to 3-D layers (groups, strides, dilations, unequal pads; u8 and s8
     sources; per-tensor and per-channel weight scales; with and without bias), both
-    scalings: equal element for element (f32 bit for bit)."""
+    scalings: equal element for element (f32 bit for bit), with the compiled
+    requantization pass and with NumPy's steps."""
+    if numba_disabled:
+        monkeypatch.setenv("CONVTRANSPOSE_NO_NUMBA", "1")
     rng = np.random.default_rng({"u8": 1, "s8": 2, "s32": 3, "f32": 4}[dst])
     for i in range(12):
         case = random_case(rng, 1 + i % 3, dst, source=(np.uint8, np.int8)[i % 2],
@@ -371,3 +375,17 @@ def test_against_torch_onednn(rank):
         total += mine.size
         assert np.abs(mine.astype(int) - theirs.astype(int)).max() <= 1, case
     assert apart == 0, (apart, total)
+
+
+@pytest.mark.parametrize("numba_disabled", [False, True], ids=["compiled", "numpy"])
+def test_a_product_that_underflows_keeps_its_sign(numba_disabled, monkeypatch):
+    """An f32 destination without bias or zero point keeps a negative product that
+    underflows to -0.0 as -0.0: the steps not set are skipped, not taken as +0.0."""
+    if numba_disabled:
+        monkeypatch.setenv("CONVTRANSPOSE_NO_NUMBA", "1")
+    x = np.array([[[0, 1, 3]]], np.uint8)
+    w = np.full((1, 1, 1), -1, np.int8)
+    y = ct.onednn_quantized_conv_transpose(x, w, src_scale=1e-30, wei_scales=1e-30,
+                                           dst_dtype="f32", data_format="NCX",
+                                           filter_format="IOX")
+    assert np.signbit(y).ravel().tolist() == [False, True, True] and not y.any()

@@ -315,6 +315,32 @@ def test_compiled_requantization_edges(dtype, zero, bounds):
     assert {bounds[0], bounds[1]} <= set(got.reshape(-1).tolist())
 
 
+def test_compiled_int64_requantization_edges():
+    """The compiled pass of the int16 x int8 kernels' int64 rule: multipliers at the
+    15-bit cut (``0x7FFF0000``), shifts from -31 to 14, sums of 48 bits, clamping at
+    int16's ends, against the Python-integer rule."""
+    pytest.importorskip("numba")
+    from convtranspose._kernels.requantize import fixed_point_requantized
+
+    rng = np.random.default_rng(14)
+    multipliers = [0, 1, 2 ** 15 - 1, 2 ** 15, 2 ** 30, 0x7FFEFFFF, 0x7FFF0000 - 1,
+                   0x7FFF0000, 2 ** 31 - 1, *rng.integers(2 ** 30, 2 ** 31, 3)]
+    pairs = list(itertools.product(multipliers, [-31, -20, -15, -1, 0, 3, 7, 14]))
+    xs = np.array([0, 1, -1, 2 ** 47 - 1, -(2 ** 47), 2 ** 40 + 3, -(2 ** 40) - 3, 3, -3,
+                   *rng.integers(-(2 ** 47), 2 ** 47, 27)], np.int64)
+    acc = np.repeat(xs[:, None], len(pairs), axis=1).reshape(4, -1, len(pairs))
+    multiplier = np.array([m for m, _ in pairs], np.int64)
+    shift = np.array([s for _, s in pairs], np.int64)
+    bounds = (-32768, 32767)
+    got = fixed_point_requantized(acc, multiplier, shift, 0, bounds, INT16, threads=2,
+                                  wide=True)
+    assert got.dtype == INT16 and got.shape == acc.shape
+    want = [[min(max(o_wrap32(o_mbqm64(int(x), int(m), int(s))), bounds[0]), bounds[1])
+             for m, s in pairs] for x in xs]
+    assert got.reshape(len(xs), -1).tolist() == want
+    assert {bounds[0], bounds[1]} <= set(got.reshape(-1).tolist())
+
+
 def test_multiply_by_quantized_multiplier_64_edges():
     rng = np.random.default_rng(12)
     xs = np.array([0, 1, -1, 2 ** 47 - 1, -(2 ** 47), 2 ** 40 + 3, -(2 ** 40) - 3,

@@ -37,3 +37,37 @@ def test_channel_blocks_sum_to_the_oracle(ci, co, sizes, kernel, stride, dtype, 
     weights = rng.integers(-3, 4, (1, ci, co) + (kernel,) * len(sizes)).astype(dtype)
     result = run_forced(data, weights, axes, dtype, channels_last, "direct-blocked")
     np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
+
+
+# (batch, input channels, output channels, spatial sizes, kernel, stride, pad): lines whose
+# phases hold fewer outputs with every tap inside than a block, and groups of lines that
+# hold more: blocks are taken across the lines.
+SHORT_LINES = [
+    (3, 8, 24, (12, 3), 4, 2, 1),
+    (2, 20, 40, (10, 3), 3, 1, 1),
+    (2, 6, 33, (3, 4, 3), 2, 2, 0),
+    (4, 150, 20, (6, 3), 4, 2, 1),  # many input channels too: blocks of channels
+]
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+@pytest.mark.parametrize("batch, ci, co, sizes, kernel, stride, pad", SHORT_LINES)
+def test_blocks_across_lines_sum_to_the_oracle(batch, ci, co, sizes, kernel, stride, pad,
+                                               channels_last):
+    from convtranspose._kernels.schedules import blocked_shape
+    from convtranspose._plan.geometry import axis_phases
+
+    axes = tuple(AxisPlan(x, kernel, stride, 1, pad, (x - 1) * stride + kernel - 2 * pad)
+                 for x in sizes)
+    # The premise: no phase of the last axis has a block's worth of outputs whose taps
+    # all read inside the input, on AVX2 or AVX-512.
+    last = axes[-1]
+    inside = max(min(-(-(last.output_size - c.first) // stride), last.input_size - max(c.shifts))
+                 - max(0, -min(c.shifts)) for c in axis_phases(last).classes if c.shifts)
+    for vector_bytes in (32, 64):
+        assert inside < blocked_shape(4, co, last, vector_bytes)[3]
+    rng = np.random.default_rng(ci * co + len(sizes))
+    data = rng.integers(-3, 4, (batch, ci) + sizes).astype(np.float32)
+    weights = rng.integers(-3, 4, (1, ci, co) + (kernel,) * len(sizes)).astype(np.float32)
+    result = run_forced(data, weights, axes, np.float32, channels_last, "direct-blocked")
+    np.testing.assert_array_equal(result, canonical_result(data, weights, axes))

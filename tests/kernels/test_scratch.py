@@ -113,7 +113,7 @@ def test_the_estimate_covers_what_the_algorithm_allocates(layer):
     weights = np.ones((1,) + filter_shape, dtype)
     target = host()
     for algorithm in ALGORITHMS:
-        name, _ = resolve(algorithm, dtype, len(plan.axes), False, target)
+        name, _ = resolve(algorithm, dtype, len(plan.axes), False, target, plan.axes)
         runs = fitting(name, Problem(data_shape[0], plan.axes, weights.shape, False,
                                      np.dtype(dtype)), target)
         _, scratch = _peak_beyond(lambda: transposed_convolution(

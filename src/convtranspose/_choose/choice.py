@@ -192,13 +192,13 @@ def choose(problem: Problem, target: Target | None = None, *,
     else:  # direct-numpy when no offered algorithm's scratch fits
         algorithm, decided_by = (estimates[0][0] if estimates else "direct-numpy"), "estimates"
     runs, fallbacks = resolve(algorithm, problem.dtype, problem.rank, problem.channels_last,
-                              target)
+                              target, problem.axes)
     if not (empty or huge):
         fitted = fitting(runs, problem, target)
         if fitted != runs:
             fallbacks += ((runs, "scratch over the bound"),)
             runs, more = resolve(fitted, problem.dtype, problem.rank, problem.channels_last,
-                                 target)
+                                 target, problem.axes)
             fallbacks += more
     return Choice(algorithm, runs, decided_by, estimates, fallbacks)
 

@@ -20,6 +20,7 @@ import numpy as np
 from .._kernels import REGISTRY, offered_algorithms
 from .._kernels.dense import DENSE_MAX_ELEMENTS
 from .._kernels.depthwise_schedule import DEPTHWISE_OUTPUTS, DEPTHWISE_VECTORS, last_axis_padding
+from .._kernels.pointwise import in_place, reached, takes_layer
 from .._kernels.schedules import (
     PLANE_CO_BLOCK,
     blocked_line_taps,
@@ -193,6 +194,25 @@ def _dense_estimate(layer: Layer) -> RawCost | None:
     if dense > DENSE_MAX_ELEMENTS:
         return None
     return RawCost(2.0 * layer.batch * dense / 20.0 + 0.3 * dense + 5000)
+
+
+def _pointwise_estimate(layer: Layer) -> RawCost | None:
+    """``pointwise``: one GEMM per group (per sample too, channels first) over the inputs
+    that reach the output, for layers of one tap per axis; unless the outputs are the
+    inputs' places, the output zeroed and the products copied into it, and the inputs
+    reached copied."""
+    if not takes_layer(layer.axes):
+        return None
+    positions = reached(layer.axes)
+    if layer.channels_last:
+        cost = _gemm_ns(layer.batch * positions, layer.ci, layer.co, layer.groups)
+    else:
+        cost = _gemm_ns(layer.co, layer.ci, positions, layer.batch * layer.groups)
+    if not in_place(layer.axes):
+        products = layer.batch * layer.groups * layer.co * positions
+        cost += RawCost(_pass_ns(layer.outputs, 64) + _pass_ns(products, layer.co)
+                        + _pass_ns(layer.inputs, layer.ci))
+    return cost
 
 
 def _phase_estimate(layer: Layer, internal_last: bool) -> RawCost:
@@ -429,8 +449,10 @@ _BLOCKED_STREAMED_LOOP = 512
 
 def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int) -> int:
     """Multiply-adds of ``direct-blocked``: output channels padded to ``width``, the
-    last axis's runs with every tap inside the input in blocks of ``pixels``, and
-    ``edge`` outputs' worth per output at the line ends."""
+    last axis's runs with every tap inside the input in blocks across the lines (each
+    output once, where the layer's lines hold a block of them), and ``edge`` outputs'
+    worth per output at the line ends."""
+    lines = layer.batch * layer.groups * math.prod(a.output_size for a in layer.axes[:-1])
     per_axis = []
     for index, axis in enumerate(layer.axes):
         total = 0
@@ -441,8 +463,8 @@ def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int) -> int:
                 if index == len(layer.axes) - 1:
                     inside = max(0, min(count, axis.input_size - max(shifts))
                                  - max(0, -min(shifts)))
-                    inside = inside if inside >= pixels else 0
-                    count = -(-inside // pixels) * pixels + edge * (count - inside)
+                    inside = inside if inside * lines >= pixels else 0
+                    count = inside + edge * (count - inside)
                 total += count * len(c.shifts)  # a phase no tap reaches is only zeroed
         per_axis.append(total)
     return layer.batch * layer.groups * width * layer.ci * math.prod(per_axis)
@@ -535,6 +557,7 @@ ESTIMATES = {
     "col2im": lambda layer, situation, internal_last: _col2im_estimate(
         layer, internal_last, situation["numba_float"]),
     "dense": lambda layer, situation: _dense_estimate(layer),
+    "pointwise": lambda layer, situation: _pointwise_estimate(layer),
     "window": lambda layer, situation: _window_estimate(layer),
     "stream": lambda layer, situation: _stream_estimate(layer),
     "direct": lambda layer, situation: _direct_estimate(layer, situation["pairs"],

@@ -172,7 +172,7 @@ def _rounded(data, weights, axes, dtype, result_dtype, channels_last, bias, algo
     """
     if (data.size and weights.size and algorithm in REGISTRY
             and _casts.rounds_in_kernels(dtype, result_dtype, target)):
-        name, _ = resolve(algorithm, dtype, len(axes), channels_last, target)
+        name, _ = resolve(algorithm, dtype, len(axes), channels_last, target, axes)
         if REGISTRY[name].rounding is not None:
             if out is None:
                 out = _empty_result(data.shape[0], weights.shape, axes, channels_last,
@@ -266,11 +266,11 @@ def _compute(algorithm, data, weights, problem: Problem, out, target):
     if algorithm not in REGISTRY:
         raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
     axes, dtype, channels_last = problem.axes, problem.dtype, problem.channels_last
-    name, _ = resolve(algorithm, dtype, len(axes), channels_last, target)
+    name, _ = resolve(algorithm, dtype, len(axes), channels_last, target, axes)
     # Scratch stays within the bound of kernels.scratch, forced algorithms included.
     fitted = fitting(name, problem, target)
     if fitted != name:
-        name, _ = resolve(fitted, dtype, len(axes), channels_last, target)
+        name, _ = resolve(fitted, dtype, len(axes), channels_last, target, axes)
     run(name, data, weights, axes, dtype, channels_last, out, target)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from .._errors import ConvTransposeError
 from .._plan import dialects as _dialects
 from .._plan.quantized import onednn_dst_type
+from .._runtime.target import host
 from .fixed_point import wrap32
 from .quantized import (
     check_out,
@@ -79,7 +80,7 @@ def onednn_requantize(acc: np.ndarray, channel_axis: int, src_scale: np.ndarray 
                       wei_scales: np.ndarray | None, bias: np.ndarray | None,
                       dst_scale: np.ndarray | None, dst_zero_point: np.ndarray | None,
                       dst_type: str, scaling: str = "jit") -> np.ndarray:
-    """oneDNN's steps after the int32 sum ``acc`` (int64 holding int32 values), one
+    """oneDNN's steps after the int32 sum ``acc`` (int32, or int64 holding int32 values), one
     float32 operation each, in its kernels' order; an attribute that is None is not set
     and its step is skipped (as oneDNN skips it).
 
@@ -87,6 +88,19 @@ def onednn_requantize(acc: np.ndarray, channel_axis: int, src_scale: np.ndarray 
     (the reciprocal oneDNN's JIT kernels take once per call); ``"reference"``: divided
     by, as its reference deconvolution does.
     """
+    dtype, low, high = _DESTINATIONS[dst_type]
+    if host().numba:
+        from .._kernels.requantize import onednn_requantized
+
+        with np.errstate(over="ignore", divide="ignore"):
+            dst = None if dst_scale is None else (
+                dst_scale.reshape(()) if scaling != "jit" else F32(1) / dst_scale.reshape(()))
+        attributes = (None if src_scale is None else src_scale.reshape(()), wei_scales, bias,
+                      dst, None if dst_zero_point is None else F32(dst_zero_point.reshape(())))
+        result = onednn_requantized(acc, channel_axis == -1, attributes, scaling != "jit",
+                                    (low, high), dtype, host().threads)
+        if result is not None:
+            return result
     shape = [1] * acc.ndim
     shape[channel_axis] = -1
     value = acc.astype(F32)  # cvtdq2ps: exact while |acc| <= 2**24
@@ -104,7 +118,6 @@ def onednn_requantize(acc: np.ndarray, channel_axis: int, src_scale: np.ndarray 
                 value /= dst_scale.reshape(())
         if dst_zero_point is not None:
             value += F32(dst_zero_point.reshape(()))
-    dtype, low, high = _DESTINATIONS[dst_type]
     if low is None:
         return value
     # Saturate, then round half to even (cvtps2dq under the default MXCSR): rounding an
@@ -157,14 +170,19 @@ def _resolve(data, weights, bias, scales, zero_points, dst_type, scaling, geomet
 def _int32_sum(plan, data, weights, src_zero_point, output_shape) -> np.ndarray:
     """``sum (src - src_zero_point) * wei``, exact, wrapped to int32 as oneDNN's int32
     accumulators wrap (its zero-point compensation is integer arithmetic too)."""
-    centred = data.astype(np.int64)
-    if src_zero_point is not None:
-        centred -= src_zero_point.reshape(())
-    largest = max(int(np.abs(centred).max(initial=0)), 1) * 128
+    zero = 0 if src_zero_point is None else int(src_zero_point.reshape(()))
+    # 8-bit values minus a zero point within int16's range less 255 fit int16: a
+    # quarter of int64's bytes to write and for the sums to read.
+    narrow = np.int16 if abs(zero) <= 2 ** 15 - 256 else np.int64
+    centred = np.subtract(data, narrow(zero), dtype=narrow)
+    largest = max(abs(int(data.min(initial=0)) - zero), abs(int(data.max(initial=0)) - zero),
+                  1) * 128
     wide = kept_weights(weights, ("int64",), lambda w: w.astype(np.int64))
-    return wrap32(exact_sum(plan, centred, wide, None,
-                            names=("input", "filter", "bias"), largest_product=largest,
-                            output_shape=output_shape).astype(np.int64))
+    total = exact_sum(plan, centred, wide, None, names=("input", "filter", "bias"),
+                      largest_product=largest, output_shape=output_shape)
+    if total.dtype == np.int32:  # already int32's values (the VNNI sums' type when no
+        return total             # sum can leave it): wrapping would change nothing
+    return wrap32(total.astype(np.int64))
 
 
 def onednn_quantized_conv_transpose(

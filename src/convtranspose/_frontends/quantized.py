@@ -284,7 +284,7 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
     if total is not None:
         return total if bias is None else _plus_bias(plan, total.astype(np.int64), bias)
     channels = float32_channels(plan, data, weights)
-    if not channels:
+    if not channels or _float64_sooner(plan, channels, bias, largest_product):
         dtype = sum_dtype(plan, bias, largest_product)
         return execute_plan(plan, data.astype(dtype), weights.astype(dtype),
                             None if bias is None else bias.astype(dtype), names=names,
@@ -310,6 +310,31 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
             _float32_pass(plan, weights, first, stop), plan.axes,
             dtype=np.dtype(np.float32), channels_last=plan.channels_last).astype(np.int64)
     return total if bias is None else _plus_bias(plan, total, bias)
+
+
+#: Bytes each float32 pass moves per output beyond its products: its float32 result
+#: written, read and widened to int64, and the int64 total read and written.
+_PASS_BYTES = 4 + 4 + 8 + 16
+
+
+def _float64_sooner(plan, channels: int, bias, largest_product: int) -> bool:
+    """Whether one float64 pass (exact: :func:`sum_dtype`) takes less time than float32
+    passes of ``channels`` input channels each: those move :data:`_PASS_BYTES` per
+    output and pass at this machine's copy rate, where float64's only extra cost is
+    its products at half float32's rate (half the lanes per vector), one float32
+    GEMM's worth at this machine's GEMM rate (:mod:`convtranspose._choose.figures`).
+    Never for the int64 sums (about 25 times slower than float64's)."""
+    per_group = plan.canonical_filter_shape[1]
+    passes = -(-per_group // channels)
+    if passes < 2 or sum_dtype(plan, bias, largest_product) != np.float64:
+        return False
+    from .._choose.figures import machine_figures
+
+    figures = machine_figures()
+    passes_seconds = passes * _PASS_BYTES / (figures.copy_gbps * 1e9)
+    float64_seconds = 2.0 * per_group * taps_per_output(plan.axes) / (
+        figures.gemm_gflops * 1e9)
+    return float64_seconds < passes_seconds
 
 
 def _float32_pass(plan, weights: np.ndarray, first: int, stop: int) -> np.ndarray:

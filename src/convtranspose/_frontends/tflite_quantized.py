@@ -145,11 +145,12 @@ def _requantized(acc, input, acc_type, multiplier, shift, output_zero_point,
                  bounds) -> np.ndarray:
     """The exact sum ``acc`` (NHWC) scaled, offset and clamped as TFLite's kernels do."""
     target = host()
-    if acc_type == INT32 and target.numba:  # one compiled pass of the same int64 steps
+    if target.numba:  # one compiled pass of the same int64 steps
         from .._kernels.requantize import fixed_point_requantized
 
         result = fixed_point_requantized(acc, multiplier, shift, int(output_zero_point.reshape(())),
-                                         bounds, input.dtype, target.threads)
+                                         bounds, input.dtype, target.threads,
+                                         wide=acc_type == INT64)
         if result is not None:
             return result
     if acc_type == INT64:  # int64 accumulator (int16 inputs)

@@ -12,7 +12,7 @@ always the code that runs.
 ``-nxc``/``-ncx`` name the internal layout of an algorithm's GEMM and copies
 (channels or spatial positions contiguous), independent of the caller's layout.
 One module per algorithm: :mod:`.phase`, :mod:`.gemm`, :mod:`.stream`,
-:mod:`.col2im`, :mod:`.window`, :mod:`.dense`, :mod:`.direct`,
+:mod:`.col2im`, :mod:`.window`, :mod:`.dense`, :mod:`.pointwise`, :mod:`.direct`,
 :mod:`.direct_blocked`, :mod:`.depthwise`; their numba kernels live in :mod:`._numba`, imported only
 when numba is usable; their pure integer schedules in :mod:`.schedules`.
 
@@ -48,7 +48,8 @@ class Algorithm:
     ``module`` and ``function`` name its code (a module of this package);
     ``options`` are keyword arguments it is called with.  ``requires`` lists what it
     needs: ``"blas"`` (NumPy's OpenBLAS callable for the dtype) or ``"numba"`` (numba
-    usable, a float dtype and at most three spatial axes).  ``fallback`` is the
+    usable, a float dtype and at most three spatial axes) or ``"one tap"`` (a kernel of
+    one tap on every axis: :mod:`.pointwise`).  ``fallback`` is the
     algorithm that runs instead when a requirement is missing (``{layout}`` stands
     for ``nxc`` or ``ncx``, the caller's layout).  ``exact``: multiplies only the
     (input, tap) pairs that exist, so it is exact with non-finite operands.
@@ -99,6 +100,10 @@ def _entries() -> dict[str, Algorithm]:
         Algorithm("dense", "dense", "_dense",
                   "the whole layer as one matrix and one product (tiny layers)",
                   estimate="dense", scratch="dense"),
+        Algorithm("pointwise", "pointwise", "_pointwise",
+                  "one product per group over the inputs (a kernel of one tap per axis)",
+                  requires=("blas", "one tap"), fallback="phase-{layout}", exact=True,
+                  estimate="pointwise", scratch="pointwise"),
         Algorithm("window", "window", "_window",
                   "every phase in one GEMM over copied input windows (zeros where no tap)",
                   estimate="window"),
@@ -158,8 +163,10 @@ def exact_algorithms() -> frozenset[str]:
     return frozenset(name for name, entry in REGISTRY.items() if entry.exact)
 
 
-def missing(name: str, dtype: np.dtype, rank: int, target: Target) -> str | None:
-    """The first requirement of ``name`` that ``target`` does not meet, or None."""
+def missing(name: str, dtype: np.dtype, rank: int, target: Target,
+            axes=None) -> str | None:
+    """The first requirement of ``name`` that ``target`` (or, where ``axes`` are given,
+    the layer) does not meet, or None."""
     for requirement in REGISTRY[name].requires:
         if requirement == "blas" and not target.blas_for(dtype):
             return f"no BLAS products for {np.dtype(dtype)}"
@@ -170,15 +177,23 @@ def missing(name: str, dtype: np.dtype, rank: int, target: Target) -> str | None
                 return "integer sums (the numba kernels are float only)"
             if rank > 3:
                 return "more than three spatial axes"
+        if requirement == "one tap" and axes is not None and not _pointwise_layer(axes):
+            return "an axis has more than one tap"
     return None
 
 
+def _pointwise_layer(axes) -> bool:
+    from .pointwise import takes_layer
+
+    return takes_layer(tuple(axes))
+
+
 def resolve(name: str, dtype: np.dtype, rank: int, channels_last: bool,
-            target: Target) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """The algorithm that runs for ``name`` on ``target``, and each fallback taken with its
-    reason."""
+            target: Target, axes=None) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The algorithm that runs for ``name`` on ``target`` (and the layer of ``axes``, which
+    every caller that runs it gives), and each fallback taken with its reason."""
     taken = []
-    while (reason := missing(name, dtype, rank, target)) is not None:
+    while (reason := missing(name, dtype, rank, target, axes)) is not None:
         taken.append((name, reason))
         name = REGISTRY[name].fallback.format(layout="nxc" if channels_last else "ncx")
     return name, tuple(taken)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._runtime.threads import parallel_for
 
-__all__ = ["fixed_point_requantized", "requantized", "torch_requantized"]
+__all__ = ["fixed_point_requantized", "onednn_requantized", "requantized", "torch_requantized"]
 
 #: Elements per piece of work a thread takes.
 _PIECE = 1 << 16
@@ -109,20 +109,60 @@ def torch_requantized(acc: np.ndarray, engine: int, scale: np.ndarray,
 
 def fixed_point_requantized(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
                             zero_point: int, bounds: tuple[int, int], dtype: np.dtype,
-                            threads: int) -> np.ndarray | None:
-    """TFLite's int32 requantization (:mod:`convtranspose._frontends.fixed_point`'s
-    double rounding) of the exact sums ``acc`` ``(..., M)`` (int64, channels last) with
-    per-channel ``multiplier`` and ``shift``, plus ``zero_point``, clamped to
-    ``bounds`` (within ``dtype``), as ``dtype``, C-contiguous.  None for a
+                            threads: int, wide: bool = False) -> np.ndarray | None:
+    """TFLite's requantization (:mod:`convtranspose._frontends.fixed_point`'s rules) of
+    the exact sums ``acc`` ``(..., M)`` (int64, channels last) with per-channel
+    ``multiplier`` and ``shift``, plus ``zero_point``, clamped to ``bounds`` (within
+    ``dtype``), as ``dtype``, C-contiguous: the int32 accumulator's double rounding, or
+    with ``wide`` the int64 accumulator's rule of the int16 x int8 kernels.  None for a
     non-contiguous or empty ``acc``."""
     if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype != np.int64:
         return None
-    from ._numba.requantize import fixed_point_rows
+    from ._numba.requantize import fixed_point_64_rows, fixed_point_rows
 
+    kernel = fixed_point_64_rows if wide else fixed_point_rows
     rows = acc.reshape(-1, acc.shape[-1])
     out = np.empty(rows.shape, dtype)
     args = (rows, np.ascontiguousarray(np.broadcast_to(multiplier, rows.shape[1:]), np.int64),
             np.ascontiguousarray(np.broadcast_to(shift, rows.shape[1:]), np.int64),
             np.int64(zero_point), np.int64(bounds[0]), np.int64(bounds[1]), out)
-    _rows_in_pieces(lambda first, stop: fixed_point_rows(*args, first, stop), rows, threads)
+    _rows_in_pieces(lambda first, stop: kernel(*args, first, stop), rows, threads)
+    return out.reshape(acc.shape)
+
+
+def onednn_requantized(acc: np.ndarray, channels_last: bool, attributes: tuple,
+                       dst_scale_divides: bool, bounds: tuple, dtype: np.dtype,
+                       threads: int) -> np.ndarray | None:
+    """oneDNN's steps after the int32 sums ``acc`` (int32 or int64, C-contiguous, in the
+    layer's layout: channels last ``(N, Y..., M)`` or first ``(N, M, Y...)``), in one
+    compiled pass (:func:`._numba.requantize.onednn_rows`): ``attributes`` are the
+    float32 source scale, per-channel weight scales and bias (``(M,)``), the destination
+    scale (its reciprocal unless ``dst_scale_divides``) and the destination zero point
+    as float32, each None where not set; the result ``dtype`` and, for an integer one,
+    the float32 ``bounds`` it saturates to.  None for an empty or non-contiguous
+    ``acc``."""
+    if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i":
+        return None
+    from ._numba.requantize import onednn_rows
+
+    channels = acc.shape[-1] if channels_last else acc.shape[1]
+    rows = acc.reshape(-1, channels) if channels_last else acc.reshape(
+        acc.shape[0] * channels, -1)
+    src_scale, wei_scales, bias, dst_scale, dst_zero_point = attributes
+
+    def scalar(value, unset):
+        return np.float32(unset if value is None else value)
+
+    def per_channel(value, unset):
+        return np.ascontiguousarray(np.broadcast_to(
+            np.float32(unset) if value is None else value.astype(np.float32).reshape(-1),
+            (channels,)))
+
+    low, high = bounds
+    out = np.empty(rows.shape, dtype)
+    args = (rows, not channels_last, scalar(src_scale, 1), per_channel(wei_scales, 1),
+            per_channel(bias, 0), scalar(dst_scale, 1), dst_scale_divides,
+            scalar(dst_zero_point, 0), (bias is not None) + 2 * (dst_zero_point is not None),
+            low is not None, scalar(low, 0), scalar(high, 0), out)
+    _rows_in_pieces(lambda first, stop: onednn_rows(*args, first, stop), rows, threads)
     return out.reshape(acc.shape)

@@ -161,6 +161,13 @@ def _padded_columns_buffers(sizes, batch, axes, weights_shape, itemsize, threads
     return padded + data + 2 * weights + chunk
 
 
+def _pointwise_buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
+    # The inputs reached (cast to the sums' dtype), the filter's matrices and, where
+    # the outputs are not the inputs' places, the products before their copy.
+    data, result, weights = sizes
+    return data + weights + result
+
+
 def _numba_buffers(bytes_of):
     def buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
         return bytes_of(batch, axes, weights_shape, itemsize, threads)
@@ -179,6 +186,7 @@ SCRATCH_RULES = {
     "stream": _stream_buffers,
     "columns": _columns_buffers,
     "padded-columns": _padded_columns_buffers,
+    "pointwise": _pointwise_buffers,
 }
 
 

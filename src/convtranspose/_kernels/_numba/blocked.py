@@ -1,11 +1,13 @@
 """``direct-blocked``'s numba kernel: output channels held in vector registers.
 
-Per output line (all of the last axis for one group) and phase of the last axis,
-blocks of 4-9 outputs whose taps all read inside the input keep their output channels
-(with AVX2's 16 registers, a chunk of 2-3 vectors of them) in vector registers while
-every tap and input channel adds one broadcast input times one weight row; the outputs
-at the line ends go in blocks across consecutive lines of one phase, with their own
-taps.  Any layout: channels-last lines are stored directly, channels-first ones through
+Consecutive output lines (all of the last axis for one group) of one phase of the
+first axes, which read the same taps, go together.  Per phase of the last axis, their
+outputs whose taps all read inside the input go in blocks of 4-9, taken across the
+lines (:func:`cross_block_source`: no short block at a line's end), that keep their
+output channels (with AVX2's 16 registers, a chunk of 2-3 vectors of them) in vector
+registers while every tap and input channel adds one broadcast input times one weight
+row; the outputs at the line ends go in blocks across the lines too, one column of
+them with its own taps at a time.  Any layout: channels-last lines are stored directly, channels-first ones through
 a transposed tile.  float16 and bfloat16 results are rounded from the tile as each line
 is stored.  The block sources are generated per block shape (:func:`block_source`), and
 the kernel is compiled per dtype, block shape and store mode only: channel counts,
@@ -82,6 +84,43 @@ def block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False
               "            read += channel_step"]
     for p, row in enumerate(accumulators):
         lines += [f"    vector_store(dest, dest_at + {p} * dest_step + {v * lanes}, {name})"
+                  for v, name in enumerate(row)]
+    return "\n".join(lines) + "\n"
+
+
+def cross_block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False) -> str:
+    """Source of the register-blocked kernel for ``pixels`` outputs anywhere in the data.
+
+    :func:`block_source`'s block, each output with its own place: output ``p`` reads
+    at ``read_at + bases[p]`` plus each tap's read and is stored at ``dest_at +
+    dests[p]``, so that a block can take outputs of several lines (those with the
+    same taps), never a short block at a line's end.
+    """
+    accumulators = [[f"acc_{p}_{v}" for v in range(vectors)] for p in range(pixels)]
+    lines = ["def block(source, weights, dest, dest_at, dests, bases, reads, taps, count,",
+             "          read_at, channel_step, channels, column, row_width):"]
+    lines += [f"    at_{p} = dest_at + dests[{p}]" for p in range(pixels)]
+    lines += [f"    base_{p} = read_at + bases[{p}]" for p in range(pixels)]
+    if accumulate:
+        lines += [f"    {name} = vector_load(dest, at_{p} + {v * lanes}, {lanes})"
+                  for p, row in enumerate(accumulators) for v, name in enumerate(row)]
+    else:
+        lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators
+                  for name in row]
+    lines += ["    for m in range(count):",
+              "        read = reads[m]",
+              "        tap = taps[m] + column",
+              "        for _ in range(channels):"]
+    lines += [f"            w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
+              for v in range(vectors)]
+    for p, row in enumerate(accumulators):
+        lines.append(f"            x = vector_splat_at(source, read + base_{p}, {lanes})")
+        lines += [f"            {name} = vector_fma(x, w_{v}, {name})"
+                  for v, name in enumerate(row)]
+    lines += ["            tap += row_width",
+              "            read += channel_step"]
+    for p, row in enumerate(accumulators):
+        lines += [f"    vector_store(dest, at_{p} + {v * lanes}, {name})"
                   for v, name in enumerate(row)]
     return "\n".join(lines) + "\n"
 
@@ -218,7 +257,8 @@ def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int):
     from .codegen import compile_source, compile_template
 
     block = compile_source(block_source(lanes, chunk, pixels), "block")
-    block_on = compile_source(block_source(lanes, chunk, pixels, accumulate=True), "block")
+    cross = compile_source(cross_block_source(lanes, chunk, pixels), "block")
+    cross_on = compile_source(cross_block_source(lanes, chunk, pixels, accumulate=True), "block")
     transpose = tile_transposer(lanes)
     # The outputs at the line ends take a chunk at a time too, in four independent sets
     # of accumulators (fewer where a block has fewer pixels): no more accumulators than
@@ -229,7 +269,7 @@ def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int):
     return compile_template("blocked", dict(
         np=np, KEEP=KEEP, _GROUP_MAX_LINES=_GROUP_MAX_LINES, _phase_taps=_phase_taps,
         _rounded_line=_rounded_line, gather_row_taps=gather_row_taps, block=block,
-        block_on=block_on, single=single,
+        cross=cross, cross_on=cross_on, single=single,
         transpose=transpose, lanes=lanes, pixels=pixels, chunk_width=lanes * chunk, store=mode,
     ))["kernel"]
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from .kernel_cache import cached_njit
 
-__all__ = ["fixed_point_rows", "requantize_rows", "torch_rows"]
+__all__ = ["fixed_point_64_rows", "fixed_point_rows", "onednn_rows", "requantize_rows",
+           "torch_rows"]
 
 
 @cached_njit(nogil=True)
@@ -70,6 +71,26 @@ def fixed_point_rows(acc, multiplier, shift, zero_point, low, high, out, first,
 
 
 @cached_njit(nogil=True)
+def fixed_point_64_rows(acc, multiplier, shift, zero_point, low, high, out, first,
+                        stop):  # pragma: no cover - compiled
+    """Rows ``[first, stop)`` of TFLite's int64 requantization (its int16 x int8
+    kernels) of ``acc`` ``(R, M)`` (int64, channels last): ``clamp(wrap32(wrap32((acc *
+    reduced[m] + 2**(14 - shift[m])) >> (15 - shift[m])) + zero_point), low, high)``
+    with the multiplier cut to 15 bits, ``reduced = (multiplier + 2**15) >> 16``
+    (``0x7FFF`` from ``0x7FFF0000`` up), as
+    :func:`convtranspose._frontends.fixed_point.multiply_by_quantized_multiplier_64`
+    does, step for step in int64 (the same integer operations, so the same values)."""
+    for r in range(first, stop):
+        for m in range(acc.shape[1]):
+            factor = multiplier[m]
+            reduced = (factor + (1 << 15)) >> 16 if factor < 0x7FFF0000 else np.int64(0x7FFF)
+            total = 15 - shift[m]
+            value = _wrap32((acc[r, m] * reduced + (np.int64(1) << (total - 1))) >> total)
+            value = _wrap32(value + zero_point)
+            out[r, m] = min(max(value, low), high)
+
+
+@cached_njit(nogil=True)
 def torch_rows(acc, per_row, engine, scale, offset, integer_bias, has_bias, destination,
                zero_point, out, first, stop):  # pragma: no cover - compiled
     """Rows ``[first, stop)`` of torch's quantized result of the exact sums ``acc``
@@ -110,3 +131,30 @@ def torch_rows(acc, per_row, engine, scale, offset, integer_bias, has_bias, dest
             wide = min(max(wide, np.float32(-32768)), np.float32(32767)) + zero
             wide = min(max(wide, np.float32(-32768)), np.float32(32767))
             out[r, i] = min(max(wide, np.float32(0)), np.float32(255))
+
+
+@cached_njit(nogil=True)
+def onednn_rows(acc, per_row, src_scale, wei_scales, bias, dst_scale, divide, dst_zero_point,
+                adds, saturate, low, high, out, first, stop):  # pragma: no cover - compiled
+    """Rows ``[first, stop)`` of oneDNN's steps after the int32 sums ``acc`` ``(R, L)``
+    (C-contiguous; channel ``r % M`` where ``per_row``, else ``i``): ``float32(acc) *
+    src_scale * wei_scales[m]``, ``+ bias[m]`` (``adds & 1``), ``* dst_scale`` (the
+    reciprocal, JIT) or ``/ dst_scale`` where ``divide``, ``+ dst_zero_point`` (``adds &
+    2``); then, with ``saturate`` (an integer ``out``), clipped to ``[low, high]`` and
+    rounded half to even.  Each step the float32 operation
+    :func:`convtranspose._frontends.onednn_quantized.onednn_requantize` performs on the
+    whole array, in its order.  A scale that is not set comes as 1: multiplying or
+    dividing by 1 leaves every float32 as it is, where an unset addend is skipped
+    (adding 0 would turn a product that underflowed to -0.0 into +0.0).  No NaN
+    reaches the clip: the scales are finite."""
+    channels = wei_scales.shape[0]
+    for r in range(first, stop):
+        for i in range(acc.shape[1]):
+            m = r % channels if per_row else i
+            value = np.float32(acc[r, i]) * src_scale * wei_scales[m]
+            if adds & 1:
+                value = value + bias[m]
+            value = value / dst_scale if divide else value * dst_scale
+            if adds & 2:
+                value = value + dst_zero_point
+            out[r, i] = np.rint(min(max(value, low), high)) if saturate else value

@@ -2,7 +2,7 @@
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
 globals (numba freezes them into the compiled code): ``_GROUP_MAX_LINES``, ``KEEP``,
-``_phase_taps``, ``_rounded_line``, ``gather_row_taps``, ``block``, ``block_on``, ``chunk_width``,
+``_phase_taps``, ``_rounded_line``, ``gather_row_taps``, ``block``, ``cross``, ``cross_on``, ``chunk_width``,
 ``lanes``, ``np``, ``pixels``, ``single``, ``store``, ``transpose``.  Those are the
 block shape, the machine's vectors and the store mode alone (``store``: ``KEEP`` writes
 ``out``, the sums' dtype, ``FLOAT16``/``BFLOAT16`` round into ``bits``; the other is an
@@ -25,15 +25,16 @@ Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 @cached_njit(nogil=True, inline="always")
 def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j_first,
                j_stop, p3, line_at, step, s3, lines, line_step, read_step, in_3, in_c, ci,
-               size3, width, panel, edge_reads, edge_taps):  # pragma: no cover - compiled
+               size3, width, panel, edge_reads, edge_taps,
+               blocked):  # pragma: no cover - compiled
     # The outputs j * s3 + p3, j in [j_first, j_stop), of `lines` lines that the
     # lines' blocks leave: those with taps outside the input's last axis.  Line k
     # reads at reads + k * read_step and is written at line_at + k * line_step;
     # outputs hold `width` channels, taken `chunk_width` at a time.  Each such output
     # is a column across the lines with the same taps: blocks take `pixels` lines at
     # a time (its weights loaded once per block, not once per output), and fewer
-    # lines than a block go one output at a time.
-    blocked = last - first >= pixels  # the lines' blocks took [first, last)
+    # lines than a block go one output at a time.  `blocked`: phase_blocks took the
+    # outputs [first, last) of every line.
     for jj in range(j_first, j_stop):
         if blocked and first <= jj < last:
             continue
@@ -59,6 +60,65 @@ def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j
                       edge_reads, edge_taps, edges, jj * in_3 + k * read_step, read_step,
                       in_c, ci, column // chunk_width * panel, chunk_width)
             k += pixels
+
+@cached_njit(nogil=True, inline="always")
+def block_places(bases, dests, k, j, first, last, p3, s3, step, line_step, read_step,
+                 in_3):  # pragma: no cover - compiled
+    # The places of a block's outputs from output j of line k on, along the lines'
+    # runs [first, last): each one's read (bases) and store (dests) offsets.  Returns
+    # the output after the block's last.  (No division per output: a block of few
+    # channels costs about as much as two dozen divisions.)
+    for p in range(pixels):
+        bases[p] = j * in_3 + k * read_step
+        dests[p] = k * line_step + (j * s3 + p3) * step
+        j += 1
+        if j == last:
+            k, j = k + 1, first
+    return k, j
+
+@cached_njit(nogil=True, inline="always")
+def phase_blocks(source, weights, dest, reads, taps, count, first, last, p3, line_at, step,
+                 s3, lines, line_step, read_step, in_3, in_c, ci, ci_block, width, panel,
+                 bases, dests):  # pragma: no cover - compiled
+    # The outputs j * s3 + p3, j in [first, last), of `lines` lines with the same taps
+    # (line k reads at reads + k * read_step and is written at line_at + k *
+    # line_step), whose taps all read inside the input, in blocks of `pixels` taken
+    # across the lines (output q is j = first + q % run of line q // run), so that
+    # no line's end leaves a short block; the last block overlaps its predecessor (a
+    # few outputs computed twice).  Returns whether it took them (else phase_ends
+    # does: fewer of them than a block).  Per chunk of channels, the input channels
+    # go in blocks whose weights stay in L1 while every whole block adds them; the
+    # overlapping block then takes every input channel at once: adding a channel
+    # block to an output twice would count it twice.
+    run = last - first
+    total = lines * run
+    if run <= 0 or total < pixels:
+        return False
+    whole = total // pixels * pixels
+    step_c = ci_block if whole >= 2 * pixels else ci
+    zero = np.int64(0)
+    for column in range(0, width, chunk_width):
+        panel_at = column // chunk_width * panel
+        for c0 in range(0, ci, step_c):
+            channels = min(step_c, ci - c0)
+            k, j = zero, first  # the next block's first output
+            for q0 in range(0, whole, pixels):
+                k, j = block_places(bases, dests, k, j, first, last, p3, s3, step,
+                                    line_step, read_step, in_3)
+                if c0 == 0:
+                    cross(source, weights, dest, line_at + column, dests, bases, reads, taps,
+                          count, zero, in_c, channels, panel_at, chunk_width)
+                else:
+                    cross_on(source, weights, dest, line_at + column, dests, bases, reads,
+                             taps, count, c0 * in_c, in_c, channels,
+                             panel_at + c0 * chunk_width, chunk_width)
+        if whole < total:
+            block_places(bases, dests, (total - pixels) // run,
+                         first + (total - pixels) % run, first, last, p3, s3, step, line_step,
+                         read_step, in_3)
+            cross(source, weights, dest, line_at + column, dests, bases, reads, taps, count,
+                  zero, in_c, ci, panel_at, chunk_width)
+    return True
 
 @cached_njit(nogil=True, inline="always")
 def store_line(out, bits, bias, tile, tile_at, line, out_3, out_c, co, y_first, y_stop,
@@ -99,10 +159,12 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
     # group's tile holds, `ci_block` the input channels a block adds at a time.  Computes the output lines (g, n, y1, y2) (the group's Co
     # channels), each cut into `segments` runs of Y3 (so that a layer of fewer
     # lines than threads keeps every thread busy), with flat index (line, segment)
-    # in [start, stop): per phase of the last axis, blocks of `pixels` outputs
-    # whose taps all read inside the input, then the remaining outputs with their
-    # own taps (phase_ends, for a group of consecutive lines together).  Every output element is written
-    # (those of overlapping blocks twice, with equal values).
+    # in [start, stop), in groups of consecutive lines with the same taps (a segment
+    # is a group of its own): per phase of the last axis, the group's outputs whose
+    # taps all read inside the input in blocks of `pixels` across its lines
+    # (phase_blocks), then the remaining outputs with their own taps (phase_ends).
+    # Every output element is written (those of overlapping blocks twice, with equal
+    # values).
     batch, ci, co = sizes[0], sizes[2], sizes[3]
     size1, size2, size3 = sizes[4], sizes[5], sizes[6]
     out1, out2, out3 = sizes[7], sizes[8], sizes[9]
@@ -137,10 +199,10 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
     # chunk_width), so that a block's weight rows follow one another in memory.
     tap_size = ci * chunk_width
     panel = sizes[1] * k_volume * tap_size
-    # Whole lines (not segments): the line ends of consecutive lines of one phase
-    # (along the second axis, or the first where the second is a unit axis, as in
-    # 2-D layers) whose reads differ by whole input rows wait for their group's end
-    # and go together (phase_ends).  Lines not written straight into the output are
+    # Whole lines (not segments): consecutive lines of one phase (along the second
+    # axis, or the first where the second is a unit axis, as in 2-D layers) whose
+    # reads differ by whole input rows wait for their group's end and go together
+    # (phase_blocks, phase_ends).  Lines not written straight into the output are
     # kept in the tile until then: up to `tile_most` sums of it.
     grouped = segments == 1
     tile_line = out3 * width
@@ -157,6 +219,8 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
     line_step = s2 * out_2 if out2 > 1 else s1 * out_1
     read_step = in_2 if out2 > 1 else in_1
     group_reads = np.empty(rows_most, np.int64)
+    bases = np.empty(pixels, np.int64)
+    dests = np.empty(pixels, np.int64)
     group_taps = np.empty(rows_most, np.int64)
     zero, one = np.int64(0), np.int64(1)
     # The pending group: `group_lines` lines from `group_line`, outputs [group_first,
@@ -207,10 +271,14 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
                                                  j_first, j_stop, size3, in_3, tap_k,
                                                  tap_shift, tap_count, tap_size, reads,
                                                  taps, shifts)
+                blocked = phase_blocks(source, weights, dest, reads, taps, count, first,
+                                       last, p3, ends_at, ends_step, s3, group_lines,
+                                       ends_line_step, read_step, in_3, in_c, ci, ci_block,
+                                       width, panel, bases, dests)
                 phase_ends(source, weights, dest, reads, taps, shifts, count, first, last,
                            j_first, j_stop, p3, ends_at, ends_step, s3, group_lines,
                            ends_line_step, read_step, in_3, in_c, ci, size3, width,
-                           panel, edge_reads, edge_taps)
+                           panel, edge_reads, edge_taps, blocked)
             for k in range(zero if direct else group_lines):
                 store_line(out, bits, bias, tile, k * tile_line - group_first * width,
                            group_line + k * line_step, out_3, out_c, co, group_first,
@@ -228,45 +296,3 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
             for r in range(rows):
                 group_reads[r] = row_reads[r]
                 group_taps[r] = row_taps[r]
-        line_at = line if direct else (group_lines - 1) * tile_line - y_first * width
-        step = out_3 if direct else width
-        for p3 in range(min(s3, out3)):
-            # The phase's outputs j * s3 + p3 in the segment.
-            j_first = max(0, y_first - p3 + s3 - 1) // s3
-            j_stop = max(0, y_stop - p3 + s3 - 1) // s3
-            count, first, last = _phase_taps(row_reads, row_taps, rows, p3, j_first,
-                                             j_stop, size3, in_3, tap_k, tap_shift,
-                                             tap_count, tap_size, reads, taps, shifts)
-            # Blocks of `pixels` outputs over those whose taps all read inside the
-            # input; the last block ends there (overlapping its predecessor: a few
-            # outputs computed twice, but never a short block).  The others, at
-            # the line's ends and in lines shorter than a block, when the group closes.
-            if last - first < pixels:
-                continue
-            # Per chunk of channels, the input channels in blocks whose weights stay in
-            # L1 while every whole block of outputs adds them; then the last block,
-            # which overlaps its predecessor (a few outputs computed twice, but never a
-            # short block), with every input channel at once: adding a channel block
-            # to an output twice would count it twice.
-            # (A single whole block reads each channel block's weights once anyway: it
-            # takes every channel at once.)
-            whole = first + (last - first) // pixels * pixels
-            step_c = ci_block if whole - first >= 2 * pixels else ci
-            for column in range(0, width, chunk_width):
-                panel_at = column // chunk_width * panel
-                for c0 in range(0, ci, step_c):
-                    channels = min(step_c, ci - c0)
-                    for j in range(first, whole, pixels):
-                        at = line_at + (j * s3 + p3) * step + column
-                        if c0 == 0:
-                            block(source, weights, dest, at, s3 * step, reads, taps, count,
-                                  j * in_3, in_3, in_c, channels, panel_at, chunk_width)
-                        else:
-                            block_on(source, weights, dest, at, s3 * step, reads, taps,
-                                     count, j * in_3 + c0 * in_c, in_3, in_c, channels,
-                                     panel_at + c0 * chunk_width, chunk_width)
-                if whole < last:
-                    j = last - pixels
-                    block(source, weights, dest, line_at + (j * s3 + p3) * step + column,
-                          s3 * step, reads, taps, count, j * in_3, in_3, in_c, ci, panel_at,
-                          chunk_width)

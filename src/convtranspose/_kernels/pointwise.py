@@ -1,0 +1,104 @@
+"""``pointwise``: a layer whose every axis has one tap (a 1x1 layer, with any stride,
+padding or crop, and every 1x1 forward convolution) is one matrix product per group.
+
+Input position ``x`` reaches output position ``x*s - offset`` alone, so the layer is
+``out[n, :, x*s - offset] = W_g^T data[n, :, x]`` per group ``g`` over the inputs that
+land inside the output, and zero elsewhere.  With stride 1, no offset and as many
+outputs as inputs, the products are written straight into the output; otherwise into
+a buffer of the box of outputs reached, copied into a strided view of the zeroed
+output.  No im2col, no padded copy, no scatter-add: where the ``phase`` and ``gemm``
+algorithms copy the data into windows and the result out of their products.  Every
+product term is one the sum has: exact with non-finite operands.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._plan.geometry import tap_windows
+from .._plan.rules import AxisPlan
+from .._runtime.memo import derived_from
+from .gemm import run_gemms
+
+__all__ = ["in_place", "takes_layer"]
+
+
+def takes_layer(axes: tuple[AxisPlan, ...]) -> bool:
+    """Whether every axis has one tap (kernel size 1)."""
+    return all(axis.kernel_size == 1 for axis in axes)
+
+
+def in_place(axes: tuple[AxisPlan, ...]) -> bool:
+    """Whether output position ``o`` of every axis is input position ``o``: stride 1, no
+    offset, as many outputs as inputs (the products then fill the output directly)."""
+    return all(axis.stride == 1 and axis.offset == 0 and axis.output_size == axis.input_size
+               for axis in axes)
+
+
+def _matrices(weights: np.ndarray, dtype, channels_last: bool) -> np.ndarray:
+    """The filter as ``(G, Ci, Co)`` (channels last) or ``(G, Co, Ci)`` in ``dtype``,
+    contiguous, kept with the filter."""
+    derived = derived_from(weights, "pointwise", np.dtype(dtype).str, channels_last)
+    matrices = derived.get("matrices")
+    if matrices is None:
+        groups, ci, co = weights.shape[:3]
+        square = weights.reshape(groups, ci, co)
+        matrices = np.ascontiguousarray(square if channels_last else square.swapaxes(1, 2),
+                                        dtype)
+        matrices.flags.writeable = False
+        derived["matrices"] = matrices
+    return matrices
+
+
+def _products(source, matrices, into, channels_last: bool, threads: int) -> None:
+    """``into`` = the products of C-contiguous ``source`` ``(N, G*Ci, P...)`` (or channels
+    last) and ``matrices``, one BLAS product per group (per sample too, channels
+    first); ``into`` is C-contiguous ``(N, G*Co, P...)`` (or channels last)."""
+    groups = matrices.shape[0]
+    ci, co = (matrices.shape[1:] if channels_last else matrices.shape[:0:-1])
+    batch = source.shape[0]
+    positions = source.size // max(1, batch * groups * ci)
+    if channels_last:
+        # (N*P, G, Ci) @ (Ci, Co) per group, into the (N*P, G, Co) output's columns.
+        rows = source.reshape(batch * positions, groups, ci)
+        out_rows = into.reshape(batch * positions, groups, co)
+        calls = [[(rows[:, g], matrices[g], out_rows[:, g], False)] for g in range(groups)]
+        flops_each = 2.0 * batch * positions * ci * co
+    else:
+        # (Co, Ci) @ (Ci, P) per sample and group, into the (N, G, Co, P) output.
+        planes = source.reshape(batch, groups, ci, positions)
+        out_planes = into.reshape(batch, groups, co, positions)
+        calls = [[(matrices[g], planes[n, g], out_planes[n, g], False)]
+                 for n in range(batch) for g in range(groups)]
+        flops_each = 2.0 * positions * ci * co
+    run_gemms(calls, flops_each, threads)
+
+
+def _pointwise(data, weights, axes, dtype, channels_last, out, *, target):
+    """Fill ``out`` with one product per group (module docstring)."""
+    matrices = _matrices(weights, dtype, channels_last)
+    if in_place(axes) and out.flags.c_contiguous:
+        source = data if data.dtype == dtype and data.flags.c_contiguous else (
+            np.ascontiguousarray(data, dtype))
+        _products(source, matrices, out, channels_last, target.threads)
+        return
+    windows = [tap_windows(axis)[0] for axis in axes]
+    out.fill(0)
+    if any(window is None for window in windows):
+        return  # no input reaches the output
+    lead = (slice(None),) if channels_last else (slice(None), slice(None))
+    tail = (slice(None),) if channels_last else ()
+    source = np.ascontiguousarray(data[lead + tuple(w[0] for w in windows) + tail], dtype)
+    box = out[lead + tuple(w[1] for w in windows) + tail]
+    product = np.empty(box.shape, dtype)
+    _products(source, matrices, product, channels_last, target.threads)
+    box[...] = product
+
+
+def reached(axes: tuple[AxisPlan, ...]) -> int:
+    """How many output positions an input reaches (the products' rows per sample)."""
+    windows = [tap_windows(axis)[0] for axis in axes]
+    return 0 if any(w is None for w in windows) else math.prod(
+        w[0].stop - w[0].start for w in windows)
