@@ -50,6 +50,24 @@ from .transpose import channels_last_copy, tile_transposer
 _FAR_CHANNELS_BYTES = 1 << 14
 
 
+def _taps_loop(lanes: int, accumulators: list[list[str]], offsets: list[str]) -> list[str]:
+    """The body of a block's loop over one tap's input channels (source lines): the
+    tap's weight row of ``vectors`` vectors loaded once, each output's input (at
+    ``read`` plus its ``offsets`` entry) broadcast and multiplied into its
+    accumulators."""
+    vectors = len(accumulators[0])
+    lines = ["        tap = taps[m] + column",
+             "        for _ in range(channels):"]
+    lines += [f"            w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
+              for v in range(vectors)]
+    for offset, row in zip(offsets, accumulators):
+        lines.append(f"            x = vector_splat_at(source, read + {offset}, {lanes})")
+        lines += [f"            {name} = vector_fma(x, w_{v}, {name})"
+                  for v, name in enumerate(row)]
+    return lines + ["            tap += row_width",
+                    "            read += channel_step"]
+
+
 def block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False) -> str:
     """Source of the register-blocked kernel for ``pixels`` outputs of ``vectors * lanes`` channels.
 
@@ -71,17 +89,8 @@ def block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False
         lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators
                   for name in row]
     lines += ["    for m in range(count):",
-              "        read = reads[m] + read_at",
-              "        tap = taps[m] + column",
-              "        for _ in range(channels):"]
-    lines += [f"            w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
-              for v in range(vectors)]
-    for p, row in enumerate(accumulators):
-        lines.append(f"            x = vector_splat_at(source, read + {p} * pixel_step, {lanes})")
-        lines += [f"            {name} = vector_fma(x, w_{v}, {name})"
-                  for v, name in enumerate(row)]
-    lines += ["            tap += row_width",
-              "            read += channel_step"]
+              "        read = reads[m] + read_at"]
+    lines += _taps_loop(lanes, accumulators, [f"{p} * pixel_step" for p in range(pixels)])
     for p, row in enumerate(accumulators):
         lines += [f"    vector_store(dest, dest_at + {p} * dest_step + {v * lanes}, {name})"
                   for v, name in enumerate(row)]
@@ -108,17 +117,8 @@ def cross_block_source(lanes: int, vectors: int, pixels: int, accumulate: bool =
         lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators
                   for name in row]
     lines += ["    for m in range(count):",
-              "        read = reads[m]",
-              "        tap = taps[m] + column",
-              "        for _ in range(channels):"]
-    lines += [f"            w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
-              for v in range(vectors)]
-    for p, row in enumerate(accumulators):
-        lines.append(f"            x = vector_splat_at(source, read + base_{p}, {lanes})")
-        lines += [f"            {name} = vector_fma(x, w_{v}, {name})"
-                  for v, name in enumerate(row)]
-    lines += ["            tap += row_width",
-              "            read += channel_step"]
+              "        read = reads[m]"]
+    lines += _taps_loop(lanes, accumulators, [f"base_{p}" for p in range(pixels)])
     for p, row in enumerate(accumulators):
         lines += [f"    vector_store(dest, at_{p} + {v * lanes}, {name})"
                   for v, name in enumerate(row)]
@@ -275,7 +275,7 @@ def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int):
 
 
 @kept("kernel schedules", maxsize=256)
-def _blocked_tables(axes3: tuple[AxisPlan, ...]):
+def phase_tables(axes3: tuple[AxisPlan, ...]):
     """Per axis and phase: tap count, each tap's input shift and kernel index (read-only)."""
     phases = [axis_phases(axis) for axis in axes3]
     widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
@@ -395,7 +395,7 @@ class BlockedLayer:
         segments = blocked_segments(lines, axes3[2], threads)
         self._count = lines * segments
         self._run_args = (out_steps, _line_order(axes3[0], axes3[1]),
-                          *_blocked_tables(axes3), segments)
+                          *phase_tables(axes3), segments)
         tap_count = self._run_args[4]
         self._passes = []
         for c0, c1 in channel_passes(weights.shape, axes3, itemsize, target):

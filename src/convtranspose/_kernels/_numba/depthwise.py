@@ -15,12 +15,12 @@ import math
 
 import numpy as np
 
-from ..._plan.geometry import axis_phases, three_axes
-from ..._plan.rules import AxisPlan
+from ..._plan.geometry import three_axes
 from ..._runtime.caches import kept
 from ..._runtime.threads import parallel_for
 from ..depthwise_schedule import DEPTHWISE_OUTPUTS, DEPTHWISE_VECTORS, last_axis_padding
 from ..schedules import frozen_all
+from .blocked import phase_tables
 from .channels_last import gather_row_taps
 from .direct import direct_threads
 from .transpose import tile_transposer
@@ -71,26 +71,6 @@ def depthwise_kernels(lanes: int, vectors: int, outputs: int) -> dict:
         transpose=tile_transposer(lanes), width=lanes * vectors))
 
 
-@kept("kernel schedules", maxsize=256)
-def _tables(axes3: tuple[AxisPlan, ...]):
-    """Per axis and phase: tap count, each tap's input shift and kernel index (read-only)."""
-    phases = [axis_phases(axis) for axis in axes3]
-    widest = max(1, max(len(c.shifts) for p in phases for c in p.classes))
-    # Phases are ``y mod stride`` of outputs ``y < Y``: a stride past Y needs Y rows.
-    stride_max = max(min(axis.stride, axis.output_size) for axis in axes3)
-    tap_k = np.zeros((3, stride_max, widest), np.int64)
-    tap_shift = np.zeros((3, stride_max, widest), np.int64)
-    tap_count = np.zeros((3, stride_max), np.int64)
-    for a, p in enumerate(phases):
-        for c in p.classes:
-            for i in range(c.count):
-                tap_count[a, c.first + i] = len(c.shifts)
-                for m, (shift, k) in enumerate(zip(c.shifts, c.taps[i])):
-                    tap_k[a, c.first + i, m] = k
-                    tap_shift[a, c.first + i, m] = shift
-    return frozen_all(tap_k, tap_shift, tap_count)
-
-
 def _packed_weights(weights, derived, dtype, width: int) -> np.ndarray:
     """The filter as ``(chunks, taps, width)``: output channel ``c = g * Co + o`` at lane
     ``c % width`` of chunk ``c // width``, zeros past the last channel (flat,
@@ -132,7 +112,7 @@ class DepthwiseLayer:
         self._kernels = depthwise_kernels(lanes, DEPTHWISE_VECTORS, DEPTHWISE_OUTPUTS)
         self._weights = _packed_weights(weights, {} if derived is None else derived, dtype,
                                         width)
-        self._tables = _tables(axes3)
+        self._tables = phase_tables(axes3)
         self._sizes = frozen_all(np.array(
             (chunks, batch, x1, x2, length, pad, y1, y2, y3, channels,
              math.prod(a.kernel_size for a in axes3), axes3[1].kernel_size,
