@@ -100,3 +100,21 @@ def test_weights_memo_keeps_large_filters_within_its_byte_budget(monkeypatch):
     memo.derived_kept.clear()
     memo.derived_from(np.zeros(400, np.float32), "budget")  # 1600 > 1536 bytes
     assert not memo.derived_kept
+
+
+def test_forgetting_frees_owned_filters_that_derived_matrices_held():
+    """An owned filter whose derived matrices hold the only reference to another owned
+    filter (the float32 copy a quantized layer keeps, a prepared layer's set-up): clearing
+    the first frees the second, whose finalizer drops it from the owned filters while
+    they are being cleared."""
+    memo.forget_derived()
+    outer = np.ones(4, np.float32)
+    outer.flags.writeable = False
+    memo.own(outer)
+    for _ in range(3):
+        inner = np.zeros(4, np.float32)
+        inner.flags.writeable = False
+        memo.derived_from(outer, "holds", id(inner))["inner"] = memo.own(inner)
+    del inner
+    memo.forget_derived()  # raised "dictionary changed size during iteration"
+    assert memo.owned(outer) and memo.derived_from(outer, "holds") == {}

@@ -161,7 +161,7 @@ def forget_derived() -> None:
     """Drop every filter's derived matrices (owned filters' too: they are derived again)."""
     with _derived_lock:
         derived_kept.clear()
-        for _, derived in owned_filters.values():
+        for _, derived in list(owned_filters.values()):  # clearing may free owned filters
             derived.clear()
 
 
