@@ -68,6 +68,27 @@ def _taps_loop(lanes: int, accumulators: list[list[str]], offsets: list[str]) ->
                     "            read += channel_step"]
 
 
+def _block_body(lanes: int, accumulators: list[list[str]], accumulate: bool, read: str,
+                stores: list[str], offsets: list[str]) -> list[str]:
+    """A block's body (source lines): its accumulators zeroed, or loaded from where
+    output ``p`` is stored (``stores[p]``) with ``accumulate``; for every tap, the read
+    ``read`` and :func:`_taps_loop` with the outputs' read ``offsets``; then each
+    output's sums stored at ``stores[p]``."""
+    if accumulate:
+        lines = [f"    {name} = vector_load(dest, {stores[p]} + {v * lanes}, {lanes})"
+                 for p, row in enumerate(accumulators) for v, name in enumerate(row)]
+    else:
+        lines = [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators
+                 for name in row]
+    lines += ["    for m in range(count):",
+              f"        read = {read}"]
+    lines += _taps_loop(lanes, accumulators, offsets)
+    for p, row in enumerate(accumulators):
+        lines += [f"    vector_store(dest, {stores[p]} + {v * lanes}, {name})"
+                  for v, name in enumerate(row)]
+    return lines
+
+
 def block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False) -> str:
     """Source of the register-blocked kernel for ``pixels`` outputs of ``vectors * lanes`` channels.
 
@@ -81,19 +102,9 @@ def block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False
     accumulators = [[f"acc_{p}_{v}" for v in range(vectors)] for p in range(pixels)]
     lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, count, read_at,",
              "          pixel_step, channel_step, channels, column, row_width):"]
-    if accumulate:
-        lines += [f"    {name} = vector_load(dest, dest_at + {p} * dest_step + {v * lanes}, "
-                  f"{lanes})" for p, row in enumerate(accumulators)
-                  for v, name in enumerate(row)]
-    else:
-        lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators
-                  for name in row]
-    lines += ["    for m in range(count):",
-              "        read = reads[m] + read_at"]
-    lines += _taps_loop(lanes, accumulators, [f"{p} * pixel_step" for p in range(pixels)])
-    for p, row in enumerate(accumulators):
-        lines += [f"    vector_store(dest, dest_at + {p} * dest_step + {v * lanes}, {name})"
-                  for v, name in enumerate(row)]
+    lines += _block_body(lanes, accumulators, accumulate, "reads[m] + read_at",
+                         [f"dest_at + {p} * dest_step" for p in range(pixels)],
+                         [f"{p} * pixel_step" for p in range(pixels)])
     return "\n".join(lines) + "\n"
 
 
@@ -110,18 +121,8 @@ def cross_block_source(lanes: int, vectors: int, pixels: int, accumulate: bool =
              "          read_at, channel_step, channels, column, row_width):"]
     lines += [f"    at_{p} = dest_at + dests[{p}]" for p in range(pixels)]
     lines += [f"    base_{p} = read_at + bases[{p}]" for p in range(pixels)]
-    if accumulate:
-        lines += [f"    {name} = vector_load(dest, at_{p} + {v * lanes}, {lanes})"
-                  for p, row in enumerate(accumulators) for v, name in enumerate(row)]
-    else:
-        lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators
-                  for name in row]
-    lines += ["    for m in range(count):",
-              "        read = reads[m]"]
-    lines += _taps_loop(lanes, accumulators, [f"base_{p}" for p in range(pixels)])
-    for p, row in enumerate(accumulators):
-        lines += [f"    vector_store(dest, at_{p} + {v * lanes}, {name})"
-                  for v, name in enumerate(row)]
+    lines += _block_body(lanes, accumulators, accumulate, "reads[m]",
+                         [f"at_{p}" for p in range(pixels)], [f"base_{p}" for p in range(pixels)])
     return "\n".join(lines) + "\n"
 
 
