@@ -26,6 +26,16 @@ from oracle import canonical_result  # noqa: E402
 needs_vnni = pytest.mark.skipif(not has_vnni(), reason="this CPU has no AVX512-VNNI: the"
                                 " kernel's instructions cannot run here")
 
+#: The two exact byte-product kernels: products then a scatter, and direct-blocked's
+#: loop nest with byte products.
+KERNELS = ["u8s8_transposed", "u8s8_blocked"]
+
+
+def _kernel(name):
+    from convtranspose._kernels import int8
+
+    return getattr(int8, name)
+
 
 @needs_vnni
 @pytest.mark.parametrize("shape", [(1, 1, 1), (7, 5, 3), (9, 13, 70), (130, 64, 64),
@@ -48,10 +58,10 @@ def test_byte_products_equal_int64_products(shape):
 
 
 @needs_vnni
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("seed", range(12))
-def test_transposed_convolutions_equal_the_oracle(seed):
-    from convtranspose._kernels.int8 import u8s8_transposed
-
+def test_transposed_convolutions_equal_the_oracle(seed, kernel):
+    u8s8_transposed = _kernel(kernel)
     rng = np.random.default_rng(seed)
     data, weights, axes = random_case(rng, 1 + seed % 3)
     # Data spanning 256 values around an odd offset; weights across int8.
@@ -67,9 +77,9 @@ def test_transposed_convolutions_equal_the_oracle(seed):
 
 
 @needs_vnni
-def test_operands_beyond_bytes_or_three_axes_are_left_to_the_caller():
-    from convtranspose._kernels.int8 import u8s8_transposed
-
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_operands_beyond_bytes_or_three_axes_are_left_to_the_caller(kernel):
+    u8s8_transposed = _kernel(kernel)
     rng = np.random.default_rng(0)
     data, weights, axes = random_case(rng, 2)
     wide = data.copy()
@@ -110,13 +120,13 @@ def test_packed_weights_are_kept_and_packed_again_after_an_edit(monkeypatch):
 
 
 @needs_vnni
-@pytest.mark.parametrize("low", [-255, 0])
-def test_sums_at_the_byte_products_ends(low):
-    """Data spanning exactly 256 values (shift 255 or 0) against weights at int8's
-    ends: every product at its largest magnitude, 255 * -128, through the shift's
-    compensation and the scatter's int32 sums."""
-    from convtranspose._kernels.int8 import u8s8_transposed
-
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("low", [-255, 0, 1])
+def test_sums_at_the_byte_products_ends(low, kernel):
+    """Data spanning exactly 256 values (shift 255, 0, or -1 for ``u8s8_transposed``)
+    against weights at int8's ends: every product at its largest magnitude, 255 *
+    -128, through the shift's compensation and the int32 sums."""
+    u8s8_transposed = _kernel(kernel)
     rng = np.random.default_rng(8)
     data, weights, axes = random_case(rng, 2)
     data = np.where(rng.random(data.shape) < 0.5, low, low + 255)
@@ -127,18 +137,56 @@ def test_sums_at_the_byte_products_ends(low):
 
 
 @needs_vnni
-def test_many_groups_in_one_pass():
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_many_groups_in_one_pass(kernel):
     """Sixteen groups of five channels (padded to eight bytes, 3 * 6 columns padded to
     64), many pieces of rows per group across two threads: every group's products run in
     one pass and scatter in one, each into its own output channels."""
-    from convtranspose._kernels.int8 import u8s8_transposed
     from convtranspose._plan.rules import AxisPlan
+
+    u8s8_transposed = _kernel(kernel)
 
     rng = np.random.default_rng(17)
     axes = (AxisPlan(40, 3, 2, 1, 1, 79), AxisPlan(9, 2, 1, 2, 0, 11))
     data = rng.integers(-100, 156, (2, 16 * 5, 40, 9))
     weights = rng.integers(-128, 128, (16, 5, 3, 3, 2))
     result = u8s8_transposed(data, weights, axes, False, host_target().replace(threads=2))
+    np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
+
+
+@needs_vnni
+def test_blocked_sums_that_could_leave_int32_are_left_to_the_caller():
+    """``u8s8_blocked`` keeps int32 sums in registers: a layer whose sums could pass
+    2**31 (here 8192 channels x 16 taps x 255 x 128) is refused, and
+    ``u8s8_transposed`` (int64 outputs) still sums it exactly."""
+    from convtranspose._kernels.int8 import u8s8_blocked, u8s8_transposed
+    from convtranspose._plan.rules import AxisPlan
+
+    axes = (AxisPlan(2, 4, 1, 1, 0, 5), AxisPlan(2, 4, 1, 1, 0, 5))
+    data = np.full((1, 8192, 2, 2), 255)
+    weights = np.full((1, 8192, 1, 4, 4), -128)
+    assert u8s8_blocked(data, weights, axes, False, host_target()) is None
+    result = u8s8_transposed(data, weights, axes, False, host_target())
+    np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
+
+
+@needs_vnni
+def test_blocked_words_and_shares_are_kept_and_made_again_after_an_edit():
+    """``u8s8_blocked`` keeps its weight words and the shift's share with the filter: a
+    fresh copy of equal weights gives the same exact sums, weights edited in place are
+    packed again and give their own."""
+    from convtranspose._kernels.int8 import u8s8_blocked
+
+    rng = np.random.default_rng(6)
+    data, weights, axes = random_case(rng, 2)
+    data = rng.integers(-40, 200, data.shape)
+    weights = rng.integers(-128, 128, weights.shape)
+    target = host_target().replace(threads=2)
+    for copy in (weights, weights.copy()):
+        result = u8s8_blocked(data, copy, axes, False, target)
+        np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
+    weights.flat[0] = -128 if weights.flat[0] > 0 else 127
+    result = u8s8_blocked(data, weights, axes, False, target)
     np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
 
 

@@ -260,11 +260,15 @@ def vnni_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape) -> np.nd
     target = host()
     if not (target.numba and target.vector_bytes == 64 and has_vnni()):
         return None
-    from .._kernels.int8 import u8s8_transposed
+    from .._kernels.int8 import u8s8_blocked, u8s8_transposed
 
     check_transposed(plan, data, weights, None, output_shape)
-    return u8s8_transposed(data, canonical_weights(plan, weights), plan.axes,
-                           plan.channels_last, target)
+    weights = canonical_weights(plan, weights)
+    for kernel in (u8s8_blocked, u8s8_transposed):
+        total = kernel(data, weights, plan.axes, plan.channels_last, target)
+        if total is not None:
+            return total
+    return None
 
 
 def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | None, *,

@@ -26,10 +26,15 @@ import numpy as np
 from .._plan.geometry import taps_per_output
 from .._runtime.memo import derived_from, frozen
 
-__all__ = ["u8s8_transposed"]
+__all__ = ["u8s8_blocked", "u8s8_transposed"]
 
 #: The largest magnitude an int32 holds.
 _INT32_MAX = 2 ** 31 - 1
+
+
+def _span(data: np.ndarray) -> tuple[int, int]:
+    """The data's least and greatest values (0, 0 when empty)."""
+    return (int(data.min()), int(data.max())) if data.size else (0, 0)
 
 
 def _packed_weights(weights: np.ndarray) -> tuple | None:
@@ -89,7 +94,7 @@ def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: 
     channels-last array."""
     if not 1 <= len(axes) <= 3:  # the compiled scatter's ranks
         return None
-    low, high = int(data.min(initial=0)), int(data.max(initial=0))
+    low, high = _span(data)
     if high - low > 255:
         return None
     packed = _packed_weights(weights)
@@ -125,3 +130,99 @@ def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: 
     result = out.reshape(out.shape[:-2] + (groups * co,))
     return result if channels_last else result.transpose(
         (0, result.ndim - 1) + tuple(range(1, result.ndim - 1)))
+
+
+def _word_weights(weights: np.ndarray, derived: dict) -> np.ndarray | None:
+    """The weights ``(G, Ci, Co, K...)`` as int32 words ``(G, Ci4, Co, K...)``, each the
+    four int8 weights of input channels ``4c .. 4c + 3`` (zero past ``Ci``) in the byte
+    order ``vpdpbusd`` pairs with four input bytes; None where a weight lies outside
+    int8.  Kept in ``derived``."""
+    words = derived.get("u8s8 words")
+    if words is None:
+        if int(weights.min(initial=0)) < -128 or int(weights.max(initial=0)) > 127:
+            words = ()
+        else:
+            groups, ci = weights.shape[:2]
+            ci4 = -(-ci // 4)
+            padded = np.zeros((groups, ci4 * 4) + weights.shape[2:], np.int8)
+            padded[:, :ci] = weights
+            quads = padded.reshape((groups, ci4, 4) + weights.shape[2:])
+            words = np.ascontiguousarray(np.moveaxis(quads, 2, -1)).view(np.int32)
+            words = frozen(words.reshape(words.shape[:-1]))
+        derived["u8s8 words"] = words
+    return words if len(words) else None
+
+
+def _word_data(data: np.ndarray, channels_last: bool, groups: int, ci: int, ci4: int,
+               shift: int) -> np.ndarray:
+    """``data + shift`` as int32 words ``(N, X..., G*Ci4)`` of four bytes each (input
+    channels ``4c .. 4c + 3`` of a group, zero past ``Ci``): the channels-last bytes
+    themselves where they already are (uint8, ``Ci`` a multiple of 4, no shift), else
+    one cast pass."""
+    rank = data.ndim - 2
+    pixels = data if channels_last else data.transpose((0,) + tuple(range(2, rank + 2)) + (1,))
+    if (pixels.dtype == np.uint8 and ci == ci4 * 4 and not shift
+            and pixels.flags.c_contiguous):
+        return pixels.view(np.int32)
+    shifted = np.empty(pixels.shape[:-1] + (groups, ci4 * 4), np.uint8)
+    if ci4 * 4 > ci:
+        shifted[..., ci:] = 0
+    source = pixels.reshape(pixels.shape[:-1] + (groups, ci))
+    if shift:
+        np.add(source, shift, out=shifted[..., :ci], casting="unsafe")
+    else:
+        np.copyto(shifted[..., :ci], source, casting="unsafe")
+    return shifted.reshape(pixels.shape[:-1] + (groups * ci4 * 4,)).view(np.int32)
+
+
+def u8s8_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: bool,
+                 target) -> np.ndarray | None:
+    """:func:`u8s8_transposed`'s exact int32 sums by ``direct-blocked``'s kernel with
+    ``vpdpbusd`` products: each output's sums stay in registers over every tap and
+    input channel and are written once (no columns, no scatter).  None where
+    :func:`u8s8_transposed`'s conditions fail or a sum could leave int32.
+
+    The data shifted into ``[0, 255]`` (by ``shift``, 0 where it already is) adds
+    ``shift`` times the sum of the weights each output's taps reach; that share
+    depends on the output's place only, is computed once per filter and layer by the
+    same kernel on bytes of ones, and is subtracted.
+    """
+    from ._numba.blocked import blocked_layer
+    from .schedules import KEEP
+
+    if not 1 <= len(axes) <= 3:
+        return None
+    groups, ci, co = weights.shape[:3]
+    low, high = _span(data)
+    # The shifted sums, the share and the result each stay within int32.
+    largest = max(255, -low, high)
+    if high - low > 255 or ci * taps_per_output(axes) * largest * 128 > _INT32_MAX:
+        return None
+    derived = derived_from(weights, "u8s8")
+    words = _word_weights(weights, derived)
+    if words is None:
+        return None
+    ci4 = words.shape[1]
+    shift = 0 if 0 <= low and high <= 255 else -low
+    batch = data.shape[0]
+    outputs = tuple(a.output_size for a in axes)
+    blocked = derived.setdefault("u8s8 blocked", {})
+
+    def run(source, count):
+        layer = blocked_layer(count, words, axes, np.dtype(np.int32), True, KEEP, blocked,
+                              target, "vector_dot_bytes")
+        out = np.empty((count,) + outputs + (groups * co,), np.int32)
+        layer(source, out)
+        return out
+
+    out = run(_word_data(data, channels_last, groups, ci, ci4, shift), batch)
+    if shift:
+        key = ("u8s8 share", tuple(axes))
+        share = derived.get(key)
+        if share is None:
+            inputs = tuple(a.input_size for a in axes)
+            ones = np.full((1,) + inputs + (groups * ci4,), 0x01010101, np.int32)
+            share = derived[key] = frozen(run(ones, 1)[0])
+        out -= np.int32(shift) * share
+    return out if channels_last else out.transpose(
+        (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))

@@ -49,12 +49,19 @@ from .transpose import channels_last_copy, tile_transposer
 #: (``benchmarks/results/direct-blocked-zen3.json``).
 _FAR_CHANNELS_BYTES = 1 << 14
 
+#: The products a block may multiply its broadcast inputs and weight rows with:
+#: ``vector_fma`` for float lanes, ``vector_dot_bytes`` (AVX512-VNNI) for int32 lanes
+#: each holding four unsigned input bytes and four signed weight bytes, so that one
+#: instruction adds four input channels (:mod:`convtranspose._kernels.int8`).
+PRODUCTS = ("vector_fma", "vector_dot_bytes")
 
-def _taps_loop(lanes: int, accumulators: list[list[str]], offsets: list[str]) -> list[str]:
+
+def _taps_loop(lanes: int, accumulators: list[list[str]], offsets: list[str],
+               product: str) -> list[str]:
     """The body of a block's loop over one tap's input channels (source lines): the
     tap's weight row of ``vectors`` vectors loaded once, each output's input (at
     ``read`` plus its ``offsets`` entry) broadcast and multiplied into its
-    accumulators."""
+    accumulators by the intrinsic ``product`` (:data:`PRODUCTS`)."""
     vectors = len(accumulators[0])
     lines = ["        tap = taps[m] + column",
              "        for _ in range(channels):"]
@@ -62,14 +69,14 @@ def _taps_loop(lanes: int, accumulators: list[list[str]], offsets: list[str]) ->
               for v in range(vectors)]
     for offset, row in zip(offsets, accumulators):
         lines.append(f"            x = vector_splat_at(source, read + {offset}, {lanes})")
-        lines += [f"            {name} = vector_fma(x, w_{v}, {name})"
+        lines += [f"            {name} = {product}(x, w_{v}, {name})"
                   for v, name in enumerate(row)]
     return lines + ["            tap += row_width",
                     "            read += channel_step"]
 
 
 def _block_body(lanes: int, accumulators: list[list[str]], accumulate: bool, read: str,
-                stores: list[str], offsets: list[str]) -> list[str]:
+                stores: list[str], offsets: list[str], product: str) -> list[str]:
     """A block's body (source lines): its accumulators zeroed, or loaded from where
     output ``p`` is stored (``stores[p]``) with ``accumulate``; for every tap, the read
     ``read`` and :func:`_taps_loop` with the outputs' read ``offsets``; then each
@@ -82,14 +89,15 @@ def _block_body(lanes: int, accumulators: list[list[str]], accumulate: bool, rea
                  for name in row]
     lines += ["    for m in range(count):",
               f"        read = {read}"]
-    lines += _taps_loop(lanes, accumulators, offsets)
+    lines += _taps_loop(lanes, accumulators, offsets, product)
     for p, row in enumerate(accumulators):
         lines += [f"    vector_store(dest, {stores[p]} + {v * lanes}, {name})"
                   for v, name in enumerate(row)]
     return lines
 
 
-def block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False) -> str:
+def block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False,
+                 product: str = "vector_fma") -> str:
     """Source of the register-blocked kernel for ``pixels`` outputs of ``vectors * lanes`` channels.
 
     Every accumulator is its own vector variable (``pixels * vectors`` of them, all
@@ -104,11 +112,12 @@ def block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False
              "          pixel_step, channel_step, channels, column, row_width):"]
     lines += _block_body(lanes, accumulators, accumulate, "reads[m] + read_at",
                          [f"dest_at + {p} * dest_step" for p in range(pixels)],
-                         [f"{p} * pixel_step" for p in range(pixels)])
+                         [f"{p} * pixel_step" for p in range(pixels)], product)
     return "\n".join(lines) + "\n"
 
 
-def cross_block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False) -> str:
+def cross_block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False,
+                       product: str = "vector_fma") -> str:
     """Source of the register-blocked kernel for ``pixels`` outputs anywhere in the data.
 
     :func:`block_source`'s block, each output with its own place: output ``p`` reads
@@ -122,11 +131,13 @@ def cross_block_source(lanes: int, vectors: int, pixels: int, accumulate: bool =
     lines += [f"    at_{p} = dest_at + dests[{p}]" for p in range(pixels)]
     lines += [f"    base_{p} = read_at + bases[{p}]" for p in range(pixels)]
     lines += _block_body(lanes, accumulators, accumulate, "reads[m]",
-                         [f"at_{p}" for p in range(pixels)], [f"base_{p}" for p in range(pixels)])
+                         [f"at_{p}" for p in range(pixels)], [f"base_{p}" for p in range(pixels)],
+                         product)
     return "\n".join(lines) + "\n"
 
 
-def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
+def _single_source(lanes: int, vectors: int, splits: int = 4,
+                   product: str = "vector_fma") -> str:
     """Source of the kernel for one output (with its own taps) of ``vectors * lanes`` channels.
 
     For the outputs at the ends of a line, whose taps differ from their neighbours':
@@ -145,14 +156,14 @@ def _single_source(lanes: int, vectors: int, splits: int = 4) -> str:
               f"        for _ in range(channels // {splits}):"]
     for k, row in enumerate(sets):
         lines.append(f"            x = vector_splat_at(source, read + {k} * channel_step, {lanes})")
-        lines += [f"            {name} = vector_fma(x, vector_load(weights, tap + "
+        lines += [f"            {name} = {product}(x, vector_load(weights, tap + "
                   f"{k} * row_width + {v * lanes}, {lanes}), {name})"
                   for v, name in enumerate(row)]
     lines += [f"            tap += {splits} * row_width",
               f"            read += {splits} * channel_step",
               f"        for _ in range(channels % {splits}):",
               f"            x = vector_splat_at(source, read, {lanes})"]
-    lines += [f"            {name} = vector_fma(x, vector_load(weights, tap + {v * lanes}, "
+    lines += [f"            {name} = {product}(x, vector_load(weights, tap + {v * lanes}, "
               f"{lanes}), {name})" for v, name in enumerate(sets[0])]
     lines += ["            tap += row_width",
               "            read += channel_step"]
@@ -244,8 +255,9 @@ _GROUP_MAX_LINES = 64
 
 
 @kept("compiled kernels", maxsize=None)
-def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int):
-    """The ``direct-blocked`` kernel for one block shape and store mode (compiled on first use).
+def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int, product: str):
+    """The ``direct-blocked`` kernel for one block shape, store mode and product
+    (:data:`PRODUCTS`), compiled on first use.
 
     Blocks hold ``chunk`` vectors of ``lanes`` channels of ``pixels`` outputs; the
     kernel runs them once per chunk of each output's channels, however many (a run-time
@@ -257,15 +269,16 @@ def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int):
     """
     from .codegen import compile_source, compile_template
 
-    block = compile_source(block_source(lanes, chunk, pixels), "block")
-    cross = compile_source(cross_block_source(lanes, chunk, pixels), "block")
-    cross_on = compile_source(cross_block_source(lanes, chunk, pixels, accumulate=True), "block")
+    block = compile_source(block_source(lanes, chunk, pixels, product=product), "block")
+    cross = compile_source(cross_block_source(lanes, chunk, pixels, product=product), "block")
+    cross_on = compile_source(cross_block_source(lanes, chunk, pixels, accumulate=True,
+                                                 product=product), "block")
     transpose = tile_transposer(lanes)
     # The outputs at the line ends take a chunk at a time too, in four independent sets
     # of accumulators (fewer where a block has fewer pixels): no more accumulators than
     # a block's, which fit the registers.
     splits = max(1, min(4, pixels))
-    single = compile_source(_single_source(lanes, chunk, splits), "single")
+    single = compile_source(_single_source(lanes, chunk, splits, product), "single")
 
     return compile_template("blocked", dict(
         np=np, KEEP=KEEP, _GROUP_MAX_LINES=_GROUP_MAX_LINES, _phase_taps=_phase_taps,
@@ -372,13 +385,17 @@ class BlockedLayer:
     (:func:`convtranspose._kernels.direct_blocked.prepare_blocked`) keeps it, so that
     a repeated call of a small layer runs the kernel and little else (the set-up took
     about 60 us of a 0.3 ms U-Net layer's call, ``benchmarks/results/prepared-calls-xeon.json``).
-    ``mode`` is the store mode of the outputs it fills (:func:`.modes.store_mode`).
+    ``mode`` is the store mode of the outputs it fills (:func:`.modes.store_mode`);
+    ``product`` the blocks' product (:data:`PRODUCTS`): with ``vector_dot_bytes``,
+    ``weights`` and the data are int32 words of four bytes, ``Ci`` counts words and the
+    sums are int32.
     """
 
     __slots__ = ("_dtype", "_mode", "_target", "_copy_plane_bytes", "_copy_steps",
                  "_in_steps", "_passes", "_run_args", "_threads", "_count")
 
-    def __init__(self, batch, weights, axes, dtype, channels_last, mode, derived, target):
+    def __init__(self, batch, weights, axes, dtype, channels_last, mode, derived, target,
+                 product="vector_fma"):
         groups, ci, co = weights.shape[:3]
         axes3 = three_axes(axes)
         itemsize = np.dtype(dtype).itemsize
@@ -415,7 +432,7 @@ class BlockedLayer:
                                                channels_last and c1 - c0 == lanes * vectors
                                                and mode == KEEP)), np.int64)
             self._passes.append((c0 * out_steps[4], c0, c1, (w, sizes),
-                                 _blocked_kernel(lanes, chunk, pixels, mode)))
+                                 _blocked_kernel(lanes, chunk, pixels, mode, product)))
 
     def __call__(self, data, out, bias=None) -> None:
         """Fill ``out`` (the set-up's layout, shape and store mode) from ``data``, plus
@@ -473,19 +490,21 @@ _LAYERS_KEPT = 8
 
 
 def blocked_layer(batch, weights, axes, dtype, channels_last, mode, derived,
-                  target) -> BlockedLayer:
+                  target, product="vector_fma") -> BlockedLayer:
     """The :class:`BlockedLayer` of these arguments, kept in ``derived`` (the weights
     memo's dict of this filter, if given) so that a repeated call, and each timed run
     of measured planning, pays the kernel and not the set-up again (about 60 us of a
     0.3 ms layer's call: planning timed ``direct-blocked`` with it and ranked it below
     algorithms it beats in repeated calls)."""
     if derived is None:
-        return BlockedLayer(batch, weights, axes, dtype, channels_last, mode, None, target)
+        return BlockedLayer(batch, weights, axes, dtype, channels_last, mode, None, target,
+                            product)
     kept = derived.setdefault("blocked layers", {})
-    key = (batch, tuple(axes), np.dtype(dtype).str, channels_last, mode, target)
+    key = (batch, tuple(axes), np.dtype(dtype).str, channels_last, mode, target, product)
     layer = kept.get(key)
     if layer is None:
-        layer = BlockedLayer(batch, weights, axes, dtype, channels_last, mode, derived, target)
+        layer = BlockedLayer(batch, weights, axes, dtype, channels_last, mode, derived, target,
+                             product)
         while len(kept) >= _LAYERS_KEPT:
             kept.pop(next(iter(kept), None), None)  # another thread may drop it first
         kept[key] = layer

@@ -199,12 +199,13 @@ def vector_dot_bytes(typingctx, unsigned, signed, sums):
 
 @intrinsic
 def vector_add(typingctx, a, b):
-    """``a + b``."""
+    """``a + b`` (integer lanes wrap)."""
     if not (isinstance(a, Vector) and a == b):
         return None
+    integer = isinstance(a.dtype, types.Integer)
 
     def codegen(context, builder, signature, args):
-        return builder.fadd(args[0], args[1])
+        return (builder.add if integer else builder.fadd)(args[0], args[1])
 
     return a(a, b), codegen
 
