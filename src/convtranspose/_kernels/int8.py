@@ -150,7 +150,7 @@ def _word_weights(weights: np.ndarray, derived: dict) -> np.ndarray | None:
             words = np.ascontiguousarray(np.moveaxis(quads, 2, -1)).view(np.int32)
             words = frozen(words.reshape(words.shape[:-1]))
         derived["u8s8 words"] = words
-    return words if len(words) else None
+    return words if isinstance(words, np.ndarray) else None
 
 
 def _word_data(data: np.ndarray, channels_last: bool, groups: int, ci: int, ci4: int,
