@@ -154,25 +154,19 @@ def _word_weights(weights: np.ndarray, derived: dict) -> np.ndarray | None:
 
 
 def _word_data(data: np.ndarray, channels_last: bool, groups: int, ci: int, ci4: int,
-               shift: int) -> np.ndarray:
+               shift: int, threads: int) -> np.ndarray:
     """``data + shift`` as int32 words ``(N, X..., G*Ci4)`` of four bytes each (input
     channels ``4c .. 4c + 3`` of a group, zero past ``Ci``): the channels-last bytes
     themselves where they already are (uint8, ``Ci`` a multiple of 4, no shift), else
-    one cast pass."""
-    rank = data.ndim - 2
-    pixels = data if channels_last else data.transpose((0,) + tuple(range(2, rank + 2)) + (1,))
-    if (pixels.dtype == np.uint8 and ci == ci4 * 4 and not shift
-            and pixels.flags.c_contiguous):
-        return pixels.view(np.int32)
-    shifted = np.empty(pixels.shape[:-1] + (groups, ci4 * 4), np.uint8)
-    if ci4 * 4 > ci:
-        shifted[..., ci:] = 0
-    source = pixels.reshape(pixels.shape[:-1] + (groups, ci))
-    if shift:
-        np.add(source, shift, out=shifted[..., :ci], casting="unsafe")
-    else:
-        np.copyto(shifted[..., :ci], source, casting="unsafe")
-    return shifted.reshape(pixels.shape[:-1] + (groups * ci4 * 4,)).view(np.int32)
+    one compiled cast pass (:func:`._numba.int8.word_bytes`)."""
+    from ._numba.int8 import word_bytes
+
+    if (channels_last and data.dtype == np.uint8 and ci == ci4 * 4 and not shift
+            and data.flags.c_contiguous):
+        return data.view(np.int32)
+    words = word_bytes(np.ascontiguousarray(data), channels_last, groups, ci, ci4 * 4, shift,
+                       threads)
+    return words.reshape(words.shape[:-2] + (-1,)).view(np.int32)
 
 
 def u8s8_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: bool,
@@ -215,7 +209,8 @@ def u8s8_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: boo
         layer(source, out)
         return out
 
-    out = run(_word_data(data, channels_last, groups, ci, ci4, shift), batch)
+    out = run(_word_data(data, channels_last, groups, ci, ci4, shift, target.threads),
+              batch)
     if shift:
         key = ("u8s8 share", tuple(axes))
         share = derived.get(key)

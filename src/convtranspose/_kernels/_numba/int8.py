@@ -17,8 +17,10 @@ import numpy as np
 
 from ..._runtime.caches import kept
 from ..._runtime.threads import parallel_for
+from .kernel_cache import cached_njit
 
-__all__ = ["COLUMNS", "group_products", "pack_signed", "panel_source", "u8s8_products"]
+__all__ = ["COLUMNS", "group_products", "pack_signed", "panel_source", "u8s8_products",
+           "word_bytes"]
 
 #: Rows of ``a`` and vectors of 16 columns whose sums a block keeps in registers: 16
 #: accumulators, 4 weight vectors and a broadcast row, of the 32 AVX-512 registers.
@@ -108,3 +110,64 @@ def group_products(a: np.ndarray, packed: list, k4: int, width: int,
     if pieces:
         parallel_for(work, groups * pieces, threads)
     return cols
+
+
+#: Data of at least this many elements is cast on every thread.
+_PARALLEL_WORD_ELEMENTS = 1 << 18
+
+
+@cached_njit(nogil=True)
+def _channels_first_words(source, out, shift, groups, ci, words, pixels, start,
+                          stop):  # pragma: no cover - compiled
+    # source: flat (N, G*Ci, P); out: flat uint32 (N, P, G, words), word w holding
+    # channels 4w .. 4w + 3 of its group (byte i of the little-endian word: channel
+    # 4w + i), zero bytes past Ci.  Items (n, g, w) with flat index in [start, stop):
+    # each reads four channel planes along and stores each pixel's word once.
+    width = groups * words
+    for item in range(start, stop):
+        n, g, w = item // width, item // words % groups, item % words
+        plane = ((n * groups + g) * ci + 4 * w) * pixels
+        at = n * pixels * width + g * words + w
+        if 4 * w + 4 <= ci:
+            # (Four plane slices: LLVM keeps their pointers apart from the output's.)
+            c0 = source[plane:plane + pixels]
+            c1 = source[plane + pixels:plane + 2 * pixels]
+            c2 = source[plane + 2 * pixels:plane + 3 * pixels]
+            c3 = source[plane + 3 * pixels:plane + 4 * pixels]
+            for p in range(pixels):
+                out[at + p * width] = (
+                    np.uint32(np.uint8(c0[p] + shift))
+                    | np.uint32(np.uint8(c1[p] + shift)) << np.uint32(8)
+                    | np.uint32(np.uint8(c2[p] + shift)) << np.uint32(16)
+                    | np.uint32(np.uint8(c3[p] + shift)) << np.uint32(24))
+        else:
+            for p in range(pixels):
+                word = np.uint32(0)
+                for i in range(ci - 4 * w):
+                    word |= np.uint32(np.uint8(source[plane + i * pixels + p] + shift)) << np.uint32(8 * i)
+                out[at + p * width] = word
+
+
+def word_bytes(data: np.ndarray, channels_last: bool, groups: int, ci: int, row: int,
+               shift: int, threads: int) -> np.ndarray:
+    """``data + shift`` (integers, C-contiguous, every value then in ``[0, 255]``) as
+    bytes ``(N, X..., G, row)``: each pixel's channels of a group, zero from ``Ci`` to
+    ``row`` (a multiple of 4).  Channels-first data (``(N, G*Ci, X...)``) in one compiled
+    pass that stores four channels' bytes as one word (NumPy's copy of the transposed
+    view stores byte by byte, about twice as long); channels-last data by NumPy."""
+    pixels_shape = data.shape[1:-1] if channels_last else data.shape[2:]
+    batch, pixels = data.shape[0], int(np.prod(pixels_shape))
+    out = np.empty((batch,) + tuple(pixels_shape) + (groups, row), np.uint8)
+    if channels_last:
+        if row > ci:
+            out[..., ci:] = 0
+        source = data.reshape(data.shape[:-1] + (groups, ci))
+        np.add(source, shift, out=out[..., :ci], casting="unsafe")
+        return out
+    source, flat = data.reshape(-1), out.reshape(-1).view(np.uint32)
+    if data.size < _PARALLEL_WORD_ELEMENTS:
+        threads = 1
+    parallel_for(lambda a, b: _channels_first_words(source, flat, np.int64(shift), groups, ci,
+                                                    row // 4, pixels, a, b),
+                 batch * groups * (row // 4), threads)
+    return out
