@@ -18,6 +18,7 @@ import numpy as np
 from ..._runtime.caches import kept
 from ..._runtime.threads import parallel_for
 from .kernel_cache import cached_njit
+from .transpose import PARALLEL_COPY_BYTES
 
 __all__ = ["COLUMNS", "group_products", "pack_signed", "panel_source", "u8s8_products",
            "word_bytes"]
@@ -112,8 +113,9 @@ def group_products(a: np.ndarray, packed: list, k4: int, width: int,
     return cols
 
 
-#: Data of at least this many elements is cast on every thread.
-_PARALLEL_WORD_ELEMENTS = 1 << 18
+#: Pixels an item of :func:`_channels_first_words` takes: their rows of words (at most
+#: a few KB per channel word) stay in L1 while every word of the rows is stored.
+_WORD_PIXELS = 64
 
 
 @cached_njit(nogil=True)
@@ -121,31 +123,38 @@ def _channels_first_words(source, out, shift, groups, ci, words, pixels, start,
                           stop):  # pragma: no cover - compiled
     # source: flat (N, G*Ci, P); out: flat uint32 (N, P, G, words), word w holding
     # channels 4w .. 4w + 3 of its group (byte i of the little-endian word: channel
-    # 4w + i), zero bytes past Ci.  Items (n, g, w) with flat index in [start, stop):
-    # each reads four channel planes along and stores each pixel's word once.
+    # 4w + i), zero bytes past Ci.  Items (n, run of _WORD_PIXELS pixels) with flat
+    # index in [start, stop): per word, four channel planes read along the run and
+    # each pixel's word stored once.
     width = groups * words
+    runs = (pixels + _WORD_PIXELS - 1) // _WORD_PIXELS
     for item in range(start, stop):
-        n, g, w = item // width, item // words % groups, item % words
-        plane = ((n * groups + g) * ci + 4 * w) * pixels
-        at = n * pixels * width + g * words + w
-        if 4 * w + 4 <= ci:
-            # (Four plane slices: LLVM keeps their pointers apart from the output's.)
-            c0 = source[plane:plane + pixels]
-            c1 = source[plane + pixels:plane + 2 * pixels]
-            c2 = source[plane + 2 * pixels:plane + 3 * pixels]
-            c3 = source[plane + 3 * pixels:plane + 4 * pixels]
-            for p in range(pixels):
-                out[at + p * width] = (
-                    np.uint32(np.uint8(c0[p] + shift))
-                    | np.uint32(np.uint8(c1[p] + shift)) << np.uint32(8)
-                    | np.uint32(np.uint8(c2[p] + shift)) << np.uint32(16)
-                    | np.uint32(np.uint8(c3[p] + shift)) << np.uint32(24))
-        else:
-            for p in range(pixels):
-                word = np.uint32(0)
-                for i in range(ci - 4 * w):
-                    word |= np.uint32(np.uint8(source[plane + i * pixels + p] + shift)) << np.uint32(8 * i)
-                out[at + p * width] = word
+        n, first = item // runs, item % runs * _WORD_PIXELS
+        count = min(pixels - first, _WORD_PIXELS)
+        rows = out[(n * pixels + first) * width:]
+        for g in range(groups):
+            for w in range(words):
+                plane = ((n * groups + g) * ci + 4 * w) * pixels + first
+                at = g * words + w
+                if 4 * w + 4 <= ci:
+                    # (Four plane slices: LLVM keeps their pointers apart from the rows'.)
+                    c0 = source[plane:plane + count]
+                    c1 = source[plane + pixels:plane + pixels + count]
+                    c2 = source[plane + 2 * pixels:plane + 2 * pixels + count]
+                    c3 = source[plane + 3 * pixels:plane + 3 * pixels + count]
+                    for p in range(count):
+                        rows[at + p * width] = (
+                            np.uint32(np.uint8(c0[p] + shift))
+                            | np.uint32(np.uint8(c1[p] + shift)) << np.uint32(8)
+                            | np.uint32(np.uint8(c2[p] + shift)) << np.uint32(16)
+                            | np.uint32(np.uint8(c3[p] + shift)) << np.uint32(24))
+                else:
+                    for p in range(count):
+                        word = np.uint32(0)
+                        for i in range(ci - 4 * w):
+                            word |= np.uint32(np.uint8(source[plane + i * pixels + p] + shift)
+                                              ) << np.uint32(8 * i)
+                        rows[at + p * width] = word
 
 
 def word_bytes(data: np.ndarray, channels_last: bool, groups: int, ci: int, row: int,
@@ -165,9 +174,9 @@ def word_bytes(data: np.ndarray, channels_last: bool, groups: int, ci: int, row:
         np.add(source, shift, out=out[..., :ci], casting="unsafe")
         return out
     source, flat = data.reshape(-1), out.reshape(-1).view(np.uint32)
-    if data.size < _PARALLEL_WORD_ELEMENTS:
+    if out.nbytes < PARALLEL_COPY_BYTES:  # the layout copies' rule
         threads = 1
     parallel_for(lambda a, b: _channels_first_words(source, flat, np.int64(shift), groups, ci,
                                                     row // 4, pixels, a, b),
-                 batch * groups * (row // 4), threads)
+                 batch * -(-pixels // _WORD_PIXELS), threads)
     return out

@@ -56,7 +56,7 @@ def transpose_kernel(lanes: int):
 
 
 #: Layout copies of at least this many bytes are split between the threads.
-_PARALLEL_COPY_BYTES = 1 << 22
+PARALLEL_COPY_BYTES = 1 << 22
 
 
 def channels_last_copy(data: np.ndarray, dtype, target) -> np.ndarray:
@@ -77,7 +77,7 @@ def channels_last_copy(data: np.ndarray, dtype, target) -> np.ndarray:
     rows, cols = data.shape[1], math.prod(data.shape[2:])
     kernel = transpose_kernel(lanes)
     source, flat = data.reshape(-1), result.reshape(-1)
-    threads = target.threads if data.nbytes >= _PARALLEL_COPY_BYTES else 1
+    threads = target.threads if data.nbytes >= PARALLEL_COPY_BYTES else 1
     parallel_for(lambda a, b: kernel(source, flat, rows, cols, a, b),
                  data.shape[0] * -(-rows // lanes), threads)
     return result
