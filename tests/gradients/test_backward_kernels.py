@@ -109,3 +109,27 @@ def test_huge_stride_reads_only_the_taps_inside():
     # x = 1 reads grad positions stride + k - (stride - 1) = 1 + k; x = 0 reads nothing.
     result = backward.data_adjoint(grad, weights, axes, np.dtype(np.float64), "taps")
     np.testing.assert_array_equal(result, [[[0.0, 2 + 3 + 5 + 6]]])
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("dtype, channels", [(np.float32, 35), (np.float32, 64),
+                                             (np.float64, 40), (np.float64, 3)])
+def test_compiled_depthwise_filter_adjoint_matches_the_definition(dtype, channels,
+                                                                  channels_last):
+    """The compiled depthwise filter gradient (:mod:`._numba.depthwise_filter`): chunks
+    of 4, 2 and 1 channel vectors, channels past the last whole vector, both layouts,
+    bands of lines over two threads; small integers, so every sum is exact."""
+    pytest.importorskip("numba")
+    from convtranspose import host_target
+    from convtranspose._kernels._numba.depthwise_filter import depthwise_filter_adjoint
+
+    axes = (AxisPlan(6, 3, 2, 1, 1, 11), AxisPlan(9, 3, 1, 2, -1, 12))
+    p = dict(axes=axes, groups=channels, ci=1, co=1, batch=2, seed=channels)
+    data, grad, _ = _operands(p, dtype)
+    strides, dilations, offsets, _, kernel = _geometry(axes)
+    expected = oracle.filter_gradient(data, grad, channels, kernel, strides, dilations, offsets)
+    if channels_last:
+        data, grad = (np.ascontiguousarray(np.moveaxis(a, 1, -1)) for a in (data, grad))
+    actual = depthwise_filter_adjoint(data, grad, axes, channels_last, np.dtype(dtype),
+                                      host_target().replace(threads=2))
+    np.testing.assert_array_equal(actual, expected[:, 0, 0])

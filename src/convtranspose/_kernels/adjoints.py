@@ -30,7 +30,9 @@ Algorithms (:data:`ALGORITHMS`):
     are few and large.
 ``depthwise``
     Groups of one input and one output channel: per tap an elementwise multiply-add
-    over the whole batch (a GEMM per group and tap would be 1 x 1).
+    over the whole batch (a GEMM per group and tap would be 1 x 1); the filter adjoint
+    of float32 and float64 operands in compiled channel vectors
+    (:mod:`._numba.depthwise_filter`).
 
 Every algorithm computes the same sums in another order; they agree up to float
 rounding, and exactly for integers (int64 sums wrap like int64 arithmetic).
@@ -185,7 +187,17 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
     sizes = tuple(axis.input_size for axis in axes)
     data_g, grad_g = _grouped(data, groups), _grouped(grad, groups)
     result = np.zeros((groups, ci, co) + kernel, dtype)
-    if algorithm == "depthwise":
+    target = host()
+    if algorithm == "depthwise" and target.numba_for(dtype, len(axes)) and dtype.itemsize >= 4:
+        from ._numba.depthwise_filter import depthwise_filter_adjoint
+
+        # Channels-last operands (seen here as transposed views) are read as they are.
+        last = [np.moveaxis(a, 1, -1) for a in (data, grad)]
+        channels_last = all(a.flags.c_contiguous for a in last)
+        sums = depthwise_filter_adjoint(*(last if channels_last else (data, grad)), axes,
+                                        channels_last, dtype, target)
+        result[:, 0, 0] = sums
+    elif algorithm == "depthwise":
         for tap, data_box, grad_box in tap_boxes(axes):
             values = data_g[(slice(None), slice(None), 0) + data_box]
             window = grad_g[(slice(None), slice(None), 0) + grad_box]
