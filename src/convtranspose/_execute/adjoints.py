@@ -35,12 +35,15 @@ __all__ = ["BACKWARD_ALGORITHM_ENV", "adjoint_candidates", "adjoint_scratch", "a
 def adjoint_candidates(kind: str, batch: int, weights_shape: Sequence[int],
                        axes: Sequence[AxisPlan], dtype) -> list[str]:
     """The adjoint algorithms that may compute the ``kind`` ("data" or "filter") adjoint:
-    those that apply (``depthwise`` for one channel in and out per group) and whose
+    those that apply (``depthwise`` for one channel in and out per group, ``blocked``
+    where :func:`~convtranspose._kernels.adjoints.blocked_applies`) and whose
     scratch is within the bound (:func:`~convtranspose._kernels.scratch.adjoint_fits`;
     ``taps`` always is)."""
     groups, ci, co = weights_shape[:3]
     return [name for name in _kernels.ALGORITHMS
             if (name != "depthwise" or (ci == 1 and co == 1))
+            and (name != "blocked" or _kernels.blocked_applies(kind, weights_shape, dtype,
+                                                               len(axes)))
             and adjoint_fits(kind, name, batch, axes, weights_shape, dtype)]
 
 

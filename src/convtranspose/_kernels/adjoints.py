@@ -33,6 +33,11 @@ Algorithms (:data:`ALGORITHMS`):
     over the whole batch (a GEMM per group and tap would be 1 x 1); the filter adjoint
     of float32 and float64 operands in compiled channel vectors
     (:mod:`._numba.depthwise_filter`).
+``blocked``
+    The filter adjoint only, compiled (:mod:`._numba.blocked_filter`): per group and
+    tap a register-blocked product over the tap's box of pixels, no gathered matrix;
+    for float32 and float64 groups of whole vectors of output channels
+    (:func:`blocked_applies`).
 
 Every algorithm computes the same sums in another order; they agree up to float
 rounding, and exactly for integers (int64 sums wrap like int64 arithmetic).
@@ -50,10 +55,11 @@ from .._plan.rules import AxisPlan
 from .._runtime.target import host
 from .common import threaded_matmul
 
-__all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "axis_taps", "data_adjoint", "filter_adjoint",
+__all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "axis_taps", "blocked_applies", "data_adjoint",
+           "filter_adjoint",
            "tap_boxes"]
 
-ALGORITHMS = ("im2col", "taps", "depthwise")
+ALGORITHMS = ("im2col", "taps", "depthwise", "blocked")
 
 #: The im2col matrix and its products are built for as many batch items as fit in this
 #: many bytes (at least one): large enough for BLAS to run at full rate on every layer
@@ -136,6 +142,8 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
     ``grad`` is ``(N, G*Co, Y...)`` and ``weights`` ``(G, Ci, Co, K...)``, both already
     in ``dtype`` (any strides); ``budget``: ``im2col``'s bytes per slice of the batch.
     """
+    if algorithm == "blocked":
+        raise ValueError("blocked computes the filter adjoint only")
     groups, ci, co = weights.shape[:3]
     n = grad.shape[0]
     sizes = tuple(axis.input_size for axis in axes)
@@ -188,15 +196,20 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
     data_g, grad_g = _grouped(data, groups), _grouped(grad, groups)
     result = np.zeros((groups, ci, co) + kernel, dtype)
     target = host()
-    if algorithm == "depthwise" and target.numba_for(dtype, len(axes)) and dtype.itemsize >= 4:
+    # Channels-last operands (seen here as transposed views) are read as they are.
+    last = [np.moveaxis(a, 1, -1) for a in (data, grad)]
+    channels_last = all(a.flags.c_contiguous for a in last)
+    operands = last if channels_last else (data, grad)
+    if algorithm == "blocked":
+        from ._numba.blocked_filter import blocked_filter_adjoint
+
+        result[...] = blocked_filter_adjoint(*operands, axes, groups, channels_last, dtype,
+                                             target)
+    elif algorithm == "depthwise" and target.numba_for(dtype, len(axes)) and dtype.itemsize >= 4:
         from ._numba.depthwise_filter import depthwise_filter_adjoint
 
-        # Channels-last operands (seen here as transposed views) are read as they are.
-        last = [np.moveaxis(a, 1, -1) for a in (data, grad)]
-        channels_last = all(a.flags.c_contiguous for a in last)
-        sums = depthwise_filter_adjoint(*(last if channels_last else (data, grad)), axes,
-                                        channels_last, dtype, target)
-        result[:, 0, 0] = sums
+        result[:, 0, 0] = depthwise_filter_adjoint(*operands, axes, channels_last, dtype,
+                                                   target)
     elif algorithm == "depthwise":
         for tap, data_box, grad_box in tap_boxes(axes):
             values = data_g[(slice(None), slice(None), 0) + data_box]
@@ -228,6 +241,15 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
             del cols, values  # one slice's at a time
         result = total.reshape((groups, ci, co) + kernel)
     return result
+
+
+def blocked_applies(kind: str, weights_shape: Sequence[int], dtype, rank: int) -> bool:
+    """Whether ``blocked`` computes the ``kind`` adjoint: the filter's, of float32 or
+    float64 sums over up to three axes, with numba, each group's output channels a
+    whole number of this machine's vectors."""
+    target = host()
+    return (kind == "filter" and target.numba_for(dtype, rank) and np.dtype(dtype).itemsize >= 4
+            and weights_shape[2] % target.lanes(dtype) == 0)
 
 
 def choose(groups: int, ci: int, co: int, axes: Sequence[AxisPlan]) -> str:

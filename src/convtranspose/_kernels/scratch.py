@@ -216,7 +216,8 @@ def adjoint_scratch_bytes(kind: str, name: str, batch: int, axes: Sequence[AxisP
     data adjoint (``kind="data"``) or the filter adjoint (``"filter"``) of the problem,
     besides the array of sums it returns (``dtype`` the accumulation dtype).
 
-    ``depthwise``: one tap's product over the batch.  ``taps``: the filter's tap-major
+    ``depthwise``: one tap's product over the batch.  ``blocked`` (filter only): the
+    operands' channels-last copies and two filter-sized arrays of sums.  ``taps``: the filter's tap-major
     copy (data) or one tap's ``(G, Ci, Co)`` product (filter), one tap's window of
     ``grad`` and of the data or its product, made contiguous for BLAS.  ``im2col``: the
     filter's contiguous copy (data) or a product of the filter's size (filter), and per
@@ -237,6 +238,8 @@ def adjoint_scratch_bytes(kind: str, name: str, batch: int, axes: Sequence[AxisP
     box = batch * groups * math.prod(_box(axis) for axis in axes) * itemsize
     if name == "depthwise":
         return _OVERHEAD_BYTES + box * max(ci, co)
+    if name == "blocked":  # channels-last copies of both operands, two filter-sized sums
+        return _OVERHEAD_BYTES + data + result + 2 * weights
     if name == "taps":
         return _OVERHEAD_BYTES + weights + box * (ci + co)
     item = _im2col_item(axes, weights_shape, itemsize)

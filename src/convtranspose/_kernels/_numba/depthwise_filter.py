@@ -28,7 +28,7 @@ from ..adjoints import axis_taps
 from .kernel_cache import cached_njit
 from .transpose import channels_last_copy
 
-__all__ = ["depthwise_filter_adjoint"]
+__all__ = ["depthwise_filter_adjoint", "tap_indices", "tap_table"]
 
 #: The most vectors of channels a chunk sums at once: four independent multiply-add
 #: chains per pixel, the operands' rows read a cache line at a time.
@@ -119,7 +119,7 @@ def _channel_sums(data, grad, out, sizes, taps, counts, first, start,
             out[at + c] = total
 
 
-def _tap_table(axes3):
+def tap_table(axes3):
     """Per axis the taps that read inside ``grad``, ``(3, most, 4)`` rows of ``(k, shift,
     low, high)`` (:func:`~convtranspose._kernels.adjoints.axis_taps`), and their counts."""
     per_axis = [axis_taps(axis) for axis in axes3]
@@ -131,7 +131,7 @@ def _tap_table(axes3):
     return table, np.array([len(taps) for taps in per_axis], np.int64)
 
 
-def _tap_indices(table: np.ndarray, counts: np.ndarray, kernel3) -> list[int]:
+def tap_indices(table: np.ndarray, counts: np.ndarray, kernel3) -> list[int]:
     """The flat kernel index ``(k1 * K2 + k2) * K3 + k3`` of each tap of the table, in
     the kernels' order (``(m1, m2, m3)`` row-major)."""
     return [(int(table[0, m1, 0]) * kernel3[1] + int(table[1, m2, 0])) * kernel3[2]
@@ -157,7 +157,7 @@ def depthwise_filter_adjoint(data: np.ndarray, grad: np.ndarray, axes, channels_
     sizes = np.array((data.shape[0], channels) + tuple(a.input_size for a in axes3)
                      + tuple(a.output_size for a in axes3) + kernel3[1:]
                      + tuple(a.stride for a in axes3), np.int64)
-    table, counts = _tap_table(axes3)
+    table, counts = tap_table(axes3)
     taps = int(np.prod(counts))
     out = np.zeros(kernel3 + (channels,), dtype)
     source, window, flat = data.reshape(-1), grad.reshape(-1), out.reshape(-1)
@@ -180,7 +180,7 @@ def depthwise_filter_adjoint(data: np.ndarray, grad: np.ndarray, axes, channels_
         parallel_for(work, bands * chunks, target.threads)
         # (chunks, taps, chunk) -> the taps' rows of channels [0, whole * lanes)
         summed = totals.sum(axis=0).transpose(1, 0, 2).reshape(taps, chunks * chunk)
-        for t, index in enumerate(_tap_indices(table, counts, kernel3)):
+        for t, index in enumerate(tap_indices(table, counts, kernel3)):
             flat[index * channels:index * channels + chunks * chunk] = summed[t]
     if whole * lanes < channels:
         parallel_for(lambda start, stop: _channel_sums(source, window, flat, sizes, table,
