@@ -49,13 +49,16 @@ def _geometry(axes):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int64])
-@pytest.mark.parametrize("algorithm", [a for a in backward.ALGORITHMS if a != "blocked"])
+@pytest.mark.parametrize("algorithm", backward.ALGORITHMS)
 def test_data_adjoint_matches_the_forward_convolution_loop(algorithm, dtype, examples):
     @settings(max_examples=examples)
     @given(canonical_problems())
     def check(p):
         if algorithm == "depthwise" and (p["ci"], p["co"]) != (1, 1):
             return
+        if algorithm == "blocked" and not backward.blocked_applies("data", (1, 1, 1), dtype,
+                                                                   len(p["axes"])):
+            return  # int64, or no numba: blocked never runs (adjoint_candidates)
         data, grad, weights = _operands(p, dtype)
         strides, dilations, offsets, sizes, _ = _geometry(p["axes"])
         expected = oracle.forward_convolution(grad.astype(np.float64), weights, strides,
@@ -168,3 +171,33 @@ def test_blocked_filter_adjoint_matches_the_definition(dtype, ci, co, channels_l
         actual = blocked_filter_adjoint(data, grad, axes, 3, channels_last, np.dtype(dtype),
                                         target)
         np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("dtype, ci, co", [(np.float32, 70, 5), (np.float32, 16, 3),
+                                           (np.float64, 9, 11), (np.float64, 40, 2)])
+def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co,
+                                                                   channels_last):
+    """The compiled data adjoint (:mod:`._numba.forward`): output channels padded to
+    whole vectors and taken in several chunks, blocks of pixels a stride apart with the
+    last block overlapping, line ends with fewer taps, three groups, both layouts;
+    small integers, so every sum is exact."""
+    pytest.importorskip("numba")
+    from convtranspose import host_target
+    from convtranspose._kernels._numba.forward import forward_adjoint
+
+    target = host_target().replace(threads=2)
+    for axes in [(AxisPlan(30, 4, 3, 1, -1, 95),),
+                 (AxisPlan(6, 3, 2, 1, 1, 11), AxisPlan(19, 3, 2, 2, 1, 41)),
+                 (AxisPlan(3, 2, 1, 1, 0, 4), AxisPlan(4, 3, 2, 1, 1, 7), AxisPlan(12, 2, 2, 1, 0, 24))]:
+        p = dict(axes=axes, groups=3, ci=ci, co=co, batch=2, seed=ci + co)
+        _, grad, weights = _operands(p, dtype)
+        strides, dilations, offsets, sizes, _ = _geometry(axes)
+        expected = oracle.forward_convolution(grad.astype(np.float64), weights, strides,
+                                              dilations, offsets, sizes)
+        if channels_last:
+            grad = np.ascontiguousarray(np.moveaxis(grad, 1, -1))
+        actual = forward_adjoint(grad, weights, axes, channels_last, np.dtype(dtype), {},
+                                 target)
+        np.testing.assert_array_equal(np.moveaxis(actual, -1, 1) if channels_last else actual,
+                                      expected)

@@ -34,10 +34,11 @@ Algorithms (:data:`ALGORITHMS`):
     of float32 and float64 operands in compiled channel vectors
     (:mod:`._numba.depthwise_filter`).
 ``blocked``
-    The filter adjoint only, compiled (:mod:`._numba.blocked_filter`): per group and
-    tap a register-blocked product over the tap's box of pixels, no gathered matrix;
-    for float32 and float64 groups of whole vectors of output channels
-    (:func:`blocked_applies`).
+    Compiled register blocks (float32 and float64, up to three axes): the data
+    adjoint in ``direct-blocked``'s blocks with a block's pixels ``s`` apart
+    (:mod:`._numba.forward`), the filter adjoint per group and tap as a product over
+    the tap's box of pixels (:mod:`._numba.blocked_filter`, for groups of whole
+    vectors of output channels); no gathered matrix (:func:`blocked_applies`).
 
 Every algorithm computes the same sums in another order; they agree up to float
 rounding, and exactly for integers (int64 sums wrap like int64 arithmetic).
@@ -143,7 +144,15 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
     in ``dtype`` (any strides); ``budget``: ``im2col``'s bytes per slice of the batch.
     """
     if algorithm == "blocked":
-        raise ValueError("blocked computes the filter adjoint only")
+        from .._runtime.memo import derived_from
+        from ._numba.forward import forward_adjoint
+
+        window = np.moveaxis(grad, 1, -1)  # read as it is where it is channels last
+        channels_last = window.flags.c_contiguous
+        result = forward_adjoint(window if channels_last else grad, weights, axes,
+                                 channels_last, dtype, derived_from(weights, "forward"),
+                                 host())
+        return np.moveaxis(result, -1, 1) if channels_last else result
     groups, ci, co = weights.shape[:3]
     n = grad.shape[0]
     sizes = tuple(axis.input_size for axis in axes)
@@ -244,12 +253,12 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
 
 
 def blocked_applies(kind: str, weights_shape: Sequence[int], dtype, rank: int) -> bool:
-    """Whether ``blocked`` computes the ``kind`` adjoint: the filter's, of float32 or
-    float64 sums over up to three axes, with numba, each group's output channels a
-    whole number of this machine's vectors."""
+    """Whether ``blocked`` computes the ``kind`` ("data" or "filter") adjoint: float32
+    or float64 sums over up to three axes, with numba; for the filter's, each group's
+    output channels a whole number of this machine's vectors."""
     target = host()
-    return (kind == "filter" and target.numba_for(dtype, rank) and np.dtype(dtype).itemsize >= 4
-            and weights_shape[2] % target.lanes(dtype) == 0)
+    return (target.numba_for(dtype, rank) and np.dtype(dtype).itemsize >= 4
+            and (kind == "data" or weights_shape[2] % target.lanes(dtype) == 0))
 
 
 def choose(groups: int, ci: int, co: int, axes: Sequence[AxisPlan]) -> str:

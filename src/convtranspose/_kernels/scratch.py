@@ -216,8 +216,10 @@ def adjoint_scratch_bytes(kind: str, name: str, batch: int, axes: Sequence[AxisP
     data adjoint (``kind="data"``) or the filter adjoint (``"filter"``) of the problem,
     besides the array of sums it returns (``dtype`` the accumulation dtype).
 
-    ``depthwise``: one tap's product over the batch.  ``blocked`` (filter only): the
-    operands' channels-last copies and two filter-sized arrays of sums.  ``taps``: the filter's tap-major
+    ``depthwise``: one tap's product over the batch.  ``blocked``: the operands'
+    channels-last copies, the data adjoint's sums with each group's channels padded to
+    whole vectors (at most twice the data), and two filter-sized arrays (packed
+    weights, or the filter adjoint's sums and their reordering).  ``taps``: the filter's tap-major
     copy (data) or one tap's ``(G, Ci, Co)`` product (filter), one tap's window of
     ``grad`` and of the data or its product, made contiguous for BLAS.  ``im2col``: the
     filter's contiguous copy (data) or a product of the filter's size (filter), and per
@@ -238,8 +240,8 @@ def adjoint_scratch_bytes(kind: str, name: str, batch: int, axes: Sequence[AxisP
     box = batch * groups * math.prod(_box(axis) for axis in axes) * itemsize
     if name == "depthwise":
         return _OVERHEAD_BYTES + box * max(ci, co)
-    if name == "blocked":  # channels-last copies of both operands, two filter-sized sums
-        return _OVERHEAD_BYTES + data + result + 2 * weights
+    if name == "blocked":  # channels-last copies, padded sums, packed or summed weights
+        return _OVERHEAD_BYTES + 2 * data + result + 2 * weights
     if name == "taps":
         return _OVERHEAD_BYTES + weights + box * (ci + co)
     item = _im2col_item(axes, weights_shape, itemsize)

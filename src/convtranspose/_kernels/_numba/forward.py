@@ -1,0 +1,93 @@
+"""The data adjoint (a forward convolution, any stride) in ``direct-blocked``'s blocks.
+
+For the canonical problem (:mod:`convtranspose._kernels.adjoints`)::
+
+    data_adjoint[n, g*Ci + ci, x] = sum over co, k of w[g, ci, co, k] * grad[n, g*Co + co, x*s + k*d - offset]
+
+Per output line (``n``, the first axes' outputs, a group), the outputs whose taps all
+read inside ``grad`` go in blocks of ``direct-blocked``'s register-blocked kernel
+(:func:`.blocked.block_source`) with the pixels of a block ``s`` source pixels apart:
+each block keeps a chunk of its ``Ci`` output channels in vector registers while every
+tap and ``grad`` channel adds one broadcast value times one packed weight row.  The
+outputs near the line's ends go one at a time with the taps they have
+(:func:`.blocked._single_source`).  No im2col matrix; exact with non-finite operands
+(only the pairs that exist are multiplied).  ``grad`` is read channels last (a
+channels-first one is copied so first); the sums are written channels last, each
+group's channels padded to whole chunks, and returned as a view without the padding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..._plan.geometry import three_axes
+from ..._plan.rules import AxisPlan
+from ..._runtime.caches import kept
+from ..._runtime.threads import parallel_for
+from ..schedules import blocked_shape
+from .blocked import _pass_weights, _single_source, block_source
+from .transpose import channels_last_copy
+
+__all__ = ["forward_adjoint"]
+
+
+@kept("compiled kernels", maxsize=None)
+def _forward_kernel(lanes: int, chunk: int, pixels: int):
+    """The template's kernel for one block shape (compiled on first use)."""
+    from .codegen import compile_source, compile_template
+
+    block = compile_source(block_source(lanes, chunk, pixels), "block")
+    single = compile_source(_single_source(lanes, chunk, max(1, min(4, pixels))), "single")
+    return compile_template("forward", dict(
+        np=np, block=block, single=single, pixels=pixels, chunk_width=lanes * chunk,
+    ))["kernel"]
+
+
+def _tap_table(axes3) -> tuple[np.ndarray, np.ndarray]:
+    """Per axis every tap as ``(k, shift)`` with ``shift = k*d - offset`` (the source
+    index output 0 reads), ``(3, most, 2)``, and the counts."""
+    most = max(axis.kernel_size for axis in axes3)
+    table = np.zeros((3, most, 2), np.int64)
+    for a, axis in enumerate(axes3):
+        for k in range(axis.kernel_size):
+            table[a, k] = (k, k * axis.dilation - axis.offset)
+    return table, np.array([axis.kernel_size for axis in axes3], np.int64)
+
+
+def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: bool,
+                    dtype, derived, target) -> np.ndarray:
+    """The data adjoint ``(N, G*Ci, X...)`` (or ``(N, X..., G*Ci)`` when
+    ``channels_last``, a view either way) of ``grad`` ``(N, G*Co, Y...)`` (or channels
+    last) and ``weights`` ``(G, Ci, Co, K...)``, float32 or float64 (``dtype``), up to
+    three spatial axes; the packed weights kept in ``derived`` (a dict, or None)."""
+    dtype = np.dtype(dtype)
+    groups, ci, co = weights.shape[:3]
+    if not channels_last:
+        grad = channels_last_copy(grad, dtype, target)
+    grad = np.ascontiguousarray(grad, dtype)
+    axes3 = three_axes(axes)
+    batch = grad.shape[0]
+    outputs = tuple(a.input_size for a in axes3)
+    lanes, vectors, chunk, pixels = blocked_shape(
+        dtype.itemsize, ci, AxisPlan(outputs[2], 1, 1, 1, 0, outputs[2]), target.vector_bytes)
+    width = lanes * vectors
+    kernel3 = tuple(a.kernel_size for a in axes3)
+    swapped = np.ascontiguousarray(weights.swapaxes(1, 2), dtype).reshape(
+        (groups, co, ci) + kernel3)
+    packed = _pass_weights(swapped, {} if derived is None else derived, dtype, kernel3,
+                           (0, ci), width, lanes * chunk).reshape(-1)
+    table, counts = _tap_table(axes3)
+    sizes = np.array((batch, groups, co, width) + outputs
+                     + tuple(a.output_size for a in axes3) + kernel3
+                     + (axes3[2].stride, axes3[0].stride, axes3[1].stride), np.int64)
+    out = np.empty((batch,) + outputs + (groups, width), dtype)
+    source, flat = grad.reshape(-1), out.reshape(-1)
+    kernel = _forward_kernel(lanes, chunk, pixels)
+    lines = batch * outputs[0] * outputs[1] * groups
+    parallel_for(lambda start, stop: kernel(source, packed, flat, sizes, table, counts,
+                                            start, stop),
+                 width // (lanes * chunk) * lines, target.threads)
+    # (a copy only where the groups' channels were padded)
+    result = out[..., :ci].reshape((batch,) + tuple(a.input_size for a in axes)
+                                   + (groups * ci,))
+    return result if channels_last else np.moveaxis(result, -1, 1)
