@@ -13,7 +13,11 @@ outputs near the line's ends go one at a time with the taps they have
 (:func:`.blocked._single_source`).  No im2col matrix; exact with non-finite operands
 (only the pairs that exist are multiplied).  ``grad`` is read channels last (a
 channels-first one is copied so first); the sums are written channels last, each
-group's channels padded to whole chunks, and returned as a view without the padding.
+group's channels padded to whole chunks, and copied into the caller's layout
+without the padding.  The weight panel of one chunk of output channels serves a
+thread's run of lines (the work is chunk-major); the weights are not blocked further,
+so layers whose panel leaves L2 (hundreds of channels, many taps) run slower than
+``im2col``'s BLAS products, and measured planning keeps ``im2col`` there.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from ..._runtime.caches import kept
 from ..._runtime.threads import parallel_for
 from ..schedules import blocked_shape
 from .blocked import _pass_weights, _single_source, block_source
-from .transpose import channels_last_copy
+from .transpose import channels_first_copy, channels_last_copy
 
 __all__ = ["forward_adjoint"]
 
@@ -57,7 +61,7 @@ def _tap_table(axes3) -> tuple[np.ndarray, np.ndarray]:
 def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: bool,
                     dtype, derived, target) -> np.ndarray:
     """The data adjoint ``(N, G*Ci, X...)`` (or ``(N, X..., G*Ci)`` when
-    ``channels_last``, a view either way) of ``grad`` ``(N, G*Co, Y...)`` (or channels
+    ``channels_last``), C-contiguous, of ``grad`` ``(N, G*Co, Y...)`` (or channels
     last) and ``weights`` ``(G, Ci, Co, K...)``, float32 or float64 (``dtype``), up to
     three spatial axes; the packed weights kept in ``derived`` (a dict, or None)."""
     dtype = np.dtype(dtype)
@@ -90,4 +94,6 @@ def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: 
     # (a copy only where the groups' channels were padded)
     result = out[..., :ci].reshape((batch,) + tuple(a.input_size for a in axes)
                                    + (groups * ci,))
-    return result if channels_last else np.moveaxis(result, -1, 1)
+    # Channels first in register blocks: NumPy's copy of the transposed view took
+    # longer than the kernel on a 64-channel 112x112 result.
+    return result if channels_last else channels_first_copy(result, dtype, target)

@@ -59,6 +59,32 @@ def transpose_kernel(lanes: int):
 PARALLEL_COPY_BYTES = 1 << 22
 
 
+def _layout_copy(data: np.ndarray, dtype, target, to_last: bool) -> np.ndarray:
+    """``data`` ``(N, C, X...)`` as ``(N, X..., C)`` (``to_last``) or ``(N, X..., C)`` as
+    ``(N, C, X...)``: a new C-contiguous array of ``dtype``, float32 and float64 in
+    register blocks (:func:`transpose_kernel`), other data by NumPy."""
+    dtype = np.dtype(dtype)
+    if to_last:
+        shape, view = (data.shape[0],) + data.shape[2:] + data.shape[1:2], np.moveaxis(data, 1, -1)
+    else:
+        shape, view = data.shape[:1] + data.shape[-1:] + data.shape[1:-1], np.moveaxis(data, -1, 1)
+    result = np.empty(shape, dtype)
+    if data.dtype != dtype or dtype not in (np.float32, np.float64) or not (
+            data.flags.c_contiguous and dtype.isnative) or data.ndim < 3:
+        np.copyto(result, view, casting="unsafe")
+        return result
+    lanes = target.lanes(dtype)
+    channels, pixels = (data.shape[1], math.prod(data.shape[2:])) if to_last else (
+        data.shape[-1], math.prod(data.shape[1:-1]))
+    rows, cols = (channels, pixels) if to_last else (pixels, channels)
+    kernel = transpose_kernel(lanes)
+    source, flat = data.reshape(-1), result.reshape(-1)
+    threads = target.threads if data.nbytes >= PARALLEL_COPY_BYTES else 1
+    parallel_for(lambda a, b: kernel(source, flat, rows, cols, a, b),
+                 data.shape[0] * -(-rows // lanes), threads)
+    return result
+
+
 def channels_last_copy(data: np.ndarray, dtype, target) -> np.ndarray:
     """``data`` ``(N, C, X...)`` as a new C-contiguous ``(N, X..., C)`` array of ``dtype``.
 
@@ -67,17 +93,10 @@ def channels_last_copy(data: np.ndarray, dtype, target) -> np.ndarray:
     one element at a time (``benchmarks/results/direct-blocked-zen4.json``); other
     data is copied by NumPy.
     """
-    dtype = np.dtype(dtype)
-    result = np.empty((data.shape[0],) + data.shape[2:] + data.shape[1:2], dtype)
-    if data.dtype != dtype or dtype not in (np.float32, np.float64) or not (
-            data.flags.c_contiguous and dtype.isnative) or data.ndim < 3:
-        np.copyto(result, np.moveaxis(data, 1, -1), casting="unsafe")
-        return result
-    lanes = target.lanes(dtype)
-    rows, cols = data.shape[1], math.prod(data.shape[2:])
-    kernel = transpose_kernel(lanes)
-    source, flat = data.reshape(-1), result.reshape(-1)
-    threads = target.threads if data.nbytes >= PARALLEL_COPY_BYTES else 1
-    parallel_for(lambda a, b: kernel(source, flat, rows, cols, a, b),
-                 data.shape[0] * -(-rows // lanes), threads)
-    return result
+    return _layout_copy(data, dtype, target, True)
+
+
+def channels_first_copy(data: np.ndarray, dtype, target) -> np.ndarray:
+    """``data`` ``(N, X..., C)`` as a new C-contiguous ``(N, C, X...)`` array of
+    ``dtype``: :func:`channels_last_copy`'s reverse, with its rules."""
+    return _layout_copy(data, dtype, target, False)
