@@ -28,7 +28,8 @@ from ..._plan.geometry import three_axes
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.threads import parallel_for
-from ..schedules import blocked_shape
+from ..._runtime.machine import l1_data_cache_bytes
+from ..schedules import blocked_channel_block, blocked_shape
 from .blocked import _pass_weights, _single_source, block_source
 from .transpose import channels_first_copy, channels_last_copy
 
@@ -41,9 +42,10 @@ def _forward_kernel(lanes: int, chunk: int, pixels: int):
     from .codegen import compile_source, compile_template
 
     block = compile_source(block_source(lanes, chunk, pixels), "block")
+    block_on = compile_source(block_source(lanes, chunk, pixels, accumulate=True), "block")
     single = compile_source(_single_source(lanes, chunk, max(1, min(4, pixels))), "single")
     return compile_template("forward", dict(
-        np=np, block=block, single=single, pixels=pixels, chunk_width=lanes * chunk,
+        np=np, block=block, block_on=block_on, single=single, pixels=pixels, chunk_width=lanes * chunk,
     ))["kernel"]
 
 
@@ -83,7 +85,10 @@ def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: 
     table, counts = _tap_table(axes3)
     sizes = np.array((batch, groups, co, width) + outputs
                      + tuple(a.output_size for a in axes3) + kernel3
-                     + (axes3[2].stride, axes3[0].stride, axes3[1].stride), np.int64)
+                     + (axes3[2].stride, axes3[0].stride, axes3[1].stride,
+                        blocked_channel_block(co, int(np.prod(kernel3)), lanes * chunk,
+                                              dtype.itemsize, l1_data_cache_bytes())),
+                     np.int64)
     out = np.empty((batch,) + outputs + (groups, width), dtype)
     source, flat = grad.reshape(-1), out.reshape(-1)
     kernel = _forward_kernel(lanes, chunk, pixels)

@@ -1,7 +1,7 @@
 """The register-blocked forward convolution (:mod:`convtranspose._kernels._numba.forward`).
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
-globals (numba freezes them into the compiled code): ``block``, ``single``,
+globals (numba freezes them into the compiled code): ``block``, ``block_on``, ``single``,
 ``chunk_width``, ``np``, ``pixels``.  Those are the block shape alone: channel counts,
 taps, strides and sizes come at run time, so that one compiled kernel serves every
 layer of its dtype and block shape.
@@ -16,7 +16,8 @@ def kernel(source, weights, out, sizes, taps, counts, start, stop):  # pragma: n
     # width); weights (width / chunk_width, G, K1, K2, K3, Co, chunk_width), zero beyond
     # Ci.  Output x of an axis reads source index x*s + shift for each of the axis's
     # taps (k, shift) in taps[a, :counts[a]] (with its K the kernel size).  sizes =
-    # (N, G, Co, width, X1, X2, X3, Y1, Y2, Y3, K1, K2, K3, S3, S1, S2).  Computes one
+    # (N, G, Co, width, X1, X2, X3, Y1, Y2, Y3, K1, K2, K3, S3, S1, S2, channel_block).
+    # Computes one
     # chunk of output channels of the output lines (n, x1, x2, g) for the flat index
     # (chunk, line) in [start, stop), chunk-major, so that a thread's lines reuse one
     # chunk's weight panel from L2: the outputs whose taps all read inside the source in
@@ -25,6 +26,7 @@ def kernel(source, weights, out, sizes, taps, counts, start, stop):  # pragma: n
     batch, groups, co, width = sizes[0], sizes[1], sizes[2], sizes[3]
     x1, x2, x3, y1, y2, y3 = sizes[4], sizes[5], sizes[6], sizes[7], sizes[8], sizes[9]
     k1, k2, k3, s3 = sizes[10], sizes[11], sizes[12], sizes[13]
+    channel_block = sizes[16]
     in_c = np.int64(1)
     in_3 = groups * co
     in_2, in_1 = y3 * in_3, y2 * y3 * in_3
@@ -69,15 +71,30 @@ def kernel(source, weights, out, sizes, taps, counts, start, stop):  # pragma: n
             last = min(last, (y3 - 1 - shift) // s3 + 1)
         first = min(first, x3)
         last = max(first, last)
-        o3 = first
-        while last - first >= pixels and o3 < last:
-            o3 = min(o3, last - pixels)  # the last block overlaps its predecessor
+        # Whole blocks take the source channels `channel_block` at a time (their weight
+        # rows stay in L1 while every block of the line adds them; the later ones add
+        # into the sums stored by the first); the last block, which overlaps its
+        # predecessor, takes every channel at once (a channel block added to an output
+        # twice would count twice).
+        panel_at = column // chunk_width * panel
+        whole = (last - first) // pixels * pixels
+        for c0 in range(0, co if whole else 0, channel_block):
+            channels = min(channel_block, co - c0)
+            for o3 in range(first, first + whole, pixels):
+                at = line + o3 * out_3 + column
+                if c0 == 0:
+                    block(source, weights, out, at, out_3, reads, rows, count,
+                          o3 * s3 * in_3, s3 * in_3, in_c, channels, panel_at, chunk_width)
+                else:
+                    block_on(source, weights, out, at, out_3, reads, rows, count,
+                             o3 * s3 * in_3 + c0 * in_c, s3 * in_3, in_c, channels,
+                             panel_at + c0 * chunk_width, chunk_width)
+        if whole and first + whole < last:
+            o3 = last - pixels
             block(source, weights, out, line + o3 * out_3 + column, out_3, reads, rows,
-                  count, o3 * s3 * in_3, s3 * in_3, in_c, co, column // chunk_width * panel,
-                  chunk_width)
-            o3 += pixels
+                  count, o3 * s3 * in_3, s3 * in_3, in_c, co, panel_at, chunk_width)
         for o3 in range(x3):
-            if last - first >= pixels and first <= o3 < last:
+            if whole and first <= o3 < last:
                 continue
             edges = np.int64(0)
             for m in range(count):
