@@ -27,8 +27,8 @@ import numpy as np
 from ..._plan.geometry import three_axes
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
-from ..._runtime.threads import parallel_for
 from ..._runtime.machine import l1_data_cache_bytes
+from ..._runtime.threads import parallel_for
 from ..schedules import blocked_channel_block, blocked_shape
 from .blocked import _pass_weights, _single_source, block_source
 from .transpose import channels_first_copy, channels_last_copy
