@@ -123,8 +123,9 @@ def test_huge_stride_reads_only_the_taps_inside():
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("dtype, channels", [(np.float32, 35), (np.float32, 64),
                                              (np.float64, 40), (np.float64, 3)])
+@pytest.mark.parametrize("vector_bytes", [32, 64])
 def test_compiled_depthwise_filter_adjoint_matches_the_definition(dtype, channels,
-                                                                  channels_last):
+                                                                  channels_last, vector_bytes):
     """The compiled depthwise filter gradient (:mod:`._numba.depthwise_filter`): chunks
     of 4, 2 and 1 channel vectors, channels past the last whole vector, both layouts,
     bands of lines over two threads; small integers, so every sum is exact."""
@@ -139,15 +140,19 @@ def test_compiled_depthwise_filter_adjoint_matches_the_definition(dtype, channel
     expected = oracle.filter_gradient(data, grad, channels, kernel, strides, dilations, offsets)
     if channels_last:
         data, grad = (np.ascontiguousarray(np.moveaxis(a, 1, -1)) for a in (data, grad))
+    # AVX2's vectors (32 bytes) and AVX-512's, whatever the host
     actual = depthwise_filter_adjoint(data, grad, axes, channels_last, np.dtype(dtype),
-                                      host_target().replace(threads=2))
+                                      host_target().replace(threads=2,
+                                                            vector_bytes=vector_bytes))
     np.testing.assert_array_equal(actual, expected[:, 0, 0])
 
 
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("dtype, ci, co", [(np.float32, 7, 16), (np.float32, 13, 64),
                                            (np.float64, 5, 16), (np.float64, 9, 24)])
-def test_blocked_filter_adjoint_matches_the_definition(dtype, ci, co, channels_last):
+@pytest.mark.parametrize("vector_bytes", [32, 64])
+def test_blocked_filter_adjoint_matches_the_definition(dtype, ci, co, channels_last,
+                                                       vector_bytes):
     """The compiled register-blocked filter gradient (:mod:`._numba.blocked_filter`):
     blocks of input channels with a shorter last one, 1-3 vectors of output channels,
     three groups, both layouts, strides, dilations and negative offsets, over two
@@ -156,7 +161,7 @@ def test_blocked_filter_adjoint_matches_the_definition(dtype, ci, co, channels_l
     from convtranspose import host_target
     from convtranspose._kernels._numba.blocked_filter import blocked_filter_adjoint
 
-    target = host_target().replace(threads=2)
+    target = host_target().replace(threads=2, vector_bytes=vector_bytes)
     if co % target.lanes(dtype):
         co = target.lanes(dtype) * 2
     for axes in [(AxisPlan(9, 4, 3, 1, -1, 30),),
@@ -176,8 +181,10 @@ def test_blocked_filter_adjoint_matches_the_definition(dtype, ci, co, channels_l
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("dtype, ci, co", [(np.float32, 70, 5), (np.float32, 16, 3),
                                            (np.float64, 9, 11), (np.float64, 40, 2)])
+@pytest.mark.parametrize("vector_bytes", [32, 64])
 def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co,
-                                                                   channels_last):
+                                                                   channels_last,
+                                                                   vector_bytes):
     """The compiled data adjoint (:mod:`._numba.forward`): output channels padded to
     whole vectors and taken in several chunks, blocks of pixels a stride apart with the
     last block overlapping, line ends with fewer taps, three groups, both layouts;
@@ -186,7 +193,7 @@ def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co
     from convtranspose import host_target
     from convtranspose._kernels._numba.forward import forward_adjoint
 
-    target = host_target().replace(threads=2)
+    target = host_target().replace(threads=2, vector_bytes=vector_bytes)
     for axes in [(AxisPlan(30, 4, 3, 1, -1, 95),),
                  (AxisPlan(6, 3, 2, 1, 1, 11), AxisPlan(19, 3, 2, 2, 1, 41)),
                  (AxisPlan(3, 2, 1, 1, 0, 4), AxisPlan(4, 3, 2, 1, 1, 7), AxisPlan(12, 2, 2, 1, 0, 24))]:
