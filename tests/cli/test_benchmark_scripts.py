@@ -325,3 +325,17 @@ def test_block_rates_script_times_each_block_shape(capsys, tmp_path):
     assert report["cpu"] and report["fma_peak_gflops"] > 0
     (row,) = report["rows"]
     assert all(row[key] > 0 for key in ("line_l1", "line_l2", "cross_l1", "cross_l2"))
+
+
+def test_int8_kernels_script_compares_the_two_kernels(capsys, tmp_path):
+    pytest.importorskip("numba")
+    from convtranspose._runtime.machine import has_vnni
+
+    if not has_vnni():
+        pytest.skip("this CPU has no AVX512-VNNI: the byte products cannot run here")
+    out = tmp_path / "int8.json"
+    script = _load("int8_kernels")
+    assert script.main(["--repeat", "1", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 2 * len(script.LAYERS)
+    assert all(row["scatter"] > 0 and row["blocked"] > 0 for row in rows)
