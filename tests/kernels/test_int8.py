@@ -214,17 +214,29 @@ SCRIPT = textwrap.dedent("""\
     import numpy as np
     from convtranspose._kernels._numba import int8
 
-    panel = int8._panel()
-    args = (np.zeros(64, np.int32), np.zeros(64, np.int32), np.zeros(64, np.int32), 1, 64, 0, 4)
-    signature = tuple(numba.typeof(a) for a in args)
-    panel.compile(signature)
-    lines = [line.split(None, 1) for line in panel.inspect_asm(signature).splitlines()]
-    products = [fields[1] for fields in lines if len(fields) == 2 and fields[0] == "vpdpbusd"]
-    print(json.dumps({"zmm": sum("%zmm" in f for f in products), "all": len(products)}))
+    from convtranspose._kernels._numba.blocked import _blocked_kernel
+    from convtranspose._kernels.schedules import KEEP
+
+    def products(kernel, args):
+        signature = tuple(numba.typeof(a) for a in args)
+        kernel.compile(signature)
+        lines = [line.split(None, 1) for line in kernel.inspect_asm(signature).splitlines()]
+        found = [fields[1] for fields in lines if len(fields) == 2 and fields[0] == "vpdpbusd"]
+        return {"zmm": sum("%zmm" in f for f in found), "all": len(found)}
+
+    i32, i64 = np.int32, np.int64
+    panel = (int8._panel(), (np.zeros(64, i32), np.zeros(64, i32), np.zeros(64, i32), 1, 64,
+                             0, 4))
+    blocked = (_blocked_kernel(16, 2, 6, KEEP, "vector_dot_bytes"), (
+        np.zeros(64, i32), np.zeros(64, i32), np.zeros(64, i32), np.zeros(0, np.uint16),
+        np.zeros(0, i32), np.zeros(19, i64), np.zeros(5, i64), np.zeros(5, i64),
+        np.zeros(8, i64), np.zeros((3, 2, 2), i64), np.zeros((3, 2, 2), i64),
+        np.zeros((3, 2), i64), 1, 0, 1))
+    print(json.dumps({"panel": products(*panel), "blocked": products(*blocked)}))
     """)
 
 
-def test_the_kernel_compiles_to_full_width_vnni_products():
+def test_the_kernels_compile_to_full_width_vnni_products():
     # Compiled (not run) for a VNNI CPU in a fresh process, whatever the host.
     tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     environment = dict(os.environ, NUMBA_CPU_NAME="sapphirerapids",
@@ -236,4 +248,9 @@ def test_the_kernel_compiles_to_full_width_vnni_products():
     assert result.returncode == 0, result.stderr[-3000:]
     counts = json.loads(result.stdout.strip().splitlines()[-1])
     # A block of 4 rows x 4 vectors and a single row of 4: 20 products, all on zmm.
-    assert counts["all"] >= 20 and counts["zmm"] == counts["all"], counts
+    panel = counts["panel"]
+    assert panel["all"] >= 20 and panel["zmm"] == panel["all"], counts
+    # direct-blocked's kernel with byte products: blocks of 6 pixels x 2 vectors (its
+    # three block sources) and the line ends' single outputs, all on zmm.
+    blocked = counts["blocked"]
+    assert blocked["all"] >= 3 * 12 and blocked["zmm"] == blocked["all"], counts

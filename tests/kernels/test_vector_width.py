@@ -31,9 +31,11 @@ SCRIPT = textwrap.dedent("""\
     import numba
     import numpy as np
     import convtranspose as ct
-    from convtranspose._kernels._numba import (casts, channels_last, peak, planes, scatter,
-                                               transpose)
-    from convtranspose._kernels.schedules import planes_block_shape
+    from convtranspose._kernels._numba import (blocked_filter, casts, channels_last,
+                                               depthwise_filter, forward, int8, peak,
+                                               planes, scatter, transpose)
+    from convtranspose._kernels.schedules import blocked_shape, planes_block_shape
+    from convtranspose._plan.rules import AxisPlan
 
     target = ct.host_target()
     lanes = target.lanes(np.float32)
@@ -50,6 +52,13 @@ SCRIPT = textwrap.dedent("""\
         return kernel, (zeros(source_dtype), zeros(f32), zeros(f32), zeros(f32, 0),
                         zeros(i64, 12), zeros(i64, 3, 4), zeros(i64, 3, 2), *taps,
                         1, False, 0, 1)
+
+    def blocked_data_adjoint():
+        lanes_, _, chunk, pixels = blocked_shape(4, 64, AxisPlan(8, 1, 1, 1, 0, 8),
+                                                 target.vector_bytes)
+        return forward._forward_kernel(lanes_, chunk, pixels), (
+            zeros(f32), zeros(f32), zeros(f32), zeros(i64, 17), zeros(i64, 3, 2, 2),
+            zeros(i64, 3), 0, 1)
 
     def per_position(ci, co):
         return channels_last.channels_last_kernel(ci, co, lanes), (
@@ -69,6 +78,15 @@ SCRIPT = textwrap.dedent("""\
         "per-position any": per_position(0, 0),
         "plane": plane(f32),
         "peak": (peak.peak_kernel(lanes, 4), (zeros(f32), 1)),
+        "blocked data adjoint": blocked_data_adjoint(),
+        "blocked filter adjoint": (blocked_filter._block(lanes, 4, 1), (
+            zeros(f32), zeros(f32), zeros(f32), zeros(i64, 15), zeros(i64, 3, 2, 4),
+            zeros(i64, 3), 0, 0, 0)),
+        "depthwise filter adjoint": (depthwise_filter._tap_sums(lanes, 2), (
+            zeros(f32), zeros(f32), zeros(np.float64), zeros(f32), zeros(i64, 13),
+            zeros(i64, 3, 2, 4), zeros(i64, 3), 1, 0, 1)),
+        "int8 channel words": (int8._channels_first_words, (
+            zeros(np.int16), zeros(np.uint32), 0, 1, 8, 2, 16, 0, 1)),
     }
     def user_loop(a, b):  # the user's own numba code, compiled as numba compiles it
         for i in range(a.size):
@@ -148,7 +166,7 @@ def test_hot_kernels_compute_at_full_width(cpu, reports):
     report = reports[cpu]
     register = TARGETS[cpu][1]
     user = report.pop("user's loop")
-    assert len(report) == 10
+    assert len(report) == 14
     assert not narrow(report, register), (cpu, narrow(report, register))
     # numba's own setting is left alone: the same loop in the user's code keeps LLVM's
     # 256-bit preference where the CPU has one.
