@@ -29,9 +29,10 @@ from .transpose import channels_last_copy
 
 __all__ = ["blocked_filter_adjoint"]
 
-#: Input channels per block, by vectors of output channels: about 16-24 accumulators
-#: of the 32 AVX-512 registers (fewer on AVX2: half the rows), as direct-blocked's
-#: blocks (:func:`convtranspose._kernels.schedules.blocked_shape`).
+#: Input channels per block, by vectors of output channels: 8-16 accumulators beside
+#: the block's weight vectors and a broadcast, within the 32 AVX-512 registers (half
+#: the rows within AVX2's 16), as direct-blocked's blocks hold
+#: (:func:`convtranspose._kernels.schedules.blocked_shape`).
 _ROWS = {1: 8, 2: 6, 4: 4}
 
 
@@ -88,11 +89,11 @@ def _block(lanes: int, rows: int, vectors: int):
     return compile_source(_block_source(lanes, rows, vectors), "block")
 
 
-def _shape(co: int, lanes: int) -> tuple[int, int]:
+def _shape(co: int, lanes: int, vector_bytes: int) -> tuple[int, int]:
     """(rows, vectors) of the blocks for ``co`` output channels per group."""
     whole = co // lanes
     vectors = next(v for v in (4, 2, 1) if whole % v == 0)
-    rows = _ROWS[vectors] if lanes * 4 >= 64 else max(1, _ROWS[vectors] // 2)
+    rows = _ROWS[vectors] if vector_bytes >= 64 else max(1, _ROWS[vectors] // 2)
     return rows, vectors
 
 
@@ -117,7 +118,7 @@ def blocked_filter_adjoint(data: np.ndarray, grad: np.ndarray, axes, groups: int
                      + tuple(a.output_size for a in axes3) + tuple(a.stride for a in axes3)
                      + (taps, d_row, g_row), np.int64)
     lanes = target.lanes(dtype)
-    rows, vectors = _shape(co, lanes)
+    rows, vectors = _shape(co, lanes, target.vector_bytes)
     chunk = lanes * vectors
     blocks = [(c0, min(rows, ci - c0)) for c0 in range(0, ci, rows)]
     kernels = {count: _block(lanes, count, vectors) for count in {b[1] for b in blocks}}
