@@ -35,7 +35,7 @@ import sys
 import numpy as np
 
 from .._errors import ConvTransposeError, install_hint
-from .._kernels.adjoints import axis_taps
+from .._plan.geometry import axis_taps
 
 __all__ = ["convolution", "flip", "gradients", "is_foreign", "transposed"]
 

@@ -52,13 +52,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._plan.geometry import axis_taps
 from .._plan.rules import AxisPlan
 from .._runtime.target import host
 from .common import threaded_matmul
 
-__all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "axis_taps", "blocked_applies", "data_adjoint",
-           "filter_adjoint",
-           "tap_boxes"]
+__all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "blocked_applies", "data_adjoint",
+           "filter_adjoint", "tap_boxes"]
 
 ALGORITHMS = ("im2col", "taps", "depthwise", "blocked")
 
@@ -84,21 +84,6 @@ def tap_boxes(axes: Sequence[AxisPlan]):
     for choice in itertools.product(*per_axis):
         yield (tuple(c[0] for c in choice), tuple(c[1] for c in choice),
                tuple(c[2] for c in choice))
-
-
-def axis_taps(axis: AxisPlan) -> list[tuple[int, int, int, int]]:
-    """The taps of one axis that read inside ``grad``: ``(k, shift, low, high)`` with
-    ``shift = k*d - offset`` the index read for ``x = 0`` and ``[low, high)`` the ``x``
-    whose reads ``x*s + shift`` fall in ``[0, Y)`` (Python integers: any size)."""
-    s, size = axis.stride, axis.output_size
-    taps = []
-    for k in range(axis.kernel_size):
-        shift = k * axis.dilation - axis.offset
-        low = max(0, -(shift // s))  # the first x with x*s + shift >= 0
-        high = min(axis.input_size, (size - 1 - shift) // s + 1)
-        if low < high:
-            taps.append((k, shift, low, high))
-    return taps
 
 
 def _grouped(array: np.ndarray, groups: int) -> np.ndarray:
@@ -144,6 +129,8 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
     in ``dtype`` (any strides); ``budget``: ``im2col``'s bytes per slice of the batch.
     """
     if algorithm == "blocked":
+        if not blocked_applies("data", weights.shape, dtype, len(axes)):
+            raise ValueError(f"blocked does not take {dtype} sums over {len(axes)} axes")
         from .._runtime.memo import derived_from
         from ._numba.forward import forward_adjoint
 
@@ -210,6 +197,9 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
     channels_last = all(a.flags.c_contiguous for a in last)
     operands = last if channels_last else (data, grad)
     if algorithm == "blocked":
+        if not blocked_applies("filter", (groups, ci, co), dtype, len(axes)):
+            raise ValueError(f"blocked does not take this filter adjoint ({dtype} sums over"
+                             f" {len(axes)} axes, {co} output channels per group)")
         from ._numba.blocked_filter import blocked_filter_adjoint
 
         result[...] = blocked_filter_adjoint(*operands, axes, groups, channels_last, dtype,

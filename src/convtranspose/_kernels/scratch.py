@@ -44,6 +44,7 @@ from . import adjoints as _backward
 from .common import SCRATCH_BYTES
 from .depthwise_schedule import depthwise_bytes
 from .numba_scratch import direct_blocked_bytes, direct_bytes, stream_bytes
+from .schedules import blocked_shape
 
 __all__ = ["SCRATCH_MIN_BYTES", "SCRATCH_MULTIPLE", "SCRATCH_RULES", "adjoint_fits", "adjoint_scratch_bytes",
            "bound_of", "fits", "im2col_budget", "scratch_bound", "scratch_bytes"]
@@ -217,9 +218,10 @@ def adjoint_scratch_bytes(kind: str, name: str, batch: int, axes: Sequence[AxisP
     besides the array of sums it returns (``dtype`` the accumulation dtype).
 
     ``depthwise``: one tap's product over the batch.  ``blocked``: the operands'
-    channels-last copies, the data adjoint's sums with each group's channels padded to
-    whole vectors (at most twice the data), and two filter-sized arrays (packed
-    weights, or the filter adjoint's sums and their reordering).  ``taps``: the filter's tap-major
+    channels-last copies; the data adjoint's sums and packed weights with each group's
+    channels padded to its blocks' width, the weights' swapped copy and the unpadded
+    sums; the filter adjoint's sums per tap and their reordering.  ``depthwise``'s
+    compiled filter adjoint: the operands' channels-last copies.  ``taps``: the filter's tap-major
     copy (data) or one tap's ``(G, Ci, Co)`` product (filter), one tap's window of
     ``grad`` and of the data or its product, made contiguous for BLAS.  ``im2col``: the
     filter's contiguous copy (data) or a product of the filter's size (filter), and per
@@ -238,15 +240,30 @@ def adjoint_scratch_bytes(kind: str, name: str, batch: int, axes: Sequence[AxisP
     # the filter adjoint's contiguous data too; a tap's (G, Ci, Co) product or the
     # filter's copy is at most the filter.
     box = batch * groups * math.prod(_box(axis) for axis in axes) * itemsize
-    if name == "depthwise":
-        return _OVERHEAD_BYTES + box * max(ci, co)
-    if name == "blocked":  # channels-last copies, padded sums, packed or summed weights
-        return _OVERHEAD_BYTES + 2 * data + result + 2 * weights
+    if name == "depthwise":  # (the compiled filter adjoint: channels-last copies)
+        return _OVERHEAD_BYTES + max(box * max(ci, co), data + result if kind == "filter" else 0)
+    if name == "blocked" and kind == "filter":
+        # channels-last copies, the sums per tap and their reordering
+        return _OVERHEAD_BYTES + data + result + 2 * weights
+    if name == "blocked":
+        # grad's channels-last copy; the sums and the packed weights with each group's
+        # Ci padded to the blocks' width; the weights' swapped copy; the sums unpadded
+        width = _blocked_width(ci, axes[-1].input_size, itemsize)
+        return _OVERHEAD_BYTES + result + -(-(data + weights) * width // ci) + weights + data
     if name == "taps":
         return _OVERHEAD_BYTES + weights + box * (ci + co)
     item = _im2col_item(axes, weights_shape, itemsize)
     step = min(batch, max(1, im2col_budget(batch, axes, weights_shape, dtype) // item))
     return _OVERHEAD_BYTES + weights + step * item
+
+
+def _blocked_width(channels: int, line: int, itemsize: int) -> int:
+    """The channels per group of the ``blocked`` data adjoint's sums and packed weights:
+    ``channels`` padded to the width of its blocks on this machine for lines of
+    ``line`` outputs (:func:`._numba.forward.forward_adjoint`'s choice)."""
+    lanes, vectors = blocked_shape(itemsize, channels, AxisPlan(line, 1, 1, 1, 0, line),
+                                   host().vector_bytes)[:2]
+    return lanes * vectors
 
 
 def _im2col_item(axes: Sequence[AxisPlan], weights_shape: Sequence[int], itemsize: int) -> int:

@@ -163,3 +163,18 @@ def three_axes(axes) -> tuple[AxisPlan, ...]:
     if len(axes) == 1:
         return (unit, unit, axes[0])
     return (axes[0],) + (unit,) * (3 - len(axes)) + tuple(axes[1:])
+
+
+def axis_taps(axis: AxisPlan) -> list[tuple[int, int, int, int]]:
+    """The taps of one axis that read inside ``grad``: ``(k, shift, low, high)`` with
+    ``shift = k*d - offset`` the index read for ``x = 0`` and ``[low, high)`` the ``x``
+    whose reads ``x*s + shift`` fall in ``[0, Y)`` (Python integers: any size)."""
+    s, size = axis.stride, axis.output_size
+    taps = []
+    for k in range(axis.kernel_size):
+        shift = k * axis.dilation - axis.offset
+        low = max(0, -(shift // s))  # the first x with x*s + shift >= 0
+        high = min(axis.input_size, (size - 1 - shift) // s + 1)
+        if low < high:
+            taps.append((k, shift, low, high))
+    return taps

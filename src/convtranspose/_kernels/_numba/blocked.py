@@ -136,7 +136,7 @@ def cross_block_source(lanes: int, vectors: int, pixels: int, accumulate: bool =
     return "\n".join(lines) + "\n"
 
 
-def _single_source(lanes: int, vectors: int, splits: int = 4,
+def single_source(lanes: int, vectors: int, splits: int = 4,
                    product: str = "vector_fma") -> str:
     """Source of the kernel for one output (with its own taps) of ``vectors * lanes`` channels.
 
@@ -278,7 +278,7 @@ def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int, product: str
     # of accumulators (fewer where a block has fewer pixels): no more accumulators than
     # a block's, which fit the registers.
     splits = max(1, min(4, pixels))
-    single = compile_source(_single_source(lanes, chunk, splits, product), "single")
+    single = compile_source(single_source(lanes, chunk, splits, product), "single")
 
     return compile_template("blocked", dict(
         np=np, KEEP=KEEP, _GROUP_MAX_LINES=_GROUP_MAX_LINES, _phase_taps=_phase_taps,
@@ -343,7 +343,7 @@ def _steps(shape5: tuple[int, ...], channels_last: bool) -> np.ndarray:
     return np.array((channels * a1 * a2 * a3, a2 * a3, a3, 1, a1 * a2 * a3), np.int64)
 
 
-def _pass_weights(weights, derived, dtype, kernel3, channels: tuple[int, int], width: int,
+def pass_weights(weights, derived, dtype, kernel3, channels: tuple[int, int], width: int,
                   chunk_width: int):
     """Output channels ``[c0, c1)`` of the weights, zero-padded to ``width`` and packed
     per block of ``chunk_width`` of them: ``(width // chunk_width, G, K1, K2, K3, Ci,
@@ -420,7 +420,7 @@ class BlockedLayer:
             # A pass writes channels [c0, c1) of group 0: its views start at channel c0.
             lanes, vectors, chunk, pixels = blocked_shape(itemsize, c1 - c0, axes3[2],
                                                           target.vector_bytes)
-            w = _pass_weights(weights, derived, dtype, tuple(a.kernel_size for a in axes3),
+            w = pass_weights(weights, derived, dtype, tuple(a.kernel_size for a in axes3),
                               (c0, c1), lanes * vectors, lanes * chunk).reshape(-1)
             sizes = np.array((batch, groups, ci, c1 - c0) + inputs
                              + tuple(a.output_size for a in axes3)

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._plan.geometry import three_axes
+from ..._plan.geometry import axis_taps, three_axes
 from ..._runtime.caches import kept
 from ..._runtime.threads import PIECES_PER_THREAD, parallel_for
-from ..adjoints import axis_taps
 from .kernel_cache import cached_njit
 from .transpose import channels_last_copy
 
@@ -121,7 +120,7 @@ def _channel_sums(data, grad, out, sizes, taps, counts, first, start,
 
 def tap_table(axes3):
     """Per axis the taps that read inside ``grad``, ``(3, most, 4)`` rows of ``(k, shift,
-    low, high)`` (:func:`~convtranspose._kernels.adjoints.axis_taps`), and their counts."""
+    low, high)`` (:func:`~convtranspose._plan.geometry.axis_taps`), and their counts."""
     per_axis = [axis_taps(axis) for axis in axes3]
     most = max(1, max(len(taps) for taps in per_axis))
     table = np.zeros((3, most, 4), np.int64)

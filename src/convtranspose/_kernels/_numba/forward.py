@@ -10,7 +10,7 @@ read inside ``grad`` go in blocks of ``direct-blocked``'s register-blocked kerne
 each block keeps a chunk of its ``Ci`` output channels in vector registers while every
 tap and ``grad`` channel adds one broadcast value times one packed weight row.  The
 outputs near the line's ends go one at a time with the taps they have
-(:func:`.blocked._single_source`).  No im2col matrix; exact with non-finite operands
+(:func:`.blocked.single_source`).  No im2col matrix; exact with non-finite operands
 (only the pairs that exist are multiplied).  ``grad`` is read channels last (a
 channels-first one is copied so first); the sums are written channels last, each
 group's channels padded to whole chunks, and copied into the caller's layout
@@ -30,7 +30,7 @@ from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes
 from ..._runtime.threads import parallel_for
 from ..schedules import blocked_channel_block, blocked_shape
-from .blocked import _pass_weights, _single_source, block_source
+from .blocked import block_source, pass_weights, single_source
 from .transpose import channels_first_copy, channels_last_copy
 
 __all__ = ["forward_adjoint"]
@@ -43,7 +43,7 @@ def _forward_kernel(lanes: int, chunk: int, pixels: int):
 
     block = compile_source(block_source(lanes, chunk, pixels), "block")
     block_on = compile_source(block_source(lanes, chunk, pixels, accumulate=True), "block")
-    single = compile_source(_single_source(lanes, chunk, max(1, min(4, pixels))), "single")
+    single = compile_source(single_source(lanes, chunk, max(1, min(4, pixels))), "single")
     return compile_template("forward", dict(
         np=np, block=block, block_on=block_on, single=single, pixels=pixels, chunk_width=lanes * chunk,
     ))["kernel"]
@@ -80,7 +80,7 @@ def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: 
     kernel3 = tuple(a.kernel_size for a in axes3)
     swapped = np.ascontiguousarray(weights.swapaxes(1, 2), dtype).reshape(
         (groups, co, ci) + kernel3)
-    packed = _pass_weights(swapped, {} if derived is None else derived, dtype, kernel3,
+    packed = pass_weights(swapped, {} if derived is None else derived, dtype, kernel3,
                            (0, ci), width, lanes * chunk).reshape(-1)
     table, counts = _tap_table(axes3)
     sizes = np.array((batch, groups, co, width) + outputs
