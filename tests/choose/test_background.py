@@ -156,3 +156,48 @@ def test_notices_of_any_kinds_nest():
             with notices.notice_if_slow(outer, lambda: "outer"):
                 pass
     assert outer in notices.said() and inner not in notices.said()
+
+
+_FIRST_CONVOLUTIONS = """
+import json, time
+import numpy as np
+import convtranspose as ct
+from convtranspose._choose import planning
+rng = np.random.default_rng(9)
+x = rng.standard_normal((1, 4, 9, 9)).astype(np.float32)
+w = rng.standard_normal((3, 4, 3, 3)).astype(np.float32)
+results, provisional, timed = [], [], []
+for _ in range(3000):
+    results.append(ct.convolution(x, w, strides=2, pads_begin=1, pads_end=1))
+    provisional.append(any(key.startswith("data-adjoint") for key in planning._provisional))
+    timed = [sorted(entry["times_ns"]) for key, entry in ct.export_wisdom()["choices"].items()
+             if key.startswith("data-adjoint")]
+    if timed and "blocked" in timed[0]:
+        break
+    time.sleep(0.1)
+np.save({path!r}, np.stack([results[0], results[-1]]))
+print(json.dumps([provisional[0], timed[0] if timed else []]))
+"""
+
+
+@pytest.mark.parametrize("background", ["on", "off"])
+def test_a_new_convolutions_adjoint_kernels_compile_in_the_background(tmp_path, background):
+    """The adjoints' measured planning defers the compiled ``blocked`` kernels like the
+    transposed convolution's: the first strided forward convolution on a new machine
+    times the ready candidates and returns (nothing kept), the background process
+    compiles ``blocked``, and a later call times every candidate and keeps the winner."""
+    from oracle import forward_convolution
+
+    cache, path = str(tmp_path / "cache"), str(tmp_path / "y.npy")
+    done = _child(_FIRST_CONVOLUTIONS.format(path=path), cache,
+                  CONVTRANSPOSE_PLANNING="measure", CONVTRANSPOSE_BACKGROUND_COMPILE=background)
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((3, 4, 3, 3)).astype(np.float32)
+    expected = forward_convolution(x.astype(np.float64), w[None].astype(np.float64), (2, 2),
+                                   (1, 1), (1, 1), (5, 5))
+    for result in np.load(path):
+        np.testing.assert_allclose(result, expected, rtol=1e-4, atol=1e-4)
+    first_provisional, timed = json.loads(done.stdout)
+    assert first_provisional == (background == "on")
+    assert {"im2col", "taps", "blocked"} <= set(timed)

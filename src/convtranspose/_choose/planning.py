@@ -291,13 +291,16 @@ def planned_choice(problem: Problem, target: Target, *, run=None, finite=None,
                  final=decided_by != "provisional")  # a later call measures it all
 
 
-def measured_choice(kind: str, key: str, candidates, run, default: str) -> str:
+def measured_choice(kind: str, key: str, candidates, run, default: str, warm=None) -> str:
     """The fastest of ``candidates`` for a problem outside the transposed-convolution
     registry (the adjoint kernels), under the planning level: ``default`` (the rule's
     choice) at ``estimate``; otherwise wisdom, or a measurement kept as wisdom.
 
     ``kind`` names the computation and ``key`` the canonical problem
     (:func:`problem_key`); ``run(name)`` computes it with algorithm ``name``.
+    ``warm`` as for :func:`planned_choice`: candidates whose kernels are not compiled
+    are compiled elsewhere, the call takes the fastest of the others (not kept), and
+    the first call after they are ready measures them all.
     """
     level = get_planning()
     candidates = tuple(candidates)
@@ -308,14 +311,16 @@ def measured_choice(kind: str, key: str, candidates, run, default: str) -> str:
     known = _decided.get(memo)
     if known is not None:
         return known
-    entry = _remembered(full_key, set(candidates))
+    entry = _remembered(full_key, set(candidates)) or _pending_entry(full_key)
     if entry is None:
         ordered = (default,) + tuple(name for name in candidates if name != default)
-        entry = _measure_once(full_key, set(candidates), lambda: list(ordered), run, level)
+        entry = _measure_once(full_key, set(candidates), lambda: list(ordered), run, level,
+                              None if full_key in _warmed else warm)
     name = entry["algorithm"] if entry is not None else default
-    if len(_decided) >= _DECIDED_KEPT:
-        _decided.clear()
-    _decided[memo] = name
+    if entry is None or not entry.get("provisional"):
+        if len(_decided) >= _DECIDED_KEPT:
+            _decided.clear()
+        _decided[memo] = name
     return name
 
 

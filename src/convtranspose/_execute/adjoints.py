@@ -24,6 +24,7 @@ from .._plan.rules import AxisPlan
 from .._runtime import blas as _blas
 from .._runtime.config import BACKWARD_ALGORITHM_ENV, switch
 from .._runtime.target import host
+from . import background
 from .transposed import transposed_convolution
 
 __all__ = ["BACKWARD_ALGORITHM_ENV", "adjoint_candidates", "adjoint_scratch", "as_transposed",
@@ -91,7 +92,7 @@ def _finite(*arrays: np.ndarray) -> bool:
     return all(a.dtype.kind not in "fc" or bool(np.isfinite(a).all()) for a in arrays)
 
 
-def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run) -> str:
+def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run, warm=None) -> str:
     """The ``kind`` ("data" or "filter") adjoint's algorithm among
     :func:`adjoint_candidates`: the forced one where it may run, else measured
     planning's pick (:func:`convtranspose._choose.planning.measured_choice`), the kernels' rule
@@ -106,7 +107,17 @@ def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run) -> st
     key = problem_key(Problem(batch, axes, weights_shape, False, np.dtype(dtype)), host())
     # wisdom names the computations "data-adjoint" and "filter-adjoint"
     return measured_choice(f"{kind}-adjoint", key, candidates, run,
-                           default if default in candidates else "taps")
+                           default if default in candidates else "taps", warm)
+
+
+def _warm(kind: str, first: np.ndarray, second: np.ndarray, axes, groups: int, dtype):
+    """``warm(names)`` for measured planning (:func:`_algorithm`): the adjoint kernels
+    of ``names`` compiled in the background process, where there is one."""
+    target = host()
+    if not (target.numba and background.available()):
+        return None
+    return lambda names: background.compile_adjoint_elsewhere(kind, names, first, second,
+                                                              axes, groups, dtype, target)
 
 
 def _channels_first(array: np.ndarray, channels_last: bool) -> np.ndarray:
@@ -164,7 +175,8 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
                                              budget)
 
         result = run(_algorithm("data", batch, weights.shape, axes, accumulate,
-                                not _finite(weights), run))
+                                not _finite(weights), run,
+                                _warm("data", grad_ncx, weights, axes, groups, accumulate)))
     return _finished(result, channels_last, dtype)
 
 
@@ -221,7 +233,8 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
                                                name, budget)
 
         result = run(_algorithm("filter", data.shape[0], shape, axes, accumulate,
-                                not _finite(data), run))
+                                not _finite(data), run,
+                                _warm("filter", data_ncx, grad_ncx, axes, groups, accumulate)))
     return _finished(result, False, dtype)
 
 

@@ -40,7 +40,8 @@ from .._runtime.caches import kept
 from .._runtime.config import BACKGROUND_COMPILE_ENV, CACHE_ENV, switch
 from .._runtime.target import Target
 
-__all__ = ["BACKGROUND_MAX_BYTES", "available", "compile_elsewhere", "compiling_here"]
+__all__ = ["BACKGROUND_MAX_BYTES", "available", "compile_adjoint_elsewhere", "compile_elsewhere",
+           "compiling_here"]
 
 #: The background process allocates the one-image operands and result of the problem it
 #: compiles for; larger ones compile in the calling process instead.
@@ -84,7 +85,28 @@ def compile_elsewhere(names, data: np.ndarray, weights: np.ndarray,
     """Have the kernels of algorithms ``names`` compiled for this problem in the
     background; returns a function that says whether that is done (None when it
     cannot be: the caller then compiles them itself)."""
-    job = _job(names, data, weights, bias, problem, target)
+    return _hand_over(_job(names, data, weights, bias, problem, target))
+
+
+def compile_adjoint_elsewhere(kind: str, names, first: np.ndarray, second: np.ndarray,
+                              axes, groups: int, dtype, target: Target):
+    """:func:`compile_elsewhere` for the adjoint algorithms ``names`` of ``kind``
+    ("data": ``first`` is ``grad`` and ``second`` the weights; "filter": the data and
+    ``grad``), as :func:`convtranspose._kernels.adjoints.data_adjoint` and
+    ``filter_adjoint`` take them, for one image."""
+    one_image = (first.nbytes + second.nbytes) // max(1, first.shape[0])
+    if one_image > BACKGROUND_MAX_BYTES:
+        return None
+    return _hand_over({
+        "adjoint": kind, "algorithms": list(names), "target": dataclasses.asdict(target),
+        "axes": [dataclasses.astuple(axis) for axis in axes], "groups": groups,
+        "dtype": np.dtype(dtype).name, "first": _layout(first[:1]),
+        "second": _layout(second[:1] if kind == "filter" else second)})
+
+
+def _hand_over(job: dict | None):
+    """Queue ``job`` for the background process: a function saying whether it is done,
+    or None when there is no background process for it."""
     if job is None:
         return None
     done = [False]

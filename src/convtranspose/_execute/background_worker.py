@@ -39,8 +39,25 @@ def _zeros(layout: dict) -> np.ndarray:
     return np.zeros(shape, _dtype(layout["dtype"])).transpose(np.argsort(order))
 
 
+def _compile_adjoint(job: dict) -> None:
+    """Run every adjoint algorithm of ``job`` once on zeros (compiling its kernels)."""
+    from .._kernels import adjoints
+
+    axes = tuple(AxisPlan(*axis) for axis in job["axes"])
+    first, second, dtype = _zeros(job["first"]), _zeros(job["second"]), _dtype(job["dtype"])
+    for name in job["algorithms"]:
+        with contextlib.suppress(Exception):  # a failure only means: compiled later
+            if job["adjoint"] == "data":
+                adjoints.data_adjoint(first, second, axes, dtype, name)
+            else:
+                adjoints.filter_adjoint(first, second, axes, job["groups"], dtype, name)
+
+
 def _compile(job: dict) -> None:
     """Run every algorithm of ``job`` once on zeros (compiling its kernels)."""
+    if "adjoint" in job:
+        _compile_adjoint(job)
+        return
     target = Target(**job["target"])
     axes = tuple(AxisPlan(*axis) for axis in job["axes"])
     data, weights = _zeros(job["data"]), _zeros(job["weights"])

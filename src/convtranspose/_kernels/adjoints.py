@@ -195,20 +195,20 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
     # Channels-last operands (seen here as transposed views) are read as they are.
     last = [np.moveaxis(a, 1, -1) for a in (data, grad)]
     channels_last = all(a.flags.c_contiguous for a in last)
-    operands = last if channels_last else (data, grad)
+    first, second = last if channels_last else (data, grad)
     if algorithm == "blocked":
         if not blocked_applies("filter", (groups, ci, co), dtype, len(axes)):
             raise ValueError(f"blocked does not take this filter adjoint ({dtype} sums over"
                              f" {len(axes)} axes, {co} output channels per group)")
         from ._numba.blocked_filter import blocked_filter_adjoint
 
-        result[...] = blocked_filter_adjoint(*operands, axes, groups, channels_last, dtype,
-                                             target)
+        result[...] = blocked_filter_adjoint(first, second, axes, groups, channels_last,
+                                             dtype, target)
     elif algorithm == "depthwise" and target.numba_for(dtype, len(axes)) and dtype.itemsize >= 4:
         from ._numba.depthwise_filter import depthwise_filter_adjoint
 
-        result[:, 0, 0] = depthwise_filter_adjoint(*operands, axes, channels_last, dtype,
-                                                   target)
+        result[:, 0, 0] = depthwise_filter_adjoint(first, second, axes, channels_last,
+                                                   dtype, target)
     elif algorithm == "depthwise":
         for tap, data_box, grad_box in tap_boxes(axes):
             values = data_g[(slice(None), slice(None), 0) + data_box]
