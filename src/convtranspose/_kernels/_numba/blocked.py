@@ -9,8 +9,10 @@ registers while every tap and input channel adds one broadcast input times one w
 row; the outputs at the line ends go in blocks across the lines too, one column of
 them with its own taps at a time.  Any layout: channels-last lines are stored directly, channels-first ones through
 a transposed tile.  float16 and bfloat16 results are rounded from the tile as each line
-is stored.  The block sources are generated per block shape (:func:`block_source`), and
-the kernel is compiled per dtype, block shape and store mode only: channel counts,
+is stored.  The block sources are generated per block shape and product
+(:func:`block_source`, :data:`PRODUCTS`: float multiply-adds, or VNNI byte products for
+the exact int8 sums of :mod:`convtranspose._kernels.int8`), and the kernel is compiled
+per dtype, block shape, product and store mode only: channel counts,
 taps, strides and sizes are run-time values, so that layers of one block shape share
 its compiled code (``benchmarks/results/kernel-reuse-xeon.json``).
 """
