@@ -208,3 +208,22 @@ def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co
                                  target)
         np.testing.assert_array_equal(np.moveaxis(actual, -1, 1) if channels_last else actual,
                                       expected)
+
+
+def test_compiled_depthwise_filter_adjoint_keeps_an_infinity_an_infinity():
+    """Channels past the last whole vector (3 channels: all of them) summed one at a
+    time: an infinite data value read by a tap gives an infinite sum, not NaN (a line
+    sum must start from zero, not from the first value times zero)."""
+    pytest.importorskip("numba")
+    from convtranspose import host_target
+    from convtranspose._kernels._numba.depthwise_filter import depthwise_filter_adjoint
+
+    axes = (AxisPlan(5, 3, 1, 1, 1, 5),)
+    data = np.ones((1, 3, 5))
+    data[0, 1, 0] = np.inf
+    grad = np.ones((1, 3, 5))
+    actual = depthwise_filter_adjoint(data, grad, axes, False, np.dtype(np.float64),
+                                      host_target())
+    expected = oracle.filter_gradient(data, grad, 3, (3,), [1], [1], [1])[:, 0, 0]
+    np.testing.assert_array_equal(actual, expected)
+    assert np.isinf(actual[1]).any() and not np.isnan(actual).any()

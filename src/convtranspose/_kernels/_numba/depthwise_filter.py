@@ -90,10 +90,11 @@ def _tap_sums(lanes: int, vectors: int):
 
 
 @cached_njit(nogil=True)
-def _channel_sums(data, grad, out, sizes, taps, counts, first, start,
+def _channel_sums(data, grad, out, sizes, taps, counts, first, line_zero, start,
                   stop):  # pragma: no cover - compiled
     # tap_sums for channels [first, C), one at a time: the taps with flat index in
-    # [start, stop).
+    # [start, stop).  Each line's sum starts at line_zero, a zero of the operands'
+    # dtype (not at a value times zero: that is NaN for an infinite value).
     channels = sizes[1]
     x1, x2, x3, y1, y2, y3 = sizes[2], sizes[3], sizes[4], sizes[5], sizes[6], sizes[7]
     k2, k3, s1, s2, s3 = sizes[8], sizes[9], sizes[10], sizes[11], sizes[12]
@@ -109,7 +110,7 @@ def _channel_sums(data, grad, out, sizes, taps, counts, first, start,
                         g = ((((n * y1 + i1 * s1 + taps[0, m1, 1]) * y2 + i2 * s2
                                + taps[1, m2, 1]) * y3 + taps[2, m3, 2] * s3 + taps[2, m3, 1])
                              * channels + c)
-                        line = data[d] * 0
+                        line = line_zero
                         for _ in range(taps[2, m3, 3] - taps[2, m3, 2]):
                             line += data[d] * grad[g]
                             d += channels
@@ -182,7 +183,9 @@ def depthwise_filter_adjoint(data: np.ndarray, grad: np.ndarray, axes, channels_
         for t, index in enumerate(tap_indices(table, counts, kernel3)):
             flat[index * channels:index * channels + chunks * chunk] = summed[t]
     if whole * lanes < channels:
+        zero = np.dtype(dtype).type(0)
         parallel_for(lambda start, stop: _channel_sums(source, window, flat, sizes, table,
-                                                       counts, whole * lanes, start, stop),
+                                                       counts, whole * lanes, zero, start,
+                                                       stop),
                      taps, target.threads)
     return np.moveaxis(out, -1, 0).reshape((channels,) + tuple(a.kernel_size for a in axes))
