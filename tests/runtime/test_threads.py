@@ -1,7 +1,7 @@
 """Thread counts that respect the host: the environment variables and the CPU affinity
 set the default, ``set_num_threads`` / ``num_threads`` override it, the pool grows and
 shrinks with it, OpenBLAS follows it within a call, and no thread's CPU affinity
-changes unless asked for."""
+outlasts a helper's wake-up unless asked for."""
 
 from __future__ import annotations
 
@@ -286,22 +286,33 @@ _AFFINITY_SCRIPT = """
                 pass
         return found
 
-    helpers = set()
+    helpers, inside, calls = set(), {}, []
+    set_affinity = os.sched_setaffinity
+
+    def recorded(thread, cpus):
+        calls.append(thread)
+        set_affinity(thread, cpus)
+
+    os.sched_setaffinity = recorded
 
     def piece(start, stop):
         if threading.get_native_id() != caller:
             helpers.add(threading.get_native_id())
+        inside[str(threading.get_native_id())] = sorted(os.sched_getaffinity(0))
         time.sleep(0.005)  # every thread takes pieces
 
     caller = threading.get_native_id()
     parallel_for(piece, 32, 2)  # starts the helper
     before = masks()
-    parallel_for(piece, 32, 2)  # where asked for, steers it first
+    inside.clear()
+    parallel_for(piece, 32, 2)  # steers it first, unless forbidden
     after = masks()
+    steered = len(calls)
     ct.set_thread_pinning(False)
     released = masks()
     print(json.dumps({"before": before, "after": after, "released": released,
-                      "helpers": sorted(str(h) for h in helpers)}))
+                      "helpers": sorted(str(h) for h in helpers), "inside": inside,
+                      "calls": steered}))
 """
 
 
@@ -309,13 +320,22 @@ _AFFINITY_SCRIPT = """
                     reason="needs CPU affinity and /proc/self/task (Linux)")
 @pytest.mark.skipif(_HAS_AFFINITY and len(os.sched_getaffinity(0)) < 2,
                     reason="needs two allowed CPUs (steering a helper takes one away)")
-def test_no_threads_affinity_changes_unless_asked_for():
+def test_no_threads_affinity_outlasts_a_wake_up_unless_asked_for():
     result = _python(_AFFINITY_SCRIPT)
     assert result.returncode == 0, result.stderr
     default = json.loads(result.stdout)
     assert default["helpers"]
     assert default["after"] == default["before"]  # every thread, helpers included
-    # The same observation sees the change when steering is asked for, and its undoing.
+    # The helper was narrowed for its wake-up and ran its pieces with its own affinity.
+    allowed = sorted(os.sched_getaffinity(0))
+    assert default["calls"] >= 2
+    assert all(cpus == allowed for cpus in default["inside"].values())
+    # Forbidden: no thread's affinity is ever set.
+    result = _python(_AFFINITY_SCRIPT, CONVTRANSPOSE_PIN_THREADS="0")
+    assert result.returncode == 0, result.stderr
+    forbidden = json.loads(result.stdout)
+    assert forbidden["calls"] == 0 and forbidden["after"] == forbidden["before"]
+    # The same observation sees the change when pinning is asked for, and its undoing.
     result = _python(_AFFINITY_SCRIPT, CONVTRANSPOSE_PIN_THREADS="1")
     assert result.returncode == 0, result.stderr
     pinned = json.loads(result.stdout)

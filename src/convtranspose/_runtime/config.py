@@ -32,8 +32,9 @@ DUMP_ENV = "CONVTRANSPOSE_DUMP_KERNELS"
 NO_NUMBA_ENV = "CONVTRANSPOSE_NO_NUMBA"
 #: Set to 1 to never call BLAS directly (the NumPy-only algorithms run instead).
 NO_BLAS_ENV = "CONVTRANSPOSE_NO_BLAS"
-#: Set to 1 to steer helper threads off the calling thread's CPU; read on every
-#: parallel call.
+#: Helper threads' CPU affinity (:func:`convtranspose._runtime.threads.steering_mode`):
+#: unset, narrowed off the calling thread's CPU for their wake-up only; 1 (anything but
+#: 0), kept narrowed; 0, never touched.  Read on every parallel call.
 PIN_THREADS_ENV = "CONVTRANSPOSE_PIN_THREADS"
 
 # ``os.environ.get`` of an unset name raises and catches a KeyError inside (about 1 us);

@@ -269,15 +269,20 @@ def num_threads(n: int) -> Iterator[int]:
 
 
 def set_thread_pinning(enabled: bool | None) -> bool | None:
-    """Allow (True) or forbid (False) changing the CPU affinity of the library's helper
-    threads, or leave it to ``CONVTRANSPOSE_PIN_THREADS=1`` (None, the default).
+    """Keep (True) the library's helper threads off the calling thread's CPU, forbid
+    (False) any change to their CPU affinity, or leave it to ``CONVTRANSPOSE_PIN_THREADS``
+    (None, the default).
 
-    By default no thread's affinity changes.  With pinning, before each parallel loop
-    the helper threads are allowed every CPU the caller may use but the one it runs
-    on: Linux tends to wake a helper on the caller's CPU after the caller slept, and a
-    call of a few milliseconds after a pause then runs at about half speed on a 2-vCPU
-    machine (``benchmarks/results/thread-steering.json``).  Forbidding it again gives
-    the helpers the caller's affinity back.
+    Linux tends to wake a helper on the caller's CPU after the caller slept, and a call
+    of a few milliseconds after a pause then runs at about half speed on a 2-vCPU
+    machine (``benchmarks/results/thread-steering.json``).  By default (None, the
+    variable unset) each parallel loop narrows the helpers' affinity to every CPU the
+    caller may use but the one it runs on just before waking them, and each helper
+    sets its own affinity back as soon as it runs: no thread's affinity outlasts the
+    wake-up.  With pinning (True, or the variable set to anything but 0) the narrowed
+    affinity stays between calls.  False (or the variable set to 0) leaves every
+    thread's affinity alone, for programs that place their threads themselves;
+    switching pinning off gives the helpers the caller's affinity back.
 
     Parameters
     ----------

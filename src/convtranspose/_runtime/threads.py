@@ -16,8 +16,10 @@ How many threads
     on top and builds the :class:`~.target.Target` that carries the count.
 
 CPU affinity
-    No thread's CPU affinity changes unless asked for (:data:`PIN_THREADS_ENV`,
-    :func:`set_pinning`): see :func:`steer_helpers_off_caller`.
+    A parallel loop narrows its helpers' affinity for their wake-up only, and each
+    helper sets its own back as it starts (:func:`steer_helpers_off_caller`); it stays
+    narrowed when asked for, and is never touched when forbidden
+    (:data:`PIN_THREADS_ENV`, :func:`set_pinning`, :func:`steering_mode`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from .config import PIN_THREADS_ENV, switch
 __all__ = ["THREAD_COUNT_ENVS", "default_threads",
            "MAX_THREADS", "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
            "set_pinning", "set_process_threads", "pool", "helper_ids", "steering",
-           "steer_helpers_off_caller"]
+           "steer_helpers_off_caller", "steering_mode"]
 
 #: Environment variables giving the default thread count, the first one set wins
 #: (numba's and OpenMP's conventions; ``OMP_NUM_THREADS`` may list one count per
@@ -226,15 +228,26 @@ if hasattr(os, "register_at_fork"):
 
 
 def pinning() -> bool:
-    """Whether helper threads are steered off the caller's CPU (:func:`steer_helpers_off_caller`):
+    """Whether helper threads are kept off the caller's CPU (:func:`steer_helpers_off_caller`):
     :func:`set_pinning`'s choice, else :data:`PIN_THREADS_ENV` set to anything but 0."""
+    return steering_mode() == "keep"
+
+
+def steering_mode() -> str:
+    """How :func:`parallel_for` treats the helpers' CPU affinity
+    (:func:`steer_helpers_off_caller`): ``"keep"`` narrows it and leaves it narrowed
+    (:func:`set_pinning` True, or :data:`PIN_THREADS_ENV` set to anything but 0);
+    ``"off"`` never touches it (:func:`set_pinning` False, or the variable set to 0);
+    ``"wake"`` (neither: the default) narrows it for the helpers' wake-up alone."""
     if _pinning is not None:
-        return _pinning
-    return switch(PIN_THREADS_ENV) not in ("", "0")
+        return "keep" if _pinning else "off"
+    value = switch(PIN_THREADS_ENV)
+    return "wake" if value == "" else "off" if value == "0" else "keep"
 
 
 def set_pinning(enabled: bool | None) -> bool | None:
-    """Turn steering on (True) or off (False), or leave it to :data:`PIN_THREADS_ENV` (None).
+    """Keep helpers off the caller's CPU (True), never touch their affinity (False), or
+    leave it to :data:`PIN_THREADS_ENV` (None): :func:`steering_mode`.
 
     Returns the previous choice.  Turning it off gives the helper threads steered so
     far the calling thread's CPU affinity back.
@@ -279,32 +292,68 @@ def _sched_getcpu():
     return function
 
 
-def steer_helpers_off_caller() -> None:
+def steer_helpers_off_caller(keep: bool = True) -> dict:
     """Let the helper threads run on any allowed CPU but the calling thread's.
 
-    Only where asked for (:func:`pinning`): it changes threads' CPU affinity, which a
-    program that places its threads itself must be able to rule out.  Linux wakes a
-    thread on the waker's CPU when that CPU looks lightly loaded, as it does after the
-    caller slept: the helper then shares one CPU with the caller until the load
-    balancer moves it, milliseconds later, and a call of a few milliseconds after a
-    pause runs at about half speed.  (Other runtimes' worker threads spin for tens of milliseconds after a call instead
-    of sleeping at once, and so keep their CPUs.)  Costs a few system calls per
-    parallel call (``benchmarks/results/thread-steering.json``).
+    Linux wakes a thread on the waker's CPU when that CPU looks lightly loaded, as it
+    does after the caller slept: the helper then waits on the caller's CPU until the
+    load balancer moves it, milliseconds later, and a call of a few milliseconds after
+    a pause runs at about half speed.  (Other runtimes' worker threads spin for tens of
+    milliseconds after a call instead of sleeping at once, and so keep their CPUs.)
+    Narrowing the helpers' affinity before they are woken makes the wake-up pick
+    another CPU (``benchmarks/results/thread-steering.json``).
+
+    With ``keep`` (:func:`pinning`, asked for) the narrowed affinity stays.  Without,
+    it is the wake-up's alone: returns each narrowed helper's previous affinity, which
+    the helper sets back as soon as it runs (:func:`_restore_own_affinity`), so that
+    no thread's affinity outlasts the call and the scheduler places the work as it
+    would otherwise.  A few system calls per parallel call.
     """
     global steering, _steered
     getcpu = _sched_getcpu()
     if getcpu is None or not steering or not helper_ids:
-        return
+        return {}
+    narrowed = {}
     try:
-        others = os.sched_getaffinity(0) - {getcpu()}
-        for helper in tuple(helper_ids) if others else ():
+        cpu = getcpu()
+        for helper in tuple(helper_ids):
             try:
-                os.sched_setaffinity(helper, others)
-                _steered = True
+                allowed = os.sched_getaffinity(helper) if not keep else os.sched_getaffinity(0)
+                others = allowed - {cpu}
+                if others and others != allowed:
+                    os.sched_setaffinity(helper, others)
+                    if keep:
+                        _steered = True
+                    else:
+                        narrowed[helper] = allowed
             except ProcessLookupError:  # a thread of a pool since dropped
                 helper_ids.discard(helper)
     except OSError:  # not allowed here (a sandbox): the scheduler decides alone
         steering = False
+    return narrowed
+
+
+def _restore_own_affinity(narrowed: dict) -> None:
+    """Give the calling helper thread back the affinity it had before
+    :func:`steer_helpers_off_caller` narrowed it for a wake-up (``narrowed``, taken
+    from the dict: the caller restores the helpers that did not run)."""
+    allowed = narrowed.pop(threading.get_native_id(), None)
+    if allowed is not None:
+        try:
+            os.sched_setaffinity(0, allowed)
+        except OSError:
+            pass
+
+
+def _restore_affinities(narrowed: dict) -> None:
+    """Give the helpers that :func:`steer_helpers_off_caller` narrowed and that took no
+    work their previous affinity back."""
+    for helper, allowed in tuple(narrowed.items()):
+        try:
+            os.sched_setaffinity(helper, allowed)
+        except OSError:  # ProcessLookupError included: a thread since gone
+            pass
+        narrowed.pop(helper, None)
 
 
 def parallel_for(function, count: int, threads: int) -> None:
@@ -334,10 +383,12 @@ def parallel_for(function, count: int, threads: int) -> None:
 
     def helper_work():
         helper_ids.add(threading.get_native_id())
+        if narrowed:
+            _restore_own_affinity(narrowed)
         contexts.pop().run(work)
 
-    if pinning():
-        steer_helpers_off_caller()
+    mode = steering_mode()
+    narrowed = {} if mode == "off" else steer_helpers_off_caller(keep=mode == "keep")
     helpers = _submit(helper_work, threads - 1)
     try:
         work()
@@ -345,6 +396,8 @@ def parallel_for(function, count: int, threads: int) -> None:
         # Every helper has finished before the call returns or raises: none may still
         # write into the caller's arrays afterwards.
         errors = [helper.exception() for helper in helpers]
+        if narrowed:
+            _restore_affinities(narrowed)
     for error in errors:
         if error is not None:
             raise error
