@@ -71,3 +71,29 @@ def test_blocks_across_lines_sum_to_the_oracle(batch, ci, co, sizes, kernel, str
     weights = rng.integers(-3, 4, (1, ci, co) + (kernel,) * len(sizes)).astype(np.float32)
     result = run_forced(data, weights, axes, np.float32, channels_last, "direct-blocked")
     np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+def test_pieces_of_whole_and_of_part_planes_sum_to_the_oracle(threads, channels_last,
+                                                               use_target):
+    # Three samples of 14 lines: pieces of whole planes on three threads, and pieces
+    # that cut planes (and their groups of lines) on two.
+    use_target(threads=threads)
+    axes = (AxisPlan(14, 7, 1, 1, 3, 14), AxisPlan(9, 5, 1, 1, 2, 9))
+    rng = np.random.default_rng(threads)
+    data = rng.integers(-3, 4, (3, 6, 14, 9)).astype(np.float32)
+    weights = rng.integers(-3, 4, (1, 6, 40, 7, 5)).astype(np.float32)
+    result = run_forced(data, weights, axes, np.float32, channels_last, "direct-blocked")
+    np.testing.assert_array_equal(result, canonical_result(data, weights, axes))
+
+
+def test_lines_go_to_the_threads_in_pieces_of_whole_planes():
+    from convtranspose._kernels._numba.blocked import line_pieces
+    from convtranspose._runtime.threads import PIECES_PER_THREAD
+
+    assert line_pieces(56, 14, 1, 2) == 4  # four samples: a plane each
+    assert line_pieces(42, 14, 1, 2) == 4  # three: a multiple of the threads
+    assert line_pieces(14, 14, 1, 2) == 2
+    assert line_pieces(14 * 100, 14, 1, 2) == 2 * PIECES_PER_THREAD
+    assert line_pieces(1, 1, 64, 2) == 2 * PIECES_PER_THREAD  # segments of one line

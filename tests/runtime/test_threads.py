@@ -385,3 +385,20 @@ def test_thread_counts_are_capped():
         assert default_threads({"OMP_NUM_THREADS": "99999999999999999999"}) == MAX_THREADS
     with pytest.raises(ct.ConvTransposeError, match=f"from 1 to {MAX_THREADS}"):
         ct.set_num_threads(MAX_THREADS + 1)
+
+
+@pytest.mark.parametrize("count, threads, pieces", [(10, 2, 3), (56, 2, 4), (5, 3, 16), (7, 2, 1)])
+def test_parallel_for_cuts_the_pieces_asked_for(count, threads, pieces):
+    ranges = []
+    lock = threading.Lock()
+
+    def piece(start, stop):
+        with lock:
+            ranges.append((start, stop))
+
+    parallel_for(piece, count, threads, pieces)
+    ranges.sort()
+    expected = min(count, pieces) if threads > 1 and count > 1 else 1
+    assert len(ranges) == expected
+    assert ranges[0][0] == 0 and ranges[-1][1] == count
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))  # contiguous, in order

@@ -356,10 +356,11 @@ def _restore_affinities(narrowed: dict) -> None:
         narrowed.pop(helper, None)
 
 
-def parallel_for(function, count: int, threads: int) -> None:
+def parallel_for(function, count: int, threads: int, pieces: int | None = None) -> None:
     """``function(start, stop)`` over ``range(count)``, on up to ``threads`` threads.
 
-    The range is cut into several pieces per thread that the threads (the calling
+    The range is cut into several pieces per thread (:data:`PIECES_PER_THREAD`, or
+    ``pieces`` in all where the work needs larger ones) that the threads (the calling
     one included) take in turn: on a machine shared with other work, a thread whose
     core is busy does fewer pieces instead of holding up the whole call.
     """
@@ -367,7 +368,7 @@ def parallel_for(function, count: int, threads: int) -> None:
     if threads == 1:
         function(0, count)
         return
-    pieces = min(count, threads * PIECES_PER_THREAD)
+    pieces = min(count, threads * PIECES_PER_THREAD if pieces is None else max(1, pieces))
     bounds = [count * i // pieces for i in range(pieces + 1)]
     taken = itertools.count()  # next() is atomic under the GIL
 

@@ -27,7 +27,7 @@ from ..._plan.geometry import axis_phases, three_axes
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes
-from ..._runtime.threads import parallel_for
+from ..._runtime.threads import PIECES_PER_THREAD, parallel_for
 from ..schedules import (
     FLOAT16,
     KEEP,
@@ -345,6 +345,23 @@ def _steps(shape5: tuple[int, ...], channels_last: bool) -> np.ndarray:
     return np.array((channels * a1 * a2 * a3, a2 * a3, a3, 1, a1 * a2 * a3), np.int64)
 
 
+def line_pieces(lines: int, plane_lines: int, segments: int, threads: int) -> int:
+    """Into how many pieces the threads split the ``lines``: as many as
+    :func:`~convtranspose._runtime.threads.parallel_for` cuts by default, but, where
+    lines are whole (one segment each), about one plane of ``plane_lines`` (every line
+    of one group and sample) or more each, a multiple of ``threads`` pieces in all (so
+    that three planes on two threads are not two pieces' work on one of them).
+    A group of lines with the same taps, whose outputs go in blocks across the lines,
+    never spans two pieces: pieces of one line each (a 14x14 layer of 4 samples on two
+    threads) left every group one line, its line ends one output at a time and its
+    weights read once per line (``benchmarks/results/blocked-pieces-xeon.json``)."""
+    most = threads * PIECES_PER_THREAD
+    if segments > 1:
+        return most
+    planes = max(1, lines // max(1, plane_lines))
+    return min(most, -(-planes // threads) * threads)
+
+
 def pass_weights(weights, derived, dtype, kernel3, channels: tuple[int, int], width: int,
                   chunk_width: int):
     """Output channels ``[c0, c1)`` of the weights, zero-padded to ``width`` and packed
@@ -394,7 +411,7 @@ class BlockedLayer:
     """
 
     __slots__ = ("_dtype", "_mode", "_target", "_copy_plane_bytes", "_copy_steps",
-                 "_in_steps", "_passes", "_run_args", "_threads", "_count")
+                 "_in_steps", "_passes", "_run_args", "_threads", "_count", "_pieces")
 
     def __init__(self, batch, weights, axes, dtype, channels_last, mode, derived, target,
                  product="vector_fma"):
@@ -414,6 +431,8 @@ class BlockedLayer:
         self._threads = threads = direct_threads(batch, weights.shape, axes, target)
         segments = blocked_segments(lines, axes3[2], threads)
         self._count = lines * segments
+        self._pieces = line_pieces(lines, axes3[0].output_size * axes3[1].output_size,
+                                   segments, threads)
         self._run_args = (out_steps, _line_order(axes3[0], axes3[1]),
                           *phase_tables(axes3), segments)
         tap_count = self._run_args[4]
@@ -465,7 +484,7 @@ class BlockedLayer:
                          pass_bits=pass_bits, pass_bias=pass_bias, sizes=sizes: kernel(
                              source, w, pass_out, pass_bits, pass_bias, sizes, in_steps,
                              *run_args, a, b),
-                         self._count, self._threads)
+                         self._count, self._threads, self._pieces)
         if result is not out:
             np.copyto(out, result)
 
