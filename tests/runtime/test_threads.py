@@ -402,3 +402,51 @@ def test_parallel_for_cuts_the_pieces_asked_for(count, threads, pieces):
     assert len(ranges) == expected
     assert ranges[0][0] == 0 and ranges[-1][1] == count
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))  # contiguous, in order
+
+
+def test_overlapping_wake_ups_give_the_helpers_the_callers_affinity_back(monkeypatch):
+    # Four fake CPUs: two calls narrow the same helpers before either has run, from
+    # CPUs 0 and 1, and restore in either order; every helper ends with the caller's.
+    from convtranspose._runtime import threads as runtime_threads
+
+    allowed = {0, 1, 2, 3}
+    masks = {0: set(allowed), 11: set(allowed), 12: set(allowed)}
+    monkeypatch.setattr(os, "sched_getaffinity", lambda thread: set(masks[thread]),
+                        raising=False)
+    monkeypatch.setattr(os, "sched_setaffinity",
+                        lambda thread, cpus: masks.__setitem__(thread, set(cpus)), raising=False)
+    monkeypatch.setattr(runtime_threads, "helper_ids", {11, 12})
+    monkeypatch.setattr(runtime_threads, "steering", True)
+    for first, second in ((0, 1), (1, 0)):
+        monkeypatch.setattr(runtime_threads, "_sched_getcpu", lambda: lambda: 0)
+        narrowed_0 = runtime_threads.steer_helpers_off_caller(keep=False)
+        monkeypatch.setattr(runtime_threads, "_sched_getcpu", lambda: lambda: 1)
+        narrowed_1 = runtime_threads.steer_helpers_off_caller(keep=False)
+        assert masks[11] == allowed - {0, 1} or masks[11] == allowed - {1}
+        for narrowed in ((narrowed_0, narrowed_1)[first], (narrowed_0, narrowed_1)[second]):
+            runtime_threads.restore_affinities(narrowed)
+        assert masks[11] == masks[12] == allowed
+
+
+@pytest.mark.skipif(not _HAS_AFFINITY or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two allowed CPUs")
+def test_concurrent_callers_leave_every_helper_the_callers_affinity():
+    from convtranspose._runtime import threads as runtime_threads
+
+    allowed = os.sched_getaffinity(0)
+
+    def piece(start, stop):
+        time.sleep(0.0005)
+
+    def caller():
+        for _ in range(30):
+            parallel_for(piece, 8, 3)
+
+    callers = [threading.Thread(target=caller) for _ in range(3)]
+    for thread in callers:
+        thread.start()
+    for thread in callers:
+        thread.join()
+    assert runtime_threads.helper_ids
+    assert all(os.sched_getaffinity(helper) == allowed
+               for helper in runtime_threads.helper_ids)

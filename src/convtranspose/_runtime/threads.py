@@ -39,7 +39,7 @@ from .config import PIN_THREADS_ENV, switch
 __all__ = ["THREAD_COUNT_ENVS", "default_threads",
            "MAX_THREADS", "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
            "set_pinning", "set_process_threads", "pool", "helper_ids", "steering",
-           "steer_helpers_off_caller", "steering_mode"]
+           "restore_affinities", "steer_helpers_off_caller", "steering_mode"]
 
 #: Environment variables giving the default thread count, the first one set wins
 #: (numba's and OpenMP's conventions; ``OMP_NUM_THREADS`` may list one count per
@@ -304,10 +304,11 @@ def steer_helpers_off_caller(keep: bool = True) -> dict:
     another CPU (``benchmarks/results/thread-steering.json``).
 
     With ``keep`` (:func:`pinning`, asked for) the narrowed affinity stays.  Without,
-    it is the wake-up's alone: returns each narrowed helper's previous affinity, which
-    the helper sets back as soon as it runs (:func:`_restore_own_affinity`), so that
-    no thread's affinity outlasts the call and the scheduler places the work as it
-    would otherwise.  A few system calls per parallel call.
+    it is the wake-up's alone: returns the narrowed helpers with the affinity each gets
+    back (the caller's, which the pool's threads share) as soon as it runs
+    (:func:`_restore_own_affinity`), so that no thread's affinity outlasts the call and
+    the scheduler places the work as it would otherwise.  A few system calls per
+    parallel call.
     """
     global steering, _steered
     getcpu = _sched_getcpu()
@@ -316,10 +317,12 @@ def steer_helpers_off_caller(keep: bool = True) -> dict:
     narrowed = {}
     try:
         cpu = getcpu()
+        # The caller's affinity, not each helper's: a helper another caller's call has
+        # narrowed meanwhile would otherwise be given its narrowed mask back.
+        allowed = os.sched_getaffinity(0)
+        others = allowed - {cpu}
         for helper in tuple(helper_ids):
             try:
-                allowed = os.sched_getaffinity(helper) if not keep else os.sched_getaffinity(0)
-                others = allowed - {cpu}
                 if others and others != allowed:
                     os.sched_setaffinity(helper, others)
                     if keep:
@@ -345,7 +348,7 @@ def _restore_own_affinity(narrowed: dict) -> None:
             pass
 
 
-def _restore_affinities(narrowed: dict) -> None:
+def restore_affinities(narrowed: dict) -> None:
     """Give the helpers that :func:`steer_helpers_off_caller` narrowed and that took no
     work their previous affinity back."""
     for helper, allowed in tuple(narrowed.items()):
@@ -398,7 +401,7 @@ def parallel_for(function, count: int, threads: int, pieces: int | None = None) 
         # write into the caller's arrays afterwards.
         errors = [helper.exception() for helper in helpers]
         if narrowed:
-            _restore_affinities(narrowed)
+            restore_affinities(narrowed)
     for error in errors:
         if error is not None:
             raise error
