@@ -22,12 +22,24 @@ from .phase import chunks
 from .schedules import numba_scatters
 
 
-def _col2im_matrix(weights, dtype, internal_last: bool) -> np.ndarray:
-    """The filter as col2im's GEMM operand (memoised with the filter).
+def _col2im_matrix(weights, dtype, internal_last: bool) -> tuple[np.ndarray, bool]:
+    """The filter as col2im's GEMM operand, and whether its columns are tap-major.
 
-    ``(G, Ci, taps*Co)`` when ``internal_last`` (columns come out as ``(G, rows, K...,
-    Co)``), else ``(G, taps*Co, Ci)`` (columns ``(n, G, K..., Co, X...)``).
+    A C-contiguous filter of the sums' dtype (the ONNX and PyTorch layout) is the
+    operand as it is, a view, its columns channel-major: ``(G, Ci, Co*taps)`` when
+    ``internal_last`` (columns ``(G, rows, Co, K...)``), else its transpose ``(G,
+    Co*taps, Ci)`` (columns ``(n, G, Co, K..., X...)``).  The product then reads the
+    filter once, and nothing compares it with a kept copy: for a large filter on few
+    inputs that is most of the call (DCGAN 1024->512 on 4x4, a 32 MiB filter: 3.3 ms of
+    comparing against 2.2 of product, ``benchmarks/results/col2im-filter-xeon.json``).
+    Another filter is reordered tap-major once and kept with it (the weights memo):
+    ``(G, Ci, taps*Co)`` (columns ``(G, rows, K..., Co)``), else ``(G, taps*Co, Ci)``
+    (columns ``(n, G, K..., Co, X...)``).
     """
+    if weights.dtype == dtype and weights.flags.c_contiguous:
+        groups, ci = weights.shape[:2]
+        matrix = weights.reshape(groups, ci, -1)
+        return (matrix if internal_last else matrix.transpose(0, 2, 1)), False
     derived = derived_from(weights, "col2im", dtype, internal_last)
     matrix = derived.get("matrix")
     if matrix is None:
@@ -39,7 +51,7 @@ def _col2im_matrix(weights, dtype, internal_last: bool) -> np.ndarray:
             matrix = weights.transpose((0,) + tuple(range(3, 3 + rank)) + (2, 1)).reshape(
                 groups, taps * co, ci)
         derived["matrix"] = matrix = frozen(matrix.astype(dtype))
-    return matrix
+    return matrix, True
 
 
 def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, target):
@@ -53,10 +65,10 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, ta
     batch = data.shape[0]
     spatial = tuple(axis.input_size for axis in axes)
     taps = math.prod(kernel)
-    matrix = _col2im_matrix(weights, dtype, internal_last)
+    matrix, tap_major = _col2im_matrix(weights, dtype, internal_last)
     scatter = None
-    if (numba_scatters(internal_last, co, len(axes), dtype.kind == "f" and target.numba)
-            and out.flags.c_contiguous):
+    if (tap_major and out.flags.c_contiguous
+            and numba_scatters(internal_last, co, len(axes), dtype.kind == "f" and target.numba)):
         from ._numba.scatter import col2im_scatter as scatter
     # Taps that span less than a stride (U-Net's k2 s2) reach every output at most
     # once, so their columns are copied, not added to zeros.
@@ -87,12 +99,14 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, ta
             continue
         if internal_last:
             rows = np.ascontiguousarray(source[:, n0:n1, x0:x1], dtype).reshape(groups, -1, ci)
-            columns = threaded_matmul(rows, matrix, target.threads).reshape((groups, n) + sub + kernel + (co,))
+            columns = threaded_matmul(rows, matrix, target.threads).reshape(
+                (groups, n) + sub + (kernel + (co,) if tap_major else (co,) + kernel))
             if scatter is not None:
                 scatter(columns, out, into[:, n0:n1], sub_axes, target)
                 continue
             for tap, window in live:
-                src = (slice(None), slice(None)) + tuple(w[0] for w in window) + tap
+                src = (slice(None), slice(None)) + tuple(w[0] for w in window) + (
+                    tap if tap_major else (slice(None),) + tap)
                 dst = (slice(None), slice(n0, n1)) + tuple(w[1] for w in window)
                 parallel_copy(store, into[dst], columns[src])
         else:
@@ -100,10 +114,11 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, ta
             if rows.dtype != dtype or not _blasable_rows(rows):
                 rows = np.ascontiguousarray(rows, dtype)
             columns = threaded_matmul(matrix, rows.reshape((n, groups, ci, -1)), target.threads)
-            columns = columns.reshape((n, groups) + kernel + (co,) + sub)
+            columns = columns.reshape((n, groups) + (kernel + (co,) if tap_major
+                                                     else (co,) + kernel) + sub)
             for tap, window in live:
-                src = (slice(None), slice(None)) + tap + (slice(None),) + tuple(
-                    w[0] for w in window)
+                middle = tap + (slice(None),) if tap_major else (slice(None),) + tap
+                src = (slice(None), slice(None)) + middle + tuple(w[0] for w in window)
                 dst = (slice(n0, n1), slice(None), slice(None)) + tuple(w[1] for w in window)
                 parallel_copy(store, into[dst], columns[src])
 
