@@ -39,11 +39,18 @@ from .._kernels.compiling import KernelNotCompiled, deferring_compiles
 from .._runtime.notices import notice_if_slow
 
 __all__ = ["GIVE_UP_AT_ONCE", "GIVE_UP_FACTOR", "MAX_RUNS", "MEASURE_ALL_BELOW_SECONDS",
-           "MEASURED_CANDIDATES", "ROUND_BUDGET_SECONDS", "RUNS_PER_CANDIDATE", "TIMED_RUNS",
+           "MEASURED_CANDIDATES", "NUMBA_KERNELS_TIMED", "ROUND_BUDGET_SECONDS", "RUNS_PER_CANDIDATE", "TIMED_RUNS",
            "WARM_UP_BELOW_NS", "Measurement", "measure"]
 
 #: Candidates the estimate ranks first that are timed under ``measure``.
 MEASURED_CANDIDATES = 3
+#: Under ``measure``, at least this many numba kernels are timed (the best-ranked ones),
+#: whatever their rank: their estimates are modelled shares of the FMA peak and err
+#: between them too.  On an Intel Xeon a 14x14 k7 stride-1 128->128 layer of 4
+#: samples was estimated 11 ms by ``direct`` and 12.9 by ``direct-blocked``, which came
+#: fourth and was never timed; they ran 7.8 and 5.3 ms
+#: (``benchmarks/results/planning-xeon.json``, ``numba_kernels_timed``).
+NUMBA_KERNELS_TIMED = 2
 #: Under ``measure``, more candidates in the estimate's order while timing all of them
 #: (:data:`RUNS_PER_CANDIDATE` runs each, by their estimates) stays under this:
 #: small layers are measured exhaustively.  The estimate erred by up to 4-8x between

@@ -55,6 +55,7 @@ from .measure import (
     GIVE_UP_FACTOR,
     MEASURE_ALL_BELOW_SECONDS,
     MEASURED_CANDIDATES,
+    NUMBA_KERNELS_TIMED,
     RUNS_PER_CANDIDATE,
     Measurement,
     measure,
@@ -178,7 +179,8 @@ def candidate_names(choice: Choice, level: str, dtype, rank, channels_last, targ
 
     Under ``measure``, the first :data:`~.measure.MEASURED_CANDIDATES`, plus the
     best-ranked numba kernel when none of those is one, or the best-ranked BLAS/NumPy
-    algorithm when all of those are numba kernels; then the next ones in order while
+    algorithm when all of those are numba kernels, plus the next numba kernels in
+    order until :data:`~.measure.NUMBA_KERNELS_TIMED` are timed; then the next ones in order while
     the estimates put measuring all of them under
     :data:`~.measure.MEASURE_ALL_BELOW_SECONDS`.  The estimate prices BLAS at this
     machine's measured GEMM rate but numba kernels at modelled shares of its FMA peak,
@@ -199,6 +201,11 @@ def candidate_names(choice: Choice, level: str, dtype, rank, channels_last, targ
     other = next((name for name in names[MEASURED_CANDIDATES:]
                   if _numba_kernel(name) not in kinds), None)
     chosen = first + ([other] if other is not None else [])
+    # And the best-ranked numba kernels up to NUMBA_KERNELS_TIMED of them.
+    numba_kernels = [name for name in names if _numba_kernel(name)]
+    timed = sum(map(_numba_kernel, chosen))
+    chosen += [name for name in numba_kernels if name not in chosen][
+        :max(0, NUMBA_KERNELS_TIMED - timed)]
     # Then more in the estimate's order while measuring them all would take under the
     # budget by the estimates: a small layer is measured exhaustively.
     estimated = dict(choice.estimates)
