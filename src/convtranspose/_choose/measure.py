@@ -39,8 +39,8 @@ from .._kernels.compiling import KernelNotCompiled, deferring_compiles
 from .._runtime.notices import notice_if_slow
 
 __all__ = ["GIVE_UP_AT_ONCE", "GIVE_UP_FACTOR", "MAX_RUNS", "MEASURE_ALL_BELOW_SECONDS",
-           "MEASURED_CANDIDATES", "NUMBA_KERNELS_TIMED", "ROUND_BUDGET_SECONDS", "RUNS_PER_CANDIDATE", "TIMED_RUNS",
-           "WARM_UP_BELOW_NS", "Measurement", "measure"]
+           "MEASURED_CANDIDATES", "NUMBA_KERNELS_TIMED", "ROUND_BUDGET_SECONDS",
+           "RUNS_PER_CANDIDATE", "TIMED_RUNS", "WARM_UP_BELOW_NS", "Measurement", "measure"]
 
 #: Candidates the estimate ranks first that are timed under ``measure``.
 MEASURED_CANDIDATES = 3

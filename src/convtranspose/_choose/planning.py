@@ -180,8 +180,8 @@ def candidate_names(choice: Choice, level: str, dtype, rank, channels_last, targ
     Under ``measure``, the first :data:`~.measure.MEASURED_CANDIDATES`, plus the
     best-ranked numba kernel when none of those is one, or the best-ranked BLAS/NumPy
     algorithm when all of those are numba kernels, plus the next numba kernels in
-    order until :data:`~.measure.NUMBA_KERNELS_TIMED` are timed; then the next ones in order while
-    the estimates put measuring all of them under
+    order until :data:`~.measure.NUMBA_KERNELS_TIMED` are timed; then the next ones in
+    order while the estimates put measuring all of them under
     :data:`~.measure.MEASURE_ALL_BELOW_SECONDS`.  The estimate prices BLAS at this
     machine's measured GEMM rate but numba kernels at modelled shares of its FMA peak,
     so its errors are largest between the two kinds (on an Intel Xeon it put numba

@@ -337,9 +337,9 @@ def steer_helpers_off_caller(keep: bool = True) -> dict:
 
 
 def _restore_own_affinity(narrowed: dict) -> None:
-    """Give the calling helper thread back the affinity it had before
-    :func:`steer_helpers_off_caller` narrowed it for a wake-up (``narrowed``, taken
-    from the dict: the caller restores the helpers that did not run)."""
+    """Give the calling helper thread the affinity :func:`steer_helpers_off_caller`
+    recorded when it narrowed it for a wake-up (the caller's; taken from ``narrowed``,
+    so that the caller restores only the helpers that did not run)."""
     allowed = narrowed.pop(threading.get_native_id(), None)
     if allowed is not None:
         try:
@@ -350,7 +350,7 @@ def _restore_own_affinity(narrowed: dict) -> None:
 
 def restore_affinities(narrowed: dict) -> None:
     """Give the helpers that :func:`steer_helpers_off_caller` narrowed and that took no
-    work their previous affinity back."""
+    work the affinity it recorded for them (the caller's)."""
     for helper, allowed in tuple(narrowed.items()):
         try:
             os.sched_setaffinity(helper, allowed)
