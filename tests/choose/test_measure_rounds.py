@@ -99,6 +99,9 @@ def test_measure_times_the_best_ranked_kernel_of_the_other_kind():
     numba_first = ["direct", "direct-blocked", "dense", "gemm-ncx", "phase-ncx"]
     names = planning.candidate_names(_choice(numba_first), "measure", f32, 2, False, target)
     assert names == ["direct", "direct-blocked", "dense"]  # dense is no numba kernel
+    all_numba = ["direct", "direct-blocked", "stream", "gemm-ncx", "depthwise"]
+    names = planning.candidate_names(_choice(all_numba), "measure", f32, 2, False, target)
+    assert names == ["direct", "direct-blocked", "stream", "gemm-ncx"]
     mixed = ["direct", "gemm-ncx", "phase-ncx", "window", "direct-blocked", "stream"]
     names = planning.candidate_names(_choice(mixed), "measure", f32, 2, False, target)
     # A second numba kernel, however far down the estimates put it (NUMBA_KERNELS_TIMED).

@@ -177,11 +177,10 @@ def _numba_kernel(name: str) -> bool:
 def candidate_names(choice: Choice, level: str, dtype, rank, channels_last, target) -> list[str]:
     """The names to time: the estimate's order, one per code that runs.
 
-    Under ``measure``, the first :data:`~.measure.MEASURED_CANDIDATES`, plus the
-    best-ranked numba kernel when none of those is one, or the best-ranked BLAS/NumPy
-    algorithm when all of those are numba kernels, plus the next numba kernels in
-    order until :data:`~.measure.NUMBA_KERNELS_TIMED` are timed; then the next ones in
-    order while the estimates put measuring all of them under
+    Under ``measure``, the first :data:`~.measure.MEASURED_CANDIDATES`, then the
+    best-ranked of each kind until at least one BLAS/NumPy algorithm and
+    :data:`~.measure.NUMBA_KERNELS_TIMED` numba kernels are among them; then the next
+    ones in order while the estimates put measuring all of them under
     :data:`~.measure.MEASURE_ALL_BELOW_SECONDS`.  The estimate prices BLAS at this
     machine's measured GEMM rate but numba kernels at modelled shares of its FMA peak,
     so its errors are largest between the two kinds (on an Intel Xeon it put numba
@@ -196,16 +195,13 @@ def candidate_names(choice: Choice, level: str, dtype, rank, channels_last, targ
             names.append(name)
     if level == "exhaustive":
         return names
-    first = names[:MEASURED_CANDIDATES]
-    kinds = {_numba_kernel(name) for name in first}
-    other = next((name for name in names[MEASURED_CANDIDATES:]
-                  if _numba_kernel(name) not in kinds), None)
-    chosen = first + ([other] if other is not None else [])
-    # And the best-ranked numba kernels up to NUMBA_KERNELS_TIMED of them.
-    numba_kernels = [name for name in names if _numba_kernel(name)]
-    timed = sum(map(_numba_kernel, chosen))
-    chosen += [name for name in numba_kernels if name not in chosen][
-        :max(0, NUMBA_KERNELS_TIMED - timed)]
+    chosen = names[:MEASURED_CANDIDATES]
+    # Then the best-ranked of each kind until at least one BLAS/NumPy algorithm and
+    # NUMBA_KERNELS_TIMED numba kernels are timed.
+    for numba, least in ((False, 1), (True, NUMBA_KERNELS_TIMED)):
+        missing = least - sum(_numba_kernel(name) == numba for name in chosen)
+        chosen += [name for name in names
+                   if _numba_kernel(name) == numba and name not in chosen][:max(0, missing)]
     # Then more in the estimate's order while measuring them all would take under the
     # budget by the estimates: a small layer is measured exhaustively.
     estimated = dict(choice.estimates)
