@@ -22,20 +22,26 @@ _SCRIPT = (
     "sys.exit(code)\n")
 
 
+def _environment(wisdom_path) -> dict:
+    """This process's environment with the wisdom file, no background compiling and
+    no forced algorithm (which would keep numba)."""
+    env = {**os.environ, wisdom.WISDOM_ENV: str(wisdom_path),
+           "CONVTRANSPOSE_BACKGROUND_COMPILE": "off"}
+    env.pop("CONVTRANSPOSE_ALGORITHM", None)
+    return env
+
+
 def _run(tmp_path, wisdom_path, *, size=6):
     rng = np.random.default_rng(size)
     data = rng.standard_normal((1, 3, size, size)).astype(np.float32)
     filter = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
     np.save(tmp_path / "x.npy", data)
     np.save(tmp_path / "w.npy", filter)
-    env = {**os.environ, wisdom.WISDOM_ENV: str(wisdom_path),
-           "CONVTRANSPOSE_BACKGROUND_COMPILE": "off"}
-    env.pop("CONVTRANSPOSE_ALGORITHM", None)
     result = subprocess.run(
         [sys.executable, "-c", _SCRIPT, "run", "convolution_backprop_data", "--data",
          str(tmp_path / "x.npy"), "--filter", str(tmp_path / "w.npy"), "-o",
          str(tmp_path / "y.npy"), "--strides", "2", "--pads-begin", "1", "--pads-end", "1"],
-        capture_output=True, text=True, env=env, timeout=300)
+        capture_output=True, text=True, env=_environment(wisdom_path), timeout=300)
     assert result.returncode == 0, result.stderr
     from convtranspose import shapes
     plan = shapes.convolution_backprop_data(data.shape, filter.shape, strides=2,
@@ -72,10 +78,8 @@ _TARGET_SCRIPT = (
 
 
 def _numba_kept(store) -> bool:
-    env = {**os.environ, wisdom.WISDOM_ENV: str(store), "CONVTRANSPOSE_BACKGROUND_COMPILE": "off"}
-    env.pop("CONVTRANSPOSE_ALGORITHM", None)
     result = subprocess.run([sys.executable, "-c", _TARGET_SCRIPT], capture_output=True,
-                            text=True, env=env, timeout=300)
+                            text=True, env=_environment(store), timeout=300)
     assert result.returncode == 0, result.stderr
     return "numba kept: True" in result.stdout
 
