@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .._execute import array_api as _array_api
 from .._plan import dialects as _dialects
+from .repeated_calls import remembers_calls
 from .specs import as_array, execute_plan, resolve_plan
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ __all__ = ["jax_conv_transpose", "jax_planned_rhs", "keras_conv_transpose",
            "torch_conv_transpose"]
 
 
+@remembers_calls
 def torch_conv_transpose(input: ArrayLike, weight: ArrayLike, bias: ArrayLike | None = None,
                          stride: PerAxis = 1, padding: PerAxis = 0, output_padding: PerAxis = 0,
                          groups: int = 1, dilation: PerAxis = 1,
@@ -93,6 +95,7 @@ def torch_conv_transpose(input: ArrayLike, weight: ArrayLike, bias: ArrayLike | 
     return execute_plan(plan, input, weight, bias, out, names=("input", "weight", "bias"))
 
 
+@remembers_calls
 def jax_conv_transpose(lhs: ArrayLike, rhs: ArrayLike, strides: PerAxis, padding: Any,
                        rhs_dilation: PerAxis = None, dimension_numbers: Any = None,
                        transpose_kernel: bool = False, use_consistent_padding: bool = False, *,
@@ -169,6 +172,7 @@ def jax_planned_rhs(plan, rhs, transpose_kernel: bool, flip=_array_api.flip):
     return flip(rhs, kernel_axes)
 
 
+@remembers_calls
 def tf_conv_transpose(input: ArrayLike, filters: ArrayLike, output_shape: ShapeLike,
                       strides: PerAxis, padding: Any = "SAME", data_format: str | None = None,
                       dilations: PerAxis = None, *, out: np.ndarray | None = None) -> np.ndarray:
@@ -220,6 +224,7 @@ def tf_conv_transpose(input: ArrayLike, filters: ArrayLike, output_shape: ShapeL
     return execute_plan(plan, input, filters, None, out, names=("input", "filters", "bias"))
 
 
+@remembers_calls
 def keras_conv_transpose(inputs: ArrayLike, kernel: ArrayLike, bias: ArrayLike | None = None, *,
                          strides: PerAxis = 1, padding: str = "valid",
                          output_padding: PerAxis = None, data_format: str = "channels_last",
@@ -276,6 +281,7 @@ def keras_conv_transpose(inputs: ArrayLike, kernel: ArrayLike, bias: ArrayLike |
     return execute_plan(plan, inputs, kernel, bias, out, names=("inputs", "kernel", "bias"))
 
 
+@remembers_calls
 def tflite_transpose_conv(output_shape: ShapeLike, weights: ArrayLike, input: ArrayLike,
                           bias: ArrayLike | None = None, *, padding: str = "SAME",
                           stride_h: int = 1, stride_w: int = 1,
@@ -327,6 +333,7 @@ def tflite_transpose_conv(output_shape: ShapeLike, weights: ArrayLike, input: Ar
     return execute_plan(plan, input, weights, bias, out, names=("input", "weights", "bias"))
 
 
+@remembers_calls
 def tensorrt_deconvolution(input: ArrayLike, kernel: ArrayLike, bias: ArrayLike | None = None,
                            *, num_output_maps: int | None = None, stride_nd: PerAxis = 1,
                            padding_nd: PerAxis = 0, pre_padding: PerAxis = None,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
+import math
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from .._execute import array_api as _array_api
 from .._execute.transposed import add_bias, prepare_call
 from .._plan import dialects as _dialects
 from .._runtime.memo import frozen, own
+from .._runtime.memory import get_max_bytes
 from .convolution import execute_convolution
 from .explain import explain as _explain
 from .frameworks import jax_planned_rhs
@@ -70,7 +72,7 @@ def _owned(name: str, value: object) -> object:
     return own(frozen(np.array(as_array(name, value), copy=True)))
 
 
-_NO_FAST = (None, -1, None)
+_NO_FAST = (None, -1, None, math.inf)
 
 
 class _Binding:
@@ -81,12 +83,14 @@ class _Binding:
     that call after its first run and calls it directly while the planning generation
     holds: no checks of the operands against the plan, which the binding's shape and
     dtype already guarantee (half of a tiny layer's 8 us,
-    ``benchmarks/results/prepared-calls-xeon.json``).  A layer with a bias keeps its
+    ``benchmarks/results/prepared-calls-xeon.json``).  Nor is its memory counted again:
+    it runs while the memory limit is at least the one its last checked run (without
+    ``out``) passed under, since its footprint is the same.  A layer with a bias keeps its
     own prepared call (the shared ones are bias-free) and adds the bias to its sums as
     :func:`~convtranspose._execute.transposed.transposed_convolution` does.
     """
 
-    __slots__ = ("plan", "fast", "_run", "_call", "_filter", "_bias")
+    __slots__ = ("plan", "fast", "_run", "_call", "_filter", "_bias", "_limit")
 
     def __init__(self, layer: PreparedLayer, data_shape: tuple[int, ...]):
         record, arguments = layer._dialect, layer._arguments
@@ -99,10 +103,13 @@ class _Binding:
             rule_arguments[bias_name] = None if bias is None else bias.shape
         self.plan = plan = resolve_plan(record.rule, **rule_arguments)
         self._call: tuple = (None, -1)  # (prepared call, planning generation): none yet
-        #: ``(call, generation, filter)`` that :meth:`PreparedLayer.__call__` runs as
-        #: ``call(data, filter, None)`` while the generation holds (a bias-free layer's
-        #: prepared call), or ``(None, -1, None)``: generations count from 0.
+        #: ``(call, generation, filter, limit)`` that :meth:`PreparedLayer.__call__`
+        #: runs as ``call(data, filter, None)`` while the generation holds and the
+        #: memory limit is at least ``limit`` (a bias-free layer's prepared call), or
+        #: ``(None, -1, None, inf)``: generations count from 0.
         self.fast: tuple = _NO_FAST
+        #: The memory limit the last checked run without ``out`` passed under.
+        self._limit = math.inf
         self._filter = self._bias = None
         if not record.transposed:
             self._run = lambda data, out: execute_convolution(plan, data, filter, out)
@@ -118,7 +125,8 @@ class _Binding:
 
     def __call__(self, data: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         call, generation = self._call
-        if call is not None and out is None and generation == _planning.generation:
+        if (call is not None and out is None and generation == _planning.generation
+                and get_max_bytes() >= self._limit):
             result = call(data, self._filter, None)
             if result is not None:
                 if self._bias is not None and result.size:
@@ -131,10 +139,14 @@ class _Binding:
     def general(self, data: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         """The layer through :func:`~.specs.execute_plan` (which may prepare its call),
         then the binding's prepared call kept for the next calls."""
+        limit = get_max_bytes()
         result = self._run(data, out)
-        if self._filter is not None and self._call[1] != _planning.generation:
+        if out is None and get_max_bytes() == limit:
+            self._limit = limit
+        if self._filter is not None and (self._call[1] != _planning.generation
+                                         or self.fast[3] != self._limit):
             self._call = call, generation = self._prepared(data)
-            self.fast = ((call, generation, self._filter)
+            self.fast = ((call, generation, self._filter, self._limit)
                          if call is not None and self._bias is None else _NO_FAST)
         return result
 
@@ -215,8 +227,8 @@ class PreparedLayer:
             elif out is None:
                 # The binding's prepared call, run here: a tiny layer's call takes 4 us,
                 # a tenth of which would go to calling the binding.
-                call, generation, filter = binding.fast
-                if generation == _planning.generation:
+                call, generation, filter, limit = binding.fast
+                if generation == _planning.generation and get_max_bytes() >= limit:
                     result = call(data, filter, None)
                     return result if result is not None else binding.general(data, out)
             return binding(data, out)

@@ -35,6 +35,7 @@ from .kept_calls import (
     usable_prepared,
 )
 from .plain_plans import find_plain, forget_plain, keep_plain
+from .repeated_calls import note_prepared, remembers_calls
 
 if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
@@ -279,6 +280,8 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         if prepared is not None and prepared[0] is not None:
             result = prepared[0](data, filter, out)
             if result is not None:
+                if out is None:
+                    note_prepared(data, filter, key, result)
                 return result
             prepared = None  # another filter or switch: prepared again below
     dtype = check_dtypes(**_operands(names, data, filter, bias))
@@ -300,9 +303,12 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         _bounded_insert(prepared_calls, key, (call, _planning.generation,
                                               None if call is not None else switch_state()),
                         PREPARED_CALLS_KEPT)
+        if call is not None and out is None:
+            note_prepared(data, filter, key, result)
     return result
 
 
+@remembers_calls
 def convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
                               output_shape: ShapeLike | None = None, *, strides: PerAxis = None,
                               pads_begin: PerAxis = None, pads_end: PerAxis = None,
@@ -385,6 +391,7 @@ def convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
     return execute_plan(plan, data, filter, out=out, output_shape=output_shape)
 
 
+@remembers_calls
 def group_convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
                                     output_shape: ShapeLike | None = None, *,
                                     strides: PerAxis = None, pads_begin: PerAxis = None,
@@ -430,6 +437,7 @@ def group_convolution_backprop_data(data: ArrayLike, filter: ArrayLike,
     return execute_plan(plan, data, filter, out=out, output_shape=output_shape)
 
 
+@remembers_calls
 def conv_transpose(input: ArrayLike, filter: ArrayLike, bias: ArrayLike | None = None, *,
                    strides: PerAxis = None, pads_begin: PerAxis = None,
                    pads_end: PerAxis = None, dilations: PerAxis = None, auto_pad: str = "none",
@@ -502,6 +510,7 @@ def conv_transpose(input: ArrayLike, filter: ArrayLike, bias: ArrayLike | None =
                         output_shape=output_shape)
 
 
+@remembers_calls
 def onnx_conv_transpose(X: ArrayLike, W: ArrayLike, B: ArrayLike | None = None, *,
                         auto_pad: str = "NOTSET", dilations: PerAxis = None, group: int = 1,
                         kernel_shape: ShapeLike | None = None, output_padding: PerAxis = None,

@@ -1,0 +1,177 @@
+"""Repeated calls of an array function, run without resolving anything again.
+
+A layer called again and again through its array function (``ct.onnx_conv_transpose(x,
+w, strides=[2, 2])`` in a loop) passes the same attributes and the same filter object,
+with data of the same shape, every time.  Its plan and its prepared call
+(:mod:`.kept_calls`) depend on nothing else: the operands' shapes and dtypes and the
+attributes' values.  :func:`remembers_calls` wraps a dialect's array function so that
+such a call compares those with a :class:`_Record` of an earlier call and runs the
+prepared call at once: no argument binding, plan lookup or operand checks, which take
+more than half of a tiny layer's call through the function
+(``benchmarks/results/prepared-calls-xeon.json``).  The prepared call still reads the
+filter as the caller passes it, so a filter edited in place between calls gives the
+edited result, as it does through the whole function.
+
+A record is kept only after a call that :func:`~.specs.execute_plan` computed through
+its prepared path with the caller's own data and filter objects, no bias and no
+``out`` (:func:`note_prepared`), and whose result the function returned as it was: the
+function then did nothing but what the record runs again.  A record holds while
+
+- the attributes (the arguments other than the data and filter, all of plain types:
+  exact ints, bools, strings, None, lists and tuples of exact ints) are equal and of the
+  same types, given by the same names in the same order;
+- the data and filter are ndarrays (exactly) of the recorded shapes and dtypes, passed
+  by position;
+- the prepared call is still kept, for the current planning generation (wisdom,
+  planning level);
+- the memory limit (:func:`~convtranspose.get_max_bytes`) is at least the one the
+  recorded call passed under: the call's footprint is unchanged, so it passes again.
+
+Any other call runs the whole function, which may record it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable
+from itertools import chain
+from operator import itemgetter
+from typing import Any, TypeVar, cast
+
+import numpy as np
+
+from .._choose import planning as _planning
+from .._plan import dialects as _dialects
+from .._runtime import caches as _caches
+from .._runtime import memory as _memory
+from .kept_calls import PreparedKey, prepared_calls
+
+__all__ = ["RECORDS_KEPT", "note_prepared", "remembers_calls"]
+
+#: Records kept per array function, keyed by the filter's identity and the data's
+#: shape (a decoder's layers, a few batch sizes); all are forgotten beyond this many.
+RECORDS_KEPT = 64
+_local = threading.local()
+_PLAIN = frozenset({int, bool, str, type(None), tuple, list})
+_EXACT_INT = frozenset({int})
+_forgets: list = []
+
+
+def note_prepared(data: np.ndarray, filter: np.ndarray, key: PreparedKey,
+                  result: np.ndarray) -> None:
+    """Tell the calling thread's array function that ``result`` was computed on these
+    very operands, with no bias and no ``out``, by the prepared call kept under ``key``
+    in :data:`~.kept_calls.prepared_calls`."""
+    _local.noted = (data, filter, key, result)
+
+
+class _Record:
+    """What one call of an array function was, and the prepared call that computed it."""
+
+    __slots__ = ("names", "values", "kinds", "sequences", "dtype", "filter_shape",
+                 "filter_dtype", "key", "limit")
+
+    def __init__(self, names, values, data, filter, key, limit):
+        kinds = tuple(map(type, values))
+        indices = [index for index, kind in enumerate(kinds) if kind is tuple or kind is list]
+        self.names, self.kinds = names, kinds
+        self.values = tuple(list(value) if type(value) is list else value for value in values)
+        # The sequences among the values, as one tuple (a lone one twice: itemgetter of
+        # one index returns it bare).
+        self.sequences = itemgetter(*indices, *indices[:1]) if indices else _no_sequences
+        self.dtype, self.filter_shape, self.filter_dtype = data.dtype, filter.shape, filter.dtype
+        # The prepared call is looked up by its key on every call, not kept here: the
+        # prepared calls' table bounds what their packed weights hold.
+        self.key, self.limit = key, limit
+
+
+def _no_sequences(values: tuple) -> tuple:
+    return ()
+
+
+def _plain(values: tuple) -> bool:
+    """Whether every value is of a plain type whose equality the record can trust."""
+    kinds = tuple(map(type, values))
+    sequences = (value for value, kind in zip(values, kinds) if kind is tuple or kind is list)
+    return _PLAIN.issuperset(kinds) and _EXACT_INT.issuperset(
+        map(type, chain.from_iterable(sequences)))
+
+
+def _positions(function, record: _dialects.Dialect) -> tuple[int, int]:
+    """The positions of the data and the filter among ``function``'s parameters."""
+    names = list(inspect.signature(function).parameters)
+    return names.index(record.operands[0]), names.index(record.operands[1])
+
+
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+def remembers_calls(function: _Function) -> _Function:
+    """``function`` (a float dialect's array function), answering repeated calls from a
+    record of an earlier one (the module's rules)."""
+    data_at, filter_at = _positions(function, _dialects.DIALECTS[function.__name__])
+    low, high = sorted((data_at, filter_at))
+    needed = high + 1
+
+    def others(args: tuple) -> tuple:  # the positional arguments but the two operands
+        return args[:low] + args[low + 1:high] + args[high + 1:]
+
+    if (low, high) == (0, 1):
+        def others(args: tuple) -> tuple:  # noqa: F811 (the common case, sliced once)
+            return args[2:]
+
+    records: dict = {}
+    _forgets.append(records.clear)
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        if len(args) >= needed:
+            data, filter = args[data_at], args[filter_at]
+            if type(data) is np.ndarray and type(filter) is np.ndarray:
+                key = (id(filter), data.shape)
+                values = (*others(args), *kwargs.values())
+                record = records.get(key)
+                # The rules of the module, the cheapest comparisons first; the types
+                # before the values, so that ``==`` compares plain values only.
+                if (record is not None and data.dtype is record.dtype and filter.dtype is record.filter_dtype
+                        and filter.shape == record.filter_shape
+                        and tuple(map(type, values)) == record.kinds
+                        and values == record.values and tuple(kwargs) == record.names
+                        and _EXACT_INT.issuperset(
+                            map(type, chain.from_iterable(record.sequences(values))))
+                        and _memory.get_max_bytes() >= record.limit):
+                    prepared = prepared_calls.get(record.key)
+                    if (prepared is not None and prepared[1] == _planning.generation
+                            and prepared[0] is not None):
+                        result = prepared[0](data, filter, None)
+                        if result is not None:
+                            return result
+                return _recorded(function, records, key, args, kwargs, data, filter, values)
+        return function(*args, **kwargs)
+
+    return cast(_Function, call)
+
+
+def _recorded(function, records: dict, key, args, kwargs, data, filter, values):
+    """``function(*args, **kwargs)``, recorded under ``key`` where the module's rules
+    allow."""
+    _local.noted = None
+    limit = _memory.get_max_bytes()
+    result = function(*args, **kwargs)
+    noted, _local.noted = _local.noted, None
+    if (noted is not None and noted[0] is data and noted[1] is filter and noted[3] is result
+            and _memory.get_max_bytes() == limit and _plain(values)):
+        if len(records) >= RECORDS_KEPT:
+            records.clear()
+        records[key] = _Record(tuple(kwargs), values, data, filter, noted[2], limit)
+    return result
+
+
+def _forget() -> None:
+    for forget in _forgets:
+        forget()
+
+
+_caches.register("array functions' repeated calls", _forget)

@@ -1,0 +1,175 @@
+"""Repeated calls of an array function are answered from a record of an earlier call
+(without resolving the plan again): every answer equals the slow oracle, and nothing the
+whole function checks is skipped (the attributes' types, the memory limit, an edited
+filter, ``out`` and the bias, the planning)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import convtranspose as ct
+import oracle
+from convtranspose._frontends import specs
+from convtranspose._plan import dialects
+
+RNG = np.random.default_rng(20261129)
+
+
+def _values(shape):
+    # Small integers: every sum is exact in float32, so results compare with ==.
+    return RNG.integers(-3, 4, size=shape).astype(np.float32)
+
+
+def _nhwc(array):
+    return np.ascontiguousarray(np.moveaxis(array, 1, -1))
+
+
+# name -> (the dialect's rule in ``dialects``, the call on NCHW data and an IOHW filter,
+# the oracle's result on them)
+CALLS = {
+    "openvino": ("convolution_backprop_data",
+                 lambda x, w: ct.convolution_backprop_data(x, w, strides=2, pads_begin=1,
+                                                           pads_end=[0, 1]),
+                 lambda x, w: oracle.openvino_cbpd(x, w, strides=2, pads_begin=1,
+                                                   pads_end=[0, 1])),
+    "onnx": ("onnx_conv_transpose",
+             lambda x, w: ct.onnx_conv_transpose(x, w, strides=[3, 2], pads=[1, 0, 0, 1]),
+             lambda x, w: oracle.onnx_conv_transpose(x, w, strides=[3, 2], pads=[1, 0, 0, 1])),
+    "torch": ("torch_conv_transpose",
+              lambda x, w: ct.torch_conv_transpose(x, w, None, 2, 1, 1),
+              lambda x, w: oracle.onnx_conv_transpose(x, w, strides=[2, 2], pads=[1, 1, 0, 0])),
+}
+
+
+@pytest.fixture
+def preparable(monkeypatch):
+    """A prepared call for every layer (which algorithm the planner picks for a tiny
+    layer depends on the CPU, and only some have one): ``dense`` is forced."""
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "dense")
+    ct.clear_caches()
+    yield
+    ct.clear_caches()
+
+
+def _forbid_resolution(patch, rule: str):
+    def refused(*args, **kwargs):
+        raise AssertionError("the repeated call resolved its plan again")
+    patch.setattr(dialects, rule, refused)
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_repeated_calls_resolve_nothing_and_match_the_oracle(preparable, monkeypatch, name):
+    rule, call, expected = CALLS[name]
+    data, filter = _values((2, 3, 4, 5)), _values((3, 2, 3, 3))
+    for _ in range(2):
+        np.testing.assert_array_equal(call(data, filter), expected(data, filter))
+    with monkeypatch.context() as patch:
+        _forbid_resolution(patch, rule)
+        other_data = _values(data.shape)  # another array of the same shape
+        np.testing.assert_array_equal(call(other_data, filter), expected(other_data, filter))
+    filter[1, 0, 2, 1] += 2  # edited in place: the prepared call declines, made again
+    np.testing.assert_array_equal(call(data, filter), expected(data, filter))
+    with monkeypatch.context() as patch:
+        _forbid_resolution(patch, rule)
+        np.testing.assert_array_equal(call(data, filter), expected(data, filter))
+
+
+def test_tflite_operands_in_the_ops_order_are_answered_too(preparable, monkeypatch):
+    data, filter = _values((1, 3, 4, 5)), _values((3, 2, 3, 3))  # NCHW, IOHW
+    weights = np.ascontiguousarray(filter.transpose(1, 2, 3, 0))  # OHWI
+    expected = _nhwc(oracle.onnx_conv_transpose(data, filter, strides=[2, 2]))
+    shape = list(expected.shape)
+    for _ in range(2):
+        np.testing.assert_array_equal(
+            ct.tflite_transpose_conv(shape, weights, _nhwc(data), padding="VALID", stride_h=2,
+                                     stride_w=2), expected)
+    with monkeypatch.context() as patch:
+        _forbid_resolution(patch, "tflite_transpose_conv")
+        got = ct.tflite_transpose_conv(shape, weights, _nhwc(data), padding="VALID",
+                                       stride_h=2, stride_w=2)
+    np.testing.assert_array_equal(got, expected)
+    # Another output shape (a positional argument): the fresh call's answer.
+    again = lambda: ct.tflite_transpose_conv(  # noqa: E731
+        [*shape[:2], shape[2] - 1, shape[3]], weights, _nhwc(data), padding="VALID",
+        stride_h=2, stride_w=2)
+    after = _outcome(again)
+    ct.clear_caches()
+    _assert_same_outcome(after, _outcome(again))
+
+
+def _outcome(call):
+    try:
+        return call()
+    except ct.ConvTransposeError as error:
+        return type(error)
+
+
+def _assert_same_outcome(got, expected):
+    if isinstance(expected, type):
+        assert got is expected  # refused, as the fresh call was
+    else:
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("lookalike", [[True, 2], [2.0, 2], [np.int64(2), 2], (2, 2), 2,
+                                       np.array([2, 2])])
+def test_attributes_equal_to_a_recorded_call_get_a_fresh_calls_answer(preparable, lookalike):
+    data, filter = _values((1, 3, 4, 5)), _values((3, 2, 3, 3))
+    again = lambda: ct.onnx_conv_transpose(data, filter, strides=lookalike)  # noqa: E731
+    ct.clear_caches()
+    fresh = _outcome(again)
+    for _ in range(2):
+        ct.onnx_conv_transpose(data, filter, strides=[2, 2])  # recorded
+    after = _outcome(again)
+    _assert_same_outcome(after, fresh)
+    if not isinstance(fresh, type):
+        np.testing.assert_array_equal(after, oracle.onnx_conv_transpose(data, filter,
+                                                                        strides=[2, 2]))
+
+
+def test_keywords_in_another_order_with_swapped_values_are_not_answered(preparable):
+    # The values in the order given are the recorded ones; the names say otherwise.
+    data, filter = _values((1, 3, 4, 5)), _values((3, 2, 3, 3))
+    swapped = lambda: ct.onnx_conv_transpose(data, filter, pads=[2, 2],  # noqa: E731
+                                             dilations=[1, 1, 1, 1])
+    ct.clear_caches()
+    fresh = _outcome(swapped)
+    for _ in range(2):
+        ct.onnx_conv_transpose(data, filter, dilations=[2, 2], pads=[1, 1, 1, 1])
+    _assert_same_outcome(_outcome(swapped), fresh)
+
+
+def test_a_lower_memory_limit_refuses_recorded_calls_and_prepared_layers(preparable):
+    data, filter = _values((1, 3, 4, 5)), _values((3, 2, 3, 3))
+    layer = ct.prepare(ct.onnx_conv_transpose, W=filter, strides=[2, 2])
+    calls = {"function": lambda: ct.onnx_conv_transpose(data, filter, strides=[2, 2]),
+             "prepared layer": lambda: layer(data)}
+    expected = oracle.onnx_conv_transpose(data, filter, strides=[2, 2])
+    for name, call in calls.items():
+        for _ in range(3):
+            np.testing.assert_array_equal(call(), expected)
+        with ct.limit_memory(expected.nbytes // 2), pytest.raises(ct.ResultTooLargeError):
+            call()
+        np.testing.assert_array_equal(call(), expected)  # and answered again after
+
+
+def test_out_bias_and_another_planning_after_a_recorded_call(preparable):
+    data, filter, bias = _values((2, 3, 4, 5)), _values((3, 2, 3, 3)), _values((2,))
+    expected = oracle.onnx_conv_transpose(data, filter, strides=[2, 2])
+    for _ in range(2):
+        ct.onnx_conv_transpose(data, filter, strides=[2, 2])
+    out = np.full(expected.shape, np.nan, np.float32)
+    assert ct.onnx_conv_transpose(data, filter, strides=[2, 2], out=out) is out
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(ct.onnx_conv_transpose(data, filter, bias, strides=[2, 2]),
+                                  oracle.onnx_conv_transpose(data, filter, bias, strides=[2, 2]))
+    specs.prepared_calls.clear()  # the record's prepared call is gone: made again
+    np.testing.assert_array_equal(ct.onnx_conv_transpose(data, filter, strides=[2, 2]), expected)
+    previous = ct.set_planning("estimate")  # a new planning generation
+    try:
+        for _ in range(2):
+            np.testing.assert_array_equal(ct.onnx_conv_transpose(data, filter, strides=[2, 2]),
+                                          expected)
+    finally:
+        ct.set_planning(previous)
