@@ -174,4 +174,5 @@ def _forget() -> None:
         forget()
 
 
-_caches.register("array functions' repeated calls", _forget)
+# Forgotten with the plans and prepared calls they stand for.
+_caches.register("resolved plans and prepared calls", _forget)
