@@ -118,3 +118,29 @@ def test_forgetting_frees_owned_filters_that_derived_matrices_held():
     del inner
     memo.forget_derived()  # raised "dictionary changed size during iteration"
     assert memo.owned(outer) and memo.derived_from(outer, "holds") == {}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("where", ["first byte", "middle", "last byte", "nowhere"])
+def test_large_filters_compare_every_byte_in_any_piece(monkeypatch, threads, where):
+    # 3 MiB in pieces of 1 MiB: one piece per thread; a change anywhere, in either
+    # piece, is a miss.
+    import convtranspose as ct
+
+    monkeypatch.setattr(memo, "_COMPARED_PIECE_BYTES", 1 << 20)
+    filter = np.random.default_rng(3).standard_normal((48, 64, 16, 16)).astype(np.float32)
+    with ct.num_threads(threads):
+        first = memo.derived_from(filter, "pieces")
+        # A transposed view of the same bits (another layout) and a strided one compare
+        # by value, not as memory.
+        view = np.ascontiguousarray(filter.transpose(3, 2, 1, 0)).transpose(3, 2, 1, 0)
+        assert memo.derived_from(view, "pieces") is first
+        strided = np.zeros((48, 64, 16, 32), np.float32)
+        strided[..., ::2] = filter
+        assert memo.derived_from(strided[..., ::2], "pieces") is first
+        edited = filter.copy()
+        flat = edited.view(np.uint8).reshape(-1)
+        index = {"first byte": 0, "middle": flat.size // 2 + 1, "last byte": flat.size - 1}
+        if where in index:
+            flat[index[where]] ^= 1
+        assert (memo.derived_from(edited, "pieces") is first) is (where == "nowhere")

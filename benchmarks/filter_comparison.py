@@ -1,0 +1,85 @@
+"""What the weights memo's check of a caller's filter costs: comparing a filter with the
+memo's copy of it, for filters of 1-32 MiB (float32, C order).
+
+Prints one row per size: the median milliseconds of NumPy's comparison of the two as
+unsigned integers (the memo's check for filters of different layouts), of
+``memo.same_bits`` on one thread and on every thread (``memcmp`` in pieces), and their
+ratios, with the CPU and the 1-minute load average.  The three are timed in
+alternating rounds.  ``--out`` writes the rows as JSON.
+
+    python benchmarks/filter_comparison.py [--rounds 15] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+
+import convtranspose as ct
+from convtranspose._cli.bench import cpu_model
+from convtranspose._runtime.memo import same_bits
+
+SIZES_MIB = (1, 4, 8, 16, 32)
+
+
+def _numpy_equal(kept: np.ndarray, filter: np.ndarray) -> bool:
+    return np.array_equal(kept.view(np.uint32), filter.view(np.uint32))
+
+
+def _memcmp_on(threads: int):
+    def compare(kept, filter):
+        with ct.num_threads(threads):
+            return same_bits(kept, filter)
+    return compare
+
+
+def measure(rounds: int) -> list[dict]:
+    threads = ct.get_num_threads()
+    ways = {"numpy": _numpy_equal, "memcmp, 1 thread": _memcmp_on(1),
+            f"memcmp, {threads} threads": _memcmp_on(threads)}
+    rows = []
+    for mib in SIZES_MIB:
+        filter = np.random.default_rng(mib).standard_normal((mib << 20) // 4,
+                                                            dtype=np.float32)
+        kept = filter.copy()
+        times: dict[str, list[float]] = {name: [] for name in ways}
+        for _ in range(rounds):
+            for name, compare in ways.items():
+                start = time.perf_counter()
+                assert compare(kept, filter)
+                times[name].append((time.perf_counter() - start) * 1e3)
+        ms = {name: round(statistics.median(values), 3) for name, values in times.items()}
+        numpy_ms = ms["numpy"]
+        rows.append({"MiB": mib, "ms": ms,
+                     "numpy_over": {name: round(numpy_ms / value, 2)
+                                    for name, value in ms.items() if name != "numpy"}})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--out", help="write the rows as JSON to this file")
+    args = parser.parse_args()
+    rows = measure(args.rounds)
+    load = os.getloadavg()[0]
+    print(f"CPU: {cpu_model()}, {ct.get_num_threads()} threads, load {load:.2f};"
+          f" medians of {args.rounds} alternating rounds, milliseconds")
+    for row in rows:
+        cells = " | ".join(f"{name} {value}" for name, value in row["ms"].items())
+        speedups = ", ".join(f"{name} {value}x" for name, value in row["numpy_over"].items())
+        print(f"| {row['MiB']} MiB | {cells} | numpy over: {speedups} |")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as file:
+            json.dump({"machine": cpu_model(), "threads": ct.get_num_threads(),
+                       "load_average": load, "rounds": args.rounds, "rows": rows},
+                      file, indent=1)
+
+
+if __name__ == "__main__":
+    main()
