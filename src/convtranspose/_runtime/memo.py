@@ -18,7 +18,7 @@ import numpy as np
 
 from .caches import register
 from .target import get_num_threads
-from .threads import parallel_parts
+from .threads import helper_ids, parallel_parts
 
 #: Matrices derived from a filter (class matrices, the dense layer matrix) are kept
 #: for repeated calls with the same filter: a model run layer by layer, or a
@@ -87,7 +87,8 @@ def _same_memory(memcmp, kept: np.ndarray, weights: np.ndarray) -> bool:
     second = weights.__array_interface__["data"][0]
     size = kept.nbytes
     parts = max(1, min(get_num_threads(), size // _COMPARED_PIECE_BYTES))
-    if parts == 1:
+    # One piece inside the pool's own work: its threads may all be busy with the caller's.
+    if parts == 1 or threading.get_native_id() in helper_ids:
         return memcmp(first, second, size) == 0
     bounds = [size * i // parts for i in range(parts + 1)]
     differing: list[int] = []
