@@ -27,8 +27,6 @@ from .._runtime.caches import kept
 from .._runtime.threads import add, parallel_copy, parallel_for
 from .common import input_glxc, output_glyc
 
-#: Output columns a piece of work takes (a multiple of every block's width).
-_COLUMNS_PER_PIECE = 256
 #: Filter rows (input channels) the product takes at a time.  Over all of a large
 #: filter's rows, every chunk of columns read 256 bytes from each of Ci pages (a TLB
 #: miss each: 7.4 ms for DCGAN 1024->512 on 4x4 pixels, 3.0 ms in blocks of 128 rows,
@@ -118,10 +116,14 @@ def _products(jobs, target) -> None:
     chunk = lanes * vectors
     numba = target.numba and matrix.dtype.kind == "f" and matrix.itemsize in (4, 8)
     pieces, calls = [], []
-    per_piece = max(chunk, _COLUMNS_PER_PIECE // chunk * chunk)
     for rows, matrix, columns in jobs:
         whole = matrix.shape[1] // chunk * chunk if numba and positions else 0
         if whole:
+            # A job's columns in one piece per thread (whole chunks): a piece reads its
+            # columns of every filter row, and the wider the piece, the longer the runs
+            # of each row that the prefetchers stream.  Pieces of 256 columns took
+            # 1.25-1.3x the time (``benchmarks/results/stream-xeon.json``, piece_width).
+            per_piece = -(-whole // (chunk * target.threads)) * chunk
             item = matrix.itemsize
             calls.append((rows.reshape(-1), _flat(matrix), _flat(columns),
                           columns.strides[0] // item, matrix.strides[0] // item, rows.shape[1]))
