@@ -94,3 +94,4 @@ def test_stream_keeps_non_finite_sums_where_taps_reach():
     got = run_forced(data, weights, axes, np.float64, False, "stream")
     np.testing.assert_array_equal(got, expected)
     assert np.isfinite(got).sum() == np.isfinite(expected).sum()
+

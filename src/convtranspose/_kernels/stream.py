@@ -10,7 +10,7 @@ per group, ``columns (P, M) = inputs (P, Ci) @ filter (Ci, M)``, reads each filt
 where the caller keeps it, in numba register blocks of a few positions by four
 vectors of columns (:func:`convtranspose._kernels._numba.blocked.block_source`), split
 among threads by columns; then each tap's columns are added into the output, as
-:mod:`.col2im` does.  ``M`` is ``Co * taps`` for a filter stored with the taps last
+:mod:`.col2im` does (with its compiled scatter).  ``M`` is ``Co * taps`` for a filter stored with the taps last
 (ONNX, OpenVINO), or ``Co`` per tap for one stored taps first (oneDNN's ``XIO``);
 other layouts are copied first.  Multiplies only the (input, tap) pairs that exist:
 exact with non-finite operands.
@@ -22,9 +22,8 @@ import math
 
 import numpy as np
 
-from .._plan.geometry import tap_windows
 from .._runtime.caches import kept
-from .._runtime.threads import add, parallel_copy, parallel_for
+from .._runtime.threads import parallel_for
 from .common import input_glxc, output_glyc
 
 #: Filter rows (input channels) the product takes at a time.  Over all of a large
@@ -86,21 +85,20 @@ def _stream(data, weights, axes, dtype, channels_last, out, *, target):
         _products([(rows[0], matrix, columns[0, :, k]) for k, matrix in enumerate(matrices)],
                   target)
         columns = columns.reshape((groups, batch) + spatial + kernel + (co,))
-        columns = np.moveaxis(columns, -1, 2 + len(spatial))  # (G, N, X..., Co, K...)
     else:  # columns (G, P, Co, K...)
         columns = np.zeros((groups, positions, co * taps), dtype)
         _products([(rows[g], matrix, columns[g]) for g, matrix in enumerate(matrices)], target)
-        columns = columns.reshape((groups, batch) + spatial + (co,) + kernel)
+        columns = np.moveaxis(columns.reshape((groups, batch) + spatial + (co,) + kernel),
+                              2 + len(spatial), -1)
+    # columns (G, N, X..., K..., Co), a view.  Every tap's columns are added in one
+    # compiled pass (numba's three axes at most, as this algorithm's), tap by tap as a
+    # NumPy add per tap would (the same sums): 0.45x that loop's time where the
+    # output's channels are a plane apart (``benchmarks/results/stream-xeon.json``,
+    # tap_adds).  ``out`` is C-contiguous, as the scatter needs.
+    from ._numba.scatter import col2im_scatter
+
     out.fill(0)
-    into = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
-    windows = [tap_windows(axis) for axis in axes]
-    for tap in np.ndindex(*kernel):
-        window = [w[k] for w, k in zip(windows, tap)]
-        if any(w is None for w in window):
-            continue
-        src = (slice(None), slice(None)) + tuple(w[0] for w in window) + (slice(None),) + tap
-        dst = (slice(None), slice(None)) + tuple(w[1] for w in window)
-        parallel_copy(add, into[dst], columns[src])
+    col2im_scatter(columns, out, output_glyc(out, groups, channels_last), axes, target)
 
 
 def _products(jobs, target) -> None:

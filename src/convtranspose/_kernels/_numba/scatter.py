@@ -31,11 +31,12 @@ def _tap_inputs(size, tap, stride, dilation, offset, out_low, out_high):  # prag
 def scatter_kernel(columns, col_steps, target, out_steps, geometry, co, n, rows_per_item,
                     start, stop):  # pragma: no cover - compiled
     # columns (G, n, X1, X2, X3, K1, K2, K3, Co) and the output (G, n, Y1, Y2, Y3, Co)
-    # as flat buffers with element steps; geometry[a] = (X, K, stride, dilation,
+    # as flat buffers with element steps (col_steps[8] and out_steps[5] the channels');
+    # geometry[a] = (X, K, stride, dilation,
     # offset, Y).  Item (g, sample, block of rows_per_item output rows of axis 1):
     # items own disjoint outputs, and each adds its taps in tap order.
     s1, s2, s3 = geometry[0, 2], geometry[1, 2], geometry[2, 2]
-    c2, c3, c4 = col_steps[2], col_steps[3], col_steps[4]
+    c2, c3, c4, c5 = col_steps[2], col_steps[3], col_steps[4], col_steps[8]
     o2, o3, o4, o5 = out_steps[2], out_steps[3], out_steps[4], out_steps[5]
     blocks = (geometry[0, 5] + rows_per_item - 1) // rows_per_item
     for item in range(start, stop):
@@ -64,7 +65,7 @@ def scatter_kernel(columns, col_steps, target, out_steps, geometry, co, n, rows_
                             # channel loop (benchmarks/results/blas-algorithms.json),
                             # with unsigned indices: numba wraps negative signed ones,
                             # a check that keeps the loop scalar.
-                            if o5 == 1:
+                            if o5 == 1 and c5 == 1:
                                 for _ in range(hi3 - lo3):
                                     at, read = np.uint64(dst), np.uint64(src)
                                     for c in range(np.uint64(co)):
@@ -74,7 +75,7 @@ def scatter_kernel(columns, col_steps, target, out_steps, geometry, co, n, rows_
                             else:
                                 for _ in range(hi3 - lo3):
                                     for c in range(co):
-                                        target[dst + c * o5] += columns[src + c]
+                                        target[dst + c * o5] += columns[src + c * c5]
                                     src += c4
                                     dst += s3 * o4
 
@@ -101,7 +102,8 @@ def col2im_scatter(columns, out, region, axes, target) -> None:
     """Add col2im's ``columns`` into ``region`` tap by tap, as the NumPy adds do.
 
     ``columns`` is ``(G, n, X..., K..., Co)`` with non-negative strides (the byte
-    products' padded columns are skipped, not copied away); ``region`` a view
+    products' padded columns are skipped, not copied away; channels a step apart are
+    added one by one, contiguous ones in vectors where ``region``'s are too); ``region`` a view
     ``(G, n, Y..., Co)`` of the C-contiguous ``out``; ``axes`` send input ``x`` of tap
     ``k`` to output ``x * stride + k * dilation - offset``.  Every output element gets
     its taps' products in tap order, as from the NumPy loop, so the sums are the same
