@@ -135,7 +135,8 @@ def remembers_calls(function: _Function) -> _Function:
                 record = records.get(key)
                 # The rules of the module, the cheapest comparisons first; the types
                 # before the values, so that ``==`` compares plain values only.
-                if (record is not None and data.dtype is record.dtype and filter.dtype is record.filter_dtype
+                if (record is not None and data.dtype is record.dtype
+                        and filter.dtype is record.filter_dtype
                         and filter.shape == record.filter_shape
                         and tuple(map(type, values)) == record.kinds
                         and values == record.values and tuple(kwargs) == record.names

@@ -48,13 +48,13 @@ def same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
     """Whether two filters of one shape and dtype hold the same bits (-0.0 is not 0.0).
 
     Two dense arrays of one memory layout (the memo's copy keeps the filter's) compare
-    as memory with the C library's ``memcmp``, on the threads in pieces of at least
-    :data:`_COMPARED_PIECE_BYTES`: 1.5x faster than NumPy's comparison on one thread
+    as memory with the C library's ``memcmp`` from :data:`_MEMCMP_MIN_BYTES` on, on the
+    threads in pieces of at least :data:`_COMPARED_PIECE_BYTES`: 1.5x faster than NumPy's comparison on one thread
     and 2.4x on two for a 32 MiB filter (``benchmarks/results/weights-memo.json``).
     """
     if kept.nbytes <= 4096:
         return kept.tobytes() == weights.tobytes()
-    if kept.strides == weights.strides and _dense(kept):
+    if kept.nbytes >= _MEMCMP_MIN_BYTES and kept.strides == weights.strides and _dense(kept):
         memcmp = _memcmp()
         if memcmp is not None:
             return _same_memory(memcmp, kept, weights)
@@ -62,6 +62,10 @@ def same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
     return unsigned is not None and np.array_equal(kept.view(unsigned), weights.view(unsigned))
 
 
+#: Filters compared with ``memcmp`` from this size on: at 1 MiB it is as fast as NumPy's
+#: comparison (0.93-1.03x), and below, its set-up costs more than NumPy's (5 us against
+#: 3 for 32 KiB; ``benchmarks/results/weights-memo.json``, ``comparison``).
+_MEMCMP_MIN_BYTES = 1 << 20
 #: The least bytes one thread compares: comparing 4 MiB takes about 0.3 ms on one
 #: thread, about what a fork-join of the thread pool costs after a pause (0.15-0.43 ms,
 #: ``benchmarks/results/thread-wakeup-xeon.json``); in two pieces of 2 MiB it took
