@@ -411,7 +411,8 @@ class BlockedLayer:
     """
 
     __slots__ = ("_dtype", "_mode", "_target", "_copy_plane_bytes", "_copy_steps",
-                 "_in_steps", "_passes", "_run_args", "_threads", "_count", "_pieces")
+                 "_in_steps", "_passes", "_run_args", "_threads", "_count", "_pieces",
+                 "_by_passes")
 
     def __init__(self, batch, weights, axes, dtype, channels_last, mode, derived, target,
                  product="vector_fma"):
@@ -454,6 +455,14 @@ class BlockedLayer:
                                                and mode == KEEP)), np.int64)
             self._passes.append((c0 * out_steps[4], c0, c1, (w, sizes),
                                  _blocked_kernel(lanes, chunk, pixels, mode, product)))
+        # With a pass for every thread, the threads take whole passes (every line of
+        # their output channels) instead of sharing each pass's lines: one fork-join,
+        # and each pass's weights read by one thread for all its lines.  On an Intel
+        # Xeon every layer measured of 3-16 passes ran faster: 1.4-1.6x a single-plane
+        # stride-1 k7 layer, 1.15-1.35x three uneven passes on two threads, 1.05-1.1x
+        # sixteen planes (``benchmarks/results/blocked-pieces-xeon.json``,
+        # passes_between_threads).
+        self._by_passes = len(self._passes) >= threads > 1
 
     def __call__(self, data, out, bias=None) -> None:
         """Fill ``out`` (the set-up's layout, shape and store mode) from ``data``, plus
@@ -475,16 +484,22 @@ class BlockedLayer:
         # Read-only views of the operands the kernel reads, whatever the caller's flags: a
         # writable and a read-only array are two numba types, each compiling the kernel.
         source, bias = frozen_all(data.reshape(-1).view(), bias.view())
-        run_args = self._run_args
-        for at, c0, c1, (w, sizes), kernel in self._passes:
-            pass_out = flat_out[at:] if flat_out.size else flat_out
-            pass_bits = bits[at:] if bits.size else bits
-            pass_bias = bias[c0:c1] if bias.size else bias
-            parallel_for(lambda a, b, kernel=kernel, w=w, pass_out=pass_out,
-                         pass_bits=pass_bits, pass_bias=pass_bias, sizes=sizes: kernel(
-                             source, w, pass_out, pass_bits, pass_bias, sizes, in_steps,
-                             *run_args, a, b),
-                         self._count, self._threads, self._pieces)
+        run_args, count = self._run_args, self._count
+
+        def run_pass(index: int, start: int, stop: int) -> None:
+            at, c0, c1, (w, sizes), kernel = self._passes[index]
+            kernel(source, w, flat_out[at:] if flat_out.size else flat_out,
+                   bits[at:] if bits.size else bits, bias[c0:c1] if bias.size else bias,
+                   sizes, in_steps, *run_args, start, stop)
+
+        if self._by_passes:
+            passes = len(self._passes)
+            parallel_for(lambda a, b: [run_pass(i, 0, count) for i in range(a, b)], passes,
+                         self._threads, passes)
+        else:
+            for index in range(len(self._passes)):
+                parallel_for(lambda a, b, index=index: run_pass(index, a, b), count,
+                             self._threads, self._pieces)
         if result is not out:
             np.copyto(out, result)
 
