@@ -16,7 +16,8 @@ import threading
 from itertools import chain
 from operator import itemgetter
 
-__all__ = ["SLOTS_KEPT", "find_plain", "forget_plain", "keep_plain"]
+__all__ = ["SLOTS_KEPT", "exact_int_items", "find_plain", "forget_plain", "keep_plain",
+           "sequences_getter"]
 
 #: Slots kept: ``(resolver, keyword names, values' types, *positional arguments)`` ->
 #: ``(values (lists copied), the sequences' getter, (plan, plan cache key))``; all are
@@ -28,6 +29,23 @@ _recent: tuple = ((), None)
 _lock = threading.Lock()
 _PLAIN_TYPES = frozenset({int, str, type(None), tuple, list})
 _EXACT_INT = frozenset({int})
+
+
+def sequences_getter(kinds: tuple):
+    """A function of values of these ``kinds`` giving the sequences (lists and tuples)
+    among them as one tuple."""
+    indices = [index for index, kind in enumerate(kinds) if kind is tuple or kind is list]
+    # A lone one twice: itemgetter of one index returns it bare.
+    return itemgetter(*indices, *indices[:1]) if indices else _no_sequences
+
+
+def _no_sequences(values: tuple) -> tuple:
+    return ()
+
+
+def exact_int_items(sequences: tuple) -> bool:
+    """Whether every item of every sequence is an exact int."""
+    return _EXACT_INT.issuperset(map(type, chain.from_iterable(sequences)))
 
 
 def find_plain(resolver, args: tuple, kwargs: dict, values: tuple) -> tuple:
@@ -46,7 +64,7 @@ def find_plain(resolver, args: tuple, kwargs: dict, values: tuple) -> tuple:
         _recent = slot_key, slot
     # Same types (the slot's key) and equal values; the sequences' items exact ints.
     if (slot is not None and slot[0] == values
-            and _EXACT_INT.issuperset(map(type, chain.from_iterable(slot[1](values))))):
+            and exact_int_items(slot[1](values))):
         return slot_key, slot[2]
     return slot_key, None
 
@@ -55,12 +73,9 @@ def keep_plain(slot_key: tuple, values: tuple, found: tuple) -> None:
     """Keep ``found`` (plan, plan cache key) in ``slot_key``'s slot if every value is plain."""
     global _recent
     kinds = slot_key[2]
-    sequences = [index for index, kind in enumerate(kinds) if kind is tuple or kind is list]
-    if not _PLAIN_TYPES.issuperset(kinds) or not _EXACT_INT.issuperset(
-            map(type, chain.from_iterable(values[index] for index in sequences))):
+    getter = sequences_getter(kinds)
+    if not _PLAIN_TYPES.issuperset(kinds) or not exact_int_items(getter(values)):
         return
-    # A tuple of the sequences (a lone one twice: itemgetter of one index returns it bare).
-    getter = itemgetter(*sequences, *sequences[:1]) if sequences else lambda values: ()
     slot = tuple(list(value) if type(value) is list else value for value in values), getter, found
     with _lock:
         if len(_slots) >= SLOTS_KEPT:

@@ -36,8 +36,6 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable
-from itertools import chain
-from operator import itemgetter
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -47,6 +45,7 @@ from .._plan import dialects as _dialects
 from .._runtime import caches as _caches
 from .._runtime import memory as _memory
 from .kept_calls import PreparedKey, prepared_calls
+from .plain_plans import exact_int_items, sequences_getter
 
 __all__ = ["RECORDS_KEPT", "note_prepared", "remembers_calls"]
 
@@ -55,7 +54,6 @@ __all__ = ["RECORDS_KEPT", "note_prepared", "remembers_calls"]
 RECORDS_KEPT = 64
 _local = threading.local()
 _PLAIN = frozenset({int, bool, str, type(None), tuple, list})
-_EXACT_INT = frozenset({int})
 _forgets: list = []
 
 
@@ -74,29 +72,19 @@ class _Record:
                  "filter_dtype", "key", "limit")
 
     def __init__(self, names, values, data, filter, key, limit):
-        kinds = tuple(map(type, values))
-        indices = [index for index, kind in enumerate(kinds) if kind is tuple or kind is list]
-        self.names, self.kinds = names, kinds
+        self.names, self.kinds = names, tuple(map(type, values))
         self.values = tuple(list(value) if type(value) is list else value for value in values)
-        # The sequences among the values, as one tuple (a lone one twice: itemgetter of
-        # one index returns it bare).
-        self.sequences = itemgetter(*indices, *indices[:1]) if indices else _no_sequences
+        self.sequences = sequences_getter(self.kinds)
         self.dtype, self.filter_shape, self.filter_dtype = data.dtype, filter.shape, filter.dtype
         # The prepared call is looked up by its key on every call, not kept here: the
         # prepared calls' table bounds what their packed weights hold.
         self.key, self.limit = key, limit
 
 
-def _no_sequences(values: tuple) -> tuple:
-    return ()
-
-
 def _plain(values: tuple) -> bool:
     """Whether every value is of a plain type whose equality the record can trust."""
     kinds = tuple(map(type, values))
-    sequences = (value for value, kind in zip(values, kinds) if kind is tuple or kind is list)
-    return _PLAIN.issuperset(kinds) and _EXACT_INT.issuperset(
-        map(type, chain.from_iterable(sequences)))
+    return _PLAIN.issuperset(kinds) and exact_int_items(sequences_getter(kinds)(values))
 
 
 def _positions(function, record: _dialects.Dialect) -> tuple[int, int]:
@@ -115,12 +103,13 @@ def remembers_calls(function: _Function) -> _Function:
     low, high = sorted((data_at, filter_at))
     needed = high + 1
 
-    def others(args: tuple) -> tuple:  # the positional arguments but the two operands
-        return args[:low] + args[low + 1:high] + args[high + 1:]
-
+    # The positional arguments but the two operands (the common case in one slice).
     if (low, high) == (0, 1):
-        def others(args: tuple) -> tuple:  # noqa: F811 (the common case, sliced once)
+        def others(args: tuple) -> tuple:
             return args[2:]
+    else:
+        def others(args: tuple) -> tuple:
+            return args[:low] + args[low + 1:high] + args[high + 1:]
 
     records: dict = {}
     _forgets.append(records.clear)
@@ -140,8 +129,7 @@ def remembers_calls(function: _Function) -> _Function:
                         and filter.shape == record.filter_shape
                         and tuple(map(type, values)) == record.kinds
                         and values == record.values and tuple(kwargs) == record.names
-                        and _EXACT_INT.issuperset(
-                            map(type, chain.from_iterable(record.sequences(values))))
+                        and exact_int_items(record.sequences(values))
                         and _memory.get_max_bytes() >= record.limit):
                     prepared = prepared_calls.get(record.key)
                     if (prepared is not None and prepared[1] == _planning.generation
