@@ -72,7 +72,7 @@ def _owned(name: str, value: object) -> object:
     return own(frozen(np.array(as_array(name, value), copy=True)))
 
 
-_NO_FAST = (None, -1, None, math.inf)
+_NO_FAST = (None, -1, None)
 
 
 class _Binding:
@@ -90,7 +90,7 @@ class _Binding:
     :func:`~convtranspose._execute.transposed.transposed_convolution` does.
     """
 
-    __slots__ = ("plan", "fast", "_run", "_call", "_filter", "_bias", "_limit")
+    __slots__ = ("plan", "fast", "limit", "_run", "_call", "_filter", "_bias")
 
     def __init__(self, layer: PreparedLayer, data_shape: tuple[int, ...]):
         record, arguments = layer._dialect, layer._arguments
@@ -103,13 +103,13 @@ class _Binding:
             rule_arguments[bias_name] = None if bias is None else bias.shape
         self.plan = plan = resolve_plan(record.rule, **rule_arguments)
         self._call: tuple = (None, -1)  # (prepared call, planning generation): none yet
-        #: ``(call, generation, filter, limit)`` that :meth:`PreparedLayer.__call__`
-        #: runs as ``call(data, filter, None)`` while the generation holds and the
-        #: memory limit is at least ``limit`` (a bias-free layer's prepared call), or
-        #: ``(None, -1, None, inf)``: generations count from 0.
+        #: ``(call, generation, filter)`` that :meth:`PreparedLayer.__call__` runs as
+        #: ``call(data, filter, None)`` while the generation holds and the memory limit
+        #: is at least :attr:`limit` (a bias-free layer's prepared call), or ``(None,
+        #: -1, None)``: generations count from 0.
         self.fast: tuple = _NO_FAST
-        #: The memory limit the last checked run without ``out`` passed under.
-        self._limit = math.inf
+        #: The memory limit the last checked run without ``out`` passed under (none yet).
+        self.limit = math.inf
         self._filter = self._bias = None
         if not record.transposed:
             self._run = lambda data, out: execute_convolution(plan, data, filter, out)
@@ -126,7 +126,7 @@ class _Binding:
     def __call__(self, data: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         call, generation = self._call
         if (call is not None and out is None and generation == _planning.generation
-                and get_max_bytes() >= self._limit):
+                and get_max_bytes() >= self.limit):
             result = call(data, self._filter, None)
             if result is not None:
                 if self._bias is not None and result.size:
@@ -142,11 +142,10 @@ class _Binding:
         limit = get_max_bytes()
         result = self._run(data, out)
         if out is None and get_max_bytes() == limit:
-            self._limit = limit
-        if self._filter is not None and (self._call[1] != _planning.generation
-                                         or self.fast[3] != self._limit):
+            self.limit = limit
+        if self._filter is not None and self._call[1] != _planning.generation:
             self._call = call, generation = self._prepared(data)
-            self.fast = ((call, generation, self._filter, self._limit)
+            self.fast = ((call, generation, self._filter)
                          if call is not None and self._bias is None else _NO_FAST)
         return result
 
@@ -227,8 +226,8 @@ class PreparedLayer:
             elif out is None:
                 # The binding's prepared call, run here: a tiny layer's call takes 4 us,
                 # a tenth of which would go to calling the binding.
-                call, generation, filter, limit = binding.fast
-                if generation == _planning.generation and get_max_bytes() >= limit:
+                call, generation, filter = binding.fast
+                if generation == _planning.generation and get_max_bytes() >= binding.limit:
                     result = call(data, filter, None)
                     return result if result is not None else binding.general(data, out)
             return binding(data, out)

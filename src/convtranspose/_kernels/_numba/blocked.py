@@ -27,7 +27,7 @@ from ..._plan.geometry import axis_phases, three_axes
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes
-from ..._runtime.threads import PIECES_PER_THREAD, parallel_for
+from ..._runtime.threads import PIECES_PER_THREAD, parallel_for, parallel_parts
 from ..schedules import (
     FLOAT16,
     KEEP,
@@ -493,9 +493,8 @@ class BlockedLayer:
                    sizes, in_steps, *run_args, start, stop)
 
         if self._by_passes:
-            passes = len(self._passes)
-            parallel_for(lambda a, b: [run_pass(i, 0, count) for i in range(a, b)], passes,
-                         self._threads, passes)
+            parallel_parts(lambda index: run_pass(index, 0, count), len(self._passes),
+                           self._threads)
         else:
             for index in range(len(self._passes)):
                 parallel_for(lambda a, b, index=index: run_pass(index, a, b), count,
