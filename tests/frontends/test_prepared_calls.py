@@ -63,6 +63,71 @@ def test_direct_blocked_prepared_call_channels_last(monkeypatch, dtype):
     assert "DirectCall" in _prepared_kinds()
 
 
+# (algorithm, data shape, filter shape, attributes): GEMM layers prepared through the
+# registry's ``prepare`` entries.  col2im: overlapping taps (adds), k2 s2 (disjoint
+# copies), few output channels (numba's scatter, channels last), groups, a crop; pointwise:
+# a 1x1 layer in place, and strided with an output crop (zeros between its inputs).
+GEMM_LAYERS = [
+    ("col2im-ncx", (2, 6, 5, 7), (6, 20, 3, 3), dict(strides=2, pads_begin=1, pads_end=0)),
+    ("col2im-nxc", (2, 6, 5, 7), (6, 3, 3, 3), dict(strides=2, pads_begin=1, pads_end=0)),
+    ("col2im-ncx", (1, 4, 6, 6), (4, 24, 2, 2), dict(strides=2)),
+    ("col2im-nxc", (1, 3, 9), (3, 40, 4), dict(strides=3, pads_begin=1, pads_end=2,
+                                                dilations=2)),
+    ("pointwise", (2, 6, 5, 7), (6, 20, 1, 1), dict()),
+    ("pointwise", (1, 4, 6, 3), (4, 9, 1, 1), dict(strides=3, pads_begin=1, pads_end=2)),
+]
+
+
+@pytest.mark.parametrize("algorithm, data_shape, filter_shape, attributes", GEMM_LAYERS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_prepared_calls_match_the_oracle(monkeypatch, algorithm, data_shape, filter_shape,
+                                              attributes, dtype):
+    """col2im's and pointwise's prepared calls give the oracle's sums through the array
+    function and a prepared layer, after an in-place edit of the filter, for data of
+    another memory layout, and with infinities (both multiply only pairs that exist:
+    inf and NaN exactly where the oracle has them)."""
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", algorithm)
+    ct.clear_caches()
+    data, filter = _values(data_shape, dtype), _values(filter_shape, dtype)
+    layer = ct.prepare(ct.convolution_backprop_data, filter=filter, **attributes)
+    own = filter.copy()
+    for call in range(5):
+        if call == 2:
+            filter[0] += 1  # edited in place: the prepared call must not serve it
+        given = data if call != 3 else np.asfortranarray(data)
+        if call == 4:
+            given = data.copy()
+            given.flat[7] = np.inf
+        with np.errstate(invalid="ignore"):
+            expected = oracle.openvino_cbpd(given.astype(np.float64), filter.astype(np.float64),
+                                            **attributes)
+            own_expected = oracle.openvino_cbpd(given.astype(np.float64),
+                                                own.astype(np.float64), **attributes)
+        np.testing.assert_array_equal(
+            ct.convolution_backprop_data(given, filter, **attributes), expected.astype(dtype))
+        np.testing.assert_array_equal(layer(given), own_expected.astype(dtype))
+    assert "DirectCall" in _prepared_kinds()  # the repeated calls ran prepared
+
+
+@pytest.mark.parametrize("internal_last", [False, True], ids=["col2im-ncx", "col2im-nxc"])
+def test_col2im_prepared_call_in_chunks(monkeypatch, internal_last):
+    """A layer whose columns exceed the scratch budget goes in chunks of samples and of
+    the first axis, prepared as in the general path."""
+    from convtranspose._kernels import phase
+
+    monkeypatch.setattr(phase, "SCRATCH_BYTES", 1 << 10)
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM",
+                       "col2im-nxc" if internal_last else "col2im-ncx")
+    ct.clear_caches()
+    data, filter = _values((3, 4, 9, 5)), _values((4, 6, 3, 2))
+    attributes = dict(strides=2, pads_begin=1, pads_end=1)
+    expected = oracle.openvino_cbpd(data, filter, **attributes)
+    for _ in range(3):
+        np.testing.assert_array_equal(
+            ct.convolution_backprop_data(data, filter, **attributes), expected)
+    assert "DirectCall" in _prepared_kinds()
+
+
 def test_prepared_layer_follows_switches_and_planning(monkeypatch):
     """A prepared layer keeps the prepared call of its binding while the planning holds; a
     changed switch or planning level is followed, and every result stays exact."""

@@ -13,23 +13,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from .._choose.choice import choose_exact, fitting, on_threads, split_label
 from .._choose.planning import planned_choice
-from .._kernels import ALGORITHMS, REGISTRY, resolve, run, run_rounded
+from .._kernels import ALGORITHMS, REGISTRY, prepare, resolve, run, run_rounded
 from .._kernels import casts as _casts
 from .._kernels.common import NonFinite
 from .._kernels.dense import DenseCall, dense_matrix
-from .._kernels.depthwise import prepare_depthwise
 from .._kernels.direct import DirectCall
-from .._kernels.direct_blocked import prepare_blocked
 from .._plan.geometry import beyond_int64_kernels
 from .._plan.problem import Problem
 from .._plan.rules import AxisPlan
-from .._runtime.memo import derived_from, owned
+from .._runtime.memo import frozen, owned
 from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host
 from . import background
@@ -291,17 +289,20 @@ def preparable(data_dtype: np.dtype, filter_dtype: np.dtype) -> bool:
 _PREPARED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
-                 axes: tuple[AxisPlan, ...], channels_last: bool,
-                 target: Target | None = None):
+def prepare_call(data: np.ndarray, filter: np.ndarray,
+                 canonical: Callable[[np.ndarray], np.ndarray], axes: tuple[AxisPlan, ...],
+                 channels_last: bool, target: Target | None = None):
     """A :class:`DenseCall` or :class:`DirectCall` for this layer, or None.
 
-    ``filter`` is the caller's filter and ``weights`` its ``(G, Ci, Co, K...)`` view.
-    Only float32 and float64 layers (no rounding afterwards) that :func:`~.dispatch.choose`
-    gives to ``dense``, to numba ``direct`` or ``depthwise`` (a finite filter) or to
-    ``direct-blocked``
-    qualify, the last two with a filter of at most :data:`PREPARED_MAX_FILTER_BYTES` or
-    a prepared layer's own.
+    ``filter`` is the caller's filter and ``canonical`` gives the ``(G, Ci, Co, K...)``
+    view of a filter of its layout.  The call is set up from a copy of the filter (a
+    prepared layer's own filter as it is), which it compares the caller's with on every
+    call: nothing it keeps is a view of an array the caller may edit.
+    Only float32 and float64 layers (no rounding afterwards) qualify, that planning
+    gives to ``dense`` or to an algorithm with a ``prepare`` entry in the registry
+    (:func:`convtranspose._kernels.prepare`; numba ``direct`` and ``depthwise`` only
+    with a filter known to be finite), within the scratch bound, the latter with a
+    filter of at most :data:`PREPARED_MAX_FILTER_BYTES` or a prepared layer's own.
     """
     dtype = data.dtype
     if not preparable(dtype, filter.dtype):
@@ -310,29 +311,19 @@ def prepare_call(data: np.ndarray, filter: np.ndarray, weights: np.ndarray,
         return None
     target = host() if target is None else target
     batch = data.shape[0]
-    choice = planned_choice(Problem(batch, axes, weights.shape, channels_last, dtype), target)
+    weights = canonical(filter)
+    problem = Problem(batch, axes, weights.shape, channels_last, dtype)
+    choice = planned_choice(problem, target)
     runs, run_target = choice.runs, on_threads(target, choice.threads)
     shape = result_shape(batch, weights.shape, axes, channels_last)
     if runs == "dense":
         matrix = dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
         return DenseCall(filter, matrix, shape, dtype)
-    if runs not in ("direct", "direct-blocked", "depthwise") or (
-            filter.nbytes > PREPARED_MAX_FILTER_BYTES and not owned(filter)):
+    if (filter.nbytes > PREPARED_MAX_FILTER_BYTES and not owned(filter)) or fitting(
+            runs, problem, target) != runs:
         return None
-    derived = derived_from(weights, runs)
-    if runs == "direct-blocked":  # exact with any operands: it multiplies no padding
-        compute = prepare_blocked(batch, weights, axes, dtype, channels_last, derived,
-                                  run_target)
-    elif not derived.get("finite"):
-        return None
-    elif runs == "depthwise":
-        compute = prepare_depthwise(batch, weights, axes, dtype, channels_last, derived,
-                                    run_target)
-    else:
-        from .._kernels._numba.direct import prepare_direct
-
-        compute = prepare_direct(batch, weights, axes, dtype, channels_last, derived,
-                                 run_target)
+    kept = filter if owned(filter) else frozen(np.array(filter, copy=True, order="K"))
+    compute = prepare(runs, batch, canonical(kept), axes, dtype, channels_last, run_target)
     # The call is checked against the machine it was planned for (its kernels run on
     # the plan's threads).
-    return None if compute is None else DirectCall(filter, compute, shape, dtype, target)
+    return None if compute is None else DirectCall(kept, compute, shape, dtype, target)

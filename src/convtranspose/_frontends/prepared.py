@@ -155,7 +155,7 @@ class _Binding:
         plan, filter = self.plan, self._filter
         if self._bias is None:
             return prepared_call(plan, data, filter)
-        call = prepare_call(data, filter, canonical_weights(plan, filter), plan.axes,
+        call = prepare_call(data, filter, lambda kept: canonical_weights(plan, kept), plan.axes,
                             plan.channels_last)
         return call, _planning.generation
 

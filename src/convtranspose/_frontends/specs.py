@@ -299,7 +299,8 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
     if key is not None and prepared is None:
         # Kept when there is none too (the layer's algorithm is another): asking again
         # would run the choice once more on every call.
-        call = prepare_call(data, filter, weights, plan.axes, plan.channels_last)
+        call = prepare_call(data, filter, lambda kept: canonical_weights(plan, kept),
+                            plan.axes, plan.channels_last)
         _bounded_insert(prepared_calls, key, (call, _planning.generation,
                                               None if call is not None else switch_state()),
                         PREPARED_CALLS_KEPT)

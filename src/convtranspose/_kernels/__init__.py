@@ -38,7 +38,8 @@ from .._runtime.target import Target
 from . import schedules as _schedules
 
 __all__ = ["ALGORITHMS", "REGISTRY", "Algorithm", "exact_algorithms", "missing",
-           "offered_algorithms", "resolve", "rounds_as_it_stores", "run", "run_rounded"]
+           "offered_algorithms", "prepare", "resolve", "rounds_as_it_stores", "run",
+           "run_rounded"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,11 @@ class Algorithm:
     ``estimate``: the name of its time estimate
     (:data:`convtranspose._choose.estimates.ESTIMATES`, called with ``options``).
     ``scratch``: the name of its scratch rule (:data:`.scratch.SCRATCH_RULES`).
+    ``prepare``: a function of ``module``, ``(batch, weights, axes, dtype,
+    channels_last, target, **options) -> compute or None``, that sets the layer up
+    once for repeated calls: ``compute(data, out)`` then fills a C-contiguous ``out``
+    of ``dtype`` as the algorithm does, for any data of the layer's shape (see
+    :func:`prepare`).
     """
 
     name: str
@@ -78,6 +84,7 @@ class Algorithm:
     rounds_when: str | None = None
     estimate: str | None = None
     scratch: str = "padded-columns"
+    prepare: str | None = None
 
 
 def _entries() -> dict[str, Algorithm]:
@@ -94,7 +101,7 @@ def _entries() -> dict[str, Algorithm]:
             Algorithm(f"col2im-{layout}", "col2im", "_col2im",
                       "one GEMM of every tap's contribution, then a strided add per tap",
                       {"internal_last": last}, exact=True, estimate="col2im",
-                      scratch="columns"),
+                      scratch="columns", prepare="prepare_col2im"),
         ]
     entries += [
         Algorithm("dense", "dense", "_dense",
@@ -103,7 +110,7 @@ def _entries() -> dict[str, Algorithm]:
         Algorithm("pointwise", "pointwise", "_pointwise",
                   "one product per group over the inputs (a kernel of one tap per axis)",
                   requires=("blas", "one tap"), fallback="phase-{layout}", exact=True,
-                  estimate="pointwise", scratch="pointwise"),
+                  estimate="pointwise", scratch="pointwise", prepare="prepare_pointwise"),
         Algorithm("window", "window", "_window",
                   "every phase in one GEMM over copied input windows (zeros where no tap)",
                   estimate="window"),
@@ -114,7 +121,8 @@ def _entries() -> dict[str, Algorithm]:
         Algorithm("direct", "direct", "_direct_numba",
                   "numba per-tap multiply-adds in vector registers (planes, rows, positions)",
                   requires=("numba",), fallback="direct-numpy", rounding="_direct_numba_rounded",
-                  rounds_when="direct_rounds", estimate="direct", scratch="direct"),
+                  rounds_when="direct_rounds", estimate="direct", scratch="direct",
+                  prepare="_prepare_direct_numba"),
         Algorithm("direct-numpy", "direct", "_direct_numpy",
                   "per-tap multiply-adds with NumPy broadcasting", offered=False,
                   scratch="direct-numpy"),
@@ -122,12 +130,12 @@ def _entries() -> dict[str, Algorithm]:
                   "numba blocks of outputs with their channels in vector registers",
                   requires=("numba",), fallback="phase-{layout}", exact=True,
                   rounding="_direct_blocked_rounded", estimate="direct-blocked",
-                  scratch="direct-blocked"),
+                  scratch="direct-blocked", prepare="prepare_blocked"),
         Algorithm("depthwise", "depthwise", "_depthwise",
                   "numba blocks of outputs along the last axis, a vector of depthwise "
                   "channels each, over a padded channel-blocked copy",
                   requires=("numba",), fallback="direct", estimate="depthwise",
-                  scratch="depthwise"),
+                  scratch="depthwise", prepare="prepare_depthwise"),
     ]
     return {entry.name: entry for entry in entries}
 
@@ -211,6 +219,18 @@ def run(name: str, data, weights, axes, dtype, channels_last, out, target: Targe
     with _blas.at_most(target.threads):  # OpenBLAS's own count comes back afterwards
         function(data, weights, axes, dtype, channels_last, out, target=target,
                  **entry.options)
+
+
+def prepare(name: str, batch: int, weights, axes, dtype, channels_last, target: Target):
+    """``compute(data, out)``: the registered algorithm ``name`` (resolved beforehand) set
+    up once for this layer (its ``prepare`` entry), or None where it has none or declines
+    the layer.  The data must have ``dtype`` (float32 or float64) and ``out`` be
+    C-contiguous; the sums are the ones :func:`run` gives, for any data."""
+    entry = REGISTRY[name]
+    if entry.prepare is None:
+        return None
+    function = _function(entry.module, entry.prepare)
+    return function(batch, weights, axes, dtype, channels_last, target, **entry.options)
 
 
 def run_rounded(name: str, data, weights, axes, dtype, channels_last, out, bias,

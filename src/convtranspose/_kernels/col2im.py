@@ -10,13 +10,16 @@ with non-finite operands.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from .._plan.geometry import tap_windows
 from .._plan.rules import AxisPlan
+from .._runtime.caches import kept
 from .._runtime.memo import derived_from, frozen
 from .._runtime.threads import add, copy, parallel_copy
+from . import phase as _phase
 from .common import input_glxc, output_glyc, threaded_matmul
 from .phase import chunks
 from .schedules import numba_scatters
@@ -54,40 +57,49 @@ def _col2im_matrix(weights, dtype, internal_last: bool) -> tuple[np.ndarray, boo
     return matrix, True
 
 
-def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, target):
-    """One GEMM for every tap's contribution, then one strided add per live tap.
+class _Chunk(NamedTuple):
+    """One chunk of samples ``[n0, n1)`` (and of the first spatial axis, ``[x0, x1)``):
+    the shape its columns take, its axes (input positions counted from ``x0``), and per
+    live tap the (columns, output) index tuples of its store."""
 
-    The columns buffer (``taps * Co`` values per input position) is built for a chunk
-    of samples, or of one sample's first spatial axis, at a time.
-    """
-    groups, ci, co = weights.shape[:3]
-    kernel = tuple(weights.shape[3:])
-    batch = data.shape[0]
+    n0: int
+    n1: int
+    x0: int
+    x1: int
+    columns_shape: tuple[int, ...]
+    axes: tuple[AxisPlan, ...]
+    stores: tuple[tuple[tuple, tuple], ...]
+
+
+class _Steps(NamedTuple):
+    """What col2im does for one layer shape, worked out once (:func:`_steps`): whether
+    it zeroes the output first, whether taps copy (disjoint) or add, whether numba
+    scatters the columns, and its chunks."""
+
+    fill: bool
+    disjoint: bool
+    scatter: bool
+    chunks: tuple[_Chunk, ...]
+
+
+@kept("kernel schedules", maxsize=256)
+def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
+           itemsize: int, out_bytes: int, internal_last: bool, tap_major: bool, scatter: bool,
+           budget: int) -> _Steps:
+    """col2im's chunks and stores for a layer (``budget``: the columns' scratch bytes);
+    shared, read-only."""
+    groups, ci, co = weights_shape[:3]
+    kernel = tuple(weights_shape[3:])
     spatial = tuple(axis.input_size for axis in axes)
-    taps = math.prod(kernel)
-    matrix, tap_major = _col2im_matrix(weights, dtype, internal_last)
-    scatter = None
-    if (tap_major and out.flags.c_contiguous
-            and numba_scatters(internal_last, co, len(axes), dtype.kind == "f" and target.numba)):
-        from ._numba.scatter import col2im_scatter as scatter
     # Taps that span less than a stride (U-Net's k2 s2) reach every output at most
     # once, so their columns are copied, not added to zeros.
-    disjoint = scatter is None and all(
+    disjoint = not scatter and all(
         (axis.kernel_size - 1) * axis.dilation < axis.stride for axis in axes)
-    if not disjoint or not all(_disjoint_taps_cover(axis) for axis in axes):
-        out.fill(0)
-    store = copy if disjoint else add
-    if internal_last:
-        into = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
-        source = input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
-    else:
-        into = np.moveaxis(output_glyc(out, groups, channels_last), (0, -1), (1, 2))
-        source = np.moveaxis(input_glxc(data, groups, channels_last), (0, -1), (1, 2))
-        # into (N, G, Co, Y...), source (N, G, Ci, X...): views, NCX-natural.
-    row_bytes = groups * math.prod(spatial[1:]) * (taps * co + ci) * dtype.itemsize
+    fill = not disjoint or not all(_disjoint_taps_cover(axis) for axis in axes)
+    row_bytes = groups * math.prod(spatial[1:]) * (math.prod(kernel) * co + ci) * itemsize
     first = axes[0]
-    for n0, n1, x0, x1 in chunks(batch, spatial[0], row_bytes, out.nbytes):
-        n = n1 - n0
+    steps = []
+    for n0, n1, x0, x1 in chunks(batch, spatial[0], row_bytes, out_bytes, budget):
         sub = (x1 - x0,) + spatial[1:]
         # Tap k sends chunk input x' (= x - x0) to output x'*s + k*d - (offset - x0*s).
         sub_axes = (AxisPlan(x1 - x0, first.kernel_size, first.stride, first.dilation,
@@ -97,30 +109,98 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, ta
                 if all(w[k] is not None for w, k in zip(windows, tap))]
         if not live:
             continue
+        taps_shape = kernel + (co,) if tap_major else (co,) + kernel
+        if internal_last:
+            shape = (groups, n1 - n0) + sub + taps_shape
+            stores = tuple(((slice(None), slice(None)) + tuple(w[0] for w in window)
+                            + (tap if tap_major else (slice(None),) + tap),
+                            (slice(None), slice(n0, n1)) + tuple(w[1] for w in window))
+                           for tap, window in live)
+        else:
+            shape = (n1 - n0, groups) + taps_shape + sub
+            stores = tuple(((slice(None), slice(None))
+                            + (tap + (slice(None),) if tap_major else (slice(None),) + tap)
+                            + tuple(w[0] for w in window),
+                            (slice(n0, n1), slice(None), slice(None))
+                            + tuple(w[1] for w in window))
+                           for tap, window in live)
+        steps.append(_Chunk(n0, n1, x0, x1, shape, sub_axes, stores))
+    return _Steps(fill, disjoint, scatter, tuple(steps))
+
+
+def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, target):
+    """One GEMM for every tap's contribution, then one strided add per live tap.
+
+    The columns buffer (``taps * Co`` values per input position) is built for a chunk
+    of samples, or of one sample's first spatial axis, at a time.
+    """
+    matrix, tap_major = _col2im_matrix(weights, dtype, internal_last)
+    steps = _layer_steps(data.shape[0], weights.shape, axes, dtype, out.nbytes,
+                         out.flags.c_contiguous, internal_last, tap_major, target)
+    _run_steps(steps, data, matrix, out, channels_last, internal_last, target)
+
+
+def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_last):
+    """``compute(data, out)``: col2im for this layer with its GEMM operand and its steps
+    worked out once, for :class:`convtranspose._kernels.direct.DirectCall` (``out``
+    C-contiguous, of ``dtype``).  Exact with any operands, as the general path."""
+    matrix, tap_major = _col2im_matrix(weights, dtype, internal_last)
+    groups, co = weights.shape[0], weights.shape[2]
+    out_bytes = batch * groups * co * math.prod(axis.output_size for axis in axes) * (
+        dtype.itemsize)
+    steps = _layer_steps(batch, weights.shape, axes, dtype, out_bytes, True, internal_last,
+                         tap_major, target)
+
+    def compute(data, out):
+        with np.errstate(all="ignore"):  # as the general path: inf - inf adds silently
+            _run_steps(steps, data, matrix, out, channels_last, internal_last, target)
+
+    return compute
+
+
+def _layer_steps(batch, weights_shape, axes, dtype, out_bytes, out_contiguous, internal_last,
+                 tap_major, target) -> _Steps:
+    """:func:`_steps` for one call or prepared layer (the scatter's switch and the scratch
+    budget as they are now)."""
+    scatter = (tap_major and out_contiguous
+               and numba_scatters(internal_last, weights_shape[2], len(axes),
+                                  dtype.kind == "f" and target.numba))
+    return _steps(batch, tuple(weights_shape), tuple(axes), dtype.itemsize, out_bytes,
+                  internal_last, tap_major, scatter, _phase.SCRATCH_BYTES)
+
+
+def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, target):
+    """col2im's products and stores for one call (:func:`_steps`)."""
+    groups, ci = matrix.shape[0], matrix.shape[1 if internal_last else 2]
+    dtype = matrix.dtype
+    if steps.fill:
+        out.fill(0)
+    store = copy if steps.disjoint else add
+    if internal_last:
+        into = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
+        source = input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
+    else:
+        into = np.moveaxis(output_glyc(out, groups, channels_last), (0, -1), (1, 2))
+        source = np.moveaxis(input_glxc(data, groups, channels_last), (0, -1), (1, 2))
+        # into (N, G, Co, Y...), source (N, G, Ci, X...): views, NCX-natural.
+    for chunk in steps.chunks:
+        n0, n1, x0, x1 = chunk.n0, chunk.n1, chunk.x0, chunk.x1
         if internal_last:
             rows = np.ascontiguousarray(source[:, n0:n1, x0:x1], dtype).reshape(groups, -1, ci)
-            columns = threaded_matmul(rows, matrix, target.threads).reshape(
-                (groups, n) + sub + (kernel + (co,) if tap_major else (co,) + kernel))
-            if scatter is not None:
-                scatter(columns, out, into[:, n0:n1], sub_axes, target)
+            columns = threaded_matmul(rows, matrix, target.threads).reshape(chunk.columns_shape)
+            if steps.scatter:
+                from ._numba.scatter import col2im_scatter
+
+                col2im_scatter(columns, out, into[:, n0:n1], chunk.axes, target)
                 continue
-            for tap, window in live:
-                src = (slice(None), slice(None)) + tuple(w[0] for w in window) + (
-                    tap if tap_major else (slice(None),) + tap)
-                dst = (slice(None), slice(n0, n1)) + tuple(w[1] for w in window)
-                parallel_copy(store, into[dst], columns[src])
         else:
             rows = source[n0:n1, :, :, x0:x1]
             if rows.dtype != dtype or not _blasable_rows(rows):
                 rows = np.ascontiguousarray(rows, dtype)
-            columns = threaded_matmul(matrix, rows.reshape((n, groups, ci, -1)), target.threads)
-            columns = columns.reshape((n, groups) + (kernel + (co,) if tap_major
-                                                     else (co,) + kernel) + sub)
-            for tap, window in live:
-                middle = tap + (slice(None),) if tap_major else (slice(None),) + tap
-                src = (slice(None), slice(None)) + middle + tuple(w[0] for w in window)
-                dst = (slice(n0, n1), slice(None), slice(None)) + tuple(w[1] for w in window)
-                parallel_copy(store, into[dst], columns[src])
+            columns = threaded_matmul(matrix, rows.reshape((n1 - n0, groups, ci, -1)),
+                                      target.threads).reshape(chunk.columns_shape)
+        for src, dst in chunk.stores:
+            parallel_copy(store, into[dst], columns[src])
 
 
 def _disjoint_taps_cover(axis: AxisPlan) -> bool:

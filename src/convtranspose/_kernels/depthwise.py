@@ -46,12 +46,13 @@ def _depthwise(data, weights, axes, dtype, channels_last, out, *, target):
     layer(widen(data, target), out)
 
 
-def prepare_depthwise(batch, weights, axes, dtype, channels_last, derived, target):
+def prepare_depthwise(batch, weights, axes, dtype, channels_last, target):
     """``compute(data, out)``: ``depthwise`` for this layer set up once
     (:class:`._numba.depthwise.DepthwiseLayer`), for
     :class:`convtranspose._kernels.direct.DirectCall`, or None for a layer it does not
-    compute itself.  The filter must be finite (the caller checked ``derived``)."""
-    if not is_depthwise(weights.shape):
+    compute itself or a filter not known to be finite (its zeros meet the padding)."""
+    derived = derived_from(weights, "depthwise")
+    if not is_depthwise(weights.shape) or not derived.get("finite"):
         return None
     from ._numba.depthwise import depthwise_layer
 

@@ -14,7 +14,7 @@ import itertools
 import numpy as np
 
 from .._plan.geometry import tap_windows
-from .._runtime.memo import derived_from, frozen, owned, same_bits
+from .._runtime.memo import derived_from, same_bits
 from .._runtime.target import host
 from .common import NonFinite, input_glxc, output_glyc, require_finite
 from .dense import switch_state
@@ -42,10 +42,10 @@ class DirectCall:
 
     def __init__(self, filter: np.ndarray, compute, shape: tuple[int, ...], dtype: np.dtype,
                  target):
-        # A prepared layer's own filter (nobody can write it) is told by identity; any
-        # other is compared with a copy, bit for bit.
-        self._filter = filter if owned(filter) else frozen(np.array(filter, copy=True,
-                                                                   order="K"))
+        # ``filter``: the read-only filter ``compute`` was set up from, a prepared layer's
+        # own (nobody can write it: told by identity) or a copy of the caller's, which
+        # each call compares the caller's with, bit for bit.
+        self._filter = filter
         self._compute, self._shape, self._dtype = compute, shape, dtype
         self._switches = switch_state()
         self._target = target
@@ -68,6 +68,18 @@ def _direct_numba(data, weights, axes, dtype, channels_last, out, *, target):
     derived = derived_from(weights, "direct")
     require_finite(weights, dtype, derived)  # taps meet the zero-bordered windows
     direct_phase(data, weights, axes, dtype, channels_last, out, derived, None, target)
+
+
+def _prepare_direct_numba(batch, weights, axes, dtype, channels_last, target):
+    """``compute(data, out)`` of numba ``direct`` for this layer
+    (:func:`._numba.direct.prepare_direct`), or None for a filter not known to be finite
+    (its taps meet the zero borders) or a layer it takes no prepared path for."""
+    derived = derived_from(weights, "direct")
+    if not derived.get("finite"):
+        return None
+    from ._numba.direct import prepare_direct
+
+    return prepare_direct(batch, weights, axes, dtype, channels_last, derived, target)
 
 
 def _direct_numba_rounded(data, weights, axes, dtype, channels_last, out, bias, target) -> bool:

@@ -34,10 +34,12 @@ def _direct_blocked_rounded(data, weights, axes, dtype, channels_last, out, bias
     return True
 
 
-def prepare_blocked(batch, weights, axes, dtype, channels_last, derived, target):
+def prepare_blocked(batch, weights, axes, dtype, channels_last, target):
     """``compute(data, out)``: ``direct-blocked`` for this layer with its passes, packed
     weights and thread split set up once (:class:`._numba.blocked.BlockedLayer`), for
-    :class:`convtranspose._kernels.direct.DirectCall`; ``out`` has ``dtype``."""
+    :class:`convtranspose._kernels.direct.DirectCall`; ``out`` has ``dtype``.  Exact
+    with any operands: it multiplies no border."""
     from ._numba.blocked import blocked_layer
 
-    return blocked_layer(batch, weights, axes, dtype, channels_last, KEEP, derived, target)
+    return blocked_layer(batch, weights, axes, dtype, channels_last, KEEP,
+                         derived_from(weights, "direct-blocked"), target)

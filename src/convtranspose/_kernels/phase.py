@@ -30,13 +30,15 @@ from .common import (
 )
 
 
-def chunks(batch: int, first_blocks: int, bytes_per_block_row: int, out_bytes: int):
-    """(n0, n1, j0, j1) pieces of work whose scratch stays under the budget.
+def chunks(batch: int, first_blocks: int, bytes_per_block_row: int, out_bytes: int,
+           budget: int | None = None):
+    """(n0, n1, j0, j1) pieces of work whose scratch stays under ``budget`` bytes
+    (:data:`SCRATCH_BYTES` if None).
 
     Whole samples are grouped while they fit; a sample too large on its own is split
     along the blocks of its first spatial axis.
     """
-    budget = SCRATCH_BYTES
+    budget = SCRATCH_BYTES if budget is None else budget
     if first_blocks == 0:
         return
     per_sample = bytes_per_block_row * first_blocks

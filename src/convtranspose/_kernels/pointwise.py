@@ -22,7 +22,7 @@ from .._plan.rules import AxisPlan
 from .._runtime.memo import derived_from
 from .gemm import run_gemms
 
-__all__ = ["in_place", "takes_layer"]
+__all__ = ["in_place", "prepare_pointwise", "takes_layer"]
 
 
 def takes_layer(axes: tuple[AxisPlan, ...]) -> bool:
@@ -78,11 +78,29 @@ def _products(source, matrices, into, channels_last: bool, threads: int) -> None
 
 def _pointwise(data, weights, axes, dtype, channels_last, out, *, target):
     """Fill ``out`` with one product per group (module docstring)."""
+    _products_into(_matrices(weights, dtype, channels_last), data, axes, dtype, channels_last,
+                   out, target.threads)
+
+
+def prepare_pointwise(batch, weights, axes, dtype, channels_last, target):
+    """``compute(data, out)``: ``pointwise`` for this layer with its matrices made once,
+    for :class:`convtranspose._kernels.direct.DirectCall` (``out`` C-contiguous, of
+    ``dtype``).  Exact with any operands, as the general path."""
     matrices = _matrices(weights, dtype, channels_last)
+
+    def compute(data, out):
+        with np.errstate(all="ignore"):
+            _products_into(matrices, data, axes, dtype, channels_last, out, target.threads)
+
+    return compute
+
+
+def _products_into(matrices, data, axes, dtype, channels_last, out, threads) -> None:
+    """``out`` = the layer of the filter ``matrices`` (:func:`_matrices`) on ``data``."""
     if in_place(axes) and out.flags.c_contiguous:
         source = data if data.dtype == dtype and data.flags.c_contiguous else (
             np.ascontiguousarray(data, dtype))
-        _products(source, matrices, out, channels_last, target.threads)
+        _products(source, matrices, out, channels_last, threads)
         return
     windows = [tap_windows(axis)[0] for axis in axes]
     out.fill(0)
@@ -93,7 +111,7 @@ def _pointwise(data, weights, axes, dtype, channels_last, out, *, target):
     source = np.ascontiguousarray(data[lead + tuple(w[0] for w in windows) + tail], dtype)
     box = out[lead + tuple(w[1] for w in windows) + tail]
     product = np.empty(box.shape, dtype)
-    _products(source, matrices, product, channels_last, target.threads)
+    _products(source, matrices, product, channels_last, threads)
     box[...] = product
 
 

@@ -106,7 +106,9 @@ def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarra
         if generation != planning.generation:
             # After the canonical path has run (and planned) this tile problem once; kept
             # without a call too, so the choice is not made again on every tile.
-            _keep(key, prepare_call(window, filter, weights, tile.axes, channels_last))
+            _keep(key, prepare_call(window, filter,
+                                    lambda kept: canonical_weights(layer.plan, kept),
+                                    tile.axes, channels_last))
         return result
 
 
