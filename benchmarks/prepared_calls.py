@@ -45,6 +45,10 @@ LAYERS = [
     ("small 16->8 8x8 k4 s2 p1", (1, 16, 8, 8), (16, 8, 4, 4), 2, 1, False),
     ("mid 32->16 16x16 k3 s2 p1", (1, 32, 16, 16), (32, 16, 3, 3), 2, 1, False),
     ("U-Net k2 64->32 24x24", (1, 64, 24, 24), (64, 32, 2, 2), 2, 0, False),
+    # Layers that planning gives to the GEMM algorithms (col2im, pointwise).
+    ("pointwise k1 256->512 7x7", (1, 256, 7, 7), (256, 512, 1, 1), 1, 0, False),
+    ("k1 s4 N8 8->128 5x5", (8, 8, 5, 5), (8, 128, 1, 1), 4, 0, False),
+    ("head N2 512->3 8x8 k4 s2 p1", (2, 512, 8, 8), (512, 3, 4, 4), 2, 1, False),
 ]
 
 

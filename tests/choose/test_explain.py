@@ -31,6 +31,14 @@ def test_the_choice_is_the_cheapest_candidate_and_runs_as_the_registry_says():
     assert text.count("<- chosen") == 1 and REGISTRY[choice.runs].summary in text
 
 
+def test_explain_refuses_what_is_not_a_plan_by_name():
+    layer = ct.prepare(ct.onnx_conv_transpose, W=np.ones((2, 3, 3, 3), np.float32))
+    with pytest.raises(TypeError, match=r"PreparedLayer .*layer\.explain\(\)"):
+        ct.explain(layer)
+    with pytest.raises(TypeError, match="plan of convtranspose.shapes, got tuple$"):
+        ct.explain((1, 2, 5, 5))
+
+
 def test_without_numba_or_blas_no_such_candidate_and_forced_ones_fall_back(monkeypatch):
     bare = ct.host_target().replace(numba=False, blas=False)
     names = {name for name, _ in ct.explain(PLAN, target=bare).choice.estimates}

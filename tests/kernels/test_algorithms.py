@@ -489,11 +489,13 @@ def test_window_covers_partial_phase_ranges():
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("algorithm", ["col2im-nxc", "col2im-ncx"])
 @pytest.mark.parametrize("scratch", [24 << 20, 1 << 10], ids=["whole", "chunked"])
-def test_col2im_numba_scatter_gives_the_numpy_adds_bits(monkeypatch, scratch):
-    # col2im-nxc adds its columns with numba for a few output channels: every output
-    # must get the same bits as from the NumPy adds (same taps in the same order) and
-    # equal the oracle; also when the scratch budget cuts batches and first axes.
+def test_col2im_numba_scatter_gives_the_numpy_adds_bits(monkeypatch, scratch, algorithm):
+    # col2im adds its columns with numba for a few output channels, from either
+    # internal layout's columns: every output must get the same bits as from the NumPy
+    # adds (same taps in the same order) and equal the oracle; also when the scratch
+    # budget cuts batches and first axes.
     monkeypatch.setattr(phase, "SCRATCH_BYTES", scratch)
     rng = np.random.default_rng(77)
     for trial in range(6):
@@ -506,9 +508,9 @@ def test_col2im_numba_scatter_gives_the_numpy_adds_bits(monkeypatch, scratch):
         expected = _reference(data.astype(np.float64), weights.astype(np.float64), axes)
         for channels_last in (False, True):
             monkeypatch.setattr(schedules, "SCATTER_MAX_CHANNELS", 16)
-            compiled = _run(data, weights, axes, np.float32, channels_last, "col2im-nxc")
+            compiled = _run(data, weights, axes, np.float32, channels_last, algorithm)
             monkeypatch.setattr(schedules, "SCATTER_MAX_CHANNELS", 0)
-            numpy_adds = _run(data, weights, axes, np.float32, channels_last, "col2im-nxc")
+            numpy_adds = _run(data, weights, axes, np.float32, channels_last, algorithm)
             np.testing.assert_array_equal(compiled, numpy_adds, err_msg=f"{axes} co={co}")
             np.testing.assert_allclose(compiled, expected, rtol=1e-4, atol=1e-4)
 

@@ -106,6 +106,12 @@ def explain(plan: ConvTransposePlan, dtype: DTypeLike = "float32", *,
         Its ``str`` is a table; ``.choice`` holds the
         :class:`~convtranspose._choose.choice.Choice` (``.measured`` the times, if any).
 
+    Raises
+    ------
+    TypeError
+        ``plan`` is not a plan of :mod:`convtranspose.shapes` (a prepared layer explains
+        itself: ``layer.explain()``).
+
     Examples
     --------
     >>> import convtranspose as ct
@@ -113,6 +119,11 @@ def explain(plan: ConvTransposePlan, dtype: DTypeLike = "float32", *,
     >>> ct.explain(plan).choice.runs in ct.ALGORITHMS
     True
     """
+    if not isinstance(plan, ConvTransposePlan):
+        hint = (" (a prepared layer explains itself: layer.explain())"
+                if callable(getattr(plan, "explain", None)) else "")
+        raise TypeError(f"explain takes a plan of convtranspose.shapes, got "
+                        f"{type(plan).__name__}{hint}")
     target = host() if target is None else target
     operand = np.dtype(dtype)
     problem = problem_of(plan, operand)

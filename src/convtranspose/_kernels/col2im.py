@@ -74,11 +74,13 @@ class _Chunk(NamedTuple):
 class _Steps(NamedTuple):
     """What col2im does for one layer shape, worked out once (:func:`_steps`): whether
     it zeroes the output first, whether taps copy (disjoint) or add, whether numba
-    scatters the columns, and its chunks."""
+    scatters the columns (and the order of their axes that it reads them in), and its
+    chunks."""
 
     fill: bool
     disjoint: bool
     scatter: bool
+    scatter_order: tuple[int, ...]
     chunks: tuple[_Chunk, ...]
 
 
@@ -125,7 +127,24 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
                             + tuple(w[1] for w in window))
                            for tap, window in live)
         steps.append(_Chunk(n0, n1, x0, x1, shape, sub_axes, stores))
-    return _Steps(fill, disjoint, scatter, tuple(steps))
+    return _Steps(fill, disjoint, scatter, _scatter_order(len(axes), internal_last, tap_major),
+                  tuple(steps))
+
+
+def _scatter_order(rank: int, internal_last: bool, tap_major: bool) -> tuple[int, ...]:
+    """The transpose that turns a chunk's columns into the scatter's ``(G, n, X..., K...,
+    Co)``: they are ``(G, n, X..., K..., Co)`` or ``(G, n, X..., Co, K...)``
+    (``internal_last``, tap-major or not), else ``(n, G, K..., Co, X...)`` or ``(n, G,
+    Co, K..., X...)``."""
+    span = range(rank)
+    if internal_last:
+        taps = 2 + rank + (0 if tap_major else 1)
+        channel = 2 + 2 * rank if tap_major else 2 + rank
+        return (0, 1) + tuple(2 + a for a in span) + tuple(taps + a for a in span) + (channel,)
+    taps = 2 if tap_major else 3
+    channel = 2 + rank if tap_major else 2
+    return (1, 0) + tuple(3 + rank + a for a in span) + tuple(taps + a for a in span) + (
+        channel,)
 
 
 def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, target):
@@ -162,9 +181,8 @@ def _layer_steps(batch, weights_shape, axes, dtype, out_bytes, out_contiguous, i
                  tap_major, target) -> _Steps:
     """:func:`_steps` for one call or prepared layer (the scatter's switch and the scratch
     budget as they are now)."""
-    scatter = (tap_major and out_contiguous
-               and numba_scatters(internal_last, weights_shape[2], len(axes),
-                                  dtype.kind == "f" and target.numba))
+    scatter = out_contiguous and numba_scatters(internal_last, weights_shape[2], len(axes),
+                                                dtype.kind == "f" and target.numba)
     return _steps(batch, tuple(weights_shape), tuple(axes), dtype.itemsize, out_bytes,
                   internal_last, tap_major, scatter, _phase.SCRATCH_BYTES)
 
@@ -188,17 +206,20 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
         if internal_last:
             rows = np.ascontiguousarray(source[:, n0:n1, x0:x1], dtype).reshape(groups, -1, ci)
             columns = threaded_matmul(rows, matrix, target.threads).reshape(chunk.columns_shape)
-            if steps.scatter:
-                from ._numba.scatter import col2im_scatter
-
-                col2im_scatter(columns, out, into[:, n0:n1], chunk.axes, target)
-                continue
         else:
             rows = source[n0:n1, :, :, x0:x1]
             if rows.dtype != dtype or not _blasable_rows(rows):
                 rows = np.ascontiguousarray(rows, dtype)
             columns = threaded_matmul(matrix, rows.reshape((n1 - n0, groups, ci, -1)),
                                       target.threads).reshape(chunk.columns_shape)
+        if steps.scatter:
+            from ._numba.scatter import col2im_scatter
+
+            # The columns as the scatter reads them, (G, n, X..., K..., Co): a view.
+            col2im_scatter(columns.transpose(steps.scatter_order), out,
+                           output_glyc(out, groups, channels_last)[:, n0:n1], chunk.axes,
+                           target)
+            continue
         for src, dst in chunk.stores:
             parallel_copy(store, into[dst], columns[src])
 

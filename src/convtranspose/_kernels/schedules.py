@@ -30,8 +30,9 @@ SCATTER_MAX_CHANNELS = 16
 
 
 def numba_scatters(internal_last: bool, co: int, rank: int, numba: bool) -> bool:
-    """Whether ``col2im`` adds its columns with numba (``numba``: usable for this dtype)."""
-    return numba and internal_last and co < SCATTER_MAX_CHANNELS and rank <= 3
+    """Whether ``col2im`` adds its columns with numba (``numba``: usable for this dtype),
+    in either internal layout (``internal_last``)."""
+    return numba and co < SCATTER_MAX_CHANNELS and rank <= 3
 
 
 #: Layers of the numba direct kernels with fewer multiply-adds than this run on the

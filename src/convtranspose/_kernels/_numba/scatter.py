@@ -85,11 +85,11 @@ def _flat(columns: np.ndarray) -> np.ndarray:
     element steps index (``reshape(-1)`` would copy a strided array, losing them)."""
     if columns.flags.c_contiguous:
         return columns.reshape(-1)
-    base = columns.base  # a view of a flat array from its first element: that array
-    if (isinstance(base, np.ndarray) and base.ndim == 1 and base.dtype == columns.dtype
+    base = columns.base  # a view of a dense array from its first element: that array
+    if (isinstance(base, np.ndarray) and base.dtype == columns.dtype
             and base.flags.c_contiguous
             and base.__array_interface__["data"][0] == columns.__array_interface__["data"][0]):
-        return base
+        return base.reshape(-1)
     if min(columns.strides, default=0) < 0:
         raise ValueError("the columns' strides must be non-negative")
     extent = 1 + sum((size - 1) * step for size, step in
