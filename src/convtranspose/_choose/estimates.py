@@ -280,7 +280,7 @@ def _col2im_estimate(layer: Layer, internal_last: bool, numba_float: bool) -> Ra
            if same_layout else 1)
     live = layer.live_taps
     adds = live * layer.groups * rows_in * layer.co
-    if numba_scatters(internal_last, layer.co, len(layer.axes), numba_float):
+    if numba_scatters(layer.co, len(layer.axes), numba_float):
         cost += 7.0 * adds  # numba's pass: 3-4 ns per add measured on two threads
     else:
         cost += 1.5 * _pass_ns(adds, run) + live * 3000

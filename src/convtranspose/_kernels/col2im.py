@@ -181,7 +181,7 @@ def _layer_steps(batch, weights_shape, axes, dtype, out_bytes, out_contiguous, i
                  tap_major, target) -> _Steps:
     """:func:`_steps` for one call or prepared layer (the scatter's switch and the scratch
     budget as they are now)."""
-    scatter = out_contiguous and numba_scatters(internal_last, weights_shape[2], len(axes),
+    scatter = out_contiguous and numba_scatters(weights_shape[2], len(axes),
                                                 dtype.kind == "f" and target.numba)
     return _steps(batch, tuple(weights_shape), tuple(axes), dtype.itemsize, out_bytes,
                   internal_last, tap_major, scatter, _phase.SCRATCH_BYTES)

@@ -21,7 +21,7 @@ from .._plan.rules import AxisPlan
 from .._runtime.caches import kept
 from .._runtime.target import Target
 
-#: ``col2im-nxc`` adds its columns with numba
+#: ``col2im`` adds its columns with numba
 #: (:func:`convtranspose._kernels._numba.scatter.col2im_scatter`) below this many output
 #: channels per group, where NumPy's strided adds restart their loop every few elements
 #: (about twice as fast on DCGAN 128->3 NXC); runs this long NumPy adds vectorised
@@ -29,9 +29,9 @@ from .._runtime.target import Target
 SCATTER_MAX_CHANNELS = 16
 
 
-def numba_scatters(internal_last: bool, co: int, rank: int, numba: bool) -> bool:
-    """Whether ``col2im`` adds its columns with numba (``numba``: usable for this dtype),
-    in either internal layout (``internal_last``)."""
+def numba_scatters(co: int, rank: int, numba: bool) -> bool:
+    """Whether ``col2im`` (either internal layout) adds its columns with numba (``numba``:
+    usable for this dtype)."""
     return numba and co < SCATTER_MAX_CHANNELS and rank <= 3
 
 

@@ -1,4 +1,4 @@
-"""``col2im-nxc``'s scatter-add in one compiled pass, for a few output channels, where
+"""``col2im``'s scatter-add in one compiled pass, for a few output channels, where
 NumPy's strided adds restart their loop every few elements.
 """
 
