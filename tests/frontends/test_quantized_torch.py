@@ -318,6 +318,31 @@ def test_torch_onednn_scrambles_unequal_channels():
     assert wrong.max() > 10 and (wrong > 0).mean() > 0.5
 
 
+def test_torch_fbgemm_miscomputes_a_kernel_equal_to_its_stride():
+    """torch 2.13's FBGEMM engine computes a 2-D layer whose kernel equals its stride,
+    without padding (U-Net's k2 s2), wrongly once both channel counts reach 8: tens to
+    hundreds of units off the integer oracle, which this library's result equals.  Seen
+    on an Intel Xeon with AVX512-VNNI (FBGEMM picks its kernels by the CPU's instruction
+    set, so elsewhere the defect is not asserted); a torch that fixes it fails here."""
+    _needs("fbgemm")
+    if not _cpu_flag("avx512_vnni"):
+        pytest.skip("torch's FBGEMM defect was seen on a CPU with AVX512-VNNI only")
+    rng = np.random.default_rng(3)
+    case = {"x": rng.integers(0, 256, (1, 8, 8, 8), dtype=np.uint8),
+            "w": rng.integers(-63, 64, (8, 8, 2, 2), dtype=np.int8), "xs": 0.02, "xzp": 0,
+            "ws": 0.005, "wzp": 0, "bias": None, "ys": 0.05, "yzp": 128, "stride": (2, 2),
+            "padding": (0, 0), "output_padding": (0, 0), "groups": 1, "dilation": (1, 1)}
+    acc = direct_sum(case["x"], 0, case["w"], 0, case["stride"], case["padding"],
+                     case["output_padding"], 1, case["dilation"])
+    expected = oracle("fbgemm", acc, case["xs"], per_output_channel(case), None, case["ys"],
+                      case["yzp"])
+    np.testing.assert_array_equal(ours("fbgemm", case), expected)
+    wrong = np.abs(torch_module("fbgemm", case).astype(int) - expected.astype(int))
+    assert wrong.max() > 10
+    narrow = dict(case, x=case["x"][:, :4], w=case["w"][:4])  # 4 input channels: right
+    np.testing.assert_array_equal(torch_module("fbgemm", narrow), ours("fbgemm", narrow))
+
+
 def test_torch_quantized_tensors_are_taken():
     rng = np.random.default_rng(600)
     case = random_case(rng, 2, groups=1)
