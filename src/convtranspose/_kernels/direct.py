@@ -4,7 +4,8 @@ For depthwise and few-channel groups, where a GEMM would have tiny operands.
 ``direct`` is numba's (:mod:`._numba.direct`: plane, row and per-position kernels with
 accumulators in vector registers); ``direct-numpy`` broadcasts with NumPy and runs where
 numba cannot (integers, more than three spatial axes, numba not usable).
-:class:`DirectCall` is a small numba ``direct`` layer prepared for repeated calls.
+:class:`DirectCall` is a layer of any algorithm with a ``prepare`` entry, set up for
+repeated calls.
 """
 
 from __future__ import annotations
@@ -22,20 +23,18 @@ from .schedules import direct_rounds
 
 
 class DirectCall:
-    """A layer that :func:`transposed_convolution` computes with numba ``direct``,
-    ``direct-blocked`` or ``depthwise``, prepared.
+    """A layer that :func:`transposed_convolution` computes with an algorithm of a
+    ``prepare`` entry in the registry (numba ``direct``, ``direct-blocked``,
+    ``depthwise``, ``col2im-*``, ``pointwise``), prepared.
 
     The same contract as :class:`DenseCall`: for data and a filter as at preparation
     (float32 or float64, the filter of the same bits, the same environment switches)
     it returns what :func:`transposed_convolution` returns without bias, calling the
-    kernel with everything but the data set up
-    (:func:`convtranspose._kernels._numba.direct.prepare_direct`,
-    :func:`convtranspose._kernels.direct_blocked.prepare_blocked`,
-    :func:`convtranspose._kernels.depthwise.prepare_depthwise`).  Any data gives the
-    exact sums (``direct``'s and ``depthwise``'s filter is finite, so its taps meet the
-    zero borders;
-    ``direct-blocked`` multiplies no border); None only for another filter, switch or
-    target (its kernels and threads were set up for one).
+    algorithm with everything but the data set up (:func:`convtranspose._kernels.prepare`).
+    Any data gives the exact sums (``direct``'s and ``depthwise``'s filter is finite, so
+    its taps meet the zero borders; the others multiply only the pairs that exist);
+    None only for another filter, switch or target (its kernels and threads were set up
+    for one).
     """
 
     __slots__ = ("_filter", "_compute", "_shape", "_dtype", "_switches", "_target")
