@@ -170,9 +170,12 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
     steps = _layer_steps(batch, weights.shape, axes, dtype, out_bytes, True, internal_last,
                          tap_major, target)
 
+    scatters: dict = {}
+
     def compute(data, out):
         with np.errstate(all="ignore"):  # as the general path: inf - inf adds silently
-            _run_steps(steps, data, matrix, out, channels_last, internal_last, target)
+            _run_steps(steps, data, matrix, out, channels_last, internal_last, target,
+                       scatters)
 
     return compute
 
@@ -187,21 +190,25 @@ def _layer_steps(batch, weights_shape, axes, dtype, out_bytes, out_contiguous, i
                   internal_last, tap_major, scatter, _phase.SCRATCH_BYTES)
 
 
-def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, target):
-    """col2im's products and stores for one call (:func:`_steps`)."""
+def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, target,
+               scatters: dict | None = None):
+    """col2im's products and stores for one call (:func:`_steps`).  ``scatters``: a
+    prepared layer's scatter calls by chunk, made at its first call (its arrays keep
+    their shapes and strides from call to call)."""
     groups, ci = matrix.shape[0], matrix.shape[1 if internal_last else 2]
     dtype = matrix.dtype
     if steps.fill:
         out.fill(0)
     store = copy if steps.disjoint else add
+    glyc = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
+    source = input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
     if internal_last:
-        into = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
-        source = input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
-    else:
-        into = np.moveaxis(output_glyc(out, groups, channels_last), (0, -1), (1, 2))
-        source = np.moveaxis(input_glxc(data, groups, channels_last), (0, -1), (1, 2))
-        # into (N, G, Co, Y...), source (N, G, Ci, X...): views, NCX-natural.
-    for chunk in steps.chunks:
+        into = glyc
+    else:  # (N, G, Co, Y...) and (N, G, Ci, X...): views, NCX-natural
+        last = glyc.ndim - 1
+        order = (1, 0, last) + tuple(range(2, last))
+        into, source = glyc.transpose(order), source.transpose(order)
+    for index, chunk in enumerate(steps.chunks):
         n0, n1, x0, x1 = chunk.n0, chunk.n1, chunk.x0, chunk.x1
         if internal_last:
             rows = np.ascontiguousarray(source[:, n0:n1, x0:x1], dtype).reshape(groups, -1, ci)
@@ -213,12 +220,16 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
             columns = threaded_matmul(matrix, rows.reshape((n1 - n0, groups, ci, -1)),
                                       target.threads).reshape(chunk.columns_shape)
         if steps.scatter:
-            from ._numba.scatter import col2im_scatter
-
             # The columns as the scatter reads them, (G, n, X..., K..., Co): a view.
-            col2im_scatter(columns.transpose(steps.scatter_order), out,
-                           output_glyc(out, groups, channels_last)[:, n0:n1], chunk.axes,
-                           target)
+            columns = columns.transpose(steps.scatter_order)
+            scatter = None if scatters is None else scatters.get(index)
+            if scatter is None:
+                from ._numba.scatter import scatter_call
+
+                scatter = scatter_call(columns, out, glyc[:, n0:n1], chunk.axes, target)
+                if scatters is not None:
+                    scatters[index] = scatter
+            scatter(columns, out)
             continue
         for src, dst in chunk.stores:
             parallel_copy(store, into[dst], columns[src])

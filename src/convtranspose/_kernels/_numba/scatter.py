@@ -111,6 +111,13 @@ def col2im_scatter(columns, out, region, axes, target) -> None:
     between threads) instead of a strided NumPy add per tap, whose inner loop restarts
     every ``Co`` elements.  ``target``: the machine.
     """
+    scatter_call(columns, out, region, axes, target)(columns, out)
+
+
+def scatter_call(columns, out, region, axes, target):
+    """``run(columns, out)``: :func:`col2im_scatter` of these arrays' layout with its
+    steps and blocks worked out once, for arrays of the same shapes and strides (and
+    ``region`` at the same place in ``out``): a prepared col2im's every call."""
     rank = len(axes)
     axes3 = three_axes(axes)  # the first real axis first: its output rows make the blocks
     slots = {1: (2,), 2: (0, 2), 3: (0, 1, 2)}[rank]
@@ -128,14 +135,24 @@ def col2im_scatter(columns, out, region, axes, target) -> None:
                          + spread(steps[2 + rank:2 + 2 * rank]) + steps[-1:], np.int64)
     steps = [s // itemsize for s in region.strides]
     out_steps = np.array(steps[:2] + spread(steps[2:2 + rank]) + steps[-1:], np.int64)
-    start = (region.__array_interface__["data"][0] - out.__array_interface__["data"][0])
+    start = (region.__array_interface__["data"][0]
+             - out.__array_interface__["data"][0]) // itemsize
     geometry = np.array([(a.input_size, a.kernel_size, a.stride, a.dilation, a.offset,
                           a.output_size) for a in axes3], np.int64)
     row_elements = co * math.prod(a.output_size for a in axes3[1:])
     rows_per_item = max(1, BAND_ELEMENTS // max(1, row_elements))
     items = groups * n * -(-axes3[0].output_size // rows_per_item)
-    flat_out, flat_columns = out.reshape(-1)[start // itemsize:], _flat(columns)
     big = columns.size >= DIRECT_PARALLEL_MACS // 16  # a scalar add: about 16 multiply-adds
-    parallel_for(lambda a, b: scatter_kernel(flat_columns, col_steps, flat_out, out_steps,
-                                           geometry, co, n, rows_per_item, a, b),
-              items, target.threads if big else 1)
+    threads = target.threads if big else 1
+
+    def run(columns, out):
+        flat_out, flat_columns = out.reshape(-1)[start:], _flat(columns)
+        if threads == 1:
+            scatter_kernel(flat_columns, col_steps, flat_out, out_steps, geometry, co, n,
+                           rows_per_item, 0, items)
+            return
+        parallel_for(lambda a, b: scatter_kernel(flat_columns, col_steps, flat_out, out_steps,
+                                               geometry, co, n, rows_per_item, a, b),
+                     items, threads)
+
+    return run
