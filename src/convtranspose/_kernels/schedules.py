@@ -30,8 +30,7 @@ SCATTER_MAX_CHANNELS = 16
 
 
 def numba_scatters(co: int, rank: int, numba: bool) -> bool:
-    """Whether ``col2im`` (either internal layout) adds its columns with numba (``numba``:
-    usable for this dtype)."""
+    """Whether ``col2im`` (either layout) adds its columns with numba (usable: ``numba``)."""
     return numba and co < SCATTER_MAX_CHANNELS and rank <= 3
 
 
