@@ -109,6 +109,27 @@ def test_gemm_prepared_calls_match_the_oracle(monkeypatch, algorithm, data_shape
     assert "DirectCall" in _prepared_kinds()  # the repeated calls ran prepared
 
 
+@pytest.mark.parametrize("algorithm", ["pointwise", "col2im-nxc", "col2im-ncx"])
+def test_a_shared_prepared_call_keeps_nothing_of_the_callers_filter(monkeypatch, algorithm):
+    """A prepared layer that finds the prepared call an array function made for its
+    problem gets its own weights' result after the caller edits the function's filter
+    in place: nothing that call keeps (the filter's matrices in the weights memo
+    included) is a view of the caller's filter."""
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", algorithm)
+    ct.clear_caches()
+    data, filter = _values((2, 5, 6, 8)), _values((1, 1, 8, 12))  # NXC data, XIO filter
+    layer = ct.prepare(ct.conv_transpose, filter=filter)
+    expected = oracle.onednn_conv_transpose(data, filter)
+    for _ in range(2):
+        np.testing.assert_array_equal(ct.conv_transpose(data, filter), expected)
+    np.testing.assert_array_equal(layer(data), expected)
+    filter += 1  # the caller's array, edited in place
+    for _ in range(2):
+        np.testing.assert_array_equal(layer(data), expected)
+    np.testing.assert_array_equal(ct.conv_transpose(data, filter),
+                                  oracle.onednn_conv_transpose(data, filter))
+
+
 @pytest.mark.parametrize("internal_last", [False, True], ids=["col2im-ncx", "col2im-nxc"])
 def test_col2im_prepared_call_in_chunks(monkeypatch, internal_last):
     """A layer whose columns exceed the scratch budget goes in chunks of samples and of

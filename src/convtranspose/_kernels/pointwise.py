@@ -39,14 +39,15 @@ def in_place(axes: tuple[AxisPlan, ...]) -> bool:
 
 def _matrices(weights: np.ndarray, dtype, channels_last: bool) -> np.ndarray:
     """The filter as ``(G, Ci, Co)`` (channels last) or ``(G, Co, Ci)`` in ``dtype``,
-    contiguous, kept with the filter."""
+    contiguous, kept with the filter: a copy, never a view of the caller's filter (the
+    memo gives it to every filter of the same bits, prepared calls included)."""
     derived = derived_from(weights, "pointwise", np.dtype(dtype).str, channels_last)
     matrices = derived.get("matrices")
     if matrices is None:
         groups, ci, co = weights.shape[:3]
         square = weights.reshape(groups, ci, co)
-        matrices = np.ascontiguousarray(square if channels_last else square.swapaxes(1, 2),
-                                        dtype)
+        matrices = np.array(square if channels_last else square.swapaxes(1, 2), dtype,
+                            order="C", copy=True)
         matrices.flags.writeable = False
         derived["matrices"] = matrices
     return matrices
