@@ -89,16 +89,19 @@ def profile(layer, seconds: float, folder: str) -> dict:
         prepared(data)
         calls += 1
     per_call = (time.perf_counter() - start) / max(1, calls) * 1e6
+    if sampler.returncode != 0 or not os.path.exists(data_file):
+        raise SystemExit(f"perf record failed (exit {sampler.returncode}): it needs "
+                         "permission to attach (kernel.perf_event_paranoid)")
     return {"layer": name, "algorithm": prepared.explain().choice.runs,
             "us_per_call": round(per_call, 1), "shares_percent": _shares(data_file)}
 
 
-def main() -> None:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--layers", default=None, help="only layers whose name has this word")
     parser.add_argument("--out", help="write the rows as JSON to this file")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = []
     print(f"CPU: {cpu_model_name()}, {ct.get_num_threads()} threads; share of perf's samples"
           " (every thread) per part of a warm prepared layer's calls")
@@ -116,6 +119,7 @@ def main() -> None:
         with open(args.out, "w", encoding="utf-8") as handle:
             json.dump({"machine": cpu_model_name(), "threads": ct.get_num_threads(),
                        "seconds": args.seconds, "rows": rows}, handle, indent=1)
+    return 0
 
 
 if __name__ == "__main__":

@@ -30,6 +30,32 @@ def test_profile_layers_prints_a_row_per_selected_layer(capsys):
         assert all(float(cell) > 0 for cell in cells[2:6] + cells[7:8])  # times, rate
 
 
+def _perf_usable() -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("perf") is None:
+        return False
+    try:
+        done = subprocess.run(["perf", "record", "-o", "/dev/null", "--", "true"],
+                              capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def test_kernel_share_splits_every_sample_of_a_layer(capsys):
+    if not _perf_usable():
+        pytest.skip("Linux perf is not installed or may not sample here")
+    assert _load("kernel_share").main(["--layers", "FCN", "--seconds", "0.5"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| FCN")]
+    assert len(rows) == 1
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert cells[1] in ALGORITHMS and float(cells[2].split()[0]) > 0
+    shares = [float(part.rsplit(" ", 1)[1].rstrip("%")) for part in cells[3].split(", ")]
+    assert sum(shares) == pytest.approx(100, abs=1.5)  # every sample in one part
+
+
 def test_row_kernel_script_times_layers_the_row_kernel_takes(capsys):
     pytest.importorskip("numba")
     from convtranspose._kernels import schedules
