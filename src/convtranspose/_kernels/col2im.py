@@ -86,7 +86,7 @@ class _Steps(NamedTuple):
 
 @kept("kernel schedules", maxsize=256)
 def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
-           itemsize: int, out_bytes: int, internal_last: bool, tap_major: bool, scatter: bool,
+           itemsize: int, internal_last: bool, tap_major: bool, scatter: bool,
            budget: int) -> _Steps:
     """col2im's chunks and stores for a layer (``budget``: the columns' scratch bytes);
     shared, read-only."""
@@ -101,7 +101,7 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
     row_bytes = groups * math.prod(spatial[1:]) * (math.prod(kernel) * co + ci) * itemsize
     first = axes[0]
     steps = []
-    for n0, n1, x0, x1 in chunks(batch, spatial[0], row_bytes, out_bytes, budget):
+    for n0, n1, x0, x1 in chunks(batch, spatial[0], row_bytes, budget):
         sub = (x1 - x0,) + spatial[1:]
         # Tap k sends chunk input x' (= x - x0) to output x'*s + k*d - (offset - x0*s).
         sub_axes = (AxisPlan(x1 - x0, first.kernel_size, first.stride, first.dilation,
@@ -154,8 +154,8 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, ta
     of samples, or of one sample's first spatial axis, at a time.
     """
     matrix, tap_major = _col2im_matrix(weights, dtype, internal_last)
-    steps = _layer_steps(data.shape[0], weights.shape, axes, dtype, out.nbytes,
-                         out.flags.c_contiguous, internal_last, tap_major, target)
+    steps = _layer_steps(data.shape[0], weights.shape, axes, dtype, out.flags.c_contiguous,
+                         internal_last, tap_major, target)
     _run_steps(steps, data, matrix, out, channels_last, internal_last, target)
 
 
@@ -164,11 +164,8 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
     worked out once, for :class:`convtranspose._kernels.direct.DirectCall` (``out``
     C-contiguous, of ``dtype``).  Exact with any operands, as the general path."""
     matrix, tap_major = _col2im_matrix(weights, dtype, internal_last)
-    groups, co = weights.shape[0], weights.shape[2]
-    out_bytes = batch * groups * co * math.prod(axis.output_size for axis in axes) * (
-        dtype.itemsize)
-    steps = _layer_steps(batch, weights.shape, axes, dtype, out_bytes, True, internal_last,
-                         tap_major, target)
+    steps = _layer_steps(batch, weights.shape, axes, dtype, True, internal_last, tap_major,
+                         target)
 
     scatters: dict = {}
 
@@ -180,14 +177,14 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
     return compute
 
 
-def _layer_steps(batch, weights_shape, axes, dtype, out_bytes, out_contiguous, internal_last,
-                 tap_major, target) -> _Steps:
+def _layer_steps(batch, weights_shape, axes, dtype, out_contiguous, internal_last, tap_major,
+                 target) -> _Steps:
     """:func:`_steps` for one call or prepared layer (the scatter's switch and the scratch
     budget as they are now)."""
     scatter = out_contiguous and numba_scatters(weights_shape[2], len(axes),
                                                 dtype.kind == "f" and target.numba)
-    return _steps(batch, tuple(weights_shape), tuple(axes), dtype.itemsize, out_bytes,
-                  internal_last, tap_major, scatter, _phase.SCRATCH_BYTES)
+    return _steps(batch, tuple(weights_shape), tuple(axes), dtype.itemsize, internal_last,
+                  tap_major, scatter, _phase.SCRATCH_BYTES)
 
 
 def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, target,

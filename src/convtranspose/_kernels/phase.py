@@ -30,7 +30,7 @@ from .common import (
 )
 
 
-def chunks(batch: int, first_blocks: int, bytes_per_block_row: int, out_bytes: int,
+def chunks(batch: int, first_blocks: int, bytes_per_block_row: int,
            budget: int | None = None):
     """(n0, n1, j0, j1) pieces of work whose scratch stays under ``budget`` bytes
     (:data:`SCRATCH_BYTES` if None).
@@ -87,7 +87,7 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last, *, tar
             derived[combo] = matrix = frozen(matrix)
         depth, width = len(slots) * ci, math.prod(c.count for c in combo) * co
         row_bytes = groups * math.prod(blocks[1:]) * (depth + width) * dtype.itemsize
-        for n0, n1, j0, j1 in chunks(batch, blocks[0], row_bytes, out.nbytes):
+        for n0, n1, j0, j1 in chunks(batch, blocks[0], row_bytes):
             product = _class_product(padded, matrix, phases, combo, slots, (n0, n1, j0, j1),
                                      co, co_first, internal_last, target.threads)
             scatter_phases(into[:, n0:n1], product, combo, phases, len(axes), j0)

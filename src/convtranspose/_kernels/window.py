@@ -111,7 +111,7 @@ def _window(data, weights, axes, dtype, channels_last, out, *, target):
                          writeable=False)
     into = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
     row_bytes = groups * math.prod(blocks[1:]) * (depth + width) * dtype.itemsize
-    for n0, n1, j0, j1 in chunks(batch, blocks[0], row_bytes, out.nbytes):
+    for n0, n1, j0, j1 in chunks(batch, blocks[0], row_bytes):
         sub_blocks = (j1 - j0,) + blocks[1:]
         rows = (n1 - n0) * math.prod(sub_blocks)
         columns = np.empty((groups, n1 - n0) + sub_blocks + sizes + (ci,), dtype)
