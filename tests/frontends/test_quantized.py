@@ -161,18 +161,23 @@ def call(layer, attributes, **extra):
 
 # -- against the oracle --------------------------------------------------------------------
 
-@pytest.fixture(params=["vnni", "float32", "float64", "int64"])
+@pytest.fixture(params=["vnni", "pairs", "float32", "float64", "int64"])
 def sum_in(request, monkeypatch):
     """Every way of the exact sum: AVX512-VNNI byte products (where the CPU has them),
-    float32 passes over the input channels (every layer whose single channel's taps
-    fit), float64 and int64 (taken here by switching off the ways before them)."""
+    int16 pair products (x86; here with VNNI switched off), float32 passes over the
+    input channels (every layer whose single channel's taps fit), float64 and int64
+    (taken here by switching off the ways before them)."""
     from convtranspose._frontends import quantized
-    from convtranspose._runtime.machine import has_vnni
+    from convtranspose._runtime.machine import has_vnni, integer_vector_bytes
 
     if request.param == "vnni" and not has_vnni():
         pytest.skip("this CPU has no AVX512-VNNI")
-    if request.param != "vnni":
-        monkeypatch.setattr(quantized, "vnni_sum", lambda *arguments: None)
+    if request.param == "pairs":
+        if not integer_vector_bytes():
+            pytest.skip("pmaddwd is an x86 instruction")
+        monkeypatch.setattr(quantized, "has_vnni", lambda: False)
+    if request.param not in ("vnni", "pairs"):
+        monkeypatch.setattr(quantized, "integer_sum", lambda *arguments: None)
     if request.param in ("float64", "int64"):
         monkeypatch.setattr(quantized, "FLOAT32_EXACT", 0)
     if request.param == "int64":

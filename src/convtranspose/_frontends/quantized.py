@@ -27,7 +27,7 @@ from .specs import as_array, canonical_weights, execute_plan, resolve_plan
 if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
 
-__all__ = ["check_out", "exact_sum", "vnni_sum", "float32_scale", "integer_zero_point",
+__all__ = ["check_out", "exact_sum", "integer_sum", "float32_scale", "integer_zero_point",
            "kept_weights", "qlinear_conv_transpose", "requantize", "sum_dtype", "typed_operand"]
 
 #: The element types of x, w and y (T1, T2 and T3 of the contrib operator).
@@ -253,18 +253,24 @@ def float32_channels(plan, data: np.ndarray, weights: np.ndarray) -> int:
     return FLOAT32_EXACT // largest if largest else FLOAT32_EXACT
 
 
-def vnni_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape) -> np.ndarray | None:
-    """The exact sum with AVX512-VNNI byte products (:mod:`convtranspose._kernels.int8`),
-    where this machine has them and the operands are bytes (the data spanning at most
-    256 values, the weights in int8); else None."""
+def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape
+                ) -> np.ndarray | None:
+    """The exact sum by the integer kernels (:mod:`convtranspose._kernels.int8`):
+    AVX512-VNNI byte products where this machine has them and the operands are bytes
+    (the data spanning at most 256 values, the weights in int8), else int16 pair
+    products (``pmaddwd``, every x86-64 CPU) for operands within ``[-32767, 32767]``;
+    None where neither applies (more than three axes, sums that could leave int32, no
+    numba, another architecture)."""
     target = host()
-    if not (target.numba and target.vector_bytes == 64 and has_vnni()):
+    if not target.numba:
         return None
-    from .._kernels.int8 import u8s8_blocked, u8s8_transposed
+    from .._kernels.int8 import s16_blocked, u8s8_blocked, u8s8_transposed
 
     check_transposed(plan, data, weights, None, output_shape)
     weights = canonical_weights(plan, weights)
-    for kernel in (u8s8_blocked, u8s8_transposed):
+    kernels = (u8s8_blocked, u8s8_transposed) if (
+        target.vector_bytes == 64 and has_vnni()) else ()
+    for kernel in kernels + (s16_blocked,):
         total = kernel(data, weights, plan.axes, plan.channels_last, target)
         if total is not None:
             return total
@@ -284,7 +290,7 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
     float32 runs at the library's full speed: on an Intel Xeon a 64-channel 32x32 k4 s2
     layer took about 5 times as long in float64 (docs/quantization.md).
     """
-    total = vnni_sum(plan, data, weights, output_shape)
+    total = integer_sum(plan, data, weights, output_shape)
     if total is not None:
         return total if bias is None else _plus_bias(plan, total.astype(np.int64), bias)
     channels = float32_channels(plan, data, weights)

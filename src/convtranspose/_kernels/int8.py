@@ -26,7 +26,7 @@ import numpy as np
 from .._plan.geometry import taps_per_output
 from .._runtime.memo import derived_from, frozen
 
-__all__ = ["u8s8_blocked", "u8s8_transposed"]
+__all__ = ["s16_blocked", "u8s8_blocked", "u8s8_transposed"]
 
 #: The largest magnitude an int32 holds.
 _INT32_MAX = 2 ** 31 - 1
@@ -132,24 +132,35 @@ def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: 
         (0, result.ndim - 1) + tuple(range(1, result.ndim - 1)))
 
 
-def _word_weights(weights: np.ndarray, derived: dict) -> np.ndarray | None:
-    """The weights ``(G, Ci, Co, K...)`` as int32 words ``(G, Ci4, Co, K...)``, each the
-    four int8 weights of input channels ``4c .. 4c + 3`` (zero past ``Ci``) in the byte
-    order ``vpdpbusd`` pairs with four input bytes; None where a weight lies outside
-    int8.  Kept in ``derived``."""
-    words = derived.get("u8s8 words")
+#: Per packing of the weights into int32 words: the memo key, the weights per word, the
+#: dtype of one and the range of weights it takes (``vpdpbusd``'s signed bytes;
+#: ``pmaddwd``'s int16 halves, whose pair sums stay below 2**31 without -32768).
+_WORDS = {"bytes": ("u8s8 words", 4, np.int8, (-128, 127)),
+          "halves": ("s16 words", 2, np.int16, (-(2 ** 15 - 1), 2 ** 15 - 1))}
+
+
+def _word_weights(weights: np.ndarray, derived: dict, kind: str = "bytes"
+                  ) -> np.ndarray | None:
+    """The weights ``(G, Ci, Co, K...)`` as int32 words ``(G, Ci / per word, Co, K...)``
+    (:data:`_WORDS`): each word the ``bytes`` (int8 weights of input channels ``4c ..
+    4c + 3``, in the byte order ``vpdpbusd`` pairs with four input bytes) or ``halves``
+    (int16 weights of channels ``2c``, ``2c + 1``) of consecutive input channels, zero
+    past ``Ci``; None where a weight lies outside the kind's range.  Kept in
+    ``derived``."""
+    key, per_word, dtype, (low, high) = _WORDS[kind]
+    words = derived.get(key)
     if words is None:
-        if int(weights.min(initial=0)) < -128 or int(weights.max(initial=0)) > 127:
+        if int(weights.min(initial=0)) < low or int(weights.max(initial=0)) > high:
             words = ()
         else:
             groups, ci = weights.shape[:2]
-            ci4 = -(-ci // 4)
-            padded = np.zeros((groups, ci4 * 4) + weights.shape[2:], np.int8)
+            count = -(-ci // per_word)
+            padded = np.zeros((groups, count * per_word) + weights.shape[2:], dtype)
             padded[:, :ci] = weights
-            quads = padded.reshape((groups, ci4, 4) + weights.shape[2:])
-            words = np.ascontiguousarray(np.moveaxis(quads, 2, -1)).view(np.int32)
+            parts = padded.reshape((groups, count, per_word) + weights.shape[2:])
+            words = np.ascontiguousarray(np.moveaxis(parts, 2, -1)).view(np.int32)
             words = frozen(words.reshape(words.shape[:-1]))
-        derived["u8s8 words"] = words
+        derived[key] = words
     return words if isinstance(words, np.ndarray) else None
 
 
@@ -219,5 +230,63 @@ def u8s8_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: boo
             ones = np.full((1,) + inputs + (groups * ci4,), 0x01010101, np.int32)
             share = derived[key] = frozen(run(ones, 1)[0])
         out -= np.int32(shift) * share
+    return out if channels_last else out.transpose(
+        (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))
+
+
+def _halves_data(data: np.ndarray, channels_last: bool, groups: int, ci: int,
+                 pairs: int) -> np.ndarray:
+    """``data`` (integers within int16) as int32 words ``(N, X..., G * pairs)`` of two
+    int16 halves each: input channels ``2c`` and ``2c + 1`` of a group, zero past
+    ``Ci``."""
+    last = data if channels_last else np.moveaxis(data, 1, -1)
+    lead = last.shape[:-1]
+    make = np.zeros if ci % 2 else np.empty
+    halves = make(lead + (groups, 2 * pairs), np.int16)
+    halves[..., :ci] = last.reshape(lead + (groups, ci))
+    return halves.reshape(lead + (-1,)).view(np.int32)
+
+
+def s16_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: bool,
+                target) -> np.ndarray | None:
+    """The exact int32 sums of the transposed convolution of integer ``data`` ``(N,
+    G*Ci, X...)`` (``(N, X..., G*Ci)`` with ``channels_last``) and ``weights`` ``(G, Ci,
+    Co, K...)`` by ``direct-blocked``'s kernel with ``pmaddwd`` pair products
+    (``vector_dot_words``): two input channels per product, each output's sums in
+    registers over every tap and input channel, written once.  Signed times signed, so
+    neither operand is shifted.  Every x86-64 CPU has the instruction: the fast exact
+    path where ``vpdpbusd`` is missing, or the data are not bytes (TFLite's int16 x
+    int8).  Returns ``(N, Y..., G*Co)`` int32 (a channels-first view of it without
+    ``channels_last``); None for more than three axes, operands outside ``[-32767,
+    32767]``, where a sum could leave int32, or on a CPU other than x86.
+    """
+    from .._runtime.machine import integer_vector_bytes
+    from ._numba.blocked import blocked_layer
+    from .schedules import KEEP
+
+    if not 1 <= len(axes) <= 3:
+        return None
+    groups, ci, co = weights.shape[:3]
+    low, high = _span(data)
+    derived = derived_from(weights, "s16")
+    words = _word_weights(weights, derived, "halves")
+    if words is None or max(-low, high) > _WORDS["halves"][3][1]:
+        return None
+    largest = derived.get("s16 largest")
+    if largest is None:
+        largest = derived["s16 largest"] = max(-int(weights.min(initial=0)),
+                                               int(weights.max(initial=0)))
+    if ci * taps_per_output(axes) * max(-low, high) * largest > _INT32_MAX:
+        return None
+    # The kernel's vectors: the widest whose int16 lanes this CPU multiplies.
+    width = min(target.vector_bytes, integer_vector_bytes())
+    if not width:
+        return None
+    target = target.replace(vector_bytes=width)
+    batch = data.shape[0]
+    layer = blocked_layer(batch, words, axes, np.dtype(np.int32), True, KEEP,
+                          derived.setdefault("s16 blocked", {}), target, "vector_dot_words")
+    out = np.empty((batch,) + tuple(a.output_size for a in axes) + (groups * co,), np.int32)
+    layer(_halves_data(data, channels_last, groups, ci, words.shape[1]), out)
     return out if channels_last else out.transpose(
         (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))

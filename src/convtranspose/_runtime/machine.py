@@ -17,7 +17,7 @@ import time
 
 from .caches import kept
 
-__all__ = ["CpuIdentity", "fastest_seconds", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "has_vnni", "host_has_f16c", "parse_cpuinfo",
+__all__ = ["CpuIdentity", "fastest_seconds", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "has_vnni", "integer_vector_bytes", "host_has_f16c", "parse_cpuinfo",
            "vector_bytes"]
 
 #: ``(vendor, family)``: the CPUID vendor string (``'GenuineIntel'``, ``'AuthenticAMD'``)
@@ -114,6 +114,33 @@ def vector_bytes() -> int:
     if features.get("avx512f"):
         return 64
     return 32 if features.get("avx") else 16
+
+
+#: LLVM CPU names of the lists above whose widest vectors lack integer instructions:
+#: Xeon Phi has no AVX512BW (its integer vectors are AVX2's), the first AVX CPUs and
+#: AMD's Bulldozer to Steamroller no AVX2 (integer vectors of 16 bytes).
+_NARROW_INTEGER_CPUS = {"knl": 32, "knm": 32, "sandybridge": 16, "ivybridge": 16,
+                        "bdver1": 16, "bdver2": 16, "bdver3": 16}
+
+
+@kept("machine facts", maxsize=None)
+def integer_vector_bytes() -> int:
+    """The widest SIMD register in bytes whose int16 and int32 lanes LLVM (numba)
+    compiles for this process (``pmaddwd``): 64 with AVX512BW, 32 with AVX2, else 16
+    (SSE2); for the CPU :func:`vector_bytes` reads; 0 on other architectures (no
+    ``pmaddwd``)."""
+    from llvmlite import binding
+
+    if not binding.get_process_triple().startswith(("x86_64", "i386", "i686")):
+        return 0
+    named = _named_cpu()
+    if named is not None:
+        name, flags = named
+        if flags is not None:
+            return 64 if "+avx512bw" in flags else 32 if "+avx2" in flags else 16
+        return _NARROW_INTEGER_CPUS.get(name, vector_bytes())
+    features = binding.get_host_cpu_features()
+    return 64 if features.get("avx512bw") else 32 if features.get("avx2") else 16
 
 
 #: The L2 size assumed where the system does not report one: the smallest per-core L2

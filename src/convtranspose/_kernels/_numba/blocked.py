@@ -10,8 +10,9 @@ row; the outputs at the line ends go in blocks across the lines too, one column 
 them with its own taps at a time.  Any layout: channels-last lines are stored directly, channels-first ones through
 a transposed tile.  float16 and bfloat16 results are rounded from the tile as each line
 is stored.  The block sources are generated per block shape and product
-(:func:`block_source`, :data:`PRODUCTS`: float multiply-adds, or VNNI byte products for
-the exact int8 sums of :mod:`convtranspose._kernels.int8`), and the kernel is compiled
+(:func:`block_source`, :data:`PRODUCTS`: float multiply-adds, or VNNI byte products or
+int16 pair products for the exact integer sums of :mod:`convtranspose._kernels.int8`),
+and the kernel is compiled
 per dtype, block shape, product and store mode only: channel counts,
 taps, strides and sizes are run-time values, so that layers of one block shape share
 its compiled code (``benchmarks/results/kernel-reuse-xeon.json``).
@@ -52,10 +53,11 @@ from .transpose import channels_last_copy, tile_transposer
 _FAR_CHANNELS_BYTES = 1 << 14
 
 #: The products a block may multiply its broadcast inputs and weight rows with:
-#: ``vector_fma`` for float lanes, ``vector_dot_bytes`` (AVX512-VNNI) for int32 lanes
-#: each holding four unsigned input bytes and four signed weight bytes, so that one
-#: instruction adds four input channels (:mod:`convtranspose._kernels.int8`).
-PRODUCTS = ("vector_fma", "vector_dot_bytes")
+#: ``vector_fma`` for float lanes; for int32 lanes, ``vector_dot_bytes`` (AVX512-VNNI),
+#: each lane holding four unsigned input bytes and four signed weight bytes, so that one
+#: instruction adds four input channels, or ``vector_dot_words`` (any x86-64 CPU), two
+#: int16 halves each, two input channels (:mod:`convtranspose._kernels.int8`).
+PRODUCTS = ("vector_fma", "vector_dot_bytes", "vector_dot_words")
 
 
 def _taps_loop(lanes: int, accumulators: list[list[str]], offsets: list[str],
@@ -405,9 +407,9 @@ class BlockedLayer:
     a repeated call of a small layer runs the kernel and little else (the set-up took
     about 60 us of a 0.3 ms U-Net layer's call, ``benchmarks/results/prepared-calls-xeon.json``).
     ``mode`` is the store mode of the outputs it fills (:func:`.modes.store_mode`);
-    ``product`` the blocks' product (:data:`PRODUCTS`): with ``vector_dot_bytes``,
-    ``weights`` and the data are int32 words of four bytes, ``Ci`` counts words and the
-    sums are int32.
+    ``product`` the blocks' product (:data:`PRODUCTS`): with ``vector_dot_bytes``
+    (``vector_dot_words``), ``weights`` and the data are int32 words of four bytes (two
+    int16 halves), ``Ci`` counts words and the sums are int32.
     """
 
     __slots__ = ("_dtype", "_mode", "_target", "_copy_plane_bytes", "_copy_steps",
