@@ -234,16 +234,20 @@ def u8s8_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: boo
         (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))
 
 
-def _halves_data(data: np.ndarray, channels_last: bool, groups: int, ci: int,
-                 pairs: int) -> np.ndarray:
+def _halves_data(data: np.ndarray, channels_last: bool, groups: int, ci: int, pairs: int,
+                 threads: int) -> np.ndarray:
     """``data`` (integers within int16) as int32 words ``(N, X..., G * pairs)`` of two
     int16 halves each: input channels ``2c`` and ``2c + 1`` of a group, zero past
-    ``Ci``."""
-    last = data if channels_last else np.moveaxis(data, 1, -1)
-    lead = last.shape[:-1]
+    ``Ci``.  Channels-first data in one compiled pass
+    (:func:`._numba.int8.word_halves`), channels-last data by NumPy."""
+    if not channels_last:
+        from ._numba.int8 import word_halves
+
+        return word_halves(data, groups, ci, pairs, threads)
+    lead = data.shape[:-1]
     make = np.zeros if ci % 2 else np.empty
     halves = make(lead + (groups, 2 * pairs), np.int16)
-    halves[..., :ci] = last.reshape(lead + (groups, ci))
+    halves[..., :ci] = data.reshape(lead + (groups, ci))
     return halves.reshape(lead + (-1,)).view(np.int32)
 
 
@@ -287,6 +291,6 @@ def s16_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: bool
     layer = blocked_layer(batch, words, axes, np.dtype(np.int32), True, KEEP,
                           derived.setdefault("s16 blocked", {}), target, "vector_dot_words")
     out = np.empty((batch,) + tuple(a.output_size for a in axes) + (groups * co,), np.int32)
-    layer(_halves_data(data, channels_last, groups, ci, words.shape[1]), out)
+    layer(_halves_data(data, channels_last, groups, ci, words.shape[1], target.threads), out)
     return out if channels_last else out.transpose(
         (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))

@@ -21,7 +21,7 @@ from .kernel_cache import cached_njit
 from .transpose import PARALLEL_COPY_BYTES
 
 __all__ = ["COLUMNS", "group_products", "pack_signed", "panel_source", "u8s8_products",
-           "word_bytes"]
+           "word_bytes", "word_halves"]
 
 #: Rows of ``a`` and vectors of 16 columns whose sums a block keeps in registers: 16
 #: accumulators, 4 weight vectors and a broadcast row, of the 32 AVX-512 registers.
@@ -180,3 +180,56 @@ def word_bytes(data: np.ndarray, channels_last: bool, groups: int, ci: int, row:
                                                     row // 4, pixels, a, b),
                  batch * -(-pixels // _WORD_PIXELS), threads)
     return out
+
+
+@cached_njit(nogil=True)
+def _channels_first_halves(source, out, groups, ci, pairs, pixels, run, start,
+                           stop):  # pragma: no cover - compiled
+    # source: flat (N, G*Ci, P) integers within int16; out: flat uint32 (N, P, G,
+    # pairs), word w holding channel 2w (low half) and 2w + 1 (high half; zero past
+    # Ci) of its group.  Items (n, run of `run` pixels) with flat index in [start,
+    # stop): per word, two channel planes read along the run and each pixel's word
+    # stored; the run's rows of words stay in L1 while every word is stored.
+    width = groups * pairs
+    runs = (pixels + run - 1) // run
+    for item in range(start, stop):
+        n, first = item // runs, item % runs * run
+        count = min(pixels - first, run)
+        rows = out[(n * pixels + first) * width:]
+        for g in range(groups):
+            for w in range(pairs):
+                plane = ((n * groups + g) * ci + 2 * w) * pixels + first
+                at = g * pairs + w
+                low = source[plane:plane + count]
+                if 2 * w + 2 <= ci:
+                    high = source[plane + pixels:plane + pixels + count]
+                    for p in range(count):
+                        rows[at + p * width] = (
+                            np.uint32(np.uint16(np.int16(low[p])))
+                            | np.uint32(np.uint16(np.int16(high[p]))) << np.uint32(16))
+                else:
+                    for p in range(count):
+                        rows[at + p * width] = np.uint32(np.uint16(np.int16(low[p])))
+
+
+def word_halves(data: np.ndarray, groups: int, ci: int, pairs: int,
+                threads: int) -> np.ndarray:
+    """Channels-first integer ``data`` ``(N, G*Ci, X...)``, every value within int16, as
+    int32 words ``(N, X..., G * pairs)`` of two int16 halves each (input channels ``2c``
+    and ``2c + 1`` of a group, zero past ``Ci``), in one compiled pass.  Each piece of
+    work takes a run of pixels whose rows of words fill at most half of L1 (up to
+    :data:`_WORD_PIXELS`): with 64 pixels of 256 words (64 KiB) the pass took longer
+    than NumPy's cast of the transposed view, with half of L1 0.3-0.5x as long on the
+    quantized suite's layers (``benchmarks/results/int8-kernels-xeon.json``, word_halves)."""
+    from ..._runtime.machine import l1_data_cache_bytes
+
+    pixels = int(np.prod(data.shape[2:]))
+    out = np.empty((data.shape[0],) + data.shape[2:] + (groups * pairs,), np.uint32)
+    run = max(1, min(_WORD_PIXELS, l1_data_cache_bytes() // 2 // (4 * groups * pairs)))
+    source = np.ascontiguousarray(data).reshape(-1)
+    if out.nbytes < PARALLEL_COPY_BYTES:  # the layout copies' rule
+        threads = 1
+    parallel_for(lambda a, b: _channels_first_halves(source, out.reshape(-1), groups, ci,
+                                                     pairs, pixels, run, a, b),
+                 data.shape[0] * -(-pixels // run), threads)
+    return out.view(np.int32)
