@@ -113,24 +113,34 @@ def group_products(a: np.ndarray, packed: list, k4: int, width: int,
     return cols
 
 
-#: Pixels an item of :func:`_channels_first_words` takes: their rows of words (at most
-#: a few KB per channel word) stay in L1 while every word of the rows is stored.
+#: The most pixels an item of :func:`_channels_first_words` or
+#: :func:`_channels_first_halves` takes (:func:`_run_pixels`).
 _WORD_PIXELS = 64
 
 
+def _run_pixels(words: int) -> int:
+    """Pixels per item of the channels-first word passes: their rows of ``words`` int32
+    words fill at most half of L1, so that they stay there while every word of the run
+    is stored (64 pixels of 256 words, 64 KiB, ran slower than NumPy's cast of the
+    transposed view; ``benchmarks/results/int8-kernels-xeon.json``, word_halves)."""
+    from ..._runtime.machine import l1_data_cache_bytes
+
+    return max(1, min(_WORD_PIXELS, l1_data_cache_bytes() // 2 // (4 * words)))
+
+
 @cached_njit(nogil=True)
-def _channels_first_words(source, out, shift, groups, ci, words, pixels, start,
+def _channels_first_words(source, out, shift, groups, ci, words, pixels, run, start,
                           stop):  # pragma: no cover - compiled
     # source: flat (N, G*Ci, P); out: flat uint32 (N, P, G, words), word w holding
     # channels 4w .. 4w + 3 of its group (byte i of the little-endian word: channel
-    # 4w + i), zero bytes past Ci.  Items (n, run of _WORD_PIXELS pixels) with flat
-    # index in [start, stop): per word, four channel planes read along the run and
-    # each pixel's word stored once.
+    # 4w + i), zero bytes past Ci.  Items (n, run of `run` pixels) with flat index in
+    # [start, stop): per word, four channel planes read along the run and each pixel's
+    # word stored once.
     width = groups * words
-    runs = (pixels + _WORD_PIXELS - 1) // _WORD_PIXELS
+    runs = (pixels + run - 1) // run
     for item in range(start, stop):
-        n, first = item // runs, item % runs * _WORD_PIXELS
-        count = min(pixels - first, _WORD_PIXELS)
+        n, first = item // runs, item % runs * run
+        count = min(pixels - first, run)
         rows = out[(n * pixels + first) * width:]
         for g in range(groups):
             for w in range(words):
@@ -176,9 +186,10 @@ def word_bytes(data: np.ndarray, channels_last: bool, groups: int, ci: int, row:
     source, flat = data.reshape(-1), out.reshape(-1).view(np.uint32)
     if out.nbytes < PARALLEL_COPY_BYTES:  # the layout copies' rule
         threads = 1
+    run = _run_pixels(groups * row // 4)
     parallel_for(lambda a, b: _channels_first_words(source, flat, np.int64(shift), groups, ci,
-                                                    row // 4, pixels, a, b),
-                 batch * -(-pixels // _WORD_PIXELS), threads)
+                                                    row // 4, pixels, run, a, b),
+                 batch * -(-pixels // run), threads)
     return out
 
 
@@ -189,7 +200,7 @@ def _channels_first_halves(source, out, groups, ci, pairs, pixels, run, start,
     # pairs), word w holding channel 2w (low half) and 2w + 1 (high half; zero past
     # Ci) of its group.  Items (n, run of `run` pixels) with flat index in [start,
     # stop): per word, two channel planes read along the run and each pixel's word
-    # stored; the run's rows of words stay in L1 while every word is stored.
+    # stored once.
     width = groups * pairs
     runs = (pixels + run - 1) // run
     for item in range(start, stop):
@@ -216,16 +227,13 @@ def word_halves(data: np.ndarray, groups: int, ci: int, pairs: int,
                 threads: int) -> np.ndarray:
     """Channels-first integer ``data`` ``(N, G*Ci, X...)``, every value within int16, as
     int32 words ``(N, X..., G * pairs)`` of two int16 halves each (input channels ``2c``
-    and ``2c + 1`` of a group, zero past ``Ci``), in one compiled pass.  Each piece of
-    work takes a run of pixels whose rows of words fill at most half of L1 (up to
-    :data:`_WORD_PIXELS`): with 64 pixels of 256 words (64 KiB) the pass took longer
-    than NumPy's cast of the transposed view, with half of L1 0.3-0.5x as long on the
-    quantized suite's layers (``benchmarks/results/int8-kernels-xeon.json``, word_halves)."""
-    from ..._runtime.machine import l1_data_cache_bytes
-
+    and ``2c + 1`` of a group, zero past ``Ci``), in one compiled pass (:func:`_run_pixels`
+    per piece of work): 0.3-0.55x the time of NumPy's cast of the transposed view on
+    the quantized suite's layers (``benchmarks/results/int8-kernels-xeon.json``,
+    word_halves)."""
     pixels = int(np.prod(data.shape[2:]))
     out = np.empty((data.shape[0],) + data.shape[2:] + (groups * pairs,), np.uint32)
-    run = max(1, min(_WORD_PIXELS, l1_data_cache_bytes() // 2 // (4 * groups * pairs)))
+    run = _run_pixels(groups * pairs)
     source = np.ascontiguousarray(data).reshape(-1)
     if out.nbytes < PARALLEL_COPY_BYTES:  # the layout copies' rule
         threads = 1
