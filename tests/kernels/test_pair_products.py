@@ -130,6 +130,20 @@ def test_word_halves_equal_numpys_cast(threads, monkeypatch):
     np.testing.assert_array_equal(result, expected.reshape(2, 10, 15, 18).view(np.int32))
 
 
+@needs_x86
+@pytest.mark.parametrize("name, features, width", [
+    ("znver3", "", 32), ("sapphirerapids", "", 64), ("sandybridge", "", 16),
+    ("knl", "", 32), ("", "+avx2,+fma", 32), ("", "+avx512f,+avx512bw", 64),
+    ("", "+avx512f,+avx2", 32)])
+def test_the_integer_vectors_of_a_named_cpu(monkeypatch, name, features, width):
+    """The pair products' vector width follows the CPU numba compiles for: AVX512BW's
+    64 bytes, AVX2's 32, else SSE2's 16 (Xeon Phi: AVX-512 without BW; Sandy Bridge:
+    AVX without AVX2)."""
+    monkeypatch.setenv("NUMBA_CPU_NAME", name)
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", features)
+    assert integer_vector_bytes.__wrapped__() == width
+
+
 SCRIPT = textwrap.dedent("""\
     import json, sys
     import numba

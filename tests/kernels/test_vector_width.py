@@ -86,7 +86,9 @@ SCRIPT = textwrap.dedent("""\
             zeros(f32), zeros(f32), zeros(np.float64), zeros(f32), zeros(i64, 13),
             zeros(i64, 3, 2, 4), zeros(i64, 3), 1, 0, 1)),
         "int8 channel words": (int8._channels_first_words, (
-            zeros(np.int16), zeros(np.uint32), 0, 1, 8, 2, 16, 0, 1)),
+            zeros(np.int16), zeros(np.uint32), 0, 1, 8, 2, 16, 16, 0, 1)),
+        "int16 channel halves": (int8._channels_first_halves, (
+            zeros(np.int16), zeros(np.uint32), 1, 8, 4, 16, 16, 0, 1)),
     }
     def user_loop(a, b):  # the user's own numba code, compiled as numba compiles it
         for i in range(a.size):
@@ -166,7 +168,7 @@ def test_hot_kernels_compute_at_full_width(cpu, reports):
     report = reports[cpu]
     register = TARGETS[cpu][1]
     user = report.pop("user's loop")
-    assert len(report) == 14
+    assert len(report) == 15
     assert not narrow(report, register), (cpu, narrow(report, register))
     # numba's own setting is left alone: the same loop in the user's code keeps LLVM's
     # 256-bit preference where the CPU has one.

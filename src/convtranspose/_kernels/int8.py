@@ -1,4 +1,4 @@
-"""Exact transposed convolutions of 8-bit integers with AVX512-VNNI products.
+"""Exact transposed convolutions of 8- and 16-bit integers with integer vector products.
 
 For the quantized dialects' exact sums (:func:`convtranspose._frontends.quantized.exact_sum`):
 the data's values (zero point already subtracted) shifted by a constant into ``[0,
@@ -15,6 +15,9 @@ The packed weights and their column sums are kept in the weights memo
 (:func:`convtranspose._runtime.memo.derived_from`): a layer called again with the same
 weights packs nothing (packing a DCGAN 256->128 4x4 filter takes about 1.5 ms, comparing
 it with the kept copy 0.15 ms, of a call of about 4 ms on an Intel Xeon).
+
+Where ``vpdpbusd`` is missing or the operands are not bytes, :func:`s16_blocked` sums
+signed int16 pairs with ``pmaddwd`` (every x86-64 CPU) in the same loop nest.
 """
 
 from __future__ import annotations

@@ -97,6 +97,11 @@ def _named_cpu() -> tuple[str, frozenset[str] | None] | None:
     return name, None
 
 
+def _named_width(name: str) -> int:
+    """The widest SIMD register in bytes of the LLVM CPU ``name`` (16 if not listed)."""
+    return 64 if name in _AVX512_CPUS else 32 if name in _AVX_CPUS else 16
+
+
 @kept("machine facts", maxsize=None)
 def vector_bytes() -> int:
     """The widest SIMD register in bytes as LLVM (numba) compiles for this process: 64 with
@@ -107,7 +112,7 @@ def vector_bytes() -> int:
         name, flags = named
         if flags is not None:
             return 64 if "+avx512f" in flags else 32 if flags & {"+avx", "+avx2"} else 16
-        return 64 if name in _AVX512_CPUS else 32 if name in _AVX_CPUS else 16
+        return _named_width(name)
     from llvmlite import binding
 
     features = binding.get_host_cpu_features()
@@ -138,7 +143,7 @@ def integer_vector_bytes() -> int:
         name, flags = named
         if flags is not None:
             return 64 if "+avx512bw" in flags else 32 if "+avx2" in flags else 16
-        return _NARROW_INTEGER_CPUS.get(name, vector_bytes())
+        return _NARROW_INTEGER_CPUS.get(name, _named_width(name))
     features = binding.get_host_cpu_features()
     return 64 if features.get("avx512bw") else 32 if features.get("avx2") else 16
 

@@ -12,8 +12,7 @@ a transposed tile.  float16 and bfloat16 results are rounded from the tile as ea
 is stored.  The block sources are generated per block shape and product
 (:func:`block_source`, :data:`PRODUCTS`: float multiply-adds, or VNNI byte products or
 int16 pair products for the exact integer sums of :mod:`convtranspose._kernels.int8`),
-and the kernel is compiled
-per dtype, block shape, product and store mode only: channel counts,
+and the kernel is compiled per dtype, block shape, product and store mode only: channel counts,
 taps, strides and sizes are run-time values, so that layers of one block shape share
 its compiled code (``benchmarks/results/kernel-reuse-xeon.json``).
 """

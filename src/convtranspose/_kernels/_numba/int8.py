@@ -9,6 +9,10 @@ bytes as one int32) and each of ``_VECTORS`` weight vectors (16 columns of four 
 loaded once.  The weights are packed by :func:`pack_signed` as ``(J / 16, K / 4, 16,
 4)``; ``K`` and ``J`` are padded with zero weights.  Only imported with numba, and
 called only where the CPU has AVX512-VNNI (:func:`convtranspose._runtime.machine.has_vnni`).
+
+The channels-first data's casts into int32 words run here too: four bytes per word for
+the VNNI products (:func:`word_bytes`), two int16 halves for ``pmaddwd``'s
+(:func:`word_halves`).
 """
 
 from __future__ import annotations
