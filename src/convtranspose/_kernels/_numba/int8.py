@@ -133,6 +133,15 @@ def _run_pixels(words: int) -> int:
 
 
 @cached_njit(nogil=True)
+def _run_item(item, pixels, run, width, out):  # pragma: no cover - compiled
+    # Item `item` of a channels-first word pass: its sample, first pixel and pixel
+    # count, and the rows of words from its first pixel on.
+    runs = (pixels + run - 1) // run
+    n, first = item // runs, item % runs * run
+    return n, first, min(pixels - first, run), out[(n * pixels + first) * width:]
+
+
+@cached_njit(nogil=True)
 def _channels_first_words(source, out, shift, groups, ci, words, pixels, run, start,
                           stop):  # pragma: no cover - compiled
     # source: flat (N, G*Ci, P); out: flat uint32 (N, P, G, words), word w holding
@@ -141,11 +150,8 @@ def _channels_first_words(source, out, shift, groups, ci, words, pixels, run, st
     # [start, stop): per word, four channel planes read along the run and each pixel's
     # word stored once.
     width = groups * words
-    runs = (pixels + run - 1) // run
     for item in range(start, stop):
-        n, first = item // runs, item % runs * run
-        count = min(pixels - first, run)
-        rows = out[(n * pixels + first) * width:]
+        n, first, count, rows = _run_item(item, pixels, run, width, out)
         for g in range(groups):
             for w in range(words):
                 plane = ((n * groups + g) * ci + 4 * w) * pixels + first
@@ -206,11 +212,8 @@ def _channels_first_halves(source, out, groups, ci, pairs, pixels, run, start,
     # stop): per word, two channel planes read along the run and each pixel's word
     # stored once.
     width = groups * pairs
-    runs = (pixels + run - 1) // run
     for item in range(start, stop):
-        n, first = item // runs, item % runs * run
-        count = min(pixels - first, run)
-        rows = out[(n * pixels + first) * width:]
+        n, first, count, rows = _run_item(item, pixels, run, width, out)
         for g in range(groups):
             for w in range(pairs):
                 plane = ((n * groups + g) * ci + 2 * w) * pixels + first
