@@ -280,3 +280,70 @@ def test_a_prepared_layer_does_not_compare_its_filter_on_each_call(monkeypatch):
         layer(x)
         monkeypatch.setattr(memo, "same_bits", original)
         assert compared == [], (name, compared)
+
+
+@pytest.mark.parametrize("kernel", ["any", "pairs"])
+@pytest.mark.parametrize("seed", range(6))
+def test_qlinear_repeated_calls_run_prepared(monkeypatch, seed, kernel):
+    """A qlinear layer's repeated calls of one input shape run its prepared call (the
+    function itself is not called again) and return the function's bytes: uint8 and
+    int8 data, per-tensor and per-channel weights, bias, groups, 1-3 axes; ``pairs``:
+    with VNNI switched off, on the int16 pair products.  Set-up again per input shape
+    and after new weights."""
+    import functools
+
+    from convtranspose._frontends import quantized
+
+    if kernel == "pairs":
+        monkeypatch.setattr(quantized, "has_vnni", lambda: False)
+    rng = np.random.default_rng(seed)
+    rank, group = 1 + seed % 3, 1 + seed % 2
+    c, m = 2 * group, 3 * group
+    x_type = np.uint8 if seed % 2 else np.int8
+    info = np.iinfo(x_type)
+    w = rng.integers(-128, 128, (c, m // group) + (3,) * rank, dtype=np.int8)
+    arguments = dict(
+        x_scale=np.float32(0.05), x_zero_point=x_type(rng.integers(info.min, info.max)),
+        w=w, w_scale=rng.uniform(0.01, 0.1, m).astype(np.float32),
+        w_zero_point=np.zeros(m, np.int8), y_scale=np.float32(0.4),
+        y_zero_point=np.uint8(100), B=rng.integers(-900, 900, m, dtype=np.int32),
+        strides=[2] * rank, pads=[1] * rank + [0] * rank, group=group)
+    called = []
+    function = ct.qlinear_conv_transpose
+
+    @functools.wraps(function)
+    def counted(*args, **kwargs):
+        called.append(1)
+        return function(*args, **kwargs)
+
+    monkeypatch.setattr(ct, "qlinear_conv_transpose", counted)
+    layer = ct.prepare(counted, **arguments)
+    for shape in ((2, c) + (4,) * rank, (1, c) + (5,) * rank):
+        x = rng.integers(info.min, info.max + 1, shape, dtype=x_type)
+        expected = function(x, **arguments)
+        before = len(called)
+        for _ in range(3):
+            _same(layer(x), expected)
+        assert len(called) == before + 1  # the first call only
+        _same(layer(np.asfortranarray(x)), expected)
+    new = rng.integers(-128, 128, w.shape, dtype=np.int8)
+    layer.set_weights(new)
+    for _ in range(2):
+        _same(layer(x), function(x, **dict(arguments, w=new)))
+
+
+def test_qlinear_prepared_call_keeps_the_memory_limit():
+    """A prepared call checks the memory limit as the function does: refused there,
+    refused here, with the function's error."""
+    rng = np.random.default_rng(2)
+    function, arguments, data, _ = BUILDERS["qlinear"](rng, True, True, "-")
+    layer = ct.prepare(function, **arguments)
+    x = data(*SHAPE)
+    for _ in range(2):
+        layer(x)
+    with ct.limit_memory(64):
+        with pytest.raises(ct.ConvTransposeError) as expected:
+            function(x, **arguments)
+        with pytest.raises(expected.type) as raised:
+            layer(x)
+    assert str(raised.value) == str(expected.value)

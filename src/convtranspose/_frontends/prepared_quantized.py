@@ -11,6 +11,13 @@ filter is the layer's own (:func:`convtranspose._runtime.memo.own`), so the weig
 the exact sum takes them (centred, widened) and their packed bytes are found in the
 weights memo without comparing the filter's bytes on each call
 (:func:`convtranspose._frontends.quantized.kept_weights`).
+
+A ``qlinear_conv_transpose`` layer also keeps, per input shape and dtype of ndarray data
+(after one call of the function), a prepared call
+(:func:`convtranspose._frontends.quantized.prepare_qlinear`): operands checked, plan
+resolved and integer kernel set up once, so a repeated call centres, sums and
+requantizes the data and little else.  Its sums are exact, so its bytes are the
+function's; where its kernels decline the data, the function runs.
 """
 
 from __future__ import annotations
@@ -26,8 +33,18 @@ import numpy as np
 from .._errors import ConvTransposeError
 from .._plan import dialects as _dialects
 from .._runtime.memo import frozen, own
+from .._runtime.target import host
+from .quantized import prepare_qlinear
 
 __all__ = ["PreparedQuantizedLayer"]
+
+#: Input shapes whose output shapes and prepared calls a layer keeps.
+_SHAPES_KEPT = 16
+
+#: The dialects with a prepared call: ``prepare(arguments, data) -> call(data) or None``
+#: (:func:`convtranspose._frontends.quantized.prepare_qlinear`); the others run their
+#: array function on every call.
+_PREPARERS = {"qlinear_conv_transpose": prepare_qlinear}
 
 
 def _is_torch_tensor(value: object) -> bool:
@@ -109,7 +126,8 @@ class PreparedQuantizedLayer:
     array([[[100, 100, 110, 120, 150, 140, 160]]], dtype=uint8)
     """
 
-    __slots__ = ("_dialect", "_function", "_arguments", "_lock", "_shapes", "__weakref__")
+    __slots__ = ("_dialect", "_function", "_arguments", "_lock", "_shapes", "_calls",
+                 "__weakref__")
 
     def __init__(self, name: str, arguments: dict[str, Any]):
         self._dialect = record = _dialects.DIALECTS[name]
@@ -122,6 +140,9 @@ class PreparedQuantizedLayer:
                            for key, value in arguments.items()}
         self._lock = threading.Lock()
         self._shapes: dict = {}  # input shape -> output shape, the most recent last
+        #: (shape, dtype, target) of ndarray data -> (the arguments it was set up from,
+        #: the dialect's prepared call or None), the most recent last.
+        self._calls: dict = {}
 
     @property
     def function(self):
@@ -145,13 +166,29 @@ class PreparedQuantizedLayer:
             As the array function's ``out``.
         """
         arguments = self._arguments  # one read: set_weights may replace it meanwhile
+        prepare = _PREPARERS.get(self._dialect.name)
+        fast = out is None and prepare is not None and type(data) is np.ndarray
+        if fast:
+            key = (data.shape, data.dtype, host())
+            kept = self._calls.get(key)
+            if kept is not None and kept[0] is arguments and kept[1] is not None:
+                result = kept[1](data)
+                if result is not None:
+                    return result
         result = self._function(**{self._dialect.operands[0]: data}, **arguments, out=out)
         shape = tuple(getattr(data, "shape", ()))
-        if shape not in self._shapes:
-            with self._lock:
-                while len(self._shapes) >= 16:
+        with self._lock:
+            if shape not in self._shapes:
+                while len(self._shapes) >= _SHAPES_KEPT:
                     del self._shapes[next(iter(self._shapes))]
                 self._shapes[shape] = tuple(result.shape)
+        if fast and (kept is None or kept[0] is not arguments):
+            # Set up from the arguments this call ran with (checked by it), for the next.
+            call = prepare(arguments, data)
+            with self._lock:
+                while len(self._calls) >= _SHAPES_KEPT:
+                    del self._calls[next(iter(self._calls))]
+                self._calls[key] = (arguments, call)
         return result
 
     def set_weights(self, *operands, **named) -> None:
@@ -185,6 +222,7 @@ class PreparedQuantizedLayer:
             arguments.update((key, _kept(value, owned=key == names[0]))
                              for key, value in given.items())
             self._arguments = arguments
+            self._calls = {}  # set up from the old weights
 
     def explain(self, data_shape=None, dtype=None, *, measure: bool = False):
         """Not for the quantized dialects: :func:`convtranspose.explain` tells which float

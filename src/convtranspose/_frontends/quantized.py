@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
 
 __all__ = ["check_out", "exact_sum", "integer_sum", "float32_scale", "integer_zero_point",
-           "kept_weights", "qlinear_conv_transpose", "requantize", "sum_dtype", "typed_operand"]
+           "kept_weights", "prepare_qlinear", "qlinear_conv_transpose", "requantize", "sum_dtype",
+           "typed_operand"]
 
 #: The element types of x, w and y (T1, T2 and T3 of the contrib operator).
 _QUANTIZED = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -379,6 +380,73 @@ def _compute(plan, x, w, zero_points, scales, bias, output_shape) -> np.ndarray:
     multiplier = np.broadcast_to(scales[0].reshape(()) * scales[1].reshape(-1),
                                  (plan.output_shape[1],))
     return requantize(acc, multiplier, scales[2], zero_points[2])
+
+
+def prepare_qlinear(arguments: dict, data: np.ndarray):
+    """``call(x)``: :func:`qlinear_conv_transpose` of ``arguments`` (every argument but
+    ``x`` and ``out``, by name) set up for ndarray data of ``data``'s shape and dtype,
+    for a prepared layer's repeated calls.  The operands are checked, the plan
+    resolved, the weights centred and the integer sum's kernel set up here, once
+    (:func:`convtranspose._kernels.int8.prepare_blocked_sums`: the VNNI byte products
+    where :func:`integer_sum` takes them first, then the int16 pair products); each call
+    checks the memory limit and the data's range, centres, sums and requantizes.  The
+    sums are exact, so the bytes are the function's.  ``call`` returns None where the
+    kernels decline the data (the function then decides); None instead of ``call``
+    where no integer kernel takes the layer (no numba, weights beyond int16, more than
+    three axes, not x86)."""
+    def get(name):
+        return arguments[name]
+
+    _, filter_, zero_points, scales, bias = _operands(
+        data, get("x_scale"), get("x_zero_point"), get("w"), get("w_scale"),
+        get("w_zero_point"), get("y_scale"), get("y_zero_point"), arguments.get("B"))
+    attributes = {name: value for name, value in arguments.items()
+                  if name not in _QLINEAR_OPERANDS}
+    plan = resolve_plan(
+        _dialects.qlinear_conv_transpose, data.shape, scales[0].shape,
+        zero_points[0].shape, filter_.shape, scales[1].shape, zero_points[1].shape,
+        scales[2].shape, zero_points[2].shape, None if bias is None else bias.shape,
+        **attributes)
+    target = host()
+    if not target.numba:
+        return None
+    from .._kernels.int8 import prepare_blocked_sums
+
+    weights = canonical_weights(plan, _kept_centred_weights(filter_, zero_points[1],
+                                                           plan.groups))
+    kinds = (("bytes",) if target.vector_bytes == 64 and has_vnni() else ()) + ("halves",)
+    runs = [run for run in (prepare_blocked_sums(kind, data.shape[0], weights, plan.axes,
+                                                 plan.channels_last, target)
+                            for kind in kinds) if run is not None]
+    if not runs:
+        return None
+    from .._kernels.requantize import prepare_requantized
+
+    multiplier = np.ascontiguousarray(np.broadcast_to(
+        scales[0].reshape(()) * scales[1].reshape(-1), (plan.output_shape[1],)))
+    requantizer = prepare_requantized(multiplier, scales[2], zero_points[2], target.threads)
+    x_zero = zero_points[0].astype(np.int16).reshape(())
+    output_shape = arguments.get("output_shape")
+
+    def call(x: np.ndarray) -> np.ndarray | None:
+        centred = np.subtract(x, x_zero, dtype=np.int16)
+        check_transposed(plan, centred, weights, None, output_shape)  # as integer_sum
+        for run in runs:
+            total = run(centred)
+            if total is not None:
+                if bias is not None:
+                    total = _plus_bias(plan, total.astype(np.int64), bias)
+                result = None if requantizer is None else requantizer(total)
+                return requantize(total, multiplier, scales[2], zero_points[2]) if (
+                    result is None) else result
+        return None
+
+    return call
+
+
+#: :func:`qlinear_conv_transpose`'s operands after ``x`` (the rest are attributes).
+_QLINEAR_OPERANDS = ("x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale",
+                     "y_zero_point", "B")
 
 
 def qlinear_conv_transpose(x: ArrayLike, x_scale: ArrayLike, x_zero_point: ArrayLike,

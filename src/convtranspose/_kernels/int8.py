@@ -29,7 +29,7 @@ import numpy as np
 from .._plan.geometry import taps_per_output
 from .._runtime.memo import derived_from, frozen
 
-__all__ = ["s16_blocked", "u8s8_blocked", "u8s8_transposed"]
+__all__ = ["prepare_blocked_sums", "s16_blocked", "u8s8_blocked", "u8s8_transposed"]
 
 #: The largest magnitude an int32 holds.
 _INT32_MAX = 2 ** 31 - 1
@@ -195,46 +195,69 @@ def u8s8_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: boo
     depends on the output's place only, is computed once per filter and layer by the
     same kernel on bytes of ones, and is subtracted.
     """
-    from ._numba.blocked import blocked_layer
-    from .schedules import KEEP
+    run = prepare_blocked_sums("bytes", data.shape[0], weights, axes, channels_last, target)
+    return None if run is None else run(data)
 
-    if not 1 <= len(axes) <= 3:
-        return None
+
+def _bytes_sums(batch, weights, axes, channels_last, target):
+    """:func:`u8s8_blocked` set up for data of ``batch`` samples: ``run(data)``, or None
+    where the weights are not int8."""
     groups, ci, co = weights.shape[:3]
-    low, high = _span(data)
-    # The shifted sums, the share and the result each stay within int32.
-    largest = max(255, -low, high)
-    if high - low > 255 or ci * taps_per_output(axes) * largest * 128 > _INT32_MAX:
-        return None
     derived = derived_from(weights, "u8s8")
     words = _word_weights(weights, derived)
     if words is None:
         return None
-    ci4 = words.shape[1]
-    shift = 0 if 0 <= low and high <= 255 else -low
-    batch = data.shape[0]
-    outputs = tuple(a.output_size for a in axes)
+    ci4, taps = words.shape[1], taps_per_output(axes)
     blocked = derived.setdefault("u8s8 blocked", {})
+    layers: dict = {}
 
-    def run(source, count):
-        layer = blocked_layer(count, words, axes, np.dtype(np.int32), True, KEEP, blocked,
-                              target, "vector_dot_bytes")
-        out = np.empty((count,) + outputs + (groups * co,), np.int32)
+    def layer(count):  # the layer's samples, or the share's one, made at first use
+        fill = layers.get(count)
+        if fill is None:
+            fill = layers[count] = _layer(count, words, axes, blocked, target,
+                                          "vector_dot_bytes")
+        return fill
+
+    def run(data):
+        low, high = _span(data)
+        # The shifted sums, the share and the result each stay within int32.
+        largest = max(255, -low, high)
+        if high - low > 255 or ci * taps * largest * 128 > _INT32_MAX:
+            return None
+        shift = 0 if 0 <= low and high <= 255 else -low
+        out = layer(batch)(_word_data(data, channels_last, groups, ci, ci4, shift,
+                                      target.threads))
+        if shift:
+            key = ("u8s8 share", tuple(axes))
+            share = derived.get(key)
+            if share is None:
+                inputs = tuple(a.input_size for a in axes)
+                ones = np.full((1,) + inputs + (groups * ci4,), 0x01010101, np.int32)
+                share = derived[key] = frozen(layer(1)(ones)[0])
+            out -= np.int32(shift) * share
+        return out if channels_last else out.transpose(
+            (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))
+
+    return run
+
+
+def _layer(count, words, axes, blocked, target, product):
+    """``fill(source) -> (count, Y..., G*Co)`` int32: ``direct-blocked``'s kernel with
+    ``product`` on int32 words, set up once (:func:`._numba.blocked.blocked_layer`,
+    kept in ``blocked``)."""
+    from ._numba.blocked import blocked_layer
+    from .schedules import KEEP
+
+    layer = blocked_layer(count, words, axes, np.dtype(np.int32), True, KEEP, blocked,
+                          target, product)
+    shape = (count,) + tuple(a.output_size for a in axes) + (words.shape[0] * words.shape[2],)
+
+    def fill(source):
+        out = np.empty(shape, np.int32)
         layer(source, out)
         return out
 
-    out = run(_word_data(data, channels_last, groups, ci, ci4, shift, target.threads),
-              batch)
-    if shift:
-        key = ("u8s8 share", tuple(axes))
-        share = derived.get(key)
-        if share is None:
-            inputs = tuple(a.input_size for a in axes)
-            ones = np.full((1,) + inputs + (groups * ci4,), 0x01010101, np.int32)
-            share = derived[key] = frozen(run(ones, 1)[0])
-        out -= np.int32(shift) * share
-    return out if channels_last else out.transpose(
-        (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))
+    return fill
 
 
 def _halves_data(data: np.ndarray, channels_last: bool, groups: int, ci: int, pairs: int,
@@ -267,33 +290,58 @@ def s16_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: bool
     ``channels_last``); None for more than three axes, operands outside ``[-32767,
     32767]``, where a sum could leave int32, or on a CPU other than x86.
     """
-    from .._runtime.machine import integer_vector_bytes
-    from ._numba.blocked import blocked_layer
-    from .schedules import KEEP
+    run = prepare_blocked_sums("halves", data.shape[0], weights, axes, channels_last, target)
+    return None if run is None else run(data)
 
-    if not 1 <= len(axes) <= 3:
-        return None
-    groups, ci, co = weights.shape[:3]
-    low, high = _span(data)
-    derived = derived_from(weights, "s16")
-    words = _word_weights(weights, derived, "halves")
-    if words is None or max(-low, high) > _WORDS["halves"][3][1]:
-        return None
-    largest = derived.get("s16 largest")
-    if largest is None:
-        largest = derived["s16 largest"] = max(-int(weights.min(initial=0)),
-                                               int(weights.max(initial=0)))
-    if ci * taps_per_output(axes) * max(-low, high) * largest > _INT32_MAX:
-        return None
+
+def _halves_sums(batch, weights, axes, channels_last, target):
+    """:func:`s16_blocked` set up for data of ``batch`` samples: ``run(data)``, or None
+    where the weights lie outside ``[-32767, 32767]`` or the CPU is not x86."""
+    from .._runtime.machine import integer_vector_bytes
+
     # The kernel's vectors: the widest whose int16 lanes this CPU multiplies.
     width = min(target.vector_bytes, integer_vector_bytes())
     if not width:
         return None
     target = target.replace(vector_bytes=width)
-    batch = data.shape[0]
-    layer = blocked_layer(batch, words, axes, np.dtype(np.int32), True, KEEP,
-                          derived.setdefault("s16 blocked", {}), target, "vector_dot_words")
-    out = np.empty((batch,) + tuple(a.output_size for a in axes) + (groups * co,), np.int32)
-    layer(_halves_data(data, channels_last, groups, ci, words.shape[1], target.threads), out)
-    return out if channels_last else out.transpose(
-        (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))
+    groups, ci, co = weights.shape[:3]
+    derived = derived_from(weights, "s16")
+    words = _word_weights(weights, derived, "halves")
+    if words is None:
+        return None
+    largest = derived.get("s16 largest")
+    if largest is None:
+        largest = derived["s16 largest"] = max(-int(weights.min(initial=0)),
+                                               int(weights.max(initial=0)))
+    bound = ci * taps_per_output(axes) * largest
+    fill = _layer(batch, words, axes, derived.setdefault("s16 blocked", {}), target,
+                  "vector_dot_words")
+
+    def run(data):
+        low, high = _span(data)
+        magnitude = max(-low, high)
+        if magnitude > _WORDS["halves"][3][1] or bound * magnitude > _INT32_MAX:
+            return None
+        out = fill(_halves_data(data, channels_last, groups, ci, words.shape[1],
+                                target.threads))
+        return out if channels_last else out.transpose(
+            (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))
+
+    return run
+
+
+#: The blocked integer sums by kind of word: VNNI's bytes, ``pmaddwd``'s int16 halves.
+_BLOCKED_SUMS = {"bytes": _bytes_sums, "halves": _halves_sums}
+
+
+def prepare_blocked_sums(kind: str, batch: int, weights: np.ndarray, axes,
+                         channels_last: bool, target):
+    """``run(data)``: :func:`u8s8_blocked` (``kind`` ``"bytes"``) or :func:`s16_blocked`
+    (``"halves"``) set up once for data of ``batch`` samples: the weights' words, the
+    kernel and its thread split made here, and each call checks the data's range and
+    bound (None where they fail, as those functions return) before casting and summing.
+    None where the layer or its weights do not qualify at all (more than three axes,
+    weights outside the kind's range, no x86 for ``halves``)."""
+    if not 1 <= len(axes) <= 3:
+        return None
+    return _BLOCKED_SUMS[kind](batch, weights, axes, channels_last, target)

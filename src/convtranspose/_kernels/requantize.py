@@ -11,7 +11,8 @@ import numpy as np
 
 from .._runtime.threads import parallel_for
 
-__all__ = ["fixed_point_requantized", "onednn_requantized", "requantized", "torch_requantized"]
+__all__ = ["fixed_point_requantized", "onednn_requantized", "prepare_requantized", "requantized",
+           "torch_requantized"]
 
 #: Elements per piece of work a thread takes.
 _PIECE = 1 << 16
@@ -41,22 +42,37 @@ def requantized(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
     None for other layouts, an empty ``acc``, a result type other than uint8 and int8, or
     where a multiplier is not finite (its NaN products are left to NumPy's rules).
     Needs numba."""
+    apply = prepare_requantized(multiplier, y_scale, y_zero_point, threads)
+    return None if apply is None else apply(acc)
+
+
+def prepare_requantized(multiplier: np.ndarray, y_scale: np.ndarray,
+                        y_zero_point: np.ndarray, threads: int):
+    """:func:`requantized` with everything but the sums made once: ``apply(acc)``
+    (the result, or None for a layout it does not take or an empty ``acc``), or None
+    where no sums qualify (a result type other than uint8 and int8, a multiplier not
+    finite)."""
     bounds = _BOUNDS.get(y_zero_point.dtype.char)
-    if acc.size == 0 or bounds is None or not np.isfinite(multiplier).all():
-        return None
-    layout = _rows(acc)
-    if layout is None:
+    if bounds is None or not np.isfinite(multiplier).all():
         return None
     from ._numba.requantize import requantize_rows
 
-    rows, per_row, shape = layout
-    out = np.empty(rows.shape, y_zero_point.dtype)
-    low, high = bounds
-    args = (rows, np.ascontiguousarray(multiplier, np.float32), per_row,
-            np.float32(y_scale.reshape(())), np.float32(y_zero_point.reshape(())),
-            np.float32(low), np.float32(high), out)
-    _rows_in_pieces(lambda first, stop: requantize_rows(*args, first, stop), rows, threads)
-    return _in_acc_order(out, per_row, shape)
+    dtype, low, high = y_zero_point.dtype, np.float32(bounds[0]), np.float32(bounds[1])
+    factors = np.ascontiguousarray(multiplier, np.float32)
+    scale, zero = np.float32(y_scale.reshape(())), np.float32(y_zero_point.reshape(()))
+
+    def apply(acc: np.ndarray) -> np.ndarray | None:
+        layout = _rows(acc) if acc.size else None
+        if layout is None:
+            return None
+        rows, per_row, shape = layout
+        out = np.empty(rows.shape, dtype)
+        args = (rows, factors, per_row, scale, zero, low, high, out)
+        _rows_in_pieces(lambda first, stop: requantize_rows(*args, first, stop), rows,
+                        threads)
+        return _in_acc_order(out, per_row, shape)
+
+    return apply
 
 
 def _rows(acc: np.ndarray) -> tuple[np.ndarray, bool, tuple] | None:
