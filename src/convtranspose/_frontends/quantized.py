@@ -394,12 +394,8 @@ def prepare_qlinear(arguments: dict, data: np.ndarray):
     kernels decline the data (the function then decides); None instead of ``call``
     where no integer kernel takes the layer (no numba, weights beyond int16, more than
     three axes, not x86)."""
-    def get(name):
-        return arguments[name]
-
     _, filter_, zero_points, scales, bias = _operands(
-        data, get("x_scale"), get("x_zero_point"), get("w"), get("w_scale"),
-        get("w_zero_point"), get("y_scale"), get("y_zero_point"), arguments.get("B"))
+        data, *(arguments[name] for name in _QLINEAR_OPERANDS[:-1]), arguments.get("B"))
     attributes = {name: value for name, value in arguments.items()
                   if name not in _QLINEAR_OPERANDS}
     plan = resolve_plan(
