@@ -394,8 +394,10 @@ def prepare_qlinear(arguments: dict, data: np.ndarray):
     kernels decline the data (the function then decides); None instead of ``call``
     where no integer kernel takes the layer (no numba, weights beyond int16, more than
     three axes, not x86)."""
+    given = dict(arguments, B=arguments.get("B"))
     _, filter_, zero_points, scales, bias = _operands(
-        data, *(arguments[name] for name in _QLINEAR_OPERANDS[:-1]), arguments.get("B"))
+        data, given["x_scale"], given["x_zero_point"], given["w"], given["w_scale"],
+        given["w_zero_point"], given["y_scale"], given["y_zero_point"], given["B"])
     attributes = {name: value for name, value in arguments.items()
                   if name not in _QLINEAR_OPERANDS}
     plan = resolve_plan(
