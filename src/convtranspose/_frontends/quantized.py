@@ -200,6 +200,12 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
         result = requantized(acc, multiplier, y_scale, y_zero_point, target.threads)
         if result is not None:
             return result
+    return _numpy_requantize(acc, multiplier, y_scale, y_zero_point)
+
+
+def _numpy_requantize(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
+                      y_zero_point: np.ndarray) -> np.ndarray:
+    """:func:`requantize`'s NumPy steps."""
     shape = (1, -1) + (1,) * (acc.ndim - 2)
     real = acc.astype(np.float32)
     real *= multiplier.reshape(shape)
@@ -254,6 +260,12 @@ def float32_channels(plan, data: np.ndarray, weights: np.ndarray) -> int:
     return FLOAT32_EXACT // largest if largest else FLOAT32_EXACT
 
 
+def _vnni_bytes(target) -> bool:
+    """Whether the integer sums try the VNNI byte products first (512-bit vectors and
+    AVX512-VNNI)."""
+    return target.vector_bytes == 64 and has_vnni()
+
+
 def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape
                 ) -> np.ndarray | None:
     """The exact sum by the integer kernels (:mod:`convtranspose._kernels.int8`):
@@ -269,8 +281,7 @@ def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape
 
     check_transposed(plan, data, weights, None, output_shape)
     weights = canonical_weights(plan, weights)
-    kernels = (u8s8_blocked, u8s8_transposed) if (
-        target.vector_bytes == 64 and has_vnni()) else ()
+    kernels = (u8s8_blocked, u8s8_transposed) if _vnni_bytes(target) else ()
     for kernel in kernels + (s16_blocked,):
         total = kernel(data, weights, plan.axes, plan.channels_last, target)
         if total is not None:
@@ -372,14 +383,32 @@ def _plus_bias(plan, total: np.ndarray, bias: np.ndarray) -> np.ndarray:
 
 def _compute(plan, x, w, zero_points, scales, bias, output_shape) -> np.ndarray:
     """The exact sum (:func:`exact_sum`), then :func:`requantize`."""
-    # Centred 8-bit values span [-255, 255]: int16 holds them.
-    data = np.subtract(x, zero_points[0].astype(np.int16).reshape(()), dtype=np.int16)
+    data = _centred(x, zero_points[0])
     weights = _kept_centred_weights(w, zero_points[1], plan.groups)
     acc = exact_sum(plan, data, weights, bias, names=("x", "w", "B"),
                     output_shape=output_shape)
-    multiplier = np.broadcast_to(scales[0].reshape(()) * scales[1].reshape(-1),
-                                 (plan.output_shape[1],))
-    return requantize(acc, multiplier, scales[2], zero_points[2])
+    return requantize(acc, _multiplier(plan, scales), scales[2], zero_points[2])
+
+
+def _centred(x: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
+    """``x - zero_point``: centred 8-bit values span [-255, 255], int16 holds them."""
+    return np.subtract(x, zero_point.astype(np.int16).reshape(()), dtype=np.int16)
+
+
+def _multiplier(plan, scales: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The float32 ``x_scale * w_scale`` per output channel ``(M,)`` (a read-only view)."""
+    return np.broadcast_to(scales[0].reshape(()) * scales[1].reshape(-1),
+                           (plan.output_shape[1],))
+
+
+def _qlinear_plan(data_shape, filter_, zero_points, scales, bias, **attributes):
+    """The plan of :func:`qlinear_conv_transpose` for checked operands and its
+    attributes."""
+    return resolve_plan(
+        _dialects.qlinear_conv_transpose, data_shape, scales[0].shape,
+        zero_points[0].shape, filter_.shape, scales[1].shape, zero_points[1].shape,
+        scales[2].shape, zero_points[2].shape, None if bias is None else bias.shape,
+        **attributes)
 
 
 def prepare_qlinear(arguments: dict, data: np.ndarray):
@@ -400,11 +429,7 @@ def prepare_qlinear(arguments: dict, data: np.ndarray):
         given["w_zero_point"], given["y_scale"], given["y_zero_point"], given["B"])
     attributes = {name: value for name, value in arguments.items()
                   if name not in _QLINEAR_OPERANDS}
-    plan = resolve_plan(
-        _dialects.qlinear_conv_transpose, data.shape, scales[0].shape,
-        zero_points[0].shape, filter_.shape, scales[1].shape, zero_points[1].shape,
-        scales[2].shape, zero_points[2].shape, None if bias is None else bias.shape,
-        **attributes)
+    plan = _qlinear_plan(data.shape, filter_, zero_points, scales, bias, **attributes)
     target = host()
     if not target.numba:
         return None
@@ -412,7 +437,7 @@ def prepare_qlinear(arguments: dict, data: np.ndarray):
 
     weights = canonical_weights(plan, _kept_centred_weights(filter_, zero_points[1],
                                                            plan.groups))
-    kinds = (("bytes",) if target.vector_bytes == 64 and has_vnni() else ()) + ("halves",)
+    kinds = (("bytes",) if _vnni_bytes(target) else ()) + ("halves",)
     runs = [run for run in (prepare_blocked_sums(kind, data.shape[0], weights, plan.axes,
                                                  plan.channels_last, target)
                             for kind in kinds) if run is not None]
@@ -420,14 +445,12 @@ def prepare_qlinear(arguments: dict, data: np.ndarray):
         return None
     from .._kernels.requantize import prepare_requantized
 
-    multiplier = np.ascontiguousarray(np.broadcast_to(
-        scales[0].reshape(()) * scales[1].reshape(-1), (plan.output_shape[1],)))
+    multiplier = _multiplier(plan, scales)
     requantizer = prepare_requantized(multiplier, scales[2], zero_points[2], target.threads)
-    x_zero = zero_points[0].astype(np.int16).reshape(())
     output_shape = arguments.get("output_shape")
 
     def call(x: np.ndarray) -> np.ndarray | None:
-        centred = np.subtract(x, x_zero, dtype=np.int16)
+        centred = _centred(x, zero_points[0])
         check_transposed(plan, centred, weights, None, output_shape)  # as integer_sum
         for run in runs:
             total = run(centred)
@@ -435,7 +458,7 @@ def prepare_qlinear(arguments: dict, data: np.ndarray):
                 if bias is not None:
                     total = _plus_bias(plan, total.astype(np.int64), bias)
                 result = None if requantizer is None else requantizer(total)
-                return requantize(total, multiplier, scales[2], zero_points[2]) if (
+                return _numpy_requantize(total, multiplier, scales[2], zero_points[2]) if (
                     result is None) else result
         return None
 
@@ -515,13 +538,10 @@ def qlinear_conv_transpose(x: ArrayLike, x_scale: ArrayLike, x_zero_point: Array
     """
     data, filter_, zero_points, scales, bias = _operands(
         x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B)
-    plan = resolve_plan(
-        _dialects.qlinear_conv_transpose, data.shape, scales[0].shape,
-        zero_points[0].shape, filter_.shape, scales[1].shape, zero_points[1].shape, scales[2].shape,
-        zero_points[2].shape, None if bias is None else bias.shape, auto_pad=auto_pad,
-        dilations=dilations, group=group, kernel_shape=kernel_shape,
-        output_padding=output_padding, output_shape=output_shape, pads=pads,
-        strides=strides)
+    plan = _qlinear_plan(data.shape, filter_, zero_points, scales, bias, auto_pad=auto_pad,
+                         dilations=dilations, group=group, kernel_shape=kernel_shape,
+                         output_padding=output_padding, output_shape=output_shape, pads=pads,
+                         strides=strides)
     check_out(out, plan.output_shape, zero_points[2].dtype)
     result = _compute(plan, data, filter_, zero_points, scales, bias, output_shape)
     return result if out is None else _copied(result, out)

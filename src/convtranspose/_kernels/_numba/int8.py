@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._runtime.caches import kept
+from ..._runtime.machine import l1_data_cache_bytes
 from ..._runtime.threads import parallel_for
 from .kernel_cache import cached_njit
 from .transpose import PARALLEL_COPY_BYTES
@@ -127,8 +128,6 @@ def _run_pixels(words: int) -> int:
     words fill at most half of L1, so that they stay there while every word of the run
     is stored (64 pixels of 256 words, 64 KiB, ran slower than NumPy's cast of the
     transposed view; ``benchmarks/results/int8-kernels-xeon.json``, word_halves)."""
-    from ..._runtime.machine import l1_data_cache_bytes
-
     return max(1, min(_WORD_PIXELS, l1_data_cache_bytes() // 2 // (4 * words)))
 
 
