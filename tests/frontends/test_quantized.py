@@ -178,6 +178,7 @@ def sum_in(request, monkeypatch):
         monkeypatch.setattr(quantized, "has_vnni", lambda: False)
     if request.param not in ("vnni", "pairs"):
         monkeypatch.setattr(quantized, "integer_sum", lambda *arguments: None)
+        monkeypatch.setattr(quantized, "integer_qlinear", lambda *arguments: None)
     if request.param in ("float64", "int64"):
         monkeypatch.setattr(quantized, "FLOAT32_EXACT", 0)
     if request.param == "int64":

@@ -27,9 +27,9 @@ from .specs import as_array, canonical_weights, execute_plan, resolve_plan
 if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
 
-__all__ = ["check_out", "exact_sum", "integer_sum", "float32_scale", "integer_zero_point",
-           "kept_weights", "prepare_qlinear", "qlinear_conv_transpose", "requantize", "sum_dtype",
-           "typed_operand"]
+__all__ = ["check_out", "exact_sum", "float32_scale", "integer_qlinear", "integer_sum",
+           "integer_zero_point", "kept_weights", "prepare_qlinear", "qlinear_conv_transpose",
+           "requantize", "sum_dtype", "typed_operand"]
 
 #: The element types of x, w and y (T1, T2 and T3 of the contrib operator).
 _QUANTIZED = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -382,7 +382,12 @@ def _plus_bias(plan, total: np.ndarray, bias: np.ndarray) -> np.ndarray:
 
 
 def _compute(plan, x, w, zero_points, scales, bias, output_shape) -> np.ndarray:
-    """The exact sum (:func:`exact_sum`), then :func:`requantize`."""
+    """The integer kernels' fused call (:func:`integer_qlinear`), else the exact sum
+    (:func:`exact_sum`), then :func:`requantize`."""
+    call = integer_qlinear(plan, w, zero_points, scales, bias, output_shape)
+    result = None if call is None else call(x)
+    if result is not None:
+        return result
     data = _centred(x, zero_points[0])
     weights = _kept_centred_weights(w, zero_points[1], plan.groups)
     acc = exact_sum(plan, data, weights, bias, names=("x", "w", "B"),
@@ -411,18 +416,60 @@ def _qlinear_plan(data_shape, filter_, zero_points, scales, bias, **attributes):
         **attributes)
 
 
+def integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
+    """``call(x)``: :func:`qlinear_conv_transpose` of checked operands by the integer
+    kernels, set up for data of the plan's shape: the weights centred and the
+    kernel's set-up made here (:func:`convtranspose._kernels.int8.prepare_blocked_sums`:
+    the VNNI byte products where :func:`integer_sum` takes them first, then the int16
+    pair products).  Each call checks the memory limit, sums ``x`` as it is, and
+    requantizes in one pass that also subtracts ``x_zero_point``'s share (and any
+    shift of the data into the kernel's range) and adds the bias
+    (:func:`convtranspose._kernels.requantize.prepare_corrected`).  The sums are
+    exact, so the bytes are those of :func:`exact_sum` and :func:`requantize`.
+    ``call`` returns None where the kernels decline the data; None instead of
+    ``call`` where no integer kernel takes the layer (no numba, weights beyond
+    int16, more than three axes, not x86, a multiplier not finite)."""
+    target = host()
+    if not target.numba:
+        return None
+    from .._kernels.int8 import prepare_blocked_sums
+    from .._kernels.requantize import prepare_corrected
+
+    weights = canonical_weights(plan, _kept_centred_weights(filter_, zero_points[1],
+                                                           plan.groups))
+    kinds = (("bytes",) if _vnni_bytes(target) else ()) + ("halves",)
+    runs = [run for run in (prepare_blocked_sums(kind, plan.data_shape[0], weights, plan.axes,
+                                                 plan.channels_last, target)
+                            for kind in kinds) if run is not None]
+    requantize_sums = prepare_corrected(_multiplier(plan, scales), scales[2], zero_points[2],
+                                        bias, target.threads)
+    if not runs or requantize_sums is None:
+        return None
+    offset = int(zero_points[0].reshape(()))
+    # The function checks its centred int16 data: a stand-in of their shape (no copy).
+    centred = np.broadcast_to(np.int16(0), plan.data_shape)
+    last = len(plan.output_shape) - 1
+
+    def call(x: np.ndarray) -> np.ndarray | None:
+        check_transposed(plan, centred, weights, None, output_shape)
+        for run in runs:
+            summed = run.sums(x, offset)
+            if summed is not None:
+                result = requantize_sums(*summed)
+                return result if plan.channels_last else result.transpose(
+                    (0, last) + tuple(range(1, last)))
+        return None
+
+    return call
+
+
 def prepare_qlinear(arguments: dict, data: np.ndarray):
     """``call(x)``: :func:`qlinear_conv_transpose` of ``arguments`` (every argument but
     ``x`` and ``out``, by name) set up for ndarray data of ``data``'s shape and dtype,
-    for a prepared layer's repeated calls.  The operands are checked, the plan
-    resolved, the weights centred and the integer sum's kernel set up here, once
-    (:func:`convtranspose._kernels.int8.prepare_blocked_sums`: the VNNI byte products
-    where :func:`integer_sum` takes them first, then the int16 pair products); each call
-    checks the memory limit and the data's range, centres, sums and requantizes.  The
-    sums are exact, so the bytes are the function's.  ``call`` returns None where the
+    for a prepared layer's repeated calls: the operands checked and the plan resolved
+    here, once, then :func:`integer_qlinear`'s set-up.  ``call`` returns None where the
     kernels decline the data (the function then decides); None instead of ``call``
-    where no integer kernel takes the layer (no numba, weights beyond int16, more than
-    three axes, not x86)."""
+    where :func:`integer_qlinear` is."""
     given = dict(arguments, B=arguments.get("B"))
     _, filter_, zero_points, scales, bias = _operands(
         data, given["x_scale"], given["x_zero_point"], given["w"], given["w_scale"],
@@ -430,39 +477,8 @@ def prepare_qlinear(arguments: dict, data: np.ndarray):
     attributes = {name: value for name, value in arguments.items()
                   if name not in _QLINEAR_OPERANDS}
     plan = _qlinear_plan(data.shape, filter_, zero_points, scales, bias, **attributes)
-    target = host()
-    if not target.numba:
-        return None
-    from .._kernels.int8 import prepare_blocked_sums
-
-    weights = canonical_weights(plan, _kept_centred_weights(filter_, zero_points[1],
-                                                           plan.groups))
-    kinds = (("bytes",) if _vnni_bytes(target) else ()) + ("halves",)
-    runs = [run for run in (prepare_blocked_sums(kind, data.shape[0], weights, plan.axes,
-                                                 plan.channels_last, target)
-                            for kind in kinds) if run is not None]
-    if not runs:
-        return None
-    from .._kernels.requantize import prepare_requantized
-
-    multiplier = _multiplier(plan, scales)
-    requantizer = prepare_requantized(multiplier, scales[2], zero_points[2], target.threads)
-    output_shape = arguments.get("output_shape")
-
-    def call(x: np.ndarray) -> np.ndarray | None:
-        centred = _centred(x, zero_points[0])
-        check_transposed(plan, centred, weights, None, output_shape)  # as integer_sum
-        for run in runs:
-            total = run(centred)
-            if total is not None:
-                if bias is not None:
-                    total = _plus_bias(plan, total.astype(np.int64), bias)
-                result = None if requantizer is None else requantizer(total)
-                return _numpy_requantize(total, multiplier, scales[2], zero_points[2]) if (
-                    result is None) else result
-        return None
-
-    return call
+    return integer_qlinear(plan, filter_, zero_points, scales, bias,
+                         arguments.get("output_shape"))
 
 
 #: :func:`qlinear_conv_transpose`'s operands after ``x`` (the rest are attributes).

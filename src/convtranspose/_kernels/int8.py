@@ -29,7 +29,7 @@ import numpy as np
 from .._plan.geometry import taps_per_output
 from .._runtime.memo import derived_from, frozen
 
-__all__ = ["prepare_blocked_sums", "s16_blocked", "u8s8_blocked", "u8s8_transposed"]
+__all__ = ["BlockedSums", "prepare_blocked_sums", "s16_blocked", "u8s8_blocked", "u8s8_transposed"]
 
 #: The largest magnitude an int32 holds.
 _INT32_MAX = 2 ** 31 - 1
@@ -136,10 +136,12 @@ def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: 
 
 
 #: Per packing of the weights into int32 words: the memo key, the weights per word, the
-#: dtype of one and the range of weights it takes (``vpdpbusd``'s signed bytes;
-#: ``pmaddwd``'s int16 halves, whose pair sums stay below 2**31 without -32768).
-_WORDS = {"bytes": ("u8s8 words", 4, np.int8, (-128, 127)),
-          "halves": ("s16 words", 2, np.int16, (-(2 ** 15 - 1), 2 ** 15 - 1))}
+#: dtype of one, the range of weights it takes (``vpdpbusd``'s signed bytes;
+#: ``pmaddwd``'s int16 halves, whose pair sums stay below 2**31 without -32768) and the
+#: data word whose every part is 1 (the share of a constant in the data is the kernel's
+#: sum of it).
+_WORDS = {"bytes": ("u8s8 words", 4, np.int8, (-128, 127), 0x01010101),
+          "halves": ("s16 words", 2, np.int16, (-(2 ** 15 - 1), 2 ** 15 - 1), 0x00010001)}
 
 
 def _word_weights(weights: np.ndarray, derived: dict, kind: str = "bytes"
@@ -150,7 +152,7 @@ def _word_weights(weights: np.ndarray, derived: dict, kind: str = "bytes"
     (int16 weights of channels ``2c``, ``2c + 1``) of consecutive input channels, zero
     past ``Ci``; None where a weight lies outside the kind's range.  Kept in
     ``derived``."""
-    key, per_word, dtype, (low, high) = _WORDS[kind]
+    key, per_word, dtype, (low, high), _ = _WORDS[kind]
     words = derived.get(key)
     if words is None:
         if int(weights.min(initial=0)) < low or int(weights.max(initial=0)) > high:
@@ -197,48 +199,6 @@ def u8s8_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: boo
     """
     run = prepare_blocked_sums("bytes", data.shape[0], weights, axes, channels_last, target)
     return None if run is None else run(data)
-
-
-def _bytes_sums(batch, weights, axes, channels_last, target):
-    """:func:`u8s8_blocked` set up for data of ``batch`` samples: ``run(data)``, or None
-    where the weights are not int8."""
-    groups, ci, co = weights.shape[:3]
-    derived = derived_from(weights, "u8s8")
-    words = _word_weights(weights, derived)
-    if words is None:
-        return None
-    ci4, taps = words.shape[1], taps_per_output(axes)
-    blocked = derived.setdefault("u8s8 blocked", {})
-    layers: dict = {}
-
-    def layer(count):  # the layer's samples, or the share's one, made at first use
-        fill = layers.get(count)
-        if fill is None:
-            fill = layers[count] = _layer(count, words, axes, blocked, target,
-                                          "vector_dot_bytes")
-        return fill
-
-    def run(data):
-        low, high = _span(data)
-        # The shifted sums, the share and the result each stay within int32.
-        largest = max(255, -low, high)
-        if high - low > 255 or ci * taps * largest * 128 > _INT32_MAX:
-            return None
-        shift = 0 if 0 <= low and high <= 255 else -low
-        out = layer(batch)(_word_data(data, channels_last, groups, ci, ci4, shift,
-                                      target.threads))
-        if shift:
-            key = ("u8s8 share", tuple(axes))
-            share = derived.get(key)
-            if share is None:
-                inputs = tuple(a.input_size for a in axes)
-                ones = np.full((1,) + inputs + (groups * ci4,), 0x01010101, np.int32)
-                share = derived[key] = frozen(layer(1)(ones)[0])
-            out -= np.int32(shift) * share
-        return out if channels_last else out.transpose(
-            (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))
-
-    return run
 
 
 def _layer(count, words, axes, blocked, target, product):
@@ -294,54 +254,132 @@ def s16_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: bool
     return None if run is None else run(data)
 
 
-def _halves_sums(batch, weights, axes, channels_last, target):
-    """:func:`s16_blocked` set up for data of ``batch`` samples: ``run(data)``, or None
-    where the weights lie outside ``[-32767, 32767]`` or the CPU is not x86."""
-    from .._runtime.machine import integer_vector_bytes
+class BlockedSums:
+    """The exact int32 sums of one layer's integer data and weights by ``direct-blocked``'s
+    kernel with integer word products (``kind`` ``"bytes"``: VNNI's ``vpdpbusd``;
+    ``"halves"``: ``pmaddwd``), set up once for data of ``batch`` samples: the weights'
+    words, the kernel and its thread split.  Make one with :func:`prepare_blocked_sums`.
 
-    # The kernel's vectors: the widest whose int16 lanes this CPU multiplies.
-    width = min(target.vector_bytes, integer_vector_bytes())
-    if not width:
-        return None
-    target = target.replace(vector_bytes=width)
-    groups, ci, co = weights.shape[:3]
-    derived = derived_from(weights, "s16")
-    words = _word_weights(weights, derived, "halves")
-    if words is None:
-        return None
-    largest = derived.get("s16 largest")
-    if largest is None:
-        largest = derived["s16 largest"] = max(-int(weights.min(initial=0)),
-                                               int(weights.max(initial=0)))
-    bound = ci * taps_per_output(axes) * largest
-    fill = _layer(batch, words, axes, derived.setdefault("s16 blocked", {}), target,
-                  "vector_dot_words")
+    ``sums(data, offset)`` leaves the share of a constant in the data to its caller:
+    data that the kind's words do not take as they are (bytes: outside ``[0, 255]``)
+    are summed shifted, and the sums of ``data - offset`` are ``acc - factor * share``,
+    with ``share`` the sums of data of ones, per output place and channel (computed
+    once per layer by the same kernel, kept with the weights).  A requantization that
+    reads ``share`` as it reads ``acc`` subtracts it in the same pass (and a uint8
+    input with its zero point as ``offset`` is summed as it is, not centred).
+    Calling the object subtracts it at once (``offset`` 0).
+    """
 
-    def run(data):
-        low, high = _span(data)
-        magnitude = max(-low, high)
-        if magnitude > _WORDS["halves"][3][1] or bound * magnitude > _INT32_MAX:
+    def __init__(self, kind: str, batch: int, words: np.ndarray, weights: np.ndarray,
+                 derived: dict, axes, channels_last: bool, target) -> None:
+        self.kind, self.batch, self.axes, self.channels_last = kind, batch, axes, channels_last
+        self._words, self._derived, self._target = words, derived, target
+        self._groups, ci = weights.shape[:2]
+        largest = derived.get(kind + " largest")
+        if largest is None:
+            largest = derived[kind + " largest"] = max(-int(weights.min(initial=0)),
+                                                        int(weights.max(initial=0)))
+        # The most a sum of data of magnitude 1 reaches: each sum's bound per unit of data.
+        self._unit = ci * taps_per_output(axes) * largest
+        self._ci = ci
+        self._fills: dict = {}
+
+    def _fill(self, count: int):
+        """The kernel set up for ``count`` samples (the share's one made at first use)."""
+        fill = self._fills.get(count)
+        if fill is None:
+            product = "vector_dot_bytes" if self.kind == "bytes" else "vector_dot_words"
+            blocked = self._derived.setdefault(self.kind + " blocked", {})
+            fill = self._fills[count] = _layer(count, self._words, self.axes, blocked,
+                                               self._target, product)
+        return fill
+
+    def _words_of(self, data: np.ndarray, shift: int) -> np.ndarray:
+        """``data + shift`` as the kind's words ``(N, X..., G * words per group)``."""
+        count, threads = self._words.shape[1], self._target.threads
+        if self.kind == "bytes":
+            return _word_data(data, self.channels_last, self._groups, self._ci, count, shift,
+                              threads)
+        return _halves_data(data, self.channels_last, self._groups, self._ci, count, threads)
+
+    def _shift(self, low: int, high: int) -> int | None:
+        """What data spanning ``[low, high]`` are summed plus, or None where the words
+        cannot hold them or a sum of the words could leave int32."""
+        if self.kind == "halves":
+            magnitude = max(-low, high)
+            fits = magnitude <= _WORDS["halves"][3][1] and self._unit * magnitude <= _INT32_MAX
+            return 0 if fits else None
+        if high - low > 255 or self._unit * 255 > _INT32_MAX:
             return None
-        out = fill(_halves_data(data, channels_last, groups, ci, words.shape[1],
-                                target.threads))
-        return out if channels_last else out.transpose(
+        return 0 if 0 <= low and high <= 255 else -low
+
+    def share(self) -> np.ndarray | None:
+        """The sums of data of ones ``(Y..., G*Co)`` int32 (read-only, kept with the
+        weights), or None where they could leave int32."""
+        key = (self.kind + " share", tuple(self.axes))
+        share = self._derived.get(key)
+        if share is None:
+            if self._unit > _INT32_MAX:
+                return None
+            inputs = tuple(a.input_size for a in self.axes)
+            ones = np.full((1,) + inputs + (self._words.shape[0] * self._words.shape[1],),
+                           _WORDS[self.kind][4], np.int32)
+            share = self._derived[key] = frozen(self._fill(1)(ones)[0])
+        return share
+
+    def sums(self, data: np.ndarray, offset: int = 0):
+        """``(acc, factor, share)`` for ``data`` of ``batch`` samples (the set-up's
+        layout): the exact sums of ``data - offset`` are ``acc - factor * share`` (int64
+        arithmetic; ``acc`` ``(N, Y..., G*Co)`` int32, channels last whatever the data's
+        layout; ``share`` None where ``factor`` is 0).  None where the words cannot
+        hold the data or a sum could leave int32."""
+        return self._sums(data, offset, _span(data))
+
+    def _sums(self, data, offset, span):
+        shift = self._shift(*span)
+        if shift is None:
+            return None
+        factor = shift + offset
+        share = self.share() if factor else None
+        if factor and share is None:
+            return None
+        return self._fill(self.batch)(self._words_of(data, shift)), factor, share
+
+    def __call__(self, data: np.ndarray) -> np.ndarray | None:
+        """The exact sums of ``data`` ``(N, Y..., G*Co)`` int32 (a channels-first view of
+        it where the layer is channels first), or None where :meth:`sums` declines or
+        the result or the shift's share could leave int32."""
+        low, high = span = _span(data)
+        if self.kind == "bytes" and self._unit * max(255, -low, high) > _INT32_MAX:
+            return None
+        summed = self._sums(data, 0, span)
+        if summed is None:
+            return None
+        out, factor, share = summed
+        if factor:
+            out -= np.int32(factor) * share
+        return out if self.channels_last else out.transpose(
             (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))
-
-    return run
-
-
-#: The blocked integer sums by kind of word: VNNI's bytes, ``pmaddwd``'s int16 halves.
-_BLOCKED_SUMS = {"bytes": _bytes_sums, "halves": _halves_sums}
 
 
 def prepare_blocked_sums(kind: str, batch: int, weights: np.ndarray, axes,
-                         channels_last: bool, target):
-    """``run(data)``: :func:`u8s8_blocked` (``kind`` ``"bytes"``) or :func:`s16_blocked`
-    (``"halves"``) set up once for data of ``batch`` samples: the weights' words, the
-    kernel and its thread split made here, and each call checks the data's range and
-    bound (None where they fail, as those functions return) before casting and summing.
-    None where the layer or its weights do not qualify at all (more than three axes,
-    weights outside the kind's range, no x86 for ``halves``)."""
+                         channels_last: bool, target) -> BlockedSums | None:
+    """:func:`u8s8_blocked` (``kind`` ``"bytes"``) or :func:`s16_blocked`
+    (``"halves"``) set up once for data of ``batch`` samples (:class:`BlockedSums`).
+    None where the layer or its weights do not qualify at all: more than three axes,
+    weights outside the kind's range, a CPU other than x86 for ``halves``."""
     if not 1 <= len(axes) <= 3:
         return None
-    return _BLOCKED_SUMS[kind](batch, weights, axes, channels_last, target)
+    if kind == "halves":
+        from .._runtime.machine import integer_vector_bytes
+
+        # The kernel's vectors: the widest whose int16 lanes this CPU multiplies.
+        width = min(target.vector_bytes, integer_vector_bytes())
+        if not width:
+            return None
+        target = target.replace(vector_bytes=width)
+    derived = derived_from(weights, "u8s8" if kind == "bytes" else "s16")
+    words = _word_weights(weights, derived, kind)
+    if words is None:
+        return None
+    return BlockedSums(kind, batch, words, weights, derived, axes, channels_last, target)

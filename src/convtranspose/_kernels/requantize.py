@@ -11,8 +11,8 @@ import numpy as np
 
 from .._runtime.threads import parallel_for
 
-__all__ = ["fixed_point_requantized", "onednn_requantized", "prepare_requantized", "requantized",
-           "torch_requantized"]
+__all__ = ["fixed_point_requantized", "onednn_requantized", "prepare_corrected",
+           "prepare_requantized", "requantized", "torch_requantized"]
 
 #: Elements per piece of work a thread takes.
 _PIECE = 1 << 16
@@ -46,20 +46,30 @@ def requantized(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
     return None if apply is None else apply(acc)
 
 
+def _constants(multiplier: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray):
+    """The requantization's constants as its kernels take them: the result type, its
+    float32 bounds, the float32 multipliers, scale and zero point; None for a result
+    type other than uint8 and int8 or a multiplier not finite."""
+    bounds = _BOUNDS.get(y_zero_point.dtype.char)
+    if bounds is None or not np.isfinite(multiplier).all():
+        return None
+    return (y_zero_point.dtype, np.float32(bounds[0]), np.float32(bounds[1]),
+            np.ascontiguousarray(multiplier, np.float32), np.float32(y_scale.reshape(())),
+            np.float32(y_zero_point.reshape(())))
+
+
 def prepare_requantized(multiplier: np.ndarray, y_scale: np.ndarray,
                         y_zero_point: np.ndarray, threads: int):
     """:func:`requantized` with everything but the sums made once: ``apply(acc)``
     (the result, or None for a layout it does not take or an empty ``acc``), or None
     where no sums qualify (a result type other than uint8 and int8, a multiplier not
     finite)."""
-    bounds = _BOUNDS.get(y_zero_point.dtype.char)
-    if bounds is None or not np.isfinite(multiplier).all():
+    constants = _constants(multiplier, y_scale, y_zero_point)
+    if constants is None:
         return None
     from ._numba.requantize import requantize_rows
 
-    dtype, low, high = y_zero_point.dtype, np.float32(bounds[0]), np.float32(bounds[1])
-    factors = np.ascontiguousarray(multiplier, np.float32)
-    scale, zero = np.float32(y_scale.reshape(())), np.float32(y_zero_point.reshape(()))
+    dtype, low, high, factors, scale, zero = constants
 
     def apply(acc: np.ndarray) -> np.ndarray | None:
         layout = _rows(acc) if acc.size else None
@@ -71,6 +81,39 @@ def prepare_requantized(multiplier: np.ndarray, y_scale: np.ndarray,
         _rows_in_pieces(lambda first, stop: requantize_rows(*args, first, stop), rows,
                         threads)
         return _in_acc_order(out, per_row, shape)
+
+    return apply
+
+
+def prepare_corrected(multiplier: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray,
+                      bias: np.ndarray | None, threads: int):
+    """``apply(acc, factor, share)``: :func:`requantized` of ``acc - factor * share +
+    bias`` in one compiled pass (:func:`._numba.requantize.corrected_rows`; the
+    integer steps exact in int64), for the channels-last int32 sums ``acc`` ``(N, Y...,
+    M)`` and ``share`` ``(Y..., M)`` (None where ``factor`` is 0) of
+    :meth:`convtranspose._kernels.int8.BlockedSums.sums`, so that neither the shift's
+    share nor the bias costs a pass of its own.  The result is channels last ``(N,
+    Y..., M)``.  None where :func:`prepare_requantized` is."""
+    constants = _constants(multiplier, y_scale, y_zero_point)
+    if constants is None:
+        return None
+    from ._numba.requantize import corrected_rows
+
+    dtype, low, high, factors, scale, zero = constants
+    channels = factors.shape[0]
+    addend = np.zeros(channels, np.int64) if bias is None else np.ascontiguousarray(
+        bias.reshape(-1), np.int64)
+    nothing = np.zeros((1, channels), np.int32)
+
+    def apply(acc: np.ndarray, factor: int, share: np.ndarray | None) -> np.ndarray:
+        rows = acc.reshape(-1, channels)
+        places = nothing if share is None else share.reshape(-1, channels)
+        out = np.empty(acc.shape, dtype)
+        args = (rows, places, np.int64(factor), addend, factors, scale, zero, low, high,
+                out.reshape(rows.shape))
+        _rows_in_pieces(lambda first, stop: corrected_rows(*args, first, stop), rows,
+                        threads)
+        return out
 
     return apply
 

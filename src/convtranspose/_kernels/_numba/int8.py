@@ -190,7 +190,10 @@ def word_bytes(data: np.ndarray, channels_last: bool, groups: int, ci: int, row:
         if row > ci:
             out[..., ci:] = 0
         source = data.reshape(data.shape[:-1] + (groups, ci))
-        np.add(source, shift, out=out[..., :ci], casting="unsafe")
+        # The shift in a type that holds it and every value of the data (a Python int
+        # takes the data's: 128 does not fit int8).
+        typed = np.asarray(shift, np.promote_types(data.dtype, np.min_scalar_type(shift)))
+        np.add(source, typed, out=out[..., :ci], casting="unsafe")
         return out
     source, flat = data.reshape(-1), out.reshape(-1).view(np.uint32)
     if out.nbytes < PARALLEL_COPY_BYTES:  # the layout copies' rule

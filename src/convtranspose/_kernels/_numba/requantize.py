@@ -14,8 +14,8 @@ import numpy as np
 
 from .kernel_cache import cached_njit
 
-__all__ = ["fixed_point_64_rows", "fixed_point_rows", "onednn_rows", "requantize_rows",
-           "torch_rows"]
+__all__ = ["corrected_rows", "fixed_point_64_rows", "fixed_point_rows", "onednn_rows",
+           "requantize_rows", "torch_rows"]
 
 
 @cached_njit(nogil=True)
@@ -35,6 +35,24 @@ def requantize_rows(acc, multiplier, per_row, y_scale, zero_point, low, high, ou
         for i in range(acc.shape[1]):
             scale = multiplier[r % channels] if per_row else multiplier[i]
             value = np.rint(np.float32(acc[r, i]) * scale / y_scale) + zero_point
+            out[r, i] = min(max(value, low), high)
+
+
+@cached_njit(nogil=True)
+def corrected_rows(acc, share, factor, bias, multiplier, y_scale, zero_point, low, high, out,
+                   first, stop):  # pragma: no cover - compiled
+    """Rows ``[first, stop)`` of :func:`requantize_rows` (channels last: ``acc`` and
+    ``out`` ``(R, M)``, C-contiguous) of the sums ``acc[r, i] - factor * share[r % P,
+    i] + bias[i]``, in int64 (exact), before the same float32 steps: the sums of
+    :meth:`convtranspose._kernels.int8.BlockedSums.sums` corrected for their shift and
+    the data's zero point (``share`` ``(P, M)``: the sums of ones of each of the ``P``
+    output places of a sample), plus the bias, in the pass that requantizes them."""
+    places = share.shape[0]
+    for r in range(first, stop):
+        place = r % places
+        for i in range(acc.shape[1]):
+            whole = np.int64(acc[r, i]) - factor * np.int64(share[place, i]) + bias[i]
+            value = np.rint(np.float32(whole) * multiplier[i] / y_scale) + zero_point
             out[r, i] = min(max(value, low), high)
 
 

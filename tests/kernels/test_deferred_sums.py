@@ -1,0 +1,107 @@
+"""The integer sums with their correction left to the requantization
+(:meth:`convtranspose._kernels.int8.BlockedSums.sums`) and the pass that applies it
+(:func:`convtranspose._kernels.requantize.prepare_corrected`): the sums of ``data -
+offset`` rebuilt from ``(acc, factor, share)`` against the integer oracle, and the
+requantized result against ONNX's float32 steps in NumPy on the oracle's sums."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from convtranspose import host_target  # noqa: E402
+from convtranspose._kernels.int8 import prepare_blocked_sums  # noqa: E402
+from convtranspose._kernels.requantize import prepare_corrected  # noqa: E402
+from convtranspose._runtime.machine import has_vnni, integer_vector_bytes  # noqa: E402
+from kernel_support import random_case  # noqa: E402
+from oracle import canonical_result  # noqa: E402
+
+#: The kinds of word this host runs: VNNI's bytes, pmaddwd's int16 halves (any x86).
+KINDS = (["bytes"] if has_vnni() else []) + (["halves"] if integer_vector_bytes() else [])
+
+needs_words = pytest.mark.skipif(not KINDS, reason="no integer word products on this CPU")
+
+
+def _channels_last(array):
+    return np.moveaxis(array, 1, -1)
+
+
+def _case(seed, dtype):
+    """A random 1-3-D layer with int8 weights and ``dtype`` data, and an offset (a zero
+    point) of that dtype."""
+    rng = np.random.default_rng(seed)
+    data, weights, axes = random_case(rng, 1 + seed % 3)
+    info = np.iinfo(dtype)
+    data = rng.integers(info.min, info.max + 1, data.shape).astype(dtype)
+    weights = rng.integers(-128, 128, weights.shape).astype(np.int8)
+    return data, weights, axes, int(rng.integers(info.min, info.max + 1))
+
+
+@needs_words
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("seed", range(6))
+def test_sums_and_their_correction_equal_the_oracle(seed, dtype, kind):
+    data, weights, axes, offset = _case(seed, dtype)
+    kept = data.copy()
+    expected = _channels_last(canonical_result(data.astype(np.int64) - offset, weights, axes))
+    for channels_last in (False, True):
+        source = np.ascontiguousarray(_channels_last(data)) if channels_last else data
+        sums = prepare_blocked_sums(kind, data.shape[0], weights, axes, channels_last,
+                                    host_target())
+        acc, factor, share = sums.sums(source, offset)
+        assert acc.dtype == np.int32 and (share is None) == (factor == 0)
+        total = acc.astype(np.int64)
+        if share is not None:
+            total -= factor * share.astype(np.int64)
+        np.testing.assert_array_equal(total, expected)
+    np.testing.assert_array_equal(data, kept)  # the data are read, never shifted in place
+
+
+@needs_words
+@pytest.mark.parametrize("kind", KINDS)
+def test_uint8_data_without_offset_need_no_correction(kind):
+    data, weights, axes, _ = _case(3, np.uint8)
+    sums = prepare_blocked_sums(kind, data.shape[0], weights, axes, False, host_target())
+    acc, factor, share = sums.sums(data)
+    assert factor == 0 and share is None
+    np.testing.assert_array_equal(
+        acc, _channels_last(canonical_result(data.astype(np.int64), weights, axes)))
+
+
+def _onnx_steps(total, multiplier, y_scale, y_zero_point):
+    """QuantizeLinear of ``float32(total) * multiplier``, as ONNX's reference runs it
+    in NumPy: float32 steps, half to even, the zero point, saturation."""
+    info = np.iinfo(y_zero_point.dtype)
+    value = total.astype(np.float32) * multiplier / y_scale
+    value = np.rint(value) + np.float32(y_zero_point)
+    return np.clip(value, info.min, info.max).astype(y_zero_point.dtype)
+
+
+@needs_words
+@pytest.mark.parametrize("seed", range(6))
+def test_the_corrected_requantization_equals_numpys_steps(seed):
+    """Each sum minus its share plus the bias, requantized in one pass, against the
+    oracle's sums of the centred data through NumPy's float32 steps; ties included
+    (power-of-two scales on even seeds)."""
+    data, weights, axes, offset = _case(seed, np.uint8)
+    rng = np.random.default_rng(seed)
+    co = weights.shape[0] * weights.shape[2]
+    bias = rng.integers(-5000, 5000, co).astype(np.int32) if seed % 3 else None
+    multiplier = (np.float32(2.0 ** -int(rng.integers(0, 9))) if seed % 2 == 0
+                  else rng.uniform(1e-3, 1, co).astype(np.float32))
+    multiplier = np.broadcast_to(np.float32(multiplier), (co,))
+    y_scale = np.float32(1.0 if seed % 2 == 0 else 0.37)
+    y_zero_point = np.uint8(rng.integers(0, 256)) if seed % 2 else np.int8(-3)
+    total = _channels_last(canonical_result(data.astype(np.int64) - offset, weights, axes))
+    if bias is not None:
+        total = total + bias.astype(np.int64)
+    expected = _onnx_steps(total, multiplier, y_scale, y_zero_point)
+    sums = prepare_blocked_sums(KINDS[0], data.shape[0], weights, axes, False, host_target())
+    apply = prepare_corrected(multiplier, np.asarray(y_scale), np.asarray(y_zero_point), bias,
+                              2)
+    result = apply(*sums.sums(data, offset))
+    assert result.dtype == y_zero_point.dtype
+    np.testing.assert_array_equal(result, expected)
