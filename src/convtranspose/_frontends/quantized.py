@@ -266,26 +266,41 @@ def _vnni_bytes(target) -> bool:
     return target.vector_bytes == 64 and has_vnni()
 
 
-def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape
-                ) -> np.ndarray | None:
-    """The exact sum by the integer kernels (:mod:`convtranspose._kernels.int8`):
-    AVX512-VNNI byte products where this machine has them and the operands are bytes
-    (the data spanning at most 256 values, the weights in int8), else int16 pair
-    products (``pmaddwd``, every x86-64 CPU) for operands within ``[-32767, 32767]``;
-    None where neither applies (more than three axes, sums that could leave int32, no
-    numba, another architecture)."""
+def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
+                bias: np.ndarray | None = None) -> np.ndarray | None:
+    """The exact sum, plus ``bias`` per output channel where given, by the integer
+    kernels (:mod:`convtranspose._kernels.int8`): AVX512-VNNI byte products where this
+    machine has them and the operands are bytes (the data spanning at most 256 values,
+    the weights in int8), else int16 pair products (``pmaddwd``, every x86-64 CPU) for
+    operands within ``[-32767, 32767]``; None where neither applies (more than three
+    axes, sums that could leave int32, no numba, another architecture).  int32, or
+    int64 with a bias (added in the pass that subtracts the shift's share,
+    :func:`convtranspose._kernels.requantize.corrected_sums`)."""
     target = host()
     if not target.numba:
         return None
-    from .._kernels.int8 import s16_blocked, u8s8_blocked, u8s8_transposed
+    from .._kernels.int8 import prepare_blocked_sums, u8s8_transposed
+    from .._kernels.requantize import corrected_sums
 
     check_transposed(plan, data, weights, None, output_shape)
     weights = canonical_weights(plan, weights)
-    kernels = (u8s8_blocked, u8s8_transposed) if _vnni_bytes(target) else ()
-    for kernel in kernels + (s16_blocked,):
-        total = kernel(data, weights, plan.axes, plan.channels_last, target)
-        if total is not None:
-            return total
+    for kind in (("bytes", "columns") if _vnni_bytes(target) else ()) + ("halves",):
+        if kind == "columns":  # the byte products then col2im
+            total = u8s8_transposed(data, weights, plan.axes, plan.channels_last, target)
+            if total is not None:
+                return total if bias is None else _plus_bias(plan, total.astype(np.int64),
+                                                              bias)
+            continue
+        sums = prepare_blocked_sums(kind, data.shape[0], weights, plan.axes,
+                                    plan.channels_last, target)
+        summed = None if sums is None else sums(data) if bias is None else sums.sums(data)
+        if summed is not None and bias is None:
+            return summed
+        if summed is not None:
+            total = corrected_sums(*summed, bias, target.threads)
+            last = total.ndim - 1
+            return total if plan.channels_last else total.transpose(
+                (0, last) + tuple(range(1, last)))
     return None
 
 
@@ -302,9 +317,9 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
     float32 runs at the library's full speed: on an Intel Xeon a 64-channel 32x32 k4 s2
     layer took about 5 times as long in float64 (docs/quantization.md).
     """
-    total = integer_sum(plan, data, weights, output_shape)
+    total = integer_sum(plan, data, weights, output_shape, bias)
     if total is not None:
-        return total if bias is None else _plus_bias(plan, total.astype(np.int64), bias)
+        return total
     channels = float32_channels(plan, data, weights)
     if not channels or _float64_sooner(plan, channels, bias, largest_product):
         dtype = sum_dtype(plan, bias, largest_product)

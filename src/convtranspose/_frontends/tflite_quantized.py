@@ -173,7 +173,7 @@ def _compute(plan, input, weights, bias, zero_points, scales, activation,
                            lambda w: np.subtract(w, zero, dtype=np.int16))
     span = [int(np.iinfo(t).max) - int(np.iinfo(t).min) for t in (input.dtype, weights.dtype)]
     acc = exact_sum(plan, data, filter_, bias, names=("input", "weights", "bias"),
-                    largest_product=span[0] * span[1]).astype(np.int64)
+                    largest_product=span[0] * span[1]).astype(np.int64, copy=False)
     multiplier, shift = tflite_requantization(input.dtype, scales[0], scales[1], scales[2],
                                               plan.output_shape[-1], acc_type)
     bounds = activation_range(activation, scales[2].reshape(()),

@@ -357,7 +357,9 @@ class BlockedSums:
             return None
         out, factor, share = summed
         if factor:
-            out -= np.int32(factor) * share
+            from .requantize import corrected_sums
+
+            corrected_sums(out, factor, share, None, self._target.threads, out=out)
         return out if self.channels_last else out.transpose(
             (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))
 

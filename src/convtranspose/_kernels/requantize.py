@@ -11,8 +11,8 @@ import numpy as np
 
 from .._runtime.threads import parallel_for
 
-__all__ = ["fixed_point_requantized", "onednn_requantized", "prepare_corrected",
-           "prepare_requantized", "requantized", "torch_requantized"]
+__all__ = ["corrected_sums", "fixed_point_requantized", "onednn_requantized",
+           "prepare_corrected", "prepare_requantized", "requantized", "torch_requantized"]
 
 #: Elements per piece of work a thread takes.
 _PIECE = 1 << 16
@@ -101,8 +101,7 @@ def prepare_corrected(multiplier: np.ndarray, y_scale: np.ndarray, y_zero_point:
 
     dtype, low, high, factors, scale, zero = constants
     channels = factors.shape[0]
-    addend = np.zeros(channels, np.int64) if bias is None else np.ascontiguousarray(
-        bias.reshape(-1), np.int64)
+    addend = _addend(bias, channels)
     nothing = np.zeros((1, channels), np.int32)
 
     def apply(acc: np.ndarray, factor: int, share: np.ndarray | None) -> np.ndarray:
@@ -116,6 +115,37 @@ def prepare_corrected(multiplier: np.ndarray, y_scale: np.ndarray, y_zero_point:
         return out
 
     return apply
+
+
+def _addend(bias: np.ndarray | None, channels: int) -> np.ndarray:
+    """The bias per output channel as the correction kernels add it (int64, zeros for
+    none)."""
+    return np.zeros(channels, np.int64) if bias is None else np.ascontiguousarray(
+        bias.reshape(-1), np.int64)
+
+
+def corrected_sums(acc: np.ndarray, factor: int, share: np.ndarray | None,
+                   bias: np.ndarray | None, threads: int,
+                   out: np.ndarray | None = None) -> np.ndarray:
+    """``acc - factor * share + bias`` for the channels-last int32 sums ``acc`` ``(N,
+    Y..., M)`` and ``share`` ``(Y..., M)`` (None where ``factor`` is 0) of
+    :meth:`convtranspose._kernels.int8.BlockedSums.sums`, in one compiled pass
+    (:func:`._numba.requantize.corrected_sum_rows`, int64 arithmetic) into ``out``
+    (channels last; ``acc`` itself to correct it in place; default a new int64
+    array): no temporary for the share's product, no pass for the bias.  Needs
+    numba."""
+    from ._numba.requantize import corrected_sum_rows
+
+    channels = acc.shape[-1]
+    rows = acc.reshape(-1, channels)
+    places = np.zeros((1, channels), np.int32) if share is None else share.reshape(
+        -1, channels)
+    total = np.empty(acc.shape, np.int64) if out is None else out
+    args = (rows, places, np.int64(factor), _addend(bias, channels),
+            total.reshape(rows.shape))
+    _rows_in_pieces(lambda first, stop: corrected_sum_rows(*args, first, stop), rows,
+                    threads)
+    return total
 
 
 def _rows(acc: np.ndarray) -> tuple[np.ndarray, bool, tuple] | None:

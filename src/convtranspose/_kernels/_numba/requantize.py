@@ -14,7 +14,7 @@ import numpy as np
 
 from .kernel_cache import cached_njit
 
-__all__ = ["corrected_rows", "fixed_point_64_rows", "fixed_point_rows", "onednn_rows",
+__all__ = ["corrected_rows", "corrected_sum_rows", "fixed_point_64_rows", "fixed_point_rows", "onednn_rows",
            "requantize_rows", "torch_rows"]
 
 
@@ -54,6 +54,19 @@ def corrected_rows(acc, share, factor, bias, multiplier, y_scale, zero_point, lo
             whole = np.int64(acc[r, i]) - factor * np.int64(share[place, i]) + bias[i]
             value = np.rint(np.float32(whole) * multiplier[i] / y_scale) + zero_point
             out[r, i] = min(max(value, low), high)
+
+
+@cached_njit(nogil=True)
+def corrected_sum_rows(acc, share, factor, bias, out, first, stop):  # pragma: no cover
+    """Rows ``[first, stop)`` of ``out[r, i] = acc[r, i] - factor * share[r % P, i] +
+    bias[i]`` (channels last, C-contiguous ``(R, M)``; ``out`` may be ``acc``): the
+    correction of :func:`corrected_rows` alone, in int64, stored in ``out``'s type
+    (the caller's bound keeps every value in it)."""
+    places = share.shape[0]
+    for r in range(first, stop):
+        place = r % places
+        for i in range(acc.shape[1]):
+            out[r, i] = np.int64(acc[r, i]) - factor * np.int64(share[place, i]) + bias[i]
 
 
 @cached_njit(nogil=True)
