@@ -293,11 +293,17 @@ def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
             continue
         sums = prepare_blocked_sums(kind, data.shape[0], weights, plan.axes,
                                     plan.channels_last, target)
-        summed = None if sums is None else sums(data) if bias is None else sums.sums(data)
-        if summed is not None and bias is None:
-            return summed
+        if sums is None:
+            continue
+        if bias is None:
+            total = sums(data)
+            if total is not None:
+                return total
+            continue
+        summed = sums.sums(data)
         if summed is not None:
-            total = corrected_sums(*summed, bias, target.threads)
+            acc, factor, share = summed
+            total = corrected_sums(acc, factor, share, bias, target.threads)
             last = total.ndim - 1
             return total if plan.channels_last else total.transpose(
                 (0, last) + tuple(range(1, last)))
