@@ -1,0 +1,99 @@
+"""Repeated calls of the quantized dialects on the quantized suite's layers, in one process.
+
+    python benchmarks/quantized_calls.py [--rounds 15] [--out FILE]
+
+Per layer (``convtranspose bench --quantized``'s fixed layers), back-to-back calls in
+alternating rounds of: ``qlinear_conv_transpose`` without and with an int32 bias (the
+array function), the same through ``ct.prepare``, and TFLite's int8 and torch's
+quantized dialect with a bias (the array functions).  Prints the median milliseconds
+of each with the CPU and the load average; ``--out`` writes them as JSON.  To compare
+two builds, run it under each (``PYTHONPATH=OLD/src``) alternately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
+
+import numpy as np  # noqa: E402
+
+import convtranspose as ct  # noqa: E402
+
+#: (name, N, Ci, Co, input size, kernel, stride, pad): the quantized suite's layers.
+LAYERS = [
+    ("DCGAN N4 256->128 16x16 k4 s2 p1", 4, 256, 128, 16, 4, 2, 1),
+    ("U-Net N1 512->256 32x32 k2 s2", 1, 512, 256, 32, 2, 2, 0),
+    ("seg head N1 128->64 64x64 k4 s2 p1", 1, 128, 64, 64, 4, 2, 1),
+    ("small N1 16->16 8x8 k3 s2 p1", 1, 16, 16, 8, 3, 2, 1),
+]
+
+
+def _calls(n, ci, co, size, k, s, p, rng):
+    """The timed calls of one layer, by name."""
+    x = rng.integers(0, 256, (n, ci, size, size)).astype(np.uint8)
+    w = rng.integers(-127, 128, (ci, co, k, k)).astype(np.int8)
+    bias = rng.integers(-2000, 2000, co).astype(np.int32)
+    onnx = dict(x_scale=np.float32(0.02), x_zero_point=np.uint8(128), w=w,
+                w_scale=np.float32(0.01), w_zero_point=np.int8(0), y_scale=np.float32(0.5),
+                y_zero_point=np.uint8(120), strides=[s, s], pads=[p] * 4)
+    plain, biased = ct.prepare(ct.qlinear_conv_transpose, **onnx), ct.prepare(
+        ct.qlinear_conv_transpose, B=bias, **onnx)
+    out = (size - 1) * s - 2 * p + k
+    nhwc = np.ascontiguousarray(np.moveaxis(x, 1, -1)).view(np.int8)
+    ohwi = np.ascontiguousarray(np.transpose(w, (1, 2, 3, 0)))
+    lite = dict(input_scale=0.02, input_zero_point=0, weights_scale=np.full(co, 0.01),
+                weights_zero_point=np.zeros(co, np.int64), output_scale=0.5,
+                output_zero_point=-8, padding="SAME" if p else "VALID", stride_h=s,
+                stride_w=s)
+    real = rng.normal(0, 0.1, co).astype(np.float32)
+    torch_like = dict(stride=s, padding=p, input_scale=0.02, input_zero_point=128,
+                      weight_scale=0.01, weight_zero_point=0, output_scale=0.5,
+                      output_zero_point=120)
+
+    def qlinear(**extra):
+        return lambda: ct.qlinear_conv_transpose(x, **dict(onnx, **extra))
+
+    calls = {"qlinear": qlinear(), "qlinear B": qlinear(B=bias),
+             "prepared": lambda: plain(x), "prepared B": lambda: biased(x),
+             "torch B": lambda: ct.torch_quantized_conv_transpose(x, w, real, **torch_like)}
+    if p == (k - s) // 2 and (k - s) % 2 == 0:  # TFLite's SAME or VALID padding
+        calls["tflite B"] = lambda: ct.tflite_quantized_transpose_conv(
+            [n, out, out, co], ohwi, nhwc, bias, **lite)
+    return calls
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--out", help="write the medians, CPU and load to this JSON file")
+    args = parser.parse_args(argv)
+    from convtranspose._cli.bench import cpu_model
+
+    rng = np.random.default_rng(0)
+    rows = []
+    print(f"CPU: {cpu_model()}; ms per call, median of {args.rounds} alternating rounds")
+    for name, *layer in LAYERS:
+        calls = _calls(*layer, rng)
+        times: dict[str, list[float]] = {key: [] for key in calls}
+        for _ in range(args.rounds + 2):  # the first two rounds warm up
+            for key, call in calls.items():
+                call()
+                start = time.perf_counter()
+                call(), call()
+                times[key].append((time.perf_counter() - start) / 2 * 1e3)
+        medians = {key: round(statistics.median(values[2:]), 3) for key, values in times.items()}
+        rows.append(dict(layer=name, ms=medians, load=os.getloadavg()[0]))
+        print(f"{name:36s} " + " ".join(f"{k} {v:.3f}" for k, v in medians.items()))
+    if args.out:
+        with open(args.out, "w") as handle:
+            json.dump(dict(cpu=cpu_model(), rows=rows), handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
