@@ -316,6 +316,30 @@ def test_compiled_requantization_equals_the_scalar_oracle(acc_dtype, channels_la
     assert {low, high} <= set(np.unique(result).tolist())  # both saturation ends
 
 
+def test_calls_of_one_filter_with_other_operands_each_match_the_oracle():
+    """The function keeps its set-up per filter: calls of one filter with another bias,
+    data zero point, data dtype, scale or output zero point, and back, each give the
+    oracle's result."""
+    rng = np.random.default_rng(22)
+    w = rng.integers(-128, 128, (8, 4, 3, 3)).astype(np.int8)
+    x8 = rng.integers(0, 256, (2, 8, 5, 4)).astype(np.uint8)
+    bias = rng.integers(-3000, 3000, 4).astype(np.int32)
+    cases = [(x8, np.uint8(3), None, np.float32(0.05), np.uint8(128)),
+             (x8, np.uint8(3), bias, np.float32(0.05), np.uint8(128)),
+             (x8, np.uint8(200), bias, np.float32(0.05), np.uint8(128)),
+             (x8.view(np.int8), np.int8(-5), -bias, np.float32(0.05), np.int8(0)),
+             (x8, np.uint8(3), bias, np.float32(0.5), np.uint8(7)),
+             (x8, np.uint8(3), None, np.float32(0.05), np.uint8(128))]
+    for x, x_zero, b, y_scale, y_zero in cases:
+        acc = oracle_sum(x.astype(np.int64) - int(x_zero), w.astype(np.int64), b, 1,
+                         [2, 1], [1, 0, 1, 0], [1, 1], [0, 0])
+        result = ct.qlinear_conv_transpose(x, np.float32(0.02), x_zero, w, np.float32(0.01),
+                                           np.int8(0), y_scale, y_zero, b, strides=[2, 1],
+                                           pads=[1, 0, 1, 0])
+        np.testing.assert_array_equal(
+            result, oracle_requantize(acc, 0.02, 0.01, y_scale, y_zero))
+
+
 def test_weights_edited_in_place_between_calls_are_summed_anew():
     """The packed weights are kept between calls (the weights memo), which compares
     the filter value by value: a filter edited in place gives the new result."""

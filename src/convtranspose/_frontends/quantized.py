@@ -129,18 +129,28 @@ def kept_weights(w: np.ndarray, key: tuple, make) -> np.ndarray:
     filter.  A prepared layer's filter is itself owned, so its calls compare nothing.
     The memo's budget counts the 8-bit filter's bytes twice; what is kept for it (the
     derived copy and the packed bytes) takes about three times them."""
+    return _kept_entry(w, key, make)["kept"]
+
+
+def _kept_entry(w: np.ndarray, key: tuple, make) -> dict:
+    """:func:`kept_weights`' entry in the weights memo: ``"kept"``, the weights, and
+    whatever else is kept with them (it goes when they go)."""
     derived = derived_from(w, "kept", *key)
-    kept = derived.get("kept")
-    if kept is None:
-        kept = derived["kept"] = own(frozen(make(w)))
-    return kept
+    if "kept" not in derived:
+        derived["kept"] = own(frozen(make(w)))
+    return derived
+
+
+def _centred_entry(w: np.ndarray, w_zero_point: np.ndarray, group: int) -> dict:
+    """The weights memo's entry of :func:`_centred_weights` (:func:`_kept_entry`)."""
+    return _kept_entry(w, ("centred", w_zero_point.dtype.str, w_zero_point.shape,
+                           w_zero_point.tobytes(), group),
+                       lambda w: _centred_weights(w, w_zero_point, group))
 
 
 def _kept_centred_weights(w: np.ndarray, w_zero_point: np.ndarray, group: int) -> np.ndarray:
     """:func:`_centred_weights`, kept in the weights memo (:func:`kept_weights`)."""
-    return kept_weights(w, ("centred", w_zero_point.dtype.str, w_zero_point.shape,
-                            w_zero_point.tobytes(), group),
-                        lambda w: _centred_weights(w, w_zero_point, group))
+    return _centred_entry(w, w_zero_point, group)["kept"]
 
 
 def _operands(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
@@ -437,7 +447,7 @@ def _qlinear_plan(data_shape, filter_, zero_points, scales, bias, **attributes):
         **attributes)
 
 
-def integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
+def _integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
     """``call(x)``: :func:`qlinear_conv_transpose` of checked operands by the integer
     kernels, set up for data of the plan's shape: the weights centred and the
     kernel's set-up made here (:func:`convtranspose._kernels.int8.prepare_blocked_sums`:
@@ -484,13 +494,40 @@ def integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
     return call
 
 
+#: Set-ups of :func:`integer_qlinear` kept per filter and weight zero point, for as
+#: many combinations of plan, scales, zero points and bias; all forgotten beyond.
+_CALLS_KEPT = 8
+
+
+def integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
+    """The function's ``call(x)`` by the integer kernels (:func:`_integer_qlinear`),
+    kept with the filter's centred weights in the weights memo (which compares the
+    filter value by value, so an edited filter gets new ones): a repeated call of
+    the function sets up nothing (0.1-0.2 ms of a large layer's call, most of a small
+    one's: ``benchmarks/results/quantized-calls-xeon.json``)."""
+    target = host()
+    # Kept beside the centred weights, in the filter's entry (not in the centred
+    # weights' own: the calls hold those, which would then never be freed).
+    calls = _centred_entry(filter_, zero_points[1], plan.groups).setdefault("calls", {})
+    key = (plan, target, _vnni_bytes(target), repr(output_shape),
+           None if bias is None else bias.tobytes()) + tuple(
+        (a.dtype.str, a.shape, a.tobytes()) for a in zero_points + scales)
+    call = calls.get(key, False)
+    if call is False:
+        if len(calls) >= _CALLS_KEPT:
+            calls.clear()
+        call = calls[key] = _integer_qlinear(plan, filter_, zero_points, scales, bias,
+                                             output_shape)
+    return call
+
+
 def prepare_qlinear(arguments: dict, data: np.ndarray):
     """``call(x)``: :func:`qlinear_conv_transpose` of ``arguments`` (every argument but
     ``x`` and ``out``, by name) set up for ndarray data of ``data``'s shape and dtype,
     for a prepared layer's repeated calls: the operands checked and the plan resolved
-    here, once, then :func:`integer_qlinear`'s set-up.  ``call`` returns None where the
-    kernels decline the data (the function then decides); None instead of ``call``
-    where :func:`integer_qlinear` is."""
+    here, once, then :func:`integer_qlinear`'s set-up (its own: the layer keeps it).
+    ``call`` returns None where the kernels decline the data (the function then
+    decides); None instead of ``call`` where :func:`integer_qlinear` is."""
     given = dict(arguments, B=arguments.get("B"))
     _, filter_, zero_points, scales, bias = _operands(
         data, given["x_scale"], given["x_zero_point"], given["w"], given["w_scale"],
@@ -498,8 +535,8 @@ def prepare_qlinear(arguments: dict, data: np.ndarray):
     attributes = {name: value for name, value in arguments.items()
                   if name not in _QLINEAR_OPERANDS}
     plan = _qlinear_plan(data.shape, filter_, zero_points, scales, bias, **attributes)
-    return integer_qlinear(plan, filter_, zero_points, scales, bias,
-                         arguments.get("output_shape"))
+    return _integer_qlinear(plan, filter_, zero_points, scales, bias,
+                            arguments.get("output_shape"))
 
 
 #: :func:`qlinear_conv_transpose`'s operands after ``x`` (the rest are attributes).
