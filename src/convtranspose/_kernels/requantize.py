@@ -190,8 +190,7 @@ def torch_requantized(acc: np.ndarray, engine: int, scale: np.ndarray,
             else np.ascontiguousarray(offset, np.float32),
             np.zeros(channels, np.int64) if integer_bias is None
             else np.ascontiguousarray(integer_bias, np.int64),
-            offset is not None or integer_bias is not None, np.float32(destination),
-            int(zero_point), out)
+            np.float32(destination), int(zero_point), out)
     _rows_in_pieces(lambda first, stop: torch_rows(*args, first, stop), rows, threads)
     return _in_acc_order(out, per_row, shape)
 

@@ -121,9 +121,105 @@ def fixed_point_64_rows(acc, multiplier, shift, zero_point, low, high, out, firs
             out[r, m] = min(max(value, low), high)
 
 
+#: float32 constants of the x86 store: float64 ones would widen every step and keep
+#: the loop scalar.
+_INT32_MIN_F32, _INT32_LIMIT_F32 = np.float32(-2.0 ** 31), np.float32(2.0 ** 31)
+_INT16_MIN_F32, _INT16_MAX_F32 = np.float32(-32768), np.float32(32767)
+_ZERO_F32, _UINT8_MAX_F32 = np.float32(0), np.float32(255)
+
+
+@cached_njit(nogil=True, inline="always")
+def _x86_store(rounded, zero):  # pragma: no cover - compiled
+    """torch's x86 store of a rounded float32: cvtps2dq (out of range: INT32_MIN),
+    int16 saturation, the zero point, int16 saturation, uint8 saturation."""
+    wide = rounded if abs(rounded) < _INT32_LIMIT_F32 else _INT32_MIN_F32
+    wide = min(max(wide, _INT16_MIN_F32), _INT16_MAX_F32) + zero
+    wide = min(max(wide, _INT16_MIN_F32), _INT16_MAX_F32)
+    return min(max(wide, _ZERO_F32), _UINT8_MAX_F32)
+
+
+@cached_njit(nogil=True, inline="always")
+def _fbgemm_value(whole, scale, offset, integer_bias, destination, zero):  # pragma: no cover
+    return np.rint((np.float32(whole) + offset) * scale)
+
+
+@cached_njit(nogil=True, inline="always")
+def _qnnpack_value(whole, scale, offset, integer_bias, destination,
+                   zero):  # pragma: no cover - compiled
+    return np.rint(np.float32(_wrap32(whole + integer_bias)) * scale)
+
+
+@cached_njit(nogil=True, inline="always")
+def _onednn_value(whole, scale, offset, integer_bias, destination,
+                  zero):  # pragma: no cover - compiled
+    real = (np.float32(whole) * scale + offset) * destination + zero
+    real = _ZERO_F32 if real < 0 else real  # comparisons: a NaN stays, as in np.clip
+    real = _UINT8_MAX_F32 if real > 255 else real
+    return np.rint(real) - zero
+
+
+# One row loop per engine, each with its own value function: with the engine chosen
+# inside one loop, and the channel index too, LLVM kept the loop scalar (8x the time of
+# these vectorized loops on an Intel Xeon, benchmarks/results/quantized-calls-xeon.json).
 @cached_njit(nogil=True)
-def torch_rows(acc, per_row, engine, scale, offset, integer_bias, has_bias, destination,
-               zero_point, out, first, stop):  # pragma: no cover - compiled
+def _fbgemm_rows(acc, per_row, scale, offset, integer_bias, destination, zero, out, first,
+                 stop):  # pragma: no cover - compiled
+    """Rows ``[first, stop)`` of :func:`torch_rows` on fbgemm."""
+    channels = scale.shape[0]
+    for r in range(first, stop):
+        if per_row:
+            m = r % channels
+            factor, shift, addend = scale[m], offset[m], integer_bias[m]
+            for i in range(acc.shape[1]):
+                out[r, i] = _x86_store(_fbgemm_value(_wrap32(np.int64(acc[r, i])), factor, shift,
+                                                    addend, destination, zero), zero)
+        else:
+            for i in range(acc.shape[1]):
+                out[r, i] = _x86_store(_fbgemm_value(_wrap32(np.int64(acc[r, i])), scale[i],
+                                                    offset[i], integer_bias[i], destination,
+                                                    zero), zero)
+
+
+@cached_njit(nogil=True)
+def _qnnpack_rows(acc, per_row, scale, offset, integer_bias, destination, zero, out, first,
+                  stop):  # pragma: no cover - compiled
+    """Rows ``[first, stop)`` of :func:`torch_rows` on qnnpack."""
+    channels = scale.shape[0]
+    for r in range(first, stop):
+        if per_row:
+            m = r % channels
+            factor, shift, addend = scale[m], offset[m], integer_bias[m]
+            for i in range(acc.shape[1]):
+                out[r, i] = _x86_store(_qnnpack_value(_wrap32(np.int64(acc[r, i])), factor, shift,
+                                                     addend, destination, zero), zero)
+        else:
+            for i in range(acc.shape[1]):
+                out[r, i] = _x86_store(_qnnpack_value(_wrap32(np.int64(acc[r, i])), scale[i],
+                                                     offset[i], integer_bias[i], destination,
+                                                     zero), zero)
+
+
+@cached_njit(nogil=True)
+def _onednn_rows(acc, per_row, scale, offset, integer_bias, destination, zero, out, first,
+                 stop):  # pragma: no cover - compiled
+    """Rows ``[first, stop)`` of :func:`torch_rows` on oneDNN."""
+    channels = scale.shape[0]
+    for r in range(first, stop):
+        if per_row:
+            m = r % channels
+            factor, shift, addend = scale[m], offset[m], integer_bias[m]
+            for i in range(acc.shape[1]):
+                out[r, i] = _x86_store(_onednn_value(_wrap32(np.int64(acc[r, i])), factor, shift,
+                                                    addend, destination, zero), zero)
+        else:
+            for i in range(acc.shape[1]):
+                out[r, i] = _x86_store(_onednn_value(_wrap32(np.int64(acc[r, i])), scale[i],
+                                                    offset[i], integer_bias[i], destination,
+                                                    zero), zero)
+
+
+def torch_rows(acc, per_row, engine, scale, offset, integer_bias, destination, zero_point,
+               out, first, stop) -> None:
     """Rows ``[first, stop)`` of torch's quantized result of the exact sums ``acc``
     ``(R, L)`` (C-contiguous; channel ``r % M`` where ``per_row``, else ``i``), on
     ``engine`` 0 (fbgemm: ``rint((float32(acc) + offset[m]) * scale[m])``), 1 (qnnpack:
@@ -131,37 +227,13 @@ def torch_rows(acc, per_row, engine, scale, offset, integer_bias, has_bias, dest
     ``rint(clip((float32(acc) * scale[m] + offset[m]) * destination + zero_point, 0,
     255)) - zero_point``), then the x86 store of
     :func:`convtranspose._frontends.torch_quantized._x86_store`: each step the float32
-    or integer operation the NumPy code performs, in its order (the clips as
-    comparisons, which keep a NaN as ``np.clip`` does)."""
-    channels = scale.shape[0]
-    zero = np.float32(zero_point)
-    for r in range(first, stop):
-        for i in range(acc.shape[1]):
-            m = r % channels if per_row else i
-            whole = _wrap32(np.int64(acc[r, i]))
-            if engine == 0:
-                real = np.float32(whole)
-                if has_bias:
-                    real = real + offset[m]
-                rounded = np.rint(real * scale[m])
-            elif engine == 1:
-                if has_bias:
-                    whole = _wrap32(whole + integer_bias[m])
-                rounded = np.rint(np.float32(whole) * scale[m])
-            else:
-                real = np.float32(whole) * scale[m]
-                if has_bias:
-                    real = real + offset[m]
-                real = real * destination + zero
-                real = np.float32(0) if real < 0 else real
-                real = np.float32(255) if real > 255 else real
-                rounded = np.rint(real) - zero
-            # The x86 store: cvtps2dq (out of range: INT32_MIN), int16 saturation, the
-            # zero point, int16 saturation, uint8 saturation.
-            wide = rounded if abs(rounded) < 2.0 ** 31 else np.float32(-2.0 ** 31)
-            wide = min(max(wide, np.float32(-32768)), np.float32(32767)) + zero
-            wide = min(max(wide, np.float32(-32768)), np.float32(32767))
-            out[r, i] = min(max(wide, np.float32(0)), np.float32(255))
+    or integer operation the NumPy code performs, in its order (oneDNN's clip as
+    comparisons, which keep a NaN as ``np.clip`` does).  Without a bias ``offset`` and
+    ``integer_bias`` are zeros: adding them changes no integer's float32 (never -0.0),
+    nor oneDNN's result after the store."""
+    rows = (_fbgemm_rows, _qnnpack_rows, _onednn_rows)[engine]
+    rows(acc, per_row, scale, offset, integer_bias, destination, np.float32(zero_point), out,
+         first, stop)
 
 
 @cached_njit(nogil=True)
