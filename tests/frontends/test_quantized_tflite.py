@@ -211,11 +211,16 @@ def random_layer(rng, dtype, *, per_channel=None, bias=None, activation="NONE",
     return layer
 
 
-@pytest.fixture(params=["float64", "int64"])
+@pytest.fixture(params=["integer", "float64", "int64"])
 def sum_in(request, monkeypatch):
-    """Both ways of the exact sum: float64 and int64 (the float64 bound lowered to 0)."""
-    from convtranspose._frontends import quantized
+    """Every way of the exact sum: the integer kernels on the input as it is (where this
+    CPU runs them: x86), float64 and int64 (the integer kernels switched off; for int64
+    the float64 bound lowered to 0 too)."""
+    from convtranspose._frontends import quantized, tflite_quantized
 
+    if request.param != "integer":
+        monkeypatch.setattr(tflite_quantized, "offset_sums", lambda *arguments: None)
+        monkeypatch.setattr(quantized, "integer_sum", lambda *arguments: None)
     if request.param == "int64":
         monkeypatch.setattr(quantized, "FLOAT64_EXACT", 0)
     return request.param

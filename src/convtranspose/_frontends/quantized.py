@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
 
 __all__ = ["check_out", "exact_sum", "float32_scale", "integer_qlinear", "integer_sum",
-           "integer_zero_point", "kept_weights", "prepare_qlinear", "qlinear_conv_transpose",
-           "requantize", "sum_dtype", "typed_operand"]
+           "integer_zero_point", "kept_weights", "offset_sums", "prepare_qlinear",
+           "qlinear_conv_transpose", "requantize", "sum_dtype", "typed_operand"]
 
 #: The element types of x, w and y (T1, T2 and T3 of the contrib operator).
 _QUANTIZED = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -276,6 +276,39 @@ def _vnni_bytes(target) -> bool:
     return target.vector_bytes == 64 and has_vnni()
 
 
+def _integer_kinds(target) -> tuple[str, ...]:
+    """The blocked integer kernels' kinds of word, in the order they are tried: VNNI's
+    bytes where :func:`_vnni_bytes`, then int16 pairs."""
+    return (("bytes",) if _vnni_bytes(target) else ()) + ("halves",)
+
+
+def offset_sums(plan, data: np.ndarray, weights: np.ndarray, offset: int,
+                centred: np.dtype, output_shape=None):
+    """``(acc, factor, share)``: the exact sums of ``data - offset`` (a dialect's data
+    and zero point, not centred) with the centred ``weights``, by the first blocked
+    integer kernel that takes them (:meth:`convtranspose._kernels.int8.BlockedSums.sums`:
+    the sums are ``acc - factor * share``, channels last), for a requantization that
+    subtracts the share and adds the bias in its own pass; the memory check is the
+    dialect's on its data centred as ``centred``.  None where no kernel takes them (no
+    numba, not x86, more than three axes, operands out of range): the dialect then
+    centres its data and runs :func:`exact_sum`."""
+    target = host()
+    if not target.numba:
+        return None
+    from .._kernels.int8 import prepare_blocked_sums
+
+    check_transposed(plan, np.broadcast_to(centred.type(0), data.shape), weights, None,
+                     output_shape)
+    weights = canonical_weights(plan, weights)
+    for kind in _integer_kinds(target):
+        sums = prepare_blocked_sums(kind, data.shape[0], weights, plan.axes,
+                                    plan.channels_last, target)
+        summed = None if sums is None else sums.sums(data, offset)
+        if summed is not None:
+            return summed
+    return None
+
+
 def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
                 bias: np.ndarray | None = None) -> np.ndarray | None:
     """The exact sum, plus ``bias`` per output channel where given, by the integer
@@ -294,7 +327,8 @@ def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
 
     check_transposed(plan, data, weights, None, output_shape)
     weights = canonical_weights(plan, weights)
-    for kind in (("bytes", "columns") if _vnni_bytes(target) else ()) + ("halves",):
+    # The VNNI byte products' second way (then col2im) right after their first.
+    for kind in ("bytes", "columns", "halves") if _vnni_bytes(target) else ("halves",):
         if kind == "columns":  # the byte products then col2im
             total = u8s8_transposed(data, weights, plan.axes, plan.channels_last, target)
             if total is not None:
@@ -468,10 +502,9 @@ def _integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
 
     weights = canonical_weights(plan, _kept_centred_weights(filter_, zero_points[1],
                                                            plan.groups))
-    kinds = (("bytes",) if _vnni_bytes(target) else ()) + ("halves",)
     runs = [run for run in (prepare_blocked_sums(kind, plan.data_shape[0], weights, plan.axes,
                                                  plan.channels_last, target)
-                            for kind in kinds) if run is not None]
+                            for kind in _integer_kinds(target)) if run is not None]
     requantize_sums = prepare_corrected(_multiplier(plan, scales), scales[2], zero_points[2],
                                         bias, target.threads)
     if not runs or requantize_sums is None:

@@ -197,21 +197,29 @@ def torch_requantized(acc: np.ndarray, engine: int, scale: np.ndarray,
 
 def fixed_point_requantized(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
                             zero_point: int, bounds: tuple[int, int], dtype: np.dtype,
-                            threads: int, wide: bool = False) -> np.ndarray | None:
+                            threads: int, wide: bool = False, factor: int = 0,
+                            share: np.ndarray | None = None,
+                            bias: np.ndarray | None = None) -> np.ndarray | None:
     """TFLite's requantization (:mod:`convtranspose._frontends.fixed_point`'s rules) of
-    the exact sums ``acc`` ``(..., M)`` (int64, channels last) with per-channel
-    ``multiplier`` and ``shift``, plus ``zero_point``, clamped to ``bounds`` (within
-    ``dtype``), as ``dtype``, C-contiguous: the int32 accumulator's double rounding, or
-    with ``wide`` the int64 accumulator's rule of the int16 x int8 kernels.  None for a
+    the exact sums ``acc - factor * share + bias`` (``acc`` ``(..., M)`` of integers,
+    channels last; ``share`` and ``bias`` as in :func:`corrected_sums`, None for none)
+    with per-channel ``multiplier`` and ``shift``, plus ``zero_point``, clamped to
+    ``bounds`` (within ``dtype``), as ``dtype``, C-contiguous: the int32 accumulator's
+    double rounding, or with ``wide`` the int64 accumulator's rule of the int16 x int8
+    kernels.  The correction is exact (int64) in the same pass.  None for a
     non-contiguous or empty ``acc``."""
-    if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype != np.int64:
+    if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i":
         return None
     from ._numba.requantize import fixed_point_64_rows, fixed_point_rows
 
     kernel = fixed_point_64_rows if wide else fixed_point_rows
-    rows = acc.reshape(-1, acc.shape[-1])
+    channels = acc.shape[-1]
+    rows = acc.reshape(-1, channels)
+    places = np.zeros((1, channels), np.int32) if share is None else share.reshape(
+        -1, channels)
     out = np.empty(rows.shape, dtype)
-    args = (rows, np.ascontiguousarray(np.broadcast_to(multiplier, rows.shape[1:]), np.int64),
+    args = (rows, places, np.int64(factor), _addend(bias, channels),
+            np.ascontiguousarray(np.broadcast_to(multiplier, rows.shape[1:]), np.int64),
             np.ascontiguousarray(np.broadcast_to(shift, rows.shape[1:]), np.int64),
             np.int64(zero_point), np.int64(bounds[0]), np.int64(bounds[1]), out)
     _rows_in_pieces(lambda first, stop: kernel(*args, first, stop), rows, threads)

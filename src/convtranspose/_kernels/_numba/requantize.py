@@ -75,24 +75,28 @@ def _wrap32(value):  # pragma: no cover - compiled
 
 
 @cached_njit(nogil=True)
-def fixed_point_rows(acc, multiplier, shift, zero_point, low, high, out, first,
-                     stop):  # pragma: no cover - compiled
-    """Rows ``[first, stop)`` of TFLite's int32 requantization of ``acc`` ``(R, M)``
-    (int64, channels last): ``clamp(wrap32(MultiplyByQuantizedMultiplier(wrap32(acc),
-    multiplier[m], shift[m]) + zero_point), low, high)``, with the double rounding of
+def fixed_point_rows(acc, share, factor, bias, multiplier, shift, zero_point, low, high,
+                     out, first, stop):  # pragma: no cover - compiled
+    """Rows ``[first, stop)`` of TFLite's int32 requantization of the sums ``acc[r, m] -
+    factor * share[r % P, m] + bias[m]`` (``acc`` ``(R, M)`` of integers, channels last;
+    the correction as in :func:`corrected_rows`, exact in int64): ``clamp(wrap32(
+    MultiplyByQuantizedMultiplier(wrap32(sum), multiplier[m], shift[m]) + zero_point),
+    low, high)``, with the double rounding of
     :func:`convtranspose._frontends.fixed_point.multiply_by_quantized_multiplier`,
     step for step in int64 (the same integer operations, so the same values)."""
+    places = share.shape[0]
     for r in range(first, stop):
+        place = r % places
         for m in range(acc.shape[1]):
-            x = _wrap32(acc[r, m])
+            x = _wrap32(np.int64(acc[r, m]) - factor * np.int64(share[place, m]) + bias[m])
             left = shift[m]
             if left > 0:  # the int32 product wraps
                 x = _wrap32(x << left)
-            factor = multiplier[m]
-            if x == -2 ** 31 and factor == -2 ** 31:  # the one product past int32
+            scale = multiplier[m]
+            if x == -2 ** 31 and scale == -2 ** 31:  # the one product past int32
                 product = np.int64(2 ** 31 - 1)
             else:  # SaturatingRoundingDoublingHighMul: ties toward +infinity
-                product = (x * factor + 2 ** 30) >> 31
+                product = (x * scale + 2 ** 30) >> 31
             right = max(-left, 0)  # RoundingDivideByPOT: ties away from zero
             mask = (np.int64(1) << right) - 1
             threshold = (mask >> 1) + (1 if product < 0 else 0)
@@ -102,21 +106,25 @@ def fixed_point_rows(acc, multiplier, shift, zero_point, low, high, out, first,
 
 
 @cached_njit(nogil=True)
-def fixed_point_64_rows(acc, multiplier, shift, zero_point, low, high, out, first,
-                        stop):  # pragma: no cover - compiled
+def fixed_point_64_rows(acc, share, factor, bias, multiplier, shift, zero_point, low, high,
+                        out, first, stop):  # pragma: no cover - compiled
     """Rows ``[first, stop)`` of TFLite's int64 requantization (its int16 x int8
-    kernels) of ``acc`` ``(R, M)`` (int64, channels last): ``clamp(wrap32(wrap32((acc *
+    kernels) of the sums ``acc`` ``(R, M)`` corrected as in :func:`fixed_point_rows`
+    (``acc`` below): ``clamp(wrap32(wrap32((acc *
     reduced[m] + 2**(14 - shift[m])) >> (15 - shift[m])) + zero_point), low, high)``
     with the multiplier cut to 15 bits, ``reduced = (multiplier + 2**15) >> 16``
     (``0x7FFF`` from ``0x7FFF0000`` up), as
     :func:`convtranspose._frontends.fixed_point.multiply_by_quantized_multiplier_64`
     does, step for step in int64 (the same integer operations, so the same values)."""
+    places = share.shape[0]
     for r in range(first, stop):
+        place = r % places
         for m in range(acc.shape[1]):
-            factor = multiplier[m]
-            reduced = (factor + (1 << 15)) >> 16 if factor < 0x7FFF0000 else np.int64(0x7FFF)
+            whole = np.int64(acc[r, m]) - factor * np.int64(share[place, m]) + bias[m]
+            reduced = (multiplier[m] + (1 << 15)) >> 16 if multiplier[m] < 0x7FFF0000 else (
+                np.int64(0x7FFF))
             total = 15 - shift[m]
-            value = _wrap32((acc[r, m] * reduced + (np.int64(1) << (total - 1))) >> total)
+            value = _wrap32((whole * reduced + (np.int64(1) << (total - 1))) >> total)
             value = _wrap32(value + zero_point)
             out[r, m] = min(max(value, low), high)
 
