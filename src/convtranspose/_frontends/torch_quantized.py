@@ -38,7 +38,7 @@ from .._plan import dialects as _dialects
 from .._runtime.caches import kept
 from .._runtime.target import host
 from .fixed_point import wrap32
-from .quantized import check_out, exact_sum, integer_zero_point, kept_weights
+from .quantized import check_out, exact_sum, integer_zero_point, kept_weights, offset_sums
 from .specs import as_array, resolve_plan
 
 if TYPE_CHECKING:
@@ -163,9 +163,11 @@ def _onednn(acc, input_scale, weight_scale, bias, output_scale):
 
 
 def _compiled_requantize(acc, engine, input_scale, weight_scale, bias, output_scale,
-                         output_zero_point, per_channel, threads) -> np.ndarray | None:
+                         output_zero_point, per_channel, threads, correction=(0, None)
+                         ) -> np.ndarray | None:
     """:func:`torch_requantize` in one compiled pass with the same steps
-    (:func:`convtranspose._kernels.requantize.torch_requantized`), or None."""
+    (:func:`convtranspose._kernels.requantize.torch_requantized`, which subtracts
+    ``correction``'s ``factor * share``), or None."""
     from .._kernels.requantize import torch_requantized
 
     channels = acc.shape[1]
@@ -181,7 +183,7 @@ def _compiled_requantize(acc, engine, input_scale, weight_scale, bias, output_sc
         offset = bias
     return torch_requantized(acc, ("fbgemm", "qnnpack", "onednn").index(engine),
                              np.broadcast_to(scale, (channels,)), offset, integer_bias,
-                             destination, output_zero_point, threads)
+                             destination, output_zero_point, threads, *correction)
 
 
 def torch_requantize(acc: np.ndarray, engine: str, input_scale: float,
@@ -283,7 +285,10 @@ def _bias(value: object) -> np.ndarray | None:
 
 
 def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
-    """The exact sum of the centred operands, then the engine's requantization."""
+    """The exact sum of the centred operands, then the engine's requantization: by the
+    integer kernels on the input as it is, its zero point's share subtracted in the
+    requantization's pass (:func:`offset_sums`), else :func:`exact_sum` of the
+    centred input and :func:`torch_requantize`."""
     input_scale, input_zero, weight_scale, weight_zero, output_scale, output_zero = params
     rank = weight.ndim - 2
     # 8-bit values minus their zero points fit int16: a quarter of int64's bytes to
@@ -291,8 +296,6 @@ def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
     zero = weight_zero.reshape((1, -1) + (1,) * rank if weight_zero.size > 1 else ())
     centred = kept_weights(weight, ("int16", zero.shape, zero.tobytes()),
                            lambda w: np.subtract(w, zero, dtype=np.int16))
-    acc = exact_sum(plan, np.subtract(data, input_zero.reshape(()), dtype=np.int16), centred,
-                    None, names=("input", "weight", "bias"))
     channels = plan.output_shape[1]
     per_channel = weight_scale.size > 1
     # Output channel g * C_out/groups + j takes the scale of the weight's column j.
@@ -300,9 +303,24 @@ def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
     if engine == "x86":
         engine = "onednn" if x86_uses_onednn(weight_zero, plan.groups,
                                              plan.output_padding) else "fbgemm"
-    return torch_requantize(acc, engine, float(input_scale.reshape(())), scales, bias,
-                            float(output_scale.reshape(())),
-                            int(output_zero.reshape(())), per_channel)
+    steps = (engine, float(input_scale.reshape(())), scales, bias,
+             float(output_scale.reshape(())), int(output_zero.reshape(())), per_channel)
+    summed = offset_sums(plan, data, centred, int(input_zero.reshape(())),
+                         np.dtype(np.int16))
+    if summed is not None:
+        acc, factor, share = summed
+        last = acc.ndim - 1
+        first = acc.transpose((0, last) + tuple(range(1, last)))  # channels-first view
+        result = _compiled_requantize(first, *steps, host().threads, (factor, share))
+        if result is not None:
+            return result
+        from .._kernels.requantize import corrected_sums
+
+        total = corrected_sums(acc, factor, share, None, host().threads)
+        return torch_requantize(total.transpose((0, last) + tuple(range(1, last))), *steps)
+    acc = exact_sum(plan, np.subtract(data, input_zero.reshape(()), dtype=np.int16), centred,
+                    None, names=("input", "weight", "bias"))
+    return torch_requantize(acc, *steps)
 
 
 def torch_quantized_conv_transpose(

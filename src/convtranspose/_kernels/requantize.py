@@ -169,23 +169,28 @@ def _in_acc_order(out: np.ndarray, per_row: bool, shape: tuple) -> np.ndarray:
 
 def torch_requantized(acc: np.ndarray, engine: int, scale: np.ndarray,
                       offset: np.ndarray | None, integer_bias: np.ndarray | None,
-                      destination: np.float32, zero_point: int,
-                      threads: int) -> np.ndarray | None:
+                      destination: np.float32, zero_point: int, threads: int,
+                      factor: int = 0, share: np.ndarray | None = None) -> np.ndarray | None:
     """torch's quint8 result of the exact sums ``acc`` ``(N, M, Y...)`` (int32 or
-    int64) on ``engine`` (0 fbgemm, 1 qnnpack, 2 oneDNN) with its per-channel float32
-    ``scale``, float32 ``offset`` (fbgemm's bias term, oneDNN's bias) or int32
-    ``integer_bias`` (QNNPACK's) and oneDNN's ``destination`` reciprocal scale, in one
-    compiled pass (:func:`._numba.requantize.torch_rows`), in ``acc``'s memory order;
-    None for an empty ``acc`` or another layout."""
+    int64; minus ``factor * share`` where given, as in :func:`corrected_sums`, for the
+    channels-first view of channels-last sums) on ``engine`` (0 fbgemm, 1 qnnpack, 2
+    oneDNN) with its per-channel float32 ``scale``, float32 ``offset`` (fbgemm's bias
+    term, oneDNN's bias) or int32 ``integer_bias`` (QNNPACK's) and oneDNN's
+    ``destination`` reciprocal scale, in one compiled pass
+    (:func:`._numba.requantize.torch_rows`), in ``acc``'s memory order; None for an
+    empty ``acc`` or another layout."""
     layout = None if acc.size == 0 or acc.dtype.kind != "i" else _rows(acc)
-    if layout is None:
+    if layout is None or (share is not None and layout[1]):
         return None
     from ._numba.requantize import torch_rows
 
     rows, per_row, shape = layout
     channels = scale.shape[0]
     out = np.empty(rows.shape, np.uint8)
-    args = (rows, per_row, engine, np.ascontiguousarray(scale, np.float32),
+    places = np.zeros((1, rows.shape[1]), np.int32) if share is None else share.reshape(
+        -1, rows.shape[1])
+    args = (rows, places, np.int64(factor), per_row, engine,
+            np.ascontiguousarray(scale, np.float32),
             np.zeros(channels, np.float32) if offset is None
             else np.ascontiguousarray(offset, np.float32),
             np.zeros(channels, np.int64) if integer_bias is None

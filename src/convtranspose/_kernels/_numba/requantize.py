@@ -170,66 +170,76 @@ def _onednn_value(whole, scale, offset, integer_bias, destination,
 # inside one loop, and the channel index too, LLVM kept the loop scalar (8x the time of
 # these vectorized loops on an Intel Xeon, benchmarks/results/quantized-calls-xeon.json).
 @cached_njit(nogil=True)
-def _fbgemm_rows(acc, per_row, scale, offset, integer_bias, destination, zero, out, first,
-                 stop):  # pragma: no cover - compiled
+def _fbgemm_rows(acc, share, factor, per_row, scale, offset, integer_bias, destination,
+                 zero, out, first, stop):  # pragma: no cover - compiled
     """Rows ``[first, stop)`` of :func:`torch_rows` on fbgemm."""
-    channels = scale.shape[0]
+    channels, places = scale.shape[0], share.shape[0]
     for r in range(first, stop):
+        place = r % places
         if per_row:
             m = r % channels
-            factor, shift, addend = scale[m], offset[m], integer_bias[m]
+            multiplier, shift, addend = scale[m], offset[m], integer_bias[m]
             for i in range(acc.shape[1]):
-                out[r, i] = _x86_store(_fbgemm_value(_wrap32(np.int64(acc[r, i])), factor, shift,
-                                                    addend, destination, zero), zero)
+                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
+                value = _fbgemm_value(whole, multiplier, shift, addend, destination, zero)
+                out[r, i] = _x86_store(value, zero)
         else:
             for i in range(acc.shape[1]):
-                out[r, i] = _x86_store(_fbgemm_value(_wrap32(np.int64(acc[r, i])), scale[i],
-                                                    offset[i], integer_bias[i], destination,
-                                                    zero), zero)
+                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
+                value = _fbgemm_value(whole, scale[i], offset[i], integer_bias[i],
+                                      destination, zero)
+                out[r, i] = _x86_store(value, zero)
 
 
 @cached_njit(nogil=True)
-def _qnnpack_rows(acc, per_row, scale, offset, integer_bias, destination, zero, out, first,
-                  stop):  # pragma: no cover - compiled
+def _qnnpack_rows(acc, share, factor, per_row, scale, offset, integer_bias, destination,
+                  zero, out, first, stop):  # pragma: no cover - compiled
     """Rows ``[first, stop)`` of :func:`torch_rows` on qnnpack."""
-    channels = scale.shape[0]
+    channels, places = scale.shape[0], share.shape[0]
     for r in range(first, stop):
+        place = r % places
         if per_row:
             m = r % channels
-            factor, shift, addend = scale[m], offset[m], integer_bias[m]
+            multiplier, shift, addend = scale[m], offset[m], integer_bias[m]
             for i in range(acc.shape[1]):
-                out[r, i] = _x86_store(_qnnpack_value(_wrap32(np.int64(acc[r, i])), factor, shift,
-                                                     addend, destination, zero), zero)
+                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
+                value = _qnnpack_value(whole, multiplier, shift, addend, destination, zero)
+                out[r, i] = _x86_store(value, zero)
         else:
             for i in range(acc.shape[1]):
-                out[r, i] = _x86_store(_qnnpack_value(_wrap32(np.int64(acc[r, i])), scale[i],
-                                                     offset[i], integer_bias[i], destination,
-                                                     zero), zero)
+                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
+                value = _qnnpack_value(whole, scale[i], offset[i], integer_bias[i],
+                                       destination, zero)
+                out[r, i] = _x86_store(value, zero)
 
 
 @cached_njit(nogil=True)
-def _onednn_rows(acc, per_row, scale, offset, integer_bias, destination, zero, out, first,
-                 stop):  # pragma: no cover - compiled
+def _onednn_rows(acc, share, factor, per_row, scale, offset, integer_bias, destination,
+                 zero, out, first, stop):  # pragma: no cover - compiled
     """Rows ``[first, stop)`` of :func:`torch_rows` on oneDNN."""
-    channels = scale.shape[0]
+    channels, places = scale.shape[0], share.shape[0]
     for r in range(first, stop):
+        place = r % places
         if per_row:
             m = r % channels
-            factor, shift, addend = scale[m], offset[m], integer_bias[m]
+            multiplier, shift, addend = scale[m], offset[m], integer_bias[m]
             for i in range(acc.shape[1]):
-                out[r, i] = _x86_store(_onednn_value(_wrap32(np.int64(acc[r, i])), factor, shift,
-                                                    addend, destination, zero), zero)
+                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
+                value = _onednn_value(whole, multiplier, shift, addend, destination, zero)
+                out[r, i] = _x86_store(value, zero)
         else:
             for i in range(acc.shape[1]):
-                out[r, i] = _x86_store(_onednn_value(_wrap32(np.int64(acc[r, i])), scale[i],
-                                                    offset[i], integer_bias[i], destination,
-                                                    zero), zero)
+                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
+                value = _onednn_value(whole, scale[i], offset[i], integer_bias[i],
+                                      destination, zero)
+                out[r, i] = _x86_store(value, zero)
 
 
-def torch_rows(acc, per_row, engine, scale, offset, integer_bias, destination, zero_point,
-               out, first, stop) -> None:
-    """Rows ``[first, stop)`` of torch's quantized result of the exact sums ``acc``
-    ``(R, L)`` (C-contiguous; channel ``r % M`` where ``per_row``, else ``i``), on
+def torch_rows(acc, share, factor, per_row, engine, scale, offset, integer_bias,
+               destination, zero_point, out, first, stop) -> None:
+    """Rows ``[first, stop)`` of torch's quantized result of the exact sums ``acc[r, i] -
+    factor * share[r % P, i]`` (``acc`` ``(R, L)`` C-contiguous, the correction as in
+    :func:`corrected_rows`; channel ``r % M`` where ``per_row``, else ``i``), on
     ``engine`` 0 (fbgemm: ``rint((float32(acc) + offset[m]) * scale[m])``), 1 (qnnpack:
     ``rint(float32(wrap32(acc + integer_bias[m])) * scale[m])``) or 2 (oneDNN:
     ``rint(clip((float32(acc) * scale[m] + offset[m]) * destination + zero_point, 0,
@@ -240,8 +250,8 @@ def torch_rows(acc, per_row, engine, scale, offset, integer_bias, destination, z
     ``integer_bias`` are zeros: adding them changes no integer's float32 (never -0.0),
     nor oneDNN's result after the store."""
     rows = (_fbgemm_rows, _qnnpack_rows, _onednn_rows)[engine]
-    rows(acc, per_row, scale, offset, integer_bias, destination, np.float32(zero_point), out,
-         first, stop)
+    rows(acc, share, factor, per_row, scale, offset, integer_bias, destination,
+         np.float32(zero_point), out, first, stop)
 
 
 @cached_njit(nogil=True)
