@@ -4,8 +4,8 @@
 
 Per layer (``convtranspose bench --quantized``'s fixed layers), back-to-back calls in
 alternating rounds of: ``qlinear_conv_transpose`` without and with an int32 bias (the
-array function), the same through ``ct.prepare``, and TFLite's int8 and torch's
-quantized dialect with a bias (the array functions).  Prints the median milliseconds
+array function), the same through ``ct.prepare``, and TFLite's int8, torch's and
+oneDNN's quantized dialects with a bias (the array functions).  Prints the median milliseconds
 of each with the CPU and the load average; ``--out`` writes them as JSON.  To compare
 two builds, run it under each (``PYTHONPATH=OLD/src``) alternately.
 """
@@ -46,6 +46,7 @@ def _calls(n, ci, co, size, k, s, p, rng):
     out = (size - 1) * s - 2 * p + k
     nhwc = np.ascontiguousarray(np.moveaxis(x, 1, -1)).view(np.int8)
     ohwi = np.ascontiguousarray(np.transpose(w, (1, 2, 3, 0)))
+    hwio = np.ascontiguousarray(np.transpose(w, (2, 3, 0, 1)))
     lite = dict(input_scale=0.02, input_zero_point=0, weights_scale=np.full(co, 0.01),
                 weights_zero_point=np.zeros(co, np.int64), output_scale=0.5,
                 output_zero_point=-8, padding="SAME" if p else "VALID", stride_h=s,
@@ -61,6 +62,11 @@ def _calls(n, ci, co, size, k, s, p, rng):
     calls = {"qlinear": qlinear(), "qlinear B": qlinear(B=bias),
              "prepared": lambda: plain(x), "prepared B": lambda: biased(x),
              "torch B": lambda: ct.torch_quantized_conv_transpose(x, w, real, **torch_like)}
+    calls["onednn B"] = lambda: ct.onednn_quantized_conv_transpose(
+        nhwc.view(np.uint8), hwio, real, src_scale=np.float32(0.02),
+        wei_scales=np.full(co, 0.01, np.float32), dst_scale=np.float32(0.5),
+        src_zero_point=np.int32(128), dst_zero_point=np.int32(120), strides=[s, s],
+        pads_begin=[p, p], pads_end=[p, p])
     if p == (k - s) // 2 and (k - s) % 2 == 0:  # TFLite's SAME or VALID padding
         calls["tflite B"] = lambda: ct.tflite_quantized_transpose_conv(
             [n, out, out, co], ohwi, nhwc, bias, **lite)

@@ -32,6 +32,7 @@ from .quantized import (
     float32_scale,
     integer_zero_point,
     kept_weights,
+    offset_sums,
     typed_operand,
 )
 from .specs import as_array, resolve_plan
@@ -79,10 +80,13 @@ def _bias(value: object) -> np.ndarray | None:
 def onednn_requantize(acc: np.ndarray, channel_axis: int, src_scale: np.ndarray | None,
                       wei_scales: np.ndarray | None, bias: np.ndarray | None,
                       dst_scale: np.ndarray | None, dst_zero_point: np.ndarray | None,
-                      dst_type: str, scaling: str = "jit") -> np.ndarray:
+                      dst_type: str, scaling: str = "jit",
+                      correction: tuple = (0, None)) -> np.ndarray:
     """oneDNN's steps after the int32 sum ``acc`` (int32, or int64 holding int32 values), one
     float32 operation each, in its kernels' order; an attribute that is None is not set
-    and its step is skipped (as oneDNN skips it).
+    and its step is skipped (as oneDNN skips it).  ``correction``: ``(factor, share)``
+    of channels-last sums of :func:`offset_sums`, whose exact sums are ``acc - factor *
+    share``, wrapped to int32 here.
 
     ``scaling="jit"``: the destination scale is applied as ``float32(1 / dst_scale)``
     (the reciprocal oneDNN's JIT kernels take once per call); ``"reference"``: divided
@@ -98,9 +102,13 @@ def onednn_requantize(acc: np.ndarray, channel_axis: int, src_scale: np.ndarray 
         attributes = (None if src_scale is None else src_scale.reshape(()), wei_scales, bias,
                       dst, None if dst_zero_point is None else F32(dst_zero_point.reshape(())))
         result = onednn_requantized(acc, channel_axis == -1, attributes, scaling != "jit",
-                                    (low, high), dtype, host().threads)
+                                    (low, high), dtype, host().threads, *correction)
         if result is not None:
             return result
+    if correction[1] is not None:  # (offset_sums ran: numba is there)
+        from .._kernels.requantize import corrected_sums
+
+        acc = wrap32(corrected_sums(acc, correction[0], correction[1], None, host().threads))
     shape = [1] * acc.ndim
     shape[channel_axis] = -1
     value = acc.astype(F32)  # cvtdq2ps: exact while |acc| <= 2**24
@@ -165,6 +173,14 @@ def _resolve(data, weights, bias, scales, zero_points, dst_type, scaling, geomet
         dst_dtype=dst_type, scaling=scaling, **geometry)
     _check_reciprocal(scales[2], scaling)
     return plan
+
+
+def _offset_sums(plan, data, weights, src_zero_point, output_shape):
+    """``(acc, factor, share)`` of :func:`offset_sums` on the source as it is, or None."""
+    zero = 0 if src_zero_point is None else int(src_zero_point.reshape(()))
+    narrow = np.int16 if abs(zero) <= 2 ** 15 - 256 else np.int64  # as _int32_sum's
+    wide = kept_weights(weights, ("int64",), lambda w: w.astype(np.int64))
+    return offset_sums(plan, data, wide, zero, np.dtype(narrow), output_shape)
 
 
 def _int32_sum(plan, data, weights, src_zero_point, output_shape) -> np.ndarray:
@@ -261,9 +277,17 @@ def onednn_quantized_conv_transpose(
                     weights_format=weights_format, output_shape=output_shape)
     plan = _resolve(data, weights, offsets, scales, zero_points, dst_type, scaling, geometry)
     check_out(out, plan.output_shape, _DESTINATIONS[dst_type][0])
-    acc = _int32_sum(plan, data, weights, zero_points[0], output_shape)
-    result = onednn_requantize(acc, -1 if plan.channels_last else 1, scales[0], scales[1],
-                               offsets, scales[2], zero_points[1], dst_type, scaling)
+    steps = (scales[0], scales[1], offsets, scales[2], zero_points[1], dst_type, scaling)
+    summed = _offset_sums(plan, data, weights, zero_points[0], output_shape)
+    if summed is None:
+        acc = _int32_sum(plan, data, weights, zero_points[0], output_shape)
+        result = onednn_requantize(acc, -1 if plan.channels_last else 1, *steps)
+    else:  # channels-last sums: a channels-first layer's result is a view of them
+        acc, factor, share = summed
+        result = onednn_requantize(acc, -1, *steps, correction=(factor, share))
+        last = result.ndim - 1
+        result = result if plan.channels_last else result.transpose(
+            (0, last) + tuple(range(1, last)))
     return result if out is None else _copied(result, out)
 
 

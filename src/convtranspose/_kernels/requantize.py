@@ -233,16 +233,20 @@ def fixed_point_requantized(acc: np.ndarray, multiplier: np.ndarray, shift: np.n
 
 def onednn_requantized(acc: np.ndarray, channels_last: bool, attributes: tuple,
                        dst_scale_divides: bool, bounds: tuple, dtype: np.dtype,
-                       threads: int) -> np.ndarray | None:
+                       threads: int, factor: int = 0,
+                       share: np.ndarray | None = None) -> np.ndarray | None:
     """oneDNN's steps after the int32 sums ``acc`` (int32 or int64, C-contiguous, in the
     layer's layout: channels last ``(N, Y..., M)`` or first ``(N, M, Y...)``), in one
     compiled pass (:func:`._numba.requantize.onednn_rows`): ``attributes`` are the
     float32 source scale, per-channel weight scales and bias (``(M,)``), the destination
     scale (its reciprocal unless ``dst_scale_divides``) and the destination zero point
     as float32, each None where not set; the result ``dtype`` and, for an integer one,
-    the float32 ``bounds`` it saturates to.  None for an empty or non-contiguous
-    ``acc``."""
-    if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i":
+    the float32 ``bounds`` it saturates to.  Channels-last sums of
+    :meth:`convtranspose._kernels.int8.BlockedSums.sums` come with their ``factor``
+    and ``share`` (:func:`corrected_sums`), subtracted and wrapped to int32 in the
+    same pass.  None for an empty or non-contiguous ``acc``."""
+    if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i" or (
+            share is not None and not channels_last):
         return None
     from ._numba.requantize import onednn_rows
 
@@ -261,7 +265,10 @@ def onednn_requantized(acc: np.ndarray, channels_last: bool, attributes: tuple,
 
     low, high = bounds
     out = np.empty(rows.shape, dtype)
-    args = (rows, not channels_last, scalar(src_scale, 1), per_channel(wei_scales, 1),
+    places = np.zeros((1, rows.shape[1]), np.int32) if share is None else share.reshape(
+        -1, channels)
+    args = (rows, places, np.int64(factor), not channels_last, scalar(src_scale, 1),
+            per_channel(wei_scales, 1),
             per_channel(bias, 0), scalar(dst_scale, 1), dst_scale_divides,
             scalar(dst_zero_point, 0), (bias is not None) + 2 * (dst_zero_point is not None),
             low is not None, scalar(low, 0), scalar(high, 0), out)

@@ -255,10 +255,14 @@ def torch_rows(acc, share, factor, per_row, engine, scale, offset, integer_bias,
 
 
 @cached_njit(nogil=True)
-def onednn_rows(acc, per_row, src_scale, wei_scales, bias, dst_scale, divide, dst_zero_point,
-                adds, saturate, low, high, out, first, stop):  # pragma: no cover - compiled
+def onednn_rows(acc, share, factor, per_row, src_scale, wei_scales, bias, dst_scale, divide,
+                dst_zero_point, adds, saturate, low, high, out, first,
+                stop):  # pragma: no cover - compiled
     """Rows ``[first, stop)`` of oneDNN's steps after the int32 sums ``acc`` ``(R, L)``
-    (C-contiguous; channel ``r % M`` where ``per_row``, else ``i``): ``float32(acc) *
+    (C-contiguous; channel ``r % M`` where ``per_row``, else ``i``), less ``factor *
+    share[r % P, i]`` and wrapped to int32 as oneDNN's accumulators wrap (the
+    correction of :func:`corrected_rows`; ``factor`` 0 for sums already wrapped):
+    ``float32(acc) *
     src_scale * wei_scales[m]``, ``+ bias[m]`` (``adds & 1``), ``* dst_scale`` (the
     reciprocal, JIT) or ``/ dst_scale`` where ``divide``, ``+ dst_zero_point`` (``adds &
     2``); then, with ``saturate`` (an integer ``out``), clipped to ``[low, high]`` and
@@ -268,11 +272,13 @@ def onednn_rows(acc, per_row, src_scale, wei_scales, bias, dst_scale, divide, ds
     dividing by 1 leaves every float32 as it is, where an unset addend is skipped
     (adding 0 would turn a product that underflowed to -0.0 into +0.0).  No NaN
     reaches the clip: the scales are finite."""
-    channels = wei_scales.shape[0]
+    channels, places = wei_scales.shape[0], share.shape[0]
     for r in range(first, stop):
+        place = r % places
         for i in range(acc.shape[1]):
             m = r % channels if per_row else i
-            value = np.float32(acc[r, i]) * src_scale * wei_scales[m]
+            whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
+            value = np.float32(whole) * src_scale * wei_scales[m]
             if adds & 1:
                 value = value + bias[m]
             value = value / dst_scale if divide else value * dst_scale
