@@ -9,6 +9,12 @@ rows, the CPU model and its int8 dot-product flags to a JSON file.  Needs numba 
 CPU with AVX512-VNNI.
 
     python benchmarks/int8_kernels.py --out benchmarks/results/int8-kernels-xeon.json
+    python benchmarks/int8_kernels.py --peak
+
+``--peak`` prints instead the ``vpdpbusd`` peak of this CPU (16 independent chains of
+register-only products on one thread, then on two threads at once) and the blocked
+kernel's multiply-adds per second on each layer and layout, one and two threads, as a
+share of that peak.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import statistics
 import numpy as np
 
 from convtranspose._cli.bench import alternating_rounds, cpu_model
-from convtranspose._kernels.int8 import u8s8_blocked, u8s8_transposed
+from convtranspose._kernels.int8 import prepare_blocked_sums, u8s8_blocked, u8s8_transposed
 from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime.machine import has_vnni
 from convtranspose._runtime.target import host
@@ -41,13 +47,82 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
+def _vnni_peak(threads: int, iterations: int = 1_000_000) -> float:
+    """G multiply-adds per second of ``threads`` threads of register-only ``vpdpbusd``
+    on 16 independent chains each (the fastest of five runs)."""
+    import threading
+    import time
+
+    from convtranspose._kernels._numba.codegen import compile_source
+
+    lanes, chains = 16, 16
+    lines = ["def peak(buffer, count):"]
+    lines += [f"    a{i} = vector_load(buffer, {i * lanes}, {lanes})" for i in range(chains)]
+    lines += [f"    x = vector_load(buffer, {chains * lanes}, {lanes})",
+              f"    y = vector_load(buffer, {(chains + 1) * lanes}, {lanes})",
+              "    for _ in range(count):"]
+    lines += [f"        a{i} = vector_dot_bytes(x, y, a{i})" for i in range(chains)]
+    lines += [f"    vector_store(buffer, {i * lanes}, a{i})" for i in range(chains)]
+    peak = compile_source("\n".join(lines) + "\n", "peak")
+    buffers = [np.full((chains + 2) * lanes, 0x01010101, np.int32) for _ in range(threads)]
+    peak(buffers[0], 1)
+    fastest = float("inf")
+    for _ in range(5):
+        workers = [threading.Thread(target=peak, args=(b, iterations)) for b in buffers]
+        start = time.perf_counter()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        fastest = min(fastest, time.perf_counter() - start)
+    return threads * 64 * chains * iterations / fastest / 1e9
+
+
+def _rates(repeat: int) -> list[dict]:
+    """The blocked kernel's rate on each layer, layout and thread count, with the
+    peak of as many threads."""
+    peaks = {threads: _vnni_peak(threads) for threads in (1, 2)}
+    print(f"vpdpbusd peak: {peaks[1]:.0f} G multiply-adds/s on one thread,"
+          f" {peaks[2]:.0f} on two")
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, n, ci, co, size, k, s, p, out, groups in LAYERS:
+        axes = (AxisPlan(size, k, s, 1, p, out),) * 2
+        weights = rng.integers(-63, 64, (groups, ci // groups, co // groups, k, k))
+        weights = weights.astype(np.int8)
+        macs = n * ci * (co // groups) * k * k * size * size
+        for channels_last in (False, True):
+            shape = (n, size, size, ci) if channels_last else (n, ci, size, size)
+            data = rng.integers(0, 256, shape).astype(np.uint8)
+            for threads in (1, 2):
+                target = host().replace(threads=threads)
+                sums = prepare_blocked_sums("bytes", n, weights, axes, channels_last, target)
+                samples = alternating_rounds({"sums": lambda: sums.sums(data)}, repeat,
+                                             warmup=2, pause=0)["sums"]
+                rate = macs / statistics.median(samples) / 1e9
+                rows.append(dict(layer=name, layout="NXC" if channels_last else "NCX",
+                                 threads=threads, gmacs=rate, share=rate / peaks[threads]))
+                print(f"{name:40s} {rows[-1]['layout']} {threads} thread(s):"
+                      f" {rate:5.0f} G multiply-adds/s, {rows[-1]['share']:.0%} of the peak")
+    return [dict(peak_gmacs=peaks)] + rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--out", help="write the rows and the CPU's name to this JSON file")
+    parser.add_argument("--peak", action="store_true",
+                        help="the vpdpbusd peak and the blocked kernel's share of it")
     args = parser.parse_args(argv)
     if not has_vnni():
         raise SystemExit("this CPU has no AVX512-VNNI: the byte products cannot run here")
+    if args.peak:
+        print(f"CPU: {cpu_model()}")
+        rows = _rates(args.repeat)
+        if args.out:
+            with open(args.out, "w", encoding="utf-8") as file:
+                json.dump({"cpu": cpu_model(), "rows": rows}, file, indent=1)
+        return 0
     target = host()
     rng = np.random.default_rng(0)
     rows = []
