@@ -567,6 +567,10 @@ def good():
     (dict(B=np.zeros(3, np.int64)), TypeError, "B has dtype int64"),
     (dict(x_scale=np.float32(0)), ct.ConvTransposeError, "x_scale must be positive"),
     (dict(y_scale=-1.0), ct.ConvTransposeError, "y_scale must be positive"),
+    (dict(x_scale=np.float32(np.nan)), ct.ConvTransposeError, "x_scale must be positive"),
+    (dict(y_scale=np.float32([np.inf])), ct.ConvTransposeError, "y_scale must be positive"),
+    (dict(x_scale=1e39), ct.ConvTransposeError, "x_scale must be positive"),  # inf as float32
+    (dict(w_scale=np.float64(1e-50)), ct.ConvTransposeError, "w_scale must be positive"),
     (dict(w_scale=np.float32([0.1, np.inf, 0.1]), w_zero_point=np.int8([0, 0, 0])),
      ct.ConvTransposeError, "w_scale must be positive"),
     (dict(x_scale=np.float32([0.1, 0.2])), ct.ConvTransposeError, "x_scale has shape"),
