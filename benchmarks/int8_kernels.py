@@ -50,9 +50,7 @@ def _load() -> float:
 def _vnni_peak(threads: int, iterations: int = 1_000_000) -> float:
     """G multiply-adds per second of ``threads`` threads of register-only ``vpdpbusd``
     on 16 independent chains each (the fastest of five runs)."""
-    import threading
-    import time
-
+    from convtranspose._cli.bench.machine import fastest_together
     from convtranspose._kernels._numba.codegen import compile_source
 
     lanes, chains = 16, 16
@@ -65,17 +63,9 @@ def _vnni_peak(threads: int, iterations: int = 1_000_000) -> float:
     lines += [f"    vector_store(buffer, {i * lanes}, a{i})" for i in range(chains)]
     peak = compile_source("\n".join(lines) + "\n", "peak")
     buffers = [np.full((chains + 2) * lanes, 0x01010101, np.int32) for _ in range(threads)]
-    peak(buffers[0], 1)
-    fastest = float("inf")
-    for _ in range(5):
-        workers = [threading.Thread(target=peak, args=(b, iterations)) for b in buffers]
-        start = time.perf_counter()
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
-        fastest = min(fastest, time.perf_counter() - start)
-    return threads * 64 * chains * iterations / fastest / 1e9
+    peak(buffers[0], 1)  # compiled outside the timing
+    seconds = fastest_together(peak, buffers, iterations, rounds=5)
+    return threads * 64 * chains * iterations / seconds / 1e9
 
 
 def _rates(repeat: int) -> list[dict]:

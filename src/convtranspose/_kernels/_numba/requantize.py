@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._runtime.caches import kept
 from .kernel_cache import cached_njit
 
 __all__ = ["corrected_rows", "corrected_sum_rows", "fixed_point_64_rows", "fixed_point_rows", "onednn_rows",
@@ -166,73 +167,15 @@ def _onednn_value(whole, scale, offset, integer_bias, destination,
     return np.rint(real) - zero
 
 
-# One row loop per engine, each with its own value function: with the engine chosen
-# inside one loop, and the channel index too, LLVM kept the loop scalar (8x the time of
-# these vectorized loops on an Intel Xeon, benchmarks/results/quantized-calls-xeon.json).
-@cached_njit(nogil=True)
-def _fbgemm_rows(acc, share, factor, per_row, scale, offset, integer_bias, destination,
-                 zero, out, first, stop):  # pragma: no cover - compiled
-    """Rows ``[first, stop)`` of :func:`torch_rows` on fbgemm."""
-    channels, places = scale.shape[0], share.shape[0]
-    for r in range(first, stop):
-        place = r % places
-        if per_row:
-            m = r % channels
-            multiplier, shift, addend = scale[m], offset[m], integer_bias[m]
-            for i in range(acc.shape[1]):
-                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
-                value = _fbgemm_value(whole, multiplier, shift, addend, destination, zero)
-                out[r, i] = _x86_store(value, zero)
-        else:
-            for i in range(acc.shape[1]):
-                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
-                value = _fbgemm_value(whole, scale[i], offset[i], integer_bias[i],
-                                      destination, zero)
-                out[r, i] = _x86_store(value, zero)
+@kept("compiled kernels", maxsize=None)
+def _engine_rows(engine: int):
+    """The row loop of :func:`torch_rows` for ``engine`` (``templates/torch_rows.py``
+    with the engine's value function), compiled on first use."""
+    from .codegen import compile_template
 
-
-@cached_njit(nogil=True)
-def _qnnpack_rows(acc, share, factor, per_row, scale, offset, integer_bias, destination,
-                  zero, out, first, stop):  # pragma: no cover - compiled
-    """Rows ``[first, stop)`` of :func:`torch_rows` on qnnpack."""
-    channels, places = scale.shape[0], share.shape[0]
-    for r in range(first, stop):
-        place = r % places
-        if per_row:
-            m = r % channels
-            multiplier, shift, addend = scale[m], offset[m], integer_bias[m]
-            for i in range(acc.shape[1]):
-                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
-                value = _qnnpack_value(whole, multiplier, shift, addend, destination, zero)
-                out[r, i] = _x86_store(value, zero)
-        else:
-            for i in range(acc.shape[1]):
-                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
-                value = _qnnpack_value(whole, scale[i], offset[i], integer_bias[i],
-                                       destination, zero)
-                out[r, i] = _x86_store(value, zero)
-
-
-@cached_njit(nogil=True)
-def _onednn_rows(acc, share, factor, per_row, scale, offset, integer_bias, destination,
-                 zero, out, first, stop):  # pragma: no cover - compiled
-    """Rows ``[first, stop)`` of :func:`torch_rows` on oneDNN."""
-    channels, places = scale.shape[0], share.shape[0]
-    for r in range(first, stop):
-        place = r % places
-        if per_row:
-            m = r % channels
-            multiplier, shift, addend = scale[m], offset[m], integer_bias[m]
-            for i in range(acc.shape[1]):
-                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
-                value = _onednn_value(whole, multiplier, shift, addend, destination, zero)
-                out[r, i] = _x86_store(value, zero)
-        else:
-            for i in range(acc.shape[1]):
-                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
-                value = _onednn_value(whole, scale[i], offset[i], integer_bias[i],
-                                      destination, zero)
-                out[r, i] = _x86_store(value, zero)
+    value = (_fbgemm_value, _qnnpack_value, _onednn_value)[engine]
+    return compile_template("torch_rows", dict(
+        np=np, value=value, wrap32=_wrap32, x86_store=_x86_store))["rows"]
 
 
 def torch_rows(acc, share, factor, per_row, engine, scale, offset, integer_bias,
@@ -249,9 +192,8 @@ def torch_rows(acc, share, factor, per_row, engine, scale, offset, integer_bias,
     comparisons, which keep a NaN as ``np.clip`` does).  Without a bias ``offset`` and
     ``integer_bias`` are zeros: adding them changes no integer's float32 (never -0.0),
     nor oneDNN's result after the store."""
-    rows = (_fbgemm_rows, _qnnpack_rows, _onednn_rows)[engine]
-    rows(acc, share, factor, per_row, scale, offset, integer_bias, destination,
-         np.float32(zero_point), out, first, stop)
+    _engine_rows(engine)(acc, share, factor, per_row, scale, offset, integer_bias,
+                         destination, np.float32(zero_point), out, first, stop)
 
 
 @cached_njit(nogil=True)
