@@ -41,7 +41,7 @@ from ._frontends.openvino_quantized import (
     fake_quantize_group_convolution_backprop_data,
 )
 from ._frontends.prepared import PreparedLayer, PreparedQuantizedLayer, prepare
-from ._frontends.quantized import qlinear_conv_transpose
+from ._frontends.qlinear import qlinear_conv_transpose
 from ._frontends.specs import (
     clear_caches,
     conv_transpose,

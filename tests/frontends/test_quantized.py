@@ -167,7 +167,7 @@ def sum_in(request, monkeypatch):
     int16 pair products (x86; here with VNNI switched off), float32 passes over the
     input channels (every layer whose single channel's taps fit), float64 and int64
     (taken here by switching off the ways before them)."""
-    from convtranspose._frontends import quantized
+    from convtranspose._frontends import qlinear, quantized
     from convtranspose._runtime.machine import has_vnni, integer_vector_bytes
 
     if request.param == "vnni" and not has_vnni():
@@ -178,7 +178,7 @@ def sum_in(request, monkeypatch):
         monkeypatch.setattr(quantized, "has_vnni", lambda: False)
     if request.param not in ("vnni", "pairs"):
         monkeypatch.setattr(quantized, "integer_sum", lambda *arguments: None)
-        monkeypatch.setattr(quantized, "integer_qlinear", lambda *arguments: None)
+        monkeypatch.setattr(qlinear, "integer_qlinear", lambda *arguments: None)
     if request.param in ("float64", "int64"):
         monkeypatch.setattr(quantized, "FLOAT32_EXACT", 0)
     if request.param == "int64":

@@ -278,17 +278,24 @@ def onednn_quantized_conv_transpose(
     plan = _resolve(data, weights, offsets, scales, zero_points, dst_type, scaling, geometry)
     check_out(out, plan.output_shape, _DESTINATIONS[dst_type][0])
     steps = (scales[0], scales[1], offsets, scales[2], zero_points[1], dst_type, scaling)
-    summed = _offset_sums(plan, data, weights, zero_points[0], output_shape)
-    if summed is None:
-        acc = _int32_sum(plan, data, weights, zero_points[0], output_shape)
-        result = onednn_requantize(acc, -1 if plan.channels_last else 1, *steps)
-    else:  # channels-last sums: a channels-first layer's result is a view of them
-        acc, factor, share = summed
-        result = onednn_requantize(acc, -1, *steps, correction=(factor, share))
-        last = result.ndim - 1
-        result = result if plan.channels_last else result.transpose(
-            (0, last) + tuple(range(1, last)))
+    result = _compute(plan, data, weights, zero_points[0], steps, output_shape)
     return result if out is None else _copied(result, out)
+
+
+def _compute(plan, data, weights, src_zero_point, steps, output_shape) -> np.ndarray:
+    """The int32 sums, then :func:`onednn_requantize` (``steps``: its arguments after
+    the sums and the channel axis): by the integer kernels on the source as it is
+    (:func:`_offset_sums`), else :func:`_int32_sum` of the centred source."""
+    summed = _offset_sums(plan, data, weights, src_zero_point, output_shape)
+    if summed is None:
+        acc = _int32_sum(plan, data, weights, src_zero_point, output_shape)
+        return onednn_requantize(acc, -1 if plan.channels_last else 1, *steps)
+    # Channels-last sums: a channels-first layer's result is a view of them.
+    acc, factor, share = summed
+    result = onednn_requantize(acc, -1, *steps, correction=(factor, share))
+    last = result.ndim - 1
+    return result if plan.channels_last else result.transpose(
+        (0, last) + tuple(range(1, last)))
 
 
 def _copied(result: np.ndarray, out: np.ndarray) -> np.ndarray:

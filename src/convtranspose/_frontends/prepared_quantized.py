@@ -14,7 +14,7 @@ weights memo without comparing the filter's bytes on each call
 
 A ``qlinear_conv_transpose`` layer also keeps, per input shape and dtype of ndarray data
 (after one call of the function), a prepared call
-(:func:`convtranspose._frontends.quantized.prepare_qlinear`): operands checked, plan
+(:func:`convtranspose._frontends.qlinear.prepare_qlinear`): operands checked, plan
 resolved and integer kernel set up once, so a repeated call centres, sums and
 requantizes the data and little else.  Its sums are exact, so its bytes are the
 function's; where its kernels decline the data, the function runs.
@@ -34,7 +34,7 @@ from .._errors import ConvTransposeError
 from .._plan import dialects as _dialects
 from .._runtime.memo import frozen, own
 from .._runtime.target import host
-from .quantized import prepare_qlinear
+from .qlinear import prepare_qlinear
 
 __all__ = ["PreparedQuantizedLayer"]
 
@@ -42,7 +42,7 @@ __all__ = ["PreparedQuantizedLayer"]
 _SHAPES_KEPT = 16
 
 #: The dialects with a prepared call: ``prepare(arguments, data) -> call(data) or None``
-#: (:func:`convtranspose._frontends.quantized.prepare_qlinear`); the others run their
+#: (:func:`convtranspose._frontends.qlinear.prepare_qlinear`); the others run their
 #: array function on every call.
 _PREPARERS = {"qlinear_conv_transpose": prepare_qlinear}
 

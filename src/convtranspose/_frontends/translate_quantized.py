@@ -180,7 +180,7 @@ class QuantizedTranslation:
     def run(self, data, filter, bias=None):
         """The source layer's output, computed by the target's function of this library
         on :meth:`operands` and brought back to the source's type and layout."""
-        from .quantized import qlinear_conv_transpose
+        from .qlinear import qlinear_conv_transpose
         from .tflite_quantized import tflite_quantized_transpose_conv
         from .torch_quantized import torch_quantized_conv_transpose
 

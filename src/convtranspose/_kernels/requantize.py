@@ -36,7 +36,7 @@ def requantized(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
     """``saturate(round_half_to_even(float32(acc) * multiplier[m] / y_scale) +
     y_zero_point)`` of the sums ``acc`` ``(N, M, Y...)`` (int32, int64, float32 or
     float64), in one compiled pass with the same float32 steps as
-    :func:`convtranspose._frontends.quantized.requantize`'s NumPy ones, in ``acc``'s
+    :func:`convtranspose._frontends.qlinear.requantize`'s NumPy ones, in ``acc``'s
     memory order (C-contiguous, or a channels-last array's channels-first view, as the
     VNNI sum returns it): the result has that order too, as NumPy's ``astype`` keeps it.
     None for other layouts, an empty ``acc``, a result type other than uint8 and int8, or
