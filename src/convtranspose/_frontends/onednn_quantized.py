@@ -292,7 +292,9 @@ def _compute(plan, data, weights, src_zero_point, steps, output_shape) -> np.nda
         return onednn_requantize(acc, -1 if plan.channels_last else 1, *steps)
     # Channels-last sums: a channels-first layer's result is a view of them.
     acc, factor, share = summed
-    result = onednn_requantize(acc, -1, *steps, correction=(factor, share))
+    src_scale, wei_scales, bias, dst_scale, dst_zero_point, dst_type, scaling = steps
+    result = onednn_requantize(acc, -1, src_scale, wei_scales, bias, dst_scale, dst_zero_point,
+                               dst_type, scaling, correction=(factor, share))
     last = result.ndim - 1
     return result if plan.channels_last else result.transpose(
         (0, last) + tuple(range(1, last)))
