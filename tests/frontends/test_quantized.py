@@ -340,6 +340,50 @@ def test_calls_of_one_filter_with_other_operands_each_match_the_oracle():
             result, oracle_requantize(acc, 0.02, 0.01, y_scale, y_zero))
 
 
+def test_a_kept_call_of_the_function_keeps_the_memory_limit():
+    """The function's set-up kept from earlier calls still checks the memory limit on
+    each call: refused under a lower limit, computed again above it."""
+    rng = np.random.default_rng(23)
+    x = rng.integers(0, 256, (1, 8, 6, 6)).astype(np.uint8)
+    w = rng.integers(-128, 128, (8, 4, 3, 3)).astype(np.int8)
+    args = (np.float32(0.02), np.uint8(3), w, np.float32(0.01), np.int8(0),
+            np.float32(0.05), np.uint8(128))
+    first = ct.qlinear_conv_transpose(x, *args, strides=[2, 2])
+    np.testing.assert_array_equal(ct.qlinear_conv_transpose(x, *args, strides=[2, 2]), first)
+    with ct.limit_memory(64):
+        with pytest.raises(ct.ResultTooLargeError):
+            ct.qlinear_conv_transpose(x, *args, strides=[2, 2])
+    acc = oracle_sum(x.astype(np.int64) - 3, w.astype(np.int64), None, 1, [2, 2],
+                     [0, 0, 0, 0], [1, 1], [0, 0])
+    np.testing.assert_array_equal(ct.qlinear_conv_transpose(x, *args, strides=[2, 2]),
+                                  oracle_requantize(acc, 0.02, 0.01, 0.05, np.uint8(128)))
+
+
+def test_kept_calls_go_with_their_filter():
+    """The function's kept set-ups go when the weights memo forgets their filter: after
+    calls of more filters than it keeps, no more centred weights stay alive than it
+    keeps filters (a set-up kept where it held its own weights would keep every one)."""
+    import gc
+
+    from convtranspose._runtime import memo
+
+    gc.collect()
+    before = set(memo.owned_filters)
+    rng = np.random.default_rng(24)
+    x = rng.integers(0, 256, (1, 8, 5, 5)).astype(np.uint8)
+    filters = 12
+    for _ in range(filters):
+        w = rng.integers(-128, 128, (8, 4, 3, 3)).astype(np.int8)
+        for _ in range(2):
+            ct.qlinear_conv_transpose(x, np.float32(0.02), np.uint8(3), w, np.float32(0.01),
+                                      np.int8(0), np.float32(0.05), np.uint8(128),
+                                      strides=[2, 2])
+    del w
+    gc.collect()
+    alive = set(memo.owned_filters) - before
+    assert len(alive) < filters, len(alive)
+
+
 def test_weights_edited_in_place_between_calls_are_summed_anew():
     """The packed weights are kept between calls (the weights memo), which compares
     the filter value by value: a filter edited in place gives the new result."""
