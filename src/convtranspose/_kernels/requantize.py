@@ -102,11 +102,10 @@ def prepare_corrected(multiplier: np.ndarray, y_scale: np.ndarray, y_zero_point:
     dtype, low, high, factors, scale, zero = constants
     channels = factors.shape[0]
     addend = _addend(bias, channels)
-    nothing = np.zeros((1, channels), np.int32)
 
     def apply(acc: np.ndarray, factor: int, share: np.ndarray | None) -> np.ndarray:
         rows = acc.reshape(-1, channels)
-        places = nothing if share is None else share.reshape(-1, channels)
+        places = _places(share, channels)
         out = np.empty(acc.shape, dtype)
         args = (rows, places, np.int64(factor), addend, factors, scale, zero, low, high,
                 out.reshape(rows.shape))
@@ -115,6 +114,13 @@ def prepare_corrected(multiplier: np.ndarray, y_scale: np.ndarray, y_zero_point:
         return out
 
     return apply
+
+
+def _places(share: np.ndarray | None, width: int) -> np.ndarray:
+    """The share as the correction kernels read it: rows of ``width`` sums, one per
+    output place (``share[r % P]`` for row ``r`` of the sums), or one row of zeros for
+    every place where there is none."""
+    return np.zeros((1, width), np.int32) if share is None else share.reshape(-1, width)
 
 
 def _addend(bias: np.ndarray | None, channels: int) -> np.ndarray:
@@ -138,8 +144,7 @@ def corrected_sums(acc: np.ndarray, factor: int, share: np.ndarray | None,
 
     channels = acc.shape[-1]
     rows = acc.reshape(-1, channels)
-    places = np.zeros((1, channels), np.int32) if share is None else share.reshape(
-        -1, channels)
+    places = _places(share, channels)
     total = np.empty(acc.shape, np.int64) if out is None else out
     args = (rows, places, np.int64(factor), _addend(bias, channels),
             total.reshape(rows.shape))
@@ -187,8 +192,7 @@ def torch_requantized(acc: np.ndarray, engine: int, scale: np.ndarray,
     rows, per_row, shape = layout
     channels = scale.shape[0]
     out = np.empty(rows.shape, np.uint8)
-    places = np.zeros((1, rows.shape[1]), np.int32) if share is None else share.reshape(
-        -1, rows.shape[1])
+    places = _places(share, rows.shape[1])
     args = (rows, places, np.int64(factor), per_row, engine,
             np.ascontiguousarray(scale, np.float32),
             np.zeros(channels, np.float32) if offset is None
@@ -220,8 +224,7 @@ def fixed_point_requantized(acc: np.ndarray, multiplier: np.ndarray, shift: np.n
     kernel = fixed_point_64_rows if wide else fixed_point_rows
     channels = acc.shape[-1]
     rows = acc.reshape(-1, channels)
-    places = np.zeros((1, channels), np.int32) if share is None else share.reshape(
-        -1, channels)
+    places = _places(share, channels)
     out = np.empty(rows.shape, dtype)
     args = (rows, places, np.int64(factor), _addend(bias, channels),
             np.ascontiguousarray(np.broadcast_to(multiplier, rows.shape[1:]), np.int64),
@@ -265,8 +268,7 @@ def onednn_requantized(acc: np.ndarray, channels_last: bool, attributes: tuple,
 
     low, high = bounds
     out = np.empty(rows.shape, dtype)
-    places = np.zeros((1, rows.shape[1]), np.int32) if share is None else share.reshape(
-        -1, channels)
+    places = _places(share, rows.shape[1])  # a share comes with channels last only
     args = (rows, places, np.int64(factor), not channels_last, scalar(src_scale, 1),
             per_channel(wei_scales, 1),
             per_channel(bias, 0), scalar(dst_scale, 1), dst_scale_divides,

@@ -15,8 +15,8 @@ import numpy as np
 from ..._runtime.caches import kept
 from .kernel_cache import cached_njit
 
-__all__ = ["corrected_rows", "corrected_sum_rows", "fixed_point_64_rows", "fixed_point_rows", "onednn_rows",
-           "requantize_rows", "torch_rows"]
+__all__ = ["corrected_rows", "corrected_sum_rows", "fixed_point_64_rows", "fixed_point_rows",
+           "onednn_rows", "requantize_rows", "torch_rows"]
 
 
 @cached_njit(nogil=True)
