@@ -290,14 +290,14 @@ def _compute(plan, data, weights, src_zero_point, steps, output_shape) -> np.nda
     if summed is None:
         acc = _int32_sum(plan, data, weights, src_zero_point, output_shape)
         return onednn_requantize(acc, -1 if plan.channels_last else 1, *steps)
+    from .._kernels.int8 import in_layout
+
     # Channels-last sums: a channels-first layer's result is a view of them.
     acc, factor, share = summed
     src_scale, wei_scales, bias, dst_scale, dst_zero_point, dst_type, scaling = steps
     result = onednn_requantize(acc, -1, src_scale, wei_scales, bias, dst_scale, dst_zero_point,
                                dst_type, scaling, correction=(factor, share))
-    last = result.ndim - 1
-    return result if plan.channels_last else result.transpose(
-        (0, last) + tuple(range(1, last)))
+    return in_layout(result, plan.channels_last)
 
 
 def _copied(result: np.ndarray, out: np.ndarray) -> np.ndarray:

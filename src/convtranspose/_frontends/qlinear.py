@@ -207,7 +207,7 @@ def _integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
     target = host()
     if not target.numba:
         return None
-    from .._kernels.int8 import prepare_blocked_sums
+    from .._kernels.int8 import in_layout, prepare_blocked_sums
     from .._kernels.requantize import prepare_corrected
 
     weights = canonical_weights(plan, _kept_centred_weights(filter_, zero_points[1],
@@ -222,16 +222,13 @@ def _integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
     offset = int(zero_points[0].reshape(()))
     # The function checks its centred int16 data: a stand-in of their shape (no copy).
     centred = np.broadcast_to(np.int16(0), plan.data_shape)
-    last = len(plan.output_shape) - 1
 
     def call(x: np.ndarray) -> np.ndarray | None:
         check_transposed(plan, centred, weights, None, output_shape)
         for run in runs:
             summed = run.sums(x, offset)
             if summed is not None:
-                result = requantize_sums(*summed)
-                return result if plan.channels_last else result.transpose(
-                    (0, last) + tuple(range(1, last)))
+                return in_layout(requantize_sums(*summed), plan.channels_last)
         return None
 
     return call

@@ -202,7 +202,7 @@ def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
     target = host()
     if not target.numba:
         return None
-    from .._kernels.int8 import prepare_blocked_sums, u8s8_transposed
+    from .._kernels.int8 import in_layout, prepare_blocked_sums, u8s8_transposed
     from .._kernels.requantize import corrected_sums
 
     check_transposed(plan, data, weights, None, output_shape)
@@ -227,10 +227,8 @@ def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
         summed = sums.sums(data)
         if summed is not None:
             acc, factor, share = summed
-            total = corrected_sums(acc, factor, share, bias, target.threads)
-            last = total.ndim - 1
-            return total if plan.channels_last else total.transpose(
-                (0, last) + tuple(range(1, last)))
+            return in_layout(corrected_sums(acc, factor, share, bias, target.threads),
+                             plan.channels_last)
     return None
 
 

@@ -308,16 +308,16 @@ def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
     summed = offset_sums(plan, data, centred, int(input_zero.reshape(())),
                          np.dtype(np.int16))
     if summed is not None:
-        acc, factor, share = summed
-        last = acc.ndim - 1
-        first = acc.transpose((0, last) + tuple(range(1, last)))  # channels-first view
-        result = _compiled_requantize(first, *steps, host().threads, (factor, share))
-        if result is not None:
-            return result
+        from .._kernels.int8 import in_layout
         from .._kernels.requantize import corrected_sums
 
+        acc, factor, share = summed  # channels last: torch's layout is their view
+        result = _compiled_requantize(in_layout(acc, False), *steps, host().threads,
+                                      (factor, share))
+        if result is not None:
+            return result
         total = corrected_sums(acc, factor, share, None, host().threads)
-        return torch_requantize(total.transpose((0, last) + tuple(range(1, last))), *steps)
+        return torch_requantize(in_layout(total, False), *steps)
     acc = exact_sum(plan, np.subtract(data, input_zero.reshape(()), dtype=np.int16), centred,
                     None, names=("input", "weight", "bias"))
     return torch_requantize(acc, *steps)

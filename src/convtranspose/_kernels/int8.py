@@ -29,7 +29,7 @@ import numpy as np
 from .._plan.geometry import taps_per_output
 from .._runtime.memo import derived_from, frozen
 
-__all__ = ["BlockedSums", "prepare_blocked_sums", "s16_blocked", "u8s8_blocked", "u8s8_transposed"]
+__all__ = ["BlockedSums", "in_layout", "prepare_blocked_sums", "s16_blocked", "u8s8_blocked", "u8s8_transposed"]
 
 #: The largest magnitude an int32 holds.
 _INT32_MAX = 2 ** 31 - 1
@@ -130,9 +130,15 @@ def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: 
     region = out.transpose((out.ndim - 2,) + tuple(range(out.ndim - 2)) + (out.ndim - 1,))
     col2im_scatter(cols.reshape((groups, batch) + inputs + kernel + (co,)), out, region, axes,
                    target)
-    result = out.reshape(out.shape[:-2] + (groups * co,))
-    return result if channels_last else result.transpose(
-        (0, result.ndim - 1) + tuple(range(1, result.ndim - 1)))
+    return in_layout(out.reshape(out.shape[:-2] + (groups * co,)), channels_last)
+
+
+def in_layout(sums: np.ndarray, channels_last: bool) -> np.ndarray:
+    """Channels-last sums ``(N, Y..., M)`` in a layer's layout: as they are, or their
+    channels-first view ``(N, M, Y...)`` (one transpose: ``np.moveaxis`` costs
+    microseconds of a small layer's call)."""
+    last = sums.ndim - 1
+    return sums if channels_last else sums.transpose((0, last) + tuple(range(1, last)))
 
 
 #: Per packing of the weights into int32 words: the memo key, the weights per word, the
@@ -360,8 +366,7 @@ class BlockedSums:
             from .requantize import corrected_sums
 
             corrected_sums(out, factor, share, None, self._target.threads, out=out)
-        return out if self.channels_last else out.transpose(
-            (0, out.ndim - 1) + tuple(range(1, out.ndim - 1)))
+        return in_layout(out, self.channels_last)
 
 
 def prepare_blocked_sums(kind: str, batch: int, weights: np.ndarray, axes,
