@@ -166,12 +166,15 @@ def sum_in(request, monkeypatch):
     """Every way of the exact sum: AVX512-VNNI byte products (where the CPU has them),
     int16 pair products (x86; here with VNNI switched off), float32 passes over the
     input channels (every layer whose single channel's taps fit), float64 and int64
-    (taken here by switching off the ways before them)."""
+    (taken here by switching off the ways before them).  The integer kernels take
+    these small layers, whose vector lanes mostly idle, as they take large ones."""
     from convtranspose._frontends import qlinear, quantized
     from convtranspose._runtime.machine import has_vnni, integer_vector_bytes
 
     if request.param == "vnni" and not has_vnni():
         pytest.skip("this CPU has no AVX512-VNNI")
+    if request.param in ("vnni", "pairs"):  # the kernels on every layer, lanes idle or not
+        monkeypatch.setattr(quantized, "lanes_pay", lambda *arguments: True)
     if request.param == "pairs":
         if not integer_vector_bytes():
             pytest.skip("pmaddwd is an x86 instruction")
@@ -316,7 +319,16 @@ def test_compiled_requantization_equals_the_scalar_oracle(acc_dtype, channels_la
     assert {low, high} <= set(np.unique(result).tolist())  # both saturation ends
 
 
-def test_calls_of_one_filter_with_other_operands_each_match_the_oracle():
+@pytest.fixture
+def every_layer_integer(monkeypatch):
+    """The integer kernels take every layer, its vector lanes idle or not (these tests'
+    layers are small), on any CPU."""
+    from convtranspose._frontends import quantized
+
+    monkeypatch.setattr(quantized, "lanes_pay", lambda *arguments: True)
+
+
+def test_calls_of_one_filter_with_other_operands_each_match_the_oracle(every_layer_integer):
     """The function keeps its set-up per filter: calls of one filter with another bias,
     data zero point, data dtype, scale or output zero point, and back, each give the
     oracle's result."""
@@ -340,7 +352,7 @@ def test_calls_of_one_filter_with_other_operands_each_match_the_oracle():
             result, oracle_requantize(acc, 0.02, 0.01, y_scale, y_zero))
 
 
-def test_a_kept_call_of_the_function_keeps_the_memory_limit():
+def test_a_kept_call_of_the_function_keeps_the_memory_limit(every_layer_integer):
     """The function's set-up kept from earlier calls still checks the memory limit on
     each call: refused under a lower limit, computed again above it."""
     rng = np.random.default_rng(23)
@@ -359,7 +371,7 @@ def test_a_kept_call_of_the_function_keeps_the_memory_limit():
                                   oracle_requantize(acc, 0.02, 0.01, 0.05, np.uint8(128)))
 
 
-def test_kept_calls_go_with_their_filter():
+def test_kept_calls_go_with_their_filter(every_layer_integer):
     """The function's kept set-ups go when the weights memo forgets their filter: after
     calls of more filters than it keeps, no more centred weights stay alive than it
     keeps filters (a set-up kept where it held its own weights would keep every one)."""
@@ -384,7 +396,7 @@ def test_kept_calls_go_with_their_filter():
     assert len(alive) < filters, len(alive)
 
 
-def test_weights_edited_in_place_between_calls_are_summed_anew():
+def test_weights_edited_in_place_between_calls_are_summed_anew(every_layer_integer):
     """The packed weights are kept between calls (the weights memo), which compares
     the filter value by value: a filter edited in place gives the new result."""
     rng = np.random.default_rng(21)
@@ -412,6 +424,60 @@ def test_weights_edited_in_place_between_calls_are_summed_anew():
                      [1, 1, 1, 1], [1, 1], [0, 0])
     np.testing.assert_array_equal(third, oracle_requantize(acc, 0.02, 0.01, 0.05,
                                                            np.uint8(128)))
+
+
+# -- depthwise and grouped layers -----------------------------------------------------------
+
+@pytest.mark.parametrize("kind, per_word", [("bytes", 4), ("halves", 2)])
+@pytest.mark.parametrize("vector_bytes", [32, 64])
+@pytest.mark.parametrize("ci, co", [(1, 1), (3, 2), (8, 8), (5, 17), (64, 64), (4, 16)])
+def test_products_per_lane_count_the_busy_parts_of_each_lane(kind, per_word, vector_bytes,
+                                                              ci, co):
+    """The integer kernel's useful products per 32-bit lane of an instruction, counted
+    part by part: ``Ci`` input channels in words of ``per_word`` parts (zero past
+    ``Ci``), ``Co`` output channels in vectors of 32-bit lanes (idle past ``Co``)."""
+    from convtranspose._kernels.int8 import products_per_lane
+
+    words, lanes = -(-ci // per_word), vector_bytes // 4
+    vectors = -(-co // lanes)
+    parts = np.arange(words * per_word)[:, None] < ci  # (word part, 1)
+    outputs = np.arange(vectors * lanes)[None, :] < co  # (1, lane)
+    busy = (parts & outputs).sum()  # products that count, per tap and output place
+    assert products_per_lane(kind, (ci, co), vector_bytes) == pytest.approx(
+        busy / (words * vectors * lanes))
+
+
+@pytest.mark.parametrize("planning", ["estimate", "measure"])
+@pytest.mark.parametrize("case", [
+    dict(channels=16, group=16, m=16, kernel=3, stride=1),  # depthwise
+    dict(channels=16, group=16, m=32, kernel=4, stride=2),  # depthwise, multiplier 2
+    dict(channels=32, group=4, m=32, kernel=4, stride=2),  # groups of 8
+    dict(channels=24, group=1, m=3, kernel=3, stride=2)],  # three output channels
+    ids=["depthwise", "depthwise-x2", "groups-of-8", "three-outputs"])
+def test_depthwise_and_grouped_layers_match_the_oracle_whichever_way(case, planning):
+    """Layers whose integer kernel would leave vector lanes idle sum in float32 passes,
+    or in the faster of the two ways where planning measures: the bytes are the
+    oracle's either way, with and without bias, for uint8 and int8 data."""
+    rng = np.random.default_rng(case["channels"] + case["group"])
+    ct.clear_caches()
+    channels, group, m, k, s = (case[n] for n in ("channels", "group", "m", "kernel",
+                                                   "stride"))
+    w = rng.integers(-128, 128, (channels, m // group, k, k)).astype(np.int8)
+    bias = rng.integers(-3000, 3000, m).astype(np.int32)
+    for x_type, b in ((np.uint8, None), (np.int8, bias)):
+        info = np.iinfo(x_type)
+        x = rng.integers(info.min, info.max + 1, (2, channels, 6, 5)).astype(x_type)
+        x_zero = x_type(7)
+        acc = oracle_sum(x.astype(np.int64) - 7, w.astype(np.int64), b, group, [s, s],
+                         [1, 1, 1, 1], [1, 1], [0, 0])
+        want = oracle_requantize(acc, 0.02, 0.01, np.float32(0.5), np.uint8(128))
+        with ct.use_planning(planning):
+            for _ in range(2):  # the first call measures where planning does
+                result = ct.qlinear_conv_transpose(
+                    x, np.float32(0.02), x_zero, w, np.float32(0.01), np.int8(0),
+                    np.float32(0.5), np.uint8(128), b, strides=[s, s], pads=[1] * 4,
+                    group=group)
+                np.testing.assert_array_equal(result, want)
 
 
 def test_out_receives_the_result():

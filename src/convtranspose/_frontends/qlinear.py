@@ -21,7 +21,9 @@ from .quantized import (
     check_out,
     exact_sum,
     float32_scale,
+    float_sum,
     integer_kinds,
+    integer_sooner,
     kept_entry,
     typed_operand,
 )
@@ -210,11 +212,12 @@ def _integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
     from .._kernels.int8 import in_layout, prepare_blocked_sums
     from .._kernels.requantize import prepare_corrected
 
-    weights = canonical_weights(plan, _kept_centred_weights(filter_, zero_points[1],
-                                                           plan.groups))
-    runs = [run for run in (prepare_blocked_sums(kind, plan.data_shape[0], weights, plan.axes,
-                                                 plan.channels_last, target)
-                            for kind in integer_kinds(target)) if run is not None]
+    centred_weights = _kept_centred_weights(filter_, zero_points[1], plan.groups)
+    weights = canonical_weights(plan, centred_weights)
+    runs = [(kind, run) for kind, run in (
+        (kind, prepare_blocked_sums(kind, plan.data_shape[0], weights, plan.axes,
+                                    plan.channels_last, target))
+        for kind in integer_kinds(target, plan)) if run is not None]
     requantize_sums = prepare_corrected(_multiplier(plan, scales), scales[2], zero_points[2],
                                         bias, target.threads)
     if not runs or requantize_sums is None:
@@ -225,7 +228,11 @@ def _integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
 
     def call(x: np.ndarray) -> np.ndarray | None:
         check_transposed(plan, centred, weights, None, output_shape)
-        for run in runs:
+        for kind, run in runs:
+            if not integer_sooner(plan, kind, target, lambda: run.sums(x, offset),
+                                  lambda: float_sum(plan, _centred(x, zero_points[0]),
+                                                    centred_weights, None)):
+                return None
             summed = run.sums(x, offset)
             if summed is not None:
                 return in_layout(requantize_sums(*summed), plan.channels_last)
@@ -249,7 +256,7 @@ def integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
     # Kept beside the centred weights, in the filter's entry (not in the centred
     # weights' own: the calls hold those, which would then never be freed).
     calls = _centred_entry(filter_, zero_points[1], plan.groups).setdefault("calls", {})
-    key = (plan, target, integer_kinds(target), repr(output_shape),
+    key = (plan, target, integer_kinds(target, plan), repr(output_shape),
            None if bias is None else bias.tobytes()) + tuple(
         (a.dtype.str, a.shape, a.tobytes()) for a in zero_points + scales)
     call = calls.get(key, False)

@@ -15,18 +15,20 @@ import math
 
 import numpy as np
 
+from .._choose.planning import get_planning
 from .._errors import ConvTransposeError
 from .._execute.footprint import check_transposed
 from .._execute.transposed import transposed_convolution
 from .._plan.geometry import taps_per_output
-from .._runtime.machine import has_vnni
+from .._runtime.caches import register
+from .._runtime.machine import fastest_seconds, has_vnni
 from .._runtime.memo import derived_from, frozen, own
 from .._runtime.target import host
 from .specs import as_array, canonical_weights, execute_plan
 
-__all__ = ["check_out", "exact_sum", "float32_scale", "integer_kinds", "integer_sum",
-           "integer_zero_point", "kept_entry", "kept_weights", "offset_sums", "sum_dtype",
-           "typed_operand"]
+__all__ = ["check_out", "exact_sum", "float32_scale", "float_sum", "integer_kinds",
+           "integer_sooner", "integer_sum", "integer_zero_point", "kept_entry", "kept_weights",
+           "lanes_pay", "offset_sums", "sum_dtype", "typed_operand"]
 
 
 def typed_operand(name: str, value: object, dtypes: tuple[np.dtype, ...],
@@ -156,10 +158,62 @@ def _vnni_bytes(target) -> bool:
     return target.vector_bytes == 64 and has_vnni()
 
 
-def integer_kinds(target) -> tuple[str, ...]:
+def integer_kinds(target, plan=None) -> tuple[str, ...]:
     """The blocked integer kernels' kinds of word, in the order they are tried: VNNI's
-    bytes where :func:`_vnni_bytes`, then int16 pairs."""
-    return (("bytes",) if _vnni_bytes(target) else ()) + ("halves",)
+    bytes where :func:`_vnni_bytes`, then int16 pairs; with ``plan``, only those whose
+    lanes pay on its channels (:func:`lanes_pay`)."""
+    kinds = (("bytes",) if _vnni_bytes(target) else ()) + ("halves",)
+    return kinds if plan is None else tuple(k for k in kinds if lanes_pay(plan, k, target))
+
+
+def lanes_pay(plan, kind: str, target) -> bool:
+    """Whether the blocked integer kernel of ``kind`` adds at least one useful product
+    per lane of each vector instruction on ``plan``'s channels
+    (:func:`convtranspose._kernels.int8.products_per_lane`): else (depthwise layers,
+    groups of one or two output channels) the exact float32 passes run fewer vector
+    products, and the dialect takes them."""
+    from .._kernels.int8 import products_per_lane
+
+    ci, co = plan.canonical_filter_shape[1:3]
+    return products_per_lane(kind, (ci, co), target.vector_bytes) >= 1
+
+
+#: Per layer, kind of word and machine: whether the integer kernel summed the layer
+#: sooner than the float32 passes when both were timed (:func:`integer_sooner`); all
+#: forgotten beyond :data:`_SOONER_KEPT` layers.
+_sooner: dict = {}
+_SOONER_KEPT = 4096
+register("quantized sum choices", _sooner.clear)
+
+
+def integer_sooner(plan, kind: str, target, integer, floating) -> bool:
+    """Whether the layer's sums go to the blocked integer kernel of ``kind`` (a call of
+    it: ``integer()``) rather than the exact float32 passes (``floating()``).
+
+    Where each of the kernel's lanes adds all the products its words hold, it runs the
+    same loop nest as float32's ``direct-blocked`` with 2-4 times the products per
+    instruction: taken.  Where some lanes idle (groups of fewer input channels than a
+    word holds, or fewer output channels than a vector), the float32 planner's grouped
+    and depthwise algorithms may run sooner (groups of 8 channels on an Intel Xeon:
+    1.8 ms against the kernel's 2.9-4.5,
+    ``benchmarks/results/grouped-quantized-xeon.json``): both are timed once per layer
+    and the faster kept (not under ``CONVTRANSPOSE_PLANNING=estimate``, which takes
+    the integer kernel).  Every way gives the same exact sums."""
+    from .._kernels.int8 import products_per_lane, word_products
+
+    ci, co = plan.canonical_filter_shape[1:3]
+    if (products_per_lane(kind, (ci, co), target.vector_bytes) >= word_products(kind)
+            or get_planning() == "estimate"):
+        return True
+    key = (plan, kind, target)
+    chosen = _sooner.get(key)
+    if chosen is None:
+        if integer() is None:  # the kernel declines these data: its caller goes on
+            return True
+        if len(_sooner) >= _SOONER_KEPT:
+            _sooner.clear()
+        chosen = _sooner[key] = fastest_seconds(integer) <= fastest_seconds(floating)
+    return chosen
 
 
 def offset_sums(plan, data: np.ndarray, weights: np.ndarray, offset: int,
@@ -170,8 +224,9 @@ def offset_sums(plan, data: np.ndarray, weights: np.ndarray, offset: int,
     the sums are ``acc - factor * share``, channels last), for a requantization that
     subtracts the share and adds the bias in its own pass; the memory check is the
     dialect's on its data centred as ``centred``.  None where no kernel takes them (no
-    numba, not x86, more than three axes, operands out of range): the dialect then
-    centres its data and runs :func:`exact_sum`."""
+    numba, not x86, more than three axes, operands out of range, lanes that would
+    mostly idle: :func:`lanes_pay`): the dialect then centres its data and runs
+    :func:`exact_sum`."""
     target = host()
     if not target.numba:
         return None
@@ -179,11 +234,17 @@ def offset_sums(plan, data: np.ndarray, weights: np.ndarray, offset: int,
 
     check_transposed(plan, np.broadcast_to(centred.type(0), data.shape), weights, None,
                      output_shape)
-    weights = canonical_weights(plan, weights)
-    for kind in integer_kinds(target):
-        sums = prepare_blocked_sums(kind, data.shape[0], weights, plan.axes,
+    canonical = canonical_weights(plan, weights)
+    for kind in integer_kinds(target, plan):
+        sums = prepare_blocked_sums(kind, data.shape[0], canonical, plan.axes,
                                     plan.channels_last, target)
-        summed = None if sums is None else sums.sums(data, offset)
+        if sums is None:
+            continue
+        if not integer_sooner(plan, kind, target, lambda: sums.sums(data, offset),
+                              lambda: float_sum(plan, np.subtract(data, offset, dtype=centred),
+                                                weights, None)):
+            return None
+        summed = sums.sums(data, offset)
         if summed is not None:
             return summed
     return None
@@ -198,7 +259,9 @@ def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
     operands within ``[-32767, 32767]``; None where neither applies (more than three
     axes, sums that could leave int32, no numba, another architecture).  int32, or
     int64 with a bias (added in the pass that subtracts the shift's share,
-    :func:`convtranspose._kernels.requantize.corrected_sums`)."""
+    :func:`convtranspose._kernels.requantize.corrected_sums`).  None too where the
+    kernels' lanes would mostly idle (:func:`lanes_pay`): the float32 passes run
+    such layers sooner."""
     target = host()
     if not target.numba:
         return None
@@ -206,19 +269,24 @@ def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
     from .._kernels.requantize import corrected_sums
 
     check_transposed(plan, data, weights, None, output_shape)
-    weights = canonical_weights(plan, weights)
+    canonical = canonical_weights(plan, weights)
     # The VNNI byte products' second way (then col2im) right after their first.
     for kind in ("bytes", "columns", "halves") if _vnni_bytes(target) else ("halves",):
+        if not lanes_pay(plan, "bytes" if kind == "columns" else kind, target):
+            continue
         if kind == "columns":  # the byte products then col2im
-            total = u8s8_transposed(data, weights, plan.axes, plan.channels_last, target)
+            total = u8s8_transposed(data, canonical, plan.axes, plan.channels_last, target)
             if total is not None:
                 return total if bias is None else _plus_bias(plan, total.astype(np.int64),
                                                               bias)
             continue
-        sums = prepare_blocked_sums(kind, data.shape[0], weights, plan.axes,
+        sums = prepare_blocked_sums(kind, data.shape[0], canonical, plan.axes,
                                     plan.channels_last, target)
         if sums is None:
             continue
+        if not integer_sooner(plan, kind, target, lambda: sums.sums(data),
+                              lambda: float_sum(plan, data, weights, bias)):
+            return None
         if bias is None:
             total = sums(data)
             if total is not None:
@@ -248,6 +316,14 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
     total = integer_sum(plan, data, weights, output_shape, bias)
     if total is not None:
         return total
+    return float_sum(plan, data, weights, bias, names=names, largest_product=largest_product,
+                     output_shape=output_shape)
+
+
+def float_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | None, *,
+              names: tuple[str, str, str] = ("data", "weights", "bias"),
+              largest_product: int = 255 ** 2, output_shape=None) -> np.ndarray:
+    """:func:`exact_sum` by the library's float kernels alone (no integer kernel)."""
     channels = float32_channels(plan, data, weights)
     if not channels or _float64_sooner(plan, channels, bias, largest_product):
         dtype = sum_dtype(plan, bias, largest_product)
@@ -262,10 +338,9 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
     groups, per_group = plan.canonical_filter_shape[:2]  # (G, Ci, Co, K...)
     axis = -1 if plan.channels_last else 1  # the channels'
     if channels >= per_group and bias is None:  # one pass, which is the result
-        return transposed_convolution(data.astype(np.float32),
-                                      _float32_pass(plan, weights, 0, per_group),
-                                      plan.axes, dtype=np.dtype(np.float32),
-                                      channels_last=plan.channels_last)
+        # As the float32 dialects run it: a repeated call runs the layer's prepared call.
+        return execute_plan(plan, data.astype(np.float32), _float32_filter(plan, weights),
+                            names=names, output_shape=output_shape)
     total = np.zeros(plan.output_shape, np.int64)
     for first in range(0, per_group, channels):
         stop = min(per_group, first + channels)
@@ -314,6 +389,17 @@ def _float32_pass(plan, weights: np.ndarray, first: int, stop: int) -> np.ndarra
     if kept is None:
         part = canonical_weights(plan, weights)[:, first:stop]
         kept = derived["float32"] = own(frozen(np.array(part, np.float32, order="C")))
+    return kept
+
+
+def _float32_filter(plan, weights: np.ndarray) -> np.ndarray:
+    """``weights`` (the plan's filter layout) as float32, kept in the weights memo and
+    marked as its own (:func:`_float32_pass`): the float32 dialects' prepared call of
+    the layer is set up from it once, and knows it by identity."""
+    derived = derived_from(weights, "float32 filter", plan.filter_layout, weights.shape)
+    kept = derived.get("float32")
+    if kept is None:
+        kept = derived["float32"] = own(frozen(np.array(weights, np.float32, order="C")))
     return kept
 
 

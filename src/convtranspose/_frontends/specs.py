@@ -175,8 +175,8 @@ def clear_caches() -> None:
     decisions, cost-model estimates, scratch estimates, kernel schedules, compiled
     kernels (loaded again from the kernel cache on disk), machine figures, machine
     facts, the host target (its environment switches are read again), the BLAS
-    library's entry points, TFLite requantization multipliers, the kernel folder and
-    the wisdom file's identity.  The wisdom on
+    library's entry points, TFLite requantization multipliers, quantized sum choices,
+    the kernel folder and the wisdom file's identity.  The wisdom on
     disk stays (:func:`convtranspose.forget_wisdom` forgets it), and so do the compiled
     kernels on disk.
 

@@ -29,7 +29,8 @@ import numpy as np
 from .._plan.geometry import taps_per_output
 from .._runtime.memo import derived_from, frozen
 
-__all__ = ["BlockedSums", "in_layout", "prepare_blocked_sums", "s16_blocked", "u8s8_blocked", "u8s8_transposed"]
+__all__ = ["BlockedSums", "in_layout", "prepare_blocked_sums", "products_per_lane", "s16_blocked",
+           "u8s8_blocked", "u8s8_transposed", "word_products"]
 
 #: The largest magnitude an int32 holds.
 _INT32_MAX = 2 ** 31 - 1
@@ -148,6 +149,27 @@ def in_layout(sums: np.ndarray, channels_last: bool) -> np.ndarray:
 #: sum of it).
 _WORDS = {"bytes": ("u8s8 words", 4, np.int8, (-128, 127), 0x01010101),
           "halves": ("s16 words", 2, np.int16, (-(2 ** 15 - 1), 2 ** 15 - 1), 0x00010001)}
+
+
+def products_per_lane(kind: str, per_group: tuple[int, int], vector_bytes: int) -> float:
+    """The useful products :class:`BlockedSums`' kernel adds per 32-bit lane of each
+    vector instruction, for ``per_group`` ``(Ci, Co)`` channels of a group: ``kind``'s
+    words hold 4 (``bytes``) or 2 (``halves``) input channels per lane, zero past ``Ci``,
+    and the lanes run over a group's ``Co`` output channels, idle past them.  A float32
+    kernel whose lanes are all busy adds 1; below 1 the integer kernel issues more
+    vector products than such a kernel (a depthwise layer's single channel per group
+    uses 1 byte of 4 in 1 lane of 16: 1/16), and the exact float32 passes, whose
+    depthwise and grouped algorithms keep their lanes busy, run fewer."""
+    ci, co = per_group
+    per_word = _WORDS[kind][1]
+    lanes = vector_bytes // 4
+    return ci / -(-ci // per_word) * co / (lanes * -(-co // lanes))
+
+
+def word_products(kind: str) -> int:
+    """The products one lane of ``kind``'s words adds per instruction when every part of
+    the word and every lane is busy: :func:`products_per_lane`'s most."""
+    return _WORDS[kind][1]
 
 
 def _word_weights(weights: np.ndarray, derived: dict, kind: str = "bytes"
