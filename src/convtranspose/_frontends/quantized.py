@@ -19,6 +19,7 @@ from .._choose.planning import get_planning
 from .._errors import ConvTransposeError
 from .._execute.footprint import check_transposed
 from .._execute.transposed import transposed_convolution
+from .._kernels.int8 import products_per_lane, word_products
 from .._plan.geometry import taps_per_output
 from .._runtime.caches import register
 from .._runtime.machine import fastest_seconds, has_vnni
@@ -62,8 +63,11 @@ def float32_scale(name: str, value: object, why: str = "it is used as float32") 
     if array.dtype.kind != "f":
         raise TypeError(f"{name} has dtype {array.dtype} but must be floating point"
                         f" ({why})")
-    with np.errstate(over="ignore"):  # too large for float32: refused below, as inf
-        scale = array.astype(np.float32)
+    if array.dtype == np.float32:  # a copy, without np.errstate's microseconds
+        scale = array.copy()
+    else:
+        with np.errstate(over="ignore"):  # too large for float32: refused below, as inf
+            scale = array.astype(np.float32)
     # One value (the common per-tensor scale) in Python: NumPy's reductions cost
     # microseconds of a small layer's call, three times over.
     valid = (0 < float(scale.reshape(-1)[0]) < math.inf if scale.size == 1
@@ -172,8 +176,6 @@ def lanes_pay(plan, kind: str, target) -> bool:
     (:func:`convtranspose._kernels.int8.products_per_lane`): else (depthwise layers,
     groups of one or two output channels) the exact float32 passes run fewer vector
     products, and the dialect takes them."""
-    from .._kernels.int8 import products_per_lane
-
     ci, co = plan.canonical_filter_shape[1:3]
     return products_per_lane(kind, (ci, co), target.vector_bytes) >= 1
 
@@ -199,8 +201,6 @@ def integer_sooner(plan, kind: str, target, integer, floating) -> bool:
     ``benchmarks/results/grouped-quantized-xeon.json``): both are timed once per layer
     and the faster kept (not under ``CONVTRANSPOSE_PLANNING=estimate``, which takes
     the integer kernel).  Every way gives the same exact sums."""
-    from .._kernels.int8 import products_per_lane, word_products
-
     ci, co = plan.canonical_filter_shape[1:3]
     if (products_per_lane(kind, (ci, co), target.vector_bytes) >= word_products(kind)
             or get_planning() == "estimate"):
