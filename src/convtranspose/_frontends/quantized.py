@@ -146,13 +146,18 @@ def _magnitude(array: np.ndarray) -> int:
     return max(-int(array.min(initial=0)), int(array.max(initial=0)))
 
 
-def float32_channels(plan, data: np.ndarray, weights: np.ndarray) -> int:
+def float32_channels(plan, data: np.ndarray, weights: np.ndarray,
+                     data_magnitude: int | None = None) -> int:
     """How many input channels (per group) one float32 pass may sum exactly: every
     partial sum of one output is then an integer of magnitude at most
     ``channels * taps_per_output * max|data| * max|weights|`` <= 2**24, so each
     float32 multiply and add is exact, in any order and by any algorithm.  0 where not
-    even one channel's taps fit (the float64 or int64 path then runs)."""
-    largest = _magnitude(data) * _magnitude(weights) * taps_per_output(plan.axes)
+    even one channel's taps fit (the float64 or int64 path then runs).
+    ``data_magnitude``: a bound of ``max|data|`` the caller knows (the data's own is
+    two reductions over it otherwise)."""
+    if data_magnitude is None:
+        data_magnitude = _magnitude(data)
+    largest = data_magnitude * _magnitude(weights) * taps_per_output(plan.axes)
     return FLOAT32_EXACT // largest if largest else FLOAT32_EXACT
 
 
@@ -322,9 +327,12 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
 
 def float_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | None, *,
               names: tuple[str, str, str] = ("data", "weights", "bias"),
-              largest_product: int = 255 ** 2, output_shape=None) -> np.ndarray:
-    """:func:`exact_sum` by the library's float kernels alone (no integer kernel)."""
-    channels = float32_channels(plan, data, weights)
+              largest_product: int = 255 ** 2, output_shape=None,
+              data_magnitude: int | None = None) -> np.ndarray:
+    """:func:`exact_sum` by the library's float kernels alone (no integer kernel);
+    ``data`` may be the centred integers as float32 already (no cast then), and
+    ``data_magnitude`` a bound of their magnitude (:func:`float32_channels`)."""
+    channels = float32_channels(plan, data, weights, data_magnitude)
     if not channels or _float64_sooner(plan, channels, bias, largest_product):
         dtype = sum_dtype(plan, bias, largest_product)
         return execute_plan(plan, data.astype(dtype), weights.astype(dtype),
@@ -337,10 +345,12 @@ def float_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
                      output_shape)
     groups, per_group = plan.canonical_filter_shape[:2]  # (G, Ci, Co, K...)
     axis = -1 if plan.channels_last else 1  # the channels'
-    if channels >= per_group and bias is None:  # one pass, which is the result
+    if channels >= per_group:  # one pass, whose sums are the result
         # As the float32 dialects run it: a repeated call runs the layer's prepared call.
-        return execute_plan(plan, data.astype(np.float32), _float32_filter(plan, weights),
-                            names=names, output_shape=output_shape)
+        total = execute_plan(plan, data.astype(np.float32, copy=False),
+                             _float32_filter(plan, weights), names=names,
+                             output_shape=output_shape)
+        return total if bias is None else _plus_bias(plan, total.astype(np.int64), bias)
     total = np.zeros(plan.output_shape, np.int64)
     for first in range(0, per_group, channels):
         stop = min(per_group, first + channels)
