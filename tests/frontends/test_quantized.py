@@ -426,6 +426,30 @@ def test_weights_edited_in_place_between_calls_are_summed_anew(every_layer_integ
                                                            np.uint8(128)))
 
 
+@pytest.mark.parametrize("batch, rank", [(1, 2), (3, 2), (2, 1), (1, 3)])
+def test_layers_requantized_by_the_threads_that_sum_them_match_the_oracle(batch, rank):
+    """Layers large enough for the integer kernel to split their output lines between
+    two threads, each requantizing its own lines as it ends them: the oracle's bytes,
+    with and without bias, every output line requantized once (1-3 axes, stride 2, so
+    that a thread's lines are every other line)."""
+    rng = np.random.default_rng(batch * 10 + rank)
+    sizes = {1: (4096,), 2: (32, 32), 3: (8, 8, 10)}[rank]
+    x = rng.integers(0, 256, (batch, 64, *sizes)).astype(np.uint8)
+    w = rng.integers(-128, 128, (64, 32) + (3,) * rank).astype(np.int8)
+    bias = rng.integers(-3000, 3000, 32).astype(np.int32)
+    pads = [1] * (2 * rank)
+    with ct.num_threads(2):
+        for b in (None, bias):
+            acc = oracle_sum(x.astype(np.int64) - 3, w.astype(np.int64), b, 1, [2] * rank,
+                             pads, [1] * rank, [1] * rank)
+            result = ct.qlinear_conv_transpose(
+                x, np.float32(0.02), np.uint8(3), w, np.float32(0.01), np.int8(0),
+                np.float32(0.5), np.uint8(128), b, strides=[2] * rank, pads=pads,
+                output_padding=[1] * rank)
+            np.testing.assert_array_equal(
+                result, oracle_requantize(acc, 0.02, 0.01, np.float32(0.5), np.uint8(128)))
+
+
 # -- depthwise and grouped layers -----------------------------------------------------------
 
 @pytest.mark.parametrize("kind, per_word", [("bytes", 4), ("halves", 2)])
@@ -452,12 +476,14 @@ def test_products_per_lane_count_the_busy_parts_of_each_lane(kind, per_word, vec
     dict(channels=16, group=16, m=16, kernel=3, stride=1),  # depthwise
     dict(channels=16, group=16, m=32, kernel=4, stride=2),  # depthwise, multiplier 2
     dict(channels=32, group=4, m=32, kernel=4, stride=2),  # groups of 8
-    dict(channels=24, group=1, m=3, kernel=3, stride=2)],  # three output channels
-    ids=["depthwise", "depthwise-x2", "groups-of-8", "three-outputs"])
+    dict(channels=24, group=1, m=3, kernel=3, stride=2),  # three output channels
+    dict(channels=160, group=1, m=3, kernel=3, stride=1)],  # and float32 sums in passes
+    ids=["depthwise", "depthwise-x2", "groups-of-8", "three-outputs", "three-outputs-long"])
 def test_depthwise_and_grouped_layers_match_the_oracle_whichever_way(case, planning):
-    """Layers whose integer kernel would leave vector lanes idle sum in float32 passes,
-    or in the faster of the two ways where planning measures: the bytes are the
-    oracle's either way, with and without bias, for uint8 and int8 data."""
+    """Layers whose integer kernel would leave vector lanes idle sum in one float32
+    pass, or, where the float32 sums need several passes or fewer lanes idle, in the
+    faster of the two ways where planning measures: the bytes are the oracle's either
+    way, with and without bias, for uint8 and int8 data."""
     rng = np.random.default_rng(case["channels"] + case["group"])
     ct.clear_caches()
     channels, group, m, k, s = (case[n] for n in ("channels", "group", "m", "kernel",

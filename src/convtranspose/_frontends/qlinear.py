@@ -210,7 +210,9 @@ def _integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
     pair products).  Each call checks the memory limit, sums ``x`` as it is, and
     requantizes in one pass that also subtracts ``x_zero_point``'s share (and any
     shift of the data into the kernel's range) and adds the bias
-    (:func:`convtranspose._kernels.requantize.prepare_corrected`).  The sums are
+    (:func:`convtranspose._kernels.requantize.prepare_corrected`), each thread its
+    lines as it sums them where the kernel allows
+    (:meth:`convtranspose._kernels.int8.BlockedSums.requantized`).  The sums are
     exact, so the bytes are those of :func:`exact_sum` and :func:`requantize`.
     ``call`` returns None where the kernels decline the data; None instead of
     ``call`` where no integer kernel takes the layer (no numba, weights beyond
@@ -242,9 +244,9 @@ def _integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
                                   lambda: float_sum(plan, _centred(x, zero_points[0]),
                                                     centred_weights, None)):
                 return None
-            summed = run.sums(x, offset)
-            if summed is not None:
-                return in_layout(requantize_sums(*summed), plan.channels_last)
+            result = run.requantized(x, offset, requantize_sums)
+            if result is not None:
+                return in_layout(result, plan.channels_last)
         return None
 
     return call

@@ -167,22 +167,27 @@ def _vnni_bytes(target) -> bool:
     return target.vector_bytes == 64 and has_vnni()
 
 
-def integer_kinds(target, plan=None) -> tuple[str, ...]:
+def integer_kinds(target, plan=None, largest_product: int = 255 ** 2) -> tuple[str, ...]:
     """The blocked integer kernels' kinds of word, in the order they are tried: VNNI's
-    bytes where :func:`_vnni_bytes`, then int16 pairs; with ``plan``, only those whose
-    lanes pay on its channels (:func:`lanes_pay`)."""
+    bytes where :func:`_vnni_bytes`, then int16 pairs; with ``plan``, only those worth
+    trying on it (:func:`lanes_pay`, for products of at most ``largest_product``)."""
     kinds = (("bytes",) if _vnni_bytes(target) else ()) + ("halves",)
-    return kinds if plan is None else tuple(k for k in kinds if lanes_pay(plan, k, target))
+    return kinds if plan is None else tuple(
+        k for k in kinds if lanes_pay(plan, k, target, largest_product))
 
 
-def lanes_pay(plan, kind: str, target) -> bool:
-    """Whether the blocked integer kernel of ``kind`` adds at least one useful product
-    per lane of each vector instruction on ``plan``'s channels
-    (:func:`convtranspose._kernels.int8.products_per_lane`): else (depthwise layers,
-    groups of one or two output channels) the exact float32 passes run fewer vector
-    products, and the dialect takes them."""
+def lanes_pay(plan, kind: str, target, largest_product: int = 255 ** 2) -> bool:
+    """Whether the blocked integer kernel of ``kind`` is worth trying on ``plan``: not
+    where it adds less than one useful product per lane of each vector instruction
+    (:func:`convtranspose._kernels.int8.products_per_lane`: depthwise layers, groups
+    of one or two output channels) while one float32 pass sums the layer exactly,
+    whatever its data (products of at most ``largest_product``,
+    :func:`float32_channels`): the float32 pass then runs fewer vector products.  (Where
+    the float32 sums take several passes, as a 512->3 7x7 head's 25, the kernel is
+    tried: :func:`integer_sooner`.)"""
     ci, co = plan.canonical_filter_shape[1:3]
-    return products_per_lane(kind, (ci, co), target.vector_bytes) >= 1
+    return (products_per_lane(kind, (ci, co), target.vector_bytes) >= 1
+            or ci * taps_per_output(plan.axes) * largest_product > FLOAT32_EXACT)
 
 
 #: Per layer, kind of word and machine: whether the integer kernel summed the layer
@@ -230,8 +235,9 @@ def offset_sums(plan, data: np.ndarray, weights: np.ndarray, offset: int,
     subtracts the share and adds the bias in its own pass; the memory check is the
     dialect's on its data centred as ``centred``.  None where no kernel takes them (no
     numba, not x86, more than three axes, operands out of range, lanes that would
-    mostly idle: :func:`lanes_pay`): the dialect then centres its data and runs
-    :func:`exact_sum`."""
+    mostly idle on a layer of one float32 pass: :func:`lanes_pay`; the float32
+    passes timed sooner: :func:`integer_sooner`): the dialect then centres its data
+    and runs :func:`exact_sum`."""
     target = host()
     if not target.numba:
         return None
@@ -240,7 +246,8 @@ def offset_sums(plan, data: np.ndarray, weights: np.ndarray, offset: int,
     check_transposed(plan, np.broadcast_to(centred.type(0), data.shape), weights, None,
                      output_shape)
     canonical = canonical_weights(plan, weights)
-    for kind in integer_kinds(target, plan):
+    info = np.iinfo(data.dtype)  # the data's span bounds |data - offset|; 8-bit weights'
+    for kind in integer_kinds(target, plan, (int(info.max) - int(info.min)) * 255):
         sums = prepare_blocked_sums(kind, data.shape[0], canonical, plan.axes,
                                     plan.channels_last, target)
         if sums is None:
@@ -256,7 +263,8 @@ def offset_sums(plan, data: np.ndarray, weights: np.ndarray, offset: int,
 
 
 def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
-                bias: np.ndarray | None = None) -> np.ndarray | None:
+                bias: np.ndarray | None = None,
+                largest_product: int = 255 ** 2) -> np.ndarray | None:
     """The exact sum, plus ``bias`` per output channel where given, by the integer
     kernels (:mod:`convtranspose._kernels.int8`): AVX512-VNNI byte products where this
     machine has them and the operands are bytes (the data spanning at most 256 values,
@@ -265,8 +273,9 @@ def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
     axes, sums that could leave int32, no numba, another architecture).  int32, or
     int64 with a bias (added in the pass that subtracts the shift's share,
     :func:`convtranspose._kernels.requantize.corrected_sums`).  None too where the
-    kernels' lanes would mostly idle (:func:`lanes_pay`): the float32 passes run
-    such layers sooner."""
+    kernels' lanes would mostly idle and one float32 pass sums the layer
+    (:func:`lanes_pay`, for products of at most ``largest_product``), or where the
+    float32 passes were timed sooner (:func:`integer_sooner`)."""
     target = host()
     if not target.numba:
         return None
@@ -277,7 +286,8 @@ def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
     canonical = canonical_weights(plan, weights)
     # The VNNI byte products' second way (then col2im) right after their first.
     for kind in ("bytes", "columns", "halves") if _vnni_bytes(target) else ("halves",):
-        if not lanes_pay(plan, "bytes" if kind == "columns" else kind, target):
+        if not lanes_pay(plan, "bytes" if kind == "columns" else kind, target,
+                         largest_product):
             continue
         if kind == "columns":  # the byte products then col2im
             total = u8s8_transposed(data, canonical, plan.axes, plan.channels_last, target)
@@ -318,7 +328,7 @@ def exact_sum(plan, data: np.ndarray, weights: np.ndarray, bias: np.ndarray | No
     float32 runs at the library's full speed: on an Intel Xeon a 64-channel 32x32 k4 s2
     layer took about 5 times as long in float64 (docs/quantization.md).
     """
-    total = integer_sum(plan, data, weights, output_shape, bias)
+    total = integer_sum(plan, data, weights, output_shape, bias, largest_product)
     if total is not None:
         return total
     return float_sum(plan, data, weights, bias, names=names, largest_product=largest_product,

@@ -230,22 +230,16 @@ def u8s8_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: boo
 
 
 def _layer(count, words, axes, blocked, target, product):
-    """``fill(source) -> (count, Y..., G*Co)`` int32: ``direct-blocked``'s kernel with
-    ``product`` on int32 words, set up once (:func:`._numba.blocked.blocked_layer`,
-    kept in ``blocked``)."""
+    """``(layer, shape)``: ``direct-blocked``'s kernel with ``product`` on int32 words,
+    set up once for ``count`` samples (:class:`._numba.blocked.BlockedLayer`, kept in
+    ``blocked``), and the shape ``(count, Y..., G*Co)`` of the int32 sums it fills."""
     from ._numba.blocked import blocked_layer
     from .schedules import KEEP
 
     layer = blocked_layer(count, words, axes, np.dtype(np.int32), True, KEEP, blocked,
                           target, product)
-    shape = (count,) + tuple(a.output_size for a in axes) + (words.shape[0] * words.shape[2],)
-
-    def fill(source):
-        out = np.empty(shape, np.int32)
-        layer(source, out)
-        return out
-
-    return fill
+    return layer, (count,) + tuple(a.output_size for a in axes) + (
+        words.shape[0] * words.shape[2],)
 
 
 def _halves_data(data: np.ndarray, channels_last: bool, groups: int, ci: int, pairs: int,
@@ -312,15 +306,23 @@ class BlockedSums:
         self._ci = ci
         self._fills: dict = {}
 
-    def _fill(self, count: int):
-        """The kernel set up for ``count`` samples (the share's one made at first use)."""
-        fill = self._fills.get(count)
-        if fill is None:
+    def _layer(self, count: int):
+        """``(layer, shape)`` of the kernel set up for ``count`` samples (:func:`_layer`;
+        the share's made at first use)."""
+        made = self._fills.get(count)
+        if made is None:
             product = "vector_dot_bytes" if self.kind == "bytes" else "vector_dot_words"
             blocked = self._derived.setdefault(self.kind + " blocked", {})
-            fill = self._fills[count] = _layer(count, self._words, self.axes, blocked,
+            made = self._fills[count] = _layer(count, self._words, self.axes, blocked,
                                                self._target, product)
-        return fill
+        return made
+
+    def _fill(self, count: int, words: np.ndarray) -> np.ndarray:
+        """The int32 sums of ``count`` samples' ``words``."""
+        layer, shape = self._layer(count)
+        out = np.empty(shape, np.int32)
+        layer(words, out)
+        return out
 
     def _words_of(self, data: np.ndarray, shift: int) -> np.ndarray:
         """``data + shift`` as the kind's words ``(N, X..., G * words per group)``."""
@@ -352,7 +354,7 @@ class BlockedSums:
             inputs = tuple(a.input_size for a in self.axes)
             ones = np.full((1,) + inputs + (self._words.shape[0] * self._words.shape[1],),
                            _WORDS[self.kind][4], np.int32)
-            share = self._derived[key] = frozen(self._fill(1)(ones)[0])
+            share = self._derived[key] = frozen(self._fill(1, ones)[0])
         return share
 
     def sums(self, data: np.ndarray, offset: int = 0):
@@ -364,6 +366,14 @@ class BlockedSums:
         return self._sums(data, offset, _span(data))
 
     def _sums(self, data, offset, span):
+        prepared = self._prepared(data, offset, span)
+        if prepared is None:
+            return None
+        words, factor, share = prepared
+        return self._fill(self.batch, words), factor, share
+
+    def _prepared(self, data, offset, span):
+        """``(words, factor, share)`` of :meth:`sums`, or None where it declines."""
         shift = self._shift(*span)
         if shift is None:
             return None
@@ -371,7 +381,27 @@ class BlockedSums:
         share = self.share() if factor else None
         if factor and share is None:
             return None
-        return self._fill(self.batch)(self._words_of(data, shift)), factor, share
+        return self._words_of(data, shift), factor, share
+
+    def requantized(self, data: np.ndarray, offset: int, requantization):
+        """``requantization(acc, factor, share)`` of :meth:`sums` (a
+        :class:`~convtranspose._kernels.requantize.CorrectedRequantization`), each
+        piece of output lines requantized by the thread that summed it as soon as it
+        did, while its sums are in that core's caches, where the kernel's pieces are
+        whole lines (one group, one pass of output channels); after every sum
+        otherwise.  None where :meth:`sums` declines."""
+        prepared = self._prepared(data, offset, _span(data))
+        if prepared is None:
+            return None
+        words, factor, share = prepared
+        layer, shape = self._layer(self.batch)
+        acc = np.empty(shape, np.int32)
+        if not layer.fusable:
+            layer(words, acc)
+            return requantization(acc, factor, share)
+        result, lines = requantization.start(acc, factor, share)
+        layer(words, acc, after=lines)
+        return result
 
     def __call__(self, data: np.ndarray) -> np.ndarray | None:
         """The exact sums of ``data`` ``(N, Y..., G*Co)`` int32 (a channels-first view of

@@ -12,8 +12,9 @@ import numpy as np
 from .._runtime.threads import parallel_for
 from ._numba.transpose import PARALLEL_COPY_BYTES
 
-__all__ = ["corrected_sums", "fixed_point_requantized", "onednn_requantized",
-           "prepare_corrected", "prepare_requantized", "requantized", "torch_requantized"]
+__all__ = ["CorrectedRequantization", "corrected_sums", "fixed_point_requantized",
+           "onednn_requantized", "prepare_corrected", "prepare_requantized", "requantized",
+           "torch_requantized"]
 
 #: Elements per piece of work a thread takes.
 _PIECE = 1 << 16
@@ -92,33 +93,52 @@ def prepare_requantized(multiplier: np.ndarray, y_scale: np.ndarray,
 
 def prepare_corrected(multiplier: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray,
                       bias: np.ndarray | None, threads: int):
-    """``apply(acc, factor, share)``: :func:`requantized` of ``acc - factor * share +
-    bias`` in one compiled pass (:func:`._numba.requantize.corrected_rows`; the
+    """``apply(acc, factor, share)`` (a :class:`CorrectedRequantization`):
+    :func:`requantized` of ``acc - factor * share + bias`` in one compiled pass (:func:`._numba.requantize.corrected_rows`; the
     integer steps exact in int64), for the channels-last int32 sums ``acc`` ``(N, Y...,
     M)`` and ``share`` ``(Y..., M)`` (None where ``factor`` is 0) of
     :meth:`convtranspose._kernels.int8.BlockedSums.sums`, so that neither the shift's
     share nor the bias costs a pass of its own.  The result is channels last ``(N,
     Y..., M)``.  None where :func:`prepare_requantized` is."""
     constants = _constants(multiplier, y_scale, y_zero_point)
-    if constants is None:
-        return None
-    from ._numba.requantize import corrected_rows
+    return None if constants is None else CorrectedRequantization(constants, bias, threads)
 
-    dtype, low, high, factors, scale, zero = constants
-    channels = factors.shape[0]
-    addend = _addend(bias, channels)
 
-    def apply(acc: np.ndarray, factor: int, share: np.ndarray | None) -> np.ndarray:
-        rows = acc.reshape(-1, channels)
-        places = _places(share, channels)
-        out = np.empty(acc.shape, dtype)
-        args = (rows, places, np.int64(factor), addend, factors, scale, zero, low, high,
-                out.reshape(rows.shape))
-        _rows_in_pieces(lambda first, stop: corrected_rows(*args, first, stop), rows,
-                        threads)
+class CorrectedRequantization:
+    """:func:`prepare_corrected`'s ``apply``: called on ``(acc, factor, share)``, the
+    whole pass; :meth:`start` gives it in pieces of output lines instead."""
+
+    def __init__(self, constants: tuple, bias: np.ndarray | None, threads: int) -> None:
+        self._dtype, low, high, factors, scale, zero = constants
+        self._channels = factors.shape[0]
+        self._constants = (_addend(bias, self._channels), factors, scale, zero, low, high)
+        self._threads = threads
+
+    def _arguments(self, acc: np.ndarray, factor: int, share: np.ndarray | None):
+        """The result and the compiled passes' arguments but the rows."""
+        out = np.empty(acc.shape, self._dtype)
+        rows = acc.reshape(-1, self._channels)
+        return out, (rows, _places(share, self._channels), np.int64(factor),
+                     *self._constants, out.reshape(rows.shape))
+
+    def __call__(self, acc: np.ndarray, factor: int, share: np.ndarray | None) -> np.ndarray:
+        from ._numba.requantize import corrected_rows
+
+        out, args = self._arguments(acc, factor, share)
+        _rows_in_pieces(lambda first, stop: corrected_rows(*args, first, stop), args[0],
+                        self._threads)
         return out
 
-    return apply
+    def start(self, acc: np.ndarray, factor: int, share: np.ndarray | None):
+        """``(out, lines)``: the result to be, and ``lines(starts, run)``, which
+        requantizes rows ``[start, start + run)`` of ``acc`` (rows of ``M`` sums) for
+        each of ``starts`` into it (:func:`._numba.requantize.corrected_lines`), on the
+        calling thread: the blocked kernel calls it for the lines each thread has just
+        summed."""
+        from ._numba.requantize import corrected_lines
+
+        out, args = self._arguments(acc, factor, share)
+        return out, lambda starts, run: corrected_lines(*args, starts, run)
 
 
 def _places(share: np.ndarray | None, width: int) -> np.ndarray:

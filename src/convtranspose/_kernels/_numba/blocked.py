@@ -413,7 +413,7 @@ class BlockedLayer:
 
     __slots__ = ("_dtype", "_mode", "_target", "_copy_plane_bytes", "_copy_steps",
                  "_in_steps", "_passes", "_run_args", "_threads", "_count", "_pieces",
-                 "_by_passes")
+                 "_by_passes", "_lines")
 
     def __init__(self, batch, weights, axes, dtype, channels_last, mode, derived, target,
                  product="vector_fma"):
@@ -464,10 +464,34 @@ class BlockedLayer:
         # sixteen planes (``benchmarks/results/blocked-pieces-xeon.json``,
         # passes_between_threads).
         self._by_passes = len(self._passes) >= threads > 1
+        # Whole channels-last lines of one group in one pass, shared between threads:
+        # each piece of work writes its lines' every sum, so a caller may take them as
+        # each piece ends, on its thread (on one thread, all are taken at once anyway).
+        self._lines = ((self._run_args[1],) + tuple(a.output_size for a in axes3)
+                       if groups == 1 and segments == 1 and len(self._passes) == 1
+                       and channels_last and threads > 1 else None)
 
-    def __call__(self, data, out, bias=None) -> None:
+    @property
+    def fusable(self) -> bool:
+        """Whether a call may take each piece's lines as it ends (``after``): whole
+        lines of one group in one pass, on several threads."""
+        return self._lines is not None
+
+    def _line_starts(self, first: int, stop: int) -> np.ndarray:
+        """Where lines ``[first, stop)`` of a :attr:`fusable` layer start in its output,
+        in pixels."""
+        order, out1, out2, out3 = self._lines
+        flat = np.arange(first, stop)
+        y1, y2 = order[(flat // out2) % out1], order[out1 + flat % out2]
+        return ((flat // (out1 * out2) * out1 + y1) * out2 + y2) * out3
+
+    def __call__(self, data, out, bias=None, after=None) -> None:
         """Fill ``out`` (the set-up's layout, shape and store mode) from ``data``, plus
-        ``bias`` where ``out`` is rounded (``(G*Co,)``, read only then)."""
+        ``bias`` where ``out`` is rounded (``(G*Co,)``, read only then).  ``after(starts,
+        pixels)``, for a :attr:`fusable` layer and a C-contiguous ``out`` only: called
+        with the output lines each piece of work wrote (each ``pixels`` pixels of every
+        output channel from a pixel of ``starts``), on the thread that wrote them, as
+        soon as it did."""
         dtype, in_steps = self._dtype, self._in_steps
         if 0 <= self._copy_plane_bytes and (
                 self._copy_plane_bytes * data.itemsize >= _FAR_CHANNELS_BYTES):
@@ -496,6 +520,12 @@ class BlockedLayer:
         if self._by_passes:
             parallel_parts(lambda index: run_pass(index, 0, count), len(self._passes),
                            self._threads)
+        elif after is not None:
+            def run_then_after(a: int, b: int) -> None:
+                run_pass(0, a, b)
+                after(self._line_starts(a, b), self._lines[3])
+
+            parallel_for(run_then_after, count, self._threads, self._pieces)
         else:
             for index in range(len(self._passes)):
                 parallel_for(lambda a, b, index=index: run_pass(index, a, b), count,
