@@ -162,22 +162,23 @@ def _compute(plan, x, w, zero_points, scales, bias, output_shape) -> np.ndarray:
     """The integer kernels' fused call (:func:`integer_qlinear`), else the exact sum
     (:func:`exact_sum`; :func:`float_sum` at once where no integer kernel's lanes pay),
     then :func:`requantize`."""
-    weights = _kept_centred_weights(w, zero_points[1], plan.groups)
     target = host()
     if target.numba and not integer_kinds(target, plan):
         # No integer kernel's lanes pay (depthwise, small groups): the float32 passes
         # take x centred as float32 in one pass, bounded by its type's range.
         info, zero = np.iinfo(x.dtype), int(zero_points[0].reshape(()))
-        acc = float_sum(plan, np.subtract(x, np.float32(zero), dtype=np.float32), weights,
-                        bias, names=("x", "w", "B"), output_shape=output_shape,
+        acc = float_sum(plan, np.subtract(x, np.float32(zero), dtype=np.float32),
+                        _kept_centred_weights(w, zero_points[1], plan.groups), bias,
+                        names=("x", "w", "B"), output_shape=output_shape,
                         data_magnitude=max(zero - info.min, info.max - zero))
         return requantize(acc, _multiplier(plan, scales), scales[2], zero_points[2])
     call = integer_qlinear(plan, w, zero_points, scales, bias, output_shape)
     result = None if call is None else call(x)
     if result is not None:
         return result
-    acc = exact_sum(plan, _centred(x, zero_points[0]), weights, bias, names=("x", "w", "B"),
-                    output_shape=output_shape)
+    acc = exact_sum(plan, _centred(x, zero_points[0]),
+                    _kept_centred_weights(w, zero_points[1], plan.groups), bias,
+                    names=("x", "w", "B"), output_shape=output_shape)
     return requantize(acc, _multiplier(plan, scales), scales[2], zero_points[2])
 
 

@@ -185,9 +185,22 @@ def lanes_pay(plan, kind: str, target, largest_product: int = 255 ** 2) -> bool:
     :func:`float32_channels`): the float32 pass then runs fewer vector products.  (Where
     the float32 sums take several passes, as a 512->3 7x7 head's 25, the kernel is
     tried: :func:`integer_sooner`.)"""
-    ci, co = plan.canonical_filter_shape[1:3]
-    return (products_per_lane(kind, (ci, co), target.vector_bytes) >= 1
-            or ci * taps_per_output(plan.axes) * largest_product > FLOAT32_EXACT)
+    per_lane, products = _lane_use(plan, kind, target.vector_bytes)
+    return per_lane >= 1 or products * largest_product > FLOAT32_EXACT
+
+
+def _lane_use(plan, kind: str, vector_bytes: int) -> tuple[float, int]:
+    """``(products per lane, products per output)`` of the integer kernel of ``kind``
+    on ``plan`` (:func:`convtranspose._kernels.int8.products_per_lane`; a group's
+    input channels times the most taps that meet one output), kept on the plan: a
+    small layer's call asks several times, and hashing a plan costs more."""
+    kept_uses = plan.__dict__.setdefault("_lane_uses", {})
+    use = kept_uses.get((kind, vector_bytes))
+    if use is None:
+        ci, co = plan.canonical_filter_shape[1:3]
+        use = kept_uses[kind, vector_bytes] = (products_per_lane(kind, (ci, co), vector_bytes),
+                                               ci * taps_per_output(plan.axes))
+    return use
 
 
 #: Per layer, kind of word and machine: whether the integer kernel summed the layer
@@ -211,8 +224,7 @@ def integer_sooner(plan, kind: str, target, integer, floating) -> bool:
     ``benchmarks/results/grouped-quantized-xeon.json``): both are timed once per layer
     and the faster kept (not under ``CONVTRANSPOSE_PLANNING=estimate``, which takes
     the integer kernel).  Every way gives the same exact sums."""
-    ci, co = plan.canonical_filter_shape[1:3]
-    if (products_per_lane(kind, (ci, co), target.vector_bytes) >= word_products(kind)
+    if (_lane_use(plan, kind, target.vector_bytes)[0] >= word_products(kind)
             or get_planning() == "estimate"):
         return True
     key = (plan, kind, target)
