@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._runtime.threads import parallel_for
-from ._numba.transpose import PARALLEL_COPY_BYTES
+from .._runtime.threads import PARALLEL_COPY_BYTES, parallel_for
 
 __all__ = ["CorrectedRequantization", "corrected_sums", "fixed_point_requantized",
            "onednn_requantized", "prepare_corrected", "prepare_requantized", "requantized",
@@ -24,11 +23,10 @@ _BOUNDS = {"B": (0, 255), "b": (-128, 127)}
 
 def _rows_in_pieces(kernel, rows: np.ndarray, threads: int) -> None:
     """``kernel(first_row, stop_row)`` over ``rows`` ``(R, L)`` in pieces of about
-    :data:`_PIECE` elements, on up to ``threads`` threads where the sums fill at
-    least the layout copies' :data:`PARALLEL_COPY_BYTES` (a pass reads each sum once,
-    as a copy does: below that, waking a helper cost more than it saved; on an Intel
-    Xeon one thread took 0.09-0.33 ms for 1-4 MiB of int32 sums, two 0.19-0.51 ms,
-    ``benchmarks/results/grouped-quantized-xeon.json``)."""
+    :data:`_PIECE` elements, on up to ``threads`` threads where the sums fill at least
+    the layout copies' :data:`~convtranspose._runtime.threads.PARALLEL_COPY_BYTES` (a
+    pass reads each sum once, as a copy does: below that, waking a helper cost more
+    than it saved)."""
     if rows.nbytes < PARALLEL_COPY_BYTES or threads == 1:  # no threads to wake
         kernel(0, rows.shape[0])
         return

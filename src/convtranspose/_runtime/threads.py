@@ -36,7 +36,7 @@ import numpy as np
 from .caches import kept
 from .config import PIN_THREADS_ENV, switch
 
-__all__ = ["THREAD_COUNT_ENVS", "default_threads",
+__all__ = ["PARALLEL_COPY_BYTES", "THREAD_COUNT_ENVS", "default_threads",
            "MAX_THREADS", "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
            "set_pinning", "set_process_threads", "pool", "helper_ids", "steering",
            "restore_affinities", "steer_helpers_off_caller", "steering_mode"]
@@ -49,6 +49,11 @@ THREAD_COUNT_ENVS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
 #: little beyond that, and a library call should not take a whole server.  A count
 #: the user sets (the API or the environment variables above) is taken as it is.
 _MAX_DEFAULT_THREADS = 8
+#: Layout copies, casts and requantization passes of at least this many bytes are
+#: split between the threads; smaller ones run on the calling thread, where on an
+#: Intel Xeon a requantization of 1-4 MiB of int32 sums took 0.09-0.34 ms against
+#: 0.20-0.50 ms split between two (``benchmarks/results/grouped-quantized-xeon.json``).
+PARALLEL_COPY_BYTES = 1 << 22
 #: The most threads any setting may ask for: far above any CPU count a library call
 #: can use, and small enough that no count overflows the C integers it reaches
 #: (OpenBLAS's thread count, a pool's size).

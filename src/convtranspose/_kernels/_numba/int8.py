@@ -21,9 +21,8 @@ import numpy as np
 
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes
-from ..._runtime.threads import parallel_for
+from ..._runtime.threads import PARALLEL_COPY_BYTES, parallel_for
 from .kernel_cache import cached_njit
-from .transpose import PARALLEL_COPY_BYTES
 
 __all__ = ["COLUMNS", "group_products", "pack_signed", "panel_source", "u8s8_products",
            "word_bytes", "word_halves"]

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..._runtime.caches import kept
-from ..._runtime.threads import parallel_for
+from ..._runtime.threads import PARALLEL_COPY_BYTES, parallel_for
 
 
 def _tile_transpose_source(lanes: int) -> str:
@@ -55,8 +55,6 @@ def transpose_kernel(lanes: int):
     ))["kernel"]
 
 
-#: Layout copies of at least this many bytes are split between the threads.
-PARALLEL_COPY_BYTES = 1 << 22
 
 
 def _layout_copy(data: np.ndarray, dtype, target, to_last: bool) -> np.ndarray:
