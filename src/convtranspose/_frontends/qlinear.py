@@ -160,12 +160,12 @@ def _numpy_requantize(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarr
 
 def _compute(plan, x, w, zero_points, scales, bias, output_shape) -> np.ndarray:
     """The integer kernels' fused call (:func:`integer_qlinear`), else the exact sum
-    (:func:`exact_sum`; :func:`float_sum` at once where no integer kernel's lanes pay),
-    then :func:`requantize`."""
+    (:func:`exact_sum`; :func:`float_sum` at once where no integer kernel is worth
+    trying, :func:`~.quantized.lanes_pay`), then :func:`requantize`."""
     target = host()
     if target.numba and not integer_kinds(target, plan):
-        # No integer kernel's lanes pay (depthwise, small groups): the float32 passes
-        # take x centred as float32 in one pass, bounded by its type's range.
+        # Lanes mostly idle and one float32 pass sums the layer (depthwise, groups of
+        # one or two outputs): it takes x centred as float32, bounded by its type.
         info, zero = np.iinfo(x.dtype), int(zero_points[0].reshape(()))
         acc = float_sum(plan, np.subtract(x, np.float32(zero), dtype=np.float32),
                         _kept_centred_weights(w, zero_points[1], plan.groups), bias,
