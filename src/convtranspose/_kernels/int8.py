@@ -304,16 +304,16 @@ class BlockedSums:
         # The most a sum of data of magnitude 1 reaches: each sum's bound per unit of data.
         self._unit = ci * taps_per_output(axes) * largest
         self._ci = ci
-        self._fills: dict = {}
+        self._layers: dict = {}
 
     def _layer(self, count: int):
         """``(layer, shape)`` of the kernel set up for ``count`` samples (:func:`_layer`;
         the share's made at first use)."""
-        made = self._fills.get(count)
+        made = self._layers.get(count)
         if made is None:
             product = "vector_dot_bytes" if self.kind == "bytes" else "vector_dot_words"
             blocked = self._derived.setdefault(self.kind + " blocked", {})
-            made = self._fills[count] = _layer(count, self._words, self.axes, blocked,
+            made = self._layers[count] = _layer(count, self._words, self.axes, blocked,
                                                self._target, product)
         return made
 

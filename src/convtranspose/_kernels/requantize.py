@@ -92,9 +92,10 @@ def prepare_requantized(multiplier: np.ndarray, y_scale: np.ndarray,
 def prepare_corrected(multiplier: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray,
                       bias: np.ndarray | None, threads: int):
     """``apply(acc, factor, share)`` (a :class:`CorrectedRequantization`):
-    :func:`requantized` of ``acc - factor * share + bias`` in one compiled pass (:func:`._numba.requantize.corrected_rows`; the
-    integer steps exact in int64), for the channels-last int32 sums ``acc`` ``(N, Y...,
-    M)`` and ``share`` ``(Y..., M)`` (None where ``factor`` is 0) of
+    :func:`requantized` of ``acc - factor * share + bias`` in one compiled pass
+    (:func:`._numba.requantize.corrected_rows`; the integer steps exact in int64), for
+    the channels-last int32 sums ``acc`` ``(N, Y..., M)`` and ``share`` ``(Y..., M)``
+    (None where ``factor`` is 0) of
     :meth:`convtranspose._kernels.int8.BlockedSums.sums`, so that neither the shift's
     share nor the bias costs a pass of its own.  The result is channels last ``(N,
     Y..., M)``.  None where :func:`prepare_requantized` is."""
@@ -123,20 +124,21 @@ class CorrectedRequantization:
         from ._numba.requantize import corrected_rows
 
         out, args = self._arguments(acc, factor, share)
-        _rows_in_pieces(lambda first, stop: corrected_rows(*args, first, stop), args[0],
-                        self._threads)
+        _rows_in_pieces(lambda first, stop: corrected_rows(*args, np.array([first]),
+                                                           stop - first),
+                        args[0], self._threads)
         return out
 
     def start(self, acc: np.ndarray, factor: int, share: np.ndarray | None):
         """``(out, lines)``: the result to be, and ``lines(starts, run)``, which
         requantizes rows ``[start, start + run)`` of ``acc`` (rows of ``M`` sums) for
-        each of ``starts`` into it (:func:`._numba.requantize.corrected_lines`), on the
+        each of ``starts`` into it (:func:`._numba.requantize.corrected_rows`), on the
         calling thread: the blocked kernel calls it for the lines each thread has just
         summed."""
-        from ._numba.requantize import corrected_lines
+        from ._numba.requantize import corrected_rows
 
         out, args = self._arguments(acc, factor, share)
-        return out, lambda starts, run: corrected_lines(*args, starts, run)
+        return out, lambda starts, run: corrected_rows(*args, starts, run)
 
 
 def _places(share: np.ndarray | None, width: int) -> np.ndarray:

@@ -15,8 +15,8 @@ import numpy as np
 from ..._runtime.caches import kept
 from .kernel_cache import cached_njit
 
-__all__ = ["corrected_lines", "corrected_rows", "corrected_sum_rows", "fixed_point_64_rows",
-           "fixed_point_rows", "onednn_rows", "requantize_rows", "torch_rows"]
+__all__ = ["corrected_rows", "corrected_sum_rows", "fixed_point_64_rows", "fixed_point_rows",
+           "onednn_rows", "requantize_rows", "torch_rows"]
 
 
 @cached_njit(nogil=True)
@@ -41,38 +41,24 @@ def requantize_rows(acc, multiplier, per_row, y_scale, zero_point, low, high, ou
 
 @cached_njit(nogil=True)
 def corrected_rows(acc, share, factor, bias, multiplier, y_scale, zero_point, low, high, out,
-                   first, stop):  # pragma: no cover - compiled
-    """Rows ``[first, stop)`` of :func:`requantize_rows` (channels last: ``acc`` and
-    ``out`` ``(R, M)``, C-contiguous) of the sums ``acc[r, i] - factor * share[r % P,
-    i] + bias[i]``, in int64 (exact), before the same float32 steps: the sums of
-    :meth:`convtranspose._kernels.int8.BlockedSums.sums` corrected for their shift and
-    the data's zero point (``share`` ``(P, M)``: the sums of ones of each of the ``P``
-    output places of a sample), plus the bias, in the pass that requantizes them."""
-    for r in range(first, stop):
-        _corrected_row(acc, share, factor, bias, multiplier, y_scale, zero_point, low, high,
-                       out, r)
-
-
-@cached_njit(nogil=True)
-def corrected_lines(acc, share, factor, bias, multiplier, y_scale, zero_point, low, high,
-                    out, starts, run):  # pragma: no cover - compiled
-    """:func:`corrected_rows` of the rows ``[start, start + run)`` of each of
-    ``starts``: the output lines a thread of the blocked kernel has just summed, while
-    their sums are in its caches (:meth:`convtranspose._kernels.int8.BlockedSums.requantized`)."""
+                   starts, run):  # pragma: no cover - compiled
+    """Rows ``[start, start + run)`` for each of ``starts`` of :func:`requantize_rows`
+    (channels last: ``acc`` and ``out`` ``(R, M)``, C-contiguous) of the sums ``acc[r,
+    i] - factor * share[r % P, i] + bias[i]``, in int64 (exact), before the same
+    float32 steps: the sums of :meth:`convtranspose._kernels.int8.BlockedSums.sums`
+    corrected for their shift and the data's zero point (``share`` ``(P, M)``: the sums
+    of ones of each of the ``P`` output places of a sample), plus the bias, in the pass
+    that requantizes them.  A pass over all rows, or a piece of them, is one start; the
+    blocked kernel's threads give the output lines each has just summed, while their
+    sums are in its caches (:meth:`convtranspose._kernels.int8.BlockedSums.requantized`)."""
+    places = share.shape[0]
     for start in starts:
         for r in range(start, start + run):
-            _corrected_row(acc, share, factor, bias, multiplier, y_scale, zero_point, low,
-                           high, out, r)
-
-
-@cached_njit(nogil=True, inline="always")
-def _corrected_row(acc, share, factor, bias, multiplier, y_scale, zero_point, low, high, out,
-                   r):  # pragma: no cover - compiled
-    place = r % share.shape[0]
-    for i in range(acc.shape[1]):
-        whole = np.int64(acc[r, i]) - factor * np.int64(share[place, i]) + bias[i]
-        value = np.rint(np.float32(whole) * multiplier[i] / y_scale) + zero_point
-        out[r, i] = min(max(value, low), high)
+            place = r % places
+            for i in range(acc.shape[1]):
+                whole = np.int64(acc[r, i]) - factor * np.int64(share[place, i]) + bias[i]
+                value = np.rint(np.float32(whole) * multiplier[i] / y_scale) + zero_point
+                out[r, i] = min(max(value, low), high)
 
 
 @cached_njit(nogil=True)

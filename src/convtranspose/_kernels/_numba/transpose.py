@@ -55,8 +55,6 @@ def transpose_kernel(lanes: int):
     ))["kernel"]
 
 
-
-
 def _layout_copy(data: np.ndarray, dtype, target, to_last: bool) -> np.ndarray:
     """``data`` ``(N, C, X...)`` as ``(N, X..., C)`` (``to_last``) or ``(N, X..., C)`` as
     ``(N, C, X...)``: a new C-contiguous array of ``dtype``, float32 and float64 in
