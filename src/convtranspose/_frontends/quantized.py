@@ -415,24 +415,18 @@ def _float32_pass(plan, weights: np.ndarray, first: int, stop: int) -> np.ndarra
     as its own, so that the float32 kernels find their matrices without comparing the
     float32 copy: the weights themselves are compared once (not at all for a prepared
     layer's, or the centred weights :func:`kept_weights` keeps)."""
-    key = ("float32 pass", plan.filter_layout, plan.canonical_filter_shape, first, stop)
-    derived = derived_from(weights, *key)
-    kept = derived.get("float32")
-    if kept is None:
-        part = canonical_weights(plan, weights)[:, first:stop]
-        kept = derived["float32"] = own(frozen(np.array(part, np.float32, order="C")))
-    return kept
+    return kept_weights(weights, ("float32 pass", plan.filter_layout,
+                                  plan.canonical_filter_shape, first, stop),
+                        lambda w: np.array(canonical_weights(plan, w)[:, first:stop],
+                                           np.float32, order="C"))
 
 
 def _float32_filter(plan, weights: np.ndarray) -> np.ndarray:
-    """``weights`` (the plan's filter layout) as float32, kept in the weights memo and
-    marked as its own (:func:`_float32_pass`): the float32 dialects' prepared call of
-    the layer is set up from it once, and knows it by identity."""
-    derived = derived_from(weights, "float32 filter", plan.filter_layout, weights.shape)
-    kept = derived.get("float32")
-    if kept is None:
-        kept = derived["float32"] = own(frozen(np.array(weights, np.float32, order="C")))
-    return kept
+    """``weights`` (the plan's filter layout) as float32, kept with them
+    (:func:`kept_weights`): the float32 dialects' prepared call of the layer is set up
+    from it once, and knows it by identity."""
+    return kept_weights(weights, ("float32 filter", plan.filter_layout, weights.shape),
+                        lambda w: np.array(w, np.float32, order="C"))
 
 
 def _plus_bias(plan, total: np.ndarray, bias: np.ndarray) -> np.ndarray:
