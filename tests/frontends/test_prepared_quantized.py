@@ -284,7 +284,7 @@ def test_a_prepared_layer_does_not_compare_its_filter_on_each_call(monkeypatch):
 
 @pytest.mark.parametrize("kernel", ["any", "pairs"])
 @pytest.mark.parametrize("seed", range(6))
-def test_qlinear_repeated_calls_run_prepared(monkeypatch, seed, kernel):
+def test_qlinear_repeated_calls_run_prepared(monkeypatch, every_layer_integer, seed, kernel):
     """A qlinear layer's repeated calls of one input shape run its prepared call (the
     function itself is not called again) and return the function's bytes: uint8 and
     int8 data, per-tensor and per-channel weights, bias, groups, 1-3 axes; ``pairs``:
@@ -294,7 +294,6 @@ def test_qlinear_repeated_calls_run_prepared(monkeypatch, seed, kernel):
 
     from convtranspose._frontends import quantized
 
-    monkeypatch.setattr(quantized, "lanes_pay", lambda *arguments: True)  # small layers
     if kernel == "pairs":
         monkeypatch.setattr(quantized, "has_vnni", lambda: False)
     rng = np.random.default_rng(seed)

@@ -173,8 +173,8 @@ def sum_in(request, monkeypatch):
 
     if request.param == "vnni" and not has_vnni():
         pytest.skip("this CPU has no AVX512-VNNI")
-    if request.param in ("vnni", "pairs"):  # the kernels on every layer, lanes idle or not
-        monkeypatch.setattr(quantized, "lanes_pay", lambda *arguments: True)
+    if request.param in ("vnni", "pairs"):
+        request.getfixturevalue("every_layer_integer")
     if request.param == "pairs":
         if not integer_vector_bytes():
             pytest.skip("pmaddwd is an x86 instruction")
@@ -317,15 +317,6 @@ def test_compiled_requantization_equals_the_scalar_oracle(acc_dtype, channels_la
         assert result.dtype == y_zero.dtype
     low, high = np.iinfo(y_zero.dtype).min, np.iinfo(y_zero.dtype).max
     assert {low, high} <= set(np.unique(result).tolist())  # both saturation ends
-
-
-@pytest.fixture
-def every_layer_integer(monkeypatch):
-    """The integer kernels take every layer, its vector lanes idle or not (these tests'
-    layers are small), on any CPU."""
-    from convtranspose._frontends import quantized
-
-    monkeypatch.setattr(quantized, "lanes_pay", lambda *arguments: True)
 
 
 def test_calls_of_one_filter_with_other_operands_each_match_the_oracle(every_layer_integer):

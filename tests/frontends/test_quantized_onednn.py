@@ -115,7 +115,7 @@ def random_case(rng, rank, dst="u8", *, source=np.uint8, per_channel=False, bias
 # ---------------------------------------------------------------------------- (a) oracle
 @pytest.mark.parametrize("way", ["source as it is", "centred", "numpy"])
 @pytest.mark.parametrize("dst", ["u8", "s8", "s32", "f32"])
-def test_against_the_integer_oracle(dst, way, monkeypatch):
+def test_against_the_integer_oracle(dst, way, monkeypatch, request):
     """Random 1-D to 3-D layers (groups, strides, dilations, unequal pads; u8 and s8
     sources; per-tensor and per-channel weight scales; with and without bias), both
     scalings: equal element for element (f32 bit for bit), with the integer kernels on
@@ -123,12 +123,12 @@ def test_against_the_integer_oracle(dst, way, monkeypatch):
     pass), on the centred source, and with NumPy's steps."""
     if way == "numpy":
         monkeypatch.setenv("CONVTRANSPOSE_NO_NUMBA", "1")
-    from convtranspose._frontends import onednn_quantized, quantized
+    from convtranspose._frontends import onednn_quantized
 
     if way == "centred":
         monkeypatch.setattr(onednn_quantized, "offset_sums", lambda *arguments: None)
-    if way == "source as it is":  # the integer kernels on every layer, lanes idle or not
-        monkeypatch.setattr(quantized, "lanes_pay", lambda *arguments: True)
+    if way == "source as it is":
+        request.getfixturevalue("every_layer_integer")
     rng = np.random.default_rng({"u8": 1, "s8": 2, "s32": 3, "f32": 4}[dst])
     for i in range(12):
         case = random_case(rng, 1 + i % 3, dst, source=(np.uint8, np.int8)[i % 2],

@@ -218,8 +218,8 @@ def sum_in(request, monkeypatch):
     the float64 bound lowered to 0 too)."""
     from convtranspose._frontends import quantized, tflite_quantized
 
-    if request.param == "integer":  # on every layer, lanes idle or not
-        monkeypatch.setattr(quantized, "lanes_pay", lambda *arguments: True)
+    if request.param == "integer":
+        request.getfixturevalue("every_layer_integer")
     else:
         monkeypatch.setattr(tflite_quantized, "offset_sums", lambda *arguments: None)
         monkeypatch.setattr(quantized, "integer_sum", lambda *arguments: None)

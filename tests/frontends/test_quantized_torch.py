@@ -163,12 +163,12 @@ def sum_in(request, monkeypatch):
     """Both ways to the sums: the integer kernels on the input as it is (the zero
     point's share subtracted as the requantization reads the sums; where this CPU runs
     them: x86), or the exact sum of the centred input (those kernels switched off)."""
-    from convtranspose._frontends import quantized, torch_quantized
+    from convtranspose._frontends import torch_quantized
 
     if request.param == "centred input":
         monkeypatch.setattr(torch_quantized, "offset_sums", lambda *arguments: None)
-    else:  # the integer kernels on every layer, lanes idle or not
-        monkeypatch.setattr(quantized, "lanes_pay", lambda *arguments: True)
+    else:
+        request.getfixturevalue("every_layer_integer")
     return request.param
 
 
