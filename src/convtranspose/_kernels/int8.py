@@ -390,16 +390,20 @@ class BlockedSums:
         did, while its sums are in that core's caches, where the kernel's pieces are
         whole lines (one group, one pass of output channels); after every sum
         otherwise.  None where :meth:`sums` declines."""
-        prepared = self._prepared(data, offset, _span(data))
+        low, high = span = _span(data)
+        prepared = self._prepared(data, offset, span)
         if prepared is None:
             return None
         words, factor, share = prepared
+        # The sums of data - offset: each at most unit * the data's largest distance
+        # from the offset.
+        bound = self._unit * max(abs(low - offset), abs(high - offset))
         layer, shape = self._layer(self.batch)
         acc = np.empty(shape, np.int32)
         if not layer.fusable:
             layer(words, acc)
-            return requantization(acc, factor, share)
-        result, lines = requantization.start(acc, factor, share)
+            return requantization(acc, factor, share, bound)
+        result, lines = requantization.start(acc, factor, share, bound)
         layer(words, acc, after=lines)
         return result
 

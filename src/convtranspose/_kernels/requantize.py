@@ -17,6 +17,8 @@ __all__ = ["CorrectedRequantization", "corrected_sums", "fixed_point_requantized
 
 #: Elements per piece of work a thread takes.
 _PIECE = 1 << 16
+#: The largest int32.
+_INT32_MAX = 2 ** 31 - 1
 #: The quantized results' ranges (``np.iinfo`` costs microseconds per call).
 _BOUNDS = {"B": (0, 255), "b": (-128, 127)}
 
@@ -93,7 +95,8 @@ def prepare_corrected(multiplier: np.ndarray, y_scale: np.ndarray, y_zero_point:
                       bias: np.ndarray | None, threads: int):
     """``apply(acc, factor, share)`` (a :class:`CorrectedRequantization`):
     :func:`requantized` of ``acc - factor * share + bias`` in one compiled pass
-    (:func:`._numba.requantize.corrected_rows`; the integer steps exact in int64), for
+    (:func:`._numba.requantize.corrected_rows`; the integer steps exact: in int64, or
+    in int32 where a bound keeps the sums in it), for
     the channels-last int32 sums ``acc`` ``(N, Y..., M)`` and ``share`` ``(Y..., M)``
     (None where ``factor`` is 0) of
     :meth:`convtranspose._kernels.int8.BlockedSums.sums`, so that neither the shift's
@@ -110,34 +113,51 @@ class CorrectedRequantization:
     def __init__(self, constants: tuple, bias: np.ndarray | None, threads: int) -> None:
         self._dtype, low, high, factors, scale, zero = constants
         self._channels = factors.shape[0]
-        self._constants = (_addend(bias, self._channels), factors, scale, zero, low, high)
+        wide = _addend(bias, self._channels)
+        # The bias in each type the kernel may sum in (int32 only where it fits), and
+        # the most it adds to a sum.
+        self._addends = {np.int64: wide}
+        self._bias_magnitude = int(np.abs(wide).max(initial=0))
+        if self._bias_magnitude <= _INT32_MAX:
+            self._addends[np.int32] = wide.astype(np.int32)
+        self._constants = (factors, scale, zero, low, high)
         self._threads = threads
 
-    def _arguments(self, acc: np.ndarray, factor: int, share: np.ndarray | None):
-        """The result and the compiled passes' arguments but the rows."""
+    def _arguments(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
+                   bound: int | None):
+        """The result and the compiled passes' arguments but the rows: the bias in
+        int32 where every corrected sum stays in its range (``bound``, the largest
+        magnitude of ``acc - factor * share``, plus the bias's), else in int64."""
+        narrow = bound is not None and bound + self._bias_magnitude <= _INT32_MAX
+        addend = self._addends[np.int32 if narrow and np.int32 in self._addends
+                               else np.int64]
         out = np.empty(acc.shape, self._dtype)
         rows = acc.reshape(-1, self._channels)
-        return out, (rows, _places(share, self._channels), np.int64(factor),
+        return out, (rows, _places(share, self._channels), np.int64(factor), addend,
                      *self._constants, out.reshape(rows.shape))
 
-    def __call__(self, acc: np.ndarray, factor: int, share: np.ndarray | None) -> np.ndarray:
+    def __call__(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
+                 bound: int | None = None) -> np.ndarray:
+        """The whole pass; ``bound``: the largest magnitude of ``acc - factor * share``
+        where the caller knows one (the sums in int32 where it allows)."""
         from ._numba.requantize import corrected_rows
 
-        out, args = self._arguments(acc, factor, share)
+        out, args = self._arguments(acc, factor, share, bound)
         _rows_in_pieces(lambda first, stop: corrected_rows(*args, np.array([first]),
                                                            stop - first),
                         args[0], self._threads)
         return out
 
-    def start(self, acc: np.ndarray, factor: int, share: np.ndarray | None):
+    def start(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
+              bound: int | None = None):
         """``(out, lines)``: the result to be, and ``lines(starts, run)``, which
         requantizes rows ``[start, start + run)`` of ``acc`` (rows of ``M`` sums) for
         each of ``starts`` into it (:func:`._numba.requantize.corrected_rows`), on the
         calling thread: the blocked kernel calls it for the lines each thread has just
-        summed."""
+        summed.  ``bound`` as in the call."""
         from ._numba.requantize import corrected_rows
 
-        out, args = self._arguments(acc, factor, share)
+        out, args = self._arguments(acc, factor, share, bound)
         return out, lambda starts, run: corrected_rows(*args, starts, run)
 
 

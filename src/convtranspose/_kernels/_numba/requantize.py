@@ -30,13 +30,15 @@ def requantize_rows(acc, multiplier, per_row, y_scale, zero_point, low, high, ou
     Each step is the float32 operation NumPy's ``astype``, ``*=``, ``/=``, ``rint``
     (half to even), ``+=`` and ``clip`` perform, in that order, so the bytes are the
     same; the clip as ``minimum(maximum(v, low), high)`` (no NaN reaches it: the
-    caller's multipliers are finite)."""
+    caller's multipliers are finite).  The clipped value, an integer in the result's
+    range, is stored through int32: one vector conversion, where a float-to-byte store
+    is not vectorised as well."""
     channels = multiplier.shape[0]
     for r in range(first, stop):
         for i in range(acc.shape[1]):
             scale = multiplier[r % channels] if per_row else multiplier[i]
             value = np.rint(np.float32(acc[r, i]) * scale / y_scale) + zero_point
-            out[r, i] = min(max(value, low), high)
+            out[r, i] = np.int32(min(max(value, low), high))
 
 
 @cached_njit(nogil=True)
@@ -44,21 +46,28 @@ def corrected_rows(acc, share, factor, bias, multiplier, y_scale, zero_point, lo
                    starts, run):  # pragma: no cover - compiled
     """Rows ``[start, start + run)`` for each of ``starts`` of :func:`requantize_rows`
     (channels last: ``acc`` and ``out`` ``(R, M)``, C-contiguous) of the sums ``acc[r,
-    i] - factor * share[r % P, i] + bias[i]``, in int64 (exact), before the same
-    float32 steps: the sums of :meth:`convtranspose._kernels.int8.BlockedSums.sums`
-    corrected for their shift and the data's zero point (``share`` ``(P, M)``: the sums
-    of ones of each of the ``P`` output places of a sample), plus the bias, in the pass
-    that requantizes them.  A pass over all rows, or a piece of them, is one start; the
-    blocked kernel's threads give the output lines each has just summed, while their
-    sums are in its caches (:meth:`convtranspose._kernels.int8.BlockedSums.requantized`)."""
+    i] - factor * share[r % P, i] + bias[i]`` before the same float32 steps: the sums
+    of :meth:`convtranspose._kernels.int8.BlockedSums.sums` corrected for their shift
+    and the data's zero point (``share`` ``(P, M)``: the sums of ones of each of the
+    ``P`` output places of a sample), plus the bias, in the pass that requantizes them.
+    A pass over all rows, or a piece of them, is one start; the blocked kernel's
+    threads give the output lines each has just summed, while their sums are in its
+    caches (:meth:`convtranspose._kernels.int8.BlockedSums.requantized`).
+
+    Each sum is taken in ``bias``'s type: int64 (exact), or int32 where the caller
+    knows that every corrected sum lies in int32's range; its int32 steps may wrap on
+    the way, but wrap modulo 2**32, so the sum is the same.  The int32 steps take
+    every lane of a vector where int64's take half: the pass in half the time
+    (``benchmarks/results/quantized-calls-xeon.json``, int32_corrections)."""
     places = share.shape[0]
     for start in starts:
         for r in range(start, start + run):
             place = r % places
             for i in range(acc.shape[1]):
-                whole = np.int64(acc[r, i]) - factor * np.int64(share[place, i]) + bias[i]
+                whole = bias.dtype.type(np.int64(acc[r, i]) - factor * np.int64(share[place, i])
+                                        + bias[i])
                 value = np.rint(np.float32(whole) * multiplier[i] / y_scale) + zero_point
-                out[r, i] = min(max(value, low), high)
+                out[r, i] = np.int32(min(max(value, low), high))
 
 
 @cached_njit(nogil=True)
