@@ -22,7 +22,7 @@ from .._execute.transposed import transposed_convolution
 from .._kernels.int8 import products_per_lane, word_products
 from .._plan.geometry import taps_per_output
 from .._runtime.caches import register
-from .._runtime.machine import fastest_seconds, has_vnni
+from .._runtime.machine import fastest_seconds, has_amx_int8, has_vnni
 from .._runtime.memo import derived_from, frozen, own
 from .._runtime.target import host
 from .specs import as_array, canonical_weights, execute_plan
@@ -167,11 +167,21 @@ def _vnni_bytes(target) -> bool:
     return target.vector_bytes == 64 and has_vnni()
 
 
+def _byte_kinds(target) -> tuple[str, ...]:
+    """The kernels of unsigned times signed bytes this machine runs, the fastest first:
+    AMX's tiles (:func:`~convtranspose._runtime.machine.has_amx_int8`; 16 times
+    ``vpdpbusd``'s products per instruction), then VNNI's vectors (:func:`_vnni_bytes`)."""
+    if not _vnni_bytes(target):
+        return ()
+    return ("tiles", "bytes") if has_amx_int8() else ("bytes",)
+
+
 def integer_kinds(target, plan=None, largest_product: int = 255 ** 2) -> tuple[str, ...]:
-    """The blocked integer kernels' kinds of word, in the order they are tried: VNNI's
-    bytes where :func:`_vnni_bytes`, then int16 pairs; with ``plan``, only those worth
-    trying on it (:func:`lanes_pay`, for products of at most ``largest_product``)."""
-    kinds = (("bytes",) if _vnni_bytes(target) else ()) + ("halves",)
+    """The blocked integer kernels' kinds of word, in the order they are tried: AMX's
+    and VNNI's bytes (:func:`_byte_kinds`), then int16 pairs; with ``plan``, only those
+    worth trying on it (:func:`lanes_pay`, for products of at most
+    ``largest_product``)."""
+    kinds = _byte_kinds(target) + ("halves",)
     return kinds if plan is None else tuple(
         k for k in kinds if lanes_pay(plan, k, target, largest_product))
 
@@ -297,7 +307,8 @@ def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
     check_transposed(plan, data, weights, None, output_shape)
     canonical = canonical_weights(plan, weights)
     # The VNNI byte products' second way (then col2im) right after their first.
-    for kind in ("bytes", "columns", "halves") if _vnni_bytes(target) else ("halves",):
+    for kind in _byte_kinds(target) + (("columns",) if _vnni_bytes(target) else ()) + (
+            "halves",):
         if not lanes_pay(plan, "bytes" if kind == "columns" else kind, target,
                          largest_product):
             continue

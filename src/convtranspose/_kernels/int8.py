@@ -149,6 +149,8 @@ def in_layout(sums: np.ndarray, channels_last: bool) -> np.ndarray:
 #: sum of it).
 _WORDS = {"bytes": ("u8s8 words", 4, np.int8, (-128, 127), 0x01010101),
           "halves": ("s16 words", 2, np.int16, (-(2 ** 15 - 1), 2 ** 15 - 1), 0x00010001)}
+#: AMX's tiles take VNNI's byte words (:mod:`.tiles`).
+_WORDS["tiles"] = _WORDS["bytes"]
 
 
 def products_per_lane(kind: str, per_group: tuple[int, int], vector_bytes: int) -> float:
@@ -279,7 +281,8 @@ def s16_blocked(data: np.ndarray, weights: np.ndarray, axes, channels_last: bool
 class BlockedSums:
     """The exact int32 sums of one layer's integer data and weights by ``direct-blocked``'s
     kernel with integer word products (``kind`` ``"bytes"``: VNNI's ``vpdpbusd``;
-    ``"halves"``: ``pmaddwd``), set up once for data of ``batch`` samples: the weights'
+    ``"halves"``: ``pmaddwd``), or on AMX tiles (``"tiles"``: VNNI's words, the kernel
+    of :mod:`.tiles`), set up once for data of ``batch`` samples: the weights'
     words, the kernel and its thread split.  Make one with :func:`prepare_blocked_sums`.
 
     ``sums(data, offset)`` leaves the share of a constant in the data to its caller:
@@ -295,7 +298,7 @@ class BlockedSums:
     def __init__(self, kind: str, batch: int, words: np.ndarray, weights: np.ndarray,
                  derived: dict, axes, channels_last: bool, target) -> None:
         self.kind, self.batch, self.axes, self.channels_last = kind, batch, axes, channels_last
-        self._words, self._derived, self._target = words, derived, target
+        self._words, self._weights, self._derived, self._target = words, weights, derived, target
         self._groups, ci = weights.shape[:2]
         largest = derived.get(kind + " largest")
         if largest is None:
@@ -310,6 +313,11 @@ class BlockedSums:
         """``(layer, shape)`` of the kernel set up for ``count`` samples (:func:`_layer`;
         the share's made at first use)."""
         made = self._layers.get(count)
+        if made is None and self.kind == "tiles":
+            from .tiles import tile_layer
+
+            made = self._layers[count] = tile_layer(count, self._weights, self.axes,
+                                                    self._derived, self._target.threads)
         if made is None:
             product = "vector_dot_bytes" if self.kind == "bytes" else "vector_dot_words"
             blocked = self._derived.setdefault(self.kind + " blocked", {})
@@ -317,17 +325,25 @@ class BlockedSums:
                                                self._target, product)
         return made
 
+    def _sums_array(self, shape: tuple) -> np.ndarray:
+        """A new array for the kernel's int32 sums (the tiles' on a cache line)."""
+        if self.kind == "tiles":
+            from .tiles import aligned
+
+            return aligned(shape, np.int32)
+        return np.empty(shape, np.int32)
+
     def _fill(self, count: int, words: np.ndarray) -> np.ndarray:
         """The int32 sums of ``count`` samples' ``words``."""
         layer, shape = self._layer(count)
-        out = np.empty(shape, np.int32)
+        out = self._sums_array(shape)
         layer(words, out)
         return out
 
     def _words_of(self, data: np.ndarray, shift: int) -> np.ndarray:
         """``data + shift`` as the kind's words ``(N, X..., G * words per group)``."""
         count, threads = self._words.shape[1], self._target.threads
-        if self.kind == "bytes":
+        if self.kind != "halves":
             return _word_data(data, self.channels_last, self._groups, self._ci, count, shift,
                               threads)
         return _halves_data(data, self.channels_last, self._groups, self._ci, count, threads)
@@ -399,7 +415,7 @@ class BlockedSums:
         # from the offset.
         bound = self._unit * max(abs(low - offset), abs(high - offset))
         layer, shape = self._layer(self.batch)
-        acc = np.empty(shape, np.int32)
+        acc = self._sums_array(shape)
         if not layer.fusable:
             layer(words, acc)
             return requantization(acc, factor, share, bound)
@@ -412,7 +428,7 @@ class BlockedSums:
         it where the layer is channels first), or None where :meth:`sums` declines or
         the result or the shift's share could leave int32."""
         low, high = span = _span(data)
-        if self.kind == "bytes" and self._unit * max(255, -low, high) > _INT32_MAX:
+        if self.kind != "halves" and self._unit * max(255, -low, high) > _INT32_MAX:
             return None
         summed = self._sums(data, 0, span)
         if summed is None:
@@ -427,12 +443,20 @@ class BlockedSums:
 
 def prepare_blocked_sums(kind: str, batch: int, weights: np.ndarray, axes,
                          channels_last: bool, target) -> BlockedSums | None:
-    """:func:`u8s8_blocked` (``kind`` ``"bytes"``) or :func:`s16_blocked`
-    (``"halves"``) set up once for data of ``batch`` samples (:class:`BlockedSums`).
-    None where the layer or its weights do not qualify at all: more than three axes,
-    weights outside the kind's range, a CPU other than x86 for ``halves``."""
+    """:func:`u8s8_blocked` (``kind`` ``"bytes"``), :func:`s16_blocked` (``"halves"``)
+    or the AMX tiles' sums (``"tiles"``: :func:`.tiles.tile_layer`) set up once for data
+    of ``batch`` samples (:class:`BlockedSums`).  None where the layer or its weights
+    do not qualify at all: more than three axes, weights outside the kind's range, a
+    CPU other than x86 for ``halves``, a layer the tiles do not take
+    (:func:`.tiles.tiles_take`) or a CPU without them for ``tiles``."""
     if not 1 <= len(axes) <= 3:
         return None
+    if kind == "tiles":
+        from .._runtime.machine import has_amx_int8
+        from .tiles import tiles_take
+
+        if not (has_amx_int8() and tiles_take(*weights.shape[:3], len(axes))):
+            return None
     if kind == "halves":
         from .._runtime.machine import integer_vector_bytes
 
@@ -441,7 +465,7 @@ def prepare_blocked_sums(kind: str, batch: int, weights: np.ndarray, axes,
         if not width:
             return None
         target = target.replace(vector_bytes=width)
-    derived = derived_from(weights, "u8s8" if kind == "bytes" else "s16")
+    derived = derived_from(weights, "s16" if kind == "halves" else "u8s8")
     words = _word_weights(weights, derived, kind)
     if words is None:
         return None

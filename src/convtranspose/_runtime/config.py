@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["ALGORITHM_ENV", "BACKGROUND_COMPILE_ENV", "BACKWARD_ALGORITHM_ENV", "CACHE_ENV",
+__all__ = ["ALGORITHM_ENV", "AMX_ENV", "BACKGROUND_COMPILE_ENV", "BACKWARD_ALGORITHM_ENV", "CACHE_ENV",
            "DUMP_ENV", "NO_BLAS_ENV", "NO_NUMBA_ENV", "PIN_THREADS_ENV", "PLANNING_ENV", "WISDOM_ENV",
            "dump_source", "switch", "switches_reader"]
 
@@ -36,6 +36,9 @@ NO_BLAS_ENV = "CONVTRANSPOSE_NO_BLAS"
 #: unset, narrowed off the calling thread's CPU for their wake-up only; 1 (anything but
 #: 0), kept narrowed; 0, never touched.  Read on every parallel call.
 PIN_THREADS_ENV = "CONVTRANSPOSE_PIN_THREADS"
+#: Set to 0 to never use AMX tiles (:func:`convtranspose._runtime.machine.has_amx_int8`):
+#: the integer sums then run on the CPU's vector instructions.  Read once.
+AMX_ENV = "CONVTRANSPOSE_AMX"
 
 # ``os.environ.get`` of an unset name raises and catches a KeyError inside (about 1 us);
 # a tiny layer reads three switches per call, a tenth of its whole cost.  On POSIX the

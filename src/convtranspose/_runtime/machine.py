@@ -16,8 +16,9 @@ import re
 import time
 
 from .caches import kept
+from .config import AMX_ENV
 
-__all__ = ["CpuIdentity", "fastest_seconds", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "has_vnni", "integer_vector_bytes", "host_has_f16c", "parse_cpuinfo",
+__all__ = ["CpuIdentity", "fastest_seconds", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "has_amx_int8", "has_vnni", "integer_vector_bytes", "host_has_f16c", "parse_cpuinfo",
            "vector_bytes"]
 
 #: ``(vendor, family)``: the CPUID vendor string (``'GenuineIntel'``, ``'AuthenticAMD'``)
@@ -255,6 +256,38 @@ def has_vnni() -> bool:
     from llvmlite import binding
 
     return bool(binding.get_host_cpu_features().get("avx512vnni")) and _numba_targets_host()
+
+
+#: Linux's ``arch_prctl`` on x86-64: its system call number, the request that
+#: permits a process's threads to use a dynamically enabled state component, and AMX's
+#: tile data component (``asm/prctl.h``, ``asm/fpu/types.h``).
+_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
+
+
+@kept("machine facts", maxsize=None)
+def has_amx_int8() -> bool:
+    """Whether AMX tiles multiply bytes here (``tdpbusd``: 16 x 64 unsigned times
+    signed bytes into 16 x 16 int32 per instruction): the host has AMX-TILE and
+    AMX-INT8, numba compiles for the host, ``CONVTRANSPOSE_AMX`` is not ``0``, and
+    Linux permits this process to use the tiles.  Linux enables the tiles' state only
+    for a process that asks (``arch_prctl(ARCH_REQ_XCOMP_PERM)``), so the first call
+    asks, once; it refuses where a thread's signal stack is too small for the state,
+    and this is then False.  Needs llvmlite."""
+    if os.environ.get(AMX_ENV, "").strip() == "0":
+        return False
+    from llvmlite import binding
+
+    features = binding.get_host_cpu_features()
+    if not (features.get("amx-tile") and features.get("amx-int8") and _numba_targets_host()
+            and platform.system() == "Linux" and platform.machine() == "x86_64"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 #: Timed calls of :func:`fastest_seconds`: the fastest of a few is the machine's figure

@@ -1,0 +1,166 @@
+"""Exact int8 transposed convolutions on AMX tiles (``tdpbusd``).
+
+The sums of :class:`convtranspose._kernels.int8.BlockedSums` of kind ``"tiles"``: those
+of VNNI's byte words (unsigned data bytes times signed weight bytes, the data shifted into ``[0,
+255]`` and the shift's share subtracted by the caller's pass), on the tile registers
+of Intel's AMX where the CPU has them (:func:`convtranspose._runtime.machine.has_amx_int8`):
+one instruction adds 16 x 16 x 64 products, 16 times ``vpdpbusd``'s.  On an Intel
+Xeon the tiles sum 1.7-1.8 T multiply-adds/s on one thread against VNNI's 0.44
+(``benchmarks/results/int8-kernels-xeon.json``, amx_tiles).
+
+The kernel (:func:`._numba.tiles.tile_sums`) keeps four tiles of 16 output pixels x
+16 output channels in registers over every tap and input channel of a stride phase,
+reading the data's pixels as the tiles' rows straight from a zero-padded
+channels-last copy (so that border outputs run the same code) and the weights from
+panels packed once per filter (kept in the weights memo).  It takes layers of one
+group whose input channels are a multiple of 64 and output channels a multiple of 16;
+others run on VNNI.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._plan.geometry import axis_phases, three_axes
+from .._runtime.memo import frozen
+from .._runtime.threads import parallel_for
+
+__all__ = ["TileLayer", "aligned", "tile_config", "tile_layer", "tiles_take"]
+
+#: Input channels one tile row holds, output channels one tile's row of words holds.
+_CHANNELS_PER_ROW, _OUTPUTS_PER_TILE = 64, 16
+#: Zero pixels past the end of the last axis: a block of two tiles reads 32 pixels
+#: from its first, whether or not the line has them.
+_OVERREAD = 32
+#: Bytes of a cache line.
+_LINE = 64
+
+
+def tiles_take(groups: int, ci: int, co: int, rank: int) -> bool:
+    """Whether :func:`._numba.tiles.tile_sums` takes a layer: one group, whole tile
+    rows of input channels, whole tiles of output channels, one to three axes."""
+    return (groups == 1 and ci % _CHANNELS_PER_ROW == 0 and co % _OUTPUTS_PER_TILE == 0
+            and 1 <= rank <= 3)
+
+
+def aligned(shape, dtype, make=np.empty) -> np.ndarray:
+    """An array of ``shape`` (by ``make``: ``np.empty`` or ``np.zeros``) whose first
+    byte is on a 64-byte boundary: a tile's rows are whole cache lines only then
+    (NumPy aligns to 16 bytes).  On an Intel Xeon, aligning the data, weights and sums
+    took the tiles from 430-740 to 940 G multiply-adds/s on one thread
+    (``benchmarks/results/int8-kernels-xeon.json``, amx_tiles)."""
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape)) * dtype.itemsize
+    raw = make(size + _LINE, np.uint8)
+    start = -raw.ctypes.data % _LINE
+    return raw[start:start + size].view(dtype).reshape(shape)
+
+
+def tile_config() -> np.ndarray:
+    """The tiles' shapes (``ldtilecfg``'s 64 bytes, palette 1): tiles 0-3 the sums (16
+    rows of 16 int32), 4-5 the data (16 pixels x 64 bytes), 6-7 the weights (16 rows
+    of 16 words of four bytes)."""
+    config = np.zeros(64, np.uint8)
+    config[0] = 1
+    row_bytes, rows = config[16:48].view(np.uint16), config[48:64]
+    row_bytes[:8] = 64
+    rows[:8] = 16
+    return frozen(config)
+
+
+def _panels(weights: np.ndarray, axes3) -> np.ndarray:
+    """The weights ``(1, Ci, Co, K...)`` as the kernel reads them: int8 ``[tap][block
+    of 16 output channels][Ci / 4][16][4]``, taps in the order of the three axes."""
+    ci, co = weights.shape[1:3]
+    taps = int(np.prod([a.kernel_size for a in axes3]))
+    parts = weights.reshape(ci // 4, 4, co // _OUTPUTS_PER_TILE, _OUTPUTS_PER_TILE, taps)
+    panels = aligned(parts.size, np.int8)
+    panels[:] = parts.transpose(4, 2, 0, 3, 1).reshape(-1)
+    return frozen(panels)
+
+
+def _axis_taps(phases) -> tuple[np.ndarray, np.ndarray]:
+    """``(taps, starts)`` of one axis for the kernel: per output phase, rows
+    ``starts[p]:starts[p + 1]`` of ``taps`` hold ``(k, shift + pad_low)``."""
+    rows, starts = [], [0]
+    for phase_class in phases.classes:
+        for taps in phase_class.taps:
+            rows.extend((k, shift + phases.pad_low)
+                        for k, shift in zip(taps, phase_class.shifts))
+            starts.append(len(rows))
+    taps = np.array(rows, np.int64).reshape(-1, 2)
+    return frozen(taps), frozen(np.array(starts, np.int64))
+
+
+class TileLayer:
+    """The AMX kernel set up for one layer and batch: ``layer(words, out, after=None)``
+    fills the int32 sums ``out`` ``(N, Y..., Co)`` (channels last) from the data bytes
+    ``words`` (``(N, X..., Ci / 4)`` int32 words of four channels, as
+    :class:`~convtranspose._kernels.int8.BlockedSums` makes them), as
+    :class:`._numba.blocked.BlockedLayer` does; ``after(starts, pixels)``, where
+    :attr:`fusable`, with each piece of output lines a thread has just summed."""
+
+    def __init__(self, batch: int, panels: np.ndarray, axes, ci: int, co: int,
+                 threads: int) -> None:
+        axes3 = three_axes(axes)
+        phases = [axis_phases(axis) for axis in axes3]
+        self._axis_taps = [_axis_taps(p) for p in phases]
+        self._inputs = (batch,) + tuple(a.input_size for a in axes3) + (ci,)
+        self._pads = [(p.pad_low, p.pad_high) for p in phases]
+        self._padded = (batch,) + tuple(
+            a.input_size + low + high for a, (low, high) in zip(axes3, self._pads)) + (ci,)
+        self._padded = self._padded[:3] + (self._padded[3] + _OVERREAD, ci)
+        outputs = tuple(a.output_size for a in axes3)
+        self._line_pixels, self._lines = outputs[2], batch * outputs[0] * outputs[1]
+        self._sizes = frozen(np.array(
+            (batch,) + outputs + tuple(a.stride for a in axes3) + self._padded[1:4]
+            + (ci, co // _OUTPUTS_PER_TILE, axes3[1].kernel_size, axes3[2].kernel_size),
+            np.int64))
+        self._panels, self._threads = panels, threads
+        self._config = tile_config()
+        # Padded copies of the data whose borders stay zero; one per call at a time.
+        self._buffers: list[np.ndarray] = []
+
+    @property
+    def fusable(self) -> bool:
+        """Whether a call takes each piece's lines as it ends (on several threads)."""
+        return self._threads > 1 and self._lines > 1
+
+    def _filled(self, words: np.ndarray) -> np.ndarray:
+        buffer = self._buffers.pop() if self._buffers else aligned(self._padded, np.uint8, np.zeros)
+        (l0, _), (l1, _), (l2, _) = self._pads
+        n, x0, x1, x2, ci = self._inputs
+        buffer[:, l0:l0 + x0, l1:l1 + x1, l2:l2 + x2] = words.view(np.uint8).reshape(
+            self._inputs)
+        return buffer
+
+    def __call__(self, words, out, bias=None, after=None) -> None:
+        from ._numba.tiles import tile_sums
+
+        buffer = self._filled(words)
+        try:
+            data, flat = buffer.reshape(-1), out.reshape(-1)
+            (taps0, starts0), (taps1, starts1), (taps2, starts2) = self._axis_taps
+            pixels = self._line_pixels
+
+            def run(first: int, stop: int) -> None:
+                tile_sums(data, self._panels, flat, self._config, self._sizes, taps0, taps1,
+                          taps2, starts0, starts1, starts2, first, stop)
+                if after is not None:
+                    after(np.array([first * pixels], np.int64), (stop - first) * pixels)
+
+            parallel_for(run, self._lines, self._threads)
+        finally:
+            self._buffers.append(buffer)
+
+
+def tile_layer(count: int, weights: np.ndarray, axes, derived: dict, threads: int):
+    """``(layer, shape)``: the :class:`TileLayer` of ``count`` samples of a layer of
+    ``weights`` ``(1, Ci, Co, K...)`` (int8 values; its panels kept in ``derived``, the
+    weights memo), and the shape ``(count, Y..., Co)`` of the sums it fills."""
+    panels = derived.get("tiles panels")
+    if panels is None:
+        panels = derived["tiles panels"] = _panels(weights, three_axes(axes))
+    ci, co = weights.shape[1:3]
+    return (TileLayer(count, panels, axes, ci, co, threads),
+            (count,) + tuple(a.output_size for a in axes) + (co,))
