@@ -117,14 +117,20 @@ class TileLayer:
             + (ci, co // _OUTPUTS_PER_TILE, axes3[1].kernel_size, axes3[2].kernel_size),
             np.int64))
         self._panels, self._threads = panels, threads
+        # One piece of lines per thread: each piece costs two compiled calls' dispatch
+        # (10-20 us of Python); on an Intel Xeon 2 pieces on two threads took 0.90-1.06
+        # ms per call where 16 took 1.02-1.35 (``benchmarks/results/int8-kernels-
+        # xeon.json``, amx_tiles).
+        self._pieces = max(1, min(threads, self._lines))
         self._config = tile_config()
         # Padded copies of the data whose borders stay zero; one per call at a time.
         self._buffers: list[np.ndarray] = []
 
     @property
     def fusable(self) -> bool:
-        """Whether a call takes each piece's lines as it ends (on several threads)."""
-        return self._threads > 1 and self._lines > 1
+        """Whether a call takes each piece's lines as it ends: always (on one thread,
+        all of them at once)."""
+        return True
 
     def _filled(self, words: np.ndarray) -> np.ndarray:
         buffer = self._buffers.pop() if self._buffers else aligned(self._padded, np.uint8, np.zeros)
@@ -149,7 +155,7 @@ class TileLayer:
                 if after is not None:
                     after(np.array([first * pixels], np.int64), (stop - first) * pixels)
 
-            parallel_for(run, self._lines, self._threads)
+            parallel_for(run, self._lines, self._threads, self._pieces)
         finally:
             self._buffers.append(buffer)
 
