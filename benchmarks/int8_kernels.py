@@ -14,7 +14,8 @@ CPU with AVX512-VNNI.
 ``--peak`` prints instead the ``vpdpbusd`` peak of this CPU (16 independent chains of
 register-only products on one thread, then on two threads at once) and the blocked
 kernel's multiply-adds per second on each layer and layout, one and two threads, as a
-share of that peak.
+share of that peak; on a CPU with AMX-INT8 tiles the same for the tiles (``tdpbusd``
+into four tiles, operands from L1; the tiles' kernel on the layers it takes).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 from convtranspose._cli.bench import alternating_rounds, cpu_model
 from convtranspose._kernels.int8 import prepare_blocked_sums, u8s8_blocked, u8s8_transposed
 from convtranspose._plan.rules import AxisPlan
-from convtranspose._runtime.machine import has_vnni
+from convtranspose._runtime.machine import has_amx_int8, has_vnni
 from convtranspose._runtime.target import host
 
 #: (name, N, Ci, Co, input size, kernel, stride, pad, output size): the quantized
@@ -68,12 +69,41 @@ def _vnni_peak(threads: int, iterations: int = 1_000_000) -> float:
     return threads * 64 * chains * iterations / seconds / 1e9
 
 
+def _tile_peak(threads: int, iterations: int = 200_000) -> float:
+    """G multiply-adds per second of ``threads`` threads of ``tdpbusd`` into four
+    tiles each, operands from L1 (the fastest of five runs)."""
+    from convtranspose._cli.bench.machine import fastest_together
+    from convtranspose._kernels._numba.tiles import tile_peak
+    from convtranspose._kernels.tiles import aligned, tile_config
+
+    config = tile_config()
+    buffers = [aligned(4096, np.uint8) for _ in range(threads)]
+    for buffer in buffers:
+        buffer[:] = 1
+    tile_peak(config, buffers[0], 1)  # compiled outside the timing
+    seconds = fastest_together(lambda buffer, count: tile_peak(config, buffer, count),
+                               buffers, iterations, rounds=5)
+    return threads * 4 * 16 * 16 * 64 * iterations / seconds / 1e9
+
+
 def _rates(repeat: int) -> list[dict]:
-    """The blocked kernel's rate on each layer, layout and thread count, with the
-    peak of as many threads."""
-    peaks = {threads: _vnni_peak(threads) for threads in (1, 2)}
-    print(f"vpdpbusd peak: {peaks[1]:.0f} G multiply-adds/s on one thread,"
-          f" {peaks[2]:.0f} on two")
+    """Each integer kernel's rate (VNNI's, and AMX's where the CPU has the tiles) on
+    each layer, layout and thread count, with its peak on as many threads."""
+    peaks = {"bytes": {threads: _vnni_peak(threads) for threads in (1, 2)}}
+    if has_amx_int8():
+        peaks["tiles"] = {threads: _tile_peak(threads) for threads in (1, 2)}
+    for kind, peak in peaks.items():
+        print(f"{kind} peak: {peak[1]:.0f} G multiply-adds/s on one thread,"
+              f" {peak[2]:.0f} on two")
+    rows = [dict(peak_gmacs=peaks["bytes"])] + ([dict(tile_peak_gmacs=peaks["tiles"])]
+                                                  if "tiles" in peaks else [])
+    for kind in peaks:
+        rows += _kernel_rates(kind, peaks[kind], repeat)
+    return rows
+
+
+def _kernel_rates(kind: str, peaks: dict, repeat: int) -> list[dict]:
+    """The rates of the kernel of ``kind`` on the layers it takes."""
     rng = np.random.default_rng(0)
     rows = []
     for name, n, ci, co, size, k, s, p, out, groups in LAYERS:
@@ -86,15 +116,18 @@ def _rates(repeat: int) -> list[dict]:
             data = rng.integers(0, 256, shape).astype(np.uint8)
             for threads in (1, 2):
                 target = host().replace(threads=threads)
-                sums = prepare_blocked_sums("bytes", n, weights, axes, channels_last, target)
+                sums = prepare_blocked_sums(kind, n, weights, axes, channels_last, target)
+                if sums is None:
+                    continue
                 samples = alternating_rounds({"sums": lambda: sums.sums(data)}, repeat,
                                              warmup=2, pause=0)["sums"]
                 rate = macs / statistics.median(samples) / 1e9
-                rows.append(dict(layer=name, layout="NXC" if channels_last else "NCX",
-                                 threads=threads, gmacs=rate, share=rate / peaks[threads]))
-                print(f"{name:40s} {rows[-1]['layout']} {threads} thread(s):"
+                rows.append(dict(layer=name, kind=kind,
+                                 layout="NXC" if channels_last else "NCX", threads=threads,
+                                 gmacs=rate, share=rate / peaks[threads]))
+                print(f"{name:40s} {kind:6s} {rows[-1]['layout']} {threads} thread(s):"
                       f" {rate:5.0f} G multiply-adds/s, {rows[-1]['share']:.0%} of the peak")
-    return [dict(peak_gmacs=peaks)] + rows
+    return rows
 
 
 def main(argv=None) -> int:

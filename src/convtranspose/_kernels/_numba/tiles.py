@@ -25,7 +25,7 @@ from numba.extending import intrinsic
 
 from .kernel_cache import cached_njit
 
-__all__ = ["TILE_ROWS", "tile_sums"]
+__all__ = ["TILE_ROWS", "tile_peak", "tile_sums"]
 
 #: Rows of a tile (output pixels), and 32-bit words in a row of one (output channels).
 TILE_ROWS = 16
@@ -260,3 +260,36 @@ def _store_tile(array, tile, offset, stride):  # pragma: no cover - compiled
         tile_store(2, array, offset, stride)
     else:
         tile_store(3, array, offset, stride)
+
+
+@cached_njit(nogil=True)
+def tile_peak(config, data, count):  # pragma: no cover - compiled
+    """``count`` rounds of four ``tdpbusd`` into four independent tiles of sums, their
+    operands loaded once per round from the first 4 KiB of ``data`` (L1): this CPU's
+    tile peak, for ``benchmarks/int8_kernels.py --peak``."""
+    tile_configure(config)
+    for tile in range(4):
+        _zero_tile(tile)
+    for _ in range(count):
+        tile_load(4, data, 0, 64)
+        tile_load(5, data, 1024, 64)
+        tile_load(6, data, 2048, 64)
+        tile_load(7, data, 3072, 64)
+        tile_dot_bytes(0, 4, 6)
+        tile_dot_bytes(1, 4, 7)
+        tile_dot_bytes(2, 5, 6)
+        tile_dot_bytes(3, 5, 7)
+    _store_tile(data, 0, 0, 64)
+    tile_release()
+
+
+@cached_njit(nogil=True, inline="always")
+def _zero_tile(tile):  # pragma: no cover - compiled
+    if tile == 0:
+        tile_zero(0)
+    elif tile == 1:
+        tile_zero(1)
+    elif tile == 2:
+        tile_zero(2)
+    else:
+        tile_zero(3)
