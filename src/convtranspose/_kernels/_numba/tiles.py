@@ -124,7 +124,7 @@ def tile_dot_bytes(typingctx, sums, unsigned, signed):
     return types.none(sums, unsigned, signed), codegen
 
 
-@cached_njit(nogil=True)
+@cached_njit(nogil=True, inline="always")
 def _accumulate(data, weights, sizes, taps0, taps1, taps2, starts0, starts1, starts2,
                 n, j0, j1, p0, p1, p2, first, block, wide):  # pragma: no cover - compiled
     """Tiles 0-3 summed over every tap of a line's phases and every input channel:
