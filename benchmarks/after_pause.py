@@ -19,8 +19,8 @@ import time
 
 from convtranspose._cli.bench import cpu_model
 from convtranspose._cli.bench.quantized import (
+    QUANTIZED_PEERS,
     QUANTIZED_SUITE,
-    _openvino,
     ours_qlinear,
     quantized_inputs,
 )
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     print(f"CPU: {cpu_model()}; ms, medians; pause {args.pause} s")
     for layer in (layer for layer in QUANTIZED_SUITE if layer.quick):
         q = quantized_inputs(layer)
-        openvino = _openvino(layer, q)[0]
+        openvino = QUANTIZED_PEERS["openvino-int8"][0](layer, q)[0]
         row = {"layer": layer.label, "openvino_primitive": _primitive(openvino)}
         for name, run in (("ours qlinear", ours_qlinear(layer, q)), ("openvino-int8", openvino)):
             row[name] = _times(run, args.rounds, args.pause)
