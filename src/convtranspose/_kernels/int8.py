@@ -317,7 +317,7 @@ class BlockedSums:
             from .tiles import tile_layer
 
             made = self._layers[count] = tile_layer(count, self._weights, self.axes,
-                                                    self._derived, self._target.threads)
+                                                    self._derived, self._target)
         if made is None:
             product = "vector_dot_bytes" if self.kind == "bytes" else "vector_dot_words"
             blocked = self._derived.setdefault(self.kind + " blocked", {})

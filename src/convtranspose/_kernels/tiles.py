@@ -161,13 +161,21 @@ class TileLayer:
             self._buffers.append(buffer)
 
 
-def tile_layer(count: int, weights: np.ndarray, axes, derived: dict, threads: int):
+def tile_layer(count: int, weights: np.ndarray, axes, derived: dict, target):
     """``(layer, shape)``: the :class:`TileLayer` of ``count`` samples of a layer of
     ``weights`` ``(1, Ci, Co, K...)`` (int8 values; its panels kept in ``derived``, the
     weights memo), and the shape ``(count, Y..., Co)`` of the sums it fills."""
+    from ._numba.direct import direct_threads
+
     panels = derived.get("tiles panels")
     if panels is None:
         panels = derived["tiles panels"] = _panels(weights, three_axes(axes))
     ci, co = weights.shape[1:3]
+    # Threads by the rule of the vector kernels, counting one tile row of 64 input
+    # channels as one product (the vector kernels count one word: 1 float32 channel, 4
+    # byte channels): one thread for a layer too small to share out.  On an Intel Xeon
+    # a 64->16 32x32 k3 layer took 100-129 us on two threads and 23-31 on one
+    # (``benchmarks/results/int8-kernels-xeon.json``, amx_tiles).
+    threads = direct_threads(count, (1, -(-ci // 64), co) + weights.shape[3:], axes, target)
     return (TileLayer(count, panels, axes, ci, co, threads),
             (count,) + tuple(a.output_size for a in axes) + (co,))
