@@ -124,7 +124,9 @@ class TileLayer:
         # xeon.json``, amx_tiles).
         self._pieces = max(1, min(threads, self._lines))
         self._config = tile_config()
-        # Padded copies of the data whose borders stay zero; one per call at a time.
+        # A padded copy of the data whose borders stay zero, kept for the next call: a
+        # new one's fresh pages cost 5-15% of the quantized suite's calls on an Intel
+        # Xeon (``benchmarks/results/int8-kernels-xeon.json``, amx_tiles).
         self._buffers: list[np.ndarray] = []
 
     @property
@@ -158,7 +160,8 @@ class TileLayer:
 
             parallel_for(run, self._lines, self._threads, self._pieces)
         finally:
-            self._buffers.append(buffer)
+            if not self._buffers:  # one copy kept (calls at once make their own)
+                self._buffers.append(buffer)
 
 
 def tile_layer(count: int, weights: np.ndarray, axes, derived: dict, target):
