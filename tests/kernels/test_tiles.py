@@ -1,10 +1,10 @@
 """The int8 sums on AMX tiles (:mod:`convtranspose._kernels.tiles`) against the integer
-oracle: random 1-3-D layers whose lines end inside a tile block (every last-block
-path), strides, dilations, crops and zeros in front, 1-5 output channel blocks; data
-summed as they are and shifted (int8 data, a zero point); the sums requantized as
-each thread makes them; the operands' extremes.  On CPUs without AMX-INT8 (or where
-Linux does not permit the tiles) these tests are skipped, and the VNNI kernels take
-the same layers."""
+oracle: random 1-3-D layers of 1-3 groups whose lines end inside a tile block (every
+last-block path), strides, dilations, crops and zeros in front, 1-5 output channel
+blocks; data summed as they are and shifted (int8 data, a zero point); the sums
+requantized as each thread makes them; the operands' extremes.  On CPUs without
+AMX-INT8 (or where Linux does not permit the tiles) these tests are skipped, and the
+VNNI kernels take the same layers."""
 
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ _LARGEST = {1: (70,), 2: (6, 45), 3: (3, 4, 25)}
 
 
 def _tile_case(seed: int):
-    """A random layer the tiles take: one group, 64 or 128 input channels, 16-80
-    output channels; its data ``(N, Ci, X...)`` uint8 and weights ``(1, Ci, Co, K...)``
-    int8 (as int16, the centred weights' type)."""
+    """A random layer the tiles take: 1-3 groups (every other seed one) of 64 or 128
+    input channels and 16-80 output channels; its data ``(N, G*Ci, X...)`` uint8 and
+    weights ``(G, Ci, Co, K...)`` int8 (as int16, the centred weights' type)."""
     rng = np.random.default_rng(seed)
     rank = 1 + seed % 3
+    groups = 1 if seed % 2 else int(rng.integers(1, 4))
     ci, co = 64 * int(rng.integers(1, 3)), 16 * int(rng.integers(1, 6))
     size = [int(rng.integers(1, largest + 1)) for largest in _LARGEST[rank]]
     kernel, stride = rng.integers(1, 5, rank), rng.integers(1, 4, rank)
@@ -43,8 +44,9 @@ def _tile_case(seed: int):
         full = (x - 1) * int(s) + (int(k) - 1) * int(d) + 1
         axes.append(AxisPlan(x, int(k), int(s), int(d), int(rng.integers(-3, full + 1)),
                              int(rng.integers(1, full + 5))))
-    data = rng.integers(0, 256, (int(rng.integers(1, 3)), ci, *size)).astype(np.uint8)
-    weights = rng.integers(-128, 128, (1, ci, co, *kernel)).astype(np.int16)
+    data = rng.integers(0, 256, (int(rng.integers(1, 3)), groups * ci, *size))
+    weights = rng.integers(-128, 128, (groups, ci, co, *kernel)).astype(np.int16)
+    data = data.astype(np.uint8)
     return data, weights, tuple(axes)
 
 
@@ -89,7 +91,7 @@ def test_sums_requantized_by_the_threads_that_make_them(seed):
     """Each thread's output lines requantized as it ends them (the tiles' pieces are
     whole lines): ONNX's float32 steps on the oracle's sums, bit for bit."""
     data, weights, axes = _tile_case(seed)
-    co = weights.shape[2]
+    co = weights.shape[0] * weights.shape[2]
     rng = np.random.default_rng(seed)
     multiplier = np.broadcast_to(rng.uniform(1e-4, 1e-2, co).astype(np.float32), (co,))
     bias = rng.integers(-5000, 5000, co).astype(np.int32)

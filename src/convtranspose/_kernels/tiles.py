@@ -13,9 +13,9 @@ The kernel (:func:`._numba.tiles.tile_sums`) keeps four tiles of 16 output pixel
 16 output channels in registers over every tap and input channel of a stride phase,
 reading the data's pixels as the tiles' rows straight from a zero-padded
 channels-last copy (so that border outputs run the same code) and the weights from
-panels packed once per filter (kept in the weights memo).  It takes layers of one
-group whose input channels are a multiple of 64 and output channels a multiple of 16;
-others run on VNNI.
+panels packed once per filter (kept in the weights memo).  It takes layers whose
+groups have a multiple of 64 input channels and a multiple of 16 output channels,
+each group in turn on every line; others run on VNNI.
 """
 
 from __future__ import annotations
@@ -38,10 +38,9 @@ _LINE = 64
 
 
 def tiles_take(groups: int, ci: int, co: int, rank: int) -> bool:
-    """Whether :func:`._numba.tiles.tile_sums` takes a layer: one group, whole tile
-    rows of input channels, whole tiles of output channels, one to three axes."""
-    return (groups == 1 and ci % _CHANNELS_PER_ROW == 0 and co % _OUTPUTS_PER_TILE == 0
-            and 1 <= rank <= 3)
+    """Whether :func:`._numba.tiles.tile_sums` takes a layer: per group, whole tile rows
+    of input channels and whole tiles of output channels; one to three axes."""
+    return ci % _CHANNELS_PER_ROW == 0 and co % _OUTPUTS_PER_TILE == 0 and 1 <= rank <= 3
 
 
 def aligned(shape, dtype, make=np.empty) -> np.ndarray:
@@ -70,13 +69,15 @@ def tile_config() -> np.ndarray:
 
 
 def _panels(weights: np.ndarray, axes3) -> np.ndarray:
-    """The weights ``(1, Ci, Co, K...)`` as the kernel reads them: int8 ``[tap][block
-    of 16 output channels][Ci / 4][16][4]``, taps in the order of the three axes."""
-    ci, co = weights.shape[1:3]
+    """The weights ``(G, Ci, Co, K...)`` as the kernel reads them: int8 ``[group][tap]
+    [block of 16 output channels][Ci / 4][16][4]``, taps in the order of the three
+    axes."""
+    groups, ci, co = weights.shape[:3]
     taps = int(np.prod([a.kernel_size for a in axes3]))
-    parts = weights.reshape(ci // 4, 4, co // _OUTPUTS_PER_TILE, _OUTPUTS_PER_TILE, taps)
+    parts = weights.reshape(groups, ci // 4, 4, co // _OUTPUTS_PER_TILE, _OUTPUTS_PER_TILE,
+                            taps)
     panels = aligned(parts.size, np.int8)
-    panels[:] = parts.transpose(4, 2, 0, 3, 1).reshape(-1)
+    panels[:] = parts.transpose(0, 5, 3, 1, 4, 2).reshape(-1)
     return frozen(panels)
 
 
@@ -95,28 +96,29 @@ def _axis_taps(phases) -> tuple[np.ndarray, np.ndarray]:
 
 class TileLayer:
     """The AMX kernel set up for one layer and batch: ``layer(words, out, after=None)``
-    fills the int32 sums ``out`` ``(N, Y..., Co)`` (channels last) from the data bytes
-    ``words`` (``(N, X..., Ci / 4)`` int32 words of four channels, as
+    fills the int32 sums ``out`` ``(N, Y..., G * Co)`` (channels last) from the data
+    bytes ``words`` (``(N, X..., G * Ci / 4)`` int32 words of four channels, as
     :class:`~convtranspose._kernels.int8.BlockedSums` makes them), as
     :class:`._numba.blocked.BlockedLayer` does; ``after(starts, pixels)``, where
     :attr:`fusable`, with each piece of output lines a thread has just summed."""
 
-    def __init__(self, batch: int, panels: np.ndarray, axes, ci: int, co: int,
+    def __init__(self, batch: int, panels: np.ndarray, axes, groups: int, ci: int, co: int,
                  threads: int) -> None:
         axes3 = three_axes(axes)
         phases = [axis_phases(axis) for axis in axes3]
         self._axis_taps = [_axis_taps(p) for p in phases]
-        self._inputs = (batch,) + tuple(a.input_size for a in axes3) + (ci,)
+        self._inputs = (batch,) + tuple(a.input_size for a in axes3) + (groups * ci,)
         self._pads = [(p.pad_low, p.pad_high) for p in phases]
         self._padded = (batch,) + tuple(
-            a.input_size + low + high for a, (low, high) in zip(axes3, self._pads)) + (ci,)
-        self._padded = self._padded[:3] + (self._padded[3] + _OVERREAD, ci)
+            a.input_size + low + high for a, (low, high) in zip(axes3, self._pads)) + (
+                groups * ci,)
+        self._padded = self._padded[:3] + (self._padded[3] + _OVERREAD, groups * ci)
         outputs = tuple(a.output_size for a in axes3)
         self._line_pixels, self._lines = outputs[2], batch * outputs[0] * outputs[1]
         self._sizes = frozen(np.array(
             (batch,) + outputs + tuple(a.stride for a in axes3) + self._padded[1:4]
-            + (ci, co // _OUTPUTS_PER_TILE, axes3[1].kernel_size, axes3[2].kernel_size),
-            np.int64))
+            + (ci, co // _OUTPUTS_PER_TILE, axes3[1].kernel_size, axes3[2].kernel_size,
+               groups, int(np.prod([a.kernel_size for a in axes3]))), np.int64))
         self._panels, self._threads = panels, threads
         # One piece of lines per thread: each piece costs two compiled calls' dispatch
         # (10-20 us of Python); on an Intel Xeon 2 pieces on two threads took 0.90-1.06
@@ -166,19 +168,20 @@ class TileLayer:
 
 def tile_layer(count: int, weights: np.ndarray, axes, derived: dict, target):
     """``(layer, shape)``: the :class:`TileLayer` of ``count`` samples of a layer of
-    ``weights`` ``(1, Ci, Co, K...)`` (int8 values; its panels kept in ``derived``, the
-    weights memo), and the shape ``(count, Y..., Co)`` of the sums it fills."""
+    ``weights`` ``(G, Ci, Co, K...)`` (int8 values; its panels kept in ``derived``, the
+    weights memo), and the shape ``(count, Y..., G * Co)`` of the sums it fills."""
     from ._numba.direct import direct_threads
 
     panels = derived.get("tiles panels")
     if panels is None:
         panels = derived["tiles panels"] = _panels(weights, three_axes(axes))
-    ci, co = weights.shape[1:3]
+    groups, ci, co = weights.shape[:3]
     # Threads by the rule of the vector kernels, counting one tile row of 64 input
     # channels as one product (the vector kernels count one word: 1 float32 channel, 4
     # byte channels): one thread for a layer too small to share out.  On an Intel Xeon
     # a 64->16 32x32 k3 layer took 100-129 us on two threads and 23-31 on one
     # (``benchmarks/results/int8-kernels-xeon.json``, amx_tiles).
-    threads = direct_threads(count, (1, -(-ci // 64), co) + weights.shape[3:], axes, target)
-    return (TileLayer(count, panels, axes, ci, co, threads),
-            (count,) + tuple(a.output_size for a in axes) + (co,))
+    threads = direct_threads(count, (groups, -(-ci // 64), co) + weights.shape[3:], axes,
+                             target)
+    return (TileLayer(count, panels, axes, groups, ci, co, threads),
+            (count,) + tuple(a.output_size for a in axes) + (groups * co,))

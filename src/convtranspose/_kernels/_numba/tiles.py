@@ -126,14 +126,18 @@ def tile_dot_bytes(typingctx, sums, unsigned, signed):
 
 @cached_njit(nogil=True, inline="always")
 def _accumulate(data, weights, sizes, taps0, taps1, taps2, starts0, starts1, starts2,
-                n, j0, j1, p0, p1, p2, first, block, wide):  # pragma: no cover - compiled
-    """Tiles 0-3 summed over every tap of a line's phases and every input channel:
+                n, j0, j1, p0, p1, p2, first, block, wide,
+                group):  # pragma: no cover - compiled
+    """Tiles 0-3 summed over every tap of a line's phases and every input channel of
+    ``group``:
     pixels ``first`` to ``first + 31`` of phase ``p2`` by output channel blocks
     ``block`` and ``block + 1`` (tile ``2 * half + side``), or with ``wide`` pixels
     ``first`` to ``first + 15`` by blocks ``block`` to ``block + 3`` (tile ``side``);
     a tile whose channel block is past the last stays zero."""
     channels, blocks, kernel1, kernel2 = sizes[10], sizes[11], sizes[12], sizes[13]
+    row = sizes[14] * channels  # bytes of one input pixel, every group's channels
     panel = channels * TILE_ROWS  # bytes of one (tap, channel block) weight panel
+    first_tap = group * sizes[15]  # the group's panels follow the groups' before it
     sides = min(4 if wide else 2, blocks - block)
     tile_zero(0)
     tile_zero(1)
@@ -142,18 +146,18 @@ def _accumulate(data, weights, sizes, taps0, taps1, taps2, starts0, starts1, sta
     for a in range(starts0[p0], starts0[p0 + 1]):
         for b in range(starts1[p1], starts1[p1 + 1]):
             line = ((n * sizes[7] + j0 + taps0[a, 1]) * sizes[8] + j1 + taps1[b, 1]) * sizes[9]
-            tap = (taps0[a, 0] * kernel1 + taps1[b, 0]) * kernel2
+            tap = first_tap + (taps0[a, 0] * kernel1 + taps1[b, 0]) * kernel2
             for c in range(starts2[p2], starts2[p2 + 1]):
-                pixels = (line + first + taps2[c, 1]) * channels
+                pixels = (line + first + taps2[c, 1]) * row + group * channels
                 panels = ((tap + taps2[c, 0]) * blocks + block) * panel
                 for chunk in range(0, channels, 64):
                     at = panels + chunk * TILE_ROWS
-                    tile_load(4, data, pixels + chunk, channels)
+                    tile_load(4, data, pixels + chunk, row)
                     tile_load(6, weights, at, 64)
                     if wide:
                         _four_blocks(weights, at, panel, sides)
                         continue
-                    tile_load(5, data, pixels + TILE_ROWS * channels + chunk, channels)
+                    tile_load(5, data, pixels + TILE_ROWS * row + chunk, row)
                     tile_dot_bytes(0, 4, 6)
                     tile_dot_bytes(2, 5, 6)
                     if sides == 2:
@@ -182,17 +186,18 @@ def _four_blocks(weights, at, panel, sides):  # pragma: no cover - compiled
 def tile_sums(data, weights, out, config, sizes, taps0, taps1, taps2, starts0, starts1,
               starts2, first_line, stop_line):  # pragma: no cover - compiled
     """The int32 sums of output lines ``[first_line, stop_line)`` (lines of the last
-    axis, over ``N x Y0 x Y1``) of a transposed convolution of one group, on AMX tiles.
+    axis, over ``N x Y0 x Y1``) of a transposed convolution of ``G`` groups, on AMX
+    tiles.
 
-    ``data``: the input bytes ``(N, P0, P1, P2, Ci)`` (uint8), zero-padded on every
+    ``data``: the input bytes ``(N, P0, P1, P2, G * Ci)`` (uint8), zero-padded on every
     axis so that every tap of every output reads inside it, and the last axis 32
     pixels beyond that (a block's pixels past the line's end are read, summed and
-    dropped); ``Ci`` a multiple of 64.  ``weights``: int8 panels ``[tap][block of 16
-    output channels][Ci / 4][16][4]`` (taps ``(k0 * K1 + k1) * K2 + k2``).  ``out``:
-    the sums ``(N, Y0, Y1, Y2, Co)`` (int32, channels last, flat), ``Co`` a multiple
-    of 16.  ``config``: the tiles' shapes
+    dropped); ``Ci`` (per group) a multiple of 64.  ``weights``: int8 panels
+    ``[group][tap][block of 16 output channels][Ci / 4][16][4]`` (taps ``(k0 * K1 +
+    k1) * K2 + k2``).  ``out``: the sums ``(N, Y0, Y1, Y2, G * Co)`` (int32, channels
+    last, flat), ``Co`` a multiple of 16.  ``config``: the tiles' shapes
     (:func:`convtranspose._kernels.tiles.tile_config`).  ``sizes``: ``N, Y0, Y1, Y2,
-    s0, s1, s2, P0, P1, P2, Ci, Co / 16, K1, K2``.  Per axis, ``taps`` ``(T, 2)``:
+    s0, s1, s2, P0, P1, P2, Ci, Co / 16, K1, K2, G, K0 * K1 * K2``.  Per axis, ``taps`` ``(T, 2)``:
     ``(k, shift + pad)`` of the taps of each output phase ``p``, rows ``starts[p]`` to
     ``starts[p + 1]``: output ``j * s + p`` takes tap ``k`` from input ``j + shift``.
 
@@ -201,26 +206,39 @@ def tile_sums(data, weights, out, config, sizes, taps0, taps1, taps2, starts0, s
     registers over every tap and input channel, then are stored once (a block with
     pixels past the line's end through a buffer, keeping the pixels that exist)."""
     y0, y1, y2, s2, blocks = sizes[1], sizes[2], sizes[3], sizes[6], sizes[11]
-    step = s2 * blocks * TILE_ROWS * 4  # bytes between a phase's consecutive outputs
+    outputs = sizes[14] * blocks * TILE_ROWS  # every group's output channels
+    step = s2 * outputs * 4  # bytes between a phase's consecutive outputs
     rest = np.empty((4, TILE_ROWS, TILE_ROWS), np.int32)
     tile_configure(config)
     for line in range(first_line, stop_line):
         n, o0, o1 = line // (y0 * y1), (line // y1) % y0, line % y1
         j0, p0, j1, p1 = o0 // sizes[4], o0 % sizes[4], o1 // sizes[5], o1 % sizes[5]
-        base = line * y2 * blocks * TILE_ROWS
-        for p2 in range(min(s2, y2)):
-            count = (y2 - p2 + s2 - 1) // s2  # this phase's outputs on the line
-            first = 0
-            while first < count:
-                wide = count - first <= TILE_ROWS
-                for block in range(0, blocks, 4 if wide else 2):
-                    _accumulate(data, weights, sizes, taps0, taps1, taps2, starts0,
-                                starts1, starts2, n, j0, j1, p0, p1, p2, first, block, wide)
-                    at = base + (p2 + first * s2) * blocks * TILE_ROWS + block * TILE_ROWS
-                    _store(out, rest, at, step, count - first, min(
-                        4 if wide else 2, blocks - block), wide)
-                first += TILE_ROWS if wide else 2 * TILE_ROWS
+        for group in range(sizes[14]):
+            _group_line(data, weights, out, sizes, taps0, taps1, taps2, starts0, starts1,
+                        starts2, rest, n, j0, j1, p0, p1,
+                        line * y2 * outputs + group * blocks * TILE_ROWS, step, group)
     tile_release()
+
+
+@cached_njit(nogil=True, inline="always")
+def _group_line(data, weights, out, sizes, taps0, taps1, taps2, starts0, starts1, starts2,
+                rest, n, j0, j1, p0, p1, base, step, group):  # pragma: no cover
+    """One group's sums of one output line, from element ``base`` of ``out``."""
+    y2, s2, blocks = sizes[3], sizes[6], sizes[11]
+    outputs = sizes[14] * blocks * TILE_ROWS
+    for p2 in range(min(s2, y2)):
+        count = (y2 - p2 + s2 - 1) // s2  # this phase's outputs on the line
+        first = 0
+        while first < count:
+            wide = count - first <= TILE_ROWS
+            for block in range(0, blocks, 4 if wide else 2):
+                _accumulate(data, weights, sizes, taps0, taps1, taps2, starts0,
+                            starts1, starts2, n, j0, j1, p0, p1, p2, first, block, wide,
+                            group)
+                at = base + (p2 + first * s2) * outputs + block * TILE_ROWS
+                _store(out, rest, at, step, count - first, min(
+                    4 if wide else 2, blocks - block), wide)
+            first += TILE_ROWS if wide else 2 * TILE_ROWS
 
 
 @cached_njit(nogil=True)
