@@ -1,10 +1,11 @@
 """Exact int8 transposed convolutions on AMX tiles (``tdpbusd``).
 
-The sums of :class:`convtranspose._kernels.int8.BlockedSums` of kind ``"tiles"``: those
-of VNNI's byte words (unsigned data bytes times signed weight bytes, the data shifted into ``[0,
-255]`` and the shift's share subtracted by the caller's pass), on the tile registers
-of Intel's AMX where the CPU has them (:func:`convtranspose._runtime.machine.has_amx_int8`):
-one instruction adds 16 x 16 x 64 products, 16 times ``vpdpbusd``'s.  On an Intel
+The sums of :class:`convtranspose._kernels.int8.BlockedSums` of kind ``"tiles"``:
+those of VNNI's byte words (unsigned data bytes times signed weight bytes, the data
+shifted into ``[0, 255]`` and the shift's share subtracted by the caller's pass), on
+the tile registers of Intel's AMX where the CPU has them
+(:func:`convtranspose._runtime.machine.has_amx_int8`): one instruction adds 16 x 16 x
+64 products, 16 times ``vpdpbusd``'s.  On an Intel
 Xeon ``tdpbusd``'s peak is 2.9 T multiply-adds/s on one thread against ``vpdpbusd``'s
 0.42, and this kernel sums the quantized suite's large layers at 0.50-0.72 T, 1.2-2.6x
 VNNI's kernel (``benchmarks/results/int8-kernels-xeon.json``, amx_tiles).
