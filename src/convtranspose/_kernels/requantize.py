@@ -113,13 +113,12 @@ class CorrectedRequantization:
     def __init__(self, constants: tuple, bias: np.ndarray | None, threads: int) -> None:
         self._dtype, low, high, factors, scale, zero = constants
         self._channels = factors.shape[0]
-        wide = _addend(bias, self._channels)
-        # The bias in each type the kernel may sum in (int32 only where it fits), and
-        # the most it adds to a sum.
-        self._addends = {np.int64: wide}
-        self._bias_magnitude = int(np.abs(wide).max(initial=0))
-        if self._bias_magnitude <= _INT32_MAX:
-            self._addends[np.int32] = wide.astype(np.int32)
+        # The bias as the kernel adds it in int64, and in int32 where it fits (else
+        # None), with the most it adds to a sum.
+        self._wide_bias = _addend(bias, self._channels)
+        self._bias_magnitude = int(np.abs(self._wide_bias).max(initial=0))
+        self._narrow_bias = (self._wide_bias.astype(np.int32)
+                             if self._bias_magnitude <= _INT32_MAX else None)
         self._constants = (factors, scale, zero, low, high)
         self._threads = threads
 
@@ -129,8 +128,8 @@ class CorrectedRequantization:
         int32 where every corrected sum stays in its range (``bound``, the largest
         magnitude of ``acc - factor * share``, plus the bias's), else in int64."""
         narrow = bound is not None and bound + self._bias_magnitude <= _INT32_MAX
-        addend = self._addends[np.int32 if narrow and np.int32 in self._addends
-                               else np.int64]
+        addend = self._narrow_bias if narrow and self._narrow_bias is not None else (
+            self._wide_bias)
         out = np.empty(acc.shape, self._dtype)
         rows = acc.reshape(-1, self._channels)
         return out, (rows, _places(share, self._channels), np.int64(factor), addend,

@@ -110,10 +110,9 @@ class TileLayer:
         self._axis_taps = [_axis_taps(p) for p in phases]
         self._inputs = (batch,) + tuple(a.input_size for a in axes3) + (groups * ci,)
         self._pads = [(p.pad_low, p.pad_high) for p in phases]
-        self._padded = (batch,) + tuple(
-            a.input_size + low + high for a, (low, high) in zip(axes3, self._pads)) + (
-                groups * ci,)
-        self._padded = self._padded[:3] + (self._padded[3] + _OVERREAD, groups * ci)
+        # Each axis padded for its taps, the last also for the blocks' over-reads.
+        padded = [a.input_size + low + high for a, (low, high) in zip(axes3, self._pads)]
+        self._padded = (batch, padded[0], padded[1], padded[2] + _OVERREAD, groups * ci)
         outputs = tuple(a.output_size for a in axes3)
         self._line_pixels, self._lines = outputs[2], batch * outputs[0] * outputs[1]
         self._sizes = frozen(np.array(

@@ -129,11 +129,10 @@ def _accumulate(data, weights, sizes, taps0, taps1, taps2, starts0, starts1, sta
                 n, j0, j1, p0, p1, p2, first, block, wide,
                 group):  # pragma: no cover - compiled
     """Tiles 0-3 summed over every tap of a line's phases and every input channel of
-    ``group``:
-    pixels ``first`` to ``first + 31`` of phase ``p2`` by output channel blocks
-    ``block`` and ``block + 1`` (tile ``2 * half + side``), or with ``wide`` pixels
-    ``first`` to ``first + 15`` by blocks ``block`` to ``block + 3`` (tile ``side``);
-    a tile whose channel block is past the last stays zero."""
+    ``group``: pixels ``first`` to ``first + 31`` of phase ``p2`` by output channel
+    blocks ``block`` and ``block + 1`` (tile ``2 * half + side``), or with ``wide``
+    pixels ``first`` to ``first + 15`` by blocks ``block`` to ``block + 3`` (tile
+    ``side``); a tile whose channel block is past the last stays zero."""
     channels, blocks, kernel1, kernel2 = sizes[10], sizes[11], sizes[12], sizes[13]
     row = sizes[14] * channels  # bytes of one input pixel, every group's channels
     panel = channels * TILE_ROWS  # bytes of one (tap, channel block) weight panel
@@ -197,9 +196,10 @@ def tile_sums(data, weights, out, config, sizes, taps0, taps1, taps2, starts0, s
     k1) * K2 + k2``).  ``out``: the sums ``(N, Y0, Y1, Y2, G * Co)`` (int32, channels
     last, flat), ``Co`` a multiple of 16.  ``config``: the tiles' shapes
     (:func:`convtranspose._kernels.tiles.tile_config`).  ``sizes``: ``N, Y0, Y1, Y2,
-    s0, s1, s2, P0, P1, P2, Ci, Co / 16, K1, K2, G, K0 * K1 * K2``.  Per axis, ``taps`` ``(T, 2)``:
-    ``(k, shift + pad)`` of the taps of each output phase ``p``, rows ``starts[p]`` to
-    ``starts[p + 1]``: output ``j * s + p`` takes tap ``k`` from input ``j + shift``.
+    s0, s1, s2, P0, P1, P2, Ci, Co / 16, K1, K2, G, K0 * K1 * K2``.  Per axis,
+    ``taps`` ``(T, 2)``: ``(k, shift + pad)`` of the taps of each output phase ``p``,
+    rows ``starts[p]`` to ``starts[p + 1]``: output ``j * s + p`` takes tap ``k`` from
+    input ``j + shift``.
 
     Each phase's outputs along a line go in blocks of 32 pixels by 32 output channels
     (16 by 64 for a line's last 16 or fewer): four tiles of sums stay in their
@@ -286,8 +286,10 @@ def tile_peak(config, data, count):  # pragma: no cover - compiled
     operands loaded once per round from the first 4 KiB of ``data`` (L1): this CPU's
     tile peak, for ``benchmarks/int8_kernels.py --peak``."""
     tile_configure(config)
-    for tile in range(4):
-        _zero_tile(tile)
+    tile_zero(0)
+    tile_zero(1)
+    tile_zero(2)
+    tile_zero(3)
     for _ in range(count):
         tile_load(4, data, 0, 64)
         tile_load(5, data, 1024, 64)
@@ -299,15 +301,3 @@ def tile_peak(config, data, count):  # pragma: no cover - compiled
         tile_dot_bytes(3, 5, 7)
     _store_tile(data, 0, 0, 64)
     tile_release()
-
-
-@cached_njit(nogil=True, inline="always")
-def _zero_tile(tile):  # pragma: no cover - compiled
-    if tile == 0:
-        tile_zero(0)
-    elif tile == 1:
-        tile_zero(1)
-    elif tile == 2:
-        tile_zero(2)
-    else:
-        tile_zero(3)
