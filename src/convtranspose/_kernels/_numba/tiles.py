@@ -126,13 +126,15 @@ def tile_dot_bytes(typingctx, sums, unsigned, signed):
 
 @cached_njit(nogil=True, inline="always")
 def _accumulate(data, weights, sizes, taps0, taps1, taps2, starts0, starts1, starts2,
-                n, j0, j1, p0, p1, p2, first, block, wide,
-                group):  # pragma: no cover - compiled
+                n, j0, j1, p0, p1, p2, first, block, wide, group,
+                second):  # pragma: no cover - compiled
     """Tiles 0-3 summed over every tap of a line's phases and every input channel of
-    ``group``: pixels ``first`` to ``first + 31`` of phase ``p2`` by output channel
-    blocks ``block`` and ``block + 1`` (tile ``2 * half + side``), or with ``wide``
-    pixels ``first`` to ``first + 15`` by blocks ``block`` to ``block + 3`` (tile
-    ``side``); a tile whose channel block is past the last stays zero."""
+    ``group``: pixels ``first`` to ``first + 15`` of phase ``p2`` and the 16 pixels
+    whose data start ``second`` bytes further (the next 16 of the line, or the same
+    of the next line of the phase) by output channel blocks ``block`` and ``block +
+    1`` (tile ``2 * half + side``), or with ``wide`` pixels ``first`` to ``first +
+    15`` by blocks ``block`` to ``block + 3`` (tile ``side``); a tile whose channel
+    block is past the last stays zero."""
     channels, blocks, kernel1, kernel2 = sizes[10], sizes[11], sizes[12], sizes[13]
     row = sizes[14] * channels  # bytes of one input pixel, every group's channels
     panel = channels * TILE_ROWS  # bytes of one (tap, channel block) weight panel
@@ -156,7 +158,7 @@ def _accumulate(data, weights, sizes, taps0, taps1, taps2, starts0, starts1, sta
                     if wide:
                         _four_blocks(weights, at, panel, sides)
                         continue
-                    tile_load(5, data, pixels + TILE_ROWS * row + chunk, row)
+                    tile_load(5, data, pixels + second + chunk, row)
                     tile_dot_bytes(0, 4, 6)
                     tile_dot_bytes(2, 5, 6)
                     if sides == 2:
@@ -209,50 +211,73 @@ def tile_sums(data, weights, out, config, sizes, taps0, taps1, taps2, starts0, s
     outputs = sizes[14] * blocks * TILE_ROWS  # every group's output channels
     step = s2 * outputs * 4  # bytes between a phase's consecutive outputs
     rest = np.empty((4, TILE_ROWS, TILE_ROWS), np.int32)
+    # Lines whose phases hold 16 outputs or fewer go in pairs: each line with the next
+    # of its phase along the last axis of more than one line (the same taps, one input
+    # line further), so that each weight tile loaded serves 32 pixels, not 16.
+    axis = 1 if y1 > 1 else 0
+    paired = (y2 + s2 - 1) // s2 <= TILE_ROWS and (y1 if axis else y0) > 1
+    apart = sizes[5] if axis else sizes[4] * y1  # lines between a line and its partner
+    row = sizes[14] * sizes[10]
+    inputs = sizes[9] * row * (1 if axis else sizes[8])  # bytes of one input line step
     tile_configure(config)
     for line in range(first_line, stop_line):
         n, o0, o1 = line // (y0 * y1), (line // y1) % y0, line % y1
         j0, p0, j1, p1 = o0 // sizes[4], o0 % sizes[4], o1 // sizes[5], o1 % sizes[5]
+        j, o, size = (j1, o1, y1) if axis else (j0, o0, y0)
+        pair = paired and j % 2 == 0 and o + sizes[4 + axis] < size and (
+            line + apart < stop_line)
+        if paired and j % 2 == 1 and line - apart >= first_line:
+            continue  # summed with its partner
         for group in range(sizes[14]):
             _group_line(data, weights, out, sizes, taps0, taps1, taps2, starts0, starts1,
                         starts2, rest, n, j0, j1, p0, p1,
-                        line * y2 * outputs + group * blocks * TILE_ROWS, step, group)
+                        line * y2 * outputs + group * blocks * TILE_ROWS, step, group,
+                        inputs if pair else 0, apart * y2 * outputs if pair else 0)
     tile_release()
 
 
 @cached_njit(nogil=True, inline="always")
 def _group_line(data, weights, out, sizes, taps0, taps1, taps2, starts0, starts1, starts2,
-                rest, n, j0, j1, p0, p1, base, step, group):  # pragma: no cover
-    """One group's sums of one output line, from element ``base`` of ``out``."""
+                rest, n, j0, j1, p0, p1, base, step, group, partner,
+                partner_out):  # pragma: no cover
+    """One group's sums of one output line, from element ``base`` of ``out``, with
+    those of its partner line where ``partner`` (the bytes from the line's data to
+    the partner's; the partner's outputs ``partner_out`` elements further on)."""
     y2, s2, blocks = sizes[3], sizes[6], sizes[11]
     outputs = sizes[14] * blocks * TILE_ROWS
+    row = sizes[14] * sizes[10]
     for p2 in range(min(s2, y2)):
         count = (y2 - p2 + s2 - 1) // s2  # this phase's outputs on the line
         first = 0
         while first < count:
-            wide = count - first <= TILE_ROWS
+            wide = partner == 0 and count - first <= TILE_ROWS
+            second = partner if partner else TILE_ROWS * row
             for block in range(0, blocks, 4 if wide else 2):
                 _accumulate(data, weights, sizes, taps0, taps1, taps2, starts0,
                             starts1, starts2, n, j0, j1, p0, p1, p2, first, block, wide,
-                            group)
+                            group, second)
                 at = base + (p2 + first * s2) * outputs + block * TILE_ROWS
-                _store(out, rest, at, step, count - first, min(
-                    4 if wide else 2, blocks - block), wide)
-            first += TILE_ROWS if wide else 2 * TILE_ROWS
+                left = count - first
+                rows = (left, left) if partner else (left, left - TILE_ROWS)
+                _store(out, rest, at, step, rows[0], rows[1],
+                       partner_out if partner else TILE_ROWS * step // 4,
+                       min(4 if wide else 2, blocks - block), wide)
+            first += TILE_ROWS if wide or partner else 2 * TILE_ROWS
 
 
 @cached_njit(nogil=True)
-def _store(out, rest, at, step, pixels, sides, wide):  # pragma: no cover - compiled
+def _store(out, rest, at, step, rows, second_rows, second, sides,
+           wide):  # pragma: no cover - compiled
     """Tiles 0-3 of :func:`_accumulate` into ``out`` from element ``at``, a phase's
-    consecutive outputs ``step`` bytes apart: straight where all their rows are
-    outputs, else through ``rest``, keeping the first ``pixels`` rows."""
-    halves = 1 if wide else 2
-    if pixels >= halves * TILE_ROWS:
+    consecutive outputs ``step`` bytes apart and the second half's pixels ``second``
+    elements after the first's: straight where all their rows are outputs, else
+    through ``rest``, keeping the first ``rows`` rows of the first half and
+    ``second_rows`` of the second."""
+    if rows >= TILE_ROWS and (wide or second_rows >= TILE_ROWS):
         for tile in range(4):
             half, side = (0, tile) if wide else (tile // 2, tile % 2)
             if side < sides:
-                _store_tile(out, tile, (at + side * TILE_ROWS) * 4 + half * TILE_ROWS * step,
-                            step)
+                _store_tile(out, tile, (at + half * second + side * TILE_ROWS) * 4, step)
         return
     for tile in range(4):
         _store_tile(rest, tile, tile * TILE_ROWS * TILE_ROWS * 4, TILE_ROWS * 4)
@@ -261,8 +286,8 @@ def _store(out, rest, at, step, pixels, sides, wide):  # pragma: no cover - comp
         half, side = (0, tile) if wide else (tile // 2, tile % 2)
         if side >= sides:
             continue
-        for row in range(min(TILE_ROWS, pixels - half * TILE_ROWS)):
-            place = at + (half * TILE_ROWS + row) * elements + side * TILE_ROWS
+        for row in range(min(TILE_ROWS, second_rows if half else rows)):
+            place = at + half * second + row * elements + side * TILE_ROWS
             for lane in range(TILE_ROWS):
                 out[place + lane] = rest[tile, row, lane]
 
