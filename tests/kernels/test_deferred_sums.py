@@ -113,19 +113,25 @@ def test_sums_requantized_as_they_are_made_equal_numpys_steps(seed):
     """``BlockedSums.requantized``, whose pass sums in int32 where the data's range and
     the bias keep every sum in it: an ordinary bias, and one at int32's limits whose
     exact sums leave int32 on some outputs, against the oracle's sums through NumPy's
-    float32 steps, in both layouts."""
+    float32 steps, in both layouts; each set-up called again on other data (the sums'
+    array it keeps between calls holds nothing of the last)."""
     data, weights, axes, offset = _case(seed, np.uint8)
     rng = np.random.default_rng(seed)
     co = weights.shape[0] * weights.shape[2]
     multiplier = np.broadcast_to(rng.uniform(1e-3, 1, co).astype(np.float32), (co,))
     y_scale, y_zero_point = np.asarray(np.float32(0.37)), np.asarray(np.uint8(100))
-    exact = _channels_last(canonical_result(data.astype(np.int64) - offset, weights, axes))
+    others = 255 - data
+    exact = [_channels_last(canonical_result(d.astype(np.int64) - offset, weights, axes))
+             for d in (data, others)]
     limits = np.where(np.arange(co) % 2, 2 ** 31 - 1, 1 - 2 ** 31).astype(np.int32)
     for bias in (rng.integers(-5000, 5000, co).astype(np.int32), limits):
-        expected = _onnx_steps(exact + bias, multiplier, y_scale, y_zero_point)
         apply = prepare_corrected(multiplier, y_scale, y_zero_point, bias, 2)
         for channels_last in (False, True):
-            source = np.ascontiguousarray(_channels_last(data)) if channels_last else data
             sums = prepare_blocked_sums(KINDS[0], data.shape[0], weights, axes,
                                         channels_last, host_target())
-            np.testing.assert_array_equal(sums.requantized(source, offset, apply), expected)
+            for values, sums_of in zip((data, others, data), exact + exact[:1]):
+                source = (np.ascontiguousarray(_channels_last(values)) if channels_last
+                          else values)
+                np.testing.assert_array_equal(
+                    sums.requantized(source, offset, apply),
+                    _onnx_steps(sums_of + bias, multiplier, y_scale, y_zero_point))
