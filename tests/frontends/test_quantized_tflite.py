@@ -132,9 +132,15 @@ def o_range(dtype, activation, scale, zero):
 def oracle(layer):
     """The whole op in Python integers."""
     x, w = layer["input"], layer["weights"]
-    acc = o_sum(layer["output_shape"], w, x, layer.get("bias"), layer["input_zero_point"],
-                layer["weights_zero_point"], layer["padding"], layer["strides"])
-    co = w.shape[0]
+    return o_requantize(layer, o_sum(layer["output_shape"], w, x, layer.get("bias"),
+                                     layer["input_zero_point"], layer["weights_zero_point"],
+                                     layer["padding"], layer["strides"]))
+
+
+def o_requantize(layer, acc):
+    """The exact sums ``acc`` (indexed ``[n][y][x][channel]``) through TFLite's rules in
+    Python integers."""
+    x, co = layer["input"], layer["weights"].shape[0]
     pairs = o_multipliers(x.dtype, layer["input_scale"], layer["weights_scale"],
                           layer["output_scale"], co)
     low, high = o_range(x.dtype, layer.get("activation", "NONE"), layer["output_scale"],
@@ -221,7 +227,7 @@ def sum_in(request, monkeypatch):
     if request.param == "integer":
         request.getfixturevalue("every_layer_integer")
     else:
-        monkeypatch.setattr(tflite_quantized, "offset_sums", lambda *arguments: None)
+        monkeypatch.setattr(tflite_quantized, "offset_requantized", lambda *arguments: None)
         monkeypatch.setattr(quantized, "integer_sum", lambda *arguments: None)
     if request.param == "int64":
         monkeypatch.setattr(quantized, "FLOAT64_EXACT", 0)
@@ -250,6 +256,51 @@ def test_random_layers_match_the_integer_oracle(seed, dtype, sum_in):
         stride_w=layer["strides"][1], fused_activation_function=activation,
         quantized_bias_type=bias_type)
     assert plan.output_shape == result.shape
+
+
+def _numpy_sum(layer):
+    """The reference kernel's sums in NumPy int64: each tap's products of the centred
+    operands added at its output places (the scatter of :func:`o_sum`, by taps)."""
+    x, w = layer["input"].astype(np.int64), layer["weights"].astype(np.int64)
+    n, oh, ow, co = layer["output_shape"]
+    _, kh, kw, _ = w.shape
+    sy, sx = layer["strides"]
+    ph, pw = (o_pad(oh, kh, sy, layer["padding"]), o_pad(ow, kw, sx, layer["padding"]))
+    centred_w = w - np.asarray(layer["weights_zero_point"], np.int64).reshape(-1, 1, 1, 1)
+    centred_x = x - int(layer["input_zero_point"])
+    h, wd = x.shape[1:3]
+    full = np.zeros((n, (h - 1) * sy + kh, (wd - 1) * sx + kw, co), np.int64)
+    for fy, fx in itertools.product(range(kh), range(kw)):
+        full[:, fy:fy + (h - 1) * sy + 1:sy, fx:fx + (wd - 1) * sx + 1:sx] += np.einsum(
+            "nhwc,oc->nhwo", centred_x, centred_w[:, fy, fx, :])
+    acc = full[:, ph:ph + oh, pw:pw + ow]
+    acc = np.pad(acc, [(0, 0), (0, oh - acc.shape[1]), (0, ow - acc.shape[2]), (0, 0)])
+    return acc + np.asarray(layer.get("bias", 0), np.int64)
+
+
+@pytest.mark.parametrize("dtype", [UINT8, INT8], ids=str)
+def test_layers_requantized_by_the_threads_that_sum_them_match_the_oracle(dtype):
+    """A layer large enough for the integer kernels to requantize each thread's output
+    lines as it ends them (64 -> 32 channels, 24x24, k3 s2): TFLite's rules in Python
+    integers on the sums of NumPy's scatter, bit for bit."""
+    rng = np.random.default_rng(17)
+    ci, co = 64, 32
+    weights_type = UINT8 if dtype == UINT8 else INT8
+    layer = dict(
+        output_shape=[1, 48, 48, co], weights=_ints(rng, weights_type, (co, 3, 3, ci)),
+        input=_ints(rng, dtype, (1, 24, 24, ci)), padding="SAME", strides=(2, 2),
+        input_scale=np.float32(0.02), input_zero_point=int(_ints(rng, dtype, ())),
+        weights_scale=(np.float32(0.01) if dtype == UINT8
+                       else rng.uniform(0.005, 0.02, co).astype(np.float32)),
+        weights_zero_point=(int(_ints(rng, UINT8, ())) if dtype == UINT8
+                            else np.zeros(co, np.int64)),
+        output_zero_point=int(_ints(rng, dtype, ())), output_scale=np.float32(2.5),
+        bias=rng.integers(-2 ** 16, 2 ** 16, co).astype(np.int32))
+    with ct.num_threads(2):
+        result = call(layer)
+    expected = o_requantize(layer, _numpy_sum(layer).tolist())
+    assert len(np.unique(expected)) > 20  # spread over the type, not saturated
+    np.testing.assert_array_equal(result, expected)
 
 
 # -- the fixed-point rules, edge by edge -------------------------------------------------

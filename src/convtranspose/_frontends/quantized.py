@@ -29,7 +29,7 @@ from .specs import as_array, canonical_weights, execute_plan
 
 __all__ = ["check_out", "exact_sum", "float32_scale", "float_sum", "integer_kinds",
            "integer_sooner", "integer_sum", "integer_zero_point", "kept_entry", "kept_weights",
-           "lanes_pay", "offset_sums", "sum_dtype", "typed_operand"]
+           "lanes_pay", "offset_requantized", "offset_sums", "sum_dtype", "typed_operand"]
 
 
 def typed_operand(name: str, value: object, dtypes: tuple[np.dtype, ...],
@@ -260,9 +260,34 @@ def offset_sums(plan, data: np.ndarray, weights: np.ndarray, offset: int,
     mostly idle on a layer of one float32 pass: :func:`lanes_pay`; the float32
     passes timed sooner: :func:`integer_sooner`): the dialect then centres its data
     and runs :func:`exact_sum`."""
+    for sums in _offset_kernels(plan, data, weights, offset, centred, output_shape):
+        summed = sums.sums(data, offset)
+        if summed is not None:
+            return summed
+    return None
+
+
+def offset_requantized(plan, data: np.ndarray, weights: np.ndarray, offset: int,
+                       centred: np.dtype, requantization, output_shape=None):
+    """:func:`offset_sums` requantized by ``requantization`` (called on ``(acc,
+    factor, share)``, with a ``start`` method: a
+    :class:`~convtranspose._kernels.requantize.FixedPointRequantization`), each piece
+    of output lines by the thread that summed it where the kernel allows
+    (:meth:`convtranspose._kernels.int8.BlockedSums.requantized`); None where
+    :func:`offset_sums` is."""
+    for sums in _offset_kernels(plan, data, weights, offset, centred, output_shape):
+        result = sums.requantized(data, offset, requantization)
+        if result is not None:
+            return result
+    return None
+
+
+def _offset_kernels(plan, data, weights, offset, centred, output_shape):
+    """The blocked integer kernels set up for :func:`offset_sums`, in turn, until one
+    is timed slower than the float32 passes."""
     target = host()
     if not target.numba:
-        return None
+        return
     from .._kernels.int8 import prepare_blocked_sums
 
     check_transposed(plan, np.broadcast_to(centred.type(0), data.shape), weights, None,
@@ -277,11 +302,8 @@ def offset_sums(plan, data: np.ndarray, weights: np.ndarray, offset: int,
         if not integer_sooner(plan, kind, target, lambda: sums.sums(data, offset),
                               lambda: float_sum(plan, np.subtract(data, offset, dtype=centred),
                                                 weights, None)):
-            return None
-        summed = sums.sums(data, offset)
-        if summed is not None:
-            return summed
-    return None
+            return
+        yield sums
 
 
 def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,

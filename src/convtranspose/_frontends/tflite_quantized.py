@@ -45,7 +45,7 @@ from .quantized import (
     float32_scale,
     integer_zero_point,
     kept_weights,
-    offset_sums,
+    offset_requantized,
     typed_operand,
 )
 from .specs import resolve_plan
@@ -192,39 +192,34 @@ def _compute(plan, input, weights, bias, zero_points, scales, activation,
              acc_type) -> np.ndarray:
     """The exact sum of the centred operands, then TFLite's integer requantization: by
     the integer kernels on the input as it is, with its zero point's share subtracted
-    and the bias added in the requantization's pass (:func:`offset_sums`,
-    :func:`convtranspose._kernels.requantize.fixed_point_requantized`), else
+    and the bias added in the requantization's pass, each piece of output lines by the
+    thread that summed it (:func:`offset_requantized`,
+    :class:`convtranspose._kernels.requantize.FixedPointRequantization`), else
     :func:`exact_sum` of the centred input and :func:`_requantized`."""
     # The centred values fit int32 (16-bit inputs) and int16 (8-bit weights): the
     # smaller types are cheaper to convert and for the weights memo to compare.
     zero = zero_points[1].reshape((-1, 1, 1, 1) if zero_points[1].size > 1 else ())
     filter_ = kept_weights(weights, ("int16", zero.shape, zero.tobytes()),
                            lambda w: np.subtract(w, zero, dtype=np.int16))
-    summed = offset_sums(plan, input, filter_, int(zero_points[0].reshape(())),
-                         np.dtype(np.int32))
-    acc = None
-    if summed is None:
-        data = np.subtract(input, zero_points[0].reshape(()), dtype=np.int32)
-        span = [int(np.iinfo(t).max) - int(np.iinfo(t).min)
-                for t in (input.dtype, weights.dtype)]
-        acc = exact_sum(plan, data, filter_, bias, names=("input", "weights", "bias"),
-                        largest_product=span[0] * span[1]).astype(np.int64, copy=False)
     multiplier, shift = _kept_requantization(input.dtype, scales, plan.output_shape[-1],
                                              acc_type)
     bounds = activation_range(activation, scales[2].reshape(()),
                               int(zero_points[2].reshape(())), input.dtype)
-    if acc is None:
-        from .._kernels.requantize import fixed_point_requantized
+    output_zero_point = int(zero_points[2].reshape(()))
+    if host().numba:
+        from .._kernels.requantize import FixedPointRequantization
 
-        acc, factor, share = summed
-        result = fixed_point_requantized(
-            acc, multiplier, shift, int(zero_points[2].reshape(())), bounds, input.dtype,
-            host().threads, wide=acc_type == INT64, factor=factor, share=share, bias=bias)
+        requantization = FixedPointRequantization(
+            multiplier, shift, output_zero_point, bounds, input.dtype, bias, host().threads,
+            wide=acc_type == INT64)
+        result = offset_requantized(plan, input, filter_, int(zero_points[0].reshape(())),
+                                    np.dtype(np.int32), requantization)
         if result is not None:
             return result
-        from .._kernels.requantize import corrected_sums
-
-        acc = corrected_sums(acc, factor, share, bias, host().threads)
+    data = np.subtract(input, zero_points[0].reshape(()), dtype=np.int32)
+    span = [int(np.iinfo(t).max) - int(np.iinfo(t).min) for t in (input.dtype, weights.dtype)]
+    acc = exact_sum(plan, data, filter_, bias, names=("input", "weights", "bias"),
+                    largest_product=span[0] * span[1]).astype(np.int64, copy=False)
     return _requantized(acc, input, acc_type, multiplier, shift, zero_points[2], bounds)
 
 

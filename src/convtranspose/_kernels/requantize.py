@@ -11,9 +11,9 @@ import numpy as np
 
 from .._runtime.threads import PARALLEL_COPY_BYTES, parallel_for
 
-__all__ = ["CorrectedRequantization", "corrected_sums", "fixed_point_requantized",
-           "onednn_requantized", "prepare_corrected", "prepare_requantized", "requantized",
-           "torch_requantized"]
+__all__ = ["CorrectedRequantization", "FixedPointRequantization", "corrected_sums",
+           "fixed_point_requantized", "onednn_requantized", "prepare_corrected",
+           "prepare_requantized", "requantized", "torch_requantized"]
 
 #: Elements per piece of work a thread takes.
 _PIECE = 1 << 16
@@ -261,21 +261,53 @@ def fixed_point_requantized(acc: np.ndarray, multiplier: np.ndarray, shift: np.n
     double rounding, or with ``wide`` the int64 accumulator's rule of the int16 x int8
     kernels.  The correction is exact (int64) in the same pass.  None for a
     non-contiguous or empty ``acc``."""
-    if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i":
-        return None
-    from ._numba.requantize import fixed_point_64_rows, fixed_point_rows
+    return FixedPointRequantization(multiplier, shift, zero_point, bounds, dtype, bias,
+                                    threads, wide)(acc, factor, share)
 
-    kernel = fixed_point_64_rows if wide else fixed_point_rows
-    channels = acc.shape[-1]
-    rows = acc.reshape(-1, channels)
-    places = _places(share, channels)
-    out = np.empty(rows.shape, dtype)
-    args = (rows, places, np.int64(factor), _addend(bias, channels),
-            np.ascontiguousarray(np.broadcast_to(multiplier, rows.shape[1:]), np.int64),
-            np.ascontiguousarray(np.broadcast_to(shift, rows.shape[1:]), np.int64),
-            np.int64(zero_point), np.int64(bounds[0]), np.int64(bounds[1]), out)
-    _rows_in_pieces(lambda first, stop: kernel(*args, first, stop), rows, threads)
-    return out.reshape(acc.shape)
+
+class FixedPointRequantization:
+    """:func:`fixed_point_requantized` with everything but the sums given once, as
+    :meth:`convtranspose._kernels.int8.BlockedSums.requantized` takes it: called on
+    ``(acc, factor, share)``, the whole pass; :meth:`start` gives it in pieces of
+    output lines instead (as :class:`CorrectedRequantization`)."""
+
+    def __init__(self, multiplier: np.ndarray, shift: np.ndarray, zero_point: int,
+                 bounds: tuple[int, int], dtype, bias: np.ndarray | None, threads: int,
+                 wide: bool = False) -> None:
+        self._multiplier, self._shift, self._bias = multiplier, shift, bias
+        self._constants = (np.int64(zero_point), np.int64(bounds[0]), np.int64(bounds[1]))
+        self._dtype, self._threads, self._wide = np.dtype(dtype), threads, wide
+
+    def _arguments(self, acc: np.ndarray, factor: int, share: np.ndarray | None):
+        """The result, the compiled pass and its arguments but the rows."""
+        from ._numba.requantize import fixed_point_64_rows, fixed_point_rows
+
+        channels = acc.shape[-1]
+        rows = acc.reshape(-1, channels)
+        out = np.empty(acc.shape, self._dtype)
+        args = (rows, _places(share, channels), np.int64(factor), _addend(self._bias, channels),
+                np.ascontiguousarray(np.broadcast_to(self._multiplier, (channels,)), np.int64),
+                np.ascontiguousarray(np.broadcast_to(self._shift, (channels,)), np.int64),
+                *self._constants, out.reshape(rows.shape))
+        return out, fixed_point_64_rows if self._wide else fixed_point_rows, args
+
+    def __call__(self, acc: np.ndarray, factor: int = 0, share: np.ndarray | None = None,
+                 bound: int | None = None) -> np.ndarray | None:
+        """The whole pass (``bound`` unused: the correction is in int64); None for a
+        non-contiguous or empty ``acc``."""
+        if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i":
+            return None
+        out, kernel, args = self._arguments(acc, factor, share)
+        _rows_in_pieces(lambda first, stop: kernel(*args, np.array([first]), stop - first),
+                        args[0], self._threads)
+        return out
+
+    def start(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
+              bound: int | None = None):
+        """``(out, lines)`` as :meth:`CorrectedRequantization.start` (``acc``
+        C-contiguous)."""
+        out, kernel, args = self._arguments(acc, factor, share)
+        return out, lambda starts, run: kernel(*args, starts, run)
 
 
 def onednn_requantized(acc: np.ndarray, channels_last: bool, attributes: tuple,
