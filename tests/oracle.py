@@ -66,6 +66,17 @@ def integer_scatter_sum(x, x_zp, w, w_zps, strides, pads_begin, sizes, groups, d
     return acc
 
 
+def integer_tap_sums(x, x_zp, w, w_zps, strides, pads_begin, sizes, groups, dilations):
+    """:func:`integer_scatter_sum` by taps in NumPy int64 (each tap's products added at
+    its output places, then cropped): the same sums, fast enough for layers of
+    thousands of outputs per channel."""
+    per_group, kernel = w.shape[1], w.shape[2:]
+    centred = w.astype(np.int64) - np.asarray(w_zps, np.int64).reshape((1, -1) + (1,) * len(kernel))
+    gcok = centred.reshape((groups, -1, per_group) + kernel)
+    full = full_transposed_convolution(x.astype(np.int64) - x_zp, gcok, strides, dilations)
+    return crop(full, pads_begin, sizes)
+
+
 def crop(full, offsets, sizes):
     """``out[..., o] = full[..., o + offset]`` for o in [0, size), zeros outside the full result."""
     out = np.zeros(full.shape[:2] + tuple(sizes), full.dtype)

@@ -28,6 +28,7 @@ import pytest
 
 import convtranspose as ct
 from convtranspose._frontends import fixed_point
+from oracle import integer_tap_sums
 
 INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
 UINT8, INT8, INT16 = np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.int16)
@@ -259,23 +260,17 @@ def test_random_layers_match_the_integer_oracle(seed, dtype, sum_in):
 
 
 def _numpy_sum(layer):
-    """The reference kernel's sums in NumPy int64: each tap's products of the centred
-    operands added at its output places (the scatter of :func:`o_sum`, by taps)."""
-    x, w = layer["input"].astype(np.int64), layer["weights"].astype(np.int64)
+    """The reference kernel's sums in NumPy int64 (:func:`oracle.integer_tap_sums`, the
+    scatter of :func:`o_sum` by taps), bias included, ``(N, H, W, C_out)``."""
     n, oh, ow, co = layer["output_shape"]
-    _, kh, kw, _ = w.shape
-    sy, sx = layer["strides"]
-    ph, pw = (o_pad(oh, kh, sy, layer["padding"]), o_pad(ow, kw, sx, layer["padding"]))
-    centred_w = w - np.asarray(layer["weights_zero_point"], np.int64).reshape(-1, 1, 1, 1)
-    centred_x = x - int(layer["input_zero_point"])
-    h, wd = x.shape[1:3]
-    full = np.zeros((n, (h - 1) * sy + kh, (wd - 1) * sx + kw, co), np.int64)
-    for fy, fx in itertools.product(range(kh), range(kw)):
-        full[:, fy:fy + (h - 1) * sy + 1:sy, fx:fx + (wd - 1) * sx + 1:sx] += np.einsum(
-            "nhwc,oc->nhwo", centred_x, centred_w[:, fy, fx, :])
-    acc = full[:, ph:ph + oh, pw:pw + ow]
-    acc = np.pad(acc, [(0, 0), (0, oh - acc.shape[1]), (0, ow - acc.shape[2]), (0, 0)])
-    return acc + np.asarray(layer.get("bias", 0), np.int64)
+    w = layer["weights"]
+    pads = [o_pad(size, k, s, layer["padding"])
+            for size, k, s in zip((oh, ow), w.shape[1:3], layer["strides"])]
+    zero_points = np.broadcast_to(np.asarray(layer["weights_zero_point"]).reshape(-1), (co,))
+    acc = integer_tap_sums(np.moveaxis(layer["input"], -1, 1), int(layer["input_zero_point"]),
+                           np.transpose(w, (3, 0, 1, 2)), zero_points, layer["strides"], pads,
+                           (oh, ow), 1, (1, 1))
+    return np.moveaxis(acc, 1, -1) + np.asarray(layer.get("bias", 0), np.int64)
 
 
 @pytest.mark.parametrize("dtype", [UINT8, INT8], ids=str)

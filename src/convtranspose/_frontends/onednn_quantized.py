@@ -32,7 +32,7 @@ from .quantized import (
     float32_scale,
     integer_zero_point,
     kept_weights,
-    offset_sums,
+    offset_requantized,
     typed_operand,
 )
 from .specs import as_array, resolve_plan
@@ -80,13 +80,10 @@ def _bias(value: object) -> np.ndarray | None:
 def onednn_requantize(acc: np.ndarray, channel_axis: int, src_scale: np.ndarray | None,
                       wei_scales: np.ndarray | None, bias: np.ndarray | None,
                       dst_scale: np.ndarray | None, dst_zero_point: np.ndarray | None,
-                      dst_type: str, scaling: str = "jit",
-                      correction: tuple = (0, None)) -> np.ndarray:
+                      dst_type: str, scaling: str = "jit") -> np.ndarray:
     """oneDNN's steps after the int32 sum ``acc`` (int32, or int64 holding int32 values), one
     float32 operation each, in its kernels' order; an attribute that is None is not set
-    and its step is skipped (as oneDNN skips it).  ``correction``: ``(factor, share)``
-    of channels-last sums of :func:`offset_sums`, whose exact sums are ``acc - factor *
-    share``, wrapped to int32 here.
+    and its step is skipped (as oneDNN skips it).
 
     ``scaling="jit"``: the destination scale is applied as ``float32(1 / dst_scale)``
     (the reciprocal oneDNN's JIT kernels take once per call); ``"reference"``: divided
@@ -96,19 +93,12 @@ def onednn_requantize(acc: np.ndarray, channel_axis: int, src_scale: np.ndarray 
     if host().numba:
         from .._kernels.requantize import onednn_requantized
 
-        with np.errstate(over="ignore", divide="ignore"):
-            dst = None if dst_scale is None else (
-                dst_scale.reshape(()) if scaling != "jit" else F32(1) / dst_scale.reshape(()))
-        attributes = (None if src_scale is None else src_scale.reshape(()), wei_scales, bias,
-                      dst, None if dst_zero_point is None else F32(dst_zero_point.reshape(())))
-        result = onednn_requantized(acc, channel_axis == -1, attributes, scaling != "jit",
-                                    (low, high), dtype, host().threads, *correction)
+        attributes, divides, bounds, _ = _kernel_steps(src_scale, wei_scales, bias, dst_scale,
+                                                       dst_zero_point, dst_type, scaling)
+        result = onednn_requantized(acc, channel_axis == -1, attributes, divides, bounds,
+                                    dtype, host().threads)
         if result is not None:
             return result
-    if correction[1] is not None:  # (offset_sums ran: numba is there)
-        from .._kernels.requantize import corrected_sums
-
-        acc = wrap32(corrected_sums(acc, correction[0], correction[1], None, host().threads))
     shape = [1] * acc.ndim
     shape[channel_axis] = -1
     value = acc.astype(F32)  # cvtdq2ps: exact while |acc| <= 2**24
@@ -175,12 +165,28 @@ def _resolve(data, weights, bias, scales, zero_points, dst_type, scaling, geomet
     return plan
 
 
-def _offset_sums(plan, data, weights, src_zero_point, output_shape):
-    """``(acc, factor, share)`` of :func:`offset_sums` on the source as it is, or None."""
+def _offset_requantized(plan, data, weights, src_zero_point, requantization, output_shape):
+    """:func:`offset_requantized` on the source as it is (channels-last results), or
+    None."""
     zero = 0 if src_zero_point is None else int(src_zero_point.reshape(()))
     narrow = np.int16 if abs(zero) <= 2 ** 15 - 256 else np.int64  # as _int32_sum's
     wide = kept_weights(weights, ("int64",), lambda w: w.astype(np.int64))
-    return offset_sums(plan, data, wide, zero, np.dtype(narrow), output_shape)
+    return offset_requantized(plan, data, wide, zero, np.dtype(narrow), requantization,
+                              output_shape)
+
+
+def _kernel_steps(src_scale, wei_scales, bias, dst_scale, dst_zero_point, dst_type,
+                  scaling) -> tuple:
+    """``(attributes, divides, bounds, dtype)`` of the compiled pass
+    (:func:`convtranspose._kernels.requantize.onednn_requantized`) for
+    :func:`onednn_requantize`'s steps."""
+    dtype, low, high = _DESTINATIONS[dst_type]
+    with np.errstate(over="ignore", divide="ignore"):
+        dst = None if dst_scale is None else (
+            dst_scale.reshape(()) if scaling != "jit" else F32(1) / dst_scale.reshape(()))
+    attributes = (None if src_scale is None else src_scale.reshape(()), wei_scales, bias,
+                  dst, None if dst_zero_point is None else F32(dst_zero_point.reshape(())))
+    return attributes, scaling != "jit", (low, high), dtype
 
 
 def _int32_sum(plan, data, weights, src_zero_point, output_shape) -> np.ndarray:
@@ -285,19 +291,24 @@ def onednn_quantized_conv_transpose(
 def _compute(plan, data, weights, src_zero_point, steps, output_shape) -> np.ndarray:
     """The int32 sums, then :func:`onednn_requantize` (``steps``: its arguments after
     the sums and the channel axis): by the integer kernels on the source as it is
-    (:func:`_offset_sums`), else :func:`_int32_sum` of the centred source."""
-    summed = _offset_sums(plan, data, weights, src_zero_point, output_shape)
-    if summed is None:
-        acc = _int32_sum(plan, data, weights, src_zero_point, output_shape)
-        return onednn_requantize(acc, -1 if plan.channels_last else 1, *steps)
-    from .._kernels.int8 import in_layout
+    (:func:`_offset_requantized`: each piece of output lines by the thread that summed
+    it), else :func:`_int32_sum` of the centred source."""
+    if host().numba:
+        from .._kernels.int8 import in_layout
+        from .._kernels.requantize import onednn_requantization
 
-    # Channels-last sums: a channels-first layer's result is a view of them.
-    acc, factor, share = summed
-    src_scale, wei_scales, bias, dst_scale, dst_zero_point, dst_type, scaling = steps
-    result = onednn_requantize(acc, -1, src_scale, wei_scales, bias, dst_scale, dst_zero_point,
-                               dst_type, scaling, correction=(factor, share))
-    return in_layout(result, plan.channels_last)
+        # Channels-last sums, requantized by the threads that sum them: a channels-first
+        # layer's result is a view of them.
+        attributes, divides, bounds, dtype = _kernel_steps(*steps)
+        channels = plan.output_shape[-1 if plan.channels_last else 1]
+        requantization = onednn_requantization(attributes, divides, bounds, dtype, channels,
+                                               host().threads)
+        result = _offset_requantized(plan, data, weights, src_zero_point, requantization,
+                                     output_shape)
+        if result is not None:
+            return in_layout(result, plan.channels_last)
+    acc = _int32_sum(plan, data, weights, src_zero_point, output_shape)
+    return onednn_requantize(acc, -1 if plan.channels_last else 1, *steps)
 
 
 def _copied(result: np.ndarray, out: np.ndarray) -> np.ndarray:

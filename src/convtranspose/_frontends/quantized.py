@@ -1,12 +1,12 @@
 """What the quantized dialects share: their operands' checks, the weights they keep, and
 the exact sum ``sum (x - x_zero_point) * (w - w_zero_point) + B``.
 
-The sum is exact: by the integer kernels (:func:`integer_sum`, :func:`offset_sums`), or
-by the library's float kernels on float32 operands in passes small enough for every
-partial sum to be exact, on float64 operands where every partial sum is an integer
-below 2**53 (:func:`sum_dtype`), else on int64 operands (which accumulate in int64; no
-8-bit layer overflows it).  Each dialect's requantization of the sum follows its own
-rule (docs/quantization.md); ONNX's is :mod:`.qlinear`.
+The sum is exact: by the integer kernels (:func:`integer_sum`,
+:func:`offset_requantized`), or by the library's float kernels on float32 operands in
+passes small enough for every partial sum to be exact, on float64 operands where every
+partial sum is an integer below 2**53 (:func:`sum_dtype`), else on int64 operands
+(which accumulate in int64; no 8-bit layer overflows it).  Each dialect's requantization
+of the sum follows its own rule (docs/quantization.md); ONNX's is :mod:`.qlinear`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from .specs import as_array, canonical_weights, execute_plan
 
 __all__ = ["check_out", "exact_sum", "float32_scale", "float_sum", "integer_kinds",
            "integer_sooner", "integer_sum", "integer_zero_point", "kept_entry", "kept_weights",
-           "lanes_pay", "offset_requantized", "offset_sums", "sum_dtype", "typed_operand"]
+           "lanes_pay", "offset_requantized", "sum_dtype", "typed_operand"]
 
 
 def typed_operand(name: str, value: object, dtypes: tuple[np.dtype, ...],
@@ -248,33 +248,21 @@ def integer_sooner(plan, kind: str, target, integer, floating) -> bool:
     return chosen
 
 
-def offset_sums(plan, data: np.ndarray, weights: np.ndarray, offset: int,
-                centred: np.dtype, output_shape=None):
-    """``(acc, factor, share)``: the exact sums of ``data - offset`` (a dialect's data
-    and zero point, not centred) with the centred ``weights``, by the first blocked
-    integer kernel that takes them (:meth:`convtranspose._kernels.int8.BlockedSums.sums`:
-    the sums are ``acc - factor * share``, channels last), for a requantization that
-    subtracts the share and adds the bias in its own pass; the memory check is the
-    dialect's on its data centred as ``centred``.  None where no kernel takes them (no
-    numba, not x86, more than three axes, operands out of range, lanes that would
-    mostly idle on a layer of one float32 pass: :func:`lanes_pay`; the float32
-    passes timed sooner: :func:`integer_sooner`): the dialect then centres its data
-    and runs :func:`exact_sum`."""
-    for sums in _offset_kernels(plan, data, weights, offset, centred, output_shape):
-        summed = sums.sums(data, offset)
-        if summed is not None:
-            return summed
-    return None
-
-
 def offset_requantized(plan, data: np.ndarray, weights: np.ndarray, offset: int,
                        centred: np.dtype, requantization, output_shape=None):
-    """:func:`offset_sums` requantized by ``requantization`` (called on ``(acc,
-    factor, share)``, with a ``start`` method: a
-    :class:`~convtranspose._kernels.requantize.FixedPointRequantization`), each piece
-    of output lines by the thread that summed it where the kernel allows
-    (:meth:`convtranspose._kernels.int8.BlockedSums.requantized`); None where
-    :func:`offset_sums` is."""
+    """``requantization(acc, factor, share)`` of the exact sums of ``data - offset`` (a
+    dialect's data and zero point, not centred) with the centred ``weights``, by the
+    first blocked integer kernel that takes them
+    (:meth:`convtranspose._kernels.int8.BlockedSums.requantized`: the sums are ``acc -
+    factor * share``, channels last), so that the requantization subtracts the share
+    and adds the bias in its own pass, run on each piece of output lines by the
+    thread that summed it where the kernel allows (``requantization`` has a ``start``
+    method: a :class:`~convtranspose._kernels.requantize.RowsRequantization`); the
+    memory check is the dialect's on its data centred as ``centred``.  None where no
+    kernel takes them (no numba, not x86, more than three axes, operands out of
+    range, lanes that would mostly idle on a layer of one float32 pass:
+    :func:`lanes_pay`; the float32 passes timed sooner: :func:`integer_sooner`): the
+    dialect then centres its data and runs :func:`exact_sum`."""
     for sums in _offset_kernels(plan, data, weights, offset, centred, output_shape):
         result = sums.requantized(data, offset, requantization)
         if result is not None:
@@ -283,8 +271,8 @@ def offset_requantized(plan, data: np.ndarray, weights: np.ndarray, offset: int,
 
 
 def _offset_kernels(plan, data, weights, offset, centred, output_shape):
-    """The blocked integer kernels set up for :func:`offset_sums`, in turn, until one
-    is timed slower than the float32 passes."""
+    """The blocked integer kernels set up for :func:`offset_requantized`, in turn,
+    until one is timed slower than the float32 passes."""
     target = host()
     if not target.numba:
         return

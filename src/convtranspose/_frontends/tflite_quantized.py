@@ -194,7 +194,7 @@ def _compute(plan, input, weights, bias, zero_points, scales, activation,
     the integer kernels on the input as it is, with its zero point's share subtracted
     and the bias added in the requantization's pass, each piece of output lines by the
     thread that summed it (:func:`offset_requantized`,
-    :class:`convtranspose._kernels.requantize.FixedPointRequantization`), else
+    :func:`convtranspose._kernels.requantize.fixed_point_requantization`), else
     :func:`exact_sum` of the centred input and :func:`_requantized`."""
     # The centred values fit int32 (16-bit inputs) and int16 (8-bit weights): the
     # smaller types are cheaper to convert and for the weights memo to compare.
@@ -207,11 +207,11 @@ def _compute(plan, input, weights, bias, zero_points, scales, activation,
                               int(zero_points[2].reshape(())), input.dtype)
     output_zero_point = int(zero_points[2].reshape(()))
     if host().numba:
-        from .._kernels.requantize import FixedPointRequantization
+        from .._kernels.requantize import fixed_point_requantization
 
-        requantization = FixedPointRequantization(
-            multiplier, shift, output_zero_point, bounds, input.dtype, bias, host().threads,
-            wide=acc_type == INT64)
+        requantization = fixed_point_requantization(
+            multiplier, shift, output_zero_point, bounds, input.dtype, bias,
+            plan.output_shape[-1], host().threads, wide=acc_type == INT64)
         result = offset_requantized(plan, input, filter_, int(zero_points[0].reshape(())),
                                     np.dtype(np.int32), requantization)
         if result is not None:

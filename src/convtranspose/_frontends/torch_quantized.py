@@ -38,7 +38,13 @@ from .._plan import dialects as _dialects
 from .._runtime.caches import kept
 from .._runtime.target import host
 from .fixed_point import wrap32
-from .quantized import check_out, exact_sum, integer_zero_point, kept_weights, offset_sums
+from .quantized import (
+    check_out,
+    exact_sum,
+    integer_zero_point,
+    kept_weights,
+    offset_requantized,
+)
 from .specs import as_array, resolve_plan
 
 if TYPE_CHECKING:
@@ -163,14 +169,22 @@ def _onednn(acc, input_scale, weight_scale, bias, output_scale):
 
 
 def _compiled_requantize(acc, engine, input_scale, weight_scale, bias, output_scale,
-                         output_zero_point, per_channel, threads, correction=(0, None)
-                         ) -> np.ndarray | None:
+                         output_zero_point, per_channel, threads) -> np.ndarray | None:
     """:func:`torch_requantize` in one compiled pass with the same steps
-    (:func:`convtranspose._kernels.requantize.torch_requantized`, which subtracts
-    ``correction``'s ``factor * share``), or None."""
+    (:func:`convtranspose._kernels.requantize.torch_requantized`), or None."""
     from .._kernels.requantize import torch_requantized
 
-    channels = acc.shape[1]
+    return torch_requantized(acc, *_kernel_steps(acc.shape[1], engine, input_scale,
+                                                 weight_scale, bias, output_scale,
+                                                 output_zero_point, per_channel),
+                             threads)
+
+
+def _kernel_steps(channels, engine, input_scale, weight_scale, bias, output_scale,
+                  output_zero_point, per_channel) -> tuple:
+    """The compiled pass's constants for ``engine``: its number, the per-channel scale,
+    the float32 offset, the integer bias, the destination scale and the zero point
+    (:func:`convtranspose._kernels.requantize.torch_requantized`)."""
     offset, integer_bias, destination = None, None, F32(1)
     if engine == "fbgemm":
         scale, offset = _fbgemm_parameters(input_scale, weight_scale, bias, output_scale,
@@ -181,9 +195,8 @@ def _compiled_requantize(acc, engine, input_scale, weight_scale, bias, output_sc
     else:
         scale, destination = _onednn_parameters(input_scale, weight_scale, output_scale)
         offset = bias
-    return torch_requantized(acc, ("fbgemm", "qnnpack", "onednn").index(engine),
-                             np.broadcast_to(scale, (channels,)), offset, integer_bias,
-                             destination, output_zero_point, threads, *correction)
+    return (("fbgemm", "qnnpack", "onednn").index(engine), np.broadcast_to(scale, (channels,)),
+            offset, integer_bias, destination, output_zero_point)
 
 
 def torch_requantize(acc: np.ndarray, engine: str, input_scale: float,
@@ -287,7 +300,8 @@ def _bias(value: object) -> np.ndarray | None:
 def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
     """The exact sum of the centred operands, then the engine's requantization: by the
     integer kernels on the input as it is, its zero point's share subtracted in the
-    requantization's pass (:func:`offset_sums`), else :func:`exact_sum` of the
+    requantization's pass, by the threads that sum each piece of output lines
+    (:func:`offset_requantized`), else :func:`exact_sum` of the
     centred input and :func:`torch_requantize`."""
     input_scale, input_zero, weight_scale, weight_zero, output_scale, output_zero = params
     rank = weight.ndim - 2
@@ -305,19 +319,17 @@ def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
                                              plan.output_padding) else "fbgemm"
     steps = (engine, float(input_scale.reshape(())), scales, bias,
              float(output_scale.reshape(())), int(output_zero.reshape(())), per_channel)
-    summed = offset_sums(plan, data, centred, int(input_zero.reshape(())),
-                         np.dtype(np.int16))
-    if summed is not None:
-        from .._kernels.int8 import in_layout
-        from .._kernels.requantize import corrected_sums
+    if host().numba:
+        from .._kernels.requantize import torch_requantization
 
-        acc, factor, share = summed  # channels last: torch's layout is their view
-        result = _compiled_requantize(in_layout(acc, False), *steps, host().threads,
-                                      (factor, share))
+        # Channels-last sums, requantized by the threads that sum them: torch's layout
+        # is their view.
+        requantization = torch_requantization(*_kernel_steps(channels, *steps),
+                                              host().threads)
+        result = offset_requantized(plan, data, centred, int(input_zero.reshape(())),
+                                    np.dtype(np.int16), requantization)
         if result is not None:
             return result
-        total = corrected_sums(acc, factor, share, None, host().threads)
-        return torch_requantize(in_layout(total, False), *steps)
     acc = exact_sum(plan, np.subtract(data, input_zero.reshape(()), dtype=np.int16), centred,
                     None, names=("input", "weight", "bias"))
     return torch_requantize(acc, *steps)

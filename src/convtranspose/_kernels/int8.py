@@ -410,7 +410,7 @@ class BlockedSums:
     def requantized(self, data: np.ndarray, offset: int, requantization):
         """``requantization(acc, factor, share)`` of :meth:`sums` (a
         :class:`~convtranspose._kernels.requantize.CorrectedRequantization` or
-        :class:`~convtranspose._kernels.requantize.FixedPointRequantization`), each
+        :class:`~convtranspose._kernels.requantize.RowsRequantization`), each
         piece of output lines requantized by the thread that summed it as soon as it
         did, while its sums are in that core's caches, where the kernel's pieces are
         whole lines (one group, one pass of output channels); after every sum

@@ -11,9 +11,10 @@ import numpy as np
 
 from .._runtime.threads import PARALLEL_COPY_BYTES, parallel_for
 
-__all__ = ["CorrectedRequantization", "FixedPointRequantization", "corrected_sums",
-           "fixed_point_requantized", "onednn_requantized", "prepare_corrected",
-           "prepare_requantized", "requantized", "torch_requantized"]
+__all__ = ["CorrectedRequantization", "RowsRequantization", "corrected_sums",
+           "fixed_point_requantization", "fixed_point_requantized", "onednn_requantization",
+           "onednn_requantized", "prepare_corrected", "prepare_requantized", "requantized",
+           "torch_requantization", "torch_requantized"]
 
 #: Elements per piece of work a thread takes.
 _PIECE = 1 << 16
@@ -218,34 +219,53 @@ def _in_acc_order(out: np.ndarray, per_row: bool, shape: tuple) -> np.ndarray:
 
 def torch_requantized(acc: np.ndarray, engine: int, scale: np.ndarray,
                       offset: np.ndarray | None, integer_bias: np.ndarray | None,
-                      destination: np.float32, zero_point: int, threads: int,
-                      factor: int = 0, share: np.ndarray | None = None) -> np.ndarray | None:
+                      destination: np.float32, zero_point: int,
+                      threads: int) -> np.ndarray | None:
     """torch's quint8 result of the exact sums ``acc`` ``(N, M, Y...)`` (int32 or
-    int64; minus ``factor * share`` where given, as in :func:`corrected_sums`, for the
-    channels-first view of channels-last sums) on ``engine`` (0 fbgemm, 1 qnnpack, 2
+    int64) on ``engine`` (0 fbgemm, 1 qnnpack, 2
     oneDNN) with its per-channel float32 ``scale``, float32 ``offset`` (fbgemm's bias
     term, oneDNN's bias) or int32 ``integer_bias`` (QNNPACK's) and oneDNN's
     ``destination`` reciprocal scale, in one compiled pass
     (:func:`._numba.requantize.torch_rows`), in ``acc``'s memory order; None for an
     empty ``acc`` or another layout."""
     layout = None if acc.size == 0 or acc.dtype.kind != "i" else _rows(acc)
-    if layout is None or (share is not None and layout[1]):
+    if layout is None:
         return None
     from ._numba.requantize import torch_rows
 
     rows, per_row, shape = layout
-    channels = scale.shape[0]
     out = np.empty(rows.shape, np.uint8)
-    places = _places(share, rows.shape[1])
-    args = (rows, places, np.int64(factor), per_row, engine,
-            np.ascontiguousarray(scale, np.float32),
+    constants = _torch_constants(per_row, engine, scale, offset, integer_bias, destination,
+                                 zero_point)
+    _pass_in_pieces(torch_rows, (rows, _places(None, rows.shape[1]), np.int64(0),
+                                 *constants, out), threads)
+    return _in_acc_order(out, per_row, shape)
+
+
+def _torch_constants(per_row, engine, scale, offset, integer_bias, destination, zero_point):
+    """:func:`._numba.requantize.torch_rows`'s arguments between the factor and the
+    result."""
+    channels = scale.shape[0]
+    return (per_row, engine, np.ascontiguousarray(scale, np.float32),
             np.zeros(channels, np.float32) if offset is None
             else np.ascontiguousarray(offset, np.float32),
             np.zeros(channels, np.int64) if integer_bias is None
             else np.ascontiguousarray(integer_bias, np.int64),
-            np.float32(destination), int(zero_point), out)
-    _rows_in_pieces(lambda first, stop: torch_rows(*args, first, stop), rows, threads)
-    return _in_acc_order(out, per_row, shape)
+            np.float32(destination), int(zero_point))
+
+
+def torch_requantization(engine: int, scale: np.ndarray, offset: np.ndarray | None,
+                         integer_bias: np.ndarray | None, destination: np.float32,
+                         zero_point: int, threads: int) -> RowsRequantization:
+    """:func:`torch_requantized` of channels-last sums as
+    :meth:`convtranspose._kernels.int8.BlockedSums.requantized` takes it (a
+    :class:`RowsRequantization`); its result is the channels-first view torch's
+    layout is."""
+    from ._numba.requantize import torch_rows
+
+    return RowsRequantization(torch_rows, _torch_constants(
+        False, engine, scale, offset, integer_bias, destination, zero_point), np.uint8,
+        threads, channels_first=True)
 
 
 def fixed_point_requantized(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
@@ -261,77 +281,59 @@ def fixed_point_requantized(acc: np.ndarray, multiplier: np.ndarray, shift: np.n
     double rounding, or with ``wide`` the int64 accumulator's rule of the int16 x int8
     kernels.  The correction is exact (int64) in the same pass.  None for a
     non-contiguous or empty ``acc``."""
-    return FixedPointRequantization(multiplier, shift, zero_point, bounds, dtype, bias,
-                                    threads, wide)(acc, factor, share)
+    return fixed_point_requantization(multiplier, shift, zero_point, bounds, dtype, bias,
+                                      acc.shape[-1], threads, wide)(acc, factor, share)
 
 
-class FixedPointRequantization:
-    """:func:`fixed_point_requantized` with everything but the sums given once, as
-    :meth:`convtranspose._kernels.int8.BlockedSums.requantized` takes it: called on
-    ``(acc, factor, share)``, the whole pass; :meth:`start` gives it in pieces of
-    output lines instead (as :class:`CorrectedRequantization`)."""
+def fixed_point_requantization(multiplier: np.ndarray, shift: np.ndarray, zero_point: int,
+                               bounds: tuple[int, int], dtype, bias: np.ndarray | None,
+                               channels: int, threads: int,
+                               wide: bool = False) -> RowsRequantization:
+    """:func:`fixed_point_requantized` of sums of ``channels`` output channels as
+    :meth:`convtranspose._kernels.int8.BlockedSums.requantized` takes it (a
+    :class:`RowsRequantization`)."""
+    from ._numba.requantize import fixed_point_64_rows, fixed_point_rows
 
-    def __init__(self, multiplier: np.ndarray, shift: np.ndarray, zero_point: int,
-                 bounds: tuple[int, int], dtype, bias: np.ndarray | None, threads: int,
-                 wide: bool = False) -> None:
-        self._multiplier, self._shift, self._bias = multiplier, shift, bias
-        self._constants = (np.int64(zero_point), np.int64(bounds[0]), np.int64(bounds[1]))
-        self._dtype, self._threads, self._wide = np.dtype(dtype), threads, wide
+    def per_channel(values):
+        return np.ascontiguousarray(np.broadcast_to(values, (channels,)), np.int64)
 
-    def _arguments(self, acc: np.ndarray, factor: int, share: np.ndarray | None):
-        """The result, the compiled pass and its arguments but the rows."""
-        from ._numba.requantize import fixed_point_64_rows, fixed_point_rows
-
-        channels = acc.shape[-1]
-        rows = acc.reshape(-1, channels)
-        out = np.empty(acc.shape, self._dtype)
-        args = (rows, _places(share, channels), np.int64(factor), _addend(self._bias, channels),
-                np.ascontiguousarray(np.broadcast_to(self._multiplier, (channels,)), np.int64),
-                np.ascontiguousarray(np.broadcast_to(self._shift, (channels,)), np.int64),
-                *self._constants, out.reshape(rows.shape))
-        return out, fixed_point_64_rows if self._wide else fixed_point_rows, args
-
-    def __call__(self, acc: np.ndarray, factor: int = 0, share: np.ndarray | None = None,
-                 bound: int | None = None) -> np.ndarray | None:
-        """The whole pass (``bound`` unused: the correction is in int64); None for a
-        non-contiguous or empty ``acc``."""
-        if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i":
-            return None
-        out, kernel, args = self._arguments(acc, factor, share)
-        _rows_in_pieces(lambda first, stop: kernel(*args, np.array([first]), stop - first),
-                        args[0], self._threads)
-        return out
-
-    def start(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
-              bound: int | None = None):
-        """``(out, lines)`` as :meth:`CorrectedRequantization.start` (``acc``
-        C-contiguous)."""
-        out, kernel, args = self._arguments(acc, factor, share)
-        return out, lambda starts, run: kernel(*args, starts, run)
+    return RowsRequantization(
+        fixed_point_64_rows if wide else fixed_point_rows,
+        (_addend(bias, channels), per_channel(multiplier), per_channel(shift),
+         np.int64(zero_point), np.int64(bounds[0]), np.int64(bounds[1])), dtype, threads)
 
 
 def onednn_requantized(acc: np.ndarray, channels_last: bool, attributes: tuple,
                        dst_scale_divides: bool, bounds: tuple, dtype: np.dtype,
-                       threads: int, factor: int = 0,
-                       share: np.ndarray | None = None) -> np.ndarray | None:
+                       threads: int) -> np.ndarray | None:
     """oneDNN's steps after the int32 sums ``acc`` (int32 or int64, C-contiguous, in the
     layer's layout: channels last ``(N, Y..., M)`` or first ``(N, M, Y...)``), in one
     compiled pass (:func:`._numba.requantize.onednn_rows`): ``attributes`` are the
     float32 source scale, per-channel weight scales and bias (``(M,)``), the destination
     scale (its reciprocal unless ``dst_scale_divides``) and the destination zero point
     as float32, each None where not set; the result ``dtype`` and, for an integer one,
-    the float32 ``bounds`` it saturates to.  Channels-last sums of
-    :meth:`convtranspose._kernels.int8.BlockedSums.sums` come with their ``factor``
-    and ``share`` (:func:`corrected_sums`), subtracted and wrapped to int32 in the
-    same pass.  None for an empty or non-contiguous ``acc``."""
-    if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i" or (
-            share is not None and not channels_last):
+    the float32 ``bounds`` it saturates to.  None for an empty or non-contiguous
+    ``acc``."""
+    if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i":
         return None
+    if channels_last:
+        return onednn_requantization(attributes, dst_scale_divides, bounds, dtype,
+                                     acc.shape[-1], threads)(acc)
     from ._numba.requantize import onednn_rows
 
-    channels = acc.shape[-1] if channels_last else acc.shape[1]
-    rows = acc.reshape(-1, channels) if channels_last else acc.reshape(
-        acc.shape[0] * channels, -1)
+    channels = acc.shape[1]
+    rows = acc.reshape(acc.shape[0] * channels, -1)
+    out = np.empty(rows.shape, dtype)
+    constants = _onednn_constants(attributes, dst_scale_divides, bounds, channels, True)
+    _pass_in_pieces(onednn_rows, (rows, _places(None, rows.shape[1]), np.int64(0),
+                                  *constants, out), threads)
+    return out.reshape(acc.shape)
+
+
+def _onednn_constants(attributes: tuple, dst_scale_divides: bool, bounds: tuple,
+                      channels: int, per_row: bool) -> tuple:
+    """:func:`._numba.requantize.onednn_rows`'s arguments between the factor and the
+    result."""
     src_scale, wei_scales, bias, dst_scale, dst_zero_point = attributes
 
     def scalar(value, unset):
@@ -343,12 +345,66 @@ def onednn_requantized(acc: np.ndarray, channels_last: bool, attributes: tuple,
             (channels,)))
 
     low, high = bounds
-    out = np.empty(rows.shape, dtype)
-    places = _places(share, rows.shape[1])  # a share comes with channels last only
-    args = (rows, places, np.int64(factor), not channels_last, scalar(src_scale, 1),
-            per_channel(wei_scales, 1),
-            per_channel(bias, 0), scalar(dst_scale, 1), dst_scale_divides,
-            scalar(dst_zero_point, 0), (bias is not None) + 2 * (dst_zero_point is not None),
-            low is not None, scalar(low, 0), scalar(high, 0), out)
-    _rows_in_pieces(lambda first, stop: onednn_rows(*args, first, stop), rows, threads)
-    return out.reshape(acc.shape)
+    return (per_row, scalar(src_scale, 1), per_channel(wei_scales, 1), per_channel(bias, 0),
+            scalar(dst_scale, 1), dst_scale_divides, scalar(dst_zero_point, 0),
+            (bias is not None) + 2 * (dst_zero_point is not None), low is not None,
+            scalar(low, 0), scalar(high, 0))
+
+
+def onednn_requantization(attributes: tuple, dst_scale_divides: bool, bounds: tuple, dtype,
+                          channels: int, threads: int) -> RowsRequantization:
+    """:func:`onednn_requantized` of channels-last sums of ``channels`` output channels
+    as :meth:`convtranspose._kernels.int8.BlockedSums.requantized` takes it (a
+    :class:`RowsRequantization`)."""
+    from ._numba.requantize import onednn_rows
+
+    return RowsRequantization(onednn_rows, _onednn_constants(
+        attributes, dst_scale_divides, bounds, channels, False), dtype, threads)
+
+
+class RowsRequantization:
+    """A compiled requantization pass over the rows of channels-last sums ``acc``
+    ``(N, Y..., M)`` less ``factor * share``, as
+    :meth:`convtranspose._kernels.int8.BlockedSums.requantized` takes it: called on
+    ``(acc, factor, share)``, the whole pass; :meth:`start` gives it in pieces of
+    output lines instead (as :class:`CorrectedRequantization`).  ``kernel(rows,
+    share rows, factor, *constants, out rows, starts, run)`` fills rows ``[start,
+    start + run)`` of the result for each of ``starts``; the result has ``dtype``, as
+    a channels-first view where ``channels_first``."""
+
+    def __init__(self, kernel, constants: tuple, dtype, threads: int,
+                 channels_first: bool = False) -> None:
+        self._kernel, self._constants, self._dtype = kernel, constants, np.dtype(dtype)
+        self._threads, self._channels_first = threads, channels_first
+
+    def _arguments(self, acc: np.ndarray, factor: int, share: np.ndarray | None):
+        channels = acc.shape[-1]
+        rows = acc.reshape(-1, channels)
+        out = np.empty(acc.shape, self._dtype)
+        result = np.moveaxis(out, -1, 1) if self._channels_first else out
+        return result, (rows, _places(share, channels), np.int64(factor), *self._constants,
+                        out.reshape(rows.shape))
+
+    def __call__(self, acc: np.ndarray, factor: int = 0, share: np.ndarray | None = None,
+                 bound: int | None = None) -> np.ndarray | None:
+        """The whole pass (``bound`` unused: the kernels correct in int64); None for a
+        non-contiguous or empty ``acc``."""
+        if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i":
+            return None
+        result, args = self._arguments(acc, factor, share)
+        _pass_in_pieces(self._kernel, args, self._threads)
+        return result
+
+    def start(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
+              bound: int | None = None):
+        """``(out, lines)`` as :meth:`CorrectedRequantization.start` (``acc``
+        C-contiguous)."""
+        result, args = self._arguments(acc, factor, share)
+        return result, lambda starts, run: self._kernel(*args, starts, run)
+
+
+def _pass_in_pieces(kernel, args: tuple, threads: int) -> None:
+    """``kernel(*args, starts, run)`` over every row of ``args[0]``, in pieces
+    (:func:`_rows_in_pieces`)."""
+    _rows_in_pieces(lambda first, stop: kernel(*args, np.array([first]), stop - first),
+                    args[0], threads)

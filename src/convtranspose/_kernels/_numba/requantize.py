@@ -210,8 +210,8 @@ def _engine_rows(engine: int):
 
 
 def torch_rows(acc, share, factor, per_row, engine, scale, offset, integer_bias,
-               destination, zero_point, out, first, stop) -> None:
-    """Rows ``[first, stop)`` of torch's quantized result of the exact sums ``acc[r, i] -
+               destination, zero_point, out, starts, run) -> None:
+    """Rows ``[start, start + run)`` for each of ``starts`` of torch's quantized result of the exact sums ``acc[r, i] -
     factor * share[r % P, i]`` (``acc`` ``(R, L)`` C-contiguous, the correction as in
     :func:`corrected_rows`; channel ``r % M`` where ``per_row``, else ``i``), on
     ``engine`` 0 (fbgemm: ``rint((float32(acc) + offset[m]) * scale[m])``), 1 (qnnpack:
@@ -224,14 +224,15 @@ def torch_rows(acc, share, factor, per_row, engine, scale, offset, integer_bias,
     ``integer_bias`` are zeros: adding them changes no integer's float32 (never -0.0),
     nor oneDNN's result after the store."""
     _engine_rows(engine)(acc, share, factor, per_row, scale, offset, integer_bias,
-                         destination, np.float32(zero_point), out, first, stop)
+                         destination, np.float32(zero_point), out, starts, run)
 
 
 @cached_njit(nogil=True)
 def onednn_rows(acc, share, factor, per_row, src_scale, wei_scales, bias, dst_scale, divide,
-                dst_zero_point, adds, saturate, low, high, out, first,
-                stop):  # pragma: no cover - compiled
-    """Rows ``[first, stop)`` of oneDNN's steps after the int32 sums ``acc`` ``(R, L)``
+                dst_zero_point, adds, saturate, low, high, out, starts,
+                run):  # pragma: no cover - compiled
+    """Rows ``[start, start + run)`` for each of ``starts`` of oneDNN's steps after the
+    int32 sums ``acc`` ``(R, L)``
     (C-contiguous; channel ``r % M`` where ``per_row``, else ``i``), less ``factor *
     share[r % P, i]`` and wrapped to int32 as oneDNN's accumulators wrap (the
     correction of :func:`corrected_rows`; ``factor`` 0 for sums already wrapped):
@@ -246,15 +247,16 @@ def onednn_rows(acc, share, factor, per_row, src_scale, wei_scales, bias, dst_sc
     (adding 0 would turn a product that underflowed to -0.0 into +0.0).  No NaN
     reaches the clip: the scales are finite."""
     channels, places = wei_scales.shape[0], share.shape[0]
-    for r in range(first, stop):
-        place = r % places
-        for i in range(acc.shape[1]):
-            m = r % channels if per_row else i
-            whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
-            value = np.float32(whole) * src_scale * wei_scales[m]
-            if adds & 1:
-                value = value + bias[m]
-            value = value / dst_scale if divide else value * dst_scale
-            if adds & 2:
-                value = value + dst_zero_point
-            out[r, i] = np.rint(min(max(value, low), high)) if saturate else value
+    for start in starts:
+        for r in range(start, start + run):
+            place = r % places
+            for i in range(acc.shape[1]):
+                m = r % channels if per_row else i
+                whole = _wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
+                value = np.float32(whole) * src_scale * wei_scales[m]
+                if adds & 1:
+                    value = value + bias[m]
+                value = value / dst_scale if divide else value * dst_scale
+                if adds & 2:
+                    value = value + dst_zero_point
+                out[r, i] = np.rint(min(max(value, low), high)) if saturate else value

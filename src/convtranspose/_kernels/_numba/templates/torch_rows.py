@@ -13,21 +13,23 @@ an Intel Xeon, ``benchmarks/results/quantized-calls-xeon.json``).
 
 @cached_njit(nogil=True)
 def rows(acc, share, factor, per_row, scale, offset, integer_bias, destination, zero, out,
-         first, stop):  # pragma: no cover - compiled
-    # Rows [first, stop) of out = the x86 store of value(wrap32(acc - factor * share)),
-    # channel r % M of a row where per_row, else channel i of an element.
+         starts, run):  # pragma: no cover - compiled
+    # Rows [start, start + run) for each of starts of out = the x86 store of
+    # value(wrap32(acc - factor * share)), channel r % M of a row where per_row, else
+    # channel i of an element.
     channels, places = scale.shape[0], share.shape[0]
-    for r in range(first, stop):
-        place = r % places
-        if per_row:
-            m = r % channels
-            multiplier, shift, addend = scale[m], offset[m], integer_bias[m]
-            for i in range(acc.shape[1]):
-                whole = wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
-                out[r, i] = x86_store(value(whole, multiplier, shift, addend, destination,
-                                            zero), zero)
-        else:
-            for i in range(acc.shape[1]):
-                whole = wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
-                out[r, i] = x86_store(value(whole, scale[i], offset[i], integer_bias[i],
-                                            destination, zero), zero)
+    for start in starts:
+        for r in range(start, start + run):
+            place = r % places
+            if per_row:
+                m = r % channels
+                multiplier, shift, addend = scale[m], offset[m], integer_bias[m]
+                for i in range(acc.shape[1]):
+                    whole = wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
+                    out[r, i] = x86_store(value(whole, multiplier, shift, addend,
+                                                destination, zero), zero)
+            else:
+                for i in range(acc.shape[1]):
+                    whole = wrap32(np.int64(acc[r, i]) - factor * np.int64(share[place, i]))
+                    out[r, i] = x86_store(value(whole, scale[i], offset[i], integer_bias[i],
+                                                destination, zero), zero)
