@@ -38,9 +38,8 @@ _INT32_MAX = 2 ** 31 - 1
 
 def _span(data: np.ndarray) -> tuple[int, int]:
     """A range that holds every value of ``data``: a one-byte integer type's own range
-    (every such array fits the byte words as it is or shifted by 128, and finding
-    the least and greatest value costs a pass: 0.04 ms of the 1 ms call of the
-    quantized suite's DCGAN layer on an Intel Xeon), else the least and greatest
+    (every such array fits the byte words as it is or shifted by 128, and finding the
+    least and greatest values costs a pass over the data), else the least and greatest
     values (0, 0 when empty)."""
     if data.dtype.kind in "iu" and data.dtype.itemsize == 1:
         info = np.iinfo(data.dtype)
@@ -425,9 +424,9 @@ class BlockedSums:
         bound = self._unit * max(abs(low - offset), abs(high - offset))
         layer, shape = self._layer(self.batch)
         # The sums die with the call: one array of them is kept for the next (a new
-        # one's fresh pages cost 0.05-0.1 ms of the quantized suite's DCGAN layer's 1
-        # ms on an Intel Xeon: ``benchmarks/results/quantized-calls-xeon.json``,
-        # kept_sums); calls at once make their own.
+        # one's fresh pages cost 0.04-0.09 ms of the quantized suite's 0.9-1.2 ms
+        # prepared calls on an Intel Xeon: ``benchmarks/results/quantized-calls-
+        # xeon.json``, kept_sums); calls at once make their own.
         acc = self._kept_sums.pop() if self._kept_sums else self._sums_array(shape)
         try:
             if not layer.fusable:
