@@ -102,39 +102,31 @@ def fixed_point_rows(acc, share, factor, bias, multiplier, shift, zero_point, lo
     places = share.shape[0]
     for start in starts:
         for r in range(start, start + run):
-            _fixed_point_row(acc, share, factor, bias, multiplier, shift, zero_point, low,
-                             high, out, r % places, r)
-
-
-@cached_njit(nogil=True, inline="always")
-def _fixed_point_row(acc, share, factor, bias, multiplier, shift, zero_point, low, high,
-                     out, place, r):  # pragma: no cover - compiled
-    """Row ``r`` of :func:`fixed_point_rows` (its share's row ``place``)."""
-    for m in range(acc.shape[1]):
-        x = _wrap32(np.int64(acc[r, m]) - factor * np.int64(share[place, m]) + bias[m])
-        left = shift[m]
-        if left > 0:  # the int32 product wraps
-            x = _wrap32(x << left)
-        scale = multiplier[m]
-        if x == -2 ** 31 and scale == -2 ** 31:  # the one product past int32
-            product = np.int64(2 ** 31 - 1)
-        else:  # SaturatingRoundingDoublingHighMul: ties toward +infinity
-            product = (x * scale + 2 ** 30) >> 31
-        right = max(-left, 0)  # RoundingDivideByPOT: ties away from zero
-        mask = (np.int64(1) << right) - 1
-        threshold = (mask >> 1) + (1 if product < 0 else 0)
-        value = (product >> right) + (1 if (product & mask) > threshold else 0)
-        value = _wrap32(value + zero_point)
-        out[r, m] = min(max(value, low), high)
+            place = r % places
+            for m in range(acc.shape[1]):
+                x = _wrap32(np.int64(acc[r, m]) - factor * np.int64(share[place, m]) + bias[m])
+                left = shift[m]
+                if left > 0:  # the int32 product wraps
+                    x = _wrap32(x << left)
+                scale = multiplier[m]
+                if x == -2 ** 31 and scale == -2 ** 31:  # the one product past int32
+                    product = np.int64(2 ** 31 - 1)
+                else:  # SaturatingRoundingDoublingHighMul: ties toward +infinity
+                    product = (x * scale + 2 ** 30) >> 31
+                right = max(-left, 0)  # RoundingDivideByPOT: ties away from zero
+                mask = (np.int64(1) << right) - 1
+                threshold = (mask >> 1) + (1 if product < 0 else 0)
+                value = (product >> right) + (1 if (product & mask) > threshold else 0)
+                value = _wrap32(value + zero_point)
+                out[r, m] = min(max(value, low), high)
 
 
 @cached_njit(nogil=True)
 def fixed_point_64_rows(acc, share, factor, bias, multiplier, shift, zero_point, low, high,
                         out, starts, run):  # pragma: no cover - compiled
     """Rows ``[start, start + run)`` for each of ``starts`` of TFLite's int64
-    requantization (its int16 x int8
-    kernels) of the sums ``acc`` ``(R, M)`` corrected as in :func:`fixed_point_rows`
-    (``acc`` below): ``clamp(wrap32(wrap32((acc *
+    requantization (its int16 x int8 kernels) of the sums ``acc`` ``(R, M)`` corrected
+    as in :func:`fixed_point_rows` (``acc`` below): ``clamp(wrap32(wrap32((acc *
     reduced[m] + 2**(14 - shift[m])) >> (15 - shift[m])) + zero_point), low, high)``
     with the multiplier cut to 15 bits, ``reduced = (multiplier + 2**15) >> 16``
     (``0x7FFF`` from ``0x7FFF0000`` up), as
@@ -143,22 +135,15 @@ def fixed_point_64_rows(acc, share, factor, bias, multiplier, shift, zero_point,
     places = share.shape[0]
     for start in starts:
         for r in range(start, start + run):
-            _fixed_point_64_row(acc, share, factor, bias, multiplier, shift, zero_point, low,
-                                high, out, r % places, r)
-
-
-@cached_njit(nogil=True, inline="always")
-def _fixed_point_64_row(acc, share, factor, bias, multiplier, shift, zero_point, low, high,
-                        out, place, r):  # pragma: no cover - compiled
-    """Row ``r`` of :func:`fixed_point_64_rows` (its share's row ``place``)."""
-    for m in range(acc.shape[1]):
-        whole = np.int64(acc[r, m]) - factor * np.int64(share[place, m]) + bias[m]
-        reduced = (multiplier[m] + (1 << 15)) >> 16 if multiplier[m] < 0x7FFF0000 else (
-            np.int64(0x7FFF))
-        total = 15 - shift[m]
-        value = _wrap32((whole * reduced + (np.int64(1) << (total - 1))) >> total)
-        value = _wrap32(value + zero_point)
-        out[r, m] = min(max(value, low), high)
+            place = r % places
+            for m in range(acc.shape[1]):
+                whole = np.int64(acc[r, m]) - factor * np.int64(share[place, m]) + bias[m]
+                reduced = (multiplier[m] + (1 << 15)) >> 16 if multiplier[m] < 0x7FFF0000 else (
+                    np.int64(0x7FFF))
+                total = 15 - shift[m]
+                value = _wrap32((whole * reduced + (np.int64(1) << (total - 1))) >> total)
+                value = _wrap32(value + zero_point)
+                out[r, m] = min(max(value, low), high)
 
 
 #: float32 constants of the x86 store: float64 ones would widen every step and keep
