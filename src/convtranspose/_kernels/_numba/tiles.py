@@ -212,8 +212,8 @@ def tile_sums(data, weights, out, config, sizes, taps0, taps1, taps2, starts0, s
     step = s2 * outputs * 4  # bytes between a phase's consecutive outputs
     rest = np.empty((4, TILE_ROWS, TILE_ROWS), np.int32)
     # Lines whose phases hold 16 outputs or fewer go in pairs: each line with the next
-    # of its phase along the last axis of more than one line (the same taps, one input
-    # line further), so that each weight tile loaded serves 32 pixels, not 16.
+    # line of its phase along axis 1 (axis 0 where axis 1 has one line): the same taps,
+    # one input line further.  Each weight tile loaded then serves 32 pixels, not 16.
     axis = 1 if y1 > 1 else 0
     paired = (y2 + s2 - 1) // s2 <= TILE_ROWS and (y1 if axis else y0) > 1
     apart = sizes[5] if axis else sizes[4] * y1  # lines between a line and its partner
