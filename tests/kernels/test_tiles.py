@@ -116,3 +116,16 @@ def test_the_operands_extremes():
         data = np.full((1, 1024, 5, 33), value, np.uint8)
         expected = canonical_result(data.astype(np.int64), weights, axes)
         np.testing.assert_array_equal(_tile_sums(data, weights, axes)(data), expected)
+
+
+def test_layouts_of_one_padded_size_keep_their_borders_zero():
+    """Two 1-D layers of the same weights whose zero-padded copies have the same size
+    but not the same padding (one pixel in front, or none), called in turn: each
+    padded copy kept between calls holds zeros where its own layout has padding."""
+    rng = np.random.default_rng(5)
+    weights = rng.integers(-128, 128, (1, 64, 16, 2)).astype(np.int16)
+    data = rng.integers(1, 256, (1, 64, 3)).astype(np.uint8)
+    layouts = [(AxisPlan(3, 2, 2, 2, 0, 10),), (AxisPlan(3, 2, 2, 2, 3, 8),)]
+    for axes in layouts + layouts:
+        np.testing.assert_array_equal(_tile_sums(data, weights, axes)(data),
+                                      canonical_result(data.astype(np.int64), weights, axes))

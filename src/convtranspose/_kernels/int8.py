@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from .._plan.geometry import taps_per_output
-from .._runtime.memo import derived_from, frozen
+from .._runtime.memo import derived_from, frozen, spare_arrays
 
 __all__ = ["BlockedSums", "in_layout", "prepare_blocked_sums", "products_per_lane", "s16_blocked",
            "u8s8_blocked", "u8s8_transposed", "word_products"]
@@ -314,7 +314,6 @@ class BlockedSums:
         self._unit = ci * taps_per_output(axes) * largest
         self._ci = ci
         self._layers: dict = {}
-        self._kept_sums: list[np.ndarray] = []
 
     def _layer(self, count: int):
         """``(layer, shape)`` of the kernel set up for ``count`` samples (:func:`_layer`;
@@ -423,11 +422,12 @@ class BlockedSums:
         # from the offset.
         bound = self._unit * max(abs(low - offset), abs(high - offset))
         layer, shape = self._layer(self.batch)
-        # The sums die with the call: one array of them is kept for the next (a new
-        # one's fresh pages cost 0.04-0.09 ms of the quantized suite's 0.9-1.2 ms
-        # prepared calls on an Intel Xeon: ``benchmarks/results/quantized-calls-
-        # xeon.json``, kept_sums); calls at once make their own.
-        acc = self._kept_sums.pop() if self._kept_sums else self._sums_array(shape)
+        # The sums die with the call: one array of them is kept with the weights for
+        # the next (a new one's fresh pages cost 0.04-0.09 ms of the quantized suite's
+        # 0.9-1.2 ms prepared calls on an Intel Xeon: ``benchmarks/results/quantized-
+        # calls-xeon.json``, kept_sums).
+        spares = spare_arrays(self._derived, ("int32 sums", self.kind, shape))
+        acc = spares.pop() if spares else self._sums_array(shape)
         try:
             if not layer.fusable:
                 layer(words, acc)
@@ -436,8 +436,8 @@ class BlockedSums:
             layer(words, acc, after=lines)
             return result
         finally:
-            if not self._kept_sums:
-                self._kept_sums.append(acc)
+            if not spares:
+                spares.append(acc)
 
     def __call__(self, data: np.ndarray) -> np.ndarray | None:
         """The exact sums of ``data`` ``(N, Y..., G*Co)`` int32 (a channels-first view of

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._plan.geometry import axis_phases, three_axes
-from .._runtime.memo import frozen
+from .._runtime.memo import frozen, spare_arrays
 from .._runtime.threads import parallel_for
 
 __all__ = ["TileLayer", "aligned", "tile_config", "tile_layer", "tiles_take"]
@@ -101,10 +101,12 @@ class TileLayer:
     bytes ``words`` (``(N, X..., G * Ci / 4)`` int32 words of four channels, as
     :class:`~convtranspose._kernels.int8.BlockedSums` makes them), as
     :class:`._numba.blocked.BlockedLayer` does; ``after(starts, pixels)``, where
-    :attr:`fusable`, with each piece of output lines a thread has just summed."""
+    :attr:`fusable`, with each piece of output lines a thread has just summed.
+    ``derived``: the weights memo's dict, where the padded copy of the data is kept
+    between calls (:func:`convtranspose._runtime.memo.spare_arrays`)."""
 
     def __init__(self, batch: int, panels: np.ndarray, axes, groups: int, ci: int, co: int,
-                 threads: int) -> None:
+                 threads: int, derived: dict) -> None:
         axes3 = three_axes(axes)
         phases = [axis_phases(axis) for axis in axes3]
         self._axis_taps = [_axis_taps(p) for p in phases]
@@ -126,10 +128,12 @@ class TileLayer:
         # xeon.json``, amx_tiles).
         self._pieces = max(1, min(threads, self._lines))
         self._config = tile_config()
-        # A padded copy of the data whose borders stay zero, kept for the next call: a
+        # A padded copy of the data whose borders stay zero, kept with the weights for
+        # the next call of this layout (the same interior, so the borders stay zero): a
         # new one's fresh pages cost 5-15% of the quantized suite's calls on an Intel
         # Xeon (``benchmarks/results/int8-kernels-xeon.json``, amx_tiles).
-        self._buffers: list[np.ndarray] = []
+        self._buffers = spare_arrays(derived, ("tiles padded data", self._padded,
+                                               tuple(self._pads), self._inputs))
 
     @property
     def fusable(self) -> bool:
@@ -183,5 +187,5 @@ def tile_layer(count: int, weights: np.ndarray, axes, derived: dict, target):
     # (``benchmarks/results/int8-kernels-xeon.json``, amx_tiles).
     threads = direct_threads(count, (groups, -(-ci // 64), co) + weights.shape[3:], axes,
                              target)
-    return (TileLayer(count, panels, axes, groups, ci, co, threads),
+    return (TileLayer(count, panels, axes, groups, ci, co, threads, derived),
             (count,) + tuple(a.output_size for a in axes) + (groups * co,))

@@ -198,6 +198,28 @@ def derived_from(weights: np.ndarray, *key) -> dict:
     return derived
 
 
+#: Scratch arrays kept with one filter's derived matrices (:func:`spare_arrays`): at
+#: most this many roles and shapes, the oldest dropped, so that calls of many shapes
+#: do not hold many buffers.
+_SPARES_KEPT = 8
+_spares_lock = threading.Lock()
+
+
+def spare_arrays(derived: dict, key) -> list:
+    """The scratch arrays kept in ``derived`` (a :func:`derived_from` dict) for ``key``
+    (their role and layout): a call pops one, or makes one where there is none, and
+    puts it back when done, so that the next call with these weights reuses its pages
+    instead of faulting in fresh ones; calls at once make their own."""
+    with _spares_lock:
+        spares = derived.setdefault("spare arrays", {})
+        found = spares.get(key)
+        if found is None:
+            while len(spares) >= _SPARES_KEPT:
+                spares.pop(next(iter(spares)))
+            found = spares[key] = []
+        return found
+
+
 def frozen(array: np.ndarray) -> np.ndarray:
     array.flags.writeable = False
     return array
