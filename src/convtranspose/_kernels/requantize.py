@@ -222,10 +222,10 @@ def torch_requantized(acc: np.ndarray, engine: int, scale: np.ndarray,
                       destination: np.float32, zero_point: int,
                       threads: int) -> np.ndarray | None:
     """torch's quint8 result of the exact sums ``acc`` ``(N, M, Y...)`` (int32 or
-    int64) on ``engine`` (0 fbgemm, 1 qnnpack, 2
-    oneDNN) with its per-channel float32 ``scale``, float32 ``offset`` (fbgemm's bias
-    term, oneDNN's bias) or int32 ``integer_bias`` (QNNPACK's) and oneDNN's
-    ``destination`` reciprocal scale, in one compiled pass
+    int64) on ``engine`` (0 fbgemm, 1 qnnpack, 2 oneDNN) with its per-channel float32
+    ``scale``, float32 ``offset`` (fbgemm's bias term, oneDNN's bias) or int32
+    ``integer_bias`` (QNNPACK's) and oneDNN's ``destination`` reciprocal scale, in one
+    compiled pass
     (:func:`._numba.requantize.torch_rows`), in ``acc``'s memory order; None for an
     empty ``acc`` or another layout."""
     layout = None if acc.size == 0 or acc.dtype.kind != "i" else _rows(acc)
