@@ -225,9 +225,8 @@ def torch_requantized(acc: np.ndarray, engine: int, scale: np.ndarray,
     int64) on ``engine`` (0 fbgemm, 1 qnnpack, 2 oneDNN) with its per-channel float32
     ``scale``, float32 ``offset`` (fbgemm's bias term, oneDNN's bias) or int32
     ``integer_bias`` (QNNPACK's) and oneDNN's ``destination`` reciprocal scale, in one
-    compiled pass
-    (:func:`._numba.requantize.torch_rows`), in ``acc``'s memory order; None for an
-    empty ``acc`` or another layout."""
+    compiled pass (:func:`._numba.requantize.torch_rows`), in ``acc``'s memory order;
+    None for an empty ``acc`` or another layout."""
     layout = None if acc.size == 0 or acc.dtype.kind != "i" else _rows(acc)
     if layout is None:
         return None
