@@ -298,6 +298,54 @@ def test_layers_requantized_by_the_threads_that_sum_them_match_the_oracle(dtype)
     np.testing.assert_array_equal(result, expected)
 
 
+def _arguments(layer):
+    """The function's arguments but the input, by name, from a random layer."""
+    return dict(
+        output_shape=layer["output_shape"], weights=layer["weights"], bias=layer.get("bias"),
+        input_scale=layer["input_scale"], input_zero_point=layer["input_zero_point"],
+        weights_scale=layer["weights_scale"], weights_zero_point=layer["weights_zero_point"],
+        output_scale=layer["output_scale"], output_zero_point=layer["output_zero_point"],
+        padding=layer["padding"], stride_h=layer["strides"][0], stride_w=layer["strides"][1],
+        fused_activation_function=layer["activation"],
+        quantized_bias_type=layer["quantized_bias_type"])
+
+
+@pytest.mark.parametrize("dtype", [UINT8, INT8, INT16], ids=str)
+@pytest.mark.parametrize("seed", range(4))
+def test_a_prepared_layers_repeated_calls_run_prepared_and_match_the_oracle(
+        seed, dtype, every_layer_integer, monkeypatch):
+    """``ct.prepare``'s layer: its first call runs the function, the next ones its
+    prepared call (the integer kernel set up once), on the first input and on others
+    of its shape; each result TFLite's rules in Python integers.  (int16 data over
+    their whole range could leave int32 in the pair products' sums: the kernel
+    declines them and each call runs the function's exact path.)"""
+    import functools
+
+    rng = np.random.default_rng(300 + seed)
+    bias_type = "INT32" if dtype == INT16 and seed % 2 else None
+    layer = random_layer(rng, dtype, activation=("NONE", "RELU")[seed % 2],
+                         bias=seed >= 2, quantized_bias_type=bias_type)
+    if seed >= 2:  # a bias of the sums' size, not one that saturates every output
+        layer["bias"] //= 2 ** 12
+    function, called = ct.tflite_quantized_transpose_conv, []
+
+    @functools.wraps(function)
+    def counted(*args, **kwargs):
+        called.append(1)
+        return function(*args, **kwargs)
+
+    monkeypatch.setattr(ct, "tflite_quantized_transpose_conv", counted)
+    prepared = ct.prepare(counted, **_arguments(layer))
+    expected = oracle(layer)
+    assert len(np.unique(expected)) > 3  # not saturated
+    for _ in range(3):
+        np.testing.assert_array_equal(prepared(layer["input"]), expected)
+    for _ in range(2):
+        other = dict(layer, input=_ints(rng, dtype, layer["input"].shape))
+        np.testing.assert_array_equal(prepared(other["input"]), oracle(other))
+    assert len(called) == (1 if dtype != INT16 else 5)  # 8 bits: the first call only
+
+
 # -- the fixed-point rules, edge by edge -------------------------------------------------
 
 def test_quantize_multiplier_edges():

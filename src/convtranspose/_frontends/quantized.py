@@ -29,7 +29,7 @@ from .specs import as_array, canonical_weights, execute_plan
 
 __all__ = ["check_out", "exact_sum", "float32_scale", "float_sum", "integer_kinds",
            "integer_sooner", "integer_sum", "integer_zero_point", "kept_entry", "kept_weights",
-           "lanes_pay", "offset_requantized", "sum_dtype", "typed_operand"]
+           "lanes_pay", "offset_kernels", "offset_requantized", "sum_dtype", "typed_operand"]
 
 
 def typed_operand(name: str, value: object, dtypes: tuple[np.dtype, ...],
@@ -263,16 +263,17 @@ def offset_requantized(plan, data: np.ndarray, weights: np.ndarray, offset: int,
     range, lanes that would mostly idle on a layer of one float32 pass:
     :func:`lanes_pay`; the float32 passes timed sooner: :func:`integer_sooner`): the
     dialect then centres its data and runs :func:`exact_sum`."""
-    for sums in _offset_kernels(plan, data, weights, offset, centred, output_shape):
+    for sums in offset_kernels(plan, data, weights, offset, centred, output_shape):
         result = sums.requantized(data, offset, requantization)
         if result is not None:
             return result
     return None
 
 
-def _offset_kernels(plan, data, weights, offset, centred, output_shape):
-    """The blocked integer kernels set up for :func:`offset_requantized`, in turn,
-    until one is timed slower than the float32 passes."""
+def offset_kernels(plan, data, weights, offset, centred, output_shape=None):
+    """The blocked integer kernels (:class:`convtranspose._kernels.int8.BlockedSums`)
+    set up for :func:`offset_requantized`'s sums, in turn, until one is timed slower
+    than the float32 passes; the memory check first."""
     target = host()
     if not target.numba:
         return

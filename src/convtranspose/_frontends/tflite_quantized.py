@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._errors import ConvTransposeError
+from .._execute.footprint import check_transposed
 from .._plan import dialects as _dialects
 from .._runtime.caches import register
 from .._runtime.memo import frozen
@@ -45,6 +46,7 @@ from .quantized import (
     float32_scale,
     integer_zero_point,
     kept_weights,
+    offset_kernels,
     offset_requantized,
     typed_operand,
 )
@@ -193,25 +195,11 @@ def _compute(plan, input, weights, bias, zero_points, scales, activation,
     """The exact sum of the centred operands, then TFLite's integer requantization: by
     the integer kernels on the input as it is, with its zero point's share subtracted
     and the bias added in the requantization's pass, each piece of output lines by the
-    thread that summed it (:func:`offset_requantized`,
-    :func:`convtranspose._kernels.requantize.fixed_point_requantization`), else
+    thread that summed it (:func:`_integer_steps`, :func:`offset_requantized`), else
     :func:`exact_sum` of the centred input and :func:`_requantized`."""
-    # The centred values fit int32 (16-bit inputs) and int16 (8-bit weights): the
-    # smaller types are cheaper to convert and for the weights memo to compare.
-    zero = zero_points[1].reshape((-1, 1, 1, 1) if zero_points[1].size > 1 else ())
-    filter_ = kept_weights(weights, ("int16", zero.shape, zero.tobytes()),
-                           lambda w: np.subtract(w, zero, dtype=np.int16))
-    multiplier, shift = _kept_requantization(input.dtype, scales, plan.output_shape[-1],
-                                             acc_type)
-    bounds = activation_range(activation, scales[2].reshape(()),
-                              int(zero_points[2].reshape(())), input.dtype)
-    output_zero_point = int(zero_points[2].reshape(()))
-    if host().numba:
-        from .._kernels.requantize import fixed_point_requantization
-
-        requantization = fixed_point_requantization(
-            multiplier, shift, output_zero_point, bounds, input.dtype, bias,
-            plan.output_shape[-1], host().threads, wide=acc_type == INT64)
+    filter_, multiplier, shift, bounds, requantization = _integer_steps(
+        plan, input.dtype, weights, bias, zero_points, scales, activation, acc_type)
+    if requantization is not None:
         result = offset_requantized(plan, input, filter_, int(zero_points[0].reshape(())),
                                     np.dtype(np.int32), requantization)
         if result is not None:
@@ -221,6 +209,84 @@ def _compute(plan, input, weights, bias, zero_points, scales, activation,
     acc = exact_sum(plan, data, filter_, bias, names=("input", "weights", "bias"),
                     largest_product=span[0] * span[1]).astype(np.int64, copy=False)
     return _requantized(acc, input, acc_type, multiplier, shift, zero_points[2], bounds)
+
+
+def _integer_steps(plan, input_dtype, weights, bias, zero_points, scales, activation,
+                   acc_type) -> tuple:
+    """``(filter, multiplier, shift, bounds, requantization)``: the weights centred
+    (int16; kept in the weights memo), the per-channel multipliers and shifts, the
+    activation's bounds and the integer kernels' requantization
+    (:func:`convtranspose._kernels.requantize.fixed_point_requantization`; None
+    without numba)."""
+    # The centred values fit int32 (16-bit inputs) and int16 (8-bit weights): the
+    # smaller types are cheaper to convert and for the weights memo to compare.
+    zero = zero_points[1].reshape((-1, 1, 1, 1) if zero_points[1].size > 1 else ())
+    filter_ = kept_weights(weights, ("int16", zero.shape, zero.tobytes()),
+                           lambda w: np.subtract(w, zero, dtype=np.int16))
+    multiplier, shift = _kept_requantization(input_dtype, scales, plan.output_shape[-1],
+                                             acc_type)
+    bounds = activation_range(activation, scales[2].reshape(()),
+                              int(zero_points[2].reshape(())), input_dtype)
+    requantization = None
+    if host().numba:
+        from .._kernels.requantize import fixed_point_requantization
+
+        requantization = fixed_point_requantization(
+            multiplier, shift, int(zero_points[2].reshape(())), bounds, input_dtype, bias,
+            plan.output_shape[-1], host().threads, wide=acc_type == INT64)
+    return filter_, multiplier, shift, bounds, requantization
+
+
+def _resolved(output_shape, weights, input, bias, zero_points, scales, padding, stride_h,
+              stride_w, fused_activation_function, quantized_bias_type) -> tuple:
+    """``(plan, input, weights, bias, zero_points, scales, acc_type)``: the operands
+    checked and the plan resolved, as :func:`tflite_quantized_transpose_conv` takes
+    them."""
+    data, kernel, offsets, zero_points, scales = _operands(
+        input, weights, bias, zero_points, scales, quantized_bias_type)
+    plan = resolve_plan(
+        _dialects.tflite_quantized_transpose_conv, output_shape, kernel.shape, data.shape,
+        None if offsets is None else offsets.shape, padding=padding, stride_h=stride_h,
+        stride_w=stride_w, fused_activation_function=fused_activation_function,
+        quantized_bias_type=quantized_bias_type, **_parameter_shapes(zero_points, scales))
+    _checked(data, zero_points, scales[1].size > 1 and kernel.shape[0] > 1)
+    return (plan, data, kernel, offsets, zero_points, scales,
+            accumulator(data.dtype, quantized_bias_type))
+
+
+def prepare_tflite(arguments: dict, data: np.ndarray):
+    """``call(input)``: :func:`tflite_quantized_transpose_conv` of ``arguments`` (every
+    argument but ``input`` and ``out``, by name) set up for ndarray data of ``data``'s
+    shape and dtype, for a prepared layer's repeated calls: the operands checked, the
+    plan resolved, the requantization's constants made and the integer kernel set up
+    here, once (the first kernel :func:`offset_requantized` would take); each call
+    then checks the memory limit, sums and requantizes.  Its sums are exact, so its
+    bytes are the function's.  ``call`` returns None where the kernel declines the
+    data (the function then decides); None instead of ``call`` where no integer
+    kernel takes the layer."""
+    plan, data, kernel, offsets, zero_points, scales, acc_type = _resolved(
+        arguments["output_shape"], arguments["weights"], data, arguments.get("bias"),
+        tuple(arguments[f"{name}_zero_point"] for name in ("input", "weights", "output")),
+        tuple(arguments[f"{name}_scale"] for name in ("input", "weights", "output")),
+        arguments.get("padding", "SAME"), arguments.get("stride_h", 1),
+        arguments.get("stride_w", 1), arguments.get("fused_activation_function", "NONE"),
+        arguments.get("quantized_bias_type"))
+    filter_, _, _, _, requantization = _integer_steps(
+        plan, data.dtype, kernel, offsets, zero_points, scales,
+        arguments.get("fused_activation_function", "NONE"), acc_type)
+    offset = int(zero_points[0].reshape(()))
+    kernels = None if requantization is None else offset_kernels(
+        plan, data, filter_, offset, np.dtype(np.int32))
+    sums = None if kernels is None else next(kernels, None)
+    if sums is None:
+        return None
+    centred = np.broadcast_to(np.int32(0), data.shape)  # the memory check's stand-in
+
+    def call(x: np.ndarray) -> np.ndarray | None:
+        check_transposed(plan, centred, filter_, None, None)
+        return sums.requantized(x, offset, requantization)
+
+    return call
 
 
 def tflite_quantized_transpose_conv(
@@ -290,18 +356,14 @@ def tflite_quantized_transpose_conv(
     ...     output_zero_point=-100, stride_w=2).ravel()
     array([-100, -100,  -90,  -80,  -50,  -60], dtype=int8)
     """
-    data, kernel, offsets, zero_points, scales = _operands(
-        input, weights, bias, (input_zero_point, weights_zero_point, output_zero_point),
-        (input_scale, weights_scale, output_scale), quantized_bias_type)
-    plan = resolve_plan(
-        _dialects.tflite_quantized_transpose_conv, output_shape, kernel.shape, data.shape,
-        None if offsets is None else offsets.shape, padding=padding, stride_h=stride_h,
-        stride_w=stride_w, fused_activation_function=fused_activation_function,
-        quantized_bias_type=quantized_bias_type, **_parameter_shapes(zero_points, scales))
-    _checked(data, zero_points, scales[1].size > 1 and kernel.shape[0] > 1)
+    plan, data, kernel, offsets, zero_points, scales, acc_type = _resolved(
+        output_shape, weights, input, bias,
+        (input_zero_point, weights_zero_point, output_zero_point),
+        (input_scale, weights_scale, output_scale), padding, stride_h, stride_w,
+        fused_activation_function, quantized_bias_type)
     check_out(out, plan.output_shape, data.dtype)
     result = _compute(plan, data, kernel, offsets, zero_points, scales,
-                      fused_activation_function, accumulator(data.dtype, quantized_bias_type))
+                      fused_activation_function, acc_type)
     return result if out is None else _copied(result, out)
 
 
