@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from .._plan.geometry import taps_per_output
-from .._runtime.memo import derived_from, frozen, spare_arrays
+from .._runtime.memo import derived_from, frozen, spare_array
 
 __all__ = ["BlockedSums", "in_layout", "prepare_blocked_sums", "products_per_lane", "s16_blocked",
            "u8s8_blocked", "u8s8_transposed", "word_products"]
@@ -426,18 +426,14 @@ class BlockedSums:
         # the next (a new one's fresh pages cost 0.04-0.09 ms of the quantized suite's
         # 0.9-1.2 ms prepared calls on an Intel Xeon: ``benchmarks/results/quantized-
         # calls-xeon.json``, kept_sums).
-        spares = spare_arrays(self._derived, ("int32 sums", self.kind, shape))
-        acc = spares.pop() if spares else self._sums_array(shape)
-        try:
+        with spare_array(self._derived, ("int32 sums", self.kind, shape),
+                         lambda: self._sums_array(shape)) as acc:
             if not layer.fusable:
                 layer(words, acc)
                 return requantization(acc, factor, share, bound)
             result, lines = requantization.start(acc, factor, share, bound)
             layer(words, acc, after=lines)
             return result
-        finally:
-            if not spares:
-                spares.append(acc)
 
     def __call__(self, data: np.ndarray) -> np.ndarray | None:
         """The exact sums of ``data`` ``(N, Y..., G*Co)`` int32 (a channels-first view of

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._plan.geometry import axis_phases, three_axes
-from .._runtime.memo import frozen, spare_arrays
+from .._runtime.memo import frozen, spare_array
 from .._runtime.threads import parallel_for
 
 __all__ = ["TileLayer", "aligned", "tile_config", "tile_layer", "tiles_take"]
@@ -103,7 +103,7 @@ class TileLayer:
     :class:`._numba.blocked.BlockedLayer` does; ``after(starts, pixels)``, where
     :attr:`fusable`, with each piece of output lines a thread has just summed.
     ``derived``: the weights memo's dict, where the padded copy of the data is kept
-    between calls (:func:`convtranspose._runtime.memo.spare_arrays`)."""
+    between calls (:func:`convtranspose._runtime.memo.spare_array`)."""
 
     def __init__(self, batch: int, panels: np.ndarray, axes, groups: int, ci: int, co: int,
                  threads: int, derived: dict) -> None:
@@ -132,8 +132,9 @@ class TileLayer:
         # the next call of this layout (the same interior, so the borders stay zero): a
         # new one's fresh pages cost 5-15% of the quantized suite's calls on an Intel
         # Xeon (``benchmarks/results/int8-kernels-xeon.json``, amx_tiles).
-        self._buffers = spare_arrays(derived, ("tiles padded data", self._padded,
-                                               tuple(self._pads), self._inputs))
+        self._derived = derived
+        self._buffer_key = ("tiles padded data", self._padded, tuple(self._pads),
+                            self._inputs)
 
     @property
     def fusable(self) -> bool:
@@ -141,19 +142,18 @@ class TileLayer:
         all of them at once)."""
         return True
 
-    def _filled(self, words: np.ndarray) -> np.ndarray:
-        buffer = self._buffers.pop() if self._buffers else aligned(self._padded, np.uint8, np.zeros)
+    def _fill(self, buffer: np.ndarray, words: np.ndarray) -> None:
         (l0, _), (l1, _), (l2, _) = self._pads
         n, x0, x1, x2, ci = self._inputs
         buffer[:, l0:l0 + x0, l1:l1 + x1, l2:l2 + x2] = words.view(np.uint8).reshape(
             self._inputs)
-        return buffer
 
     def __call__(self, words, out, bias=None, after=None) -> None:
         from ._numba.tiles import tile_sums
 
-        buffer = self._filled(words)
-        try:
+        with spare_array(self._derived, self._buffer_key,
+                         lambda: aligned(self._padded, np.uint8, np.zeros)) as buffer:
+            self._fill(buffer, words)
             data, flat = buffer.reshape(-1), out.reshape(-1)
             (taps0, starts0), (taps1, starts1), (taps2, starts2) = self._axis_taps
             pixels = self._line_pixels
@@ -165,9 +165,6 @@ class TileLayer:
                     after(np.array([first * pixels], np.int64), (stop - first) * pixels)
 
             parallel_for(run, self._lines, self._threads, self._pieces)
-        finally:
-            if not self._buffers:  # one copy kept (calls at once make their own)
-                self._buffers.append(buffer)
 
 
 def tile_layer(count: int, weights: np.ndarray, axes, derived: dict, target):

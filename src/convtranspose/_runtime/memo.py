@@ -10,6 +10,7 @@ edited in place never hits.  At most :data:`_DERIVED_KEPT` filters, each of at m
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import weakref
@@ -198,26 +199,33 @@ def derived_from(weights: np.ndarray, *key) -> dict:
     return derived
 
 
-#: Scratch arrays kept with one filter's derived matrices (:func:`spare_arrays`): at
+#: Scratch arrays kept with one filter's derived matrices (:func:`spare_array`): at
 #: most this many roles and shapes, the oldest dropped, so that calls of many shapes
 #: do not hold many buffers.
 _SPARES_KEPT = 8
 _spares_lock = threading.Lock()
 
 
-def spare_arrays(derived: dict, key) -> list:
-    """The scratch arrays kept in ``derived`` (a :func:`derived_from` dict) for ``key``
-    (their role and layout): a call pops one, or makes one where there is none, and
-    puts it back when done, so that the next call with these weights reuses its pages
-    instead of faulting in fresh ones; calls at once make their own."""
+@contextlib.contextmanager
+def spare_array(derived: dict, key, make):
+    """A scratch array for the ``with`` block: one kept in ``derived`` (a
+    :func:`derived_from` dict) for ``key`` (its role and layout), or ``make()`` where
+    none is, put back afterwards, so that the next call with these weights reuses its
+    pages instead of faulting in fresh ones.  One is kept per key; calls at once make
+    their own."""
     with _spares_lock:
         spares = derived.setdefault("spare arrays", {})
-        found = spares.get(key)
-        if found is None:
+        kept = spares.get(key)
+        if kept is None:
             while len(spares) >= _SPARES_KEPT:
                 spares.pop(next(iter(spares)))
-            found = spares[key] = []
-        return found
+            kept = spares[key] = []
+    array = kept.pop() if kept else make()
+    try:
+        yield array
+    finally:
+        if not kept:
+            kept.append(array)
 
 
 def frozen(array: np.ndarray) -> np.ndarray:
