@@ -196,9 +196,10 @@ def _engine_rows(engine: int):
 
 def torch_rows(acc, share, factor, per_row, engine, scale, offset, integer_bias,
                destination, zero_point, out, starts, run) -> None:
-    """Rows ``[start, start + run)`` for each of ``starts`` of torch's quantized result of the exact sums ``acc[r, i] -
-    factor * share[r % P, i]`` (``acc`` ``(R, L)`` C-contiguous, the correction as in
-    :func:`corrected_rows`; channel ``r % M`` where ``per_row``, else ``i``), on
+    """Rows ``[start, start + run)`` for each of ``starts`` of torch's quantized result
+    of the exact sums ``acc[r, i] - factor * share[r % P, i]`` (``acc`` ``(R, L)``
+    C-contiguous, the correction as in :func:`corrected_rows`; channel ``r % M`` where
+    ``per_row``, else ``i``), on
     ``engine`` 0 (fbgemm: ``rint((float32(acc) + offset[m]) * scale[m])``), 1 (qnnpack:
     ``rint(float32(wrap32(acc + integer_bias[m])) * scale[m])``) or 2 (oneDNN:
     ``rint(clip((float32(acc) * scale[m] + offset[m]) * destination + zero_point, 0,
@@ -217,14 +218,12 @@ def onednn_rows(acc, share, factor, per_row, src_scale, wei_scales, bias, dst_sc
                 dst_zero_point, adds, saturate, low, high, out, starts,
                 run):  # pragma: no cover - compiled
     """Rows ``[start, start + run)`` for each of ``starts`` of oneDNN's steps after the
-    int32 sums ``acc`` ``(R, L)``
-    (C-contiguous; channel ``r % M`` where ``per_row``, else ``i``), less ``factor *
-    share[r % P, i]`` and wrapped to int32 as oneDNN's accumulators wrap (the
-    correction of :func:`corrected_rows`; ``factor`` 0 for sums already wrapped):
-    ``float32(acc) *
-    src_scale * wei_scales[m]``, ``+ bias[m]`` (``adds & 1``), ``* dst_scale`` (the
-    reciprocal, JIT) or ``/ dst_scale`` where ``divide``, ``+ dst_zero_point`` (``adds &
-    2``); then, with ``saturate`` (an integer ``out``), clipped to ``[low, high]`` and
+    int32 sums ``acc`` ``(R, L)`` (C-contiguous; channel ``r % M`` where ``per_row``,
+    else ``i``), less ``factor * share[r % P, i]`` and wrapped to int32 as oneDNN's
+    accumulators wrap (the correction of :func:`corrected_rows`; ``factor`` 0 for sums
+    already wrapped): ``float32(acc) * src_scale * wei_scales[m]``, ``+ bias[m]``
+    (``adds & 1``), ``* dst_scale`` (the reciprocal, JIT) or ``/ dst_scale`` where
+    ``divide``, ``+ dst_zero_point`` (``adds & 2``); then, with ``saturate`` (an integer ``out``), clipped to ``[low, high]`` and
     rounded half to even.  Each step the float32 operation
     :func:`convtranspose._frontends.onednn_quantized.onednn_requantize` performs on the
     whole array, in its order.  A scale that is not set comes as 1: multiplying or

@@ -204,9 +204,11 @@ def tile_sums(data, weights, out, config, sizes, taps0, taps1, taps2, starts0, s
     input ``j + shift``.
 
     Each phase's outputs along a line go in blocks of 32 pixels by 32 output channels
-    (16 by 64 for a line's last 16 or fewer): four tiles of sums stay in their
-    registers over every tap and input channel, then are stored once (a block with
-    pixels past the line's end through a buffer, keeping the pixels that exist)."""
+    (16 by 64 for a line's last 16 or fewer; where every phase of the lines holds 16
+    or fewer, two lines of a phase together, 16 pixels of each by 32 channels): four
+    tiles of sums stay in their registers over every tap and input channel, then are
+    stored once (a block with pixels past the line's end through a buffer, keeping the
+    pixels that exist)."""
     y0, y1, y2, s2, blocks = sizes[1], sizes[2], sizes[3], sizes[6], sizes[11]
     outputs = sizes[14] * blocks * TILE_ROWS  # every group's output channels
     step = s2 * outputs * 4  # bytes between a phase's consecutive outputs
