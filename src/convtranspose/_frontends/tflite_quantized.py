@@ -23,6 +23,7 @@ overflows it.
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -264,16 +265,19 @@ def prepare_tflite(arguments: dict, data: np.ndarray):
     bytes are the function's.  ``call`` returns None where the kernel declines the
     data (the function then decides); None instead of ``call`` where no integer
     kernel takes the layer."""
+    # The function's own defaults for the arguments the layer was not given.
+    given = inspect.signature(tflite_quantized_transpose_conv).bind(input=data, **arguments)
+    given.apply_defaults()
+    a = given.arguments
+    tensors = ("input", "weights", "output")
     plan, data, kernel, offsets, zero_points, scales, acc_type = _resolved(
-        arguments["output_shape"], arguments["weights"], data, arguments.get("bias"),
-        tuple(arguments[f"{name}_zero_point"] for name in ("input", "weights", "output")),
-        tuple(arguments[f"{name}_scale"] for name in ("input", "weights", "output")),
-        arguments.get("padding", "SAME"), arguments.get("stride_h", 1),
-        arguments.get("stride_w", 1), arguments.get("fused_activation_function", "NONE"),
-        arguments.get("quantized_bias_type"))
+        a["output_shape"], a["weights"], data, a["bias"],
+        tuple(a[f"{name}_zero_point"] for name in tensors),
+        tuple(a[f"{name}_scale"] for name in tensors), a["padding"], a["stride_h"],
+        a["stride_w"], a["fused_activation_function"], a["quantized_bias_type"])
     filter_, _, _, _, requantization = _integer_steps(
         plan, data.dtype, kernel, offsets, zero_points, scales,
-        arguments.get("fused_activation_function", "NONE"), acc_type)
+        a["fused_activation_function"], acc_type)
     offset = int(zero_points[0].reshape(()))
     kernels = None if requantization is None else offset_kernels(
         plan, data, filter_, offset, np.dtype(np.int32))
