@@ -5,9 +5,10 @@
 Per layer (``convtranspose bench --quantized``'s fixed layers), back-to-back calls in
 alternating rounds of: ``qlinear_conv_transpose`` without and with an int32 bias (the
 array function), the same through ``ct.prepare``, and TFLite's int8, torch's and
-oneDNN's quantized dialects with a bias (the array functions).  Prints the median milliseconds
-of each with the CPU and the load average; ``--out`` writes them as JSON.  To compare
-two builds, run it under each (``PYTHONPATH=OLD/src``) alternately.
+oneDNN's quantized dialects with a bias (each by its array function and through
+``ct.prepare``).  Prints the median milliseconds of each with the CPU and the load
+average; ``--out`` writes them as JSON.  To compare two builds, run it under each
+(``PYTHONPATH=OLD/src``) alternately.
 """
 
 from __future__ import annotations
@@ -62,14 +63,22 @@ def _calls(n, ci, co, size, k, s, p, rng):
     calls = {"qlinear": qlinear(), "qlinear B": qlinear(B=bias),
              "prepared": lambda: plain(x), "prepared B": lambda: biased(x),
              "torch B": lambda: ct.torch_quantized_conv_transpose(x, w, real, **torch_like)}
-    calls["onednn B"] = lambda: ct.onednn_quantized_conv_transpose(
-        nhwc.view(np.uint8), hwio, real, src_scale=np.float32(0.02),
-        wei_scales=np.full(co, 0.01, np.float32), dst_scale=np.float32(0.5),
-        src_zero_point=np.int32(128), dst_zero_point=np.int32(120), strides=[s, s],
-        pads_begin=[p, p], pads_end=[p, p])
+    torch_layer = ct.prepare(ct.torch_quantized_conv_transpose, weight=w, bias=real,
+                             **torch_like)
+    calls["prepared torch B"] = lambda: torch_layer(x)
+    onednn = dict(filter=hwio, bias=real, src_scale=np.float32(0.02),
+                  wei_scales=np.full(co, 0.01, np.float32), dst_scale=np.float32(0.5),
+                  src_zero_point=np.int32(128), dst_zero_point=np.int32(120), strides=[s, s],
+                  pads_begin=[p, p], pads_end=[p, p])
+    source, onednn_layer = nhwc.view(np.uint8), ct.prepare(
+        ct.onednn_quantized_conv_transpose, **onednn)
+    calls["onednn B"] = lambda: ct.onednn_quantized_conv_transpose(source, **onednn)
+    calls["prepared onednn B"] = lambda: onednn_layer(source)
     if p == (k - s) // 2 and (k - s) % 2 == 0:  # TFLite's SAME or VALID padding
-        calls["tflite B"] = lambda: ct.tflite_quantized_transpose_conv(
-            [n, out, out, co], ohwi, nhwc, bias, **lite)
+        lite.update(output_shape=[n, out, out, co], weights=ohwi, bias=bias)
+        tflite_layer = ct.prepare(ct.tflite_quantized_transpose_conv, **lite)
+        calls["tflite B"] = lambda: ct.tflite_quantized_transpose_conv(input=nhwc, **lite)
+        calls["prepared tflite B"] = lambda: tflite_layer(nhwc)
     return calls
 
 

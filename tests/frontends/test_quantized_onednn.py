@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
+from int8_peers import unsaturated
 from oracle import integer_scatter_sum, integer_tap_sums
 
 #: torch warns that its quantized tensor types are deprecated; they still compute.
@@ -131,6 +132,41 @@ def test_layers_requantized_by_the_threads_that_sum_them_match_the_oracle(dst):
     expected = oracle(acc, dst, case["xs"], case["ws"], case["bias"], case["ys"], 10)
     assert len(np.unique(expected)) > 20  # spread over the type, not saturated
     np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.parametrize("dst", ["u8", "s8", "s32", "f32"])
+def test_a_prepared_layers_repeated_calls_run_prepared_and_match_the_oracle(
+        dst, every_layer_integer, monkeypatch):
+    """``ct.prepare``'s layer (channels first, as ``ours``): its first call of each
+    input shape runs the function, the next ones its prepared call (the integer kernel
+    set up once), on the first input and on others of its shape; each result
+    oneDNN's steps on Python-integer sums."""
+    import functools
+
+    function, called = ct.onednn_quantized_conv_transpose, []
+
+    @functools.wraps(function)
+    def counted(*args, **kwargs):
+        called.append(1)
+        return function(*args, **kwargs)
+
+    monkeypatch.setattr(ct, "onednn_quantized_conv_transpose", counted)
+    rng = np.random.default_rng({"u8": 71, "s8": 72, "s32": 73, "f32": 74}[dst])
+    for rank in (1, 2, 3):
+        case = random_case(rng, rank, dst, source=(np.uint8, np.int8)[rank % 2],
+                           per_channel=rank == 2)
+        layer = ct.prepare(
+            counted, filter=case["w"], bias=case["bias"], src_scale=case["xs"],
+            wei_scales=case["ws"], dst_scale=case["ys"], src_zero_point=case["xzp"],
+            dst_zero_point=case["yzp"], dst_dtype=dst, strides=case["stride"],
+            pads_begin=case["pb"], pads_end=case["pe"], dilations=case["dilation"],
+            groups=case["groups"], data_format="NCX", filter_format="IOX")
+        del called[:]
+        info = np.iinfo(case["x"].dtype)
+        for x in [case["x"]] * 3 + [rng.integers(info.min, info.max + 1, case["x"].shape
+                                                 ).astype(case["x"].dtype) for _ in range(2)]:
+            np.testing.assert_array_equal(layer(x), expected(dict(case, x=x)))
+        assert len(called) == 1, rank  # the first call only
 
 
 @pytest.mark.parametrize("way", ["source as it is", "centred", "numpy"])
@@ -391,7 +427,7 @@ def test_against_torch_onednn(rank):
     rng = np.random.default_rng(700 + rank)
     apart = total = 0
     for i in range(16):
-        case = torch_case(rng, rank, ties=i % 4 == 3)
+        case = unsaturated(torch_case(rng, rank, ties=i % 4 == 3))
         theirs = _torch_onednn(torch, case)
         # Measured: torch's oneDNN path hands oneDNN one weight scale, the float32
         # product of the two (as torch's ideep gives them back), and no source scale.

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
+from int8_peers import cpu_flag, unsaturated
 from oracle import integer_scatter_sum, integer_tap_sums
 
 torch = pytest.importorskip("torch")
@@ -178,6 +179,46 @@ def test_layers_requantized_by_the_threads_that_sum_them_match_the_oracle(engine
     np.testing.assert_array_equal(result, expected)
 
 
+@pytest.mark.parametrize("engine", ["fbgemm", "qnnpack", "onednn"])
+def test_a_prepared_layers_repeated_calls_run_prepared_and_match_the_oracle(
+        engine, every_layer_integer, monkeypatch):
+    """``ct.prepare``'s layer: its first call of each input shape runs the function,
+    the next ones its prepared call (the integer kernel set up once), on the first
+    input and on others of its shape; each result the engine's rules on Python-integer
+    sums."""
+    import functools
+
+    function, called = ct.torch_quantized_conv_transpose, []
+
+    @functools.wraps(function)
+    def counted(*args, **kwargs):
+        called.append(1)
+        return function(*args, **kwargs)
+
+    monkeypatch.setattr(ct, "torch_quantized_conv_transpose", counted)
+    rng = np.random.default_rng(61)
+    for rank, per_channel in ((1, False), (2, True), (3, False)):
+        case = random_case(rng, rank, per_channel=per_channel)
+        layer = ct.prepare(counted, weight=case["w"], bias=case["bias"], stride=case["stride"],
+                           padding=case["padding"], output_padding=case["output_padding"],
+                           groups=case["groups"], dilation=case["dilation"],
+                           input_scale=case["xs"], input_zero_point=case["xzp"],
+                           weight_scale=case["ws"], weight_zero_point=case["wzp"],
+                           output_scale=case["ys"], output_zero_point=case["yzp"],
+                           engine=engine)
+        del called[:]
+        inputs = [case["x"]] * 3 + [rng.integers(0, 256, case["x"].shape, dtype=np.uint8)
+                                    for _ in range(2)]
+        for x in inputs:
+            acc = direct_sum(x, case["xzp"], case["w"], case["wzp"], case["stride"],
+                             case["padding"], case["output_padding"], case["groups"],
+                             case["dilation"])
+            expected = oracle(engine, acc, case["xs"], per_output_channel(case),
+                              case["bias"], case["ys"], case["yzp"], per_channel)
+            np.testing.assert_array_equal(layer(x), expected)
+        assert len(called) == 1, (rank, per_channel)  # the first call only
+
+
 @pytest.fixture(params=["input as it is", "centred input"])
 def sum_in(request, monkeypatch):
     """Both ways to the sums: the integer kernels on the input as it is (the zero
@@ -236,7 +277,7 @@ def test_fbgemm_bit_exact(rank):
     _needs("fbgemm")
     rng = np.random.default_rng(100 + rank)
     for i in range(40):
-        case = random_case(rng, rank, bias=i % 3 != 0)
+        case = unsaturated(random_case(rng, rank, bias=i % 3 != 0))
         np.testing.assert_array_equal(ours("fbgemm", case), torch_module("fbgemm", case))
 
 
@@ -271,8 +312,9 @@ def test_onednn(rank):
     rng = np.random.default_rng(300 + rank)
     tally = [0, 0]
     for i in range(40):
-        _within_one_unit("onednn", random_case(rng, rank, symmetric=True, bias=i % 2 == 0,
-                                               output_padding=False, square=True), tally)
+        _within_one_unit("onednn", unsaturated(random_case(
+            rng, rank, symmetric=True, bias=i % 2 == 0, output_padding=False, square=True)),
+            tally)
     assert tally[0] <= max(1, tally[1] // 1000), tally
 
 
@@ -284,7 +326,8 @@ def test_x86_follows_its_dispatch(rank):
     rng = np.random.default_rng(400 + rank)
     tally = [0, 0]
     for i in range(30):
-        case = random_case(rng, rank, symmetric=i % 2 == 0, square=True, bias=i % 3 != 0)
+        case = unsaturated(random_case(rng, rank, symmetric=i % 2 == 0, square=True,
+                                       bias=i % 3 != 0))
         zero = np.asarray(case["wzp"]).reshape(-1)
         if x86_uses_onednn(zero, case["groups"], case["output_padding"]):
             _within_one_unit("x86", case, tally)
@@ -321,15 +364,6 @@ def test_torch_refusals_are_visible():
         assert ours("qnnpack", case).shape[1] == case["w"].shape[1] * 2
 
 
-def _cpu_flag(flag: str) -> bool:
-    """Whether this Linux CPU reports ``flag`` in /proc/cpuinfo."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            return any(line.startswith("flags") and flag in line.split() for line in info)
-    except OSError:
-        return False
-
-
 def test_torch_onednn_scrambles_unequal_channels():
     """torch 2.x's oneDNN path (and x86 where it dispatches there) reorders a weight
     with C_in/groups and C_out/groups both above 1 and unequal into the wrong channels:
@@ -338,7 +372,7 @@ def test_torch_onednn_scrambles_unequal_channels():
     Intel Xeon with AVX512-VNNI; oneDNN picks its kernels by the CPU's instruction set,
     so on another CPU the defect is not asserted."""
     _needs("onednn")
-    if not _cpu_flag("avx512_vnni"):
+    if not cpu_flag("avx512_vnni"):
         pytest.skip("torch's oneDNN defect was seen on a CPU with AVX512-VNNI only")
     case = {"x": np.random.default_rng(1).integers(0, 20, (1, 2, 4, 4), dtype=np.uint8),
             "w": np.arange(54, dtype=np.int8).reshape(2, 3, 3, 3) % 7 - 3, "xs": 1.0,
@@ -359,7 +393,7 @@ def test_torch_fbgemm_miscomputes_a_kernel_equal_to_its_stride():
     on an Intel Xeon with AVX512-VNNI (FBGEMM picks its kernels by the CPU's instruction
     set, so elsewhere the defect is not asserted); a torch that fixes it fails here."""
     _needs("fbgemm")
-    if not _cpu_flag("avx512_vnni"):
+    if not cpu_flag("avx512_vnni"):
         pytest.skip("torch's FBGEMM defect was seen on a CPU with AVX512-VNNI only")
     rng = np.random.default_rng(3)
     case = {"x": rng.integers(0, 256, (1, 8, 8, 8), dtype=np.uint8),

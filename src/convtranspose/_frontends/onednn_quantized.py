@@ -33,7 +33,9 @@ from .quantized import (
     integer_zero_point,
     kept_weights,
     offset_requantized,
+    prepared_offset_call,
     typed_operand,
+    with_defaults,
 )
 from .specs import as_array, resolve_plan
 
@@ -165,14 +167,28 @@ def _resolve(data, weights, bias, scales, zero_points, dst_type, scaling, geomet
     return plan
 
 
-def _offset_requantized(plan, data, weights, src_zero_point, requantization, output_shape):
-    """:func:`offset_requantized` on the source as it is (channels-last results), or
-    None."""
+def _offset_operands(weights, src_zero_point) -> tuple:
+    """``(weights, offset, centred)`` of :func:`offset_requantized` on the source as it
+    is: the weights widened (kept in the weights memo), the zero point, the centred
+    source's type (as :func:`_int32_sum`'s)."""
     zero = 0 if src_zero_point is None else int(src_zero_point.reshape(()))
-    narrow = np.int16 if abs(zero) <= 2 ** 15 - 256 else np.int64  # as _int32_sum's
+    narrow = np.int16 if abs(zero) <= 2 ** 15 - 256 else np.int64
     wide = kept_weights(weights, ("int64",), lambda w: w.astype(np.int64))
-    return offset_requantized(plan, data, wide, zero, np.dtype(narrow), requantization,
-                              output_shape)
+    return wide, zero, np.dtype(narrow)
+
+
+def _requantization(plan, steps):
+    """The compiled pass of :func:`onednn_requantize`'s ``steps`` on channels-last sums
+    (:func:`convtranspose._kernels.requantize.onednn_requantization`), or None without
+    numba."""
+    if not host().numba:
+        return None
+    from .._kernels.requantize import onednn_requantization
+
+    attributes, divides, bounds, dtype = _kernel_steps(*steps)
+    channels = plan.output_shape[-1 if plan.channels_last else 1]
+    return onednn_requantization(attributes, divides, bounds, dtype, channels,
+                                 host().threads)
 
 
 def _kernel_steps(src_scale, wei_scales, bias, dst_scale, dst_zero_point, dst_type,
@@ -274,18 +290,57 @@ def onednn_quantized_conv_transpose(
     ...     dst_scale=0.125, src_zero_point=10, dst_zero_point=100, strides=2)[..., 0]
     array([[100, 100, 110, 120, 150, 140, 160]], dtype=uint8)
     """
-    data, weights, offsets, scales, zero_points, dst_type = _operands(
+    plan, data, weights, src_zero_point, steps = _resolved(
         input, filter, bias, (src_scale, wei_scales, dst_scale),
-        (src_zero_point, dst_zero_point), dst_dtype)
-    geometry = dict(strides=strides, pads_begin=pads_begin, pads_end=pads_end,
-                    dilations=dilations, auto_pad=auto_pad, output_padding=output_padding,
-                    groups=groups, data_format=data_format, filter_format=filter_format,
-                    weights_format=weights_format, output_shape=output_shape)
-    plan = _resolve(data, weights, offsets, scales, zero_points, dst_type, scaling, geometry)
-    check_out(out, plan.output_shape, _DESTINATIONS[dst_type][0])
-    steps = (scales[0], scales[1], offsets, scales[2], zero_points[1], dst_type, scaling)
-    result = _compute(plan, data, weights, zero_points[0], steps, output_shape)
+        (src_zero_point, dst_zero_point), dst_dtype, scaling,
+        dict(strides=strides, pads_begin=pads_begin, pads_end=pads_end,
+             dilations=dilations, auto_pad=auto_pad, output_padding=output_padding,
+             groups=groups, data_format=data_format, filter_format=filter_format,
+             weights_format=weights_format, output_shape=output_shape))
+    check_out(out, plan.output_shape, _DESTINATIONS[steps[5]][0])
+    result = _compute(plan, data, weights, src_zero_point, steps, output_shape)
     return result if out is None else _copied(result, out)
+
+
+def _resolved(input, filter, bias, scales, zero_points, dst_dtype, scaling,
+              geometry: dict) -> tuple:
+    """``(plan, input, filter, src_zero_point, steps)``: the operands checked and the
+    plan resolved, as :func:`onednn_quantized_conv_transpose` takes them; ``steps``
+    are :func:`onednn_requantize`'s arguments after the sums and the channel axis."""
+    data, weights, offsets, scales, zero_points, dst_type = _operands(
+        input, filter, bias, scales, zero_points, dst_dtype)
+    plan = _resolve(data, weights, offsets, scales, zero_points, dst_type, scaling, geometry)
+    steps = (scales[0], scales[1], offsets, scales[2], zero_points[1], dst_type, scaling)
+    return plan, data, weights, zero_points[0], steps
+
+
+def prepare_onednn(arguments: dict, data: np.ndarray):
+    """``call(input)``: :func:`onednn_quantized_conv_transpose` of ``arguments`` (every
+    argument but ``input`` and ``out``, by name) set up for ndarray data of ``data``'s
+    shape and dtype, for a prepared layer's repeated calls: the operands checked, the
+    plan resolved, the requantization's constants made and the integer kernel set up
+    once (:func:`convtranspose._frontends.quantized.prepared_offset_call`).  Its sums
+    are exact, so its bytes are the function's.  ``call`` returns None where the
+    kernel declines the data; None instead of ``call`` where no integer kernel takes
+    the layer."""
+    a = with_defaults(onednn_quantized_conv_transpose, input=data, **arguments)
+    plan, data, weights, src_zero_point, steps = _resolved(
+        data, a["filter"], a["bias"], tuple(a[name] for name in _SCALES),
+        (a["src_zero_point"], a["dst_zero_point"]), a["dst_dtype"], a["scaling"],
+        {name: a[name] for name in _GEOMETRY})
+    if not host().numba:
+        return None
+    from .._kernels.int8 import in_layout
+
+    return prepared_offset_call(plan, data, *_offset_operands(weights, src_zero_point),
+                                _requantization(plan, steps), a["output_shape"],
+                                finish=lambda result: in_layout(result, plan.channels_last))
+
+
+#: The scales' and the geometry's arguments.
+_SCALES = ("src_scale", "wei_scales", "dst_scale")
+_GEOMETRY = ("strides", "pads_begin", "pads_end", "dilations", "auto_pad", "output_padding",
+             "groups", "data_format", "filter_format", "weights_format", "output_shape")
 
 
 def _compute(plan, data, weights, src_zero_point, steps, output_shape) -> np.ndarray:
@@ -293,18 +348,14 @@ def _compute(plan, data, weights, src_zero_point, steps, output_shape) -> np.nda
     the sums and the channel axis): by the integer kernels on the source as it is
     (:func:`_offset_requantized`: each piece of output lines by the thread that summed
     it), else :func:`_int32_sum` of the centred source."""
-    if host().numba:
+    # Channels-last sums, requantized by the threads that sum them: a channels-first
+    # layer's result is a view of them.
+    requantization = _requantization(plan, steps)
+    if requantization is not None:
         from .._kernels.int8 import in_layout
-        from .._kernels.requantize import onednn_requantization
 
-        # Channels-last sums, requantized by the threads that sum them: a channels-first
-        # layer's result is a view of them.
-        attributes, divides, bounds, dtype = _kernel_steps(*steps)
-        channels = plan.output_shape[-1 if plan.channels_last else 1]
-        requantization = onednn_requantization(attributes, divides, bounds, dtype, channels,
-                                               host().threads)
-        result = _offset_requantized(plan, data, weights, src_zero_point, requantization,
-                                     output_shape)
+        result = offset_requantized(plan, data, *_offset_operands(weights, src_zero_point),
+                                    requantization, output_shape)
         if result is not None:
             return in_layout(result, plan.channels_last)
     acc = _int32_sum(plan, data, weights, src_zero_point, output_shape)

@@ -12,10 +12,12 @@ the exact sum takes them (centred, widened) and their packed bytes are found in 
 weights memo without comparing the filter's bytes on each call
 (:func:`convtranspose._frontends.quantized.kept_weights`).
 
-A ``qlinear_conv_transpose`` or ``tflite_quantized_transpose_conv`` layer also keeps,
-per input shape and dtype of ndarray data (after one call of the function), a prepared
+A layer of ONNX's, TFLite's, torch's or oneDNN's quantized dialect also keeps, per
+input shape and dtype of ndarray data (after one call of the function), a prepared
 call (:func:`convtranspose._frontends.qlinear.prepare_qlinear`,
-:func:`convtranspose._frontends.tflite_quantized.prepare_tflite`): operands checked,
+:func:`convtranspose._frontends.tflite_quantized.prepare_tflite`,
+:func:`convtranspose._frontends.torch_quantized.prepare_torch`,
+:func:`convtranspose._frontends.onednn_quantized.prepare_onednn`): operands checked,
 plan resolved, requantization constants made and integer kernel set up once, so a
 repeated call sums and requantizes the data and little else.  Its sums are exact, so
 its bytes are the function's; where its kernels decline the data, the function runs.
@@ -35,8 +37,10 @@ from .._errors import ConvTransposeError
 from .._plan import dialects as _dialects
 from .._runtime.memo import frozen, own
 from .._runtime.target import host
+from .onednn_quantized import prepare_onednn
 from .qlinear import prepare_qlinear
 from .tflite_quantized import prepare_tflite
+from .torch_quantized import prepare_torch
 
 __all__ = ["PreparedQuantizedLayer"]
 
@@ -44,11 +48,12 @@ __all__ = ["PreparedQuantizedLayer"]
 _SHAPES_KEPT = 16
 
 #: The dialects with a prepared call: ``prepare(arguments, data) -> call(data) or None``
-#: (:func:`convtranspose._frontends.qlinear.prepare_qlinear`,
-#: :func:`convtranspose._frontends.tflite_quantized.prepare_tflite`); the others run
-#: their array function on every call.
+#: (the module's docstring); the FakeQuantize dialects run their array function on
+#: every call.
 _PREPARERS = {"qlinear_conv_transpose": prepare_qlinear,
-              "tflite_quantized_transpose_conv": prepare_tflite}
+              "tflite_quantized_transpose_conv": prepare_tflite,
+              "torch_quantized_conv_transpose": prepare_torch,
+              "onednn_quantized_conv_transpose": prepare_onednn}
 
 
 def _is_torch_tensor(value: object) -> bool:

@@ -11,6 +11,7 @@ of the sum follows its own rule (docs/quantization.md); ONNX's is :mod:`.qlinear
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -29,7 +30,8 @@ from .specs import as_array, canonical_weights, execute_plan
 
 __all__ = ["check_out", "exact_sum", "float32_scale", "float_sum", "integer_kinds",
            "integer_sooner", "integer_sum", "integer_zero_point", "kept_entry", "kept_weights",
-           "lanes_pay", "offset_kernels", "offset_requantized", "sum_dtype", "typed_operand"]
+           "lanes_pay", "offset_kernels", "offset_requantized", "prepared_offset_call",
+           "sum_dtype", "typed_operand", "with_defaults"]
 
 
 def typed_operand(name: str, value: object, dtypes: tuple[np.dtype, ...],
@@ -293,6 +295,39 @@ def offset_kernels(plan, data, weights, offset, centred, output_shape=None):
                                                 weights, None)):
             return
         yield sums
+
+
+def with_defaults(function, **arguments) -> dict:
+    """``arguments`` by name, with ``function``'s own defaults for the parameters they
+    leave out (a prepared layer's preparers read every argument the function would)."""
+    given = inspect.signature(function).bind(**arguments)
+    given.apply_defaults()
+    return given.arguments
+
+
+def prepared_offset_call(plan, data: np.ndarray, weights: np.ndarray, offset: int,
+                         centred: np.dtype, requantization, output_shape=None, finish=None):
+    """``call(x)``: :func:`offset_requantized` set up once for data of ``data``'s shape
+    and dtype, for a prepared layer's repeated calls: the first kernel it would take
+    (its timing against the float32 passes included) is kept, so that each call
+    checks the memory limit, sums and requantizes, and hands the result to
+    ``finish`` where given (a dialect's layout).  ``call`` returns None where the
+    kernel declines the data (the dialect's function then decides); None instead of
+    ``call`` where no kernel takes the layer or ``requantization`` is None (no
+    numba)."""
+    kernels = None if requantization is None else offset_kernels(
+        plan, data, weights, offset, centred, output_shape)
+    sums = None if kernels is None else next(kernels, None)
+    if sums is None:
+        return None
+    stand_in = np.broadcast_to(centred.type(0), data.shape)  # the memory check's
+
+    def call(x: np.ndarray) -> np.ndarray | None:
+        check_transposed(plan, stand_in, weights, None, output_shape)
+        result = sums.requantized(x, offset, requantization)
+        return result if result is None or finish is None else finish(result)
+
+    return call
 
 
 def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,

@@ -23,13 +23,11 @@ overflows it.
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._errors import ConvTransposeError
-from .._execute.footprint import check_transposed
 from .._plan import dialects as _dialects
 from .._runtime.caches import register
 from .._runtime.memo import frozen
@@ -47,9 +45,10 @@ from .quantized import (
     float32_scale,
     integer_zero_point,
     kept_weights,
-    offset_kernels,
     offset_requantized,
+    prepared_offset_call,
     typed_operand,
+    with_defaults,
 )
 from .specs import resolve_plan
 
@@ -265,10 +264,7 @@ def prepare_tflite(arguments: dict, data: np.ndarray):
     bytes are the function's.  ``call`` returns None where the kernel declines the
     data (the function then decides); None instead of ``call`` where no integer
     kernel takes the layer."""
-    # The function's own defaults for the arguments the layer was not given.
-    given = inspect.signature(tflite_quantized_transpose_conv).bind(input=data, **arguments)
-    given.apply_defaults()
-    a = given.arguments
+    a = with_defaults(tflite_quantized_transpose_conv, input=data, **arguments)
     tensors = ("input", "weights", "output")
     plan, data, kernel, offsets, zero_points, scales, acc_type = _resolved(
         a["output_shape"], a["weights"], data, a["bias"],
@@ -278,19 +274,8 @@ def prepare_tflite(arguments: dict, data: np.ndarray):
     filter_, _, _, _, requantization = _integer_steps(
         plan, data.dtype, kernel, offsets, zero_points, scales,
         a["fused_activation_function"], acc_type)
-    offset = int(zero_points[0].reshape(()))
-    kernels = None if requantization is None else offset_kernels(
-        plan, data, filter_, offset, np.dtype(np.int32))
-    sums = None if kernels is None else next(kernels, None)
-    if sums is None:
-        return None
-    centred = np.broadcast_to(np.int32(0), data.shape)  # the memory check's stand-in
-
-    def call(x: np.ndarray) -> np.ndarray | None:
-        check_transposed(plan, centred, filter_, None, None)
-        return sums.requantized(x, offset, requantization)
-
-    return call
+    return prepared_offset_call(plan, data, filter_, int(zero_points[0].reshape(())),
+                                np.dtype(np.int32), requantization)
 
 
 def tflite_quantized_transpose_conv(

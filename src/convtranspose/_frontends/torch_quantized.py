@@ -44,6 +44,8 @@ from .quantized import (
     integer_zero_point,
     kept_weights,
     offset_requantized,
+    prepared_offset_call,
+    with_defaults,
 )
 from .specs import as_array, resolve_plan
 
@@ -297,13 +299,13 @@ def _bias(value: object) -> np.ndarray | None:
     return array.astype(F32)
 
 
-def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
-    """The exact sum of the centred operands, then the engine's requantization: by the
-    integer kernels on the input as it is, its zero point's share subtracted in the
-    requantization's pass, by the threads that sum each piece of output lines
-    (:func:`offset_requantized`), else :func:`exact_sum` of the
-    centred input and :func:`torch_requantize`."""
-    input_scale, input_zero, weight_scale, weight_zero, output_scale, output_zero = params
+def _integer_steps(plan, weight, bias, params, engine) -> tuple:
+    """``(centred, steps, requantization)``: the weights centred (int16; kept in the
+    weights memo), :func:`torch_requantize`'s arguments after the sums and the
+    integer kernels' requantization of them
+    (:func:`convtranspose._kernels.requantize.torch_requantization`; None without
+    numba)."""
+    _, _, weight_scale, weight_zero, output_scale, output_zero = params
     rank = weight.ndim - 2
     # 8-bit values minus their zero points fit int16: a quarter of int64's bytes to
     # convert, and for the weights memo to compare.
@@ -317,8 +319,9 @@ def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
     if engine == "x86":
         engine = "onednn" if x86_uses_onednn(weight_zero, plan.groups,
                                              plan.output_padding) else "fbgemm"
-    steps = (engine, float(input_scale.reshape(())), scales, bias,
+    steps = (engine, float(params[0].reshape(())), scales, bias,
              float(output_scale.reshape(())), int(output_zero.reshape(())), per_channel)
+    requantization = None
     if host().numba:
         from .._kernels.requantize import torch_requantization
 
@@ -326,13 +329,63 @@ def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
         # is their view.
         requantization = torch_requantization(*_kernel_steps(channels, *steps),
                                               host().threads)
-        result = offset_requantized(plan, data, centred, int(input_zero.reshape(())),
-                                    np.dtype(np.int16), requantization)
+    return centred, steps, requantization
+
+
+def _compute(plan, data, weight, bias, params, engine) -> np.ndarray:
+    """The exact sum of the centred operands, then the engine's requantization: by the
+    integer kernels on the input as it is, its zero point's share subtracted in the
+    requantization's pass, by the threads that sum each piece of output lines
+    (:func:`offset_requantized`), else :func:`exact_sum` of the
+    centred input and :func:`torch_requantize`."""
+    centred, steps, requantization = _integer_steps(plan, weight, bias, params, engine)
+    input_zero = int(params[1].reshape(()))
+    if requantization is not None:
+        result = offset_requantized(plan, data, centred, input_zero, np.dtype(np.int16),
+                                    requantization)
         if result is not None:
             return result
-    acc = exact_sum(plan, np.subtract(data, input_zero.reshape(()), dtype=np.int16), centred,
+    acc = exact_sum(plan, np.subtract(data, np.int16(input_zero), dtype=np.int16), centred,
                     None, names=("input", "weight", "bias"))
     return torch_requantize(acc, *steps)
+
+
+def _resolved(input, weight, bias, engine, geometry: dict, quantization: dict) -> tuple:
+    """``(plan, input, weight, bias, params)``: the operands checked and the plan
+    resolved, as :func:`torch_quantized_conv_transpose` takes them (``geometry``: its
+    stride, padding, output_padding, groups and dilation; ``quantization``: its scales
+    and zero points, by name)."""
+    q = quantization
+    data, input_scale_, input_zero = _parameters("input", input, q["input_scale"],
+                                                 q["input_zero_point"], UINT8)
+    kernel, weight_scale_, weight_zero = _parameters("weight", weight, q["weight_scale"],
+                                                     q["weight_zero_point"], INT8)
+    output_zero = integer_zero_point("output_zero_point", q["output_zero_point"], UINT8)
+    offsets, params = _bias(bias), (input_scale_, input_zero, weight_scale_, weight_zero,
+                                    _scale("output_scale", q["output_scale"]), output_zero)
+    plan = resolve_plan(
+        _dialects.torch_quantized_conv_transpose, data.shape, kernel.shape,
+        None if offsets is None else offsets.shape, engine=engine, **geometry,
+        **dict(zip(_PARAMETERS, (p.shape for p in params))))
+    return plan, data, kernel, offsets, params
+
+
+def prepare_torch(arguments: dict, data: np.ndarray):
+    """``call(input)``: :func:`torch_quantized_conv_transpose` of ``arguments`` (every
+    argument but ``input`` and ``out``, by name) set up for ndarray data of ``data``'s
+    shape and dtype, for a prepared layer's repeated calls: the operands checked, the
+    plan resolved, the requantization's constants made and the integer kernel set up
+    once (:func:`convtranspose._frontends.quantized.prepared_offset_call`).  Its sums
+    are exact, so its bytes are the function's.  ``call`` returns None where the
+    kernel declines the data; None instead of ``call`` where no integer kernel takes
+    the layer."""
+    a = with_defaults(torch_quantized_conv_transpose, input=data, **arguments)
+    plan, data, kernel, offsets, params = _resolved(
+        data, a["weight"], a["bias"], a["engine"], {name: a[name] for name in _GEOMETRY},
+        {name: a[name] for name in _PARAMETERS})
+    centred, _, requantization = _integer_steps(plan, kernel, offsets, params, a["engine"])
+    return prepared_offset_call(plan, data, centred, int(params[1].reshape(())),
+                                np.dtype(np.int16), requantization)
 
 
 def torch_quantized_conv_transpose(
@@ -400,18 +453,13 @@ def torch_quantized_conv_transpose(
     ...     output_zero_point=100, engine="fbgemm")
     array([[[100, 100, 110, 120, 150, 140, 160]]], dtype=uint8)
     """
-    data, input_scale_, input_zero = _parameters("input", input, input_scale,
-                                                 input_zero_point, UINT8)
-    kernel, weight_scale_, weight_zero = _parameters("weight", weight, weight_scale,
-                                                     weight_zero_point, INT8)
-    output_zero = integer_zero_point("output_zero_point", output_zero_point, UINT8)
-    offsets, params = _bias(bias), (input_scale_, input_zero, weight_scale_, weight_zero,
-                                    _scale("output_scale", output_scale), output_zero)
-    plan = resolve_plan(
-        _dialects.torch_quantized_conv_transpose, data.shape, kernel.shape,
-        None if offsets is None else offsets.shape, stride=stride, padding=padding,
-        output_padding=output_padding, groups=groups, dilation=dilation, engine=engine,
-        **dict(zip(_PARAMETERS, (p.shape for p in params))))
+    plan, data, kernel, offsets, params = _resolved(
+        input, weight, bias, engine, dict(stride=stride, padding=padding,
+                                          output_padding=output_padding, groups=groups,
+                                          dilation=dilation),
+        dict(input_scale=input_scale, input_zero_point=input_zero_point,
+             weight_scale=weight_scale, weight_zero_point=weight_zero_point,
+             output_scale=output_scale, output_zero_point=output_zero_point))
     check_out(out, plan.output_shape, UINT8)
     result = _compute(plan, data, kernel, offsets, params, engine)
     return result if out is None else _copied(result, out)
@@ -420,6 +468,8 @@ def torch_quantized_conv_transpose(
 #: The quantization parameters in the order ``_compute`` takes them.
 _PARAMETERS = ("input_scale", "input_zero_point", "weight_scale", "weight_zero_point",
                "output_scale", "output_zero_point")
+#: The geometry's arguments.
+_GEOMETRY = ("stride", "padding", "output_padding", "groups", "dilation")
 
 
 def _copied(result: np.ndarray, out: np.ndarray) -> np.ndarray:
