@@ -12,6 +12,14 @@ def cpu_flag(flag: str) -> bool:
         return False
 
 
+def pairs_saturate() -> bool:
+    """Whether the int8 kernels of torch's FBGEMM and oneDNN engines and of OpenVINO's
+    CPU plugin may saturate on this CPU: without AVX512-VNNI they multiply with
+    ``vpmaddubsw``, which saturates each pair of u8 x s8 products to int16 (2 * 255 *
+    128 > 32767), a step this library does not reproduce (docs/quantization.md)."""
+    return not cpu_flag("avx512_vnni")
+
+
 def unsaturated(case: dict, weights: str = "w") -> dict:
     """``case`` as torch's FBGEMM and oneDNN kernels multiply it exactly on this CPU:
     without AVX512-VNNI they multiply with ``vpmaddubsw``, which saturates each pair of

@@ -309,7 +309,8 @@ def prepared_offset_call(plan, data: np.ndarray, weights: np.ndarray, offset: in
                          centred: np.dtype, requantization, output_shape=None, finish=None):
     """``call(x)``: :func:`offset_requantized` set up once for data of ``data``'s shape
     and dtype, for a prepared layer's repeated calls: the first kernel it would take
-    (its timing against the float32 passes included) is kept, so that each call
+    that takes ``data`` (int16 data pass over the byte kernels; the timing against the
+    float32 passes included) is kept, so that each call
     checks the memory limit, sums and requantizes, and hands the result to
     ``finish`` where given (a dialect's layout).  ``call`` returns None where the
     kernel declines the data (the dialect's function then decides); None instead of
@@ -317,7 +318,7 @@ def prepared_offset_call(plan, data: np.ndarray, weights: np.ndarray, offset: in
     numba)."""
     kernels = None if requantization is None else offset_kernels(
         plan, data, weights, offset, centred, output_shape)
-    sums = None if kernels is None else next(kernels, None)
+    sums = None if kernels is None else next((s for s in kernels if s.takes(data)), None)
     if sums is None:
         return None
     stand_in = np.broadcast_to(centred.type(0), data.shape)  # the memory check's

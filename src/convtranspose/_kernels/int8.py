@@ -365,6 +365,11 @@ class BlockedSums:
             return None
         return 0 if 0 <= low and high <= 255 else -low
 
+    def takes(self, data: np.ndarray) -> bool:
+        """Whether :meth:`sums` takes ``data`` (its words hold the data's values and no
+        sum can leave int32)."""
+        return self._shift(*_span(data)) is not None
+
     def share(self) -> np.ndarray | None:
         """The sums of data of ones ``(Y..., G*Co)`` int32 (read-only, kept with the
         weights), or None where they could leave int32."""
