@@ -166,17 +166,19 @@ SCRIPT = textwrap.dedent("""\
     """)
 
 
-@pytest.mark.parametrize("cpu, lanes, register", [("znver3", 8, "%ymm"),
-                                                  ("skylake-avx512", 16, "%zmm")])
-def test_the_pair_products_compile_to_full_width_vpmaddwd(cpu, lanes, register):
+@pytest.mark.parametrize("cpu, features, lanes, register", [
+    ("znver3", "+avx2,+fma,+f16c", 8, "%ymm"),
+    ("skylake-avx512", "+avx512f,+avx512bw,+f16c", 16, "%zmm")])
+def test_the_pair_products_compile_to_full_width_vpmaddwd(cpu, features, lanes, register):
     # Compiled (not run) for the named CPU in a fresh process, whatever the host: the
     # blocks of 6 pixels x 2 vectors (12 products each; LLVM may merge the three block
     # sources' loops) and the line ends' single outputs, every product on the CPU's
-    # widest registers.
+    # widest registers.  The features are named too: with the name alone numba keeps
+    # the host's (no AVX512BW for the 512-bit products on an AVX2 host).
     tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    environment = dict(os.environ, NUMBA_CPU_NAME=cpu, CONVTRANSPOSE_CACHE_DIR="off",
+    environment = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=features,
+                       CONVTRANSPOSE_CACHE_DIR="off",
                        PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
-    environment.pop("NUMBA_CPU_FEATURES", None)
     result = subprocess.run([sys.executable, "-c", SCRIPT, str(lanes), register],
                             capture_output=True, text=True, env=environment, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
