@@ -6,7 +6,7 @@ each call after a pause and an untimed call, as ``python -m convtranspose bench`
 times them), the ratio, the blocked kernel's multiply-adds per second, and the
 1-minute load average.  Both results are checked equal first.  ``--out`` writes the
 rows, the CPU model and its int8 dot-product flags to a JSON file.  Needs numba and a
-CPU with AVX512-VNNI.
+CPU with AVX512-VNNI (``--peak`` runs on any x86-64 CPU).
 
     python benchmarks/int8_kernels.py --out benchmarks/results/int8-kernels-xeon.json
     python benchmarks/int8_kernels.py --peak
@@ -14,8 +14,10 @@ CPU with AVX512-VNNI.
 ``--peak`` prints instead the ``vpdpbusd`` peak of this CPU (16 independent chains of
 register-only products on one thread, then on two threads at once) and the blocked
 kernel's multiply-adds per second on each layer and layout, one and two threads, as a
-share of that peak; on a CPU with AMX-INT8 tiles the same for the tiles (``tdpbusd``
-into four tiles, operands from L1; the tiles' kernel on the layers it takes).
+share of that peak; the same for the int16 pair products (``pmaddwd``, every x86-64
+CPU: the only kind on a CPU without VNNI, where ``--peak`` is the one mode that runs);
+on a CPU with AMX-INT8 tiles the same for the tiles (``tdpbusd`` into four tiles,
+operands from L1; the tiles' kernel on the layers it takes).
 """
 
 from __future__ import annotations
@@ -48,25 +50,34 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def _vnni_peak(threads: int, iterations: int = 1_000_000) -> float:
-    """G multiply-adds per second of ``threads`` threads of register-only ``vpdpbusd``
-    on 16 independent chains each (the fastest of five runs)."""
+def _product_peak(kind: str, threads: int, iterations: int = 1_000_000) -> float:
+    """G multiply-adds per second of ``threads`` threads of register-only products of
+    ``kind`` (``"bytes"``: ``vpdpbusd``, 16 lanes of four byte pairs; ``"halves"``:
+    ``pmaddwd`` and an add on this CPU's widest vectors, two int16 pairs per lane, the
+    product fed back as an operand so that it cannot leave the loop) on independent
+    chains, 16 with AVX-512's 32 registers, 12 with AVX2's 16 (the fastest of five
+    runs)."""
     from convtranspose._cli.bench.machine import fastest_together
     from convtranspose._kernels._numba.codegen import compile_source
 
-    lanes, chains = 16, 16
+    if kind == "bytes":
+        lanes, chains, per_lane, operand = 16, 16, 4, "x"
+    else:
+        lanes = host().vector_bytes // 4
+        chains, per_lane, operand = (16 if lanes == 16 else 12), 2, "a{i}"
+    product = {"bytes": "vector_dot_bytes", "halves": "vector_dot_words"}[kind]
     lines = ["def peak(buffer, count):"]
     lines += [f"    a{i} = vector_load(buffer, {i * lanes}, {lanes})" for i in range(chains)]
     lines += [f"    x = vector_load(buffer, {chains * lanes}, {lanes})",
               f"    y = vector_load(buffer, {(chains + 1) * lanes}, {lanes})",
               "    for _ in range(count):"]
-    lines += [f"        a{i} = vector_dot_bytes(x, y, a{i})" for i in range(chains)]
+    lines += [f"        a{i} = {product}({operand.format(i=i)}, y, a{i})" for i in range(chains)]
     lines += [f"    vector_store(buffer, {i * lanes}, a{i})" for i in range(chains)]
     peak = compile_source("\n".join(lines) + "\n", "peak")
     buffers = [np.full((chains + 2) * lanes, 0x01010101, np.int32) for _ in range(threads)]
     peak(buffers[0], 1)  # compiled outside the timing
     seconds = fastest_together(peak, buffers, iterations, rounds=5)
-    return threads * 64 * chains * iterations / seconds / 1e9
+    return threads * per_lane * lanes * chains * iterations / seconds / 1e9
 
 
 def _tile_peak(threads: int, iterations: int = 200_000) -> float:
@@ -89,14 +100,16 @@ def _tile_peak(threads: int, iterations: int = 200_000) -> float:
 def _rates(repeat: int) -> list[dict]:
     """Each integer kernel's rate (VNNI's, and AMX's where the CPU has the tiles) on
     each layer, layout and thread count, with its peak on as many threads."""
-    peaks = {"bytes": {threads: _vnni_peak(threads) for threads in (1, 2)}}
+    kinds = ("bytes", "halves") if has_vnni() else ("halves",)
+    peaks = {kind: {threads: _product_peak(kind, threads) for threads in (1, 2)}
+             for kind in kinds}
     if has_amx_int8():
         peaks["tiles"] = {threads: _tile_peak(threads) for threads in (1, 2)}
     for kind, peak in peaks.items():
         print(f"{kind} peak: {peak[1]:.0f} G multiply-adds/s on one thread,"
               f" {peak[2]:.0f} on two")
-    rows = [dict(peak_gmacs=peaks["bytes"])] + ([dict(tile_peak_gmacs=peaks["tiles"])]
-                                                  if "tiles" in peaks else [])
+    rows = [{{"bytes": "peak_gmacs", "tiles": "tile_peak_gmacs"}.get(kind, f"{kind}_peak_gmacs"):
+             peak} for kind, peak in peaks.items()]
     for kind in peaks:
         rows += _kernel_rates(kind, peaks[kind], repeat)
     return rows
@@ -137,7 +150,7 @@ def main(argv=None) -> int:
     parser.add_argument("--peak", action="store_true",
                         help="the vpdpbusd peak and the blocked kernel's share of it")
     args = parser.parse_args(argv)
-    if not has_vnni():
+    if not has_vnni() and not args.peak:
         raise SystemExit("this CPU has no AVX512-VNNI: the byte products cannot run here")
     if args.peak:
         print(f"CPU: {cpu_model()}")

@@ -365,3 +365,23 @@ def test_int8_kernels_script_compares_the_two_kernels(capsys, tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert len(rows) == 2 * len(script.LAYERS)
     assert all(row["scatter"] > 0 and row["blocked"] > 0 for row in rows)
+
+
+def test_int8_kernels_script_measures_the_pair_products_on_any_x86_cpu(tmp_path,
+                                                                       monkeypatch):
+    pytest.importorskip("numba")
+    from convtranspose._runtime.target import host
+
+    if not host().numba or host().vector_bytes < 32:
+        pytest.skip("the pair products' kernel runs on x86-64 with numba")
+    script = _load("int8_kernels")
+    monkeypatch.setattr(script, "LAYERS", script.LAYERS[-2:-1])  # the small layer
+    monkeypatch.setattr(script, "has_vnni", lambda: False)
+    monkeypatch.setattr(script, "has_amx_int8", lambda: False)
+    out = tmp_path / "peak.json"
+    assert script.main(["--peak", "--repeat", "1", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert rows[0]["halves_peak_gmacs"]["1"] > 0
+    kernels = rows[1:]
+    assert {row["kind"] for row in kernels} == {"halves"} and len(kernels) == 4
+    assert all(0 < row["share"] for row in kernels)
