@@ -7,7 +7,8 @@ the caller's filter with the copy it keeps (both read once more), and BLAS produ
 with 16 columns run far below their large-product rate (OpenBLAS: 22 GFLOP/s on an
 Intel Xeon, where a stream of the filter allows several times that).  Here one product
 per group, ``columns (P, M) = inputs (P, Ci) @ filter (Ci, M)``, reads each filter row
-where the caller keeps it, in numba register blocks of a few positions by four
+where the caller keeps it (a block of rows at a time copied into a panel that stays in
+L1), in numba register blocks of a few positions by four
 vectors of columns (:func:`convtranspose._kernels._numba.blocked.block_source`), split
 among threads by columns; then each tap's columns are added into the output, as
 :mod:`.col2im` does (with its compiled scatter).  ``M`` is ``Co * taps`` for a filter stored with the taps last
@@ -23,6 +24,7 @@ import math
 import numpy as np
 
 from .._runtime.caches import kept
+from .._runtime.machine import l1_data_cache_bytes
 from .._runtime.threads import parallel_for
 from .common import input_glxc, output_glyc
 
@@ -81,12 +83,12 @@ def _stream(data, weights, axes, dtype, channels_last, out, *, target):
         groups, positions, ci)
     matrices, taps_first = _filter_matrices(weights, dtype)
     if taps_first:  # columns (1, P, K..., Co): one product per tap
-        columns = np.zeros((1, positions, taps, co), dtype)
+        columns = _rows_apart(1, positions, taps * co, dtype).reshape(1, positions, taps, co)
         _products([(rows[0], matrix, columns[0, :, k]) for k, matrix in enumerate(matrices)],
                   target)
         columns = columns.reshape((groups, batch) + spatial + kernel + (co,))
     else:  # columns (G, P, Co, K...)
-        columns = np.zeros((groups, positions, co * taps), dtype)
+        columns = _rows_apart(groups, positions, co * taps, dtype)
         _products([(rows[g], matrix, columns[g]) for g, matrix in enumerate(matrices)], target)
         columns = np.moveaxis(columns.reshape((groups, batch) + spatial + (co,) + kernel),
                               2 + len(spatial), -1)
@@ -99,6 +101,15 @@ def _stream(data, weights, axes, dtype, channels_last, out, *, target):
 
     out.fill(0)
     col2im_scatter(columns, out, output_glyc(out, groups, channels_last), axes, target)
+
+
+def _rows_apart(groups: int, positions: int, width: int, dtype) -> np.ndarray:
+    """Zeros ``(groups, positions, width)`` whose rows lie one cache line more than
+    ``width`` apart: rows a multiple of 4 KiB long would put every position's sums at
+    one column into one set of L1 (and of a 512 KiB L2), and a block of positions
+    would evict its own sums (``benchmarks/results/stream-zen3.json``)."""
+    pad = 64 // np.dtype(dtype).itemsize
+    return np.zeros((groups, positions, width + pad), dtype)[..., :width]
 
 
 def _products(jobs, target) -> None:
@@ -123,8 +134,10 @@ def _products(jobs, target) -> None:
             # 1.25-1.3x the time (``benchmarks/results/stream-xeon.json``, piece_width).
             per_piece = -(-whole // (chunk * target.threads)) * chunk
             item = matrix.itemsize
-            calls.append((rows.reshape(-1), _flat(matrix), _flat(columns),
-                          columns.strides[0] // item, matrix.strides[0] // item, rows.shape[1]))
+            # The inputs as (Ci, P): the positions of a block broadcast from one line.
+            inputs = np.ascontiguousarray(rows.T).reshape(-1)
+            calls.append((inputs, _flat(matrix), _flat(columns), columns.strides[0] // item,
+                          matrix.strides[0] // item, rows.shape[1]))
             pieces += [(len(calls) - 1, m0, min(whole, m0 + per_piece))
                        for m0 in range(0, whole, per_piece)]
         if whole < matrix.shape[1]:
@@ -133,12 +146,15 @@ def _products(jobs, target) -> None:
         return
     block_rows = min(_BLOCK_POSITIONS, positions)
     product = _product_kernel(lanes, vectors, block_rows, positions % block_rows)
+    # The panel of filter rows (the template's comment) fills half of L1.
+    panel_width = max(1, l1_data_cache_bytes() // 2 // (_ROW_BLOCK * matrix.itemsize)
+                      // chunk) * chunk
 
     def work(start, stop):
         for job, m_start, m_stop in pieces[start:stop]:
             source, flat_matrix, flat_columns, dest_step, row_width, ci = calls[job]
             product(source, flat_matrix, flat_columns, dest_step, row_width, ci, positions,
-                    m_start, m_stop)
+                    m_start, m_stop, panel_width)
 
     parallel_for(work, len(pieces), target.threads)
 

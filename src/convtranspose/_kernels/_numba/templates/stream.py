@@ -10,24 +10,35 @@ Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
 
 @cached_njit(nogil=True)
-def product(source, matrix, dest, dest_step, row_width, ci, rows, m_start,
-            m_stop):  # pragma: no cover - compiled
-    # dest[p * dest_step + m] += sum_i source[p * ci + i] * matrix[i * row_width + m]
+def product(source, matrix, dest, dest_step, row_width, ci, rows, m_start, m_stop,
+            panel_width):  # pragma: no cover - compiled
+    # dest[p * dest_step + m] += sum_i source[i * rows + p] * matrix[i * row_width + m]
     # for p < rows and m in [m_start, m_stop) (whole chunks).  The filter's rows are
     # taken `row_block` at a time: within a block, every chunk of columns and every
     # block of positions, so the block's rows (a few hundred pages of a large filter)
-    # stay in the TLB and caches while all their columns are used.  Column by column
-    # over all rows, a chunk reads 256 bytes from each of Ci pages: a TLB miss each.
+    # stay in the TLB while all their columns are used.  Column by column over all
+    # rows, a chunk reads 256 bytes from each of Ci pages: a TLB miss each.  Each
+    # block's rows are copied, `panel_width` columns at a time (whole chunks), into a
+    # contiguous panel that every block of positions then reads: rows of a large
+    # filter lie a multiple of 4 KiB apart, so their pieces at one column fall into
+    # one set of every L1 (and of a 512 KiB L2) and evict each other before the next
+    # block of positions reads them again.
     reads = np.zeros(1, np.int64)
     taps = np.empty(1, np.int64)
+    panel = np.empty(row_block * panel_width, matrix.dtype)
     whole = rows - tail_positions
     for r0 in range(0, ci, row_block):
         count = min(row_block, ci - r0)
-        for m0 in range(m_start, m_stop, chunk):
-            taps[0] = m0 + r0 * row_width
-            for p0 in range(0, whole, positions):
-                block(source, matrix, dest, p0 * dest_step + m0, dest_step, reads, taps, 1,
-                      p0 * ci + r0, ci, 1, count, 0, row_width)
-            if tail_positions:
-                tail(source, matrix, dest, whole * dest_step + m0, dest_step, reads, taps, 1,
-                     whole * ci + r0, ci, 1, count, 0, row_width)
+        for c0 in range(m_start, m_stop, panel_width):
+            width = min(panel_width, m_stop - c0)
+            for i in range(count):
+                at = (r0 + i) * row_width + c0
+                panel[i * width:(i + 1) * width] = matrix[at:at + width]
+            for m0 in range(0, width, chunk):
+                taps[0] = m0
+                for p0 in range(0, whole, positions):
+                    block(source, panel, dest, p0 * dest_step + c0 + m0, dest_step, reads,
+                          taps, 1, r0 * rows + p0, 1, rows, count, 0, width)
+                if tail_positions:
+                    tail(source, panel, dest, whole * dest_step + c0 + m0, dest_step, reads,
+                         taps, 1, r0 * rows + whole, 1, rows, count, 0, width)
