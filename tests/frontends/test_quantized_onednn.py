@@ -136,27 +136,18 @@ def test_layers_requantized_by_the_threads_that_sum_them_match_the_oracle(dst):
 
 @pytest.mark.parametrize("dst", ["u8", "s8", "s32", "f32"])
 def test_a_prepared_layers_repeated_calls_run_prepared_and_match_the_oracle(
-        dst, every_layer_integer, monkeypatch):
+        dst, every_layer_integer, counted):
     """``ct.prepare``'s layer (channels first, as ``ours``): its first call of each
     input shape runs the function, the next ones its prepared call (the integer kernel
     set up once), on the first input and on others of its shape; each result
     oneDNN's steps on Python-integer sums."""
-    import functools
-
-    function, called = ct.onednn_quantized_conv_transpose, []
-
-    @functools.wraps(function)
-    def counted(*args, **kwargs):
-        called.append(1)
-        return function(*args, **kwargs)
-
-    monkeypatch.setattr(ct, "onednn_quantized_conv_transpose", counted)
+    function, called = counted("onednn_quantized_conv_transpose")
     rng = np.random.default_rng({"u8": 71, "s8": 72, "s32": 73, "f32": 74}[dst])
     for rank in (1, 2, 3):
         case = random_case(rng, rank, dst, source=(np.uint8, np.int8)[rank % 2],
                            per_channel=rank == 2)
         layer = ct.prepare(
-            counted, filter=case["w"], bias=case["bias"], src_scale=case["xs"],
+            function, filter=case["w"], bias=case["bias"], src_scale=case["xs"],
             wei_scales=case["ws"], dst_scale=case["ys"], src_zero_point=case["xzp"],
             dst_zero_point=case["yzp"], dst_dtype=dst, strides=case["stride"],
             pads_begin=case["pb"], pads_end=case["pe"], dilations=case["dilation"],

@@ -313,29 +313,20 @@ def _arguments(layer):
 @pytest.mark.parametrize("dtype", [UINT8, INT8, INT16], ids=str)
 @pytest.mark.parametrize("seed", range(4))
 def test_a_prepared_layers_repeated_calls_run_prepared_and_match_the_oracle(
-        seed, dtype, every_layer_integer, monkeypatch):
+        seed, dtype, every_layer_integer, counted):
     """``ct.prepare``'s layer: its first call runs the function, the next ones its
     prepared call (the integer kernel set up once: for int16 data, the int16 pair
     products on every CPU, past the byte kernels of CPUs with VNNI), on the first
     input and on others of its shape; each result TFLite's rules in Python
     integers."""
-    import functools
-
     rng = np.random.default_rng(300 + seed)
     bias_type = "INT32" if dtype == INT16 and seed % 2 else None
     layer = random_layer(rng, dtype, activation=("NONE", "RELU")[seed % 2],
                          bias=seed >= 2, quantized_bias_type=bias_type)
     if seed >= 2:  # a bias of the sums' size, not one that saturates every output
         layer["bias"] //= 2 ** 12
-    function, called = ct.tflite_quantized_transpose_conv, []
-
-    @functools.wraps(function)
-    def counted(*args, **kwargs):
-        called.append(1)
-        return function(*args, **kwargs)
-
-    monkeypatch.setattr(ct, "tflite_quantized_transpose_conv", counted)
-    prepared = ct.prepare(counted, **_arguments(layer))
+    function, called = counted("tflite_quantized_transpose_conv")
+    prepared = ct.prepare(function, **_arguments(layer))
     expected = oracle(layer)
     assert len(np.unique(expected)) > 3  # not saturated
     for _ in range(3):

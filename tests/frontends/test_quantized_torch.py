@@ -181,25 +181,16 @@ def test_layers_requantized_by_the_threads_that_sum_them_match_the_oracle(engine
 
 @pytest.mark.parametrize("engine", ["fbgemm", "qnnpack", "onednn"])
 def test_a_prepared_layers_repeated_calls_run_prepared_and_match_the_oracle(
-        engine, every_layer_integer, monkeypatch):
+        engine, every_layer_integer, counted):
     """``ct.prepare``'s layer: its first call of each input shape runs the function,
     the next ones its prepared call (the integer kernel set up once), on the first
     input and on others of its shape; each result the engine's rules on Python-integer
     sums."""
-    import functools
-
-    function, called = ct.torch_quantized_conv_transpose, []
-
-    @functools.wraps(function)
-    def counted(*args, **kwargs):
-        called.append(1)
-        return function(*args, **kwargs)
-
-    monkeypatch.setattr(ct, "torch_quantized_conv_transpose", counted)
+    function, called = counted("torch_quantized_conv_transpose")
     rng = np.random.default_rng(61)
     for rank, per_channel in ((1, False), (2, True), (3, False)):
         case = random_case(rng, rank, per_channel=per_channel)
-        layer = ct.prepare(counted, weight=case["w"], bias=case["bias"], stride=case["stride"],
+        layer = ct.prepare(function, weight=case["w"], bias=case["bias"], stride=case["stride"],
                            padding=case["padding"], output_padding=case["output_padding"],
                            groups=case["groups"], dilation=case["dilation"],
                            input_scale=case["xs"], input_zero_point=case["xzp"],

@@ -316,13 +316,10 @@ def _resolved(input, filter, bias, scales, zero_points, dst_dtype, scaling,
 
 def prepare_onednn(arguments: dict, data: np.ndarray):
     """``call(input)``: :func:`onednn_quantized_conv_transpose` of ``arguments`` (every
-    argument but ``input`` and ``out``, by name) set up for ndarray data of ``data``'s
-    shape and dtype, for a prepared layer's repeated calls: the operands checked, the
-    plan resolved, the requantization's constants made and the integer kernel set up
-    once (:func:`convtranspose._frontends.quantized.prepared_offset_call`).  Its sums
-    are exact, so its bytes are the function's.  ``call`` returns None where the
-    kernel declines the data; None instead of ``call`` where no integer kernel takes
-    the layer."""
+    argument but ``input`` and ``out``, by name) for ndarray data of ``data``'s shape
+    and dtype, its operands checked and plan resolved once, then
+    :func:`convtranspose._frontends.quantized.prepared_offset_call` (what it keeps, and
+    when it returns None)."""
     a = with_defaults(onednn_quantized_conv_transpose, input=data, **arguments)
     plan, data, weights, src_zero_point, steps = _resolved(
         data, a["filter"], a["bias"], tuple(a[name] for name in _SCALES),
