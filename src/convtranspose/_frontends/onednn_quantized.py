@@ -167,7 +167,7 @@ def _resolve(data, weights, bias, scales, zero_points, dst_type, scaling, geomet
     return plan
 
 
-def _offset_operands(weights, src_zero_point) -> tuple:
+def _offset_operands(weights, src_zero_point) -> tuple[np.ndarray, int, np.dtype]:
     """``(weights, offset, centred)`` of :func:`offset_requantized` on the source as it
     is: the weights widened (kept in the weights memo), the zero point, the centred
     source's type (as :func:`_int32_sum`'s)."""
