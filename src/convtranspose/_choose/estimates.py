@@ -419,22 +419,25 @@ def _direct_estimate(layer: Layer, pairs: bool, rows: bool, target: Target) -> R
 BLOCKED_MAX_CHANNELS = 64
 
 
-def blocked_offered(ci: int, co: int, target: Target) -> bool:
+def blocked_offered(ci: int, co: int, target: Target, channels_last: bool = False) -> bool:
     """Whether the cost model offers ``direct-blocked`` for these channels per group.
 
     Not for at most half a vector of output channels: the block holds output channels
     in its lanes, so most of each multiply-add would be padding, while the plane kernel
     of ``direct`` vectorises along space.  Nor for at most four products per group
     (``ci * co``), which ``direct``'s per-position kernel takes.  Not for more than
-    :data:`BLOCKED_MAX_CHANNELS` output channels on 32-byte vectors; with 64-byte ones,
-    for any number of them (``benchmarks/results/direct-blocked-zen4.json``,
-    ``calibration-zen4.json``).  Channels first too, where ``direct``'s row kernel
+    :data:`BLOCKED_MAX_CHANNELS` output channels of channels-first layers on 32-byte
+    vectors; with 64-byte ones, or channels last, for any number of them
+    (``benchmarks/results/direct-blocked-zen4.json``, ``calibration-zen4.json``; on an
+    AMD EPYC Zen 3, channels-last layers of 128 output channels ran 1.3-1.6x faster
+    on it than on what was offered, a channels-first one slower:
+    ``direct-blocked-zen3.json``, ``wide_on_avx2``).  Channels first too, where ``direct``'s row kernel
     competes: it was faster on AMD Zen 4, and slower on an Intel Xeon (DCGAN 256->128
     16x16: 24 ms against 31; 512->256 8x8: 33 ms against 48,
     ``benchmarks/results/blocked-channels-first-xeon.json``), so measured planning
     decides between them.
     """
-    wide = target.vector_bytes == 64
+    wide = target.vector_bytes == 64 or channels_last
     return (2 * co > target.lanes("float32") and (co <= BLOCKED_MAX_CHANNELS or wide)
             and ci * co > 4)
 
@@ -564,6 +567,7 @@ ESTIMATES = {
                                                         situation["rows"], situation["target"]),
     "direct-blocked": lambda layer, situation: (
         blocked_estimate(layer, situation["target"])
-        if blocked_offered(layer.ci, layer.co, situation["target"]) else None),
+        if blocked_offered(layer.ci, layer.co, situation["target"], layer.channels_last)
+        else None),
     "depthwise": lambda layer, situation: depthwise_estimate(layer, situation["target"]),
 }
