@@ -343,8 +343,8 @@ _GEOMETRY = ("strides", "pads_begin", "pads_end", "dilations", "auto_pad", "outp
 def _compute(plan, data, weights, src_zero_point, steps, output_shape) -> np.ndarray:
     """The int32 sums, then :func:`onednn_requantize` (``steps``: its arguments after
     the sums and the channel axis): by the integer kernels on the source as it is
-    (:func:`_offset_requantized`: each piece of output lines by the thread that summed
-    it), else :func:`_int32_sum` of the centred source."""
+    (:func:`offset_requantized` of :func:`_offset_operands`: each piece of output lines
+    by the thread that summed it), else :func:`_int32_sum` of the centred source."""
     # Channels-last sums, requantized by the threads that sum them: a channels-first
     # layer's result is a view of them.
     requantization = _requantization(plan, steps)
