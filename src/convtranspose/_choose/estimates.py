@@ -431,8 +431,8 @@ def blocked_offered(ci: int, co: int, target: Target, channels_last: bool = Fals
     (``benchmarks/results/direct-blocked-zen4.json``, ``calibration-zen4.json``; on an
     AMD EPYC Zen 3, channels-last layers of 128 output channels ran 1.3-1.6x faster
     on it than on what was offered, a channels-first one slower:
-    ``direct-blocked-zen3.json``, ``wide_on_avx2``).  Channels first too, where ``direct``'s row kernel
-    competes: it was faster on AMD Zen 4, and slower on an Intel Xeon (DCGAN 256->128
+    ``direct-blocked-zen3.json``, ``wide_on_avx2``).  Channels first too, where
+    ``direct``'s row kernel competes: it was faster on AMD Zen 4, and slower on an Intel Xeon (DCGAN 256->128
     16x16: 24 ms against 31; 512->256 8x8: 33 ms against 48,
     ``benchmarks/results/blocked-channels-first-xeon.json``), so measured planning
     decides between them.

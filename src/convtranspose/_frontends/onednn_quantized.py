@@ -325,8 +325,6 @@ def prepare_onednn(arguments: dict, data: np.ndarray):
         data, a["filter"], a["bias"], tuple(a[name] for name in _SCALES),
         (a["src_zero_point"], a["dst_zero_point"]), a["dst_dtype"], a["scaling"],
         {name: a[name] for name in _GEOMETRY})
-    if not host().numba:
-        return None
     from .._kernels.int8 import in_layout
 
     return prepared_offset_call(plan, data, *_offset_operands(weights, src_zero_point),

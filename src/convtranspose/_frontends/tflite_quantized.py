@@ -256,14 +256,10 @@ def _resolved(output_shape, weights, input, bias, zero_points, scales, padding, 
 
 def prepare_tflite(arguments: dict, data: np.ndarray):
     """``call(input)``: :func:`tflite_quantized_transpose_conv` of ``arguments`` (every
-    argument but ``input`` and ``out``, by name) set up for ndarray data of ``data``'s
-    shape and dtype, for a prepared layer's repeated calls: the operands checked, the
-    plan resolved, the requantization's constants made and the integer kernel set up
-    here, once (the first kernel :func:`offset_requantized` would take); each call
-    then checks the memory limit, sums and requantizes.  Its sums are exact, so its
-    bytes are the function's.  ``call`` returns None where the kernel declines the
-    data (the function then decides); None instead of ``call`` where no integer
-    kernel takes the layer."""
+    argument but ``input`` and ``out``, by name) for ndarray data of ``data``'s shape
+    and dtype, its operands checked, plan resolved and requantization constants made
+    once, then :func:`convtranspose._frontends.quantized.prepared_offset_call` (what it
+    keeps, and when it returns None)."""
     a = with_defaults(tflite_quantized_transpose_conv, input=data, **arguments)
     tensors = ("input", "weights", "output")
     plan, data, kernel, offsets, zero_points, scales, acc_type = _resolved(

@@ -8,11 +8,11 @@ with 16 columns run far below their large-product rate (OpenBLAS: 22 GFLOP/s on 
 Intel Xeon, where a stream of the filter allows several times that).  Here one product
 per group, ``columns (P, M) = inputs (P, Ci) @ filter (Ci, M)``, reads each filter row
 where the caller keeps it (a block of rows at a time copied into a panel that stays in
-L1), in numba register blocks of a few positions by four
-vectors of columns (:func:`convtranspose._kernels._numba.blocked.block_source`), split
-among threads by columns; then each tap's columns are added into the output, as
-:mod:`.col2im` does (with its compiled scatter).  ``M`` is ``Co * taps`` for a filter stored with the taps last
-(ONNX, OpenVINO), or ``Co`` per tap for one stored taps first (oneDNN's ``XIO``);
+L1), in numba register blocks of a few positions by four vectors of columns
+(:func:`convtranspose._kernels._numba.blocked.block_source`), split among threads by
+columns; then each tap's columns are added into the output, as :mod:`.col2im` does
+(with its compiled scatter).  ``M`` is ``Co * taps`` for a filter stored with the taps
+last (ONNX, OpenVINO), or ``Co`` per tap for one stored taps first (oneDNN's ``XIO``);
 other layouts are copied first.  Multiplies only the (input, tap) pairs that exist:
 exact with non-finite operands.
 """

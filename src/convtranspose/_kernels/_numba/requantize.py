@@ -223,8 +223,8 @@ def onednn_rows(acc, share, factor, per_row, src_scale, wei_scales, bias, dst_sc
     accumulators wrap (the correction of :func:`corrected_rows`; ``factor`` 0 for sums
     already wrapped): ``float32(acc) * src_scale * wei_scales[m]``, ``+ bias[m]``
     (``adds & 1``), ``* dst_scale`` (the reciprocal, JIT) or ``/ dst_scale`` where
-    ``divide``, ``+ dst_zero_point`` (``adds & 2``); then, with ``saturate`` (an integer ``out``), clipped to ``[low, high]`` and
-    rounded half to even.  Each step the float32 operation
+    ``divide``, ``+ dst_zero_point`` (``adds & 2``); then, with ``saturate`` (an
+    integer ``out``), clipped to ``[low, high]`` and rounded half to even.  Each step the float32 operation
     :func:`convtranspose._frontends.onednn_quantized.onednn_requantize` performs on the
     whole array, in its order.  A scale that is not set comes as 1: multiplying or
     dividing by 1 leaves every float32 as it is, where an unset addend is skipped
