@@ -363,18 +363,20 @@ def test_a_kept_call_of_the_function_keeps_the_memory_limit(every_layer_integer)
 
 
 def test_kept_calls_go_with_their_filter(every_layer_integer):
-    """The function's kept set-ups go when the weights memo forgets their filter: after
-    calls of more filters than it keeps, no more centred weights stay alive than it
-    keeps filters (a set-up kept where it held its own weights would keep every one)."""
+    """The function's kept set-ups go when the weights memo and the records of repeated
+    calls forget their filter: after calls of more filters than they keep, fewer
+    centred weights stay alive than filters were called (a set-up kept where it held
+    its own weights would keep every one)."""
     import gc
 
+    from convtranspose._frontends.repeated_quantized import QUANTIZED_RECORDS_KEPT
     from convtranspose._runtime import memo
 
     gc.collect()
     before = set(memo.owned_filters)
     rng = np.random.default_rng(24)
     x = rng.integers(0, 256, (1, 8, 5, 5)).astype(np.uint8)
-    filters = 12
+    filters = 3 * QUANTIZED_RECORDS_KEPT
     for _ in range(filters):
         w = rng.integers(-128, 128, (8, 4, 3, 3)).astype(np.int8)
         for _ in range(2):
@@ -773,3 +775,44 @@ def test_derived_pads_and_one_element_operands():
     np.testing.assert_array_equal(
         result, oracle_requantize(acc, np.float32(0.1), np.float32(0.05), np.float32(0.3),
                                   np.int8(-5)))
+
+
+def test_repeated_calls_skip_the_set_up_and_follow_arguments_edited_in_place(
+        every_layer_integer, monkeypatch):
+    """A call repeated with equal arguments and the same filter object runs a prepared
+    layer from the third call on (no plan resolved again), and still gives the
+    oracle's result for new data, a filter and a bias edited in place after the layer
+    was set up, and another output scale or zero point."""
+    from convtranspose._frontends import qlinear
+
+    resolved, resolve = [], qlinear.resolve_plan
+    monkeypatch.setattr(qlinear, "resolve_plan",
+                        lambda *a, **k: resolved.append(1) or resolve(*a, **k))
+    rng = np.random.default_rng(25)
+    x = rng.integers(0, 256, (2, 8, 5, 5)).astype(np.uint8)
+    w = rng.integers(-128, 128, (8, 4, 3, 3)).astype(np.int8)
+    b = rng.integers(-3000, 3000, 4).astype(np.int32)
+
+    def check(y_scale=np.float32(0.05), y_zero=np.uint8(128)):
+        result = ct.qlinear_conv_transpose(x, np.float32(0.02), np.uint8(3), w,
+                                           np.float32(0.01), np.int8(0), y_scale, y_zero,
+                                           B=b, strides=[2, 2], pads=[1] * 4)
+        acc = oracle_sum(x.astype(np.int64) - 3, w.astype(np.int64), b, 1, [2, 2],
+                         [1, 1, 1, 1], [1, 1], [0, 0])
+        np.testing.assert_array_equal(result, oracle_requantize(acc, 0.02, 0.01, y_scale,
+                                                                y_zero))
+
+    for call in range(4):
+        check()
+        if call == 1:
+            settled = len(resolved)
+    assert len(resolved) == settled  # the third and fourth calls resolved nothing
+    x = rng.integers(0, 256, x.shape).astype(np.uint8)
+    check()
+    w[3, 2, 1, 1] = 127 if w[3, 2, 1, 1] < 0 else -128  # in place, the same object
+    check()
+    b[1] += 1000
+    check()
+    check(y_scale=np.float32(0.07))
+    check(y_zero=np.uint8(100))
+    check(y_scale=0.05)  # a Python float: another type, the record's copy is float32

@@ -528,3 +528,32 @@ def test_requantization_ties_and_saturation(engine, channels_last, dtype):
         np.testing.assert_array_equal(result, oracle(engine, acc, 0.5, ws, bias, 0.25,
                                                      37, per_channel))
         assert {0, 255} <= set(result.ravel().tolist())
+
+
+@pytest.mark.parametrize("engine", ["fbgemm", "qnnpack"])
+def test_repeated_calls_of_the_function_follow_arrays_edited_in_place(
+        engine, every_layer_integer):
+    """Calls repeated with the same arguments run a prepared layer after the first
+    (``repeated_quantized``); per-channel weight scales, a float bias and the filter
+    edited in place between such calls still give the engine's rules on
+    Python-integer sums."""
+    rng = np.random.default_rng(67)
+    case = random_case(rng, 2, per_channel=True)
+    case["ws"] = np.asarray(case["ws"], np.float64)
+
+    def check():
+        acc = direct_sum(case["x"], case["xzp"], case["w"], case["wzp"], case["stride"],
+                         case["padding"], case["output_padding"], case["groups"],
+                         case["dilation"])
+        expected = oracle(engine, acc, case["xs"], per_output_channel(case), case["bias"],
+                          case["ys"], case["yzp"], True)
+        np.testing.assert_array_equal(ours(engine, case), expected)
+
+    for _ in range(3):
+        check()
+    case["ws"][0] *= 1.5
+    check()
+    case["bias"][-1] += 7.25
+    check()
+    case["w"][0, 0] = -case["w"][0, 0] // 2
+    check()

@@ -173,3 +173,26 @@ def test_out_bias_and_another_planning_after_a_recorded_call(preparable):
                                           expected)
     finally:
         ct.set_planning(previous)
+
+
+# -- the quantized dialects' records ------------------------------------------------------
+
+@pytest.mark.parametrize("value, kept, same", [
+    (0.5, 0.5, True), (-0.0, 0.0, False), (float("nan"), float("nan"), False),
+    (3, 3, True), (True, 1, False), ("SAME", "SAME", True), (None, None, True),
+    (np.float32(0.5), np.float32(0.5), True), (np.float32(0.5), np.float64(0.5), False),
+    (np.float32(-0.0), np.float32(0.0), False), (np.uint8(3), np.int8(3), False),
+    ([2, 2], [2, 2], True), ([2, True], [2, 1], False), ((2, 2), [2, 2], False),
+    ([2, 2], [2, 2, 2], False),
+    (np.array([1, 2], np.int32), np.array([1, 2], np.int32), True),
+    (np.array([1, 2], np.int32), np.array([1, 2], np.int64), False),
+    (np.array([0.0, 1.0]), np.array([-0.0, 1.0]), False),
+    (np.arange(6).reshape(2, 3), np.arange(6).reshape(3, 2), False),
+    (np.arange(6).reshape(2, 3).T, np.arange(6).reshape(2, 3).T.copy(), True),
+])
+def test_a_quantized_record_matches_equal_values_of_one_type_and_bits_only(value, kept, same):
+    """The rules of ``repeated_quantized``: the same type, and for NumPy values the same
+    dtype, shape and bits; floats of the same value and sign; NaN never."""
+    from convtranspose._frontends.repeated_quantized import _same
+
+    assert _same(value, kept) is same

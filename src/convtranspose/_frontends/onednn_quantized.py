@@ -37,6 +37,7 @@ from .quantized import (
     typed_operand,
     with_defaults,
 )
+from .repeated_quantized import remembers_quantized_calls
 from .specs import as_array, resolve_plan
 
 if TYPE_CHECKING:
@@ -223,6 +224,7 @@ def _int32_sum(plan, data, weights, src_zero_point, output_shape) -> np.ndarray:
     return wrap32(total.astype(np.int64))
 
 
+@remembers_quantized_calls
 def onednn_quantized_conv_transpose(
         input: ArrayLike, filter: ArrayLike, bias: ArrayLike | None = None, *,
         src_scale: ArrayLike | None = None, wei_scales: ArrayLike | None = None,

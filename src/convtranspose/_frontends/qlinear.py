@@ -27,6 +27,7 @@ from .quantized import (
     kept_entry,
     typed_operand,
 )
+from .repeated_quantized import remembers_quantized_calls
 from .specs import as_array, canonical_weights, resolve_plan
 
 if TYPE_CHECKING:
@@ -303,6 +304,7 @@ _QLINEAR_OPERANDS = ("x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", 
                      "y_zero_point", "B")
 
 
+@remembers_quantized_calls
 def qlinear_conv_transpose(x: ArrayLike, x_scale: ArrayLike, x_zero_point: ArrayLike,
                            w: ArrayLike, w_scale: ArrayLike, w_zero_point: ArrayLike,
                            y_scale: ArrayLike, y_zero_point: ArrayLike,

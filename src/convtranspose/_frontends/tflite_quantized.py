@@ -50,6 +50,7 @@ from .quantized import (
     typed_operand,
     with_defaults,
 )
+from .repeated_quantized import remembers_quantized_calls
 from .specs import resolve_plan
 
 if TYPE_CHECKING:
@@ -274,6 +275,7 @@ def prepare_tflite(arguments: dict, data: np.ndarray):
                                 np.dtype(np.int32), requantization)
 
 
+@remembers_quantized_calls
 def tflite_quantized_transpose_conv(
         output_shape: ShapeLike, weights: ArrayLike, input: ArrayLike,
         bias: ArrayLike | None = None, *, input_scale: ArrayLike, input_zero_point: ArrayLike,

@@ -47,6 +47,7 @@ from .quantized import (
     prepared_offset_call,
     with_defaults,
 )
+from .repeated_quantized import remembers_quantized_calls
 from .specs import as_array, resolve_plan
 
 if TYPE_CHECKING:
@@ -385,6 +386,7 @@ def prepare_torch(arguments: dict, data: np.ndarray):
                                 np.dtype(np.int16), requantization)
 
 
+@remembers_quantized_calls
 def torch_quantized_conv_transpose(
         input: ArrayLike, weight: ArrayLike, bias: ArrayLike | None = None,
         stride: PerAxis = 1, padding: PerAxis = 0, output_padding: PerAxis = 0,

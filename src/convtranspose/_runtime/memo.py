@@ -235,7 +235,9 @@ def frozen(array: np.ndarray) -> np.ndarray:
 
 def set_weights_memo_bytes(max_bytes: int) -> int:
     """Bound the memory the weights memo may keep (its filters' copies and derived
-    matrices, counted twice); returns the previous bound.  0 keeps nothing.
+    matrices, counted twice); returns the previous bound.  0 keeps nothing.  The
+    quantized array functions' records of repeated calls, which hold copies of their
+    filters, keep within the same bound, each function's on its own.
 
     Filters beyond the new bound are dropped at once, least recently used first.
 
@@ -262,6 +264,11 @@ def set_weights_memo_bytes(max_bytes: int) -> int:
         while derived_kept and 2 * sum(e[0].nbytes for e in derived_kept.values()) > max_bytes:
             del derived_kept[next(iter(derived_kept))]
     return previous
+
+
+def weights_memo_bytes() -> int:
+    """The memory the weights memo may keep now (:func:`set_weights_memo_bytes`)."""
+    return _DERIVED_BUDGET_BYTES
 
 
 def forget_derived() -> None:

@@ -1,0 +1,188 @@
+"""Repeated calls of a quantized dialect's array function, run through a prepared layer.
+
+A quantized layer called again and again through its array function
+(``ct.qlinear_conv_transpose(x, x_scale, ..., strides=[2, 2])`` in a loop) passes equal
+arguments every time.  What the function works out before it sums (the operands'
+checks, the plan, the owner's requantization constants, the integer kernel's set-up)
+depends on nothing else, and took 0.3-1.4 ms of each call of the quantized suite's
+layers that a prepared layer skips (``benchmarks/results/quantized-calls-zen3.json``).
+:func:`remembers_quantized_calls` wraps such a function so that a call whose
+arguments equal a :class:`_Record` of an earlier call runs the record's
+:class:`~.prepared_quantized.PreparedQuantizedLayer`.  That layer holds its own copies of
+the recorded arguments and returns exactly what the function returns on them, so a
+call that matches the record gets the function's result.
+
+A record is made after a call that returned, with ndarray data and filter, no ``out``,
+a filter that is not a prepared layer's own copy (that layer is the record already),
+and every other argument of a type whose equality the record checks exactly: None,
+bools, ints, floats, strings, NumPy scalars and numeric arrays, and lists and tuples of
+them.  A record holds while
+
+- the call passes as many positional arguments, and the same keyword names in the same
+  order (with the filter's identity and the data's shape, the record's key);
+- the data and the filter are ndarrays (exactly) of the recorded shapes and dtypes;
+- every other argument equals the record's copy: of the same type, and for arrays and
+  NumPy scalars of the same dtype, shape and bits, for floats of the same value and
+  sign (a NaN never matches);
+- the filter, compared last, holds the recorded bits, as the weights memo compares it
+  on every call of the function (:func:`~convtranspose._runtime.memo.same_bits`): a
+  filter edited in place between calls misses, and is recorded again.
+
+Any other call runs the whole function, which may record it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import numpy as np
+
+from .._plan import dialects as _dialects
+from .._runtime import caches as _caches
+from .._runtime.memo import owned, same_bits, weights_memo_bytes
+
+__all__ = ["QUANTIZED_RECORDS_KEPT", "remembers_quantized_calls"]
+
+#: Records kept per array function, keyed by the filter's identity, the data's shape
+#: and how the arguments are passed (how many by position, which by name); the oldest
+#: are dropped beyond this many, or where their filters would take more than the
+#: weights memo's budget (each record holds a copy of its filter and the packed
+#: weights made from it, counted as twice the filter, as the memo counts its own).
+QUANTIZED_RECORDS_KEPT = 8
+_forgets: list = []
+_SCALARS = frozenset({type(None), bool, int, float, str})
+
+
+def _recordable(value: object) -> bool:
+    """Whether :func:`_same` can tell exactly whether a later value equals ``value``."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is np.ndarray or isinstance(value, np.generic):
+        return value.dtype.kind in "biuf"  # type: ignore[union-attr]
+    if kind is list or kind is tuple:
+        return all(map(_recordable, value))  # type: ignore[arg-type]
+    return False
+
+
+def _same(value: Any, kept: Any) -> bool:
+    """Whether ``value`` equals the record's copy ``kept`` by the module's rules."""
+    kind = type(value)
+    if kind is not type(kept):
+        return False
+    if kind is np.ndarray:
+        return (value.shape == kept.shape and value.dtype == kept.dtype
+                and same_bits(kept, value))
+    if isinstance(value, np.generic):
+        return value.dtype == kept.dtype and value.tobytes() == kept.tobytes()
+    if kind is float:
+        return value == kept and math.copysign(1.0, value) == math.copysign(1.0, kept)
+    if kind is list or kind is tuple:
+        return len(value) == len(kept) and all(map(_same, value, kept))
+    return bool(value == kept)
+
+
+class _Record:
+    """One call of a quantized array function: its arguments' names in the order given,
+    the caller's objects, and the prepared layer made from copies of them."""
+
+    __slots__ = ("_names", "_originals", "_checks", "layer", "dtype", "filter_bytes")
+
+    def __init__(self, names: tuple, values: tuple, skipped: tuple, layer, data):
+        self._names = names
+        # Per argument: None (the data and filter: compared by the caller), True (an
+        # immutable value: the very same object needs no comparison) or False.
+        self._checks = tuple(None if name in skipped else
+                             type(value) in _SCALARS or isinstance(value, np.generic)
+                             for name, value in zip(names, values))
+        # The caller's immutable objects only: no array of the caller's is held.
+        self._originals = tuple(value if check else None
+                                for value, check in zip(values, self._checks))
+        self.filter_bytes = layer._arguments[skipped[1]].nbytes
+        self.layer, self.dtype = layer, data.dtype
+
+    def holds(self, values: tuple, data: np.ndarray) -> bool:
+        """Whether a call of ``values`` (its arguments in the order given, as many and
+        by the same names as the record's: its key) with ``data`` matches, but for the
+        filter's bits (the module's rules)."""
+        if data.dtype is not self.dtype:
+            return False
+        arguments = self.layer._arguments
+        for name, value, original, check in zip(self._names, values, self._originals,
+                                                self._checks):
+            if not (check is None or (check and value is original)
+                    or _same(value, arguments[name])):
+                return False
+        return True
+
+
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+def remembers_quantized_calls(function: _Function) -> _Function:
+    """``function`` (a quantized dialect's array function with a prepared call),
+    answering repeated calls through a prepared layer (the module's rules)."""
+    name = function.__name__
+    dialect = _dialects.DIALECTS[name]
+    signature = inspect.signature(function)
+    parameters = list(signature.parameters)
+    data_name, filter_name = dialect.operands[:2]
+    data_at, filter_at = parameters.index(data_name), parameters.index(filter_name)
+    skipped = (data_name, filter_name)
+    records: dict = {}
+    _forgets.append(records.clear)
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        data = args[data_at] if len(args) > data_at else kwargs.get(data_name)
+        filter = args[filter_at] if len(args) > filter_at else kwargs.get(filter_name)
+        if (type(data) is not np.ndarray or type(filter) is not np.ndarray
+                or kwargs.get("out") is not None):
+            return function(*args, **kwargs)
+        key = (id(filter), data.shape, len(args), tuple(kwargs))
+        record = records.get(key)
+        values = (*args, *kwargs.values())
+        if record is not None and record.holds(values, data):
+            kept = record.layer._arguments[filter_name]
+            if (filter.shape == kept.shape and filter.dtype == kept.dtype
+                    and same_bits(kept, filter)):
+                return record.layer(data)
+        result = function(*args, **kwargs)
+        if not owned(filter):
+            bound = signature.bind(*args, **kwargs).arguments
+            del bound[data_name]
+            records.pop(key, None)
+            if "out" not in bound and all(map(_recordable, bound.values())):
+                from .prepared_quantized import PreparedQuantizedLayer
+
+                if _made_room(records, filter.nbytes):
+                    records[key] = _Record(tuple(parameters[:len(args)]) + tuple(kwargs),
+                                           values, skipped,
+                                           PreparedQuantizedLayer(name, bound), data)
+        return result
+
+    return cast(_Function, call)
+
+
+def _made_room(records: dict, nbytes: int) -> bool:
+    """Drop the oldest records until one more of a filter of ``nbytes`` fits; False
+    where it cannot (a filter beyond half the budget)."""
+    budget = weights_memo_bytes()
+    while records and (len(records) >= QUANTIZED_RECORDS_KEPT or 2 * (
+            nbytes + sum(record.filter_bytes for record in list(records.values())))
+            > budget):
+        records.pop(next(iter(records)), None)  # another thread may drop it first
+    return 2 * nbytes <= budget
+
+
+def _forget() -> None:
+    for forget in _forgets:
+        forget()
+
+
+# Forgotten with the float dialects' records and prepared calls.
+_caches.register("resolved plans and prepared calls", _forget)
