@@ -39,19 +39,32 @@ _ROW_BLOCK = 32
 #: Rows (input positions) per register block: with four vectors of columns, 24
 #: accumulators of the 32 AVX-512 registers (AVX2: 16 accumulators, two vectors).
 _BLOCK_POSITIONS = 6
+#: As a panel row is copied, the same columns of the row this many rows further on are
+#: asked for (``prefetch``): a large filter's rows lie pages apart, so the hardware's
+#: prefetchers, which follow runs within a page, do not fetch the next row's piece.
+#: Eight rows ahead (4 KiB of half-L1 panels in flight) took the DCGAN-up 1024->512
+#: layer's call from 7.4-9.2 to 6.8-9.4 ms (better in two rounds of three) and the
+#: 512->256 one from 3.0-3.8 to 2.8-3.4 on an AMD EPYC Zen 3; 32 rows ahead (the next
+#: row block) was slower than none (``benchmarks/results/stream-zen3.json``,
+#: panel_copy; not measured on other CPUs).
+_PREFETCH_ROWS = 8
 
 
 @kept("compiled kernels", maxsize=None)
-def _product_kernel(lanes: int, vectors: int, positions: int, tail_positions: int):
+def _product_kernel(lanes: int, vectors: int, positions: int, tail_positions: int,
+                    itemsize: int):
     from ._numba.blocked import block_source
     from ._numba.codegen import compile_source, compile_template
+    from ._numba.vectors import prefetch, vector_load, vector_store
 
     block = compile_source(block_source(lanes, vectors, positions, accumulate=True), "block")
     tail = (compile_source(block_source(lanes, vectors, tail_positions, accumulate=True),
                            "block") if tail_positions else block)
     return compile_template("stream", dict(
-        np=np, block=block, tail=tail, chunk=lanes * vectors, positions=positions,
-        tail_positions=tail_positions, row_block=_ROW_BLOCK))["product"]
+        np=np, block=block, tail=tail, chunk=lanes * vectors, lanes=lanes,
+        positions=positions, tail_positions=tail_positions, row_block=_ROW_BLOCK,
+        vector_load=vector_load, vector_store=vector_store, prefetch=prefetch,
+        prefetch_rows=_PREFETCH_ROWS, line=64 // itemsize))["product"]
 
 
 def _filter_matrices(weights: np.ndarray, dtype: np.dtype) -> tuple[list, bool]:
@@ -145,7 +158,8 @@ def _products(jobs, target) -> None:
     if not pieces:
         return
     block_rows = min(_BLOCK_POSITIONS, positions)
-    product = _product_kernel(lanes, vectors, block_rows, positions % block_rows)
+    product = _product_kernel(lanes, vectors, block_rows, positions % block_rows,
+                              matrix.itemsize)
     # The panel of filter rows (the template's comment) fills half of L1.
     panel_width = max(1, l1_data_cache_bytes() // 2 // (_ROW_BLOCK * matrix.itemsize)
                       // chunk) * chunk

@@ -282,6 +282,28 @@ def vector_shift_in(typingctx, a, b, shift):
 
 
 @intrinsic
+def prefetch(typingctx, array, index):
+    """Ask the cache for the line holding ``array[index]`` (LLVM ``prefetch``: a read,
+    kept in every level; a hint with no effect on the result, valid past the end)."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(array)(context, builder, args[0]).data
+        address = builder.ptrtoint(data, ir.IntType(64))
+        offset = builder.mul(args[1], ir.Constant(ir.IntType(64), array.dtype.bitwidth // 8))
+        pointer = builder.inttoptr(builder.add(address, offset), ir.IntType(8).as_pointer())
+        function = builder.module.declare_intrinsic(
+            "llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [
+                ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(32), ir.IntType(32)]))
+        integer = ir.IntType(32)
+        builder.call(function, [pointer, integer(0), integer(3), integer(1)])
+        return context.get_dummy_value()
+
+    return types.none(array, types.intp), codegen
+
+
+@intrinsic
 def vector_store(typingctx, array, index, vector):
     """``array[index:index + lanes] = vector`` (unaligned store)."""
     if not isinstance(vector, Vector):

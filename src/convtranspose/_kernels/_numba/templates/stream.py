@@ -4,7 +4,10 @@ A template: compiled by ``codegen.compile_template`` with these names bound as i
 globals (numba freezes them into the compiled code): ``block`` (a register block of
 ``positions`` rows by ``chunk`` columns that adds to what ``dest`` holds), ``tail``
 (the same block for the last ``tail_positions`` rows; never called where that is 0),
-``chunk``, ``positions``, ``tail_positions``, ``row_block``, ``np``.
+``chunk``, ``lanes`` (a vector's; ``chunk`` is a whole number of them), ``positions``,
+``tail_positions``, ``row_block``, ``prefetch_rows`` (how far ahead a panel row's copy
+asks for the filter's lines; 0: not at all), ``line`` (elements per cache line), ``np``
+and the intrinsics ``vector_load``, ``vector_store`` and ``prefetch``.
 Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 """
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
@@ -32,8 +35,17 @@ def product(source, matrix, dest, dest_step, row_width, ci, rows, m_start, m_sto
         for c0 in range(m_start, m_stop, panel_width):
             width = min(panel_width, m_stop - c0)
             for i in range(count):
-                at = (r0 + i) * row_width + c0
-                panel[i * width:(i + 1) * width] = matrix[at:at + width]
+                # In explicit vectors: numba compiles a slice assignment, or a loop
+                # of elements (the two arrays may overlap), to scalar copies, which
+                # took most of a 32 MiB filter's time (``benchmarks/results/
+                # stream-zen3.json``, panel_copy).
+                at, to = (r0 + i) * row_width + c0, i * width
+                for j in range(0, width, lanes):
+                    vector_store(panel, to + j, vector_load(matrix, at + j, lanes))
+                if prefetch_rows:
+                    ahead = at + prefetch_rows * row_width
+                    for j in range(0, width, line):
+                        prefetch(matrix, ahead + j)
             for m0 in range(0, width, chunk):
                 taps[0] = m0
                 for p0 in range(0, whole, positions):
