@@ -193,6 +193,6 @@ def test_out_bias_and_another_planning_after_a_recorded_call(preparable):
 def test_a_quantized_record_matches_equal_values_of_one_type_and_bits_only(value, kept, same):
     """The rules of ``repeated_quantized``: the same type, and for NumPy values the same
     dtype, shape and bits; floats of the same value and sign; NaN never."""
-    from convtranspose._frontends.repeated_quantized import _same
+    from convtranspose._frontends.repeated_quantized import matches
 
-    assert _same(value, kept) is same
+    assert matches(value, kept) is same

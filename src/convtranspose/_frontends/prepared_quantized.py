@@ -39,6 +39,7 @@ from .._runtime.memo import frozen, own
 from .._runtime.target import host
 from .onednn_quantized import prepare_onednn
 from .qlinear import prepare_qlinear
+from .repeated_quantized import records_use
 from .tflite_quantized import prepare_tflite
 from .torch_quantized import prepare_torch
 
@@ -266,3 +267,7 @@ class PreparedQuantizedLayer:
     def __reduce__(self):
         # By the dialect's name: unpickling looks the function up in this library.
         return (PreparedQuantizedLayer, (self._dialect.name, dict(self._arguments)))
+
+
+# The array functions' records of repeated calls run layers of this class.
+records_use(PreparedQuantizedLayer)

@@ -45,7 +45,7 @@ from .._plan import dialects as _dialects
 from .._runtime import caches as _caches
 from .._runtime.memo import owned, same_bits, weights_memo_bytes
 
-__all__ = ["QUANTIZED_RECORDS_KEPT", "remembers_quantized_calls"]
+__all__ = ["QUANTIZED_RECORDS_KEPT", "matches", "records_use", "remembers_quantized_calls"]
 
 #: Records kept per array function, keyed by the filter's identity, the data's shape
 #: and how the arguments are passed (how many by position, which by name); the oldest
@@ -55,10 +55,19 @@ __all__ = ["QUANTIZED_RECORDS_KEPT", "remembers_quantized_calls"]
 QUANTIZED_RECORDS_KEPT = 8
 _forgets: list = []
 _SCALARS = frozenset({type(None), bool, int, float, str})
+#: The prepared layer class a record makes (:func:`records_use`); none are made before.
+_layer_class: list = []
+
+
+def records_use(layer_class) -> None:
+    """Make records with ``layer_class``
+    (:class:`~.prepared_quantized.PreparedQuantizedLayer`, which registers itself: its
+    module imports the functions this one wraps, so this one cannot import it)."""
+    _layer_class[:] = [layer_class]
 
 
 def _recordable(value: object) -> bool:
-    """Whether :func:`_same` can tell exactly whether a later value equals ``value``."""
+    """Whether :func:`matches` can tell exactly whether a later value equals ``value``."""
     kind = type(value)
     if kind in _SCALARS:
         return True
@@ -69,7 +78,7 @@ def _recordable(value: object) -> bool:
     return False
 
 
-def _same(value: Any, kept: Any) -> bool:
+def matches(value: Any, kept: Any) -> bool:
     """Whether ``value`` equals the record's copy ``kept`` by the module's rules."""
     kind = type(value)
     if kind is not type(kept):
@@ -82,7 +91,7 @@ def _same(value: Any, kept: Any) -> bool:
     if kind is float:
         return value == kept and math.copysign(1.0, value) == math.copysign(1.0, kept)
     if kind is list or kind is tuple:
-        return len(value) == len(kept) and all(map(_same, value, kept))
+        return len(value) == len(kept) and all(map(matches, value, kept))
     return bool(value == kept)
 
 
@@ -115,7 +124,7 @@ class _Record:
         for name, value, original, check in zip(self._names, values, self._originals,
                                                 self._checks):
             if not (check is None or (check and value is original)
-                    or _same(value, arguments[name])):
+                    or matches(value, arguments[name])):
                 return False
         return True
 
@@ -156,13 +165,10 @@ def remembers_quantized_calls(function: _Function) -> _Function:
             bound = signature.bind(*args, **kwargs).arguments
             del bound[data_name]
             records.pop(key, None)
-            if "out" not in bound and all(map(_recordable, bound.values())):
-                from .prepared_quantized import PreparedQuantizedLayer
-
-                if _made_room(records, filter.nbytes):
-                    records[key] = _Record(tuple(parameters[:len(args)]) + tuple(kwargs),
-                                           values, skipped,
-                                           PreparedQuantizedLayer(name, bound), data)
+            if (_layer_class and "out" not in bound and all(map(_recordable, bound.values()))
+                    and _made_room(records, filter.nbytes)):
+                records[key] = _Record(tuple(parameters[:len(args)]) + tuple(kwargs), values,
+                                       skipped, _layer_class[0](name, bound), data)
         return result
 
     return cast(_Function, call)
