@@ -99,7 +99,7 @@ class _Record:
     """One call of a quantized array function: its arguments' names in the order given,
     the caller's objects, and the prepared layer made from copies of them."""
 
-    __slots__ = ("_names", "_originals", "_checks", "layer", "dtype", "filter_bytes")
+    __slots__ = ("_names", "_originals", "_checks", "layer", "kept", "dtype", "filter_bytes")
 
     def __init__(self, names: tuple, values: tuple, skipped: tuple, layer, data):
         self._names = names
@@ -111,8 +111,9 @@ class _Record:
         # The caller's immutable objects only: no array of the caller's is held.
         self._originals = tuple(value if check else None
                                 for value, check in zip(values, self._checks))
-        self.filter_bytes = layer._arguments[skipped[1]].nbytes
-        self.layer, self.dtype = layer, data.dtype
+        # The layer's copies of the arguments, by name (the same arrays it computes with).
+        self.layer, self.kept, self.dtype = layer, layer.arguments, data.dtype
+        self.filter_bytes = self.kept[skipped[1]].nbytes
 
     def holds(self, values: tuple, data: np.ndarray) -> bool:
         """Whether a call of ``values`` (its arguments in the order given, as many and
@@ -120,7 +121,7 @@ class _Record:
         filter's bits (the module's rules)."""
         if data.dtype is not self.dtype:
             return False
-        arguments = self.layer._arguments
+        arguments = self.kept
         for name, value, original, check in zip(self._names, values, self._originals,
                                                 self._checks):
             if not (check is None or (check and value is original)
@@ -156,9 +157,7 @@ def remembers_quantized_calls(function: _Function) -> _Function:
         record = records.get(key)
         values = (*args, *kwargs.values())
         if record is not None and record.holds(values, data):
-            kept = record.layer._arguments[filter_name]
-            if (filter.shape == kept.shape and filter.dtype == kept.dtype
-                    and same_bits(kept, filter)):
+            if matches(filter, record.kept[filter_name]):
                 return record.layer(data)
         result = function(*args, **kwargs)
         if not owned(filter):

@@ -289,10 +289,8 @@ def prefetch(typingctx, array, index):
         return None
 
     def codegen(context, builder, signature, args):
-        data = context.make_array(array)(context, builder, args[0]).data
-        address = builder.ptrtoint(data, ir.IntType(64))
-        offset = builder.mul(args[1], ir.Constant(ir.IntType(64), array.dtype.bitwidth // 8))
-        pointer = builder.inttoptr(builder.add(address, offset), ir.IntType(8).as_pointer())
+        pointer = builder.bitcast(_element_pointer(context, builder, array, args[0], args[1]),
+                                  ir.IntType(8).as_pointer())
         function = builder.module.declare_intrinsic(
             "llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [
                 ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(32), ir.IntType(32)]))
