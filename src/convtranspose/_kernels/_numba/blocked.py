@@ -41,6 +41,7 @@ from .casts import bfloat16_bits, float16_bits
 from .channels_last import gather_row_taps
 from .direct import direct_threads
 from .kernel_cache import cached_njit
+from .launch import parallel_kernel
 from .modes import store_mode
 from .transpose import channels_last_copy, tile_transposer
 
@@ -511,11 +512,15 @@ class BlockedLayer:
         source, bias = frozen_all(data.reshape(-1).view(), bias.view())
         run_args, count = self._run_args, self._count
 
-        def run_pass(index: int, start: int, stop: int) -> None:
+        def pass_arguments(index: int) -> tuple:
             at, c0, c1, (w, sizes), kernel = self._passes[index]
-            kernel(source, w, flat_out[at:] if flat_out.size else flat_out,
-                   bits[at:] if bits.size else bits, bias[c0:c1] if bias.size else bias,
-                   sizes, in_steps, *run_args, start, stop)
+            return kernel, (source, w, flat_out[at:] if flat_out.size else flat_out,
+                            bits[at:] if bits.size else bits,
+                            bias[c0:c1] if bias.size else bias, sizes, in_steps, *run_args)
+
+        def run_pass(index: int, start: int, stop: int) -> None:
+            kernel, arguments = pass_arguments(index)
+            kernel(*arguments, start, stop)
 
         if self._by_passes:
             parallel_parts(lambda index: run_pass(index, 0, count), len(self._passes),
@@ -528,8 +533,7 @@ class BlockedLayer:
             parallel_for(run_then_after, count, self._threads, self._pieces)
         else:
             for index in range(len(self._passes)):
-                parallel_for(lambda a, b, index=index: run_pass(index, a, b), count,
-                             self._threads, self._pieces)
+                parallel_kernel(*pass_arguments(index), count, self._threads, self._pieces)
         if result is not out:
             np.copyto(out, result)
 

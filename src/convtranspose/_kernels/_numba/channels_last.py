@@ -12,9 +12,9 @@ import numpy as np
 from ..._plan.geometry import axis_phases
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
-from ..._runtime.threads import parallel_for
 from ..schedules import frozen_all
 from .kernel_cache import cached_njit
+from .launch import parallel_kernel
 
 
 @cached_njit(nogil=True, inline="always")
@@ -126,5 +126,5 @@ def direct_channels_last(data, weights, axes3, dtype, out, target, threads, deri
     lanes = target.lanes(dtype)
     kernel = channels_last_kernel(ci, co, lanes) if ci * co <= 4 else channels_last_kernel(
         0, 0, lanes)
-    parallel_for(lambda a, b: kernel(source, w, flat, *tables, a, b),
-                 data.shape[0] * axes3[0].output_size * axes3[1].output_size, threads)
+    parallel_kernel(kernel, (source, w, flat, *tables),
+                    data.shape[0] * axes3[0].output_size * axes3[1].output_size, threads)

@@ -23,6 +23,7 @@ from ..schedules import frozen_all
 from .blocked import phase_tables
 from .channels_last import gather_row_taps
 from .direct import direct_threads
+from .launch import parallel_kernel
 from .transpose import tile_transposer
 
 __all__ = ["DepthwiseLayer", "block_source", "depthwise_kernels", "depthwise_layer"]
@@ -136,8 +137,7 @@ class DepthwiseLayer:
         (source,) = frozen_all(np.ascontiguousarray(data, dtype).reshape(-1).view())
         padded = np.empty(self._padded, dtype)
         copy, sizes = kernels["pad_copy"], self._copy_sizes
-        parallel_for(lambda a, b: copy(source, padded, sizes, a, b), self._rows,
-                     self._threads)
+        parallel_kernel(copy, (source, padded, sizes), self._rows, self._threads)
         result = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         flat = result.reshape(-1)
         kernel, weights, sizes, tables = kernels["kernel"], self._weights, self._sizes, self._tables

@@ -25,6 +25,7 @@ from ..._plan.geometry import axis_taps, three_axes
 from ..._runtime.caches import kept
 from ..._runtime.threads import PIECES_PER_THREAD, parallel_for
 from .kernel_cache import cached_njit
+from .launch import parallel_kernel
 from .transpose import channels_last_copy
 
 __all__ = ["depthwise_filter_adjoint", "tap_indices", "tap_table"]
@@ -184,8 +185,6 @@ def depthwise_filter_adjoint(data: np.ndarray, grad: np.ndarray, axes, channels_
             flat[index * channels:index * channels + chunks * chunk] = summed[t]
     if whole * lanes < channels:
         zero = np.dtype(dtype).type(0)
-        parallel_for(lambda start, stop: _channel_sums(source, window, flat, sizes, table,
-                                                       counts, whole * lanes, zero, start,
-                                                       stop),
-                     taps, target.threads)
+        parallel_kernel(_channel_sums, (source, window, flat, sizes, table, counts,
+                                        whole * lanes, zero), taps, target.threads)
     return np.moveaxis(out, -1, 0).reshape((channels,) + tuple(a.kernel_size for a in axes))

@@ -28,9 +28,9 @@ from ..._plan.geometry import three_axes
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes
-from ..._runtime.threads import parallel_for
 from ..schedules import blocked_channel_block, blocked_shape
 from .blocked import block_source, pass_weights, single_source
+from .launch import parallel_kernel
 from .transpose import channels_first_copy, channels_last_copy
 
 __all__ = ["forward_adjoint"]
@@ -93,9 +93,8 @@ def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: 
     source, flat = grad.reshape(-1), out.reshape(-1)
     kernel = _forward_kernel(lanes, chunk, pixels)
     lines = batch * outputs[0] * outputs[1] * groups
-    parallel_for(lambda start, stop: kernel(source, packed, flat, sizes, table, counts,
-                                            start, stop),
-                 width // (lanes * chunk) * lines, target.threads)
+    parallel_kernel(kernel, (source, packed, flat, sizes, table, counts),
+                    width // (lanes * chunk) * lines, target.threads)
     # (a copy only where the groups' channels were padded)
     result = out[..., :ci].reshape((batch,) + tuple(a.input_size for a in axes)
                                    + (groups * ci,))

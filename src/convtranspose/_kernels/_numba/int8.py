@@ -23,6 +23,7 @@ from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes
 from ..._runtime.threads import PARALLEL_COPY_BYTES, parallel_for
 from .kernel_cache import cached_njit
+from .launch import parallel_kernel
 
 __all__ = ["COLUMNS", "group_products", "pack_signed", "panel_source", "u8s8_products",
            "word_bytes", "word_halves"]
@@ -198,9 +199,9 @@ def word_bytes(data: np.ndarray, channels_last: bool, groups: int, ci: int, row:
     if out.nbytes < PARALLEL_COPY_BYTES:  # the layout copies' rule
         threads = 1
     run = _run_pixels(groups * row // 4)
-    parallel_for(lambda a, b: _channels_first_words(source, flat, np.int64(shift), groups, ci,
-                                                    row // 4, pixels, run, a, b),
-                 batch * -(-pixels // run), threads)
+    parallel_kernel(_channels_first_words, (source, flat, np.int64(shift), groups, ci,
+                                            row // 4, pixels, run),
+                    batch * -(-pixels // run), threads)
     return out
 
 
@@ -245,7 +246,7 @@ def word_halves(data: np.ndarray, groups: int, ci: int, pairs: int,
     source = np.ascontiguousarray(data).reshape(-1)
     if out.nbytes < PARALLEL_COPY_BYTES:  # the layout copies' rule
         threads = 1
-    parallel_for(lambda a, b: _channels_first_halves(source, out.reshape(-1), groups, ci,
-                                                     pairs, pixels, run, a, b),
-                 data.shape[0] * -(-pixels // run), threads)
+    parallel_kernel(_channels_first_halves, (source, out.reshape(-1), groups, ci, pairs,
+                                             pixels, run),
+                    data.shape[0] * -(-pixels // run), threads)
     return out.view(np.int32)

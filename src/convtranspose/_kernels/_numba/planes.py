@@ -38,6 +38,7 @@ from ..schedules import (
     planes_block_shape,
 )
 from .kernel_cache import cached_njit
+from .launch import parallel_kernel
 from .modes import LOADS, STORES, bfloat16_pair_bits, pair_windows, plain_windows, store_mode
 
 #: The plane kernel computes each plane in bands of the first axis whose window and
@@ -279,8 +280,8 @@ def plane_runner(batch, weights, axes3, dtype, target, threads, channels_last, d
         bias, dtype)
 
     def run(source, result):
-        parallel_for(lambda a, b: kernel(source, w, result, added, *tables, band, channels_last,
-                                         a, b), items, threads)
+        parallel_kernel(kernel, (source, w, result, added, *tables, band, channels_last),
+                        items, threads)
 
     return run
 

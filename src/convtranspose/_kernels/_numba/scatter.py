@@ -9,9 +9,9 @@ import math
 import numpy as np
 
 from ..._plan.geometry import three_axes
-from ..._runtime.threads import parallel_for
 from ..schedules import DIRECT_PARALLEL_MACS
 from .kernel_cache import cached_njit
+from .launch import parallel_kernel
 from .planes import BAND_ELEMENTS
 
 
@@ -151,8 +151,7 @@ def scatter_call(columns, out, region, axes, target):
             scatter_kernel(flat_columns, col_steps, flat_out, out_steps, geometry, co, n,
                            rows_per_item, 0, items)
             return
-        parallel_for(lambda a, b: scatter_kernel(flat_columns, col_steps, flat_out, out_steps,
-                                               geometry, co, n, rows_per_item, a, b),
-                     items, threads)
+        parallel_kernel(scatter_kernel, (flat_columns, col_steps, flat_out, out_steps,
+                                         geometry, co, n, rows_per_item), items, threads)
 
     return run

@@ -12,7 +12,8 @@ import math
 import numpy as np
 
 from ..._runtime.caches import kept
-from ..._runtime.threads import PARALLEL_COPY_BYTES, parallel_for
+from ..._runtime.threads import PARALLEL_COPY_BYTES
+from .launch import parallel_kernel
 
 
 def _tile_transpose_source(lanes: int) -> str:
@@ -76,8 +77,8 @@ def _layout_copy(data: np.ndarray, dtype, target, to_last: bool) -> np.ndarray:
     kernel = transpose_kernel(lanes)
     source, flat = data.reshape(-1), result.reshape(-1)
     threads = target.threads if data.nbytes >= PARALLEL_COPY_BYTES else 1
-    parallel_for(lambda a, b: kernel(source, flat, rows, cols, a, b),
-                 data.shape[0] * -(-rows // lanes), threads)
+    parallel_kernel(kernel, (source, flat, rows, cols), data.shape[0] * -(-rows // lanes),
+                    threads)
     return result
 
 

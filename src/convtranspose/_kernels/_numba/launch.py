@@ -1,0 +1,207 @@
+"""Parallel loops of compiled kernels on numba's native threads, without the GIL.
+
+A kernel that computes pieces ``[start, stop)`` of a range (``kernel(*arguments,
+start, stop)``) runs on several threads through :func:`parallel_kernel`.  The
+library's own pool (:func:`convtranspose._runtime.threads.parallel_for`) wakes Python
+threads, each of which needs the GIL to take its pieces: a fork-join costs 77-102 us
+back to back on an AMD Zen 3 and 170-500 us after a pause of 1-10 ms, more than many
+small layers' whole work (``benchmarks/results/thread-wakeup-zen3.json``).  Here one
+compiled parallel loop (numba's ``prange``) runs the pieces on the threads of numba's
+threading layer, which take no GIL and, with GNU OpenMP or TBB, wait spinning for a
+while after a loop: 3-8 us back to back, about 15 us after 1 ms (the same file,
+``native``).
+
+The loop calls the kernel through the addresses of its compiled code (a first-class
+function value, :func:`_function_at`), so one compiled loop serves every kernel whose
+arguments have the same types, and it is kept in the kernel cache like any kernel.
+
+The loop runs only where it is safe and the kernel is ready (:func:`native_threads`):
+
+- numba's threading layer is thread-safe: GNU OpenMP or TBB (``workqueue`` aborts the
+  process when two threads start parallel loops at once, as two callers of the
+  library may);
+- the thread count is at most numba's (``NUMBA_NUM_THREADS``, fixed at its start);
+- the process is not a fork of one whose GNU OpenMP threads had started (numba then
+  terminates the child);
+- the kernel has compiled code for these arguments (else the pool's call compiles it,
+  or defers that: :mod:`convtranspose._kernels.compiling`), and so has the loop;
+- :data:`NATIVE_THREADS_ENV` is not ``0``.
+
+Otherwise the pieces go through the library's pool, as before.  numba's per-thread
+count (``numba.set_num_threads``) is set for the loop and restored after it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from ..._runtime.config import switch
+from ..._runtime.threads import PIECES_PER_THREAD, parallel_for
+from ..compiling import KernelNotCompiled
+from .kernel_cache import cached_njit
+
+__all__ = ["NATIVE_THREADS_ENV", "native_threads", "parallel_kernel"]
+
+#: Set to 0 to run every parallel kernel on the library's Python thread pool.
+NATIVE_THREADS_ENV = "CONVTRANSPOSE_NATIVE_THREADS"
+
+#: The threading layers whose parallel loops several threads may start at once.
+_THREAD_SAFE_LAYERS = ("omp", "tbb")
+
+
+@intrinsic
+def _function_at(typingctx, jit_address, c_address, arguments):
+    """The kernel whose compiled code is at ``jit_address`` (numba's calling
+    convention) and ``c_address`` (its C wrapper), as a first-class function of the
+    types of ``arguments`` and two int64 bounds."""
+    function_type = types.FunctionType(
+        types.void(*arguments.types, types.int64, types.int64))
+
+    def codegen(context, builder, signature, values):
+        pointer = context.get_value_type(types.voidptr)
+        function = cgutils.create_struct_proxy(function_type)(context, builder)
+        function.jit_addr = builder.inttoptr(values[0], pointer)
+        function.c_addr = builder.inttoptr(values[1], pointer)
+        function.py_addr = pointer(None)
+        return function._getvalue()
+
+    return function_type(jit_address, c_address, arguments), codegen
+
+
+@intrinsic
+def _swap_num_threads(typingctx, count):
+    """Set the calling thread's numba thread count to ``count``; returns the previous.
+
+    The threading layer's own functions, called by name as numba's parallel loops call
+    them (``numba.set_num_threads`` in compiled code would keep the loop out of the
+    kernel cache, which refuses code holding the addresses of Python objects).
+    ``count`` is within numba's threads (:func:`native_threads`)."""
+    def codegen(context, builder, signature, values):
+        # Declared as numba's parallel loops declare them: the count read as an intp
+        # (of which the C int is the low half), written as a C int.
+        get = cgutils.get_or_insert_function(builder.module,
+                                             ir.FunctionType(cgutils.intp_t, []),
+                                             "get_num_threads")
+        put = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(32)]),
+            "set_num_threads")
+        previous = builder.call(get, [])
+        builder.call(put, [builder.trunc(values[0], ir.IntType(32))])
+        return builder.sext(builder.trunc(previous, ir.IntType(32)), cgutils.intp_t)
+
+    return types.intp(count), codegen
+
+
+@cached_njit(parallel=True, nogil=True)
+def _launch(jit_address, c_address, threads, bounds, arguments):  # pragma: no cover
+    previous = _swap_num_threads(threads)
+    for piece in prange(bounds.shape[0] - 1):
+        kernel = _function_at(jit_address, c_address, arguments)
+        kernel(*arguments, bounds[piece], bounds[piece + 1])
+    _swap_num_threads(previous)
+
+
+#: Compiled code addresses per (kernel, argument kinds): :func:`_addresses`.
+_ADDRESSES: dict = {}
+#: The pid that first started numba's threading layer through this module, and whether
+#: this process is a fork of one whose GNU OpenMP threads had started.
+_state = {"layer": None, "forked": False}
+_layer_lock = threading.Lock()
+
+
+def _kind(value):
+    """What decides ``value``'s numba type, cheaply (:func:`_addresses`' key)."""
+    if isinstance(value, np.ndarray):
+        flags = value.flags
+        return (value.dtype, value.ndim, flags.c_contiguous, flags.f_contiguous,
+                flags.writeable, flags.aligned)
+    return type(value)
+
+
+def _addresses(kernel, arguments: tuple) -> tuple[int, int] | None:
+    """The addresses of ``kernel``'s code for ``arguments`` and two int64 bounds, or
+    None where it returns a value.  Compiles it first where a call would (raising
+    :class:`~convtranspose._kernels.compiling.KernelNotCompiled` where that is
+    deferred)."""
+    key = (kernel, tuple(map(_kind, arguments)))
+    found = _ADDRESSES.get(key)
+    if found is None:
+        signature = tuple(map(numba.typeof, arguments)) + (types.int64, types.int64)
+        compiled = kernel.overloads.get(signature)
+        if compiled is None:
+            kernel.compile(signature)
+            compiled = kernel.overloads[signature]
+        if compiled.signature.return_type != types.void:
+            return None
+        library, described = compiled.library, compiled.fndesc
+        found = _ADDRESSES[key] = (
+            library.get_pointer_to_function(described.llvm_func_name),
+            library.get_pointer_to_function(described.llvm_cfunc_wrapper_name))
+    return found
+
+
+def _threading_layer() -> str:
+    """numba's threading layer, started here if it was not yet."""
+    layer = _state["layer"]
+    if layer is None:
+        with _layer_lock:
+            numba.get_num_threads()  # starts the layer as numba's configuration says
+            layer = _state["layer"] = numba.threading_layer()
+    return layer
+
+
+def native_threads(threads: int) -> bool:
+    """Whether :func:`parallel_kernel` may run ``threads`` threads on numba's layer
+    (the module docstring's conditions, but the kernel's)."""
+    if switch(NATIVE_THREADS_ENV) == "0" or _state["forked"]:
+        return False
+    if threads > numba.config.NUMBA_NUM_THREADS:
+        return False
+    return _threading_layer() in _THREAD_SAFE_LAYERS
+
+
+def _forget_layer() -> None:
+    # GNU OpenMP's threads do not survive a fork, and numba terminates a child that
+    # starts a parallel loop after its parent did.
+    if _state["layer"] == "omp":
+        _state["forked"] = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_layer)
+
+
+def piece_bounds(count: int, pieces: int) -> np.ndarray:
+    """Where each of ``pieces`` near-equal pieces of ``range(count)`` starts, and its end."""
+    return np.arange(pieces + 1, dtype=np.int64) * count // pieces
+
+
+def parallel_kernel(kernel, arguments: tuple, count: int, threads: int,
+                    pieces: int | None = None) -> None:
+    """``kernel(*arguments, start, stop)`` over pieces of ``range(count)`` on up to
+    ``threads`` threads: numba's native threads where :func:`native_threads` allows,
+    else the library's pool (:func:`~convtranspose._runtime.threads.parallel_for`,
+    whose piece rule ``pieces`` follows)."""
+    threads = max(1, min(threads, count))
+    if threads == 1:
+        kernel(*arguments, 0, count)
+        return
+    if native_threads(threads):
+        found = _addresses(kernel, arguments)
+        if found is not None:
+            pieces = min(count, threads * PIECES_PER_THREAD if pieces is None
+                         else max(1, pieces))
+            try:
+                _launch(found[0], found[1], threads, piece_bounds(count, pieces), arguments)
+                return
+            except KernelNotCompiled:  # the loop itself is not compiled yet: the pool
+                pass
+    parallel_for(lambda start, stop: kernel(*arguments, start, stop), count, threads, pieces)

@@ -1,0 +1,151 @@
+"""Parallel kernels on numba's native threads (``_numba/launch.py``) and on the
+library's pool: every piece once, the oracle's results, numba's thread count left as
+it was, forked children and concurrent callers."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba")
+
+from convtranspose._execute.transposed import transposed_convolution  # noqa: E402
+from convtranspose._kernels._numba import launch  # noqa: E402
+from convtranspose._plan.rules import AxisPlan  # noqa: E402
+from convtranspose._runtime import threads as runtime_threads  # noqa: E402
+from oracle import canonical_result  # noqa: E402
+
+
+@numba.njit(nogil=True)
+def _count_pieces(counts, start, stop):
+    for i in range(start, stop):
+        counts[i] += 1
+
+
+@numba.njit(nogil=True)
+def _record_threads(seen, start, stop):
+    for i in range(start, stop):
+        seen[i] = numba.get_thread_id()
+
+
+def _needs_native():
+    if not launch.native_threads(2):
+        pytest.skip(f"numba's threading layer here ({numba.threading_layer()}) is not "
+                    "thread-safe, or has fewer than 2 threads: the pool runs every kernel")
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The native loops started during the test (a counting wrapper of the loop)."""
+    started = []
+    real = launch._launch
+
+    def counted(*arguments):
+        started.append(arguments[2])
+        return real(*arguments)
+
+    monkeypatch.setattr(launch, "_launch", counted)
+    return started
+
+
+@pytest.mark.parametrize("native", ["1", "0"], ids=["native", "pool"])
+@pytest.mark.parametrize("count, threads, pieces", [(1000, 2, None), (7, 2, 3), (3, 8, None),
+                                                    (1, 2, None), (64, 2, 64)])
+def test_every_piece_runs_once(native, count, threads, pieces, launches, monkeypatch):
+    monkeypatch.setenv(launch.NATIVE_THREADS_ENV, native)
+    counts = np.zeros(count, np.int64)
+    launch.parallel_kernel(_count_pieces, (counts,), count, threads, pieces)
+    assert np.array_equal(counts, np.ones(count, np.int64))
+    if native == "0" or min(count, threads) == 1:
+        assert not launches
+
+
+def test_the_loop_uses_the_threads_asked_for_and_restores_numbas_count(launches):
+    _needs_native()
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        seen = np.full(2, -1, np.int64)
+        launch.parallel_kernel(_record_threads, (seen,), 2, 2, pieces=2)
+        assert launches == [2] and sorted(seen) == [0, 1]
+        assert numba.get_num_threads() == 1
+    finally:
+        numba.set_num_threads(previous)
+
+
+def test_more_threads_than_numbas_run_on_the_pool(launches):
+    threads = numba.config.NUMBA_NUM_THREADS + 1
+    assert not launch.native_threads(threads)
+    counts = np.zeros(100, np.int64)
+    launch.parallel_kernel(_count_pieces, (counts,), 100, threads)
+    assert np.array_equal(counts, np.ones(100, np.int64)) and not launches
+
+
+# Layers with enough work for the kernels to share it out on two threads: multiply-adds
+# (schedules.py's DIRECT_PARALLEL_MACS) and, for the scatter of few output channels, a
+# sixteenth of that in columns.  (data shape, weights shape, axes)
+_LAYERS = {
+    "direct-blocked": ((2, 32, 24, 24), (1, 32, 32, 3, 3), AxisPlan(24, 3, 2, 1, 1, 47)),
+    "col2im-ncx": ((4, 64, 48, 48), (1, 64, 4, 3, 3), AxisPlan(48, 3, 2, 1, 1, 95)),
+}
+
+
+@pytest.mark.parametrize("native", ["1", "0"], ids=["native", "pool"])
+@pytest.mark.parametrize("algorithm", list(_LAYERS))
+def test_threaded_layers_match_the_oracle(algorithm, native, launches, monkeypatch):
+    monkeypatch.setenv(launch.NATIVE_THREADS_ENV, native)
+    if native == "1":
+        _needs_native()
+    data_shape, weights_shape, axis = _LAYERS[algorithm]
+    rng = np.random.default_rng(5)
+    data = rng.integers(-4, 5, data_shape).astype(np.float32)
+    weights = rng.integers(-4, 5, weights_shape).astype(np.float32)
+    expected = canonical_result(data, weights, (axis, axis))
+    previous = runtime_threads.set_process_threads(2)
+    try:
+        got = transposed_convolution(data, weights, (axis, axis), dtype=np.dtype(np.float32),
+                                     channels_last=False, algorithm=algorithm)
+    finally:
+        runtime_threads.set_process_threads(previous)
+    np.testing.assert_array_equal(got, expected)
+    assert bool(launches) == (native == "1")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_its_kernels_on_the_pool():
+    _needs_native()
+    counts = np.zeros(100, np.int64)
+    launch.parallel_kernel(_count_pieces, (counts,), 100, 2)  # the layer's threads start
+    pid = os.fork()
+    if pid == 0:  # numba would end a child that starts GNU OpenMP's loop again
+        try:
+            counts[:] = 0
+            launch.parallel_kernel(_count_pieces, (counts,), 100, 2)
+            os._exit(0 if np.array_equal(counts, np.ones(100, np.int64)) else 1)
+        finally:
+            os._exit(2)
+    assert os.waitpid(pid, 0)[1] == 0
+
+
+def test_concurrent_callers_each_get_their_pieces():
+    errors = []
+
+    def caller(seed):
+        try:
+            for trial in range(40):
+                count = 50 + seed * 7 + trial
+                counts = np.zeros(count, np.int64)
+                launch.parallel_kernel(_count_pieces, (counts,), count, 2)
+                assert np.array_equal(counts, np.ones(count, np.int64))
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            errors.append(error)
+
+    callers = [threading.Thread(target=caller, args=(seed,)) for seed in range(3)]
+    for thread in callers:
+        thread.start()
+    for thread in callers:
+        thread.join()
+    assert not errors
