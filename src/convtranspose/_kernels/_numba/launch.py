@@ -101,11 +101,11 @@ def _swap_num_threads(typingctx, count):
 
 
 @cached_njit(parallel=True, nogil=True)
-def _launch(jit_address, c_address, threads, bounds, arguments):  # pragma: no cover
+def _launch(jit_address, c_address, threads, count, pieces, arguments):  # pragma: no cover
     previous = _swap_num_threads(threads)
-    for piece in prange(bounds.shape[0] - 1):
+    for piece in prange(pieces):
         kernel = _function_at(jit_address, c_address, arguments)
-        kernel(*arguments, bounds[piece], bounds[piece + 1])
+        kernel(*arguments, count * piece // pieces, count * (piece + 1) // pieces)
     _swap_num_threads(previous)
 
 
@@ -117,13 +117,16 @@ _state = {"layer": None, "forked": False}
 _layer_lock = threading.Lock()
 
 
-def _kind(value):
-    """What decides ``value``'s numba type, cheaply (:func:`_addresses`' key)."""
-    if isinstance(value, np.ndarray):
-        flags = value.flags
-        return (value.dtype, value.ndim, flags.c_contiguous, flags.f_contiguous,
-                flags.writeable, flags.aligned)
-    return type(value)
+#: The flags that take part in an array's numba type (its layout, whether it is
+#: read-only, whether aligned): ``ndarray.flags.num`` bits.
+_TYPE_FLAGS = 0x1 | 0x2 | 0x100 | 0x400
+
+
+def _kinds(arguments: tuple) -> tuple:
+    """What decides the numba types of ``arguments``, cheaply (:func:`_addresses`' key):
+    a tenth of ``numba.typeof``'s time."""
+    return tuple([(value.dtype, value.ndim, value.flags.num & _TYPE_FLAGS)
+                  if type(value) is np.ndarray else type(value) for value in arguments])
 
 
 def _addresses(kernel, arguments: tuple) -> tuple[int, int] | None:
@@ -131,7 +134,7 @@ def _addresses(kernel, arguments: tuple) -> tuple[int, int] | None:
     None where it returns a value.  Compiles it first where a call would (raising
     :class:`~convtranspose._kernels.compiling.KernelNotCompiled` where that is
     deferred)."""
-    key = (kernel, tuple(map(_kind, arguments)))
+    key = (kernel, _kinds(arguments))
     found = _ADDRESSES.get(key)
     if found is None:
         signature = tuple(map(numba.typeof, arguments)) + (types.int64, types.int64)
@@ -179,11 +182,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_layer)
 
 
-def piece_bounds(count: int, pieces: int) -> np.ndarray:
-    """Where each of ``pieces`` near-equal pieces of ``range(count)`` starts, and its end."""
-    return np.arange(pieces + 1, dtype=np.int64) * count // pieces
-
-
 def parallel_kernel(kernel, arguments: tuple, count: int, threads: int,
                     pieces: int | None = None) -> None:
     """``kernel(*arguments, start, stop)`` over pieces of ``range(count)`` on up to
@@ -200,7 +198,7 @@ def parallel_kernel(kernel, arguments: tuple, count: int, threads: int,
             pieces = min(count, threads * PIECES_PER_THREAD if pieces is None
                          else max(1, pieces))
             try:
-                _launch(found[0], found[1], threads, piece_bounds(count, pieces), arguments)
+                _launch(found[0], found[1], threads, count, pieces, arguments)
                 return
             except KernelNotCompiled:  # the loop itself is not compiled yet: the pool
                 pass
