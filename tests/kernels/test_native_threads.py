@@ -31,6 +31,14 @@ def _record_threads(seen, start, stop):
         seen[i] = numba.get_thread_id()
 
 
+@numba.njit(nogil=True)
+def _note_window(counts, window, seen, start, stop):
+    seen[start] = window[0] + 100 * window.shape[0]  # zero when new, then 7
+    window[0] = 7
+    for i in range(start, stop):
+        counts[i] += 1
+
+
 def _needs_native():
     if not launch.native_threads(2):
         pytest.skip(f"numba's threading layer here ({numba.threading_layer()}) is not "
@@ -39,15 +47,18 @@ def _needs_native():
 
 @pytest.fixture
 def launches(monkeypatch):
-    """The native loops started during the test (a counting wrapper of the loop)."""
+    """The native loops started during the test, by their thread counts (counting
+    wrappers of the two loops)."""
     started = []
-    real = launch._launch
 
-    def counted(*arguments):
-        started.append(arguments[2])
-        return real(*arguments)
+    def counting(real):
+        def counted(*arguments):
+            started.append(arguments[2])
+            return real(*arguments)
+        return counted
 
-    monkeypatch.setattr(launch, "_launch", counted)
+    for name in ("_launch", "_launch_with_scratch"):
+        monkeypatch.setattr(launch, name, counting(getattr(launch, name)))
     return started
 
 
@@ -61,6 +72,20 @@ def test_every_piece_runs_once(native, count, threads, pieces, launches, monkeyp
     assert np.array_equal(counts, np.ones(count, np.int64))
     if native == "0" or min(count, threads) == 1:
         assert not launches
+
+
+@pytest.mark.parametrize("native", ["1", "0"], ids=["native", "pool"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_each_thread_gets_its_own_zeroed_scratch(native, threads, monkeypatch):
+    monkeypatch.setenv(launch.NATIVE_THREADS_ENV, native)
+    counts, seen = np.zeros(40, np.int64), np.full(40, -1, np.int64)
+    launch.parallel_kernel(_note_window, (counts, seen), 40, threads,
+                           scratch=(1, 5, np.int64))
+    assert np.array_equal(counts, np.ones(40, np.int64))
+    firsts = list(seen[seen >= 0])
+    assert set(firsts) <= {500, 507} and 1 <= firsts.count(500) <= threads
+    if native == "1" and launch.native_threads(threads):
+        assert firsts == [500] * threads  # one piece per thread, each on its own array
 
 
 def test_the_loop_uses_the_threads_asked_for_and_restores_numbas_count(launches):
@@ -89,6 +114,8 @@ def test_more_threads_than_numbas_run_on_the_pool(launches):
 # sixteenth of that in columns.  (data shape, weights shape, axes)
 _LAYERS = {
     "direct-blocked": ((2, 32, 24, 24), (1, 32, 32, 3, 3), AxisPlan(24, 3, 2, 1, 1, 47)),
+    # the row kernel: a zeroed window of input rows per thread
+    "direct": ((2, 32, 24, 24), (1, 32, 32, 3, 3), AxisPlan(24, 3, 2, 1, 1, 47)),
     "col2im-ncx": ((4, 64, 48, 48), (1, 64, 4, 3, 3), AxisPlan(48, 3, 2, 1, 1, 95)),
 }
 

@@ -109,6 +109,19 @@ def _launch(jit_address, c_address, threads, count, pieces, arguments):  # pragm
     _swap_num_threads(previous)
 
 
+@cached_njit(parallel=True, nogil=True)
+def _launch_with_scratch(jit_address, c_address, threads, count, before, scratch,
+                         after):  # pragma: no cover
+    # One piece per thread, each with its own row of ``scratch`` between the arguments.
+    previous = _swap_num_threads(threads)
+    pieces = scratch.shape[0]
+    for piece in prange(pieces):
+        arguments = before + (scratch[piece],) + after
+        kernel = _function_at(jit_address, c_address, arguments)
+        kernel(*arguments, count * piece // pieces, count * (piece + 1) // pieces)
+    _swap_num_threads(previous)
+
+
 #: Compiled code addresses per (kernel, argument kinds): :func:`_addresses`.
 _ADDRESSES: dict = {}
 #: The pid that first started numba's threading layer through this module, and whether
@@ -183,23 +196,61 @@ if hasattr(os, "register_at_fork"):
 
 
 def parallel_kernel(kernel, arguments: tuple, count: int, threads: int,
-                    pieces: int | None = None) -> None:
+                    pieces: int | None = None, scratch: tuple | None = None) -> None:
     """``kernel(*arguments, start, stop)`` over pieces of ``range(count)`` on up to
     ``threads`` threads: numba's native threads where :func:`native_threads` allows,
     else the library's pool (:func:`~convtranspose._runtime.threads.parallel_for`,
-    whose piece rule ``pieces`` follows)."""
+    whose piece rule ``pieces`` follows).
+
+    ``scratch``: ``(position, size, dtype)`` inserts at ``position`` of the arguments a
+    working array of ``size`` elements, zeros when a thread first gets it, one per
+    thread (then each native thread takes one piece).
+    """
     threads = max(1, min(threads, count))
+    if scratch is not None:
+        position, size, dtype = scratch
+        before, after = arguments[:position], arguments[position:]
     if threads == 1:
+        if scratch is not None:
+            arguments = before + (np.zeros(size, dtype),) + after
         kernel(*arguments, 0, count)
         return
-    if native_threads(threads):
-        found = _addresses(kernel, arguments)
-        if found is not None:
+    if native_threads(threads) and _native_call(kernel, arguments, count, threads, pieces,
+                                                scratch):
+        return
+    if scratch is None:
+        parallel_for(lambda start, stop: kernel(*arguments, start, stop), count, threads,
+                     pieces)
+        return
+    kept = threading.local()
+
+    def run(start: int, stop: int) -> None:
+        if not hasattr(kept, "array"):
+            kept.array = np.zeros(size, dtype)
+        kernel(*before, kept.array, *after, start, stop)
+
+    parallel_for(run, count, threads, pieces)
+
+
+def _native_call(kernel, arguments: tuple, count: int, threads: int, pieces: int | None,
+                 scratch: tuple | None) -> bool:
+    """:func:`parallel_kernel` on numba's threads; False where the loop is not compiled
+    and compiling is deferred (the pool then runs it)."""
+    if scratch is not None:
+        position, size, dtype = scratch
+        rows = np.zeros((threads, size), dtype)
+        arguments = arguments[:position] + (rows[0],) + arguments[position:]
+    found = _addresses(kernel, arguments)
+    if found is None:
+        return False
+    try:
+        if scratch is None:
             pieces = min(count, threads * PIECES_PER_THREAD if pieces is None
                          else max(1, pieces))
-            try:
-                _launch(found[0], found[1], threads, count, pieces, arguments)
-                return
-            except KernelNotCompiled:  # the loop itself is not compiled yet: the pool
-                pass
-    parallel_for(lambda start, stop: kernel(*arguments, start, stop), count, threads, pieces)
+            _launch(found[0], found[1], threads, count, pieces, arguments)
+        else:
+            _launch_with_scratch(found[0], found[1], threads, count, arguments[:position],
+                                 rows, arguments[position + 1:])
+    except KernelNotCompiled:
+        return False
+    return True

@@ -13,13 +13,12 @@ would waste lanes, an even kernel's two phases are summed in the same vectors in
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
-from ..._runtime.threads import PIECES_PER_THREAD, parallel_for
+from ..._runtime.threads import PIECES_PER_THREAD
 from ..schedules import (
     BFLOAT16,
     FLOAT16,
@@ -38,6 +37,7 @@ from ..schedules import (
     rows_merged,
     rows_window_width,
 )
+from .launch import parallel_kernel
 from .modes import bfloat16_pair_bits, store_mode
 from .planes import direct_planes
 
@@ -326,15 +326,10 @@ def rows_runner(batch, weights, axes3, dtype, target, threads, derived, data=KEE
         source, flat = np.ascontiguousarray(data).reshape(-1), out.reshape(-1)
         source = source.view(np.uint16) if data_bits else source
         flat = flat.view(np.uint16) if result != KEEP else flat
-        windows = threading.local()  # one per thread, not per piece
-
-        def work(a, b):
-            if not hasattr(windows, "array"):
-                windows.array = np.zeros(units * window_rows * width, window_dtype)
-            kernel(source, w, flat, shift, windows.array, *tables, length, first, stop,
-                   *geometry, a, b)
-
-        parallel_for(work, items * ranges, threads)
+        # A window per thread, not per piece.
+        parallel_kernel(kernel, (source, w, flat, shift, *tables, length, first, stop,
+                                 *geometry), items * ranges, threads,
+                        scratch=(4, units * window_rows * width, window_dtype))
 
     return run
 
