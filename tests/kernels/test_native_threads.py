@@ -39,27 +39,41 @@ def _note_window(counts, window, seen, start, stop):
         counts[i] += 1
 
 
+@numba.njit(nogil=True)
+def _add_product(out, source, first, second, start, stop):
+    for i in range(start, stop):
+        out[i] = source[i] + first * second
+
+
+@numba.njit(nogil=True)
+def _add_pair(out, source, pair, start, stop):
+    for i in range(start, stop):
+        out[i] = source[i] + pair[0] * pair[1]
+
+
 def _needs_native():
     if not launch.native_threads(2):
         pytest.skip(f"numba's threading layer here ({numba.threading_layer()}) is not "
                     "thread-safe, or has fewer than 2 threads: the pool runs every kernel")
 
 
+class _Loops:
+    """The native loops run since it was made (:func:`launch.native_loops_run`)."""
+
+    def __init__(self):
+        self._start = launch.native_loops_run()
+
+    def __bool__(self):
+        return self.count > 0
+
+    @property
+    def count(self) -> int:
+        return launch.native_loops_run() - self._start
+
+
 @pytest.fixture
-def launches(monkeypatch):
-    """The native loops started during the test, by their thread counts (counting
-    wrappers of the two loops)."""
-    started = []
-
-    def counting(real):
-        def counted(*arguments):
-            started.append(arguments[2])
-            return real(*arguments)
-        return counted
-
-    for name in ("_launch", "_launch_with_scratch"):
-        monkeypatch.setattr(launch, name, counting(getattr(launch, name)))
-    return started
+def launches():
+    return _Loops()
 
 
 @pytest.mark.parametrize("native", ["1", "0"], ids=["native", "pool"])
@@ -72,6 +86,8 @@ def test_every_piece_runs_once(native, count, threads, pieces, launches, monkeyp
     assert np.array_equal(counts, np.ones(count, np.int64))
     if native == "0" or min(count, threads) == 1:
         assert not launches
+    elif launch.native_threads(min(count, threads)):
+        assert launches.count == 1
 
 
 @pytest.mark.parametrize("native", ["1", "0"], ids=["native", "pool"])
@@ -88,6 +104,26 @@ def test_each_thread_gets_its_own_zeroed_scratch(native, threads, monkeypatch):
         assert firsts == [500] * threads  # one piece per thread, each on its own array
 
 
+def test_one_kernel_with_arguments_of_other_types(launches):
+    # Each set of argument types gets the kernel's code compiled for it: arrays of
+    # other dtypes, layouts or flags, scalars of other types; tuples go to the pool.
+    source = np.arange(40.0)
+    frozen = source.copy()
+    frozen.flags.writeable = False
+    cases = [(np.zeros(40), source, 2, 3), (np.zeros(40), source, 2.5, 2.0),
+             (np.zeros(40, np.int64), np.arange(40), 2, 3),
+             (np.zeros(80)[::2], source, 2, 3), (np.zeros(40), frozen, np.int32(2), 3),
+             (np.zeros(40, np.float32), source.astype(np.float32), 1.5, 1.5)]
+    for out, values, first, second in cases:
+        launch.parallel_kernel(_add_product, (out, values, first, second), 40, 2)
+        np.testing.assert_array_equal(out, values + first * second)
+    out = np.zeros(40)
+    launch.parallel_kernel(_add_pair, (out, source, (2, 3)), 40, 2)
+    np.testing.assert_array_equal(out, source + 6)
+    if launch.native_threads(2):
+        assert launches.count == len(cases)
+
+
 def test_the_loop_uses_the_threads_asked_for_and_restores_numbas_count(launches):
     _needs_native()
     previous = numba.get_num_threads()
@@ -95,7 +131,7 @@ def test_the_loop_uses_the_threads_asked_for_and_restores_numbas_count(launches)
     try:
         seen = np.full(2, -1, np.int64)
         launch.parallel_kernel(_record_threads, (seen,), 2, 2, pieces=2)
-        assert launches == [2] and sorted(seen) == [0, 1]
+        assert launches.count == 1 and sorted(seen) == [0, 1]
         assert numba.get_num_threads() == 1
     finally:
         numba.set_num_threads(previous)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 
 __all__ = ["ALGORITHM_ENV", "AMX_ENV", "BACKGROUND_COMPILE_ENV", "BACKWARD_ALGORITHM_ENV", "CACHE_ENV",
-           "DUMP_ENV", "NO_BLAS_ENV", "NO_NUMBA_ENV", "PIN_THREADS_ENV", "PLANNING_ENV", "WISDOM_ENV",
+           "DUMP_ENV", "NATIVE_THREADS_ENV", "NO_BLAS_ENV", "NO_NUMBA_ENV",
+           "PIN_THREADS_ENV", "PLANNING_ENV", "WISDOM_ENV",
            "dump_source", "switch", "switches_reader"]
 
 #: Forces an algorithm (a name of the kernels' registry) for every transposed convolution.
@@ -39,6 +40,9 @@ PIN_THREADS_ENV = "CONVTRANSPOSE_PIN_THREADS"
 #: Set to 0 to never use AMX tiles (:func:`convtranspose._runtime.machine.has_amx_int8`):
 #: the integer sums then run on the CPU's vector instructions.  Read once.
 AMX_ENV = "CONVTRANSPOSE_AMX"
+#: Set to 0 to run every parallel kernel on the library's Python thread pool instead of
+#: numba's native threads (:mod:`convtranspose._kernels._numba.launch`).
+NATIVE_THREADS_ENV = "CONVTRANSPOSE_NATIVE_THREADS"
 
 # ``os.environ.get`` of an unset name raises and catches a KeyError inside (about 1 us);
 # a tiny layer reads three switches per call, a tenth of its whole cost.  On POSIX the

@@ -1,4 +1,6 @@
-"""The one thread pool: every parallel loop of the library runs through :func:`parallel_for`.
+"""The one thread pool: every parallel loop of the library runs through :func:`parallel_for`,
+but the compiled kernels' loops that run on numba's native threads
+(:mod:`convtranspose._kernels._numba.launch`, which falls back to this pool).
 
 The calling thread always takes part; up to ``threads - 1`` helper threads of one
 pool join it.  Work is cut into more pieces than threads, taken in turn, so that a

@@ -43,15 +43,12 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..._runtime.config import switch
+from ..._runtime.config import NATIVE_THREADS_ENV, switch
 from ..._runtime.threads import PIECES_PER_THREAD, parallel_for
 from ..compiling import KernelNotCompiled
 from .kernel_cache import cached_njit
 
-__all__ = ["NATIVE_THREADS_ENV", "native_threads", "parallel_kernel"]
-
-#: Set to 0 to run every parallel kernel on the library's Python thread pool.
-NATIVE_THREADS_ENV = "CONVTRANSPOSE_NATIVE_THREADS"
+__all__ = ["NATIVE_THREADS_ENV", "native_loops_run", "native_threads", "parallel_kernel"]
 
 #: The threading layers whose parallel loops several threads may start at once.
 _THREAD_SAFE_LAYERS = ("omp", "tbb")
@@ -122,10 +119,19 @@ def _launch_with_scratch(jit_address, c_address, threads, count, before, scratch
     _swap_num_threads(previous)
 
 
+#: Parallel loops run on numba's threads in this process (:func:`native_loops_run`).
+_loops_run = 0
+
+
+def native_loops_run() -> int:
+    """How many parallel loops this process has run on numba's native threads."""
+    return _loops_run
+
+
 #: Compiled code addresses per (kernel, argument kinds): :func:`_addresses`.
 _ADDRESSES: dict = {}
-#: The pid that first started numba's threading layer through this module, and whether
-#: this process is a fork of one whose GNU OpenMP threads had started.
+#: numba's threading layer once this module started it, and whether this process is a
+#: fork of one whose GNU OpenMP threads had started.
 _state = {"layer": None, "forked": False}
 _layer_lock = threading.Lock()
 
@@ -137,17 +143,23 @@ _TYPE_FLAGS = 0x1 | 0x2 | 0x100 | 0x400
 
 def _kinds(arguments: tuple) -> tuple:
     """What decides the numba types of ``arguments``, cheaply (:func:`_addresses`' key):
-    a tenth of ``numba.typeof``'s time."""
+    a tenth of ``numba.typeof``'s time.  Scalars by their class (an int and a float
+    differ; so do NumPy's scalar types); None for a tuple, which numba's parallel loop
+    cannot take inside its arguments (the pool runs such kernels)."""
     return tuple([(value.dtype, value.ndim, value.flags.num & _TYPE_FLAGS)
-                  if type(value) is np.ndarray else type(value) for value in arguments])
+                  if type(value) is np.ndarray
+                  else None if type(value) is tuple else type(value) for value in arguments])
 
 
 def _addresses(kernel, arguments: tuple) -> tuple[int, int] | None:
     """The addresses of ``kernel``'s code for ``arguments`` and two int64 bounds, or
-    None where it returns a value.  Compiles it first where a call would (raising
+    None where it returns a value or takes a tuple.  Compiles it first where a call would (raising
     :class:`~convtranspose._kernels.compiling.KernelNotCompiled` where that is
     deferred)."""
-    key = (kernel, _kinds(arguments))
+    kinds = _kinds(arguments)
+    if None in kinds:
+        return None
+    key = (kernel, kinds)
     found = _ADDRESSES.get(key)
     if found is None:
         signature = tuple(map(numba.typeof, arguments)) + (types.int64, types.int64)
@@ -253,4 +265,6 @@ def _native_call(kernel, arguments: tuple, count: int, threads: int, pieces: int
                                  rows, arguments[position + 1:])
     except KernelNotCompiled:
         return False
+    global _loops_run
+    _loops_run += 1  # (under the GIL)
     return True
