@@ -153,6 +153,8 @@ _LAYERS = {
     # the row kernel: a zeroed window of input rows per thread
     "direct": ((2, 32, 24, 24), (1, 32, 32, 3, 3), AxisPlan(24, 3, 2, 1, 1, 47)),
     "col2im-ncx": ((4, 64, 48, 48), (1, 64, 4, 3, 3), AxisPlan(48, 3, 2, 1, 1, 95)),
+    # products over common.NATIVE_SPLIT_GEMM_FLOPS, split between native threads
+    "gemm-ncx": ((2, 64, 32, 32), (1, 64, 64, 3, 3), AxisPlan(32, 3, 2, 1, 1, 63)),
 }
 
 
@@ -212,3 +214,36 @@ def test_concurrent_callers_each_get_their_pieces():
     for thread in callers:
         thread.join()
     assert not errors
+
+
+def _split_cases(rng):
+    """(units, results, expected results): products of small integers (exact in
+    float32), C and transposed results, a broadcast operand (copied for BLAS), a unit
+    whose calls accumulate in order."""
+    def operand(*shape):
+        return rng.integers(-4, 5, shape).astype(np.float32)
+
+    a, b = operand(40, 24), operand(24, 36)
+    c_plain = np.zeros((40, 36), np.float32)
+    c_transposed = np.zeros((36, 40), np.float32).T
+    broadcast = np.broadcast_to(operand(1, 24), (40, 24))
+    c_broadcast = np.zeros((40, 36), np.float32)
+    c_sum = np.ones((40, 36), np.float32)
+    units = [[(a, b, c_plain, False)], [(a, b, c_transposed, False)],
+             [(broadcast, b, c_broadcast, False)],
+             [(a, -b, c_sum, False)] + [(a, b, c_sum, True)] * 3]
+    product = a.astype(np.float64) @ b
+    expected = [product, product, broadcast.astype(np.float64) @ b, 2 * product]
+    return units, [c_plain, c_transposed, c_broadcast, c_sum], expected
+
+
+@pytest.mark.parametrize("native", ["1", "0"], ids=["native", "pool"])
+def test_split_products_match_the_oracle(native, launches, monkeypatch):
+    from convtranspose._kernels.common import split_gemms
+
+    monkeypatch.setenv(launch.NATIVE_THREADS_ENV, native)
+    units, results, expected = _split_cases(np.random.default_rng(9))
+    split_gemms(units, 2)
+    for result, wanted in zip(results, expected):
+        np.testing.assert_array_equal(result, wanted)
+    assert launches.count == (1 if native == "1" and launch.native_threads(2) else 0)

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .._runtime import blas as _blas
+from .._runtime.target import host
 from .._runtime.threads import copy, parallel_copy, parallel_parts
 
 #: Scratch (im2col/column) buffers are split over the batch (or the first spatial
@@ -85,6 +86,24 @@ PARALLEL_FLOPS = 2e6
 #: threads costs up to a scheduler tick (milliseconds) on a busy machine, more than
 #: splitting such a product can save.
 SERIAL_GEMM_FLOPS = 64e6
+#: Where numba's native threads split the products (their fork-join about a tenth of
+#: the pool's, :mod:`convtranspose._kernels._numba.native_gemm`), GEMMs from this many
+#: FLOPs are split: on an AMD Zen 3, products of 26 MFLOP ran 1.25-1.45x faster on two
+#: native threads than on one, of 12.8 MFLOP as fast, and the pool gained nothing below
+#: 52 MFLOP (``benchmarks/results/native-threads-zen3.json``, ``gemm_split``).
+NATIVE_SPLIT_GEMM_FLOPS = 16e6
+
+
+def split_gemm_flops(threads: int) -> float:
+    """The FLOPs from which a product runs split between ``threads`` threads:
+    :data:`NATIVE_SPLIT_GEMM_FLOPS` where numba's native threads split it, else
+    :data:`SERIAL_GEMM_FLOPS`."""
+    if threads > 1 and host().numba:
+        from ._numba.launch import native_threads
+
+        if native_threads(threads):
+            return NATIVE_SPLIT_GEMM_FLOPS
+    return SERIAL_GEMM_FLOPS
 
 
 #: Column blocks of a product split by columns start at multiples of this many elements
@@ -129,11 +148,23 @@ def split_gemms(units: list, threads: int) -> None:
                 if block[2].size:
                     _blas.gemm(*block)
 
+    if threads > 1 and _native_threads_split(units, threads):
+        return
     with _blas.one_thread:
         if threads == 1:
             work(0)
         else:
             parallel_parts(work, threads, threads)
+
+
+def _native_threads_split(units: list, threads: int) -> bool:
+    """:func:`split_gemms` on numba's native threads, where they run
+    (:func:`convtranspose._kernels._numba.native_gemm.native_gemms`); False otherwise."""
+    if not host().numba:
+        return False
+    from ._numba.native_gemm import native_gemms
+
+    return native_gemms(units, threads, _block)
 
 
 def threaded_matmul(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
@@ -146,7 +177,7 @@ def threaded_matmul(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
     flops = 2.0 * a.shape[-2] * a.shape[-1] * b.shape[-1]
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     dtype = np.result_type(a, b)
-    if flops >= SERIAL_GEMM_FLOPS:
+    if flops >= split_gemm_flops(threads):
         if not (a.dtype == b.dtype == dtype and _blas.available(dtype)):
             return np.matmul(a, b)
         out = np.empty(batch + (a.shape[-2], b.shape[-1]), dtype)

@@ -20,12 +20,12 @@ from .._runtime.memo import derived_from, frozen
 from .._runtime.threads import copy, parallel_copy, parallel_parts
 from .common import (
     PARALLEL_FLOPS,
-    SERIAL_GEMM_FLOPS,
     class_matrix,
     input_glxc,
     output_glyc,
     require_finite,
     scatter_phases,
+    split_gemm_flops,
     split_gemms,
     taps_first_weights,
 )
@@ -120,7 +120,7 @@ def run_gemms(calls, flops_each: float, threads: int) -> None:
             for arguments in unit:
                 _blas.gemm(*arguments)
 
-    if flops_each >= SERIAL_GEMM_FLOPS:
+    if flops_each >= split_gemm_flops(threads):
         split_gemms(calls, threads)
         return
     total = flops_each * sum(len(unit) for unit in calls)
@@ -268,7 +268,7 @@ def _class_products(inputs, matrix, first_rows, rows, shape, internal_last, thre
     products = np.empty(shape, matrix.dtype)
     flat = products.reshape((rows, groups, width) if internal_last else (groups, width, rows))
     flops = 2.0 * rows * depth * width
-    parts = 1 if flops >= SERIAL_GEMM_FLOPS else max(1, threads // groups)
+    parts = 1 if flops >= split_gemm_flops(threads) else max(1, threads // groups)
     calls = []
     for g, part in itertools.product(range(groups), range(parts)):
         r0, r1 = rows * part // parts, rows * (part + 1) // parts

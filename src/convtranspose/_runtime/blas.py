@@ -25,7 +25,8 @@ import numpy as np
 from .caches import kept
 from .config import NO_BLAS_ENV, switch
 
-__all__ = ["at_most", "available", "corename", "gemm", "one_thread", "threads"]
+__all__ = ["at_most", "available", "corename", "gemm", "gemm_address", "gemm_arguments",
+           "one_thread", "threads"]
 
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
@@ -290,6 +291,18 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, accumulate: bool = False) 
         if not accumulate:
             c[...] = 0
         return
+    arguments, _ = gemm_arguments(a, b, c, accumulate)
+    _gemm_functions()[c.dtype](*arguments)
+
+
+def gemm_arguments(a: np.ndarray, b: np.ndarray, c: np.ndarray,
+                   accumulate: bool) -> tuple[tuple, tuple]:
+    """The arguments of the ``cblas_?gemm`` call that :func:`gemm` makes for non-empty
+    operands (order, transposes, sizes, 1.0, addresses and leading dimensions, beta),
+    and the arrays they point into (copies of ``a`` or ``b`` among them), which must
+    stay alive until the call returns."""
+    m, k = a.shape
+    n = b.shape[1]
     trans_c, ldc = _operand(c)
     if trans_c == _TRANS:
         # C^T = B^T A^T: the same call with the operands swapped.
@@ -297,6 +310,11 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, accumulate: bool = False) 
     a, b = _packable(a), _packable(b)
     trans_a, lda = _operand(a)
     trans_b, ldb = _operand(b)
-    _gemm_functions()[c.dtype](
-        _ROW_MAJOR, trans_a, trans_b, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb,
-        1.0 if accumulate else 0.0, c.ctypes.data, ldc)
+    return ((_ROW_MAJOR, trans_a, trans_b, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data,
+             ldb, 1.0 if accumulate else 0.0, c.ctypes.data, ldc), (a, b, c))
+
+
+def gemm_address(dtype) -> int:
+    """The address of the ``cblas_?gemm`` for ``dtype`` (:func:`available`), to call
+    from compiled code."""
+    return ctypes.cast(_gemm_functions()[np.dtype(dtype)], ctypes.c_void_p).value

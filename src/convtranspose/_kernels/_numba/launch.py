@@ -48,7 +48,8 @@ from ..._runtime.threads import PIECES_PER_THREAD, parallel_for
 from ..compiling import KernelNotCompiled
 from .kernel_cache import cached_njit
 
-__all__ = ["NATIVE_THREADS_ENV", "native_loops_run", "native_threads", "parallel_kernel"]
+__all__ = ["NATIVE_THREADS_ENV", "count_native_loop", "native_loops_run", "native_threads",
+           "parallel_kernel", "swap_num_threads"]
 
 #: The threading layers whose parallel loops several threads may start at once.
 _THREAD_SAFE_LAYERS = ("omp", "tbb")
@@ -74,7 +75,7 @@ def _function_at(typingctx, jit_address, c_address, arguments):
 
 
 @intrinsic
-def _swap_num_threads(typingctx, count):
+def swap_num_threads(typingctx, count):
     """Set the calling thread's numba thread count to ``count``; returns the previous.
 
     The threading layer's own functions, called by name as numba's parallel loops call
@@ -99,24 +100,24 @@ def _swap_num_threads(typingctx, count):
 
 @cached_njit(parallel=True, nogil=True)
 def _launch(jit_address, c_address, threads, count, pieces, arguments):  # pragma: no cover
-    previous = _swap_num_threads(threads)
+    previous = swap_num_threads(threads)
     for piece in prange(pieces):
         kernel = _function_at(jit_address, c_address, arguments)
         kernel(*arguments, count * piece // pieces, count * (piece + 1) // pieces)
-    _swap_num_threads(previous)
+    swap_num_threads(previous)
 
 
 @cached_njit(parallel=True, nogil=True)
 def _launch_with_scratch(jit_address, c_address, threads, count, before, scratch,
                          after):  # pragma: no cover
     # One piece per thread, each with its own row of ``scratch`` between the arguments.
-    previous = _swap_num_threads(threads)
+    previous = swap_num_threads(threads)
     pieces = scratch.shape[0]
     for piece in prange(pieces):
         arguments = before + (scratch[piece],) + after
         kernel = _function_at(jit_address, c_address, arguments)
         kernel(*arguments, count * piece // pieces, count * (piece + 1) // pieces)
-    _swap_num_threads(previous)
+    swap_num_threads(previous)
 
 
 #: Parallel loops run on numba's threads in this process (:func:`native_loops_run`).
@@ -126,6 +127,12 @@ _loops_run = 0
 def native_loops_run() -> int:
     """How many parallel loops this process has run on numba's native threads."""
     return _loops_run
+
+
+def count_native_loop() -> None:
+    """Count one more loop run on numba's native threads (:func:`native_loops_run`)."""
+    global _loops_run
+    _loops_run += 1  # (under the GIL)
 
 
 #: Compiled code addresses per (kernel, argument kinds): :func:`_addresses`.
@@ -265,6 +272,5 @@ def _native_call(kernel, arguments: tuple, count: int, threads: int, pieces: int
                                  rows, arguments[position + 1:])
     except KernelNotCompiled:
         return False
-    global _loops_run
-    _loops_run += 1  # (under the GIL)
+    count_native_loop()
     return True
