@@ -182,7 +182,7 @@ def test_gemm_chunks_and_products_split_between_threads(use_target, monkeypatch)
     monkeypatch.setattr(common, "PARALLEL_FLOPS", 0)
     monkeypatch.setattr(gemm, "PARALLEL_FLOPS", 0)
     monkeypatch.setattr(common, "SERIAL_GEMM_FLOPS", float("inf"))
-    monkeypatch.setattr(gemm, "SERIAL_GEMM_FLOPS", float("inf"))
+    monkeypatch.setattr(common, "NATIVE_SPLIT_GEMM_FLOPS", float("inf"))
     threads_before = blas.threads()
     rng = np.random.default_rng(5)
     for rank in (1, 2, 3):

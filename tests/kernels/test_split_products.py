@@ -49,6 +49,7 @@ def test_split_gemms_accumulate_every_unit(m, k, n, threads):
 def test_large_products_split_over_threads(monkeypatch, a_shape, b_shape):
     # Every product here counts as large: it takes the split path.
     monkeypatch.setattr(common, "SERIAL_GEMM_FLOPS", 0.0)
+    monkeypatch.setattr(common, "NATIVE_SPLIT_GEMM_FLOPS", 0.0)
     rng = np.random.default_rng(1)
     a = rng.standard_normal(a_shape).astype(np.float32)
     b = rng.standard_normal(b_shape).astype(np.float32)
