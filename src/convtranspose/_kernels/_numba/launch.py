@@ -8,8 +8,9 @@ back to back on an AMD Zen 3 and 170-500 us after a pause of 1-10 ms, more than 
 small layers' whole work (``benchmarks/results/thread-wakeup-zen3.json``).  Here one
 compiled parallel loop (numba's ``prange``) runs the pieces on the threads of numba's
 threading layer, which take no GIL and, with GNU OpenMP or TBB, wait spinning for a
-while after a loop: 3-8 us back to back, about 15 us after 1 ms (the same file,
-``native``).
+while after a loop: 10-12 us back to back and 53-55 us after 1 ms through
+:func:`parallel_kernel`, against 128-145 and 270-310 us on the pool in the same run
+(``benchmarks/results/native-threads-zen3.json``).
 
 The loop calls the kernel through the addresses of its compiled code (a first-class
 function value, :func:`_function_at`), so one compiled loop serves every kernel whose
@@ -160,9 +161,9 @@ def _kinds(arguments: tuple) -> tuple:
 
 def _addresses(kernel, arguments: tuple) -> tuple[int, int] | None:
     """The addresses of ``kernel``'s code for ``arguments`` and two int64 bounds, or
-    None where it returns a value or takes a tuple.  Compiles it first where a call would (raising
-    :class:`~convtranspose._kernels.compiling.KernelNotCompiled` where that is
-    deferred)."""
+    None where it returns a value or takes a tuple.  Compiles it first where a call
+    would (raising :class:`~convtranspose._kernels.compiling.KernelNotCompiled` where
+    that is deferred)."""
     kinds = _kinds(arguments)
     if None in kinds:
         return None

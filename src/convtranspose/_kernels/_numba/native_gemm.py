@@ -79,10 +79,11 @@ def _gemm_parts(address, threads, table, one):  # pragma: no cover
     swap_num_threads(previous)
 
 
-def _table(units: list, threads: int, block) -> tuple[np.ndarray, list] | None:
+def _table(units: list, threads: int, block, dtype) -> tuple[np.ndarray, list] | None:
     """The calls of ``units`` cut by ``block`` (``block(arguments, part, threads)``) as a
     table, and the arrays it points into; None where a block has nothing to multiply
-    (the pool's :func:`~convtranspose._runtime.blas.gemm` handles those cases)."""
+    or another dtype than ``dtype`` (the pool's
+    :func:`~convtranspose._runtime.blas.gemm` handles those cases)."""
     rows, kept = [], []
     for part in range(threads):
         for unit in units:
@@ -90,7 +91,7 @@ def _table(units: list, threads: int, block) -> tuple[np.ndarray, list] | None:
                 a, b, c, accumulate = block(arguments, part, threads)
                 if not c.size:
                     continue
-                if a.shape[1] == 0 or a.dtype != c.dtype or b.dtype != c.dtype:
+                if a.shape[1] == 0 or not a.dtype == b.dtype == c.dtype == dtype:
                     return None
                 call, arrays = _blas.gemm_arguments(a, b, c, accumulate)
                 rows.append((part,) + call[1:6] + call[7:11] + call[12:] + (int(accumulate),))
@@ -108,7 +109,7 @@ def native_gemms(units: list, threads: int, block) -> bool:
     dtype = next((arguments[2].dtype for unit in units for arguments in unit), None)
     if dtype is None or not _blas.available(dtype):
         return False
-    made = _table(units, threads, block)
+    made = _table(units, threads, block, dtype)
     if made is None:
         return False
     table, kept = made
