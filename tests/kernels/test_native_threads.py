@@ -124,14 +124,16 @@ def test_one_kernel_with_arguments_of_other_types(launches):
         assert launches.count == len(cases)
 
 
-def test_the_loop_uses_the_threads_asked_for_and_restores_numbas_count(launches):
+def test_the_loop_stays_within_its_threads_and_restores_numbas_count(launches):
+    # OpenMP may give a loop fewer threads than it asks for (a whole test run once saw
+    # both pieces on thread 0), never more; the caller's numba count comes back.
     _needs_native()
     previous = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        seen = np.full(2, -1, np.int64)
-        launch.parallel_kernel(_record_threads, (seen,), 2, 2, pieces=2)
-        assert launches.count == 1 and sorted(seen) == [0, 1]
+        seen = np.full(8, -1, np.int64)
+        launch.parallel_kernel(_record_threads, (seen,), 8, 2, pieces=8)
+        assert launches.count == 1 and set(seen) <= {0, 1}
         assert numba.get_num_threads() == 1
     finally:
         numba.set_num_threads(previous)
