@@ -94,16 +94,18 @@ SERIAL_GEMM_FLOPS = 64e6
 NATIVE_SPLIT_GEMM_FLOPS = 16e6
 
 
-def split_gemm_flops(threads: int) -> float:
-    """The FLOPs from which a product runs split between ``threads`` threads:
-    :data:`NATIVE_SPLIT_GEMM_FLOPS` where numba's native threads split it, else
-    :data:`SERIAL_GEMM_FLOPS`."""
-    if threads > 1 and host().numba:
-        from ._numba.launch import native_threads
+def splits_product(flops: float, threads: int) -> bool:
+    """Whether a product of ``flops`` runs split between ``threads`` threads: from
+    :data:`SERIAL_GEMM_FLOPS`, or from :data:`NATIVE_SPLIT_GEMM_FLOPS` where numba's
+    native threads split it (asked only then: a process of smaller products never
+    imports numba for it)."""
+    if flops >= SERIAL_GEMM_FLOPS:
+        return True
+    if flops < NATIVE_SPLIT_GEMM_FLOPS or threads < 2 or not host().numba:
+        return False
+    from ._numba.launch import native_threads
 
-        if native_threads(threads):
-            return NATIVE_SPLIT_GEMM_FLOPS
-    return SERIAL_GEMM_FLOPS
+    return native_threads(threads)
 
 
 #: Column blocks of a product split by columns start at multiples of this many elements
@@ -177,7 +179,7 @@ def threaded_matmul(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
     flops = 2.0 * a.shape[-2] * a.shape[-1] * b.shape[-1]
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     dtype = np.result_type(a, b)
-    if flops >= split_gemm_flops(threads):
+    if splits_product(flops, threads):
         if not (a.dtype == b.dtype == dtype and _blas.available(dtype)):
             return np.matmul(a, b)
         out = np.empty(batch + (a.shape[-2], b.shape[-1]), dtype)

@@ -25,8 +25,8 @@ from .common import (
     output_glyc,
     require_finite,
     scatter_phases,
-    split_gemm_flops,
     split_gemms,
+    splits_product,
     taps_first_weights,
 )
 
@@ -120,7 +120,7 @@ def run_gemms(calls, flops_each: float, threads: int) -> None:
             for arguments in unit:
                 _blas.gemm(*arguments)
 
-    if flops_each >= split_gemm_flops(threads):
+    if splits_product(flops_each, threads):
         split_gemms(calls, threads)
         return
     total = flops_each * sum(len(unit) for unit in calls)
@@ -268,7 +268,7 @@ def _class_products(inputs, matrix, first_rows, rows, shape, internal_last, thre
     products = np.empty(shape, matrix.dtype)
     flat = products.reshape((rows, groups, width) if internal_last else (groups, width, rows))
     flops = 2.0 * rows * depth * width
-    parts = 1 if flops >= split_gemm_flops(threads) else max(1, threads // groups)
+    parts = 1 if splits_product(flops, threads) else max(1, threads // groups)
     calls = []
     for g, part in itertools.product(range(groups), range(parts)):
         r0, r1 = rows * part // parts, rows * (part + 1) // parts
