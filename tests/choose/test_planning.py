@@ -84,6 +84,36 @@ def test_small_layers_are_timed_on_fewer_threads(wisdom_file):
     assert entry.get("threads") == choice.threads and set(entry["times_ns"]) >= set(fewer)
 
 
+def test_candidates_with_prepared_calls_are_timed_prepared(wisdom_file, monkeypatch):
+    # Repeated calls run a prepared compute (no filter comparison, matrices made once):
+    # planning times that, one preparation per timed label.
+    data, filter = _operands(seed=8, channels=(8, 6))
+    made, runs = [], []
+
+    def counting_prepare(name, *arguments):
+        compute = prepare(name, *arguments)
+        if compute is None:
+            return None
+        made.append(name)
+
+        def timed(data, out):
+            runs.append(name)
+            compute(data, out)
+        return timed
+
+    prepare = transposed.prepare
+    monkeypatch.setattr(transposed, "prepare", counting_prepare)
+    with ct.num_threads(2), ct.use_planning("exhaustive"), planning.recording() as choices:
+        result = ct.convolution_backprop_data(data, filter, **LAYER)
+    np.testing.assert_allclose(result, _oracle(data, filter, **LAYER), rtol=1e-4, atol=1e-4)
+    timed = [label for label, _ in choices[0].measured]
+    resolved = {resolve(split_label(label)[0], np.float32, 2, False, ct.host_target())[0]
+                for label in timed}
+    # col2im's prepared form takes any filter (direct's only one known to be finite).
+    assert "col2im-ncx" in made and set(made) <= resolved
+    assert len(made) <= len(timed) and len(runs) > len(made)  # prepared once, run often
+
+
 def _recorded_wisdom(wisdom_file, **changes):
     """Measure the test layer, then rewrite its wisdom entry with ``changes``."""
     data, filter = _operands(seed=7)

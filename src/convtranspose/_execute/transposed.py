@@ -234,13 +234,25 @@ def _planned(data, weights, problem: Problem, bias, out, target):
     """The choice measured planning gives this problem (:mod:`.planning`); when it
     measures, each candidate computes the whole call (bias and rounding included) into
     ``out``, which the winner then fills once more.  A candidate may be timed on fewer
-    threads than ``target``'s (its :func:`~convtranspose._choose.choice.timed_label`)."""
+    threads than ``target``'s (its :func:`~convtranspose._choose.choice.timed_label`).
+    A candidate that repeated calls run prepared is timed prepared (:func:`_timed_call`)."""
+    prepared: dict = {}
+
     def run(label):
         name, threads = split_label(label)
-        transposed_convolution(data, weights, problem.axes, dtype=problem.dtype,
-                               channels_last=problem.channels_last, bias=bias, algorithm=name,
-                               result_dtype=problem.result_dtype, out=out,
-                               target=on_threads(target, threads))
+        on = on_threads(target, threads)
+        if label not in prepared:
+            prepared[label] = _timed_call(name, data, weights, problem, out, on)
+        compute = prepared[label]
+        if compute is None:
+            transposed_convolution(data, weights, problem.axes, dtype=problem.dtype,
+                                   channels_last=problem.channels_last, bias=bias,
+                                   algorithm=name, result_dtype=problem.result_dtype,
+                                   out=out, target=on)
+            return
+        compute(data, out)
+        if bias is not None:
+            add_bias(out, bias, problem.dtype, problem.channels_last, len(problem.axes))
 
     def finite():
         return all(array is None or array.dtype.kind not in "fc"
@@ -251,6 +263,25 @@ def _planned(data, weights, problem: Problem, bias, out, target):
 
     return planned_choice(problem, target, run=run, finite=finite,
                           warm=warm if target.numba and background.available() else None)
+
+
+def _timed_call(name: str, data, weights, problem: Problem, out, target):
+    """``compute(data, out)`` of candidate ``name`` prepared for this layer, as
+    :func:`prepare_call` sets up the repeated calls of the functional API and of
+    prepared layers (the kernels' one-time work done, no filter comparison), or None
+    where those calls would not run it prepared: planning then times the function
+    path.  Timing the function path instead made planning choose by the fixed costs
+    that prepared calls skip, and those differ between candidates (comparing a large
+    filter, deriving its matrices)."""
+    axes, dtype = problem.axes, problem.dtype
+    if (problem.result_dtype is not None or not preparable(data.dtype, weights.dtype)
+            or data.dtype != dtype or not out.flags.c_contiguous):
+        return None
+    resolved, _ = resolve(name, dtype, len(axes), problem.channels_last, target, axes)
+    if REGISTRY[resolved].prepare is None or fitting(resolved, problem, target) != resolved:
+        return None
+    return prepare(resolved, problem.batch, weights, axes, dtype, problem.channels_last,
+                   target)
 
 
 def _compute(algorithm, data, weights, problem: Problem, out, target):

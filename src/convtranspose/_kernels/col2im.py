@@ -21,6 +21,7 @@ from .._runtime.memo import derived_from, frozen
 from .._runtime.threads import add, copy, parallel_copy
 from . import phase as _phase
 from .common import input_glxc, output_glyc, threaded_matmul
+from .packed import filter_product, packed_filter, packs_product
 from .phase import chunks
 from .schedules import numba_scatters
 
@@ -147,6 +148,20 @@ def _scatter_order(rank: int, internal_last: bool, tap_major: bool) -> tuple[int
         channel,)
 
 
+def _packed_matrix(weights, matrix, tap_major: bool, axes, internal_last: bool, target):
+    """The channels-first GEMM operand packed where its products run through the packed
+    kernel (:func:`~.packed.packs_product`; one sample's positions per product), kept
+    with the filter; else None.  For prepared calls only: a call of the general path
+    would compare the filter with the kept one each time, which a contiguous filter
+    otherwise never pays (:func:`_col2im_matrix`)."""
+    if internal_last or not packs_product(
+            2.0 * matrix.shape[1] * matrix.shape[2] * math.prod(a.input_size for a in axes),
+            target.threads, matrix.dtype):
+        return None
+    derived = derived_from(weights, "col2im-packed", matrix.dtype.str, tap_major)
+    return packed_filter(derived, matrix)
+
+
 def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, target):
     """One GEMM for every tap's contribution, then one strided add per live tap.
 
@@ -166,13 +181,13 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
     matrix, tap_major = _col2im_matrix(weights, dtype, internal_last)
     steps = _layer_steps(batch, weights.shape, axes, dtype, True, internal_last, tap_major,
                          target)
-
+    packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target)
     scatters: dict = {}
 
     def compute(data, out):
         with np.errstate(all="ignore"):  # as the general path: inf - inf adds silently
             _run_steps(steps, data, matrix, out, channels_last, internal_last, target,
-                       scatters)
+                       scatters, packed)
 
     return compute
 
@@ -188,10 +203,11 @@ def _layer_steps(batch, weights_shape, axes, dtype, out_contiguous, internal_las
 
 
 def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, target,
-               scatters: dict | None = None):
+               scatters: dict | None = None, packed=None):
     """col2im's products and stores for one call (:func:`_steps`).  ``scatters``: a
     prepared layer's scatter calls by chunk, made at its first call (its arrays keep
-    their shapes and strides from call to call)."""
+    their shapes and strides from call to call).  ``packed``: ``matrix`` packed
+    (:func:`_packed_matrix`), whose kernel then runs the channels-first products."""
     groups, ci = matrix.shape[0], matrix.shape[1 if internal_last else 2]
     dtype = matrix.dtype
     if steps.fill:
@@ -212,10 +228,12 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
             columns = threaded_matmul(rows, matrix, target.threads).reshape(chunk.columns_shape)
         else:
             rows = source[n0:n1, :, :, x0:x1]
-            if rows.dtype != dtype or not _blasable_rows(rows):
+            if rows.dtype != dtype or not _blasable_rows(rows) or packed is not None:
                 rows = np.ascontiguousarray(rows, dtype)
-            columns = threaded_matmul(matrix, rows.reshape((n1 - n0, groups, ci, -1)),
-                                      target.threads).reshape(chunk.columns_shape)
+            rows = rows.reshape((n1 - n0, groups, ci, -1))
+            columns = (threaded_matmul(matrix, rows, target.threads) if packed is None
+                       else filter_product(packed, rows, target.threads)
+                       ).reshape(chunk.columns_shape)
         if steps.scatter:
             # The columns as the scatter reads them, (G, n, X..., K..., Co): a view.
             columns = columns.transpose(steps.scatter_order)

@@ -21,6 +21,7 @@ from .._plan.geometry import tap_windows
 from .._plan.rules import AxisPlan
 from .._runtime.memo import derived_from
 from .gemm import run_gemms
+from .packed import filter_product, packed_filter, packs_product
 
 __all__ = ["in_place", "prepare_pointwise", "takes_layer"]
 
@@ -37,10 +38,14 @@ def in_place(axes: tuple[AxisPlan, ...]) -> bool:
                for axis in axes)
 
 
-def _matrices(weights: np.ndarray, dtype, channels_last: bool) -> np.ndarray:
+def _matrices(weights: np.ndarray, dtype, channels_last: bool, threads: int,
+              positions: int) -> tuple[np.ndarray, object]:
     """The filter as ``(G, Ci, Co)`` (channels last) or ``(G, Co, Ci)`` in ``dtype``,
     contiguous, kept with the filter: a copy, never a view of the caller's filter (the
-    memo gives it to every filter of the same bits, prepared calls included)."""
+    memo gives it to every filter of the same bits, prepared calls included); and,
+    where channels-first products of ``positions`` columns run through the packed kernel
+    on ``threads`` threads (:func:`~.packed.packs_product`), those matrices packed
+    (else None), kept beside them."""
     derived = derived_from(weights, "pointwise", np.dtype(dtype).str, channels_last)
     matrices = derived.get("matrices")
     if matrices is None:
@@ -50,13 +55,18 @@ def _matrices(weights: np.ndarray, dtype, channels_last: bool) -> np.ndarray:
                             order="C", copy=True)
         matrices.flags.writeable = False
         derived["matrices"] = matrices
-    return matrices
+    if channels_last or not packs_product(2.0 * matrices.shape[1] * matrices.shape[2]
+                                          * positions, threads, matrices.dtype):
+        return matrices, None
+    return matrices, packed_filter(derived, matrices)
 
 
-def _products(source, matrices, into, channels_last: bool, threads: int) -> None:
+def _products(source, matrices, into, channels_last: bool, threads: int, packed=None) -> None:
     """``into`` = the products of C-contiguous ``source`` ``(N, G*Ci, P...)`` (or channels
     last) and ``matrices``, one BLAS product per group (per sample too, channels
-    first); ``into`` is C-contiguous ``(N, G*Co, P...)`` (or channels last)."""
+    first), or channels first the packed kernel's products where ``packed`` holds the
+    packed matrices (:func:`_matrices`); ``into`` is C-contiguous ``(N, G*Co, P...)`` (or
+    channels last)."""
     groups = matrices.shape[0]
     ci, co = (matrices.shape[1:] if channels_last else matrices.shape[:0:-1])
     batch = source.shape[0]
@@ -71,6 +81,9 @@ def _products(source, matrices, into, channels_last: bool, threads: int) -> None
         # (Co, Ci) @ (Ci, P) per sample and group, into the (N, G, Co, P) output.
         planes = source.reshape(batch, groups, ci, positions)
         out_planes = into.reshape(batch, groups, co, positions)
+        if packed is not None:
+            filter_product(packed, planes, threads, out_planes)
+            return
         calls = [[(matrices[g], planes[n, g], out_planes[n, g], False)]
                  for n in range(batch) for g in range(groups)]
         flops_each = 2.0 * positions * ci * co
@@ -79,29 +92,32 @@ def _products(source, matrices, into, channels_last: bool, threads: int) -> None
 
 def _pointwise(data, weights, axes, dtype, channels_last, out, *, target):
     """Fill ``out`` with one product per group (module docstring)."""
-    _products_into(_matrices(weights, dtype, channels_last), data, axes, dtype, channels_last,
-                   out, target.threads)
+    matrices, packed = _matrices(weights, dtype, channels_last, target.threads, reached(axes))
+    _products_into(matrices, data, axes, dtype, channels_last, out, target.threads, packed)
 
 
 def prepare_pointwise(batch, weights, axes, dtype, channels_last, target):
     """``compute(data, out)``: ``pointwise`` for this layer with its matrices made once,
     for :class:`convtranspose._kernels.direct.DirectCall` (``out`` C-contiguous, of
     ``dtype``).  Exact with any operands, as the general path."""
-    matrices = _matrices(weights, dtype, channels_last)
+    matrices, packed = _matrices(weights, dtype, channels_last, target.threads, reached(axes))
 
     def compute(data, out):
         with np.errstate(all="ignore"):
-            _products_into(matrices, data, axes, dtype, channels_last, out, target.threads)
+            _products_into(matrices, data, axes, dtype, channels_last, out, target.threads,
+                           packed)
 
     return compute
 
 
-def _products_into(matrices, data, axes, dtype, channels_last, out, threads) -> None:
-    """``out`` = the layer of the filter ``matrices`` (:func:`_matrices`) on ``data``."""
+def _products_into(matrices, data, axes, dtype, channels_last, out, threads,
+                   packed=None) -> None:
+    """``out`` = the layer of the filter ``matrices`` (:func:`_matrices`, packed or
+    not) on ``data``."""
     if in_place(axes) and out.flags.c_contiguous:
         source = data if data.dtype == dtype and data.flags.c_contiguous else (
             np.ascontiguousarray(data, dtype))
-        _products(source, matrices, out, channels_last, threads)
+        _products(source, matrices, out, channels_last, threads, packed)
         return
     windows = [tap_windows(axis)[0] for axis in axes]
     out.fill(0)
@@ -112,7 +128,7 @@ def _products_into(matrices, data, axes, dtype, channels_last, out, threads) -> 
     source = np.ascontiguousarray(data[lead + tuple(w[0] for w in windows) + tail], dtype)
     box = out[lead + tuple(w[1] for w in windows) + tail]
     product = np.empty(box.shape, dtype)
-    _products(source, matrices, product, channels_last, threads)
+    _products(source, matrices, product, channels_last, threads, packed)
     box[...] = product
 
 

@@ -1,0 +1,98 @@
+"""Filter products through the packed micro-kernel against OpenBLAS, in one process.
+
+    python benchmarks/packed_products.py [--rounds 15] [--calls 20] [--out FILE]
+
+For the products of ``pointwise`` and ``col2im-ncx`` on the layers of
+``benchmarks/prepared_calls.py`` (and two larger ones), ``c[n] = A @ b[n]`` with ``A``
+``(M, K)`` and ``b`` ``(N, K, P)`` float32, it times in alternating rounds: the packed
+kernel (``_kernels/_numba/packed.py``) on one thread and on all of the library's, and
+NumPy's product on one OpenBLAS thread and on OpenBLAS's own threads.  Prints the
+fastest round's microseconds per product (and GFLOP/s) of each, with the CPU and the
+measured FMA peak of one thread; ``--out`` writes the rows as JSON.  Writes nothing
+else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+import convtranspose as ct
+from convtranspose._kernels._numba.packed import pack_matrix, packed_product
+from convtranspose._kernels._numba.peak import measure_fma_gflops
+from convtranspose._runtime import blas
+from convtranspose._runtime.machine import cpu_model_name
+
+# (what it is, N, M, K, P)
+PRODUCTS = [
+    ("pointwise 256->512 7x7", 1, 512, 256, 49),
+    ("head N2 512->3x16 taps 8x8 (col2im)", 2, 48, 512, 64),
+    ("k1 s4 N8 8->128 5x5", 8, 128, 8, 25),
+    ("U-Net k2 64->32x4 taps 24x24 (col2im)", 1, 128, 64, 576),
+    ("mid 32->16x9 taps 16x16 (col2im)", 1, 144, 32, 256),
+    ("512x512 by 512x256", 1, 512, 512, 256),
+    ("256x256 by 256x1024", 1, 256, 256, 1024),
+]
+
+
+def _timings(rounds: int, calls: int, threads: int) -> list[dict]:
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, batch, m, k, p in PRODUCTS:
+        a = rng.standard_normal((1, m, k), dtype=np.float32)
+        b = rng.standard_normal((batch, 1, k, p), dtype=np.float32)
+        c = np.empty((batch, 1, m, p), np.float32)
+        packed = pack_matrix(a)
+
+        def blas_one():
+            with blas.one_thread:
+                np.matmul(a, b, out=c)
+
+        runs = {"packed 1 thread": lambda: packed_product(packed, b, c, 1),
+                f"packed {threads} threads": lambda: packed_product(packed, b, c, threads),
+                "OpenBLAS 1 thread": blas_one,
+                "OpenBLAS threads": lambda: np.matmul(a, b, out=c)}
+        best = dict.fromkeys(runs, float("inf"))
+        for run in runs.values():
+            run()
+        for _ in range(rounds):
+            for key, run in runs.items():
+                start = time.perf_counter()
+                for _ in range(calls):
+                    run()
+                best[key] = min(best[key], (time.perf_counter() - start) / calls)
+        flops = 2.0 * batch * m * k * p
+        rows.append({"product": name, "n_m_k_p": [batch, m, k, p],
+                     "us": {key: round(seconds * 1e6, 1) for key, seconds in best.items()},
+                     "gflops": {key: round(flops / seconds / 1e9, 1)
+                                for key, seconds in best.items()}})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=20, help="calls per timed round")
+    parser.add_argument("--out", help="write the rows as JSON to this file")
+    args = parser.parse_args(argv)
+    threads = ct.get_num_threads()
+    peak = measure_fma_gflops()
+    print(f"CPU: {cpu_model_name()}, {threads} threads, FMA peak {peak:.0f} GFLOP/s per "
+          f"thread; microseconds per product (GFLOP/s), fastest of {args.rounds} rounds\n")
+    rows = _timings(args.rounds, args.calls, threads)
+    for row in rows:
+        print(f"| {row['product']} | " + " | ".join(
+            f"{key} {row['us'][key]} ({row['gflops'][key]})" for key in row["us"]) + " |")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as file:
+            json.dump({"machine": cpu_model_name(), "threads": threads,
+                       "fma_peak_gflops_per_thread": round(peak, 1), "rounds": args.rounds,
+                       "calls": args.calls, "rows": rows}, file, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

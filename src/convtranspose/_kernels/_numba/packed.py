@@ -1,0 +1,231 @@
+"""Products of a constant filter matrix and data, with the filter packed once.
+
+``c[n, g] = a[g] @ b[n, g]`` for a filter matrix ``a`` of ``(G, M, K)`` (output
+channels, or output channels times taps, by input channels) and channels-first data
+``b`` of ``(N, G, K, P)`` (``P`` positions): the product of ``pointwise`` and
+``col2im-ncx``.
+
+- **Packed filter** (:func:`pack_matrix`, made once per filter): blocks of
+  ``block_rows`` rows of ``a``, each stored along the reduction (``K`` steps of
+  ``block_rows`` values, contiguous, zero rows past ``M``), so that a block's loop
+  reads its weights in order from L1.
+- **Micro-kernel**: a block of ``block_rows`` rows times ``vectors`` vectors of positions
+  keeps its sums in vector registers over the whole reduction: one broadcast weight
+  times one or two vectors of data per multiply-add, as oneDNN's and XNNPACK's GEMM
+  kernels do (:func:`block_shape` takes its size from the vector registers).
+- **Cache blocking**: the data of one sample and group is copied, a chunk of positions
+  at a time that fits half of L2, into panels of ``vectors`` vectors laid along the
+  reduction (zeros past ``P``: the last panel runs the same code); every row block then
+  streams through the panels.
+- **Threads**: blocks of rows of every sample, group and chunk are split between
+  numba's native threads (:func:`.launch.parallel_kernel`), each with its own panels;
+  no BLAS call, so no BLAS lock and no BLAS thread to wake: OpenBLAS runs products of
+  a few MFLOP on one thread (``SERIAL_GEMM_FLOPS``).
+
+Every sum is the product's own terms in order of ``K``: padded rows and positions only
+fill outputs that are dropped, so it is exact with non-finite operands.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..._runtime.caches import kept
+from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes, vector_bytes
+from .codegen import compile_source
+from .launch import parallel_kernel
+
+__all__ = ["PackedMatrix", "block_shape", "pack_matrix", "packed_product"]
+
+#: Vector registers of an x86 core: 16 with AVX2, 32 with AVX-512.
+_REGISTERS = {32: 16, 64: 32}
+#: Vectors of positions per block: two loads per reduction step feed every row.
+_VECTORS = 2
+
+
+def block_shape(itemsize: int, width: int) -> tuple[int, int, int]:
+    """``(block_rows, vectors, lanes)`` of the micro-kernel for ``width``-byte vectors:
+    every register but the data vectors and one broadcast weight holds sums (6 rows of
+    2 vectors with AVX2's 16 registers, 14 with AVX-512's 32)."""
+    registers = _REGISTERS.get(width, 16)
+    return (registers - _VECTORS - 1) // _VECTORS, _VECTORS, width // itemsize
+
+
+class PackedMatrix(NamedTuple):
+    """A filter matrix ``(G, M, K)`` packed for :func:`packed_product`.
+
+    Attributes
+    ----------
+    data : numpy.ndarray
+        1-D, 64-byte aligned: per group and block of ``block_rows`` rows, ``K`` steps of
+        ``block_rows`` values (zeros past ``M``).
+    groups, rows, depth : int
+        ``G``, ``M`` and ``K``.
+    block_rows, vectors, lanes : int
+        The micro-kernel's shape (:func:`block_shape`).
+    """
+
+    data: np.ndarray
+    groups: int
+    rows: int
+    depth: int
+    block_rows: int
+    vectors: int
+    lanes: int
+
+    @property
+    def row_blocks(self) -> int:
+        return -(-self.rows // self.block_rows)
+
+
+def _aligned_zeros(size: int, dtype) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    raw = np.zeros(size * dtype.itemsize + 64, np.uint8)
+    skip = -raw.ctypes.data % 64
+    return raw[skip:skip + size * dtype.itemsize].view(dtype)
+
+
+def pack_matrix(matrix: np.ndarray, width: int | None = None) -> PackedMatrix:
+    """``matrix`` ``(G, M, K)`` (float32 or float64) packed for the micro-kernel of
+    ``width``-byte vectors (this machine's by default); a new read-only array."""
+    groups, rows, depth = matrix.shape
+    block_rows, vectors, lanes = block_shape(matrix.itemsize, width or vector_bytes())
+    blocks = -(-rows // block_rows)
+    data = _aligned_zeros(groups * blocks * block_rows * depth, matrix.dtype)
+    padded = np.zeros((groups, blocks * block_rows, depth), matrix.dtype)
+    padded[:, :rows] = matrix
+    data.reshape(groups, blocks, depth, block_rows)[...] = padded.reshape(
+        groups, blocks, block_rows, depth).transpose(0, 1, 3, 2)
+    data.flags.writeable = False
+    return PackedMatrix(data, groups, rows, depth, block_rows, vectors, lanes)
+
+
+def packed_product(packed: PackedMatrix, b: np.ndarray, c: np.ndarray, threads: int) -> None:
+    """``c[n, g] = A[g] @ b[n, g]`` for the matrix ``A`` that ``packed`` holds.
+
+    ``b`` is C-contiguous ``(N, G, K, P)`` and ``c`` C-contiguous ``(N, G, M, P)``, both
+    of the packed dtype; ``c`` is overwritten.
+    """
+    batch, groups, depth, columns = b.shape
+    if batch * groups * columns == 0 or packed.rows == 0:
+        return
+    if depth == 0:
+        c[...] = 0
+        return
+    width = packed.vectors * packed.lanes
+    steps = _steps(depth, width, b.itemsize)
+    chunk = _chunk(steps, columns, width, b.itemsize)
+    chunks = -(-columns // chunk)
+    blocks = packed.row_blocks
+    panels = -(-chunk // width) * width * steps
+    kernel = _product_kernel(packed.block_rows, packed.vectors, packed.lanes)
+    parallel_kernel(kernel, (packed.data, b.reshape(-1), c.reshape(-1), depth, steps,
+                             packed.rows, columns, chunk, blocks, chunks, groups),
+                    batch * groups * chunks * blocks, threads,
+                    scratch=(3, panels + packed.block_rows * width + 64 // b.itemsize, b.dtype))
+
+
+def _steps(depth: int, width: int, itemsize: int) -> int:
+    """Reduction steps per pass: a panel of them fills at most half of L1, beside the
+    row block's weights for as many steps, so both stay there while the block's sums
+    build up (a deeper reduction goes in several passes, each adding to the sums)."""
+    return max(1, min(depth, l1_data_cache_bytes() // 2 // (width * itemsize)))
+
+
+def _chunk(steps: int, columns: int, width: int, itemsize: int) -> int:
+    """Positions per chunk: whole panels whose copy fills at most half of L2 (the rest
+    holds the row blocks streaming through and the output), all of them if they fit."""
+    fits = l2_cache_bytes() // 2 // (steps * itemsize) // width * width
+    return min(columns, max(width, fits))
+
+
+@kept("compiled kernels", maxsize=None)
+def _product_kernel(block_rows: int, vectors: int, lanes: int):
+    """The compiled product for one block shape (any dtype, sizes at run time)."""
+    return compile_source(_product_source(block_rows, vectors, lanes), "packed_product")
+
+
+def _block_lines(block_rows: int, vectors: int, lanes: int, width: int,
+                 indent: str) -> list[str]:
+    """The micro-kernel: the sums of one row block over a pass of the reduction, for the
+    first ``vectors`` vectors of a panel of ``width`` positions, then their store: set
+    on the first pass, added on the others; straight into ``c`` when the block is
+    whole, else through the tile."""
+    lines = [f"{indent}s{r}_{v} = vector_zero(packed, {lanes})"
+             for r in range(block_rows) for v in range(vectors)]
+    lines.append(f"{indent}for k in range(count_k):")
+    lines += [f"{indent}    b{v} = vector_load(scratch, panel_at + k * {width} + {v * lanes},"
+              f" {lanes})" for v in range(vectors)]
+    for r in range(block_rows):
+        lines.append(f"{indent}    a = vector_splat_at(packed, a_at + k * {block_rows} + {r},"
+                     f" {lanes})")
+        lines += [f"{indent}    s{r}_{v} = vector_fma(a, b{v}, s{r}_{v})"
+                  for v in range(vectors)]
+    stored = vectors * lanes
+    whole = f"live == {block_rows} and p + {stored} <= count"
+    lines.append(f"{indent}if {whole} and k0 == 0:")
+    lines += [f"{indent}    vector_store(c, c_at + p + {r} * columns + {v * lanes}, s{r}_{v})"
+              for r in range(block_rows) for v in range(vectors)]
+    lines.append(f"{indent}elif {whole}:")
+    lines += [f"{indent}    at = c_at + p + {r} * columns + {v * lanes}\n"
+              f"{indent}    vector_store(c, at, vector_add(vector_load(c, at, {lanes}), s{r}_{v}))"
+              for r in range(block_rows) for v in range(vectors)]
+    lines.append(f"{indent}else:")
+    lines += [f"{indent}    vector_store(scratch, tile_at + {r * stored + v * lanes}, s{r}_{v})"
+              for r in range(block_rows) for v in range(vectors)]
+    lines += [f"{indent}    for r in range(live):",
+              f"{indent}        for j in range(min({stored}, count - p)):",
+              f"{indent}            sums = scratch[tile_at + r * {stored} + j]",
+              f"{indent}            at = c_at + r * columns + p + j",
+              f"{indent}            c[at] = sums if k0 == 0 else c[at] + sums"]
+    return lines
+
+
+def _product_source(block_rows: int, vectors: int, lanes: int) -> str:
+    """The kernel's source: units ``[start, stop)`` of (sample and group, chunk, row
+    block).  Per chunk and pass of ``steps`` reduction steps, its panels are copied
+    into ``scratch`` once per thread; then each row block runs through every panel in
+    turn (its weights for the pass stay in L1, the panels in L2).  A panel with at most
+    one vector of positions left runs a one-vector block (a layer of 7x7 positions
+    computes 56 per row, not 64).  The last ``block_rows * width`` values of
+    ``scratch`` are a tile for blocks past ``M`` or ``P``."""
+    width = vectors * lanes
+    head = f"""\
+def packed_product(packed, b, c, scratch, depth, steps, rows, columns, chunk, blocks, chunks,
+                   groups, start, stop):
+    panel_size = steps * {width}
+    base = (64 - scratch.ctypes.data % 64) % 64 // scratch.itemsize  # aligned panels
+    tile_at = base + (chunk + {width - 1}) // {width} * panel_size
+    for part in range(start // blocks, (stop + blocks - 1) // blocks):
+        image = part // chunks
+        first = part % chunks * chunk
+        count = min(chunk, columns - first)
+        block_first = max(start, part * blocks) - part * blocks
+        block_stop = min(stop, (part + 1) * blocks) - part * blocks
+        whole = count - count % {lanes}
+        for k0 in range(0, depth, steps):
+            count_k = min(steps, depth - k0)
+            b_at = (image * depth + k0) * columns + first
+            for k in range(count_k):
+                for j in range(0, whole, {lanes}):
+                    vector_store(scratch, base + j // {width} * panel_size + k * {width}
+                                 + j % {width}, vector_load(b, b_at + k * columns + j, {lanes}))
+                for j in range(whole, (count + {width - 1}) // {width} * {width}):
+                    at = base + j // {width} * panel_size + k * {width} + j % {width}
+                    scratch[at] = b[b_at + k * columns + j] if j < count else 0.0
+            for block in range(block_first, block_stop):
+                a_at = (((image % groups) * blocks + block) * depth + k0) * {block_rows}
+                c_at = (image * rows + block * {block_rows}) * columns + first
+                live = min({block_rows}, rows - block * {block_rows})
+                for p in range(0, count, {width}):
+                    panel_at = base + p // {width} * panel_size
+"""
+    if vectors == 1:
+        return head + "\n".join(_block_lines(block_rows, 1, lanes, width, " " * 20)) + "\n"
+    body = [f"                    if count - p > {lanes}:"]
+    body += _block_lines(block_rows, vectors, lanes, width, " " * 24)
+    body.append("                    else:")
+    body += _block_lines(block_rows, 1, lanes, width, " " * 24)
+    return head + "\n".join(body) + "\n"

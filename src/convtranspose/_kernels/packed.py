@@ -1,0 +1,60 @@
+"""Filter products on numba's threads through a packed copy of the filter matrix.
+
+Below :data:`~.common.SERIAL_GEMM_FLOPS` OpenBLAS runs a product on one thread (waking
+its threads costs more than they save), and splitting one between native threads
+makes concurrent OpenBLAS calls (``NATIVE_SPLIT_GEMM_FLOPS``).  ``pointwise`` and
+``col2im-ncx`` multiply a constant filter matrix by the data; on more than one thread
+they run such products through the packed micro-kernel of
+:mod:`._numba.packed` instead, with the filter packed once and kept with it (the
+weights memo, or the prepared layer).  Measured planning times each algorithm on one
+thread (BLAS) and on all of them (this), so each machine keeps what is faster there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._runtime.target import host
+from .common import SERIAL_GEMM_FLOPS
+
+__all__ = ["filter_product", "packed_filter", "packs_product"]
+
+
+def packs_product(flops: float, threads: int, dtype) -> bool:
+    """Whether a filter product of ``flops`` (its largest single product) in ``dtype``
+    runs through the packed kernel on ``threads`` threads: more than one, numba's
+    native threads usable, float32 or float64, under ``SERIAL_GEMM_FLOPS``."""
+    if threads < 2 or flops >= SERIAL_GEMM_FLOPS or np.dtype(dtype) not in (
+            np.float32, np.float64) or not host().numba:
+        return False
+    from ._numba.launch import native_threads
+
+    return native_threads(threads)
+
+
+def packed_filter(derived: dict, matrix: np.ndarray):
+    """``matrix`` ``(G, M, K)`` packed for the micro-kernel
+    (:func:`._numba.packed.pack_matrix`), kept in ``derived``: the dict of what the
+    weights memo keeps with the filter that ``matrix`` comes from
+    (:func:`~convtranspose._runtime.memo.derived_from`), whose key says how."""
+    packed = derived.get("packed")
+    if packed is None:
+        from ._numba.packed import pack_matrix
+
+        derived["packed"] = packed = pack_matrix(np.asarray(matrix))
+    return packed
+
+
+def filter_product(packed, data: np.ndarray, threads: int,
+                   out: np.ndarray | None = None) -> np.ndarray:
+    """``out[n, g] = A[g] @ data[n, g]`` for the matrix ``A`` of ``packed``: ``data``
+    ``(N, G, K, P)`` (any strides, copied when not C-contiguous), ``out`` C-contiguous
+    ``(N, G, M, P)`` of the packed dtype (new when None)."""
+    from ._numba.packed import packed_product
+
+    dtype = packed.data.dtype
+    data = np.ascontiguousarray(data, dtype)
+    if out is None:
+        out = np.empty(data.shape[:2] + (packed.rows, data.shape[3]), dtype)
+    packed_product(packed, data, out, threads)
+    return out

@@ -1,0 +1,126 @@
+"""The packed-filter product (``_kernels/_numba/packed.py``) against NumPy's products,
+and ``pointwise`` and ``col2im-ncx`` running it against the direct-loop oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from convtranspose._execute.transposed import transposed_convolution  # noqa: E402
+from convtranspose._kernels import packed as packed_products  # noqa: E402
+from convtranspose._kernels import prepare  # noqa: E402
+from convtranspose._kernels._numba import launch  # noqa: E402
+from convtranspose._kernels._numba import packed as packed_kernel  # noqa: E402
+from convtranspose._plan.rules import AxisPlan  # noqa: E402
+from convtranspose._runtime.target import host, use_target  # noqa: E402
+from oracle import canonical_result  # noqa: E402
+
+# (samples, groups, rows M, reduction K, positions P): rows past a whole block, positions
+# past a whole panel within one vector and beyond it, one reduction step, a lone position.
+_SHAPES = [(1, 1, 16, 8, 40), (2, 3, 7, 5, 3), (3, 1, 13, 1, 19), (1, 2, 30, 33, 1),
+           (2, 1, 48, 64, 70), (1, 1, 9, 4, 29)]
+
+
+@pytest.mark.parametrize("width", [32, 64], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", _SHAPES, ids=str)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_products_equal_numpy_products(shape, dtype, width, threads):
+    batch, groups, rows, depth, columns = shape
+    rng = np.random.default_rng(sum(shape))
+    # Small integers: every partial sum is exact, so any order of sums agrees.
+    matrix = rng.integers(-8, 9, (groups, rows, depth)).astype(dtype)
+    data = rng.integers(-8, 9, (batch, groups, depth, columns)).astype(dtype)
+    kept = data.copy()
+    packed = packed_kernel.pack_matrix(matrix, width)
+    out = np.full((batch, groups, rows, columns), np.nan, dtype)
+    packed_kernel.packed_product(packed, data, out, threads)
+    np.testing.assert_array_equal(out, np.matmul(matrix, data))
+    np.testing.assert_array_equal(data, kept)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_chunks_and_passes_cover_every_position_and_step(monkeypatch, threads):
+    # An L1 of 512 bytes makes passes of 4 reduction steps (the last shorter), an L2 of
+    # 1 KiB chunks of one panel: every pass adds to every chunk's sums, tiles included.
+    monkeypatch.setattr(packed_kernel, "l1_data_cache_bytes", lambda: 512)
+    monkeypatch.setattr(packed_kernel, "l2_cache_bytes", lambda: 1024)
+    rng = np.random.default_rng(3)
+    matrix = rng.integers(-8, 9, (1, 20, 27)).astype(np.float32)
+    data = rng.integers(-8, 9, (2, 1, 27, 75)).astype(np.float32)
+    packed = packed_kernel.pack_matrix(matrix, 32)
+    assert packed_kernel._steps(27, 16, 4) == 4
+    assert packed_kernel._chunk(4, 75, 16, 4) < 75
+    out = np.full((2, 1, 20, 75), np.nan, np.float32)
+    packed_kernel.packed_product(packed, data, out, threads)
+    np.testing.assert_array_equal(out, np.matmul(matrix, data))
+
+
+def test_non_finite_data_reaches_only_its_own_sums():
+    # Padded rows and positions multiply the data too: none of that may leak into an
+    # output, and every term the product has must be in its sum (inf * 0 is NaN).
+    matrix = np.zeros((1, 7, 3), np.float32)
+    matrix[0, 0] = [1, 0, 2]
+    data = np.ones((1, 1, 3, 9), np.float32)
+    data[0, 0, 1, 4] = np.inf
+    data[0, 0, 2, 8] = np.nan
+    packed = packed_kernel.pack_matrix(matrix, 32)
+    out = np.empty((1, 1, 7, 9), np.float32)
+    packed_kernel.packed_product(packed, data, out, 1)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(out, np.matmul(matrix, data))
+
+
+def test_block_shape_fills_the_vector_registers():
+    assert packed_kernel.block_shape(4, 32) == (6, 2, 8)
+    assert packed_kernel.block_shape(8, 64) == (14, 2, 8)
+
+
+# Layers whose products the packed kernel runs on two threads: (data, weights, axis).
+_LAYERS = {
+    "pointwise": ((2, 48, 9, 9), (1, 48, 40, 1, 1), AxisPlan(9, 1, 1, 1, 0, 9)),
+    "col2im-ncx": ((2, 32, 10, 10), (1, 32, 12, 3, 3), AxisPlan(10, 3, 2, 1, 1, 19)),
+}
+
+
+@pytest.mark.parametrize("path", ["prepared", "function"])
+@pytest.mark.parametrize("algorithm", list(_LAYERS))
+def test_layers_on_two_threads_use_it_and_match_the_oracle(algorithm, path, monkeypatch):
+    # Prepared calls run it; the general path of col2im does not (it would compare the
+    # filter with its packed copy's each call), pointwise's does (it compares anyway).
+    if not launch.native_threads(2):
+        pytest.skip("numba's threading layer here is not thread-safe, or has fewer than "
+                    "2 threads: products stay on BLAS")
+    runs = []
+    product = packed_kernel.packed_product
+    monkeypatch.setattr(packed_kernel, "packed_product",
+                        lambda *arguments: runs.append(1) or product(*arguments))
+    data_shape, weights_shape, axis = _LAYERS[algorithm]
+    rng = np.random.default_rng(11)
+    data = rng.integers(-4, 5, data_shape).astype(np.float32)
+    weights = rng.integers(-4, 5, weights_shape).astype(np.float32)
+    expected = canonical_result(data, weights, (axis, axis))
+    float32 = np.dtype(np.float32)
+    target = host().replace(threads=2)
+    assert packed_products.packs_product(1e6, 2, np.float32)
+    if path == "prepared":
+        compute = prepare(algorithm, data.shape[0], weights, (axis, axis), float32, False,
+                          target)
+        got = np.full(expected.shape, np.nan, np.float32)
+        compute(data, got)
+    else:
+        with use_target(target):
+            got = transposed_convolution(data, weights, (axis, axis), dtype=float32,
+                                         channels_last=False, algorithm=algorithm)
+    np.testing.assert_array_equal(got, expected)
+    assert bool(runs) == (path == "prepared" or algorithm == "pointwise")
+
+
+@pytest.mark.parametrize("threads, dtype, flops", [(1, np.float32, 1e6),
+                                                   (2, np.int64, 1e6),
+                                                   (2, np.float32, 1e9)])
+def test_products_stay_on_blas_on_one_thread_in_integers_and_when_large(threads, dtype,
+                                                                        flops):
+    assert not packed_products.packs_product(flops, threads, dtype)
