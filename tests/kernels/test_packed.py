@@ -51,8 +51,8 @@ def test_chunks_and_passes_cover_every_position_and_step(monkeypatch, threads):
     matrix = rng.integers(-8, 9, (1, 20, 27)).astype(np.float32)
     data = rng.integers(-8, 9, (2, 1, 27, 75)).astype(np.float32)
     packed = packed_kernel.pack_matrix(matrix, 32)
-    assert packed_kernel._steps(27, 16, 4) == 4
-    assert packed_kernel._chunk(4, 75, 16, 4) < 75
+    assert packed_kernel.pass_steps(27, 16, 4) == 4
+    assert packed_kernel.chunk_positions(4, 75, 16, 4) < 75
     out = np.full((2, 1, 20, 75), np.nan, np.float32)
     packed_kernel.packed_product(packed, data, out, threads)
     np.testing.assert_array_equal(out, np.matmul(matrix, data))

@@ -37,7 +37,8 @@ from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes, vector_byte
 from .codegen import compile_source
 from .launch import parallel_kernel
 
-__all__ = ["PackedMatrix", "block_shape", "pack_matrix", "packed_product"]
+__all__ = ["PackedMatrix", "block_shape", "chunk_positions", "pack_matrix", "packed_product",
+           "pass_steps"]
 
 #: Vector registers of an x86 core: 16 with AVX2, 32 with AVX-512.
 _REGISTERS = {32: 16, 64: 32}
@@ -115,8 +116,8 @@ def packed_product(packed: PackedMatrix, b: np.ndarray, c: np.ndarray, threads: 
         c[...] = 0
         return
     width = packed.vectors * packed.lanes
-    steps = _steps(depth, width, b.itemsize)
-    chunk = _chunk(steps, columns, width, b.itemsize)
+    steps = pass_steps(depth, width, b.itemsize)
+    chunk = chunk_positions(steps, columns, width, b.itemsize)
     chunks = -(-columns // chunk)
     blocks = packed.row_blocks
     panels = -(-chunk // width) * width * steps
@@ -127,14 +128,14 @@ def packed_product(packed: PackedMatrix, b: np.ndarray, c: np.ndarray, threads: 
                     scratch=(3, panels + packed.block_rows * width + 64 // b.itemsize, b.dtype))
 
 
-def _steps(depth: int, width: int, itemsize: int) -> int:
+def pass_steps(depth: int, width: int, itemsize: int) -> int:
     """Reduction steps per pass: a panel of them fills at most half of L1, beside the
     row block's weights for as many steps, so both stay there while the block's sums
     build up (a deeper reduction goes in several passes, each adding to the sums)."""
     return max(1, min(depth, l1_data_cache_bytes() // 2 // (width * itemsize)))
 
 
-def _chunk(steps: int, columns: int, width: int, itemsize: int) -> int:
+def chunk_positions(steps: int, columns: int, width: int, itemsize: int) -> int:
     """Positions per chunk: whole panels whose copy fills at most half of L2 (the rest
     holds the row blocks streaming through and the output), all of them if they fit."""
     fits = l2_cache_bytes() // 2 // (steps * itemsize) // width * width
