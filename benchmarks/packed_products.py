@@ -6,7 +6,9 @@ For the products of ``pointwise`` and ``col2im-ncx`` on the layers of
 ``benchmarks/prepared_calls.py`` (and two larger ones), ``c[n] = A @ b[n]`` with ``A``
 ``(M, K)`` and ``b`` ``(N, K, P)`` float32, it times in alternating rounds: the packed
 kernel (``_kernels/_numba/packed.py``) on one thread and on all of the library's, and
-NumPy's product on one OpenBLAS thread and on OpenBLAS's own threads.  Prints the
+NumPy's product on one OpenBLAS thread and on OpenBLAS's own threads, in that order,
+then pauses for 0.2 s: OpenBLAS's workers spin for about 0.1 s after a threaded
+product and would take a core from the next round's kernels.  Prints the
 fastest round's microseconds per product (and GFLOP/s) of each, with the CPU and the
 measured FMA peak of one thread; ``--out`` writes the rows as JSON.  Writes nothing
 else.
@@ -25,6 +27,9 @@ from convtranspose._kernels._numba.packed import pack_matrix, packed_product
 from convtranspose._kernels._numba.peak import measure_fma_gflops
 from convtranspose._runtime import blas
 from convtranspose._runtime.machine import cpu_model_name
+
+#: Seconds between rounds, for OpenBLAS's spinning workers to stop (see the docstring).
+_SPIN_PAUSE = 0.2
 
 # (what it is, N, M, K, P)
 PRODUCTS = [
@@ -64,6 +69,7 @@ def _timings(rounds: int, calls: int, threads: int) -> list[dict]:
                 for _ in range(calls):
                     run()
                 best[key] = min(best[key], (time.perf_counter() - start) / calls)
+            time.sleep(_SPIN_PAUSE)
         flops = 2.0 * batch * m * k * p
         rows.append({"product": name, "n_m_k_p": [batch, m, k, p],
                      "us": {key: round(seconds * 1e6, 1) for key, seconds in best.items()},
