@@ -114,6 +114,27 @@ def test_candidates_with_prepared_calls_are_timed_prepared(wisdom_file, monkeypa
     assert len(made) <= len(timed) and len(runs) > len(made)  # prepared once, run often
 
 
+def test_dense_is_timed_as_its_repeated_calls_run(wisdom_file, monkeypatch):
+    # A tiny layer's repeated calls run a DenseCall; planning times that, not dense's
+    # general path (which costs several times the product).
+    data, filter = _operands(seed=9, channels=(2, 3), size=5)
+    made = []
+
+    class CountedDenseCall(transposed.DenseCall):
+        __slots__ = ()
+
+        def __init__(self, *arguments):
+            made.append(1)
+            super().__init__(*arguments)
+
+    monkeypatch.setattr(transposed, "DenseCall", CountedDenseCall)
+    with ct.use_planning("exhaustive"), planning.recording() as choices:
+        result = ct.convolution_backprop_data(data, filter, **LAYER)
+    np.testing.assert_allclose(result, _oracle(data, filter, **LAYER), rtol=1e-4, atol=1e-4)
+    assert "dense" in {split_label(label)[0] for label, _ in choices[0].measured}
+    assert made
+
+
 def _recorded_wisdom(wisdom_file, **changes):
     """Measure the test layer, then rewrite its wisdom entry with ``changes``."""
     data, filter = _operands(seed=7)
