@@ -112,6 +112,13 @@ def test_candidates_with_prepared_calls_are_timed_prepared(wisdom_file, monkeypa
     # col2im's prepared form takes any filter (direct's only one known to be finite).
     assert "col2im-ncx" in made and set(made) <= resolved
     assert len(made) <= len(timed) and len(runs) > len(made)  # prepared once, run often
+    # A filter whose repeated calls of the array function run the general path (over
+    # the prepared calls' bound, not a prepared layer's own) is timed on that path.
+    made.clear()
+    monkeypatch.setattr(transposed, "PREPARED_MAX_FILTER_BYTES", filter.nbytes - 1)
+    with ct.num_threads(2), ct.use_planning("exhaustive"):
+        ct.convolution_backprop_data(data[:1], filter, **LAYER)
+    assert not made
 
 
 def test_dense_is_timed_as_its_repeated_calls_run(wisdom_file, monkeypatch):

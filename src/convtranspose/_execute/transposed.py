@@ -276,8 +276,9 @@ def _timed_call(name: str, data, weights, problem: Problem, out, target):
     (75-93 us per call) over ``dense`` (4-7 us) for a tiny layer on an AMD Zen 3."""
     axes, dtype = problem.axes, problem.dtype
     if (problem.result_dtype is not None or not preparable(data.dtype, weights.dtype)
-            or data.dtype != dtype or not out.flags.c_contiguous):
-        return None
+            or data.dtype != dtype or not out.flags.c_contiguous
+            or weights.nbytes > PREPARED_MAX_FILTER_BYTES and not owned(_root(weights))):
+        return None  # repeated calls of the functional API run the general path
     resolved, _ = resolve(name, dtype, len(axes), problem.channels_last, target, axes)
     if resolved == "dense":
         shape = result_shape(problem.batch, weights.shape, axes, problem.channels_last)
@@ -288,6 +289,13 @@ def _timed_call(name: str, data, weights, problem: Problem, out, target):
         return None
     return prepare(resolved, problem.batch, weights, axes, dtype, problem.channels_last,
                    target)
+
+
+def _root(array: np.ndarray) -> np.ndarray:
+    """The array that owns ``array``'s memory (``array`` itself if not a view)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
 
 
 def _compute(algorithm, data, weights, problem: Problem, out, target):
