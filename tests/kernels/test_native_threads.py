@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -179,6 +180,39 @@ def test_threaded_layers_match_the_oracle(algorithm, native, launches, monkeypat
         runtime_threads.set_process_threads(previous)
     np.testing.assert_array_equal(got, expected)
     assert bool(launches) == (native == "1")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_workers_are_steered_off_the_caller_after_a_pause_then_given_back(monkeypatch):
+    # After a pause numba's workers may sleep, and Linux would wake one on the caller's
+    # CPU: they are narrowed to the caller's other CPUs first, and restored after.
+    _needs_native()
+    steered = []
+    steer = launch.steer_helpers_off_caller
+
+    def recording(keep=True, helpers=None):
+        steered.append(set(helpers))
+        return steer(keep, helpers)
+
+    monkeypatch.setattr(launch, "steer_helpers_off_caller", recording)
+    monkeypatch.setattr(runtime_threads, "steering", True)
+    counts = np.zeros(64, np.int64)
+    monkeypatch.setattr(launch, "STEER_AFTER_SECONDS", 60.0)
+    launch.parallel_kernel(_count_pieces, (counts,), 64, 2)  # finds the workers if new
+    launch.parallel_kernel(_count_pieces, (counts,), 64, 2)  # soon after: not steered
+    assert not steered
+    monkeypatch.setattr(launch, "STEER_AFTER_SECONDS", 0.001)
+    time.sleep(0.01)
+    launch.parallel_kernel(_count_pieces, (counts,), 64, 2)
+    np.testing.assert_array_equal(counts, 3)
+    (workers,) = steered
+    assert workers and threading.get_native_id() not in workers
+    allowed = os.sched_getaffinity(0)
+    for worker in workers:
+        try:
+            assert os.sched_getaffinity(worker) == allowed  # given back
+        except ProcessLookupError:  # another caller's worker, since gone
+            pass
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

@@ -299,7 +299,7 @@ def _sched_getcpu():
     return function
 
 
-def steer_helpers_off_caller(keep: bool = True) -> dict:
+def steer_helpers_off_caller(keep: bool = True, helpers=None) -> dict:
     """Let the helper threads run on any allowed CPU but the calling thread's.
 
     Linux wakes a thread on the waker's CPU when that CPU looks lightly loaded, as it
@@ -315,11 +315,13 @@ def steer_helpers_off_caller(keep: bool = True) -> dict:
     back (the caller's, which the pool's threads share) as soon as it runs
     (:func:`_restore_own_affinity`), so that no thread's affinity outlasts the call and
     the scheduler places the work as it would otherwise.  A few system calls per
-    parallel call.
+    parallel call.  ``helpers``: other threads' ids to steer than the pool's (numba's
+    native workers, :mod:`convtranspose._kernels._numba.launch`).
     """
     global steering, _steered
+    helpers = helper_ids if helpers is None else helpers
     getcpu = _sched_getcpu()
-    if getcpu is None or not steering or not helper_ids:
+    if getcpu is None or not steering or not helpers:
         return {}
     narrowed = {}
     try:
@@ -328,7 +330,7 @@ def steer_helpers_off_caller(keep: bool = True) -> dict:
         # narrowed meanwhile would otherwise be given its narrowed mask back.
         allowed = os.sched_getaffinity(0)
         others = allowed - {cpu}
-        for helper in tuple(helper_ids):
+        for helper in tuple(helpers):
             try:
                 if others and others != allowed:
                     os.sched_setaffinity(helper, others)

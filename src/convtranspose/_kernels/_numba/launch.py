@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numba
 import numpy as np
@@ -45,7 +46,13 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ..._runtime.config import NATIVE_THREADS_ENV, switch
-from ..._runtime.threads import PIECES_PER_THREAD, parallel_for
+from ..._runtime.threads import (
+    PIECES_PER_THREAD,
+    parallel_for,
+    restore_affinities,
+    steer_helpers_off_caller,
+    steering_mode,
+)
 from ..compiling import KernelNotCompiled
 from .kernel_cache import cached_njit
 
@@ -263,6 +270,7 @@ def _native_call(kernel, arguments: tuple, count: int, threads: int, pieces: int
     found = _addresses(kernel, arguments)
     if found is None:
         return False
+    narrowed, before = _steer_workers(threads)
     try:
         if scratch is None:
             pieces = min(count, threads * PIECES_PER_THREAD if pieces is None
@@ -273,5 +281,60 @@ def _native_call(kernel, arguments: tuple, count: int, threads: int, pieces: int
                                  rows, arguments[position + 1:])
     except KernelNotCompiled:
         return False
+    finally:
+        _after_loop(threads, narrowed, before)
     count_native_loop()
     return True
+
+
+#: A native loop started this long (seconds) after the calling thread's previous one
+#: steers numba's workers off the caller's CPU first (:func:`_steer_workers`); loops
+#: closer together find them spinning on their own CPUs (GNU OpenMP's workers spin for
+#: a while before they sleep), and skip the system calls.  Steering costs a few us,
+#: against 53-250 us for a wake-up after 1-10 ms (``native-threads-zen3.json``).
+STEER_AFTER_SECONDS = 1e-4
+
+#: Per calling thread: when its last native loop ended, and the largest team it ran.
+_caller = threading.local()
+#: The thread ids of numba's workers found so far (:func:`_after_loop`).
+_workers: set[int] = set()
+
+
+def _own_threads() -> set[int]:
+    """The ids of this process's threads (Linux's ``/proc``; none found elsewhere)."""
+    try:
+        return {int(name) for name in os.listdir("/proc/self/task")}
+    except (OSError, ValueError):
+        return set()
+
+
+def _steer_workers(threads: int) -> tuple[dict, set[int] | None]:
+    """Before a native loop: narrow the affinity of numba's workers to the caller's other
+    CPUs when they may be asleep (the caller's last loop ended over
+    :data:`STEER_AFTER_SECONDS` ago), as the pool's helpers are unless steering is off
+    (:func:`~convtranspose._runtime.threads.steer_helpers_off_caller`).  Woken on the
+    caller's CPU after a pause, a worker waited there for the load balancer: on a 2-vCPU
+    AMD Zen 3 VM, most calls of a 0.3-0.7 ms layer after 50 ms pauses took 4-9 ms
+    (``native-threads-zen3.json``, ``steering``).  Returns the narrowed workers'
+    affinities to restore, and, for a team larger than any this caller ran, the
+    process's threads before the loop (its new workers are those after it)."""
+    if threads > getattr(_caller, "team", 0):
+        return {}, _own_threads()
+    if time.perf_counter() - getattr(_caller, "ended", 0.0) < STEER_AFTER_SECONDS:
+        return {}, None
+    mode = steering_mode()
+    if mode == "off":
+        return {}, None
+    workers = _workers - {threading.get_native_id()}
+    return steer_helpers_off_caller(keep=mode == "keep", helpers=workers), None
+
+
+def _after_loop(threads: int, narrowed: dict, before: set[int] | None) -> None:
+    """After a native loop: the steered workers' affinities back, the caller's time, and
+    the workers of a new team size (the threads that the loop started)."""
+    if narrowed:
+        restore_affinities(narrowed)
+    if before is not None:
+        _caller.team = threads
+        _workers.update(_own_threads() - before)
+    _caller.ended = time.perf_counter()
