@@ -187,6 +187,8 @@ def test_workers_are_steered_off_the_caller_after_a_pause_then_given_back(monkey
     # After a pause numba's workers may sleep, and Linux would wake one on the caller's
     # CPU: they are narrowed to the caller's other CPUs first, and restored after.
     _needs_native()
+    for variable in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"):
+        monkeypatch.delenv(variable, raising=False)
     steered = []
     steer = launch.steer_helpers_off_caller
 
@@ -205,6 +207,10 @@ def test_workers_are_steered_off_the_caller_after_a_pause_then_given_back(monkey
     time.sleep(0.01)
     launch.parallel_kernel(_count_pieces, (counts,), 64, 2)
     np.testing.assert_array_equal(counts, 3)
+    monkeypatch.setenv("OMP_PROC_BIND", "close")  # OpenMP's own placement is left alone
+    time.sleep(0.01)
+    launch.parallel_kernel(_count_pieces, (counts,), 64, 2)
+    np.testing.assert_array_equal(counts, 4)
     (workers,) = steered
     assert workers and threading.get_native_id() not in workers
     allowed = os.sched_getaffinity(0)

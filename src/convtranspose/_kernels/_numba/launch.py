@@ -323,10 +323,19 @@ def _steer_workers(threads: int) -> tuple[dict, set[int] | None]:
     if time.perf_counter() - getattr(_caller, "ended", 0.0) < STEER_AFTER_SECONDS:
         return {}, None
     mode = steering_mode()
-    if mode == "off":
+    if mode == "off" or _placed_by_openmp():
         return {}, None
     workers = _workers - {threading.get_native_id()}
     return steer_helpers_off_caller(keep=mode == "keep", helpers=workers), None
+
+
+def _placed_by_openmp() -> bool:
+    """Whether the environment places OpenMP's threads itself (``OMP_PROC_BIND`` other
+    than false, ``OMP_PLACES``, ``GOMP_CPU_AFFINITY``): its workers are then left where
+    it puts them."""
+    bind = os.environ.get("OMP_PROC_BIND", "").strip().lower()
+    return (bind not in ("", "false") or bool(os.environ.get("OMP_PLACES"))
+            or bool(os.environ.get("GOMP_CPU_AFFINITY")))
 
 
 def _after_loop(threads: int, narrowed: dict, before: set[int] | None) -> None:
