@@ -10,13 +10,14 @@ channels, or output channels times taps, by input channels) and channels-first d
   ``block_rows`` values, contiguous, zero rows past ``M``), so that a block's loop
   reads its weights in order from L1.
 - **Micro-kernel**: a block of ``block_rows`` rows times ``vectors`` vectors of positions
-  keeps its sums in vector registers over the whole reduction: one broadcast weight
+  keeps its sums in vector registers over a pass of the reduction: one broadcast weight
   times one or two vectors of data per multiply-add, as oneDNN's and XNNPACK's GEMM
   kernels do (:func:`block_shape` takes its size from the vector registers).
 - **Cache blocking**: the data of one sample and group is copied, a chunk of positions
-  at a time that fits half of L2, into panels of ``vectors`` vectors laid along the
+  (:func:`chunk_positions`: half of L2) and a pass of the reduction (:func:`pass_steps`:
+  a panel in half of L1) at a time, into panels of ``vectors`` vectors laid along the
   reduction (zeros past ``P``: the last panel runs the same code); every row block then
-  streams through the panels.
+  runs through the panels, and later passes add to its sums.
 - **Threads**: blocks of rows of every sample, group and chunk are split between
   numba's native threads (:func:`.launch.parallel_kernel`), each with its own panels;
   no BLAS call, so no BLAS lock and no BLAS thread to wake: OpenBLAS runs products of
