@@ -5,6 +5,8 @@ it was, forked children and concurrent callers."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -219,6 +221,43 @@ def test_workers_are_steered_off_the_caller_after_a_pause_then_given_back(monkey
             assert os.sched_getaffinity(worker) == allowed  # given back
         except ProcessLookupError:  # another caller's worker, since gone
             pass
+
+
+_FIRST_LOOP_A_SPLIT_PRODUCT = """
+import os, time, threading
+import numpy as np
+from convtranspose._kernels import common
+from convtranspose._kernels._numba import launch
+steered = []
+steer = launch.steer_helpers_off_caller
+launch.steer_helpers_off_caller = lambda keep, helpers: steered.append(set(helpers)) or steer(
+    keep, helpers)
+a, b = np.ones((64, 64), np.float32), np.ones((64, 64), np.float32)
+c = np.zeros((64, 64), np.float32)
+common.split_gemms([[(a, b, c, False)]], 2)  # the team's first loop: BLAS blocks
+assert launch.native_loops_run() == 1 and (c == 64).all()
+time.sleep(0.01)
+launch.parallel_kernel(KERNEL, (np.zeros(8, np.int64),), 8, 2)
+(workers,) = steered
+assert workers and threading.get_native_id() not in workers, steered
+print("steered", len(workers))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_workers_are_found_whichever_native_loop_starts_them():
+    # The split BLAS products' loop starts numba's team in a new process: its workers
+    # are found there too, and steered before a later kernel's loop after a pause.
+    _needs_native()
+    script = ("import numba\n@numba.njit(nogil=True)\ndef KERNEL(counts, start, stop):\n"
+              "    counts[start:stop] += 1\n" + _FIRST_LOOP_A_SPLIT_PRODUCT)
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
+                                  "CONVTRANSPOSE_PIN_THREADS")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=environment, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "steered" in done.stdout
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

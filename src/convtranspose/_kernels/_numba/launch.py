@@ -34,9 +34,11 @@ count (``numba.set_num_threads``) is set for the loop and restored after it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 
 import numba
 import numpy as np
@@ -57,7 +59,7 @@ from ..compiling import KernelNotCompiled
 from .kernel_cache import cached_njit
 
 __all__ = ["NATIVE_THREADS_ENV", "count_native_loop", "native_loops_run", "native_threads",
-           "parallel_kernel", "swap_num_threads"]
+           "parallel_kernel", "steered_workers", "swap_num_threads"]
 
 #: The threading layers whose parallel loops several threads may start at once.
 _THREAD_SAFE_LAYERS = ("omp", "tbb")
@@ -270,21 +272,33 @@ def _native_call(kernel, arguments: tuple, count: int, threads: int, pieces: int
     found = _addresses(kernel, arguments)
     if found is None:
         return False
-    narrowed, before = _steer_workers(threads)
     try:
-        if scratch is None:
-            pieces = min(count, threads * PIECES_PER_THREAD if pieces is None
-                         else max(1, pieces))
-            _launch(found[0], found[1], threads, count, pieces, arguments)
-        else:
-            _launch_with_scratch(found[0], found[1], threads, count, arguments[:position],
-                                 rows, arguments[position + 1:])
+        with steered_workers(threads):
+            if scratch is None:
+                pieces = min(count, threads * PIECES_PER_THREAD if pieces is None
+                             else max(1, pieces))
+                _launch(found[0], found[1], threads, count, pieces, arguments)
+            else:
+                _launch_with_scratch(found[0], found[1], threads, count,
+                                     arguments[:position], rows, arguments[position + 1:])
     except KernelNotCompiled:
         return False
-    finally:
-        _after_loop(threads, narrowed, before)
     count_native_loop()
     return True
+
+
+@contextlib.contextmanager
+def steered_workers(threads: int) -> Iterator[None]:
+    """``with steered_workers(threads):`` around every native loop of the library on
+    ``threads`` threads: numba's workers steered off the caller's CPU before it where
+    they may be asleep, and given their affinity back after (:func:`_steer_workers`).
+    The first loop of each larger team finds the workers, so every parallel loop the
+    library starts must run inside it."""
+    narrowed, before = _steer_workers(threads)
+    try:
+        yield
+    finally:
+        _after_loop(threads, narrowed, before)
 
 
 #: A native loop started this long (seconds) after the calling thread's previous one

@@ -26,7 +26,7 @@ from numba.extending import intrinsic
 from ..._runtime import blas as _blas
 from ..compiling import KernelNotCompiled
 from .kernel_cache import cached_njit
-from .launch import count_native_loop, native_threads, swap_num_threads
+from .launch import count_native_loop, native_threads, steered_workers, swap_num_threads
 
 __all__ = ["native_gemms"]
 
@@ -114,7 +114,7 @@ def native_gemms(units: list, threads: int, block) -> bool:
         return False
     table, kept = made
     try:
-        with _blas.one_thread:
+        with _blas.one_thread, steered_workers(threads):
             _gemm_parts(_blas.gemm_address(dtype), threads, table, dtype.type(1))
     except KernelNotCompiled:
         return False
