@@ -187,7 +187,8 @@ def test_threaded_layers_match_the_oracle(algorithm, native, launches, monkeypat
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
 def test_workers_are_steered_off_the_caller_after_a_pause_then_given_back(monkeypatch):
     # After a pause numba's workers may sleep, and Linux would wake one on the caller's
-    # CPU: they are narrowed to the caller's other CPUs first, and restored after.
+    # CPU: they are narrowed to the caller's other CPUs first, and restored after.  A
+    # new caller thread gets a team of its own (GNU OpenMP's pools are per thread).
     _needs_native()
     for variable in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"):
         monkeypatch.delenv(variable, raising=False)
@@ -201,26 +202,40 @@ def test_workers_are_steered_off_the_caller_after_a_pause_then_given_back(monkey
     monkeypatch.setattr(launch, "steer_helpers_off_caller", recording)
     monkeypatch.setattr(runtime_threads, "steering", True)
     counts = np.zeros(64, np.int64)
-    monkeypatch.setattr(launch, "STEER_AFTER_SECONDS", 60.0)
-    launch.parallel_kernel(_count_pieces, (counts,), 64, 2)  # finds the workers if new
-    launch.parallel_kernel(_count_pieces, (counts,), 64, 2)  # soon after: not steered
-    assert not steered
-    monkeypatch.setattr(launch, "STEER_AFTER_SECONDS", 0.001)
-    time.sleep(0.01)
-    launch.parallel_kernel(_count_pieces, (counts,), 64, 2)
-    np.testing.assert_array_equal(counts, 3)
-    monkeypatch.setenv("OMP_PROC_BIND", "close")  # OpenMP's own placement is left alone
-    time.sleep(0.01)
-    launch.parallel_kernel(_count_pieces, (counts,), 64, 2)
+    seen = {}
+
+    def caller():
+        seen["caller"] = threading.get_native_id()
+        launch.STEER_AFTER_SECONDS = 60.0
+        launch.parallel_kernel(_count_pieces, (counts,), 64, 2)  # finds the workers
+        launch.parallel_kernel(_count_pieces, (counts,), 64, 2)  # soon after: not steered
+        seen["back to back"] = len(steered)
+        launch.STEER_AFTER_SECONDS = 0.001
+        time.sleep(0.01)
+        launch.parallel_kernel(_count_pieces, (counts,), 64, 2)
+        # The workers' affinities, read while they live (the thread's team ends with it;
+        # workers of callers that have ended are gone).
+        seen["affinities"] = []
+        for worker in steered[-1]:
+            try:
+                seen["affinities"].append(os.sched_getaffinity(worker))
+            except ProcessLookupError:
+                pass
+        os.environ["OMP_PROC_BIND"] = "close"  # OpenMP's own placement is left alone
+        time.sleep(0.01)
+        launch.parallel_kernel(_count_pieces, (counts,), 64, 2)
+
+    monkeypatch.setattr(launch, "STEER_AFTER_SECONDS", launch.STEER_AFTER_SECONDS)
+    monkeypatch.setenv("OMP_PROC_BIND", "false")
+    thread = threading.Thread(target=caller)
+    thread.start()
+    thread.join()
     np.testing.assert_array_equal(counts, 4)
+    assert seen["back to back"] == 0
     (workers,) = steered
-    assert workers and threading.get_native_id() not in workers
-    allowed = os.sched_getaffinity(0)
-    for worker in workers:
-        try:
-            assert os.sched_getaffinity(worker) == allowed  # given back
-        except ProcessLookupError:  # another caller's worker, since gone
-            pass
+    assert workers and seen["caller"] not in workers
+    affinities = seen["affinities"]
+    assert affinities and affinities == [os.sched_getaffinity(0)] * len(affinities)  # back
 
 
 _FIRST_LOOP_A_SPLIT_PRODUCT = """

@@ -310,6 +310,8 @@ STEER_AFTER_SECONDS = 1e-4
 
 #: Per calling thread: when its last native loop ended, and the largest team it ran.
 _caller = threading.local()
+#: Loops of a larger team that look for its new workers before giving up.
+_TEAM_TRIES = 8
 #: The thread ids of numba's workers found so far (:func:`_after_loop`).
 _workers: set[int] = set()
 
@@ -340,7 +342,10 @@ def _steer_workers(threads: int) -> tuple[dict, set[int] | None]:
     if mode == "off" or _placed_by_openmp():
         return {}, None
     workers = _workers - {threading.get_native_id()}
-    return steer_helpers_off_caller(keep=mode == "keep", helpers=workers), None
+    narrowed = steer_helpers_off_caller(keep=mode == "keep", helpers=workers)
+    if mode == "wake" and len(narrowed) < len(workers):
+        _workers.intersection_update(_own_threads())  # the workers of callers since ended
+    return narrowed, None
 
 
 def _placed_by_openmp() -> bool:
@@ -358,6 +363,11 @@ def _after_loop(threads: int, narrowed: dict, before: set[int] | None) -> None:
     if narrowed:
         restore_affinities(narrowed)
     if before is not None:
-        _caller.team = threads
-        _workers.update(_own_threads() - before)
+        found = _own_threads() - before
+        _workers.update(found)
+        # A team that started no thread (OpenMP may give a loop fewer threads) is
+        # looked for again at the next loops, a few times.
+        _caller.tries = getattr(_caller, "tries", 0) + 1
+        if found or _caller.tries >= _TEAM_TRIES:
+            _caller.team, _caller.tries = threads, 0
     _caller.ended = time.perf_counter()
