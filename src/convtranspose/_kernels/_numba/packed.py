@@ -35,6 +35,7 @@ import numpy as np
 
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes, vector_bytes
+from ..tiles import aligned
 from .codegen import compile_source
 from .launch import parallel_kernel
 
@@ -82,20 +83,13 @@ class PackedMatrix(NamedTuple):
         return -(-self.rows // self.block_rows)
 
 
-def _aligned_zeros(size: int, dtype) -> np.ndarray:
-    dtype = np.dtype(dtype)
-    raw = np.zeros(size * dtype.itemsize + 64, np.uint8)
-    skip = -raw.ctypes.data % 64
-    return raw[skip:skip + size * dtype.itemsize].view(dtype)
-
-
 def pack_matrix(matrix: np.ndarray, width: int | None = None) -> PackedMatrix:
     """``matrix`` ``(G, M, K)`` (float32 or float64) packed for the micro-kernel of
     ``width``-byte vectors (this machine's by default); a new read-only array."""
     groups, rows, depth = matrix.shape
     block_rows, vectors, lanes = block_shape(matrix.itemsize, width or vector_bytes())
     blocks = -(-rows // block_rows)
-    data = _aligned_zeros(groups * blocks * block_rows * depth, matrix.dtype)
+    data = aligned((groups * blocks * block_rows * depth,), matrix.dtype, np.zeros)
     padded = np.zeros((groups, blocks * block_rows, depth), matrix.dtype)
     padded[:, :rows] = matrix
     data.reshape(groups, blocks, depth, block_rows)[...] = padded.reshape(
