@@ -101,7 +101,14 @@ def splits_product(flops: float, threads: int) -> bool:
     imports numba for it)."""
     if flops >= SERIAL_GEMM_FLOPS:
         return True
-    if flops < NATIVE_SPLIT_GEMM_FLOPS or threads < 2 or not host().numba:
+    return flops >= NATIVE_SPLIT_GEMM_FLOPS and native_threads_run(threads)
+
+
+def native_threads_run(threads: int) -> bool:
+    """Whether numba's native threads run the library's loops on ``threads`` threads
+    (:func:`._numba.launch.native_threads`), asked only for more than one thread where
+    numba is usable: a process that never asks never imports numba for it."""
+    if threads < 2 or not host().numba:
         return False
     from ._numba.launch import native_threads
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._runtime.target import host
-from .common import SERIAL_GEMM_FLOPS
+from .common import SERIAL_GEMM_FLOPS, native_threads_run
 
 __all__ = ["filter_product", "packed_filter", "packs_product"]
 
@@ -24,12 +23,8 @@ def packs_product(flops: float, threads: int, dtype) -> bool:
     """Whether a filter product of ``flops`` (its largest single product) in ``dtype``
     runs through the packed kernel on ``threads`` threads: more than one, numba's
     native threads usable, float32 or float64, under ``SERIAL_GEMM_FLOPS``."""
-    if threads < 2 or flops >= SERIAL_GEMM_FLOPS or np.dtype(dtype) not in (
-            np.float32, np.float64) or not host().numba:
-        return False
-    from ._numba.launch import native_threads
-
-    return native_threads(threads)
+    return (flops < SERIAL_GEMM_FLOPS and np.dtype(dtype) in (np.float32, np.float64)
+            and native_threads_run(threads))
 
 
 def packed_filter(derived: dict, matrix: np.ndarray):
