@@ -282,13 +282,19 @@ def _timed_call(name: str, data, weights, problem: Problem, out, target):
     resolved, _ = resolve(name, dtype, len(axes), problem.channels_last, target, axes)
     if resolved == "dense":
         shape = result_shape(problem.batch, weights.shape, axes, problem.channels_last)
-        call = DenseCall(weights, dense_matrix(weights, axes, dtype, problem.channels_last,
-                                               math.prod(shape[1:])), shape, dtype)
+        call = _dense_call(weights, weights, axes, dtype, problem.channels_last, shape)
         return lambda data, out: call(data, weights, out)
     if REGISTRY[resolved].prepare is None or fitting(resolved, problem, target) != resolved:
         return None
     return prepare(resolved, problem.batch, weights, axes, dtype, problem.channels_last,
                    target)
+
+
+def _dense_call(filter, weights, axes, dtype, channels_last: bool, shape) -> DenseCall:
+    """The :class:`DenseCall` of a layer whose canonical filter is ``weights`` (of the
+    caller's ``filter``), giving a result of ``shape``."""
+    matrix = dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
+    return DenseCall(filter, matrix, shape, dtype)
 
 
 def _root(array: np.ndarray) -> np.ndarray:
@@ -362,8 +368,7 @@ def prepare_call(data: np.ndarray, filter: np.ndarray,
     runs, run_target = choice.runs, on_threads(target, choice.threads)
     shape = result_shape(batch, weights.shape, axes, channels_last)
     if runs == "dense":
-        matrix = dense_matrix(weights, axes, dtype, channels_last, math.prod(shape[1:]))
-        return DenseCall(filter, matrix, shape, dtype)
+        return _dense_call(filter, weights, axes, dtype, channels_last, shape)
     if (filter.nbytes > PREPARED_MAX_FILTER_BYTES and not owned(filter)) or fitting(
             runs, problem, target) != runs:
         return None
