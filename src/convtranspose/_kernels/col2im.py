@@ -228,7 +228,7 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
             columns = threaded_matmul(rows, matrix, target.threads).reshape(chunk.columns_shape)
         else:
             rows = source[n0:n1, :, :, x0:x1]
-            if rows.dtype != dtype or not _blasable_rows(rows) or packed is not None:
+            if rows.dtype != dtype or not _blasable_rows(rows):  # (filter_product copies)
                 rows = np.ascontiguousarray(rows, dtype)
             rows = rows.reshape((n1 - n0, groups, ci, -1))
             columns = (threaded_matmul(matrix, rows, target.threads) if packed is None
