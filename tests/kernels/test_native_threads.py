@@ -4,11 +4,11 @@ it was, forked children and concurrent callers."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -184,69 +184,70 @@ def test_threaded_layers_match_the_oracle(algorithm, native, launches, monkeypat
     assert bool(launches) == (native == "1")
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
-def test_workers_are_steered_off_the_caller_after_a_pause_then_given_back(monkeypatch):
-    # After a pause numba's workers may sleep, and Linux would wake one on the caller's
-    # CPU: they are narrowed to the caller's other CPUs first, and restored after.  A
-    # new caller thread gets a team of its own (GNU OpenMP's pools are per thread).
-    _needs_native()
-    for variable in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"):
-        monkeypatch.delenv(variable, raising=False)
-    steered = []
-    steer = launch.steer_helpers_off_caller
-
-    def recording(keep=True, helpers=None):
-        steered.append(set(helpers))
-        return steer(keep, helpers)
-
-    monkeypatch.setattr(launch, "steer_helpers_off_caller", recording)
-    monkeypatch.setattr(runtime_threads, "steering", True)
-    counts = np.zeros(64, np.int64)
-    seen = {}
-
-    def caller():
-        seen["caller"] = threading.get_native_id()
-        launch.STEER_AFTER_SECONDS = 60.0
-        launch.parallel_kernel(_count_pieces, (counts,), 64, 2)  # finds the workers
-        launch.parallel_kernel(_count_pieces, (counts,), 64, 2)  # soon after: not steered
-        seen["back to back"] = len(steered)
-        launch.STEER_AFTER_SECONDS = 0.001
-        time.sleep(0.01)
-        launch.parallel_kernel(_count_pieces, (counts,), 64, 2)
-        # The workers' affinities, read while they live (the thread's team ends with it;
-        # workers of callers that have ended are gone).
-        seen["affinities"] = []
-        for worker in steered[-1]:
-            try:
-                seen["affinities"].append(os.sched_getaffinity(worker))
-            except ProcessLookupError:
-                pass
-        os.environ["OMP_PROC_BIND"] = "close"  # OpenMP's own placement is left alone
-        time.sleep(0.01)
-        launch.parallel_kernel(_count_pieces, (counts,), 64, 2)
-
-    monkeypatch.setattr(launch, "STEER_AFTER_SECONDS", launch.STEER_AFTER_SECONDS)
-    monkeypatch.setenv("OMP_PROC_BIND", "false")
-    thread = threading.Thread(target=caller)
-    thread.start()
-    thread.join()
-    np.testing.assert_array_equal(counts, 4)
-    assert seen["back to back"] == 0
-    (workers,) = steered
-    assert workers and seen["caller"] not in workers
-    affinities = seen["affinities"]
-    assert affinities and affinities == [os.sched_getaffinity(0)] * len(affinities)  # back
-
-
-_FIRST_LOOP_A_SPLIT_PRODUCT = """
-import os, time, threading
+# Scripts run by a fresh interpreter: a process whose only threads are numba's team and
+# the caller, with no thread placement in its environment (a test process has run
+# other libraries' threads and loops before, and may have any environment).
+_RECORD_STEERING = """
+import json, os, threading, time
+import numba
 import numpy as np
 from convtranspose._kernels import common
 from convtranspose._kernels._numba import launch
+@numba.njit(nogil=True)
+def KERNEL(counts, start, stop):
+    counts[start:stop] += 1
 steered = []
 steer = launch.steer_helpers_off_caller
 launch.steer_helpers_off_caller = lambda keep, helpers: steered.append(set(helpers)) or steer(
     keep, helpers)
+"""
+
+_STEER_AFTER_A_PAUSE = """
+counts = np.zeros(64, np.int64)
+launch.STEER_AFTER_SECONDS = 60.0
+launch.parallel_kernel(KERNEL, (counts,), 64, 2)  # starts numba's team: finds the workers
+launch.parallel_kernel(KERNEL, (counts,), 64, 2)  # soon after: not steered
+back_to_back = len(steered)
+launch.STEER_AFTER_SECONDS = 0.001
+time.sleep(0.01)
+launch.parallel_kernel(KERNEL, (counts,), 64, 2)
+# the workers' affinities after the loop, while they live
+affinities = [sorted(os.sched_getaffinity(worker)) for worker in (steered or [()])[-1]]
+os.environ["OMP_PROC_BIND"] = "close"  # OpenMP's own placement is left alone
+time.sleep(0.01)
+launch.parallel_kernel(KERNEL, (counts,), 64, 2)
+print(json.dumps({"counts": sorted(set(counts.tolist())), "back to back": back_to_back,
+                  "steered": [sorted(workers) for workers in steered],
+                  "caller": threading.get_native_id(), "affinities": affinities,
+                  "own": sorted(os.sched_getaffinity(0))}))
+"""
+
+
+def _fresh_python(script: str) -> str:
+    """``script``'s standard output, run by a fresh interpreter without OpenMP's thread
+    placement or the library's pinning switch in its environment."""
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
+                                  "OMP_NUM_THREADS", "CONVTRANSPOSE_PIN_THREADS")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=environment, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_workers_are_steered_off_the_caller_after_a_pause_then_given_back():
+    # After a pause numba's workers may sleep, and Linux would wake one on the caller's
+    # CPU: they are narrowed to the caller's other CPUs first, and restored after.
+    _needs_native()
+    seen = json.loads(_fresh_python(_RECORD_STEERING + _STEER_AFTER_A_PAUSE))
+    assert seen["counts"] == [4] and seen["back to back"] == 0
+    (workers,) = seen["steered"]
+    assert workers and seen["caller"] not in workers
+    assert seen["affinities"] == [seen["own"]] * len(workers)  # given back
+
+
+_FIRST_LOOP_A_SPLIT_PRODUCT = """
 a, b = np.ones((64, 64), np.float32), np.ones((64, 64), np.float32)
 c = np.zeros((64, 64), np.float32)
 common.split_gemms([[(a, b, c, False)]], 2)  # the team's first loop: BLAS blocks
@@ -264,15 +265,7 @@ def test_workers_are_found_whichever_native_loop_starts_them():
     # The split BLAS products' loop starts numba's team in a new process: its workers
     # are found there too, and steered before a later kernel's loop after a pause.
     _needs_native()
-    script = ("import numba\n@numba.njit(nogil=True)\ndef KERNEL(counts, start, stop):\n"
-              "    counts[start:stop] += 1\n" + _FIRST_LOOP_A_SPLIT_PRODUCT)
-    environment = {key: value for key, value in os.environ.items()
-                   if key not in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
-                                  "CONVTRANSPOSE_PIN_THREADS")}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=environment, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "steered" in done.stdout
+    assert "steered" in _fresh_python(_RECORD_STEERING + _FIRST_LOOP_A_SPLIT_PRODUCT)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
