@@ -247,6 +247,42 @@ def test_workers_are_steered_off_the_caller_after_a_pause_then_given_back():
     assert seen["affinities"] == [seen["own"]] * len(workers)  # given back
 
 
+_STEER_WHILE_THREADS_START = """
+KERNEL(np.zeros(64, np.int64), 0, 64)  # compiled before the threads start
+stop = threading.Event()
+
+
+def start_threads():  # other threads appear while numba's team starts, and live on
+    while not stop.is_set():
+        threading.Thread(target=stop.wait, daemon=True).start()
+        time.sleep(0.002)
+
+
+threading.Thread(target=start_threads, daemon=True).start()
+time.sleep(0.02)
+before = {int(name) for name in os.listdir("/proc/self/task")}  # OpenBLAS's among them
+launch.parallel_kernel(KERNEL, (np.zeros(64, np.int64),), 64, 2)  # starts the team
+time.sleep(0.02)
+launch.parallel_kernel(KERNEL, (np.zeros(64, np.int64),), 64, 2)  # steered
+python_threads = {thread.native_id for thread in threading.enumerate()}
+team = {int(name) for name in os.listdir("/proc/self/task")} - before - python_threads
+stop.set()
+print(json.dumps({"steered": [sorted(workers) for workers in steered], "team": sorted(team),
+                  "others": len(python_threads)}))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_the_workers_steered_are_numbas_alone_while_other_threads_start():
+    # The threads that start in the process while numba's team does are not its workers:
+    # those steered are exactly the threads that appeared with it and that Python did not
+    # start.
+    _needs_native()
+    seen = json.loads(_fresh_python(_RECORD_STEERING + _STEER_WHILE_THREADS_START))
+    assert seen["others"] > 5 and seen["team"]
+    assert seen["steered"] == [seen["team"]]
+
+
 _FIRST_LOOP_A_SPLIT_PRODUCT = """
 a, b = np.ones((64, 64), np.float32), np.ones((64, 64), np.float32)
 c = np.zeros((64, 64), np.float32)

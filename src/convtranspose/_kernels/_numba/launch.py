@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -292,13 +294,12 @@ def steered_workers(threads: int) -> Iterator[None]:
     """``with steered_workers(threads):`` around every native loop of the library on
     ``threads`` threads: numba's workers steered off the caller's CPU before it where
     they may be asleep, and given their affinity back after (:func:`_steer_workers`).
-    The first loop of each larger team finds the workers, so every parallel loop the
-    library starts must run inside it."""
-    narrowed, before = _steer_workers(threads)
+    A team larger than any the caller ran is found first (:func:`_roll_call`)."""
+    narrowed = _steer_workers(threads)
     try:
         yield
     finally:
-        _after_loop(threads, narrowed, before)
+        _after_loop(narrowed)
 
 
 #: A native loop started this long (seconds) after the calling thread's previous one
@@ -308,44 +309,80 @@ def steered_workers(threads: int) -> Iterator[None]:
 #: against 53-250 us for a wake-up after 1-10 ms (``native-threads-zen3.json``).
 STEER_AFTER_SECONDS = 1e-4
 
-#: Per calling thread: when its last native loop ended, and the largest team it ran.
+#: Per calling thread: when its last native loop ended (``ended``), the largest team
+#: whose workers it found (``team``), those workers' thread ids (``workers``), and the
+#: roll calls that found fewer workers than the team's size (``tries``).
 _caller = threading.local()
-#: Loops of a larger team that look for its new workers before giving up.
+#: Roll calls of a larger team that may find fewer workers than it has (OpenMP may give
+#: a loop fewer threads; TBB's workers steal pieces) before the caller stops asking.
 _TEAM_TRIES = 8
-#: The thread ids of numba's workers found so far (:func:`_after_loop`).
-_workers: set[int] = set()
+#: Linux's ``gettid`` system call number on this machine's architecture (None where
+#: unknown or not Linux: numba's workers are then never steered).
+_GETTID = ({"x86_64": 186, "amd64": 186, "aarch64": 178, "arm64": 178}
+           .get(platform.machine().lower()) if sys.platform.startswith("linux") else None)
 
 
-def _own_threads() -> set[int]:
-    """The ids of this process's threads (Linux's ``/proc``; none found elsewhere)."""
+@intrinsic
+def _system_call(typingctx, number):
+    """Linux's ``syscall(number)`` without arguments: its int64 result."""
+    def codegen(context, builder, signature, values):
+        call = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.IntType(64), [ir.IntType(64)], var_arg=True),
+            "syscall")
+        return builder.call(call, [values[0]])
+
+    return types.int64(number), codegen
+
+
+@cached_njit(nogil=True)
+def _record_thread_ids(ids, number, start, stop):  # pragma: no cover
+    for piece in range(start, stop):
+        ids[piece] = _system_call(number)
+
+
+def _roll_call(threads: int) -> None:
+    """Find the calling thread's numba workers for a team of ``threads``: a native loop
+    whose pieces record the system thread id of the thread that runs them.  (Threads
+    that appear in the process meanwhile, other libraries' among them, are not taken
+    for workers; a team that the caller's earlier loops started is found all the
+    same.)"""
+    pieces = threads * PIECES_PER_THREAD
+    ids = np.zeros(pieces, np.int64)
+    arguments = (ids, np.int64(_GETTID))
     try:
-        return {int(name) for name in os.listdir("/proc/self/task")}
-    except (OSError, ValueError):
-        return set()
+        found = _addresses(_record_thread_ids, arguments)
+        _launch(found[0], found[1], threads, pieces, pieces, arguments)
+    except KernelNotCompiled:  # compiled in the background: asked again next loop
+        return
+    workers = set(ids.tolist()) - {threading.get_native_id()}
+    _caller.workers = getattr(_caller, "workers", set()) | workers
+    _caller.tries = getattr(_caller, "tries", 0) + 1
+    if len(workers) >= threads - 1 or _caller.tries >= _TEAM_TRIES:
+        _caller.team, _caller.tries = threads, 0
+    _caller.ended = time.perf_counter()
 
 
-def _steer_workers(threads: int) -> tuple[dict, set[int] | None]:
-    """Before a native loop: narrow the affinity of numba's workers to the caller's other
-    CPUs when they may be asleep (the caller's last loop ended over
+def _steer_workers(threads: int) -> dict:
+    """Before a native loop: narrow the affinity of the caller's numba workers to its
+    other CPUs when they may be asleep (the caller's last loop ended over
     :data:`STEER_AFTER_SECONDS` ago), as the pool's helpers are unless steering is off
     (:func:`~convtranspose._runtime.threads.steer_helpers_off_caller`).  Woken on the
     caller's CPU after a pause, a worker waited there for the load balancer: on a 2-vCPU
     AMD Zen 3 VM, most calls of a 0.3-0.7 ms layer after 50 ms pauses took 4-9 ms
-    (``native-threads-zen3.json``, ``steering``).  Returns the narrowed workers'
-    affinities to restore, and, for a team larger than any this caller ran, the
-    process's threads before the loop (its new workers are those after it)."""
+    (``native-threads-zen3.json``, ``steering``).  A team larger than any the caller
+    ran is found first (:func:`_roll_call`), which wakes it.  Returns the narrowed
+    workers' affinities to restore."""
+    if _GETTID is None:
+        return {}
     if threads > getattr(_caller, "team", 0):
-        return {}, _own_threads()
+        _roll_call(threads)
     if time.perf_counter() - getattr(_caller, "ended", 0.0) < STEER_AFTER_SECONDS:
-        return {}, None
+        return {}
     mode = steering_mode()
     if mode == "off" or _placed_by_openmp():
-        return {}, None
-    workers = _workers - {threading.get_native_id()}
-    narrowed = steer_helpers_off_caller(keep=mode == "keep", helpers=workers)
-    if mode == "wake" and len(narrowed) < len(workers):
-        _workers.intersection_update(_own_threads())  # the workers of callers since ended
-    return narrowed, None
+        return {}
+    return steer_helpers_off_caller(keep=mode == "keep",
+                                    helpers=getattr(_caller, "workers", set()))
 
 
 def _placed_by_openmp() -> bool:
@@ -357,17 +394,9 @@ def _placed_by_openmp() -> bool:
             or bool(os.environ.get("GOMP_CPU_AFFINITY")))
 
 
-def _after_loop(threads: int, narrowed: dict, before: set[int] | None) -> None:
-    """After a native loop: the steered workers' affinities back, the caller's time, and
-    the workers of a new team size (the threads that the loop started)."""
+def _after_loop(narrowed: dict) -> None:
+    """After a native loop: the steered workers' affinities back, and the caller's
+    time."""
     if narrowed:
         restore_affinities(narrowed)
-    if before is not None:
-        found = _own_threads() - before
-        _workers.update(found)
-        # A team that started no thread (OpenMP may give a loop fewer threads) is
-        # looked for again at the next loops, a few times.
-        _caller.tries = getattr(_caller, "tries", 0) + 1
-        if found or _caller.tries >= _TEAM_TRIES:
-            _caller.team, _caller.tries = threads, 0
     _caller.ended = time.perf_counter()
