@@ -73,47 +73,96 @@ def test_non_finite_data_reaches_only_its_own_sums():
         np.testing.assert_array_equal(out, np.matmul(matrix, data))
 
 
+# Channels last (rows R, groups, reduction K, columns M): rows past a whole block,
+# columns within one vector of the end and beyond it, fewer columns than a vector.
+_ROW_SHAPES = [(40, 1, 8, 16), (7, 3, 5, 3), (19, 1, 1, 13), (1, 2, 33, 30), (70, 1, 64, 48),
+               (29, 2, 4, 9), (50, 1, 40, 17)]
+
+
+@pytest.mark.parametrize("width", [32, 64], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", _ROW_SHAPES, ids=str)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_channels_last_products_equal_numpy_products(shape, dtype, width, threads):
+    rows, groups, depth, columns = shape
+    rng = np.random.default_rng(sum(shape))
+    matrix = rng.integers(-8, 9, (groups, depth, columns)).astype(dtype)
+    data = rng.integers(-8, 9, (rows, groups, depth)).astype(dtype)
+    kept = data.copy()
+    packed = packed_kernel.pack_columns(matrix, width)
+    out = np.full((rows, groups, columns), np.nan, dtype)
+    packed_kernel.packed_rows_product(packed, data, out, threads)
+    np.testing.assert_array_equal(out, np.einsum("rgk,gkm->rgm", data, matrix))
+    np.testing.assert_array_equal(data, kept)
+
+
+def test_channels_last_non_finite_data_reaches_only_its_own_rows():
+    # Rows past the last block read the block's first row again: its inf and NaN must
+    # reach its own sums alone (inf * 0 is NaN), none of the padded columns' either.
+    matrix = np.zeros((1, 3, 5), np.float32)
+    matrix[0, :, 0] = [1, 0, 2]
+    data = np.ones((8, 1, 3), np.float32)
+    data[6, 0, 1] = np.inf
+    data[7, 0, 2] = np.nan
+    packed = packed_kernel.pack_columns(matrix, 32)
+    out = np.empty((8, 1, 5), np.float32)
+    packed_kernel.packed_rows_product(packed, data, out, 1)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(out, np.einsum("rgk,gkm->rgm", data, matrix))
+
+
 def test_block_shape_fills_the_vector_registers():
     assert packed_kernel.block_shape(4, 32) == (6, 2, 8)
     assert packed_kernel.block_shape(8, 64) == (14, 2, 8)
 
 
-# Layers whose products the packed kernel runs on two threads: (data, weights, axis).
+# Layers whose products the packed kernels run on two threads: (algorithm, data,
+# weights, axis, channels last); channels last in place, and strided into a box.
 _LAYERS = {
-    "pointwise": ((2, 48, 9, 9), (1, 48, 40, 1, 1), AxisPlan(9, 1, 1, 1, 0, 9)),
-    "col2im-ncx": ((2, 32, 10, 10), (1, 32, 12, 3, 3), AxisPlan(10, 3, 2, 1, 1, 19)),
+    "pointwise": ("pointwise", (2, 48, 9, 9), (1, 48, 40, 1, 1), AxisPlan(9, 1, 1, 1, 0, 9),
+                  False),
+    "col2im-ncx": ("col2im-ncx", (2, 32, 10, 10), (1, 32, 12, 3, 3),
+                   AxisPlan(10, 3, 2, 1, 1, 19), False),
+    "pointwise NXC": ("pointwise", (2, 48, 9, 9), (2, 24, 21, 1, 1),
+                      AxisPlan(9, 1, 1, 1, 0, 9), True),
+    "pointwise NXC s2": ("pointwise", (3, 20, 7, 7), (1, 20, 35, 1, 1),
+                         AxisPlan(7, 1, 2, 1, 1, 13), True),
 }
 
 
 @pytest.mark.parametrize("path", ["prepared", "function"])
-@pytest.mark.parametrize("algorithm", list(_LAYERS))
-def test_layers_on_two_threads_use_it_and_match_the_oracle(algorithm, path, monkeypatch):
+@pytest.mark.parametrize("layer", list(_LAYERS))
+def test_layers_on_two_threads_use_it_and_match_the_oracle(layer, path, monkeypatch):
     # Prepared calls run it; the general path of col2im does not (it would compare the
     # filter with its packed copy's each call), pointwise's does (it compares anyway).
     if not launch.native_threads(2):
         pytest.skip("numba's threading layer here is not thread-safe, or has fewer than "
                     "2 threads: products stay on BLAS")
+    algorithm, data_shape, weights_shape, axis, channels_last = _LAYERS[layer]
     runs = []
-    product = packed_kernel.packed_product
-    monkeypatch.setattr(packed_kernel, "packed_product",
+    name = "packed_rows_product" if channels_last else "packed_product"
+    product = getattr(packed_kernel, name)
+    monkeypatch.setattr(packed_kernel, name,
                         lambda *arguments: runs.append(1) or product(*arguments))
-    data_shape, weights_shape, axis = _LAYERS[algorithm]
     rng = np.random.default_rng(11)
     data = rng.integers(-4, 5, data_shape).astype(np.float32)
     weights = rng.integers(-4, 5, weights_shape).astype(np.float32)
     expected = canonical_result(data, weights, (axis, axis))
+    if channels_last:
+        data = np.ascontiguousarray(np.moveaxis(data, 1, -1))
+        expected = np.moveaxis(expected, 1, -1)
     float32 = np.dtype(np.float32)
     target = host().replace(threads=2)
     assert packed_products.packs_product(1e6, 2, np.float32)
     if path == "prepared":
-        compute = prepare(algorithm, data.shape[0], weights, (axis, axis), float32, False,
-                          target)
+        compute = prepare(algorithm, data.shape[0], weights, (axis, axis), float32,
+                          channels_last, target)
         got = np.full(expected.shape, np.nan, np.float32)
         compute(data, got)
     else:
         with use_target(target):
             got = transposed_convolution(data, weights, (axis, axis), dtype=float32,
-                                         channels_last=False, algorithm=algorithm)
+                                         channels_last=channels_last, algorithm=algorithm)
     np.testing.assert_array_equal(got, expected)
     assert bool(runs) == (path == "prepared" or algorithm == "pointwise")
 

@@ -3,10 +3,10 @@
 Below :data:`~.common.SERIAL_GEMM_FLOPS` OpenBLAS runs a product on one thread (waking
 its threads costs more than they save), and splitting one between native threads
 makes concurrent OpenBLAS calls (``NATIVE_SPLIT_GEMM_FLOPS``).  ``pointwise`` and
-``col2im-ncx`` multiply a constant filter matrix by the data; on more than one thread
-they run such products through the packed micro-kernel of
-:mod:`._numba.packed` instead, with the filter packed once and kept with it (the
-weights memo, or the prepared layer).  Measured planning times each algorithm on one
+``col2im-ncx`` multiply a constant filter matrix by the data (``pointwise`` channels
+last: the data rows by the matrix); on more than one thread they run such products
+through the packed micro-kernels of :mod:`._numba.packed` instead, with the filter
+packed once and kept with it (the weights memo, or the prepared layer).  Measured planning times each algorithm on one
 thread (BLAS) and on all of them (this), so each machine keeps what is faster there.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from .common import SERIAL_GEMM_FLOPS, native_threads_run
 
-__all__ = ["filter_product", "packed_filter", "packs_product"]
+__all__ = ["filter_product", "packed_filter", "packs_product", "rows_product"]
 
 
 def packs_product(flops: float, threads: int, dtype) -> bool:
@@ -27,16 +27,19 @@ def packs_product(flops: float, threads: int, dtype) -> bool:
             and native_threads_run(threads))
 
 
-def packed_filter(derived: dict, matrix: np.ndarray):
-    """``matrix`` ``(G, M, K)`` packed for the micro-kernel
-    (:func:`._numba.packed.pack_matrix`), kept in ``derived``: the dict of what the
+def packed_filter(derived: dict, matrix: np.ndarray, channels_last: bool = False):
+    """``matrix`` packed for the micro-kernel, kept in ``derived``: the dict of what the
     weights memo keeps with the filter that ``matrix`` comes from
-    (:func:`~convtranspose._runtime.memo.derived_from`), whose key says how."""
+    (:func:`~convtranspose._runtime.memo.derived_from`), whose key says how.
+    ``matrix`` is ``(G, M, K)`` for :func:`filter_product`
+    (:func:`._numba.packed.pack_matrix`), or ``channels_last`` ``(G, K, M)`` for
+    :func:`rows_product` (:func:`._numba.packed.pack_columns`)."""
     packed = derived.get("packed")
     if packed is None:
-        from ._numba.packed import pack_matrix
+        from ._numba.packed import pack_columns, pack_matrix
 
-        derived["packed"] = packed = pack_matrix(np.asarray(matrix))
+        pack = pack_columns if channels_last else pack_matrix
+        derived["packed"] = packed = pack(np.asarray(matrix))
     return packed
 
 
@@ -53,3 +56,12 @@ def filter_product(packed, data: np.ndarray, threads: int,
         out = np.empty(data.shape[:2] + (packed.rows, data.shape[3]), dtype)
     packed_product(packed, data, out, threads)
     return out
+
+
+def rows_product(packed, data: np.ndarray, threads: int, out: np.ndarray) -> None:
+    """``out[r, g] = data[r, g] @ A[g]`` for the matrix ``A`` of ``packed``
+    (:func:`packed_filter` channels last): ``data`` ``(R, G, K)`` (copied when not
+    C-contiguous), ``out`` C-contiguous ``(R, G, M)`` of the packed dtype."""
+    from ._numba.packed import packed_rows_product
+
+    packed_rows_product(packed, np.ascontiguousarray(data, packed.data.dtype), out, threads)

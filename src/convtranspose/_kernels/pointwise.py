@@ -21,7 +21,7 @@ from .._plan.geometry import tap_windows
 from .._plan.rules import AxisPlan
 from .._runtime.memo import derived_from
 from .gemm import run_gemms
-from .packed import filter_product, packed_filter, packs_product
+from .packed import filter_product, packed_filter, packs_product, rows_product
 
 __all__ = ["in_place", "prepare_pointwise", "takes_layer"]
 
@@ -43,9 +43,9 @@ def _matrices(weights: np.ndarray, dtype, channels_last: bool, threads: int,
     """The filter as ``(G, Ci, Co)`` (channels last) or ``(G, Co, Ci)`` in ``dtype``,
     contiguous, kept with the filter: a copy, never a view of the caller's filter (the
     memo gives it to every filter of the same bits, prepared calls included); and,
-    where channels-first products of ``positions`` columns run through the packed kernel
-    on ``threads`` threads (:func:`~.packed.packs_product`), those matrices packed
-    (else None), kept beside them."""
+    where products of ``positions`` rows or columns (:func:`_product_positions`) run
+    through the packed kernels on ``threads`` threads (:func:`~.packed.packs_product`),
+    those matrices packed (else None), kept beside them."""
     derived = derived_from(weights, "pointwise", np.dtype(dtype).str, channels_last)
     matrices = derived.get("matrices")
     if matrices is None:
@@ -55,17 +55,23 @@ def _matrices(weights: np.ndarray, dtype, channels_last: bool, threads: int,
                             order="C", copy=True)
         matrices.flags.writeable = False
         derived["matrices"] = matrices
-    if channels_last or not packs_product(2.0 * matrices.shape[1] * matrices.shape[2]
-                                          * positions, threads, matrices.dtype):
+    if not packs_product(2.0 * matrices.shape[1] * matrices.shape[2] * positions, threads,
+                         matrices.dtype):
         return matrices, None
-    return matrices, packed_filter(derived, matrices)
+    return matrices, packed_filter(derived, matrices, channels_last)
+
+
+def _product_positions(batch: int, axes: tuple[AxisPlan, ...], channels_last: bool) -> int:
+    """The data positions of one product: every sample's channels last (one product
+    per group), one sample's channels first (one per sample and group)."""
+    return reached(axes) * (batch if channels_last else 1)
 
 
 def _products(source, matrices, into, channels_last: bool, threads: int, packed=None) -> None:
     """``into`` = the products of C-contiguous ``source`` ``(N, G*Ci, P...)`` (or channels
     last) and ``matrices``, one BLAS product per group (per sample too, channels
-    first), or channels first the packed kernel's products where ``packed`` holds the
-    packed matrices (:func:`_matrices`); ``into`` is C-contiguous ``(N, G*Co, P...)`` (or
+    first), or the packed kernels' products where ``packed`` holds the packed matrices
+    (:func:`_matrices`); ``into`` is C-contiguous ``(N, G*Co, P...)`` (or
     channels last)."""
     groups = matrices.shape[0]
     ci, co = (matrices.shape[1:] if channels_last else matrices.shape[:0:-1])
@@ -75,6 +81,9 @@ def _products(source, matrices, into, channels_last: bool, threads: int, packed=
         # (N*P, G, Ci) @ (Ci, Co) per group, into the (N*P, G, Co) output's columns.
         rows = source.reshape(batch * positions, groups, ci)
         out_rows = into.reshape(batch * positions, groups, co)
+        if packed is not None:
+            rows_product(packed, rows, threads, out_rows)
+            return
         calls = [[(rows[:, g], matrices[g], out_rows[:, g], False)] for g in range(groups)]
         flops_each = 2.0 * batch * positions * ci * co
     else:
@@ -92,7 +101,8 @@ def _products(source, matrices, into, channels_last: bool, threads: int, packed=
 
 def _pointwise(data, weights, axes, dtype, channels_last, out, *, target):
     """Fill ``out`` with one product per group (module docstring)."""
-    matrices, packed = _matrices(weights, dtype, channels_last, target.threads, reached(axes))
+    matrices, packed = _matrices(weights, dtype, channels_last, target.threads,
+                                 _product_positions(data.shape[0], axes, channels_last))
     _products_into(matrices, data, axes, dtype, channels_last, out, target.threads, packed)
 
 
@@ -100,7 +110,8 @@ def prepare_pointwise(batch, weights, axes, dtype, channels_last, target):
     """``compute(data, out)``: ``pointwise`` for this layer with its matrices made once,
     for :class:`convtranspose._kernels.direct.DirectCall` (``out`` C-contiguous, of
     ``dtype``).  Exact with any operands, as the general path."""
-    matrices, packed = _matrices(weights, dtype, channels_last, target.threads, reached(axes))
+    matrices, packed = _matrices(weights, dtype, channels_last, target.threads,
+                                 _product_positions(batch, axes, channels_last))
 
     def compute(data, out):
         with np.errstate(all="ignore"):

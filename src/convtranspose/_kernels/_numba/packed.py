@@ -39,8 +39,8 @@ from ..tiles import aligned
 from .codegen import compile_source
 from .launch import parallel_kernel
 
-__all__ = ["PackedMatrix", "block_shape", "chunk_positions", "pack_matrix", "packed_product",
-           "pass_steps"]
+__all__ = ["PackedColumns", "PackedMatrix", "block_shape", "chunk_positions", "pack_columns",
+           "pack_matrix", "packed_product", "packed_rows_product", "pass_steps"]
 
 #: Vector registers of an x86 core: 16 with AVX2, 32 with AVX-512.
 _REGISTERS = {32: 16, 64: 32}
@@ -224,4 +224,151 @@ def packed_product(packed, b, c, scratch, depth, steps, rows, columns, chunk, bl
     body += _block_lines(block_rows, vectors, lanes, width, " " * 24)
     body.append("                    else:")
     body += _block_lines(block_rows, 1, lanes, width, " " * 24)
+    return head + "\n".join(body) + "\n"
+
+
+# Channels last: the same register block with the roles swapped.  ``c[r, g] = b[r, g] @
+# a[g]`` for data rows ``b`` of ``(R, G, K)`` (``R``: samples times positions) and a filter
+# matrix ``a`` of ``(G, K, M)``: the vectors run along the output channels ``M``, loaded
+# from the packed filter, and each data value is broadcast where it lies (rows of
+# channels-last data are contiguous along ``K``, so nothing is copied).
+
+
+class PackedColumns(NamedTuple):
+    """A filter matrix ``(G, K, M)`` packed for :func:`packed_rows_product`.
+
+    Attributes
+    ----------
+    data : numpy.ndarray
+        1-D, 64-byte aligned: per group and block of ``vectors * lanes`` columns, ``K``
+        steps of that many values (zeros past ``M``).
+    groups, depth, columns : int
+        ``G``, ``K`` and ``M``.
+    block_rows, vectors, lanes : int
+        The micro-kernel's shape (:func:`block_shape`): data rows by column vectors.
+    """
+
+    data: np.ndarray
+    groups: int
+    depth: int
+    columns: int
+    block_rows: int
+    vectors: int
+    lanes: int
+
+    @property
+    def column_blocks(self) -> int:
+        return -(-self.columns // (self.vectors * self.lanes))
+
+
+def pack_columns(matrix: np.ndarray, width: int | None = None) -> PackedColumns:
+    """``matrix`` ``(G, K, M)`` (float32 or float64) packed for the channels-last
+    micro-kernel of ``width``-byte vectors (this machine's by default); a new read-only
+    array."""
+    groups, depth, columns = matrix.shape
+    block_rows, vectors, lanes = block_shape(matrix.itemsize, width or vector_bytes())
+    block = vectors * lanes
+    blocks = -(-columns // block)
+    data = aligned((groups * blocks * depth * block,), matrix.dtype, np.zeros)
+    padded = np.zeros((groups, depth, blocks * block), matrix.dtype)
+    padded[:, :, :columns] = matrix
+    data.reshape(groups, blocks, depth, block)[...] = padded.reshape(
+        groups, depth, blocks, block).transpose(0, 2, 1, 3)
+    data.flags.writeable = False
+    return PackedColumns(data, groups, depth, columns, block_rows, vectors, lanes)
+
+
+def packed_rows_product(packed: PackedColumns, b: np.ndarray, c: np.ndarray,
+                        threads: int) -> None:
+    """``c[r, g] = b[r, g] @ A[g]`` for the matrix ``A`` that ``packed`` holds.
+
+    ``b`` is C-contiguous ``(R, G, K)`` and ``c`` C-contiguous ``(R, G, M)``, both of the
+    packed dtype; ``c`` is overwritten.  Units of (group, block of columns, block of
+    rows), rows fastest, so that a thread's consecutive blocks share their weights,
+    which stay in L1 while the data rows stream through.
+    """
+    rows, groups, depth = b.shape
+    if rows * groups * packed.columns == 0:
+        return
+    if depth == 0:
+        c[...] = 0
+        return
+    row_blocks = -(-rows // packed.block_rows)
+    column_blocks = packed.column_blocks
+    kernel = _rows_kernel(packed.block_rows, packed.vectors, packed.lanes)
+    tile = packed.block_rows * packed.vectors * packed.lanes + 64 // b.itemsize
+    parallel_kernel(kernel, (packed.data, b.reshape(-1), c.reshape(-1), rows, groups,
+                             depth, packed.columns, row_blocks, column_blocks),
+                    groups * column_blocks * row_blocks, threads,
+                    scratch=(3, tile, b.dtype))
+
+
+@kept("compiled kernels", maxsize=None)
+def _rows_kernel(block_rows: int, vectors: int, lanes: int):
+    """The compiled channels-last product for one block shape (any dtype, sizes at run
+    time)."""
+    return compile_source(_rows_source(block_rows, vectors, lanes), "packed_rows_product")
+
+
+def _rows_block_lines(block_rows: int, vectors: int, lanes: int, width: int,
+                      indent: str) -> list[str]:
+    """The channels-last micro-kernel over the whole reduction for the first ``vectors``
+    vectors of a column block of ``width`` packed columns, then its store: straight
+    into ``c`` when the block is whole, else through the tile (rows past ``R`` read the
+    block's first row again, and their sums are dropped)."""
+    lines = [f"{indent}s{r}_{v} = vector_zero(packed, {lanes})"
+             for r in range(block_rows) for v in range(vectors)]
+    lines.append(f"{indent}for k in range(depth):")
+    lines += [f"{indent}    a{v} = vector_load(packed, a_at + k * {width} + {v * lanes},"
+              f" {lanes})" for v in range(vectors)]
+    for r in range(block_rows):
+        lines.append(f"{indent}    x = vector_splat_at(b, b{r} + k, {lanes})")
+        lines += [f"{indent}    s{r}_{v} = vector_fma(x, a{v}, s{r}_{v})"
+                  for v in range(vectors)]
+    stored = vectors * lanes
+    lines.append(f"{indent}if live == {block_rows} and first + {stored} <= columns:")
+    lines += [f"{indent}    vector_store(c, c_at + {r} * c_step + {v * lanes}, s{r}_{v})"
+              for r in range(block_rows) for v in range(vectors)]
+    lines.append(f"{indent}else:")
+    lines += [f"{indent}    vector_store(scratch, tile_at + {r * stored + v * lanes}, s{r}_{v})"
+              for r in range(block_rows) for v in range(vectors)]
+    lines += [f"{indent}    for r in range(live):",
+              f"{indent}        for j in range(min({stored}, columns - first)):",
+              f"{indent}            c[c_at + r * c_step + j] = scratch[tile_at + r * {stored} + j]"]
+    return lines
+
+
+def _rows_source(block_rows: int, vectors: int, lanes: int) -> str:
+    """The channels-last kernel's source: units ``[start, stop)`` of (group, column
+    block, row block).  A column block with at most one vector of columns left runs a
+    one-vector block (a filter of 3 output channels computes one vector per row, not
+    two)."""
+    width = vectors * lanes
+    row_pointers = "\n".join(
+        f"        b{r} = b_at + min({r}, live - 1) * b_step" for r in range(block_rows))
+    head = f"""\
+def packed_rows_product(packed, b, c, scratch, rows, groups, depth, columns, row_blocks,
+                        column_blocks, start, stop):
+    base = (64 - scratch.ctypes.data % 64) % 64 // scratch.itemsize
+    tile_at = base
+    b_step = groups * depth
+    c_step = groups * columns
+    for unit in range(start, stop):
+        row_block = unit % row_blocks
+        column_block = unit // row_blocks % column_blocks
+        group = unit // (row_blocks * column_blocks)
+        row = row_block * {block_rows}
+        live = min({block_rows}, rows - row)
+        first = column_block * {width}
+        a_at = (group * column_blocks + column_block) * depth * {width}
+        b_at = row * b_step + group * depth
+        c_at = row * c_step + group * columns + first
+{row_pointers}
+"""
+    if vectors == 1:
+        return head + "\n".join(_rows_block_lines(block_rows, 1, lanes, width, " " * 8)) + "\n"
+    body = [f"        if columns - first > {lanes}:"]
+    body += _rows_block_lines(block_rows, vectors, lanes, width, " " * 12)
+    body.append("        else:")
+    body += _rows_block_lines(block_rows, 1, lanes, width, " " * 12)
     return head + "\n".join(body) + "\n"
