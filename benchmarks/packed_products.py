@@ -1,10 +1,13 @@
 """Filter products through the packed micro-kernel against OpenBLAS, in one process.
 
-    python benchmarks/packed_products.py [--rounds 15] [--calls 20] [--out FILE]
+    python benchmarks/packed_products.py [--rounds 15] [--calls 20] [--channels-last]
+                                         [--out FILE]
 
 For the products of ``pointwise`` and ``col2im-ncx`` on the layers of
 ``benchmarks/prepared_calls.py`` (and two larger ones), ``c[n] = A @ b[n]`` with ``A``
-``(M, K)`` and ``b`` ``(N, K, P)`` float32, it times in alternating rounds: the packed
+``(M, K)`` and ``b`` ``(N, K, P)`` float32 (``--channels-last``: the same sizes as
+``c = b @ A`` with ``b`` ``(N*P, K)`` and ``A`` ``(K, M)``, the products of channels-last
+``pointwise``), it times in alternating rounds: the packed
 kernel (``_kernels/_numba/packed.py``) on one thread and on all of the library's, and
 NumPy's product on one OpenBLAS thread and on OpenBLAS's own threads, in that order,
 then pauses for 0.2 s: OpenBLAS's workers spin for about 0.1 s after a threaded
@@ -23,7 +26,12 @@ import time
 import numpy as np
 
 import convtranspose as ct
-from convtranspose._kernels._numba.packed import pack_matrix, packed_product
+from convtranspose._kernels._numba.packed import (
+    pack_columns,
+    pack_matrix,
+    packed_product,
+    packed_rows_product,
+)
 from convtranspose._kernels._numba.peak import measure_fma_gflops
 from convtranspose._runtime import blas
 from convtranspose._runtime.machine import cpu_model_name
@@ -43,23 +51,37 @@ PRODUCTS = [
 ]
 
 
-def _timings(rounds: int, calls: int, threads: int) -> list[dict]:
+def _products(batch: int, m: int, k: int, p: int, channels_last: bool, rng):
+    """The packed kernel's product on a thread count, and NumPy's on the same operands."""
+    if channels_last:
+        a = rng.standard_normal((1, k, m), dtype=np.float32)
+        b = rng.standard_normal((batch * p, 1, k), dtype=np.float32)
+        c = np.empty((batch * p, 1, m), np.float32)
+        columns = pack_columns(a)
+        return (lambda threads: packed_rows_product(columns, b, c, threads),
+                lambda: np.matmul(b.reshape(-1, k), a[0], out=c.reshape(-1, m)))
+    a = rng.standard_normal((1, m, k), dtype=np.float32)
+    b = rng.standard_normal((batch, 1, k, p), dtype=np.float32)
+    c = np.empty((batch, 1, m, p), np.float32)
+    rows = pack_matrix(a)
+    return (lambda threads: packed_product(rows, b, c, threads),
+            lambda: np.matmul(a, b, out=c))
+
+
+def _timings(rounds: int, calls: int, threads: int, channels_last: bool) -> list[dict]:
     rng = np.random.default_rng(0)
     rows = []
     for name, batch, m, k, p in PRODUCTS:
-        a = rng.standard_normal((1, m, k), dtype=np.float32)
-        b = rng.standard_normal((batch, 1, k, p), dtype=np.float32)
-        c = np.empty((batch, 1, m, p), np.float32)
-        packed = pack_matrix(a)
+        packed, product = _products(batch, m, k, p, channels_last, rng)
 
         def blas_one():
             with blas.one_thread:
-                np.matmul(a, b, out=c)
+                product()
 
-        runs = {"packed 1 thread": lambda: packed_product(packed, b, c, 1),
-                f"packed {threads} threads": lambda: packed_product(packed, b, c, threads),
+        runs = {"packed 1 thread": lambda: packed(1),
+                f"packed {threads} threads": lambda: packed(threads),
                 "OpenBLAS 1 thread": blas_one,
-                "OpenBLAS threads": lambda: np.matmul(a, b, out=c)}
+                "OpenBLAS threads": product}
         best = dict.fromkeys(runs, float("inf"))
         for run in runs.values():
             run()
@@ -82,13 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=20, help="calls per timed round")
+    parser.add_argument("--channels-last", action="store_true",
+                        help="the channels-last products (data rows by the filter)")
     parser.add_argument("--out", help="write the rows as JSON to this file")
     args = parser.parse_args(argv)
     threads = ct.get_num_threads()
     peak = measure_fma_gflops()
     print(f"CPU: {cpu_model_name()}, {threads} threads, FMA peak {peak:.0f} GFLOP/s per "
           f"thread; microseconds per product (GFLOP/s), fastest of {args.rounds} rounds\n")
-    rows = _timings(args.rounds, args.calls, threads)
+    rows = _timings(args.rounds, args.calls, threads, args.channels_last)
     for row in rows:
         print(f"| {row['product']} | " + " | ".join(
             f"{key} {row['us'][key]} ({row['gflops'][key]})" for key in row["us"]) + " |")
@@ -96,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.out, "w", encoding="utf-8") as file:
             json.dump({"machine": cpu_model_name(), "threads": threads,
                        "fma_peak_gflops_per_thread": round(peak, 1), "rounds": args.rounds,
-                       "calls": args.calls, "rows": rows}, file, indent=1)
+                       "calls": args.calls, "channels_last": args.channels_last,
+                       "rows": rows}, file, indent=1)
     return 0
 
 
