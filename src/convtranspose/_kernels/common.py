@@ -150,12 +150,14 @@ def split_gemms(units: list, threads: int) -> None:
     (``benchmarks/results/blas-threads-xeon.json``).  Large products run about as fast
     either way (the same file).
     """
+    gemm = gemm_call()
+
     def work(part):
         for unit in units:
             for arguments in unit:
                 block = _block(arguments, part, threads)
                 if block[2].size:
-                    _blas.gemm(*block)
+                    gemm(*block)
 
     if threads > 1 and _native_threads_split(units, threads):
         return
@@ -164,6 +166,22 @@ def split_gemms(units: list, threads: int) -> None:
             work(0)
         else:
             parallel_parts(work, threads, threads)
+
+
+def gemm_call():
+    """The function that makes one :func:`~convtranspose._runtime.blas.gemm` product on
+    the calling thread (the same arguments): from compiled code where numba runs
+    (:func:`convtranspose._kernels._numba.native_gemm.serial_gemm`, a third of the
+    Python per product), else, and for what that declines, through :mod:`ctypes`."""
+    if not host().numba:
+        return _blas.gemm
+    from ._numba.native_gemm import serial_gemm
+
+    def gemm(a, b, c, accumulate=False):
+        if not serial_gemm(a, b, c, accumulate):
+            _blas.gemm(a, b, c, accumulate)
+
+    return gemm
 
 
 def _native_threads_split(units: list, threads: int) -> bool:

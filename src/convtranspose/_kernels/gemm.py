@@ -21,6 +21,7 @@ from .._runtime.threads import copy, parallel_copy, parallel_parts
 from .common import (
     PARALLEL_FLOPS,
     class_matrix,
+    gemm_call,
     input_glxc,
     output_glyc,
     require_finite,
@@ -115,10 +116,12 @@ def run_gemms(calls, flops_each: float, threads: int) -> None:
     (:func:`~.common.split_gemms`), small ones in order on the calling thread or units
     split between the threads when there are several.
     """
+    gemm = gemm_call()
+
     def work(units):
         for unit in units:
             for arguments in unit:
-                _blas.gemm(*arguments)
+                gemm(*arguments)
 
     if splits_product(flops_each, threads):
         split_gemms(calls, threads)

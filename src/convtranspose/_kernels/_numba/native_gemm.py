@@ -1,4 +1,5 @@
-"""BLAS products split between numba's native threads.
+"""BLAS products split between numba's native threads, and single products called from
+compiled code.
 
 :func:`convtranspose._kernels.common.split_gemms` cuts each product into one block per
 thread, each block a call of NumPy's OpenBLAS on one BLAS thread.  On the library's
@@ -14,10 +15,17 @@ unit that accumulate into one result keep their order).
 OpenBLAS's thread count is process-wide in NumPy's builds: the caller holds it at one
 (:data:`convtranspose._runtime.blas.one_thread`) while the loop runs, so that no block
 starts OpenBLAS's own threads.
+
+:func:`serial_gemm` makes one product on the calling thread the same way, its
+arguments worked out in compiled code: through :mod:`ctypes`
+(:func:`~convtranspose._runtime.blas.gemm`) the arguments took 7 us and the call's
+conversions 1-2 us more, beside a 7 us product of a small layer
+(``benchmarks/results/native-threads-zen3.json``, ``serial_gemm``).
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import prange, types
@@ -28,7 +36,7 @@ from ..compiling import KernelNotCompiled
 from .kernel_cache import cached_njit
 from .launch import count_native_loop, native_threads, steered_workers, swap_num_threads
 
-__all__ = ["native_gemms"]
+__all__ = ["native_gemms", "serial_gemm"]
 
 #: Columns of the table of calls: the thread that makes it, then ``cblas_?gemm``'s
 #: integer arguments after the order (transposes, sizes, addresses, leading
@@ -121,3 +129,96 @@ def native_gemms(units: list, threads: int, block) -> bool:
     del kept  # (the arrays the table points into lived until here)
     count_native_loop()
     return True
+
+
+#: cblas's transpose flags (row-major), as :mod:`convtranspose._runtime.blas` uses them.
+_NO_TRANS, _TRANS = 111, 112
+
+
+@cached_njit(nogil=True)
+def _leading(count, stride, item, packed):  # pragma: no cover
+    # blas._leading in compiled code: 0 where the rows cannot be a BLAS operand.
+    if count == 1:
+        return max(1, packed)
+    if stride % item or stride // item < max(1, packed):
+        return 0
+    return stride // item
+
+
+@cached_njit(nogil=True)
+def _operand(rows, columns, row_stride, column_stride, item):  # pragma: no cover
+    # blas._operand in compiled code: (transpose flag, leading dimension), (0, 0) where
+    # no axis is packed.
+    if column_stride == item or columns == 1:
+        leading = _leading(rows, row_stride, item, columns)
+        if leading:
+            return _NO_TRANS, leading
+    if row_stride == item or rows == 1:
+        leading = _leading(columns, column_stride, item, rows)
+        if leading:
+            return _TRANS, leading
+    return 0, 0
+
+
+@cached_njit(nogil=True)
+def _one_gemm(address, a, b, c, accumulate, one):  # pragma: no cover
+    # blas.gemm for operands with a packed axis each; False (nothing done) otherwise.
+    m, k = a.shape
+    n = b.shape[1]
+    if b.shape[0] != k or c.shape[0] != m or c.shape[1] != n:
+        return False
+    if m == 0 or n == 0:
+        return True
+    if k == 0:
+        if not accumulate:
+            c[:, :] = 0
+        return True
+    item = c.itemsize
+    trans_c, ldc = _operand(m, n, c.strides[0], c.strides[1], item)
+    if trans_c == 0:
+        return False
+    if trans_c == _TRANS:  # C^T = B^T A^T: the same call with the operands swapped
+        trans_a, lda = _operand(n, k, b.strides[1], b.strides[0], item)
+        trans_b, ldb = _operand(k, m, a.strides[1], a.strides[0], item)
+        first, second, rows, columns = b.ctypes.data, a.ctypes.data, n, m
+    else:
+        trans_a, lda = _operand(m, k, a.strides[0], a.strides[1], item)
+        trans_b, ldb = _operand(k, n, b.strides[0], b.strides[1], item)
+        first, second, rows, columns = a.ctypes.data, b.ctypes.data, m, n
+    if trans_a == 0 or trans_b == 0:
+        return False
+    row = np.empty(_COLUMNS, np.int64)
+    row[0], row[1], row[2], row[3], row[4], row[5] = 0, trans_a, trans_b, rows, columns, k
+    row[6], row[7], row[8], row[9] = first, lda, second, ldb
+    row[10], row[11], row[12] = c.ctypes.data, ldc, accumulate
+    _cblas_gemm(address, row, one)
+    return True
+
+
+#: Per dtype: the address of ``cblas_?gemm`` and :func:`_one_gemm`'s compiled entry for
+#: 2-D arrays of any strides (one compiled variant, no type dispatch per call).
+_SERIAL: dict = {}
+
+
+def serial_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, accumulate: bool = False) -> bool:
+    """:func:`~convtranspose._runtime.blas.gemm` on the calling thread from compiled code;
+    False (nothing done) where it cannot: an operand without a packed axis (which that
+    function copies), shapes or dtypes that do not match (which it refuses), no BLAS
+    for the dtype, or the product's code not compiled while compiling is deferred."""
+    dtype = c.dtype
+    entry = _SERIAL.get(dtype)
+    if entry is None:
+        if dtype not in (np.float32, np.float64) or not _blas.available(dtype):
+            return False
+        array = types.Array(numba.from_dtype(dtype), 2, "A")
+        signature = (types.int64, array, array, array, types.boolean, numba.from_dtype(dtype))
+        try:
+            _one_gemm.compile(signature)
+        except KernelNotCompiled:
+            return False
+        entry = _SERIAL[dtype] = (_blas.gemm_address(dtype),
+                                  _one_gemm.overloads[signature].entry_point, dtype.type(1))
+    if a.dtype != dtype or b.dtype != dtype or a.ndim != 2 or b.ndim != 2 or c.ndim != 2:
+        return False
+    address, call, one = entry
+    return call(address, a, b, c, bool(accumulate), one)
