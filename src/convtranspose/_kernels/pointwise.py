@@ -103,41 +103,58 @@ def _pointwise(data, weights, axes, dtype, channels_last, out, *, target):
     """Fill ``out`` with one product per group (module docstring)."""
     matrices, packed = _matrices(weights, dtype, channels_last, target.threads,
                                  _product_positions(data.shape[0], axes, channels_last))
-    _products_into(matrices, data, axes, dtype, channels_last, out, target.threads, packed)
+    _products_into(matrices, data, _boxes(axes, channels_last), dtype, channels_last, out,
+                   target.threads, packed)
 
 
 def prepare_pointwise(batch, weights, axes, dtype, channels_last, target):
-    """``compute(data, out)``: ``pointwise`` for this layer with its matrices made once,
-    for :class:`convtranspose._kernels.direct.DirectCall` (``out`` C-contiguous, of
+    """``compute(data, out)``: ``pointwise`` for this layer with its matrices and the
+    boxes of inputs and outputs made once, for
+    :class:`convtranspose._kernels.direct.DirectCall` (``out`` C-contiguous, of
     ``dtype``).  Exact with any operands, as the general path."""
     matrices, packed = _matrices(weights, dtype, channels_last, target.threads,
                                  _product_positions(batch, axes, channels_last))
+    boxes = _boxes(axes, channels_last)
 
     def compute(data, out):
         with np.errstate(all="ignore"):
-            _products_into(matrices, data, axes, dtype, channels_last, out, target.threads,
+            _products_into(matrices, data, boxes, dtype, channels_last, out, target.threads,
                            packed)
 
     return compute
 
 
-def _products_into(matrices, data, axes, dtype, channels_last, out, threads,
+def _boxes(axes: tuple[AxisPlan, ...], channels_last: bool) -> tuple | None:
+    """Where the products go: None when they fill the output in place
+    (:func:`in_place`); else the index of the inputs that reach the output and that of
+    the (strided) outputs they reach, or ``()`` where no input reaches it."""
+    if in_place(axes):
+        return None
+    windows = [tap_windows(axis)[0] for axis in axes]
+    if any(window is None for window in windows):
+        return ()
+    lead = (slice(None),) if channels_last else (slice(None), slice(None))
+    tail = (slice(None),) if channels_last else ()
+    return (lead + tuple(w[0] for w in windows) + tail,
+            lead + tuple(w[1] for w in windows) + tail)
+
+
+def _products_into(matrices, data, boxes, dtype, channels_last, out, threads,
                    packed=None) -> None:
     """``out`` = the layer of the filter ``matrices`` (:func:`_matrices`, packed or
-    not) on ``data``."""
-    if in_place(axes) and out.flags.c_contiguous:
+    not) on ``data``, through ``boxes`` (:func:`_boxes`)."""
+    if boxes is None and out.flags.c_contiguous:
         source = data if data.dtype == dtype and data.flags.c_contiguous else (
             np.ascontiguousarray(data, dtype))
         _products(source, matrices, out, channels_last, threads, packed)
         return
-    windows = [tap_windows(axis)[0] for axis in axes]
+    if boxes is None:  # in place, into an output of other strides
+        boxes = (Ellipsis, Ellipsis)
     out.fill(0)
-    if any(window is None for window in windows):
+    if not boxes:
         return  # no input reaches the output
-    lead = (slice(None),) if channels_last else (slice(None), slice(None))
-    tail = (slice(None),) if channels_last else ()
-    source = np.ascontiguousarray(data[lead + tuple(w[0] for w in windows) + tail], dtype)
-    box = out[lead + tuple(w[1] for w in windows) + tail]
+    source = np.ascontiguousarray(data[boxes[0]], dtype)
+    box = out[boxes[1]]
     product = np.empty(box.shape, dtype)
     _products(source, matrices, product, channels_last, threads, packed)
     box[...] = product
