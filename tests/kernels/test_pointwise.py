@@ -101,3 +101,24 @@ def test_offered_only_to_pointwise_layers(monkeypatch):
                           np.dtype(np.float32))
         names = [name for name, _ in choose(problem, estimate_forced=True).estimates]
         assert ("pointwise" in names) == offered
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+@pytest.mark.parametrize("axis", [AxisPlan(4, 1, 1, 1, 0, 4), AxisPlan(4, 1, 2, 1, 1, 6)],
+                         ids=["in-place", "stride-2"])
+def test_into_an_output_of_other_strides(axis, channels_last):
+    # The products of an in-place layer go through a box too when the output is a
+    # strided view; every other element of the parent array is left as it was.
+    rng = np.random.default_rng(9)
+    axes = (axis, AxisPlan(3, 1, 1, 1, 0, 3))
+    data = rng.integers(-3, 4, (2, 4, 4, 3)).astype(np.float32)
+    weights = rng.integers(-3, 4, (1, 4, 5, 1, 1)).astype(np.float32)
+    expected = canonical_result(data, weights, axes)
+    if channels_last:
+        data, expected = np.moveaxis(data, 1, -1).copy(), np.moveaxis(expected, 1, -1)
+    parent = np.full(expected.shape[:-1] + (2 * expected.shape[-1],), 7.0, np.float32)
+    out = parent[..., ::2]
+    got = transposed_convolution(data, weights, axes, dtype=np.dtype(np.float32),
+                                 channels_last=channels_last, algorithm="pointwise", out=out)
+    np.testing.assert_array_equal(out, expected)
+    assert got is out and (parent[..., 1::2] == 7).all()
