@@ -8,9 +8,11 @@ For the products of ``pointwise`` and ``col2im-ncx`` on the layers of
 ``(M, K)`` and ``b`` ``(N, K, P)`` float32 (``--channels-last``: the same sizes as
 ``c = b @ A`` with ``b`` ``(N*P, K)`` and ``A`` ``(K, M)``, the products of channels-last
 ``pointwise``), it times in alternating rounds: the packed
-kernel (``_kernels/_numba/packed.py``) on one thread and on all of the library's, and
-NumPy's product on one OpenBLAS thread and on OpenBLAS's own threads, in that order,
-then pauses for 0.2 s: OpenBLAS's workers spin for about 0.1 s after a threaded
+kernel (``_kernels/_numba/packed.py``) on one thread and on all of the library's,
+NumPy's product on one OpenBLAS thread and on OpenBLAS's own threads, and the
+library's own BLAS calls on one thread, one per sample as the kernels make them:
+through ``ctypes`` (``_runtime/blas.gemm``) and from compiled code
+(``_kernels/_numba/native_gemm.serial_gemm``), in that order, then pauses for 0.2 s: OpenBLAS's workers spin for about 0.1 s after a threaded
 product and would take a core from the next round's kernels.  Prints the
 fastest round's microseconds per product (and GFLOP/s) of each, with the CPU and the
 measured FMA peak of one thread; ``--out`` writes the rows as JSON.  Writes nothing
@@ -26,6 +28,7 @@ import time
 import numpy as np
 
 import convtranspose as ct
+from convtranspose._kernels._numba.native_gemm import serial_gemm
 from convtranspose._kernels._numba.packed import (
     pack_columns,
     pack_matrix,
@@ -52,27 +55,39 @@ PRODUCTS = [
 
 
 def _products(batch: int, m: int, k: int, p: int, channels_last: bool, rng):
-    """The packed kernel's product on a thread count, and NumPy's on the same operands."""
+    """The packed kernel's product on a thread count, NumPy's on the same operands, and
+    the 2-D operand triples of the library's BLAS calls for it."""
     if channels_last:
         a = rng.standard_normal((1, k, m), dtype=np.float32)
         b = rng.standard_normal((batch * p, 1, k), dtype=np.float32)
         c = np.empty((batch * p, 1, m), np.float32)
         columns = pack_columns(a)
+        calls = [(b.reshape(-1, k), a[0], c.reshape(-1, m))]
         return (lambda threads: packed_rows_product(columns, b, c, threads),
-                lambda: np.matmul(b.reshape(-1, k), a[0], out=c.reshape(-1, m)))
+                lambda: np.matmul(*calls[0][:2], out=calls[0][2]), calls)
     a = rng.standard_normal((1, m, k), dtype=np.float32)
     b = rng.standard_normal((batch, 1, k, p), dtype=np.float32)
     c = np.empty((batch, 1, m, p), np.float32)
     rows = pack_matrix(a)
+    calls = [(a[0], b[n, 0], c[n, 0]) for n in range(batch)]
     return (lambda threads: packed_product(rows, b, c, threads),
-            lambda: np.matmul(a, b, out=c))
+            lambda: np.matmul(a, b, out=c), calls)
+
+
+def _one_thread(gemm, calls):
+    """The library's BLAS calls through ``gemm``, on one OpenBLAS thread."""
+    def run():
+        with blas.one_thread:
+            for a, b, c in calls:
+                gemm(a, b, c)
+    return run
 
 
 def _timings(rounds: int, calls: int, threads: int, channels_last: bool) -> list[dict]:
     rng = np.random.default_rng(0)
     rows = []
     for name, batch, m, k, p in PRODUCTS:
-        packed, product = _products(batch, m, k, p, channels_last, rng)
+        packed, product, calls = _products(batch, m, k, p, channels_last, rng)
 
         def blas_one():
             with blas.one_thread:
@@ -81,7 +96,9 @@ def _timings(rounds: int, calls: int, threads: int, channels_last: bool) -> list
         runs = {"packed 1 thread": lambda: packed(1),
                 f"packed {threads} threads": lambda: packed(threads),
                 "OpenBLAS 1 thread": blas_one,
-                "OpenBLAS threads": product}
+                "OpenBLAS threads": product,
+                "ctypes gemm 1 thread": _one_thread(blas.gemm, calls),
+                "compiled gemm 1 thread": _one_thread(serial_gemm, calls)}
         best = dict.fromkeys(runs, float("inf"))
         for run in runs.values():
             run()
