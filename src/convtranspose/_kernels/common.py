@@ -171,8 +171,9 @@ def split_gemms(units: list, threads: int) -> None:
 def gemm_call():
     """The function that makes one :func:`~convtranspose._runtime.blas.gemm` product on
     the calling thread (the same arguments): from compiled code where numba runs
-    (:func:`convtranspose._kernels._numba.native_gemm.serial_gemm`, a third of the
-    Python per product), else, and for what that declines, through :mod:`ctypes`."""
+    (:func:`convtranspose._kernels._numba.native_gemm.serial_gemm`, without the
+    Python that works out the arguments), else, and for what that declines, through
+    :mod:`ctypes`."""
     if not host().numba:
         return _blas.gemm
     from ._numba.native_gemm import serial_gemm

@@ -6,8 +6,9 @@ makes concurrent OpenBLAS calls (``NATIVE_SPLIT_GEMM_FLOPS``).  ``pointwise`` an
 ``col2im-ncx`` multiply a constant filter matrix by the data (``pointwise`` channels
 last: the data rows by the matrix); on more than one thread they run such products
 through the packed micro-kernels of :mod:`._numba.packed` instead, with the filter
-packed once and kept with it (the weights memo, or the prepared layer).  Measured planning times each algorithm on one
-thread (BLAS) and on all of them (this), so each machine keeps what is faster there.
+packed once and kept with it (the weights memo, or the prepared layer).  Measured
+planning times each algorithm on one thread (BLAS) and on all of them (this), so each
+machine keeps what is faster there.
 """
 
 from __future__ import annotations
