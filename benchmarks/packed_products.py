@@ -87,7 +87,7 @@ def _timings(rounds: int, calls: int, threads: int, channels_last: bool) -> list
     rng = np.random.default_rng(0)
     rows = []
     for name, batch, m, k, p in PRODUCTS:
-        packed, product, calls = _products(batch, m, k, p, channels_last, rng)
+        packed, product, operands = _products(batch, m, k, p, channels_last, rng)
 
         def blas_one():
             with blas.one_thread:
@@ -97,8 +97,8 @@ def _timings(rounds: int, calls: int, threads: int, channels_last: bool) -> list
                 f"packed {threads} threads": lambda: packed(threads),
                 "OpenBLAS 1 thread": blas_one,
                 "OpenBLAS threads": product,
-                "ctypes gemm 1 thread": _one_thread(blas.gemm, calls),
-                "compiled gemm 1 thread": _one_thread(serial_gemm, calls)}
+                "ctypes gemm 1 thread": _one_thread(blas.gemm, operands),
+                "compiled gemm 1 thread": _one_thread(serial_gemm, operands)}
         best = dict.fromkeys(runs, float("inf"))
         for run in runs.values():
             run()
