@@ -48,3 +48,37 @@ def chosen(batch, axes, weights_shape, channels_last=False, dtype=np.float32,
     problem = Problem(batch, axes, weights_shape, channels_last, np.dtype(dtype),
                       None if result_dtype is None else np.dtype(result_dtype))
     return choose(problem, target).algorithm
+
+
+def check_gemm_on_strided_views(gemm, dtype, seed: int, cases: int) -> None:
+    """``gemm(a, b, c, accumulate)`` (a product into ``c``, or added to it) against
+    ``np.matmul`` in float64 on ``cases`` random small products whose operands have the
+    layouts the kernels pass to BLAS (:func:`_blas_operand`); the inputs untouched."""
+    rng = np.random.default_rng(seed)
+    for case in range(cases):
+        m, n, k = (int(v) for v in rng.integers(1, 9, 3))
+        a, b, c = (_blas_operand(rng, rows, cols, dtype)
+                   for rows, cols in ((m, k), (k, n), (m, n)))
+        a_before, b_before, c_before = a.copy(), b.copy(), c.copy()
+        accumulate = bool(case % 2)
+        gemm(a, b, c, accumulate)
+        expected = a.astype(np.float64) @ b.astype(np.float64)
+        if accumulate:
+            expected += c_before
+        np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
+        assert np.array_equal(a, a_before) and np.array_equal(b, b_before)
+
+
+def _blas_operand(rng, rows, cols, dtype):
+    """A ``(rows, cols)`` view in one of the layouts the kernels pass to BLAS, drawn by
+    ``rng``: contiguous, transposed, a window of a wider buffer (leading dimension over
+    ``cols``), or a column block of a ``(rows, groups, cols)`` buffer (grouped
+    products)."""
+    kind = int(rng.integers(4))
+    if kind == 0:
+        return rng.standard_normal((rows, cols)).astype(dtype)
+    if kind == 1:
+        return rng.standard_normal((cols, rows)).astype(dtype).T
+    if kind == 2:
+        return rng.standard_normal((rows + 2, cols + 3)).astype(dtype)[1:rows + 1, 2:cols + 2]
+    return rng.standard_normal((rows, 3, cols)).astype(dtype)[:, 1]

@@ -12,38 +12,15 @@ import numpy as np
 import pytest
 
 from convtranspose._runtime import blas
+from kernel_support import check_gemm_on_strided_views
 
 pytestmark = pytest.mark.skipif(not blas.available(np.float32),
                                 reason="NumPy's bundled OpenBLAS is not loadable here")
 
 
-def _view(rng, rows, cols, dtype):
-    """A (rows, cols) view with one of the layouts the kernel passes to BLAS."""
-    kind = int(rng.integers(4))
-    if kind == 0:
-        return rng.standard_normal((rows, cols)).astype(dtype)
-    if kind == 1:  # transposed
-        return rng.standard_normal((cols, rows)).astype(dtype).T
-    if kind == 2:  # a window of a wider buffer (leading dimension > cols)
-        return rng.standard_normal((rows + 2, cols + 3)).astype(dtype)[1:rows + 1, 2:cols + 2]
-    # a column block of a (rows, groups, cols) buffer, as for grouped products
-    return rng.standard_normal((rows, 3, cols)).astype(dtype)[:, 1]
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gemm_matches_matmul_on_strided_views(dtype):
-    rng = np.random.default_rng(0)
-    for _ in range(300):
-        m, n, k = (int(v) for v in rng.integers(1, 9, 3))
-        a, b, c = _view(rng, m, k, dtype), _view(rng, k, n, dtype), _view(rng, m, n, dtype)
-        a_before, b_before, c_before = a.copy(), b.copy(), c.copy()
-        accumulate = bool(rng.integers(2))
-        blas.gemm(a, b, c, accumulate)
-        expected = a.astype(np.float64) @ b.astype(np.float64)
-        if accumulate:
-            expected += c_before
-        np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
-        assert np.array_equal(a, a_before) and np.array_equal(b, b_before)
+    check_gemm_on_strided_views(blas.gemm, dtype, seed=0, cases=300)
 
 
 def test_empty_products_and_zero_depth():

@@ -143,22 +143,36 @@ def _product_kernel(block_rows: int, vectors: int, lanes: int):
     return compile_source(_product_source(block_rows, vectors, lanes), "packed_product")
 
 
+def _sums_lines(block_rows: int, vectors: int, lanes: int, indent: str, steps: str,
+                loaded: tuple, broadcast: tuple) -> list[str]:
+    """A register block's sums ``s{row}_{vector}`` over ``steps`` steps ``k``: per step,
+    ``vectors`` vectors loaded into ``{name}{vector}`` from ``loaded`` (its name, and the
+    array and index of vector 0 in that step), and for each of ``block_rows`` rows one
+    value broadcast into a register from ``broadcast`` (its name, and the array and
+    index of that row's value as a function of the row) and multiplied into the row's
+    sums, as both micro-kernels of this module run them."""
+    (load, at), (splat, value) = loaded, broadcast
+    lines = [f"{indent}s{r}_{v} = vector_zero(packed, {lanes})"
+             for r in range(block_rows) for v in range(vectors)]
+    lines.append(f"{indent}for k in range({steps}):")
+    lines += [f"{indent}    {load}{v} = vector_load({at} + {v * lanes}, {lanes})"
+              for v in range(vectors)]
+    for r in range(block_rows):
+        lines.append(f"{indent}    {splat} = vector_splat_at({value(r)}, {lanes})")
+        lines += [f"{indent}    s{r}_{v} = vector_fma({splat}, {load}{v}, s{r}_{v})"
+                  for v in range(vectors)]
+    return lines
+
+
 def _block_lines(block_rows: int, vectors: int, lanes: int, width: int,
                  indent: str) -> list[str]:
     """The micro-kernel: the sums of one row block over a pass of the reduction, for the
     first ``vectors`` vectors of a panel of ``width`` positions, then their store: set
     on the first pass, added on the others; straight into ``c`` when the block is
     whole, else through the tile."""
-    lines = [f"{indent}s{r}_{v} = vector_zero(packed, {lanes})"
-             for r in range(block_rows) for v in range(vectors)]
-    lines.append(f"{indent}for k in range(count_k):")
-    lines += [f"{indent}    b{v} = vector_load(scratch, panel_at + k * {width} + {v * lanes},"
-              f" {lanes})" for v in range(vectors)]
-    for r in range(block_rows):
-        lines.append(f"{indent}    a = vector_splat_at(packed, a_at + k * {block_rows} + {r},"
-                     f" {lanes})")
-        lines += [f"{indent}    s{r}_{v} = vector_fma(a, b{v}, s{r}_{v})"
-                  for v in range(vectors)]
+    lines = _sums_lines(block_rows, vectors, lanes, indent, "count_k",
+                        ("b", f"scratch, panel_at + k * {width}"),
+                        ("a", lambda r: f"packed, a_at + k * {block_rows} + {r}"))
     stored = vectors * lanes
     whole = f"live == {block_rows} and p + {stored} <= count"
     lines.append(f"{indent}if {whole} and k0 == 0:")
@@ -218,13 +232,22 @@ def packed_product(packed, b, c, scratch, depth, steps, rows, columns, chunk, bl
                 for p in range(0, count, {width}):
                     panel_at = base + p // {width} * panel_size
 """
+    return head + _blocks_by_width(
+        lambda count, indent: _block_lines(block_rows, count, lanes, width, indent),
+        vectors, f"count - p > {lanes}", 20)
+
+
+def _blocks_by_width(block_lines, vectors: int, wider: str, indent: int) -> str:
+    """The source that runs a block of ``vectors`` vectors where the condition ``wider``
+    holds (more than one vector left), else a one-vector block, at ``indent`` spaces:
+    ``block_lines(vectors, indent)`` gives a block's lines."""
     if vectors == 1:
-        return head + "\n".join(_block_lines(block_rows, 1, lanes, width, " " * 20)) + "\n"
-    body = [f"                    if count - p > {lanes}:"]
-    body += _block_lines(block_rows, vectors, lanes, width, " " * 24)
-    body.append("                    else:")
-    body += _block_lines(block_rows, 1, lanes, width, " " * 24)
-    return head + "\n".join(body) + "\n"
+        return "\n".join(block_lines(1, " " * indent)) + "\n"
+    body = [" " * indent + f"if {wider}:"]
+    body += block_lines(vectors, " " * (indent + 4))
+    body.append(" " * indent + "else:")
+    body += block_lines(1, " " * (indent + 4))
+    return "\n".join(body) + "\n"
 
 
 # Channels last: the same register block with the roles swapped.  ``c[r, g] = b[r, g] @
@@ -316,15 +339,9 @@ def _rows_block_lines(block_rows: int, vectors: int, lanes: int, width: int,
     vectors of a column block of ``width`` packed columns, then its store: straight
     into ``c`` when the block is whole, else through the tile (rows past ``R`` read the
     block's first row again, and their sums are dropped)."""
-    lines = [f"{indent}s{r}_{v} = vector_zero(packed, {lanes})"
-             for r in range(block_rows) for v in range(vectors)]
-    lines.append(f"{indent}for k in range(depth):")
-    lines += [f"{indent}    a{v} = vector_load(packed, a_at + k * {width} + {v * lanes},"
-              f" {lanes})" for v in range(vectors)]
-    for r in range(block_rows):
-        lines.append(f"{indent}    x = vector_splat_at(b, b{r} + k, {lanes})")
-        lines += [f"{indent}    s{r}_{v} = vector_fma(x, a{v}, s{r}_{v})"
-                  for v in range(vectors)]
+    lines = _sums_lines(block_rows, vectors, lanes, indent, "depth",
+                        ("a", f"packed, a_at + k * {width}"),
+                        ("x", lambda r: f"b, b{r} + k"))
     stored = vectors * lanes
     lines.append(f"{indent}if live == {block_rows} and first + {stored} <= columns:")
     lines += [f"{indent}    vector_store(c, c_at + {r} * c_step + {v * lanes}, s{r}_{v})"
@@ -365,10 +382,6 @@ def packed_rows_product(packed, b, c, scratch, rows, groups, depth, columns, row
         c_at = row * c_step + group * columns + first
 {row_pointers}
 """
-    if vectors == 1:
-        return head + "\n".join(_rows_block_lines(block_rows, 1, lanes, width, " " * 8)) + "\n"
-    body = [f"        if columns - first > {lanes}:"]
-    body += _rows_block_lines(block_rows, vectors, lanes, width, " " * 12)
-    body.append("        else:")
-    body += _rows_block_lines(block_rows, 1, lanes, width, " " * 12)
-    return head + "\n".join(body) + "\n"
+    return head + _blocks_by_width(
+        lambda count, indent: _rows_block_lines(block_rows, count, lanes, width, indent),
+        vectors, f"columns - first > {lanes}", 8)
