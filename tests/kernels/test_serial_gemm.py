@@ -68,3 +68,12 @@ def test_the_kernels_product_copies_what_compiled_code_declines():
     np.testing.assert_array_equal(product, np.array(every_other) @ np.arange(6.0).reshape(3, 2))
     with pytest.raises(ValueError, match="gemm of"):
         gemm(np.ones((2, 3)), np.ones((4, 5)), np.ones((2, 5)))
+
+
+def test_read_only_operands_are_taken():
+    # The kernels pass frozen filter matrices: one compiled entry takes them too.
+    a, b = np.arange(12.0).reshape(4, 3), np.arange(6.0).reshape(3, 2)
+    a.flags.writeable = b.flags.writeable = False
+    c = np.full((4, 2), np.nan)
+    assert serial_gemm(a, b, c)
+    np.testing.assert_array_equal(c, np.array(a) @ np.array(b))
