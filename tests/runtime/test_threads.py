@@ -225,21 +225,27 @@ def test_library_products_run_on_one_openblas_thread_within_a_call(monkeypatch, 
     # OpenBLAS set to 2 threads by its user; every product the library makes is taken
     # as large: it is split over the library's threads, each block on one BLAS thread
     # (OpenBLAS's own workers would spin after it), and the user's count comes back.
-    # On numba's native threads the blocks are called from compiled code, not through
-    # blas.gemm: only the results and the count afterwards are seen there.
+    # On numba's native threads the blocks are called from a compiled parallel loop:
+    # only the results and the count afterwards are seen there.  On the pool each block
+    # is one call, through ctypes (blas.gemm) or from compiled code (serial_gemm).
     import convtranspose._kernels.common as common_module
 
     monkeypatch.setenv(NATIVE_THREADS_ENV, native)
     monkeypatch.setattr(common_module, "SERIAL_GEMM_FLOPS", 0)
     monkeypatch.setattr(common_module, "NATIVE_SPLIT_GEMM_FLOPS", 0)
-    original_gemm = blas.gemm
     counts = []
 
-    def recording_gemm(*arguments, **options):
-        counts.append(blas.threads())
-        return original_gemm(*arguments, **options)
+    def recording(gemm):
+        def record(*arguments, **options):
+            counts.append(blas.threads())
+            return gemm(*arguments, **options)
+        return record
 
-    monkeypatch.setattr(blas, "gemm", recording_gemm)
+    monkeypatch.setattr(blas, "gemm", recording(blas.gemm))
+    if ct.host_target().numba:
+        from convtranspose._kernels._numba import native_gemm
+
+        monkeypatch.setattr(native_gemm, "serial_gemm", recording(native_gemm.serial_gemm))
     previous = blas.thread_setter()(2)
     try:
         data, weights, axes = _large_case()
