@@ -37,7 +37,8 @@ from convtranspose._cli.bench import (
 )
 
 #: The layers: ImageNet-style depthwise upsampling blocks, one 1-D and one 3-D layer,
-#: and channels-last copies of two of them.
+#: channels-last copies of two of them, and three channels-last layers of the random
+#: suites (seed 1).
 LAYERS = [
     Layer("dw N1 1024 7x7 k7 s2 p3 op1", 1, 1024, 1024, (7, 7), 7, 2, 3, 1, 1, 1024),
     Layer("dw N8 1024 7x14 k5 s1 p2", 8, 1024, 1024, (7, 14), 5, 1, 2, 1, 0, 1024),
@@ -48,6 +49,9 @@ LAYERS = [
     Layer("dw 3-D N1 64 8x8x8 k3 s2 p1 op1", 1, 64, 64, (8, 8, 8), 3, 2, 1, 1, 1, 64),
     Layer("dw N1 1024 7x7 k7 s2 p3 op1", 1, 1024, 1024, (7, 7), 7, 2, 3, 1, 1, 1024, "NXC"),
     Layer("dw N8 256 28x28 k4 s2 p1", 8, 256, 256, (28, 28), 4, 2, 1, 1, 0, 256, "NXC"),
+    Layer("dw N8 128 7x14 k4 s2 p1", 8, 128, 128, (7, 14), 4, 2, 1, 1, 0, 128, "NXC"),
+    Layer("bilinear N2 64 8x8 k32 s16 p8", 2, 64, 64, (8, 8), 32, 16, 8, 1, 0, 64, "NXC"),
+    Layer("bilinear N1 256 32x32 k8 s4 p2", 1, 256, 256, (32, 32), 8, 4, 2, 1, 0, 256, "NXC"),
 ]
 
 

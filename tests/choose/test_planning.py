@@ -200,7 +200,9 @@ def test_estimate_never_measures(wisdom_file):
     with ct.use_planning("estimate"), planning.recording() as choices:
         ct.convolution_backprop_data(data, filter, **LAYER)
     assert choices[0].decided_by == "estimates" and not choices[0].measured
-    assert not wisdom_file.exists()
+    # The machine figures the estimates use are measured once per machine and kept in
+    # the wisdom file (in a process that has not measured them yet); no choice is.
+    assert not wisdom_file.exists() or not json.loads(wisdom_file.read_text())["choices"]
 
 
 def test_half_precision_and_bias_under_measure(wisdom_file):

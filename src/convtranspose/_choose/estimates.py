@@ -19,7 +19,7 @@ import numpy as np
 
 from .._kernels import REGISTRY, offered_algorithms
 from .._kernels.dense import DENSE_MAX_ELEMENTS
-from .._kernels.depthwise_schedule import DEPTHWISE_OUTPUTS, DEPTHWISE_VECTORS, last_axis_padding
+from .._kernels.depthwise_schedule import block_shape, last_axis_padding
 from .._kernels.pointwise import in_place, reached, takes_layer
 from .._kernels.schedules import (
     PLANE_CO_BLOCK,
@@ -521,14 +521,16 @@ def depthwise_estimate(layer: Layer, target: Target) -> RawCost | None:
     channels-first outputs or channels that are not whole vectors) at the measured
     copy rate (:func:`.figures.machine_figures`, bytes read plus written); and the
     multiply-adds of every block at the FMA peak of the threads, the padding's included
-    (every tap of the last axis's phase, blocks of ``DEPTHWISE_OUTPUTS`` outputs).
+    (every tap of the last axis's phase, in blocks of :func:`~convtranspose._kernels.depthwise_schedule.block_shape`).
     """
     if layer.ci != 1 or layer.groups == 1 or len(layer.axes) > 3:
         return None
     axes = three_axes(layer.axes)
-    width = target.lanes("float32") * DEPTHWISE_VECTORS
+    lanes = target.lanes("float32")
+    outputs, vectors = block_shape(lanes, 4)
+    width = lanes * vectors
     channels = -(-layer.groups * layer.co // width) * width
-    length = last_axis_padding(axes[2])[1]
+    length = last_axis_padding(axes[2], outputs)[1]
     padded = channels * layer.batch * axes[0].input_size * axes[1].input_size * length
     tiled = layer.outputs if not layer.channels_last or channels != layer.groups * layer.co else 0
     moved = 4.0 * (layer.inputs + 2 * padded + layer.outputs + 2 * tiled)
@@ -539,11 +541,12 @@ def depthwise_estimate(layer: Layer, target: Target) -> RawCost | None:
             for phase in range(c.first, c.first + c.count):
                 count = -(-(axis.output_size - phase) // axis.stride)
                 if index == 2:
-                    count = -(-count // DEPTHWISE_OUTPUTS) * DEPTHWISE_OUTPUTS
+                    count = -(-count // outputs) * outputs
                 total += count * len(c.shifts)
         per_axis.append(total)
     macs = layer.batch * channels * math.prod(per_axis)
-    items = layer.batch * (channels // width) * axes[0].output_size * axes[1].output_size
+    items = layer.batch * axes[0].output_size * axes[1].output_size  # lines
+    items *= 1 if layer.channels_last else channels // width  # and chunks
     busy = max(1, min(target.threads, items))
     return RawCost(_BLOCKED_SCALE * (moved / machine_figures().copy_gbps + 20000),
                    kernel=_BLOCKED_SCALE * macs / (busy * thread_macs_per_ns(target)))

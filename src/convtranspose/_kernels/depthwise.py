@@ -1,15 +1,18 @@
 """``depthwise``: one input channel per group, its output channels in vector lanes
 (numba; the kernel is :mod:`._numba.depthwise`).
 
-A compiled pass copies the input into a zero-padded, channel-blocked buffer
-``(chunks, N, X1, X2, X3 padded, width)``: ``width`` consecutive output channels per
-chunk, each lane holding the input channel its output channel reads (so a channel
-multiplier above 1 is covered by repeating the input channel in its lanes).  The kernel
-keeps :data:`~.depthwise_schedule.DEPTHWISE_OUTPUTS` outputs along the last axis of one
-chunk in vector registers and adds one input vector times one weight vector per tap, every tap of the
-last axis's phase read from the padded buffer (no bounds tests), the taps of the first
-two axes only where they read inside the input.  Channels-last outputs of whole chunks
-are stored straight into the caller's array; the others through a line tile.
+A compiled pass copies the input into a zero-padded buffer of chunks of ``width``
+consecutive output channels (a cache line), each lane holding the input channel its
+output channel reads (so a channel multiplier above 1 is covered by repeating the
+input channel in its lanes): ``(chunks, N, X1, X2, X3 padded, width)`` for
+channels-first data, ``(N, X1, X2, X3 padded, step)`` for channels-last data, a
+position's chunks side by side (:func:`~.depthwise_schedule.copy_step`).  The kernel
+keeps a block of outputs along the last axis times a chunk in vector registers
+(:func:`~.depthwise_schedule.block_shape`) and adds input vectors times weight vectors
+per tap, every tap of the last axis's phase read from the padded buffer (no bounds
+tests), the taps of the first two axes only where they read inside the input.
+Channels-last outputs of whole chunks are stored straight into the caller's array;
+the others through a line tile.
 
 The padding's zeros meet every weight of the last axis's taps: the filter must be
 finite (:class:`~.common.NonFinite` otherwise; the exact fallback then runs).  Layers

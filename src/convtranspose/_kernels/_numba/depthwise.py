@@ -17,14 +17,14 @@ import numpy as np
 
 from ..._plan.geometry import three_axes
 from ..._runtime.caches import kept
-from ..._runtime.threads import parallel_for
-from ..depthwise_schedule import DEPTHWISE_OUTPUTS, DEPTHWISE_VECTORS, last_axis_padding
+from ..depthwise_schedule import block_shape, copy_step, last_axis_padding
 from ..schedules import frozen_all
 from .blocked import phase_tables
 from .channels_last import gather_row_taps
 from .direct import direct_threads
 from .launch import parallel_kernel
 from .transpose import tile_transposer
+from .vectors import vector_load, vector_store
 
 __all__ = ["DepthwiseLayer", "block_source", "depthwise_kernels", "depthwise_layer"]
 
@@ -36,13 +36,12 @@ def block_source(lanes: int, vectors: int, outputs: int) -> str:
     registers); per tap ``[first, stop)`` of the lists (offsets ``read_at`` and
     ``tap_at`` added), the tap's weight vectors are loaded once and multiplied into
     every output's accumulators with that output's input vector (output ``r`` of a tap
-    reads ``r`` positions further along the padded line).  Outputs from ``valid`` on
-    are computed but not stored (the padded line holds their reads).
+    reads ``r * read_step`` elements further along the padded line).  Outputs from
+    ``valid`` on are computed but not stored (the padded line holds their reads).
     """
-    width = lanes * vectors
     accumulators = [[f"acc_{r}_{v}" for v in range(vectors)] for r in range(outputs)]
     lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, first, stop,",
-             "          read_at, tap_at, valid):"]
+             "          read_at, read_step, tap_at, valid):"]
     lines += [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators
               for name in row]
     lines += ["    for m in range(first, stop):",
@@ -51,8 +50,8 @@ def block_source(lanes: int, vectors: int, outputs: int) -> str:
     lines += [f"        w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
               for v in range(vectors)]
     for r, row in enumerate(accumulators):
-        lines += [f"        {name} = vector_fma(vector_load(source, read + {r * width + v * lanes}"
-                  f", {lanes}), w_{v}, {name})" for v, name in enumerate(row)]
+        lines += [f"        {name} = vector_fma(vector_load(source, read + {r} * read_step + "
+                  f"{v * lanes}, {lanes}), w_{v}, {name})" for v, name in enumerate(row)]
     for r, row in enumerate(accumulators):
         lines.append(f"    if {r} < valid:")
         lines += [f"        vector_store(dest, dest_at + {r} * dest_step + {v * lanes}, {name})"
@@ -69,7 +68,8 @@ def depthwise_kernels(lanes: int, vectors: int, outputs: int) -> dict:
     block = compile_source(block_source(lanes, vectors, outputs), "block")
     return compile_template("depthwise", dict(
         np=np, block=block, gather_row_taps=gather_row_taps, lanes=lanes, outputs=outputs,
-        transpose=tile_transposer(lanes), width=lanes * vectors))
+        transpose=tile_transposer(lanes), vector_load=vector_load, vector_store=vector_store,
+        width=lanes * vectors))
 
 
 def _packed_weights(weights, derived, dtype, width: int) -> np.ndarray:
@@ -103,28 +103,34 @@ class DepthwiseLayer:
         groups, _, co = weights.shape[:3]
         axes3 = three_axes(axes)
         lanes = target.lanes(dtype)
-        width = lanes * DEPTHWISE_VECTORS
+        outputs, vectors = block_shape(lanes, np.dtype(dtype).itemsize)
+        width = lanes * vectors
         channels = groups * co
         chunks = -(-channels // width)
-        pad, length = last_axis_padding(axes3[2], DEPTHWISE_OUTPUTS)
+        pad, length = last_axis_padding(axes3[2], outputs)
+        step = copy_step(channels, width, np.dtype(dtype).itemsize, channels_last)
         x1, x2, x3 = (a.input_size for a in axes3)
         y1, y2, y3 = (a.output_size for a in axes3)
+        rows = batch * x1 * x2
         self._dtype = np.dtype(dtype)
-        self._kernels = depthwise_kernels(lanes, DEPTHWISE_VECTORS, DEPTHWISE_OUTPUTS)
+        self._kernels = depthwise_kernels(lanes, vectors, outputs)
         self._weights = _packed_weights(weights, {} if derived is None else derived, dtype,
                                         width)
         self._tables = phase_tables(axes3)
         self._sizes = frozen_all(np.array(
             (chunks, batch, x1, x2, length, pad, y1, y2, y3, channels,
              math.prod(a.kernel_size for a in axes3), axes3[1].kernel_size,
-             axes3[2].kernel_size) + tuple(a.stride for a in axes3) + (int(channels_last),),
+             axes3[2].kernel_size) + tuple(a.stride for a in axes3)
+            + (int(channels_last), step, width if channels_last else rows * length * width),
             np.int64))[0]
         self._copy_sizes = frozen_all(np.array(
-            (chunks, batch, x1, x2, x3, length, pad, groups, co, int(channels_last)),
+            (chunks, batch, x1, x2, x3, length, pad, groups, co, int(channels_last), step),
             np.int64))[0]
-        self._rows = chunks * batch * x1 * x2
-        self._padded = self._rows * length * width
-        self._items = chunks * batch * y1 * y2
+        # The copy's rows and the kernel's items (:mod:`templates/depthwise.py`): per
+        # chunk channels first, whole positions channels last.
+        self._rows = rows if channels_last else chunks * rows
+        self._padded = rows * length * (step if channels_last else chunks * width)
+        self._items = batch * y1 * y2 * (1 if channels_last else chunks)
         self._tile = y3 * width
         self._threads = direct_threads(batch, weights.shape, axes, target)
 
@@ -140,11 +146,10 @@ class DepthwiseLayer:
         parallel_kernel(copy, (source, padded, sizes), self._rows, self._threads)
         result = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         flat = result.reshape(-1)
-        kernel, weights, sizes, tables = kernels["kernel"], self._weights, self._sizes, self._tables
         (padded,) = frozen_all(padded)  # one numba type for the kernel's operands
-        tile = self._tile
-        parallel_for(lambda a, b: kernel(padded, weights, flat, np.empty(tile, dtype), sizes,
-                                         *tables, a, b), self._items, self._threads)
+        parallel_kernel(kernels["kernel"], (padded, self._weights, flat, self._sizes,
+                                            *self._tables), self._items, self._threads,
+                        scratch=(3, self._tile, dtype))
         if result is not out:
             np.copyto(out, result)
 
