@@ -95,16 +95,36 @@ def test_every_piece_runs_once(native, count, threads, pieces, launches, monkeyp
 
 @pytest.mark.parametrize("native", ["1", "0"], ids=["native", "pool"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_each_thread_gets_its_own_zeroed_scratch(native, threads, monkeypatch):
+def test_each_thread_gets_its_own_scratch_zeroed_when_made(native, threads, monkeypatch):
+    # A size no other test uses: the first loop makes the rows (zeros).  The next loop of
+    # the kernel on this calling thread finds what the last one left, on numba's threads
+    # and on one; the pool makes them anew.  Another calling thread has its own.
     monkeypatch.setenv(launch.NATIVE_THREADS_ENV, native)
-    counts, seen = np.zeros(40, np.int64), np.full(40, -1, np.int64)
-    launch.parallel_kernel(_note_window, (counts, seen), 40, threads,
-                           scratch=(1, 5, np.int64))
-    assert np.array_equal(counts, np.ones(40, np.int64))
-    firsts = list(seen[seen >= 0])
-    assert set(firsts) <= {500, 507} and 1 <= firsts.count(500) <= threads
-    if native == "1" and launch.native_threads(threads):
-        assert firsts == [500] * threads  # one piece per thread, each on its own array
+    size = 50 + 10 * threads + (native == "1")
+
+    def firsts_seen() -> list:
+        counts, seen = np.zeros(40, np.int64), np.full(40, -1, np.int64)
+        launch.parallel_kernel(_note_window, (counts, seen), 40, threads,
+                               scratch=(1, size, np.int64))
+        assert np.array_equal(counts, np.ones(40, np.int64))
+        return list(seen[seen >= 0])
+
+    new, old = 100 * size, 100 * size + 7
+    on_native = native == "1" and launch.native_threads(threads)
+    first = firsts_seen()
+    assert set(first) <= {new, old} and 1 <= first.count(new) <= threads
+    if on_native:
+        assert first == [new] * threads  # one piece per thread, each on its own array
+    again = firsts_seen()
+    if on_native or threads == 1:
+        assert again == [old] * threads
+    else:
+        assert set(again) <= {new, old} and again.count(new) >= 1
+    other = []
+    caller = threading.Thread(target=lambda: other.extend(firsts_seen()))
+    caller.start()
+    caller.join()
+    assert new in other and set(other) <= {new, old}
 
 
 def test_one_kernel_with_arguments_of_other_types(launches):

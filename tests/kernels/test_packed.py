@@ -73,6 +73,22 @@ def test_non_finite_data_reaches_only_its_own_sums():
         np.testing.assert_array_equal(out, np.matmul(matrix, data))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scratch_kept_from_a_non_finite_call_leaks_into_no_later_sum(threads):
+    # The threads' panels are kept between calls of one kernel (launch._scratch_rows):
+    # 70 positions of NaN fill more of the last panel than the next call's 66, whose
+    # padded positions then multiply those NaNs; only dropped outputs may see them.
+    rng = np.random.default_rng(11)
+    matrix = rng.integers(-8, 9, (1, 9, 20)).astype(np.float32)
+    packed = packed_kernel.pack_matrix(matrix, 32)
+    first = np.full((1, 1, 20, 70), np.nan, np.float32)
+    packed_kernel.packed_product(packed, first, np.empty((1, 1, 9, 70), np.float32), threads)
+    data = rng.integers(-8, 9, (1, 1, 20, 66)).astype(np.float32)
+    out = np.full((1, 1, 9, 66), np.nan, np.float32)
+    packed_kernel.packed_product(packed, data, out, threads)
+    np.testing.assert_array_equal(out, np.matmul(matrix, data))
+
+
 # Channels last (rows R, groups, reduction K, columns M): rows past a whole block,
 # columns within one vector of the end and beyond it, fewer columns than a vector.
 _ROW_SHAPES = [(40, 1, 8, 16), (7, 3, 5, 3), (19, 1, 1, 13), (1, 2, 33, 30), (70, 1, 64, 48),

@@ -232,8 +232,11 @@ def parallel_kernel(kernel, arguments: tuple, count: int, threads: int,
     whose piece rule ``pieces`` follows).
 
     ``scratch``: ``(position, size, dtype)`` inserts at ``position`` of the arguments a
-    working array of ``size`` elements, zeros when a thread first gets it, one per
-    thread (then each native thread takes one piece).
+    working array of ``size`` elements, one per thread (then each native thread takes
+    one piece): zeros when first made, then, on numba's threads or on one, as the
+    kernel's last call on this calling thread left it (:func:`_scratch_rows`).  A
+    kernel reads only what it wrote earlier in the same piece, and zeros it never
+    writes, as it does between the items of one piece.
     """
     threads = max(1, min(threads, count))
     if scratch is not None:
@@ -241,7 +244,7 @@ def parallel_kernel(kernel, arguments: tuple, count: int, threads: int,
         before, after = arguments[:position], arguments[position:]
     if threads == 1:
         if scratch is not None:
-            arguments = before + (np.zeros(size, dtype),) + after
+            arguments = before + (_scratch_rows(kernel, 1, size, dtype)[0],) + after
         kernel(*arguments, 0, count)
         return
     if native_threads(threads) and _native_call(kernel, arguments, count, threads, pieces,
@@ -267,7 +270,7 @@ def _native_call(kernel, arguments: tuple, count: int, threads: int, pieces: int
     and compiling is deferred (the pool then runs it)."""
     if scratch is not None:
         position, size, dtype = scratch
-        rows = np.zeros((threads, size), dtype)
+        rows = _scratch_rows(kernel, threads, size, dtype)
         arguments = arguments[:position] + (rows[0],) + arguments[position:]
     found = _addresses(kernel, arguments)
     if found is None:
@@ -285,6 +288,30 @@ def _native_call(kernel, arguments: tuple, count: int, threads: int, pieces: int
         return False
     count_native_loop()
     return True
+
+
+#: Scratch rows (:func:`_scratch_rows`) a calling thread keeps, the most recently used.
+_SCRATCH_KEPT = 8
+
+
+def _scratch_rows(kernel, threads: int, size: int, dtype) -> np.ndarray:
+    """``(threads, size)`` working rows of ``dtype`` for ``kernel``, kept per calling
+    thread for its next loop of the same kernel, thread count and size: zeros when
+    made.  Making them anew took 7.5 of the 71 us of a small pointwise layer's prepared
+    call on two threads (``benchmarks/results/native-threads-zen3.json``,
+    ``kept_scratch``).  Two calling threads never share rows; one calling thread runs
+    one loop at a time."""
+    kept = getattr(_caller, "scratch", None)
+    if kept is None:
+        kept = _caller.scratch = {}
+    key = (kernel, threads, size, np.dtype(dtype))
+    rows = kept.pop(key, None)
+    if rows is None:
+        rows = np.zeros((threads, size), dtype)
+        while len(kept) >= _SCRATCH_KEPT:
+            kept.pop(next(iter(kept)))
+    kept[key] = rows  # the most recently used last
+    return rows
 
 
 class steered_workers:  # noqa: N801 - used as a function: ``with steered_workers(2):``
