@@ -22,6 +22,7 @@ from .common import (
     SCRATCH_BYTES,
     class_matrix,
     input_glxc,
+    move_axis,
     output_glyc,
     require_finite,
     scatter_phases,
@@ -98,7 +99,7 @@ def _padded_source(data, axes, phases, dtype, groups, channels_last, internal_la
     C-contiguous in ``dtype``, with the zeros every class's shifts read around it."""
     source = input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)
     if not internal_last:
-        source = np.moveaxis(source, -1, 1)  # (G, Ci, N, X...)
+        source = move_axis(source, -1, 1)  # (G, Ci, N, X...)
     spatial_at = 2 if internal_last else 3  # index of the first spatial axis
     if any(p.pad_low or p.pad_high for p in phases):
         shape = list(source.shape)
@@ -150,7 +151,7 @@ def _class_product(padded, matrix, phases, combo, slots, piece, co, co_first, in
         product = threaded_matmul(columns.reshape(groups, rows, depth), matrix, threads)
         if co_first:
             product = product.reshape((groups, n1 - n0) + sub_blocks + (co,) + counts)
-            return np.moveaxis(product, 2 + rank, -1)
+            return move_axis(product, 2 + rank, -1)
         return product.reshape((groups, n1 - n0) + sub_blocks + counts + (co,))
     # columns (G, slots, Ci, n, j...) -> product (G, phases..., Co, n, j...)
     if len(slots) == 1:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._runtime.threads import PARALLEL_COPY_BYTES, parallel_for
+from .common import move_axis
 
 __all__ = ["CorrectedRequantization", "RowsRequantization", "corrected_sums",
            "fixed_point_requantization", "fixed_point_requantized", "onednn_requantization",
@@ -214,7 +215,7 @@ def _rows(acc: np.ndarray) -> tuple[np.ndarray, bool, tuple] | None:
 def _in_acc_order(out: np.ndarray, per_row: bool, shape: tuple) -> np.ndarray:
     """The rows' results ``(N, M, Y...)``, in the memory order of the sums."""
     result = out.reshape(shape)
-    return result if per_row else np.moveaxis(result, -1, 1)
+    return result if per_row else move_axis(result, -1, 1)
 
 
 def torch_requantized(acc: np.ndarray, engine: int, scale: np.ndarray,
@@ -380,7 +381,7 @@ class RowsRequantization:
         channels = acc.shape[-1]
         rows = acc.reshape(-1, channels)
         out = np.empty(acc.shape, self._dtype)
-        result = np.moveaxis(out, -1, 1) if self._channels_first else out
+        result = move_axis(out, -1, 1) if self._channels_first else out
         return result, (rows, _places(share, channels), np.int64(factor), *self._constants,
                         out.reshape(rows.shape))
 

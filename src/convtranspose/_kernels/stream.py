@@ -26,7 +26,7 @@ import numpy as np
 from .._runtime.caches import kept
 from .._runtime.machine import l1_data_cache_bytes
 from .._runtime.threads import parallel_for
-from .common import input_glxc, output_glyc
+from .common import input_glxc, move_axis, output_glyc
 
 #: Filter rows (input channels) the product takes at a time.  Over all of a large
 #: filter's rows, every chunk of columns read 256 bytes from each of Ci pages (a TLB
@@ -103,8 +103,8 @@ def _stream(data, weights, axes, dtype, channels_last, out, *, target):
     else:  # columns (G, P, Co, K...)
         columns = _rows_apart(groups, positions, co * taps, dtype)
         _products([(rows[g], matrix, columns[g]) for g, matrix in enumerate(matrices)], target)
-        columns = np.moveaxis(columns.reshape((groups, batch) + spatial + (co,) + kernel),
-                              2 + len(spatial), -1)
+        columns = move_axis(columns.reshape((groups, batch) + spatial + (co,) + kernel),
+                            2 + len(spatial), -1)
     # columns (G, N, X..., K..., Co), a view.  Every tap's columns are added in one
     # compiled pass (numba's three axes at most, as this algorithm's), tap by tap as a
     # NumPy add per tap would (the same sums): 0.45x that loop's time where the

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..._runtime.caches import kept
 from ..._runtime.threads import PARALLEL_COPY_BYTES
+from ..common import move_axis
 from .launch import parallel_kernel
 
 
@@ -62,9 +63,9 @@ def _layout_copy(data: np.ndarray, dtype, target, to_last: bool) -> np.ndarray:
     register blocks (:func:`transpose_kernel`), other data by NumPy."""
     dtype = np.dtype(dtype)
     if to_last:
-        shape, view = (data.shape[0],) + data.shape[2:] + data.shape[1:2], np.moveaxis(data, 1, -1)
+        shape, view = (data.shape[0],) + data.shape[2:] + data.shape[1:2], move_axis(data, 1, -1)
     else:
-        shape, view = data.shape[:1] + data.shape[-1:] + data.shape[1:-1], np.moveaxis(data, -1, 1)
+        shape, view = data.shape[:1] + data.shape[-1:] + data.shape[1:-1], move_axis(data, -1, 1)
     result = np.empty(shape, dtype)
     if data.dtype != dtype or dtype not in (np.float32, np.float64) or not (
             data.flags.c_contiguous and dtype.isnative) or data.ndim < 3:
