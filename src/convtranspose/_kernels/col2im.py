@@ -148,17 +148,21 @@ def _scatter_order(rank: int, internal_last: bool, tap_major: bool) -> tuple[int
         channel,)
 
 
-def _packed_matrix(weights, matrix, tap_major: bool, axes, internal_last: bool, target):
+def _packed_matrix(weights, matrix, tap_major: bool, axes, internal_last: bool, target,
+                   kept: bool = True):
     """The channels-first GEMM operand packed where its products run through the packed
-    kernel (:func:`~.packed.packs_product`; one sample's positions per product), kept
-    with the filter; else None.  For prepared calls only: a call of the general path
-    would compare the filter with the kept one each time, which a contiguous filter
-    otherwise never pays (:func:`_col2im_matrix`)."""
+    kernel (:func:`~.packed.packs_product`; one sample's positions per product); else
+    None.  ``kept``: kept with the filter, for prepared calls; else packed anew, for a
+    call of the general path, which would otherwise compare the filter with the kept
+    copy each time, as a contiguous filter never pays (:func:`_col2im_matrix`).  Both
+    paths take the same products, so a layer's first call and its repeated, prepared
+    ones give the same bits."""
     if internal_last or not packs_product(
             2.0 * matrix.shape[1] * matrix.shape[2] * math.prod(a.input_size for a in axes),
             target.threads, matrix.dtype):
         return None
-    derived = derived_from(weights, "col2im-packed", matrix.dtype.str, tap_major)
+    derived = (derived_from(weights, "col2im-packed", matrix.dtype.str, tap_major) if kept
+               else {})
     return packed_filter(derived, matrix)
 
 
@@ -171,7 +175,9 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, ta
     matrix, tap_major = _col2im_matrix(weights, dtype, internal_last)
     steps = _layer_steps(data.shape[0], weights.shape, axes, dtype, out.flags.c_contiguous,
                          internal_last, tap_major, target)
-    _run_steps(steps, data, matrix, out, channels_last, internal_last, target)
+    packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target,
+                            kept=False)
+    _run_steps(steps, data, matrix, out, channels_last, internal_last, target, packed=packed)
 
 
 def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_last):

@@ -124,13 +124,12 @@ def kernel(source, weights, out, tile, sizes, tap_k, tap_shift, tap_count, start
 
 @cached_njit(nogil=True)
 def pad_copy(data, padded, sizes, start, stop):  # pragma: no cover - compiled
-    # Rows (chunk, sample, x1, x2) of the padded copy: zeros before and after the
-    # input's last axis and in the lanes past the channels; lane l of chunk c holds
-    # input channel (c * width + l) // multiplier.  Channels first, the copy is
-    # (chunks, N, X1, X2, length, width); channels last, (N, X1, X2, length, step) with
-    # chunk c at lanes [c * width, (c + 1) * width) of a position, and each row is one
-    # item.  sizes: chunks, N, X1, X2, X3, length, pad, groups, multiplier,
-    # channels_last, step.
+    # Rows of the padded copy: zeros before and after the input's last axis and in the
+    # lanes past the channels; lane l of chunk c holds input channel (c * width + l) //
+    # multiplier.  Channels first, the copy is (chunks, N, X1, X2, length, width), its
+    # rows (chunk, sample, x1, x2); channels last, (N, X1, X2, length, step) with chunk
+    # c at lanes [c * width, (c + 1) * width) of a position, its rows (sample, x1, x2).
+    # sizes: chunks, N, X1, X2, X3, length, pad, groups, multiplier, channels_last, step.
     batch, size1, size2, size3 = sizes[1], sizes[2], sizes[3], sizes[4]
     length, pad, groups, multiplier = sizes[5], sizes[6], sizes[7], sizes[8]
     channels_last, step = sizes[9] != 0, sizes[10]
