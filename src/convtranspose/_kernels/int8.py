@@ -28,6 +28,7 @@ import numpy as np
 
 from .._plan.geometry import taps_per_output
 from .._runtime.memo import derived_from, frozen, spare_array
+from .common import move_axis
 
 __all__ = ["BlockedSums", "in_layout", "prepare_blocked_sums", "products_per_lane", "s16_blocked",
            "u8s8_blocked", "u8s8_transposed", "word_products"]
@@ -78,8 +79,7 @@ def _shifted_rows(data: np.ndarray, channels_last: bool, groups: int, ci: int, k
     its ``Ci`` channels, zero past them; one cast pass over the data, whatever its
     layout and integer type."""
     rank = data.ndim - 2
-    # (N, X..., G*Ci); transposes rather than np.moveaxis, a tenth of a small call.
-    pixels = data if channels_last else data.transpose((0,) + tuple(range(2, rank + 2)) + (1,))
+    pixels = data if channels_last else move_axis(data, 1, -1)  # (N, X..., G*Ci)
     rows = math.prod(pixels.shape[:-1])
     shifted = np.empty((groups, rows, k4 * 4), np.uint8)
     if k4 * 4 > ci:
@@ -142,10 +142,8 @@ def u8s8_transposed(data: np.ndarray, weights: np.ndarray, axes, channels_last: 
 
 def in_layout(sums: np.ndarray, channels_last: bool) -> np.ndarray:
     """Channels-last sums ``(N, Y..., M)`` in a layer's layout: as they are, or their
-    channels-first view ``(N, M, Y...)`` (one transpose: ``np.moveaxis`` costs
-    microseconds of a small layer's call)."""
-    last = sums.ndim - 1
-    return sums if channels_last else sums.transpose((0, last) + tuple(range(1, last)))
+    channels-first view ``(N, M, Y...)`` (:func:`~.common.move_axis`)."""
+    return sums if channels_last else move_axis(sums, -1, 1)
 
 
 #: Per packing of the weights into int32 words: the memo key, the weights per word, the
