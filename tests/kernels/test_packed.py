@@ -112,6 +112,35 @@ def test_channels_last_products_equal_numpy_products(shape, dtype, width, thread
     np.testing.assert_array_equal(data, kept)
 
 
+@pytest.mark.parametrize("width", [32, 64], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("shape", [(40, 1, 8, 16), (7, 3, 5, 3), (29, 2, 4, 9)], ids=str)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_channels_last_products_at_given_rows_with_zero_spans(shape, width, threads):
+    # Rows scattered over a larger buffer (in another order than the data's), spans of
+    # zeros between and around them of lengths that are not whole vectors, and gaps
+    # that neither cover: those must keep their NaNs.
+    rows, groups, depth, columns = shape
+    rng = np.random.default_rng(sum(shape) + width)
+    matrix = rng.integers(-8, 9, (groups, depth, columns)).astype(np.float32)
+    data = rng.integers(-8, 9, (rows, groups, depth)).astype(np.float32)
+    row_width = groups * columns
+    slots = rng.permutation(3 * rows)[:rows]
+    c_rows = (slots * (row_width + 5) + 2).astype(np.int64)
+    out = np.full(3 * rows * (row_width + 5) + 40, np.nan, np.float32)
+    expected = out.copy()
+    products = np.einsum("rgk,gkm->rgm", data, matrix).reshape(rows, row_width)
+    for at, product in zip(c_rows, products):
+        expected[at:at + row_width] = product
+    free = sorted(set(range(3 * rows)) - set(slots.tolist()))
+    zeros = np.array([[slot * (row_width + 5), row_width + 5 - slot % 3] for slot in free]
+                     + [[out.size - 37, 37]], np.int64)
+    for at, length in zeros:
+        expected[at:at + length] = 0
+    packed = packed_kernel.pack_columns(matrix, width)
+    packed_kernel.packed_rows_product(packed, data, out, threads, c_rows, zeros)
+    np.testing.assert_array_equal(out, expected)
+
+
 def test_channels_last_non_finite_data_reaches_only_its_own_rows():
     # Rows past the last block read the block's first row again: its inf and NaN must
     # reach its own sums alone (inf * 0 is NaN), none of the padded columns' either.
@@ -143,6 +172,8 @@ _LAYERS = {
                       AxisPlan(9, 1, 1, 1, 0, 9), True),
     "pointwise NXC s2": ("pointwise", (3, 20, 7, 7), (1, 20, 35, 1, 1),
                          AxisPlan(7, 1, 2, 1, 1, 13), True),
+    "pointwise NXC s3 cropped": ("pointwise", (2, 16, 7, 7), (2, 8, 11, 1, 1),
+                                 AxisPlan(7, 1, 3, 1, 1, 18), True),
 }
 
 

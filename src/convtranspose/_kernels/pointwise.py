@@ -19,6 +19,7 @@ import numpy as np
 
 from .._plan.geometry import tap_windows
 from .._plan.rules import AxisPlan
+from .._runtime.caches import kept
 from .._runtime.memo import derived_from
 from .gemm import run_gemms
 from .packed import filter_product, packed_filter, packs_product, rows_product
@@ -101,10 +102,12 @@ def _products(source, matrices, into, channels_last: bool, threads: int, packed=
 
 def _pointwise(data, weights, axes, dtype, channels_last, out, *, target):
     """Fill ``out`` with one product per group (module docstring)."""
+    batch = data.shape[0]
     matrices, packed = _matrices(weights, dtype, channels_last, target.threads,
-                                 _product_positions(data.shape[0], axes, channels_last))
+                                 _product_positions(batch, axes, channels_last))
+    rows = _strided_rows(batch, axes, out.shape[-1]) if channels_last and packed else None
     _products_into(matrices, data, _boxes(axes, channels_last), dtype, channels_last, out,
-                   target.threads, packed)
+                   target.threads, packed, rows)
 
 
 def prepare_pointwise(batch, weights, axes, dtype, channels_last, target):
@@ -115,11 +118,13 @@ def prepare_pointwise(batch, weights, axes, dtype, channels_last, target):
     matrices, packed = _matrices(weights, dtype, channels_last, target.threads,
                                  _product_positions(batch, axes, channels_last))
     boxes = _boxes(axes, channels_last)
+    rows = (_strided_rows(batch, axes, weights.shape[0] * weights.shape[2])
+            if channels_last and packed else None)
 
     def compute(data, out):
         with np.errstate(all="ignore"):
             _products_into(matrices, data, boxes, dtype, channels_last, out, target.threads,
-                           packed)
+                           packed, rows)
 
     return compute
 
@@ -140,13 +145,22 @@ def _boxes(axes: tuple[AxisPlan, ...], channels_last: bool) -> tuple | None:
 
 
 def _products_into(matrices, data, boxes, dtype, channels_last, out, threads,
-                   packed=None) -> None:
+                   packed=None, rows=None) -> None:
     """``out`` = the layer of the filter ``matrices`` (:func:`_matrices`, packed or
-    not) on ``data``, through ``boxes`` (:func:`_boxes`)."""
+    not) on ``data``, through ``boxes`` (:func:`_boxes`); channels last with packed
+    matrices, a C-contiguous strided ``out`` is written in one pass of the packed
+    kernel through ``rows`` (:func:`_strided_rows`)."""
     if boxes is None and out.flags.c_contiguous:
         source = data if data.dtype == dtype and data.flags.c_contiguous else (
             np.ascontiguousarray(data, dtype))
         _products(source, matrices, out, channels_last, threads, packed)
+        return
+    if boxes and rows is not None and out.flags.c_contiguous:
+        from ._numba.packed import packed_rows_product
+
+        source = np.ascontiguousarray(data[boxes[0]], dtype)
+        groups, ci = matrices.shape[:2]
+        packed_rows_product(packed, source.reshape(-1, groups, ci), out, threads, *rows)
         return
     if boxes is None:  # in place, into an output of other strides
         boxes = (Ellipsis, Ellipsis)
@@ -158,6 +172,31 @@ def _products_into(matrices, data, boxes, dtype, channels_last, out, threads,
     product = np.empty(box.shape, dtype)
     _products(source, matrices, product, channels_last, threads, packed)
     box[...] = product
+
+
+@kept("pointwise output rows", maxsize=32)
+def _strided_rows(batch: int, axes: tuple[AxisPlan, ...],
+                  channels: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where a channels-last strided layer's products go in its C-contiguous output
+    ``(N, Y..., channels)``: the first element of each product row (samples and the
+    reached inputs' positions in C order) and the spans ``(first, length)`` of the
+    outputs no input reaches, which are zeros, each read-only int64; None where no
+    input reaches the output or it is filled in place."""
+    boxes = _boxes(axes, False)
+    if not boxes:
+        return None
+    positions = np.arange(batch * math.prod(a.output_size for a in axes), dtype=np.int64)
+    reached_at = positions.reshape((batch, 1) + tuple(a.output_size for a in axes))[
+        boxes[1]].reshape(-1)
+    unreached = np.ones(positions.size + 2, bool)
+    unreached[1:-1][reached_at] = False
+    unreached[0] = unreached[-1] = False
+    edges = np.flatnonzero(unreached[1:] != unreached[:-1])  # span starts, ends, ...
+    zeros = np.stack([edges[0::2], edges[1::2] - edges[0::2]], axis=1) * channels
+    c_rows = reached_at * channels
+    for array in (c_rows, zeros):
+        array.flags.writeable = False
+    return c_rows, zeros
 
 
 def reached(axes: tuple[AxisPlan, ...]) -> int:

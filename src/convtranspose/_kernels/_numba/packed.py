@@ -302,28 +302,54 @@ def pack_columns(matrix: np.ndarray, width: int | None = None) -> PackedColumns:
 
 
 def packed_rows_product(packed: PackedColumns, b: np.ndarray, c: np.ndarray,
-                        threads: int) -> None:
+                        threads: int, c_rows: np.ndarray | None = None,
+                        zeros: np.ndarray | None = None) -> None:
     """``c[r, g] = b[r, g] @ A[g]`` for the matrix ``A`` that ``packed`` holds.
 
     ``b`` is C-contiguous ``(R, G, K)`` and ``c`` C-contiguous ``(R, G, M)``, both of the
     packed dtype; ``c`` is overwritten.  Units of (group, block of columns, block of
     rows), rows fastest, so that a thread's consecutive blocks share their weights,
     which stay in L1 while the data rows stream through.
+
+    With ``c_rows`` (int64, one per data row) row ``r``'s ``G * M`` sums go to
+    ``c.reshape(-1)[c_rows[r]:]`` instead, any C-contiguous ``c``, and each thread also
+    sets its share of the spans ``zeros`` (int64 ``(Z, 2)``: first element and length)
+    to zero: a strided output filled in one pass of the threads, without a temporary
+    (``pointwise`` with strides).  Spans and rows must not overlap.
     """
     rows, groups, depth = b.shape
-    if rows * groups * packed.columns == 0:
-        return
-    if depth == 0:
-        c[...] = 0
+    if c_rows is None:
+        c_rows = _NO_ROWS
+    if zeros is None:
+        zeros = _NO_SPANS
+    if rows * groups * packed.columns == 0 or depth == 0:
+        _zero_rows_and_spans(c, c_rows, zeros, rows, groups * packed.columns)
         return
     row_blocks = -(-rows // packed.block_rows)
     column_blocks = packed.column_blocks
     kernel = _rows_kernel(packed.block_rows, packed.vectors, packed.lanes)
     tile = packed.block_rows * packed.vectors * packed.lanes + 64 // b.itemsize
-    parallel_kernel(kernel, (packed.data, b.reshape(-1), c.reshape(-1), rows, groups,
-                             depth, packed.columns, row_blocks, column_blocks),
+    parallel_kernel(kernel, (packed.data, b.reshape(-1), c.reshape(-1), c_rows, zeros, rows,
+                             groups, depth, packed.columns, row_blocks, column_blocks),
                     groups * column_blocks * row_blocks, threads,
-                    scratch=(3, tile, b.dtype))
+                    scratch=(5, tile, b.dtype))
+
+
+#: No row offsets (rows at ``c``'s own places) and no spans to set to zero.
+_NO_ROWS = np.zeros(0, np.int64)
+_NO_SPANS = np.zeros((0, 2), np.int64)
+
+
+def _zero_rows_and_spans(c, c_rows, zeros, rows, width) -> None:
+    """What a product with nothing to sum leaves: zeros in every row (at ``c_rows``
+    where given) and span."""
+    flat = c.reshape(-1)
+    if not len(c_rows):
+        flat[:rows * width] = 0
+    for at in c_rows[:rows]:
+        flat[at:at + width] = 0
+    for at, length in zeros:
+        flat[at:at + length] = 0
 
 
 @kept("compiled kernels", maxsize=None)
@@ -337,39 +363,67 @@ def _rows_block_lines(block_rows: int, vectors: int, lanes: int, width: int,
                       indent: str) -> list[str]:
     """The channels-last micro-kernel over the whole reduction for the first ``vectors``
     vectors of a column block of ``width`` packed columns, then its store: straight
-    into ``c`` when the block is whole, else through the tile (rows past ``R`` read the
-    block's first row again, and their sums are dropped)."""
+    into ``c`` at rows ``c{r}`` when the block is whole, else through the tile (rows
+    past ``R`` read the block's first row again, and their sums are dropped)."""
     lines = _sums_lines(block_rows, vectors, lanes, indent, "depth",
                         ("a", f"packed, a_at + k * {width}"),
                         ("x", lambda r: f"b, b{r} + k"))
     stored = vectors * lanes
     lines.append(f"{indent}if live == {block_rows} and first + {stored} <= columns:")
-    lines += [f"{indent}    vector_store(c, c_at + {r} * c_step + {v * lanes}, s{r}_{v})"
+    lines += [f"{indent}    vector_store(c, c{r} + {v * lanes}, s{r}_{v})"
               for r in range(block_rows) for v in range(vectors)]
     lines.append(f"{indent}else:")
     lines += [f"{indent}    vector_store(scratch, tile_at + {r * stored + v * lanes}, s{r}_{v})"
               for r in range(block_rows) for v in range(vectors)]
     lines += [f"{indent}    for r in range(live):",
+              f"{indent}        c_at = (c_rows[row + r] if strided else (row + r) * c_step) + inner",
               f"{indent}        for j in range(min({stored}, columns - first)):",
-              f"{indent}            c[c_at + r * c_step + j] = scratch[tile_at + r * {stored} + j]"]
+              f"{indent}            c[c_at + j] = scratch[tile_at + r * {stored} + j]"]
     return lines
 
 
 def _rows_source(block_rows: int, vectors: int, lanes: int) -> str:
     """The channels-last kernel's source: units ``[start, stop)`` of (group, column
-    block, row block).  A column block with at most one vector of columns left runs a
-    one-vector block (a filter of 3 output channels computes one vector per row, not
-    two)."""
+    block, row block), after this piece's share of the zero spans (elements in
+    proportion to its units).  A column block with at most one vector of columns left
+    runs a one-vector block (a filter of 3 output channels computes one vector per row,
+    not two)."""
     width = vectors * lanes
     row_pointers = "\n".join(
-        f"        b{r} = b_at + min({r}, live - 1) * b_step" for r in range(block_rows))
+        f"        b{r} = b_at + min({r}, live - 1) * b_step\n"
+        f"        c{r} = (c_rows[row + min({r}, live - 1)] if strided"
+        f" else (row + {r}) * c_step) + inner" for r in range(block_rows))
     head = f"""\
-def packed_rows_product(packed, b, c, scratch, rows, groups, depth, columns, row_blocks,
-                        column_blocks, start, stop):
+def packed_rows_product(packed, b, c, c_rows, zeros, scratch, rows, groups, depth, columns,
+                        row_blocks, column_blocks, start, stop):
     base = (64 - scratch.ctypes.data % 64) % 64 // scratch.itemsize
     tile_at = base
     b_step = groups * depth
     c_step = groups * columns
+    strided = c_rows.shape[0] > 0
+    units = groups * column_blocks * row_blocks
+    spans = zeros.shape[0]
+    if spans:
+        total = 0
+        for span in range(spans):
+            total += zeros[span, 1]
+        zero = vector_zero(packed, {lanes})
+        first_zero = total * start // units
+        stop_zero = total * stop // units
+        done = 0
+        for span in range(spans):
+            length = zeros[span, 1]
+            low = max(first_zero - done, 0)
+            high = min(stop_zero - done, length)
+            at = zeros[span, 0] + low
+            vectors_end = at + max(high - low, 0) // {lanes} * {lanes}
+            for j in range(at, vectors_end, {lanes}):
+                vector_store(c, j, zero)
+            for j in range(vectors_end, zeros[span, 0] + high):
+                c[j] = 0.0
+            done += length
+            if done >= stop_zero:
+                break
     for unit in range(start, stop):
         row_block = unit % row_blocks
         column_block = unit // row_blocks % column_blocks
@@ -379,7 +433,7 @@ def packed_rows_product(packed, b, c, scratch, rows, groups, depth, columns, row
         first = column_block * {width}
         a_at = (group * column_blocks + column_block) * depth * {width}
         b_at = row * b_step + group * depth
-        c_at = row * c_step + group * columns + first
+        inner = group * columns + first
 {row_pointers}
 """
     return head + _blocks_by_width(
