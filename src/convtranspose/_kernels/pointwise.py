@@ -4,9 +4,11 @@ padding or crop, and every 1x1 forward convolution) is one matrix product per gr
 Input position ``x`` reaches output position ``x*s - offset`` alone, so the layer is
 ``out[n, :, x*s - offset] = W_g^T data[n, :, x]`` per group ``g`` over the inputs that
 land inside the output, and zero elsewhere.  With stride 1, no offset and as many
-outputs as inputs, the products are written straight into the output; otherwise into
-a buffer of the box of outputs reached, copied into a strided view of the zeroed
-output.  No im2col, no padded copy, no scatter-add: where the ``phase`` and ``gemm``
+outputs as inputs, the products are written straight into the output.  Otherwise,
+channels last on the packed kernels, each product row is stored at its place in the
+output by the same native loop that sets the outputs no input reaches to zero (one
+pass over the output, on every thread); else the products go into a buffer of the box
+of outputs reached, copied into a strided view of the zeroed output.  No im2col, no padded copy, no scatter-add: where the ``phase`` and ``gemm``
 algorithms copy the data into windows and the result out of their products.  Every
 product term is one the sum has: exact with non-finite operands.
 """
