@@ -242,3 +242,51 @@ def test_prepared_layers_with_a_bias_match_the_function_bit_for_bit(function, da
     shape[channel_axis] = -1
     np.testing.assert_array_equal(zeros, np.broadcast_to(
         bound[bias_name].reshape(shape), zeros.shape))
+
+
+@pytest.mark.parametrize("algorithm", ["direct-blocked", "dense", None])
+def test_prepared_layer_into_out_on_repeated_calls(monkeypatch, algorithm):
+    """Repeated calls into ``out`` write the oracle's result into it; an ``out`` that
+    overlaps the data, is not C-contiguous or has another dtype is treated as the array
+    function treats it (a copy, or its error), and a memory limit below the layer's
+    footprint is told as the function tells it."""
+    if algorithm is not None:
+        monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", algorithm)
+    data, filter = _values((2, 8, 6, 6)), _values((8, 8, 3, 3))
+    attributes = dict(strides=2, pads_begin=1, pads_end=1)
+    expected = oracle.openvino_cbpd(data, filter, **attributes)
+    layer = ct.prepare(ct.convolution_backprop_data, filter=filter, **attributes)
+    np.testing.assert_array_equal(layer(data), expected)
+    for _ in range(3):
+        out = np.full(expected.shape, np.nan, np.float32)
+        assert layer(data, out=out) is out
+        np.testing.assert_array_equal(out, expected)
+    # The data inside the output's buffer, where the first outputs are written.
+    shared = np.zeros(expected.size, np.float32)
+    out = shared.reshape(expected.shape)
+    inside = shared[:data.size].reshape(data.shape)
+    for _ in range(3):
+        shared[...] = 0
+        inside[...] = data
+        assert layer(inside, out=out) is out
+        np.testing.assert_array_equal(out, expected)
+    strided = np.full(expected.shape[:-1] + (2 * expected.shape[-1],), np.nan,
+                      np.float32)[..., ::2]
+    assert layer(data, out=strided) is strided
+    np.testing.assert_array_equal(strided, expected)
+    with pytest.raises(TypeError, match="dtype"):
+        layer(data, out=np.empty(expected.shape, np.float64))
+    read_only = np.empty(expected.shape, np.float32)
+    read_only.flags.writeable = False
+    with pytest.raises(ct.ConvTransposeError, match="read-only"):
+        layer(data, out=read_only)
+    out = np.empty(expected.shape, np.float32)
+    with ct.limit_memory(64):
+        try:
+            ct.convolution_backprop_data(data, filter, **attributes, out=out)
+        except ct.ConvTransposeError as error:
+            with pytest.raises(type(error)):
+                layer(data, out=out)
+        else:
+            layer(data, out=out)
+            np.testing.assert_array_equal(out, expected)

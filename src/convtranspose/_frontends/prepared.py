@@ -36,7 +36,7 @@ from .explain import explain as _explain
 from .frameworks import jax_planned_rhs
 from .kept_calls import prepared_call
 from .prepared_quantized import PreparedQuantizedLayer, checked_parameters
-from .specs import as_array, canonical_weights, execute_plan, resolve_plan
+from .specs import as_array, canonical_weights, execute_plan, may_share_memory, resolve_plan
 
 if TYPE_CHECKING:
     from .._choose.choice import Explanation
@@ -85,12 +85,14 @@ class _Binding:
     dtype already guarantee (half of a tiny layer's 8 us,
     ``benchmarks/results/prepared-calls-xeon.json``).  Nor is its memory counted again:
     it runs while the memory limit is at least the one its last checked run (without
-    ``out``) passed under, since its footprint is the same.  A layer with a bias keeps its
+    ``out``) passed under, since its footprint is the same; into an ``out`` it can
+    write straight into (:meth:`takes_out`), while the limit is at least the least one
+    any checked run passed under.  A layer with a bias keeps its
     own prepared call (the shared ones are bias-free) and adds the bias to its sums as
     :func:`~convtranspose._execute.transposed.transposed_convolution` does.
     """
 
-    __slots__ = ("plan", "fast", "limit", "_run", "_call", "_filter", "_bias")
+    __slots__ = ("plan", "fast", "limit", "out_limit", "_run", "_call", "_filter", "_bias")
 
     def __init__(self, layer: PreparedLayer, data_shape: tuple[int, ...]):
         record, arguments = layer._dialect, layer._arguments
@@ -108,8 +110,10 @@ class _Binding:
         #: is at least :attr:`limit` (a bias-free layer's prepared call), or ``(None,
         #: -1, None)``: generations count from 0.
         self.fast: tuple = _NO_FAST
-        #: The memory limit the last checked run without ``out`` passed under (none yet).
-        self.limit = math.inf
+        #: The memory limit the last checked run without ``out`` passed under (none yet),
+        #: and the least one any checked run passed under (a run into ``out`` allocates
+        #: no result: less than one without).
+        self.limit = self.out_limit = math.inf
         self._filter = self._bias = None
         if not record.transposed:
             self._run = lambda data, out: execute_convolution(plan, data, filter, out)
@@ -136,13 +140,28 @@ class _Binding:
                 return result
         return self.general(data, out)
 
+    def takes_out(self, out: object, data: np.ndarray) -> bool:
+        """Whether the prepared call may write straight into ``out`` for ``data`` (of the
+        binding's shape and dtype): what :func:`~.specs.direct_out` requires of it, a
+        NumPy array of the result's shape and dtype, C-contiguous, writeable and apart
+        from the data (the layer's filter is its own, read-only).  Any other ``out``
+        goes through the checked run, which copies or refuses it."""
+        if type(out) is not np.ndarray:
+            return False
+        flags = out.flags
+        return (flags.c_contiguous and flags.writeable and out.dtype == data.dtype
+                and out.shape == self.plan.output_shape
+                and not may_share_memory(out, data))
+
     def general(self, data: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         """The layer through :func:`~.specs.execute_plan` (which may prepare its call),
         then the binding's prepared call kept for the next calls."""
         limit = get_max_bytes()
         result = self._run(data, out)
-        if out is None and get_max_bytes() == limit:
-            self.limit = limit
+        if get_max_bytes() == limit:
+            self.out_limit = min(self.out_limit, limit)
+            if out is None:
+                self.limit = limit
         if self._filter is not None and self._call[1] != _planning.generation:
             self._call = call, generation = self._prepared(data)
             self.fast = ((call, generation, self._filter)
@@ -223,12 +242,14 @@ class PreparedLayer:
             binding = self._bindings.get(key)
             if binding is None:
                 binding = self._bind(key, data)
-            elif out is None:
+            else:
                 # The binding's prepared call, run here: a tiny layer's call takes 4 us,
                 # a tenth of which would go to calling the binding.
                 call, generation, filter = binding.fast
-                if generation == _planning.generation and get_max_bytes() >= binding.limit:
-                    result = call(data, filter, None)
+                if generation == _planning.generation and (
+                        get_max_bytes() >= binding.limit if out is None else
+                        get_max_bytes() >= binding.out_limit and binding.takes_out(out, data)):
+                    result = call(data, filter, out)
                     return result if result is not None else binding.general(data, out)
             return binding(data, out)
         return self._function(**{self._dialect.operands[0]: data}, **self._arguments, out=out)

@@ -210,7 +210,7 @@ _caches.register("resolved plans and prepared calls", _forget_kept)
 
 #: ``np.may_share_memory`` without the ``__array_function__`` dispatch (half its time in
 #: the tiny layer's call), where NumPy exposes it.
-_may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
+may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
 
 
 def direct_out(out: object, plan, arrays: dict, names: tuple[str, ...]) -> bool:
@@ -239,7 +239,7 @@ def direct_out(out: object, plan, arrays: dict, names: tuple[str, ...]) -> bool:
     if not flags.c_contiguous:
         return False
     for array in arrays.values():  # a loop: a generator costs as much as a check
-        if _may_share_memory(out, array):
+        if may_share_memory(out, array):
             return False
     return True
 
