@@ -81,7 +81,8 @@ SCRIPT = textwrap.dedent("""\
         "packed product": (packed._product_kernel(*packed.block_shape(4, target.vector_bytes)),
                            (zeros(f32), zeros(f32), zeros(f32), zeros(f32), *(1,) * 10)),
         "packed rows product": (packed._rows_kernel(*packed.block_shape(4, target.vector_bytes)),
-                                (zeros(f32), zeros(f32), zeros(f32), zeros(f32), *(1,) * 8)),
+                                (zeros(f32), zeros(f32), zeros(f32), zeros(i64),
+                                 zeros(i64, 0, 2), zeros(f32), *(1,) * 8)),
         "blocked data adjoint": blocked_data_adjoint(),
         "blocked filter adjoint": (blocked_filter._block(lanes, 4, 1), (
             zeros(f32), zeros(f32), zeros(f32), zeros(i64, 15), zeros(i64, 3, 2, 4),

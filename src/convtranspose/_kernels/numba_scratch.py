@@ -215,10 +215,17 @@ def direct_blocked_bytes(batch: int, axes: Sequence[AxisPlan], weights_shape: Se
     if len(axes) > 3:
         return data + groups * ci * co * taps * itemsize  # phase runs instead
     axes3 = three_axes(axes)
-    width = _blocked_width(co, axes3[2], itemsize)
-    numpy = data + groups * ci * taps * (co + width) * itemsize
     threads = _threads(batch, weights_shape, axes, threads)
-    return numpy + _blocked_call_bytes(batch, axes3, groups, co, itemsize, threads)
+    # Either the groups one by one or, blocks across groups
+    # (``schedules.blocked_group_span``), side by side as one group of G * Co channels,
+    # from the filter reordered so (one more copy of it).
+    each = []
+    for parts, channels in ((groups, co), (1, groups * co)):
+        width = _blocked_width(channels, axes3[2], itemsize)
+        each.append(parts * ci * taps * width * itemsize
+                    + _blocked_call_bytes(batch, axes3, parts, channels, itemsize, threads))
+    side_by_side = groups * ci * co * taps * itemsize if groups > 1 else 0
+    return data + groups * ci * co * taps * itemsize + side_by_side + max(each)
 
 
 def stream_bytes(threads: int) -> int:

@@ -28,11 +28,13 @@ from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes
 from ..._runtime.threads import PIECES_PER_THREAD, parallel_for, parallel_parts
+from ..common import move_axis
 from ..schedules import (
     FLOAT16,
     KEEP,
     blocked_channel_block,
     blocked_channel_passes,
+    blocked_group_span,
     blocked_segments,
     blocked_shape,
     frozen_all,
@@ -60,27 +62,46 @@ _FAR_CHANNELS_BYTES = 1 << 14
 PRODUCTS = ("vector_fma", "vector_dot_bytes", "vector_dot_words")
 
 
+def _products(lanes: int, at: str, sums: list[str], weight, product: str,
+              span: int | None, indent: str) -> list[str]:
+    """Source lines that add one input channel of one output into its accumulators
+    ``sums``: the input read at ``at`` broadcast, times weight vector ``weight(v)`` of
+    each accumulator ``v``, by the intrinsic ``product``.  With ``span`` (vectors per
+    group of a block across groups, :func:`block_source`) one broadcast per group,
+    group ``i``'s input ``i * group_step`` further on, each just before its products
+    (one register for them all)."""
+    step = span or len(sums)
+    lines = []
+    for first in range(0, len(sums), step):
+        shift = f" + {first // step} * group_step" if first else ""
+        lines.append(f"{indent}x = vector_splat_at(source, {at}{shift}, {lanes})")
+        lines += [f"{indent}{sums[v]} = {product}(x, {weight(v)}, {sums[v]})"
+                  for v in range(first, min(len(sums), first + step))]
+    return lines
+
+
 def _taps_loop(lanes: int, accumulators: list[list[str]], offsets: list[str],
-               product: str) -> list[str]:
+               product: str, span: int | None = None) -> list[str]:
     """The body of a block's loop over one tap's input channels (source lines): the
     tap's weight row of ``vectors`` vectors loaded once, each output's input (at
-    ``read`` plus its ``offsets`` entry) broadcast and multiplied into its
-    accumulators by the intrinsic ``product`` (:data:`PRODUCTS`)."""
+    ``read`` plus its ``offsets`` entry; per group with ``span``, :func:`_splats`)
+    broadcast and multiplied into its accumulators by the intrinsic ``product``
+    (:data:`PRODUCTS`)."""
     vectors = len(accumulators[0])
     lines = ["        tap = taps[m] + column",
              "        for _ in range(channels):"]
     lines += [f"            w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
               for v in range(vectors)]
     for offset, row in zip(offsets, accumulators):
-        lines.append(f"            x = vector_splat_at(source, read + {offset}, {lanes})")
-        lines += [f"            {name} = {product}(x, w_{v}, {name})"
-                  for v, name in enumerate(row)]
+        lines += _products(lanes, f"read + {offset}", row, lambda v: f"w_{v}", product,
+                           span, " " * 12)
     return lines + ["            tap += row_width",
                     "            read += channel_step"]
 
 
 def _block_body(lanes: int, accumulators: list[list[str]], accumulate: bool, read: str,
-                stores: list[str], offsets: list[str], product: str) -> list[str]:
+                stores: list[str], offsets: list[str], product: str,
+                span: int | None = None) -> list[str]:
     """A block's body (source lines): its accumulators zeroed, or loaded from where
     output ``p`` is stored (``stores[p]``) with ``accumulate``; for every tap, the read
     ``read`` and :func:`_taps_loop` with the outputs' read ``offsets``; then each
@@ -93,15 +114,20 @@ def _block_body(lanes: int, accumulators: list[list[str]], accumulate: bool, rea
                  for name in row]
     lines += ["    for m in range(count):",
               f"        read = {read}"]
-    lines += _taps_loop(lanes, accumulators, offsets, product)
+    lines += _taps_loop(lanes, accumulators, offsets, product, span)
     for p, row in enumerate(accumulators):
         lines += [f"    vector_store(dest, {stores[p]} + {v * lanes}, {name})"
                   for v, name in enumerate(row)]
     return lines
 
 
+def _group_step(span: int | None) -> str:
+    """The parameter a block across groups takes last (``span`` not None)."""
+    return "" if span is None else ", group_step"
+
+
 def block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False,
-                 product: str = "vector_fma") -> str:
+                 product: str = "vector_fma", span: int | None = None) -> str:
     """Source of the register-blocked kernel for ``pixels`` outputs of ``vectors * lanes`` channels.
 
     Every accumulator is its own vector variable (``pixels * vectors`` of them, all
@@ -110,65 +136,71 @@ def block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False
     value broadcast.  The channels are those from ``column`` of weight rows
     ``row_width`` long (a slice of wider rows when those need too many registers).
     The sums start at zero, or with ``accumulate`` at what ``dest`` holds.
+
+    ``span``: a block across groups, whose output channels are those of several
+    groups side by side, ``span`` vectors each: the kernel takes one more argument,
+    ``group_step``, the distance between two groups' first input channels, and each
+    group's vectors multiply that group's inputs (None: no such argument; 0: taken,
+    and the block is of one group).
     """
     accumulators = [[f"acc_{p}_{v}" for v in range(vectors)] for p in range(pixels)]
     lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, count, read_at,",
-             "          pixel_step, channel_step, channels, column, row_width):"]
+             f"          pixel_step, channel_step, channels, column, row_width"
+             f"{_group_step(span)}):"]
     lines += _block_body(lanes, accumulators, accumulate, "reads[m] + read_at",
                          [f"dest_at + {p} * dest_step" for p in range(pixels)],
-                         [f"{p} * pixel_step" for p in range(pixels)], product)
+                         [f"{p} * pixel_step" for p in range(pixels)], product, span)
     return "\n".join(lines) + "\n"
 
 
 def cross_block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False,
-                       product: str = "vector_fma") -> str:
+                       product: str = "vector_fma", span: int | None = None) -> str:
     """Source of the register-blocked kernel for ``pixels`` outputs anywhere in the data.
 
-    :func:`block_source`'s block, each output with its own place: output ``p`` reads
-    at ``read_at + bases[p]`` plus each tap's read and is stored at ``dest_at +
-    dests[p]``, so that a block can take outputs of several lines (those with the
-    same taps), never a short block at a line's end.
+    :func:`block_source`'s block (``span`` as there), each output with its own place:
+    output ``p`` reads at ``read_at + bases[p]`` plus each tap's read and is stored at
+    ``dest_at + dests[p]``, so that a block can take outputs of several lines (those
+    with the same taps), never a short block at a line's end.
     """
     accumulators = [[f"acc_{p}_{v}" for v in range(vectors)] for p in range(pixels)]
     lines = ["def block(source, weights, dest, dest_at, dests, bases, reads, taps, count,",
-             "          read_at, channel_step, channels, column, row_width):"]
+             f"          read_at, channel_step, channels, column, row_width{_group_step(span)}):"]
     lines += [f"    at_{p} = dest_at + dests[{p}]" for p in range(pixels)]
     lines += [f"    base_{p} = read_at + bases[{p}]" for p in range(pixels)]
     lines += _block_body(lanes, accumulators, accumulate, "reads[m]",
                          [f"at_{p}" for p in range(pixels)], [f"base_{p}" for p in range(pixels)],
-                         product)
+                         product, span)
     return "\n".join(lines) + "\n"
 
 
 def single_source(lanes: int, vectors: int, splits: int = 4,
-                   product: str = "vector_fma") -> str:
+                  product: str = "vector_fma", span: int | None = None) -> str:
     """Source of the kernel for one output (with its own taps) of ``vectors * lanes`` channels.
 
     For the outputs at the ends of a line, whose taps differ from their neighbours':
     ``splits`` sets of accumulators take the input channels in turn (independent
     FMA chains, so their latency overlaps) and are summed at the end.  The channels
     are those from ``column`` of weight rows ``row_width`` long, as in
-    :func:`block_source`.
+    :func:`block_source`, and ``span`` as there.
     """
     sets = [[f"acc_{k}_{v}" for v in range(vectors)] for k in range(splits)]
     lines = ["def single(source, weights, dest, dest_at, reads, taps, count, read_at,",
-             "           channel_step, channels, column, row_width):"]
+             f"           channel_step, channels, column, row_width{_group_step(span)}):"]
     lines += [f"    {name} = vector_zero(weights, {lanes})" for row in sets for name in row]
     lines += ["    for m in range(count):",
               "        read = reads[m] + read_at",
               "        tap = taps[m] + column",
               f"        for _ in range(channels // {splits}):"]
     for k, row in enumerate(sets):
-        lines.append(f"            x = vector_splat_at(source, read + {k} * channel_step, {lanes})")
-        lines += [f"            {name} = {product}(x, vector_load(weights, tap + "
-                  f"{k} * row_width + {v * lanes}, {lanes}), {name})"
-                  for v, name in enumerate(row)]
+        lines += _products(lanes, f"read + {k} * channel_step", row,
+                           lambda v, k=k: f"vector_load(weights, tap + {k} * row_width +"
+                                          f" {v * lanes}, {lanes})", product, span, " " * 12)
     lines += [f"            tap += {splits} * row_width",
               f"            read += {splits} * channel_step",
-              f"        for _ in range(channels % {splits}):",
-              f"            x = vector_splat_at(source, read, {lanes})"]
-    lines += [f"            {name} = {product}(x, vector_load(weights, tap + {v * lanes}, "
-              f"{lanes}), {name})" for v, name in enumerate(sets[0])]
+              f"        for _ in range(channels % {splits}):"]
+    lines += _products(lanes, "read", sets[0],
+                       lambda v: f"vector_load(weights, tap + {v * lanes}, {lanes})", product,
+                       span, " " * 12)
     lines += ["            tap += row_width",
               "            read += channel_step"]
     for v in range(vectors):
@@ -259,9 +291,12 @@ _GROUP_MAX_LINES = 64
 
 
 @kept("compiled kernels", maxsize=None)
-def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int, product: str):
-    """The ``direct-blocked`` kernel for one block shape, store mode and product
-    (:data:`PRODUCTS`), compiled on first use.
+def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int, product: str,
+                    span: int = 0):
+    """The ``direct-blocked`` kernel for one block shape, store mode, product
+    (:data:`PRODUCTS`) and group span (vectors per group of blocks across groups,
+    :func:`~convtranspose._kernels.schedules.blocked_group_span`; 0: blocks of one
+    group), compiled on first use.
 
     Blocks hold ``chunk`` vectors of ``lanes`` channels of ``pixels`` outputs; the
     kernel runs them once per chunk of each output's channels, however many (a run-time
@@ -273,16 +308,18 @@ def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int, product: str
     """
     from .codegen import compile_source, compile_template
 
-    block = compile_source(block_source(lanes, chunk, pixels, product=product), "block")
-    cross = compile_source(cross_block_source(lanes, chunk, pixels, product=product), "block")
+    block = compile_source(block_source(lanes, chunk, pixels, product=product, span=span),
+                           "block")
+    cross = compile_source(cross_block_source(lanes, chunk, pixels, product=product,
+                                              span=span), "block")
     cross_on = compile_source(cross_block_source(lanes, chunk, pixels, accumulate=True,
-                                                 product=product), "block")
+                                                 product=product, span=span), "block")
     transpose = tile_transposer(lanes)
     # The outputs at the line ends take a chunk at a time too, in four independent sets
     # of accumulators (fewer where a block has fewer pixels): no more accumulators than
     # a block's, which fit the registers.
     splits = max(1, min(4, pixels))
-    single = compile_source(single_source(lanes, chunk, splits, product), "single")
+    single = compile_source(single_source(lanes, chunk, splits, product, span), "single")
 
     return compile_template("blocked", dict(
         np=np, KEEP=KEEP, _GROUP_MAX_LINES=_GROUP_MAX_LINES, _phase_taps=_phase_taps,
@@ -386,6 +423,15 @@ def pass_weights(weights, derived, dtype, kernel3, channels: tuple[int, int], wi
     return w
 
 
+def span_weights(weights: np.ndarray) -> np.ndarray:
+    """A grouped filter ``(G, Ci, Co, K...)`` as the one group of its groups side by
+    side, ``(1, Ci, G * Co, K...)``: output channel ``g * Co + o`` is group ``g``'s
+    ``o`` (blocks across groups, whose vectors each read their own group's inputs)."""
+    groups, ci, co = weights.shape[:3]
+    return np.ascontiguousarray(move_axis(weights, 0, 1)).reshape(
+        (1, ci, groups * co) + weights.shape[3:])
+
+
 def channel_passes(weights_shape, axes3, itemsize: int, target) -> list[tuple[int, int]]:
     """Output channel ranges computed one after another (one group only; a single range
     otherwise): :func:`~convtranspose._kernels.schedules.blocked_channel_passes`."""
@@ -430,8 +476,14 @@ class BlockedLayer:
         self._in_steps = _steps((batch, groups * ci) + inputs, channels_last)
         out_steps = _steps((batch, groups * co) + tuple(a.output_size for a in axes3),
                            channels_last)
-        lines = groups * batch * axes3[0].output_size * axes3[1].output_size
         self._threads = threads = direct_threads(batch, weights.shape, axes, target)
+        span = (blocked_group_span(groups, co, itemsize, axes3[2], target.vector_bytes)
+                if product == "vector_fma" else 0)
+        span_sizes = (ci, co) if span else (0, 1)
+        if span:  # the groups side by side: one group of G * Co channels (blocks across)
+            weights, derived = span_weights(weights), derived.setdefault("group span", {})
+            groups, co = 1, groups * co
+        lines = groups * batch * axes3[0].output_size * axes3[1].output_size
         segments = blocked_segments(lines, axes3[2], threads)
         self._count = lines * segments
         self._pieces = line_pieces(lines, axes3[0].output_size * axes3[1].output_size,
@@ -440,7 +492,8 @@ class BlockedLayer:
                           *phase_tables(axes3), segments)
         tap_count = self._run_args[4]
         self._passes = []
-        for c0, c1 in channel_passes(weights.shape, axes3, itemsize, target):
+        passes = [(0, co)] if span else channel_passes(weights.shape, axes3, itemsize, target)
+        for c0, c1 in passes:
             # A pass writes channels [c0, c1) of group 0: its views start at channel c0.
             lanes, vectors, chunk, pixels = blocked_shape(itemsize, c1 - c0, axes3[2],
                                                           target.vector_bytes)
@@ -454,9 +507,9 @@ class BlockedLayer:
                              + (lanes * vectors, GROUP_TILE_ELEMENTS,
                                 _channel_block(ci, tap_count, lanes * chunk, itemsize,
                                                channels_last and c1 - c0 == lanes * vectors
-                                               and mode == KEEP)), np.int64)
+                                               and mode == KEEP)) + span_sizes, np.int64)
             self._passes.append((c0 * out_steps[4], c0, c1, (w, sizes),
-                                 _blocked_kernel(lanes, chunk, pixels, mode, product)))
+                                 _blocked_kernel(lanes, chunk, pixels, mode, product, span)))
         # With a pass for every thread, the threads take whole passes (every line of
         # their output channels) instead of sharing each pass's lines: one fork-join,
         # and each pass's weights read by one thread for all its lines.  On an Intel

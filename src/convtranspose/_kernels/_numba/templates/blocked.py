@@ -25,10 +25,12 @@ Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 @cached_njit(nogil=True, inline="always")
 def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j_first,
                j_stop, p3, line_at, step, s3, lines, line_step, read_step, in_3, in_c, ci,
-               size3, width, panel, edge_reads, edge_taps,
-               blocked):  # pragma: no cover - compiled
+               size3, width, panel, edge_reads, edge_taps, blocked, group_step,
+               co_g):  # pragma: no cover - compiled
     # The outputs j * s3 + p3, j in [j_first, j_stop), of `lines` lines that the
-    # lines' blocks leave: those with taps outside the input's last axis.  Line k
+    # lines' blocks leave: those with taps outside the input's last axis.  (A block
+    # across groups reads each chunk's first group `column // co_g * group_step` on,
+    # and its later groups `group_step` apart.)  Line k
     # reads at reads + k * read_step and is written at line_at + k * line_step;
     # outputs hold `width` channels, taken `chunk_width` at a time.  Each such output
     # is a column across the lines with the same taps: blocks take `pixels` lines at
@@ -49,16 +51,18 @@ def phase_ends(source, weights, dest, reads, taps, shifts, count, first, last, j
             for k in range(lines):
                 for column in range(0, width, chunk_width):
                     single(source, weights, dest, at + k * line_step + column, edge_reads,
-                           edge_taps, edges, jj * in_3 + k * read_step, in_c, ci,
-                           column // chunk_width * panel, chunk_width)
+                           edge_taps, edges,
+                           jj * in_3 + k * read_step + column // co_g * group_step, in_c,
+                           ci, column // chunk_width * panel, chunk_width, group_step)
             continue
         k = np.int64(0)
         while k < lines:
             k = min(k, lines - pixels)  # the last block overlaps its predecessor
             for column in range(0, width, chunk_width):
                 block(source, weights, dest, at + k * line_step + column, line_step,
-                      edge_reads, edge_taps, edges, jj * in_3 + k * read_step, read_step,
-                      in_c, ci, column // chunk_width * panel, chunk_width)
+                      edge_reads, edge_taps, edges,
+                      jj * in_3 + k * read_step + column // co_g * group_step, read_step,
+                      in_c, ci, column // chunk_width * panel, chunk_width, group_step)
             k += pixels
 
 @cached_njit(nogil=True, inline="always")
@@ -79,7 +83,7 @@ def block_places(bases, dests, k, j, first, last, p3, s3, step, line_step, read_
 @cached_njit(nogil=True, inline="always")
 def phase_blocks(source, weights, dest, reads, taps, count, first, last, p3, line_at, step,
                  s3, lines, line_step, read_step, in_3, in_c, ci, ci_block, width, panel,
-                 bases, dests):  # pragma: no cover - compiled
+                 bases, dests, group_step, co_g):  # pragma: no cover - compiled
     # The outputs j * s3 + p3, j in [first, last), of `lines` lines with the same taps
     # (line k reads at reads + k * read_step and is written at line_at + k *
     # line_step), whose taps all read inside the input, in blocks of `pixels` taken
@@ -100,11 +104,11 @@ def phase_blocks(source, weights, dest, reads, taps, count, first, last, p3, lin
     # sums, reloaded for every channel block, stay in L1 (all of a group's lines' did
     # not, and DCGAN 256->128 channels first ran 1.3x slower on one thread).
     span = max(pixels, run // pixels * pixels) if step_c < ci else whole
-    zero = np.int64(0)
     for q_first in range(0, whole, span):
         q_stop = min(whole, q_first + span)
         for column in range(0, width, chunk_width):
             panel_at = column // chunk_width * panel
+            group_at = column // co_g * group_step  # as in phase_ends
             for c0 in range(0, ci, step_c):
                 channels = min(step_c, ci - c0)
                 k, j = q_first // run, first + q_first % run  # the next block's first
@@ -113,17 +117,19 @@ def phase_blocks(source, weights, dest, reads, taps, count, first, last, p3, lin
                                         line_step, read_step, in_3)
                     if c0 == 0:
                         cross(source, weights, dest, line_at + column, dests, bases, reads,
-                              taps, count, zero, in_c, channels, panel_at, chunk_width)
+                              taps, count, group_at, in_c, channels, panel_at, chunk_width,
+                              group_step)
                     else:
                         cross_on(source, weights, dest, line_at + column, dests, bases,
-                                 reads, taps, count, c0 * in_c, in_c, channels,
-                                 panel_at + c0 * chunk_width, chunk_width)
+                                 reads, taps, count, group_at + c0 * in_c, in_c, channels,
+                                 panel_at + c0 * chunk_width, chunk_width, group_step)
     if whole < total:
         block_places(bases, dests, (total - pixels) // run, first + (total - pixels) % run,
                      first, last, p3, s3, step, line_step, read_step, in_3)
         for column in range(0, width, chunk_width):
             cross(source, weights, dest, line_at + column, dests, bases, reads, taps, count,
-                  zero, in_c, ci, column // chunk_width * panel, chunk_width)
+                  column // co_g * group_step, in_c, ci, column // chunk_width * panel,
+                  chunk_width, group_step)
     return True
 
 @cached_njit(nogil=True, inline="always")
@@ -160,9 +166,13 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
     # channel*in_steps[4], the output likewise with out_steps; weights (width /
     # chunk_width, G, K1, K2, K3, Ci, chunk_width), zero beyond Co; bias (G*Co,) or empty, added by rounding stores only.
     # sizes = (N, G, Ci, Co, X1, X2, X3, Y1, Y2, Y3, K2,
-    # K3, K, S1, S2, S3, width, tile, ci_block): `width` channels per output in the
-    # weights and the tile (Co rounded up to whole chunks), `tile` the most sums a
-    # group's tile holds, `ci_block` the input channels a block adds at a time.  Computes the output lines (g, n, y1, y2) (the group's Co
+    # K3, K, S1, S2, S3, width, tile, ci_block, span_ci, co_g): `width` channels per
+    # output in the weights and the tile (Co rounded up to whole chunks), `tile` the
+    # most sums a group's tile holds, `ci_block` the input channels a block adds at a
+    # time; `span_ci` the input channels of each group of a layer whose groups this
+    # pass takes side by side (blocks across groups: G is 1, Ci a group's and Co
+    # theirs together, each group's `co_g` output channels reading its own inputs),
+    # else 0 (and `co_g` any positive number).  Computes the output lines (g, n, y1, y2) (the group's Co
     # channels), each cut into `segments` runs of Y3 (so that a layer of fewer
     # lines than threads keeps every thread busy), with flat index (line, segment)
     # in [start, stop), in groups of consecutive lines with the same taps (a segment
@@ -177,10 +187,12 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
     k2_count, k3_count, k_volume = sizes[10], sizes[11], sizes[12]
     s1, s2, s3 = sizes[13], sizes[14], sizes[15]
     width, tile_most, ci_block = sizes[16], sizes[17], sizes[18]
+    co_g = sizes[20]
     in_n, in_1, in_2, in_3, in_c = (in_steps[0], in_steps[1], in_steps[2], in_steps[3],
                                     in_steps[4])
     out_n, out_1, out_2, out_3, out_c = (out_steps[0], out_steps[1], out_steps[2],
                                          out_steps[3], out_steps[4])
+    group_step = sizes[19] * in_c
     direct = out_c == 1 and co == width and store == KEEP
     # A line reads at most one tap per axis of its phase's, so its tap lists hold at
     # most the product of each axis's most taps per phase (not the widest axis's count
@@ -280,11 +292,11 @@ def kernel(source, weights, out, bits, bias, sizes, in_steps, out_steps, line_or
                 blocked = phase_blocks(source, weights, dest, reads, taps, count, first,
                                        last, p3, ends_at, ends_step, s3, group_lines,
                                        ends_line_step, read_step, in_3, in_c, ci, ci_block,
-                                       width, panel, bases, dests)
+                                       width, panel, bases, dests, group_step, co_g)
                 phase_ends(source, weights, dest, reads, taps, shifts, count, first, last,
                            j_first, j_stop, p3, ends_at, ends_step, s3, group_lines,
                            ends_line_step, read_step, in_3, in_c, ci, size3, width,
-                           panel, edge_reads, edge_taps, blocked)
+                           panel, edge_reads, edge_taps, blocked, group_step, co_g)
             for k in range(zero if direct else group_lines):
                 store_line(out, bits, bias, tile, k * tile_line - group_first * width,
                            group_line + k * line_step, out_3, out_c, co, group_first,
