@@ -23,6 +23,7 @@ from .._kernels.depthwise_schedule import block_shape, last_axis_padding
 from .._kernels.pointwise import in_place, reached, takes_layer
 from .._kernels.schedules import (
     PLANE_CO_BLOCK,
+    blocked_group_span,
     blocked_line_taps,
     blocked_segments,
     blocked_shape,
@@ -450,12 +451,13 @@ _BLOCKED_NCX_INPUT = 1.0
 _BLOCKED_STREAMED_LOOP = 512
 
 
-def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int) -> int:
-    """Multiply-adds of ``direct-blocked``: output channels padded to ``width``, the
-    last axis's runs with every tap inside the input in blocks across the lines (each
-    output once, where the layer's lines hold a block of them), and ``edge`` outputs'
-    worth per output at the line ends."""
-    lines = layer.batch * layer.groups * math.prod(a.output_size for a in layer.axes[:-1])
+def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int, parts: int) -> int:
+    """Multiply-adds of ``direct-blocked``: the output channels of each of ``parts``
+    (the groups, or one of them all side by side) padded to ``width``, the last axis's
+    runs with every tap inside the input in blocks across the lines (each output once,
+    where the layer's lines hold a block of them), and ``edge`` outputs' worth per
+    output at the line ends."""
+    lines = layer.batch * parts * math.prod(a.output_size for a in layer.axes[:-1])
     per_axis = []
     for index, axis in enumerate(layer.axes):
         total = 0
@@ -470,7 +472,7 @@ def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int) -> int:
                     count = inside + edge * (count - inside)
                 total += count * len(c.shifts)  # a phase no tap reaches is only zeroed
         per_axis.append(total)
-    return layer.batch * layer.groups * width * layer.ci * math.prod(per_axis)
+    return layer.batch * parts * width * layer.ci * math.prod(per_axis)
 
 
 #: ``direct-blocked``'s estimates are this many times the times it was measured at (the
@@ -486,15 +488,20 @@ def blocked_estimate(layer: Layer, target: Target) -> RawCost:
     output channels are not whole vectors, or are channels first, go through a copy;
     channels-first input costs a strided pass; a line whose weights are far beyond L1
     and whose blocks are few reloads them from L2 (unless its loop is long enough to
-    stream them).
+    stream them).  Groups taken side by side (blocks across groups,
+    :func:`~convtranspose._kernels.schedules.blocked_group_span`) are one group of
+    their lines.
     """
     axes = layer.axes
-    lanes, vectors, _, pixels = blocked_shape(4, layer.co, axes[-1], target.vector_bytes)
+    parts, co = layer.groups, layer.co
+    if blocked_group_span(parts, co, 4, axes[-1], target.vector_bytes):
+        parts, co = 1, parts * co
+    lanes, vectors, _, pixels = blocked_shape(4, co, axes[-1], target.vector_bytes)
     width = lanes * vectors
     edge = 2 if vectors > 4 else 3  # more than four vectors keep one output's FMAs busy
-    macs = _blocked_macs(layer, width, pixels, edge)
-    lines = layer.batch * layer.groups * math.prod(axis.output_size for axis in axes[:-1])
-    copied = layer.outputs if layer.co != width or not layer.channels_last else 0
+    macs = _blocked_macs(layer, width, pixels, edge, parts)
+    lines = layer.batch * parts * math.prod(axis.output_size for axis in axes[:-1])
+    copied = layer.outputs if co != width or not layer.channels_last else 0
     last = axes[-1]
     line_taps = blocked_line_taps(axes)
     line_weights = line_taps * layer.ci * width

@@ -7,8 +7,11 @@ lines (:func:`cross_block_source`: no short block at a line's end), that keep th
 output channels (with AVX2's 16 registers, a chunk of 2-3 vectors of them) in vector
 registers while every tap and input channel adds one broadcast input times one weight
 row; the outputs at the line ends go in blocks across the lines too, one column of
-them with its own taps at a time.  Any layout: channels-last lines are stored directly, channels-first ones through
-a transposed tile.  float16 and bfloat16 results are rounded from the tile as each line
+them with its own taps at a time.  A grouped layer whose groups each have a few whole
+vectors of output channels takes them side by side (:func:`span_weights`): one group
+of all their channels, whose blocks span several groups, each vector multiplying its
+own group's inputs (``span``, :func:`block_source`).  Any layout: channels-last lines
+are stored directly, channels-first ones through a transposed tile.  float16 and bfloat16 results are rounded from the tile as each line
 is stored.  The block sources are generated per block shape and product
 (:func:`block_source`, :data:`PRODUCTS`: float multiply-adds, or VNNI byte products or
 int16 pair products for the exact integer sums of :mod:`convtranspose._kernels.int8`),
