@@ -1,23 +1,24 @@
 """``direct-blocked``'s numba kernel: output channels held in vector registers.
 
-Consecutive output lines (all of the last axis for one group) of one phase of the
-first axes, which read the same taps, go together.  Per phase of the last axis, their
-outputs whose taps all read inside the input go in blocks of 4-9, taken across the
-lines (:func:`cross_block_source`: no short block at a line's end), that keep their
-output channels (with AVX2's 16 registers, a chunk of 2-3 vectors of them) in vector
-registers while every tap and input channel adds one broadcast input times one weight
-row; the outputs at the line ends go in blocks across the lines too, one column of
-them with its own taps at a time.  A grouped layer whose groups each have a few whole
-vectors of output channels takes them side by side (:func:`span_weights`): one group
-of all their channels, whose blocks span several groups, each vector multiplying its
-own group's inputs (``span``, :func:`block_source`).  Any layout: channels-last lines
-are stored directly, channels-first ones through a transposed tile.  float16 and bfloat16 results are rounded from the tile as each line
-is stored.  The block sources are generated per block shape and product
-(:func:`block_source`, :data:`PRODUCTS`: float multiply-adds, or VNNI byte products or
-int16 pair products for the exact integer sums of :mod:`convtranspose._kernels.int8`),
-and the kernel is compiled per dtype, block shape, product and store mode only: channel counts,
-taps, strides and sizes are run-time values, so that layers of one block shape share
-its compiled code (``benchmarks/results/kernel-reuse-xeon.json``).
+Consecutive output lines (all of the last axis for one group) of one phase of the first
+axes, which read the same taps, go together.  Per phase of the last axis, their outputs
+whose taps all read inside the input go in blocks of 4-9, taken across the lines
+(:func:`cross_block_source`: no short block at a line's end), that keep their output
+channels (with AVX2's 16 registers, a chunk of 2-3 vectors of them) in vector registers
+while every tap and input channel adds one broadcast input times one weight row; the
+outputs at the line ends go in blocks across the lines too, one column of them with its
+own taps at a time.  A grouped layer whose groups each have a few whole vectors of
+output channels takes them side by side (:func:`span_weights`): one group of all their
+channels, whose blocks span several groups, each vector multiplying its own group's
+inputs (``span``, :func:`block_source`). Any layout: channels-last lines are stored
+directly, channels-first ones through a transposed tile.  float16 and bfloat16 results
+are rounded from the tile as each line is stored.  The block sources are generated per
+block shape and product (:func:`block_source`, :data:`PRODUCTS`: float multiply-adds, or
+VNNI byte products or int16 pair products for the exact integer sums of
+:mod:`convtranspose._kernels.int8`), and the kernel is compiled per dtype, block shape,
+product, store mode and group span only: channel counts, taps, strides and sizes are
+run-time values, so that layers of one block shape share its compiled code
+(``benchmarks/results/kernel-reuse-xeon.json``).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def _taps_loop(lanes: int, accumulators: list[list[str]], offsets: list[str],
                product: str, span: int | None = None) -> list[str]:
     """The body of a block's loop over one tap's input channels (source lines): the
     tap's weight row of ``vectors`` vectors loaded once, each output's input (at
-    ``read`` plus its ``offsets`` entry; per group with ``span``, :func:`_splats`)
+    ``read`` plus its ``offsets`` entry; per group with ``span``, :func:`_products`)
     broadcast and multiplied into its accumulators by the intrinsic ``product``
     (:data:`PRODUCTS`)."""
     vectors = len(accumulators[0])
