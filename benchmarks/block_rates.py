@@ -6,8 +6,8 @@ For every block shape ``direct-blocked`` may use on this machine's vectors (``ch
 vectors of output channels x ``pixels`` outputs), times the compiled block alone, in a
 compiled loop, over four taps and a run of input channels: its weights in L1 (64
 channels) and in L2 (512), and both the block along one line
-(:func:`~convtranspose._kernels._numba.blocked.block_source`) and the block across
-lines (:func:`~convtranspose._kernels._numba.blocked.cross_block_source`).  Prints a
+(:func:`~convtranspose._kernels._numba.block_sources.block_source`) and the block across
+lines (:func:`~convtranspose._kernels._numba.block_sources.cross_block_source`).  Prints a
 Markdown row per shape with GFLOP/s and the share of the FMA peak of one thread
 (:func:`~convtranspose._kernels._numba.peak.measure_fma_gflops`, register-only FMAs):
 the ceiling of a layer that runs nothing but that block.  ``--out`` writes the rows and
@@ -28,7 +28,7 @@ os.environ.setdefault("CONVTRANSPOSE_BACKGROUND_COMPILE", "off")
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
-from convtranspose._kernels._numba.blocked import block_source, cross_block_source  # noqa: E402
+from convtranspose._kernels._numba.block_sources import block_source, cross_block_source  # noqa: E402
 from convtranspose._kernels._numba.codegen import compile_source  # noqa: E402
 from convtranspose._kernels._numba.peak import measure_fma_gflops  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name, vector_bytes  # noqa: E402

@@ -9,7 +9,7 @@ Intel Xeon, where a stream of the filter allows several times that).  Here one p
 per group, ``columns (P, M) = inputs (P, Ci) @ filter (Ci, M)``, reads each filter row
 where the caller keeps it (a block of rows at a time copied into a panel that stays in
 L1), in numba register blocks of a few positions by four vectors of columns
-(:func:`convtranspose._kernels._numba.blocked.block_source`), split among threads by
+(:func:`convtranspose._kernels._numba.block_sources.block_source`), split among threads by
 columns; then each tap's columns are added into the output, as :mod:`.col2im` does
 (with its compiled scatter).  ``M`` is ``Co * taps`` for a filter stored with the taps
 last (ONNX, OpenVINO), or ``Co`` per tap for one stored taps first (oneDNN's ``XIO``);
@@ -53,7 +53,7 @@ _PREFETCH_ROWS = 8
 @kept("compiled kernels", maxsize=None)
 def _product_kernel(lanes: int, vectors: int, positions: int, tail_positions: int,
                     itemsize: int):
-    from ._numba.blocked import block_source
+    from ._numba.block_sources import block_source
     from ._numba.codegen import compile_source, compile_template
     from ._numba.vectors import prefetch, vector_load, vector_store
 

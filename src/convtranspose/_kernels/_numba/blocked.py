@@ -10,14 +10,14 @@ outputs at the line ends go in blocks across the lines too, one column of them w
 own taps at a time.  A grouped layer whose groups each have a few whole vectors of
 output channels takes them side by side (:func:`span_weights`): one group of all their
 channels, whose blocks span several groups, each vector multiplying its own group's
-inputs (``span``, :func:`block_source`). Any layout: channels-last lines are stored
+inputs (``span``, :mod:`.block_sources`).  Any layout: channels-last lines are stored
 directly, channels-first ones through a transposed tile.  float16 and bfloat16 results
 are rounded from the tile as each line is stored.  The block sources are generated per
-block shape and product (:func:`block_source`, :data:`PRODUCTS`: float multiply-adds, or
-VNNI byte products or int16 pair products for the exact integer sums of
-:mod:`convtranspose._kernels.int8`), and the kernel is compiled per dtype, block shape,
-product, store mode and group span only: channel counts, taps, strides and sizes are
-run-time values, so that layers of one block shape share its compiled code
+block shape and product (:mod:`.block_sources`, :data:`.block_sources.PRODUCTS`: float
+multiply-adds, or VNNI byte products or int16 pair products for the exact integer sums
+of :mod:`convtranspose._kernels.int8`), and the kernel is compiled per dtype, block
+shape, product, store mode and group span only: channel counts, taps, strides and sizes
+are run-time values, so that layers of one block shape share its compiled code
 (``benchmarks/results/kernel-reuse-xeon.json``).
 """
 
@@ -43,6 +43,7 @@ from ..schedules import (
     blocked_shape,
     frozen_all,
 )
+from .block_sources import block_source, cross_block_source, single_source
 from .casts import bfloat16_bits, float16_bits
 from .channels_last import gather_row_taps
 from .direct import direct_threads
@@ -57,163 +58,6 @@ from .transpose import channels_last_copy, tile_transposer
 #: the prefetchers; planes of a few KB are read faster in place than copied
 #: (``benchmarks/results/direct-blocked-zen3.json``).
 _FAR_CHANNELS_BYTES = 1 << 14
-
-#: The products a block may multiply its broadcast inputs and weight rows with:
-#: ``vector_fma`` for float lanes; for int32 lanes, ``vector_dot_bytes`` (AVX512-VNNI),
-#: each lane holding four unsigned input bytes and four signed weight bytes, so that one
-#: instruction adds four input channels, or ``vector_dot_words`` (any x86-64 CPU), two
-#: int16 halves each, two input channels (:mod:`convtranspose._kernels.int8`).
-PRODUCTS = ("vector_fma", "vector_dot_bytes", "vector_dot_words")
-
-
-def _products(lanes: int, at: str, sums: list[str], weight, product: str,
-              span: int | None, indent: str) -> list[str]:
-    """Source lines that add one input channel of one output into its accumulators
-    ``sums``: the input read at ``at`` broadcast, times weight vector ``weight(v)`` of
-    each accumulator ``v``, by the intrinsic ``product``.  With ``span`` (vectors per
-    group of a block across groups, :func:`block_source`) one broadcast per group,
-    group ``i``'s input ``i * group_step`` further on, each just before its products
-    (one register for them all)."""
-    step = span or len(sums)
-    lines = []
-    for first in range(0, len(sums), step):
-        shift = f" + {first // step} * group_step" if first else ""
-        lines.append(f"{indent}x = vector_splat_at(source, {at}{shift}, {lanes})")
-        lines += [f"{indent}{sums[v]} = {product}(x, {weight(v)}, {sums[v]})"
-                  for v in range(first, min(len(sums), first + step))]
-    return lines
-
-
-def _taps_loop(lanes: int, accumulators: list[list[str]], offsets: list[str],
-               product: str, span: int | None = None) -> list[str]:
-    """The body of a block's loop over one tap's input channels (source lines): the
-    tap's weight row of ``vectors`` vectors loaded once, each output's input (at
-    ``read`` plus its ``offsets`` entry; per group with ``span``, :func:`_products`)
-    broadcast and multiplied into its accumulators by the intrinsic ``product``
-    (:data:`PRODUCTS`)."""
-    vectors = len(accumulators[0])
-    lines = ["        tap = taps[m] + column",
-             "        for _ in range(channels):"]
-    lines += [f"            w_{v} = vector_load(weights, tap + {v * lanes}, {lanes})"
-              for v in range(vectors)]
-    for offset, row in zip(offsets, accumulators):
-        lines += _products(lanes, f"read + {offset}", row, lambda v: f"w_{v}", product,
-                           span, " " * 12)
-    return lines + ["            tap += row_width",
-                    "            read += channel_step"]
-
-
-def _block_body(lanes: int, accumulators: list[list[str]], accumulate: bool, read: str,
-                stores: list[str], offsets: list[str], product: str,
-                span: int | None = None) -> list[str]:
-    """A block's body (source lines): its accumulators zeroed, or loaded from where
-    output ``p`` is stored (``stores[p]``) with ``accumulate``; for every tap, the read
-    ``read`` and :func:`_taps_loop` with the outputs' read ``offsets``; then each
-    output's sums stored at ``stores[p]``."""
-    if accumulate:
-        lines = [f"    {name} = vector_load(dest, {stores[p]} + {v * lanes}, {lanes})"
-                 for p, row in enumerate(accumulators) for v, name in enumerate(row)]
-    else:
-        lines = [f"    {name} = vector_zero(weights, {lanes})" for row in accumulators
-                 for name in row]
-    lines += ["    for m in range(count):",
-              f"        read = {read}"]
-    lines += _taps_loop(lanes, accumulators, offsets, product, span)
-    for p, row in enumerate(accumulators):
-        lines += [f"    vector_store(dest, {stores[p]} + {v * lanes}, {name})"
-                  for v, name in enumerate(row)]
-    return lines
-
-
-def _group_step(span: int | None) -> str:
-    """The parameter a block across groups takes last (``span`` not None)."""
-    return "" if span is None else ", group_step"
-
-
-def block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False,
-                 product: str = "vector_fma", span: int | None = None) -> str:
-    """Source of the register-blocked kernel for ``pixels`` outputs of ``vectors * lanes`` channels.
-
-    Every accumulator is its own vector variable (``pixels * vectors`` of them, all
-    in registers); per tap and input channel, the channel's weight row is loaded
-    once and multiplied into every pixel's accumulators with that pixel's input
-    value broadcast.  The channels are those from ``column`` of weight rows
-    ``row_width`` long (a slice of wider rows when those need too many registers).
-    The sums start at zero, or with ``accumulate`` at what ``dest`` holds.
-
-    ``span``: a block across groups, whose output channels are those of several
-    groups side by side, ``span`` vectors each: the kernel takes one more argument,
-    ``group_step``, the distance between two groups' first input channels, and each
-    group's vectors multiply that group's inputs (None: no such argument; 0: taken,
-    and the block is of one group).
-    """
-    accumulators = [[f"acc_{p}_{v}" for v in range(vectors)] for p in range(pixels)]
-    lines = ["def block(source, weights, dest, dest_at, dest_step, reads, taps, count, read_at,",
-             f"          pixel_step, channel_step, channels, column, row_width"
-             f"{_group_step(span)}):"]
-    lines += _block_body(lanes, accumulators, accumulate, "reads[m] + read_at",
-                         [f"dest_at + {p} * dest_step" for p in range(pixels)],
-                         [f"{p} * pixel_step" for p in range(pixels)], product, span)
-    return "\n".join(lines) + "\n"
-
-
-def cross_block_source(lanes: int, vectors: int, pixels: int, accumulate: bool = False,
-                       product: str = "vector_fma", span: int | None = None) -> str:
-    """Source of the register-blocked kernel for ``pixels`` outputs anywhere in the data.
-
-    :func:`block_source`'s block (``span`` as there), each output with its own place:
-    output ``p`` reads at ``read_at + bases[p]`` plus each tap's read and is stored at
-    ``dest_at + dests[p]``, so that a block can take outputs of several lines (those
-    with the same taps), never a short block at a line's end.
-    """
-    accumulators = [[f"acc_{p}_{v}" for v in range(vectors)] for p in range(pixels)]
-    lines = ["def block(source, weights, dest, dest_at, dests, bases, reads, taps, count,",
-             f"          read_at, channel_step, channels, column, row_width{_group_step(span)}):"]
-    lines += [f"    at_{p} = dest_at + dests[{p}]" for p in range(pixels)]
-    lines += [f"    base_{p} = read_at + bases[{p}]" for p in range(pixels)]
-    lines += _block_body(lanes, accumulators, accumulate, "reads[m]",
-                         [f"at_{p}" for p in range(pixels)], [f"base_{p}" for p in range(pixels)],
-                         product, span)
-    return "\n".join(lines) + "\n"
-
-
-def single_source(lanes: int, vectors: int, splits: int = 4,
-                  product: str = "vector_fma", span: int | None = None) -> str:
-    """Source of the kernel for one output (with its own taps) of ``vectors * lanes`` channels.
-
-    For the outputs at the ends of a line, whose taps differ from their neighbours':
-    ``splits`` sets of accumulators take the input channels in turn (independent
-    FMA chains, so their latency overlaps) and are summed at the end.  The channels
-    are those from ``column`` of weight rows ``row_width`` long, as in
-    :func:`block_source`, and ``span`` as there.
-    """
-    sets = [[f"acc_{k}_{v}" for v in range(vectors)] for k in range(splits)]
-    lines = ["def single(source, weights, dest, dest_at, reads, taps, count, read_at,",
-             f"           channel_step, channels, column, row_width{_group_step(span)}):"]
-    lines += [f"    {name} = vector_zero(weights, {lanes})" for row in sets for name in row]
-    lines += ["    for m in range(count):",
-              "        read = reads[m] + read_at",
-              "        tap = taps[m] + column",
-              f"        for _ in range(channels // {splits}):"]
-    for k, row in enumerate(sets):
-        lines += _products(lanes, f"read + {k} * channel_step", row,
-                           lambda v, k=k: f"vector_load(weights, tap + {k} * row_width +"
-                                          f" {v * lanes}, {lanes})", product, span, " " * 12)
-    lines += [f"            tap += {splits} * row_width",
-              f"            read += {splits} * channel_step",
-              f"        for _ in range(channels % {splits}):"]
-    lines += _products(lanes, "read", sets[0],
-                       lambda v: f"vector_load(weights, tap + {v * lanes}, {lanes})", product,
-                       span, " " * 12)
-    lines += ["            tap += row_width",
-              "            read += channel_step"]
-    for v in range(vectors):
-        total = sets[0][v]
-        for row in sets[1:]:
-            total = f"vector_add({total}, {row[v]})"
-        lines.append(f"    vector_store(dest, dest_at + {v * lanes}, {total})")
-    return "\n".join(lines) + "\n"
-
 
 @cached_njit(nogil=True)
 def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, tile_at, y_first,
@@ -298,9 +142,9 @@ _GROUP_MAX_LINES = 64
 def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int, product: str,
                     span: int = 0):
     """The ``direct-blocked`` kernel for one block shape, store mode, product
-    (:data:`PRODUCTS`) and group span (vectors per group of blocks across groups,
-    :func:`~convtranspose._kernels.schedules.blocked_group_span`; 0: blocks of one
-    group), compiled on first use.
+    (:data:`.block_sources.PRODUCTS`) and group span (vectors per group of blocks
+    across groups, :func:`~convtranspose._kernels.schedules.blocked_group_span`; 0:
+    blocks of one group), compiled on first use.
 
     Blocks hold ``chunk`` vectors of ``lanes`` channels of ``pixels`` outputs; the
     kernel runs them once per chunk of each output's channels, however many (a run-time
@@ -457,8 +301,8 @@ class BlockedLayer:
     a repeated call of a small layer runs the kernel and little else (the set-up took
     about 60 us of a 0.3 ms U-Net layer's call, ``benchmarks/results/prepared-calls-xeon.json``).
     ``mode`` is the store mode of the outputs it fills (:func:`.modes.store_mode`);
-    ``product`` the blocks' product (:data:`PRODUCTS`): with ``vector_dot_bytes``
-    (``vector_dot_words``), ``weights`` and the data are int32 words of four bytes (two
+    ``product`` the blocks' product (:data:`.block_sources.PRODUCTS`): with
+    ``vector_dot_bytes`` (``vector_dot_words``), ``weights`` and the data are int32 words of four bytes (two
     int16 halves), ``Ci`` counts words and the sums are int32.
     """
 

@@ -6,11 +6,11 @@ For the canonical problem (:mod:`convtranspose._kernels.adjoints`)::
 
 Per output line (``n``, the first axes' outputs, a group), the outputs whose taps all
 read inside ``grad`` go in blocks of ``direct-blocked``'s register-blocked kernel
-(:func:`.blocked.block_source`) with the pixels of a block ``s`` source pixels apart:
+(:func:`.block_sources.block_source`) with the pixels of a block ``s`` source pixels apart:
 each block keeps a chunk of its ``Ci`` output channels in vector registers while every
 tap and ``grad`` channel adds one broadcast value times one packed weight row.  The
 outputs near the line's ends go one at a time with the taps they have
-(:func:`.blocked.single_source`).  No im2col matrix; exact with non-finite operands
+(:func:`.block_sources.single_source`).  No im2col matrix; exact with non-finite operands
 (only the pairs that exist are multiplied).  ``grad`` is read channels last (a
 channels-first one is copied so first); the sums are written channels last, each
 group's channels padded to whole chunks, and copied into the caller's layout
@@ -29,7 +29,8 @@ from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes
 from ..schedules import blocked_channel_block, blocked_shape
-from .blocked import block_source, pass_weights, single_source
+from .block_sources import block_source, single_source
+from .blocked import pass_weights
 from .launch import parallel_kernel
 from .transpose import channels_first_copy, channels_last_copy
 
