@@ -35,6 +35,7 @@ import numpy as np
 
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes, vector_bytes
+from ..schedules import frozen_all
 from ..tiles import aligned
 from .codegen import compile_source
 from .launch import parallel_kernel
@@ -318,10 +319,9 @@ def packed_rows_product(packed: PackedColumns, b: np.ndarray, c: np.ndarray,
     (``pointwise`` with strides).  Spans and rows must not overlap.
     """
     rows, groups, depth = b.shape
-    if c_rows is None:
-        c_rows = _NO_ROWS
-    if zeros is None:
-        zeros = _NO_SPANS
+    # Read-only views: one compiled kernel for every call (:data:`_NO_ROWS`).
+    c_rows, zeros = frozen_all(_NO_ROWS if c_rows is None else c_rows.view(),
+                               _NO_SPANS if zeros is None else zeros.view())
     if rows * groups * packed.columns == 0 or depth == 0:
         _zero_rows_and_spans(c, c_rows, zeros, rows, groups * packed.columns)
         return
@@ -335,9 +335,12 @@ def packed_rows_product(packed: PackedColumns, b: np.ndarray, c: np.ndarray,
                     scratch=(5, tile, b.dtype))
 
 
-#: No row offsets (rows at ``c``'s own places) and no spans to set to zero.
+#: No row offsets (rows at ``c``'s own places) and no spans to set to zero; read-only,
+#: as ``pointwise``'s tables are, so that both calls share one compiled kernel (numba
+#: types a read-only array apart from a writeable one).
 _NO_ROWS = np.zeros(0, np.int64)
 _NO_SPANS = np.zeros((0, 2), np.int64)
+_NO_ROWS.flags.writeable = _NO_SPANS.flags.writeable = False
 
 
 def _zero_rows_and_spans(c, c_rows, zeros, rows, width) -> None:
