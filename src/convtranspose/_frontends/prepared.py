@@ -87,8 +87,8 @@ class _Binding:
     it runs while the memory limit is at least the one its last checked run (without
     ``out``) passed under, since its footprint is the same; into an ``out`` it can
     write straight into (:meth:`takes_out`), while the limit is at least the least one
-    any checked run passed under.  A layer with a bias keeps its
-    own prepared call (the shared ones are bias-free) and adds the bias to its sums as
+    any checked run passed under.  A layer with a bias keeps its own prepared call (the
+    shared ones are bias-free) and adds the bias to its sums as
     :func:`~convtranspose._execute.transposed.transposed_convolution` does.
     """
 

@@ -8,9 +8,10 @@ outputs as inputs, the products are written straight into the output.  Otherwise
 channels last on the packed kernels, each product row is stored at its place in the
 output by the same native loop that sets the outputs no input reaches to zero (one
 pass over the output, on every thread); else the products go into a buffer of the box
-of outputs reached, copied into a strided view of the zeroed output.  No im2col, no padded copy, no scatter-add: where the ``phase`` and ``gemm``
-algorithms copy the data into windows and the result out of their products.  Every
-product term is one the sum has: exact with non-finite operands.
+of outputs reached, copied into a strided view of the zeroed output.  No im2col, no
+padded copy, no scatter-add: where the ``phase`` and ``gemm`` algorithms copy the data
+into windows and the result out of their products.  Every product term is one the sum
+has: exact with non-finite operands.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .._runtime.memo import derived_from
 from .gemm import run_gemms
 from .packed import filter_product, packed_filter, packs_product, rows_product
 
-__all__ = ["in_place", "prepare_pointwise", "takes_layer"]
+__all__ = ["SPAN_TABLE_BYTES", "in_place", "prepare_pointwise", "reached", "takes_layer"]
 
 
 def takes_layer(axes: tuple[AxisPlan, ...]) -> bool:
@@ -181,24 +182,34 @@ def _strided_rows(batch: int, axes: tuple[AxisPlan, ...],
                   channels: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Where a channels-last strided layer's products go in its C-contiguous output
     ``(N, Y..., channels)``: the first element of each product row (samples and the
-    reached inputs' positions in C order) and the spans ``(first, length)`` of the
-    outputs no input reaches, which are zeros, each read-only int64; None where no
-    input reaches the output or it is filled in place."""
+    reached inputs' positions in C order, so increasing) and the spans ``(first,
+    length)`` between and around them, the outputs no input reaches, which are zeros;
+    each read-only int64, made in a few passes over the rows (:data:`SPAN_TABLE_BYTES`
+    per row at most).  None where no input reaches the output or it is filled in place."""
     boxes = _boxes(axes, False)
     if not boxes:
         return None
-    positions = np.arange(batch * math.prod(a.output_size for a in axes), dtype=np.int64)
-    reached_at = positions.reshape((batch, 1) + tuple(a.output_size for a in axes))[
-        boxes[1]].reshape(-1)
-    unreached = np.ones(positions.size + 2, bool)
-    unreached[1:-1][reached_at] = False
-    unreached[0] = unreached[-1] = False
-    edges = np.flatnonzero(unreached[1:] != unreached[:-1])  # span starts, ends, ...
-    zeros = np.stack([edges[0::2], edges[1::2] - edges[0::2]], axis=1) * channels
-    c_rows = reached_at * channels
+    sizes = [axis.output_size for axis in axes]
+    c_rows = np.arange(batch, dtype=np.int64) * (math.prod(sizes) * channels)
+    step = channels
+    steps = []
+    for size in reversed(sizes):
+        steps.append(step)
+        step *= size
+    for window, size, step in zip(boxes[1][2:], sizes, reversed(steps)):
+        places = np.arange(*window.indices(size), dtype=np.int64) * step
+        c_rows = np.add.outer(c_rows, places).reshape(-1)
+    starts = np.concatenate(([0], c_rows + channels))
+    lengths = np.concatenate((c_rows, [batch * math.prod(sizes) * channels])) - starts
+    zeros = np.stack([starts, lengths], axis=1)[lengths > 0]
     for array in (c_rows, zeros):
         array.flags.writeable = False
     return c_rows, zeros
+
+
+#: The most bytes :func:`_strided_rows` holds per product row at once (its row offsets,
+#: the spans' starts and lengths, their stacked copy and the mask).
+SPAN_TABLE_BYTES = 48
 
 
 def reached(axes: tuple[AxisPlan, ...]) -> int:

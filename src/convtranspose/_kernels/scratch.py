@@ -164,9 +164,12 @@ def _padded_columns_buffers(sizes, batch, axes, weights_shape, itemsize, threads
 
 def _pointwise_buffers(sizes, batch, axes, weights_shape, itemsize, threads) -> int:
     # The inputs reached (cast to the sums' dtype), the filter's matrices and, where
-    # the outputs are not the inputs' places, the products before their copy.
+    # the outputs are not the inputs' places, the products before their copy, or the
+    # tables of where each product row goes.
+    from .pointwise import SPAN_TABLE_BYTES, reached
+
     data, result, weights = sizes
-    return data + weights + result
+    return data + weights + result + SPAN_TABLE_BYTES * batch * reached(axes)
 
 
 def _numba_buffers(bytes_of):
