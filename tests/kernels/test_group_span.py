@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from convtranspose._execute.transposed import transposed_convolution
-from convtranspose._kernels.schedules import blocked_group_span
+from convtranspose._kernels.blocked_groups import blocked_group_span
 from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime.target import host, use_target
 from kernel_support import run_forced

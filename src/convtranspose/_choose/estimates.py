@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._kernels import REGISTRY, offered_algorithms
+from .._kernels.blocked_groups import blocked_group_span
 from .._kernels.dense import DENSE_MAX_ELEMENTS
 from .._kernels.depthwise_schedule import block_shape, last_axis_padding
 from .._kernels.pointwise import in_place, reached, takes_layer
 from .._kernels.schedules import (
     PLANE_CO_BLOCK,
-    blocked_group_span,
     blocked_line_taps,
     blocked_segments,
     blocked_shape,
@@ -489,7 +489,7 @@ def blocked_estimate(layer: Layer, target: Target) -> RawCost:
     channels-first input costs a strided pass; a line whose weights are far beyond L1
     and whose blocks are few reloads them from L2 (unless its loop is long enough to
     stream them).  Groups taken side by side (blocks across groups,
-    :func:`~convtranspose._kernels.schedules.blocked_group_span`) are one group of
+    :func:`~convtranspose._kernels.blocked_groups.blocked_group_span`) are one group of
     their lines.
     """
     axes = layer.axes

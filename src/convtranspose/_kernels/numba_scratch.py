@@ -217,7 +217,7 @@ def direct_blocked_bytes(batch: int, axes: Sequence[AxisPlan], weights_shape: Se
     axes3 = three_axes(axes)
     threads = _threads(batch, weights_shape, axes, threads)
     # Either the groups one by one or, blocks across groups
-    # (``schedules.blocked_group_span``), side by side as one group of G * Co channels,
+    # (``blocked_groups.blocked_group_span``), side by side as one group of G * Co channels,
     # from the filter reordered so (one more copy of it).
     each = []
     for parts, channels in ((groups, co), (1, groups * co)):

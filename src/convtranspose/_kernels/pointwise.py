@@ -177,7 +177,7 @@ def _products_into(matrices, data, boxes, dtype, channels_last, out, threads,
     box[...] = product
 
 
-@kept("pointwise output rows", maxsize=32)
+@kept("kernel schedules", maxsize=32)
 def _strided_rows(batch: int, axes: tuple[AxisPlan, ...],
                   channels: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Where a channels-last strided layer's products go in its C-contiguous output

@@ -8,7 +8,7 @@ ends).  ``direct-blocked`` (:mod:`.blocked`), ``stream`` and the forward convolu
 data adjoint (:mod:`.forward`) compile them.  With ``span``, a block's output channels
 are those of several groups side by side, each group's vectors multiplying that
 group's inputs (blocks across groups,
-:func:`~convtranspose._kernels.schedules.blocked_group_span`).
+:func:`~convtranspose._kernels.blocked_groups.blocked_group_span`).
 """
 
 from __future__ import annotations

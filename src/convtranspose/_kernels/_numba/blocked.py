@@ -32,13 +32,13 @@ from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes
 from ..._runtime.threads import PIECES_PER_THREAD, parallel_for, parallel_parts
+from ..blocked_groups import blocked_group_span
 from ..common import move_axis
 from ..schedules import (
     FLOAT16,
     KEEP,
     blocked_channel_block,
     blocked_channel_passes,
-    blocked_group_span,
     blocked_segments,
     blocked_shape,
     frozen_all,
@@ -143,7 +143,7 @@ def _blocked_kernel(lanes: int, chunk: int, pixels: int, mode: int, product: str
                     span: int = 0):
     """The ``direct-blocked`` kernel for one block shape, store mode, product
     (:data:`.block_sources.PRODUCTS`) and group span (vectors per group of blocks
-    across groups, :func:`~convtranspose._kernels.schedules.blocked_group_span`; 0:
+    across groups, :func:`~convtranspose._kernels.blocked_groups.blocked_group_span`; 0:
     blocks of one group), compiled on first use.
 
     Blocks hold ``chunk`` vectors of ``lanes`` channels of ``pixels`` outputs; the

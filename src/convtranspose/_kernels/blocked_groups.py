@@ -1,0 +1,36 @@
+"""Which grouped layers ``direct-blocked`` takes with their groups side by side (blocks
+across groups, :mod:`._numba.block_sources`): a pure rule of the layer's shape and the
+vector width, read by the kernel (:mod:`._numba.blocked`), its cost estimate and its
+memory bound alike."""
+
+from __future__ import annotations
+
+from .._plan.rules import AxisPlan
+from .schedules import blocked_shape
+
+__all__ = ["blocked_group_span"]
+
+
+def blocked_group_span(groups: int, co: int, itemsize: int, last_axis: AxisPlan,
+                       vector_bytes: int) -> int:
+    """Vectors per group of ``direct-blocked``'s blocks across groups, or 0 for blocks
+    of one group.
+
+    A grouped layer whose groups each have a few whole vectors of output channels
+    (``Co`` a multiple of the lanes) takes them side by side, as one layer of ``G *
+    Co`` output channels whose vectors each multiply their own group's inputs: a block
+    holds several groups' vectors, and a line all of them, where blocks of one group
+    held one vector each (a grouped layer of 8 channels per group took twice the time
+    of an ungrouped one of the same multiply-adds on an AMD Zen 3,
+    ``benchmarks/results/direct-blocked-zen3.json``, ``blocks_across_groups``).  Only
+    where a block (:func:`blocked_shape` of ``G * Co`` channels) spans whole groups and
+    more than one, and no vector is padding (a padded vector's group would read past
+    the data)."""
+    lanes = max(1, vector_bytes // itemsize)
+    if groups < 2 or co % lanes:
+        return 0
+    span = co // lanes
+    _, vectors, chunk, _ = blocked_shape(itemsize, groups * co, last_axis, vector_bytes)
+    if chunk % span or chunk == span or vectors != groups * span:
+        return 0
+    return span
