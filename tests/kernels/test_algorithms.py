@@ -515,19 +515,25 @@ def test_col2im_numba_scatter_gives_the_numpy_adds_bits(monkeypatch, scratch, al
             np.testing.assert_allclose(compiled, expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("scratch", [24 << 20, 1 << 9], ids=["whole", "chunked"])
 @pytest.mark.parametrize("internal_last", [False, True], ids=["col2im-ncx", "col2im-nxc"])
-def test_col2im_copies_disjoint_taps_and_zeroes_what_they_miss(monkeypatch, internal_last):
+def test_col2im_copies_disjoint_taps_and_zeroes_what_they_miss(monkeypatch, internal_last,
+                                                              scratch):
     # Taps spanning less than a stride reach each output at most once, so col2im copies
-    # their columns instead of adding them to zeros: every output they miss (crops
-    # beyond the full size, zeros in front, K*d < s) must still be zeroed, whatever the
-    # result buffer held before.
+    # their columns instead of adding them to zeros (channels first with numba: writes
+    # every output row whole): every output they miss (crops beyond the full size,
+    # zeros in front, K*d < s, output padding) must still be zeroed, whatever the result
+    # buffer held before; also when the scratch budget cuts batches and first axes.
     monkeypatch.setattr(schedules, "SCATTER_MAX_CHANNELS", 0)
+    monkeypatch.setattr(phase, "SCRATCH_BYTES", scratch)
     rng = np.random.default_rng(41)
     cases = [
         (AxisPlan(4, 2, 2, 1, 0, 8), AxisPlan(3, 2, 2, 1, 0, 6)),  # U-Net's k2 s2: all reached
         (AxisPlan(4, 2, 2, 1, 1, 9), AxisPlan(3, 1, 3, 1, -2, 9)),  # crop past the end, zeros first
         (AxisPlan(5, 2, 3, 1, 0, 15),),  # k2 s3: every third output unreached
         (AxisPlan(3, 2, 3, 2, 0, 9), AxisPlan(2, 1, 1, 1, 0, 2), AxisPlan(2, 2, 2, 1, 0, 4)),
+        # k4 s4 with output padding 3 on every axis: planes, rows and ends unreached
+        (AxisPlan(3, 4, 4, 1, 0, 15), AxisPlan(2, 4, 4, 1, 0, 11), AxisPlan(2, 4, 4, 1, 0, 11)),
     ]
     for axes in cases:
         size = tuple(a.input_size for a in axes)

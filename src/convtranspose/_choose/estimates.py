@@ -35,7 +35,14 @@ from .._kernels.schedules import (
     rows_apply,
 )
 from .._kernels.window import window_plan
-from .._plan.geometry import AxisPhases, axis_phases, live_classes, tap_windows, three_axes
+from .._plan.geometry import (
+    AxisPhases,
+    axis_phases,
+    disjoint_taps,
+    live_classes,
+    tap_windows,
+    three_axes,
+)
 from .._plan.rules import AxisPlan
 from .._runtime.machine import vector_bytes
 from .._runtime.target import Target
@@ -283,6 +290,11 @@ def _col2im_estimate(layer: Layer, internal_last: bool, numba_float: bool) -> Ra
     adds = live * layer.groups * rows_in * layer.co
     if numba_scatters(layer.co, len(layer.axes), numba_float):
         cost += 7.0 * adds  # numba's pass: 3-4 ns per add measured on two threads
+    elif (numba_float and not internal_last and not layer.channels_last
+          and len(layer.axes) <= 3 and disjoint_taps(layer.axes)):
+        # Taps that reach disjoint outputs: one compiled pass writes every output row
+        # whole (the pass above) from the columns, read once.
+        cost += _pass_ns(adds, 64)
     else:
         cost += 1.5 * _pass_ns(adds, run) + live * 3000
         if internal_last:

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._plan.geometry import tap_windows
+from .._plan.geometry import disjoint_taps, tap_windows
 from .._plan.rules import AxisPlan
 from .._runtime.caches import kept
 from .._runtime.memo import derived_from, frozen
@@ -75,29 +75,32 @@ class _Chunk(NamedTuple):
 class _Steps(NamedTuple):
     """What col2im does for one layer shape, worked out once (:func:`_steps`): whether
     it zeroes the output first, whether taps copy (disjoint) or add, whether numba
-    scatters the columns (and the order of their axes that it reads them in), and its
-    chunks."""
+    scatters the columns or (``rows``) writes disjoint taps' output rows whole, the
+    order of the columns' axes that either reads them in, the first axis's output rows
+    that no tap reaches (zeroed apart with ``rows``), and its chunks."""
 
     fill: bool
     disjoint: bool
     scatter: bool
+    rows: bool
     scatter_order: tuple[int, ...]
+    zero_rows: tuple[int, ...]
     chunks: tuple[_Chunk, ...]
 
 
 @kept("kernel schedules", maxsize=256)
 def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
            itemsize: int, internal_last: bool, tap_major: bool, scatter: bool,
-           budget: int) -> _Steps:
-    """col2im's chunks and stores for a layer (``budget``: the columns' scratch bytes);
+           budget: int, rows_kernel: bool = False) -> _Steps:
+    """col2im's chunks and stores for a layer (``budget``: the columns' scratch bytes;
+    ``rows_kernel``: whether numba may write disjoint taps' rows, channels first);
     shared, read-only."""
     groups, ci, co = weights_shape[:3]
     kernel = tuple(weights_shape[3:])
     spatial = tuple(axis.input_size for axis in axes)
     # Taps that span less than a stride (U-Net's k2 s2) reach every output at most
     # once, so their columns are copied, not added to zeros.
-    disjoint = not scatter and all(
-        (axis.kernel_size - 1) * axis.dilation < axis.stride for axis in axes)
+    disjoint = not scatter and disjoint_taps(axes)
     fill = not disjoint or not all(_disjoint_taps_cover(axis) for axis in axes)
     row_bytes = groups * math.prod(spatial[1:]) * (math.prod(kernel) * co + ci) * itemsize
     first = axes[0]
@@ -128,8 +131,28 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
                             + tuple(w[1] for w in window))
                            for tap, window in live)
         steps.append(_Chunk(n0, n1, x0, x1, shape, sub_axes, stores))
-    return _Steps(fill, disjoint, scatter, _scatter_order(len(axes), internal_last, tap_major),
-                  tuple(steps))
+    rank = len(axes)
+    # Channels first, a copy per tap sends each output line through the cache once per
+    # tap of the last axis; the rows kernel writes each line once.  Along one spatial
+    # axis its rows are whole samples' (the chunks' zeros would overwrite each other).
+    rows = (rows_kernel and disjoint and not internal_last and bool(steps)
+            and (rank > 1 or all(step.x1 - step.x0 == spatial[0] for step in steps)))
+    if rows:
+        from ._numba.scatter import unreached_rows
+
+        order = _rows_order(rank, tap_major)
+        return _Steps(False, True, False, True, order, unreached_rows(axes), tuple(steps))
+    return _Steps(fill, disjoint, scatter, False, _scatter_order(rank, internal_last, tap_major),
+                  (), tuple(steps))
+
+
+def _rows_order(rank: int, tap_major: bool) -> tuple[int, ...]:
+    """The transpose that turns a channels-first chunk's columns, ``(n, G, K..., Co,
+    X...)`` or ``(n, G, Co, K..., X...)``, into the rows kernel's ``(n, G, Co, X...,
+    K...)``."""
+    taps, channel = (2, 2 + rank) if tap_major else (3, 2)
+    return (0, 1, channel) + tuple(3 + rank + a for a in range(rank)) + tuple(
+        taps + a for a in range(rank))
 
 
 def _scatter_order(rank: int, internal_last: bool, tap_major: bool) -> tuple[int, ...]:
@@ -174,7 +197,7 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, ta
     """
     matrix, tap_major = _col2im_matrix(weights, dtype, internal_last)
     steps = _layer_steps(data.shape[0], weights.shape, axes, dtype, out.flags.c_contiguous,
-                         internal_last, tap_major, target)
+                         channels_last, internal_last, tap_major, target)
     packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target,
                             kept=False)
     _run_steps(steps, data, matrix, out, channels_last, internal_last, target, packed=packed)
@@ -185,8 +208,8 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
     worked out once, for :class:`convtranspose._kernels.direct.DirectCall` (``out``
     C-contiguous, of ``dtype``).  Exact with any operands, as the general path."""
     matrix, tap_major = _col2im_matrix(weights, dtype, internal_last)
-    steps = _layer_steps(batch, weights.shape, axes, dtype, True, internal_last, tap_major,
-                         target)
+    steps = _layer_steps(batch, weights.shape, axes, dtype, True, channels_last, internal_last,
+                         tap_major, target)
     packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target)
     scatters: dict = {}
 
@@ -198,14 +221,17 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
     return compute
 
 
-def _layer_steps(batch, weights_shape, axes, dtype, out_contiguous, internal_last, tap_major,
-                 target) -> _Steps:
+def _layer_steps(batch, weights_shape, axes, dtype, out_contiguous, channels_last,
+                 internal_last, tap_major, target) -> _Steps:
     """:func:`_steps` for one call or prepared layer (the scatter's switch and the scratch
-    budget as they are now)."""
+    budget as they are now).  The rows kernel writes channels-first output rows
+    (contiguous ones)."""
     scatter = out_contiguous and numba_scatters(weights_shape[2], len(axes),
                                                 dtype.kind == "f" and target.numba)
+    rows = (out_contiguous and not channels_last and target.numba and dtype.kind == "f" and dtype.itemsize in (4, 8)
+            and len(axes) <= 3)
     return _steps(batch, tuple(weights_shape), tuple(axes), dtype.itemsize, internal_last,
-                  tap_major, scatter, _phase.SCRATCH_BYTES)
+                  tap_major, scatter, _phase.SCRATCH_BYTES, rows)
 
 
 def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, target,
@@ -227,6 +253,8 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
         last = glyc.ndim - 1
         order = (1, 0, last) + tuple(range(2, last))
         into, source = glyc.transpose(order), source.transpose(order)
+    for row in steps.zero_rows:
+        into[:, :, :, row].fill(0)
     for index, chunk in enumerate(steps.chunks):
         n0, n1, x0, x1 = chunk.n0, chunk.n1, chunk.x0, chunk.x1
         if internal_last:
@@ -240,14 +268,17 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
             columns = (threaded_matmul(matrix, rows, target.threads) if packed is None
                        else filter_product(packed, rows, target.threads)
                        ).reshape(chunk.columns_shape)
-        if steps.scatter:
-            # The columns as the scatter reads them, (G, n, X..., K..., Co): a view.
+        if steps.scatter or steps.rows:
+            # The columns as the scatter reads them, (G, n, X..., K..., Co), or the rows
+            # kernel, (n, G, Co, X..., K...): a view.
             columns = columns.transpose(steps.scatter_order)
             scatter = None if scatters is None else scatters.get(index)
             if scatter is None:
-                from ._numba.scatter import scatter_call
+                from ._numba.scatter import disjoint_rows_call, scatter_call
 
-                scatter = scatter_call(columns, out, glyc[:, n0:n1], chunk.axes, target)
+                scatter = (disjoint_rows_call(columns, out, into[n0:n1], chunk.axes, target)
+                           if steps.rows else
+                           scatter_call(columns, out, glyc[:, n0:n1], chunk.axes, target))
                 if scatters is not None:
                     scatters[index] = scatter
             scatter(columns, out)

@@ -178,3 +178,9 @@ def axis_taps(axis: AxisPlan) -> list[tuple[int, int, int, int]]:
         if low < high:
             taps.append((k, shift, low, high))
     return taps
+
+
+def disjoint_taps(axes) -> bool:
+    """Whether every output is reached by one tap at most: taps that span less than a
+    stride on every axis (U-Net's k2 s2)."""
+    return all((axis.kernel_size - 1) * axis.dilation < axis.stride for axis in axes)

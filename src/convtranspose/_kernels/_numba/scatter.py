@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..._plan.geometry import three_axes
+from ..._plan.geometry import axis_taps, three_axes
 from ..schedules import DIRECT_PARALLEL_MACS
 from .kernel_cache import cached_njit
 from .launch import parallel_kernel
@@ -153,5 +153,117 @@ def scatter_call(columns, out, region, axes, target):
             return
         parallel_kernel(scatter_kernel, (flat_columns, col_steps, flat_out, out_steps,
                                          geometry, co, n, rows_per_item), items, threads)
+
+    return run
+
+
+@cached_njit(nogil=True)
+def disjoint_rows_kernel(columns, col_steps, target, out_steps, first, second, reads, groups,
+                         co, start, stop):  # pragma: no cover - compiled
+    # columns (n, G, Co, X1, X2, K1, K2) and the output (n, G, Co, Y1, Y2, Y3) as flat
+    # buffers with element steps (the output's last one 1); `first` (R, 3): the
+    # output rows of axis 1 this call writes, with the input and tap reaching each,
+    # (y1, x1, k1); `second` (Y2, 2): (x2, k2) of every row of axis 2, -1 where no tap
+    # reaches it; `reads` (Y3,): where the columns hold output y3's product from a row's
+    # start (its x3 and k3 steps), -1 where no tap reaches it.  Item (sample, group,
+    # channel, row of `first`): every element of its Y2 x Y3 outputs, a tap's product
+    # where one reaches it, else zero.  The taps are disjoint (each output has one at
+    # most), so these are the bits of a copy per tap.  Each output is read from a
+    # table, in unsigned indices: a loop per tap of the last axis runs a few elements
+    # (k4 s4: three) for its set-up, and numba wraps negative signed indices, a check
+    # per element; together they took 3-6x the time (benchmarks/results/col2im-rows-zen3.json).
+    rows = first.shape[0]
+    width = np.uint64(reads.shape[0])
+    for item in range(start, stop):
+        r = item % rows
+        rest = item // rows
+        c = rest % co
+        g = (rest // co) % groups
+        sample = rest // co // groups
+        col_base = (sample * col_steps[0] + g * col_steps[1] + c * col_steps[2]
+                    + first[r, 1] * col_steps[3] + first[r, 2] * col_steps[5])
+        out_base = (sample * out_steps[0] + g * out_steps[1] + c * out_steps[2]
+                    + first[r, 0] * out_steps[3])
+        for y2 in range(second.shape[0]):
+            at = np.uint64(out_base + y2 * out_steps[4])
+            x2 = second[y2, 0]
+            if x2 < 0:
+                for y3 in range(width):
+                    target[at + y3] = 0
+                continue
+            source = col_base + x2 * col_steps[4] + second[y2, 1] * col_steps[6]
+            for y3 in range(width):
+                read = reads[y3]
+                if read < 0:
+                    target[at + y3] = 0
+                else:
+                    target[at + y3] = columns[np.uint64(source + read)]
+
+
+def _axis_sources(axis) -> np.ndarray:
+    """``(Y, 2)``: the input and tap reaching each output of ``axis`` (taps that reach
+    disjoint outputs), ``-1`` where none does."""
+    sources = np.full((axis.output_size, 2), -1, np.int64)
+    for k, shift, low, high in axis_taps(axis):
+        x = np.arange(low, high)
+        sources[x * axis.stride + shift] = np.stack([x, np.full_like(x, k)], axis=1)
+    return sources
+
+
+def unreached_rows(axes) -> tuple[int, ...]:
+    """The outputs of the first axis that no tap reaches (taps that reach disjoint
+    outputs), whose planes :func:`disjoint_rows_call`'s calls leave to the caller: none
+    for one spatial axis, whose rows the calls write whole."""
+    if len(axes) == 1:
+        return ()
+    return tuple(int(y) for y in np.flatnonzero(_axis_sources(axes[0])[:, 0] < 0))
+
+
+def disjoint_rows_call(columns, out, region, axes, target):
+    """``run(columns, out)``: channels-first col2im's stores of taps that reach disjoint
+    outputs, in one compiled pass instead of a strided copy per tap.
+
+    ``columns`` is ``(n, G, Co, X..., K...)`` (any non-negative strides), ``region`` a
+    view ``(n, G, Co, Y...)`` of the C-contiguous ``out``, ``axes`` the chunk's (input
+    ``x`` of tap ``k`` reaches output ``x * stride + k * dilation - offset``, each
+    output from one tap at most).  Every output row of the first axis that some input
+    of the chunk reaches is written whole: its tap's product or zero (a copy per tap
+    sends each output line through the cache once per tap of the last axis; U-Net's k2
+    s2 twice, a k4 s4 3-D layer 64 times).  With one spatial axis, the chunk must hold
+    whole samples; rows no input reaches (:func:`unreached_rows`) are not written.
+    Arrays of the same shapes and strides take the same ``run``.
+    """
+    rank = len(axes)
+    axes3 = three_axes(axes)
+    slots = {1: (2,), 2: (0, 2), 3: (0, 1, 2)}[rank]
+
+    def spread(steps):  # the real axes' steps at their places among three, 0 for unit axes
+        padded = [0, 0, 0]
+        for slot, step in zip(slots, steps):
+            padded[slot] = step
+        return padded
+
+    itemsize = out.itemsize
+    n, groups, co = region.shape[:3]
+    steps = [s // itemsize for s in columns.strides]
+    x_steps, k_steps = spread(steps[3:3 + rank]), spread(steps[3 + rank:])
+    col_steps = np.array(steps[:3] + x_steps[:2] + k_steps[:2], np.int64)
+    out_steps = np.array([s // itemsize for s in region.strides[:3]]
+                         + spread([s // itemsize for s in region.strides[3:]])[:2], np.int64)
+    start = (region.__array_interface__["data"][0]
+             - out.__array_interface__["data"][0]) // itemsize
+    sources = _axis_sources(axes3[0])
+    reached = np.flatnonzero(sources[:, 0] >= 0)
+    first = np.ascontiguousarray(np.column_stack([reached, sources[reached]]))
+    last = _axis_sources(axes3[2])
+    reads = np.where(last[:, 0] < 0, -1, last[:, 0] * x_steps[2] + last[:, 1] * k_steps[2])
+    arguments = (col_steps, out_steps, first, _axis_sources(axes3[1]), reads, groups, co)
+    items = n * groups * co * len(first)
+    threads = target.threads if columns.size >= DIRECT_PARALLEL_MACS // 16 else 1
+
+    def run(columns, out):
+        if items:
+            parallel_kernel(disjoint_rows_kernel, (_flat(columns),) + arguments[:1] + (
+                out.reshape(-1)[start:],) + arguments[1:], items, threads)
 
     return run
