@@ -77,7 +77,8 @@ class _Steps(NamedTuple):
     it zeroes the output first, whether taps copy (disjoint) or add, whether numba
     scatters the columns or (``rows``) writes disjoint taps' output rows whole, the
     order of the columns' axes that either reads them in, the first axis's output rows
-    that no tap reaches (zeroed apart with ``rows``), and its chunks."""
+    that no tap reaches where ``rows`` zeroes them apart, whether every chunk holds whole
+    samples (then ``rows`` zeroes them as it goes), and its chunks."""
 
     fill: bool
     disjoint: bool
@@ -85,6 +86,7 @@ class _Steps(NamedTuple):
     rows: bool
     scatter_order: tuple[int, ...]
     zero_rows: tuple[int, ...]
+    whole_samples: bool
     chunks: tuple[_Chunk, ...]
 
 
@@ -140,10 +142,14 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
     if rows:
         from ._numba.scatter import unreached_rows
 
+        # Chunks of whole samples zero the rows no tap reaches as they go; chunks of a
+        # first axis leave them to one fill.
+        whole = all(step.x1 - step.x0 == spatial[0] for step in steps)
         order = _rows_order(rank, tap_major)
-        return _Steps(False, True, False, True, order, unreached_rows(axes), tuple(steps))
+        return _Steps(False, True, False, True, order, () if whole else unreached_rows(axes),
+                      whole, tuple(steps))
     return _Steps(fill, disjoint, scatter, False, _scatter_order(rank, internal_last, tap_major),
-                  (), tuple(steps))
+                  (), False, tuple(steps))
 
 
 def _rows_order(rank: int, tap_major: bool) -> tuple[int, ...]:
@@ -253,8 +259,8 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
         last = glyc.ndim - 1
         order = (1, 0, last) + tuple(range(2, last))
         into, source = glyc.transpose(order), source.transpose(order)
-    for row in steps.zero_rows:
-        into[:, :, :, row].fill(0)
+    if steps.zero_rows:
+        into[:, :, :, list(steps.zero_rows)] = 0
     for index, chunk in enumerate(steps.chunks):
         n0, n1, x0, x1 = chunk.n0, chunk.n1, chunk.x0, chunk.x1
         if internal_last:
@@ -276,8 +282,8 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
             if scatter is None:
                 from ._numba.scatter import disjoint_rows_call, scatter_call
 
-                scatter = (disjoint_rows_call(columns, out, into[n0:n1], chunk.axes, target)
-                           if steps.rows else
+                scatter = (disjoint_rows_call(columns, out, into[n0:n1], chunk.axes, target,
+                                              steps.whole_samples) if steps.rows else
                            scatter_call(columns, out, glyc[:, n0:n1], chunk.axes, target))
                 if scatters is not None:
                     scatters[index] = scatter

@@ -163,7 +163,7 @@ def disjoint_rows_kernel(columns, col_steps, target, out_steps, first, second, r
     # columns (n, G, Co, X1, X2, K1, K2) and the output (n, G, Co, Y1, Y2, Y3) as flat
     # buffers with element steps (the output's last one 1); `first` (R, 3): the
     # output rows of axis 1 this call writes, with the input and tap reaching each,
-    # (y1, x1, k1); `second` (Y2, 2): (x2, k2) of every row of axis 2, -1 where no tap
+    # (y1, x1, k1), -1 where none does; `second` (Y2, 2): (x2, k2) of every row of axis 2, -1 where no tap
     # reaches it; `reads` (Y3,): where the columns hold output y3's product from a row's
     # start (its x3 and k3 steps), -1 where no tap reaches it.  Item (sample, group,
     # channel, row of `first`): every element of its Y2 x Y3 outputs, a tap's product
@@ -180,6 +180,7 @@ def disjoint_rows_kernel(columns, col_steps, target, out_steps, first, second, r
         c = rest % co
         g = (rest // co) % groups
         sample = rest // co // groups
+        unreached = first[r, 1] < 0
         col_base = (sample * col_steps[0] + g * col_steps[1] + c * col_steps[2]
                     + first[r, 1] * col_steps[3] + first[r, 2] * col_steps[5])
         out_base = (sample * out_steps[0] + g * out_steps[1] + c * out_steps[2]
@@ -187,7 +188,7 @@ def disjoint_rows_kernel(columns, col_steps, target, out_steps, first, second, r
         for y2 in range(second.shape[0]):
             at = np.uint64(out_base + y2 * out_steps[4])
             x2 = second[y2, 0]
-            if x2 < 0:
+            if x2 < 0 or unreached:
                 for y3 in range(width):
                     target[at + y3] = 0
                 continue
@@ -212,14 +213,14 @@ def _axis_sources(axis) -> np.ndarray:
 
 def unreached_rows(axes) -> tuple[int, ...]:
     """The outputs of the first axis that no tap reaches (taps that reach disjoint
-    outputs), whose planes :func:`disjoint_rows_call`'s calls leave to the caller: none
-    for one spatial axis, whose rows the calls write whole."""
+    outputs), whose planes :func:`disjoint_rows_call`'s calls without ``whole`` leave to
+    the caller: none for one spatial axis, whose rows the calls write whole."""
     if len(axes) == 1:
         return ()
     return tuple(int(y) for y in np.flatnonzero(_axis_sources(axes[0])[:, 0] < 0))
 
 
-def disjoint_rows_call(columns, out, region, axes, target):
+def disjoint_rows_call(columns, out, region, axes, target, whole: bool = False):
     """``run(columns, out)``: channels-first col2im's stores of taps that reach disjoint
     outputs, in one compiled pass instead of a strided copy per tap.
 
@@ -230,8 +231,9 @@ def disjoint_rows_call(columns, out, region, axes, target):
     of the chunk reaches is written whole: its tap's product or zero (a copy per tap
     sends each output line through the cache once per tap of the last axis; U-Net's k2
     s2 twice, a k4 s4 3-D layer 64 times).  With one spatial axis, the chunk must hold
-    whole samples; rows no input reaches (:func:`unreached_rows`) are not written.
-    Arrays of the same shapes and strides take the same ``run``.
+    whole samples; rows no input reaches (:func:`unreached_rows`) are zeroed with
+    ``whole`` (the chunk holds whole samples), else not written.  Arrays of the same
+    shapes and strides take the same ``run``.
     """
     rank = len(axes)
     axes3 = three_axes(axes)
@@ -253,8 +255,8 @@ def disjoint_rows_call(columns, out, region, axes, target):
     start = (region.__array_interface__["data"][0]
              - out.__array_interface__["data"][0]) // itemsize
     sources = _axis_sources(axes3[0])
-    reached = np.flatnonzero(sources[:, 0] >= 0)
-    first = np.ascontiguousarray(np.column_stack([reached, sources[reached]]))
+    rows = np.arange(len(sources)) if whole else np.flatnonzero(sources[:, 0] >= 0)
+    first = np.ascontiguousarray(np.column_stack([rows, sources[rows]]))
     last = _axis_sources(axes3[2])
     reads = np.where(last[:, 0] < 0, -1, last[:, 0] * x_steps[2] + last[:, 1] * k_steps[2])
     arguments = (col_steps, out_steps, first, _axis_sources(axes3[1]), reads, groups, co)
