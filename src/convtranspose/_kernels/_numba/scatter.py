@@ -1,5 +1,8 @@
-"""``col2im``'s scatter-add in one compiled pass, for a few output channels, where
-NumPy's strided adds restart their loop every few elements.
+"""``col2im``'s stores in one compiled pass: the scatter-add for a few output channels,
+where NumPy's strided adds restart their loop every few elements; and, channels first,
+the output rows of taps that reach disjoint outputs, each written whole
+(:func:`disjoint_rows_call`), where a strided copy per tap would pass over them once per
+tap of the last axis.
 """
 
 from __future__ import annotations
@@ -9,7 +12,8 @@ import math
 import numpy as np
 
 from ..._plan.geometry import axis_taps, three_axes
-from ..schedules import DIRECT_PARALLEL_MACS
+from ..._runtime.caches import kept
+from ..schedules import DIRECT_PARALLEL_MACS, frozen_all
 from .kernel_cache import cached_njit
 from .launch import parallel_kernel
 from .planes import BAND_ELEMENTS
@@ -211,6 +215,16 @@ def _axis_sources(axis) -> np.ndarray:
     return sources
 
 
+@kept("kernel schedules", maxsize=256)
+def _row_tables(axes3, whole: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`disjoint_rows_kernel`'s ``first`` and ``second`` tables and the sources of
+    the last axis (:func:`_axis_sources`) for three axes; shared, read-only."""
+    sources = _axis_sources(axes3[0])
+    rows = np.arange(len(sources)) if whole else np.flatnonzero(sources[:, 0] >= 0)
+    first = np.ascontiguousarray(np.column_stack([rows, sources[rows]]))
+    return frozen_all(first, _axis_sources(axes3[1]), _axis_sources(axes3[2]))
+
+
 def unreached_rows(axes) -> tuple[int, ...]:
     """The outputs of the first axis that no tap reaches (taps that reach disjoint
     outputs), whose planes :func:`disjoint_rows_call`'s calls without ``whole`` leave to
@@ -254,12 +268,9 @@ def disjoint_rows_call(columns, out, region, axes, target, whole: bool = False):
                          + spread([s // itemsize for s in region.strides[3:]])[:2], np.int64)
     start = (region.__array_interface__["data"][0]
              - out.__array_interface__["data"][0]) // itemsize
-    sources = _axis_sources(axes3[0])
-    rows = np.arange(len(sources)) if whole else np.flatnonzero(sources[:, 0] >= 0)
-    first = np.ascontiguousarray(np.column_stack([rows, sources[rows]]))
-    last = _axis_sources(axes3[2])
+    first, second, last = _row_tables(axes3, whole)
     reads = np.where(last[:, 0] < 0, -1, last[:, 0] * x_steps[2] + last[:, 1] * k_steps[2])
-    arguments = (col_steps, out_steps, first, _axis_sources(axes3[1]), reads, groups, co)
+    arguments = (col_steps, out_steps, first, second, reads, groups, co)
     items = n * groups * co * len(first)
     threads = target.threads if columns.size >= DIRECT_PARALLEL_MACS // 16 else 1
 
