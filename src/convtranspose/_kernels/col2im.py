@@ -93,7 +93,7 @@ class _Steps(NamedTuple):
 @kept("kernel schedules", maxsize=256)
 def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
            itemsize: int, internal_last: bool, tap_major: bool, scatter: bool,
-           budget: int, rows_kernel: bool = False) -> _Steps:
+           budget: int, rows_kernel: bool) -> _Steps:
     """col2im's chunks and stores for a layer (``budget``: the columns' scratch bytes;
     ``rows_kernel``: whether numba may write disjoint taps' rows, channels first);
     shared, read-only."""
@@ -230,12 +230,12 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
 def _layer_steps(batch, weights_shape, axes, dtype, out_contiguous, channels_last,
                  internal_last, tap_major, target) -> _Steps:
     """:func:`_steps` for one call or prepared layer (the scatter's switch and the scratch
-    budget as they are now).  The rows kernel writes channels-first output rows
-    (contiguous ones)."""
+    budget as they are now).  The rows kernel takes a C-contiguous channels-first output
+    of float32 or float64 and at most three spatial axes."""
     scatter = out_contiguous and numba_scatters(weights_shape[2], len(axes),
                                                 dtype.kind == "f" and target.numba)
-    rows = (out_contiguous and not channels_last and target.numba and dtype.kind == "f" and dtype.itemsize in (4, 8)
-            and len(axes) <= 3)
+    rows = (out_contiguous and not channels_last and target.numba and dtype.kind == "f"
+            and dtype.itemsize in (4, 8) and len(axes) <= 3)
     return _steps(batch, tuple(weights_shape), tuple(axes), dtype.itemsize, internal_last,
                   tap_major, scatter, _phase.SCRATCH_BYTES, rows)
 

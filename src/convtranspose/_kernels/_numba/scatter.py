@@ -165,11 +165,11 @@ def scatter_call(columns, out, region, axes, target):
 def disjoint_rows_kernel(columns, col_steps, target, out_steps, first, second, reads, groups,
                          co, start, stop):  # pragma: no cover - compiled
     # columns (n, G, Co, X1, X2, K1, K2) and the output (n, G, Co, Y1, Y2, Y3) as flat
-    # buffers with element steps (the output's last one 1); `first` (R, 3): the
-    # output rows of axis 1 this call writes, with the input and tap reaching each,
-    # (y1, x1, k1), -1 where none does; `second` (Y2, 2): (x2, k2) of every row of axis 2, -1 where no tap
-    # reaches it; `reads` (Y3,): where the columns hold output y3's product from a row's
-    # start (its x3 and k3 steps), -1 where no tap reaches it.  Item (sample, group,
+    # buffers with element steps (the output's last one 1); `first` (R, 3): the output
+    # rows of axis 1 this call writes, with the input and tap reaching each, (y1, x1,
+    # k1), -1 where none does; `second` (Y2, 2): (x2, k2) of every row of axis 2, -1
+    # where no tap reaches it; `reads` (Y3,): where the columns hold output y3's product
+    # from a row's start (its x3 and k3 steps), -1 where no tap reaches it.  Item (sample, group,
     # channel, row of `first`): every element of its Y2 x Y3 outputs, a tap's product
     # where one reaches it, else zero.  The taps are disjoint (each output has one at
     # most), so these are the bits of a copy per tap.  Each output is read from a
@@ -270,13 +270,13 @@ def disjoint_rows_call(columns, out, region, axes, target, whole: bool = False):
              - out.__array_interface__["data"][0]) // itemsize
     first, second, last = _row_tables(axes3, whole)
     reads = np.where(last[:, 0] < 0, -1, last[:, 0] * x_steps[2] + last[:, 1] * k_steps[2])
-    arguments = (col_steps, out_steps, first, second, reads, groups, co)
     items = n * groups * co * len(first)
     threads = target.threads if columns.size >= DIRECT_PARALLEL_MACS // 16 else 1
 
     def run(columns, out):
         if items:
-            parallel_kernel(disjoint_rows_kernel, (_flat(columns),) + arguments[:1] + (
-                out.reshape(-1)[start:],) + arguments[1:], items, threads)
+            arguments = (_flat(columns), col_steps, out.reshape(-1)[start:], out_steps, first,
+                         second, reads, groups, co)
+            parallel_kernel(disjoint_rows_kernel, arguments, items, threads)
 
     return run
