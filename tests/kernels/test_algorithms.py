@@ -16,7 +16,7 @@ import pytest
 from convtranspose import clear_caches, host_target
 from convtranspose._execute import transposed as execute
 from convtranspose._execute.transposed import transposed_convolution
-from convtranspose._kernels import ALGORITHMS, common, gemm, phase, schedules
+from convtranspose._kernels import ALGORITHMS, col2im, common, gemm, phase, schedules
 from convtranspose._kernels import run as run_algorithm
 from convtranspose._kernels._numba import blocked as numba_blocked
 from convtranspose._plan.rules import AxisPlan
@@ -513,6 +513,45 @@ def test_col2im_numba_scatter_gives_the_numpy_adds_bits(monkeypatch, scratch, al
             numpy_adds = _run(data, weights, axes, np.float32, channels_last, algorithm)
             np.testing.assert_array_equal(compiled, numpy_adds, err_msg=f"{axes} co={co}")
             np.testing.assert_allclose(compiled, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("scratch", [24 << 20, 1 << 10], ids=["whole", "chunked"])
+def test_col2im_rows_kernels_give_the_numpy_stores_bits(monkeypatch, scratch):
+    # Channels first, col2im stores its columns by output rows in one compiled pass:
+    # adds in tap order into the zeroed output, or the rows of taps that reach disjoint
+    # outputs written whole.  Every output must get the bits of the NumPy copy or add
+    # per tap from the same columns, and equal the oracle: ranks 1-3, few and many
+    # channels, overlapping and disjoint taps, whole and cut chunks.
+    monkeypatch.setattr(phase, "SCRATCH_BYTES", scratch)
+    rng = np.random.default_rng(5)
+    compiled_steps = col2im._steps
+
+    def numpy_steps(*arguments):  # the same steps with the rows kernels off
+        return compiled_steps(*arguments[:-1], False)
+
+    for trial in range(9):
+        rank = 1 + trial % 3
+        groups, ci, co = int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 40))
+        size = [int(v) for v in rng.integers(2, 7, rank)]
+        axes, kernel = _random_axes(rng, size)
+        if trial % 4 == 3:  # taps within a stride (disjoint outputs), output padding
+            axes = []
+            for x in size:
+                k, stride = int(rng.integers(1, 3)), int(rng.integers(2, 4))
+                offset = int(rng.integers(0, k))
+                axes.append(AxisPlan(x, k, stride, 1, offset, (x - 1) * stride + k - offset
+                                     + int(rng.integers(0, stride))))
+            axes, kernel = tuple(axes), tuple(a.kernel_size for a in axes)
+        data = rng.standard_normal((3, groups * ci) + tuple(size)).astype(np.float32)
+        weights = rng.standard_normal((groups, ci, co) + tuple(kernel)).astype(np.float32)
+        expected = _reference(data.astype(np.float64), weights.astype(np.float64), axes)
+        compiled = _run(data, weights, axes, np.float32, False, "col2im-ncx")
+        monkeypatch.setattr(col2im, "_steps", numpy_steps)
+        numpy_stores = _run(data, weights, axes, np.float32, False, "col2im-ncx")
+        monkeypatch.setattr(col2im, "_steps", compiled_steps)
+        np.testing.assert_array_equal(compiled, numpy_stores, err_msg=f"{axes} co={co}")
+        np.testing.assert_allclose(compiled, expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("scratch", [24 << 20, 1 << 9], ids=["whole", "chunked"])

@@ -38,7 +38,6 @@ from .._kernels.window import window_plan
 from .._plan.geometry import (
     AxisPhases,
     axis_phases,
-    disjoint_taps,
     live_classes,
     tap_windows,
     three_axes,
@@ -288,13 +287,13 @@ def _col2im_estimate(layer: Layer, internal_last: bool, numba_float: bool) -> Ra
            if same_layout else 1)
     live = layer.live_taps
     adds = live * layer.groups * rows_in * layer.co
-    if numba_scatters(layer.co, len(layer.axes), numba_float):
-        cost += 7.0 * adds  # numba's pass: 3-4 ns per add measured on two threads
-    elif (numba_float and not internal_last and not layer.channels_last
-          and len(layer.axes) <= 3 and disjoint_taps(layer.axes)):
-        # Taps that reach disjoint outputs: one compiled pass writes every output row
-        # whole (the pass above) from the columns, read once.
+    if numba_float and not internal_last and not layer.channels_last and len(layer.axes) <= 3:
+        # The rows kernels: one compiled pass over the output rows (the pass above),
+        # the columns read once (0.7-1.8 ns per add on two threads, about NumPy's
+        # long-run pass; benchmarks/results/col2im-rows-zen3.json).
         cost += _pass_ns(adds, 64)
+    elif numba_scatters(layer.co, len(layer.axes), numba_float):
+        cost += 7.0 * adds  # numba's pass: 3-4 ns per add measured on two threads
     else:
         cost += 1.5 * _pass_ns(adds, run) + live * 3000
         if internal_last:

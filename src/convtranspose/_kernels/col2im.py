@@ -75,7 +75,8 @@ class _Chunk(NamedTuple):
 class _Steps(NamedTuple):
     """What col2im does for one layer shape, worked out once (:func:`_steps`): whether
     it zeroes the output first, whether taps copy (disjoint) or add, whether numba
-    scatters the columns or (``rows``) writes disjoint taps' output rows whole, the
+    scatters the columns, or which rows kernel stores them (``rows``: ``"disjoint"``
+    writes disjoint taps' output rows whole, ``"added"`` adds into them; ``""`` none), the
     order of the columns' axes that either reads them in, the first axis's output rows
     that no tap reaches where ``rows`` zeroes them apart, whether every chunk holds whole
     samples (then ``rows`` zeroes them as it goes), and its chunks."""
@@ -83,7 +84,7 @@ class _Steps(NamedTuple):
     fill: bool
     disjoint: bool
     scatter: bool
-    rows: bool
+    rows: str
     scatter_order: tuple[int, ...]
     zero_rows: tuple[int, ...]
     whole_samples: bool
@@ -95,7 +96,7 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
            itemsize: int, internal_last: bool, tap_major: bool, scatter: bool,
            budget: int, rows_kernel: bool) -> _Steps:
     """col2im's chunks and stores for a layer (``budget``: the columns' scratch bytes;
-    ``rows_kernel``: whether numba may write disjoint taps' rows, channels first);
+    ``rows_kernel``: whether numba may store the columns by output rows, channels first);
     shared, read-only."""
     groups, ci, co = weights_shape[:3]
     kernel = tuple(weights_shape[3:])
@@ -134,22 +135,24 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
                            for tap, window in live)
         steps.append(_Chunk(n0, n1, x0, x1, shape, sub_axes, stores))
     rank = len(axes)
-    # Channels first, a copy per tap sends each output line through the cache once per
-    # tap of the last axis; the rows kernel writes each line once.  Along one spatial
-    # axis its rows are whole samples' (the chunks' zeros would overwrite each other).
-    rows = (rows_kernel and disjoint and not internal_last and bool(steps)
-            and (rank > 1 or all(step.x1 - step.x0 == spatial[0] for step in steps)))
-    if rows:
+    # Channels first, a copy or an add per tap sends each output line through the cache
+    # once per tap of the last axis; the rows kernels take each line once: taps that
+    # reach disjoint outputs write it whole, others add into the zeroed output.
+    whole = all(step.x1 - step.x0 == spatial[0] for step in steps)
+    if rows_kernel and not internal_last and steps and disjoint_taps(axes) and (
+            rank > 1 or whole):
         from ._numba.scatter import unreached_rows
 
         # Chunks of whole samples zero the rows no tap reaches as they go; chunks of a
-        # first axis leave them to one fill.
-        whole = all(step.x1 - step.x0 == spatial[0] for step in steps)
-        order = _rows_order(rank, tap_major)
-        return _Steps(False, True, False, True, order, () if whole else unreached_rows(axes),
-                      whole, tuple(steps))
-    return _Steps(fill, disjoint, scatter, False, _scatter_order(rank, internal_last, tap_major),
-                  (), False, tuple(steps))
+        # first axis leave them to one fill (along one spatial axis, the chunks' zeros
+        # would overwrite each other's rows).
+        return _Steps(False, True, False, "disjoint", _rows_order(rank, tap_major),
+                      () if whole else unreached_rows(axes), whole, tuple(steps))
+    if rows_kernel and not internal_last:
+        return _Steps(True, False, False, "added", _rows_order(rank, tap_major), (), whole,
+                      tuple(steps))
+    return _Steps(fill, disjoint, scatter, "", _scatter_order(rank, internal_last, tap_major),
+                  (), whole, tuple(steps))
 
 
 def _rows_order(rank: int, tap_major: bool) -> tuple[int, ...]:
@@ -280,11 +283,15 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
             columns = columns.transpose(steps.scatter_order)
             scatter = None if scatters is None else scatters.get(index)
             if scatter is None:
-                from ._numba.scatter import disjoint_rows_call, scatter_call
+                from ._numba.scatter import added_rows_call, disjoint_rows_call, scatter_call
 
-                scatter = (disjoint_rows_call(columns, out, into[n0:n1], chunk.axes, target,
-                                              steps.whole_samples) if steps.rows else
-                           scatter_call(columns, out, glyc[:, n0:n1], chunk.axes, target))
+                if steps.rows == "disjoint":
+                    scatter = disjoint_rows_call(columns, out, into[n0:n1], chunk.axes,
+                                                 target, steps.whole_samples)
+                elif steps.rows:
+                    scatter = added_rows_call(columns, out, into[n0:n1], chunk.axes, target)
+                else:
+                    scatter = scatter_call(columns, out, glyc[:, n0:n1], chunk.axes, target)
                 if scatters is not None:
                     scatters[index] = scatter
             scatter(columns, out)

@@ -124,21 +124,14 @@ def scatter_call(columns, out, region, axes, target):
     ``region`` at the same place in ``out``): a prepared col2im's every call."""
     rank = len(axes)
     axes3 = three_axes(axes)  # the first real axis first: its output rows make the blocks
-    slots = {1: (2,), 2: (0, 2), 3: (0, 1, 2)}[rank]
-
-    def spread(steps):  # the real axes' steps at their places among three, 0 for unit axes
-        padded = [0, 0, 0]
-        for slot, step in zip(slots, steps):
-            padded[slot] = step
-        return padded
 
     itemsize = out.itemsize
     groups, n, co = region.shape[0], region.shape[1], region.shape[-1]
     steps = [s // itemsize for s in columns.strides]
-    col_steps = np.array(steps[:2] + spread(steps[2:2 + rank])
-                         + spread(steps[2 + rank:2 + 2 * rank]) + steps[-1:], np.int64)
+    col_steps = np.array(steps[:2] + _spread(steps[2:2 + rank], rank)
+                         + _spread(steps[2 + rank:2 + 2 * rank], rank) + steps[-1:], np.int64)
     steps = [s // itemsize for s in region.strides]
-    out_steps = np.array(steps[:2] + spread(steps[2:2 + rank]) + steps[-1:], np.int64)
+    out_steps = np.array(steps[:2] + _spread(steps[2:2 + rank], rank) + steps[-1:], np.int64)
     start = (region.__array_interface__["data"][0]
              - out.__array_interface__["data"][0]) // itemsize
     geometry = np.array([(a.input_size, a.kernel_size, a.stride, a.dilation, a.offset,
@@ -251,21 +244,14 @@ def disjoint_rows_call(columns, out, region, axes, target, whole: bool = False):
     """
     rank = len(axes)
     axes3 = three_axes(axes)
-    slots = {1: (2,), 2: (0, 2), 3: (0, 1, 2)}[rank]
-
-    def spread(steps):  # the real axes' steps at their places among three, 0 for unit axes
-        padded = [0, 0, 0]
-        for slot, step in zip(slots, steps):
-            padded[slot] = step
-        return padded
 
     itemsize = out.itemsize
     n, groups, co = region.shape[:3]
     steps = [s // itemsize for s in columns.strides]
-    x_steps, k_steps = spread(steps[3:3 + rank]), spread(steps[3 + rank:])
+    x_steps, k_steps = _spread(steps[3:3 + rank], rank), _spread(steps[3 + rank:], rank)
     col_steps = np.array(steps[:3] + x_steps[:2] + k_steps[:2], np.int64)
     out_steps = np.array([s // itemsize for s in region.strides[:3]]
-                         + spread([s // itemsize for s in region.strides[3:]])[:2], np.int64)
+                         + _spread([s // itemsize for s in region.strides[3:]], rank)[:2], np.int64)
     start = (region.__array_interface__["data"][0]
              - out.__array_interface__["data"][0]) // itemsize
     first, second, last = _row_tables(axes3, whole)
@@ -280,3 +266,112 @@ def disjoint_rows_call(columns, out, region, axes, target, whole: bool = False):
             parallel_kernel(disjoint_rows_kernel, arguments, items, threads)
 
     return run
+
+
+@cached_njit(nogil=True)
+def added_rows_kernel(columns, col_steps, target, out_steps, rows1, at1, sources1, at2,
+                      sources2, taps3, sizes, start, stop):  # pragma: no cover - compiled
+    # columns (n, G, Co, X1, X2, K1, K2, K3) and the output (n, G, Co, Y1, Y2, Y3) as
+    # flat buffers with element steps (the columns' x3 step and the output's last one
+    # are 1); `rows1` (R,): the output rows of axis 1 this call adds to; `at1` (Y1 + 1,)
+    # and `sources1` (E, 2): the (x1, k1) reaching output y1 are sources1[at1[y1]:
+    # at1[y1 + 1]], by tap; `at2`, `sources2` the same for axis 2; `taps3` (T, 4): axis
+    # 3's (k, shift, low, high) (:func:`axis_taps`); sizes = (G, Co, stride 3).  Item
+    # (sample, group, channel, row of `rows1`): adds every tap's products into its Y2 x
+    # Y3 outputs, each output's in tap order (k1, then k2, then k3), as the NumPy add
+    # per tap does within a chunk: the same bits.  Unsigned indices: numba wraps
+    # negative signed ones, a check per element.
+    groups, co, step = sizes[0], sizes[1], np.uint64(sizes[2])
+    rows = rows1.shape[0]
+    for item in range(start, stop):
+        r = item % rows
+        rest = item // rows
+        c = rest % co
+        g = (rest // co) % groups
+        sample = rest // co // groups
+        y1 = rows1[r]
+        col_base = sample * col_steps[0] + g * col_steps[1] + c * col_steps[2]
+        out_base = (sample * out_steps[0] + g * out_steps[1] + c * out_steps[2]
+                    + y1 * out_steps[3])
+        for e1 in range(at1[y1], at1[y1 + 1]):
+            base1 = col_base + sources1[e1, 0] * col_steps[3] + sources1[e1, 1] * col_steps[5]
+            for y2 in range(at2.shape[0] - 1):
+                row = np.uint64(out_base + y2 * out_steps[4])
+                for e2 in range(at2[y2], at2[y2 + 1]):
+                    base2 = (base1 + sources2[e2, 0] * col_steps[4]
+                             + sources2[e2, 1] * col_steps[6])
+                    for t in range(taps3.shape[0]):
+                        low = taps3[t, 2]
+                        src = np.uint64(base2 + taps3[t, 0] * col_steps[7] + low)
+                        dst = row + np.uint64(low * sizes[2] + taps3[t, 1])
+                        for j in range(np.uint64(taps3[t, 3] - low)):
+                            target[dst + j * step] += columns[src + j]
+
+
+def _axis_lists(axis) -> tuple[np.ndarray, np.ndarray]:
+    """``(at, sources)``: the inputs and taps reaching output ``y`` of ``axis`` are
+    ``sources[at[y]:at[y + 1]]``, ``(x, k)`` pairs by tap."""
+    pairs = sorted((x * axis.stride + shift, k, x) for k, shift, low, high in axis_taps(axis)
+                   for x in range(low, high))
+    counts = np.bincount([y for y, _, _ in pairs], minlength=axis.output_size)
+    at = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    sources = np.array([(x, k) for _, k, x in pairs], np.int64).reshape(-1, 2)
+    return at, sources
+
+
+@kept("kernel schedules", maxsize=256)
+def _added_tables(axes3) -> tuple[np.ndarray, ...]:
+    """:func:`added_rows_kernel`'s ``rows1``, ``at1``, ``sources1``, ``at2``,
+    ``sources2`` and ``taps3`` for three axes; shared, read-only."""
+    at1, sources1 = _axis_lists(axes3[0])
+    rows1 = np.flatnonzero(np.diff(at1)).astype(np.int64)
+    at2, sources2 = _axis_lists(axes3[1])
+    taps3 = np.array(axis_taps(axes3[2]), np.int64).reshape(-1, 4)
+    return frozen_all(rows1, at1, sources1, at2, sources2, taps3)
+
+
+def added_rows_call(columns, out, region, axes, target):
+    """``run(columns, out)``: channels-first col2im's adds of every tap's columns into
+    the (zeroed) output, in one compiled pass over the output rows that the chunk's
+    inputs reach, each row's taps added while it is in cache, in the NumPy adds' order.
+
+    ``columns`` is ``(n, G, Co, X..., K...)`` with the last input axis contiguous,
+    ``region`` a view ``(n, G, Co, Y...)`` of the C-contiguous ``out`` (the last axis
+    contiguous), ``axes`` the chunk's.  Arrays of the same shapes and strides take the
+    same ``run``.
+    """
+    rank = len(axes)
+    axes3 = three_axes(axes)
+    itemsize = out.itemsize
+    n, groups, co = region.shape[:3]
+    steps = [s // itemsize for s in columns.strides]
+    x_steps, k_steps = _spread(steps[3:3 + rank], rank), _spread(steps[3 + rank:], rank)
+    out_spatial = _spread([s // itemsize for s in region.strides[3:]], rank)
+    if x_steps[2] != 1 or out_spatial[2] != 1:
+        raise ValueError("the rows kernels need the last axis contiguous")
+    col_steps = np.array(steps[:3] + x_steps[:2] + k_steps, np.int64)
+    out_steps = np.array([s // itemsize for s in region.strides[:3]] + out_spatial[:2],
+                         np.int64)
+    start = (region.__array_interface__["data"][0]
+             - out.__array_interface__["data"][0]) // itemsize
+    tables = _added_tables(axes3)
+    sizes = np.array([groups, co, axes3[2].stride], np.int64)
+    items = n * groups * co * len(tables[0])
+    threads = target.threads if columns.size >= DIRECT_PARALLEL_MACS // 16 else 1
+
+    def run(columns, out):
+        if items:
+            arguments = (_flat(columns), col_steps, out.reshape(-1)[start:], out_steps,
+                         *tables, sizes)
+            parallel_kernel(added_rows_kernel, arguments, items, threads)
+
+    return run
+
+
+def _spread(steps, rank: int) -> list:
+    """The real axes' steps at their places among three (:func:`three_axes`), 0 for the
+    unit axes."""
+    padded = [0, 0, 0]
+    for slot, step in zip({1: (2,), 2: (0, 2), 3: (0, 1, 2)}[rank], steps):
+        padded[slot] = step
+    return padded
