@@ -516,14 +516,19 @@ def test_col2im_numba_scatter_gives_the_numpy_adds_bits(monkeypatch, scratch, al
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("products", ["packed", "blas"])
 @pytest.mark.parametrize("scratch", [24 << 20, 1 << 10], ids=["whole", "chunked"])
-def test_col2im_rows_kernels_give_the_numpy_stores_bits(monkeypatch, scratch):
+def test_col2im_rows_kernels_give_the_numpy_stores_bits(monkeypatch, scratch, products):
     # Channels first, col2im stores its columns by output rows in one compiled pass:
     # adds in tap order into the zeroed output, or the rows of taps that reach disjoint
     # outputs written whole.  Every output must get the bits of the NumPy copy or add
     # per tap from the same columns, and equal the oracle: ranks 1-3, few and many
-    # channels, overlapping and disjoint taps, whole and cut chunks.
+    # channels, overlapping and disjoint taps, whole and cut chunks; the columns from
+    # the packed products (a product per sample) or from BLAS (one product over a
+    # chunk's samples, whose columns lie samples apart).
     monkeypatch.setattr(phase, "SCRATCH_BYTES", scratch)
+    if products == "blas":
+        monkeypatch.setattr(col2im, "_packed_matrix", lambda *arguments, **options: None)
     rng = np.random.default_rng(5)
     compiled_steps = col2im._steps
 

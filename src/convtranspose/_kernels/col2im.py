@@ -269,6 +269,16 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
         if internal_last:
             rows = np.ascontiguousarray(source[:, n0:n1, x0:x1], dtype).reshape(groups, -1, ci)
             columns = threaded_matmul(rows, matrix, target.threads).reshape(chunk.columns_shape)
+        elif packed is None and n1 - n0 > 1:
+            # One product over the chunk's samples, (Co*K, Ci) @ (Ci, n*P) per group: a
+            # product per sample has OpenBLAS pack the filter again for each (DCGAN
+            # 512->256 on 8x8, 16 samples: 44 of a 60 ms call in products;
+            # benchmarks/results/col2im-rows-zen3.json, one_product_per_chunk).
+            rows = np.ascontiguousarray(source[n0:n1, :, :, x0:x1].transpose(
+                (1, 2, 0) + tuple(range(3, source.ndim))), dtype).reshape(groups, ci, -1)
+            product = threaded_matmul(matrix, rows, target.threads)
+            columns = product.reshape(groups, product.shape[1], n1 - n0, -1).transpose(
+                2, 0, 1, 3).reshape(chunk.columns_shape)
         else:
             rows = source[n0:n1, :, :, x0:x1]
             if rows.dtype != dtype or not _blasable_rows(rows):  # (filter_product copies)
