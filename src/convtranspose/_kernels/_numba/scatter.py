@@ -1,8 +1,11 @@
-"""``col2im``'s stores in one compiled pass: the scatter-add for a few output channels,
-where NumPy's strided adds restart their loop every few elements; and, channels first,
-the output rows of taps that reach disjoint outputs, each written whole
-(:func:`disjoint_rows_call`), where a strided copy per tap would pass over them once per
-tap of the last axis.
+"""``col2im``'s stores in one compiled pass.
+
+For a few output channels, the scatter-add, where NumPy's strided adds restart their
+loop every few elements (:func:`scatter_call`).  Where the columns and the output are
+both channels first, by output rows instead, where a strided copy or add per tap would
+pass over each row once per tap of the last axis: rows of taps that reach disjoint outputs written whole
+(:func:`disjoint_rows_call`), other taps' products added into each row in the per-tap
+adds' order (:func:`added_rows_call`).
 """
 
 from __future__ import annotations
@@ -242,18 +245,10 @@ def disjoint_rows_call(columns, out, region, axes, target, whole: bool = False):
     ``whole`` (the chunk holds whole samples), else not written.  Arrays of the same
     shapes and strides take the same ``run``.
     """
-    rank = len(axes)
     axes3 = three_axes(axes)
-
-    itemsize = out.itemsize
     n, groups, co = region.shape[:3]
-    steps = [s // itemsize for s in columns.strides]
-    x_steps, k_steps = _spread(steps[3:3 + rank], rank), _spread(steps[3 + rank:], rank)
-    col_steps = np.array(steps[:3] + x_steps[:2] + k_steps[:2], np.int64)
-    out_steps = np.array([s // itemsize for s in region.strides[:3]]
-                         + _spread([s // itemsize for s in region.strides[3:]], rank)[:2], np.int64)
-    start = (region.__array_interface__["data"][0]
-             - out.__array_interface__["data"][0]) // itemsize
+    lead, x_steps, k_steps, out_steps, start = _rows_layout(columns, out, region, len(axes))
+    col_steps = np.array(lead + x_steps[:2] + k_steps[:2], np.int64)
     first, second, last = _row_tables(axes3, whole)
     reads = np.where(last[:, 0] < 0, -1, last[:, 0] * x_steps[2] + last[:, 1] * k_steps[2])
     items = n * groups * co * len(first)
@@ -340,20 +335,12 @@ def added_rows_call(columns, out, region, axes, target):
     contiguous), ``axes`` the chunk's.  Arrays of the same shapes and strides take the
     same ``run``.
     """
-    rank = len(axes)
     axes3 = three_axes(axes)
-    itemsize = out.itemsize
     n, groups, co = region.shape[:3]
-    steps = [s // itemsize for s in columns.strides]
-    x_steps, k_steps = _spread(steps[3:3 + rank], rank), _spread(steps[3 + rank:], rank)
-    out_spatial = _spread([s // itemsize for s in region.strides[3:]], rank)
-    if x_steps[2] != 1 or out_spatial[2] != 1:
-        raise ValueError("the rows kernels need the last axis contiguous")
-    col_steps = np.array(steps[:3] + x_steps[:2] + k_steps, np.int64)
-    out_steps = np.array([s // itemsize for s in region.strides[:3]] + out_spatial[:2],
-                         np.int64)
-    start = (region.__array_interface__["data"][0]
-             - out.__array_interface__["data"][0]) // itemsize
+    lead, x_steps, k_steps, out_steps, start = _rows_layout(columns, out, region, len(axes))
+    if x_steps[2] != 1:
+        raise ValueError("the added rows kernel needs the columns' last input axis contiguous")
+    col_steps = np.array(lead + x_steps[:2] + k_steps, np.int64)
     tables = _added_tables(axes3)
     sizes = np.array([groups, co, axes3[2].stride], np.int64)
     items = n * groups * co * len(tables[0])
@@ -366,6 +353,24 @@ def added_rows_call(columns, out, region, axes, target):
             parallel_kernel(added_rows_kernel, arguments, items, threads)
 
     return run
+
+
+def _rows_layout(columns, out, region, rank: int) -> tuple[list, list, list, np.ndarray, int]:
+    """The element steps the rows kernels index by: the columns' ``(n, G, Co)`` steps and
+    their input and tap steps among three axes (:func:`_spread`), the output's ``(n, G,
+    Co, Y1, Y2)`` steps (its last axis contiguous), and where ``region`` starts in
+    ``out``."""
+    itemsize = out.itemsize
+    steps = [s // itemsize for s in columns.strides]
+    out_spatial = _spread([s // itemsize for s in region.strides[3:]], rank)
+    if out_spatial[2] != 1:
+        raise ValueError("the rows kernels need the output's last axis contiguous")
+    out_steps = np.array([s // itemsize for s in region.strides[:3]] + out_spatial[:2],
+                         np.int64)
+    start = (region.__array_interface__["data"][0]
+             - out.__array_interface__["data"][0]) // itemsize
+    return (steps[:3], _spread(steps[3:3 + rank], rank), _spread(steps[3 + rank:], rank),
+            out_steps, start)
 
 
 def _spread(steps, rank: int) -> list:
