@@ -35,13 +35,7 @@ from .._kernels.schedules import (
     rows_apply,
 )
 from .._kernels.window import window_plan
-from .._plan.geometry import (
-    AxisPhases,
-    axis_phases,
-    live_classes,
-    tap_windows,
-    three_axes,
-)
+from .._plan.geometry import AxisPhases, axis_phases, live_classes, tap_windows, three_axes
 from .._plan.rules import AxisPlan
 from .._runtime.machine import vector_bytes
 from .._runtime.target import Target

@@ -272,10 +272,10 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
         elif packed is None and n1 - n0 > 1 and steps.rows:
             # One product over the chunk's samples, (Co*K, Ci) @ (Ci, n*P) per group: a
             # product per sample has OpenBLAS pack the filter again for each (DCGAN
-            # 512->256 on 8x8, 16 samples: 44 of a 60 ms call in products).  For the
-            # rows kernels, which read columns samples apart as fast (channels-last data
-            # through NumPy's adds took 1.17x the time; benchmarks/results/
-            # col2im-rows-zen3.json, one_product_per_chunk).
+            # 512->256 on 8x8, 16 samples: 44 of a 60 ms call in products).  Only where
+            # a rows kernel stores the columns, which reads them samples apart as fast;
+            # NumPy's adds into channels-last data took 1.17x the time from them
+            # (benchmarks/results/col2im-rows-zen3.json, one_product_per_chunk).
             rows = np.ascontiguousarray(source[n0:n1, :, :, x0:x1].transpose(
                 (1, 2, 0) + tuple(range(3, source.ndim))), dtype).reshape(groups, ci, -1)
             product = threaded_matmul(matrix, rows, target.threads)
