@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 import pytest
 
-from convtranspose import clear_caches, host_target
+from convtranspose import clear_caches, host_target, use_target
 from convtranspose._execute import transposed as execute
 from convtranspose._execute.transposed import transposed_convolution
 from convtranspose._kernels import ALGORITHMS, col2im, common, gemm, phase, schedules
@@ -527,13 +527,9 @@ def test_col2im_rows_kernels_give_the_numpy_stores_bits(monkeypatch, scratch, pr
     # the packed products (a product per sample) or from BLAS (one product over a
     # chunk's samples, whose columns lie samples apart).
     monkeypatch.setattr(phase, "SCRATCH_BYTES", scratch)
-    if products == "blas":
-        monkeypatch.setattr(col2im, "_packed_matrix", lambda *arguments, **options: None)
+    # One thread multiplies through BLAS (the packed products need two or more).
+    threads = 1 if products == "blas" else max(2, host_target().threads)
     rng = np.random.default_rng(5)
-    compiled_steps = col2im._steps
-
-    def numpy_steps(*arguments):  # the same steps with the rows kernels off
-        return compiled_steps(*arguments[:-1], False)
 
     for trial in range(9):
         rank = 1 + trial % 3
@@ -551,10 +547,11 @@ def test_col2im_rows_kernels_give_the_numpy_stores_bits(monkeypatch, scratch, pr
         data = rng.standard_normal((3, groups * ci) + tuple(size)).astype(np.float32)
         weights = rng.standard_normal((groups, ci, co) + tuple(kernel)).astype(np.float32)
         expected = _reference(data.astype(np.float64), weights.astype(np.float64), axes)
-        compiled = _run(data, weights, axes, np.float32, False, "col2im-ncx")
-        monkeypatch.setattr(col2im, "_steps", numpy_steps)
-        numpy_stores = _run(data, weights, axes, np.float32, False, "col2im-ncx")
-        monkeypatch.setattr(col2im, "_steps", compiled_steps)
+        with use_target(host_target().replace(threads=threads)):
+            compiled = _run(data, weights, axes, np.float32, False, "col2im-ncx")
+            monkeypatch.setattr(col2im, "ROWS_KERNELS", False)
+            numpy_stores = _run(data, weights, axes, np.float32, False, "col2im-ncx")
+            monkeypatch.setattr(col2im, "ROWS_KERNELS", True)
         np.testing.assert_array_equal(compiled, numpy_stores, err_msg=f"{axes} co={co}")
         np.testing.assert_allclose(compiled, expected, rtol=1e-4, atol=1e-4)
 

@@ -25,6 +25,11 @@ from .packed import filter_product, packed_filter, packs_product
 from .phase import chunks
 from .schedules import numba_scatters
 
+#: Whether channels-first col2im stores its columns by output rows in numba's rows
+#: kernels (:mod:`._numba.scatter`); False keeps a NumPy copy or add per tap, whose bits
+#: the rows kernels reproduce (the tests compare the two).
+ROWS_KERNELS = True
+
 
 def _col2im_matrix(weights, dtype, internal_last: bool) -> tuple[np.ndarray, bool]:
     """The filter as col2im's GEMM operand, and whether its columns are tap-major.
@@ -237,8 +242,8 @@ def _layer_steps(batch, weights_shape, axes, dtype, out_contiguous, channels_las
     of float32 or float64 and at most three spatial axes."""
     scatter = out_contiguous and numba_scatters(weights_shape[2], len(axes),
                                                 dtype.kind == "f" and target.numba)
-    rows = (out_contiguous and not channels_last and target.numba and dtype.kind == "f"
-            and dtype.itemsize in (4, 8) and len(axes) <= 3)
+    rows = (ROWS_KERNELS and out_contiguous and not channels_last and target.numba
+            and dtype.kind == "f" and dtype.itemsize in (4, 8) and len(axes) <= 3)
     return _steps(batch, tuple(weights_shape), tuple(axes), dtype.itemsize, internal_last,
                   tap_major, scatter, _phase.SCRATCH_BYTES, rows)
 
