@@ -19,6 +19,7 @@ import numpy as np
 
 from .._kernels import REGISTRY, offered_algorithms
 from .._kernels.blocked_groups import blocked_group_span
+from .._kernels.col2im import rows_kernels_store
 from .._kernels.dense import DENSE_MAX_ELEMENTS
 from .._kernels.depthwise_schedule import block_shape, last_axis_padding
 from .._kernels.pointwise import in_place, reached, takes_layer
@@ -281,7 +282,8 @@ def _col2im_estimate(layer: Layer, internal_last: bool, numba_float: bool) -> Ra
            if same_layout else 1)
     live = layer.live_taps
     adds = live * layer.groups * rows_in * layer.co
-    if numba_float and not internal_last and not layer.channels_last and len(layer.axes) <= 3:
+    if not internal_last and rows_kernels_store(layer.channels_last, len(layer.axes),
+                                                numba_float):
         # The rows kernels: one compiled pass over the output rows (the pass above),
         # the columns read once (0.7-1.8 ns per add on two threads, about NumPy's
         # long-run pass; benchmarks/results/col2im-rows-zen3.json).

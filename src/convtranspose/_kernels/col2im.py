@@ -31,6 +31,13 @@ from .schedules import numba_scatters
 ROWS_KERNELS = True
 
 
+def rows_kernels_store(channels_last: bool, rank: int, numba_float: bool) -> bool:
+    """Whether ``col2im-ncx`` stores its columns with the rows kernels: channels-first
+    data and output (C-contiguous), numba on float32 or float64, at most three spatial
+    axes; its call and its cost estimate both ask."""
+    return ROWS_KERNELS and numba_float and not channels_last and rank <= 3
+
+
 def _col2im_matrix(weights, dtype, internal_last: bool) -> tuple[np.ndarray, bool]:
     """The filter as col2im's GEMM operand, and whether its columns are tap-major.
 
@@ -242,8 +249,8 @@ def _layer_steps(batch, weights_shape, axes, dtype, out_contiguous, channels_las
     of float32 or float64 and at most three spatial axes."""
     scatter = out_contiguous and numba_scatters(weights_shape[2], len(axes),
                                                 dtype.kind == "f" and target.numba)
-    rows = (ROWS_KERNELS and out_contiguous and not channels_last and target.numba
-            and dtype.kind == "f" and dtype.itemsize in (4, 8) and len(axes) <= 3)
+    rows = out_contiguous and rows_kernels_store(
+        channels_last, len(axes), target.numba and dtype.kind == "f" and dtype.itemsize in (4, 8))
     return _steps(batch, tuple(weights_shape), tuple(axes), dtype.itemsize, internal_last,
                   tap_major, scatter, _phase.SCRATCH_BYTES, rows)
 
