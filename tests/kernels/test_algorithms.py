@@ -572,6 +572,7 @@ def test_col2im_copies_disjoint_taps_and_zeroes_what_they_miss(monkeypatch, inte
         (AxisPlan(4, 2, 2, 1, 0, 8), AxisPlan(3, 2, 2, 1, 0, 6)),  # U-Net's k2 s2: all reached
         (AxisPlan(4, 2, 2, 1, 1, 9), AxisPlan(3, 1, 3, 1, -2, 9)),  # crop past the end, zeros first
         (AxisPlan(5, 2, 3, 1, 0, 15),),  # k2 s3: every third output unreached
+        (AxisPlan(3, 2, 2, 1, -1, 8), AxisPlan(4, 1, 2, 1, 0, 7)),  # zeros first and last
         (AxisPlan(3, 2, 3, 2, 0, 9), AxisPlan(2, 1, 1, 1, 0, 2), AxisPlan(2, 2, 2, 1, 0, 4)),
         # k4 s4 with output padding 3 on every axis: planes, rows and ends unreached
         (AxisPlan(3, 4, 4, 1, 0, 15), AxisPlan(2, 4, 4, 1, 0, 11), AxisPlan(2, 4, 4, 1, 0, 11)),
@@ -582,10 +583,12 @@ def test_col2im_copies_disjoint_taps_and_zeroes_what_they_miss(monkeypatch, inte
         data = rng.integers(-9, 10, (2, 4) + size).astype(np.float64)
         weights = rng.integers(-9, 10, (2, 2, 3) + kernel).astype(np.float64)
         expected = _reference(data, weights, axes)
-        for channels_last in (False, True):
+        # A filter in another order is reordered tap-major (the products' rows too).
+        for channels_last, filter in ((False, weights), (True, weights),
+                                      (False, np.asfortranarray(weights))):
             source = np.ascontiguousarray(np.moveaxis(data, 1, -1)) if channels_last else data
             out = np.full(execute.result_shape(2, weights.shape, axes, channels_last), np.nan)
-            run_algorithm(f"col2im-{'nxc' if internal_last else 'ncx'}", source, weights, axes,
+            run_algorithm(f"col2im-{'nxc' if internal_last else 'ncx'}", source, filter, axes,
                           np.dtype(np.float64), channels_last, out, host_target())
             got = np.moveaxis(out, -1, 1) if channels_last else out
             np.testing.assert_array_equal(got, expected, err_msg=f"{axes} {channels_last}")

@@ -45,6 +45,16 @@ SCRIPT = textwrap.dedent("""\
                     got = np.moveaxis(got, -1, 1) if channels_last else got
                     want = expected if result is None else expected.astype(result)
                     assert np.array_equal(got, want), (algorithm, axes, channels_last, result)
+    # Taps reaching disjoint outputs, none cropped: col2im's products stored in place.
+    axes = (AxisPlan(5, 2, 2, 1, 0, 10), AxisPlan(21, 2, 2, 1, 0, 42))
+    data = rng.integers(-4, 5, (2, 6, 5, 21))
+    weights = rng.integers(-4, 5, (2, 3, 5, 2, 2))
+    expected = oracle.full_transposed_convolution(
+        data.astype(np.float64), weights.astype(np.float64), [2, 2], [1, 1])
+    for dtype in (np.float32, np.float64):
+        got = transposed_convolution(data.astype(dtype), weights.astype(dtype), axes,
+                                     dtype=np.dtype(dtype), algorithm="col2im-ncx")
+        assert np.array_equal(got, expected), dtype
     print("ok")
     """)
 

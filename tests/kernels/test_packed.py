@@ -58,6 +58,51 @@ def test_chunks_and_passes_cover_every_position_and_step(monkeypatch, threads):
     np.testing.assert_array_equal(out, np.matmul(matrix, data))
 
 
+def _spread_case(shape, dtype, seed):
+    """Operands, spread tables of distinct places in a buffer with gaps between them (rows
+    and positions in shuffled order), the buffer full of NaN, and what it must hold."""
+    batch, groups, rows, depth, columns = shape
+    rng = np.random.default_rng(seed)
+    matrix = rng.integers(-8, 9, (groups, rows, depth)).astype(dtype)
+    data = rng.integers(-8, 9, (batch, groups, depth, columns)).astype(dtype)
+    span = 2 * columns + 1
+    row_base = (rng.permutation(rows) * span + 1).astype(np.int64)
+    pos_map = rng.permutation(span - 1)[:columns].astype(np.int64)
+    image_size = rows * span + 3
+    spread = packed_kernel.Spread(row_base, pos_map, image_size)
+    out = np.full(batch * groups * image_size + 5, np.nan, dtype)
+    expected = out.copy()
+    images = np.arange(batch * groups)[:, None, None] * image_size
+    places = images + row_base[None, :, None] + pos_map[None, None, :]
+    expected[places.reshape(-1)] = np.matmul(matrix, data).reshape(-1)
+    return matrix, data, spread, out, expected
+
+
+@pytest.mark.parametrize("width", [32, 64], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", _SHAPES, ids=str)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_spread_products_go_to_their_places_and_nowhere_else(shape, dtype, width, threads):
+    matrix, data, spread, out, expected = _spread_case(shape, dtype, sum(shape) + width)
+    kept = data.copy()
+    packed = packed_kernel.pack_matrix(matrix, width)
+    packed_kernel.packed_product(packed, data, out, threads, spread)
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(data, kept)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_spread_passes_add_to_the_sums_in_their_places(monkeypatch, threads):
+    # An L2 of 1 KiB makes spread passes of 4 reduction steps (the last shorter): each
+    # pass after the first gathers the sums from their places and adds to them.
+    monkeypatch.setattr(packed_kernel, "l2_cache_bytes", lambda: 1024)
+    assert packed_kernel.pass_steps(27, 16, 4, spread=True) == 4
+    matrix, data, spread, out, expected = _spread_case((2, 1, 20, 27, 75), np.float32, 4)
+    packed = packed_kernel.pack_matrix(matrix, 32)
+    packed_kernel.packed_product(packed, data, out, threads, spread)
+    np.testing.assert_array_equal(out, expected)
+
+
 def test_non_finite_data_reaches_only_its_own_sums():
     # Padded rows and positions multiply the data too: none of that may leak into an
     # output, and every term the product has must be in its sum (inf * 0 is NaN).
@@ -168,6 +213,8 @@ _LAYERS = {
                   False),
     "col2im-ncx": ("col2im-ncx", (2, 32, 10, 10), (1, 32, 12, 3, 3),
                    AxisPlan(10, 3, 2, 1, 1, 19), False),
+    "col2im-ncx in place": ("col2im-ncx", (2, 32, 10, 10), (1, 32, 12, 2, 2),
+                            AxisPlan(10, 2, 2, 1, 0, 20), False),
     "pointwise NXC": ("pointwise", (2, 48, 9, 9), (2, 24, 21, 1, 1),
                       AxisPlan(9, 1, 1, 1, 0, 9), True),
     "pointwise NXC s2": ("pointwise", (3, 20, 7, 7), (1, 20, 35, 1, 1),

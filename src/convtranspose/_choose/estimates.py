@@ -19,7 +19,7 @@ import numpy as np
 
 from .._kernels import REGISTRY, offered_algorithms
 from .._kernels.blocked_groups import blocked_group_span
-from .._kernels.col2im import rows_kernels_store
+from .._kernels.col2im import products_in_place, rows_kernels_store
 from .._kernels.dense import DENSE_MAX_ELEMENTS
 from .._kernels.depthwise_schedule import block_shape, last_axis_padding
 from .._kernels.pointwise import in_place, reached, takes_layer
@@ -282,6 +282,12 @@ def _col2im_estimate(layer: Layer, internal_last: bool, numba_float: bool) -> Ra
            if same_layout else 1)
     live = layer.live_taps
     adds = live * layer.groups * rows_in * layer.co
+    if not internal_last and products_in_place(layer.channels_last, layer.axes, numba_float,
+                                               layer.batch, layer.ci):
+        # The packed products store in place: no columns, no pass over them, and the
+        # data read as it is (the product's rate, and the output's pass above).
+        return (_gemm_ns(rows_in, layer.ci, layer.taps * layer.co, layer.groups)
+                + _pass_ns(layer.outputs, 64))
     if not internal_last and rows_kernels_store(layer.channels_last, len(layer.axes),
                                                 numba_float):
         # The rows kernels: one compiled pass over the output rows (the pass above),

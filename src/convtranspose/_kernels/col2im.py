@@ -38,6 +38,26 @@ def rows_kernels_store(channels_last: bool, rank: int, numba_float: bool) -> boo
     return ROWS_KERNELS and numba_float and not channels_last and rank <= 3
 
 
+def products_in_place(channels_last: bool, axes, numba_float: bool, batch: int,
+                      ci: int) -> bool:
+    """Whether ``col2im-ncx``'s products store each sum straight into its output place
+    (the packed kernel's spread stores, no columns); its call and its cost estimate
+    both ask.  Where the rows kernels would store the columns
+    (:func:`rows_kernels_store`), every output is reached by one tap at most, every tap
+    reaches every input (no output cropped away: U-Net's k2 s2, k4 s4, a 1x1 kernel with
+    a stride), and the filter is no larger than the columns saved (``Ci <= N * P``): the
+    packed filter is kept with the filter, which the weights memo then compares on each
+    call, as the rows kernels' columns are written and read once (U-Net-up 1024->512
+    on 14x28, Ci = 1024 > 392 positions, in place: 1.2x the time,
+    ``benchmarks/results/col2im-in-place-xeon.json``, filter_larger_than_columns)."""
+    positions = math.prod(axis.input_size for axis in axes)
+    return (rows_kernels_store(channels_last, len(axes), numba_float) and disjoint_taps(axes)
+            and ci <= batch * positions
+            and all(window is not None and window[0].start == 0
+                    and window[0].stop == axis.input_size
+                    for axis in axes for window in tap_windows(axis)))
+
+
 def _col2im_matrix(weights, dtype, internal_last: bool) -> tuple[np.ndarray, bool]:
     """The filter as col2im's GEMM operand, and whether its columns are tap-major.
 
@@ -88,7 +108,9 @@ class _Steps(NamedTuple):
     """What col2im does for one layer shape, worked out once (:func:`_steps`): whether
     it zeroes the output first, whether taps copy (disjoint) or add, whether numba
     scatters the columns, or which rows kernel stores them (``rows``: ``"disjoint"``
-    writes disjoint taps' output rows whole, ``"added"`` adds into them; ``""`` none), the
+    writes disjoint taps' output rows whole, ``"added"`` adds into them; ``""`` none; or
+    ``"in place"``: the packed products store every sum in its output place through the
+    tables ``spread``, :func:`products_in_place`), the
     order of the columns' axes that either reads them in, the first axis's output rows
     that no tap reaches where ``rows`` zeroes them apart, whether every chunk holds whole
     samples (then ``rows`` zeroes them as it goes), and its chunks."""
@@ -101,6 +123,7 @@ class _Steps(NamedTuple):
     zero_rows: tuple[int, ...]
     whole_samples: bool
     chunks: tuple[_Chunk, ...]
+    spread: tuple | None = None
 
 
 @kept("kernel schedules", maxsize=256)
@@ -147,6 +170,9 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
                            for tap, window in live)
         steps.append(_Chunk(n0, n1, x0, x1, shape, sub_axes, stores))
     rank = len(axes)
+    if rows_kernel and not internal_last and products_in_place(False, axes, True, batch, ci):
+        return _Steps(fill, True, False, "in place", (), (), True, (),
+                      _spread_tables(co, kernel, axes, tap_major))
     # Channels first, a copy or an add per tap sends each output line through the cache
     # once per tap of the last axis; the rows kernels take each line once: taps that
     # reach disjoint outputs write it whole, others add into the zeroed output.
@@ -165,6 +191,31 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
                       tuple(steps))
     return _Steps(fill, disjoint, scatter, "", _scatter_order(rank, internal_last, tap_major),
                   (), whole, tuple(steps))
+
+
+def _spread_tables(co: int, kernel: tuple[int, ...], axes, tap_major: bool):
+    """The packed product's :class:`~._numba.packed.Spread` for a channels-first layer
+    whose products go in place: filter row ``m`` (``(Co, K...)``, or ``(K..., Co)``
+    ``tap_major``) and input position ``p`` go to output element ``row_base[m] +
+    pos_map[p]`` of their sample and group (tap ``k`` sends input ``x`` to output ``x*s
+    + k*d - offset`` along each axis)."""
+    from ._numba.packed import Spread
+
+    outputs = tuple(axis.output_size for axis in axes)
+    strides = [math.prod(outputs[a + 1:]) for a in range(len(axes))]
+    taps = np.zeros(kernel, np.int64)
+    places = np.zeros(tuple(axis.input_size for axis in axes), np.int64)
+    for a, (axis, stride) in enumerate(zip(axes, strides)):
+        shape = [1] * len(axes)
+        shape[a] = -1
+        taps = taps + ((np.arange(axis.kernel_size) * axis.dilation - axis.offset)
+                       * stride).reshape(shape)
+        places = places + (np.arange(axis.input_size) * axis.stride * stride).reshape(shape)
+    channels = np.arange(co, dtype=np.int64) * math.prod(outputs)
+    row_base = (np.add.outer(taps.reshape(-1), channels) if tap_major
+                else np.add.outer(channels, taps.reshape(-1)))
+    return Spread(frozen(row_base.reshape(-1)), frozen(places.reshape(-1)),
+                  co * math.prod(outputs))
 
 
 def _rows_order(rank: int, tap_major: bool) -> tuple[int, ...]:
@@ -193,15 +244,17 @@ def _scatter_order(rank: int, internal_last: bool, tap_major: bool) -> tuple[int
 
 
 def _packed_matrix(weights, matrix, tap_major: bool, axes, internal_last: bool, target,
-                   kept: bool = True):
+                   kept: bool = True, in_place: bool = False):
     """The channels-first GEMM operand packed where its products run through the packed
-    kernel (:func:`~.packed.packs_product`; one sample's positions per product); else
-    None.  ``kept``: kept with the filter, for prepared calls; else packed anew, for a
-    call of the general path, which would otherwise compare the filter with the kept
-    copy each time, as a contiguous filter never pays (:func:`_col2im_matrix`).  Both
-    paths take the same products, so a layer's first call and its repeated, prepared
-    ones give the same bits."""
-    if internal_last or not packs_product(
+    kernel (:func:`~.packed.packs_product`; one sample's positions per product; always
+    ``in_place``, then kept with the filter); else None.  ``kept``: kept with the
+    filter, for prepared calls; else packed anew, for a call of the general path, which
+    would otherwise compare the filter with the kept copy each time, as a contiguous
+    filter never pays (:func:`_col2im_matrix`).  Both paths take the same products, so a
+    layer's first call and its repeated, prepared ones give the same bits."""
+    if in_place:
+        kept = True  # packing a large filter costs more than comparing it
+    elif internal_last or not packs_product(
             2.0 * matrix.shape[1] * matrix.shape[2] * math.prod(a.input_size for a in axes),
             target.threads, matrix.dtype):
         return None
@@ -220,7 +273,7 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, ta
     steps = _layer_steps(data.shape[0], weights.shape, axes, dtype, out.flags.c_contiguous,
                          channels_last, internal_last, tap_major, target)
     packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target,
-                            kept=False)
+                            kept=False, in_place=steps.rows == "in place")
     _run_steps(steps, data, matrix, out, channels_last, internal_last, target, packed=packed)
 
 
@@ -231,7 +284,8 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
     matrix, tap_major = _col2im_matrix(weights, dtype, internal_last)
     steps = _layer_steps(batch, weights.shape, axes, dtype, True, channels_last, internal_last,
                          tap_major, target)
-    packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target)
+    packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target,
+                            in_place=steps.rows == "in place")
     scatters: dict = {}
 
     def compute(data, out):
@@ -265,6 +319,15 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
     dtype = matrix.dtype
     if steps.fill:
         out.fill(0)
+    if steps.rows == "in place":  # channels first: (N, G*Ci, X...) as (N, G, Ci, P)
+        from ._numba.packed import packed_product
+
+        rows = np.ascontiguousarray(data, dtype).reshape(data.shape[0], groups, ci, -1)
+        if rows.shape[2]:
+            packed_product(packed, rows, out, target.threads, steps.spread)
+        elif not steps.fill:
+            out.fill(0)
+        return
     store = copy if steps.disjoint else add
     glyc = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
     source = input_glxc(data, groups, channels_last)  # (G, N, X..., Ci)

@@ -40,7 +40,7 @@ from ..tiles import aligned
 from .codegen import compile_source
 from .launch import parallel_kernel
 
-__all__ = ["PackedColumns", "PackedMatrix", "block_shape", "chunk_positions", "pack_columns",
+__all__ = ["PackedColumns", "PackedMatrix", "Spread", "block_shape", "chunk_positions", "pack_columns",
            "pack_matrix", "packed_product", "packed_rows_product", "pass_steps"]
 
 #: Vector registers of an x86 core: 16 with AVX2, 32 with AVX-512.
@@ -99,36 +99,60 @@ def pack_matrix(matrix: np.ndarray, width: int | None = None) -> PackedMatrix:
     return PackedMatrix(data, groups, rows, depth, block_rows, vectors, lanes)
 
 
-def packed_product(packed: PackedMatrix, b: np.ndarray, c: np.ndarray, threads: int) -> None:
+def packed_product(packed: PackedMatrix, b: np.ndarray, c: np.ndarray, threads: int,
+                   spread: "Spread | None" = None) -> None:
     """``c[n, g] = A[g] @ b[n, g]`` for the matrix ``A`` that ``packed`` holds.
 
     ``b`` is C-contiguous ``(N, G, K, P)`` and ``c`` C-contiguous ``(N, G, M, P)``, both
-    of the packed dtype; ``c`` is overwritten.
+    of the packed dtype; ``c`` is overwritten.  With ``spread``, ``c`` is any
+    C-contiguous array of the packed dtype and the sum of row ``m`` and position ``p``
+    of sample and group ``i = n * G + g`` goes to ``c.flat[i * spread.image_size +
+    spread.row_base[m] + spread.pos_map[p]]`` (places that must not overlap: a
+    transposed convolution whose taps reach disjoint outputs stores its products in
+    place, :mod:`..col2im`); nothing else of ``c`` is written, and nothing at all for
+    ``K = 0``.
     """
     batch, groups, depth, columns = b.shape
     if batch * groups * columns == 0 or packed.rows == 0:
         return
-    if depth == 0:
-        c[...] = 0
+    if depth == 0:  # every sum is zero; spread, the caller has zeroed its places
+        if spread is None:
+            c[...] = 0
         return
     width = packed.vectors * packed.lanes
-    steps = pass_steps(depth, width, b.itemsize)
+    steps = pass_steps(depth, width, b.itemsize, spread is not None)
     chunk = chunk_positions(steps, columns, width, b.itemsize)
     chunks = -(-columns // chunk)
     blocks = packed.row_blocks
     panels = -(-chunk // width) * width * steps
-    kernel = _product_kernel(packed.block_rows, packed.vectors, packed.lanes)
+    kernel = _product_kernel(packed.block_rows, packed.vectors, packed.lanes, spread is not None)
+    tables = () if spread is None else tuple(spread)
     parallel_kernel(kernel, (packed.data, b.reshape(-1), c.reshape(-1), depth, steps,
-                             packed.rows, columns, chunk, blocks, chunks, groups),
+                             packed.rows, columns, chunk, blocks, chunks, groups) + tables,
                     batch * groups * chunks * blocks, threads,
                     scratch=(3, panels + packed.block_rows * width + 64 // b.itemsize, b.dtype))
 
 
-def pass_steps(depth: int, width: int, itemsize: int) -> int:
+class Spread(NamedTuple):
+    """Where :func:`packed_product` stores each sum instead of a matrix ``c``: row ``m``
+    and position ``p`` of image ``i`` (sample times groups plus group) at ``i *
+    image_size + row_base[m] + pos_map[p]`` (int64 tables, read-only)."""
+
+    row_base: np.ndarray
+    pos_map: np.ndarray
+    image_size: int
+
+
+def pass_steps(depth: int, width: int, itemsize: int, spread: bool = False) -> int:
     """Reduction steps per pass: a panel of them fills at most half of L1, beside the
     row block's weights for as many steps, so both stay there while the block's sums
-    build up (a deeper reduction goes in several passes, each adding to the sums)."""
-    return max(1, min(depth, l1_data_cache_bytes() // 2 // (width * itemsize)))
+    build up (a deeper reduction goes in several passes, each adding to the sums).
+    ``spread``: up to a quarter of L2, as each pass after the first gathers and
+    scatters its sums (:class:`Spread`), which costs more than the panel's loads from L2
+    (U-Net 512->256 on 32x32, K = 512: three passes 4.09 ms, one 3.54, the products
+    into a matrix 3.59; ``benchmarks/results/col2im-in-place-xeon.json``, passes)."""
+    cache = l2_cache_bytes() // 4 if spread else l1_data_cache_bytes() // 2
+    return max(1, min(depth, cache // (width * itemsize)))
 
 
 def chunk_positions(steps: int, columns: int, width: int, itemsize: int) -> int:
@@ -139,9 +163,11 @@ def chunk_positions(steps: int, columns: int, width: int, itemsize: int) -> int:
 
 
 @kept("compiled kernels", maxsize=None)
-def _product_kernel(block_rows: int, vectors: int, lanes: int):
-    """The compiled product for one block shape (any dtype, sizes at run time)."""
-    return compile_source(_product_source(block_rows, vectors, lanes), "packed_product")
+def _product_kernel(block_rows: int, vectors: int, lanes: int, spread: bool = False):
+    """The compiled product for one block shape (any dtype, sizes at run time), storing
+    into a matrix or, ``spread``, through :class:`Spread`'s tables."""
+    return compile_source(_product_source(block_rows, vectors, lanes, spread),
+                          "packed_product")
 
 
 def _sums_lines(block_rows: int, vectors: int, lanes: int, indent: str, steps: str,
@@ -166,46 +192,66 @@ def _sums_lines(block_rows: int, vectors: int, lanes: int, indent: str, steps: s
 
 
 def _block_lines(block_rows: int, vectors: int, lanes: int, width: int,
-                 indent: str) -> list[str]:
+                 indent: str, spread: bool = False) -> list[str]:
     """The micro-kernel: the sums of one row block over a pass of the reduction, for the
     first ``vectors`` vectors of a panel of ``width`` positions, then their store: set
     on the first pass, added on the others; straight into ``c`` when the block is
-    whole, else through the tile."""
+    whole, else through the tile.  ``spread``: row ``m`` and position ``q`` go to
+    ``c[c_at + row_base[m] + pos_map[q]]`` rather than to row ``m`` of a matrix."""
     lines = _sums_lines(block_rows, vectors, lanes, indent, "count_k",
                         ("b", f"scratch, panel_at + k * {width}"),
                         ("a", lambda r: f"packed, a_at + k * {block_rows} + {r}"))
     stored = vectors * lanes
     whole = f"live == {block_rows} and p + {stored} <= count"
+    if spread:
+        def place(r, v):
+            return f"c, c_at + row_base[m0 + {r}], pos_map, first + p + {v * lanes}"
+
+        set_lines = [f"vector_store_spread({place(r, v)}, s{r}_{v})"
+                     for r in range(block_rows) for v in range(vectors)]
+        add_lines = [f"vector_store_spread({place(r, v)}, vector_add(vector_load_spread("
+                     f"{place(r, v)}, {lanes}), s{r}_{v}))"
+                     for r in range(block_rows) for v in range(vectors)]
+        element = "c_at + row_base[m0 + r] + pos_map[first + p + j]"
+    else:
+        set_lines = [f"vector_store(c, c_at + p + {r} * columns + {v * lanes}, s{r}_{v})"
+                     for r in range(block_rows) for v in range(vectors)]
+        add_lines = [f"at = c_at + p + {r} * columns + {v * lanes}\n{indent}    "
+                     f"vector_store(c, at, vector_add(vector_load(c, at, {lanes}), s{r}_{v}))"
+                     for r in range(block_rows) for v in range(vectors)]
+        element = "c_at + r * columns + p + j"
     lines.append(f"{indent}if {whole} and k0 == 0:")
-    lines += [f"{indent}    vector_store(c, c_at + p + {r} * columns + {v * lanes}, s{r}_{v})"
-              for r in range(block_rows) for v in range(vectors)]
+    lines += [f"{indent}    {line}" for line in set_lines]
     lines.append(f"{indent}elif {whole}:")
-    lines += [f"{indent}    at = c_at + p + {r} * columns + {v * lanes}\n"
-              f"{indent}    vector_store(c, at, vector_add(vector_load(c, at, {lanes}), s{r}_{v}))"
-              for r in range(block_rows) for v in range(vectors)]
+    lines += [f"{indent}    {line}" for line in add_lines]
     lines.append(f"{indent}else:")
     lines += [f"{indent}    vector_store(scratch, tile_at + {r * stored + v * lanes}, s{r}_{v})"
               for r in range(block_rows) for v in range(vectors)]
     lines += [f"{indent}    for r in range(live):",
               f"{indent}        for j in range(min({stored}, count - p)):",
               f"{indent}            sums = scratch[tile_at + r * {stored} + j]",
-              f"{indent}            at = c_at + r * columns + p + j",
+              f"{indent}            at = {element}",
               f"{indent}            c[at] = sums if k0 == 0 else c[at] + sums"]
     return lines
 
 
-def _product_source(block_rows: int, vectors: int, lanes: int) -> str:
+def _product_source(block_rows: int, vectors: int, lanes: int, spread: bool = False) -> str:
     """The kernel's source: units ``[start, stop)`` of (sample and group, chunk, row
     block).  Per chunk and pass of ``steps`` reduction steps, its panels are copied
     into ``scratch`` once per thread; then each row block runs through every panel in
     turn (its weights for the pass stay in L1, the panels in L2).  A panel with at most
     one vector of positions left runs a one-vector block (a layer of 7x7 positions
     computes 56 per row, not 64).  The last ``block_rows * width`` values of
-    ``scratch`` are a tile for blocks past ``M`` or ``P``."""
+    ``scratch`` are a tile for blocks past ``M`` or ``P``.  ``spread``: the stores of
+    :func:`_block_lines`'s spread form, from image ``image``'s ``c_at = image *
+    image_size``."""
     width = vectors * lanes
+    place = (f"image * image_size\n                m0 = block * {block_rows}" if spread
+             else f"(image * rows + block * {block_rows}) * columns + first")
+    tables = "row_base, pos_map, image_size, " if spread else ""
     head = f"""\
 def packed_product(packed, b, c, scratch, depth, steps, rows, columns, chunk, blocks, chunks,
-                   groups, start, stop):
+                   groups, {tables}start, stop):
     panel_size = steps * {width}
     base = (64 - scratch.ctypes.data % 64) % 64 // scratch.itemsize  # aligned panels
     tile_at = base + (chunk + {width - 1}) // {width} * panel_size
@@ -228,13 +274,13 @@ def packed_product(packed, b, c, scratch, depth, steps, rows, columns, chunk, bl
                     scratch[at] = b[b_at + k * columns + j] if j < count else 0.0
             for block in range(block_first, block_stop):
                 a_at = (((image % groups) * blocks + block) * depth + k0) * {block_rows}
-                c_at = (image * rows + block * {block_rows}) * columns + first
+                c_at = {place}
                 live = min({block_rows}, rows - block * {block_rows})
                 for p in range(0, count, {width}):
                     panel_at = base + p // {width} * panel_size
 """
     return head + _blocks_by_width(
-        lambda count, indent: _block_lines(block_rows, count, lanes, width, indent),
+        lambda count, indent: _block_lines(block_rows, count, lanes, width, indent, spread),
         vectors, f"count - p > {lanes}", 20)
 
 

@@ -24,6 +24,7 @@ __all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load",
            "vector_splat_at", "vector_splat_pair", "vector_fma", "vector_dot_pairs",
            "vector_dot_bytes", "vector_dot_words",
            "vector_add", "vector_interleave", "vector_shift_in", "vector_store",
+           "vector_load_spread", "vector_store_spread",
            "vector_load_float16", "vector_store_float16", "vector_pack_pairs",
            "vector_widen_halves", "vector_load_bfloat16", "vector_store_bfloat16"]
 
@@ -314,6 +315,86 @@ def vector_store(typingctx, array, index, vector):
         return context.get_dummy_value()
 
     return types.none(array, index, vector), codegen
+
+
+def _spread_pointers(context, builder, array_type, array, index, offsets_type, offsets, at,
+                     lanes: int):
+    """The vector of addresses of ``array[index + offsets[at + i]]`` for ``i`` below
+    ``lanes`` (``offsets`` int64), and the vector of ``lanes`` true bits that a masked
+    gather or scatter of all of them takes."""
+    data = context.make_array(array_type)(context, builder, array).data
+    table = context.make_array(offsets_type)(context, builder, offsets).data
+    words = ir.VectorType(ir.IntType(64), lanes)
+    places = builder.load(builder.bitcast(builder.gep(table, [at]), words.as_pointer()), align=8)
+    base = builder.ptrtoint(builder.gep(data, [index]), ir.IntType(64))
+    bases = builder.insert_element(ir.Constant(words, ir.Undefined), base,
+                                   ir.Constant(ir.IntType(32), 0))
+    bases = builder.shuffle_vector(bases, bases, ir.Constant(
+        ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+    size = ir.Constant(words, [array_type.dtype.bitwidth // 8] * lanes)
+    pointers = builder.inttoptr(builder.add(bases, builder.mul(places, size)),
+                                ir.VectorType(data.type, lanes))
+    return pointers, ir.Constant(ir.VectorType(ir.IntType(1), lanes), [1] * lanes)
+
+
+def _masked_intrinsic(builder, name: str, vector_type, pointers, returns):
+    """LLVM's ``llvm.masked.<name>`` for ``vector_type`` (AVX-512's ``vgather``/
+    ``vscatter``; elsewhere LLVM splits it into one load or store per lane)."""
+    element = "f32" if vector_type.element == ir.FloatType() else (
+        "f64" if vector_type.element == ir.DoubleType() else f"i{vector_type.element.width}")
+    lanes = vector_type.count
+    full = f"llvm.masked.{name}.v{lanes}{element}.v{lanes}p0"
+    arguments = [pointers.type, ir.IntType(32), ir.VectorType(ir.IntType(1), lanes)]
+    if name == "scatter":
+        arguments.insert(0, vector_type)
+    else:
+        arguments.append(vector_type)
+    function = builder.module.globals.get(full) or ir.Function(
+        builder.module, ir.FunctionType(returns, arguments), full)
+    return function
+
+
+def _spread_operands(array, offsets) -> bool:
+    return (isinstance(array, types.Array) and isinstance(offsets, types.Array)
+            and offsets.dtype == types.int64)
+
+
+@intrinsic
+def vector_load_spread(typingctx, array, index, offsets, at, lanes):
+    """The vector of ``array[index + offsets[at + i]]`` for each lane ``i`` (``offsets``
+    int64): elements from scattered places (a gather)."""
+    if not (_spread_operands(array, offsets) and isinstance(lanes, types.IntegerLiteral)):
+        return None
+    vector = Vector(array.dtype, lanes.literal_value)
+
+    def codegen(context, builder, signature, args):
+        vector_type = context.get_value_type(vector)
+        pointers, mask = _spread_pointers(context, builder, array, args[0], args[1], offsets,
+                                          args[2], args[3], vector.lanes)
+        gather = _masked_intrinsic(builder, "gather", vector_type, pointers, vector_type)
+        align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
+        return builder.call(gather, [pointers, align, mask, ir.Constant(vector_type, None)])
+
+    return vector(array, types.intp, offsets, types.intp, lanes), codegen
+
+
+@intrinsic
+def vector_store_spread(typingctx, array, index, offsets, at, vector):
+    """``array[index + offsets[at + i]] = vector[i]`` for each lane ``i`` (``offsets``
+    int64): a vector's lanes to scattered places (a scatter: where the places follow no
+    single stride, as outputs a stride apart across input lines); places must differ."""
+    if not (_spread_operands(array, offsets) and isinstance(vector, Vector)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        pointers, mask = _spread_pointers(context, builder, array, args[0], args[1], offsets,
+                                          args[2], args[3], vector.lanes)
+        scatter = _masked_intrinsic(builder, "scatter", args[4].type, pointers, ir.VoidType())
+        align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
+        builder.call(scatter, [args[4], pointers, align, mask])
+        return context.get_dummy_value()
+
+    return types.none(array, types.intp, offsets, types.intp, vector), codegen
 
 
 def _bits_and_lanes(bits, lanes) -> bool:
