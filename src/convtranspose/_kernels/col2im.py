@@ -171,7 +171,8 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
         steps.append(_Chunk(n0, n1, x0, x1, shape, sub_axes, stores))
     rank = len(axes)
     if rows_kernel and not internal_last and products_in_place(False, axes, True, batch, ci):
-        return _Steps(fill, True, False, "in place", (), (), True, (),
+        covered = all(_disjoint_taps_cover(axis) for axis in axes)
+        return _Steps(not covered, True, False, "in place", (), (), True, (),
                       _spread_tables(co, kernel, axes, tap_major))
     # Channels first, a copy or an add per tap sends each output line through the cache
     # once per tap of the last axis; the rows kernels take each line once: taps that

@@ -40,8 +40,8 @@ from ..tiles import aligned
 from .codegen import compile_source
 from .launch import parallel_kernel
 
-__all__ = ["PackedColumns", "PackedMatrix", "Spread", "block_shape", "chunk_positions", "pack_columns",
-           "pack_matrix", "packed_product", "packed_rows_product", "pass_steps"]
+__all__ = ["PackedColumns", "PackedMatrix", "Spread", "block_shape", "chunk_positions",
+           "pack_columns", "pack_matrix", "packed_product", "packed_rows_product", "pass_steps"]
 
 #: Vector registers of an x86 core: 16 with AVX2, 32 with AVX-512.
 _REGISTERS = {32: 16, 64: 32}
@@ -99,8 +99,18 @@ def pack_matrix(matrix: np.ndarray, width: int | None = None) -> PackedMatrix:
     return PackedMatrix(data, groups, rows, depth, block_rows, vectors, lanes)
 
 
+class Spread(NamedTuple):
+    """Where :func:`packed_product` stores each sum instead of a matrix ``c``: row ``m``
+    and position ``p`` of image ``i`` (sample times groups plus group) at ``i *
+    image_size + row_base[m] + pos_map[p]`` (int64 tables, read-only)."""
+
+    row_base: np.ndarray
+    pos_map: np.ndarray
+    image_size: int
+
+
 def packed_product(packed: PackedMatrix, b: np.ndarray, c: np.ndarray, threads: int,
-                   spread: "Spread | None" = None) -> None:
+                   spread: Spread | None = None) -> None:
     """``c[n, g] = A[g] @ b[n, g]`` for the matrix ``A`` that ``packed`` holds.
 
     ``b`` is C-contiguous ``(N, G, K, P)`` and ``c`` C-contiguous ``(N, G, M, P)``, both
@@ -131,16 +141,6 @@ def packed_product(packed: PackedMatrix, b: np.ndarray, c: np.ndarray, threads: 
                              packed.rows, columns, chunk, blocks, chunks, groups) + tables,
                     batch * groups * chunks * blocks, threads,
                     scratch=(3, panels + packed.block_rows * width + 64 // b.itemsize, b.dtype))
-
-
-class Spread(NamedTuple):
-    """Where :func:`packed_product` stores each sum instead of a matrix ``c``: row ``m``
-    and position ``p`` of image ``i`` (sample times groups plus group) at ``i *
-    image_size + row_base[m] + pos_map[p]`` (int64 tables, read-only)."""
-
-    row_base: np.ndarray
-    pos_map: np.ndarray
-    image_size: int
 
 
 def pass_steps(depth: int, width: int, itemsize: int, spread: bool = False) -> int:
