@@ -186,6 +186,53 @@ def test_channels_last_products_at_given_rows_with_zero_spans(shape, width, thre
     np.testing.assert_array_equal(out, expected)
 
 
+def _columns_case(rows, groups, depth, columns, seed, run=1):
+    """Operands of the channels-last product, row and column places in shuffled order
+    (aligned runs of ``run`` columns side by side) in a buffer with gaps, the buffer
+    full of NaN, and what it must hold."""
+    rng = np.random.default_rng(seed)
+    matrix = rng.integers(-8, 9, (groups, depth, columns)).astype(np.float32)
+    data = rng.integers(-8, 9, (rows, groups, depth)).astype(np.float32)
+    runs = -(-groups * columns // run)
+    span = runs * (run + 1) + 2
+    c_rows = (rng.permutation(rows) * span + 1).astype(np.int64)
+    columns_at = (rng.permutation(runs)[:, None] * (run + 1) + np.arange(run)).reshape(-1)
+    columns_at = columns_at[:groups * columns].astype(np.int64)
+    out = np.full(rows * span + 4, np.nan, np.float32)
+    expected = out.copy()
+    products = np.einsum("rgk,gkm->rgm", data, matrix).reshape(rows, -1)
+    expected[np.add.outer(c_rows, columns_at)] = products
+    return matrix, data, c_rows, columns_at, out, expected
+
+
+@pytest.mark.parametrize("width", [32, 64], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("shape", [(40, 1, 8, 16), (7, 3, 5, 3), (29, 2, 4, 9), (50, 2, 40, 37)],
+                         ids=str)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_channels_last_products_at_given_columns(shape, width, threads):
+    # Every row's columns scattered to their own places (a transposed convolution's taps
+    # stored in place); every other element keeps its NaN.
+    matrix, data, c_rows, columns_at, out, expected = _columns_case(*shape, sum(shape))
+    packed = packed_kernel.pack_columns(matrix, width)
+    packed_kernel.packed_rows_product(packed, data, out, threads, c_rows, None, columns_at)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("width", [32, 64], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_channels_last_products_in_runs_of_a_vector(width, threads):
+    # Runs of a vector's columns side by side (a tap's channels): one store per vector,
+    # from its first column's place; rows and columns past whole blocks too.
+    lanes = width // 4
+    for rows, groups, columns in ((33, 1, 4 * lanes), (9, 2, 2 * lanes)):
+        matrix, data, c_rows, columns_at, out, expected = _columns_case(
+            rows, groups, 7, columns, rows + width, run=lanes)
+        packed = packed_kernel.pack_columns(matrix, width)
+        packed_kernel.packed_rows_product(packed, data, out, threads, c_rows, None, columns_at,
+                                          runs=True)
+        np.testing.assert_array_equal(out, expected)
+
+
 def test_channels_last_non_finite_data_reaches_only_its_own_rows():
     # Rows past the last block read the block's first row again: its inf and NaN must
     # reach its own sums alone (inf * 0 is NaN), none of the padded columns' either.
@@ -215,6 +262,12 @@ _LAYERS = {
                    AxisPlan(10, 3, 2, 1, 1, 19), False),
     "col2im-ncx in place": ("col2im-ncx", (2, 32, 10, 10), (1, 32, 12, 2, 2),
                             AxisPlan(10, 2, 2, 1, 0, 20), False),
+    # Channel-major columns: a vector holds several taps, whose places lie apart.
+    "col2im-nxc in place": ("col2im-nxc", (2, 32, 10, 10), (1, 32, 16, 2, 2),
+                            AxisPlan(10, 2, 2, 1, 0, 20), True),
+    # A filter in another order gives tap-major columns: a vector holds one tap's channels.
+    "col2im-nxc in place, taps side by side": ("col2im-nxc", (2, 32, 10, 10), (1, 32, 16, 2, 2),
+                                               AxisPlan(10, 2, 2, 1, 0, 20), True),
     "pointwise NXC": ("pointwise", (2, 48, 9, 9), (2, 24, 21, 1, 1),
                       AxisPlan(9, 1, 1, 1, 0, 9), True),
     "pointwise NXC s2": ("pointwise", (3, 20, 7, 7), (1, 20, 35, 1, 1),
@@ -241,6 +294,8 @@ def test_layers_on_two_threads_use_it_and_match_the_oracle(layer, path, monkeypa
     rng = np.random.default_rng(11)
     data = rng.integers(-4, 5, data_shape).astype(np.float32)
     weights = rng.integers(-4, 5, weights_shape).astype(np.float32)
+    if "side by side" in layer:
+        weights = np.asfortranarray(weights)
     expected = canonical_result(data, weights, (axis, axis))
     if channels_last:
         data = np.ascontiguousarray(np.moveaxis(data, 1, -1))

@@ -282,8 +282,8 @@ def _col2im_estimate(layer: Layer, internal_last: bool, numba_float: bool) -> Ra
            if same_layout else 1)
     live = layer.live_taps
     adds = live * layer.groups * rows_in * layer.co
-    if not internal_last and products_in_place(layer.channels_last, layer.axes, numba_float,
-                                               layer.batch, layer.ci):
+    if products_in_place(layer.channels_last, layer.axes, numba_float, layer.batch, layer.ci,
+                         internal_last):
         # The packed products store in place: no columns, no pass over them, and the
         # data read as it is (the product's rate, and the output's pass above).
         return (_gemm_ns(rows_in, layer.ci, layer.taps * layer.co, layer.groups)

@@ -39,20 +39,22 @@ def rows_kernels_store(channels_last: bool, rank: int, numba_float: bool) -> boo
 
 
 def products_in_place(channels_last: bool, axes, numba_float: bool, batch: int,
-                      ci: int) -> bool:
-    """Whether ``col2im-ncx``'s products store each sum straight into its output place
-    (the packed kernel's spread stores, no columns); its call and its cost estimate
-    both ask.  Where the rows kernels would store the columns
-    (:func:`rows_kernels_store`), every output is reached by one tap at most, every tap
-    reaches every input (no output cropped away: U-Net's k2 s2, k4 s4, a 1x1 kernel with
-    a stride), and the filter is no larger than the columns saved (``Ci <= N * P``): the
-    packed filter is kept with the filter, which the weights memo then compares on each
-    call, as the rows kernels' columns are written and read once (U-Net-up 1024->512
-    on 14x28, Ci = 1024 > 392 positions, in place: 1.2x the time,
+                      ci: int, internal_last: bool = False) -> bool:
+    """Whether ``col2im``'s products store each sum straight into its output place (the
+    packed kernels' spread stores, no columns); its call and its cost estimate both ask.
+    ``col2im-ncx`` on channels-first data where the rows kernels would store the columns
+    (:func:`rows_kernels_store`), or ``col2im-nxc`` (``internal_last``) on channels-last
+    data, with numba on float32 or float64 and at most three axes; every output reached
+    by one tap at most, every tap reaching every input (no output cropped away: U-Net's
+    k2 s2, k4 s4, a 1x1 kernel with a stride), and the filter no larger than the columns
+    saved (``Ci <= N * P``): the packed filter is kept with the filter, which the
+    weights memo then compares on each call, as the columns are written and read once
+    (U-Net-up 1024->512 on 14x28, Ci = 1024 > 392 positions, in place: 1.2x the time,
     ``benchmarks/results/col2im-in-place-xeon.json``, filter_larger_than_columns)."""
+    if internal_last != channels_last or not rows_kernels_store(False, len(axes), numba_float):
+        return False
     positions = math.prod(axis.input_size for axis in axes)
-    return (rows_kernels_store(channels_last, len(axes), numba_float) and disjoint_taps(axes)
-            and ci <= batch * positions
+    return (disjoint_taps(axes) and ci <= batch * positions
             and all(window is not None and window[0].start == 0
                     and window[0].stop == axis.input_size
                     for axis in axes for window in tap_windows(axis)))
@@ -129,7 +131,7 @@ class _Steps(NamedTuple):
 @kept("kernel schedules", maxsize=256)
 def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],
            itemsize: int, internal_last: bool, tap_major: bool, scatter: bool,
-           budget: int, rows_kernel: bool) -> _Steps:
+           budget: int, rows_kernel: bool, in_place: bool = False) -> _Steps:
     """col2im's chunks and stores for a layer (``budget``: the columns' scratch bytes;
     ``rows_kernel``: whether numba may store the columns by output rows, channels first);
     shared, read-only."""
@@ -170,10 +172,11 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
                            for tap, window in live)
         steps.append(_Chunk(n0, n1, x0, x1, shape, sub_axes, stores))
     rank = len(axes)
-    if rows_kernel and not internal_last and products_in_place(False, axes, True, batch, ci):
+    if in_place:
         covered = all(_disjoint_taps_cover(axis) for axis in axes)
-        return _Steps(not covered, True, False, "in place", (), (), True, (),
-                      _spread_tables(co, kernel, axes, tap_major))
+        tables = (_spread_rows(batch, groups, co, kernel, axes, tap_major) if internal_last
+                  else _spread_tables(co, kernel, axes, tap_major))
+        return _Steps(not covered, True, False, "in place", (), (), True, (), tables)
     # Channels first, a copy or an add per tap sends each output line through the cache
     # once per tap of the last axis; the rows kernels take each line once: taps that
     # reach disjoint outputs write it whole, others add into the zeroed output.
@@ -194,29 +197,60 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
                   (), whole, tuple(steps))
 
 
-def _spread_tables(co: int, kernel: tuple[int, ...], axes, tap_major: bool):
-    """The packed product's :class:`~._numba.packed.Spread` for a channels-first layer
-    whose products go in place: filter row ``m`` (``(Co, K...)``, or ``(K..., Co)``
-    ``tap_major``) and input position ``p`` go to output element ``row_base[m] +
-    pos_map[p]`` of their sample and group (tap ``k`` sends input ``x`` to output ``x*s
-    + k*d - offset`` along each axis)."""
-    from ._numba.packed import Spread
-
+def _tap_and_input_places(axes, kernel: tuple[int, ...], unit: int):
+    """Per tap and per input position (each flat, C order), its part of an output
+    element's index, for an output whose spatial axes are C-ordered in steps of ``unit``
+    elements: tap ``k`` sends input ``x`` to output ``x*s + k*d - offset`` along each axis,
+    so the index is the tap's part plus the input's."""
     outputs = tuple(axis.output_size for axis in axes)
-    strides = [math.prod(outputs[a + 1:]) for a in range(len(axes))]
     taps = np.zeros(kernel, np.int64)
     places = np.zeros(tuple(axis.input_size for axis in axes), np.int64)
-    for a, (axis, stride) in enumerate(zip(axes, strides)):
+    for a, axis in enumerate(axes):
+        stride = math.prod(outputs[a + 1:]) * unit
         shape = [1] * len(axes)
         shape[a] = -1
         taps = taps + ((np.arange(axis.kernel_size) * axis.dilation - axis.offset)
                        * stride).reshape(shape)
         places = places + (np.arange(axis.input_size) * axis.stride * stride).reshape(shape)
-    channels = np.arange(co, dtype=np.int64) * math.prod(outputs)
-    row_base = (np.add.outer(taps.reshape(-1), channels) if tap_major
-                else np.add.outer(channels, taps.reshape(-1)))
-    return Spread(frozen(row_base.reshape(-1)), frozen(places.reshape(-1)),
-                  co * math.prod(outputs))
+    return taps.reshape(-1), places.reshape(-1)
+
+
+def _filter_columns(taps: np.ndarray, co: int, channel_step: int, tap_major: bool):
+    """Per filter row or column, ``(Co, K...)`` (or ``(K..., Co)`` ``tap_major``), its
+    part of an output element's index: its tap's and its channel's (``channel_step``
+    elements apart)."""
+    channels = np.arange(co, dtype=np.int64) * channel_step
+    return (np.add.outer(taps, channels) if tap_major
+            else np.add.outer(channels, taps)).reshape(-1)
+
+
+def _spread_tables(co: int, kernel: tuple[int, ...], axes, tap_major: bool):
+    """The packed product's :class:`~._numba.packed.Spread` for a channels-first layer
+    whose products go in place: filter row ``m`` and input position ``p`` go to output
+    element ``row_base[m] + pos_map[p]`` of their sample and group."""
+    from ._numba.packed import Spread
+
+    plane = math.prod(axis.output_size for axis in axes)
+    taps, places = _tap_and_input_places(axes, kernel, 1)
+    return Spread(frozen(_filter_columns(taps, co, plane, tap_major)), frozen(places),
+                  co * plane)
+
+
+def _spread_rows(batch: int, groups: int, co: int, kernel: tuple[int, ...], axes,
+                 tap_major: bool) -> tuple[np.ndarray, np.ndarray, int]:
+    """The packed rows product's ``(c_rows, columns_at, run)`` for a channels-last layer
+    whose products go in place: data row ``(n, x...)`` and column ``(g, Co, K...)`` (or
+    ``(g, K..., Co)`` ``tap_major``) go to output element ``c_rows[row] +
+    columns_at[column]`` of ``(N, Y..., G*Co)``; aligned runs of ``run`` columns (a tap's
+    channels, tap-major) lie side by side there."""
+    position = groups * co
+    taps, places = _tap_and_input_places(axes, kernel, position)
+    samples = np.arange(batch, dtype=np.int64) * math.prod(
+        axis.output_size for axis in axes) * position
+    columns = np.add.outer(np.arange(groups, dtype=np.int64) * co,
+                           _filter_columns(taps, co, 1, tap_major))
+    return (frozen(np.add.outer(samples, places).reshape(-1)), frozen(columns.reshape(-1)),
+            co if tap_major else 1)
 
 
 def _rows_order(rank: int, tap_major: bool) -> tuple[int, ...]:
@@ -259,9 +293,9 @@ def _packed_matrix(weights, matrix, tap_major: bool, axes, internal_last: bool, 
             2.0 * matrix.shape[1] * matrix.shape[2] * math.prod(a.input_size for a in axes),
             target.threads, matrix.dtype):
         return None
-    derived = (derived_from(weights, "col2im-packed", matrix.dtype.str, tap_major) if kept
-               else {})
-    return packed_filter(derived, matrix)
+    derived = (derived_from(weights, "col2im-packed", matrix.dtype.str, tap_major,
+                            internal_last) if kept else {})
+    return packed_filter(derived, matrix, internal_last)
 
 
 def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, target):
@@ -304,10 +338,12 @@ def _layer_steps(batch, weights_shape, axes, dtype, out_contiguous, channels_las
     of float32 or float64 and at most three spatial axes."""
     scatter = out_contiguous and numba_scatters(weights_shape[2], len(axes),
                                                 dtype.kind == "f" and target.numba)
-    rows = out_contiguous and rows_kernels_store(
-        channels_last, len(axes), target.numba and dtype.kind == "f" and dtype.itemsize in (4, 8))
+    numba_float = target.numba and dtype.kind == "f" and dtype.itemsize in (4, 8)
+    rows = out_contiguous and rows_kernels_store(channels_last, len(axes), numba_float)
+    in_place = out_contiguous and products_in_place(channels_last, axes, numba_float, batch,
+                                                    weights_shape[1], internal_last)
     return _steps(batch, tuple(weights_shape), tuple(axes), dtype.itemsize, internal_last,
-                  tap_major, scatter, _phase.SCRATCH_BYTES, rows)
+                  tap_major, scatter, _phase.SCRATCH_BYTES, rows, in_place)
 
 
 def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, target,
@@ -320,14 +356,21 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
     dtype = matrix.dtype
     if steps.fill:
         out.fill(0)
-    if steps.rows == "in place":  # channels first: (N, G*Ci, X...) as (N, G, Ci, P)
-        from ._numba.packed import packed_product
+    if steps.rows == "in place":
+        from ._numba.packed import packed_product, packed_rows_product
 
-        rows = np.ascontiguousarray(data, dtype).reshape(data.shape[0], groups, ci, -1)
-        if rows.shape[2]:
-            packed_product(packed, rows, out, target.threads, steps.spread)
-        elif not steps.fill:
+        if not ci:
             out.fill(0)
+        elif internal_last:  # channels last: (N, X..., G*Ci) as rows (N*P, G, Ci)
+            rows = np.ascontiguousarray(data, dtype).reshape(-1, groups, ci)
+            # Aligned runs of a vector's columns side by side in the output (a tap's
+            # channels) take one store each, not a scatter.
+            c_rows, columns_at, run = steps.spread
+            packed_rows_product(packed, rows, out, target.threads, c_rows, None, columns_at,
+                                run % packed.lanes == 0)
+        else:  # channels first: (N, G*Ci, X...) as (N, G, Ci, P)
+            rows = np.ascontiguousarray(data, dtype).reshape(data.shape[0], groups, ci, -1)
+            packed_product(packed, rows, out, target.threads, steps.spread)
         return
     store = copy if steps.disjoint else add
     glyc = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)

@@ -350,7 +350,8 @@ def pack_columns(matrix: np.ndarray, width: int | None = None) -> PackedColumns:
 
 def packed_rows_product(packed: PackedColumns, b: np.ndarray, c: np.ndarray,
                         threads: int, c_rows: np.ndarray | None = None,
-                        zeros: np.ndarray | None = None) -> None:
+                        zeros: np.ndarray | None = None,
+                        columns_at: np.ndarray | None = None, runs: bool = False) -> None:
     """``c[r, g] = b[r, g] @ A[g]`` for the matrix ``A`` that ``packed`` holds.
 
     ``b`` is C-contiguous ``(R, G, K)`` and ``c`` C-contiguous ``(R, G, M)``, both of the
@@ -362,21 +363,33 @@ def packed_rows_product(packed: PackedColumns, b: np.ndarray, c: np.ndarray,
     ``c.reshape(-1)[c_rows[r]:]`` instead, any C-contiguous ``c``, and each thread also
     sets its share of the spans ``zeros`` (int64 ``(Z, 2)``: first element and length)
     to zero: a strided output filled in one pass of the threads, without a temporary
-    (``pointwise`` with strides).  Spans and rows must not overlap.
+    (``pointwise`` with strides).  Spans and rows must not overlap.  With ``columns_at``
+    too (int64, one per column of every group, ``G * M``), column ``m`` of row ``r``
+    goes to ``c.reshape(-1)[c_rows[r] + columns_at[m]]``: a transposed convolution whose
+    taps reach disjoint outputs, channels last, stores each tap's product in place
+    (:mod:`..col2im`); no place may be written twice.  ``runs``: the places of every
+    aligned run of ``lanes`` columns of a group (``packed.lanes``) lie side by side, so
+    each vector takes one store, not a scatter.
     """
     rows, groups, depth = b.shape
     # Read-only views: one compiled kernel for every call (:data:`_NO_ROWS`).
     c_rows, zeros = frozen_all(_NO_ROWS if c_rows is None else c_rows.view(),
                                _NO_SPANS if zeros is None else zeros.view())
     if rows * groups * packed.columns == 0 or depth == 0:
-        _zero_rows_and_spans(c, c_rows, zeros, rows, groups * packed.columns)
+        if columns_at is None:
+            _zero_rows_and_spans(c, c_rows, zeros, rows, groups * packed.columns)
+        elif rows:
+            c.reshape(-1)[np.add.outer(c_rows[:rows], columns_at)] = 0
+            _zero_rows_and_spans(c, c_rows[:0], zeros, 0, 0)
         return
     row_blocks = -(-rows // packed.block_rows)
     column_blocks = packed.column_blocks
-    kernel = _rows_kernel(packed.block_rows, packed.vectors, packed.lanes)
+    kernel = _rows_kernel(packed.block_rows, packed.vectors, packed.lanes,
+                          "" if columns_at is None else "runs" if runs else "scattered")
     tile = packed.block_rows * packed.vectors * packed.lanes + 64 // b.itemsize
+    table = () if columns_at is None else (columns_at,)
     parallel_kernel(kernel, (packed.data, b.reshape(-1), c.reshape(-1), c_rows, zeros, rows,
-                             groups, depth, packed.columns, row_blocks, column_blocks),
+                             groups, depth, packed.columns, row_blocks, column_blocks) + table,
                     groups * column_blocks * row_blocks, threads,
                     scratch=(5, tile, b.dtype))
 
@@ -402,36 +415,48 @@ def _zero_rows_and_spans(c, c_rows, zeros, rows, width) -> None:
 
 
 @kept("compiled kernels", maxsize=None)
-def _rows_kernel(block_rows: int, vectors: int, lanes: int):
+def _rows_kernel(block_rows: int, vectors: int, lanes: int, spread: str = ""):
     """The compiled channels-last product for one block shape (any dtype, sizes at run
-    time)."""
-    return compile_source(_rows_source(block_rows, vectors, lanes), "packed_rows_product")
+    time); ``spread``: its columns at the places of a table (:func:`packed_rows_product`'s
+    ``columns_at``), ``"runs"`` where each vector's columns lie side by side."""
+    return compile_source(_rows_source(block_rows, vectors, lanes, spread),
+                          "packed_rows_product")
 
 
 def _rows_block_lines(block_rows: int, vectors: int, lanes: int, width: int,
-                      indent: str) -> list[str]:
+                      indent: str, spread: str = "") -> list[str]:
     """The channels-last micro-kernel over the whole reduction for the first ``vectors``
     vectors of a column block of ``width`` packed columns, then its store: straight
     into ``c`` at rows ``c{r}`` when the block is whole, else through the tile (rows
-    past ``R`` read the block's first row again, and their sums are dropped)."""
+    past ``R`` read the block's first row again, and their sums are dropped).
+    ``spread``: column ``m`` of row ``r`` goes to ``c[c{r} + columns_at[m]]`` (a scatter,
+    or ``"runs"``, one store from the place of each vector's first column)."""
     lines = _sums_lines(block_rows, vectors, lanes, indent, "depth",
                         ("a", f"packed, a_at + k * {width}"),
                         ("x", lambda r: f"b, b{r} + k"))
     stored = vectors * lanes
     lines.append(f"{indent}if live == {block_rows} and first + {stored} <= columns:")
-    lines += [f"{indent}    vector_store(c, c{r} + {v * lanes}, s{r}_{v})"
-              for r in range(block_rows) for v in range(vectors)]
+    if spread == "runs":
+        lines += [f"{indent}    vector_store(c, c{r} + columns_at[inner + {v * lanes}], "
+                  f"s{r}_{v})" for r in range(block_rows) for v in range(vectors)]
+    elif spread:
+        lines += [f"{indent}    vector_store_spread(c, c{r}, columns_at, inner + {v * lanes}, "
+                  f"s{r}_{v})" for r in range(block_rows) for v in range(vectors)]
+    else:
+        lines += [f"{indent}    vector_store(c, c{r} + {v * lanes}, s{r}_{v})"
+                  for r in range(block_rows) for v in range(vectors)]
     lines.append(f"{indent}else:")
     lines += [f"{indent}    vector_store(scratch, tile_at + {r * stored + v * lanes}, s{r}_{v})"
               for r in range(block_rows) for v in range(vectors)]
+    place = ("c_rows[row + r] + columns_at[inner + j]" if spread else
+             "(c_rows[row + r] if strided else (row + r) * c_step) + inner + j")
     lines += [f"{indent}    for r in range(live):",
-              f"{indent}        c_at = (c_rows[row + r] if strided else (row + r) * c_step) + inner",
               f"{indent}        for j in range(min({stored}, columns - first)):",
-              f"{indent}            c[c_at + j] = scratch[tile_at + r * {stored} + j]"]
+              f"{indent}            c[{place}] = scratch[tile_at + r * {stored} + j]"]
     return lines
 
 
-def _rows_source(block_rows: int, vectors: int, lanes: int) -> str:
+def _rows_source(block_rows: int, vectors: int, lanes: int, spread: str = "") -> str:
     """The channels-last kernel's source: units ``[start, stop)`` of (group, column
     block, row block), after this piece's share of the zero spans (elements in
     proportion to its units).  A column block with at most one vector of columns left
@@ -439,12 +464,14 @@ def _rows_source(block_rows: int, vectors: int, lanes: int) -> str:
     not two)."""
     width = vectors * lanes
     row_pointers = "\n".join(
-        f"        b{r} = b_at + min({r}, live - 1) * b_step\n"
-        f"        c{r} = (c_rows[row + min({r}, live - 1)] if strided"
-        f" else (row + {r}) * c_step) + inner" for r in range(block_rows))
+        f"        b{r} = b_at + min({r}, live - 1) * b_step\n" + (
+            f"        c{r} = c_rows[row + min({r}, live - 1)]" if spread else
+            f"        c{r} = (c_rows[row + min({r}, live - 1)] if strided"
+            f" else (row + {r}) * c_step) + inner") for r in range(block_rows))
+    table = "columns_at, " if spread else ""
     head = f"""\
 def packed_rows_product(packed, b, c, c_rows, zeros, scratch, rows, groups, depth, columns,
-                        row_blocks, column_blocks, start, stop):
+                        row_blocks, column_blocks, {table}start, stop):
     base = (64 - scratch.ctypes.data % 64) % 64 // scratch.itemsize
     tile_at = base
     b_step = groups * depth
@@ -486,5 +513,6 @@ def packed_rows_product(packed, b, c, c_rows, zeros, scratch, rows, groups, dept
 {row_pointers}
 """
     return head + _blocks_by_width(
-        lambda count, indent: _rows_block_lines(block_rows, count, lanes, width, indent),
+        lambda count, indent: _rows_block_lines(block_rows, count, lanes, width, indent,
+                                                spread),
         vectors, f"columns - first > {lanes}", 8)
