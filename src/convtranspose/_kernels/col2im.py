@@ -357,20 +357,7 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
     if steps.fill:
         out.fill(0)
     if steps.rows == "in place":
-        from ._numba.packed import packed_product, packed_rows_product
-
-        if not ci:
-            out.fill(0)
-        elif internal_last:  # channels last: (N, X..., G*Ci) as rows (N*P, G, Ci)
-            rows = np.ascontiguousarray(data, dtype).reshape(-1, groups, ci)
-            # Aligned runs of a vector's columns side by side in the output (a tap's
-            # channels) take one store each, not a scatter.
-            c_rows, columns_at, run = steps.spread
-            packed_rows_product(packed, rows, out, target.threads, c_rows, None, columns_at,
-                                run % packed.lanes == 0)
-        else:  # channels first: (N, G*Ci, X...) as (N, G, Ci, P)
-            rows = np.ascontiguousarray(data, dtype).reshape(data.shape[0], groups, ci, -1)
-            packed_product(packed, rows, out, target.threads, steps.spread)
+        _products_in_place(steps, data, packed, out, groups, ci, dtype, internal_last, target)
         return
     store = copy if steps.disjoint else add
     glyc = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
@@ -429,6 +416,25 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
             continue
         for src, dst in chunk.stores:
             parallel_copy(store, into[dst], columns[src])
+
+
+def _products_in_place(steps: _Steps, data, packed, out, groups: int, ci: int, dtype,
+                       internal_last: bool, target) -> None:
+    """The packed products stored in their output places (``steps.rows`` "in place")."""
+    from ._numba.packed import packed_product, packed_rows_product
+
+    if not ci:
+        out.fill(0)
+    elif internal_last:  # channels last: (N, X..., G*Ci) as rows (N*P, G, Ci)
+        rows = np.ascontiguousarray(data, dtype).reshape(-1, groups, ci)
+        # Aligned runs of a vector's columns side by side in the output (a tap's
+        # channels) take one store each, not a scatter.
+        c_rows, columns_at, run = steps.spread
+        packed_rows_product(packed, rows, out, target.threads, c_rows, None, columns_at,
+                            run % packed.lanes == 0)
+    else:  # channels first: (N, G*Ci, X...) as (N, G, Ci, P)
+        rows = np.ascontiguousarray(data, dtype).reshape(data.shape[0], groups, ci, -1)
+        packed_product(packed, rows, out, target.threads, steps.spread)
 
 
 def _disjoint_taps_cover(axis: AxisPlan) -> bool:
