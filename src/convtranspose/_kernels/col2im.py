@@ -137,6 +137,11 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
     shared, read-only."""
     groups, ci, co = weights_shape[:3]
     kernel = tuple(weights_shape[3:])
+    if in_place:  # no columns, so no chunks of them
+        covered = all(_disjoint_taps_cover(axis) for axis in axes)
+        tables = (_spread_rows(batch, groups, co, kernel, axes, tap_major) if internal_last
+                  else _spread_tables(co, kernel, axes, tap_major))
+        return _Steps(not covered, True, False, "in place", (), (), True, (), tables)
     spatial = tuple(axis.input_size for axis in axes)
     # Taps that span less than a stride (U-Net's k2 s2) reach every output at most
     # once, so their columns are copied, not added to zeros.
@@ -172,11 +177,6 @@ def _steps(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...
                            for tap, window in live)
         steps.append(_Chunk(n0, n1, x0, x1, shape, sub_axes, stores))
     rank = len(axes)
-    if in_place:
-        covered = all(_disjoint_taps_cover(axis) for axis in axes)
-        tables = (_spread_rows(batch, groups, co, kernel, axes, tap_major) if internal_last
-                  else _spread_tables(co, kernel, axes, tap_major))
-        return _Steps(not covered, True, False, "in place", (), (), True, (), tables)
     # Channels first, a copy or an add per tap sends each output line through the cache
     # once per tap of the last axis; the rows kernels take each line once: taps that
     # reach disjoint outputs write it whole, others add into the zeroed output.
