@@ -23,6 +23,7 @@ from kernel_support import run_forced
 from oracle import canonical_result
 
 numba_depthwise = pytest.importorskip("convtranspose._kernels._numba.depthwise")
+numba_lines = pytest.importorskip("convtranspose._kernels._numba.depthwise_lines")
 
 
 @pytest.fixture
@@ -36,6 +37,20 @@ def spy(monkeypatch):
         return made(*args, **kwargs)
 
     monkeypatch.setattr(numba_depthwise, "depthwise_layer", layer)
+    return calls
+
+
+@pytest.fixture
+def lines_spy(monkeypatch):
+    """A list that gets the output shape of each call the lines kernel computes."""
+    calls = []
+    made = numba_lines.LinesLayer.__call__
+
+    def call(self, data, out):
+        calls.append(out.shape)
+        return made(self, data, out)
+
+    monkeypatch.setattr(numba_lines.LinesLayer, "__call__", call)
     return calls
 
 
@@ -110,6 +125,55 @@ def test_long_lines_go_through_register_transposes(use_target, spy, dtype, regis
                              channels_last, "depthwise")
             np.testing.assert_array_equal(got, expected)
     assert len(spy) == 4
+
+
+def _stride_one_case(rng, channels, multiplier):
+    """A random channels-first 2-D depthwise layer of stride 1: first axes of fewer and
+    more than a block of 8 rows, lines of part of a vector to several vectors,
+    dilations 1-3, crops and zeros at either end."""
+    axes = []
+    for size in (int(rng.integers(1, 20)), int(rng.integers(1, 41))):
+        kernel, dilation = int(rng.integers(1, 8)), int(rng.integers(1, 4))
+        full = size + (kernel - 1) * dilation
+        axes.append(AxisPlan(size, kernel, 1, dilation, int(rng.integers(-2, full)),
+                             int(rng.integers(1, full + 4))))
+    data = rng.integers(-3, 4, (int(rng.integers(1, 3)), channels)
+                        + tuple(a.input_size for a in axes))
+    weights = rng.integers(-3, 4, (channels, 1, multiplier)
+                           + tuple(a.kernel_size for a in axes))
+    return data, weights, tuple(axes)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
+def test_channels_first_stride_one_sums_along_lines(use_target, lines_spy, register_bytes,
+                                                    dtype, threads):
+    use_target(vector_bytes=register_bytes, threads=threads)
+    rng = np.random.default_rng(register_bytes + threads + np.dtype(dtype).itemsize)
+    for trial in range(10):
+        data, weights, axes = _stride_one_case(rng, (1, 5, 17)[trial % 3], 1 + trial % 3)
+        got = run_forced(data.astype(dtype), weights.astype(dtype), axes, dtype, False,
+                         "depthwise")
+        np.testing.assert_array_equal(got, canonical_result(data, weights, axes),
+                                      err_msg=f"{axes} {weights.shape}")
+    assert len(lines_spy) == 10
+
+
+def test_prepared_stride_one_layer_sums_along_lines(monkeypatch, lines_spy):
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "depthwise")
+    ct.clear_caches()
+    rng = np.random.default_rng(12)
+    data = rng.integers(-3, 4, (2, 24, 7, 14)).astype(np.float32)
+    filter = rng.integers(-3, 4, (24, 1, 1, 5, 5)).astype(np.float32)
+    attributes = dict(strides=1, pads_begin=2, pads_end=2)
+    expected = oracle.openvino_group_cbpd(data, filter, **attributes)
+    layer = ct.prepare(ct.group_convolution_backprop_data, filter=filter, **attributes)
+    for _ in range(3):
+        np.testing.assert_array_equal(layer(data), expected)
+        np.testing.assert_array_equal(
+            ct.group_convolution_backprop_data(data, filter, **attributes), expected)
+    assert len(lines_spy) == 6
 
 
 def test_half_precision_data_is_widened(spy):

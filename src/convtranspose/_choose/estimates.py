@@ -21,7 +21,13 @@ from .._kernels import REGISTRY, offered_algorithms
 from .._kernels.blocked_groups import blocked_group_span
 from .._kernels.col2im import products_in_place, rows_kernels_store
 from .._kernels.dense import DENSE_MAX_ELEMENTS
-from .._kernels.depthwise_schedule import block_shape, last_axis_padding
+from .._kernels.depthwise_schedule import (
+    block_shape,
+    chunk_multiply_adds,
+    last_axis_padding,
+    lines_multiply_adds,
+    takes_lines,
+)
 from .._kernels.pointwise import in_place, reached, takes_layer
 from .._kernels.schedules import (
     PLANE_CO_BLOCK,
@@ -536,37 +542,35 @@ def depthwise_estimate(layer: Layer, target: Target) -> RawCost | None:
     the same kind), or None for a layer with more than one input channel per group or
     with one group (no depthwise layer; ``direct-blocked`` takes those).
 
-    Memory-bound: the padded copy's pass (the input read, the copy written) and the
-    kernel's (the copy read, the output written, and again through a line tile for
-    channels-first outputs or channels that are not whole vectors) at the measured
-    copy rate (:func:`.figures.machine_figures`, bytes read plus written); and the
-    multiply-adds of every block at the FMA peak of the threads, the padding's included
-    (every tap of the last axis's phase, in blocks of :func:`~convtranspose._kernels.depthwise_schedule.block_shape`).
+    Memory-bound: the bytes its passes move at the measured copy rate
+    (:func:`.figures.machine_figures`, read plus written), and the multiply-adds of
+    every block at the FMA peak of the threads, the padding's included.  Along lines
+    (:func:`~convtranspose._kernels.depthwise_schedule.takes_lines`): the data read and
+    the result written; else the padded copy's pass and the kernel's (the copy read,
+    the output written, and again through a line tile for channels-first outputs or
+    channels that are not whole vectors), every tap of the last axis's phase in blocks
+    of :func:`~convtranspose._kernels.depthwise_schedule.block_shape`.
     """
     if layer.ci != 1 or layer.groups == 1 or len(layer.axes) > 3:
         return None
-    axes = three_axes(layer.axes)
     lanes = target.lanes("float32")
-    outputs, vectors = block_shape(lanes, 4)
-    width = lanes * vectors
-    channels = -(-layer.groups * layer.co // width) * width
-    length = last_axis_padding(axes[2], outputs)[1]
-    padded = channels * layer.batch * axes[0].input_size * axes[1].input_size * length
-    tiled = layer.outputs if not layer.channels_last or channels != layer.groups * layer.co else 0
-    moved = 4.0 * (layer.inputs + 2 * padded + layer.outputs + 2 * tiled)
-    per_axis = []
-    for index, axis in enumerate(axes):
-        total = 0
-        for c in axis_phases(axis).classes:
-            for phase in range(c.first, c.first + c.count):
-                count = -(-(axis.output_size - phase) // axis.stride)
-                if index == 2:
-                    count = -(-count // outputs) * outputs
-                total += count * len(c.shifts)
-        per_axis.append(total)
-    macs = layer.batch * channels * math.prod(per_axis)
-    items = layer.batch * axes[0].output_size * axes[1].output_size  # lines
-    items *= 1 if layer.channels_last else channels // width  # and chunks
+    if takes_lines((layer.groups, 1, layer.co), layer.axes, layer.channels_last):
+        moved = 4.0 * (layer.inputs + layer.outputs)
+        macs = lines_multiply_adds(layer.batch, layer.groups, layer.co, layer.axes, lanes)
+        items = layer.batch * layer.groups
+    else:
+        axes = three_axes(layer.axes)
+        outputs, vectors = block_shape(lanes, 4)
+        width = lanes * vectors
+        channels = -(-layer.groups * layer.co // width) * width
+        length = last_axis_padding(axes[2], outputs)[1]
+        padded = channels * layer.batch * axes[0].input_size * axes[1].input_size * length
+        whole = layer.channels_last and channels == layer.groups * layer.co
+        tiled = 0 if whole else layer.outputs
+        moved = 4.0 * (layer.inputs + 2 * padded + layer.outputs + 2 * tiled)
+        macs = layer.batch * channels * chunk_multiply_adds(axes, outputs)
+        items = layer.batch * axes[0].output_size * axes[1].output_size  # lines
+        items *= 1 if layer.channels_last else channels // width  # and chunks
     busy = max(1, min(target.threads, items))
     return RawCost(_BLOCKED_SCALE * (moved / machine_figures().copy_gbps + 20000),
                    kernel=_BLOCKED_SCALE * macs / (busy * thread_macs_per_ns(target)))

@@ -12,7 +12,8 @@ from .._plan.rules import AxisPlan
 from .numba_scratch import direct_blocked_bytes
 
 __all__ = ["DEPTHWISE_ACCUMULATORS", "block_shape", "copy_step", "depthwise_bytes",
-           "is_depthwise", "last_axis_padding"]
+           "chunk_multiply_adds", "is_depthwise", "last_axis_padding", "lines_multiply_adds", "lines_sizes",
+           "takes_lines"]
 
 #: Vector accumulators a block keeps in registers: eight, the weight vectors and a load
 #: fit AVX2's sixteen registers.  Times against ``direct``:
@@ -40,6 +41,64 @@ def is_depthwise(weights_shape: Sequence[int]) -> bool:
     """Whether a ``(G, Ci, Co, K...)`` filter has one input channel per group (any
     channel multiplier ``Co``): the layers the ``depthwise`` kernel computes."""
     return weights_shape[1] == 1
+
+
+def takes_lines(weights_shape: Sequence[int], axes: Sequence[AxisPlan],
+                channels_last: bool) -> bool:
+    """Whether ``depthwise`` sums this layer along its lines (vectors of outputs along
+    the last axis, :mod:`._numba.depthwise_lines`) rather than across channels:
+    channels-first data, two axes, stride 1 on both.  Then the channels stay in their
+    planes, with no transposing copy of the data or of the result."""
+    return (is_depthwise(weights_shape) and not channels_last and len(axes) == 2
+            and all(axis.stride == 1 for axis in axes))
+
+
+def _rounded(value: int, lanes: int) -> int:
+    return -(-value // lanes) * lanes
+
+
+def lines_sizes(groups: int, multiplier: int, axes: Sequence[AxisPlan],
+                lanes: int) -> tuple[tuple[int, ...], int]:
+    """The sizes the lines kernel takes (``templates/depthwise_lines.py``) and the
+    elements of its scratch per thread: a window of 8-row blocks per tap of the last
+    axis, and two zero-bordered stages of a plane's input."""
+    first, last = axes
+    line = _rounded(last.output_size, lanes)
+    window_rows = _rounded(first.output_size, DEPTHWISE_ACCUMULATORS) + (
+        first.kernel_size - 1) * first.dilation
+    margin = _rounded(max(0, (last.kernel_size - 1) * last.dilation - last.offset), lanes)
+    stage_line = margin + _rounded(max(last.input_size, line + last.offset), lanes)
+    sizes = (groups, multiplier, first.input_size, last.input_size, first.output_size,
+             last.output_size, first.kernel_size, last.kernel_size, first.offset,
+             last.offset, first.dilation, last.dilation, window_rows, stage_line, margin)
+    scratch = (last.kernel_size * window_rows * line + 2 * first.input_size * stage_line
+               + lanes)
+    return sizes, scratch
+
+
+def chunk_multiply_adds(axes3: Sequence[AxisPlan], outputs: int) -> int:
+    """The channel-chunk kernel's multiply-adds per channel: every tap of each output's
+    phase, the outputs along the last axis in whole blocks of ``outputs``."""
+    per_axis = []
+    for index, axis in enumerate(axes3):
+        total = 0
+        for c in axis_phases(axis).classes:
+            for phase in range(c.first, c.first + c.count):
+                count = -(-(axis.output_size - phase) // axis.stride)
+                if index == 2:
+                    count = -(-count // outputs) * outputs
+                total += count * len(c.shifts)
+        per_axis.append(total)
+    return math.prod(per_axis)
+
+
+def lines_multiply_adds(batch: int, groups: int, multiplier: int, axes: Sequence[AxisPlan],
+                        lanes: int) -> int:
+    """The lines kernel's multiply-adds, in lanes: every tap for every output of its
+    8-row blocks of whole vectors."""
+    first, last = axes
+    return (batch * groups * multiplier * _rounded(first.output_size, DEPTHWISE_ACCUMULATORS)
+            * _rounded(last.output_size, lanes) * first.kernel_size * last.kernel_size)
 
 
 #: Bytes between addresses that share a set of the level-1 data cache on x86: such a
@@ -97,4 +156,6 @@ def depthwise_bytes(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequenc
     copy = padded_channels * batch * axes3[0].input_size * axes3[1].input_size * length
     data = batch * groups * math.prod(a.input_size for a in axes3)
     per_thread = axes3[2].output_size * width + 6 * taps + 64
+    if takes_lines(weights_shape, axes, False):  # its windows, vectors of 16 at most
+        per_thread = max(per_thread, lines_sizes(groups, co, axes, 16)[1])
     return itemsize * (copy + padded_channels * taps + data + threads * per_thread)

@@ -17,10 +17,11 @@ import numpy as np
 
 from ..._plan.geometry import three_axes
 from ..._runtime.caches import kept
-from ..depthwise_schedule import block_shape, copy_step, last_axis_padding
+from ..depthwise_schedule import block_shape, copy_step, last_axis_padding, takes_lines
 from ..schedules import frozen_all
 from .blocked import phase_tables
 from .channels_last import gather_row_taps
+from .depthwise_lines import LinesLayer
 from .direct import direct_threads
 from .launch import parallel_kernel
 from .transpose import tile_transposer
@@ -158,18 +159,25 @@ class DepthwiseLayer:
 _LAYERS_KEPT = 8
 
 
+def _made(batch, weights, axes, dtype, channels_last, derived, target):
+    if takes_lines(weights.shape, axes, channels_last):
+        return LinesLayer(batch, weights, axes, dtype, target)
+    return DepthwiseLayer(batch, weights, axes, dtype, channels_last, derived, target)
+
+
 def depthwise_layer(batch, weights, axes, dtype, channels_last, derived,
-                    target) -> DepthwiseLayer:
-    """The :class:`DepthwiseLayer` of these arguments, kept in ``derived`` (the weights
-    memo's dict of this filter, if given), so that a repeated call, and each timed run
-    of measured planning, pays the kernels and not the set-up again."""
+                    target) -> DepthwiseLayer | LinesLayer:
+    """The set-up of these arguments (a :class:`~.depthwise_lines.LinesLayer` where the
+    lines kernel takes the layer, else a :class:`DepthwiseLayer`), kept in ``derived``
+    (the weights memo's dict of this filter, if given), so that a repeated call, and
+    each timed run of measured planning, pays the kernels and not the set-up again."""
     if derived is None:
-        return DepthwiseLayer(batch, weights, axes, dtype, channels_last, None, target)
+        return _made(batch, weights, axes, dtype, channels_last, None, target)
     layers = derived.setdefault("depthwise layers", {})
     key = (batch, tuple(axes), np.dtype(dtype).str, channels_last, target)
     layer = layers.get(key)
     if layer is None:
-        layer = DepthwiseLayer(batch, weights, axes, dtype, channels_last, derived, target)
+        layer = _made(batch, weights, axes, dtype, channels_last, derived, target)
         while len(layers) >= _LAYERS_KEPT:
             layers.pop(next(iter(layers), None), None)  # another thread may drop it first
         layers[key] = layer

@@ -24,7 +24,8 @@ __all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load",
            "vector_splat_at", "vector_splat_pair", "vector_fma", "vector_dot_pairs",
            "vector_dot_bytes", "vector_dot_words",
            "vector_add", "vector_interleave", "vector_shift_in", "vector_store",
-           "vector_load_spread", "vector_store_spread",
+           "vector_load_spread", "vector_store_spread", "vector_load_first",
+           "vector_store_first",
            "vector_load_float16", "vector_store_float16", "vector_pack_pairs",
            "vector_widen_halves", "vector_load_bfloat16", "vector_store_bfloat16"]
 
@@ -395,6 +396,78 @@ def vector_store_spread(typingctx, array, index, offsets, at, vector):
         return context.get_dummy_value()
 
     return types.none(array, types.intp, offsets, types.intp, vector), codegen
+
+
+
+def _first_lanes(builder, count, lanes: int):
+    """The mask of the lanes below ``count`` (any integer)."""
+    words = ir.VectorType(ir.IntType(64), lanes)
+    count = builder.sext(count, ir.IntType(64)) if count.type.width < 64 else count
+    counts = builder.insert_element(ir.Constant(words, ir.Undefined), count,
+                                    ir.Constant(ir.IntType(32), 0))
+    counts = builder.shuffle_vector(counts, counts, ir.Constant(
+        ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+    return builder.icmp_signed("<", ir.Constant(words, list(range(lanes))), counts)
+
+
+def _masked_access(builder, name: str, vector_type, pointer_type):
+    """LLVM's ``llvm.masked.load``/``store`` for ``vector_type`` (AVX-512's masked moves,
+    AVX2's ``vmaskmov``): the lanes off the mask are neither read nor written."""
+    element = "f32" if vector_type.element == ir.FloatType() else "f64"
+    full = f"llvm.masked.{name}.v{vector_type.count}{element}.p0"
+    mask = ir.VectorType(ir.IntType(1), vector_type.count)
+    if name == "load":
+        signature = ir.FunctionType(vector_type, [pointer_type, ir.IntType(32), mask,
+                                                  vector_type])
+    else:
+        signature = ir.FunctionType(ir.VoidType(), [vector_type, pointer_type, ir.IntType(32),
+                                                    mask])
+    return builder.module.globals.get(full) or ir.Function(builder.module, signature, full)
+
+
+def _float_array(array) -> bool:
+    return isinstance(array, types.Array) and array.dtype in (types.float32, types.float64)
+
+
+@intrinsic
+def vector_load_first(typingctx, array, index, count, lanes):
+    """``array[index:index + count]`` in the first ``count`` lanes, zeros in the others
+    (a masked load: nothing past ``index + count`` is read, so a line's end needs no
+    padding)."""
+    if not (_float_array(array) and isinstance(lanes, types.IntegerLiteral)):
+        return None
+    vector = Vector(array.dtype, lanes.literal_value)
+
+    def codegen(context, builder, signature, args):
+        vector_type = context.get_value_type(vector)
+        pointer = builder.bitcast(_element_pointer(context, builder, array, args[0], args[1]),
+                                  vector_type.as_pointer())
+        load = _masked_access(builder, "load", vector_type, pointer.type)
+        align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
+        return builder.call(load, [pointer, align, _first_lanes(builder, args[2], vector.lanes),
+                                   ir.Constant(vector_type, None)])
+
+    return vector(array, types.intp, types.intp, lanes), codegen
+
+
+@intrinsic
+def vector_store_first(typingctx, array, index, count, vector):
+    """``array[index:index + count] = vector[:count]`` (a masked store: nothing past
+    ``index + count`` is written)."""
+    if not (_float_array(array) and isinstance(vector, Vector) and vector.dtype == array.dtype):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vector_type = args[3].type
+        pointer = builder.bitcast(_element_pointer(context, builder, array, args[0], args[1]),
+                                  vector_type.as_pointer())
+        store = _masked_access(builder, "store", vector_type, pointer.type)
+        align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
+        builder.call(store, [args[3], pointer, align,
+                             _first_lanes(builder, args[2], vector.lanes)])
+        return context.get_dummy_value()
+
+    return types.none(array, types.intp, types.intp, vector), codegen
 
 
 def _bits_and_lanes(bits, lanes) -> bool:
