@@ -127,15 +127,18 @@ def test_long_lines_go_through_register_transposes(use_target, spy, dtype, regis
     assert len(spy) == 4
 
 
-def _stride_one_case(rng, channels, multiplier):
-    """A random channels-first 2-D depthwise layer of stride 1: first axes of fewer and
-    more than a block of 8 rows, lines of part of a vector to several vectors,
-    dilations 1-3, crops and zeros at either end."""
+def _lines_case(rng, channels, multiplier, lanes):
+    """A random channels-first 2-D depthwise layer that ``depthwise`` sums along its
+    lines: strides 1-4 on the first axis and 1, 2, 4 or 8 (dividing ``lanes``) on the
+    last, first axes of fewer and more than a block of 8 rows per phase, lines of part
+    of a vector to several vectors, dilations 1-3, crops and zeros at either end."""
     axes = []
-    for size in (int(rng.integers(1, 20)), int(rng.integers(1, 41))):
+    for size, stride in ((int(rng.integers(1, 20)), int(rng.integers(1, 5))),
+                         (int(rng.integers(1, 41)),
+                          int(rng.choice([s for s in (1, 2, 4, 8) if lanes % s == 0])))):
         kernel, dilation = int(rng.integers(1, 8)), int(rng.integers(1, 4))
-        full = size + (kernel - 1) * dilation
-        axes.append(AxisPlan(size, kernel, 1, dilation, int(rng.integers(-2, full)),
+        full = (size - 1) * stride + (kernel - 1) * dilation + 1
+        axes.append(AxisPlan(size, kernel, stride, dilation, int(rng.integers(-2, full)),
                              int(rng.integers(1, full + 4))))
     data = rng.integers(-3, 4, (int(rng.integers(1, 3)), channels)
                         + tuple(a.input_size for a in axes))
@@ -147,17 +150,18 @@ def _stride_one_case(rng, channels, multiplier):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
-def test_channels_first_stride_one_sums_along_lines(use_target, lines_spy, register_bytes,
-                                                    dtype, threads):
+def test_channels_first_planes_are_summed_along_lines(use_target, lines_spy, register_bytes,
+                                                      dtype, threads):
     use_target(vector_bytes=register_bytes, threads=threads)
+    lanes = register_bytes // np.dtype(dtype).itemsize
     rng = np.random.default_rng(register_bytes + threads + np.dtype(dtype).itemsize)
-    for trial in range(10):
-        data, weights, axes = _stride_one_case(rng, (1, 5, 17)[trial % 3], 1 + trial % 3)
+    for trial in range(16):
+        data, weights, axes = _lines_case(rng, (1, 5, 17)[trial % 3], 1 + trial % 3, lanes)
         got = run_forced(data.astype(dtype), weights.astype(dtype), axes, dtype, False,
                          "depthwise")
         np.testing.assert_array_equal(got, canonical_result(data, weights, axes),
                                       err_msg=f"{axes} {weights.shape}")
-    assert len(lines_spy) == 10
+    assert len(lines_spy) == 16
 
 
 def test_prepared_stride_one_layer_sums_along_lines(monkeypatch, lines_spy):

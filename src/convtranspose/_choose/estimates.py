@@ -554,7 +554,7 @@ def depthwise_estimate(layer: Layer, target: Target) -> RawCost | None:
     if layer.ci != 1 or layer.groups == 1 or len(layer.axes) > 3:
         return None
     lanes = target.lanes("float32")
-    if takes_lines((layer.groups, 1, layer.co), layer.axes, layer.channels_last):
+    if takes_lines((layer.groups, 1, layer.co), layer.axes, layer.channels_last, lanes):
         moved = 4.0 * (layer.inputs + layer.outputs)
         macs = lines_multiply_adds(layer.batch, layer.groups, layer.co, layer.axes, lanes)
         items = layer.batch * layer.groups

@@ -133,7 +133,8 @@ def _entries() -> dict[str, Algorithm]:
                   scratch="direct-blocked", prepare="prepare_blocked"),
         Algorithm("depthwise", "depthwise", "_depthwise",
                   "numba blocks of outputs along the last axis, a vector of depthwise "
-                  "channels each, over a padded channel-blocked copy",
+                  "channels each, over a padded channel-blocked copy (channels-first "
+                  "planes of two axes: vectors along their lines)",
                   requires=("numba",), fallback="direct", estimate="depthwise",
                   scratch="depthwise", prepare="prepare_depthwise"),
     ]

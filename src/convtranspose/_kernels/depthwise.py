@@ -14,6 +14,11 @@ tests), the taps of the first two axes only where they read inside the input.
 Channels-last outputs of whole chunks are stored straight into the caller's array;
 the others through a line tile.
 
+Channels-first layers of two axes whose last stride divides the vectors' lanes
+(:func:`~.depthwise_schedule.takes_lines`) are summed along their lines instead
+(:mod:`._numba.depthwise_lines`): each plane on its own, blocks of 8 output rows x a
+vector along the line, with no transposing copy of the data or of the result.
+
 The padding's zeros meet every weight of the last axis's taps: the filter must be
 finite (:class:`~.common.NonFinite` otherwise; the exact fallback then runs).  Layers
 with more than one input channel per group are not depthwise: forced here, they run

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
 
 from .._plan.geometry import axis_phases, three_axes
 from .._plan.rules import AxisPlan
 from .numba_scratch import direct_blocked_bytes
 
 __all__ = ["DEPTHWISE_ACCUMULATORS", "block_shape", "copy_step", "depthwise_bytes",
-           "chunk_multiply_adds", "is_depthwise", "last_axis_padding", "lines_multiply_adds", "lines_sizes",
-           "takes_lines"]
+           "chunk_multiply_adds", "is_depthwise", "last_axis_padding", "lines_multiply_adds", "lines_plan",
+           "takes_lines", "LinesPlan"]
 
 #: Vector accumulators a block keeps in registers: eight, the weight vectors and a load
 #: fit AVX2's sixteen registers.  Times against ``direct``:
@@ -43,37 +46,96 @@ def is_depthwise(weights_shape: Sequence[int]) -> bool:
     return weights_shape[1] == 1
 
 
-def takes_lines(weights_shape: Sequence[int], axes: Sequence[AxisPlan],
-                channels_last: bool) -> bool:
+def takes_lines(weights_shape: Sequence[int], axes: Sequence[AxisPlan], channels_last: bool,
+                lanes: int) -> bool:
     """Whether ``depthwise`` sums this layer along its lines (vectors of outputs along
     the last axis, :mod:`._numba.depthwise_lines`) rather than across channels:
-    channels-first data, two axes, stride 1 on both.  Then the channels stay in their
-    planes, with no transposing copy of the data or of the result."""
+    channels-first data, two axes, and a stride of the last axis that divides the
+    vectors' ``lanes`` (every vector's lanes then have the same phases).  The channels
+    stay in their planes, with no transposing copy of the data or of the result."""
     return (is_depthwise(weights_shape) and not channels_last and len(axes) == 2
-            and all(axis.stride == 1 for axis in axes))
+            and lanes % axes[1].stride == 0)
 
 
 def _rounded(value: int, lanes: int) -> int:
     return -(-value // lanes) * lanes
 
 
-def lines_sizes(groups: int, multiplier: int, axes: Sequence[AxisPlan],
-                lanes: int) -> tuple[tuple[int, ...], int]:
-    """The sizes the lines kernel takes (``templates/depthwise_lines.py``) and the
-    elements of its scratch per thread: a window of 8-row blocks per tap of the last
-    axis, and two zero-bordered stages of a plane's input."""
+@dataclass(frozen=True)
+class LinesPlan:
+    """What the lines kernel (``templates/depthwise_lines.py``) takes for one layer.
+
+    Output row ``y`` of phase ``p = y % s1`` sums over the row taps of ``p``: its
+    entries ``[row_first[p], row_first[p + 1])`` of ``row_taps`` (the tap) and
+    ``row_shifts`` (the window row of output row ``y // s1`` = 0).  Along the line,
+    output ``x`` takes the ``m``-th tap of its phase from the ``m``-th window copy at
+    ``x``: the copy's lane ``l`` of vector ``v`` is the staged input at
+    ``column_reads[(v * taps + m) * lanes + l]`` (a zero of the stage's margin where
+    that lane's phase has fewer taps), and ``column_taps[m, l]`` is the tap it meets
+    (-1: none, a weight of zero).  ``sizes``: groups, multiplier, X1, X2, Y1, Y2, K1,
+    the window copies (``taps``), their rows, the line (Y2 in whole vectors), the
+    stage's line, its margin, the input row of window row 0, s2 (1: reads in one
+    vector), the phases of the first axis, s1.  ``scratch``: elements per thread.
+    """
+
+    sizes: tuple[int, ...]
+    row_first: np.ndarray
+    row_taps: np.ndarray
+    row_shifts: np.ndarray
+    column_reads: np.ndarray
+    column_taps: np.ndarray
+    scratch: int
+
+    @property
+    def taps(self) -> int:
+        """The window copies: the most taps of the last axis any of its phases has."""
+        return self.sizes[7]
+
+
+def _axis_taps(axis: AxisPlan, phase: int) -> list[tuple[int, int]]:
+    """``(tap, input of output 0 of the phase's outputs)`` for each tap that reaches
+    the outputs ``phase + q * stride``: their inputs are ``q + shift``."""
+    start = phase + axis.offset
+    return [(k, (start - k * axis.dilation) // axis.stride) for k in range(axis.kernel_size)
+            if (start - k * axis.dilation) % axis.stride == 0]
+
+
+def lines_plan(groups: int, multiplier: int, axes: Sequence[AxisPlan],
+               lanes: int) -> LinesPlan:
+    """The :class:`LinesPlan` of a layer :func:`takes_lines` takes."""
     first, last = axes
+    phases = min(first.stride, first.output_size)
+    rows = [_axis_taps(first, p) for p in range(phases)]
+    shifts = [shift for taps in rows for _, shift in taps] or [0]
+    top = max(0, -min(shifts))
+    blocks = _rounded(-(-first.output_size // first.stride), DEPTHWISE_ACCUMULATORS)
+    window_rows = blocks + max(0, max(shifts)) + top
     line = _rounded(last.output_size, lanes)
-    window_rows = _rounded(first.output_size, DEPTHWISE_ACCUMULATORS) + (
-        first.kernel_size - 1) * first.dilation
-    margin = _rounded(max(0, (last.kernel_size - 1) * last.dilation - last.offset), lanes)
-    stage_line = margin + _rounded(max(last.input_size, line + last.offset), lanes)
+    columns = [_axis_taps(last, p) for p in range(last.stride)]  # by x % s2
+    taps = max(1, max(len(c) for c in columns))
+    column_taps = np.full((taps, lanes), -1, np.int64)
+    inputs = np.zeros((line // lanes, taps, lanes), np.int64)
+    reached = np.zeros_like(inputs, bool)
+    for lane in range(lanes):
+        for m, (k, shift) in enumerate(columns[lane % last.stride]):
+            column_taps[m, lane] = k
+            inputs[:, m, lane] = np.arange(0, line, lanes) // last.stride + lane // last.stride + shift
+            reached[:, m, lane] = True
+    low = int(inputs[reached].min(initial=0))
+    margin = _rounded(max(1, -low), lanes)
+    stage_line = margin + _rounded(max(last.input_size, int(inputs.max(initial=0)) + 1), lanes)
+    reads = np.where(reached, inputs + margin, 0).reshape(-1)
     sizes = (groups, multiplier, first.input_size, last.input_size, first.output_size,
-             last.output_size, first.kernel_size, last.kernel_size, first.offset,
-             last.offset, first.dilation, last.dilation, window_rows, stage_line, margin)
-    scratch = (last.kernel_size * window_rows * line + 2 * first.input_size * stage_line
-               + lanes)
-    return sizes, scratch
+             last.output_size, first.kernel_size, taps, window_rows, line, stage_line, margin,
+             -top, last.stride, phases, first.stride)
+    # A vector's reads may run a vector past the stage (their lanes unused), and the
+    # window starts up to a vector in, for alignment.
+    scratch = taps * window_rows * line + 2 * first.input_size * stage_line + 2 * lanes
+    first_taps = np.cumsum([0] + [len(taps_) for taps_ in rows])
+    return LinesPlan(sizes, first_taps.astype(np.int64),
+                     np.array([k for taps_ in rows for k, _ in taps_], np.int64),
+                     np.array([shift + top for taps_ in rows for _, shift in taps_], np.int64),
+                     reads, column_taps, scratch)
 
 
 def chunk_multiply_adds(axes3: Sequence[AxisPlan], outputs: int) -> int:
@@ -94,11 +156,15 @@ def chunk_multiply_adds(axes3: Sequence[AxisPlan], outputs: int) -> int:
 
 def lines_multiply_adds(batch: int, groups: int, multiplier: int, axes: Sequence[AxisPlan],
                         lanes: int) -> int:
-    """The lines kernel's multiply-adds, in lanes: every tap for every output of its
-    8-row blocks of whole vectors."""
+    """The lines kernel's multiply-adds, in lanes: for every phase of the first axis,
+    its row taps times the window copies for every output of its 8-row blocks of whole
+    vectors."""
     first, last = axes
-    return (batch * groups * multiplier * _rounded(first.output_size, DEPTHWISE_ACCUMULATORS)
-            * _rounded(last.output_size, lanes) * first.kernel_size * last.kernel_size)
+    taps = max(len(_axis_taps(last, p)) for p in range(last.stride)) or 1
+    rows = sum(len(_axis_taps(first, p)) * _rounded(-(-(first.output_size - p) // first.stride),
+                                                    DEPTHWISE_ACCUMULATORS)
+               for p in range(min(first.stride, first.output_size)))
+    return batch * groups * multiplier * rows * _rounded(last.output_size, lanes) * taps
 
 
 #: Bytes between addresses that share a set of the level-1 data cache on x86: such a
@@ -156,6 +222,9 @@ def depthwise_bytes(batch: int, axes: Sequence[AxisPlan], weights_shape: Sequenc
     copy = padded_channels * batch * axes3[0].input_size * axes3[1].input_size * length
     data = batch * groups * math.prod(a.input_size for a in axes3)
     per_thread = axes3[2].output_size * width + 6 * taps + 64
-    if takes_lines(weights_shape, axes, False):  # its windows, vectors of 16 at most
-        per_thread = max(per_thread, lines_sizes(groups, co, axes, 16)[1])
-    return itemsize * (copy + padded_channels * taps + data + threads * per_thread)
+    vectors = 0
+    if takes_lines(weights_shape, axes, False, 16):  # vectors of 16 lanes at most
+        plan = lines_plan(groups, co, axes, 16)
+        per_thread = max(per_thread, plan.scratch)
+        vectors = groups * co * axes[0].kernel_size * plan.taps * 16  # the weight vectors
+    return itemsize * (copy + padded_channels * taps + data + vectors + threads * per_thread)

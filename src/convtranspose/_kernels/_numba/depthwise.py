@@ -160,7 +160,7 @@ _LAYERS_KEPT = 8
 
 
 def _made(batch, weights, axes, dtype, channels_last, derived, target):
-    if takes_lines(weights.shape, axes, channels_last):
+    if takes_lines(weights.shape, axes, channels_last, target.lanes(dtype)):
         return LinesLayer(batch, weights, axes, dtype, target)
     return DepthwiseLayer(batch, weights, axes, dtype, channels_last, derived, target)
 

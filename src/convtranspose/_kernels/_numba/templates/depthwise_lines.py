@@ -1,10 +1,10 @@
-"""The kernel of ``depthwise`` on channels-first data with stride 1 on both of two axes
+"""The kernel of ``depthwise`` along the lines of channels-first planes of two axes
 (:mod:`convtranspose._kernels._numba.depthwise_lines`).
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
 globals: ``lanes`` (elements per vector), ``np``, ``vector_fma``, ``vector_load``,
-``vector_load_first``, ``vector_splat_at``, ``vector_store``, ``vector_store_first``,
-``vector_zero``.  Sizes, taps, dilations and offsets come at run time, so one compiled
+``vector_interleave``, ``vector_load_first``, ``vector_load_spread``, ``vector_store``,
+``vector_store_first``, ``vector_zero``.  Sizes, taps, dilations and offsets come at run time, so one compiled
 kernel serves every such layer of its dtype.  Its kernels' decorator, ``cached_njit``
 (:mod:`..kernel_cache`), is bound too.
 """
@@ -12,24 +12,23 @@ kernel serves every such layer of its dtype.  Its kernels' decorator, ``cached_n
 
 
 @cached_njit(nogil=True)
-def kernel(source, weights, out, scratch, sizes, start, stop):  # pragma: no cover - compiled
-    # Items are planes (sample, channel).  Output row y1 sums, over taps (t1, t2), input
-    # row y1 + offset1 - t1 * d1 shifted by offset2 - t2 * d2 along the line.  Each
-    # plane's rows are first copied, a vector at a time, into a zero-bordered stage
-    # row (masked loads: nothing past a row is read); each tap of the last axis then
-    # gets its own copy of the window, shifted so that every load of the multiply-adds
-    # is aligned (loads across two cache lines took 1.7x as long:
-    # ``benchmarks/results/depthwise-lines-xeon.json``).  A plane is staged one item
-    # ahead of its copies, so that those loads never wait on the stores just made.
-    # Blocks of 8 output rows x one vector along the line are summed in registers.
-    # sizes: groups, multiplier, X1, X2, Y1, Y2, K1, K2, offset1, offset2, d1, d2, then
-    # the window's rows, the stage's line, its margin and the aligned start (derived).
+def kernel(source, weights, out, scratch, sizes, row_first, row_taps, row_shifts, reads,
+           start, stop):  # pragma: no cover - compiled
+    # Items are planes (sample, channel); the tables are the layer's LinesPlan
+    # (depthwise_schedule.py), which says what each output sums.  Each plane's rows are
+    # first copied, a vector at a time, into zero-bordered stage rows (masked loads:
+    # nothing past a row is read); each window copy then holds, at every output of the
+    # line, the input its phase's m-th tap reads (aligned loads of the multiply-adds:
+    # loads across two cache lines took 1.7x as long,
+    # ``benchmarks/results/depthwise-lines-xeon.json``): with stride 1 on the line a
+    # shifted copy, else gathered through ``reads``.  A plane is staged one item ahead
+    # of its copies, so that those loads never wait on the stores just made.  Blocks of
+    # 8 output rows of one phase x one vector along the line are summed in registers.
     groups, multiplier, size1, size2 = sizes[0], sizes[1], sizes[2], sizes[3]
-    out1, out2, k1, k2 = sizes[4], sizes[5], sizes[6], sizes[7]
-    offset1, offset2, d1, d2 = sizes[8], sizes[9], sizes[10], sizes[11]
-    window_rows, stage_line, margin = sizes[12], sizes[13], sizes[14]
-    line = (out2 + lanes - 1) // lanes * lanes
-    copies = k2 * window_rows * line
+    out1, out2, k1, taps = sizes[4], sizes[5], sizes[6], sizes[7]
+    window_rows, line, stage_line, margin = sizes[8], sizes[9], sizes[10], sizes[11]
+    row_base, s2, phases, s1 = sizes[12], sizes[13], sizes[14], sizes[15]
+    copies = taps * window_rows * line
     stage = size1 * stage_line
     base = (-(scratch.ctypes.data // scratch.itemsize)) % lanes
     scratch[:] = 0.0  # the borders no plane writes
@@ -44,29 +43,58 @@ def kernel(source, weights, out, scratch, sizes, start, stop):  # pragma: no cov
                         source, read + x1 * size2 + x2, min(lanes, size2 - x2), lanes))
         if item < start:
             continue
-        staged = base + copies + (item % 2) * stage + margin
+        staged = base + copies + (item % 2) * stage
         for x1 in range(size1):
-            r = x1 + (k1 - 1) * d1 - offset1
-            if 0 <= r < window_rows:
-                for t2 in range(k2):
-                    read = staged + x1 * stage_line + offset2 - t2 * d2
-                    write = base + (t2 * window_rows + r) * line
-                    for x2 in range(0, line, lanes):
-                        vector_store(scratch, write + x2, vector_load(scratch, read + x2, lanes))
+            r = x1 - row_base
+            if r < window_rows:
+                stage_row = staged + x1 * stage_line
+                for m in range(taps):
+                    write = base + (m * window_rows + r) * line
+                    if s2 == 1:  # the m-th tap of every output, a shift of the line
+                        shifted = stage_row + reads[m * lanes]
+                        for x2 in range(0, line, lanes):
+                            vector_store(scratch, write + x2,
+                                         vector_load(scratch, shifted + x2, lanes))
+                    else:
+                        for v in range(line // lanes):
+                            vector_store(scratch, write + v * lanes, phases_gathered(
+                                scratch, stage_row, reads, (v * taps + m) * lanes, s2))
         n, g = item // groups, item % groups
-        for m in range(multiplier):
-            channel = g * multiplier + m
-            rows(scratch, weights, out, base, channel * k1 * k2,
-                 (n * groups * multiplier + channel) * out1 * out2, out1, out2, k1, k2, d1,
-                 window_rows, line)
+        for c in range(multiplier):
+            channel = g * multiplier + c
+            for p1 in range(phases):
+                rows(scratch, weights, out, base, channel * k1 * taps * lanes,
+                     (n * groups * multiplier + channel) * out1 * out2, p1, s1,
+                     (out1 - p1 + s1 - 1) // s1, out2, taps, window_rows, line,
+                     row_first, row_taps, row_shifts)
 
 
 @cached_njit(nogil=True, inline="always")
-def rows(scratch, weights, out, base, taps_at, out_at, out1, out2, k1, k2, d1, window_rows,
-         line):  # pragma: no cover - compiled
-    # One output plane from the window copies: blocks of 8 rows x one vector.
-    for y0 in range(0, out1, 8):
-        valid = min(8, out1 - y0)
+def phases_gathered(scratch, stage_row, reads, at, s2):  # pragma: no cover - compiled
+    # The lanes of one window copy's vector, lane l from phase l % s2: with 2 or 4
+    # phases, each phase's inputs are consecutive, so a vector of each (read from
+    # reads[at + phase], which points into the zero margin for a phase with fewer taps)
+    # interleaved with the others; else a gather.
+    if s2 == 2:
+        return vector_interleave(vector_load(scratch, stage_row + reads[at], lanes),
+                                 vector_load(scratch, stage_row + reads[at + 1], lanes), 0)
+    if s2 == 4:
+        return vector_interleave(
+            vector_interleave(vector_load(scratch, stage_row + reads[at], lanes),
+                              vector_load(scratch, stage_row + reads[at + 2], lanes), 0),
+            vector_interleave(vector_load(scratch, stage_row + reads[at + 1], lanes),
+                              vector_load(scratch, stage_row + reads[at + 3], lanes), 0), 0)
+    return vector_load_spread(scratch, stage_row, reads, at, lanes)
+
+
+@cached_njit(nogil=True, inline="always")
+def rows(scratch, weights, out, base, weights_at, out_at, p1, s1, count, out2, taps,
+         window_rows, line, row_first, row_taps, row_shifts):  # pragma: no cover - compiled
+    # The `count` output rows p1 + q * s1 of one plane, from the window copies: blocks
+    # of 8 rows x one vector, over the phase's row taps and every window copy (the
+    # weight vectors hold each lane's tap, zeros where its phase has fewer).
+    for q0 in range(0, count, 8):
+        valid = min(8, count - q0)
         for x2 in range(0, line, lanes):
             a0 = vector_zero(scratch, lanes)
             a1 = vector_zero(scratch, lanes)
@@ -76,11 +104,12 @@ def rows(scratch, weights, out, base, taps_at, out_at, out1, out2, k1, k2, d1, w
             a5 = vector_zero(scratch, lanes)
             a6 = vector_zero(scratch, lanes)
             a7 = vector_zero(scratch, lanes)
-            for t1 in range(k1):
-                row = base + (y0 + (k1 - 1 - t1) * d1) * line + x2
-                for t2 in range(k2):
-                    w = vector_splat_at(weights, taps_at + t1 * k2 + t2, lanes)
-                    p = row + t2 * window_rows * line
+            for e in range(row_first[p1], row_first[p1 + 1]):
+                row = base + (q0 + row_shifts[e]) * line + x2
+                taps_at = weights_at + row_taps[e] * taps * lanes
+                for m in range(taps):
+                    w = vector_load(weights, taps_at + m * lanes, lanes)
+                    p = row + m * window_rows * line
                     a0 = vector_fma(vector_load(scratch, p, lanes), w, a0)
                     a1 = vector_fma(vector_load(scratch, p + line, lanes), w, a1)
                     a2 = vector_fma(vector_load(scratch, p + 2 * line, lanes), w, a2)
@@ -89,20 +118,21 @@ def rows(scratch, weights, out, base, taps_at, out_at, out1, out2, k1, k2, d1, w
                     a5 = vector_fma(vector_load(scratch, p + 5 * line, lanes), w, a5)
                     a6 = vector_fma(vector_load(scratch, p + 6 * line, lanes), w, a6)
                     a7 = vector_fma(vector_load(scratch, p + 7 * line, lanes), w, a7)
-            count = min(lanes, out2 - x2)
-            at = out_at + y0 * out2 + x2
-            vector_store_first(out, at, count, a0)
+            columns = min(lanes, out2 - x2)
+            at = out_at + (p1 + q0 * s1) * out2 + x2
+            step = s1 * out2
+            vector_store_first(out, at, columns, a0)
             if valid > 1:
-                vector_store_first(out, at + out2, count, a1)
+                vector_store_first(out, at + step, columns, a1)
             if valid > 2:
-                vector_store_first(out, at + 2 * out2, count, a2)
+                vector_store_first(out, at + 2 * step, columns, a2)
             if valid > 3:
-                vector_store_first(out, at + 3 * out2, count, a3)
+                vector_store_first(out, at + 3 * step, columns, a3)
             if valid > 4:
-                vector_store_first(out, at + 4 * out2, count, a4)
+                vector_store_first(out, at + 4 * step, columns, a4)
             if valid > 5:
-                vector_store_first(out, at + 5 * out2, count, a5)
+                vector_store_first(out, at + 5 * step, columns, a5)
             if valid > 6:
-                vector_store_first(out, at + 6 * out2, count, a6)
+                vector_store_first(out, at + 6 * step, columns, a6)
             if valid > 7:
-                vector_store_first(out, at + 7 * out2, count, a7)
+                vector_store_first(out, at + 7 * step, columns, a7)
