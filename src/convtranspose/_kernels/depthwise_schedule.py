@@ -14,9 +14,9 @@ from .._plan.geometry import axis_phases, three_axes
 from .._plan.rules import AxisPlan
 from .numba_scratch import direct_blocked_bytes
 
-__all__ = ["DEPTHWISE_ACCUMULATORS", "block_shape", "copy_step", "depthwise_bytes",
-           "chunk_multiply_adds", "is_depthwise", "last_axis_padding", "lines_multiply_adds", "lines_plan",
-           "takes_lines", "LinesPlan"]
+__all__ = ["DEPTHWISE_ACCUMULATORS", "LinesPlan", "block_shape", "chunk_multiply_adds",
+           "copy_step", "depthwise_bytes", "is_depthwise", "last_axis_padding",
+           "lines_multiply_adds", "lines_plan", "takes_lines"]
 
 #: Vector accumulators a block keeps in registers: eight, the weight vectors and a load
 #: fit AVX2's sixteen registers.  Times against ``direct``:
@@ -65,11 +65,11 @@ def _rounded(value: int, lanes: int) -> int:
 class LinesPlan:
     """What the lines kernel (``templates/depthwise_lines.py``) takes for one layer.
 
-    Output row ``y`` of phase ``p = y % s1`` sums over the row taps of ``p``: its
-    entries ``[row_first[p], row_first[p + 1])`` of ``row_taps`` (the tap) and
-    ``row_shifts`` (the window row of output row ``y // s1`` = 0).  Along the line,
-    output ``x`` takes the ``m``-th tap of its phase from the ``m``-th window copy at
-    ``x``: the copy's lane ``l`` of vector ``v`` is the staged input at
+    Output row ``y = p + q * s1`` sums over the row taps of phase ``p``: entries
+    ``[row_first[p], row_first[p + 1])`` of ``row_taps`` (the tap) and ``row_shifts``
+    (the window row the tap reads for ``q = 0``; ``q`` rows further for the others).
+    Along the line, output ``x`` takes the ``m``-th tap of its phase from the ``m``-th
+    window copy at ``x``: the copy's lane ``l`` of vector ``v`` is the staged input at
     ``column_reads[(v * taps + m) * lanes + l]`` (a zero of the stage's margin where
     that lane's phase has fewer taps), and ``column_taps[m, l]`` is the tap it meets
     (-1: none, a weight of zero).  ``sizes``: groups, multiplier, X1, X2, Y1, Y2, K1,
@@ -119,7 +119,8 @@ def lines_plan(groups: int, multiplier: int, axes: Sequence[AxisPlan],
     for lane in range(lanes):
         for m, (k, shift) in enumerate(columns[lane % last.stride]):
             column_taps[m, lane] = k
-            inputs[:, m, lane] = np.arange(0, line, lanes) // last.stride + lane // last.stride + shift
+            first_input = lane // last.stride + shift  # of the lane in vector 0
+            inputs[:, m, lane] = np.arange(0, line, lanes) // last.stride + first_input
             reached[:, m, lane] = True
     low = int(inputs[reached].min(initial=0))
     margin = _rounded(max(1, -low), lanes)

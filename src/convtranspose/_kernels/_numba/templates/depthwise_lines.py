@@ -2,11 +2,11 @@
 (:mod:`convtranspose._kernels._numba.depthwise_lines`).
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
-globals: ``lanes`` (elements per vector), ``np``, ``vector_fma``, ``vector_load``,
-``vector_interleave``, ``vector_load_first``, ``vector_load_spread``, ``vector_store``,
-``vector_store_first``, ``vector_zero``.  Sizes, taps, dilations and offsets come at run time, so one compiled
-kernel serves every such layer of its dtype.  Its kernels' decorator, ``cached_njit``
-(:mod:`..kernel_cache`), is bound too.
+globals: ``lanes`` (elements per vector), ``np``, ``vector_fma``, ``vector_interleave``,
+``vector_load``, ``vector_load_first``, ``vector_load_spread``, ``vector_store``,
+``vector_store_first``, ``vector_zero``.  Sizes, taps, strides, dilations and offsets
+come at run time, so one compiled kernel serves every such layer of its dtype.  Its
+kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 """
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
 
@@ -19,7 +19,7 @@ def kernel(source, weights, out, scratch, sizes, row_first, row_taps, row_shifts
     # first copied, a vector at a time, into zero-bordered stage rows (masked loads:
     # nothing past a row is read); each window copy then holds, at every output of the
     # line, the input its phase's m-th tap reads (aligned loads of the multiply-adds:
-    # loads across two cache lines took 1.7x as long,
+    # loads across two cache lines took 1.6x as long,
     # ``benchmarks/results/depthwise-lines-xeon.json``): with stride 1 on the line a
     # shifted copy, else gathered through ``reads``.  A plane is staged one item ahead
     # of its copies, so that those loads never wait on the stores just made.  Blocks of
