@@ -53,11 +53,11 @@ def _block(window, weights, out, reps, row, shift):  # pragma: no cover - compil
             vector_store(out, i * LANES, a)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=200000)
     parser.add_argument("--out")
-    options = parser.parse_args()
+    options = parser.parse_args(argv)
     raw = np.random.default_rng(0).random(4096 + 64).astype(np.float32)
     window = raw[(-(raw.ctypes.data // 4)) % 16:][:4096]  # 64-byte aligned
     weights, out = np.ones(25, np.float32), np.zeros(8 * LANES, np.float32)
@@ -75,6 +75,7 @@ def main() -> None:
     if options.out:
         with open(options.out, "w", encoding="utf-8") as file:
             json.dump({"machine": cpu_model_name(), "lanes": LANES, "ns": rows}, file, indent=1)
+    return 0
 
 
 def _timed(window, weights, out, reps, row, shift) -> float:
@@ -84,4 +85,4 @@ def _timed(window, weights, out, reps, row, shift) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

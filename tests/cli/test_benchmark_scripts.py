@@ -30,6 +30,14 @@ def test_profile_layers_prints_a_row_per_selected_layer(capsys):
         assert all(float(cell) > 0 for cell in cells[2:6] + cells[7:8])  # times, rate
 
 
+def test_aligned_loads_times_both_placements(capsys):
+    pytest.importorskip("numba")
+    assert _load("aligned_loads").main(["--reps", "200"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert [row.split("|")[1].strip() for row in rows] == ["aligned", "across lines"]
+    assert all(float(row.split("|")[2]) > 0 for row in rows)
+
+
 def _perf_usable() -> bool:
     import shutil
     import subprocess

@@ -55,17 +55,19 @@ SCRIPT = textwrap.dedent("""\
         got = transposed_convolution(data.astype(dtype), weights.astype(dtype), axes,
                                      dtype=np.dtype(dtype), algorithm="col2im-ncx")
         assert np.array_equal(got, expected), dtype
-    # Depthwise channels first with stride 1: summed along the lines of each plane.
-    axes = (AxisPlan(11, 3, 1, 2, 1, 13), AxisPlan(21, 4, 1, 1, 2, 22))
-    data = rng.integers(-4, 5, (2, 5, 11, 21))
-    weights = rng.integers(-4, 5, (5, 1, 2, 3, 4))
-    full = oracle.full_transposed_convolution(
-        data.astype(np.float64), weights.astype(np.float64), [1, 1], [2, 1])
-    expected = oracle.crop(full, [1, 2], [13, 22])
-    for dtype in (np.float32, np.float64):
-        got = transposed_convolution(data.astype(dtype), weights.astype(dtype), axes,
-                                     dtype=np.dtype(dtype), algorithm="depthwise")
-        assert np.array_equal(got, expected), dtype
+    # Depthwise channels first: summed along the lines of each plane, the last axis's
+    # stride 1 (shifted copies), 2 and 4 (interleaved) and 8 (gathered).
+    for s1, s2 in ((1, 1), (2, 2), (3, 4), (1, 8)):
+        axes = (AxisPlan(11, 3, s1, 2, 1, 10 * s1 + 3), AxisPlan(21, 4, s2, 1, 2, 20 * s2 + 2))
+        data = rng.integers(-4, 5, (2, 5, 11, 21))
+        weights = rng.integers(-4, 5, (5, 1, 2, 3, 4))
+        full = oracle.full_transposed_convolution(
+            data.astype(np.float64), weights.astype(np.float64), [s1, s2], [2, 1])
+        expected = oracle.crop(full, [1, 2], [a.output_size for a in axes])
+        for dtype in (np.float32, np.float64):
+            got = transposed_convolution(data.astype(dtype), weights.astype(dtype), axes,
+                                         dtype=np.dtype(dtype), algorithm="depthwise")
+            assert np.array_equal(got, expected), (dtype, s1, s2)
     print("ok")
     """)
 
