@@ -31,8 +31,7 @@ def lines_kernel(lanes: int):
     from .codegen import compile_template
 
     names = ("vector_fma", "vector_interleave", "vector_load", "vector_load_first",
-             "vector_load_spread",
-             "vector_store", "vector_store_first", "vector_zero")
+             "vector_load_spread", "vector_store", "vector_store_first", "vector_zero")
     return compile_template("depthwise_lines", dict(
         np=np, lanes=lanes, **{name: getattr(vectors, name) for name in names}))["kernel"]
 
