@@ -100,11 +100,7 @@ def vector_splat_at(typingctx, array, index, lanes):
 
     def codegen(context, builder, signature, args):
         value = builder.load(_element_pointer(context, builder, array, args[0], args[1]))
-        vector_type = context.get_value_type(vector)
-        single = builder.insert_element(ir.Constant(vector_type, ir.Undefined), value,
-                                        ir.Constant(ir.IntType(32), 0))
-        mask = ir.Constant(ir.VectorType(ir.IntType(32), vector.lanes), [0] * vector.lanes)
-        return builder.shuffle_vector(single, single, mask)
+        return _splat(builder, value, context.get_value_type(vector))
 
     return vector(array, index, lanes), codegen
 
@@ -318,6 +314,14 @@ def vector_store(typingctx, array, index, vector):
     return types.none(array, index, vector), codegen
 
 
+def _splat(builder, value, vector_type):
+    """``value`` in every lane of ``vector_type`` (one insert and one shuffle)."""
+    single = builder.insert_element(ir.Constant(vector_type, ir.Undefined), value,
+                                    ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(single, single, ir.Constant(
+        ir.VectorType(ir.IntType(32), vector_type.count), [0] * vector_type.count))
+
+
 def _spread_pointers(context, builder, array_type, array, index, offsets_type, offsets, at,
                      lanes: int):
     """The vector of addresses of ``array[index + offsets[at + i]]`` for ``i`` below
@@ -327,11 +331,8 @@ def _spread_pointers(context, builder, array_type, array, index, offsets_type, o
     table = context.make_array(offsets_type)(context, builder, offsets).data
     words = ir.VectorType(ir.IntType(64), lanes)
     places = builder.load(builder.bitcast(builder.gep(table, [at]), words.as_pointer()), align=8)
-    base = builder.ptrtoint(builder.gep(data, [index]), ir.IntType(64))
-    bases = builder.insert_element(ir.Constant(words, ir.Undefined), base,
-                                   ir.Constant(ir.IntType(32), 0))
-    bases = builder.shuffle_vector(bases, bases, ir.Constant(
-        ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+    bases = _splat(builder, builder.ptrtoint(builder.gep(data, [index]), ir.IntType(64)),
+                   words)
     size = ir.Constant(words, [array_type.dtype.bitwidth // 8] * lanes)
     pointers = builder.inttoptr(builder.add(bases, builder.mul(places, size)),
                                 ir.VectorType(data.type, lanes))
@@ -339,14 +340,18 @@ def _spread_pointers(context, builder, array_type, array, index, offsets_type, o
 
 
 def _masked_intrinsic(builder, name: str, vector_type, pointers, returns):
-    """LLVM's ``llvm.masked.<name>`` for ``vector_type`` (AVX-512's ``vgather``/
-    ``vscatter``; elsewhere LLVM splits it into one load or store per lane)."""
+    """LLVM's ``llvm.masked.<name>`` for ``vector_type``: ``gather``/``scatter`` through a
+    vector of ``pointers`` (AVX-512's ``vgather``/``vscatter``; elsewhere LLVM splits
+    it into one load or store per lane), ``load``/``store`` from one pointer (AVX-512's
+    masked moves, AVX2's ``vmaskmov``).  The lanes off the mask are neither read nor
+    written."""
     element = "f32" if vector_type.element == ir.FloatType() else (
         "f64" if vector_type.element == ir.DoubleType() else f"i{vector_type.element.width}")
     lanes = vector_type.count
-    full = f"llvm.masked.{name}.v{lanes}{element}.v{lanes}p0"
+    places = f"v{lanes}p0" if isinstance(pointers.type, ir.VectorType) else "p0"
+    full = f"llvm.masked.{name}.v{lanes}{element}.{places}"
     arguments = [pointers.type, ir.IntType(32), ir.VectorType(ir.IntType(1), lanes)]
-    if name == "scatter":
+    if name in ("scatter", "store"):
         arguments.insert(0, vector_type)
     else:
         arguments.append(vector_type)
@@ -403,26 +408,8 @@ def _first_lanes(builder, count, lanes: int):
     """The mask of the lanes below ``count`` (any integer)."""
     words = ir.VectorType(ir.IntType(64), lanes)
     count = builder.sext(count, ir.IntType(64)) if count.type.width < 64 else count
-    counts = builder.insert_element(ir.Constant(words, ir.Undefined), count,
-                                    ir.Constant(ir.IntType(32), 0))
-    counts = builder.shuffle_vector(counts, counts, ir.Constant(
-        ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
-    return builder.icmp_signed("<", ir.Constant(words, list(range(lanes))), counts)
-
-
-def _masked_access(builder, name: str, vector_type, pointer_type):
-    """LLVM's ``llvm.masked.load``/``store`` for ``vector_type`` (AVX-512's masked moves,
-    AVX2's ``vmaskmov``): the lanes off the mask are neither read nor written."""
-    element = "f32" if vector_type.element == ir.FloatType() else "f64"
-    full = f"llvm.masked.{name}.v{vector_type.count}{element}.p0"
-    mask = ir.VectorType(ir.IntType(1), vector_type.count)
-    if name == "load":
-        signature = ir.FunctionType(vector_type, [pointer_type, ir.IntType(32), mask,
-                                                  vector_type])
-    else:
-        signature = ir.FunctionType(ir.VoidType(), [vector_type, pointer_type, ir.IntType(32),
-                                                    mask])
-    return builder.module.globals.get(full) or ir.Function(builder.module, signature, full)
+    return builder.icmp_signed("<", ir.Constant(words, list(range(lanes))),
+                               _splat(builder, count, words))
 
 
 def _float_array(array) -> bool:
@@ -442,7 +429,7 @@ def vector_load_first(typingctx, array, index, count, lanes):
         vector_type = context.get_value_type(vector)
         pointer = builder.bitcast(_element_pointer(context, builder, array, args[0], args[1]),
                                   vector_type.as_pointer())
-        load = _masked_access(builder, "load", vector_type, pointer.type)
+        load = _masked_intrinsic(builder, "load", vector_type, pointer, vector_type)
         align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
         return builder.call(load, [pointer, align, _first_lanes(builder, args[2], vector.lanes),
                                    ir.Constant(vector_type, None)])
@@ -461,7 +448,7 @@ def vector_store_first(typingctx, array, index, count, vector):
         vector_type = args[3].type
         pointer = builder.bitcast(_element_pointer(context, builder, array, args[0], args[1]),
                                   vector_type.as_pointer())
-        store = _masked_access(builder, "store", vector_type, pointer.type)
+        store = _masked_intrinsic(builder, "store", vector_type, pointer, ir.VoidType())
         align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
         builder.call(store, [args[3], pointer, align,
                              _first_lanes(builder, args[2], vector.lanes)])
