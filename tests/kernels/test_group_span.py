@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from convtranspose._execute.transposed import transposed_convolution
-from convtranspose._kernels.blocked_groups import blocked_group_span
+from convtranspose._kernels.blocked_groups import blocked_group_span, blocked_vector_bytes
 from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime.target import host, use_target
 from kernel_support import run_forced
@@ -36,14 +36,19 @@ CASES = {
     "avx2 float64 g4 6->4": (32, np.float64, 2, 4, 6, 4, _axes((5, 8), 4, 2, pad=1)),
     "avx512 g4 8->16 s2": (64, np.float32, 2, 4, 8, 16, _axes((6, 11), 4, 2, pad=1)),
     "avx512 g2 7->32 s3": (64, np.float32, 2, 2, 7, 32, _axes((5, 5), 3, 3)),
+    # Groups of one narrower vector on AVX-512: computed at 32 and 16 bytes.
+    "avx512 g4 8->8 s2 op1": (64, np.float32, 3, 4, 8, 8, _axes((7, 6), 3, 2, pad=1, extra=1)),
+    "avx512 g8 3->4 s1": (64, np.float32, 2, 8, 3, 4, _axes((5, 9), 3, 1, pad=1)),
+    "avx512 float64 g4 5->4 1-D": (64, np.float64, 2, 4, 5, 4, _axes((21,), 4, 2, pad=1)),
 }
 
 
 def _case(name):
     vector_bytes, dtype, batch, groups, ci, co, axes = CASES[name]
     itemsize = np.dtype(dtype).itemsize
-    # The premise: these layers' blocks span groups on that vector width.
-    assert blocked_group_span(groups, co, itemsize, axes[-1], vector_bytes) > 0
+    # The premise: these layers' blocks span groups at the width they are computed at.
+    narrow = blocked_vector_bytes(groups, co, itemsize, axes[-1], vector_bytes)
+    assert blocked_group_span(groups, co, itemsize, axes[-1], narrow) > 0
     rng = np.random.default_rng(len(name))
     data = rng.integers(-4, 5, (batch, groups * ci) + tuple(a.input_size for a in axes))
     weights = rng.integers(-4, 5, (groups, ci, co) + tuple(a.kernel_size for a in axes))
@@ -95,3 +100,16 @@ def test_group_span_needs_whole_vectors_of_several_groups_per_block():
     assert blocked_group_span(4, 12, 4, line, 32) == 0  # Co not whole vectors
     assert blocked_group_span(4, 16, 4, line, 32) == 0  # a block is one group
     assert blocked_group_span(5, 8, 4, line, 32) == 0  # the last chunk would be padded
+
+
+def test_groups_of_one_narrow_vector_are_computed_at_its_width():
+    line = AxisPlan(16, 3, 1, 1, 1, 16)
+    assert blocked_vector_bytes(4, 8, 4, line, 64) == 32  # 8 float32 channels a group
+    assert blocked_vector_bytes(8, 4, 4, line, 64) == 16  # 4 float32 channels
+    assert blocked_vector_bytes(4, 4, 8, line, 64) == 32  # 4 float64 channels
+    assert blocked_vector_bytes(4, 4, 4, line, 32) == 16  # AVX2, 4 float32 channels
+    assert blocked_vector_bytes(4, 8, 4, line, 32) == 32  # already that width
+    assert blocked_vector_bytes(4, 12, 4, line, 64) == 64  # not one vector of a width
+    assert blocked_vector_bytes(4, 16, 4, line, 64) == 64  # one whole vector
+    assert blocked_vector_bytes(1, 8, 4, line, 64) == 64  # one group
+    assert blocked_vector_bytes(5, 8, 4, line, 64) == 64  # no blocks across groups there

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._kernels import REGISTRY, offered_algorithms
-from .._kernels.blocked_groups import blocked_group_span
+from .._kernels.blocked_groups import blocked_group_span, blocked_vector_bytes
 from .._kernels.col2im import products_in_place, rows_kernels_store
 from .._kernels.dense import DENSE_MAX_ELEMENTS
 from .._kernels.depthwise_schedule import (
@@ -499,20 +499,23 @@ def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int, parts: int) 
 _BLOCKED_SCALE = 3.0
 
 
-def blocked_estimate(layer: Layer, target: Target) -> RawCost:
-    """``direct-blocked``, in the units of the other estimates.
+def blocked_estimate(layer: Layer, target: Target) -> RawCost | None:
+    """``direct-blocked``, in the units of the other estimates, or None where
+    :func:`blocked_offered` declines the layer at the width the kernel takes it at.
 
     Multiply-adds at the FMA peak of the threads (the ``kernel`` part; on fewer threads
     where the layer has fewer lines, or segments of lines, than threads); lines whose
     output channels are not whole vectors, or are channels first, go through a copy;
     channels-first input costs a strided pass; a line whose weights are far beyond L1
     and whose blocks are few reloads them from L2 (unless its loop is long enough to
-    stream them).  Groups taken side by side (blocks across groups,
-    :func:`~convtranspose._kernels.blocked_groups.blocked_group_span`) are one group of
-    their lines.
-    """
-    axes = layer.axes
-    parts, co = layer.groups, layer.co
+    stream them).  Groups taken side by side (blocks across groups, at the width
+    :func:`~convtranspose._kernels.blocked_groups.blocked_vector_bytes` gives) are one
+    group of their lines."""
+    axes, parts, co = layer.axes, layer.groups, layer.co
+    target = target.replace(vector_bytes=blocked_vector_bytes(parts, co, 4, axes[-1],
+                                                              target.vector_bytes))
+    if not blocked_offered(layer.ci, co, target, layer.channels_last):
+        return None
     if blocked_group_span(parts, co, 4, axes[-1], target.vector_bytes):
         parts, co = 1, parts * co
     lanes, vectors, _, pixels = blocked_shape(4, co, axes[-1], target.vector_bytes)
@@ -592,9 +595,6 @@ ESTIMATES = {
     "stream": lambda layer, situation: _stream_estimate(layer),
     "direct": lambda layer, situation: _direct_estimate(layer, situation["pairs"],
                                                         situation["rows"], situation["target"]),
-    "direct-blocked": lambda layer, situation: (
-        blocked_estimate(layer, situation["target"])
-        if blocked_offered(layer.ci, layer.co, situation["target"], layer.channels_last)
-        else None),
+    "direct-blocked": lambda layer, situation: blocked_estimate(layer, situation["target"]),
     "depthwise": lambda layer, situation: depthwise_estimate(layer, situation["target"]),
 }

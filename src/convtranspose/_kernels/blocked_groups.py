@@ -8,7 +8,7 @@ from __future__ import annotations
 from .._plan.rules import AxisPlan
 from .schedules import blocked_shape
 
-__all__ = ["blocked_group_span"]
+__all__ = ["blocked_group_span", "blocked_vector_bytes"]
 
 
 def blocked_group_span(groups: int, co: int, itemsize: int, last_axis: AxisPlan,
@@ -34,3 +34,23 @@ def blocked_group_span(groups: int, co: int, itemsize: int, last_axis: AxisPlan,
     if chunk % span or chunk == span or vectors != groups * span:
         return 0
     return span
+
+
+def blocked_vector_bytes(groups: int, co: int, itemsize: int, last_axis: AxisPlan,
+                         vector_bytes: int) -> int:
+    """The vector width ``direct-blocked`` computes a layer at: ``vector_bytes``, or, for
+    a grouped layer whose groups each have exactly a 16- or 32-byte vector of output
+    channels, narrower than ``vector_bytes``, that width, where its blocks go across
+    groups (:func:`blocked_group_span`).
+
+    At the full width such a group's one vector is half or three quarters padding,
+    and its blocks hold one group: on an Intel Xeon, 8 float32 channels per group ran
+    in 0.29-0.38x the time at 32 bytes and 4 channels per group in 0.24x at 16 bytes.
+    Groups of more channels than a vector (12, 20, 24 or 40 float32 channels) ran as
+    fast or faster at the full width, so they keep it
+    (``benchmarks/results/blocked-narrow-groups-xeon.json``)."""
+    narrow = co * itemsize
+    if (groups > 1 and narrow in (16, 32) and narrow < vector_bytes
+            and blocked_group_span(groups, co, itemsize, last_axis, narrow)):
+        return narrow
+    return vector_bytes

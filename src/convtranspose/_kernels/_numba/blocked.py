@@ -32,7 +32,7 @@ from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes
 from ..._runtime.threads import PIECES_PER_THREAD, parallel_for, parallel_parts
-from ..blocked_groups import blocked_group_span
+from ..blocked_groups import blocked_group_span, blocked_vector_bytes
 from ..common import move_axis
 from ..schedules import (
     FLOAT16,
@@ -303,7 +303,9 @@ class BlockedLayer:
     ``mode`` is the store mode of the outputs it fills (:func:`.modes.store_mode`);
     ``product`` the blocks' product (:data:`.block_sources.PRODUCTS`): with
     ``vector_dot_bytes`` (``vector_dot_words``), ``weights`` and the data are int32 words of four bytes (two
-    int16 halves), ``Ci`` counts words and the sums are int32.
+    int16 halves), ``Ci`` counts words and the sums are int32.  A grouped layer whose
+    groups each have one 16- or 32-byte vector of output channels runs at that width
+    (:func:`~convtranspose._kernels.blocked_groups.blocked_vector_bytes`).
     """
 
     __slots__ = ("_dtype", "_mode", "_target", "_copy_plane_bytes", "_copy_steps",
@@ -316,6 +318,9 @@ class BlockedLayer:
         axes3 = three_axes(axes)
         itemsize = np.dtype(dtype).itemsize
         derived = {} if derived is None else derived
+        if product == "vector_fma":
+            target = target.replace(vector_bytes=blocked_vector_bytes(
+                groups, co, itemsize, axes3[2], target.vector_bytes))
         self._dtype, self._mode, self._target = dtype, mode, target
         inputs = tuple(a.input_size for a in axes3)
         # Channels-first data with large planes is read through a channels-last copy.
