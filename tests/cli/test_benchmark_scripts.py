@@ -3,6 +3,7 @@ and the calibration fit recovers a known table from synthetic measurements."""
 
 import importlib.util
 import json
+import os
 import pathlib
 
 import pytest
@@ -36,6 +37,19 @@ def test_aligned_loads_times_both_placements(capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
     assert [row.split("|")[1].strip() for row in rows] == ["aligned", "across lines"]
     assert all(float(row.split("|")[2]) > 0 for row in rows)
+
+
+def test_narrow_groups_times_every_width_and_names_the_rule(capsys):
+    pytest.importorskip("numba")
+    forced = os.environ.get("CONVTRANSPOSE_ALGORITHM")
+    assert _load("narrow_groups").main(["--rounds", "1", "--layers", "16->16"]) == 0
+    assert os.environ.get("CONVTRANSPOSE_ALGORITHM") == forced  # the forcing undone
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| grouped")]
+    assert len(rows) == 1
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert cells[1] == "16 B"  # 4 float32 channels a group
+    assert len(cells) >= 3 and all(float(cell) > 0 for cell in cells[2:])
 
 
 def _perf_usable() -> bool:

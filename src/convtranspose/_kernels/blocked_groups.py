@@ -44,11 +44,11 @@ def blocked_vector_bytes(groups: int, co: int, itemsize: int, last_axis: AxisPla
     groups (:func:`blocked_group_span`).
 
     At the full width such a group's one vector is half or three quarters padding,
-    and its blocks hold one group: on an Intel Xeon, 8 float32 channels per group ran
-    in 0.29-0.38x the time at 32 bytes and 4 channels per group in 0.24x at 16 bytes.
-    Groups of more channels than a vector (12, 20, 24 or 40 float32 channels) ran as
-    fast or faster at the full width, so they keep it
-    (``benchmarks/results/blocked-narrow-groups-xeon.json``)."""
+    and its blocks hold one group: on an Intel Xeon, layers of 8 float32 channels per
+    group took 0.29-0.50x the time at 32 bytes, and of 4 channels 0.50x at 16 bytes.
+    Groups of other counts (12, 20, 24 or 40 float32 channels) took 0.93-1.37x the
+    full width's time at 32 bytes, so they keep the full width
+    (``benchmarks/results/blocked-narrow-groups-xeon.json``, ``benchmarks/narrow_groups.py``)."""
     narrow = co * itemsize
     if (groups > 1 and narrow in (16, 32) and narrow < vector_bytes
             and blocked_group_span(groups, co, itemsize, last_axis, narrow)):
