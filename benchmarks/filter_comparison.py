@@ -1,11 +1,11 @@
 """What the weights memo's check of a caller's filter costs: comparing a filter with the
-memo's copy of it, for filters of 1-32 MiB (float32, C order).
+memo's copy of it, for filters of 32 KiB to 32 MiB (float32, C order).
 
 Prints one row per size: the median milliseconds of NumPy's comparison of the two as
-unsigned integers (the memo's check for filters of different layouts), of
-``memo.same_bits`` on one thread and on every thread (``memcmp`` in pieces), and their
-ratios, with the CPU and the 1-minute load average.  The three are timed in
-alternating rounds.  ``--out`` writes the rows as JSON.
+unsigned integers (the memo's check for filters of different layouts and small ones),
+of ``memcmp`` as ``memo.same_bits`` calls it, on one thread and on every thread (in
+pieces), and their ratios, with the CPU and the 1-minute load average.  The three are
+timed in alternating rounds.  ``--out`` writes the rows as JSON.
 
     python benchmarks/filter_comparison.py [--rounds 15] [--out FILE]
 """
@@ -22,9 +22,9 @@ import numpy as np
 
 import convtranspose as ct
 from convtranspose._cli.bench import cpu_model
-from convtranspose._runtime.memo import same_bits
+from convtranspose._runtime import memo
 
-SIZES_MIB = (1, 4, 8, 16, 32)
+SIZES_KIB = (32, 64, 128, 256, 512, 1024, 4096, 8192, 16384, 32768)
 
 
 def _numpy_equal(kept: np.ndarray, filter: np.ndarray) -> bool:
@@ -34,7 +34,7 @@ def _numpy_equal(kept: np.ndarray, filter: np.ndarray) -> bool:
 def _memcmp_on(threads: int):
     def compare(kept, filter):
         with ct.num_threads(threads):
-            return same_bits(kept, filter)
+            return memo._same_memory(memo._memcmp(), kept, filter)
     return compare
 
 
@@ -43,8 +43,8 @@ def measure(rounds: int) -> list[dict]:
     ways = {"numpy": _numpy_equal, "memcmp, 1 thread": _memcmp_on(1),
             f"memcmp, {threads} threads": _memcmp_on(threads)}
     rows = []
-    for mib in SIZES_MIB:
-        filter = np.random.default_rng(mib).standard_normal((mib << 20) // 4,
+    for kib in SIZES_KIB:
+        filter = np.random.default_rng(kib).standard_normal((kib << 10) // 4,
                                                             dtype=np.float32)
         kept = filter.copy()
         times: dict[str, list[float]] = {name: [] for name in ways}
@@ -53,9 +53,9 @@ def measure(rounds: int) -> list[dict]:
                 start = time.perf_counter()
                 assert compare(kept, filter)
                 times[name].append((time.perf_counter() - start) * 1e3)
-        ms = {name: round(statistics.median(values), 3) for name, values in times.items()}
+        ms = {name: round(statistics.median(values), 4) for name, values in times.items()}
         numpy_ms = ms["numpy"]
-        rows.append({"MiB": mib, "ms": ms,
+        rows.append({"KiB": kib, "ms": ms,
                      "numpy_over": {name: round(numpy_ms / value, 2)
                                     for name, value in ms.items() if name != "numpy"}})
     return rows
@@ -73,7 +73,7 @@ def main() -> None:
     for row in rows:
         cells = " | ".join(f"{name} {value}" for name, value in row["ms"].items())
         speedups = ", ".join(f"{name} {value}x" for name, value in row["numpy_over"].items())
-        print(f"| {row['MiB']} MiB | {cells} | numpy over: {speedups} |")
+        print(f"| {row['KiB']} KiB | {cells} | numpy over: {speedups} |")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as file:
             json.dump({"machine": cpu_model(), "threads": ct.get_num_threads(),
