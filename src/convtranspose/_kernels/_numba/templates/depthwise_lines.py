@@ -30,6 +30,21 @@ def kernel(source, weights, out, scratch, sizes, row_first, row_taps, row_shifts
     row_base, s2, phases, s1 = sizes[12], sizes[13], sizes[14], sizes[15]
     copies = taps * window_rows * line
     stage = size1 * stage_line
+    # Each phase's (row tap, window copy) pairs as one list of steps (the window offset
+    # of the step's first row, its weight vectors' offset): the block runs one loop over
+    # them, not a loop over the copies inside one over the row taps.
+    steps_first = np.empty(phases + 1, np.int64)
+    step_rows = np.empty(max(1, (row_first[phases] - row_first[0]) * taps), np.int64)
+    step_weights = np.empty_like(step_rows)
+    steps = np.int64(0)
+    for p1 in range(phases):
+        steps_first[p1] = steps
+        for e in range(row_first[p1], row_first[p1 + 1]):
+            for m in range(taps):
+                step_rows[steps] = (row_shifts[e] + m * window_rows) * line
+                step_weights[steps] = (row_taps[e] * taps + m) * lanes
+                steps += 1
+    steps_first[phases] = steps
     base = (-(scratch.ctypes.data // scratch.itemsize)) % lanes
     scratch[:] = 0.0  # the borders no plane writes
     for item in range(start - 1, stop):
@@ -65,8 +80,8 @@ def kernel(source, weights, out, scratch, sizes, row_first, row_taps, row_shifts
             for p1 in range(phases):
                 rows(scratch, weights, out, base, channel * k1 * taps * lanes,
                      (n * groups * multiplier + channel) * out1 * out2, p1, s1,
-                     (out1 - p1 + s1 - 1) // s1, out2, taps, window_rows, line,
-                     row_first, row_taps, row_shifts)
+                     (out1 - p1 + s1 - 1) // s1, out2, line, steps_first, step_rows,
+                     step_weights)
 
 
 @cached_njit(nogil=True, inline="always")
@@ -88,11 +103,11 @@ def phases_gathered(scratch, stage_row, reads, at, s2):  # pragma: no cover - co
 
 
 @cached_njit(nogil=True, inline="always")
-def rows(scratch, weights, out, base, weights_at, out_at, p1, s1, count, out2, taps,
-         window_rows, line, row_first, row_taps, row_shifts):  # pragma: no cover - compiled
+def rows(scratch, weights, out, base, weights_at, out_at, p1, s1, count, out2, line,
+         steps_first, step_rows, step_weights):  # pragma: no cover - compiled
     # The `count` output rows p1 + q * s1 of one plane, from the window copies: blocks
-    # of 8 rows x one vector, over the phase's row taps and every window copy (the
-    # weight vectors hold each lane's tap, zeros where its phase has fewer).
+    # of 8 rows x one vector, over the phase's steps, every row tap with every window
+    # copy (the weight vectors hold each lane's tap, zeros where its phase has fewer).
     for q0 in range(0, count, 8):
         valid = min(8, count - q0)
         for x2 in range(0, line, lanes):
@@ -104,20 +119,18 @@ def rows(scratch, weights, out, base, weights_at, out_at, p1, s1, count, out2, t
             a5 = vector_zero(scratch, lanes)
             a6 = vector_zero(scratch, lanes)
             a7 = vector_zero(scratch, lanes)
-            for e in range(row_first[p1], row_first[p1 + 1]):
-                row = base + (q0 + row_shifts[e]) * line + x2
-                taps_at = weights_at + row_taps[e] * taps * lanes
-                for m in range(taps):
-                    w = vector_load(weights, taps_at + m * lanes, lanes)
-                    p = row + m * window_rows * line
-                    a0 = vector_fma(vector_load(scratch, p, lanes), w, a0)
-                    a1 = vector_fma(vector_load(scratch, p + line, lanes), w, a1)
-                    a2 = vector_fma(vector_load(scratch, p + 2 * line, lanes), w, a2)
-                    a3 = vector_fma(vector_load(scratch, p + 3 * line, lanes), w, a3)
-                    a4 = vector_fma(vector_load(scratch, p + 4 * line, lanes), w, a4)
-                    a5 = vector_fma(vector_load(scratch, p + 5 * line, lanes), w, a5)
-                    a6 = vector_fma(vector_load(scratch, p + 6 * line, lanes), w, a6)
-                    a7 = vector_fma(vector_load(scratch, p + 7 * line, lanes), w, a7)
+            row = base + q0 * line + x2
+            for k in range(steps_first[p1], steps_first[p1 + 1]):
+                w = vector_load(weights, weights_at + step_weights[k], lanes)
+                p = row + step_rows[k]
+                a0 = vector_fma(vector_load(scratch, p, lanes), w, a0)
+                a1 = vector_fma(vector_load(scratch, p + line, lanes), w, a1)
+                a2 = vector_fma(vector_load(scratch, p + 2 * line, lanes), w, a2)
+                a3 = vector_fma(vector_load(scratch, p + 3 * line, lanes), w, a3)
+                a4 = vector_fma(vector_load(scratch, p + 4 * line, lanes), w, a4)
+                a5 = vector_fma(vector_load(scratch, p + 5 * line, lanes), w, a5)
+                a6 = vector_fma(vector_load(scratch, p + 6 * line, lanes), w, a6)
+                a7 = vector_fma(vector_load(scratch, p + 7 * line, lanes), w, a7)
             columns = min(lanes, out2 - x2)
             at = out_at + (p1 + q0 * s1) * out2 + x2
             step = s1 * out2
