@@ -34,7 +34,7 @@ def _numpy_equal(kept: np.ndarray, filter: np.ndarray) -> bool:
 def _memcmp_on(threads: int):
     def compare(kept, filter):
         with ct.num_threads(threads):
-            return memo._same_memory(memo._memcmp(), kept, filter)
+            return memo.memory_equal(kept, filter)
     return compare
 
 

@@ -144,3 +144,17 @@ def test_large_filters_compare_every_byte_in_any_piece(monkeypatch, threads, whe
         if where in index:
             flat[index[where]] ^= 1
         assert (memo.derived_from(edited, "pieces") is first) is (where == "nowhere")
+
+
+@pytest.mark.parametrize("elements", [8, 3000, 70000])
+def test_memory_equal_tells_apart_one_differing_bit(elements):
+    # The memcmp comparison at any size: equal copies, then a zero turned into -0.0
+    # (equal as floats, one bit apart) at the last element, which a piece's end reaches.
+    kept = np.zeros(elements, np.float32)
+    filter = kept.copy()
+    answer = memo.memory_equal(kept, filter)
+    if answer is None:
+        pytest.skip("no C library memcmp to load here")
+    assert answer
+    filter[-1] = -0.0
+    assert memo.memory_equal(kept, filter) is False

@@ -85,6 +85,15 @@ def _dense(array: np.ndarray) -> bool:
     return True
 
 
+def memory_equal(kept: np.ndarray, weights: np.ndarray) -> bool | None:
+    """What :func:`same_bits` answers for two dense arrays of one layout and size,
+    compared as memory with ``memcmp`` whatever their size (in pieces on the threads),
+    or None where the C library's ``memcmp`` cannot be loaded: the comparison
+    ``benchmarks/filter_comparison.py`` times against NumPy's."""
+    memcmp = _memcmp()
+    return None if memcmp is None else _same_memory(memcmp, kept, weights)
+
+
 def _same_memory(memcmp, kept: np.ndarray, weights: np.ndarray) -> bool:
     """``memcmp`` of two dense arrays of one layout and size, in pieces on the threads
     (``memcmp`` releases the GIL)."""
