@@ -25,7 +25,6 @@ from convtranspose._cli import bench
 from convtranspose._cli.bench.suite import Layer
 from convtranspose._kernels._numba import blocked
 from convtranspose._kernels.blocked_groups import blocked_vector_bytes
-from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime.machine import cpu_model_name, vector_bytes
 from convtranspose._runtime.target import host, use_target
 
@@ -53,11 +52,8 @@ def _layer(batch, channels, spatial, kernel, stride, pad, extra, groups, layout)
 
 
 def _rule_width(layer: Layer) -> int:
-    last = AxisPlan(layer.spatial[-1], layer.kernel, layer.stride, 1, layer.pad,
-                    (layer.spatial[-1] - 1) * layer.stride + layer.kernel - 2 * layer.pad
-                    + layer.output_padding)
-    return blocked_vector_bytes(layer.groups, layer.out_channels // layer.groups, 4, last,
-                                vector_bytes())
+    return blocked_vector_bytes(layer.groups, layer.out_channels // layer.groups, 4,
+                                bench.layer_plan_axes(layer)[-1], vector_bytes())
 
 
 def main(argv: list[str] | None = None) -> int:

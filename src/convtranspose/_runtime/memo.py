@@ -56,9 +56,9 @@ def same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
     if kept.nbytes <= 4096:
         return kept.tobytes() == weights.tobytes()
     if kept.nbytes >= _MEMCMP_MIN_BYTES and kept.strides == weights.strides and _dense(kept):
-        memcmp = _memcmp()
-        if memcmp is not None:
-            return _same_memory(memcmp, kept, weights)
+        equal = memory_equal(kept, weights)
+        if equal is not None:
+            return equal
     unsigned = np.dtype(f"u{weights.itemsize}") if weights.itemsize in (1, 2, 4, 8) else None
     return unsigned is not None and np.array_equal(kept.view(unsigned), weights.view(unsigned))
 
