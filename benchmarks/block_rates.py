@@ -1,6 +1,7 @@
 """``direct-blocked``'s register blocks alone: the rate each block shape reaches.
 
     python benchmarks/block_rates.py [--calls 200] [--rounds 3] [--out FILE]
+                                     [--channel-blocks]
 
 For every block shape ``direct-blocked`` may use on this machine's vectors (``chunk``
 vectors of output channels x ``pixels`` outputs), times the compiled block alone, in a
@@ -14,6 +15,10 @@ the ceiling of a layer that runs nothing but that block.  ``--out`` writes the r
 the CPU as JSON.  Runs on one thread; each rate is the fastest of five timed runs in
 each of ``--rounds`` rounds over every shape, so that a moment when another job slows
 the core (on a shared virtual machine, by a third or more) does not set a shape's rate.
+
+``--channel-blocks`` times instead the blocks across lines over the 49 taps of a
+stride-1 7x7 phase, channels first, with 1 to 64 input channels a block: what a channel
+block of few channels costs (``schedules.BLOCKED_LEAST_CHANNELS``).
 """
 
 from __future__ import annotations
@@ -45,16 +50,18 @@ def _looped(block, cross: bool):
     """A compiled loop calling ``block`` ``n`` times over the same operands."""
     if cross:
         @numba.njit(nogil=True)
-        def loop(n, source, weights, dest, places, reads, taps, channels, width):
+        def loop(n, source, weights, dest, places, reads, taps, channels, width,
+                 channel_step):
             for _ in range(n):
                 block(source, weights, dest, 0, places[0], places[1], reads, taps,
-                      reads.size, 0, 1, channels, 0, width)
+                      reads.size, 0, channel_step, channels, 0, width)
     else:
         @numba.njit(nogil=True)
-        def loop(n, source, weights, dest, places, reads, taps, channels, width):
+        def loop(n, source, weights, dest, places, reads, taps, channels, width,
+                 channel_step):
             for _ in range(n):
                 block(source, weights, dest, 0, width, reads, taps, reads.size, 0, channels,
-                      1, channels, 0, width)
+                      channel_step, channels, 0, width)
     return loop
 
 
@@ -79,26 +86,65 @@ def _aligned(count: int, rng) -> np.ndarray:
 
 
 def block_rate(lanes: int, chunk: int, pixels: int, channels: int, cross: bool,
-               calls: int) -> float:
-    """GFLOP/s of one block shape over ``TAPS`` taps of ``channels`` input channels."""
+               calls: int, taps: int = TAPS, plane: int = 0) -> float:
+    """GFLOP/s of one block shape over ``taps`` taps of ``channels`` input channels.
+
+    The input is channels last (outputs ``channels`` apart), taps a row of 16 outputs
+    apart; or with ``plane``, channels first (outputs adjacent, channels ``plane``
+    apart), taps seven to a row of the filter (a 7x7 filter's with 49)."""
     rng = np.random.default_rng(0)
     loop = _loop_of(lanes, chunk, pixels, cross)
     width = chunk * lanes
-    # Channels-last input: outputs a pixel of `channels` apart, taps rows apart.
-    source = _aligned((pixels + 3 * 16 + 2) * channels, rng)
-    weights = _aligned(TAPS * channels * width, rng)
+    pixel_step, channel_step = (1, plane) if plane else (channels, 1)
+    tap = np.arange(taps, dtype=np.int64)
+    reads = ((tap // 7) * 16 + tap % 7 if plane else tap * 16) * pixel_step
+    source = _aligned(int(reads[-1]) + pixels * pixel_step + channels * channel_step, rng)
+    weights = _aligned(taps * channels * width, rng)
     dest = np.zeros(pixels * width, np.float32)
     places = (np.arange(pixels, dtype=np.int64) * width,
-              np.arange(pixels, dtype=np.int64) * channels)
-    reads = np.arange(TAPS, dtype=np.int64) * 16 * channels
-    taps = np.arange(TAPS, dtype=np.int64) * channels * width
-    loop(1, source, weights, dest, places, reads, taps, channels, width)  # compiles
+              np.arange(pixels, dtype=np.int64) * pixel_step)
+    offsets = tap * channels * width
+    loop(1, source, weights, dest, places, reads, offsets, channels, width,
+         channel_step)  # compiles
     best = float("inf")
     for _ in range(5):
         start = time.perf_counter()
-        loop(calls, source, weights, dest, places, reads, taps, channels, width)
+        loop(calls, source, weights, dest, places, reads, offsets, channels, width,
+             channel_step)
         best = min(best, time.perf_counter() - start)
-    return 2.0 * calls * TAPS * channels * pixels * width / best / 1e9
+    return 2.0 * calls * taps * channels * pixels * width / best / 1e9
+
+
+#: ``--channel-blocks``: input channels per block, over the 49 taps of a stride-1 7x7
+#: phase, channels first (a plane of 14x14 between channels).
+CHANNEL_COUNTS = (1, 3, 7, 16, 64)
+
+
+def _channel_block_rows(lanes: int, shapes, peak: float, rounds: int, calls: int) -> list:
+    """``--channel-blocks``: each block shape's rate per channel count of a block."""
+    print("| block (vectors x outputs) | " + " | ".join(
+        f"{count} channels" for count in CHANNEL_COUNTS) + " |")
+    print("|---|" + "---|" * len(CHANNEL_COUNTS))
+    best: dict = {}
+    for _ in range(rounds):
+        for shape in shapes:
+            for count in CHANNEL_COUNTS:
+                # About as many multiply-adds per timed run as the default's L1 rows.
+                rate = block_rate(lanes, *shape, count, True,
+                                  max(1, calls * TAPS * 64 // (49 * count)), taps=49,
+                                  plane=196)
+                best[shape, count] = max(best.get((shape, count), 0.0), rate)
+    rows = []
+    for chunk, pixels in shapes:
+        rates = [best[(chunk, pixels), count] for count in CHANNEL_COUNTS]
+        print(f"| {chunk} x {pixels} | " + " | ".join(
+            f"{rate:.1f} ({rate / peak:.0%})" for rate in rates) + " |", flush=True)
+        rows.append({"chunk": chunk, "pixels": pixels, "taps": 49, "plane": 196,
+                     "gflops_by_channels": dict(zip(map(str, CHANNEL_COUNTS),
+                                                    (round(r, 1) for r in rates))),
+                     "peak_share_by_channels": dict(zip(map(str, CHANNEL_COUNTS),
+                                                        (round(r / peak, 3) for r in rates)))})
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", type=int, default=0,
                         help="only the first this many shapes (0: all)")
     parser.add_argument("--out", help="write the rows as JSON to this file")
+    parser.add_argument("--channel-blocks", action="store_true",
+                        help="time blocks of few input channels over many taps instead")
     args = parser.parse_args(argv)
     width = vector_bytes()
     lanes = width // 4
@@ -116,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     shapes = shapes[:args.shapes] if args.shapes else shapes
     print(f"CPU: {cpu_model_name()}, {width}-byte vectors, FMA peak of one thread "
           f"{peak:.1f} GFLOP/s, load {os.getloadavg()[0]:.2f}\n")
+    if args.channel_blocks:
+        rows = _channel_block_rows(lanes, shapes, peak, args.rounds, args.calls)
+        _write(args.out, width, peak, rows)
+        return 0
     print("| block (vectors x outputs) | along a line, L1 | along a line, L2 | across lines, L1 "
           "| across lines, L2 |")
     print("|---|---|---|---|---|")
@@ -135,12 +187,17 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"chunk": chunk, "pixels": pixels,
                      **{key: round(rate, 1) for key, rate in rates.items()},
                      **{f"{key}_share": round(rate / peak, 3) for key, rate in rates.items()}})
-    if args.out:
-        with open(args.out, "w") as handle:
+    _write(args.out, width, peak, rows)
+    return 0
+
+
+def _write(out: str | None, width: int, peak: float, rows: list) -> None:
+    """``--out``: the rows, the CPU, its vector width and FMA peak as JSON."""
+    if out:
+        with open(out, "w") as handle:
             json.dump({"cpu": cpu_model_name(), "vector_bytes": width,
                        "fma_peak_gflops": round(peak, 1), "load": os.getloadavg()[0],
                        "rows": rows}, handle, indent=1)
-    return 0
 
 
 if __name__ == "__main__":

@@ -375,6 +375,18 @@ def test_block_rates_script_times_each_block_shape(capsys, tmp_path):
     assert all(row[key] > 0 for key in ("line_l1", "line_l2", "cross_l1", "cross_l2"))
 
 
+def test_block_rates_script_times_blocks_of_few_channels(capsys, tmp_path):
+    pytest.importorskip("numba")
+    out = tmp_path / "rates.json"
+    assert _load("block_rates").main(["--shapes", "1", "--calls", "2", "--rounds", "1",
+                                      "--channel-blocks", "--out", str(out)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert len(rows) == 2 and rows[1].count("|") == 7  # a shape and five channel counts
+    (row,) = json.loads(out.read_text())["rows"]
+    assert set(row["gflops_by_channels"]) == {"1", "3", "7", "16", "64"}
+    assert all(rate > 0 for rate in row["gflops_by_channels"].values())
+
+
 def test_int8_kernels_script_compares_the_two_kernels(capsys, tmp_path):
     pytest.importorskip("numba")
     from convtranspose._runtime.machine import has_vnni

@@ -43,6 +43,7 @@ from ..schedules import (
     blocked_shape,
     frozen_all,
 )
+from ..tiles import aligned
 from .block_sources import block_source, cross_block_source, single_source
 from .casts import bfloat16_bits, float16_bits
 from .channels_last import gather_row_taps
@@ -255,8 +256,10 @@ def pass_weights(weights, derived, dtype, kernel3, channels: tuple[int, int], wi
     per block of ``chunk_width`` of them: ``(width // chunk_width, G, K1, K2, K3, Ci,
     chunk_width)``, so that a block reads its weight rows one after another (rows of the
     whole ``width`` put them a row apart: DCGAN 256->128, two blocks of channels, took
-    1.1x as long, ``benchmarks/results/blocked-packing-xeon.json``).  Kept in
-    ``derived`` (a tenth of a large layer's time: direct-blocked-zen4.json)."""
+    1.1x as long, ``benchmarks/results/blocked-packing-xeon.json``), from a 64-byte
+    boundary: a block's vector loads then never straddle two cache lines (NumPy aligns
+    to 16 bytes).  Kept in ``derived`` (a tenth of a large layer's time:
+    direct-blocked-zen4.json)."""
     groups, ci, co = weights.shape[:3]
     c0, c1 = channels
     key = ("blocked", np.dtype(dtype).str, width, chunk_width) + (
@@ -266,8 +269,11 @@ def pass_weights(weights, derived, dtype, kernel3, channels: tuple[int, int], wi
         rows = np.zeros((groups,) + kernel3 + (ci, width), dtype)
         part = weights.reshape((groups, ci, co) + kernel3)[:, :, c0:c1]
         rows[..., :c1 - c0] = np.moveaxis(part, (1, 2), (-2, -1))
-        packed = rows.reshape(rows.shape[:-1] + (width // chunk_width, chunk_width))
-        w = derived[key] = frozen_all(np.ascontiguousarray(np.moveaxis(packed, -2, 0)))[0]
+        packed = np.moveaxis(rows.reshape(rows.shape[:-1] + (width // chunk_width,
+                                                             chunk_width)), -2, 0)
+        w = aligned(packed.shape, dtype)
+        w[...] = packed
+        w = derived[key] = frozen_all(w)[0]
     return w
 
 
