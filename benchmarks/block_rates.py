@@ -18,7 +18,7 @@ the core (on a shared virtual machine, by a third or more) does not set a shape'
 
 ``--channel-blocks`` times instead the blocks across lines over the 49 taps of a
 stride-1 7x7 phase, channels first, with 1 to 64 input channels a block: what a channel
-block of few channels costs (``schedules.BLOCKED_LEAST_CHANNELS``).
+block of few channels costs (``blocked_channels.BLOCKED_LEAST_CHANNELS``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 
 For the float32 layers of the benchmark suite (and the random suites' large-filter
 layers given by ``--random SEED``) whose weights per output line exceed the L2 share of
-:data:`convtranspose._kernels.schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE`, times
+:data:`convtranspose._kernels.blocked_channels.BLOCKED_LINE_WEIGHTS_L2_SHARE`, times
 ``direct-blocked`` at several shares (so several pass counts) in alternating rounds,
 each call after a pause and an untimed call as the benchmark times, on two threads and
 on one.  Prints a Markdown row per layer and share; ``--out`` writes them as JSON with
@@ -30,7 +30,7 @@ from convtranspose._cli import bench as _bench
 from convtranspose._cli.bench.peers import run_ours
 from convtranspose._cli.bench.random_suite import random_layers
 from convtranspose._cli.bench.run import alternating_rounds
-from convtranspose._kernels import schedules
+from convtranspose._kernels import blocked_channels
 from convtranspose._plan.geometry import three_axes
 from convtranspose._runtime.machine import cpu_model_name, l1_data_cache_bytes, l2_cache_bytes
 
@@ -39,13 +39,13 @@ SHARES = (4.0, 1.0, 0.5, 0.25, 0.125)
 
 def _passes(layer, share: float) -> int:
     axes3 = three_axes(tuple(_bench.layer_plan_axes(layer)))
-    saved, schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE = schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE, share
+    saved, blocked_channels.BLOCKED_LINE_WEIGHTS_L2_SHARE = blocked_channels.BLOCKED_LINE_WEIGHTS_L2_SHARE, share
     try:
         lanes = ct.host_target().vector_bytes // 4
-        return schedules.blocked_channel_passes(layer.in_channels, layer.out_channels, axes3, 4,
+        return blocked_channels.blocked_channel_passes(layer.in_channels, layer.out_channels, axes3, 4,
                                                 lanes, l2_cache_bytes())
     finally:
-        schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE = saved
+        blocked_channels.BLOCKED_LINE_WEIGHTS_L2_SHARE = saved
 
 
 #: ``--channel-blocks``: shares of the L1 data cache, by the label the table shows.
@@ -53,14 +53,14 @@ CHANNEL_SHARES = {"0.25": 0.25, "0.5": 0.5, "1": 1.0, "2": 2.0, "whole": float("
 
 
 def _runner(run, setting: str, value: float):
-    """``run`` with ``schedules.<setting>`` set to ``value`` (restored afterwards)."""
+    """``run`` with ``blocked_channels.<setting>`` set to ``value`` (restored afterwards)."""
     def call():
-        saved = getattr(schedules, setting)
-        setattr(schedules, setting, value)
+        saved = getattr(blocked_channels, setting)
+        setattr(blocked_channels, setting, value)
         try:
             run()
         finally:
-            setattr(schedules, setting, saved)
+            setattr(blocked_channels, setting, saved)
     return call
 
 
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 samples = alternating_rounds(runners, args.rounds, warmup=1)
             ms = {count: statistics.median(times) * 1e3 for count, times in samples.items()}
             fastest = min(ms, key=ms.get)
-            rule = _passes(layer, schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE)
+            rule = _passes(layer, blocked_channels.BLOCKED_LINE_WEIGHTS_L2_SHARE)
             cells = ", ".join(f"{count}{'*' if count == rule else ''}: {value:.3g}"
                               for count, value in sorted(ms.items()))
             print(f"| {layer.label} | {threads} | {cells} | {fastest} |", flush=True)
@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.out, "w") as handle:
             json.dump({"machine": cpu_model_name(), "l1_data_bytes": l1_data_cache_bytes(),
                        "l2_bytes": l2_cache_bytes(),
-                       "share": schedules.BLOCKED_PANEL_L1_SHARE if args.channel_blocks
-                       else schedules.BLOCKED_LINE_WEIGHTS_L2_SHARE, "rows": rows},
+                       "share": blocked_channels.BLOCKED_PANEL_L1_SHARE if args.channel_blocks
+                       else blocked_channels.BLOCKED_LINE_WEIGHTS_L2_SHARE, "rows": rows},
                       handle, indent=1)
     return 0
 

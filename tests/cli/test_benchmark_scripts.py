@@ -333,14 +333,14 @@ def test_bench_eta_is_the_mean_time_per_layer_times_the_layers_left(monkeypatch)
 def test_blocked_passes_script_times_channel_blocks_and_restores_the_share(capsys,
                                                                            monkeypatch):
     pytest.importorskip("numba")
-    from convtranspose._kernels import schedules
+    from convtranspose._kernels import blocked_channels
 
     # The script forces its algorithm through the environment: restored afterwards.
     monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct-blocked")
-    share = schedules.BLOCKED_PANEL_L1_SHARE
+    share = blocked_channels.BLOCKED_PANEL_L1_SHARE
     assert _load("blocked_passes").main(["--layers", "tiny", "--rounds", "1",
                                          "--channel-blocks"]) == 0
-    assert schedules.BLOCKED_PANEL_L1_SHARE == share
+    assert blocked_channels.BLOCKED_PANEL_L1_SHARE == share
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| tiny")]
     assert len(rows) == 4  # NCX and NXC, on two threads and one
     for row in rows:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from convtranspose._kernels.schedules import blocked_channel_block
+from convtranspose._kernels.blocked_channels import blocked_channel_block
 from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime.machine import l1_data_cache_bytes
 from kernel_support import run_forced

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._kernels import REGISTRY, offered_algorithms
+from .._kernels.blocked_channels import blocked_line_taps
 from .._kernels.blocked_groups import blocked_group_span, blocked_vector_bytes
 from .._kernels.col2im import products_in_place, rows_kernels_store
 from .._kernels.dense import DENSE_MAX_ELEMENTS
@@ -31,7 +32,6 @@ from .._kernels.depthwise_schedule import (
 from .._kernels.pointwise import in_place, reached, takes_layer
 from .._kernels.schedules import (
     PLANE_CO_BLOCK,
-    blocked_line_taps,
     blocked_segments,
     blocked_shape,
     direct_per_position,

@@ -32,17 +32,10 @@ from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes
 from ..._runtime.threads import PIECES_PER_THREAD, parallel_for, parallel_parts
+from ..blocked_channels import blocked_channel_block, blocked_channel_passes
 from ..blocked_groups import blocked_group_span, blocked_vector_bytes
 from ..common import move_axis
-from ..schedules import (
-    FLOAT16,
-    KEEP,
-    blocked_channel_block,
-    blocked_channel_passes,
-    blocked_segments,
-    blocked_shape,
-    frozen_all,
-)
+from ..schedules import FLOAT16, KEEP, blocked_segments, blocked_shape, frozen_all
 from ..tiles import aligned
 from .block_sources import block_source, cross_block_source, single_source
 from .casts import bfloat16_bits, float16_bits
@@ -288,7 +281,7 @@ def span_weights(weights: np.ndarray) -> np.ndarray:
 
 def channel_passes(weights_shape, axes3, itemsize: int, target) -> list[tuple[int, int]]:
     """Output channel ranges computed one after another (one group only; a single range
-    otherwise): :func:`~convtranspose._kernels.schedules.blocked_channel_passes`."""
+    otherwise): :func:`~convtranspose._kernels.blocked_channels.blocked_channel_passes`."""
     groups, ci, co = weights_shape[:3]
     lanes = max(1, target.vector_bytes // itemsize)
     passes = 1 if groups > 1 else blocked_channel_passes(ci, co, axes3, itemsize, lanes,

@@ -28,7 +28,8 @@ from ..._plan.geometry import three_axes
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes
-from ..schedules import blocked_channel_block, blocked_shape
+from ..blocked_channels import blocked_channel_block
+from ..schedules import blocked_shape
 from .block_sources import block_source, single_source
 from .blocked import pass_weights
 from .launch import parallel_kernel
