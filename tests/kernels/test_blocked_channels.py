@@ -18,6 +18,12 @@ LAYERS = [
     (150, 40, (24,), 6, 2),
     (150, 70, (3, 20), 4, 2),
     (96, 20, (2, 2, 18), 4, 2),
+    # 49 taps: the L1 share fits few channels, so blocks of BLOCKED_LEAST_CHANNELS (16),
+    # the last one short.
+    (40, 20, (9, 12), 7, 1),
+    # A line's weights past the L2 share: passes of at least BLOCKED_LEAST_PASS_VECTORS
+    # vectors, the last one narrower.
+    (256, 48, (5, 6), 7, 1),
 ]
 
 
@@ -97,3 +103,19 @@ def test_lines_go_to_the_threads_in_pieces_of_whole_planes():
     assert line_pieces(14, 14, 1, 2) == 2
     assert line_pieces(14 * 100, 14, 1, 2) == 2 * PIECES_PER_THREAD
     assert line_pieces(1, 1, 64, 2) == 2 * PIECES_PER_THREAD  # segments of one line
+
+
+def test_channel_blocks_and_passes_keep_their_floors():
+    from convtranspose._kernels.blocked_channels import blocked_channel_passes
+    from convtranspose._plan.geometry import three_axes
+
+    # 49 taps of 64 float32 channels fit one input channel in half of 48 KiB: 16 a block,
+    # or every channel where there are fewer.
+    assert blocked_channel_block(40, 49, 64, 4, 48 << 10) == 16
+    assert blocked_channel_block(8, 49, 64, 4, 48 << 10) == 8
+    assert blocked_channel_block(400, 1, 64, 4, 48 << 10) == 96  # the share alone
+    # 256 input channels x 49 taps: one 16-lane vector's weights per line (784 KiB) fill
+    # the share of 2 MiB, so three vectors go in passes of two and one, not three of one.
+    axes3 = three_axes(tuple(AxisPlan(8, 7, 1, 1, 3, 8) for _ in range(2)))
+    assert blocked_channel_passes(256, 48, axes3, 4, 16, 2 << 20) == 2
+    assert blocked_channel_passes(16, 48, axes3, 4, 16, 2 << 20) == 1
