@@ -39,13 +39,14 @@ SHARES = (4.0, 1.0, 0.5, 0.25, 0.125)
 
 def _passes(layer, share: float) -> int:
     axes3 = three_axes(tuple(_bench.layer_plan_axes(layer)))
-    saved, blocked_channels.BLOCKED_LINE_WEIGHTS_L2_SHARE = blocked_channels.BLOCKED_LINE_WEIGHTS_L2_SHARE, share
+    rules = blocked_channels
+    saved, rules.BLOCKED_LINE_WEIGHTS_L2_SHARE = rules.BLOCKED_LINE_WEIGHTS_L2_SHARE, share
     try:
         lanes = ct.host_target().vector_bytes // 4
-        return blocked_channels.blocked_channel_passes(layer.in_channels, layer.out_channels, axes3, 4,
-                                                lanes, l2_cache_bytes())
+        return rules.blocked_channel_passes(layer.in_channels, layer.out_channels, axes3, 4,
+                                            lanes, l2_cache_bytes())
     finally:
-        blocked_channels.BLOCKED_LINE_WEIGHTS_L2_SHARE = saved
+        rules.BLOCKED_LINE_WEIGHTS_L2_SHARE = saved
 
 
 #: ``--channel-blocks``: shares of the L1 data cache, by the label the table shows.
