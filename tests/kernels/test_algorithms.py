@@ -338,15 +338,15 @@ def test_direct_blocked_every_register_layout(use_target, monkeypatch, register_
 def test_direct_blocked_in_passes_over_output_channels(use_target, monkeypatch,
                                                       register_bytes):
     # A layer whose weights per line exceed the L2 share runs in passes over its output
-    # channels (whole vectors each, the last one short): with a pretended L2 of a few
-    # KiB every layer here does.  Every pass writes only its channels, bias and
+    # channels (whole vectors each, at least two, the last one short): with a pretended
+    # L2 of a few KiB every layer here of four vectors does.  Every pass writes only its channels, bias and
     # rounding included, in both layouts, with one and with several threads.
     use_target(vector_bytes=register_bytes)
     lanes = register_bytes // 4
     monkeypatch.setattr(numba_blocked, "l2_cache_bytes", lambda: 4096)
     rng = np.random.default_rng(register_bytes + 1)
     axes = (AxisPlan(5, 4, 2, 1, 1, 10), AxisPlan(13, 4, 2, 1, 1, 26))
-    for co in (3 * lanes + 5, 2 * lanes):
+    for co in (3 * lanes + 5, 4 * lanes):
         passes = numba_blocked.channel_passes((1, 9, co), axes, 4, host_target().replace(
             vector_bytes=register_bytes))
         assert len(passes) > 1 and passes[0][0] == 0 and passes[-1][1] == co
