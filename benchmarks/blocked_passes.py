@@ -20,6 +20,7 @@ blocks), with the L1 size in the JSON.  Backs ``BLOCKED_PANEL_L1_SHARE``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -37,16 +38,23 @@ from convtranspose._runtime.machine import cpu_model_name, l1_data_cache_bytes, 
 SHARES = (4.0, 1.0, 0.5, 0.25, 0.125)
 
 
+@contextlib.contextmanager
+def _setting(name: str, value: float):
+    """``blocked_channels.<name>`` set to ``value`` inside the block (restored after)."""
+    saved = getattr(blocked_channels, name)
+    setattr(blocked_channels, name, value)
+    try:
+        yield
+    finally:
+        setattr(blocked_channels, name, saved)
+
+
 def _passes(layer, share: float) -> int:
     axes3 = three_axes(tuple(_bench.layer_plan_axes(layer)))
-    rules = blocked_channels
-    saved, rules.BLOCKED_LINE_WEIGHTS_L2_SHARE = rules.BLOCKED_LINE_WEIGHTS_L2_SHARE, share
-    try:
+    with _setting("BLOCKED_LINE_WEIGHTS_L2_SHARE", share):
         lanes = ct.host_target().vector_bytes // 4
-        return rules.blocked_channel_passes(layer.in_channels, layer.out_channels, axes3, 4,
-                                            lanes, l2_cache_bytes())
-    finally:
-        rules.BLOCKED_LINE_WEIGHTS_L2_SHARE = saved
+        return blocked_channels.blocked_channel_passes(
+            layer.in_channels, layer.out_channels, axes3, 4, lanes, l2_cache_bytes())
 
 
 #: ``--channel-blocks``: shares of the L1 data cache, by the label the table shows.
@@ -56,12 +64,8 @@ CHANNEL_SHARES = {"0.25": 0.25, "0.5": 0.5, "1": 1.0, "2": 2.0, "whole": float("
 def _runner(run, setting: str, value: float):
     """``run`` with ``blocked_channels.<setting>`` set to ``value`` (restored afterwards)."""
     def call():
-        saved = getattr(blocked_channels, setting)
-        setattr(blocked_channels, setting, value)
-        try:
+        with _setting(setting, value):
             run()
-        finally:
-            setattr(blocked_channels, setting, saved)
     return call
 
 

@@ -339,8 +339,9 @@ def test_direct_blocked_in_passes_over_output_channels(use_target, monkeypatch,
                                                       register_bytes):
     # A layer whose weights per line exceed the L2 share runs in passes over its output
     # channels (whole vectors each, at least two, the last one short): with a pretended
-    # L2 of a few KiB every layer here of four vectors does.  Every pass writes only its channels, bias and
-    # rounding included, in both layouts, with one and with several threads.
+    # L2 of a few KiB every layer here of four vectors does.  Every pass writes only its
+    # channels, bias and rounding included, in both layouts, with one and with several
+    # threads.
     use_target(vector_bytes=register_bytes)
     lanes = register_bytes // 4
     monkeypatch.setattr(numba_blocked, "l2_cache_bytes", lambda: 4096)
