@@ -164,6 +164,63 @@ def test_channels_first_planes_are_summed_along_lines(use_target, lines_spy, reg
     assert len(lines_spy) == 16
 
 
+def _unrolled_case(rng, channels, taps, stride):
+    """A channels-first 2-D layer whose lines kernel unrolls its blocks over ``taps``
+    row taps (every phase of stride ``stride`` has that many, no dilation on the first
+    axis; stride 1 along the line): first axes of fewer and more than a block of 8 rows
+    per phase, lines of part of a vector to several, any dilation along the line, crops
+    and zeros at either end."""
+    size1, size2 = int(rng.integers(1, 20)), int(rng.integers(1, 41))
+    k2, d2 = int(rng.integers(1, 8)), int(rng.integers(1, 4))
+    axes = []
+    for size, kernel, s, d in ((size1, taps * stride, stride, 1), (size2, k2, 1, d2)):
+        full = (size - 1) * s + (kernel - 1) * d + 1
+        axes.append(AxisPlan(size, kernel, s, d, int(rng.integers(-2, full)),
+                             int(rng.integers(1, full + 4))))
+    data = rng.integers(-3, 4, (int(rng.integers(1, 3)), channels, size1, size2))
+    weights = rng.integers(-3, 4, (channels, 1, int(rng.integers(1, 3)), taps * stride, k2))
+    return data, weights, tuple(axes)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
+def test_unrolled_row_taps_match_the_oracle(use_target, lines_spy, register_bytes, threads):
+    # Blocks unrolled over 1-7 row taps, reading the staged rows: every tap count the
+    # kernel generates, with strides 1 and 2 on the first axis.
+    from convtranspose._kernels.depthwise_schedule import LINES_UNROLLED_TAPS, lines_plan
+
+    use_target(vector_bytes=register_bytes, threads=threads)
+    lanes = register_bytes // 4
+    rng = np.random.default_rng(register_bytes + threads)
+    for taps in range(1, LINES_UNROLLED_TAPS + 1):
+        for stride in (1, 2):
+            data, weights, axes = _unrolled_case(rng, (3, 17)[stride - 1], taps, stride)
+            groups, _, multiplier = weights.shape[:3]
+            assert lines_plan(groups, multiplier, axes, lanes).unrolled_taps == taps
+            got = run_forced(data.astype(np.float32), weights.astype(np.float32), axes,
+                             np.float32, False, "depthwise")
+            np.testing.assert_array_equal(got, canonical_result(data, weights, axes),
+                                          err_msg=f"{axes} {weights.shape}")
+    assert len(lines_spy) == 2 * LINES_UNROLLED_TAPS
+
+
+def test_unrolled_row_taps_keep_infinite_data_where_its_taps_reach(lines_spy):
+    # The window rows past the input are zeros of the stage, never data.
+    rng = np.random.default_rng(9)
+    axes = (AxisPlan(7, 3, 1, 1, 1, 7), AxisPlan(14, 5, 1, 1, 2, 14))
+    data = rng.integers(-3, 4, (2, 6, 7, 14)).astype(np.float32)
+    weights = rng.integers(-3, 4, (6, 1, 1, 3, 5))
+    data[0, 2, 0, 0] = np.inf
+    data[-1, 4, -1, -1] = -np.inf
+    weights = np.where(weights == 0, 1, weights).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        expected = canonical_result(data.astype(np.float64), weights.astype(np.float64), axes)
+    assert np.isinf(expected).any()  # the premise: the taps reach it
+    got = run_forced(data, weights, axes, np.float32, False, "depthwise")
+    np.testing.assert_array_equal(got, expected)
+    assert lines_spy
+
+
 def test_prepared_stride_one_layer_sums_along_lines(monkeypatch, lines_spy):
     monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "depthwise")
     ct.clear_caches()

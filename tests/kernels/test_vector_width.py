@@ -32,8 +32,9 @@ SCRIPT = textwrap.dedent("""\
     import numpy as np
     import convtranspose as ct
     from convtranspose._kernels._numba import (blocked_filter, casts, channels_last,
-                                               depthwise_filter, forward, int8, packed,
-                                               peak, planes, scatter, transpose)
+                                               depthwise_filter, depthwise_lines, forward,
+                                               int8, packed, peak, planes, scatter,
+                                               transpose)
     from convtranspose._kernels.schedules import blocked_shape, planes_block_shape
     from convtranspose._plan.rules import AxisPlan
 
@@ -90,6 +91,9 @@ SCRIPT = textwrap.dedent("""\
         "depthwise filter adjoint": (depthwise_filter._tap_sums(lanes, 2), (
             zeros(f32), zeros(f32), zeros(np.float64), zeros(f32), zeros(i64, 13),
             zeros(i64, 3, 2, 4), zeros(i64, 3), 1, 0, 1)),
+        "depthwise lines unrolled": (depthwise_lines.lines_kernel(lanes, 5), (
+            zeros(f32), zeros(f32), zeros(f32), zeros(f32), zeros(i64, 16), zeros(i64, 2),
+            zeros(i64, 5), zeros(i64, 5), zeros(i64), 0, 1)),
         "int8 channel words": (int8._channels_first_words, (
             zeros(np.int16), zeros(np.uint32), 0, 1, 8, 2, 16, 16, 0, 1)),
         "int16 channel halves": (int8._channels_first_halves, (
@@ -173,7 +177,7 @@ def test_hot_kernels_compute_at_full_width(cpu, reports):
     report = reports[cpu]
     register = TARGETS[cpu][1]
     user = report.pop("user's loop")
-    assert len(report) == 17
+    assert len(report) == 18
     assert not narrow(report, register), (cpu, narrow(report, register))
     # numba's own setting is left alone: the same loop in the user's code keeps LLVM's
     # 256-bit preference where the CPU has one.

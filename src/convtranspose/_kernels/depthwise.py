@@ -19,6 +19,13 @@ Channels-first layers of two axes whose last stride divides the vectors' lanes
 (:mod:`._numba.depthwise_lines`): each plane on its own, blocks of 8 output rows x a
 vector along the line, with no transposing copy of the data or of the result.
 
+Both kernels share their items among all of the target's threads: their time goes to
+moving memory, which the multiply-add count that keeps other small direct layers on
+one thread (:func:`~.schedules.direct_worth_threads`) does not see (a channels-last
+k4 s2 layer of 1.6M multiply-adds moving 2 MB ran 1.8x as fast on two threads as on
+the one that count gave it, ``benchmarks/results/depthwise-lines-xeon.json``,
+``all_threads``).  Measured planning, the default, times them on one thread too.
+
 The padding's zeros meet every weight of the last axis's taps: the filter must be
 finite (:class:`~.common.NonFinite` otherwise; the exact fallback then runs).  Layers
 with more than one input channel per group are not depthwise: forced here, they run

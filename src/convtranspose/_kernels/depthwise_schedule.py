@@ -14,9 +14,9 @@ from .._plan.geometry import axis_phases, three_axes
 from .._plan.rules import AxisPlan
 from .numba_scratch import direct_blocked_bytes
 
-__all__ = ["DEPTHWISE_ACCUMULATORS", "LinesPlan", "block_shape", "chunk_multiply_adds",
-           "copy_step", "depthwise_bytes", "is_depthwise", "last_axis_padding",
-           "lines_multiply_adds", "lines_plan", "takes_lines"]
+__all__ = ["DEPTHWISE_ACCUMULATORS", "LINES_UNROLLED_TAPS", "LinesPlan", "block_shape",
+           "chunk_multiply_adds", "copy_step", "depthwise_bytes", "is_depthwise",
+           "last_axis_padding", "lines_multiply_adds", "lines_plan", "takes_lines"]
 
 #: Vector accumulators a block keeps in registers: eight, the weight vectors and a load
 #: fit AVX2's sixteen registers.  Times against ``direct``:
@@ -24,6 +24,11 @@ __all__ = ["DEPTHWISE_ACCUMULATORS", "LinesPlan", "block_shape", "chunk_multiply
 DEPTHWISE_ACCUMULATORS = 8
 #: Bytes of a cache line on the x86 CPUs the library targets.
 CACHE_LINE = 64
+#: The most row taps a phase of the lines kernel may have for its unrolled blocks
+#: (:attr:`LinesPlan.unrolled_taps`): the block keeps that many weight vectors in
+#: registers beside its eight accumulators and one input vector, which with seven fits
+#: AVX2's sixteen registers.
+LINES_UNROLLED_TAPS = 7
 
 
 def block_shape(lanes: int, itemsize: int) -> tuple[int, int]:
@@ -76,6 +81,19 @@ class LinesPlan:
     the window copies (``taps``), their rows, the line (Y2 in whole vectors), the
     stage's line, its margin, the input row of window row 0, s2 (1: reads in one
     vector), the phases of the first axis, s1.  ``scratch``: elements per thread.
+
+    ``unrolled_taps``: the row taps of every phase, where the kernel's blocks are
+    unrolled over them, else 0 (blocks of one loop over the taps, over window copies).
+    Unrolled, a block loads each window row once per tap of the line and multiplies it
+    into every output row it reaches, from weight vectors held in registers (a load per
+    output row, not per multiply-add), and reads the staged rows themselves, each tap
+    of the line at its shift, with no window copies: the copies cost more than loads
+    that straddle cache lines save (``depthwise-lines-xeon.json``, ``unrolled_rows``).
+    The stage then holds the whole window, zero rows included.  Taken where the line's
+    stride is 1 and every phase of the first axis has as many taps, reading
+    consecutive window rows, at most :data:`LINES_UNROLLED_TAPS` (with larger strides
+    along the line, gathered window copies stay, and unrolled blocks over them took
+    0.97-1.10x the time).
     """
 
     sizes: tuple[int, ...]
@@ -85,6 +103,7 @@ class LinesPlan:
     column_reads: np.ndarray
     column_taps: np.ndarray
     scratch: int
+    unrolled_taps: int
 
     @property
     def taps(self) -> int:
@@ -126,17 +145,32 @@ def lines_plan(groups: int, multiplier: int, axes: Sequence[AxisPlan],
     margin = _rounded(max(1, -low), lanes)
     stage_line = margin + _rounded(max(last.input_size, int(inputs.max(initial=0)) + 1), lanes)
     reads = np.where(reached, inputs + margin, 0).reshape(-1)
+    unrolled = _unrolled_taps(rows) if last.stride == 1 else 0
     sizes = (groups, multiplier, first.input_size, last.input_size, first.output_size,
              last.output_size, first.kernel_size, taps, window_rows, line, stage_line, margin,
              -top, last.stride, phases, first.stride)
     # A vector's reads may run a vector past the stage (their lanes unused), and the
-    # window starts up to a vector in, for alignment.
-    scratch = taps * window_rows * line + 2 * first.input_size * stage_line + 2 * lanes
+    # window starts up to a vector in, for alignment.  Two stages: one item ahead.
+    if unrolled:
+        scratch = 2 * window_rows * stage_line + 2 * lanes
+    else:
+        scratch = taps * window_rows * line + 2 * first.input_size * stage_line + 2 * lanes
     first_taps = np.cumsum([0] + [len(taps_) for taps_ in rows])
     return LinesPlan(sizes, first_taps.astype(np.int64),
                      np.array([k for taps_ in rows for k, _ in taps_], np.int64),
                      np.array([shift + top for taps_ in rows for _, shift in taps_], np.int64),
-                     reads, column_taps, scratch)
+                     reads, column_taps, scratch, unrolled)
+
+
+def _unrolled_taps(rows: list[list[tuple[int, int]]]) -> int:
+    """:attr:`LinesPlan.unrolled_taps` of the phases' ``(tap, shift)`` lists: every
+    phase has the same taps, which in rising order reach window rows one apart,
+    falling (so with stride s and no dilation: K a multiple of s)."""
+    most = max(len(taps) for taps in rows)
+    consecutive = all(shift - next_shift == 1 for taps in rows
+                      for (_, shift), (_, next_shift) in zip(taps, taps[1:]))
+    even = all(len(taps) == most for taps in rows)
+    return most if consecutive and even and 0 < most <= LINES_UNROLLED_TAPS else 0
 
 
 def chunk_multiply_adds(axes3: Sequence[AxisPlan], outputs: int) -> int:

@@ -62,8 +62,10 @@ def source_filename(source: str, name: str) -> str:
     return f"<convtranspose generated {name} {digest}>"
 
 
-def compile_source(source: str, name: str):
-    """``numba.njit`` of the function ``name`` defined by generated ``source``.
+def compile_source(source: str, name: str, inline: bool = False):
+    """``numba.njit`` of the function ``name`` defined by generated ``source``
+    (``inline``: numba inlines it into every caller, as ``inline="always"``, where LLVM
+    would keep a large function's calls).
 
     A module of the kernel cache where there is one (:func:`module_text`), else
     ``exec``'d and registered with :mod:`linecache`.  When ``CONVTRANSPOSE_DUMP_KERNELS``
@@ -73,16 +75,18 @@ def compile_source(source: str, name: str):
     filename = source_filename(source, name)
     dump_source("-".join(filename.strip("<>").split()[-2:]), source)
     intrinsics = {intrinsic: getattr(vectors, intrinsic) for intrinsic in _INTRINSICS}
+    options = {"nogil": True, **({"inline": "always"} if inline else {})}
     if kernel_cache.kernel_folder() is not None:
+        listed = ", ".join(f"{key}={value!r}" for key, value in options.items())
         text = module_text(f"generated kernel ``{name}``", intrinsics, source,
-                           f"\n{name} = cached_njit(nogil=True)({name})\n")
+                           f"\n{name} = cached_njit({listed})({name})\n")
         try:
             return getattr(kernel_cache.kernel_module(name, text), name)
         except OSError:
             pass  # the folder became unwritable: compile as without a cache
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), intrinsics)
-    return full_width_njit(nogil=True)(intrinsics[name])
+    return full_width_njit(**options)(intrinsics[name])
 
 
 def compile_template(name: str, names: dict) -> dict:

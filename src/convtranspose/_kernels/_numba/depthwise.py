@@ -22,7 +22,6 @@ from ..schedules import frozen_all
 from .blocked import phase_tables
 from .channels_last import gather_row_taps
 from .depthwise_lines import LinesLayer
-from .direct import direct_threads
 from .launch import parallel_kernel
 from .transpose import tile_transposer
 from .vectors import vector_load, vector_store
@@ -133,7 +132,7 @@ class DepthwiseLayer:
         self._padded = rows * length * (step if channels_last else chunks * width)
         self._items = batch * y1 * y2 * (1 if channels_last else chunks)
         self._tile = y3 * width
-        self._threads = direct_threads(batch, weights.shape, axes, target)
+        self._threads = target.threads  # all: see ..depthwise's docstring
 
     def __call__(self, data, out) -> None:
         """Fill ``out`` (the set-up's layout and shape, the sums' dtype) from ``data``."""

@@ -2,11 +2,15 @@
 (:mod:`convtranspose._kernels._numba.depthwise_lines`).
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
-globals: ``lanes`` (elements per vector), ``np``, ``vector_fma``, ``vector_interleave``,
-``vector_load``, ``vector_load_first``, ``vector_load_spread``, ``vector_store``,
-``vector_store_first``, ``vector_zero``.  Sizes, taps, strides, dilations and offsets
-come at run time, so one compiled kernel serves every such layer of its dtype.  Its
-kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
+globals: ``lanes`` (elements per vector), ``np``, ``UNROLLED`` (the layer's
+``LinesPlan.unrolled_taps``: a constant, so that each form of the kernel holds only its
+own code), ``unrolled_rows`` (the blocks unrolled over ``UNROLLED`` row taps, generated:
+``depthwise_lines.unrolled_rows_source``; None where ``UNROLLED`` is 0),
+``vector_fma``, ``vector_interleave``, ``vector_load``, ``vector_load_first``,
+``vector_load_spread``, ``vector_store``, ``vector_store_first``, ``vector_zero``.  Sizes,
+taps, strides, dilations and offsets come at run time, so one compiled kernel of each
+form serves every such layer of its dtype.  Its kernels' decorator, ``cached_njit``
+(:mod:`..kernel_cache`), is bound too.
 """
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
 
@@ -17,19 +21,23 @@ def kernel(source, weights, out, scratch, sizes, row_first, row_taps, row_shifts
     # Items are planes (sample, channel); the tables are the layer's LinesPlan
     # (depthwise_schedule.py), which says what each output sums.  Each plane's rows are
     # first copied, a vector at a time, into zero-bordered stage rows (masked loads:
-    # nothing past a row is read); each window copy then holds, at every output of the
-    # line, the input its phase's m-th tap reads (aligned loads of the multiply-adds:
-    # loads across two cache lines took 1.6x as long,
+    # nothing past a row is read).  Where the plan unrolls the blocks over the row taps
+    # (UNROLLED, the line's stride is 1), the blocks read the stage, which then holds
+    # the whole window, each tap of the line at its shift.  Otherwise each window copy
+    # holds, at every output of the line, the input its phase's m-th tap reads (aligned
+    # loads of the multiply-adds: loads across two cache lines took 1.6x as long,
     # ``benchmarks/results/depthwise-lines-xeon.json``): with stride 1 on the line a
     # shifted copy, else gathered through ``reads``.  A plane is staged one item ahead
-    # of its copies, so that those loads never wait on the stores just made.  Blocks of
+    # of its reads, so that those loads never wait on the stores just made.  Blocks of
     # 8 output rows of one phase x one vector along the line are summed in registers.
     groups, multiplier, size1, size2 = sizes[0], sizes[1], sizes[2], sizes[3]
     out1, out2, k1, taps = sizes[4], sizes[5], sizes[6], sizes[7]
     window_rows, line, stage_line, margin = sizes[8], sizes[9], sizes[10], sizes[11]
     row_base, s2, phases, s1 = sizes[12], sizes[13], sizes[14], sizes[15]
-    copies = taps * window_rows * line
-    stage = size1 * stage_line
+    copies = 0 if UNROLLED else taps * window_rows * line
+    stage = (window_rows if UNROLLED else size1) * stage_line
+    first_staged = margin - row_base * stage_line if UNROLLED else margin
+    staged_rows = min(size1, window_rows + row_base) if UNROLLED else size1
     # Each phase's (row tap, window copy) pairs as one list of steps (the window offset
     # of the step's first row, its weight vectors' offset): the block runs one loop over
     # them, not a loop over the copies inside one over the row taps.
@@ -50,16 +58,16 @@ def kernel(source, weights, out, scratch, sizes, row_first, row_taps, row_shifts
     for item in range(start - 1, stop):
         ahead = item + 1
         if ahead < stop:
-            staged = base + copies + (ahead % 2) * stage + margin
+            staged = base + copies + (ahead % 2) * stage + first_staged
             read = ahead * size1 * size2
-            for x1 in range(size1):
+            for x1 in range(staged_rows):
                 for x2 in range(0, size2, lanes):
                     vector_store(scratch, staged + x1 * stage_line + x2, vector_load_first(
                         source, read + x1 * size2 + x2, min(lanes, size2 - x2), lanes))
         if item < start:
             continue
         staged = base + copies + (item % 2) * stage
-        for x1 in range(size1):
+        for x1 in range(0 if UNROLLED else size1):
             r = x1 - row_base
             if r < window_rows:
                 stage_row = staged + x1 * stage_line
@@ -77,11 +85,17 @@ def kernel(source, weights, out, scratch, sizes, row_first, row_taps, row_shifts
         n, g = item // groups, item % groups
         for c in range(multiplier):
             channel = g * multiplier + c
+            weights_at = channel * k1 * taps * lanes
+            out_at = (n * groups * multiplier + channel) * out1 * out2
             for p1 in range(phases):
-                rows(scratch, weights, out, base, channel * k1 * taps * lanes,
-                     (n * groups * multiplier + channel) * out1 * out2, p1, s1,
-                     (out1 - p1 + s1 - 1) // s1, out2, line, steps_first, step_rows,
-                     step_weights)
+                count = (out1 - p1 + s1 - 1) // s1
+                if UNROLLED:  # every phase has UNROLLED row taps
+                    unrolled_rows(scratch, weights, out, staged, stage_line, reads,
+                                  weights_at, row_taps, row_shifts, row_first[p1], taps,
+                                  out_at, p1, s1, count, out2, line)
+                else:
+                    rows(scratch, weights, out, base, weights_at, out_at, p1, s1, count,
+                         out2, line, steps_first, step_rows, step_weights)
 
 
 @cached_njit(nogil=True, inline="always")
