@@ -21,10 +21,11 @@ vector along the line, with no transposing copy of the data or of the result.
 
 Both kernels share their items among all of the target's threads: their time goes to
 moving memory, which the multiply-add count that keeps other small direct layers on
-one thread (:func:`~.schedules.direct_worth_threads`) does not see (a channels-last
-k4 s2 layer of 1.6M multiply-adds moving 2 MB ran 1.8x as fast on two threads as on
-the one that count gave it, ``benchmarks/results/depthwise-lines-xeon.json``,
-``all_threads``).  Measured planning, the default, times them on one thread too.
+one thread (:func:`~.schedules.direct_worth_threads`) does not see (layers of a few
+million multiply-adds moving megabytes took 0.59-0.80x the time on two threads, those
+of 40-100 us 1.2-1.4x: ``benchmarks/results/depthwise-lines-xeon.json``,
+``all_threads``).  Measured planning, the default, also times them on one thread and
+keeps the faster.
 
 The padding's zeros meet every weight of the last axis's taps: the filter must be
 finite (:class:`~.common.NonFinite` otherwise; the exact fallback then runs).  Layers
