@@ -183,22 +183,24 @@ def _unrolled_case(rng, channels, taps, stride):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("register_bytes", [32, 64], ids=["avx2", "avx512"])
-def test_unrolled_row_taps_match_the_oracle(use_target, lines_spy, register_bytes, threads):
+def test_unrolled_row_taps_match_the_oracle(use_target, lines_spy, register_bytes, dtype,
+                                            threads):
     # Blocks unrolled over 1-7 row taps, reading the staged rows: every tap count the
     # kernel generates, with strides 1 and 2 on the first axis.
     from convtranspose._kernels.depthwise_schedule import LINES_UNROLLED_TAPS, lines_plan
 
     use_target(vector_bytes=register_bytes, threads=threads)
-    lanes = register_bytes // 4
-    rng = np.random.default_rng(register_bytes + threads)
+    lanes = register_bytes // np.dtype(dtype).itemsize
+    rng = np.random.default_rng(register_bytes + threads + np.dtype(dtype).itemsize)
     for taps in range(1, LINES_UNROLLED_TAPS + 1):
         for stride in (1, 2):
             data, weights, axes = _unrolled_case(rng, (3, 17)[stride - 1], taps, stride)
             groups, _, multiplier = weights.shape[:3]
             assert lines_plan(groups, multiplier, axes, lanes).unrolled_taps == taps
-            got = run_forced(data.astype(np.float32), weights.astype(np.float32), axes,
-                             np.float32, False, "depthwise")
+            got = run_forced(data.astype(dtype), weights.astype(dtype), axes, dtype, False,
+                             "depthwise")
             np.testing.assert_array_equal(got, canonical_result(data, weights, axes),
                                           err_msg=f"{axes} {weights.shape}")
     assert len(lines_spy) == 2 * LINES_UNROLLED_TAPS
