@@ -1,6 +1,6 @@
 """Where a warm prepared layer's CPU time goes, sampled with Linux ``perf``.
 
-    python benchmarks/kernel_share.py [--seconds 3] [--layers WORD] [--out FILE]
+    python benchmarks/kernel_share.py [--seconds 3] [--layers WORD] [--caller] [--out FILE]
 
 For each layer (float32, NCHW, ``ct.prepare(ct.onnx_conv_transpose, ...)``, the
 library's default planning, wisdom off) it warms the layer up, then samples this
@@ -8,7 +8,10 @@ process with ``perf record -F 4999`` for ``--seconds`` while calling the layer b
 back, and prints the microseconds per call, the algorithm, and the share of the
 samples (every thread's) in each part: the compiled kernels (numba's JIT code), BLAS
 (OpenBLAS), NumPy, the Python interpreter with numba's dispatcher and ctypes (the
-call's own overhead), the C library (copies, zeroing), and the operating system.
+call's own overhead), the C library (copies, zeroing), the operating system, and the
+threading runtimes (GNU OpenMP, TBB: numba's workers spinning or waiting between and
+within calls).  ``--caller``: the calling thread's samples only, so that idle workers'
+spinning is left out and a wait for the workers counts where the caller spends it.
 Needs ``perf`` (Linux) with permission to attach to this process.  ``--out`` writes
 the rows as JSON; nothing else is written but perf's data file in a temporary folder.
 """
@@ -21,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
@@ -50,14 +54,18 @@ PARTS = (
     ("Python and dispatch", lambda dso: dso.startswith(("libpython", "_dispatcher", "_ctypes",
                                                          "libffi", "_nrt_python"))),
     ("C library", lambda dso: dso.startswith("libc.")),
+    ("thread waits", lambda dso: dso.startswith(("libgomp", "libtbb", "libiomp"))),
     ("operating system", lambda dso: dso.startswith("[kernel")),
 )
 
 
-def _shares(data_file: str) -> dict[str, float]:
-    """Percent of the samples per part (perf report by shared object)."""
+def _shares(data_file: str, thread: int | None = None) -> dict[str, float]:
+    """Percent of the samples per part (perf report by shared object), of ``thread``'s
+    samples only where given."""
+    only = [] if thread is None else ["--tid", str(thread), "--percentage", "relative"]
     report = subprocess.run(["perf", "report", "-i", data_file, "--no-children", "--sort",
-                             "dso", "--stdio"], capture_output=True, text=True, check=True)
+                             "dso", "--stdio", *only], capture_output=True, text=True,
+                            check=True)
     shares: dict[str, float] = {}
     for line in report.stdout.splitlines():
         fields = line.split(None, 1)
@@ -69,7 +77,7 @@ def _shares(data_file: str) -> dict[str, float]:
     return shares
 
 
-def profile(layer, seconds: float, folder: str) -> dict:
+def profile(layer, seconds: float, folder: str, caller: bool = False) -> dict:
     name, data_shape, filter_shape, stride, pad = layer
     rng = np.random.default_rng(0)
     data = rng.standard_normal(data_shape).astype(np.float32)
@@ -93,23 +101,27 @@ def profile(layer, seconds: float, folder: str) -> dict:
         raise SystemExit(f"perf record failed (exit {sampler.returncode}): it needs "
                          "permission to attach (kernel.perf_event_paranoid)")
     return {"layer": name, "algorithm": prepared.explain().choice.runs,
-            "us_per_call": round(per_call, 1), "shares_percent": _shares(data_file)}
+            "us_per_call": round(per_call, 1),
+            "shares_percent": _shares(data_file, threading.get_native_id() if caller else None)}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--layers", default=None, help="only layers whose name has this word")
+    parser.add_argument("--caller", action="store_true",
+                        help="count the calling thread's samples only")
     parser.add_argument("--out", help="write the rows as JSON to this file")
     args = parser.parse_args(argv)
     rows = []
+    whose = "the calling thread's" if args.caller else "every thread's"
     print(f"CPU: {cpu_model_name()}, {ct.get_num_threads()} threads; share of perf's samples"
-          " (every thread) per part of a warm prepared layer's calls")
+          f" ({whose}) per part of a warm prepared layer's calls")
     with tempfile.TemporaryDirectory() as folder:
         for layer in LAYERS:
             if args.layers and args.layers not in layer[0]:
                 continue
-            row = profile(layer, args.seconds, folder)
+            row = profile(layer, args.seconds, folder, args.caller)
             rows.append(row)
             parts = ", ".join(f"{part} {share}%" for part, share in
                               sorted(row["shares_percent"].items(), key=lambda p: -p[1]))
@@ -118,7 +130,8 @@ def main(argv=None) -> int:
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             json.dump({"machine": cpu_model_name(), "threads": ct.get_num_threads(),
-                       "seconds": args.seconds, "rows": rows}, handle, indent=1)
+                       "seconds": args.seconds, "caller_only": args.caller, "rows": rows},
+                      handle, indent=1)
     return 0
 
 

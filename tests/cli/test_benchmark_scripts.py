@@ -66,10 +66,12 @@ def _perf_usable() -> bool:
     return done.returncode == 0
 
 
-def test_kernel_share_splits_every_sample_of_a_layer(capsys):
+@pytest.mark.parametrize("caller", [False, True], ids=["every-thread", "caller"])
+def test_kernel_share_splits_every_sample_of_a_layer(capsys, caller):
     if not _perf_usable():
         pytest.skip("Linux perf is not installed or may not sample here")
-    assert _load("kernel_share").main(["--layers", "FCN", "--seconds", "0.5"]) == 0
+    only = ["--caller"] if caller else []
+    assert _load("kernel_share").main(["--layers", "FCN", "--seconds", "0.5", *only]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| FCN")]
     assert len(rows) == 1
     cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
