@@ -166,7 +166,7 @@ def _unrolled_taps(rows: list[list[tuple[int, int]]]) -> int:
     """:attr:`LinesPlan.unrolled_taps` of the phases' ``(tap, shift)`` lists: every
     phase has the same taps, which in rising order reach window rows one apart,
     falling (so with stride s and no dilation: K a multiple of s)."""
-    most = max(len(taps) for taps in rows)
+    most = max((len(taps) for taps in rows), default=0)  # no phase: no output rows
     consecutive = all(shift - next_shift == 1 for taps in rows
                       for (_, shift), (_, next_shift) in zip(taps, taps[1:]))
     even = all(len(taps) == most for taps in rows)

@@ -27,8 +27,8 @@ __all__ = ["LinesLayer", "lines_kernel", "unrolled_rows_source", "weight_vectors
 
 def unrolled_rows_source(lanes: int, taps: int) -> str:
     """Source of ``unrolled_rows``: the ``count`` output rows ``p1 + q * s1`` of one
-    plane's phase of ``taps`` row taps, in blocks of 8 rows x one vector of ``lanes``
-    along the line.
+    plane's phase of ``taps`` (at least one) row taps, in blocks of 8 rows x one vector
+    of ``lanes`` along the line.
 
     The phase's taps (``row_taps``/``row_shifts`` from ``first``) read window rows one
     apart, falling, the last from row ``low``: per tap ``m`` of the line the block
@@ -48,18 +48,16 @@ def unrolled_rows_source(lanes: int, taps: int) -> str:
     lines = ["def unrolled_rows(scratch, weights, out, stage, stage_line, reads, weights_at,",
              "                  row_taps, row_shifts, first, taps, out_at, p1, s1, count, out2,",
              "                  line):"]
-    if taps:
-        lines.append(f"    low = row_shifts[first + {taps - 1}]")
-    lines += [f"    for q0 in range(0, count, {rows}):",
+    lines += [f"    low = row_shifts[first + {taps - 1}]",
+              f"    for q0 in range(0, count, {rows}):",
               f"        valid = min({rows}, count - q0)",
               f"        for x2 in range(0, line, {lanes}):"]
     lines += [f"            a{q} = vector_zero(scratch, {lanes})" for q in range(rows)]
-    if taps:
-        lines += ["            for m in range(taps):",
-                  f"                p = stage + (low + q0) * stage_line + reads[m * {lanes}] + x2"]
-        lines += [f"                w{t} = vector_load(weights, weights_at + (row_taps[first + "
-                  f"{t}] * taps + m) * {lanes}, {lanes})" for t in range(taps)]
-    for j in range(rows + taps - 1 if taps else 0):
+    lines += ["            for m in range(taps):",
+              f"                p = stage + (low + q0) * stage_line + reads[m * {lanes}] + x2"]
+    lines += [f"                w{t} = vector_load(weights, weights_at + (row_taps[first + "
+              f"{t}] * taps + m) * {lanes}, {lanes})" for t in range(taps)]
+    for j in range(rows + taps - 1):
         lines.append(f"                v = vector_load(scratch, p + {j} * stage_line, {lanes})")
         # Tap t reads window row q + taps - 1 - t for output row q.
         reached = [(j - taps + 1 + t, t) for t in range(taps) if 0 <= j - taps + 1 + t < rows]
