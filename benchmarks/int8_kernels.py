@@ -10,6 +10,13 @@ CPU with AVX512-VNNI (``--peak`` runs on any x86-64 CPU).
 
     python benchmarks/int8_kernels.py --out benchmarks/results/int8-kernels-xeon.json
     python benchmarks/int8_kernels.py --peak
+    python benchmarks/int8_kernels.py --words
+
+``--words`` times instead the channels-first data's casts into the kernels' words, one
+thread, on the layers' uint8 data: four bytes per word (``word_bytes``, the VNNI and
+AMX kernels' operand) and two int16 halves (``word_halves``, the pair products'), each
+against NumPy's copy of the transposed view of the same values (checked equal first),
+alternating rounds.  It runs on any CPU with numba.
 
 ``--peak`` prints instead the ``vpdpbusd`` peak of this CPU (16 independent chains of
 register-only products on one thread, then on two threads at once) and the blocked
@@ -143,13 +150,51 @@ def _kernel_rates(kind: str, peaks: dict, repeat: int) -> list[dict]:
     return rows
 
 
+def _word_casts(repeat: int) -> list[dict]:
+    """``--words``: per layer, the compiled word casts against NumPy's, ms."""
+    from convtranspose._kernels._numba.int8 import word_bytes, word_halves
+
+    lanes = host().lanes(np.float32)
+    rng = np.random.default_rng(0)
+    rows = []
+    print(f"{'layer':40s} {'cast':6s} {'numpy':>7s} {'ours':>7s} {'ratio':>6s}")
+    for name, n, ci, co, size, k, s, p, out, groups in LAYERS[:-1]:
+        data = rng.integers(0, 256, (n, ci, size, size)).astype(np.uint8)
+        halves = data.astype(np.int16) - 128
+        runs = {
+            "bytes": {"numpy": lambda: np.ascontiguousarray(np.moveaxis(data, 1, -1)),
+                      "ours": lambda: word_bytes(data, False, 1, ci, ci, 0, 1, lanes)},
+            "halves": {"numpy": lambda: np.ascontiguousarray(np.moveaxis(halves, 1, -1)),
+                       "ours": lambda: word_halves(halves, 1, ci, ci // 2, 1, lanes)},
+        }
+        for cast, pair in runs.items():
+            expected = pair["numpy"]().reshape(-1)
+            np.testing.assert_array_equal(pair["ours"]().reshape(-1).view(expected.dtype),
+                                          expected)
+            samples = alternating_rounds(pair, repeat, warmup=2)
+            ms = {key: statistics.median(values) * 1e3 for key, values in samples.items()}
+            rows.append(dict(layer=name, cast=cast, **ms, ratio=ms["ours"] / ms["numpy"]))
+            print(f"{name:40s} {cast:6s} {ms['numpy']:7.3f} {ms['ours']:7.3f}"
+                  f" {rows[-1]['ratio']:6.2f}")
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--out", help="write the rows and the CPU's name to this JSON file")
     parser.add_argument("--peak", action="store_true",
                         help="the vpdpbusd peak and the blocked kernel's share of it")
+    parser.add_argument("--words", action="store_true",
+                        help="the channels-first data's word casts against NumPy's")
     args = parser.parse_args(argv)
+    if args.words:
+        print(f"CPU: {cpu_model()}; one thread; ms (median of {args.repeat})")
+        rows = _word_casts(args.repeat)
+        if args.out:
+            with open(args.out, "w", encoding="utf-8") as file:
+                json.dump({"cpu": cpu_model(), "rows": rows}, file, indent=1)
+        return 0
     if not has_vnni() and not args.peak:
         raise SystemExit("this CPU has no AVX512-VNNI: the byte products cannot run here")
     if args.peak:

@@ -403,6 +403,17 @@ def test_int8_kernels_script_compares_the_two_kernels(capsys, tmp_path):
     assert all(row["scatter"] > 0 and row["blocked"] > 0 for row in rows)
 
 
+def test_int8_kernels_script_times_the_word_casts(capsys, tmp_path):
+    pytest.importorskip("numba")
+    out = tmp_path / "words.json"
+    script = _load("int8_kernels")
+    assert script.main(["--words", "--repeat", "1", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert {row["cast"] for row in rows} == {"bytes", "halves"}
+    assert len(rows) == 2 * (len(script.LAYERS) - 1)
+    assert all(row["numpy"] > 0 and row["ours"] > 0 for row in rows)
+
+
 def test_int8_kernels_script_measures_the_pair_products_on_any_x86_cpu(tmp_path,
                                                                        monkeypatch):
     pytest.importorskip("numba")

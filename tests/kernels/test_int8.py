@@ -191,20 +191,21 @@ def test_blocked_words_and_shares_are_kept_and_made_again_after_an_edit():
 
 
 @pytest.mark.parametrize("channels_last", [False, True])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_word_bytes_equal_numpys_cast(channels_last, threads, monkeypatch):
+@pytest.mark.parametrize("threads, lanes", [(1, 16), (2, 8)])
+def test_word_bytes_equal_numpys_cast(channels_last, threads, lanes, monkeypatch):
     """The data as bytes of whole channel words: each group's channels per pixel, zero
-    past them, shifted; 3 groups of 6 channels (a whole word and a partial one), 150
-    pixels (two whole runs of pixels and a partial one), split between threads."""
+    past them, shifted; 3 groups of 22 channels (five whole words and a partial one:
+    18 words per pixel, a whole band of 16 and a partial one), 300 pixels (two
+    chunks, whole blocks of the transpose and a partial one), split between threads."""
     from convtranspose._kernels._numba import int8
 
     monkeypatch.setattr(int8, "PARALLEL_COPY_BYTES", 0)
     rng = np.random.default_rng(3)
-    data = rng.integers(-7, 249, (2, 18, 10, 15)).astype(np.int16)
+    data = rng.integers(-7, 249, (2, 66, 10, 30)).astype(np.int16)
     source = np.ascontiguousarray(np.moveaxis(data, 1, -1)) if channels_last else data
-    result = int8.word_bytes(source, channels_last, 3, 6, 8, 7, threads)
-    expected = np.zeros((2, 10, 15, 3, 8), np.uint8)
-    expected[..., :6] = np.moveaxis(data, 1, -1).reshape(2, 10, 15, 3, 6) + 7
+    result = int8.word_bytes(source, channels_last, 3, 22, 24, 7, threads, lanes)
+    expected = np.zeros((2, 10, 30, 3, 24), np.uint8)
+    expected[..., :22] = np.moveaxis(data, 1, -1).reshape(2, 10, 30, 3, 22) + 7
     np.testing.assert_array_equal(result, expected)
 
 

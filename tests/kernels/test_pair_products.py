@@ -113,21 +113,22 @@ def test_words_are_made_again_after_an_edit():
                                   canonical_result(data, weights, axes))
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_word_halves_equal_numpys_cast(threads, monkeypatch):
+@pytest.mark.parametrize("threads, lanes", [(1, 16), (2, 8)])
+def test_word_halves_equal_numpys_cast(threads, lanes, monkeypatch):
     """Channels-first data as int32 words of two channels' int16 halves: each group's
-    channels per pixel, zero past them; 3 groups of 5 channels (two whole words and a
-    half one), 150 pixels (two whole runs of pixels and a partial one), int16's ends."""
+    channels per pixel, zero past them; 3 groups of 11 channels (five whole words and
+    a half one: 18 words per pixel, a whole band of 16 and a partial one), 300 pixels
+    (two chunks, whole blocks of the transpose and a partial one), int16's ends."""
     from convtranspose._kernels._numba import int8
 
     monkeypatch.setattr(int8, "PARALLEL_COPY_BYTES", 0)
     rng = np.random.default_rng(3)
-    data = rng.integers(-32767, 32768, (2, 15, 10, 15)).astype(np.int32)
+    data = rng.integers(-32767, 32768, (2, 33, 10, 30)).astype(np.int32)
     data[0, 0, 0, :2] = -32767, 32767
-    result = int8.word_halves(data, 3, 5, 3, threads)
-    expected = np.zeros((2, 10, 15, 3, 6), np.int16)
-    expected[..., :5] = np.moveaxis(data, 1, -1).reshape(2, 10, 15, 3, 5)
-    np.testing.assert_array_equal(result, expected.reshape(2, 10, 15, 18).view(np.int32))
+    result = int8.word_halves(data, 3, 11, 6, threads, lanes)
+    expected = np.zeros((2, 10, 30, 3, 12), np.int16)
+    expected[..., :11] = np.moveaxis(data, 1, -1).reshape(2, 10, 30, 3, 11)
+    np.testing.assert_array_equal(result, expected.reshape(2, 10, 30, 36).view(np.int32))
 
 
 @needs_x86

@@ -94,10 +94,10 @@ SCRIPT = textwrap.dedent("""\
         "depthwise lines unrolled": (depthwise_lines.lines_kernel(lanes, 5), (
             zeros(f32), zeros(f32), zeros(f32), zeros(f32), zeros(i64, 16), zeros(i64, 2),
             zeros(i64, 5), zeros(i64, 5), zeros(i64), 0, 1)),
-        "int8 channel words": (int8._channels_first_words, (
-            zeros(np.int16), zeros(np.uint32), 0, 1, 8, 2, 16, 16, 0, 1)),
-        "int16 channel halves": (int8._channels_first_halves, (
-            zeros(np.int16), zeros(np.uint32), 1, 8, 4, 16, 16, 0, 1)),
+        "int8 channel words": (int8.words_kernel(lanes, False), (
+            zeros(np.int16), zeros(np.uint32), 0, 1, 8, 2, 16, 0, 1)),
+        "int16 channel halves": (int8.words_kernel(lanes, True), (
+            zeros(np.int16), zeros(np.uint32), 0, 1, 8, 4, 16, 0, 1)),
     }
     def user_loop(a, b):  # the user's own numba code, compiled as numba compiles it
         for i in range(a.size):

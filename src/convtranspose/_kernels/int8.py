@@ -204,18 +204,19 @@ def _word_weights(weights: np.ndarray, derived: dict, kind: str = "bytes"
 
 
 def _word_data(data: np.ndarray, channels_last: bool, groups: int, ci: int, ci4: int,
-               shift: int, threads: int) -> np.ndarray:
+               shift: int, target) -> np.ndarray:
     """``data + shift`` as int32 words ``(N, X..., G*Ci4)`` of four bytes each (input
     channels ``4c .. 4c + 3`` of a group, zero past ``Ci``): the channels-last bytes
     themselves where they already are (uint8, ``Ci`` a multiple of 4, no shift), else
-    one compiled cast pass (:func:`._numba.int8.word_bytes`)."""
+    compiled passes (:func:`._numba.int8.word_bytes`, blocks of ``target``'s float32
+    lanes)."""
     from ._numba.int8 import word_bytes
 
     if (channels_last and data.dtype == np.uint8 and ci == ci4 * 4 and not shift
             and data.flags.c_contiguous):
         return data.view(np.int32)
     words = word_bytes(np.ascontiguousarray(data), channels_last, groups, ci, ci4 * 4, shift,
-                       threads)
+                       target.threads, target.lanes(np.float32))
     return words.reshape(words.shape[:-2] + (-1,)).view(np.int32)
 
 
@@ -249,15 +250,16 @@ def _layer(count, words, axes, blocked, target, product):
 
 
 def _halves_data(data: np.ndarray, channels_last: bool, groups: int, ci: int, pairs: int,
-                 threads: int) -> np.ndarray:
+                 target) -> np.ndarray:
     """``data`` (integers within int16) as int32 words ``(N, X..., G * pairs)`` of two
     int16 halves each: input channels ``2c`` and ``2c + 1`` of a group, zero past
-    ``Ci``.  Channels-first data in one compiled pass
-    (:func:`._numba.int8.word_halves`), channels-last data by NumPy."""
+    ``Ci``.  Channels-first data in compiled passes
+    (:func:`._numba.int8.word_halves`, blocks of ``target``'s float32 lanes),
+    channels-last data by NumPy."""
     if not channels_last:
         from ._numba.int8 import word_halves
 
-        return word_halves(data, groups, ci, pairs, threads)
+        return word_halves(data, groups, ci, pairs, target.threads, target.lanes(np.float32))
     lead = data.shape[:-1]
     make = np.zeros if ci % 2 else np.empty
     halves = make(lead + (groups, 2 * pairs), np.int16)
@@ -346,11 +348,12 @@ class BlockedSums:
 
     def _words_of(self, data: np.ndarray, shift: int) -> np.ndarray:
         """``data + shift`` as the kind's words ``(N, X..., G * words per group)``."""
-        count, threads = self._words.shape[1], self._target.threads
+        count = self._words.shape[1]
         if self.kind != "halves":
             return _word_data(data, self.channels_last, self._groups, self._ci, count, shift,
-                              threads)
-        return _halves_data(data, self.channels_last, self._groups, self._ci, count, threads)
+                              self._target)
+        return _halves_data(data, self.channels_last, self._groups, self._ci, count,
+                            self._target)
 
     def _shift(self, low: int, high: int) -> int | None:
         """What data spanning ``[low, high]`` are summed plus, or None where the words

@@ -17,12 +17,12 @@ the VNNI products (:func:`word_bytes`), two int16 halves for ``pmaddwd``'s
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..._runtime.caches import kept
-from ..._runtime.machine import l1_data_cache_bytes
 from ..._runtime.threads import PARALLEL_COPY_BYTES, parallel_for
-from .kernel_cache import cached_njit
 from .launch import parallel_kernel
 
 __all__ = ["COLUMNS", "group_products", "pack_signed", "panel_source", "u8s8_products",
@@ -118,75 +118,56 @@ def group_products(a: np.ndarray, packed: list, k4: int, width: int,
     return cols
 
 
-#: The most pixels an item of :func:`_channels_first_words` or
-#: :func:`_channels_first_halves` takes (:func:`_run_pixels`).
-_WORD_PIXELS = 64
+#: Pixels per item of the channel word kernels (:func:`_channel_words`): a scratch
+#: block of ``lanes`` words of this many pixels (16 KiB for 16 lanes) stays in L1
+#: between its fill and its transpose.
+_CHUNK_PIXELS = 256
 
 
-def _run_pixels(words: int) -> int:
-    """Pixels per item of the channels-first word passes: their rows of ``words`` int32
-    words fill at most half of L1, so that they stay there while every word of the run
-    is stored (64 pixels of 256 words, 64 KiB, ran slower than NumPy's cast of the
-    transposed view; ``benchmarks/results/int8-kernels-xeon.json``, word_halves)."""
-    return max(1, min(_WORD_PIXELS, l1_data_cache_bytes() // 2 // (4 * words)))
+@kept("compiled kernels", maxsize=None)
+def words_kernel(lanes: int, halves: bool):
+    """``kernel(source, out, shift, groups, ci, words, pixels, start, stop)`` of
+    ``templates/channel_words.py``: four bytes per word, or two int16 halves where
+    ``halves``, transposed in blocks of ``lanes x lanes`` words."""
+    from .codegen import compile_template
+    from .transpose import tile_transposer
+
+    return compile_template("channel_words", dict(
+        np=np, lanes=lanes, chunk=_CHUNK_PIXELS, step=np.uint64(_CHUNK_PIXELS),
+        halves=halves, tile=tile_transposer(lanes),
+    ))["kernel"]
 
 
-@cached_njit(nogil=True)
-def _run_item(item, pixels, run, width, out):  # pragma: no cover - compiled
-    # Item `item` of a channels-first word pass: its sample, first pixel and pixel
-    # count, and the rows of words from its first pixel on.
-    runs = (pixels + run - 1) // run
-    n, first = item // runs, item % runs * run
-    return n, first, min(pixels - first, run), out[(n * pixels + first) * width:]
-
-
-@cached_njit(nogil=True)
-def _channels_first_words(source, out, shift, groups, ci, words, pixels, run, start,
-                          stop):  # pragma: no cover - compiled
-    # source: flat (N, G*Ci, P); out: flat uint32 (N, P, G, words), word w holding
-    # channels 4w .. 4w + 3 of its group (byte i of the little-endian word: channel
-    # 4w + i), zero bytes past Ci.  Items (n, run of `run` pixels) with flat index in
-    # [start, stop): per word, four channel planes read along the run and each pixel's
-    # word stored once.
+def _channel_words(data: np.ndarray, shift: int, groups: int, ci: int, words: int,
+                   lanes: int, threads: int, halves: bool) -> np.ndarray:
+    """Channels-first ``data`` ``(N, G*Ci, X...)`` as uint32 words ``(N, P, G * words)``
+    (:func:`words_kernel`): each block of word planes made along the pixels, where
+    LLVM vectorizes the loop, then transposed in registers.  Storing each pixel's
+    words one at a time instead took 1.1-1.7x as long on the quantized suite's layers
+    on an Intel Xeon (``benchmarks/results/int8-kernels-xeon.json``, channel_words)."""
+    batch, pixels = data.shape[0], math.prod(data.shape[2:])
     width = groups * words
-    for item in range(start, stop):
-        n, first, count, rows = _run_item(item, pixels, run, width, out)
-        for g in range(groups):
-            for w in range(words):
-                plane = ((n * groups + g) * ci + 4 * w) * pixels + first
-                at = g * words + w
-                if 4 * w + 4 <= ci:
-                    # (Four plane slices: LLVM keeps their pointers apart from the rows'.)
-                    c0 = source[plane:plane + count]
-                    c1 = source[plane + pixels:plane + pixels + count]
-                    c2 = source[plane + 2 * pixels:plane + 2 * pixels + count]
-                    c3 = source[plane + 3 * pixels:plane + 3 * pixels + count]
-                    for p in range(count):
-                        rows[at + p * width] = (
-                            np.uint32(np.uint8(c0[p] + shift))
-                            | np.uint32(np.uint8(c1[p] + shift)) << np.uint32(8)
-                            | np.uint32(np.uint8(c2[p] + shift)) << np.uint32(16)
-                            | np.uint32(np.uint8(c3[p] + shift)) << np.uint32(24))
-                else:
-                    for p in range(count):
-                        word = np.uint32(0)
-                        for i in range(ci - 4 * w):
-                            word |= np.uint32(np.uint8(source[plane + i * pixels + p] + shift)
-                                              ) << np.uint32(8 * i)
-                        rows[at + p * width] = word
+    out = np.empty((batch, pixels, width), np.uint32)
+    if out.nbytes < PARALLEL_COPY_BYTES:  # the layout copies' rule
+        threads = 1
+    items = batch * -(-width // lanes) * -(-pixels // _CHUNK_PIXELS)
+    parallel_kernel(words_kernel(lanes, halves), (
+        np.ascontiguousarray(data).reshape(-1), out.reshape(-1), np.int64(shift), groups,
+        ci, words, pixels), items, threads)
+    return out
 
 
 def word_bytes(data: np.ndarray, channels_last: bool, groups: int, ci: int, row: int,
-               shift: int, threads: int) -> np.ndarray:
+               shift: int, threads: int, lanes: int) -> np.ndarray:
     """``data + shift`` (integers, C-contiguous, every value then in ``[0, 255]``) as
     bytes ``(N, X..., G, row)``: each pixel's channels of a group, zero from ``Ci`` to
-    ``row`` (a multiple of 4).  Channels-first data (``(N, G*Ci, X...)``) in one compiled
-    pass that stores four channels' bytes as one word (NumPy's copy of the transposed
-    view stores byte by byte, about twice as long); channels-last data by NumPy."""
+    ``row`` (a multiple of 4).  Channels-first data (``(N, G*Ci, X...)``) as words of
+    four channels (:func:`_channel_words`, blocks of ``lanes`` words: the target's
+    float32 lanes); channels-last data by NumPy."""
     pixels_shape = data.shape[1:-1] if channels_last else data.shape[2:]
-    batch, pixels = data.shape[0], int(np.prod(pixels_shape))
-    out = np.empty((batch,) + tuple(pixels_shape) + (groups, row), np.uint8)
+    batch = data.shape[0]
     if channels_last:
+        out = np.empty((batch,) + tuple(pixels_shape) + (groups, row), np.uint8)
         if row > ci:
             out[..., ci:] = 0
         source = data.reshape(data.shape[:-1] + (groups, ci))
@@ -195,58 +176,15 @@ def word_bytes(data: np.ndarray, channels_last: bool, groups: int, ci: int, row:
         typed = np.asarray(shift, np.promote_types(data.dtype, np.min_scalar_type(shift)))
         np.add(source, typed, out=out[..., :ci], casting="unsafe")
         return out
-    source, flat = data.reshape(-1), out.reshape(-1).view(np.uint32)
-    if out.nbytes < PARALLEL_COPY_BYTES:  # the layout copies' rule
-        threads = 1
-    run = _run_pixels(groups * row // 4)
-    parallel_kernel(_channels_first_words, (source, flat, np.int64(shift), groups, ci,
-                                            row // 4, pixels, run),
-                    batch * -(-pixels // run), threads)
-    return out
+    words = _channel_words(data, shift, groups, ci, row // 4, lanes, threads, False)
+    return words.view(np.uint8).reshape((batch,) + tuple(pixels_shape) + (groups, row))
 
 
-@cached_njit(nogil=True)
-def _channels_first_halves(source, out, groups, ci, pairs, pixels, run, start,
-                           stop):  # pragma: no cover - compiled
-    # source: flat (N, G*Ci, P) integers within int16; out: flat uint32 (N, P, G,
-    # pairs), word w holding channel 2w (low half) and 2w + 1 (high half; zero past
-    # Ci) of its group.  Items (n, run of `run` pixels) with flat index in [start,
-    # stop): per word, two channel planes read along the run and each pixel's word
-    # stored once.
-    width = groups * pairs
-    for item in range(start, stop):
-        n, first, count, rows = _run_item(item, pixels, run, width, out)
-        for g in range(groups):
-            for w in range(pairs):
-                plane = ((n * groups + g) * ci + 2 * w) * pixels + first
-                at = g * pairs + w
-                low = source[plane:plane + count]
-                if 2 * w + 2 <= ci:
-                    high = source[plane + pixels:plane + pixels + count]
-                    for p in range(count):
-                        rows[at + p * width] = (
-                            np.uint32(np.uint16(np.int16(low[p])))
-                            | np.uint32(np.uint16(np.int16(high[p]))) << np.uint32(16))
-                else:
-                    for p in range(count):
-                        rows[at + p * width] = np.uint32(np.uint16(np.int16(low[p])))
-
-
-def word_halves(data: np.ndarray, groups: int, ci: int, pairs: int,
-                threads: int) -> np.ndarray:
+def word_halves(data: np.ndarray, groups: int, ci: int, pairs: int, threads: int,
+                lanes: int) -> np.ndarray:
     """Channels-first integer ``data`` ``(N, G*Ci, X...)``, every value within int16, as
     int32 words ``(N, X..., G * pairs)`` of two int16 halves each (input channels ``2c``
-    and ``2c + 1`` of a group, zero past ``Ci``), in one compiled pass (:func:`_run_pixels`
-    per piece of work): 0.3-0.55x the time of NumPy's cast of the transposed view on
-    the quantized suite's layers (``benchmarks/results/int8-kernels-xeon.json``,
-    word_halves)."""
-    pixels = int(np.prod(data.shape[2:]))
-    out = np.empty((data.shape[0],) + data.shape[2:] + (groups * pairs,), np.uint32)
-    run = _run_pixels(groups * pairs)
-    source = np.ascontiguousarray(data).reshape(-1)
-    if out.nbytes < PARALLEL_COPY_BYTES:  # the layout copies' rule
-        threads = 1
-    parallel_kernel(_channels_first_halves, (source, out.reshape(-1), groups, ci, pairs,
-                                             pixels, run),
-                    data.shape[0] * -(-pixels // run), threads)
-    return out.view(np.int32)
+    and ``2c + 1`` of a group, zero past ``Ci``; :func:`_channel_words`, blocks of
+    ``lanes`` words)."""
+    words = _channel_words(data, 0, groups, ci, pairs, lanes, threads, True)
+    return words.reshape(data.shape[:1] + data.shape[2:] + (groups * pairs,)).view(np.int32)
