@@ -1,8 +1,10 @@
-"""The AVX512-VNNI byte products: exact against int64 arithmetic, and compiled to
-``vpdpbusd`` on ``zmm`` registers for a VNNI CPU on any host.
+"""The VNNI byte products: exact against int64 arithmetic, and compiled to ``vpdpbusd``
+on ``zmm`` registers for an AVX512-VNNI CPU and on ``ymm`` for an AVX-VNNI one, on any
+host.
 
-The exactness tests run the kernel, so they need a CPU with AVX512-VNNI (skipped
-elsewhere, saying so); the instruction test only compiles, for a named CPU.
+The exactness tests run the kernel, so they need a CPU with AVX512-VNNI (with AVX-VNNI
+for the 32-byte vectors; skipped elsewhere, saying so); the instruction tests only
+compile, for a named CPU.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 pytest.importorskip("numba")
 
 from convtranspose import host_target  # noqa: E402
-from convtranspose._runtime.machine import has_vnni  # noqa: E402
+from convtranspose._runtime.machine import has_vnni, vnni_vector_bytes  # noqa: E402
 from kernel_support import random_case  # noqa: E402
 from oracle import canonical_result  # noqa: E402
 
@@ -74,6 +76,35 @@ def test_transposed_convolutions_equal_the_oracle(seed, kernel):
     last = u8s8_transposed(np.ascontiguousarray(np.moveaxis(data, 1, -1)), weights, axes,
                            True, host_target().replace(threads=1))
     np.testing.assert_array_equal(np.moveaxis(last, -1, 1), expected)
+
+
+@pytest.mark.skipif(vnni_vector_bytes() < 32, reason="this CPU has no VNNI: the kernel's"
+                    " instructions cannot run here")
+@pytest.mark.parametrize("seed", range(6))
+def test_byte_products_on_32_byte_vectors_equal_the_oracle(seed, monkeypatch):
+    """direct-blocked's loop nest with byte products on 8 int32 lanes (AVX-VNNI's width,
+    and the EVEX form's on AVX512-VNNI CPUs): whole and partial vectors of output
+    channels, partial words of input channels, 1-3 axes, data spanning 256 values."""
+    from convtranspose._kernels import int8
+    from convtranspose._kernels._numba import blocked
+
+    made, kernels = blocked.blocked_layer, []
+
+    def spy(*args, **kwargs):
+        kernels.append((args[7].vector_bytes, args[8]))
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(blocked, "blocked_layer", spy)
+    rng = np.random.default_rng(seed)
+    data, weights, axes = random_case(rng, 1 + seed % 3)
+    groups, ci, co = weights.shape[0], 5 + seed, 17 + seed
+    low = int(rng.integers(-255, 1))
+    data = rng.integers(low, low + 256, (data.shape[0], groups * ci) + data.shape[2:])
+    weights = rng.integers(-128, 128, (groups, ci, co) + weights.shape[3:])
+    target = host_target().replace(vector_bytes=32, threads=2)
+    sums = int8.prepare_blocked_sums("bytes", data.shape[0], weights, axes, False, target)
+    np.testing.assert_array_equal(sums(data), canonical_result(data, weights, axes))
+    assert kernels and set(kernels) == {(32, "vector_dot_bytes")}, kernels
 
 
 @needs_vnni
@@ -211,6 +242,7 @@ def test_word_bytes_equal_numpys_cast(channels_last, threads, lanes, monkeypatch
 
 SCRIPT = textwrap.dedent("""\
     import json
+    import sys
     import numba
     import numpy as np
     from convtranspose._kernels._numba import int8
@@ -222,36 +254,47 @@ SCRIPT = textwrap.dedent("""\
         signature = tuple(numba.typeof(a) for a in args)
         kernel.compile(signature)
         lines = [line.split(None, 1) for line in kernel.inspect_asm(signature).splitlines()]
-        found = [fields[1] for fields in lines if len(fields) == 2 and fields[0] == "vpdpbusd"]
-        return {"zmm": sum("%zmm" in f for f in found), "all": len(found)}
+        found = [fields[1] for fields in lines if len(fields) == 2
+                 and fields[0] in ("vpdpbusd", "{vex}")
+                 and "vpdpbusd" in fields[0] + fields[1]]
+        return {"zmm": sum("%zmm" in f for f in found),
+                "ymm": sum("%ymm" in f for f in found), "all": len(found)}
 
     i32, i64 = np.int32, np.int64
-    panel = (int8._panel(), (np.zeros(64, i32), np.zeros(64, i32), np.zeros(64, i32), 1, 64,
-                             0, 4))
-    blocked = (_blocked_kernel(16, 2, 6, KEEP, "vector_dot_bytes"), (
+    lanes = int(sys.argv[1])
+    counts = {}
+    if lanes == 16:
+        counts["panel"] = products(int8._panel(), (np.zeros(64, i32), np.zeros(64, i32),
+                                                   np.zeros(64, i32), 1, 64, 0, 4))
+    counts["blocked"] = products(_blocked_kernel(lanes, 2, 6, KEEP, "vector_dot_bytes"), (
         np.zeros(64, i32), np.zeros(64, i32), np.zeros(64, i32), np.zeros(0, np.uint16),
         np.zeros(0, i32), np.zeros(19, i64), np.zeros(5, i64), np.zeros(5, i64),
         np.zeros(8, i64), np.zeros((3, 2, 2), i64), np.zeros((3, 2, 2), i64),
         np.zeros((3, 2), i64), 1, 0, 1))
-    print(json.dumps({"panel": products(*panel), "blocked": products(*blocked)}))
+    print(json.dumps(counts))
     """)
 
 
-def test_the_kernels_compile_to_full_width_vnni_products():
-    # Compiled (not run) for a VNNI CPU in a fresh process, whatever the host.
+@pytest.mark.parametrize("cpu, features, lanes, register", [
+    ("sapphirerapids", "+avx512f,+avx512vnni,+avx512bw,+f16c", 16, "zmm"),
+    ("alderlake", "+avx2,+fma,+avxvnni,+f16c", 8, "ymm"),
+])
+def test_the_kernels_compile_to_full_width_vnni_products(cpu, features, lanes, register):
+    # Compiled (not run) for a VNNI CPU in a fresh process, whatever the host: 512-bit
+    # AVX512-VNNI, and AVX-VNNI's 256-bit VEX form on a CPU without AVX-512.
     tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    environment = dict(os.environ, NUMBA_CPU_NAME="sapphirerapids",
-                       NUMBA_CPU_FEATURES="+avx512f,+avx512vnni,+avx512bw,+f16c",
+    environment = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=features,
                        CONVTRANSPOSE_CACHE_DIR="off",
                        PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                            env=environment, timeout=600)
+    result = subprocess.run([sys.executable, "-c", SCRIPT, str(lanes)], capture_output=True,
+                            text=True, env=environment, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     counts = json.loads(result.stdout.strip().splitlines()[-1])
-    # A block of 4 rows x 4 vectors and a single row of 4: 20 products, all on zmm.
-    panel = counts["panel"]
-    assert panel["all"] >= 20 and panel["zmm"] == panel["all"], counts
+    if lanes == 16:
+        # A block of 4 rows x 4 vectors and a single row of 4: 20 products, all on zmm.
+        panel = counts["panel"]
+        assert panel["all"] >= 20 and panel["zmm"] == panel["all"], counts
     # direct-blocked's kernel with byte products: blocks of 6 pixels x 2 vectors (its
-    # three block sources) and the line ends' single outputs, all on zmm.
+    # three block sources) and the line ends' single outputs, all full width.
     blocked = counts["blocked"]
-    assert blocked["all"] >= 3 * 12 and blocked["zmm"] == blocked["all"], counts
+    assert blocked["all"] >= 3 * 12 and blocked[register] == blocked["all"], counts

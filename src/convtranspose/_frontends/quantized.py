@@ -23,7 +23,7 @@ from .._execute.transposed import transposed_convolution
 from .._kernels.int8 import products_per_lane, word_products
 from .._plan.geometry import taps_per_output
 from .._runtime.caches import register
-from .._runtime.machine import fastest_seconds, has_amx_int8, has_vnni
+from .._runtime.machine import fastest_seconds, has_amx_int8, has_vnni, vnni_vector_bytes
 from .._runtime.memo import derived_from, frozen, own
 from .._runtime.target import host
 from .specs import as_array, canonical_weights, execute_plan
@@ -164,8 +164,16 @@ def float32_channels(plan, data: np.ndarray, weights: np.ndarray,
 
 
 def _vnni_bytes(target) -> bool:
-    """Whether the integer sums try the VNNI byte products first (512-bit vectors and
-    AVX512-VNNI)."""
+    """Whether the integer sums try the VNNI byte products first: ``vpdpbusd`` on the
+    target's vectors, 32 bytes or more (AVX512-VNNI, or AVX-VNNI on 32:
+    :func:`~convtranspose._runtime.machine.vnni_vector_bytes`)."""
+    return min(target.vector_bytes, vnni_vector_bytes()) >= 32
+
+
+def _vnni_columns(target) -> bool:
+    """Whether the byte products then col2im run here
+    (:func:`~convtranspose._kernels.int8.u8s8_transposed`: its products take 512-bit
+    vectors)."""
     return target.vector_bytes == 64 and has_vnni()
 
 
@@ -354,7 +362,7 @@ def integer_sum(plan, data: np.ndarray, weights: np.ndarray, output_shape,
     check_transposed(plan, data, weights, None, output_shape)
     canonical = canonical_weights(plan, weights)
     # The VNNI byte products' second way (then col2im) right after their first.
-    for kind in _byte_kinds(target) + (("columns",) if _vnni_bytes(target) else ()) + (
+    for kind in _byte_kinds(target) + (("columns",) if _vnni_columns(target) else ()) + (
             "halves",):
         if not lanes_pay(plan, "bytes" if kind == "columns" else kind, target,
                          largest_product):

@@ -465,10 +465,19 @@ def prepare_blocked_sums(kind: str, batch: int, weights: np.ndarray, axes,
     or the AMX tiles' sums (``"tiles"``: :func:`.tiles.tile_layer`) set up once for data
     of ``batch`` samples (:class:`BlockedSums`).  None where the layer or its weights
     do not qualify at all: more than three axes, weights outside the kind's range, a
-    CPU other than x86 for ``halves``, a layer the tiles do not take
-    (:func:`.tiles.tiles_take`) or a CPU without them for ``tiles``."""
+    CPU other than x86 for ``halves``, one without ``vpdpbusd`` on 32 bytes or more
+    for ``bytes``, a layer the tiles do not take (:func:`.tiles.tiles_take`) or a CPU
+    without them for ``tiles``."""
     if not 1 <= len(axes) <= 3:
         return None
+    if kind == "bytes":
+        from .._runtime.machine import vnni_vector_bytes
+
+        # The kernel's vectors: the widest this CPU's vpdpbusd takes (AVX-VNNI: 32 bytes).
+        width = min(target.vector_bytes, vnni_vector_bytes())
+        if width < 32:
+            return None
+        target = target.replace(vector_bytes=width)
     if kind == "tiles":
         from .._runtime.machine import has_amx_int8
         from .tiles import tiles_take

@@ -18,7 +18,7 @@ import time
 from .caches import kept
 from .config import AMX_ENV
 
-__all__ = ["CpuIdentity", "fastest_seconds", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "has_amx_int8", "has_vnni", "integer_vector_bytes", "host_has_f16c", "parse_cpuinfo",
+__all__ = ["CpuIdentity", "fastest_seconds", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "has_amx_int8", "has_vnni", "integer_vector_bytes", "vnni_vector_bytes", "host_has_f16c", "parse_cpuinfo",
            "vector_bytes"]
 
 #: ``(vendor, family)``: the CPUID vendor string (``'GenuineIntel'``, ``'AuthenticAMD'``)
@@ -252,10 +252,21 @@ def has_bfloat16_pairs() -> bool:
 @kept("machine facts", maxsize=None)
 def has_vnni() -> bool:
     """Whether ``vpdpbusd`` (AVX512-VNNI: unsigned times signed bytes into int32) runs
-    here: the host has it and numba compiles for the host.  Needs llvmlite."""
+    here on 512-bit vectors (:func:`vnni_vector_bytes`).  Needs llvmlite."""
+    return vnni_vector_bytes() == 64
+
+
+def vnni_vector_bytes() -> int:
+    """The widest vectors in bytes on which ``vpdpbusd`` (unsigned times signed bytes
+    into int32) runs here, where numba compiles for the host: 64 with AVX512-VNNI
+    (which also takes 32-byte vectors: every such CPU has AVX512VL), 32 with AVX-VNNI
+    alone (the VEX form, on CPUs without AVX-512), else 0.  Needs llvmlite."""
     from llvmlite import binding
 
-    return bool(binding.get_host_cpu_features().get("avx512vnni")) and _numba_targets_host()
+    if not _numba_targets_host():
+        return 0
+    features = binding.get_host_cpu_features()
+    return 64 if features.get("avx512vnni") else 32 if features.get("avxvnni") else 0
 
 
 #: Linux's ``arch_prctl`` on x86-64: its system call number, the request that

@@ -172,24 +172,31 @@ def vector_dot_pairs(typingctx, pairs, factors, sums):
     return sums(pairs, factors, sums), codegen
 
 
+#: ``vpdpbusd`` by vector width in int32 lanes: LLVM's x86 intrinsics.  The 8-lane one
+#: is AVX512-VNNI's with AVX512VL, or AVX-VNNI's VEX form on CPUs without AVX-512
+#: (LLVM encodes whichever the target has).
+_VPDPBUSD = {8: "llvm.x86.avx512.vpdpbusd.256", 16: "llvm.x86.avx512.vpdpbusd.512"}
+
+
 @intrinsic
 def vector_dot_bytes(typingctx, unsigned, signed, sums):
-    """``sums + unsigned . signed`` per lane, with ``vpdpbusd`` (AVX512-VNNI).
+    """``sums + unsigned . signed`` per lane, with ``vpdpbusd`` (AVX512-VNNI, or
+    AVX-VNNI on 8 lanes: :func:`convtranspose._runtime.machine.vnni_vector_bytes`).
 
-    ``unsigned`` and ``signed`` are 16 ``int32`` lanes, each holding four bytes: per
-    lane the four unsigned bytes of ``unsigned`` times the four signed bytes of
-    ``signed``, summed and added to the lane of ``sums`` (16 ``int32``), exactly: no
-    intermediate saturates, and the sum wraps as int32 arithmetic does.
+    ``unsigned`` and ``signed`` are 8 or 16 ``int32`` lanes, each holding four bytes:
+    per lane the four unsigned bytes of ``unsigned`` times the four signed bytes of
+    ``signed``, summed and added to the lane of ``sums`` (as many ``int32``), exactly:
+    no intermediate saturates, and the sum wraps as int32 arithmetic does.
     """
     if not (isinstance(unsigned, Vector) and unsigned == signed == sums
-            and unsigned.lanes == 16 and unsigned.dtype == types.int32):
+            and unsigned.lanes in _VPDPBUSD and unsigned.dtype == types.int32):
         return None
 
     def codegen(context, builder, signature, args):
-        vector_type = ir.VectorType(ir.IntType(32), 16)
+        vector_type = ir.VectorType(ir.IntType(32), unsigned.lanes)
         function = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(vector_type, [vector_type] * 3),
-            "llvm.x86.avx512.vpdpbusd.512")
+            _VPDPBUSD[unsigned.lanes])
         return builder.call(function, [args[2], args[0], args[1]])
 
     return sums(unsigned, signed, sums), codegen
