@@ -179,6 +179,13 @@ def _word_casts(repeat: int) -> list[dict]:
     return rows
 
 
+def _write(path: str | None, rows: list[dict], **facts) -> None:
+    """The rows, the CPU's name and ``facts`` as JSON at ``path``, where given."""
+    if path:
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump({"cpu": cpu_model(), **facts, "rows": rows}, file, indent=1)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
@@ -190,19 +197,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.words:
         print(f"CPU: {cpu_model()}; one thread; ms (median of {args.repeat})")
-        rows = _word_casts(args.repeat)
-        if args.out:
-            with open(args.out, "w", encoding="utf-8") as file:
-                json.dump({"cpu": cpu_model(), "rows": rows}, file, indent=1)
+        _write(args.out, _word_casts(args.repeat))
         return 0
     if not has_vnni() and not args.peak:
         raise SystemExit("this CPU has no AVX512-VNNI: the byte products cannot run here")
     if args.peak:
         print(f"CPU: {cpu_model()}")
-        rows = _rates(args.repeat)
-        if args.out:
-            with open(args.out, "w", encoding="utf-8") as file:
-                json.dump({"cpu": cpu_model(), "rows": rows}, file, indent=1)
+        _write(args.out, _rates(args.repeat))
         return 0
     target = host()
     rng = np.random.default_rng(0)
@@ -233,10 +234,7 @@ def main(argv=None) -> int:
                   f" {row['ratio']:6.2f} {row['blocked_gmacs']:7.0f} {row['load']:5.2f}")
     ratios = [row["ratio"] for row in rows]
     print(f"geometric mean, scatter / blocked: {float(np.exp(np.mean(np.log(ratios)))):.2f}x")
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as file:
-            json.dump({"cpu": cpu_model(), "threads": target.threads, "vnni": True,
-                       "rows": rows}, file, indent=1)
+    _write(args.out, rows, threads=target.threads, vnni=True)
     return 0
 
 

@@ -295,7 +295,8 @@ def test_qlinear_repeated_calls_run_prepared(monkeypatch, every_layer_integer, s
     from convtranspose._frontends import quantized
 
     if kernel == "pairs":
-        monkeypatch.setattr(quantized, "has_vnni", lambda: False)
+        monkeypatch.setattr(quantized, "vnni_vector_bytes", lambda: 0)
+        assert quantized.integer_kinds(ct.host_target()) == ("halves",)  # the switch holds
     rng = np.random.default_rng(seed)
     rank, group = 1 + seed % 3, 1 + seed % 2
     c, m = 2 * group, 3 * group

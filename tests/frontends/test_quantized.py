@@ -178,7 +178,8 @@ def sum_in(request, monkeypatch):
     if request.param == "pairs":
         if not integer_vector_bytes():
             pytest.skip("pmaddwd is an x86 instruction")
-        monkeypatch.setattr(quantized, "has_vnni", lambda: False)
+        monkeypatch.setattr(quantized, "vnni_vector_bytes", lambda: 0)
+        assert quantized.integer_kinds(ct.host_target()) == ("halves",)  # the switch holds
     if request.param not in ("vnni", "pairs"):
         monkeypatch.setattr(quantized, "integer_sum", lambda *arguments: None)
         monkeypatch.setattr(qlinear, "integer_qlinear", lambda *arguments: None)

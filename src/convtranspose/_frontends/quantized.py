@@ -23,7 +23,7 @@ from .._execute.transposed import transposed_convolution
 from .._kernels.int8 import products_per_lane, word_products
 from .._plan.geometry import taps_per_output
 from .._runtime.caches import register
-from .._runtime.machine import fastest_seconds, has_amx_int8, has_vnni, vnni_vector_bytes
+from .._runtime.machine import fastest_seconds, has_amx_int8, vnni_vector_bytes
 from .._runtime.memo import derived_from, frozen, own
 from .._runtime.target import host
 from .specs import as_array, canonical_weights, execute_plan
@@ -174,7 +174,7 @@ def _vnni_columns(target) -> bool:
     """Whether the byte products then col2im run here
     (:func:`~convtranspose._kernels.int8.u8s8_transposed`: its products take 512-bit
     vectors)."""
-    return target.vector_bytes == 64 and has_vnni()
+    return target.vector_bytes == 64 and vnni_vector_bytes() == 64
 
 
 def _byte_kinds(target) -> tuple[str, ...]:

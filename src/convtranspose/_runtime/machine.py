@@ -256,6 +256,7 @@ def has_vnni() -> bool:
     return vnni_vector_bytes() == 64
 
 
+@kept("machine facts", maxsize=None)
 def vnni_vector_bytes() -> int:
     """The widest vectors in bytes on which ``vpdpbusd`` (unsigned times signed bytes
     into int32) runs here, where numba compiles for the host: 64 with AVX512-VNNI

@@ -23,9 +23,10 @@ def _word(source, at, pixels, shift, count):  # pragma: no cover - compiled
 
 @cached_njit(nogil=True, inline="always")
 def _fill_plane(source, first, pixels, shift, channels, row, count):  # pragma: no cover
-    # `row[:count]`: the words of one word plane from pixel `first` of its first
-    # channel plane (index into `source`), `channels` (1 to 4 bytes, 1 to 2 halves)
-    # planes: a whole word's read and stored along the pixels, which LLVM vectorizes.
+    # `row[:count]`: the words of one word plane, from the element `first` of
+    # `source` on in each of its `channels` channel planes (1 to 4 bytes, 1 to 2
+    # halves): a whole word's planes read and the words stored along the pixels, a
+    # loop LLVM vectorizes; a partial word's one word at a time.
     if halves and channels == 2:
         low = source[first:first + count]
         high = source[first + pixels:first + pixels + count]
