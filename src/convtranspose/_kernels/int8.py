@@ -459,6 +459,18 @@ class BlockedSums:
         return in_layout(out, self.channels_last)
 
 
+def _word_target(kind: str, target):
+    """``target`` on the vectors whose lanes ``kind``'s word product takes on this CPU,
+    the widest up to the target's (``bytes``: ``vpdpbusd``, from AVX-VNNI's 32 bytes;
+    ``halves``: ``pmaddwd``), or None where it has none."""
+    from .._runtime.machine import integer_vector_bytes, vnni_vector_bytes
+
+    widest, least = (vnni_vector_bytes(), 32) if kind == "bytes" else (
+        integer_vector_bytes(), 1)
+    width = min(target.vector_bytes, widest)
+    return target.replace(vector_bytes=width) if width >= least else None
+
+
 def prepare_blocked_sums(kind: str, batch: int, weights: np.ndarray, axes,
                          channels_last: bool, target) -> BlockedSums | None:
     """:func:`u8s8_blocked` (``kind`` ``"bytes"``), :func:`s16_blocked` (``"halves"``)
@@ -470,28 +482,16 @@ def prepare_blocked_sums(kind: str, batch: int, weights: np.ndarray, axes,
     without them for ``tiles``."""
     if not 1 <= len(axes) <= 3:
         return None
-    if kind == "bytes":
-        from .._runtime.machine import vnni_vector_bytes
-
-        # The kernel's vectors: the widest this CPU's vpdpbusd takes (AVX-VNNI: 32 bytes).
-        width = min(target.vector_bytes, vnni_vector_bytes())
-        if width < 32:
-            return None
-        target = target.replace(vector_bytes=width)
     if kind == "tiles":
         from .._runtime.machine import has_amx_int8
         from .tiles import tiles_take
 
         if not (has_amx_int8() and tiles_take(*weights.shape[:3], len(axes))):
             return None
-    if kind == "halves":
-        from .._runtime.machine import integer_vector_bytes
-
-        # The kernel's vectors: the widest whose int16 lanes this CPU multiplies.
-        width = min(target.vector_bytes, integer_vector_bytes())
-        if not width:
+    else:
+        target = _word_target(kind, target)
+        if target is None:
             return None
-        target = target.replace(vector_bytes=width)
     derived = derived_from(weights, "s16" if kind == "halves" else "u8s8")
     words = _word_weights(weights, derived, kind)
     if words is None:

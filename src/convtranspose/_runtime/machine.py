@@ -249,7 +249,6 @@ def has_bfloat16_pairs() -> bool:
             and binding.llvm_version_info >= (17,) and _numba_targets_host())
 
 
-@kept("machine facts", maxsize=None)
 def has_vnni() -> bool:
     """Whether ``vpdpbusd`` (AVX512-VNNI: unsigned times signed bytes into int32) runs
     here on 512-bit vectors (:func:`vnni_vector_bytes`).  Needs llvmlite."""
