@@ -6,6 +6,8 @@ offsets, outputs shorter and longer than the full result) with small integers he
 in float64 (every sum exact, so equality is asserted) and in int64.
 """
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -63,7 +65,9 @@ def test_data_adjoint_matches_the_forward_convolution_loop(algorithm, dtype, exa
         strides, dilations, offsets, sizes, _ = _geometry(p["axes"])
         expected = oracle.forward_convolution(grad.astype(np.float64), weights, strides,
                                               dilations, offsets, sizes)
-        actual = backward.data_adjoint(grad, weights, p["axes"], np.dtype(dtype), algorithm)
+        # blocked reads zeros at a line's ends where told the weights are finite
+        actual = backward.data_adjoint(grad, weights, p["axes"], np.dtype(dtype), algorithm,
+                                       finite_weights=bool(p["seed"] % 2))
         assert actual.dtype == dtype
         np.testing.assert_array_equal(actual, expected)
 
@@ -178,25 +182,32 @@ def test_blocked_filter_adjoint_matches_the_definition(dtype, ci, co, channels_l
         np.testing.assert_array_equal(actual, expected)
 
 
+@pytest.mark.parametrize("finite", [False, True], ids=["line-ends-alone", "line-ends-padded"])
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("dtype, ci, co", [(np.float32, 70, 5), (np.float32, 16, 3),
                                            (np.float64, 9, 11), (np.float64, 40, 2)])
 @pytest.mark.parametrize("vector_bytes", [32, 64])
 def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co,
                                                                    channels_last,
-                                                                   vector_bytes):
+                                                                   vector_bytes, finite):
     """The compiled data adjoint (:mod:`._numba.forward`): output channels padded to
     whole vectors and taken in several chunks, blocks of pixels a stride apart with the
-    last block overlapping, line ends with fewer taps, three groups, both layouts;
-    small integers, so every sum is exact."""
+    last block overlapping, line ends with fewer taps (one output at a time, or, told
+    the weights are finite, in blocks over zeros where they are a quarter of the line
+    or more), three groups, both layouts; small integers, so every sum is exact."""
     pytest.importorskip("numba")
     from convtranspose import host_target
-    from convtranspose._kernels._numba.forward import forward_adjoint
+    from convtranspose._kernels._numba.forward import forward_adjoint, line_end_zeros
 
     target = host_target().replace(threads=2, vector_bytes=vector_bytes)
-    for axes in [(AxisPlan(30, 4, 3, 1, -1, 95),),
-                 (AxisPlan(6, 3, 2, 1, 1, 11), AxisPlan(19, 3, 2, 2, 1, 41)),
-                 (AxisPlan(3, 2, 1, 1, 0, 4), AxisPlan(4, 3, 2, 1, 1, 7), AxisPlan(12, 2, 2, 1, 0, 24))]:
+    cases = [(AxisPlan(30, 4, 3, 1, -1, 95),),
+             (AxisPlan(6, 3, 2, 1, 1, 11), AxisPlan(19, 3, 2, 2, 1, 41)),
+             (AxisPlan(3, 2, 1, 1, 0, 4), AxisPlan(4, 3, 2, 1, 1, 7), AxisPlan(12, 2, 2, 1, 0, 24)),
+             (AxisPlan(5, 3, 2, 1, 1, 9), AxisPlan(8, 4, 2, 1, 1, 16)),
+             (AxisPlan(6, 3, 1, 2, 2, 6),), (AxisPlan(2, 5, 3, 1, 2, 4),)]
+    # the premise: line ends padded before and after, and not padded (a small share)
+    assert {line_end_zeros(axes[-1]) for axes in cases} >= {(1, 1), (2, 2), (0, 0)}
+    for axes in cases:
         p = dict(axes=axes, groups=3, ci=ci, co=co, batch=2, seed=ci + co)
         _, grad, weights = _operands(p, dtype)
         strides, dilations, offsets, sizes, _ = _geometry(axes)
@@ -205,9 +216,37 @@ def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co
         if channels_last:
             grad = np.ascontiguousarray(np.moveaxis(grad, 1, -1))
         actual = forward_adjoint(grad, weights, axes, channels_last, np.dtype(dtype), {},
-                                 target)
+                                 target, finite)
         np.testing.assert_array_equal(np.moveaxis(actual, -1, 1) if channels_last else actual,
-                                      expected)
+                                      expected, err_msg=str(axes))
+
+
+def test_blocked_forward_convolution_keeps_infinite_weights_where_taps_reach(monkeypatch):
+    """Short lines whose ends would read zeros (``line_end_zeros``): with an infinite
+    weight the forward convolution never multiplies it by a zero it made up (which
+    would give NaN where the definition has an infinity or a finite sum)."""
+    pytest.importorskip("numba")
+    import convtranspose as ct
+    from convtranspose._kernels._numba.forward import line_end_zeros
+
+    monkeypatch.setenv("CONVTRANSPOSE_BACKWARD_ALGORITHM", "blocked")
+    axis = AxisPlan(8, 4, 2, 1, 1, 16)  # a stride-2 k4 layer's 16 -> 8
+    assert line_end_zeros(axis) != (0, 0)  # the premise: finite weights would pad
+    rng = np.random.default_rng(5)
+    data = rng.integers(1, 4, (2, 3, 16, 16)).astype(np.float32)  # no 0 * inf
+    filter = rng.integers(-3, 4, (20, 3, 4, 4)).astype(np.float32)
+    filter[4, 1, 0, 3] = np.inf
+    filter[7, 2, 3, 0] = -np.inf
+    # The definition, pair by pair: only the taps that read inside the data.
+    expected = np.zeros((2, 20, 8, 8))
+    for oy, ox, ky, kx in itertools.product(range(8), range(8), range(4), range(4)):
+        iy, ix = 2 * oy + ky - 1, 2 * ox + kx - 1
+        if 0 <= iy < 16 and 0 <= ix < 16:
+            expected[:, :, oy, ox] += (data[:, None, :, iy, ix]
+                                       * filter[None, :, :, ky, kx].astype(np.float64)).sum(-1)
+    assert np.isinf(expected[:, 4]).any() and np.isfinite(expected[:, 4]).any()  # the premise
+    actual = ct.convolution(data, filter, strides=2, pads_begin=1, pads_end=1)
+    np.testing.assert_array_equal(actual, expected.astype(np.float32))
 
 
 def test_compiled_depthwise_filter_adjoint_keeps_an_infinity_an_infinity():

@@ -168,14 +168,15 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
         grad_ncx = _widened(_channels_first(grad, channels_last), accumulate)
         weights = _widened(weights, accumulate)
         budget = im2col_budget(batch, axes, weights.shape, accumulate)
+        finite = _finite(weights)
 
         def run(name):
             with np.errstate(all="ignore"), _blas.at_most(host().threads):
                 return _kernels.data_adjoint(grad_ncx, weights, axes, accumulate, name,
-                                             budget)
+                                             budget, finite)
 
         result = run(_algorithm("data", batch, weights.shape, axes, accumulate,
-                                not _finite(weights), run,
+                                not finite, run,
                                 _warm("data", grad_ncx, weights, axes, groups, accumulate)))
     return _finished(result, channels_last, dtype)
 

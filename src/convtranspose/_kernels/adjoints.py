@@ -57,8 +57,8 @@ from .._plan.rules import AxisPlan
 from .._runtime.target import host
 from .common import threaded_matmul
 
-__all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "blocked_applies", "data_adjoint",
-           "filter_adjoint", "tap_boxes"]
+__all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "PADDED_LINE_END_SHARE", "blocked_applies",
+           "data_adjoint", "filter_adjoint", "line_end_zeros", "tap_boxes"]
 
 ALGORITHMS = ("im2col", "taps", "depthwise", "blocked")
 
@@ -122,11 +122,14 @@ def _im2col(grad_g: np.ndarray, axes, input_sizes, dtype) -> np.ndarray:
 
 
 def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan],
-                 dtype: np.dtype, algorithm: str, budget: int | None = None) -> np.ndarray:
+                 dtype: np.dtype, algorithm: str, budget: int | None = None,
+                 finite_weights: bool = False) -> np.ndarray:
     """The data adjoint ``(N, G*Ci, X...)`` in ``dtype`` (the module docstring).
 
     ``grad`` is ``(N, G*Co, Y...)`` and ``weights`` ``(G, Ci, Co, K...)``, both already
-    in ``dtype`` (any strides); ``budget``: ``im2col``'s bytes per slice of the batch.
+    in ``dtype`` (any strides); ``budget``: ``im2col``'s bytes per slice of the batch;
+    ``finite_weights``: every weight is finite (``blocked`` then sums a line's ends in
+    its blocks, over zeros).
     """
     if algorithm == "blocked":
         if not blocked_applies("data", weights.shape, dtype, len(axes)):
@@ -138,7 +141,7 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
         channels_last = window.flags.c_contiguous
         result = forward_adjoint(window if channels_last else grad, weights, axes,
                                  channels_last, dtype, derived_from(weights, "forward"),
-                                 host())
+                                 host(), finite_weights)
         return np.moveaxis(result, -1, 1) if channels_last else result
     groups, ci, co = weights.shape[:3]
     n = grad.shape[0]
@@ -240,6 +243,30 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
             del cols, values  # one slice's at a time
         result = total.reshape((groups, ci, co) + kernel)
     return result
+
+
+#: The least share of a line's outputs that would go one at a time for which the
+#: ``blocked`` data adjoint's copy of ``grad`` gets zeros at the line ends
+#: (:mod:`._numba.forward`): lines of 8 outputs with 2 such took 0.82x the
+#: time padded, lines of 14-112 with 1-2 such 0.94-1.15x (the padded copy's extra pass
+#: costs more than it saves), ``benchmarks/results/gradients-xeon.json``,
+#: ``padded_line_ends``.
+PADDED_LINE_END_SHARE = 0.25
+
+
+def line_end_zeros(axis: AxisPlan) -> tuple[int, int]:
+    """``(before, after)``: the zeros the last axis of ``grad``'s copy needs on either
+    side so that every output's every tap reads inside it (the taps' shifts are
+    ``k*d - offset``, output ``x`` reading ``x*s + shift``), or ``(0, 0)`` where fewer
+    than :data:`PADDED_LINE_END_SHARE` of the line's outputs have a tap outside."""
+    shifts = [k * axis.dilation - axis.offset for k in range(axis.kernel_size)]
+    first = max(-(-max(0, -shift) // axis.stride) for shift in shifts)
+    last = min((axis.output_size - 1 - shift) // axis.stride + 1 for shift in shifts)
+    inside = max(0, min(last, axis.input_size) - first)
+    if axis.input_size - inside < PADDED_LINE_END_SHARE * axis.input_size:
+        return 0, 0
+    reach = (axis.input_size - 1) * axis.stride + max(shifts)
+    return max(0, -min(shifts)), max(0, reach - (axis.output_size - 1))
 
 
 def blocked_applies(kind: str, weights_shape: Sequence[int], dtype, rank: int) -> bool:

@@ -249,10 +249,14 @@ def adjoint_scratch_bytes(kind: str, name: str, batch: int, axes: Sequence[AxisP
         # channels-last copies, the sums per tap and their reordering
         return _OVERHEAD_BYTES + data + result + 2 * weights
     if name == "blocked":
-        # grad's channels-last copy; the sums and the packed weights with each group's
-        # Ci padded to the blocks' width; the weights' swapped copy; the sums unpadded
+        # grad's channels-last copy and, with zeros at the line ends, a padded one beside
+        # it; the sums and the packed weights with each group's Ci padded to the
+        # blocks' width; the weights' swapped copy; the sums unpadded
         width = _blocked_width(ci, axes[-1].input_size, itemsize)
-        return _OVERHEAD_BYTES + result + -(-(data + weights) * width // ci) + weights + data
+        before, after = _backward.line_end_zeros(axes[-1])
+        padded = -(-result * (before + axes[-1].output_size + after) // axes[-1].output_size)
+        return (_OVERHEAD_BYTES + result + (padded if before or after else 0)
+                + -(-(data + weights) * width // ci) + weights + data)
     if name == "taps":
         return _OVERHEAD_BYTES + weights + box * (ci + co)
     item = _im2col_item(axes, weights_shape, itemsize)

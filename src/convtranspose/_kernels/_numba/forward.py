@@ -8,10 +8,14 @@ Per output line (``n``, the first axes' outputs, a group), the outputs whose tap
 read inside ``grad`` go in blocks of ``direct-blocked``'s register-blocked kernel
 (:func:`.block_sources.block_source`) with the pixels of a block ``s`` source pixels apart:
 each block keeps a chunk of its ``Ci`` output channels in vector registers while every
-tap and ``grad`` channel adds one broadcast value times one packed weight row.  The
-outputs near the line's ends go one at a time with the taps they have
-(:func:`.block_sources.single_source`).  No im2col matrix; exact with non-finite operands
-(only the pairs that exist are multiplied).  ``grad`` is read channels last (a
+tap and ``grad`` channel adds one broadcast value times one packed weight row.  Where
+the filter is finite, ``grad``'s channels-last copy has zeros before and after the last
+axis as far as the taps reach, so that a line's ends go in the same blocks (a tap
+reading a zero adds nothing; two outputs of a line of eight one at a time took a
+quarter of the kernel's time, ``benchmarks/results/gradients-xeon.json``,
+``padded_line_ends``).  Otherwise those outputs go one at a time with the taps they
+have (:func:`.block_sources.single_source`) and only pairs that exist are multiplied:
+exact with non-finite operands.  No im2col matrix.  ``grad`` is read channels last (a
 channels-first one is copied so first); the sums are written channels last, each
 group's channels padded to whole chunks, and copied into the caller's layout
 without the padding.  The weight panel of one chunk of output channels serves a
@@ -28,6 +32,7 @@ from ..._plan.geometry import three_axes
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes
+from ..adjoints import line_end_zeros
 from ..blocked_channels import blocked_channel_block
 from ..schedules import blocked_shape
 from .block_sources import block_source, single_source
@@ -62,31 +67,46 @@ def _tap_table(axes3) -> tuple[np.ndarray, np.ndarray]:
     return table, np.array([axis.kernel_size for axis in axes3], np.int64)
 
 
+def _line_end_padded(grad: np.ndarray, zeros: tuple[int, int]) -> np.ndarray:
+    """``grad`` ``(N, Y1, Y2, Y3, C)`` in a new array with ``zeros`` before and after
+    its last spatial axis."""
+    before, after = zeros
+    shape = grad.shape[:3] + (before + grad.shape[3] + after,) + grad.shape[4:]
+    padded = np.zeros(shape, grad.dtype)
+    padded[:, :, :, before:before + grad.shape[3]] = grad
+    return padded
+
+
 def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: bool,
-                    dtype, derived, target) -> np.ndarray:
+                    dtype, derived, target, finite: bool = False) -> np.ndarray:
     """The data adjoint ``(N, G*Ci, X...)`` (or ``(N, X..., G*Ci)`` when
     ``channels_last``), C-contiguous, of ``grad`` ``(N, G*Co, Y...)`` (or channels
     last) and ``weights`` ``(G, Ci, Co, K...)``, float32 or float64 (``dtype``), up to
-    three spatial axes; the packed weights kept in ``derived`` (a dict, or None)."""
+    three spatial axes; the packed weights kept in ``derived`` (a dict, or None).
+    ``finite``: the weights are all finite, so that the line ends may read zeros."""
     dtype = np.dtype(dtype)
     groups, ci, co = weights.shape[:3]
     if not channels_last:
         grad = channels_last_copy(grad, dtype, target)
-    grad = np.ascontiguousarray(grad, dtype)
     axes3 = three_axes(axes)
+    zeros = line_end_zeros(axes3[2]) if finite else (0, 0)
+    grad = np.ascontiguousarray(grad.reshape(grad.shape[:1] + tuple(
+        a.output_size for a in axes3) + grad.shape[-1:]), dtype)
+    if any(zeros):
+        grad = _line_end_padded(grad, zeros)
     batch = grad.shape[0]
     outputs = tuple(a.input_size for a in axes3)
     lanes, vectors, chunk, pixels = blocked_shape(
         dtype.itemsize, ci, AxisPlan(outputs[2], 1, 1, 1, 0, outputs[2]), target.vector_bytes)
     width = lanes * vectors
     kernel3 = tuple(a.kernel_size for a in axes3)
-    swapped = np.ascontiguousarray(weights.swapaxes(1, 2), dtype).reshape(
-        (groups, co, ci) + kernel3)
-    packed = pass_weights(swapped, {} if derived is None else derived, dtype, kernel3,
-                           (0, ci), width, lanes * chunk).reshape(-1)
+    # A view: pass_weights copies it only to pack it, on a miss of ``derived``.
+    packed = pass_weights(weights.swapaxes(1, 2), {} if derived is None else derived, dtype,
+                          kernel3, (0, ci), width, lanes * chunk).reshape(-1)
     table, counts = _tap_table(axes3)
+    table[2, :, 1] += zeros[0]
     sizes = np.array((batch, groups, co, width) + outputs
-                     + tuple(a.output_size for a in axes3) + kernel3
+                     + tuple(a.output_size for a in axes3[:2]) + (grad.shape[3],) + kernel3
                      + (axes3[2].stride, axes3[0].stride, axes3[1].stride,
                         blocked_channel_block(co, int(np.prod(kernel3)), lanes * chunk,
                                               dtype.itemsize, l1_data_cache_bytes())),
