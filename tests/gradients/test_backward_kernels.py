@@ -197,7 +197,8 @@ def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co
     or more), three groups, both layouts; small integers, so every sum is exact."""
     pytest.importorskip("numba")
     from convtranspose import host_target
-    from convtranspose._kernels._numba.forward import forward_adjoint, line_end_zeros
+    from convtranspose._kernels._numba.forward import forward_adjoint
+    from convtranspose._kernels.adjoints import line_end_zeros
 
     target = host_target().replace(threads=2, vector_bytes=vector_bytes)
     cases = [(AxisPlan(30, 4, 3, 1, -1, 95),),
@@ -221,13 +222,28 @@ def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co
                                       expected, err_msg=str(axes))
 
 
+def _stride_two_convolution(data, filter):
+    """The definition of a stride-2, pad-1 convolution, pair by pair: only the taps
+    that read inside the data are multiplied."""
+    n, _, size, _ = data.shape
+    out, k = (size + 2 - filter.shape[-1]) // 2 + 1, filter.shape[-1]
+    expected = np.zeros((n, filter.shape[0], out, out))
+    for oy, ox, ky, kx in itertools.product(range(out), range(out), range(k), range(k)):
+        iy, ix = 2 * oy + ky - 1, 2 * ox + kx - 1
+        if 0 <= iy < size and 0 <= ix < size:
+            expected[:, :, oy, ox] += (data[:, None, :, iy, ix]
+                                       * filter[None, :, :, ky, kx].astype(np.float64)).sum(-1)
+    return expected
+
+
 def test_blocked_forward_convolution_keeps_infinite_weights_where_taps_reach(monkeypatch):
     """Short lines whose ends would read zeros (``line_end_zeros``): with an infinite
-    weight the forward convolution never multiplies it by a zero it made up (which
-    would give NaN where the definition has an infinity or a finite sum)."""
+    weight, also one written into a filter already called with, the forward convolution
+    never multiplies it by a zero it made up (which would give NaN where the definition
+    has an infinity or a finite sum)."""
     pytest.importorskip("numba")
     import convtranspose as ct
-    from convtranspose._kernels._numba.forward import line_end_zeros
+    from convtranspose._kernels.adjoints import line_end_zeros
 
     monkeypatch.setenv("CONVTRANSPOSE_BACKWARD_ALGORITHM", "blocked")
     axis = AxisPlan(8, 4, 2, 1, 1, 16)  # a stride-2 k4 layer's 16 -> 8
@@ -235,16 +251,34 @@ def test_blocked_forward_convolution_keeps_infinite_weights_where_taps_reach(mon
     rng = np.random.default_rng(5)
     data = rng.integers(1, 4, (2, 3, 16, 16)).astype(np.float32)  # no 0 * inf
     filter = rng.integers(-3, 4, (20, 3, 4, 4)).astype(np.float32)
-    filter[4, 1, 0, 3] = np.inf
+    for _ in range(2):  # the finite filter, called twice (its finiteness then kept)
+        actual = ct.convolution(data, filter, strides=2, pads_begin=1, pads_end=1)
+        np.testing.assert_array_equal(actual, _stride_two_convolution(data, filter))
+    filter[4, 1, 0, 3] = np.inf  # edited in place
     filter[7, 2, 3, 0] = -np.inf
-    # The definition, pair by pair: only the taps that read inside the data.
-    expected = np.zeros((2, 20, 8, 8))
-    for oy, ox, ky, kx in itertools.product(range(8), range(8), range(4), range(4)):
-        iy, ix = 2 * oy + ky - 1, 2 * ox + kx - 1
-        if 0 <= iy < 16 and 0 <= ix < 16:
-            expected[:, :, oy, ox] += (data[:, None, :, iy, ix]
-                                       * filter[None, :, :, ky, kx].astype(np.float64)).sum(-1)
+    expected = _stride_two_convolution(data, filter)
     assert np.isinf(expected[:, 4]).any() and np.isfinite(expected[:, 4]).any()  # the premise
+    actual = ct.convolution(data, filter, strides=2, pads_begin=1, pads_end=1)
+    np.testing.assert_array_equal(actual, expected.astype(np.float32))
+
+
+def test_an_infinite_weight_never_runs_the_im2col_planning_chose(monkeypatch):
+    """Measured planning decides a problem's algorithm for its finite operands and keeps
+    it; a later call whose filter holds an infinity must still not run ``im2col``
+    (whose gathered zeros times the infinity give NaN where the definition has an
+    infinity).  Planning's decision is made ``im2col`` here, as a measurement may make
+    it."""
+    import convtranspose as ct
+    from convtranspose._execute import adjoints as execute_adjoints
+
+    monkeypatch.setenv("CONVTRANSPOSE_PLANNING", "measure")
+    monkeypatch.setattr(execute_adjoints, "measured_choice", lambda *args, **kwargs: "im2col")
+    rng = np.random.default_rng(8)
+    data = rng.integers(1, 4, (1, 6, 12, 12)).astype(np.float32)  # no 0 * inf
+    filter = rng.integers(-3, 4, (5, 6, 3, 3)).astype(np.float32)
+    filter[2, 3, 0, 0] = np.inf  # read past the top and left edges by the first outputs
+    expected = _stride_two_convolution(data, filter)
+    assert np.isinf(expected).any() and not np.isnan(expected).any()  # the premise
     actual = ct.convolution(data, filter, strides=2, pads_begin=1, pads_end=1)
     np.testing.assert_array_equal(actual, expected.astype(np.float32))
 

@@ -23,6 +23,7 @@ from .._plan.problem import Problem
 from .._plan.rules import AxisPlan
 from .._runtime import blas as _blas
 from .._runtime.config import BACKWARD_ALGORITHM_ENV, switch
+from .._runtime.memo import derived_from
 from .._runtime.target import host
 from . import background
 from .transposed import transposed_convolution
@@ -92,18 +93,34 @@ def _finite(*arrays: np.ndarray) -> bool:
     return all(a.dtype.kind not in "fc" or bool(np.isfinite(a).all()) for a in arrays)
 
 
+def _finite_filter(memo: dict, weights: np.ndarray) -> bool:
+    """Whether ``weights`` are all finite, kept in ``memo`` (the dict the weights memo
+    keeps for these bits): the check reads the whole filter (0.9 ms for 8 MiB, more than
+    the memo's comparison, ``benchmarks/results/gradients-xeon.json``,
+    ``finite_filter_kept``)."""
+    finite = memo.get("finite")
+    if finite is None:
+        finite = memo["finite"] = _finite(weights)
+    return finite
+
+
 def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run, warm=None) -> str:
     """The ``kind`` ("data" or "filter") adjoint's algorithm among
     :func:`adjoint_candidates`: the forced one where it may run, else measured
     planning's pick (:func:`convtranspose._choose.planning.measured_choice`), the kernels' rule
     deciding at ``estimate``.  ``im2col`` never runs on operands that are not finite (its
-    gathered zeros would multiply them), forced or not."""
+    gathered zeros would multiply them), forced or not: such calls take the rule's pick
+    among the others, ``blocked`` before ``taps``, and never measure, so that what
+    planning decided and keeps for the problem (its finite operands) stays as it is."""
     candidates = [name for name in adjoint_candidates(kind, batch, weights_shape, axes, dtype)
                   if name != "im2col" or not exact_needed]
     preset = _preset(kind, batch, weights_shape, axes, dtype, candidates)
     if preset is not None:
         return preset
     default = _kernels.choose(*weights_shape[:3], axes)
+    if exact_needed:
+        return default if default in candidates else (
+            "blocked" if "blocked" in candidates else "taps")
     key = problem_key(Problem(batch, axes, weights_shape, False, np.dtype(dtype)), host())
     # wisdom names the computations "data-adjoint" and "filter-adjoint"
     return measured_choice(f"{kind}-adjoint", key, candidates, run,
@@ -168,12 +185,13 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
         grad_ncx = _widened(_channels_first(grad, channels_last), accumulate)
         weights = _widened(weights, accumulate)
         budget = im2col_budget(batch, axes, weights.shape, accumulate)
-        finite = _finite(weights)
+        memo = derived_from(weights, "forward")  # the blocked kernel's packed weights too
+        finite = _finite_filter(memo, weights)
 
         def run(name):
             with np.errstate(all="ignore"), _blas.at_most(host().threads):
                 return _kernels.data_adjoint(grad_ncx, weights, axes, accumulate, name,
-                                             budget, finite)
+                                             budget, finite, memo)
 
         result = run(_algorithm("data", batch, weights.shape, axes, accumulate,
                                 not finite, run,

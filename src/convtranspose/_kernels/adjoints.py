@@ -123,13 +123,15 @@ def _im2col(grad_g: np.ndarray, axes, input_sizes, dtype) -> np.ndarray:
 
 def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan],
                  dtype: np.dtype, algorithm: str, budget: int | None = None,
-                 finite_weights: bool = False) -> np.ndarray:
+                 finite_weights: bool = False, derived: dict | None = None) -> np.ndarray:
     """The data adjoint ``(N, G*Ci, X...)`` in ``dtype`` (the module docstring).
 
     ``grad`` is ``(N, G*Co, Y...)`` and ``weights`` ``(G, Ci, Co, K...)``, both already
     in ``dtype`` (any strides); ``budget``: ``im2col``'s bytes per slice of the batch;
     ``finite_weights``: every weight is finite (``blocked`` then sums a line's ends in
-    its blocks, over zeros).
+    its blocks, over zeros); ``derived``: the weights memo's dict for these weights
+    and the key ``"forward"`` (:func:`~convtranspose._runtime.memo.derived_from`), if
+    the caller has it.
     """
     if algorithm == "blocked":
         if not blocked_applies("data", weights.shape, dtype, len(axes)):
@@ -140,8 +142,9 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
         window = np.moveaxis(grad, 1, -1)  # read as it is where it is channels last
         channels_last = window.flags.c_contiguous
         result = forward_adjoint(window if channels_last else grad, weights, axes,
-                                 channels_last, dtype, derived_from(weights, "forward"),
-                                 host(), finite_weights)
+                                 channels_last, dtype,
+                                 derived_from(weights, "forward") if derived is None
+                                 else derived, host(), finite_weights)
         return np.moveaxis(result, -1, 1) if channels_last else result
     groups, ci, co = weights.shape[:3]
     n = grad.shape[0]
