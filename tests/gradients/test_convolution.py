@@ -156,3 +156,52 @@ def test_an_output_past_2_60_elements_is_too_large_for_the_plan(data, filter, at
             ct.convolution(np.ones(data), np.ones(filter), **attributes)
         with pytest.raises(ct.ResultTooLargeError, match=argument):
             ct.group_convolution(np.ones(data), np.ones((1,) + filter), **attributes)
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["dense", "depthwise"])
+def test_repeated_stride_one_convolution_runs_its_prepared_call(monkeypatch, grouped):
+    """A stride-1 forward convolution is a transposed convolution of the flipped filter;
+    called again with the same layer it runs the prepared call kept after its first
+    call (no new transposed convolution), and still gives the definition's result on
+    new data, on a filter edited in place between calls and on data holding an
+    infinity."""
+    from convtranspose._execute import adjoints as execute_adjoints
+
+    made = execute_adjoints.transposed_convolution
+    general = []
+
+    def spy(*args, **kwargs):
+        general.append(args[1].shape)
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(execute_adjoints, "transposed_convolution", spy)
+    # algorithms with a prepared call, whatever planning would pick on this CPU
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "depthwise" if grouped else "direct")
+    ct.clear_caches()
+    rng = np.random.default_rng(21)
+    channels = 6
+    if grouped:
+        function = ct.group_convolution
+        filter = rng.integers(-3, 4, (channels, 1, 1, 3, 3)).astype(np.float32)
+    else:
+        function = ct.convolution
+        filter = rng.integers(-3, 4, (5, channels, 3, 3)).astype(np.float32)
+    attributes = dict(strides=1, pads_begin=1, pads_end=1)
+    plan = (ct.shapes.group_convolution if grouped else ct.shapes.convolution)(
+        (2, channels, 9, 11), filter.shape, **attributes)
+
+    def check(data):
+        expected = oracle.forward_convolution(
+            data.astype(np.float64), filter.reshape(plan.canonical_filter_shape).astype(
+                np.float64), [1, 1], [1, 1], [1, 1], [9, 11])
+        np.testing.assert_array_equal(function(data, filter, **attributes), expected)
+
+    for _ in range(3):
+        check(rng.integers(-3, 4, (2, channels, 9, 11)).astype(np.float32))
+    assert len(general) == 1  # the first call only
+    filter.flat[4] += 5  # edited in place: prepared again, from the new bits
+    check(rng.integers(-3, 4, (2, channels, 9, 11)).astype(np.float32))
+    data = rng.integers(-3, 4, (2, channels, 9, 11)).astype(np.float32)
+    data[1, 2, 4, 4] = np.inf
+    with np.errstate(invalid="ignore"):
+        check(data)

@@ -10,10 +10,12 @@ would multiply them (``0 * inf`` is NaN where the exact sum has no such term).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
 
+from .._choose import planning as _planning
 from .._choose.planning import get_planning, measured_choice, problem_key
 from .._dtypes import accumulation_dtype
 from .._errors import ConvTransposeError
@@ -22,11 +24,12 @@ from .._kernels.scratch import adjoint_fits, adjoint_scratch_bytes, im2col_budge
 from .._plan.problem import Problem
 from .._plan.rules import AxisPlan
 from .._runtime import blas as _blas
+from .._runtime import caches as _caches
 from .._runtime.config import BACKWARD_ALGORITHM_ENV, switch
 from .._runtime.memo import derived_from
 from .._runtime.target import host
 from . import background
-from .transposed import transposed_convolution
+from .transposed import preparable, prepare_call, transposed_convolution
 
 __all__ = ["BACKWARD_ALGORITHM_ENV", "adjoint_candidates", "adjoint_scratch", "as_transposed",
            "bias_adjoint", "data_adjoint", "filter_adjoint", "transposed_axes",
@@ -216,17 +219,61 @@ def transposed_weights_shape(weights_shape: Sequence[int]) -> tuple[int, ...]:
     return (groups, co, ci) + tuple(weights_shape[3:])
 
 
+#: Prepared calls of stride-1 data adjoints (:func:`_as_transposed`), the most recent
+#: last: key -> ``(call or None, planning generation)``.
+_FLIPPED_CALLS_KEPT = 8
+_flipped_calls: dict = {}
+_flipped_lock = threading.Lock()
+_caches.register("resolved plans and prepared calls", _flipped_calls.clear)
+
+
+def _flipped(weights: np.ndarray) -> np.ndarray:
+    """``(G, Ci, Co, K...)`` weights as the ``(G, Co, Ci, K...)`` filter of
+    :func:`transposed_axes`' problem: channel roles swapped, taps reversed (a view)."""
+    return weights.swapaxes(1, 2)[(slice(None),) * 3 + (slice(None, None, -1),)
+                                  * (weights.ndim - 3)]
+
+
 def _as_transposed(grad, weights, axes, channels_last, dtype, accumulate) -> np.ndarray:
     """The data adjoint of a stride-1 problem, which is itself a stride-1 transposed
     convolution (:func:`transposed_axes`): of ``grad``, with the filter's channel roles
     swapped and its taps reversed.  So it runs on every algorithm and kernel of the
-    transposed convolution, under the same planning."""
-    rank = len(axes)
+    transposed convolution, under the same planning.
+
+    As the transposed convolution's array functions do, it keeps the layer's prepared
+    call (:func:`~convtranspose._execute.transposed.prepare_call`) after its first call,
+    which later calls run with the weights as they are (compared bit for bit): the
+    plan, the flipped filter and the kernels' set-up are not made again (stride-1
+    forward convolutions 0.69-0.91x the time, ``benchmarks/results/gradients-xeon.json``,
+    ``prepared_stride_one``)."""
+    key = None
+    if accumulate == dtype and preparable(grad.dtype, weights.dtype):
+        key = (grad.shape, grad.strides, grad.dtype.str, weights.shape, weights.dtype.str,
+               tuple(axes), channels_last)
+        entry = _flipped_calls.get(key)
+        if entry is not None and entry[1] == _planning.generation:
+            if entry[0] is None:
+                key = None  # this layer has no prepared call: none is made again
+            elif grad.flags.c_contiguous:
+                result = entry[0](grad, weights)
+                if result is not None:
+                    return result
+                # another filter or switch: prepared again below, as the array
+                # functions of the transposed convolution do
+    t_axes = transposed_axes(axes)
     # contiguous: the kernels and the filter memo read a C-order filter fastest
-    flipped = np.ascontiguousarray(
-        weights.swapaxes(1, 2)[(slice(None),) * 3 + (slice(None, None, -1),) * rank])
-    return transposed_convolution(grad, flipped, transposed_axes(axes), dtype=accumulate,
-                                  channels_last=channels_last, result_dtype=dtype)
+    result = transposed_convolution(grad, np.ascontiguousarray(_flipped(weights)), t_axes,
+                                    dtype=accumulate, channels_last=channels_last,
+                                    result_dtype=dtype)
+    if key is not None:
+        call = (prepare_call(grad, weights, lambda kept: np.ascontiguousarray(_flipped(kept)),
+                             t_axes, channels_last) if grad.flags.c_contiguous else None)
+        with _flipped_lock:
+            _flipped_calls.pop(key, None)
+            while len(_flipped_calls) >= _FLIPPED_CALLS_KEPT:
+                del _flipped_calls[next(iter(_flipped_calls))]
+            _flipped_calls[key] = (call, _planning.generation)
+    return result
 
 
 def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
