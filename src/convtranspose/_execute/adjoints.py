@@ -25,6 +25,7 @@ from .._plan.problem import Problem
 from .._plan.rules import AxisPlan
 from .._runtime import blas as _blas
 from .._runtime import caches as _caches
+from .._runtime.caches import kept
 from .._runtime.config import BACKWARD_ALGORITHM_ENV, switch
 from .._runtime.memo import derived_from
 from .._runtime.target import host
@@ -43,13 +44,23 @@ def adjoint_candidates(kind: str, batch: int, weights_shape: Sequence[int],
     those that apply (``depthwise`` for one channel in and out per group, ``blocked``
     where :func:`~convtranspose._kernels.adjoints.blocked_applies`) and whose
     scratch is within the bound (:func:`~convtranspose._kernels.scratch.adjoint_fits`;
-    ``taps`` always is)."""
+    ``taps`` always is).  Kept per problem and machine: the scratch estimates took a
+    fifth of a small strided forward convolution's call."""
+    return list(_candidates(kind, batch, tuple(weights_shape), tuple(axes), np.dtype(dtype),
+                            host(), _kernels.IM2COL_SCRATCH_BYTES))
+
+
+@kept("adjoint candidates", maxsize=256)
+def _candidates(kind, batch, weights_shape, axes, dtype, target,
+                im2col_bytes) -> tuple[str, ...]:
+    """:func:`adjoint_candidates` on this ``target`` (the host) and ``im2col`` budget
+    (parts of the key only: the estimates read both themselves)."""
     groups, ci, co = weights_shape[:3]
-    return [name for name in _kernels.ALGORITHMS
-            if (name != "depthwise" or (ci == 1 and co == 1))
-            and (name != "blocked" or _kernels.blocked_applies(kind, weights_shape, dtype,
-                                                               len(axes)))
-            and adjoint_fits(kind, name, batch, axes, weights_shape, dtype)]
+    return tuple(name for name in _kernels.ALGORITHMS
+                 if (name != "depthwise" or (ci == 1 and co == 1))
+                 and (name != "blocked" or _kernels.blocked_applies(kind, weights_shape, dtype,
+                                                                    len(axes)))
+                 and adjoint_fits(kind, name, batch, axes, weights_shape, dtype))
 
 
 def _preset(kind, batch, weights_shape, axes, dtype, candidates) -> str | None:
