@@ -37,6 +37,25 @@ def _tile_transpose_source(lanes: int) -> str:
     return "\n".join(lines)
 
 
+def _partial_tile_source(lanes: int) -> str:
+    """Source of ``partial_tile``: :func:`_tile_transpose_source`'s block of ``rows``
+    (1 to ``lanes - 1``) rows of ``src``, the others zeros in registers (nothing past
+    the rows is read), each transposed row stored in its first ``rows`` elements
+    (masked stores: nothing else is written)."""
+    half = lanes // 2
+    lines = ["def partial_tile(src, src_at, src_step, rows, dst, dst_at, dst_step):",
+             f"    r0_0 = vector_load(src, src_at, {lanes})"]
+    lines += [f"    r0_{i} = (vector_load(src, src_at + {i} * src_step, {lanes}) if rows > {i}"
+              f" else vector_zero(src, {lanes}))" for i in range(1, lanes)]
+    rounds = lanes.bit_length() - 1
+    for k in range(rounds):
+        lines += [f"    r{k + 1}_{i} = vector_interleave(r{k}_{i // 2}, "
+                  f"r{k}_{i // 2 + half}, {i % 2})" for i in range(lanes)]
+    lines += [f"    vector_store_first(dst, dst_at + {i} * dst_step, rows, r{rounds}_{i})"
+              for i in range(lanes)]
+    return "\n".join(lines)
+
+
 @kept("compiled kernels", maxsize=None)
 def tile_transposer(lanes: int):
     """The compiled ``tile`` of :func:`_tile_transpose_source`."""
@@ -49,11 +68,14 @@ def tile_transposer(lanes: int):
 def transpose_kernel(lanes: int):
     """``kernel(src, dst, rows, cols, start, stop)``: ``(B, rows, cols)`` into ``(B, cols,
     rows)`` (flat C-order buffers), for the bands of ``lanes`` rows with flat index (b,
-    band) in [start, stop): whole blocks in registers, the edges one element at a time."""
-    from .codegen import compile_template
+    band) in [start, stop): whole blocks in registers (a last band of fewer rows with
+    zeros in the others, stored masked), the columns past them one element at a
+    time."""
+    from .codegen import compile_source, compile_template
 
     return compile_template("transpose", dict(
         np=np, lanes=lanes, step=np.uint64(lanes), tile=tile_transposer(lanes),
+        partial_tile=compile_source(_partial_tile_source(lanes), "partial_tile"),
     ))["kernel"]
 
 

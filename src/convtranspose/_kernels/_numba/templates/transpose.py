@@ -1,7 +1,8 @@
 """The layout copy kernel (:mod:`convtranspose._kernels._numba.transpose`).
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
-globals (numba freezes them into the compiled code): ``lanes``, ``np``, ``step``, ``tile``.
+globals (numba freezes them into the compiled code): ``lanes``, ``np``, ``step``, ``tile``,
+``partial_tile``.
 Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 """
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
@@ -10,7 +11,8 @@ Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 def kernel(src, dst, rows, cols, start, stop):  # pragma: no cover - compiled
     # (B, rows, cols) into (B, cols, rows), flat C-order buffers: the bands of `lanes`
     # rows with flat index (b, band) in [start, stop), whole blocks of lanes x lanes
-    # transposed in registers by `tile`, the edges one element at a time.
+    # transposed in registers by `tile` (`partial_tile` for a last band of fewer rows),
+    # the columns past them one element at a time.
     height, width = np.uint64(rows), np.uint64(cols)
     bands = (rows + lanes - 1) // lanes
     whole = width - width % step
@@ -23,6 +25,11 @@ def kernel(src, dst, rows, cols, start, stop):  # pragma: no cover - compiled
             for c in range(np.uint64(0), whole, step):
                 tile(src, base + first * width + c, width, dst, base + c * height + first,
                      height)
+            done = whole
+        elif whole:  # fewer rows (3 channels): a block through zero rows, stored masked
+            for c in range(np.uint64(0), whole, step):
+                partial_tile(src, base + first * width + c, width, last - first, dst,
+                             base + c * height + first, height)
             done = whole
         for c in range(done, width):
             for r in range(first, last):
