@@ -9,10 +9,11 @@ read inside ``grad`` go in blocks of ``direct-blocked``'s register-blocked kerne
 (:func:`.block_sources.block_source`) with the pixels of a block ``s`` source pixels apart:
 each block keeps a chunk of its ``Ci`` output channels in vector registers while every
 tap and ``grad`` channel adds one broadcast value times one packed weight row.  Where
-the filter is finite, ``grad``'s channels-last copy has zeros before and after the last
-axis as far as the taps reach, so that a line's ends go in the same blocks (a tap
-reading a zero adds nothing; two outputs of a line of eight one at a time took a
-quarter of the kernel's time, ``benchmarks/results/gradients-xeon.json``,
+the filter is finite and a quarter of a line's outputs or more have taps outside
+``grad`` (:func:`~convtranspose._kernels.adjoints.line_end_zeros`), ``grad``'s
+channels-last copy has zeros before and after the last axis as far as the taps reach,
+so that the line's ends go in the same blocks (a tap reading a zero adds nothing: 0.82x
+the time on lines of 8 with 2 such outputs, ``benchmarks/results/gradients-xeon.json``,
 ``padded_line_ends``).  Otherwise those outputs go one at a time with the taps they
 have (:func:`.block_sources.single_source`) and only pairs that exist are multiplied:
 exact with non-finite operands.  No im2col matrix.  ``grad`` is read channels last (a
