@@ -17,23 +17,29 @@ from ..common import move_axis
 from .launch import parallel_kernel
 
 
-def _tile_transpose_source(lanes: int) -> str:
-    """Source of ``tile``: a ``lanes x lanes`` block of ``src`` (rows ``src_step`` apart)
-    stored transposed into ``dst`` (rows ``dst_step`` apart), all in registers.
+def _interleaved(lanes: int) -> tuple[list[str], str]:
+    """Source lines that transpose the block held in ``r0_0 ... r0_<lanes-1>`` in
+    registers, and the prefix of the transposed rows' names (``<prefix><i>``).
 
     Interleaving rows ``i`` and ``i + lanes/2`` into rows ``2i`` and ``2i + 1``,
     log2(lanes) times over, transposes the block (a perfect shuffle per round).
     """
-    half = lanes // 2
+    half, rounds = lanes // 2, lanes.bit_length() - 1
+    lines = [f"    r{k + 1}_{i} = vector_interleave(r{k}_{i // 2}, r{k}_{i // 2 + half}, {i % 2})"
+             for k in range(rounds) for i in range(lanes)]
+    return lines, f"r{rounds}_"
+
+
+def _tile_transpose_source(lanes: int) -> str:
+    """Source of ``tile``: a ``lanes x lanes`` block of ``src`` (rows ``src_step`` apart)
+    stored transposed into ``dst`` (rows ``dst_step`` apart), all in registers
+    (:func:`_interleaved`)."""
     lines = ["def tile(src, src_at, src_step, dst, dst_at, dst_step):"]
     lines += [f"    r0_{i} = vector_load(src, src_at + {i} * src_step, {lanes})"
               for i in range(lanes)]
-    rounds = lanes.bit_length() - 1
-    for k in range(rounds):
-        lines += [f"    r{k + 1}_{i} = vector_interleave(r{k}_{i // 2}, "
-                  f"r{k}_{i // 2 + half}, {i % 2})" for i in range(lanes)]
-    lines += [f"    vector_store(dst, dst_at + {i} * dst_step, r{rounds}_{i})"
-              for i in range(lanes)]
+    transposing, row = _interleaved(lanes)
+    lines += transposing
+    lines += [f"    vector_store(dst, dst_at + {i} * dst_step, {row}{i})" for i in range(lanes)]
     return "\n".join(lines)
 
 
@@ -42,16 +48,13 @@ def _partial_tile_source(lanes: int) -> str:
     (1 to ``lanes - 1``) rows of ``src``, the others zeros in registers (nothing past
     the rows is read), each transposed row stored in its first ``rows`` elements
     (masked stores: nothing else is written)."""
-    half = lanes // 2
     lines = ["def partial_tile(src, src_at, src_step, rows, dst, dst_at, dst_step):",
              f"    r0_0 = vector_load(src, src_at, {lanes})"]
     lines += [f"    r0_{i} = (vector_load(src, src_at + {i} * src_step, {lanes}) if rows > {i}"
               f" else vector_zero(src, {lanes}))" for i in range(1, lanes)]
-    rounds = lanes.bit_length() - 1
-    for k in range(rounds):
-        lines += [f"    r{k + 1}_{i} = vector_interleave(r{k}_{i // 2}, "
-                  f"r{k}_{i // 2 + half}, {i % 2})" for i in range(lanes)]
-    lines += [f"    vector_store_first(dst, dst_at + {i} * dst_step, rows, r{rounds}_{i})"
+    transposing, row = _interleaved(lanes)
+    lines += transposing
+    lines += [f"    vector_store_first(dst, dst_at + {i} * dst_step, rows, {row}{i})"
               for i in range(lanes)]
     return "\n".join(lines)
 
