@@ -50,7 +50,7 @@ def adjoint_candidates(kind: str, batch: int, weights_shape: Sequence[int],
                             host(), _kernels.IM2COL_SCRATCH_BYTES))
 
 
-@kept("adjoint candidates", maxsize=256)
+@kept("scratch estimates", maxsize=256)
 def _candidates(kind, batch, weights_shape, axes, dtype, target,
                 im2col_bytes) -> tuple[str, ...]:
     """:func:`adjoint_candidates` on this ``target`` (the host) and ``im2col`` budget

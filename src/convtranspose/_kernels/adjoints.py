@@ -144,7 +144,8 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
         result = forward_adjoint(window if channels_last else grad, weights, axes,
                                  channels_last, dtype,
                                  derived_from(weights, "forward") if derived is None
-                                 else derived, host(), finite_weights)
+                                 else derived, host(),
+                                 line_end_zeros(axes[-1]) if finite_weights else (0, 0))
         return np.moveaxis(result, -1, 1) if channels_last else result
     groups, ci, co = weights.shape[:3]
     n = grad.shape[0]

@@ -33,7 +33,6 @@ from ..._plan.geometry import three_axes
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes
-from ..adjoints import line_end_zeros
 from ..blocked_channels import blocked_channel_block
 from ..schedules import blocked_shape
 from .block_sources import block_source, single_source
@@ -79,18 +78,19 @@ def _line_end_padded(grad: np.ndarray, zeros: tuple[int, int]) -> np.ndarray:
 
 
 def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: bool,
-                    dtype, derived, target, finite: bool = False) -> np.ndarray:
+                    dtype, derived, target, zeros: tuple[int, int] = (0, 0)) -> np.ndarray:
     """The data adjoint ``(N, G*Ci, X...)`` (or ``(N, X..., G*Ci)`` when
     ``channels_last``), C-contiguous, of ``grad`` ``(N, G*Co, Y...)`` (or channels
     last) and ``weights`` ``(G, Ci, Co, K...)``, float32 or float64 (``dtype``), up to
     three spatial axes; the packed weights kept in ``derived`` (a dict, or None).
-    ``finite``: the weights are all finite, so that the line ends may read zeros."""
+    ``zeros``: the zeros before and after the last axis of ``grad``'s copy, so that the
+    line ends go in the blocks
+    (:func:`~convtranspose._kernels.adjoints.line_end_zeros`; a finite filter only)."""
     dtype = np.dtype(dtype)
     groups, ci, co = weights.shape[:3]
     if not channels_last:
         grad = channels_last_copy(grad, dtype, target)
     axes3 = three_axes(axes)
-    zeros = line_end_zeros(axes3[2]) if finite else (0, 0)
     grad = np.ascontiguousarray(grad.reshape(grad.shape[:1] + tuple(
         a.output_size for a in axes3) + grad.shape[-1:]), dtype)
     if any(zeros):
