@@ -158,3 +158,20 @@ def test_memory_equal_tells_apart_one_differing_bit(elements):
     assert answer
     filter[-1] = -0.0
     assert memo.memory_equal(kept, filter) is False
+
+
+def test_large_filters_of_one_memory_but_other_layouts_are_told_apart():
+    # A canonical filter of one group is a view with an axis of length 1 added, whose
+    # stride the memo's copy need not share: that copy still compares as memory, and
+    # an edit anywhere misses.  An array holding the same bytes in another order (its
+    # elements transposed) is another filter, although memcmp would find it equal.
+    base = np.random.default_rng(11).standard_normal((600, 512)).astype(np.float32)
+    view = base.T[None]  # 1.2 MiB, above the size compared with memcmp
+    first = memo.derived_from(view, "layouts")
+    assert memo.derived_from(np.ascontiguousarray(view), "layouts") is first
+    other = base.reshape(1, 512, 600)  # the view's memory, read in C order
+    assert other.tobytes(order="A") == view.tobytes(order="A")
+    assert not np.array_equal(other, view)
+    assert memo.derived_from(other, "layouts") is not first
+    base[599, 511] += 1  # the caller edits its filter in place
+    assert memo.derived_from(view, "layouts") is not first

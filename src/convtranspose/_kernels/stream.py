@@ -138,6 +138,7 @@ def _products(jobs, target) -> None:
     chunk = lanes * vectors
     numba = target.numba and matrix.dtype.kind == "f" and matrix.itemsize in (4, 8)
     pieces, calls = [], []
+    transposed: dict = {}  # the inputs as (Ci, P), once per rows (every tap's job shares them)
     for rows, matrix, columns in jobs:
         whole = matrix.shape[1] // chunk * chunk if numba and positions else 0
         if whole:
@@ -148,7 +149,14 @@ def _products(jobs, target) -> None:
             per_piece = -(-whole // (chunk * target.threads)) * chunk
             item = matrix.itemsize
             # The inputs as (Ci, P): the positions of a block broadcast from one line.
-            inputs = np.ascontiguousarray(rows.T).reshape(-1)
+            # Made once for jobs of the same rows: a filter stored taps first has a job
+            # per tap, and transposing the rows for each took a fifth of a vocoder-up
+            # 512->256 k16 s8 call (``benchmarks/results/stream-xeon.json``,
+            # inputs_once).
+            place = (rows.__array_interface__["data"][0], rows.shape, rows.strides)
+            inputs = transposed.get(place)
+            if inputs is None:
+                inputs = transposed[place] = np.ascontiguousarray(rows.T).reshape(-1)
             calls.append((inputs, _flat(matrix), _flat(columns), columns.strides[0] // item,
                           matrix.strides[0] // item, rows.shape[1]))
             pieces += [(len(calls) - 1, m0, min(whole, m0 + per_piece))
