@@ -147,6 +147,58 @@ def test_a_new_layers_kernels_compile_in_the_background(tmp_path, background):
     assert "measured" in last and "provisional" not in last
 
 
+_NOTHING_COMPILED = """
+import json, time
+import numpy as np
+from numba.core import event
+import convtranspose as ct
+from convtranspose._choose import planning
+# numba kernels and an algorithm whose helpers are numba kernels: none compiled yet
+planning.candidate_names = lambda *args: ["direct", "col2im-ncx"]
+rng = np.random.default_rng(11)
+x = rng.standard_normal((2, 6, 7, 5)).astype(np.float32)
+w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+with event.install_recorder("numba:compile") as compiled:
+    with planning.recording() as choices:
+        results = [ct.convolution_backprop_data(x, w, strides=2, pads_begin=1, pads_end=1)]
+first = [len(compiled.buffer), sorted({{choice.decided_by for choice in choices}})]
+for _ in range(3000):
+    time.sleep(0.1)
+    with planning.recording() as choices:
+        results.append(ct.convolution_backprop_data(x, w, strides=2, pads_begin=1,
+                                                    pads_end=1))
+    if "measured" in {{choice.decided_by for choice in choices}}:
+        break
+last = sorted({{choice.decided_by for choice in choices}})
+for _ in range(2):  # the measured choice's prepared call, no planning
+    with planning.recording() as choices:
+        results.append(ct.convolution_backprop_data(x, w, strides=2, pads_begin=1,
+                                                    pads_end=1))
+np.save({path!r}, np.stack([results[0], results[-3], results[-1]]))
+print(json.dumps(first + [last, len(choices)]))
+"""
+
+
+def test_a_new_machines_first_call_compiles_nothing_while_it_waits(tmp_path):
+    """When no candidate's kernels are compiled, the first call runs NumPy's code (the
+    best-ranked candidate that is not a numba kernel) instead of compiling one here;
+    a later call, once the background process ended, measures them all, and the calls
+    after it run the winner's prepared call."""
+    cache, path = str(tmp_path / "cache"), str(tmp_path / "y.npy")
+    done = _child(_NOTHING_COMPILED.format(path=path), cache, CONVTRANSPOSE_PLANNING="measure",
+                  CONVTRANSPOSE_BACKGROUND_COMPILE="on")
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 6, 7, 5)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    # pads 1 on both sides: the full result without its first and last row and column
+    expected = full_transposed_convolution(x, w[None], (2, 2), (1, 1))[:, :, 1:-1, 1:-1]
+    for result in np.load(path):
+        np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+    compiled, first, last, planned = json.loads(done.stdout)
+    assert compiled == 0 and first == ["provisional"]
+    assert "measured" in last and planned == 0
+
+
 def test_notices_of_any_kinds_nest():
     outer, inner = f"outer {time.monotonic_ns()}", f"inner {time.monotonic_ns()}"
     with notices.notice_if_slow(outer, lambda: "outer", after=0.01):

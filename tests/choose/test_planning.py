@@ -371,9 +371,9 @@ def test_two_threads_planning_one_problem_measure_once(wisdom_file, monkeypatch)
     calls = []
     original = planning.measure
 
-    def counted(candidates, run, defer=False):
+    def counted(candidates, run, **options):
         calls.append(threading.get_ident())
-        return original(candidates, run, defer)
+        return original(candidates, run, **options)
 
     monkeypatch.setattr(planning, "measure", counted)
     data, filter = _operands(seed=8, channels=(16, 8), size=20)

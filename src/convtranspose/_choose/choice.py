@@ -66,6 +66,9 @@ class Choice:
         The threads the layer runs on when measured planning timed it faster on fewer
         than the target's (a small layer on a machine whose idle threads wake slowly);
         None: the target's.
+    numba : bool
+        False where the layer runs NumPy's code (:func:`numpy_target`) while every
+        candidate's kernels compile in a background process (a provisional choice).
     """
 
     algorithm: str
@@ -75,6 +78,7 @@ class Choice:
     fallbacks: tuple[tuple[str, str], ...]
     measured: tuple[tuple[str, float], ...] = ()
     threads: int | None = None
+    numba: bool = True
 
     @property
     def label(self) -> str:
@@ -101,6 +105,20 @@ def on_threads(target: Target, threads: int | None) -> Target:
     if threads is None or threads >= target.threads:
         return target
     return target.replace(threads=max(1, threads))
+
+
+@kept("the host target", maxsize=64)
+def numpy_target(target: Target) -> Target:
+    """``target`` without numba, as the host is under ``CONVTRANSPOSE_NO_NUMBA``: the
+    algorithms resolve to their NumPy and BLAS code, which never compiles."""
+    return target.replace(numba=False, vector_bytes=16, f16c=False, bfloat16_pairs=False)
+
+
+def running_target(target: Target, choice: Choice) -> Target:
+    """The target ``choice`` runs on: ``target`` on the choice's threads, without numba
+    where the choice says so (:attr:`Choice.numba`)."""
+    target = on_threads(target, choice.threads)
+    return target if choice.numba else numpy_target(target)
 
 
 def sums_bfloat16_pairs(dtype: np.dtype, result_dtype, target: Target) -> bool:
@@ -252,11 +270,12 @@ class Explanation:
         choice, target = self.choice, self.target
         flags = [name for name in ("numba", "blas", "f16c", "bfloat16_pairs")
                  if getattr(target, name)]
+        decided = _DECIDED[choice.decided_by if choice.numba else "meanwhile"]
         lines = [f"problem      {self.plan.op} data {list(self.plan.data_shape)}, filter "
                  f"{list(self.plan.filter_shape)}, {self.plan.data_format}, {self.dtype}",
                  f"target       {target.vector_bytes}-byte vectors, {target.threads} threads, "
                  + (", ".join(flags) or "NumPy only"),
-                 f"decided by   {_DECIDED[choice.decided_by]}"]
+                 f"decided by   {decided}"]
         if choice.threads is not None:
             lines.append(f"threads      {choice.threads}: timed faster than on "
                          f"{target.threads} (waking the others costs more than they save)")
@@ -289,6 +308,9 @@ _DECIDED = {"forced": f"{ALGORITHM_ENV} (forced)",
             "measured": "measured on these operands (planning), kept as wisdom",
             "provisional": "measured among the algorithms already compiled; the others "
                            "compile in a background process and are timed at a later call",
+            "meanwhile": "no candidate's kernels are compiled yet: they compile in a "
+                         "background process, are timed at a later call, and NumPy's code "
+                         "runs until then",
             "wisdom": "measured earlier on this machine (wisdom)"}
 
 

@@ -86,7 +86,8 @@ class Measurement:
     Attributes
     ----------
     times : tuple of (str, float)
-        Each timed candidate's fastest run in nanoseconds, fastest first.
+        Each timed candidate's fastest run in nanoseconds, fastest first (none when
+        every candidate was deferred: :func:`measure`'s ``defer_all``).
     seconds : float
         Wall time spent measuring (compilation and untimed runs included).
     deferred : tuple of str
@@ -109,20 +110,21 @@ def _timed_ns(run, name) -> float:
     return float(time.perf_counter_ns() - start)
 
 
-def measure(candidates, run, defer: bool = False) -> Measurement:
+def measure(candidates, run, defer: bool = False, defer_all: bool = False) -> Measurement:
     """Time ``run(name)`` for every name of ``candidates`` (see the module docstring).
 
     With ``defer``, a candidate whose kernels are not compiled yet leaves the race
     before compiling (:func:`~convtranspose._kernels.compiling.deferring_compiles`) and
     is listed in :attr:`Measurement.deferred`, unless every candidate would: then the
-    first compiles.
+    first compiles, or, with ``defer_all``, none does and :attr:`Measurement.times` is
+    empty.
     """
     started = time.perf_counter()
     with notice_if_slow("measuring", _measuring_message):
         names = list(dict.fromkeys(candidates))
-        first, deferred = _first_runs(names, run, defer)
+        first, deferred = _first_runs(names, run, defer, defer_all)
         names = [name for name in names if name in first]
-        best = _race(names, run, first)
+        best = _race(names, run, first) if names else {}
     ranked = tuple(sorted(best.items(), key=lambda item: item[1]))
     return Measurement(ranked, time.perf_counter() - started, tuple(deferred))
 
@@ -133,11 +135,12 @@ def _measuring_message() -> str:
             "skips the timing)")
 
 
-def _first_runs(names, run, defer: bool) -> tuple[dict[str, float], list[str]]:
+def _first_runs(names, run, defer: bool,
+                defer_all: bool = False) -> tuple[dict[str, float], list[str]]:
     """Each candidate's untimed first run (compilation, derived filters, first touch of
     memory), in ns; its duration only says whether the candidate is short enough to
     warm up in round one.  With ``defer``, the candidates that would compile first are
-    returned apart (all but the first when every one would)."""
+    returned apart (all but the first when every one would, unless ``defer_all``)."""
     first, deferred = {}, []
     for name in names:
         if not defer:
@@ -148,7 +151,7 @@ def _first_runs(names, run, defer: bool) -> tuple[dict[str, float], list[str]]:
                 first[name] = _timed_ns(run, name)
         except KernelNotCompiled:
             deferred.append(name)
-    if not first:
+    if not first and not defer_all:
         name = deferred.pop(0)
         first[name] = _timed_ns(run, name)
     return first, deferred

@@ -50,7 +50,7 @@ from .._runtime.caches import register
 from .._runtime.config import ALGORITHM_ENV, CACHE_ENV, PLANNING_ENV, WISDOM_ENV, switch
 from .._runtime.target import Target
 from . import figures as _figures
-from .choice import Choice, choose, split_label, timed_label
+from .choice import Choice, choose, numpy_target, split_label, timed_label
 from .measure import (
     GIVE_UP_FACTOR,
     MEASURE_ALL_BELOW_SECONDS,
@@ -154,12 +154,14 @@ def problem_key(problem: Problem, target: Target) -> str:
 def _with_algorithm(choice: Choice, entry: dict, decided_by: str, dtype, rank,
                     channels_last, target, measured=()) -> Choice:
     algorithm = entry["algorithm"]
-    runs, fallbacks = resolve(algorithm, dtype, rank, channels_last, target)
+    numba = entry.get("numba") is not False  # False: NumPy's code while kernels compile
+    runs, fallbacks = resolve(algorithm, dtype, rank, channels_last,
+                              target if numba else numpy_target(target))
     threads = entry.get("threads")  # checked when read (wisdom.valid_entries)
     return dataclasses.replace(choice, algorithm=algorithm, runs=runs, decided_by=decided_by,
                                fallbacks=fallbacks, measured=tuple(measured),
                                threads=threads if threads and threads < target.threads
-                               else None)
+                               else None, numba=numba)
 
 
 def _remembered(key: str, offered) -> dict | None:
@@ -172,6 +174,13 @@ def _remembered(key: str, offered) -> dict | None:
 
 def _numba_kernel(name: str) -> bool:
     return "numba" in REGISTRY[name].requires
+
+
+def _numpy_stand_in(names) -> str | None:
+    """What a call runs on NumPy's code (:func:`~.choice.numpy_target`) while every
+    candidate's kernels compile elsewhere: the best-ranked candidate that is not a
+    numba kernel (``candidate_names`` times one)."""
+    return next((name for name in names if not _numba_kernel(name)), None)
 
 
 def candidate_names(choice: Choice, level: str, dtype, rank, channels_last, target) -> list[str]:
@@ -278,7 +287,7 @@ def planned_choice(problem: Problem, target: Target, *, run=None, finite=None,
         if finite is None or finite():
             entry = _measure_once(key, offered, lambda: candidate_names(
                 choice, level, dtype, rank, channels_last, target), run, level,
-                None if key in _warmed else warm, target.threads)
+                None if key in _warmed else warm, target.threads, _numpy_stand_in)
             if remeasured is not None:
                 remeasured.add(key)
         else:
@@ -392,6 +401,10 @@ def _pending_entry(key: str) -> dict | None:
     if not ready():
         return entry
     _provisional.pop(key, None)
+    # The calls kept while the choice was provisional (none: prepare_call) are made
+    # again after this measurement.
+    global generation
+    generation += 1
     if len(_warmed) >= _DECIDED_KEPT:
         _warmed.clear()
     _warmed.add(key)
@@ -399,11 +412,16 @@ def _pending_entry(key: str) -> dict | None:
 
 
 def _measure_once(key, offered, candidates, run, level, warm=None,
-                  threads: int = 1) -> dict | None:
+                  threads: int = 1, stand_in=None) -> dict | None:
     """Measure the problem ``key`` unless another thread is: then wait for its result.
 
     With ``warm`` (:func:`planned_choice`), candidates whose kernels are not compiled
-    are deferred: the entry is provisional and not kept as wisdom.  With ``threads``
+    are deferred: the entry is provisional and not kept as wisdom.  When every one is,
+    ``stand_in(names)`` names the algorithm that runs meanwhile on NumPy's code
+    (``"numba": False`` in the entry), untimed: compiling one of them here made a new
+    machine's first call of the README's example take 3-4 s on an AMD Zen 4 (the row
+    kernel and numba's launchers, ``benchmarks/results/cold-start-zen4.json``); without
+    ``stand_in`` (or when it names none) the first compiles here.  With ``threads``
     over one, the fastest are timed on fewer threads too (:func:`_on_fewer_threads`;
     ``run`` then takes their :func:`~.choice.timed_label`)."""
     with _inflight_lock:
@@ -415,10 +433,17 @@ def _measure_once(key, offered, candidates, run, level, warm=None,
         return _remembered(key, offered) or _pending_entry(key)
     try:
         names = candidates()
-        measurement: Measurement = measure(names, run, defer=warm is not None)
+        meanwhile = None if warm is None or stand_in is None else stand_in(names)
+        measurement: Measurement = measure(names, run, defer=warm is not None,
+                                           defer_all=meanwhile is not None)
         ready = warm(measurement.deferred) if measurement.deferred else None
         if measurement.deferred and ready is None:  # nowhere else to compile: here
             measurement = measure(names, run)
+        if not measurement.times:  # every candidate compiles elsewhere: NumPy meanwhile
+            entry = {"algorithm": meanwhile, "level": level, "times_ns": {},
+                     "numba": False, "provisional": True}
+            _provisional[key] = (entry, ready)
+            return entry
         measurement = _on_fewer_threads(measurement, run, threads, level)
         algorithm, fewer = split_label(measurement.fastest)
         entry = {"algorithm": algorithm, "level": level,

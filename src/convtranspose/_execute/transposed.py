@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .._choose.choice import choose_exact, fitting, on_threads, split_label
+from .._choose.choice import choose_exact, fitting, on_threads, running_target, split_label
 from .._choose.planning import planned_choice
 from .._kernels import ALGORITHMS, REGISTRY, prepare, resolve, run, run_rounded
 from .._kernels import casts as _casts
@@ -29,7 +29,7 @@ from .._plan.problem import Problem
 from .._plan.rules import AxisPlan
 from .._runtime.memo import frozen, owned
 from .._runtime.memory import sums_piece_bytes
-from .._runtime.target import Target, host
+from .._runtime.target import Target, host, use_target
 from . import background
 
 __all__ = ["add_bias", "preparable", "prepare_call", "result_shape", "transposed_convolution"]
@@ -99,7 +99,12 @@ def transposed_convolution(
         algorithm = "direct-numpy"
     elif algorithm is None:
         choice = _planned(data, weights, problem, bias, out, target)
-        algorithm, target = choice.algorithm, on_threads(target, choice.threads)
+        algorithm, target = choice.algorithm, running_target(target, choice)
+        if not choice.numba:  # helpers that ask for the host run NumPy's code too
+            with use_target(target):
+                return transposed_convolution(
+                    data, weights, axes, dtype=dtype, channels_last=channels_last, bias=bias,
+                    algorithm=algorithm, result_dtype=result_dtype, out=out, target=target)
     if result_dtype is not None:
         return _rounded(data, weights, axes, dtype, np.dtype(result_dtype), channels_last,
                         bias, algorithm, out, target)
@@ -354,6 +359,8 @@ def prepare_call(data: np.ndarray, filter: np.ndarray,
     (:func:`convtranspose._kernels.prepare`; numba ``direct`` and ``depthwise`` only
     with a filter known to be finite), within the scratch bound, the latter with a
     filter of at most :data:`PREPARED_MAX_FILTER_BYTES` or a prepared layer's own.
+    None for a provisional choice: the calls go through planning until it has measured
+    every candidate (:mod:`convtranspose._choose.planning`).
     """
     dtype = data.dtype
     if not preparable(dtype, filter.dtype):
@@ -365,6 +372,8 @@ def prepare_call(data: np.ndarray, filter: np.ndarray,
     weights = canonical(filter)
     problem = Problem(batch, axes, weights.shape, channels_last, dtype)
     choice = planned_choice(problem, target)
+    if choice.decided_by == "provisional":  # calls go through planning until it measured
+        return None
     runs, run_target = choice.runs, on_threads(target, choice.threads)
     shape = result_shape(batch, weights.shape, axes, channels_last)
     if runs == "dense":
