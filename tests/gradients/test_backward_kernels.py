@@ -124,20 +124,32 @@ def test_huge_stride_reads_only_the_taps_inside():
     np.testing.assert_array_equal(result, [[[0.0, 2 + 3 + 5 + 6]]])
 
 
+# (input, kernel, stride, dilation, offset, output) per axis: a short last axis; one of
+# 45 (pairs of vectors, a single one and a tail); 1-D dilated; 3-D
+_DEPTHWISE_GEOMETRIES = [
+    (AxisPlan(6, 3, 2, 1, 1, 11), AxisPlan(9, 3, 1, 2, -1, 12)),
+    (AxisPlan(4, 2, 2, 1, 0, 8), AxisPlan(45, 5, 1, 1, 2, 45)),
+    (AxisPlan(70, 3, 1, 3, 3, 70),),
+    (AxisPlan(3, 2, 1, 1, 0, 4), AxisPlan(4, 3, 2, 1, 1, 7), AxisPlan(20, 3, 1, 1, 1, 20)),
+]
+
+
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("dtype, channels", [(np.float32, 35), (np.float32, 64),
                                              (np.float64, 40), (np.float64, 3)])
 @pytest.mark.parametrize("vector_bytes", [32, 64])
+@pytest.mark.parametrize("axes", _DEPTHWISE_GEOMETRIES)
 def test_compiled_depthwise_filter_adjoint_matches_the_definition(dtype, channels,
-                                                                  channels_last, vector_bytes):
+                                                                  channels_last, vector_bytes,
+                                                                  axes):
     """The compiled depthwise filter gradient (:mod:`._numba.depthwise_filter`): chunks
     of 4, 2 and 1 channel vectors, channels past the last whole vector, both layouts,
-    bands of lines over two threads; small integers, so every sum is exact."""
+    bands of lines over two threads; channels-first planes along a last axis of
+    stride 1; small integers, so every sum is exact."""
     pytest.importorskip("numba")
     from convtranspose import host_target
     from convtranspose._kernels._numba.depthwise_filter import depthwise_filter_adjoint
 
-    axes = (AxisPlan(6, 3, 2, 1, 1, 11), AxisPlan(9, 3, 1, 2, -1, 12))
     p = dict(axes=axes, groups=channels, ci=1, co=1, batch=2, seed=channels)
     data, grad, _ = _operands(p, dtype)
     strides, dilations, offsets, _, kernel = _geometry(axes)

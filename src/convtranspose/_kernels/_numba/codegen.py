@@ -74,7 +74,9 @@ def compile_source(source: str, name: str, inline: bool = False):
     """
     filename = source_filename(source, name)
     dump_source("-".join(filename.strip("<>").split()[-2:]), source)
-    intrinsics = {intrinsic: getattr(vectors, intrinsic) for intrinsic in _INTRINSICS}
+    # NumPy as ``np`` too, as in the kernel cache's modules (:func:`module_text`)
+    intrinsics = {"np": np, **{intrinsic: getattr(vectors, intrinsic)
+                               for intrinsic in _INTRINSICS}}
     options = {"nogil": True, **({"inline": "always"} if inline else {})}
     if kernel_cache.kernel_folder() is not None:
         listed = ", ".join(f"{key}={value!r}" for key, value in options.items())

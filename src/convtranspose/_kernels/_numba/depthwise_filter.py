@@ -7,8 +7,10 @@ For groups of one input and one output channel the filter adjoint
 
 over the box of ``x`` whose reads fall inside ``grad``.  NumPy computes it as one
 product array per tap, summed: each tap moves the whole data and ``grad`` through
-memory three times.  Here both are channels last (channels-first operands are
-copied so first, :func:`~._numba.transpose.channels_last_copy`), and each line of
+memory three times.  Channels-first operands whose rows fill their vectors
+(:func:`_planes_pay`) are summed on their planes as they are, along the rows
+(:func:`_plane_sums_source`).  Otherwise both are channels last (channels-first operands
+are copied so first, :func:`~._numba.transpose.channels_last_copy`), and each line of
 the data, while it is in L1, meets every tap's line of ``grad`` in turn: a chunk of
 channel vectors summed in registers along the line (one multiply-add per vector and
 pixel, no horizontal sums, no per-line tails), then added into the tap's totals of
@@ -22,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._plan.geometry import axis_taps, three_axes
+from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.threads import PIECES_PER_THREAD, parallel_for
 from .kernel_cache import cached_njit
@@ -80,6 +83,93 @@ def _tap_sums_source(lanes: int, vectors: int) -> str:
               f"                for j in range({chunk}):",
               "                    totals[at + j] += line[j]"]
     return "\n".join(lines) + "\n"
+
+
+#: Accumulators of :func:`_plane_sums_source`: independent multiply-add chains, so that
+#: a row's vectors do not wait on each other's latency.
+_PLANE_ACCUMULATORS = 4
+
+
+def _plane_sums_source(lanes: int) -> str:
+    """Source of ``plane_sums``: per item (an image's channel: a plane of the data and
+    one of ``grad``, channels first, the last axis of stride 1), every tap's sum over
+    the plane, tap by tap.  Along each row the products go in
+    :data:`_PLANE_ACCUMULATORS` accumulators in turn (the reads of ``grad`` contiguous
+    and in step with the data's), the row's last part through masked loads (zeros in
+    the other lanes); the accumulators carry from row to row and are added lane by lane
+    into float64 totals every ``lanes`` rows, so that a float32 partial sum has about
+    as many terms as a line of the channel-vector kernel's."""
+    count = _PLANE_ACCUMULATORS
+    step = count * lanes
+    zero = [f"acc_{v} = vector_zero(data, {lanes})" for v in range(count)]
+    total = "acc_0"
+    for v in range(1, count):
+        total = f"vector_add({total}, acc_{v})"
+    added = [f"vector_store(line, 0, {total})", f"for j in range({lanes}):",
+             "    totals[j] += line[j]"]
+
+    def fma(v: int, at: str) -> list[str]:
+        return [f"acc_{v} = vector_fma(vector_load(data, d + {at}, {lanes}),",
+                f"                     vector_load(grad, g + {at}, {lanes}), acc_{v})"]
+
+    row = [f"for x in range(0, runs, {step}):"]
+    for v in range(count):
+        row += ["    " + text for text in fma(v, f"x + {v * lanes}")]
+    for v in range(count - 1):  # the whole vectors after the runs, one per accumulator
+        row += [f"if whole > runs + {v * lanes}:"]
+        row += ["    " + text for text in fma(v, f"runs + {v * lanes}")]
+    row += ["if whole < length:",
+            f"    acc_{count - 1} = vector_fma(",
+            f"        vector_load_first(data, d + whole, length - whole, {lanes}),",
+            f"        vector_load_first(grad, g + whole, length - whole, {lanes}),",
+            f"        acc_{count - 1})",
+            "d += x3",
+            "g += s2 * y3",
+            "rows += 1",
+            f"if rows == {lanes}:",
+            "    rows = 0"] + ["    " + text for text in added + zero]
+    lines = [
+        "def plane_sums(data, grad, partial, sizes, taps, counts, start, stop):",
+        "    x1, x2, x3, y1, y2, y3 = sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5]",
+        "    s1, s2 = sizes[6], sizes[7]",
+        "    count12, count3 = counts[1] * counts[2], counts[2]",
+        "    tap_count = counts[0] * count12",
+        f"    line = np.empty({lanes}, data.dtype)",
+        f"    totals = np.empty({lanes}, np.float64)",
+        "    for item in range(start, stop):",
+        "        data_plane, grad_plane = item * x1 * x2 * x3, item * y1 * y2 * y3",
+        "        for t in range(tap_count):",
+        "            m1, m2, m3 = t // count12, t // count3 % counts[1], t % count3",
+        "            shift1, low1, high1 = taps[0, m1, 1], taps[0, m1, 2], taps[0, m1, 3]",
+        "            shift2, low2, high2 = taps[1, m2, 1], taps[1, m2, 2], taps[1, m2, 3]",
+        "            shift3, low3 = taps[2, m3, 1], taps[2, m3, 2]",
+        "            length = taps[2, m3, 3] - low3",
+        f"            runs, whole = length // {step} * {step}, length // {lanes} * {lanes}",
+        f"            for j in range({lanes}):",
+        "                totals[j] = 0.0",
+        "            rows = 0",
+    ] + [f"            {text}" for text in zero] + [
+        "            for i1 in range(low1, high1):",
+        "                d = data_plane + (i1 * x2 + low2) * x3 + low3",
+        "                g = (grad_plane + ((i1 * s1 + shift1) * y2 + low2 * s2 + shift2) * y3",
+        "                     + low3 + shift3)",
+        "                for _ in range(high2 - low2):",
+    ] + [f"                    {text}" for text in row] + [
+    ] + [f"            {text}" for text in added] + [
+        "            total = 0.0",
+        f"            for j in range({lanes}):",
+        "                total += totals[j]",
+        "            partial[item * tap_count + t] = total",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@kept("compiled kernels", maxsize=None)
+def _plane_sums(lanes: int):
+    """The compiled ``plane_sums`` of :func:`_plane_sums_source`."""
+    from .codegen import compile_source
+
+    return compile_source(_plane_sums_source(lanes), "plane_sums")
 
 
 @kept("compiled kernels", maxsize=None)
@@ -147,12 +237,14 @@ def depthwise_filter_adjoint(data: np.ndarray, grad: np.ndarray, axes, channels_
     Y...)``, or ``(N, X..., C)`` and ``(N, Y..., C)`` when ``channels_last``, float32 or
     float64 (``dtype``), up to three spatial axes; on ``target``'s threads, split over
     (tap, chunk of channels)."""
+    axes3 = three_axes(axes)
+    if not channels_last and _planes_pay(axes3[2], data.shape[1], target.lanes(dtype)):
+        return _planes_filter_adjoint(data, grad, axes, axes3, dtype, target)
     if not channels_last:
         data = channels_last_copy(data, dtype, target)
         grad = channels_last_copy(grad, dtype, target)
     data = np.ascontiguousarray(data, dtype)
     grad = np.ascontiguousarray(grad, dtype)
-    axes3 = three_axes(axes)
     channels = data.shape[-1]
     kernel3 = tuple(axis.kernel_size for axis in axes3)
     sizes = np.array((data.shape[0], channels) + tuple(a.input_size for a in axes3)
@@ -188,3 +280,46 @@ def depthwise_filter_adjoint(data: np.ndarray, grad: np.ndarray, axes, channels_
         parallel_kernel(_channel_sums, (source, window, flat, sizes, table, counts,
                                         whole * lanes, zero), taps, target.threads)
     return np.moveaxis(out, -1, 0).reshape((channels,) + tuple(a.kernel_size for a in axes))
+
+
+#: The least share of the lanes of the vectors a row spans that its elements fill for
+#: which channels-first operands are summed on their planes (:func:`_plane_sums_source`)
+#: rather than copied channels last for the channel-vector kernel: on an AMD Zen 4 (16
+#: float32 lanes) rows filling 88-100% took 0.15-0.72x the time, rows of 7 (44%) 1.85x
+#: and of 20 (62%) 1.25x, ``benchmarks/results/depthwise-filter-zen4.json``.
+PLANE_LANE_SHARE = 0.75
+
+
+def _planes_pay(last: AxisPlan, channels: int, lanes: int) -> bool:
+    """Whether :func:`depthwise_filter_adjoint` sums channels-first operands on their
+    planes: the last axis has stride 1 (its reads of ``grad`` contiguous) and its rows
+    fill :data:`PLANE_LANE_SHARE` of their vectors' lanes, or there are fewer channels
+    than lanes (the channel-vector kernel would sum them one at a time)."""
+    if last.stride != 1:
+        return False
+    spanned = -(-last.input_size // lanes) * lanes
+    return channels < lanes or last.input_size >= PLANE_LANE_SHARE * spanned
+
+
+def _planes_filter_adjoint(data: np.ndarray, grad: np.ndarray, axes, axes3, dtype,
+                           target) -> np.ndarray:
+    """:func:`depthwise_filter_adjoint` of channels-first operands whose last axis has
+    stride 1, on their planes as they are (:func:`_plane_sums_source`): no channels-last
+    copies; on ``target``'s threads, split over the (image, channel) planes."""
+    data = np.ascontiguousarray(data, dtype)
+    grad = np.ascontiguousarray(grad, dtype)
+    batch, channels = data.shape[:2]
+    kernel3 = tuple(axis.kernel_size for axis in axes3)
+    sizes = np.array(tuple(a.input_size for a in axes3) + tuple(a.output_size for a in axes3)
+                     + (axes3[0].stride, axes3[1].stride), np.int64)
+    table, counts = tap_table(axes3)
+    taps = int(np.prod(counts))
+    partial = np.zeros(batch * channels * taps, np.float64)
+    parallel_kernel(_plane_sums(target.lanes(dtype)),
+                    (data.reshape(-1), grad.reshape(-1), partial, sizes, table, counts),
+                    batch * channels, target.threads)
+    sums = partial.reshape(batch, channels, taps).sum(axis=0)
+    out = np.zeros((channels, int(np.prod(kernel3))), dtype)
+    for t, index in enumerate(tap_indices(table, counts, kernel3)):
+        out[:, index] = sums[:, t]
+    return out.reshape((channels,) + tuple(axis.kernel_size for axis in axes))
