@@ -251,11 +251,13 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
 
 #: The least share of a line's outputs that would go one at a time for which the
 #: ``blocked`` data adjoint's copy of ``grad`` gets zeros at the line ends
-#: (:mod:`._numba.forward`): lines of 8 outputs with 2 such took 0.82x the
-#: time padded, lines of 14-112 with 1-2 such 0.94-1.15x (the padded copy's extra pass
-#: costs more than it saves), ``benchmarks/results/gradients-xeon.json``,
+#: (:mod:`._numba.forward`): lines of 8 outputs with 2 such (25%) took 0.72-0.82x the
+#: time padded on an Intel Xeon and an AMD Zen 4, lines of 10 with 2 (20%) 0.78-0.80x
+#: and of 6 with 1 (17%) 0.94-1.01x on the Zen 4, lines of 14-112 with 1-3 (7% or
+#: less) 0.86-1.15x (the padded copy's extra pass costs about what it saves),
+#: ``benchmarks/results/gradients-xeon.json`` and ``gradients-zen4.json``,
 #: ``padded_line_ends``.
-PADDED_LINE_END_SHARE = 0.25
+PADDED_LINE_END_SHARE = 0.15
 
 
 def line_end_zeros(axis: AxisPlan) -> tuple[int, int]:

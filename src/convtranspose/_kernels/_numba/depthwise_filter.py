@@ -285,8 +285,9 @@ def depthwise_filter_adjoint(data: np.ndarray, grad: np.ndarray, axes, channels_
 #: The least share of the lanes of the vectors a row spans that its elements fill for
 #: which channels-first operands are summed on their planes (:func:`_plane_sums_source`)
 #: rather than copied channels last for the channel-vector kernel: on an AMD Zen 4 (16
-#: float32 lanes) rows filling 88-100% took 0.15-0.72x the time, rows of 7 (44%) 1.85x
-#: and of 20 (62%) 1.25x, ``benchmarks/results/depthwise-filter-zen4.json``.
+#: float32 lanes) rows filling 88-100% took 0.13-0.76x the time, rows of 7 (44%) 1.85x
+#: and of 20 (62%) 1.25x; with fewer channels than lanes the planes took 0.15-0.67x on
+#: rows filling 44-62%, ``benchmarks/results/depthwise-filter-zen4.json``.
 PLANE_LANE_SHARE = 0.75
 
 

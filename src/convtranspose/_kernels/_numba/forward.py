@@ -9,7 +9,7 @@ read inside ``grad`` go in blocks of ``direct-blocked``'s register-blocked kerne
 (:func:`.block_sources.block_source`) with the pixels of a block ``s`` source pixels apart:
 each block keeps a chunk of its ``Ci`` output channels in vector registers while every
 tap and ``grad`` channel adds one broadcast value times one packed weight row.  Where
-the filter is finite and a quarter of a line's outputs or more have taps outside
+the filter is finite and enough of a line's outputs have taps outside
 ``grad`` (:func:`~convtranspose._kernels.adjoints.line_end_zeros`), ``grad``'s
 channels-last copy has zeros before and after the last axis as far as the taps reach,
 so that the line's ends go in the same blocks (a tap reading a zero adds nothing: 0.82x
