@@ -480,6 +480,11 @@ def _demo(args: argparse.Namespace) -> int:
     for name, label in (("function", "time"), ("prepared", "prepared")):
         print(f"  {label:13s} {1e3 * float(np.median(times[name])):.2f} ms (median of"
               f" {args.repeat}{', ct.prepare' if name == 'prepared' else ''})")
+    choice = ct.explain(plan).choice
+    print(f"  algorithm     {choice.runs}" + (
+        "" if choice.decided_by != "provisional" else
+        " (for now: the kernels of the faster candidates are compiling in the background,"
+        " once for this machine; later calls time them)"))
     return EXIT_OK
 
 

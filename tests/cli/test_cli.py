@@ -271,6 +271,7 @@ def test_demo_still_runs():
     # The array function's time, then a prepared layer's (ct.prepare) of the same layer.
     assert re.search(r"\n  time +\d+\.\d+ ms \(median of 1\)\n  prepared +\d+\.\d+ ms"
                      r" \(median of 1, ct\.prepare\)\n", result.stdout), result.stdout
+    assert re.search(r"\n  algorithm +[a-z0-9-]+", result.stdout), result.stdout
 
 
 @pytest.mark.parametrize("args,fragment", [
