@@ -102,11 +102,18 @@ def transposed_convolution(
         algorithm, target = choice.algorithm, running_target(target, choice)
         if not choice.numba:  # helpers that ask for the host run NumPy's code too
             with use_target(target):
-                return transposed_convolution(
-                    data, weights, axes, dtype=dtype, channels_last=channels_last, bias=bias,
-                    algorithm=algorithm, result_dtype=result_dtype, out=out, target=target)
-    if result_dtype is not None:
-        return _rounded(data, weights, axes, dtype, np.dtype(result_dtype), channels_last,
+                return _computed(algorithm, data, weights, problem, bias, out, target)
+    return _computed(algorithm, data, weights, problem, bias, out, target)
+
+
+def _computed(algorithm: str, data, weights, problem: Problem, bias, out: np.ndarray,
+              target: Target) -> np.ndarray:
+    """``out`` filled by ``algorithm`` (the exact algorithm after it where an operand
+    is not finite), the bias added, rounded to the problem's result dtype if it has
+    one."""
+    axes, dtype, channels_last = problem.axes, problem.dtype, problem.channels_last
+    if problem.result_dtype is not None:
+        return _rounded(data, weights, axes, dtype, problem.result_dtype, channels_last,
                         bias, algorithm, out, target)
     if out.size:
         # Special values arise silently whichever algorithm runs (BLAS never warns), under
