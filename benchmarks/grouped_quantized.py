@@ -96,15 +96,15 @@ def _requantization_threads(rounds: int) -> dict:
         acc = rng.integers(-300000, 300000, shape).astype(np.int32)
         multiplier = (rng.random(shape[1]) * 1e-3).astype(np.float32)
         times: dict = {1: [], 2: []}
-        kept_bound = requantize.PARALLEL_COPY_BYTES
+        kept_bound = requantize.POOL_PASS_BYTES
         for _ in range(rounds):
             for threads, kept in times.items():
-                requantize.PARALLEL_COPY_BYTES = 0 if threads > 1 else kept_bound
+                requantize.POOL_PASS_BYTES = 0 if threads > 1 else kept_bound
                 try:
                     kept.append(_median_ms(lambda threads=threads: requantize.requantized(
                         acc, multiplier, np.float32(0.5), np.uint8(128), threads), 20))
                 finally:
-                    requantize.PARALLEL_COPY_BYTES = kept_bound
+                    requantize.POOL_PASS_BYTES = kept_bound
         name = f"{shape} int32 ({acc.nbytes >> 10} KiB)"
         table[name] = {f"{threads} thread(s)": statistics.median(kept)
                        for threads, kept in times.items()}

@@ -82,3 +82,63 @@ def test_the_peak_is_scaled_to_the_targets_vector_width(wisdom_file):
     assert wide == pytest.approx(2 * narrow)
     assert estimates.thread_macs_per_ns(
         host_target().replace(vector_bytes=vector_bytes())) == pytest.approx(40.0)
+
+
+def test_a_copy_is_split_from_the_smallest_size_where_every_larger_split_won():
+    from convtranspose._kernels._numba.transpose import split_threshold
+
+    sizes = [1, 2, 4, 8, 16]
+    alone = [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert split_threshold(sizes, alone, [2.0, 1.5, 3.0, 5.0, 9.0]) == 2
+    # A win below a loss does not count: the split must win at every larger size.
+    assert split_threshold(sizes, alone, [0.5, 2.5, 3.0, 5.0, 9.0]) == 4
+    assert split_threshold(sizes, alone, [0.5, 1.0, 2.0, 4.0, 16.0]) is None
+    assert split_threshold(sizes, alone, [0.5, 1.0, 2.0, 4.0, 8.0]) == 1
+
+
+def test_the_copy_split_is_measured_once_and_kept(wisdom_file, monkeypatch):
+    if not target.numba_usable():
+        pytest.skip("the copies are compiled numba kernels; this run has no numba")
+    from convtranspose._kernels._numba import transpose
+    from convtranspose._runtime import threads
+
+    _with_figures(gemm_gflops=100.0, copy_gbps=10.0)
+    with target.num_threads(2):
+        cold, warm = figures.copy_split_bytes(False), figures.copy_split_bytes(True)
+    if cold is None and warm is None and "copy_split_bytes" not in wisdom.store.entries(
+            "figures")["machine"]:
+        pytest.skip("numba's threads did not run the copy here (threading layer)")
+    for found in (cold, warm):
+        assert found is None or found in transpose.SPLIT_SIZES
+    kept = wisdom.store.entries("figures")["machine"]
+    assert kept["copy_split_bytes"] == (cold or 0)
+    assert kept["warm_copy_split_bytes"] == (warm or 0)
+    assert threads.parallel_copy_bytes(False) == (cold or float("inf"))
+    # A later process reads both from the wisdom file instead of measuring again.
+    monkeypatch.setattr(transpose, "measure_copy_split",
+                        lambda *_: pytest.fail("measured again"))
+    wisdom.store.flush()
+    wisdom.store.figures, wisdom.store._loaded_from = {}, None
+    figures.forget_figures()
+    with target.num_threads(2):
+        assert (figures.copy_split_bytes(False), figures.copy_split_bytes(True)) == (
+            cold, warm)
+
+
+def test_copies_split_at_the_warm_size_only_right_after_a_native_loop(wisdom_file,
+                                                                      monkeypatch):
+    from convtranspose._kernels._numba import launch, transpose
+
+    mib = 1 << 20
+    _with_figures(gemm_gflops=100.0, copy_gbps=10.0, copy_split_bytes=8 * mib,
+                  warm_copy_split_bytes=mib)
+    monkeypatch.setattr(launch, "_last_loop", [float("-inf")])
+    assert [transpose.copy_threads(size, 2) for size in (mib, 2 * mib, 8 * mib)] == [1, 1, 2]
+    launch.count_native_loop()  # a loop ends now: the threads still spin
+    assert [transpose.copy_threads(size, 2) for size in (mib // 2, mib, 8 * mib)] == [1, 2, 2]
+    assert transpose.copy_threads(8 * mib, 1) == 1
+    # Splitting paid at no size measured (kept as 0): every copy on one thread.
+    _with_figures(gemm_gflops=100.0, copy_gbps=10.0, copy_split_bytes=0,
+                  warm_copy_split_bytes=0)
+    launch.count_native_loop()
+    assert transpose.copy_threads(64 * mib, 2) == 1

@@ -230,7 +230,7 @@ def test_word_bytes_equal_numpys_cast(channels_last, threads, lanes, monkeypatch
     chunks, whole blocks of the transpose and a partial one), split between threads."""
     from convtranspose._kernels._numba import int8
 
-    monkeypatch.setattr(int8, "PARALLEL_COPY_BYTES", 0)
+    monkeypatch.setattr(int8, "copy_threads", lambda nbytes, threads: threads)
     rng = np.random.default_rng(3)
     data = rng.integers(-7, 249, (2, 66, 10, 30)).astype(np.int16)
     source = np.ascontiguousarray(np.moveaxis(data, 1, -1)) if channels_last else data

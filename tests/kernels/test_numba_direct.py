@@ -355,7 +355,7 @@ def test_channels_last_copy_equals_numpys_transposed_copy(use_target, monkeypatc
 
     use_target(vector_bytes=register_bytes)
     if threaded:
-        monkeypatch.setattr(numba_transpose, "PARALLEL_COPY_BYTES", 0)
+        monkeypatch.setattr(numba_transpose, "copy_threads", lambda nbytes, threads: threads)
         use_target(threads=3)
         monkeypatch.setattr(runtime_threads, "pool", None)
     rng = np.random.default_rng(register_bytes + threaded)

@@ -121,7 +121,7 @@ def test_word_halves_equal_numpys_cast(threads, lanes, monkeypatch):
     (two chunks, whole blocks of the transpose and a partial one), int16's ends."""
     from convtranspose._kernels._numba import int8
 
-    monkeypatch.setattr(int8, "PARALLEL_COPY_BYTES", 0)
+    monkeypatch.setattr(int8, "copy_threads", lambda nbytes, threads: threads)
     rng = np.random.default_rng(3)
     data = rng.integers(-32767, 32768, (2, 33, 10, 30)).astype(np.int32)
     data[0, 0, 0, :2] = -32767, 32767

@@ -3,7 +3,8 @@
 The estimates (:mod:`convtranspose._choose.estimates`) price BLAS products at the
 machine's large-GEMM rate, numba kernels' multiply-adds at shares of one thread's FMA
 peak (measured by a numba kernel, :mod:`convtranspose._kernels._numba.peak`, and added
-with :func:`keep_figure`), and reading a large filter at the copy rate.  Each is
+with :func:`keep_figure`), and reading a large filter at the copy rate; the layout
+copies split between threads from a size measured here too (:func:`copy_split_bytes`).  Each is
 measured once per machine, in well under a second, and kept in the wisdom file
 (:mod:`.wisdom`), so a later process reads them instead of measuring again.  No CPU
 needs an entry written by hand: a machine this library never saw measures its own.
@@ -18,10 +19,12 @@ from .._kernels.compiling import KernelNotCompiled
 from .._runtime import blas
 from .._runtime.caches import kept
 from .._runtime.machine import fastest_seconds
-from .._runtime.target import numba_usable
+from .._runtime.target import host, numba_usable
+from .._runtime.threads import register_copy_split
 from .wisdom import store
 
-__all__ = ["MachineFigures", "fma_gflops", "gemm_gflops", "keep_figure", "keep_numba_import",
+__all__ = ["MachineFigures", "copy_split_bytes", "fma_gflops", "gemm_gflops", "keep_figure",
+           "keep_numba_import",
            "machine_figures", "measure_figures", "numba_import_seconds"]
 
 #: Square float32 GEMM size for the rate: large enough for OpenBLAS's full-speed kernels
@@ -151,3 +154,46 @@ def provisional_fma_gflops() -> float:
     figure while the peak kernel is not compiled yet (a large GEMM runs near the peak
     of every core it uses, so this is slightly below the peak); never kept."""
     return machine_figures().gemm_gflops / max(1, blas.threads())
+
+
+#: The two copy-split figures: after a rest, and right after a native loop.
+_SPLIT_FIGURES = {False: "copy_split_bytes", True: "warm_copy_split_bytes"}
+
+
+def copy_split_bytes(warm: bool) -> int | None:
+    """The smallest layout copy (bytes) that numba's threads copy faster together than
+    one thread alone on this machine, ``warm``: right after a loop of theirs, else
+    after a rest: from the wisdom file, or measured now
+    (:func:`convtranspose._kernels._numba.transpose.measure_copy_split`, about 0.2 s
+    once its kernels are compiled) and kept there.  None (every copy on one thread)
+    where it is not known yet: no numba, one thread, or the copy's kernel or numba's
+    parallel loop not compiled yet (the next copy tries again).  A kept 0: splitting
+    paid at no size measured.
+
+    Read through :func:`convtranspose._runtime.threads.parallel_copy_bytes`; the
+    evidence of one machine is in ``benchmarks/results/copy-split-zen4.json``.
+    """
+    known = machine_figures().get(_SPLIT_FIGURES[warm])
+    if isinstance(known, (int, float)) and known >= 0:
+        return int(known) or None
+    threads = host().threads
+    if threads == 1 or not numba_usable():
+        return None
+    from .._kernels._numba import transpose
+
+    try:
+        measured = transpose.measure_copy_split(threads, host().lanes(np.float32))
+    except KernelNotCompiled:  # compiling is deferred here (a new layer is planned)
+        return None
+    if measured is None:
+        return None
+    found = {}
+    for is_warm, name in _SPLIT_FIGURES.items():
+        alone, split = ("alone_warm", "warm") if is_warm else ("alone", "cold")
+        found[is_warm] = transpose.split_threshold(measured["sizes"], measured[alone],
+                                                   measured[split])
+        keep_figure(name, found[is_warm] or 0)
+    return found[warm]
+
+
+register_copy_split(copy_split_bytes)

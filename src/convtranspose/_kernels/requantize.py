@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._runtime.threads import PARALLEL_COPY_BYTES, parallel_for
+from .._runtime.threads import POOL_PASS_BYTES, parallel_for
 from .common import move_axis
 
 __all__ = ["CorrectedRequantization", "RowsRequantization", "corrected_sums",
@@ -27,11 +27,10 @@ _BOUNDS = {"B": (0, 255), "b": (-128, 127)}
 
 def _rows_in_pieces(kernel, rows: np.ndarray, threads: int) -> None:
     """``kernel(first_row, stop_row)`` over ``rows`` ``(R, L)`` in pieces of about
-    :data:`_PIECE` elements, on up to ``threads`` threads where the sums fill at least
-    the layout copies' :data:`~convtranspose._runtime.threads.PARALLEL_COPY_BYTES` (a
-    pass reads each sum once, as a copy does: below that, waking a helper cost more
-    than it saved)."""
-    if rows.nbytes < PARALLEL_COPY_BYTES or threads == 1:  # no threads to wake
+    :data:`_PIECE` elements, on up to ``threads`` of the pool's threads where the sums
+    fill at least :data:`~convtranspose._runtime.threads.POOL_PASS_BYTES` (below that,
+    waking a helper cost more than it saved)."""
+    if rows.nbytes < POOL_PASS_BYTES or threads == 1:  # no threads to wake
         kernel(0, rows.shape[0])
         return
     piece = max(1, _PIECE // max(1, rows.shape[1]))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import math
 import os
 import threading
 import warnings
@@ -38,7 +39,8 @@ import numpy as np
 from .caches import kept
 from .config import PIN_THREADS_ENV, switch
 
-__all__ = ["PARALLEL_COPY_BYTES", "THREAD_COUNT_ENVS", "default_threads",
+__all__ = ["POOL_PASS_BYTES", "THREAD_COUNT_ENVS", "default_threads",
+           "parallel_copy_bytes", "register_copy_split",
            "MAX_THREADS", "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
            "set_pinning", "set_process_threads", "pool", "helper_ids", "steering",
            "restore_affinities", "steer_helpers_off_caller", "steering_mode"]
@@ -51,15 +53,50 @@ THREAD_COUNT_ENVS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
 #: little beyond that, and a library call should not take a whole server.  A count
 #: the user sets (the API or the environment variables above) is taken as it is.
 _MAX_DEFAULT_THREADS = 8
-#: Layout copies, casts and requantization passes of at least this many bytes are
-#: split between the threads; smaller ones run on the calling thread, where on an
-#: Intel Xeon a requantization of 1-4 MiB of int32 sums took 0.09-0.34 ms against
-#: 0.20-0.50 ms split between two (``benchmarks/results/grouped-quantized-xeon.json``).
-PARALLEL_COPY_BYTES = 1 << 22
+#: Passes over memory split between the threads of the library's own pool (Python
+#: threads: the requantization passes) only from this many bytes: waking them costs
+#: about 0.1 ms, and below it one thread was faster on both CPUs measured (1-4 MiB of
+#: int32 sums: 0.09-0.34 ms against 0.20-0.50 ms on an Intel Xeon, 0.05-0.16 against
+#: 0.29-0.48 ms on an AMD Zen 4; ``benchmarks/results/grouped-quantized-xeon.json``,
+#: ``benchmarks/results/copy-split-zen4.json``).  The compiled passes that run on
+#: numba's native threads follow this machine's measured figure instead
+#: (:func:`parallel_copy_bytes`).
+POOL_PASS_BYTES = 1 << 22
 #: The most threads any setting may ask for: far above any CPU count a library call
 #: can use, and small enough that no count overflows the C integers it reaches
 #: (OpenBLAS's thread count, a pool's size).
 MAX_THREADS = 1024
+
+
+#: Where :func:`parallel_copy_bytes` reads this machine's figure: a function
+#: registered by the layer that measures and keeps machine figures
+#: (:mod:`convtranspose._choose.figures`), which this layer may not import.
+_copy_split: dict = {"source": None}
+
+
+def register_copy_split(source) -> None:
+    """Read :func:`parallel_copy_bytes` from ``source(warm)``: the smallest copy in
+    bytes worth splitting between numba's threads on this machine, or None while it is
+    not known."""
+    _copy_split["source"] = source
+
+
+def parallel_copy_bytes(warm: bool) -> float:
+    """The layout copies, casts and word passes that run on numba's native threads
+    split between the threads from this many bytes on; smaller ones run on the
+    calling thread.  ``warm``: numba's threads ended a loop a moment ago and are still
+    spinning, so starting them costs little.
+
+    A machine figure, not a constant: where two threads start paying depends on the
+    CPU, its caches and what it costs to wake the threads (on an AMD Zen 4, right
+    after a loop from 128-256 KiB on, after a rest of 2 ms from 2-4 MiB).  Both are
+    measured once per machine, the first time a copy could be split, and kept in the
+    wisdom file (:func:`convtranspose._choose.figures.copy_split_bytes`).  Until they
+    are known, every copy runs on one thread.
+    """
+    source = _copy_split["source"]
+    found = None if source is None else source(warm)
+    return math.inf if found is None else float(found)
 
 
 def _env_count(name: str, environ) -> int | None:

@@ -22,8 +22,9 @@ import math
 import numpy as np
 
 from ..._runtime.caches import kept
-from ..._runtime.threads import PARALLEL_COPY_BYTES, parallel_for
+from ..._runtime.threads import parallel_for
 from .launch import parallel_kernel
+from .transpose import copy_threads
 
 __all__ = ["COLUMNS", "group_products", "pack_signed", "panel_source", "u8s8_products",
            "word_bytes", "word_halves"]
@@ -148,8 +149,7 @@ def _channel_words(data: np.ndarray, shift: int, groups: int, ci: int, words: in
     batch, pixels = data.shape[0], math.prod(data.shape[2:])
     width = groups * words
     out = np.empty((batch, pixels, width), np.uint32)
-    if out.nbytes < PARALLEL_COPY_BYTES:  # the layout copies' rule
-        threads = 1
+    threads = copy_threads(out.nbytes, threads)  # the layout copies' rule
     items = batch * -(-width // lanes) * -(-pixels // _CHUNK_PIXELS)
     parallel_kernel(words_kernel(lanes, halves), (
         np.ascontiguousarray(data).reshape(-1), out.reshape(-1), np.int64(shift), groups,

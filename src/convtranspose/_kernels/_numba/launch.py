@@ -34,6 +34,7 @@ count (``numba.set_num_threads``) is set for the loop and restored after it.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import sys
@@ -59,7 +60,7 @@ from ..compiling import KernelNotCompiled
 from .kernel_cache import cached_njit
 
 __all__ = ["NATIVE_THREADS_ENV", "count_native_loop", "native_loops_run", "native_threads",
-           "parallel_kernel", "steered_workers", "swap_num_threads"]
+           "parallel_kernel", "seconds_since_loop", "steered_workers", "swap_num_threads"]
 
 #: The threading layers whose parallel loops several threads may start at once.
 _THREAD_SAFE_LAYERS = ("omp", "tbb")
@@ -140,9 +141,21 @@ def native_loops_run() -> int:
 
 
 def count_native_loop() -> None:
-    """Count one more loop run on numba's native threads (:func:`native_loops_run`)."""
+    """Count one more loop run on numba's native threads (:func:`native_loops_run`),
+    ending now (:func:`seconds_since_loop`)."""
     global _loops_run
     _loops_run += 1  # (under the GIL)
+    _last_loop[0] = time.perf_counter()
+
+
+#: When the last native loop of this process ended (``time.perf_counter()``).
+_last_loop = [-math.inf]
+
+
+def seconds_since_loop() -> float:
+    """Seconds since a loop on numba's native threads last ended in this process (its
+    workers may still be spinning)."""
+    return time.perf_counter() - _last_loop[0]
 
 
 #: Compiled code addresses per (kernel, argument kinds): :func:`_addresses`.

@@ -8,13 +8,32 @@ elements transposed by interleaving.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
 from ..._runtime.caches import kept
-from ..._runtime.threads import PARALLEL_COPY_BYTES
+from ..._runtime.threads import parallel_copy_bytes
 from ..common import move_axis
-from .launch import parallel_kernel
+from .launch import native_loops_run, parallel_kernel, seconds_since_loop
+
+#: Sizes in bytes a copy split between threads is timed at (:func:`measure_copy_split`):
+#: 128 KiB to 16 MiB, doubling, from copies a split cannot pay for to ones past the
+#: caches of the CPUs this library runs on.  Smaller copies are never split.
+SPLIT_SIZES = tuple(1 << bits for bits in range(17, 25))
+#: Seconds of rest before each timed copy: numba's threads stop spinning and sleep
+#: within about a millisecond after a loop, and a copy is split only where that pays
+#: even when they must be woken (a layer's first copy after a pause).
+_SPLIT_PAUSE = 0.002
+#: A copy that starts within this many seconds of a native loop's end (a kernel's
+#: result copied out) takes the size measured right after a loop: the copy's own
+#: start follows within microseconds there, and numba's threads spin far longer than
+#: this after a loop (waking them took 10-12 us back to back and 53-55 us after 1 ms
+#: on an AMD Zen 3, ``benchmarks/results/native-threads-zen3.json``).
+_WARM_SECONDS = 1e-4
+#: Channels of the timed copies: a layer's usual count, a whole number of blocks at
+#: any vector width.
+_SPLIT_CHANNELS = 64
 
 
 def _interleaved(lanes: int) -> tuple[list[str], str]:
@@ -82,10 +101,23 @@ def transpose_kernel(lanes: int):
     ))["kernel"]
 
 
-def _layout_copy(data: np.ndarray, dtype, target, to_last: bool) -> np.ndarray:
+def copy_threads(nbytes: int, threads: int) -> int:
+    """The threads a compiled copy of ``nbytes`` runs on, of the caller's ``threads``:
+    all of them from this machine's measured size on
+    (:func:`~convtranspose._runtime.threads.parallel_copy_bytes`; the smaller one where
+    a native loop ended within :data:`_WARM_SECONDS`), else one."""
+    if threads == 1 or nbytes < SPLIT_SIZES[0]:
+        return 1
+    warm = seconds_since_loop() < _WARM_SECONDS
+    return threads if nbytes >= parallel_copy_bytes(warm) else 1
+
+
+def _layout_copy(data: np.ndarray, dtype, target, to_last: bool,
+                 threads: int | None = None) -> np.ndarray:
     """``data`` ``(N, C, X...)`` as ``(N, X..., C)`` (``to_last``) or ``(N, X..., C)`` as
     ``(N, C, X...)``: a new C-contiguous array of ``dtype``, float32 and float64 in
-    register blocks (:func:`transpose_kernel`), other data by NumPy."""
+    register blocks (:func:`transpose_kernel`) on ``threads`` (default
+    :func:`copy_threads`), other data by NumPy."""
     dtype = np.dtype(dtype)
     if to_last:
         shape, view = (data.shape[0],) + data.shape[2:] + data.shape[1:2], move_axis(data, 1, -1)
@@ -102,7 +134,8 @@ def _layout_copy(data: np.ndarray, dtype, target, to_last: bool) -> np.ndarray:
     rows, cols = (channels, pixels) if to_last else (pixels, channels)
     kernel = transpose_kernel(lanes)
     source, flat = data.reshape(-1), result.reshape(-1)
-    threads = target.threads if data.nbytes >= PARALLEL_COPY_BYTES else 1
+    if threads is None:
+        threads = copy_threads(data.nbytes, target.threads)
     parallel_kernel(kernel, (source, flat, rows, cols), data.shape[0] * -(-rows // lanes),
                     threads)
     return result
@@ -123,3 +156,58 @@ def channels_first_copy(data: np.ndarray, dtype, target) -> np.ndarray:
     """``data`` ``(N, X..., C)`` as a new C-contiguous ``(N, C, X...)`` array of
     ``dtype``: :func:`channels_last_copy`'s reverse, with its rules."""
     return _layout_copy(data, dtype, target, False)
+
+
+def split_threshold(sizes, alone, split) -> int | None:
+    """The smallest of ``sizes`` (ascending) from which on every split copy took less
+    than the same copy on one thread (``split[i] < alone[i]``), or None where the
+    largest did not."""
+    threshold = None
+    for size, one, several in reversed(list(zip(sizes, alone, split))):
+        if several >= one:
+            break
+        threshold = size
+    return threshold
+
+
+def measure_copy_split(threads: int, lanes: int, rounds: int = 5) -> dict | None:
+    """Time channels-last copies of :data:`SPLIT_SIZES` bytes of float32 (``(1, 64,
+    pixels)``) on one thread and on ``threads`` of numba's native threads: ``"alone"``
+    and ``"cold"`` each after a rest (:data:`_SPLIT_PAUSE`), ``"alone_warm"`` and
+    ``"warm"`` right after an untimed copy of the same data the same way.  Each round times every size every way, so that a noisy
+    spell of a shared machine touches one round of every size rather than every round
+    of one; the fastest of ``rounds``.  ``{"sizes", "alone", "cold", "alone_warm", "warm"}``
+    (seconds), or None where a split copy did not run on numba's threads (their loop
+    is not compiled yet, or not allowed here: the pool's costs are another matter,
+    :data:`~convtranspose._runtime.threads.POOL_PASS_BYTES`)."""
+    target = _CopyTarget(lanes)
+    sources = [np.ones((1, _SPLIT_CHANNELS, size // (4 * _SPLIT_CHANNELS)), np.float32)
+               for size in SPLIT_SIZES]
+    before = native_loops_run()
+    _layout_copy(sources[0], np.float32, target, True, threads)  # compiles nothing
+    if native_loops_run() == before:
+        return None
+    ways = {"alone": (1, _SPLIT_PAUSE), "cold": (threads, _SPLIT_PAUSE),
+            "alone_warm": (1, 0), "warm": (threads, 0)}
+    best = {way: [math.inf] * len(SPLIT_SIZES) for way in ways}
+    for _ in range(rounds):
+        for index, data in enumerate(sources):
+            for way, (count, pause) in ways.items():
+                if pause:
+                    time.sleep(pause)
+                else:
+                    _layout_copy(data, np.float32, target, True, count)
+                start = time.perf_counter()
+                _layout_copy(data, np.float32, target, True, count)
+                best[way][index] = min(best[way][index], time.perf_counter() - start)
+    return {"sizes": list(SPLIT_SIZES), **best}
+
+
+class _CopyTarget:
+    """What :func:`_layout_copy` reads of a target, for :func:`measure_copy_split`."""
+
+    def __init__(self, lanes: int) -> None:
+        self._lanes = lanes
+
+    def lanes(self, dtype) -> int:
+        return self._lanes * 4 // np.dtype(dtype).itemsize

@@ -1,0 +1,117 @@
+"""Where splitting a layout copy between numba's threads pays on this machine, and what
+the measured rule does to whole layers against the previous fixed 4 MiB.
+
+    python benchmarks/copy_split.py [--repeats 15] [--json PATH]
+
+First the machine figure's own measurement
+(:func:`convtranspose._kernels._numba.transpose.measure_copy_split`): float32 copies of
+128 KiB to 16 MiB on one thread and split, after a 2 ms rest and right after a copy
+(ms, fastest of five), with the sizes it derives.  Then forward convolutions of
+``benchmarks/gradients.py`` whose channels-first results are copied out of the blocked
+kernel's channels-last blocks, and one quantized layer's word pass: ``measured`` (this
+machine's figures) and ``fixed`` (every copy below 4 MiB on one thread, as before)
+alternate round by round, each call after an untimed one; medians in ms.  Prints the
+CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
+os.environ.setdefault("CONVTRANSPOSE_BACKGROUND_COMPILE", "off")  # steady state is timed
+
+import numpy as np  # noqa: E402
+
+import convtranspose as ct  # noqa: E402
+from convtranspose._kernels._numba import int8, transpose  # noqa: E402
+from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
+from convtranspose._runtime.target import host  # noqa: E402
+
+# (name, data shape, filter shape, stride, pad) of ``ct.convolution``
+LAYERS = [
+    ("stem 7x7 s2 3->64 224x224", (1, 3, 224, 224), (64, 3, 7, 7), 2, 3),
+    ("ResNet 3x3 s2 128->256 28x28", (1, 128, 28, 28), (256, 128, 3, 3), 2, 1),
+    ("DCGAN 4x4 s2 256->512 N8 16x16", (8, 256, 16, 16), (512, 256, 4, 4), 2, 1),
+    ("3x3 s2 32->64 N4 112x112", (4, 32, 112, 112), (64, 32, 3, 3), 2, 1),
+]
+#: The rule before the machine figure: split from 4 MiB, whatever the threads' state.
+_FIXED_BYTES = 1 << 22
+
+
+def _fixed_threads(nbytes: int, threads: int) -> int:
+    return threads if nbytes >= _FIXED_BYTES else 1
+
+
+def _split_table() -> dict:
+    target = host()
+    measured = transpose.measure_copy_split(target.threads, target.lanes(np.float32))
+    if measured is None:
+        raise SystemExit("numba's threads did not run the copies (one thread, or no "
+                         "thread-safe threading layer): nothing to measure")
+    print("copy      alone  split(rested)  alone(warm)  split(warm)   ms")
+    for index, size in enumerate(measured["sizes"]):
+        print(f"{size >> 10:6d} KiB " + "  ".join(
+            f"{measured[way][index] * 1e3:10.4f}"
+            for way in ("alone", "cold", "alone_warm", "warm")))
+    sizes = measured["sizes"]
+    derived = {"rested": transpose.split_threshold(sizes, measured["alone"], measured["cold"]),
+               "warm": transpose.split_threshold(sizes, measured["alone_warm"],
+                                                 measured["warm"])}
+    print(f"split from: {derived} bytes (None: at no size measured)")
+    return {"measured": measured, "split_from": derived}
+
+
+def _layer_rows(repeats: int) -> list:
+    rng = np.random.default_rng(0)
+    rules = {"measured": transpose.copy_threads, "fixed": _fixed_threads}
+    rows = []
+    for name, data_shape, filter_shape, stride, pad in LAYERS:
+        data = rng.standard_normal(data_shape).astype(np.float32)
+        weight = rng.standard_normal(filter_shape).astype(np.float32)
+
+        def call():
+            ct.convolution(data, weight, strides=stride, pads_begin=pad, pads_end=pad)
+
+        rows.append(_alternate(name, call, rules, repeats))
+    return rows
+
+
+def _alternate(name: str, call, rules: dict, repeats: int) -> dict:
+    call()  # plans the layer
+    times: dict = {rule: [] for rule in rules}
+    for _ in range(repeats):
+        for rule, function in rules.items():
+            transpose.copy_threads = int8.copy_threads = function
+            call()
+            start = time.perf_counter()
+            call()
+            times[rule].append(time.perf_counter() - start)
+    transpose.copy_threads = int8.copy_threads = rules["measured"]
+    row = {rule: statistics.median(values) * 1e3 for rule, values in times.items()}
+    row["ratio"] = row["measured"] / row["fixed"]
+    print(f"{name:34s} measured {row['measured']:7.3f}  fixed {row['fixed']:7.3f}  "
+          f"measured/fixed {row['ratio']:.2f}", flush=True)
+    return dict(layer=name, **row)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--json", help="write the tables and the CPU's name to this file")
+    options = parser.parse_args(argv)
+    print(f"{cpu_model_name()}, {host().threads} threads, float32")
+    record = {"cpu": cpu_model_name(), "threads": host().threads, **_split_table()}
+    record["layers"] = _layer_rows(options.repeats)
+    if options.json:
+        with open(options.json, "w", encoding="utf-8") as file:
+            json.dump(record, file, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
