@@ -10,7 +10,10 @@ First the machine figure's own measurement
 ``benchmarks/gradients.py`` whose channels-first results are copied out of the blocked
 kernel's channels-last blocks, and one quantized layer's word pass: ``measured`` (this
 machine's figures) and ``fixed`` (every copy below 4 MiB on one thread, as before)
-alternate round by round, each call after an untimed one; medians in ms.  Prints the
+alternate round by round, each call after an untimed one; medians in ms.  Last, the
+blocked forward kernel's channels-first result (``forward_adjoint``) stored by each
+item from its cache (``fused``) against the sums stored channels last and copied
+channels first after the kernel (``copy after``, as before), alternating.  Prints the
 CPU.
 """
 
@@ -29,6 +32,8 @@ import numpy as np  # noqa: E402
 
 import convtranspose as ct  # noqa: E402
 from convtranspose._kernels._numba import int8, transpose  # noqa: E402
+from convtranspose._kernels._numba.forward import forward_adjoint  # noqa: E402
+from convtranspose._plan.rules import AxisPlan  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 from convtranspose._runtime.target import host  # noqa: E402
 
@@ -99,6 +104,43 @@ def _alternate(name: str, call, rules: dict, repeats: int) -> dict:
     return dict(layer=name, **row)
 
 
+def _fused_rows(repeats: int) -> list:
+    target, dtype = host(), np.dtype(np.float32)
+    rng = np.random.default_rng(1)
+    rows = []
+    for name, data_shape, filter_shape, stride, pad in LAYERS:
+        size, kernel = data_shape[-1], filter_shape[-1]
+        out_size = (size + 2 * pad - kernel) // stride + 1
+        # the forward convolution as the data adjoint: grad is the data, weights
+        # (G, Ci, Co, K...) with Ci the convolution's output channels
+        axes = (AxisPlan(out_size, kernel, stride, 1, pad, size),) * 2
+        grad = rng.standard_normal(data_shape).astype(np.float32)
+        weights = rng.standard_normal((1,) + filter_shape).astype(np.float32)
+        memo: dict = {}
+
+        def fused():
+            forward_adjoint(grad, weights, axes, False, dtype, memo, target)
+
+        def copy_after():
+            last = transpose.channels_last_copy(grad, dtype, target)
+            result = forward_adjoint(last, weights, axes, True, dtype, memo, target)
+            transpose.channels_first_copy(result, dtype, target)
+
+        times: dict = {"fused": [], "copy after": []}
+        for _ in range(repeats):
+            for way, function in (("fused", fused), ("copy after", copy_after)):
+                function()
+                start = time.perf_counter()
+                function()
+                times[way].append(time.perf_counter() - start)
+        row = {way: statistics.median(values) * 1e3 for way, values in times.items()}
+        row["ratio"] = row["fused"] / row["copy after"]
+        print(f"{name:34s} fused {row['fused']:7.3f}  copy after {row['copy after']:7.3f}  "
+              f"fused/copy after {row['ratio']:.2f}", flush=True)
+        rows.append(dict(layer=name, **row))
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
@@ -107,6 +149,7 @@ def main(argv=None) -> int:
     print(f"{cpu_model_name()}, {host().threads} threads, float32")
     record = {"cpu": cpu_model_name(), "threads": host().threads, **_split_table()}
     record["layers"] = _layer_rows(options.repeats)
+    record["fused_store"] = _fused_rows(options.repeats)
     if options.json:
         with open(options.json, "w", encoding="utf-8") as file:
             json.dump(record, file, indent=1)

@@ -58,8 +58,8 @@ SCRIPT = textwrap.dedent("""\
         lanes_, _, chunk, pixels = blocked_shape(4, 64, AxisPlan(8, 1, 1, 1, 0, 8),
                                                  target.vector_bytes)
         return forward._forward_kernel(lanes_, chunk, pixels), (
-            zeros(f32), zeros(f32), zeros(f32), zeros(i64, 17), zeros(i64, 3, 2, 2),
-            zeros(i64, 3), 0, 1)
+            zeros(f32), zeros(f32), zeros(f32), zeros(f32), zeros(i64, 19),
+            zeros(i64, 3, 2, 2), zeros(i64, 3), 0, 1)
 
     def per_position(ci, co):
         return channels_last.channels_last_kernel(ci, co, lanes), (

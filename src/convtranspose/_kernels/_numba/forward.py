@@ -18,9 +18,10 @@ the time on lines of 8 with 2 such outputs, ``benchmarks/results/gradients-xeon.
 have (:func:`.block_sources.single_source`) and only pairs that exist are multiplied:
 exact with non-finite operands.  No im2col matrix.  ``grad`` is read channels last (a
 channels-first one is copied so first); the sums are written channels last, each
-group's channels padded to whole chunks, and copied into the caller's layout
-without the padding.  The weight panel of one chunk of output channels serves a
-thread's run of lines (the work is chunk-major); the weights are not blocked further,
+group's channels padded to whole chunks; a channels-first caller gets them stored
+channels first by each item as soon as its sums are done, without the padding.  The
+weight panel of one chunk of output channels serves a thread's run of lines (the work
+is chunk-major); the weights are not blocked further,
 so layers whose panel leaves L2 (hundreds of channels, many taps) run slower than
 ``im2col``'s BLAS products, and measured planning keeps ``im2col`` there.
 """
@@ -38,7 +39,7 @@ from ..schedules import blocked_shape
 from .block_sources import block_source, single_source
 from .blocked import pass_weights
 from .launch import parallel_kernel
-from .transpose import channels_first_copy, channels_last_copy
+from .transpose import channels_last_copy, partial_tile_transposer, tile_transposer
 
 __all__ = ["forward_adjoint"]
 
@@ -53,6 +54,8 @@ def _forward_kernel(lanes: int, chunk: int, pixels: int):
     single = compile_source(single_source(lanes, chunk, max(1, min(4, pixels))), "single")
     return compile_template("forward", dict(
         np=np, block=block, block_on=block_on, single=single, pixels=pixels, chunk_width=lanes * chunk,
+        lanes=lanes, tile=tile_transposer(lanes),
+        partial_tile=partial_tile_transposer(lanes),
     ))["kernel"]
 
 
@@ -110,17 +113,23 @@ def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: 
                      + tuple(a.output_size for a in axes3[:2]) + (grad.shape[3],) + kernel3
                      + (axes3[2].stride, axes3[0].stride, axes3[1].stride,
                         blocked_channel_block(co, int(np.prod(kernel3)), lanes * chunk,
-                                              dtype.itemsize, l1_data_cache_bytes())),
+                                              dtype.itemsize, l1_data_cache_bytes()),
+                        ci, not channels_last),
                      np.int64)
     out = np.empty((batch,) + outputs + (groups, width), dtype)
-    source, flat = grad.reshape(-1), out.reshape(-1)
+    # Channels first, each item stores its own sums transposed while they are in its
+    # core's cache: with a copy of the whole result after the kernel instead, the
+    # stem's 64-channel 112x112 result took 1.83 ms against 1.60 on an AMD Zen 4
+    # (``benchmarks/results/copy-split-zen4.json``, ``fused_store``).
+    first = np.empty((batch, groups * ci) + outputs, dtype) if not channels_last else (
+        np.empty(1, dtype))
     kernel = _forward_kernel(lanes, chunk, pixels)
     lines = batch * outputs[0] * outputs[1] * groups
-    parallel_kernel(kernel, (source, packed, flat, sizes, table, counts),
+    parallel_kernel(kernel, (grad.reshape(-1), packed, out.reshape(-1), first.reshape(-1),
+                             sizes, table, counts),
                     width // (lanes * chunk) * lines, target.threads)
+    if not channels_last:
+        return first.reshape((batch, groups * ci) + tuple(a.input_size for a in axes))
     # (a copy only where the groups' channels were padded)
-    result = out[..., :ci].reshape((batch,) + tuple(a.input_size for a in axes)
-                                   + (groups * ci,))
-    # Channels first in register blocks: NumPy's copy of the transposed view took
-    # longer than the kernel on a 64-channel 112x112 result.
-    return result if channels_last else channels_first_copy(result, dtype, target)
+    return out[..., :ci].reshape((batch,) + tuple(a.input_size for a in axes)
+                                 + (groups * ci,))

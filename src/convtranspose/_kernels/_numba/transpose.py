@@ -87,17 +87,25 @@ def tile_transposer(lanes: int):
 
 
 @kept("compiled kernels", maxsize=None)
+def partial_tile_transposer(lanes: int):
+    """The compiled ``partial_tile`` of :func:`_partial_tile_source`."""
+    from .codegen import compile_source
+
+    return compile_source(_partial_tile_source(lanes), "partial_tile")
+
+
+@kept("compiled kernels", maxsize=None)
 def transpose_kernel(lanes: int):
     """``kernel(src, dst, rows, cols, start, stop)``: ``(B, rows, cols)`` into ``(B, cols,
     rows)`` (flat C-order buffers), for the bands of ``lanes`` rows with flat index (b,
     band) in [start, stop): whole blocks in registers (a last band of fewer rows with
     zeros in the others, stored masked), the columns past them one element at a
     time."""
-    from .codegen import compile_source, compile_template
+    from .codegen import compile_template
 
     return compile_template("transpose", dict(
         np=np, lanes=lanes, step=np.uint64(lanes), tile=tile_transposer(lanes),
-        partial_tile=compile_source(_partial_tile_source(lanes), "partial_tile"),
+        partial_tile=partial_tile_transposer(lanes),
     ))["kernel"]
 
 

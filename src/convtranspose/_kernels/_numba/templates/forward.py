@@ -2,7 +2,8 @@
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
 globals (numba freezes them into the compiled code): ``block``, ``block_on``, ``single``,
-``chunk_width``, ``np``, ``pixels``.  Those are the block shape alone: channel counts,
+``chunk_width``, ``np``, ``pixels``, ``lanes``, ``tile``, ``partial_tile`` (the layout
+copies' register-block transposes, :mod:`..transpose`).  Those are the block shape alone: channel counts,
 taps, strides and sizes come at run time, so that one compiled kernel serves every
 layer of its dtype and block shape.
 Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
@@ -11,18 +12,23 @@ Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 
 
 @cached_njit(nogil=True)
-def kernel(source, weights, out, sizes, taps, counts, start, stop):  # pragma: no cover
+def kernel(source, weights, out, first_out, sizes, taps, counts, start,
+           stop):  # pragma: no cover
     # source flat (N, Y1, Y2, Y3, G*Co) (channels last); out flat (N, X1, X2, X3, G,
     # width); weights (width / chunk_width, G, K1, K2, K3, Co, chunk_width), zero beyond
     # Ci.  Output x of an axis reads source index x*s + shift for each of the axis's
     # taps (k, shift) in taps[a, :counts[a]] (with its K the kernel size).  sizes =
-    # (N, G, Co, width, X1, X2, X3, Y1, Y2, Y3, K1, K2, K3, S3, S1, S2, channel_block).
+    # (N, G, Co, width, X1, X2, X3, Y1, Y2, Y3, K1, K2, K3, S3, S1, S2, channel_block,
+    # Ci, channels first?).
     # Computes one
     # chunk of output channels of the output lines (n, x1, x2, g) for the flat index
     # (chunk, line) in [start, stop), chunk-major, so that a thread's lines reuse one
     # chunk's weight panel from L2: the outputs whose taps all read inside the source in
     # blocks of `pixels` (each source pixel `S3` apart), the others one at a time with
-    # the taps they have.
+    # the taps they have.  Where `sizes[18]` is 1, each item then stores its sums
+    # channels first too, into first_out flat (N, G*Ci, X1, X2, X3): from `out` while
+    # they are still in this core's cache, rather than in a pass of their own over the
+    # whole result later.
     batch, groups, co, width = sizes[0], sizes[1], sizes[2], sizes[3]
     x1, x2, x3, y1, y2, y3 = sizes[4], sizes[5], sizes[6], sizes[7], sizes[8], sizes[9]
     k1, k2, k3, s3 = sizes[10], sizes[11], sizes[12], sizes[13]
@@ -106,3 +112,30 @@ def kernel(source, weights, out, sizes, taps, counts, start, stop):  # pragma: n
             single(source, weights, out, line + o3 * out_3 + column, edge_reads, edge_taps,
                    edges, o3 * s3 * in_3, in_c, co, column // chunk_width * panel,
                    chunk_width)
+        if sizes[18]:
+            plane = x1 * x2 * x3
+            store_first(out, line + column, out_3, first_out,
+                        ((n * groups + g) * sizes[17] + column) * plane + (o1 * x2 + o2) * x3,
+                        plane, x3, min(chunk_width, sizes[17] - column))
+
+
+@cached_njit(nogil=True)
+def store_first(out, at, out_step, first_out, first_at, plane, pixels_count,
+                channels):  # pragma: no cover
+    # The sums of `pixels_count` pixels (rows `out_step` apart from `at`) and their
+    # first `channels` channels as `channels` rows of pixels (`plane` apart from
+    # `first_at`): blocks of lanes x lanes transposed in registers (`partial_tile` for
+    # a last band of fewer pixels), the channels past them one at a time.
+    whole = channels - channels % lanes if channels > 0 else 0
+    for p0 in range(0, pixels_count, lanes):
+        rows = min(lanes, pixels_count - p0)
+        for c0 in range(0, whole, lanes):
+            if rows == lanes:
+                tile(out, at + p0 * out_step + c0, out_step, first_out,
+                     first_at + c0 * plane + p0, plane)
+            else:
+                partial_tile(out, at + p0 * out_step + c0, out_step, rows, first_out,
+                             first_at + c0 * plane + p0, plane)
+        for c in range(whole, channels):
+            for p in range(p0, p0 + rows):
+                first_out[first_at + c * plane + p] = out[at + p * out_step + c]
