@@ -13,8 +13,11 @@ machine's figures) and ``fixed`` (every copy below 4 MiB on one thread, as befor
 alternate round by round, each call after an untimed one; medians in ms.  Last, the
 blocked forward kernel's channels-first result (``forward_adjoint``) stored by each
 item from its cache (``fused``) against the sums stored channels last and copied
-channels first after the kernel (``copy after``, as before), alternating.  Prints the
-CPU.
+channels first after the kernel (``copy after``, as before), alternating; and the
+kernel reading a channels-first ``grad``'s planes where they are (``blocked-planes``)
+against its channels-last copy (``blocked``), on those layers and on more of few and
+many channels, each without zeros at the line ends and ``blocked`` also with them
+where it pads them.  Prints the CPU.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import numpy as np  # noqa: E402
 import convtranspose as ct  # noqa: E402
 from convtranspose._kernels._numba import int8, transpose  # noqa: E402
 from convtranspose._kernels._numba.forward import forward_adjoint  # noqa: E402
+from convtranspose._kernels.adjoints import line_end_zeros  # noqa: E402
 from convtranspose._plan.rules import AxisPlan  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 from convtranspose._runtime.target import host  # noqa: E402
@@ -88,16 +92,15 @@ def _layer_rows(repeats: int) -> list:
 
 def _alternate(name: str, call, rules: dict, repeats: int) -> dict:
     call()  # plans the layer
-    times: dict = {rule: [] for rule in rules}
-    for _ in range(repeats):
-        for rule, function in rules.items():
+
+    def under(function):
+        def run():
             transpose.copy_threads = int8.copy_threads = function
             call()
-            start = time.perf_counter()
-            call()
-            times[rule].append(time.perf_counter() - start)
+        return run
+
+    row = _alternating({rule: under(function) for rule, function in rules.items()}, repeats)
     transpose.copy_threads = int8.copy_threads = rules["measured"]
-    row = {rule: statistics.median(values) * 1e3 for rule, values in times.items()}
     row["ratio"] = row["measured"] / row["fixed"]
     print(f"{name:34s} measured {row['measured']:7.3f}  fixed {row['fixed']:7.3f}  "
           f"measured/fixed {row['ratio']:.2f}", flush=True)
@@ -109,36 +112,84 @@ def _fused_rows(repeats: int) -> list:
     rng = np.random.default_rng(1)
     rows = []
     for name, data_shape, filter_shape, stride, pad in LAYERS:
-        size, kernel = data_shape[-1], filter_shape[-1]
-        out_size = (size + 2 * pad - kernel) // stride + 1
-        # the forward convolution as the data adjoint: grad is the data, weights
-        # (G, Ci, Co, K...) with Ci the convolution's output channels
-        axes = (AxisPlan(out_size, kernel, stride, 1, pad, size),) * 2
-        grad = rng.standard_normal(data_shape).astype(np.float32)
-        weights = rng.standard_normal((1,) + filter_shape).astype(np.float32)
+        axes, grad, weights = _adjoint_operands(rng, data_shape, filter_shape, stride, pad,
+                                                np.float32)
         memo: dict = {}
-
-        def fused():
-            forward_adjoint(grad, weights, axes, False, dtype, memo, target)
 
         def copy_after():
             last = transpose.channels_last_copy(grad, dtype, target)
             result = forward_adjoint(last, weights, axes, True, dtype, memo, target)
             transpose.channels_first_copy(result, dtype, target)
 
-        times: dict = {"fused": [], "copy after": []}
-        for _ in range(repeats):
-            for way, function in (("fused", fused), ("copy after", copy_after)):
-                function()
-                start = time.perf_counter()
-                function()
-                times[way].append(time.perf_counter() - start)
-        row = {way: statistics.median(values) * 1e3 for way, values in times.items()}
+        row = _alternating({"fused": lambda: forward_adjoint(grad, weights, axes, False, dtype,
+                                                             memo, target),
+                            "copy after": copy_after}, repeats)
         row["ratio"] = row["fused"] / row["copy after"]
         print(f"{name:34s} fused {row['fused']:7.3f}  copy after {row['copy after']:7.3f}  "
               f"fused/copy after {row['ratio']:.2f}", flush=True)
         rows.append(dict(layer=name, **row))
     return rows
+
+
+#: More layers for the planes: (name, data shape, filter shape, stride, pad, dtype).
+PLANES_LAYERS = [(*layer, np.float32) for layer in LAYERS] + [
+    ("gray 3x3 s2 1->32 N4 128x128", (4, 1, 128, 128), (32, 1, 3, 3), 2, 1, np.float32),
+    ("3x3 s2 8->32 N2 112x112", (2, 8, 112, 112), (32, 8, 3, 3), 2, 1, np.float32),
+    ("3x3 s2 16->32 N2 112x112", (2, 16, 112, 112), (32, 16, 3, 3), 2, 1, np.float32),
+    ("3x3 s2 256->512 14x14", (1, 256, 14, 14), (512, 256, 3, 3), 2, 1, np.float32),
+    ("3x3 s2 512->512 N4 14x14", (4, 512, 14, 14), (512, 512, 3, 3), 2, 1, np.float32),
+    ("stem float64", (1, 3, 224, 224), (64, 3, 7, 7), 2, 3, np.float64),
+    ("3x3 s2 32->64 N2 56x56 float64", (2, 32, 56, 56), (64, 32, 3, 3), 2, 1, np.float64),
+]
+
+
+def _adjoint_operands(rng, data_shape, filter_shape, stride, pad, dtype):
+    """The forward convolution as the data adjoint: ``grad`` is the data, the weights
+    ``(1, Ci, Co, K, K)`` with ``Ci`` the convolution's output channels."""
+    size, kernel = data_shape[-1], filter_shape[-1]
+    out_size = (size + 2 * pad - kernel) // stride + 1
+    axes = (AxisPlan(out_size, kernel, stride, 1, pad, size),) * 2
+    grad = rng.standard_normal(data_shape).astype(dtype)
+    weights = rng.standard_normal((1,) + filter_shape).astype(dtype)
+    return axes, grad, weights
+
+
+def _planes_rows(repeats: int) -> list:
+    target = host()
+    rng = np.random.default_rng(2)
+    rows = []
+    for name, data_shape, filter_shape, stride, pad, dtype in PLANES_LAYERS:
+        axes, grad, weights = _adjoint_operands(rng, data_shape, filter_shape, stride, pad,
+                                                dtype)
+        zeros = line_end_zeros(axes[-1])
+        memo: dict = {}
+        ways = {"blocked-planes": ((0, 0), True), "blocked": ((0, 0), False)}
+        if any(zeros):
+            ways["blocked, padded line ends"] = (zeros, False)
+        calls = {way: (lambda z=z, planes=planes: forward_adjoint(
+            grad, weights, axes, False, np.dtype(dtype), memo, target, z, planes))
+            for way, (z, planes) in ways.items()}
+        row = _alternating(calls, repeats)
+        row["ratio"] = row["blocked-planes"] / min(v for k, v in row.items()
+                                                    if k != "blocked-planes")
+        print(f"{name:34s} " + "  ".join(f"{way} {ms:7.3f}" for way, ms in row.items()
+                                          if way != "ratio")
+              + f"  planes/best copy {row['ratio']:.2f}", flush=True)
+        rows.append(dict(layer=name, **row))
+    return rows
+
+
+def _alternating(calls: dict, repeats: int) -> dict:
+    """Median ms of each of ``calls``, alternating round by round, each call after an
+    untimed one."""
+    times: dict = {way: [] for way in calls}
+    for _ in range(repeats):
+        for way, function in calls.items():
+            function()
+            start = time.perf_counter()
+            function()
+            times[way].append(time.perf_counter() - start)
+    return {way: statistics.median(values) * 1e3 for way, values in times.items()}
 
 
 def main(argv=None) -> int:
@@ -150,6 +201,7 @@ def main(argv=None) -> int:
     record = {"cpu": cpu_model_name(), "threads": host().threads, **_split_table()}
     record["layers"] = _layer_rows(options.repeats)
     record["fused_store"] = _fused_rows(options.repeats)
+    record["source_planes"] = _planes_rows(options.repeats)
     if options.json:
         with open(options.json, "w", encoding="utf-8") as file:
             json.dump(record, file, indent=1)

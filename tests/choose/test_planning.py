@@ -445,4 +445,4 @@ def test_the_adjoint_kernels_are_measured_and_kept_as_wisdom(wisdom_file):
     choices = ct.export_wisdom()["choices"]
     measured = [key for key in choices if key.startswith("data-adjoint ")]
     assert len(measured) == 1, choices
-    assert set(choices[measured[0]]["times_ns"]) <= {"im2col", "taps", "blocked"}
+    assert set(choices[measured[0]]["times_ns"]) <= {"im2col", "taps", "blocked", "blocked-planes"}

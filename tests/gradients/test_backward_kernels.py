@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oracle
+from convtranspose._execute.adjoints import adjoint_candidates
 from convtranspose._kernels import adjoints as backward
 from convtranspose._plan.rules import AxisPlan
 
@@ -58,8 +59,8 @@ def test_data_adjoint_matches_the_forward_convolution_loop(algorithm, dtype, exa
     def check(p):
         if algorithm == "depthwise" and (p["ci"], p["co"]) != (1, 1):
             return
-        if algorithm == "blocked" and not backward.blocked_applies("data", (1, 1, 1), dtype,
-                                                                   len(p["axes"])):
+        if algorithm.startswith("blocked") and not backward.blocked_applies(
+                "data", (1, 1, 1), dtype, len(p["axes"])):
             return  # int64, or no numba: blocked never runs (adjoint_candidates)
         data, grad, weights = _operands(p, dtype)
         strides, dilations, offsets, sizes, _ = _geometry(p["axes"])
@@ -75,7 +76,8 @@ def test_data_adjoint_matches_the_forward_convolution_loop(algorithm, dtype, exa
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int64])
-@pytest.mark.parametrize("algorithm", backward.ALGORITHMS)
+@pytest.mark.parametrize("algorithm", [name for name in backward.ALGORITHMS
+                                       if name != "blocked-planes"])  # data adjoints only
 def test_filter_adjoint_matches_the_definition(algorithm, dtype, examples):
     @settings(max_examples=examples)
     @given(canonical_problems())
@@ -97,6 +99,16 @@ def test_filter_adjoint_matches_the_definition(algorithm, dtype, examples):
         np.testing.assert_array_equal(actual, expected)
 
     check()
+
+
+def test_blocked_planes_takes_no_filter_adjoint():
+    axes = (AxisPlan(5, 3, 2, 1, 1, 9),)
+    p = dict(axes=axes, groups=1, ci=2, co=2, batch=1, seed=3)
+    data, grad, _ = _operands(p, np.float64)
+    with pytest.raises(ValueError, match="data adjoints only"):
+        backward.filter_adjoint(data, grad, axes, 1, np.dtype(np.float64), "blocked-planes")
+    assert "blocked-planes" not in adjoint_candidates("filter", 1, (1, 2, 2, 3), axes,
+                                                      np.float64)
 
 
 def test_im2col_batch_slices_give_the_same_sums(monkeypatch):
@@ -206,7 +218,8 @@ def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co
     whole vectors and taken in several chunks, blocks of pixels a stride apart with the
     last block overlapping, line ends with fewer taps (one output at a time, or, told
     the weights are finite, in blocks over zeros where they are a quarter of the line
-    or more), three groups, both layouts; small integers, so every sum is exact."""
+    or more), three groups, both layouts (a channels-first grad copied channels last,
+    and read in place); small integers, so every sum is exact."""
     pytest.importorskip("numba")
     from convtranspose import host_target
     from convtranspose._kernels._numba.forward import forward_adjoint
@@ -228,10 +241,14 @@ def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co
                                               dilations, offsets, sizes)
         if channels_last:
             grad = np.ascontiguousarray(np.moveaxis(grad, 1, -1))
-        actual = forward_adjoint(grad, weights, axes, channels_last, np.dtype(dtype), {},
-                                 target, line_end_zeros(axes[-1]) if finite else (0, 0))
-        np.testing.assert_array_equal(np.moveaxis(actual, -1, 1) if channels_last else actual,
-                                      expected, err_msg=str(axes))
+        # A channels-first grad's planes read in place, and its channels-last copy.
+        for planes in [False] if channels_last or finite else [False, True]:
+            actual = forward_adjoint(grad, weights, axes, channels_last, np.dtype(dtype), {},
+                                     target, line_end_zeros(axes[-1]) if finite else (0, 0),
+                                     planes)
+            np.testing.assert_array_equal(
+                np.moveaxis(actual, -1, 1) if channels_last else actual, expected,
+                err_msg=f"{axes}, planes {planes}")
 
 
 def _stride_two_convolution(data, filter):

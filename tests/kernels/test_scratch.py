@@ -201,9 +201,11 @@ def test_every_adjoint_algorithm_stays_within_its_estimate(problem, dtype, budge
         for name in backward.ALGORITHMS:
             if name == "depthwise" and weights_shape[1:3] != (1, 1):
                 continue
-            if name == "blocked" and not backward.blocked_applies(kind, weights_shape, dtype,
-                                                                  len(axes)):
-                assert name not in offered  # (int64 sums, or Co not whole vectors)
+            if name.startswith("blocked") and not (
+                    backward.blocked_applies(kind, weights_shape, dtype, len(axes))
+                    and (name == "blocked" or kind == "data")):
+                # (int64 sums, Co not whole vectors, or a filter adjoint in planes)
+                assert name not in offered
                 continue
             if kind == "data":
                 result, scratch = _kernel_peak(lambda: backward.data_adjoint(

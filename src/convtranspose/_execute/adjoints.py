@@ -60,6 +60,8 @@ def _candidates(kind, batch, weights_shape, axes, dtype, target,
                  if (name != "depthwise" or (ci == 1 and co == 1))
                  and (name != "blocked" or _kernels.blocked_applies(kind, weights_shape, dtype,
                                                                     len(axes)))
+                 and (name != "blocked-planes" or (kind == "data" and _kernels.blocked_applies(
+                     kind, weights_shape, dtype, len(axes))))
                  and adjoint_fits(kind, name, batch, axes, weights_shape, dtype))
 
 

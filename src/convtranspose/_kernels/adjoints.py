@@ -39,6 +39,14 @@ Algorithms (:data:`ALGORITHMS`):
     (:mod:`._numba.forward`), the filter adjoint per group and tap as a product over
     the tap's box of pixels (:mod:`._numba.blocked_filter`, for groups of whole
     vectors of output channels); no gathered matrix (:func:`blocked_applies`).
+``blocked-planes``
+    The data adjoint only: ``blocked``'s blocks reading a channels-first ``grad``'s
+    planes where they are, without its channels-last copy (nor zeros at the line
+    ends).  Which of the two is faster depends on the channels and the machine (on an
+    AMD Zen 4 the planes took 0.57-0.92x the time up to 128 channels per group and
+    1.35-1.40x at 256-512, ``benchmarks/results/copy-split-zen4.json``,
+    ``source_planes``): measured planning times both.  A channels-last ``grad`` runs
+    ``blocked``.
 
 Every algorithm computes the same sums in another order; they agree up to float
 rounding, and exactly for integers (int64 sums wrap like int64 arithmetic).
@@ -60,7 +68,7 @@ from .common import threaded_matmul
 __all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "PADDED_LINE_END_SHARE", "blocked_applies",
            "data_adjoint", "filter_adjoint", "line_end_zeros", "tap_boxes"]
 
-ALGORITHMS = ("im2col", "taps", "depthwise", "blocked")
+ALGORITHMS = ("im2col", "taps", "depthwise", "blocked", "blocked-planes")
 
 #: The im2col matrix and its products are built for as many batch items as fit in this
 #: many bytes (at least one): large enough for BLAS to run at full rate on every layer
@@ -133,19 +141,21 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
     and the key ``"forward"`` (:func:`~convtranspose._runtime.memo.derived_from`), if
     the caller has it.
     """
-    if algorithm == "blocked":
+    if algorithm in ("blocked", "blocked-planes"):
         if not blocked_applies("data", weights.shape, dtype, len(axes)):
-            raise ValueError(f"blocked does not take {dtype} sums over {len(axes)} axes")
+            raise ValueError(f"{algorithm} does not take {dtype} sums over {len(axes)} axes")
         from .._runtime.memo import derived_from
         from ._numba.forward import forward_adjoint
 
         window = np.moveaxis(grad, 1, -1)  # read as it is where it is channels last
         channels_last = window.flags.c_contiguous
+        planes = algorithm == "blocked-planes" and not channels_last
         result = forward_adjoint(window if channels_last else grad, weights, axes,
                                  channels_last, dtype,
                                  derived_from(weights, "forward") if derived is None
                                  else derived, host(),
-                                 line_end_zeros(axes[-1]) if finite_weights else (0, 0))
+                                 line_end_zeros(axes[-1]) if finite_weights and not planes
+                                 else (0, 0), planes)
         return np.moveaxis(result, -1, 1) if channels_last else result
     groups, ci, co = weights.shape[:3]
     n = grad.shape[0]
@@ -203,6 +213,8 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
     last = [np.moveaxis(a, 1, -1) for a in (data, grad)]
     channels_last = all(a.flags.c_contiguous for a in last)
     first, second = last if channels_last else (data, grad)
+    if algorithm == "blocked-planes":
+        raise ValueError("blocked-planes computes data adjoints only")
     if algorithm == "blocked":
         if not blocked_applies("filter", (groups, ci, co), dtype, len(axes)):
             raise ValueError(f"blocked does not take this filter adjoint ({dtype} sums over"

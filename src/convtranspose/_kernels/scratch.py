@@ -248,6 +248,9 @@ def adjoint_scratch_bytes(kind: str, name: str, batch: int, axes: Sequence[AxisP
     if name == "blocked" and kind == "filter":
         # channels-last copies, the sums per tap and their reordering
         return _OVERHEAD_BYTES + data + result + 2 * weights
+    if name == "blocked-planes":  # blocked's, without grad's copies
+        width = _blocked_width(ci, axes[-1].input_size, itemsize)
+        return _OVERHEAD_BYTES + -(-(data + weights) * width // ci) + weights + data
     if name == "blocked":
         # grad's channels-last copy and, with zeros at the line ends, a padded one beside
         # it; the sums and the packed weights with each group's Ci padded to the

@@ -80,24 +80,41 @@ def _line_end_padded(grad: np.ndarray, zeros: tuple[int, int]) -> np.ndarray:
     return padded
 
 
+def _source(grad: np.ndarray, axes3, channels_last: bool, dtype, target,
+            zeros: tuple[int, int], planes: bool) -> np.ndarray:
+    """``grad`` as the kernel reads it, C-contiguous ``(N, Y1, Y2, Y3', C)`` with three
+    spatial axes: channels last (a channels-first ``grad`` copied so), ``zeros`` added
+    before and after the last axis; or, with ``planes``, a channels-first ``grad`` as it
+    is, ``(N, C, Y1, Y2, Y3)``."""
+    spatial = tuple(a.output_size for a in axes3)
+    if planes:
+        return np.ascontiguousarray(grad.reshape(grad.shape[:2] + spatial), dtype)
+    if not channels_last:
+        grad = channels_last_copy(grad, dtype, target)
+    grad = np.ascontiguousarray(grad.reshape(grad.shape[:1] + spatial + grad.shape[-1:]),
+                                dtype)
+    return _line_end_padded(grad, zeros) if any(zeros) else grad
+
+
 def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: bool,
-                    dtype, derived, target, zeros: tuple[int, int] = (0, 0)) -> np.ndarray:
+                    dtype, derived, target, zeros: tuple[int, int] = (0, 0),
+                    planes: bool = False) -> np.ndarray:
     """The data adjoint ``(N, G*Ci, X...)`` (or ``(N, X..., G*Ci)`` when
     ``channels_last``), C-contiguous, of ``grad`` ``(N, G*Co, Y...)`` (or channels
     last) and ``weights`` ``(G, Ci, Co, K...)``, float32 or float64 (``dtype``), up to
     three spatial axes; the packed weights kept in ``derived`` (a dict, or None).
     ``zeros``: the zeros before and after the last axis of ``grad``'s copy, so that the
     line ends go in the blocks
-    (:func:`~convtranspose._kernels.adjoints.line_end_zeros`; a finite filter only)."""
+    (:func:`~convtranspose._kernels.adjoints.line_end_zeros`; a finite filter only).
+    ``planes``: read a channels-first ``grad``'s planes where they are instead of a
+    channels-last copy (the ``blocked-planes`` algorithm; ``zeros`` must be none)."""
     dtype = np.dtype(dtype)
     groups, ci, co = weights.shape[:3]
-    if not channels_last:
-        grad = channels_last_copy(grad, dtype, target)
     axes3 = three_axes(axes)
-    grad = np.ascontiguousarray(grad.reshape(grad.shape[:1] + tuple(
-        a.output_size for a in axes3) + grad.shape[-1:]), dtype)
-    if any(zeros):
-        grad = _line_end_padded(grad, zeros)
+    if planes and (channels_last or any(zeros)):
+        raise ValueError("only a channels-first grad without zeros at its line ends is "
+                         "read in planes")
+    grad = _source(grad, axes3, channels_last, dtype, target, zeros, planes)
     batch = grad.shape[0]
     outputs = tuple(a.input_size for a in axes3)
     lanes, vectors, chunk, pixels = blocked_shape(
@@ -110,17 +127,19 @@ def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: 
     table, counts = _tap_table(axes3)
     table[2, :, 1] += zeros[0]
     sizes = np.array((batch, groups, co, width) + outputs
-                     + tuple(a.output_size for a in axes3[:2]) + (grad.shape[3],) + kernel3
+                     + tuple(a.output_size for a in axes3[:2])
+                     + (grad.shape[-1] if planes else grad.shape[3],) + kernel3
                      + (axes3[2].stride, axes3[0].stride, axes3[1].stride,
                         blocked_channel_block(co, int(np.prod(kernel3)), lanes * chunk,
                                               dtype.itemsize, l1_data_cache_bytes()),
-                        ci, not channels_last),
+                        ci, not channels_last, planes),
                      np.int64)
     out = np.empty((batch,) + outputs + (groups, width), dtype)
     # Channels first, each item stores its own sums transposed while they are in its
     # core's cache: with a copy of the whole result after the kernel instead, the
-    # stem's 64-channel 112x112 result took 1.83 ms against 1.60 on an AMD Zen 4
-    # (``benchmarks/results/copy-split-zen4.json``, ``fused_store``).
+    # stem's 64-channel 112x112 result took 1.83 ms against 1.60 on an AMD Zen 4 in a
+    # slow spell of the host, 1.66 against 1.62 in a fast one; other layers 0.98-1.07x
+    # (``benchmarks/results/copy-split-zen4.json``, ``fused_store``, ``third_run``).
     first = np.empty((batch, groups * ci) + outputs, dtype) if not channels_last else (
         np.empty(1, dtype))
     kernel = _forward_kernel(lanes, chunk, pixels)

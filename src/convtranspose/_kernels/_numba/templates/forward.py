@@ -14,12 +14,13 @@ Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 @cached_njit(nogil=True)
 def kernel(source, weights, out, first_out, sizes, taps, counts, start,
            stop):  # pragma: no cover
-    # source flat (N, Y1, Y2, Y3, G*Co) (channels last); out flat (N, X1, X2, X3, G,
+    # source flat (N, Y1, Y2, Y3, G*Co) (channels last), or (N, G*Co, Y1, Y2, Y3)
+    # where `sizes[19]` is 1 (its planes read in place); out flat (N, X1, X2, X3, G,
     # width); weights (width / chunk_width, G, K1, K2, K3, Co, chunk_width), zero beyond
     # Ci.  Output x of an axis reads source index x*s + shift for each of the axis's
     # taps (k, shift) in taps[a, :counts[a]] (with its K the kernel size).  sizes =
     # (N, G, Co, width, X1, X2, X3, Y1, Y2, Y3, K1, K2, K3, S3, S1, S2, channel_block,
-    # Ci, channels first?).
+    # Ci, channels-first result?, channels-first source?).
     # Computes one
     # chunk of output channels of the output lines (n, x1, x2, g) for the flat index
     # (chunk, line) in [start, stop), chunk-major, so that a thread's lines reuse one
@@ -33,8 +34,12 @@ def kernel(source, weights, out, first_out, sizes, taps, counts, start,
     x1, x2, x3, y1, y2, y3 = sizes[4], sizes[5], sizes[6], sizes[7], sizes[8], sizes[9]
     k1, k2, k3, s3 = sizes[10], sizes[11], sizes[12], sizes[13]
     channel_block = sizes[16]
-    in_c = np.int64(1)
-    in_3 = groups * co
+    if sizes[19]:  # a source channel's pixels side by side, its planes apart
+        in_c, in_3 = y1 * y2 * y3, np.int64(1)
+        in_g, in_n = co * in_c, groups * co * in_c
+    else:  # a source pixel's channels side by side
+        in_c, in_3 = np.int64(1), groups * co
+        in_g, in_n = co, y1 * y2 * y3 * in_3
     in_2, in_1 = y3 * in_3, y2 * y3 * in_3
     out_3 = groups * width
     tap_size = co * chunk_width
@@ -63,8 +68,8 @@ def kernel(source, weights, out, first_out, sizes, taps, counts, start,
                 if not 0 <= i2 < y2:
                     continue
                 for m3 in range(counts[2]):
-                    reads[count] = (n * y1 * y2 * y3 * in_3 + i1 * in_1 + i2 * in_2
-                                    + taps[2, m3, 1] * in_3 + g * co)
+                    reads[count] = (n * in_n + i1 * in_1 + i2 * in_2
+                                    + taps[2, m3, 1] * in_3 + g * in_g)
                     rows[count] = ((g * k1 + taps[0, m1, 0]) * k2 * k3 + taps[1, m2, 0] * k3
                                    + taps[2, m3, 0]) * tap_size
                     count += 1
