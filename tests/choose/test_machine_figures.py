@@ -142,3 +142,17 @@ def test_copies_split_at_the_warm_size_only_right_after_a_native_loop(wisdom_fil
                   warm_copy_split_bytes=0)
     launch.count_native_loop()
     assert transpose.copy_threads(64 * mib, 2) == 1
+
+
+@pytest.mark.parametrize("kept", [float("inf"), float("nan"), -1, "1024", None])
+def test_a_damaged_copy_split_figure_is_measured_again(wisdom_file, monkeypatch, kept):
+    from convtranspose._kernels._numba import transpose
+
+    measured = {"sizes": [1, 2], "alone": [1.0, 2.0], "cold": [2.0, 1.0],
+                "alone_warm": [1.0, 2.0], "warm": [0.5, 1.0]}
+    monkeypatch.setattr(transpose, "measure_copy_split", lambda *_: measured)
+    monkeypatch.setattr(figures, "numba_usable", lambda: True)
+    _with_figures(gemm_gflops=100.0, copy_gbps=10.0, copy_split_bytes=kept)
+    with target.num_threads(2):
+        assert figures.copy_split_bytes(False) == 2
+        assert figures.copy_split_bytes(True) == 1

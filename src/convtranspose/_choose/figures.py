@@ -12,6 +12,8 @@ needs an entry written by hand: a machine this library never saw measures its ow
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._kernels import compiling
@@ -174,8 +176,8 @@ def copy_split_bytes(warm: bool) -> int | None:
     evidence of one machine is in ``benchmarks/results/copy-split-zen4.json``.
     """
     known = machine_figures().get(_SPLIT_FIGURES[warm])
-    if isinstance(known, (int, float)) and known >= 0:
-        return int(known) or None
+    if isinstance(known, (int, float)) and math.isfinite(known) and known >= 0:
+        return int(known) or None  # (a damaged or hostile entry is measured again)
     threads = host().threads
     if threads == 1 or not numba_usable():
         return None
