@@ -4,8 +4,8 @@ The estimates (:mod:`convtranspose._choose.estimates`) price BLAS products at th
 machine's large-GEMM rate, numba kernels' multiply-adds at shares of one thread's FMA
 peak (measured by a numba kernel, :mod:`convtranspose._kernels._numba.peak`, and added
 with :func:`keep_figure`), and reading a large filter at the copy rate; the layout
-copies split between threads from a size measured here too (:func:`copy_split_bytes`).  Each is
-measured once per machine, in well under a second, and kept in the wisdom file
+copies split between threads from a size measured here too (:func:`copy_split_bytes`).
+Each is measured once per machine, in well under a second, and kept in the wisdom file
 (:mod:`.wisdom`), so a later process reads them instead of measuring again.  No CPU
 needs an entry written by hand: a machine this library never saw measures its own.
 """
@@ -26,8 +26,7 @@ from .._runtime.threads import register_copy_split
 from .wisdom import store
 
 __all__ = ["MachineFigures", "copy_split_bytes", "fma_gflops", "gemm_gflops", "keep_figure",
-           "keep_numba_import",
-           "machine_figures", "measure_figures", "numba_import_seconds"]
+           "keep_numba_import", "machine_figures", "measure_figures", "numba_import_seconds"]
 
 #: Square float32 GEMM size for the rate: large enough for OpenBLAS's full-speed kernels
 #: and its threads, small enough to take about a millisecond.
@@ -166,8 +165,8 @@ def copy_split_bytes(warm: bool) -> int | None:
     """The smallest layout copy (bytes) that numba's threads copy faster together than
     one thread alone on this machine, ``warm``: right after a loop of theirs, else
     after a rest: from the wisdom file, or measured now
-    (:func:`convtranspose._kernels._numba.transpose.measure_copy_split`, about 0.2 s
-    once its kernels are compiled) and kept there.  None (every copy on one thread)
+    (:func:`convtranspose._kernels._numba.transpose.measure_copy_split`, 0.3-0.4 s on
+    an AMD Zen 4 once its kernels are compiled) and kept there.  None (every copy on one thread)
     where it is not known yet: no numba, one thread, or the copy's kernel or numba's
     parallel loop not compiled yet (the next copy tries again).  A kept 0: splitting
     paid at no size measured.

@@ -89,7 +89,8 @@ def parallel_copy_bytes(warm: bool) -> float:
 
     A machine figure, not a constant: where two threads start paying depends on the
     CPU, its caches and what it costs to wake the threads (on an AMD Zen 4, right
-    after a loop from 128-256 KiB on, after a rest of 2 ms from 2-4 MiB).  Both are
+    after a loop from 256 KiB-1 MiB on, after a rest of 2 ms from 1-4 MiB, by the
+    host's spell).  Both are
     measured once per machine, the first time a copy could be split, and kept in the
     wisdom file (:func:`convtranspose._choose.figures.copy_split_bytes`).  Until they
     are known, every copy runs on one thread.

@@ -21,9 +21,11 @@ from .launch import native_loops_run, parallel_kernel, seconds_since_loop
 #: 128 KiB to 16 MiB, doubling, from copies a split cannot pay for to ones past the
 #: caches of the CPUs this library runs on.  Smaller copies are never split.
 SPLIT_SIZES = tuple(1 << bits for bits in range(17, 25))
-#: Seconds of rest before each timed copy: numba's threads stop spinning and sleep
-#: within about a millisecond after a loop, and a copy is split only where that pays
-#: even when they must be woken (a layer's first copy after a pause).
+#: Seconds of rest before each timed copy: numba's threads sleep less than a
+#: millisecond after a loop (waking them took 53-55 us after 1 ms against 10-12 us
+#: back to back on an AMD Zen 3, ``benchmarks/results/native-threads-zen3.json``), and
+#: a copy is split only where that pays even when they must be woken (a layer's first
+#: copy after a pause).
 _SPLIT_PAUSE = 0.002
 #: A copy that starts within this many seconds of a native loop's end (a kernel's
 #: result copied out) takes the size measured right after a loop: the copy's own
