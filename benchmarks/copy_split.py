@@ -58,7 +58,7 @@ def _fixed_threads(nbytes: int, threads: int) -> int:
 
 def _split_table() -> dict:
     target = host()
-    measured = transpose.measure_copy_split(target.threads, target.lanes(np.float32))
+    measured = transpose.measure_copy_split(target)
     if measured is None:
         raise SystemExit("numba's threads did not run the copies (one thread, or no "
                          "thread-safe threading layer): nothing to measure")
@@ -67,10 +67,8 @@ def _split_table() -> dict:
         print(f"{size >> 10:6d} KiB " + "  ".join(
             f"{measured[way][index] * 1e3:10.4f}"
             for way in ("alone", "cold", "alone_warm", "warm")))
-    sizes = measured["sizes"]
-    derived = {"rested": transpose.split_threshold(sizes, measured["alone"], measured["cold"]),
-               "warm": transpose.split_threshold(sizes, measured["alone_warm"],
-                                                 measured["warm"])}
+    found = transpose.split_sizes(measured)
+    derived = {"rested": found[False], "warm": found[True]}
     print(f"split from: {derived} bytes (None: at no size measured)")
     return {"measured": measured, "split_from": derived}
 

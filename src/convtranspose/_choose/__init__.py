@@ -7,6 +7,6 @@
 - :mod:`.planning`, :mod:`.measure`: measured planning, which times the best
   candidates on the real operands (FFTW's planner);
 - :mod:`.wisdom`: what was measured, kept per machine across processes;
-- :mod:`.figures`: the machine figures (GEMM rate, copy rate, FMA peak, copy split), measured once
-  per machine and kept in the wisdom.
+- :mod:`.figures`: the machine figures (GEMM rate, copy rate, FMA peak, copy split),
+  measured once per machine and kept in the wisdom.
 """

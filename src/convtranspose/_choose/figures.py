@@ -166,8 +166,8 @@ def copy_split_bytes(warm: bool) -> int | None:
     one thread alone on this machine, ``warm``: right after a loop of theirs, else
     after a rest: from the wisdom file, or measured now
     (:func:`convtranspose._kernels._numba.transpose.measure_copy_split`, 0.3-0.4 s on
-    an AMD Zen 4 once its kernels are compiled) and kept there.  None (every copy on one thread)
-    where it is not known yet: no numba, one thread, or the copy's kernel or numba's
+    an AMD Zen 4 once its kernels are compiled) and kept there.  None (every copy on
+    one thread) where it is not known yet: no numba, one thread, or the copy's kernel or numba's
     parallel loop not compiled yet (the next copy tries again).  A kept 0: splitting
     paid at no size measured.
 
@@ -177,22 +177,19 @@ def copy_split_bytes(warm: bool) -> int | None:
     known = machine_figures().get(_SPLIT_FIGURES[warm])
     if isinstance(known, (int, float)) and math.isfinite(known) and known >= 0:
         return int(known) or None  # (a damaged or hostile entry is measured again)
-    threads = host().threads
-    if threads == 1 or not numba_usable():
+    target = host()
+    if target.threads == 1 or not numba_usable():
         return None
     from .._kernels._numba import transpose
 
     try:
-        measured = transpose.measure_copy_split(threads, host().lanes(np.float32))
+        measured = transpose.measure_copy_split(target)
     except KernelNotCompiled:  # compiling is deferred here (a new layer is planned)
         return None
     if measured is None:
         return None
-    found = {}
+    found = transpose.split_sizes(measured)
     for is_warm, name in _SPLIT_FIGURES.items():
-        alone, split = ("alone_warm", "warm") if is_warm else ("alone", "cold")
-        found[is_warm] = transpose.split_threshold(measured["sizes"], measured[alone],
-                                                   measured[split])
         keep_figure(name, found[is_warm] or 0)
     return found[warm]
 

@@ -1,10 +1,10 @@
 """Wisdom: what the library measured on this machine, kept across processes.
 
 One JSON file per machine holds two sections: ``figures`` (the machine's measured
-GEMM rate, copy rate, FMA peak and layout-copy split sizes, :mod:`.figures`) and ``choices`` (the algorithm
-measured fastest for each canonical problem, :mod:`convtranspose._choose.planning`, with every
-timed candidate's time).  The file names the
-machine it was measured on (:func:`identity`: CPU, instruction set, library and
+GEMM rate, copy rate, FMA peak and layout-copy split sizes, :mod:`.figures`) and
+``choices`` (the algorithm measured fastest for each canonical problem,
+:mod:`convtranspose._choose.planning`, with every timed candidate's time).  The file
+names the machine it was measured on (:func:`identity`: CPU, instruction set, library and
 dependency versions); a file that is damaged, from another machine (*foreign*) or from
 another version of the library or its dependencies (*stale*) is ignored with one
 warning, and replaced by the next write.

@@ -58,10 +58,9 @@ def _candidates(kind, batch, weights_shape, axes, dtype, target,
     groups, ci, co = weights_shape[:3]
     return tuple(name for name in _kernels.ALGORITHMS
                  if (name != "depthwise" or (ci == 1 and co == 1))
-                 and (name != "blocked" or _kernels.blocked_applies(kind, weights_shape, dtype,
-                                                                    len(axes)))
-                 and (name != "blocked-planes" or (kind == "data" and _kernels.blocked_applies(
-                     kind, weights_shape, dtype, len(axes))))
+                 and (not name.startswith("blocked") or (
+                     _kernels.blocked_applies(kind, weights_shape, dtype, len(axes))
+                     and (name == "blocked" or kind == "data")))  # planes: data only
                  and adjoint_fits(kind, name, batch, axes, weights_shape, dtype))
 
 

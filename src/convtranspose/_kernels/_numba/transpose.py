@@ -180,17 +180,27 @@ def split_threshold(sizes, alone, split) -> int | None:
     return threshold
 
 
-def measure_copy_split(threads: int, lanes: int, rounds: int = 5) -> dict | None:
+def split_sizes(measured: dict) -> dict[bool, int | None]:
+    """The sizes split copies pay from (:func:`split_threshold`) in the times
+    :func:`measure_copy_split` gives: ``{False: after a rest, True: right after a
+    native loop}``."""
+    sizes = measured["sizes"]
+    return {False: split_threshold(sizes, measured["alone"], measured["cold"]),
+            True: split_threshold(sizes, measured["alone_warm"], measured["warm"])}
+
+
+def measure_copy_split(target, rounds: int = 5) -> dict | None:
     """Time channels-last copies of :data:`SPLIT_SIZES` bytes of float32 (``(1, 64,
-    pixels)``) on one thread and on ``threads`` of numba's native threads: ``"alone"``
-    and ``"cold"`` each after a rest (:data:`_SPLIT_PAUSE`), ``"alone_warm"`` and
-    ``"warm"`` right after an untimed copy of the same data the same way.  Each round times every size every way, so that a noisy
-    spell of a shared machine touches one round of every size rather than every round
-    of one; the fastest of ``rounds``.  ``{"sizes", "alone", "cold", "alone_warm", "warm"}``
+    pixels)``) at ``target``'s vector width on one thread and on its threads of numba's
+    native threads: ``"alone"`` and ``"cold"`` each after a rest (:data:`_SPLIT_PAUSE`),
+    ``"alone_warm"`` and ``"warm"`` right after an untimed copy of the same data the
+    same way.  Each round times every size every way, so that a noisy spell of a
+    shared machine touches one round of every size rather than every round of one;
+    the fastest of ``rounds``.  ``{"sizes", "alone", "cold", "alone_warm", "warm"}``
     (seconds), or None where a split copy did not run on numba's threads (their loop
     is not compiled yet, or not allowed here: the pool's costs are another matter,
     :data:`~convtranspose._runtime.threads.POOL_PASS_BYTES`)."""
-    target = _CopyTarget(lanes)
+    threads = target.threads
     sources = [np.ones((1, _SPLIT_CHANNELS, size // (4 * _SPLIT_CHANNELS)), np.float32)
                for size in SPLIT_SIZES]
     before = native_loops_run()
@@ -211,13 +221,3 @@ def measure_copy_split(threads: int, lanes: int, rounds: int = 5) -> dict | None
                 _layout_copy(data, np.float32, target, True, count)
                 best[way][index] = min(best[way][index], time.perf_counter() - start)
     return {"sizes": list(SPLIT_SIZES), **best}
-
-
-class _CopyTarget:
-    """What :func:`_layout_copy` reads of a target, for :func:`measure_copy_split`."""
-
-    def __init__(self, lanes: int) -> None:
-        self._lanes = lanes
-
-    def lanes(self, dtype) -> int:
-        return self._lanes * 4 // np.dtype(dtype).itemsize

@@ -3,9 +3,9 @@
 A template: compiled by ``codegen.compile_template`` with these names bound as its
 globals (numba freezes them into the compiled code): ``block``, ``block_on``, ``single``,
 ``chunk_width``, ``np``, ``pixels``, ``lanes``, ``tile``, ``partial_tile`` (the layout
-copies' register-block transposes, :mod:`..transpose`).  Those are the block shape alone: channel counts,
-taps, strides and sizes come at run time, so that one compiled kernel serves every
-layer of its dtype and block shape.
+copies' register-block transposes, :mod:`..transpose`).  Those are the block shape
+alone: channel counts, taps, strides and sizes come at run time, so that one compiled
+kernel serves every layer of its dtype and block shape.
 Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 """
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
