@@ -446,3 +446,25 @@ def test_the_adjoint_kernels_are_measured_and_kept_as_wisdom(wisdom_file):
     measured = [key for key in choices if key.startswith("data-adjoint ")]
     assert len(measured) == 1, choices
     assert set(choices[measured[0]]["times_ns"]) <= {"im2col", "taps", "blocked", "blocked-planes"}
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_layer_prepared_under_estimate_is_measured_under_measure(wisdom_file, stride):
+    """What a layer's calls keep after its first call (prepared calls) holds for the
+    planning level it was made under: the same layer called under ``measure`` after
+    ``estimate`` (``use_planning``) is measured and kept as wisdom."""
+    rng = np.random.default_rng(12)
+    data = rng.integers(-4, 5, (1, 6, 9, 9)).astype(np.float32)
+    filter = rng.integers(-4, 5, (6, 4, 3, 3)).astype(np.float32)
+    attributes = dict(strides=stride, pads_begin=1, pads_end=1)
+    calls = (lambda: ct.convolution_backprop_data(data, filter, **attributes),
+             lambda: ct.convolution(data, filter.swapaxes(0, 1).copy(), **attributes))
+    for call in calls:
+        with ct.use_planning("estimate"):
+            call()
+            call()
+        assert not ct.export_wisdom()["choices"]
+        with ct.use_planning("measure"):
+            call()
+        assert len(ct.export_wisdom()["choices"]) == 1
+        ct.forget_wisdom()

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oracle
+from convtranspose._execute import adjoints as execute_adjoints
 from convtranspose._execute.adjoints import adjoint_candidates
 from convtranspose._kernels import adjoints as backward
 from convtranspose._plan.rules import AxisPlan
@@ -71,6 +72,39 @@ def test_data_adjoint_matches_the_forward_convolution_loop(algorithm, dtype, exa
                                        finite_weights=bool(p["seed"] % 2))
         assert actual.dtype == dtype
         np.testing.assert_array_equal(actual, expected)
+
+    check()
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+@pytest.mark.parametrize("algorithm", backward.ALGORITHMS)
+def test_prepared_data_adjoint_follows_new_grads_and_weights_edited_in_place(
+        monkeypatch, algorithm, channels_last, examples):
+    """The data adjoint's prepared call (kept after a layer's first call, float32 and
+    float64) gives the definition's sums for new grads, and for the very weights array
+    of the first call edited in place."""
+    monkeypatch.setenv("CONVTRANSPOSE_BACKWARD_ALGORITHM", algorithm)
+
+    @settings(max_examples=examples)
+    @given(canonical_problems(), st.sampled_from([np.float32, np.float64]))
+    def check(p, dtype):
+        if all(axis.stride == 1 for axis in p["axes"]):
+            return  # a transposed convolution's prepared call (test_convolution.py)
+        _, grad, weights = _operands(p, dtype)
+        strides, dilations, offsets, sizes, _ = _geometry(p["axes"])
+        rng = np.random.default_rng(p["seed"] + 1)
+        for edit in (False, False, True):
+            if edit:
+                weights.flat[rng.integers(weights.size)] += 3
+            grad = rng.integers(-5, 6, grad.shape).astype(dtype)
+            expected = oracle.forward_convolution(grad.astype(np.float64), weights, strides,
+                                                  dilations, offsets, sizes)
+            given_grad = np.ascontiguousarray(np.moveaxis(grad, 1, -1)) if channels_last else grad
+            actual = execute_adjoints.data_adjoint(given_grad, weights, p["axes"],
+                                                   channels_last=channels_last,
+                                                   dtype=np.dtype(dtype))
+            np.testing.assert_array_equal(
+                np.moveaxis(actual, -1, 1) if channels_last else actual, expected)
 
     check()
 

@@ -205,3 +205,93 @@ def test_repeated_stride_one_convolution_runs_its_prepared_call(monkeypatch, gro
     data[1, 2, 4, 4] = np.inf
     with np.errstate(invalid="ignore"):
         check(data)
+
+
+def _strided_layer(rng, grouped: bool, strides=(2, 3)):
+    """A 2-D forward convolution (dense or grouped) of ``strides``, its float32 filter
+    and attributes, and a function giving the definition's result for data."""
+    if grouped:
+        function = ct.group_convolution
+        filter = rng.integers(-3, 4, (2, 3, 4, 3, 3)).astype(np.float32)
+    else:
+        function = ct.convolution
+        filter = rng.integers(-3, 4, (5, 8, 3, 3)).astype(np.float32)
+    attributes = dict(strides=list(strides), pads_begin=[1, 0], pads_end=[1, 2])
+    plan = (ct.shapes.group_convolution if grouped else ct.shapes.convolution)(
+        (2, 8, 9, 11), filter.shape, **attributes)
+
+    def expected(data, weights=filter):
+        return oracle.forward_convolution(
+            data.astype(np.float64), weights.reshape(plan.canonical_filter_shape).astype(
+                np.float64), plan.strides, [1, 1], plan.pads_begin, plan.output_shape[2:])
+
+    return function, filter, attributes, expected
+
+
+@pytest.mark.parametrize("algorithm", ["blocked", "blocked-planes", "im2col", "taps"])
+@pytest.mark.parametrize("grouped", [False, True], ids=["dense", "grouped"])
+def test_repeated_strided_convolution_runs_its_prepared_call(monkeypatch, grouped, algorithm):
+    """A strided forward convolution called again with the same layer runs the data
+    adjoint's prepared call kept after its first call (nothing is chosen or set up
+    again), and still gives the definition's result on new data, on data of another
+    layout, on a filter edited in place between calls and on data holding an
+    infinity."""
+    from convtranspose._execute import adjoints as execute_adjoints
+
+    candidates = execute_adjoints.adjoint_candidates
+    general = []
+
+    def spy(*args, **kwargs):  # the general path lists the candidates once
+        general.append(args[0])
+        return candidates(*args, **kwargs)
+
+    monkeypatch.setattr(execute_adjoints, "adjoint_candidates", spy)
+    monkeypatch.setenv("CONVTRANSPOSE_BACKWARD_ALGORITHM", algorithm)
+    ct.clear_caches()
+    rng = np.random.default_rng(22)
+    function, filter, attributes, expected = _strided_layer(rng, grouped)
+
+    def check(data):
+        np.testing.assert_array_equal(function(data, filter, **attributes), expected(data))
+
+    for _ in range(3):
+        check(rng.integers(-3, 4, (2, 8, 9, 11)).astype(np.float32))
+    assert len(general) == 1  # the first call only
+    filter.flat[4] += 5  # edited in place: the same call would sum the old weights
+    check(rng.integers(-3, 4, (2, 8, 9, 11)).astype(np.float32))
+    channels_last = rng.integers(-3, 4, (2, 9, 11, 8)).astype(np.float32)
+    check(np.moveaxis(channels_last, -1, 1))  # other strides: another key
+    data = rng.integers(-3, 4, (2, 8, 9, 11)).astype(np.float32)
+    data[1, 2, 4, 4] = np.inf
+    with np.errstate(invalid="ignore"):
+        check(data)
+
+
+@pytest.mark.parametrize("strides", [1, 2], ids=["stride-1", "strided"])
+@pytest.mark.parametrize("grouped", [False, True], ids=["dense", "grouped"])
+def test_prepared_convolution_layer_runs_its_adjoints_prepared_call(grouped, strides):
+    """A prepared forward convolution gives the definition's result on repeated calls,
+    into ``out``, on data of any layout, and keeps its own weights when the caller
+    edits theirs; after its first call it runs the prepared call without choosing or
+    setting anything up again."""
+    rng = np.random.default_rng(23)
+    function, filter, attributes, expected = _strided_layer(rng, grouped, (strides, strides))
+    ct.clear_caches()
+    layer = ct.prepare(function, filter=filter, **attributes)
+    own = filter.copy()
+
+    def check(data, **kwargs):
+        np.testing.assert_array_equal(layer(data, **kwargs), expected(data, own))
+
+    data = rng.integers(-3, 4, (2, 8, 9, 11)).astype(np.float32)
+    check(data)
+    call, _, _ = next(iter(layer._bindings.values())).fast
+    assert call is not None  # the next calls run it
+    filter.flat[:] = 7  # the caller's array: not the layer's
+    for _ in range(2):
+        check(rng.integers(-3, 4, (2, 8, 9, 11)).astype(np.float32))
+    out = np.full(expected(data).shape, np.nan, np.float32)
+    assert layer(data, out=out) is out
+    np.testing.assert_array_equal(out, expected(data, own))
+    check(np.moveaxis(rng.integers(-3, 4, (2, 9, 11, 8)).astype(np.float32), -1, 1))
+    check(rng.integers(-3, 4, (2, 8, 9, 22)).astype(np.float32)[..., ::2])

@@ -62,7 +62,7 @@ from .measure import (
 )
 from .wisdom import WisdomError, check_document, store
 
-__all__ = ["LEVELS", "export_wisdom",
+__all__ = ["LEVELS", "choice_settled", "export_wisdom",
            "forget_wisdom", "get_planning", "import_wisdom", "measured_choice", "planned_choice",
            "problem_key", "recording", "remeasuring", "set_planning", "store_path",
            "use_planning"]
@@ -131,11 +131,14 @@ def set_planning(level: str | None) -> str | None:
 def use_planning(level: str) -> Iterator[None]:
     """``with ct.use_planning("measure"):`` the level for calls in this block (this
     thread or task only)."""
+    global generation
     token = _level_var.set(_checked(level))
+    generation += 1  # calls kept under another level (prepared calls) are made again
     try:
         yield
     finally:
         _level_var.reset(token)
+        generation += 1
 
 
 def problem_key(problem: Problem, target: Target) -> str:
@@ -334,6 +337,15 @@ def measured_choice(kind: str, key: str, candidates, run, default: str, warm=Non
             _decided.clear()
         _decided[memo] = name
     return name
+
+
+def choice_settled(kind: str, key: str) -> bool:
+    """Whether :func:`measured_choice`'s pick for ``kind`` and ``key`` is final under
+    the planning level in force: decided by the rule (``estimate``) or by wisdom or a
+    measurement kept in memory, not a provisional pick while kernels compile."""
+    level = get_planning()
+    return level == "estimate" or (
+        f"{kind} {key}", level, switch(WISDOM_ENV), switch(CACHE_ENV)) in _decided
 
 
 _recorder: contextvars.ContextVar[list | None] = contextvars.ContextVar(

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._choose import planning as _planning
-from .._choose.planning import get_planning, measured_choice, problem_key
+from .._choose.planning import choice_settled, get_planning, measured_choice, problem_key
 from .._dtypes import accumulation_dtype
 from .._errors import ConvTransposeError
 from .._kernels import adjoints as _kernels
@@ -26,13 +26,20 @@ from .._plan.rules import AxisPlan
 from .._runtime import blas as _blas
 from .._runtime import caches as _caches
 from .._runtime.caches import kept
-from .._runtime.config import BACKWARD_ALGORITHM_ENV, switch
-from .._runtime.memo import derived_from
+from .._runtime.config import (
+    BACKWARD_ALGORITHM_ENV,
+    NO_BLAS_ENV,
+    NO_NUMBA_ENV,
+    switch,
+    switches_reader,
+)
+from .._runtime.memo import derived_from, keeps_derived, owned_view
 from .._runtime.target import host
 from . import background
 from .transposed import preparable, prepare_call, transposed_convolution
 
 __all__ = ["BACKWARD_ALGORITHM_ENV", "adjoint_candidates", "adjoint_scratch", "as_transposed",
+           "kept_data_adjoint",
            "bias_adjoint", "data_adjoint", "filter_adjoint", "transposed_axes",
            "transposed_weights_shape"]
 
@@ -119,9 +126,11 @@ def _finite_filter(memo: dict, weights: np.ndarray) -> bool:
     return finite
 
 
-def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run, warm=None) -> str:
+def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run,
+               warm=None) -> tuple[str, bool]:
     """The ``kind`` ("data" or "filter") adjoint's algorithm among
-    :func:`adjoint_candidates`: the forced one where it may run, else measured
+    :func:`adjoint_candidates`, and whether that pick is final (not a provisional one
+    while kernels compile): the forced one where it may run, else measured
     planning's pick (:func:`convtranspose._choose.planning.measured_choice`), the kernels' rule
     deciding at ``estimate``.  ``im2col`` never runs on operands that are not finite (its
     gathered zeros would multiply them), forced or not: such calls take the rule's pick
@@ -131,15 +140,16 @@ def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run, warm=
                   if name != "im2col" or not exact_needed]
     preset = _preset(kind, batch, weights_shape, axes, dtype, candidates)
     if preset is not None:
-        return preset
+        return preset, True
     default = _kernels.choose(*weights_shape[:3], axes)
     if exact_needed:
-        return default if default in candidates else (
-            "blocked" if "blocked" in candidates else "taps")
+        return (default if default in candidates else (
+            "blocked" if "blocked" in candidates else "taps")), True
     key = problem_key(Problem(batch, axes, weights_shape, False, np.dtype(dtype)), host())
     # wisdom names the computations "data-adjoint" and "filter-adjoint"
-    return measured_choice(f"{kind}-adjoint", key, candidates, run,
+    name = measured_choice(f"{kind}-adjoint", key, candidates, run,
                            default if default in candidates else "taps", warm)
+    return name, choice_settled(f"{kind}-adjoint", key)
 
 
 def _warm(kind: str, first: np.ndarray, second: np.ndarray, axes, groups: int, dtype):
@@ -171,6 +181,11 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
                  channels_last: bool, dtype: np.dtype) -> np.ndarray:
     """The data gradient of the canonical problem (a forward convolution of ``grad``).
 
+    A layer's later calls (float32 or float64, the operands of one shape and layout)
+    run the prepared call its first call kept (:data:`_prepared_calls`) while the
+    planning generation holds: with the weights of the same bits, nothing is chosen,
+    packed or set up again.
+
     Parameters
     ----------
     grad : ndarray
@@ -188,30 +203,136 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
     ndarray
         Shaped like the data: ``(N, G*Ci, X...)`` or ``(N, X..., G*Ci)``.
     """
+    key = _call_key(grad, weights, axes, channels_last, dtype)
+    if key is not None:
+        entry = _prepared_calls.get(key)
+        if entry is not None and entry[1] == _planning.generation:
+            if entry[0] is None:
+                key = None  # this layer has no prepared call: none is made again
+            else:
+                result = entry[0](grad, weights)
+                if result is not None:
+                    return result
+                # another filter, switch or machine: prepared again below
+    compute = _as_transposed if as_transposed(axes) else _strided
+    result, call = compute(grad, weights, axes, channels_last, dtype, key is not None)
+    if key is not None:
+        with _prepared_lock:
+            _prepared_calls.pop(key, None)
+            while len(_prepared_calls) >= _PREPARED_CALLS_KEPT:
+                del _prepared_calls[next(iter(_prepared_calls))]
+            _prepared_calls[key] = (call, _planning.generation)
+    return result
+
+
+def _call_key(grad, weights, axes, channels_last: bool, dtype) -> tuple | None:
+    """The key of :data:`_prepared_calls` for these operands; None where none is kept
+    (operands other than native float32 or float64 of one dtype)."""
+    if accumulation_dtype(dtype) != dtype or not preparable(grad.dtype, weights.dtype):
+        return None
+    return (grad.shape, grad.strides, grad.dtype.str, weights.shape, weights.dtype.str,
+            tuple(axes), channels_last)
+
+
+#: Prepared calls of data adjoints (:func:`data_adjoint`), the most recent last: key
+#: -> ``(call or None, planning generation)``.
+_PREPARED_CALLS_KEPT = 8
+_prepared_calls: dict = {}
+_prepared_lock = threading.Lock()
+_caches.register("resolved plans and prepared calls", _prepared_calls.clear)
+
+
+def _strided(grad, weights, axes, channels_last, dtype, prepare: bool):
+    """``(result, prepared call or None)``: the data adjoint by the adjoint kernels,
+    with a :class:`_StridedCall` for the next calls where ``prepare`` asks for one and
+    the choice is final."""
     groups, ci, co = weights.shape[:3]
     batch = grad.shape[0]
-    sizes = tuple(axis.input_size for axis in axes)
     accumulate = accumulation_dtype(dtype)
-    if as_transposed(axes):
-        return _as_transposed(grad, weights, axes, channels_last, dtype, accumulate)
     if grad.size == 0 or weights.size == 0:
-        result = np.zeros((batch, groups * ci) + sizes, accumulate)
-    else:
-        grad_ncx = _widened(_channels_first(grad, channels_last), accumulate)
-        weights = _widened(weights, accumulate)
-        budget = im2col_budget(batch, axes, weights.shape, accumulate)
-        memo = derived_from(weights, "forward")  # the blocked kernel's packed weights too
-        finite = _finite_filter(memo, weights)
+        sizes = tuple(axis.input_size for axis in axes)
+        return _finished(np.zeros((batch, groups * ci) + sizes, accumulate), channels_last,
+                         dtype), None
+    grad_ncx = _widened(_channels_first(grad, channels_last), accumulate)
+    weights = _widened(weights, accumulate)
+    budget = im2col_budget(batch, axes, weights.shape, accumulate)
+    memo = derived_from(weights, "forward")  # the blocked kernel's packed weights too
+    finite = _finite_filter(memo, weights)
 
-        def run(name):
-            with np.errstate(all="ignore"), _blas.at_most(host().threads):
-                return _kernels.data_adjoint(grad_ncx, weights, axes, accumulate, name,
-                                             budget, finite, memo)
+    def run(name):
+        with np.errstate(all="ignore"), _blas.at_most(host().threads):
+            return _kernels.data_adjoint(grad_ncx, weights, axes, accumulate, name,
+                                         budget, finite, memo)
 
-        result = run(_algorithm("data", batch, weights.shape, axes, accumulate,
-                                not finite, run,
-                                _warm("data", grad_ncx, weights, axes, groups, accumulate)))
-    return _finished(result, channels_last, dtype)
+    name, settled = _algorithm("data", batch, weights.shape, axes, accumulate, not finite,
+                               run, _warm("data", grad_ncx, weights, axes, groups, accumulate))
+    result = _finished(run(name), channels_last, dtype)
+    if not (prepare and settled and keeps_derived(weights)):
+        return result, None
+    compute = _kernels.prepare_data_adjoint(grad_ncx, weights, axes, accumulate, name,
+                                            budget, finite, memo)
+    return result, _StridedCall(name, weights, memo, compute, channels_last)
+
+
+#: The switches a prepared data adjoint was set up under (:class:`_StridedCall`).
+_switch_state = switches_reader(BACKWARD_ALGORITHM_ENV, NO_NUMBA_ENV, NO_BLAS_ENV)
+
+
+class _StridedCall:
+    """A strided layer's data adjoint prepared (:func:`_strided`).  For a grad of the
+    shape at preparation and weights of the same bits, under the same switches and
+    machine, ``call(grad, weights, out=None)`` returns what :func:`data_adjoint`
+    returns (in ``out`` where given), with the algorithm, the packed weights and the
+    kernel's set-up kept; None otherwise.  The weights are the same bits where the
+    weights memo returns the same dict for them
+    (:func:`~convtranspose._runtime.memo.derived_from`, found without a comparison
+    for a prepared layer's own filter), or where they are the very view of a prepared
+    layer's filter the call was prepared with.  Skipping the choice and the set-up
+    took strided forward convolutions 0.41-0.88x the time on an AMD Zen 4 (ResNet s2
+    128->256 28x28: 1.27 -> 1.00 ms; ``benchmarks/results/gradients-zen4.json``,
+    ``prepared_strided``)."""
+
+    __slots__ = ("algorithm", "_derived", "_compute", "_numpy", "_channels_last", "_switches",
+                 "_target", "_own")
+
+    def __init__(self, algorithm: str, weights: np.ndarray, derived: dict, compute,
+                 channels_last: bool):
+        #: The adjoint algorithm it runs.
+        self.algorithm = algorithm
+        self._derived, self._compute = derived, compute
+        self._numpy = not algorithm.startswith("blocked")  # else numba's kernels
+        self._channels_last = channels_last
+        self._switches, self._target = _switch_state(), host()
+        # a view of a filter nobody writes (a prepared layer's): told by identity
+        self._own = weights if owned_view(weights) else None
+
+    def __call__(self, grad: np.ndarray, weights: np.ndarray,
+                 out: np.ndarray | None = None) -> np.ndarray | None:
+        if (_switch_state() != self._switches or host() != self._target
+                or weights is not self._own
+                and derived_from(weights, "forward") is not self._derived):
+            return None
+        last = self._channels_last
+        grad, into = _channels_first(grad, last), None if out is None else _channels_first(
+            out, last)
+        if self._numpy:
+            with np.errstate(all="ignore"), _blas.at_most(self._target.threads):
+                result = self._compute(grad, weights, into)
+        else:
+            result = self._compute(grad, weights, into)
+        return out if out is not None else _finished(result, last, result.dtype)
+
+
+def kept_data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan],
+                      channels_last: bool, dtype: np.dtype):
+    """``(call, generation)``: the prepared call :func:`data_adjoint` keeps for these
+    operands (after a first call; None if there is none), and the planning generation
+    it holds for.  A caller that keeps it calls ``call(grad, weights, out)`` while
+    :data:`convtranspose._choose.planning.generation` is unchanged; a None result
+    means: go through :func:`data_adjoint`."""
+    entry = _prepared_calls.get(_call_key(grad, weights, axes, channels_last, dtype))
+    generation = _planning.generation
+    return (entry[0] if entry is not None and entry[1] == generation else None), generation
 
 
 def transposed_axes(axes: Sequence[AxisPlan]) -> tuple[AxisPlan, ...]:
@@ -231,14 +352,6 @@ def transposed_weights_shape(weights_shape: Sequence[int]) -> tuple[int, ...]:
     return (groups, co, ci) + tuple(weights_shape[3:])
 
 
-#: Prepared calls of stride-1 data adjoints (:func:`_as_transposed`), the most recent
-#: last: key -> ``(call or None, planning generation)``.
-_FLIPPED_CALLS_KEPT = 8
-_flipped_calls: dict = {}
-_flipped_lock = threading.Lock()
-_caches.register("resolved plans and prepared calls", _flipped_calls.clear)
-
-
 def _flipped(weights: np.ndarray) -> np.ndarray:
     """``(G, Ci, Co, K...)`` weights as the ``(G, Co, Ci, K...)`` filter of
     :func:`transposed_axes`' problem: channel roles swapped, taps reversed (a view)."""
@@ -246,46 +359,28 @@ def _flipped(weights: np.ndarray) -> np.ndarray:
                                   * (weights.ndim - 3)]
 
 
-def _as_transposed(grad, weights, axes, channels_last, dtype, accumulate) -> np.ndarray:
-    """The data adjoint of a stride-1 problem, which is itself a stride-1 transposed
-    convolution (:func:`transposed_axes`): of ``grad``, with the filter's channel roles
-    swapped and its taps reversed.  So it runs on every algorithm and kernel of the
-    transposed convolution, under the same planning.
+def _as_transposed(grad, weights, axes, channels_last, dtype, prepare: bool):
+    """``(result, prepared call or None)``: the data adjoint of a stride-1 problem, which
+    is itself a stride-1 transposed convolution (:func:`transposed_axes`): of ``grad``,
+    with the filter's channel roles swapped and its taps reversed.  So it runs on every
+    algorithm and kernel of the transposed convolution, under the same planning.
 
-    As the transposed convolution's array functions do, it keeps the layer's prepared
-    call (:func:`~convtranspose._execute.transposed.prepare_call`) after its first call,
-    which later calls run with the weights as they are (compared bit for bit): the
-    plan, the flipped filter and the kernels' set-up are not made again (stride-1
-    forward convolutions 0.69-0.91x the time, ``benchmarks/results/gradients-xeon.json``,
+    Where ``prepare`` asks for one (and ``grad`` is C-contiguous), the call is the
+    transposed convolution's prepared call
+    (:func:`~convtranspose._execute.transposed.prepare_call`), which later calls run
+    with the weights as they are (compared bit for bit): the plan, the flipped filter
+    and the kernels' set-up are not made again (stride-1 forward convolutions
+    0.69-0.91x the time, ``benchmarks/results/gradients-xeon.json``,
     ``prepared_stride_one``)."""
-    key = None
-    if accumulate == dtype and preparable(grad.dtype, weights.dtype):
-        key = (grad.shape, grad.strides, grad.dtype.str, weights.shape, weights.dtype.str,
-               tuple(axes), channels_last)
-        entry = _flipped_calls.get(key)
-        if entry is not None and entry[1] == _planning.generation:
-            if entry[0] is None:
-                key = None  # this layer has no prepared call: none is made again
-            elif grad.flags.c_contiguous:
-                result = entry[0](grad, weights)
-                if result is not None:
-                    return result
-                # another filter or switch: prepared again below, as the array
-                # functions of the transposed convolution do
     t_axes = transposed_axes(axes)
     # contiguous: the kernels and the filter memo read a C-order filter fastest
     result = transposed_convolution(grad, np.ascontiguousarray(_flipped(weights)), t_axes,
-                                    dtype=accumulate, channels_last=channels_last,
-                                    result_dtype=dtype)
-    if key is not None:
-        call = (prepare_call(grad, weights, lambda kept: np.ascontiguousarray(_flipped(kept)),
-                             t_axes, channels_last) if grad.flags.c_contiguous else None)
-        with _flipped_lock:
-            _flipped_calls.pop(key, None)
-            while len(_flipped_calls) >= _FLIPPED_CALLS_KEPT:
-                del _flipped_calls[next(iter(_flipped_calls))]
-            _flipped_calls[key] = (call, _planning.generation)
-    return result
+                                    dtype=accumulation_dtype(dtype),
+                                    channels_last=channels_last, result_dtype=dtype)
+    if not (prepare and grad.flags.c_contiguous):
+        return result, None
+    return result, prepare_call(grad, weights, lambda kept: np.ascontiguousarray(_flipped(kept)),
+                                t_axes, channels_last)
 
 
 def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
@@ -310,9 +405,10 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
                 return _kernels.filter_adjoint(data_ncx, grad_ncx, axes, groups, accumulate,
                                                name, budget)
 
-        result = run(_algorithm("filter", data.shape[0], shape, axes, accumulate,
-                                not _finite(data), run,
-                                _warm("filter", data_ncx, grad_ncx, axes, groups, accumulate)))
+        name, _ = _algorithm("filter", data.shape[0], shape, axes, accumulate,
+                             not _finite(data), run,
+                             _warm("filter", data_ncx, grad_ncx, axes, groups, accumulate))
+        result = run(name)
     return _finished(result, False, dtype)
 
 

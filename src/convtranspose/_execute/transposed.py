@@ -27,7 +27,7 @@ from .._kernels.direct import DirectCall
 from .._plan.geometry import beyond_int64_kernels
 from .._plan.problem import Problem
 from .._plan.rules import AxisPlan
-from .._runtime.memo import frozen, owned
+from .._runtime.memo import frozen, owned, owned_view
 from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host, use_target
 from . import background
@@ -359,13 +359,15 @@ def prepare_call(data: np.ndarray, filter: np.ndarray,
 
     ``filter`` is the caller's filter and ``canonical`` gives the ``(G, Ci, Co, K...)``
     view of a filter of its layout.  The call is set up from a copy of the filter (a
-    prepared layer's own filter as it is), which it compares the caller's with on every
-    call: nothing it keeps is a view of an array the caller may edit.
+    prepared layer's own filter, or a view of it, as it is), which it compares the
+    caller's with on every call unless it is that very object: nothing it keeps is a
+    view of an array the caller may edit.
     Only float32 and float64 layers (no rounding afterwards) qualify, that planning
     gives to ``dense`` or to an algorithm with a ``prepare`` entry in the registry
     (:func:`convtranspose._kernels.prepare`; numba ``direct`` and ``depthwise`` only
     with a filter known to be finite), within the scratch bound, the latter with a
-    filter of at most :data:`PREPARED_MAX_FILTER_BYTES` or a prepared layer's own.
+    filter of at most :data:`PREPARED_MAX_FILTER_BYTES` or a prepared layer's own (or a
+    view of it).
     None for a provisional choice: the calls go through planning until it has measured
     every candidate (:mod:`convtranspose._choose.planning`).
     """
@@ -385,10 +387,10 @@ def prepare_call(data: np.ndarray, filter: np.ndarray,
     shape = result_shape(batch, weights.shape, axes, channels_last)
     if runs == "dense":
         return _dense_call(filter, weights, axes, dtype, channels_last, shape)
-    if (filter.nbytes > PREPARED_MAX_FILTER_BYTES and not owned(filter)) or fitting(
+    if (filter.nbytes > PREPARED_MAX_FILTER_BYTES and not owned_view(filter)) or fitting(
             runs, problem, target) != runs:
         return None
-    kept = filter if owned(filter) else frozen(np.array(filter, copy=True, order="K"))
+    kept = filter if owned_view(filter) else frozen(np.array(filter, copy=True, order="K"))
     compute = prepare(runs, batch, canonical(kept), axes, dtype, channels_last, run_target)
     # The call is checked against the machine it was planned for (its kernels run on
     # the plan's threads).

@@ -27,9 +27,11 @@ if TYPE_CHECKING:
 __all__ = ["convolution", "execute_convolution", "group_convolution"]
 
 
-def execute_convolution(plan, data, filter, out):
+def execute_convolution(plan, data, filter, out, weights=None):
     """The forward convolution ``plan`` on ``data`` and ``filter`` (into ``out``, if given),
-    as :func:`convolution` and :func:`group_convolution` compute it once they have it."""
+    as :func:`convolution` and :func:`group_convolution` compute it once they have it.
+    ``weights``: the filter's canonical view, if the caller keeps one (a prepared
+    layer: the data adjoint's prepared call then knows it by identity)."""
     if type(data) is not np.ndarray or type(filter) is not np.ndarray:
         result = _array_api.convolution(plan, (data, filter), out,
                                         lambda *views: execute_convolution(plan, *views, None))
@@ -37,11 +39,12 @@ def execute_convolution(plan, data, filter, out):
             return result
     if out is not None and not direct_out(out, plan, {"data": data, "filter": filter},
                                           ("data", "filter")):
-        np.copyto(out, execute_convolution(plan, data, filter, None))
+        np.copyto(out, execute_convolution(plan, data, filter, None, weights))
         return out
     dtype = check_dtypes(data=data, filter=filter)
     check_convolution(plan, data, filter)
-    weights = filter.reshape(plan.canonical_filter_shape)
+    if weights is None:
+        weights = filter.reshape(plan.canonical_filter_shape)
     result = data_adjoint(data, weights, plan.axes, channels_last=False, dtype=dtype)
     if out is None:
         return result

@@ -27,6 +27,7 @@ import numpy as np
 from .._choose import planning as _planning
 from .._errors import ConvTransposeError
 from .._execute import array_api as _array_api
+from .._execute.adjoints import kept_data_adjoint
 from .._execute.transposed import add_bias, prepare_call
 from .._plan import dialects as _dialects
 from .._runtime.memo import frozen, own
@@ -92,7 +93,8 @@ class _Binding:
     :func:`~convtranspose._execute.transposed.transposed_convolution` does.
     """
 
-    __slots__ = ("plan", "fast", "limit", "out_limit", "_run", "_call", "_filter", "_bias")
+    __slots__ = ("plan", "fast", "limit", "out_limit", "_run", "_call", "_filter", "_bias",
+                 "_forward")
 
     def __init__(self, layer: PreparedLayer, data_shape: tuple[int, ...]):
         record, arguments = layer._dialect, layer._arguments
@@ -115,8 +117,12 @@ class _Binding:
         #: no result: less than one without).
         self.limit = self.out_limit = math.inf
         self._filter = self._bias = None
-        if not record.transposed:
-            self._run = lambda data, out: execute_convolution(plan, data, filter, out)
+        self._forward = not record.transposed
+        if self._forward:
+            if type(filter) is np.ndarray:  # the view the data adjoint's call knows
+                self._filter = filter.reshape(plan.canonical_filter_shape)
+            self._run = lambda data, out: execute_convolution(plan, data, filter, out,
+                                                              self._filter)
             return
         if record.name == "jax_conv_transpose":
             filter = jax_planned_rhs(plan, filter, rule_arguments["transpose_kernel"])
@@ -172,6 +178,8 @@ class _Binding:
         """``(prepared call or None, planning generation)`` after a run of the layer: the
         shared one of a bias-free layer, else one of its own."""
         plan, filter = self.plan, self._filter
+        if self._forward:
+            return kept_data_adjoint(data, filter, plan.axes, False, data.dtype)
         if self._bias is None:
             return prepared_call(plan, data, filter)
         call = prepare_call(data, filter, lambda kept: canonical_weights(plan, kept), plan.axes,

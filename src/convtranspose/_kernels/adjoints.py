@@ -66,7 +66,8 @@ from .._runtime.target import host
 from .common import threaded_matmul
 
 __all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "PADDED_LINE_END_SHARE", "blocked_applies",
-           "data_adjoint", "filter_adjoint", "line_end_zeros", "tap_boxes"]
+           "data_adjoint", "filter_adjoint", "line_end_zeros", "prepare_data_adjoint",
+           "tap_boxes"]
 
 ALGORITHMS = ("im2col", "taps", "depthwise", "blocked", "blocked-planes")
 
@@ -142,21 +143,8 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
     the caller has it.
     """
     if algorithm in ("blocked", "blocked-planes"):
-        if not blocked_applies("data", weights.shape, dtype, len(axes)):
-            raise ValueError(f"{algorithm} does not take {dtype} sums over {len(axes)} axes")
-        from .._runtime.memo import derived_from
-        from ._numba.forward import forward_adjoint
-
-        window = np.moveaxis(grad, 1, -1)  # read as it is where it is channels last
-        channels_last = window.flags.c_contiguous
-        planes = algorithm == "blocked-planes" and not channels_last
-        result = forward_adjoint(window if channels_last else grad, weights, axes,
-                                 channels_last, dtype,
-                                 derived_from(weights, "forward") if derived is None
-                                 else derived, host(),
-                                 line_end_zeros(axes[-1]) if finite_weights and not planes
-                                 else (0, 0), planes)
-        return np.moveaxis(result, -1, 1) if channels_last else result
+        return prepare_data_adjoint(grad, weights, axes, dtype, algorithm, budget,
+                                    finite_weights, derived)(grad, weights)
     groups, ci, co = weights.shape[:3]
     n = grad.shape[0]
     sizes = tuple(axis.input_size for axis in axes)
@@ -192,6 +180,46 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
             result[part] = np.moveaxis(product.reshape((groups, ci, count) + sizes), 2, 0)
             del cols, product  # one slice's at a time
     return result.reshape((n, groups * ci) + sizes)
+
+
+def prepare_data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan],
+                         dtype: np.dtype, algorithm: str, budget: int | None = None,
+                         finite_weights: bool = False, derived: dict | None = None):
+    """:func:`data_adjoint` of grads of ``grad``'s shape and strides with everything but
+    the grad set up once: ``compute(grad, weights, out=None)`` returns the adjoint of
+    ``grad`` and weights of the same bits as ``weights``, in ``out`` (of the result's
+    shape and dtype) where given.  The numba kernels (``blocked``,
+    ``blocked-planes``) are prepared with their packed weights
+    (:func:`~._numba.forward.prepare_forward_adjoint`) and read none; the NumPy
+    algorithms read the weights of the call, so that nothing kept is the caller's."""
+    if algorithm not in ("blocked", "blocked-planes"):
+        return lambda grad, weights, out=None: _into(out, data_adjoint(
+            grad, weights, axes, dtype, algorithm, budget, finite_weights, derived))
+    if not blocked_applies("data", weights.shape, dtype, len(axes)):
+        raise ValueError(f"{algorithm} does not take {dtype} sums over {len(axes)} axes")
+    from .._runtime.memo import derived_from
+    from ._numba.forward import prepare_forward_adjoint
+
+    # read as it is where it is channels last
+    channels_last = np.moveaxis(grad, 1, -1).flags.c_contiguous
+    planes = algorithm == "blocked-planes" and not channels_last
+    run = prepare_forward_adjoint(grad.shape[0], weights, axes, channels_last, dtype,
+                                  derived_from(weights, "forward") if derived is None
+                                  else derived, host(),
+                                  line_end_zeros(axes[-1]) if finite_weights and not planes
+                                  else (0, 0), planes)
+    if not channels_last:
+        return lambda grad, weights, out=None: run(grad, out)
+    return lambda grad, weights, out=None: _into(out, np.moveaxis(
+        run(np.moveaxis(grad, 1, -1)), -1, 1))
+
+
+def _into(out: np.ndarray | None, result: np.ndarray) -> np.ndarray:
+    """``result``, copied into ``out`` where given."""
+    if out is None:
+        return result
+    out[...] = result
+    return out
 
 
 def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],

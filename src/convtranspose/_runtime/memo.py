@@ -171,14 +171,22 @@ def owned(filter: np.ndarray) -> bool:
     return entry is not None and entry[0]() is filter
 
 
-def _owned_derived(weights: np.ndarray, key) -> dict | None:
-    """The derived dict of ``weights`` for ``key`` if it is a view of an owned filter."""
+def _owned_root(weights: np.ndarray) -> tuple[np.ndarray, tuple] | None:
+    """``(filter, entry)``: the owned filter ``weights`` is (a view of) and its entry
+    in :data:`owned_filters`, or None."""
     root = weights
     while isinstance(root.base, np.ndarray):
         root = root.base
     entry = owned_filters.get(id(root))
-    if entry is None or entry[0]() is not root:
+    return None if entry is None or entry[0]() is not root else (root, entry)
+
+
+def _owned_derived(weights: np.ndarray, key) -> dict | None:
+    """The derived dict of ``weights`` for ``key`` if it is a view of an owned filter."""
+    found = _owned_root(weights)
+    if found is None:
         return None
+    root, entry = found
     # A view is told apart by its geometry within the filter, not by its shape alone.
     offset = weights.__array_interface__["data"][0] - root.__array_interface__["data"][0]
     full_key = (weights.shape, weights.strides, offset, weights.dtype.str) + key
@@ -216,6 +224,20 @@ def derived_from(weights: np.ndarray, *key) -> dict:
                 del derived_kept[next(iter(derived_kept))]  # the least recently used
             derived_kept[full_key] = (kept, derived)
     return derived
+
+
+def owned_view(weights: np.ndarray) -> bool:
+    """Whether ``weights`` is a filter :func:`own` marked or a view of one: its bits
+    never change."""
+    return not weights.flags.writeable and _owned_root(weights) is not None
+
+
+def keeps_derived(weights: np.ndarray) -> bool:
+    """Whether :func:`derived_from` keeps what is derived from ``weights`` (a view of
+    a filter :func:`own` marked, or one within :data:`_DERIVED_MAX_BYTES`), so that a
+    later call with the same bits gets the same dict."""
+    return owned_view(weights) or (
+        weights.nbytes <= min(_DERIVED_MAX_BYTES, _DERIVED_BUDGET_BYTES // 2))
 
 
 #: Scratch arrays kept with one filter's derived matrices (:func:`spare_array`): at

@@ -41,7 +41,7 @@ from .blocked import pass_weights
 from .launch import parallel_kernel
 from .transpose import channels_last_copy, partial_tile_transposer, tile_transposer
 
-__all__ = ["forward_adjoint"]
+__all__ = ["forward_adjoint", "prepare_forward_adjoint"]
 
 
 @kept("compiled kernels", maxsize=None)
@@ -108,14 +108,23 @@ def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: 
     (:func:`~convtranspose._kernels.adjoints.line_end_zeros`; a finite filter only).
     ``planes``: read a channels-first ``grad``'s planes where they are instead of a
     channels-last copy (the ``blocked-planes`` algorithm; ``zeros`` must be none)."""
+    return prepare_forward_adjoint(grad.shape[0], weights, axes, channels_last, dtype,
+                                   derived, target, zeros, planes)(grad)
+
+
+def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last: bool,
+                            dtype, derived, target, zeros: tuple[int, int] = (0, 0),
+                            planes: bool = False):
+    """:func:`forward_adjoint` for ``batch`` items with everything but ``grad`` set up
+    once: ``run(grad, out=None)`` returns the adjoint of ``grad``, in ``out`` (of the
+    result's shape and dtype) where given: channels first and C-contiguous, the kernel
+    stores into it.  The weights are packed now (kept in ``derived`` as well)."""
     dtype = np.dtype(dtype)
     groups, ci, co = weights.shape[:3]
     axes3 = three_axes(axes)
     if planes and (channels_last or any(zeros)):
         raise ValueError("only a channels-first grad without zeros at its line ends is "
                          "read in planes")
-    grad = _source(grad, axes3, channels_last, dtype, target, zeros, planes)
-    batch = grad.shape[0]
     outputs = tuple(a.input_size for a in axes3)
     lanes, vectors, chunk, pixels = blocked_shape(
         dtype.itemsize, ci, AxisPlan(outputs[2], 1, 1, 1, 0, outputs[2]), target.vector_bytes)
@@ -128,27 +137,39 @@ def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: 
     table[2, :, 1] += zeros[0]
     sizes = np.array((batch, groups, co, width) + outputs
                      + tuple(a.output_size for a in axes3[:2])
-                     + (grad.shape[-1] if planes else grad.shape[3],) + kernel3
+                     + (axes3[2].output_size + sum(zeros),) + kernel3
                      + (axes3[2].stride, axes3[0].stride, axes3[1].stride,
                         blocked_channel_block(co, int(np.prod(kernel3)), lanes * chunk,
                                               dtype.itemsize, l1_data_cache_bytes()),
                         ci, not channels_last, planes),
                      np.int64)
-    out = np.empty((batch,) + outputs + (groups, width), dtype)
-    # Channels first, each item stores its own sums transposed while they are in its
-    # core's cache: with a copy of the whole result after the kernel instead, the
-    # stem's 64-channel 112x112 result took 1.83 ms against 1.60 on an AMD Zen 4 in a
-    # slow spell of the host, 1.66 against 1.62 in a fast one; other layers 0.98-1.07x
-    # (``benchmarks/results/copy-split-zen4.json``, ``fused_store``, ``third_run``).
-    first = np.empty((batch, groups * ci) + outputs, dtype) if not channels_last else (
-        np.empty(1, dtype))
     kernel = _forward_kernel(lanes, chunk, pixels)
-    lines = batch * outputs[0] * outputs[1] * groups
-    parallel_kernel(kernel, (grad.reshape(-1), packed, out.reshape(-1), first.reshape(-1),
-                             sizes, table, counts),
-                    width // (lanes * chunk) * lines, target.threads)
-    if not channels_last:
-        return first.reshape((batch, groups * ci) + tuple(a.input_size for a in axes))
-    # (a copy only where the groups' channels were padded)
-    return out[..., :ci].reshape((batch,) + tuple(a.input_size for a in axes)
-                                 + (groups * ci,))
+    items = width // (lanes * chunk) * batch * outputs[0] * outputs[1] * groups
+    sums_shape = (batch,) + outputs + (groups, width)
+    result_shape = ((batch,) + tuple(a.input_size for a in axes) + (groups * ci,)
+                    if channels_last else (batch, groups * ci) + tuple(a.input_size
+                                                                      for a in axes))
+    no_first = np.empty(1, dtype)
+
+    def run(grad: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        source = _source(grad, axes3, channels_last, dtype, target, zeros, planes)
+        sums = np.empty(sums_shape, dtype)
+        # Channels first, each item stores its own sums transposed while they are in
+        # its core's cache: with a copy of the whole result after the kernel instead,
+        # the stem's 64-channel 112x112 result took 1.83 ms against 1.60 on an AMD Zen 4
+        # in a slow spell of the host, 1.66 against 1.62 in a fast one; other layers
+        # 0.98-1.07x (``benchmarks/results/copy-split-zen4.json``, ``fused_store``,
+        # ``third_run``).
+        direct = not channels_last and out is not None and out.flags.c_contiguous
+        first = no_first if channels_last else out if direct else np.empty(result_shape, dtype)
+        parallel_kernel(kernel, (source.reshape(-1), packed, sums.reshape(-1),
+                                 first.reshape(-1), sizes, table, counts),
+                        items, target.threads)
+        # (channels last, a copy only where the groups' channels were padded)
+        result = sums[..., :ci].reshape(result_shape) if channels_last else first
+        if out is None or direct:
+            return result
+        out[...] = result
+        return out
+
+    return run
