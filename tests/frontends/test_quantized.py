@@ -277,15 +277,22 @@ def test_a_python_loop_from_the_definition(sum_in):
         result, oracle_requantize(out, 0.01, np.full(6, 0.02, np.float32), 0.05, np.int8(3)))
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["one-thread", "split"])
 @pytest.mark.parametrize("acc_dtype", [np.int32, np.int64, np.float32, np.float64])
 @pytest.mark.parametrize("channels_last", [False, True])
-def test_compiled_requantization_equals_the_scalar_oracle(acc_dtype, channels_last):
+def test_compiled_requantization_equals_the_scalar_oracle(acc_dtype, channels_last, split,
+                                                          monkeypatch):
     """The compiled requantization pass against the scalar oracle: sums at int32's
     ends and past float32's 2**24 (rounded on the way to float32), ties (power-of-two
     scales: half of them round down to even), both saturation ends of uint8 and int8,
-    in both memory orders the exact sums arrive in."""
+    in both memory orders the exact sums arrive in, on one thread and split between
+    two (as larger passes are)."""
     pytest.importorskip("numba")
+    from convtranspose._kernels._numba import transpose
     from convtranspose._kernels.requantize import requantized
+
+    monkeypatch.setattr(transpose, "copy_threads",
+                        lambda nbytes, threads: threads if split else 1)
 
     rng = np.random.default_rng(3)
     info = np.iinfo(np.int32)
@@ -318,6 +325,30 @@ def test_compiled_requantization_equals_the_scalar_oracle(acc_dtype, channels_la
         assert result.dtype == y_zero.dtype
     low, high = np.iinfo(y_zero.dtype).min, np.iinfo(y_zero.dtype).max
     assert {low, high} <= set(np.unique(result).tolist())  # both saturation ends
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-thread", "split"])
+def test_compiled_sum_correction_equals_numpys(split, monkeypatch):
+    """``acc - factor * share + bias`` in one compiled pass, exact in int64, on one
+    thread and split between two, equals NumPy's int64 arithmetic, into a new array and
+    in place."""
+    pytest.importorskip("numba")
+    from convtranspose._kernels._numba import transpose
+    from convtranspose._kernels.requantize import corrected_sums
+
+    monkeypatch.setattr(transpose, "copy_threads",
+                        lambda nbytes, threads: threads if split else 1)
+    rng = np.random.default_rng(4)
+    info = np.iinfo(np.int32)
+    acc = rng.integers(info.min, info.max, (3, 7, 5, 6), dtype=np.int64).astype(np.int32)
+    share = rng.integers(-5000, 5000, (7, 5, 6)).astype(np.int32)
+    bias = rng.integers(info.min, info.max, 6).astype(np.int32)
+    expected = acc.astype(np.int64) - 131 * share.astype(np.int64) + bias
+    np.testing.assert_array_equal(corrected_sums(acc, 131, share, bias, 2), expected)
+    small = (acc // 4096).astype(np.int64)  # in place: the caller's bound keeps it in range
+    expected = small - 131 * share.astype(np.int64)
+    assert corrected_sums(small, 131, share, None, 2, out=small) is small
+    np.testing.assert_array_equal(small, expected)
 
 
 def test_calls_of_one_filter_with_other_operands_each_match_the_oracle(every_layer_integer):

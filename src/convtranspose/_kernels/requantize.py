@@ -25,6 +25,19 @@ _INT32_MAX = 2 ** 31 - 1
 _BOUNDS = {"B": (0, 255), "b": (-128, 127)}
 
 
+def _rows_on_native_threads(kernel, args: tuple, rows: np.ndarray, threads: int) -> None:
+    """``kernel(*args, first_row, stop_row)`` (a compiled kernel) over every row of
+    ``rows`` ``(R, L)``, on numba's threads where the layout copies' measured rule
+    splits a copy of the rows' bytes (:func:`._numba.transpose.copy_threads`): the pass
+    reads and writes memory as a copy does, and numba's threads wake faster than the
+    pool's, from which a 4 MiB pass gained nothing on an AMD Zen 4
+    (``benchmarks/results/copy-split-zen4.json``, ``requantization_passes``)."""
+    from ._numba.launch import parallel_kernel
+    from ._numba.transpose import copy_threads
+
+    parallel_kernel(kernel, args, rows.shape[0], copy_threads(rows.nbytes, threads))
+
+
 def _rows_in_pieces(kernel, rows: np.ndarray, threads: int) -> None:
     """``kernel(first_row, stop_row)`` over ``rows`` ``(R, L)`` in pieces of about
     :data:`_PIECE` elements, on up to ``threads`` of the pool's threads where the sums
@@ -85,8 +98,7 @@ def prepare_requantized(multiplier: np.ndarray, y_scale: np.ndarray,
         rows, per_row, shape = layout
         out = np.empty(rows.shape, dtype)
         args = (rows, factors, per_row, scale, zero, low, high, out)
-        _rows_in_pieces(lambda first, stop: requantize_rows(*args, first, stop), rows,
-                        threads)
+        _rows_on_native_threads(requantize_rows, args, rows, threads)
         return _in_acc_order(out, per_row, shape)
 
     return apply
@@ -193,8 +205,7 @@ def corrected_sums(acc: np.ndarray, factor: int, share: np.ndarray | None,
     total = np.empty(acc.shape, np.int64) if out is None else out
     args = (rows, places, np.int64(factor), _addend(bias, channels),
             total.reshape(rows.shape))
-    _rows_in_pieces(lambda first, stop: corrected_sum_rows(*args, first, stop), rows,
-                    threads)
+    _rows_on_native_threads(corrected_sum_rows, args, rows, threads)
     return total
 
 

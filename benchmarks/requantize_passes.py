@@ -1,0 +1,122 @@
+"""The quantized dialects' compiled requantization pass on numba's threads (split by the
+layout copies' measured rule) against another build's pass.
+
+    python benchmarks/requantize_passes.py --baseline OTHER/src [--repeats 15] [--json PATH]
+
+``--baseline`` is the ``src`` folder of another checkout (for example the build whose
+passes ran on the library's Python pool from 4 MiB on), loaded beside this one as
+``benchmarks/ab_compare.py`` does.  Two tables, two threads, medians in ms of rounds
+alternating between the builds, each call after an untimed one:
+
+- the pass alone (``convtranspose._kernels.requantize.requantized``) on channels-first
+  int32 sums of 256 KiB to 16 MiB;
+- whole ``ct.qlinear_conv_transpose`` calls (uint8 data, int8 weights) whose results
+  are requantized from sums of those sizes.
+
+Prints the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import time
+
+os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
+os.environ.setdefault("CONVTRANSPOSE_BACKGROUND_COMPILE", "off")  # steady state is timed
+
+import numpy as np  # noqa: E402
+from ab_compare import BASELINE, load_baseline  # noqa: E402
+
+import convtranspose as ct  # noqa: E402
+from convtranspose._kernels import requantize  # noqa: E402
+from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
+
+#: Sums ``(N, M, Y, Y)`` of the pass alone: 256 KiB to 16 MiB of int32.
+PASS_SHAPES = [(1, 64, 32, 32), (1, 64, 64, 64), (1, 64, 128, 128), (4, 64, 128, 128)]
+#: ``ct.qlinear_conv_transpose`` layers: (name, data shape, W shape, stride, pad).
+LAYERS = [
+    ("k4 s2 64->32 32x32", (1, 64, 32, 32), (64, 32, 4, 4), 2, 1),
+    ("k4 s2 64->64 64x64", (1, 64, 64, 64), (64, 64, 4, 4), 2, 1),
+    ("k3 s1 32->64 N4 64x64", (4, 32, 64, 64), (32, 64, 3, 3), 1, 1),
+]
+
+
+def _alternating(calls: dict, repeats: int) -> dict:
+    """Median ms of each of ``calls``, alternating round by round, each call after an
+    untimed one."""
+    times: dict = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, function in calls.items():
+            function()
+            start = time.perf_counter()
+            function()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) * 1e3 for name, values in times.items()}
+
+
+def _pass_rows(repeats: int) -> list:
+    rng = np.random.default_rng(0)
+    rows = []
+    for shape in PASS_SHAPES:
+        acc = rng.integers(-(2 ** 20), 2 ** 20, shape).astype(np.int32)
+        multiplier = rng.uniform(1e-4, 1e-3, shape[1]).astype(np.float32)
+        scale, zero = np.float32(0.05), np.uint8(128)
+        builds = {"this": requantize.requantized, "baseline": importlib.import_module(
+            f"{BASELINE}._kernels.requantize").requantized}
+        row = _alternating({name: (lambda f=f: f(acc, multiplier, scale, zero, 2))
+                            for name, f in builds.items()}, repeats)
+        row.update(sums=f"{acc.nbytes >> 10} KiB", ratio=row["this"] / row["baseline"])
+        print(f"pass {row['sums']:>10s}  this {row['this']:7.3f}  baseline"
+              f" {row['baseline']:7.3f}  this/baseline {row['ratio']:.2f}", flush=True)
+        rows.append(row)
+    return rows
+
+
+def _layer_rows(baseline, repeats: int) -> list:
+    rng = np.random.default_rng(1)
+    rows = []
+    for name, data_shape, filter_shape, stride, pad in LAYERS:
+        x = rng.integers(0, 256, data_shape).astype(np.uint8)
+        w = rng.integers(-128, 128, filter_shape).astype(np.int8)
+        arguments = (np.float32(0.02), np.uint8(128), w,
+                     rng.uniform(0.001, 0.01, filter_shape[1]).astype(np.float32),
+                     np.zeros(filter_shape[1], np.int8), np.float32(0.5), np.uint8(100))
+        attributes = dict(strides=[stride] * 2, pads=[pad] * 4)
+        builds = {"this": ct.qlinear_conv_transpose,
+                  "baseline": baseline.qlinear_conv_transpose}
+        row = _alternating({build: (lambda f=f: f(x, *arguments, **attributes))
+                            for build, f in builds.items()}, repeats)
+        row.update(layer=name, ratio=row["this"] / row["baseline"])
+        print(f"{name:24s}  this {row['this']:7.3f}  baseline {row['baseline']:7.3f}"
+              f"  this/baseline {row['ratio']:.2f}", flush=True)
+        rows.append(row)
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", metavar="SRC", required=True,
+                        help="another build's src folder")
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--json", help="write the tables and the CPU's name to this file")
+    options = parser.parse_args(argv)
+    baseline = load_baseline(options.baseline)
+    for library in (ct, baseline):
+        library.set_num_threads(2)
+    cpu = cpu_model_name()
+    print(f"CPU: {cpu}, two threads")
+    record = {"cpu": cpu, "baseline": options.baseline,
+              "passes": _pass_rows(options.repeats),
+              "layers": _layer_rows(baseline, options.repeats)}
+    if options.json:
+        with open(options.json, "w") as handle:
+            json.dump(record, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
