@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import statistics
-import time
 
 os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
 os.environ.setdefault("CONVTRANSPOSE_BACKGROUND_COMPILE", "off")  # steady state is timed
@@ -34,6 +33,7 @@ os.environ.setdefault("CONVTRANSPOSE_BACKGROUND_COMPILE", "off")  # steady state
 import numpy as np  # noqa: E402
 
 import convtranspose as ct  # noqa: E402
+from convtranspose._cli.bench.run import alternating_rounds  # noqa: E402
 from convtranspose._kernels._numba import int8, transpose  # noqa: E402
 from convtranspose._kernels._numba.forward import forward_adjoint  # noqa: E402
 from convtranspose._kernels.adjoints import line_end_zeros  # noqa: E402
@@ -179,15 +179,9 @@ def _planes_rows(repeats: int) -> list:
 
 def _alternating(calls: dict, repeats: int) -> dict:
     """Median ms of each of ``calls``, alternating round by round, each call after an
-    untimed one."""
-    times: dict = {way: [] for way in calls}
-    for _ in range(repeats):
-        for way, function in calls.items():
-            function()
-            start = time.perf_counter()
-            function()
-            times[way].append(time.perf_counter() - start)
-    return {way: statistics.median(values) * 1e3 for way, values in times.items()}
+    untimed one (no pause between them)."""
+    samples = alternating_rounds(calls, repeats, pause=0.0)
+    return {name: statistics.median(values) * 1e3 for name, values in samples.items()}
 
 
 def main(argv=None) -> int:

@@ -23,7 +23,6 @@ import importlib
 import json
 import os
 import statistics
-import time
 
 os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
 os.environ.setdefault("CONVTRANSPOSE_BACKGROUND_COMPILE", "off")  # steady state is timed
@@ -32,6 +31,7 @@ import numpy as np  # noqa: E402
 from ab_compare import BASELINE, load_baseline  # noqa: E402
 
 import convtranspose as ct  # noqa: E402
+from convtranspose._cli.bench.run import alternating_rounds  # noqa: E402
 from convtranspose._kernels import requantize  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 
@@ -47,15 +47,9 @@ LAYERS = [
 
 def _alternating(calls: dict, repeats: int) -> dict:
     """Median ms of each of ``calls``, alternating round by round, each call after an
-    untimed one."""
-    times: dict = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, function in calls.items():
-            function()
-            start = time.perf_counter()
-            function()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) * 1e3 for name, values in times.items()}
+    untimed one (no pause between them)."""
+    samples = alternating_rounds(calls, repeats, pause=0.0)
+    return {name: statistics.median(values) * 1e3 for name, values in samples.items()}
 
 
 def _pass_rows(repeats: int) -> list:
