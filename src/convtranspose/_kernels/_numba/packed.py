@@ -197,7 +197,10 @@ def _block_lines(block_rows: int, vectors: int, lanes: int, width: int,
     first ``vectors`` vectors of a panel of ``width`` positions, then their store: set
     on the first pass, added on the others; straight into ``c`` when the block is
     whole, else through the tile.  ``spread``: row ``m`` and position ``q`` go to
-    ``c[c_at + row_base[m] + pos_map[q]]`` rather than to row ``m`` of a matrix."""
+    ``c[c_at + row_base[m] + pos_map[q]]`` rather than to row ``m`` of a matrix, and a
+    block short of rows or positions stores its first pass by masked scatters of its
+    live rows (a 5x5 image's 25 positions: one element at a time through the tile took
+    most of a stride-4 1x1 layer's call)."""
     lines = _sums_lines(block_rows, vectors, lanes, indent, "count_k",
                         ("b", f"scratch, panel_at + k * {width}"),
                         ("a", lambda r: f"packed, a_at + k * {block_rows} + {r}"))
@@ -224,6 +227,12 @@ def _block_lines(block_rows: int, vectors: int, lanes: int, width: int,
     lines += [f"{indent}    {line}" for line in set_lines]
     lines.append(f"{indent}elif {whole}:")
     lines += [f"{indent}    {line}" for line in add_lines]
+    if spread:  # a panel's last positions or a block's last rows: masked scatters
+        lines.append(f"{indent}elif k0 == 0:")
+        for r in range(block_rows):
+            lines.append(f"{indent}    if live > {r}:")
+            lines += [f"{indent}        vector_store_spread_first({place(r, v)}, "
+                      f"count - p - {v * lanes}, s{r}_{v})" for v in range(vectors)]
     lines.append(f"{indent}else:")
     lines += [f"{indent}    vector_store(scratch, tile_at + {r * stored + v * lanes}, s{r}_{v})"
               for r in range(block_rows) for v in range(vectors)]

@@ -24,7 +24,8 @@ __all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load",
            "vector_splat_at", "vector_splat_pair", "vector_fma", "vector_dot_pairs",
            "vector_dot_bytes", "vector_dot_words",
            "vector_add", "vector_interleave", "vector_shift_in", "vector_store",
-           "vector_load_spread", "vector_store_spread", "vector_load_first",
+           "vector_load_spread", "vector_store_spread", "vector_store_spread_first",
+           "vector_load_first",
            "vector_store_first",
            "vector_load_float16", "vector_store_float16", "vector_pack_pairs",
            "vector_widen_halves", "vector_load_bfloat16", "vector_store_bfloat16"]
@@ -409,6 +410,38 @@ def vector_store_spread(typingctx, array, index, offsets, at, vector):
 
     return types.none(array, types.intp, offsets, types.intp, vector), codegen
 
+
+
+@intrinsic
+def vector_store_spread_first(typingctx, array, index, offsets, at, count, vector):
+    """``array[index + offsets[at + i]] = vector[i]`` for each lane ``i`` below ``count``
+    (a masked scatter: ``offsets`` is read only up to ``at + count``, and nothing is
+    written for the other lanes), so that a panel's last positions store as its whole
+    vectors do instead of one element at a time."""
+    if not (_spread_operands(array, offsets) and isinstance(vector, Vector)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        lanes = vector.lanes
+        mask = _first_lanes(builder, args[4], lanes)
+        data = context.make_array(array)(context, builder, args[0]).data
+        table = context.make_array(offsets)(context, builder, args[2]).data
+        words = ir.VectorType(ir.IntType(64), lanes)
+        table_at = builder.bitcast(builder.gep(table, [args[3]]), words.as_pointer())
+        load = _masked_intrinsic(builder, "load", words, table_at, words)
+        places = builder.call(load, [table_at, ir.Constant(ir.IntType(32), 8), mask,
+                                     ir.Constant(words, None)])
+        bases = _splat(builder, builder.ptrtoint(builder.gep(data, [args[1]]), ir.IntType(64)),
+                       words)
+        size = ir.Constant(words, [array.dtype.bitwidth // 8] * lanes)
+        pointers = builder.inttoptr(builder.add(bases, builder.mul(places, size)),
+                                    ir.VectorType(data.type, lanes))
+        scatter = _masked_intrinsic(builder, "scatter", args[5].type, pointers, ir.VoidType())
+        align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
+        builder.call(scatter, [args[5], pointers, align, mask])
+        return context.get_dummy_value()
+
+    return types.none(array, types.intp, offsets, types.intp, types.intp, vector), codegen
 
 
 def _first_lanes(builder, count, lanes: int):
