@@ -197,10 +197,10 @@ def _block_lines(block_rows: int, vectors: int, lanes: int, width: int,
     first ``vectors`` vectors of a panel of ``width`` positions, then their store: set
     on the first pass, added on the others; straight into ``c`` when the block is
     whole, else through the tile.  ``spread``: row ``m`` and position ``q`` go to
-    ``c[c_at + row_base[m] + pos_map[q]]`` rather than to row ``m`` of a matrix, and a
-    block short of rows or positions stores its first pass by masked scatters of its
-    live rows (a 5x5 image's 25 positions: one element at a time through the tile took
-    most of a stride-4 1x1 layer's call)."""
+    ``c[c_at + row_base[m] + pos_map[q]]`` rather than to row ``m`` of a matrix.  A
+    block short of rows or positions stores its first pass by masked stores (scatters)
+    of its live rows: one element at a time through the tile, a 5x5 image's 25
+    positions, all of them tail, took most of a stride-4 1x1 layer's call."""
     lines = _sums_lines(block_rows, vectors, lanes, indent, "count_k",
                         ("b", f"scratch, panel_at + k * {width}"),
                         ("a", lambda r: f"packed, a_at + k * {block_rows} + {r}"))
@@ -216,6 +216,9 @@ def _block_lines(block_rows: int, vectors: int, lanes: int, width: int,
                      f"{place(r, v)}, {lanes}), s{r}_{v}))"
                      for r in range(block_rows) for v in range(vectors)]
         element = "c_at + row_base[m0 + r] + pos_map[first + p + j]"
+
+        def masked_store(r, v):
+            return f"vector_store_spread_first({place(r, v)}, count - p - {v * lanes}, s{r}_{v})"
     else:
         set_lines = [f"vector_store(c, c_at + p + {r} * columns + {v * lanes}, s{r}_{v})"
                      for r in range(block_rows) for v in range(vectors)]
@@ -223,16 +226,20 @@ def _block_lines(block_rows: int, vectors: int, lanes: int, width: int,
                      f"vector_store(c, at, vector_add(vector_load(c, at, {lanes}), s{r}_{v}))"
                      for r in range(block_rows) for v in range(vectors)]
         element = "c_at + r * columns + p + j"
+
+        def masked_store(r, v):
+            return (f"vector_store_first(c, c_at + p + {r} * columns + {v * lanes}, "
+                    f"count - p - {v * lanes}, s{r}_{v})")
     lines.append(f"{indent}if {whole} and k0 == 0:")
     lines += [f"{indent}    {line}" for line in set_lines]
     lines.append(f"{indent}elif {whole}:")
     lines += [f"{indent}    {line}" for line in add_lines]
-    if spread:  # a panel's last positions or a block's last rows: masked scatters
-        lines.append(f"{indent}elif k0 == 0:")
-        for r in range(block_rows):
-            lines.append(f"{indent}    if live > {r}:")
-            lines += [f"{indent}        vector_store_spread_first({place(r, v)}, "
-                      f"count - p - {v * lanes}, s{r}_{v})" for v in range(vectors)]
+    # A panel's last positions or a block's last rows, first pass: masked stores of
+    # the live rows.
+    lines.append(f"{indent}elif k0 == 0:")
+    for r in range(block_rows):
+        lines.append(f"{indent}    if live > {r}:")
+        lines += [f"{indent}        {masked_store(r, v)}" for v in range(vectors)]
     lines.append(f"{indent}else:")
     lines += [f"{indent}    vector_store(scratch, tile_at + {r * stored + v * lanes}, s{r}_{v})"
               for r in range(block_rows) for v in range(vectors)]
