@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("numba")
 
 from convtranspose._execute.transposed import transposed_convolution  # noqa: E402
+from convtranspose._kernels import col2im  # noqa: E402
 from convtranspose._kernels import packed as packed_products  # noqa: E402
 from convtranspose._kernels import prepare  # noqa: E402
 from convtranspose._kernels._numba import launch  # noqa: E402
@@ -345,9 +346,47 @@ def test_first_and_repeated_calls_give_the_same_bits():
             first = transposed_convolution(data, weights, axes, dtype=float64,
                                            channels_last=False, algorithm="col2im-ncx")
         compute = prepare("col2im-ncx", data.shape[0], weights, axes, float64, False, target)
-        again = np.empty_like(first)
-        compute(data, again)
-        np.testing.assert_array_equal(again, first)
+        for _ in range(2):  # the general path, then the prepared products where they run
+            again = np.empty_like(first)
+            compute(data, again)
+            np.testing.assert_array_equal(again, first)
+
+
+# col2im-ncx layers whose packed product covers the batch in one chunk, the columns
+# stored by a rows kernel: overlapping taps (adds), disjoint taps with cropped outputs
+# (not in place: the disjoint rows kernel), one spatial axis.
+_PREPARED_PRODUCTS = {
+    "k3 s2 adds": ((2, 32, 10, 10), (1, 32, 12, 3, 3), (AxisPlan(10, 3, 2, 1, 1, 19),) * 2),
+    "k4 s2 p1, 3 outputs": ((2, 40, 6, 6), (1, 40, 3, 4, 4), (AxisPlan(6, 4, 2, 1, 1, 12),) * 2),
+    "k2 s2 p1 disjoint": ((2, 36, 6, 6), (1, 36, 5, 2, 2), (AxisPlan(6, 2, 2, 1, 1, 10),) * 2),
+    "1-D k4 s2 p1": ((3, 24, 11), (1, 24, 5, 4), (AxisPlan(11, 4, 2, 1, 1, 22),)),
+}
+
+
+@pytest.mark.parametrize("layer", list(_PREPARED_PRODUCTS))
+def test_repeated_col2im_calls_run_the_prepared_products_and_match_the_oracle(layer,
+                                                                               monkeypatch):
+    if not launch.native_threads(2):
+        pytest.skip("numba's threading layer here is not thread-safe, or has fewer than "
+                    "2 threads: products stay on BLAS")
+    data_shape, weights_shape, axes = _PREPARED_PRODUCTS[layer]
+    general = []
+    run_steps = col2im._run_steps
+    monkeypatch.setattr(col2im, "_run_steps",
+                        lambda *arguments: general.append(1) or run_steps(*arguments))
+    rng = np.random.default_rng(len(layer))
+    weights = rng.integers(-4, 5, weights_shape).astype(np.float32)
+    float32 = np.dtype(np.float32)
+    compute = prepare("col2im-ncx", data_shape[0], weights, axes, float32, False,
+                      host().replace(threads=2))
+    for call in range(3):  # new data each time, into a result full of NaN
+        data = rng.integers(-4, 5, data_shape).astype(np.float32)
+        kept = data.copy()
+        got = np.full(canonical_result(data, weights, axes).shape, np.nan, np.float32)
+        compute(data, got)
+        np.testing.assert_array_equal(got, canonical_result(data, weights, axes))
+        np.testing.assert_array_equal(data, kept)
+    assert general == [1]  # the first call, which makes the rows kernel's call
 
 
 @pytest.mark.parametrize("threads, dtype, flops", [(1, np.float32, 1e6),

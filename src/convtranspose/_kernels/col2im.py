@@ -322,13 +322,53 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
     packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target,
                             in_place=steps.rows == "in place")
     scatters: dict = {}
+    products = (_prepared_products(steps, batch, matrix.shape[0], axes, packed, target)
+                if packed is not None and not internal_last else None)
 
     def compute(data, out):
+        if products is not None and products(data, out, scatters):
+            return
         with np.errstate(all="ignore"):  # as the general path: inf - inf adds silently
             _run_steps(steps, data, matrix, out, channels_last, internal_last, target,
                        scatters, packed)
 
     return compute
+
+
+def _prepared_products(steps: _Steps, batch: int, groups: int, axes, packed, target):
+    """``run(data, out, scatters)``: :func:`_run_steps` for channels-first col2im whose
+    packed product covers the whole batch in one chunk and whose columns a rows kernel
+    stores, with the product's set-up made once (:func:`._numba.packed.
+    prepare_packed_product`) and nothing but the two kernels per call; False (nothing
+    done) for data that is not C-contiguous of the packed dtype, or before the general
+    path has made the rows kernel's call (``scatters[0]``).  The same products and
+    stores as that path: the same bits.  None where the layer is not of that kind."""
+    if steps.rows not in ("disjoint", "added") or len(steps.chunks) != 1 or steps.zero_rows:
+        return None
+    chunk = steps.chunks[0]
+    if (chunk.n0, chunk.n1, chunk.x0, chunk.x1) != (0, batch, 0, axes[0].input_size):
+        return None
+    from ._numba.packed import prepare_packed_product
+
+    dtype = packed.data.dtype
+    ci = packed.depth
+    positions = math.prod(axis.input_size for axis in axes)
+    rows_shape = (batch, groups, ci, positions)
+    product = prepare_packed_product(packed, rows_shape, dtype, target.threads)
+    sums_shape = (batch, groups, packed.rows, positions)
+
+    def run(data, out, scatters) -> bool:
+        scatter = scatters.get(0)
+        if scatter is None or data.dtype != dtype or not data.flags.c_contiguous:
+            return False
+        if steps.fill:
+            out.fill(0)
+        columns = np.empty(sums_shape, dtype)
+        product(data.reshape(rows_shape), columns)
+        scatter(columns.reshape(chunk.columns_shape).transpose(steps.scatter_order), out)
+        return True
+
+    return run
 
 
 def _layer_steps(batch, weights_shape, axes, dtype, out_contiguous, channels_last,
