@@ -9,10 +9,7 @@ import pytest
 pytest.importorskip("numba")
 
 from convtranspose._execute.transposed import transposed_convolution  # noqa: E402
-from convtranspose._kernels import (
-    col2im,  # noqa: E402
-    prepare,  # noqa: E402
-)
+from convtranspose._kernels import col2im, prepare  # noqa: E402
 from convtranspose._kernels import packed as packed_products  # noqa: E402
 from convtranspose._kernels._numba import launch  # noqa: E402
 from convtranspose._kernels._numba import packed as packed_kernel  # noqa: E402
