@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from .._runtime import blas as _blas
 from .._runtime.caches import kept
 from .._runtime.machine import l1_data_cache_bytes
 from .._runtime.threads import parallel_for
@@ -162,7 +163,12 @@ def _products(jobs, target) -> None:
             pieces += [(len(calls) - 1, m0, min(whole, m0 + per_piece))
                        for m0 in range(0, whole, per_piece)]
         if whole < matrix.shape[1]:
-            columns[:, whole:] += rows @ matrix[:, whole:]
+            # On one BLAS thread: OpenBLAS's own workers spin for about 0.1 s after a
+            # threaded product, taking a core from whatever runs next (measured
+            # planning timed every two-thread candidate after this one 1.5-3x slow on
+            # a 512->3 head, and kept one-thread ones; ``blas-threads-xeon.json``).
+            with _blas.one_thread:
+                columns[:, whole:] += rows @ matrix[:, whole:]
     if not pieces:
         return
     block_rows = min(_BLOCK_POSITIONS, positions)
