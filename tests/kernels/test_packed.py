@@ -378,7 +378,7 @@ def test_repeated_col2im_calls_run_the_prepared_products_and_match_the_oracle(la
     float32 = np.dtype(np.float32)
     compute = prepare("col2im-ncx", data_shape[0], weights, axes, float32, False,
                       host().replace(threads=2))
-    for call in range(3):  # new data each time, into a result full of NaN
+    for _ in range(3):  # new data each time, into a result full of NaN
         data = rng.integers(-4, 5, data_shape).astype(np.float32)
         kept = data.copy()
         got = np.full(canonical_result(data, weights, axes).shape, np.nan, np.float32)

@@ -164,9 +164,10 @@ def _products(jobs, target) -> None:
                        for m0 in range(0, whole, per_piece)]
         if whole < matrix.shape[1]:
             # On one BLAS thread: OpenBLAS's own workers spin for about 0.1 s after a
-            # threaded product, taking a core from whatever runs next (measured
-            # planning timed every two-thread candidate after this one 1.5-3x slow on
-            # a 512->3 head, and kept one-thread ones; ``blas-threads-xeon.json``).
+            # threaded product, taking a core from whatever runs next
+            # (``blas-threads-xeon.json``); measured planning timed every two-thread
+            # candidate after this one 1.5-3x slow on a 512->3 head and kept a
+            # one-thread one (``prepared-calls-zen4.json``, planning_choices).
             with _blas.one_thread:
                 columns[:, whole:] += rows @ matrix[:, whole:]
     if not pieces:

@@ -136,8 +136,8 @@ def packed_product(packed: PackedMatrix, b: np.ndarray, c: np.ndarray, threads: 
 def prepare_packed_product(packed: PackedMatrix, shape: tuple[int, ...], dtype, threads: int,
                            spread: Spread | None = None):
     """``run(b, c)``: :func:`packed_product` for ``b`` of ``shape`` ``(N, G, K, P)`` (no
-    size zero) and ``dtype``, its kernel, passes, chunks and scratch worked out once (a
-    prepared layer's call of a few tens of microseconds spent a tenth of it on them)."""
+    size zero) and ``dtype``, its kernel, passes, chunks and scratch worked out once, for
+    the calls of a prepared layer (:func:`..col2im.prepare_col2im`)."""
     batch, groups, depth, columns = shape
     itemsize = np.dtype(dtype).itemsize
     width = packed.vectors * packed.lanes
