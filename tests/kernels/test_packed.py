@@ -9,8 +9,8 @@ import pytest
 pytest.importorskip("numba")
 
 from convtranspose._execute.transposed import transposed_convolution  # noqa: E402
-from convtranspose._kernels import col2im, prepare  # noqa: E402
 from convtranspose._kernels import packed as packed_products  # noqa: E402
+from convtranspose._kernels import prepare  # noqa: E402
 from convtranspose._kernels._numba import launch  # noqa: E402
 from convtranspose._kernels._numba import packed as packed_kernel  # noqa: E402
 from convtranspose._plan.rules import AxisPlan  # noqa: E402
@@ -369,10 +369,12 @@ def test_repeated_col2im_calls_run_the_prepared_products_and_match_the_oracle(la
         pytest.skip("numba's threading layer here is not thread-safe, or has fewer than "
                     "2 threads: products stay on BLAS")
     data_shape, weights_shape, axes = _PREPARED_PRODUCTS[layer]
+    # The general path's products go through `packed_product`; the prepared ones were
+    # set up with the layer and do not.
     general = []
-    run_steps = col2im._run_steps
-    monkeypatch.setattr(col2im, "_run_steps",
-                        lambda *arguments: general.append(1) or run_steps(*arguments))
+    product = packed_kernel.packed_product
+    monkeypatch.setattr(packed_kernel, "packed_product",
+                        lambda *arguments: general.append(1) or product(*arguments))
     rng = np.random.default_rng(len(layer))
     weights = rng.integers(-4, 5, weights_shape).astype(np.float32)
     float32 = np.dtype(np.float32)

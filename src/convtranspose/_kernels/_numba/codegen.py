@@ -36,7 +36,7 @@ import numba
 import numpy as np
 
 from ..._runtime.config import dump_source
-from . import kernel_cache, vectors
+from . import dot_vectors, kernel_cache, vectors
 from .full_width import full_width_njit
 
 __all__ = ["compile_source", "compile_template", "module_text"]
@@ -75,8 +75,8 @@ def compile_source(source: str, name: str, inline: bool = False):
     filename = source_filename(source, name)
     dump_source("-".join(filename.strip("<>").split()[-2:]), source)
     # NumPy as ``np`` too, as in the kernel cache's modules (:func:`module_text`)
-    intrinsics = {"np": np, **{intrinsic: getattr(vectors, intrinsic)
-                               for intrinsic in _INTRINSICS}}
+    intrinsics = {"np": np, **{intrinsic: getattr(vectors, intrinsic, None)
+                               or getattr(dot_vectors, intrinsic) for intrinsic in _INTRINSICS}}
     options = {"nogil": True, **({"inline": "always"} if inline else {})}
     if kernel_cache.kernel_folder() is not None:
         listed = ", ".join(f"{key}={value!r}" for key, value in options.items())

@@ -22,11 +22,9 @@ from ..._runtime.machine import has_bfloat16_pairs, vector_bytes
 
 __all__ = ["has_bfloat16_pairs", "vector_bytes", "vector_zero", "vector_load",
            "vector_splat_at", "vector_splat_pair", "vector_fma", "vector_dot_pairs",
-           "vector_dot_bytes", "vector_dot_words",
            "vector_add", "vector_interleave", "vector_shift_in", "vector_store",
            "vector_load_spread", "vector_store_spread", "vector_store_spread_first",
-           "vector_load_first",
-           "vector_store_first",
+           "vector_load_first", "vector_store_first",
            "vector_load_float16", "vector_store_float16", "vector_pack_pairs",
            "vector_widen_halves", "vector_load_bfloat16", "vector_store_bfloat16"]
 
@@ -173,71 +171,6 @@ def vector_dot_pairs(typingctx, pairs, factors, sums):
     return sums(pairs, factors, sums), codegen
 
 
-#: ``vpdpbusd`` by vector width in int32 lanes: LLVM's x86 intrinsics.  The 8-lane one
-#: is AVX512-VNNI's with AVX512VL, or AVX-VNNI's VEX form on CPUs without AVX-512
-#: (LLVM encodes whichever the target has).
-_VPDPBUSD = {8: "llvm.x86.avx512.vpdpbusd.256", 16: "llvm.x86.avx512.vpdpbusd.512"}
-
-
-@intrinsic
-def vector_dot_bytes(typingctx, unsigned, signed, sums):
-    """``sums + unsigned . signed`` per lane, with ``vpdpbusd`` (AVX512-VNNI, or
-    AVX-VNNI on 8 lanes: :func:`convtranspose._runtime.machine.vnni_vector_bytes`).
-
-    ``unsigned`` and ``signed`` are 8 or 16 ``int32`` lanes, each holding four bytes:
-    per lane the four unsigned bytes of ``unsigned`` times the four signed bytes of
-    ``signed``, summed and added to the lane of ``sums`` (as many ``int32``), exactly:
-    no intermediate saturates, and the sum wraps as int32 arithmetic does.
-    """
-    if not (isinstance(unsigned, Vector) and unsigned == signed == sums
-            and unsigned.lanes in _VPDPBUSD and unsigned.dtype == types.int32):
-        return None
-
-    def codegen(context, builder, signature, args):
-        vector_type = ir.VectorType(ir.IntType(32), unsigned.lanes)
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(vector_type, [vector_type] * 3),
-            _VPDPBUSD[unsigned.lanes])
-        return builder.call(function, [args[2], args[0], args[1]])
-
-    return sums(unsigned, signed, sums), codegen
-
-
-#: ``pmaddwd`` by vector width in int32 lanes: LLVM's x86 intrinsics (SSE2, AVX2,
-#: AVX512BW), each taking twice as many int16 lanes.
-_PMADDWD = {4: "llvm.x86.sse2.pmadd.wd", 8: "llvm.x86.avx2.pmadd.wd",
-            16: "llvm.x86.avx512.pmaddw.d.512"}
-
-
-@intrinsic
-def vector_dot_words(typingctx, pairs, factors, sums):
-    """``sums + pairs . factors`` per lane, with ``pmaddwd`` (SSE2, AVX2 or AVX512BW).
-
-    ``pairs`` and ``factors`` are 4, 8 or 16 ``int32`` lanes, each holding two int16
-    halves: per lane the low halves' product plus the high halves', added to the lane
-    of ``sums``.  Exact for halves in ``[-32767, 32767]`` (the pair's sum is then below
-    2**31); the add to ``sums`` wraps as int32 arithmetic does.  Twice the multiply-adds
-    of a float32 FMA per instruction, on every x86-64 CPU: the exact 8- and 16-bit
-    products of CPUs without VNNI (``vpmaddubsw`` would saturate unsigned-times-signed
-    byte pairs past 32767).
-    """
-    if not (isinstance(pairs, Vector) and pairs == factors == sums
-            and pairs.lanes in _PMADDWD and pairs.dtype == types.int32):
-        return None
-
-    def codegen(context, builder, signature, args):
-        lanes = pairs.lanes
-        vector_type = ir.VectorType(ir.IntType(32), lanes)
-        halves = ir.VectorType(ir.IntType(16), 2 * lanes)
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(vector_type, [halves, halves]), _PMADDWD[lanes])
-        products = builder.call(function, [builder.bitcast(args[0], halves),
-                                           builder.bitcast(args[1], halves)])
-        return builder.add(products, args[2])
-
-    return sums(pairs, factors, sums), codegen
-
-
 @intrinsic
 def vector_add(typingctx, a, b):
     """``a + b`` (integer lanes wrap)."""
@@ -331,20 +264,29 @@ def _splat(builder, value, vector_type):
 
 
 def _spread_pointers(context, builder, array_type, array, index, offsets_type, offsets, at,
-                     lanes: int):
+                     lanes: int, count=None):
     """The vector of addresses of ``array[index + offsets[at + i]]`` for ``i`` below
-    ``lanes`` (``offsets`` int64), and the vector of ``lanes`` true bits that a masked
-    gather or scatter of all of them takes."""
+    ``lanes`` (``offsets`` int64), and the mask a masked gather or scatter of them
+    takes: every lane, or with ``count`` the lanes below it (the offsets then read by a
+    masked load, nothing past ``at + count``)."""
     data = context.make_array(array_type)(context, builder, array).data
     table = context.make_array(offsets_type)(context, builder, offsets).data
     words = ir.VectorType(ir.IntType(64), lanes)
-    places = builder.load(builder.bitcast(builder.gep(table, [at]), words.as_pointer()), align=8)
+    table_at = builder.bitcast(builder.gep(table, [at]), words.as_pointer())
+    if count is None:
+        mask = ir.Constant(ir.VectorType(ir.IntType(1), lanes), [1] * lanes)
+        places = builder.load(table_at, align=8)
+    else:
+        mask = _first_lanes(builder, count, lanes)
+        places = builder.call(_masked_intrinsic(builder, "load", words, table_at, words),
+                              [table_at, ir.Constant(ir.IntType(32), 8), mask,
+                               ir.Constant(words, None)])
     bases = _splat(builder, builder.ptrtoint(builder.gep(data, [index]), ir.IntType(64)),
                    words)
     size = ir.Constant(words, [array_type.dtype.bitwidth // 8] * lanes)
     pointers = builder.inttoptr(builder.add(bases, builder.mul(places, size)),
                                 ir.VectorType(data.type, lanes))
-    return pointers, ir.Constant(ir.VectorType(ir.IntType(1), lanes), [1] * lanes)
+    return pointers, mask
 
 
 def _masked_intrinsic(builder, name: str, vector_type, pointers, returns):
@@ -392,6 +334,21 @@ def vector_load_spread(typingctx, array, index, offsets, at, lanes):
     return vector(array, types.intp, offsets, types.intp, lanes), codegen
 
 
+def _scatter(array, offsets, vector, counted: bool):
+    """The codegen of a scatter of ``vector`` through ``offsets`` (arguments: array,
+    index, offsets, at, then the count of lanes where ``counted``, then the vector)."""
+    def codegen(context, builder, signature, args):
+        pointers, mask = _spread_pointers(context, builder, array, args[0], args[1], offsets,
+                                          args[2], args[3], vector.lanes,
+                                          args[4] if counted else None)
+        scatter = _masked_intrinsic(builder, "scatter", args[-1].type, pointers, ir.VoidType())
+        align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
+        builder.call(scatter, [args[-1], pointers, align, mask])
+        return context.get_dummy_value()
+
+    return codegen
+
+
 @intrinsic
 def vector_store_spread(typingctx, array, index, offsets, at, vector):
     """``array[index + offsets[at + i]] = vector[i]`` for each lane ``i`` (``offsets``
@@ -399,49 +356,19 @@ def vector_store_spread(typingctx, array, index, offsets, at, vector):
     single stride, as outputs a stride apart across input lines); places must differ."""
     if not (_spread_operands(array, offsets) and isinstance(vector, Vector)):
         return None
-
-    def codegen(context, builder, signature, args):
-        pointers, mask = _spread_pointers(context, builder, array, args[0], args[1], offsets,
-                                          args[2], args[3], vector.lanes)
-        scatter = _masked_intrinsic(builder, "scatter", args[4].type, pointers, ir.VoidType())
-        align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
-        builder.call(scatter, [args[4], pointers, align, mask])
-        return context.get_dummy_value()
-
-    return types.none(array, types.intp, offsets, types.intp, vector), codegen
-
+    return (types.none(array, types.intp, offsets, types.intp, vector),
+            _scatter(array, offsets, vector, False))
 
 
 @intrinsic
 def vector_store_spread_first(typingctx, array, index, offsets, at, count, vector):
-    """``array[index + offsets[at + i]] = vector[i]`` for each lane ``i`` below ``count``
-    (a masked scatter: ``offsets`` is read only up to ``at + count``, and nothing is
-    written for the other lanes), so that a panel's last positions store as its whole
+    """:func:`vector_store_spread` of the lanes below ``count`` (a masked scatter, its
+    offsets read up to ``at + count``): a panel's last positions store as its whole
     vectors do instead of one element at a time."""
     if not (_spread_operands(array, offsets) and isinstance(vector, Vector)):
         return None
-
-    def codegen(context, builder, signature, args):
-        lanes = vector.lanes
-        mask = _first_lanes(builder, args[4], lanes)
-        data = context.make_array(array)(context, builder, args[0]).data
-        table = context.make_array(offsets)(context, builder, args[2]).data
-        words = ir.VectorType(ir.IntType(64), lanes)
-        table_at = builder.bitcast(builder.gep(table, [args[3]]), words.as_pointer())
-        load = _masked_intrinsic(builder, "load", words, table_at, words)
-        places = builder.call(load, [table_at, ir.Constant(ir.IntType(32), 8), mask,
-                                     ir.Constant(words, None)])
-        bases = _splat(builder, builder.ptrtoint(builder.gep(data, [args[1]]), ir.IntType(64)),
-                       words)
-        size = ir.Constant(words, [array.dtype.bitwidth // 8] * lanes)
-        pointers = builder.inttoptr(builder.add(bases, builder.mul(places, size)),
-                                    ir.VectorType(data.type, lanes))
-        scatter = _masked_intrinsic(builder, "scatter", args[5].type, pointers, ir.VoidType())
-        align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
-        builder.call(scatter, [args[5], pointers, align, mask])
-        return context.get_dummy_value()
-
-    return types.none(array, types.intp, offsets, types.intp, types.intp, vector), codegen
+    return (types.none(array, types.intp, offsets, types.intp, types.intp, vector),
+            _scatter(array, offsets, vector, True))
 
 
 def _first_lanes(builder, count, lanes: int):
