@@ -322,7 +322,7 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
     packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target,
                             in_place=steps.rows == "in place")
     scatters: dict = {}
-    products = (_prepared_products(steps, batch, matrix.shape[0], axes, packed, target)
+    products = (_prepared_products(steps, batch, axes, packed, target)
                 if packed is not None and not internal_last else None)
 
     def compute(data, out):
@@ -335,14 +335,15 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
     return compute
 
 
-def _prepared_products(steps: _Steps, batch: int, groups: int, axes, packed, target):
+def _prepared_products(steps: _Steps, batch: int, axes, packed, target):
     """``run(data, out, scatters)``: :func:`_run_steps` for channels-first col2im whose
     packed product covers the whole batch in one chunk and whose columns a rows kernel
-    stores, with the product's set-up made once (:func:`._numba.packed.
-    prepare_packed_product`) and nothing but the two kernels per call; False (nothing
-    done) for data that is not C-contiguous of the packed dtype, or before the general
-    path has made the rows kernel's call (``scatters[0]``).  The same products and
-    stores as that path: the same bits.  None where the layer is not of that kind."""
+    stores, with the product's set-up made once
+    (:func:`._numba.packed.prepare_packed_product`) and nothing but the two kernels per
+    call; False (nothing done) for data that is not C-contiguous of the packed dtype, or
+    before the general path has made the rows kernel's call (``scatters[0]``).  The same
+    products and stores as that path: the same bits.  None where the layer is not of
+    that kind."""
     if steps.rows not in ("disjoint", "added") or len(steps.chunks) != 1 or steps.zero_rows:
         return None
     chunk = steps.chunks[0]
@@ -351,11 +352,10 @@ def _prepared_products(steps: _Steps, batch: int, groups: int, axes, packed, tar
     from ._numba.packed import prepare_packed_product
 
     dtype = packed.data.dtype
-    ci = packed.depth
     positions = math.prod(axis.input_size for axis in axes)
-    rows_shape = (batch, groups, ci, positions)
+    rows_shape = (batch, packed.groups, packed.depth, positions)
     product = prepare_packed_product(packed, rows_shape, dtype, target.threads)
-    sums_shape = (batch, groups, packed.rows, positions)
+    sums_shape = (batch, packed.groups, packed.rows, positions)
 
     def run(data, out, scatters) -> bool:
         scatter = scatters.get(0)
