@@ -38,7 +38,7 @@ def _oracle_int8(offset: int = 0):
     return build
 
 
-def _run(monkeypatch, tmp_path, peer, *peers):
+def _run(monkeypatch, tmp_path, peer, *peers, options=()):
     monkeypatch.setitem(quantized.QUANTIZED_PEERS, "oracle-int8",
                         (peer, quantized.QLINEAR, "numpy", True))
     monkeypatch.setattr(_bench.run, "SETTLE_SECONDS", 0.0)
@@ -46,7 +46,7 @@ def _run(monkeypatch, tmp_path, peer, *peers):
     monkeypatch.setattr(_bench.run, "copy_bandwidth", lambda: 1e10)
     monkeypatch.setenv("CONVTRANSPOSE_WISDOM", "off")
     code = _bench.main(["--quantized", "--layers", SMALL, "--peers", ",".join(peers),
-                        "--repeat", "1", "--warmup", "0", "--out", str(tmp_path)])
+                        "--repeat", "1", "--warmup", "0", "--out", str(tmp_path), *options])
     assert code == 0
     return json.loads((tmp_path / "results.json").read_text())
 
@@ -111,10 +111,32 @@ def test_a_peer_two_units_apart_is_skipped_with_the_reason(monkeypatch, tmp_path
     assert "oracle-int8" in (tmp_path / "results.md").read_text().split("Peers that could not")[1]
 
 
+def test_prepared_runs_time_ours_through_prepared_layers(monkeypatch, tmp_path):
+    # --prepared: our int8 and float32 runners are prepared layers made before the
+    # timing; their results still agree with the oracle peer, and the table says how
+    # ours were called.
+    import convtranspose as ct
+
+    prepared = []
+    original = ct.prepare
+
+    def spy(function, **arguments):
+        prepared.append(getattr(function, "__name__", function))
+        return original(function, **arguments)
+
+    monkeypatch.setattr(ct, "prepare", spy)
+    results = _run(monkeypatch, tmp_path, _oracle_int8(), "oracle-int8",
+                   options=("--prepared",))
+    [row] = results["rows"]
+    assert results["meta"]["calls"] == "prepared layer"
+    assert {"qlinear_conv_transpose", "onnx_conv_transpose"} <= set(prepared)
+    assert row["units_apart"]["oracle-int8"] <= 1
+    assert "ours through prepared layers (ct.prepare)" in (tmp_path / "results.md").read_text()
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--peers", "no-such-peer"], ["unknown peer", "no-such-peer"]),
     (["--layers", "no-such-layer"], ["quantized fixed suite", "no-such-layer"]),
-    (["--prepared"], ["--prepared", "--quantized"]),
 ])
 def test_bad_quantized_options_are_one_line_errors(argv, words, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_:

@@ -9,7 +9,9 @@ operands, each peer's time, each peer's result checked against the dialect that
 reproduces it (within one unit of the output, the documented bound), and two ratios:
 our float32 time over our int8 time, and the best int8 peer's time over our time in the
 dialect it runs.  onnxruntime's CPU provider runs the QDQ model in float32: it is timed
-and checked, labelled ``(float)``, and never the best int8 peer.
+and checked, labelled ``(float)``, and never the best int8 peer.  With ``--prepared`` ours
+(int8 and float32) run through prepared layers made before the timing, as the peers'
+compiled models and modules are.
 """
 
 from __future__ import annotations
@@ -97,26 +99,38 @@ def _geometry(layer: Layer) -> dict:
                 dilations=[layer.dilation] * rank, output_padding=[layer.output_padding] * rank)
 
 
-def ours_qlinear(layer: Layer, q: dict):
+def _ours(function, data_name: str, data: np.ndarray, arguments: dict, prepared: bool):
+    """Our runner of ``function`` on ``data`` with ``arguments`` (by name); with
+    ``prepared``, through a prepared layer (``ct.prepare``) made here, outside the
+    timing, as the peers' compiled models are."""
     import convtranspose as ct
 
-    def run():
-        return ct.qlinear_conv_transpose(q["x"], q["x_scale"], np.uint8(0), q["w"], q["w_scale"],
-                                         np.int8(0), q["y_scale"], q["y_zero_point"],
-                                         **_geometry(layer))
-    return run
+    if prepared:
+        layer = ct.prepare(function, **arguments)
+        return lambda: layer(data)
+    return lambda: function(**{data_name: data}, **arguments)
 
 
-def ours_torch(layer: Layer, q: dict, engine: str):
+def ours_qlinear(layer: Layer, q: dict, prepared: bool = False):
+    """Our ``ct.qlinear_conv_transpose`` runner of the layer (see :func:`_ours`)."""
     import convtranspose as ct
 
-    def run():
-        return ct.torch_quantized_conv_transpose(
-            q["x"], q["w"], None, layer.stride, layer.pad, layer.output_padding, layer.groups,
-            layer.dilation, input_scale=q["x_scale"], input_zero_point=0,
-            weight_scale=q["w_scale"], weight_zero_point=0, output_scale=q["y_scale"],
-            output_zero_point=int(q["y_zero_point"]), engine=engine)
-    return run
+    return _ours(ct.qlinear_conv_transpose, "x", q["x"], dict(
+        x_scale=q["x_scale"], x_zero_point=np.uint8(0), w=q["w"], w_scale=q["w_scale"],
+        w_zero_point=np.int8(0), y_scale=q["y_scale"], y_zero_point=q["y_zero_point"],
+        **_geometry(layer)), prepared)
+
+
+def ours_torch(layer: Layer, q: dict, engine: str, prepared: bool = False):
+    """Our ``ct.torch_quantized_conv_transpose`` runner on ``engine`` (see :func:`_ours`)."""
+    import convtranspose as ct
+
+    return _ours(ct.torch_quantized_conv_transpose, "input", q["x"], dict(
+        weight=q["w"], bias=None, stride=layer.stride, padding=layer.pad,
+        output_padding=layer.output_padding, groups=layer.groups, dilation=layer.dilation,
+        input_scale=q["x_scale"], input_zero_point=0, weight_scale=q["w_scale"],
+        weight_zero_point=0, output_scale=q["y_scale"],
+        output_zero_point=int(q["y_zero_point"]), engine=engine), prepared)
 
 
 def _torch(engine: str):
@@ -240,8 +254,9 @@ def _litert(layer: Layer, q: dict):
     """LiteRT's int8 TRANSPOSE_CONV: ``tf.nn.conv2d_transpose`` on the dequantized layer
     converted to full-integer int8 by ``tf.lite.TFLiteConverter`` (the layer's data as
     the representative dataset; the converter picks the scales, per-channel weights),
-    run by the interpreter's default kernels (XNNPACK).  Returns our runner as well:
-    ``ct.tflite_quantized_transpose_conv`` on the model's own operands."""
+    run by the interpreter's default kernels (XNNPACK).  Returns our call as well:
+    ``ct.tflite_quantized_transpose_conv`` on the model's own operands (``(function,
+    data operand's name, data, the other arguments)``, :func:`_ours`'s)."""
     if layer.rank != 2 or layer.groups != 1 or layer.dilation != 1 or layer.output_padding:
         raise Unsupported("TFLite's TRANSPOSE_CONV is 2-D, without groups, dilation or"
                           " output padding")
@@ -274,7 +289,7 @@ def _litert(layer: Layer, q: dict):
 
 def _litert_runners(interpreter, data: np.ndarray, stride: int):
     """The interpreter's runner, its output's converter (none: int8 NHWC, as ours) and
-    our runner on the model's operands (read back from the interpreter)."""
+    our call on the model's operands (read back from the interpreter; :func:`_litert`)."""
     import convtranspose as ct
 
     op = next(o for o in interpreter._get_ops_details() if o["op_name"] == "TRANSPOSE_CONV")
@@ -291,10 +306,11 @@ def _litert_runners(interpreter, data: np.ndarray, stride: int):
     x = np.clip(np.rint(data / x_scale[0]) + x_zero[0], -128, 127).astype(np.int8)
     bias = (interpreter.get_tensor(int(op["inputs"][3]))
             if len(op["inputs"]) > 3 and int(op["inputs"][3]) >= 0 else None)
-    arguments = dict(input_scale=x_scale, input_zero_point=x_zero, weights_scale=w_scale,
+    arguments = dict(output_shape=interpreter.get_tensor(shape_index).tolist(),
+                     weights=interpreter.get_tensor(weights_index), bias=bias,
+                     input_scale=x_scale, input_zero_point=x_zero, weights_scale=w_scale,
                      weights_zero_point=w_zero, output_scale=y_scale,
                      output_zero_point=y_zero, padding="SAME", stride_h=stride, stride_w=stride)
-    shape, weights = interpreter.get_tensor(shape_index).tolist(), interpreter.get_tensor(weights_index)
     model_input = next(d["index"] for d in interpreter.get_input_details())
     model_output = next(d["index"] for d in interpreter.get_output_details())
 
@@ -302,10 +318,7 @@ def _litert_runners(interpreter, data: np.ndarray, stride: int):
         interpreter.set_tensor(model_input, x)
         interpreter.invoke()
         return interpreter.get_tensor(model_output)
-
-    def ours():
-        return ct.tflite_quantized_transpose_conv(shape, weights, x, bias, **arguments)
-    return run, lambda out: out, ours
+    return run, lambda out: out, (ct.tflite_quantized_transpose_conv, "input", x, arguments)
 
 
 #: Each quantized peer: how it is built, the dialect of ours it is checked and timed
@@ -344,17 +357,19 @@ def units_apart(name: str, layer: Layer, ours: np.ndarray, theirs: np.ndarray) -
     return apart
 
 
-def _peer_runners(layer: Layer, q: dict, peers: list[str], row: dict, ours: dict) -> dict:
+def _peer_runners(layer: Layer, q: dict, peers: list[str], row: dict, ours: dict,
+                  prepared: bool = False) -> dict:
     """Each peer that builds, runs and agrees with its dialect of ours, by name; the
-    others in ``row["skipped"]`` with the reason. Adds our dialect runners to ``ours``."""
+    others in ``row["skipped"]`` with the reason. Adds our dialect runners to ``ours``
+    (through prepared layers where ``prepared``)."""
     runners = {}
     for peer in peers:
         build, dialect, _, _ = QUANTIZED_PEERS[peer]
         try:
             peer_run, to_units, *own = build(layer, q)
             # The peer's own operands (LiteRT's converter picks them) come with our runner.
-            mine = own[0] if own else ours.get(dialect) or ours_torch(
-                layer, q, dialect.rsplit("-", 1)[1])
+            mine = _ours(*own[0], prepared) if own else ours.get(dialect) or ours_torch(
+                layer, q, dialect.rsplit("-", 1)[1], prepared)
             reference = np.asarray(mine())
             row["units_apart"][peer] = units_apart(peer, layer, reference, to_units(peer_run()))
         except Unsupported as reason:
@@ -379,16 +394,17 @@ def is_int8_peer(peer: str, row: dict) -> bool:
 
 
 def bench_quantized_layer(layer: Layer, peers: list[str], repeat: int, warmup: int,
-                          budget: float, rounds) -> dict:
+                          budget: float, rounds, prepared: bool = False) -> dict:
     """One row of the quantized suite (the module's description), timed by ``rounds``:
     the float suite's alternating rounds (:func:`.run.alternating_rounds`), which the
-    caller passes so that both suites time alike."""
+    caller passes so that both suites time alike.  ``prepared``: ours (int8 and float32)
+    through prepared layers (``ct.prepare``), made before the timing."""
     q = quantized_inputs(layer)
     row: dict = {"layer": layer.label, "config": asdict(layer), "flops": layer.flops,
                  "times_ms": {}, "units_apart": {}, "skipped": {}}
-    float_run, _ = run_ours(layer, q["float"], reuse_output=True)
-    ours = {FLOAT: float_run, QLINEAR: ours_qlinear(layer, q)}
-    runners = _peer_runners(layer, q, peers, row, ours)
+    float_run, _ = run_ours(layer, q["float"], reuse_output=True, prepared=prepared)
+    ours = {FLOAT: float_run, QLINEAR: ours_qlinear(layer, q, prepared)}
+    runners = _peer_runners(layer, q, peers, row, ours, prepared)
     samples = rounds({**ours, **runners}, repeat, warmup, budget)
     row["rounds_ms"] = {name: [1e3 * value for value in values] for name, values in samples.items()}
     row["times_ms"] = {name: statistics.median(values) for name, values in row["rounds_ms"].items()}
@@ -427,10 +443,13 @@ def quantized_markdown(rows: list[dict], peers: list[str], meta: dict) -> str:
                   f"{ratio:.2f}" if ratio else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     vnni = ", ".join(meta.get("vnni") or []) or "none"
+    calls = ("prepared layers (ct.prepare)" if meta.get("calls") == "prepared layer"
+             else "the array functions")
     skipped = [f"{peer} on {row['layer']} ({reason})" for row in rows
                for peer, reason in row["skipped"].items()]
     lines += ["", f"CPU: {meta.get('cpu', 'not recorded')}; int8 dot-product flags: {vnni}."
-              f" {meta['threads']} threads; repeat {meta['repeat']} (medians).",
+              f" {meta['threads']} threads; repeat {meta['repeat']} (medians); ours through"
+              f" {calls}.",
               "`int8 x float32`: our float32 time over our qlinear (ONNX) int8 time;"
               " `x best int8 peer`: the fastest int8 peer's time over ours in the dialect it"
               " runs (torch-*: ct.torch_quantized_conv_transpose on that engine; openvino-int8:"

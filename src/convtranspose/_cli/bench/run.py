@@ -187,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--prepared", action="store_true",
                         help="time convtranspose through prepared layers (ct.prepare, made"
                              " before the timing as the peers' compiled models are), not"
-                             " through its array functions")
+                             " through its array functions (with --quantized: the int8"
+                             " dialects' layers too)")
     parser.add_argument("--quantized", action="store_true",
                         help="the quantized suite: each layer in int8 through the dialect each"
                              " int8 peer runs (torch's quantized modules, OpenVINO's FakeQuantize,"
@@ -210,9 +211,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _suite(args, parser) -> tuple[list[Layer], dict]:
     """The layers the options select and the suite's description for the results."""
     kind = "quantized " if args.quantized else ""
-    if args.quantized and args.prepared:
-        parser.error("--prepared times prepared float layers; the quantized suite (--quantized)"
-                     " calls the quantized functions")
     if args.random is None:
         if args.count is not None:
             parser.error(f"--count {args.count} is given without --random; it sets how many"
@@ -340,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.quantized:
                 row = quantized.bench_quantized_layer(layer, peers, repeat, args.warmup, budget,
-                                                      alternating_rounds)
+                                                      alternating_rounds, args.prepared)
             else:
                 row = bench_layer(layer, peers, repeat, args.warmup, budget, fma_flops, bandwidth,
                                   planning=True, prepared=args.prepared)
