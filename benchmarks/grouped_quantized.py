@@ -89,6 +89,7 @@ def _requantization_threads(rounds: int) -> dict:
     """Median ms of the compiled ONNX requantization of int32 sums ``(N, M, Y, X)`` on
     one thread and on two (split whatever its size), alternating, per shape."""
     from convtranspose._kernels import requantize
+    from convtranspose._kernels._numba import transpose
 
     rng = np.random.default_rng(1)
     table = {}
@@ -96,15 +97,15 @@ def _requantization_threads(rounds: int) -> dict:
         acc = rng.integers(-300000, 300000, shape).astype(np.int32)
         multiplier = (rng.random(shape[1]) * 1e-3).astype(np.float32)
         times: dict = {1: [], 2: []}
-        kept_bound = requantize.POOL_PASS_BYTES
+        rule = transpose.copy_threads  # the pass's split, forced either way here
         for _ in range(rounds):
             for threads, kept in times.items():
-                requantize.POOL_PASS_BYTES = 0 if threads > 1 else kept_bound
+                transpose.copy_threads = lambda nbytes, asked: asked
                 try:
                     kept.append(_median_ms(lambda threads=threads: requantize.requantized(
                         acc, multiplier, np.float32(0.5), np.uint8(128), threads), 20))
                 finally:
-                    requantize.POOL_PASS_BYTES = kept_bound
+                    transpose.copy_threads = rule
         name = f"{shape} int32 ({acc.nbytes >> 10} KiB)"
         table[name] = {f"{threads} thread(s)": statistics.median(kept)
                        for threads, kept in times.items()}

@@ -135,3 +135,70 @@ def test_sums_requantized_as_they_are_made_equal_numpys_steps(seed):
                 np.testing.assert_array_equal(
                     sums.requantized(source, offset, apply),
                     _onnx_steps(sums_of + bias, multiplier, y_scale, y_zero_point))
+
+
+def _rows_requantizations(rng, co: int) -> dict:
+    """Each dialect's requantization of ``co`` channels-last output channels, by name,
+    with a bias and per-channel constants."""
+    from convtranspose._kernels.requantize import (
+        fixed_point_requantization,
+        onednn_requantization,
+        torch_requantization,
+    )
+
+    bias = rng.integers(-5000, 5000, co).astype(np.int32)
+    scales = rng.uniform(1e-4, 1e-3, co).astype(np.float32)
+    offsets = rng.normal(0, 50, co).astype(np.float32)
+    found = {"qlinear": prepare_corrected(
+        np.broadcast_to(scales, (co,)), np.asarray(np.float32(0.37)),
+        np.asarray(np.uint8(100)), bias, 2)}
+    found["tflite"] = fixed_point_requantization(
+        rng.integers(1 << 30, (1 << 31) - 1, co), rng.integers(-12, -6, co), -3, (-128, 127),
+        np.dtype(np.int8), bias, co, 2)
+    for engine in range(3):
+        found[f"torch engine {engine}"] = torch_requantization(
+            engine, scales, offsets, bias.astype(np.int64), np.float32(1.25), 128, 2)
+    found["onednn"] = onednn_requantization(
+        (np.float32(0.02), scales * 50, offsets, np.float32(0.3), np.float32(10)), False,
+        (np.float32(0), np.float32(255)), np.dtype(np.uint8), co, 2)
+    return found
+
+
+@needs_words
+@pytest.mark.parametrize("vector_bytes", [32, 64])
+def test_lines_requantized_by_the_threads_that_sum_them_equal_a_whole_pass(monkeypatch,
+                                                                           vector_bytes):
+    """Each dialect's rows kernel run by ``direct-blocked``'s threads on the output
+    lines each has just summed, in one compiled loop with the sums (two threads, whole
+    lines of one pass), against the same requantization's whole pass over the sums
+    afterwards: the same bytes, every line requantized once; AVX2's and AVX-512's
+    vectors."""
+    if vector_bytes > integer_vector_bytes():
+        pytest.skip(f"this CPU has no {vector_bytes}-byte integer vectors")
+    from convtranspose._kernels._numba import blocked
+    from convtranspose._kernels._numba.lines import fused_lines_kernel
+    from convtranspose._plan.rules import AxisPlan
+
+    fused = []
+
+    def counted(kernel, arity, rows, rows_arity):
+        fused.append(rows)
+        return fused_lines_kernel(kernel, arity, rows, rows_arity)
+
+    monkeypatch.setattr(blocked, "fused_lines_kernel", counted)
+    rng = np.random.default_rng(41)
+    ci, co = 64, 16  # enough work for two threads, one pass of channels
+    # Three axes of unequal sizes: a line's place depends on the first two.
+    axes = (AxisPlan(6, 3, 2, 1, 1, 12), AxisPlan(10, 3, 2, 1, 1, 19),
+            AxisPlan(12, 3, 2, 1, 1, 24))
+    weights = rng.integers(-128, 128, (1, ci, co, 3, 3, 3)).astype(np.int8)
+    data = rng.integers(0, 256, (2, ci, 6, 10, 12)).astype(np.uint8)
+    target = host_target().replace(threads=2, vector_bytes=vector_bytes)
+    requantizations = _rows_requantizations(rng, co)
+    for name, requantization in requantizations.items():
+        sums = prepare_blocked_sums(KINDS[0], 2, weights, axes, False, target)
+        acc, factor, share = sums.sums(data, 3)
+        whole = requantization(acc.copy(), factor, share)
+        lines = sums.requantized(data, 3, requantization)
+        np.testing.assert_array_equal(lines, whole, err_msg=name)
+    assert len(fused) == len(requantizations)  # each through the fused loop

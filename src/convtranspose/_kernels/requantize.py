@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._runtime.threads import POOL_PASS_BYTES, parallel_for
 from .common import move_axis
 
 __all__ = ["CorrectedRequantization", "RowsRequantization", "corrected_sums",
@@ -17,8 +16,6 @@ __all__ = ["CorrectedRequantization", "RowsRequantization", "corrected_sums",
            "onednn_requantized", "prepare_corrected", "prepare_requantized", "requantized",
            "torch_requantization", "torch_requantized"]
 
-#: Elements per piece of work a thread takes.
-_PIECE = 1 << 16
 #: The largest int32.
 _INT32_MAX = 2 ** 31 - 1
 #: The quantized results' ranges (``np.iinfo`` costs microseconds per call).
@@ -38,17 +35,37 @@ def _rows_on_native_threads(kernel, args: tuple, rows: np.ndarray, threads: int)
     parallel_kernel(kernel, args, rows.shape[0], copy_threads(rows.nbytes, threads))
 
 
-def _rows_in_pieces(kernel, rows: np.ndarray, threads: int) -> None:
-    """``kernel(first_row, stop_row)`` over ``rows`` ``(R, L)`` in pieces of about
-    :data:`_PIECE` elements, on up to ``threads`` of the pool's threads where the sums
-    fill at least :data:`~convtranspose._runtime.threads.POOL_PASS_BYTES` (below that,
-    waking a helper cost more than it saved)."""
-    if rows.nbytes < POOL_PASS_BYTES or threads == 1:  # no threads to wake
-        kernel(0, rows.shape[0])
+def _pass_of_rows(kernel, args: tuple, threads: int) -> None:
+    """``kernel(*args, starts, run)`` (a compiled rows kernel) over every row of
+    ``args[0]``, split between threads as :func:`_rows_on_native_threads` splits a pass
+    (:func:`._numba.lines.span_kernel`); on one thread, one call."""
+    from ._numba.transpose import copy_threads
+
+    rows = args[0]
+    threads = copy_threads(rows.nbytes, threads)
+    if threads == 1:
+        kernel(*args, np.zeros(1, np.int64), rows.shape[0])
         return
-    piece = max(1, _PIECE // max(1, rows.shape[1]))
-    parallel_for(lambda first, stop: kernel(first * piece, min(rows.shape[0], stop * piece)),
-                 -(-rows.shape[0] // piece), threads)
+    from ._numba.launch import parallel_kernel
+    from ._numba.lines import span_kernel
+
+    parallel_kernel(span_kernel(kernel, len(args)), args, rows.shape[0], threads)
+
+
+class RowsCall:
+    """``lines(starts, run)``: a compiled rows kernel on some rows of the sums,
+    ``kernel(*arguments, starts, run)``, as :meth:`CorrectedRequantization.start` and
+    :meth:`RowsRequantization.start` give it; ``direct-blocked``'s threads run
+    ``kernel`` in their own compiled loop
+    (:meth:`convtranspose._kernels._numba.blocked.BlockedLayer.__call__`)."""
+
+    __slots__ = ("kernel", "arguments")
+
+    def __init__(self, kernel, arguments: tuple) -> None:
+        self.kernel, self.arguments = kernel, arguments
+
+    def __call__(self, starts: np.ndarray, run: int) -> None:
+        self.kernel(*self.arguments, starts, run)
 
 
 def requantized(acc: np.ndarray, multiplier: np.ndarray, y_scale: np.ndarray,
@@ -155,9 +172,7 @@ class CorrectedRequantization:
         from ._numba.requantize import corrected_rows
 
         out, args = self._arguments(acc, factor, share, bound)
-        _rows_in_pieces(lambda first, stop: corrected_rows(*args, np.array([first]),
-                                                           stop - first),
-                        args[0], self._threads)
+        _pass_of_rows(corrected_rows, args, self._threads)
         return out
 
     def start(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
@@ -165,12 +180,12 @@ class CorrectedRequantization:
         """``(out, lines)``: the result to be, and ``lines(starts, run)``, which
         requantizes rows ``[start, start + run)`` of ``acc`` (rows of ``M`` sums) for
         each of ``starts`` into it (:func:`._numba.requantize.corrected_rows`), on the
-        calling thread: the blocked kernel calls it for the lines each thread has just
-        summed.  ``bound`` as in the call."""
+        calling thread (a :class:`RowsCall`): the blocked kernel calls it for the lines
+        each thread has just summed.  ``bound`` as in the call."""
         from ._numba.requantize import corrected_rows
 
         out, args = self._arguments(acc, factor, share, bound)
-        return out, lambda starts, run: corrected_rows(*args, starts, run)
+        return out, RowsCall(corrected_rows, args)
 
 
 def _places(share: np.ndarray | None, width: int) -> np.ndarray:
@@ -245,23 +260,23 @@ def torch_requantized(acc: np.ndarray, engine: int, scale: np.ndarray,
 
     rows, per_row, shape = layout
     out = np.empty(rows.shape, np.uint8)
-    constants = _torch_constants(per_row, engine, scale, offset, integer_bias, destination,
+    constants = _torch_constants(per_row, scale, offset, integer_bias, destination,
                                  zero_point)
-    _pass_in_pieces(torch_rows, (rows, _places(None, rows.shape[1]), np.int64(0),
+    _pass_of_rows(torch_rows(engine), (rows, _places(None, rows.shape[1]), np.int64(0),
                                  *constants, out), threads)
     return _in_acc_order(out, per_row, shape)
 
 
-def _torch_constants(per_row, engine, scale, offset, integer_bias, destination, zero_point):
-    """:func:`._numba.requantize.torch_rows`'s arguments between the factor and the
-    result."""
+def _torch_constants(per_row, scale, offset, integer_bias, destination, zero_point):
+    """The arguments of :func:`._numba.requantize.torch_rows`'s kernels between the
+    factor and the result."""
     channels = scale.shape[0]
-    return (per_row, engine, np.ascontiguousarray(scale, np.float32),
+    return (per_row, np.ascontiguousarray(scale, np.float32),
             np.zeros(channels, np.float32) if offset is None
             else np.ascontiguousarray(offset, np.float32),
             np.zeros(channels, np.int64) if integer_bias is None
             else np.ascontiguousarray(integer_bias, np.int64),
-            np.float32(destination), int(zero_point))
+            np.float32(destination), np.float32(zero_point))
 
 
 def torch_requantization(engine: int, scale: np.ndarray, offset: np.ndarray | None,
@@ -273,8 +288,8 @@ def torch_requantization(engine: int, scale: np.ndarray, offset: np.ndarray | No
     layout is."""
     from ._numba.requantize import torch_rows
 
-    return RowsRequantization(torch_rows, _torch_constants(
-        False, engine, scale, offset, integer_bias, destination, zero_point), np.uint8,
+    return RowsRequantization(torch_rows(engine), _torch_constants(
+        False, scale, offset, integer_bias, destination, zero_point), np.uint8,
         threads, channels_first=True)
 
 
@@ -335,7 +350,7 @@ def onednn_requantized(acc: np.ndarray, channels_last: bool, attributes: tuple,
     rows = acc.reshape(acc.shape[0] * channels, -1)
     out = np.empty(rows.shape, dtype)
     constants = _onednn_constants(attributes, dst_scale_divides, bounds, channels, True)
-    _pass_in_pieces(onednn_rows, (rows, _places(None, rows.shape[1]), np.int64(0),
+    _pass_of_rows(onednn_rows, (rows, _places(None, rows.shape[1]), np.int64(0),
                                   *constants, out), threads)
     return out.reshape(acc.shape)
 
@@ -402,7 +417,7 @@ class RowsRequantization:
         if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i":
             return None
         result, args = self._arguments(acc, factor, share)
-        _pass_in_pieces(self._kernel, args, self._threads)
+        _pass_of_rows(self._kernel, args, self._threads)
         return result
 
     def start(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
@@ -410,11 +425,4 @@ class RowsRequantization:
         """``(out, lines)`` as :meth:`CorrectedRequantization.start` (``acc``
         C-contiguous)."""
         result, args = self._arguments(acc, factor, share)
-        return result, lambda starts, run: self._kernel(*args, starts, run)
-
-
-def _pass_in_pieces(kernel, args: tuple, threads: int) -> None:
-    """``kernel(*args, starts, run)`` over every row of ``args[0]``, in pieces
-    (:func:`_rows_in_pieces`)."""
-    _rows_in_pieces(lambda first, stop: kernel(*args, np.array([first]), stop - first),
-                    args[0], threads)
+        return result, RowsCall(self._kernel, args)

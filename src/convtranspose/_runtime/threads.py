@@ -39,7 +39,7 @@ import numpy as np
 from .caches import kept
 from .config import PIN_THREADS_ENV, switch
 
-__all__ = ["POOL_PASS_BYTES", "THREAD_COUNT_ENVS", "default_threads",
+__all__ = ["THREAD_COUNT_ENVS", "default_threads",
            "parallel_copy_bytes", "register_copy_split",
            "MAX_THREADS", "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
            "set_pinning", "set_process_threads", "pool", "helper_ids", "steering",
@@ -53,15 +53,6 @@ THREAD_COUNT_ENVS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
 #: little beyond that, and a library call should not take a whole server.  A count
 #: the user sets (the API or the environment variables above) is taken as it is.
 _MAX_DEFAULT_THREADS = 8
-#: Passes over memory split between the threads of the library's own pool (Python
-#: threads: the requantization passes) only from this many bytes: waking them costs
-#: about 0.1 ms, and below it one thread was faster on both CPUs measured (1-4 MiB of
-#: int32 sums: 0.09-0.34 ms against 0.20-0.50 ms on an Intel Xeon, 0.05-0.16 against
-#: 0.29-0.48 ms on an AMD Zen 4; ``benchmarks/results/grouped-quantized-xeon.json``,
-#: ``benchmarks/results/copy-split-zen4.json``).  The compiled passes that run on
-#: numba's native threads follow this machine's measured figure instead
-#: (:func:`parallel_copy_bytes`).
-POOL_PASS_BYTES = 1 << 22
 #: The most threads any setting may ask for: far above any CPU count a library call
 #: can use, and small enough that no count overflows the C integers it reaches
 #: (OpenBLAS's thread count, a pool's size).

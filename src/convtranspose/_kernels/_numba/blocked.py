@@ -31,7 +31,7 @@ from ..._plan.geometry import axis_phases, three_axes
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes
-from ..._runtime.threads import PIECES_PER_THREAD, parallel_for, parallel_parts
+from ..._runtime.threads import PIECES_PER_THREAD, parallel_parts
 from ..blocked_channels import blocked_channel_block, blocked_channel_passes
 from ..blocked_groups import blocked_group_span, blocked_vector_bytes
 from ..common import move_axis
@@ -43,6 +43,7 @@ from .channels_last import gather_row_taps
 from .direct import direct_threads
 from .kernel_cache import cached_njit
 from .launch import parallel_kernel
+from .lines import fused_lines_kernel
 from .modes import store_mode
 from .transpose import channels_last_copy, tile_transposer
 
@@ -383,21 +384,15 @@ class BlockedLayer:
         lines of one group in one pass, on several threads."""
         return self._lines is not None
 
-    def _line_starts(self, first: int, stop: int) -> np.ndarray:
-        """Where lines ``[first, stop)`` of a :attr:`fusable` layer start in its output,
-        in pixels."""
-        order, out1, out2, out3 = self._lines
-        flat = np.arange(first, stop)
-        y1, y2 = order[(flat // out2) % out1], order[out1 + flat % out2]
-        return ((flat // (out1 * out2) * out1 + y1) * out2 + y2) * out3
-
     def __call__(self, data, out, bias=None, after=None) -> None:
         """Fill ``out`` (the set-up's layout, shape and store mode) from ``data``, plus
-        ``bias`` where ``out`` is rounded (``(G*Co,)``, read only then).  ``after(starts,
-        pixels)``, for a :attr:`fusable` layer and a C-contiguous ``out`` only: called
-        with the output lines each piece of work wrote (each ``pixels`` pixels of every
-        output channel from a pixel of ``starts``), on the thread that wrote them, as
-        soon as it did."""
+        ``bias`` where ``out`` is rounded (``(G*Co,)``, read only then).  ``after``, for a
+        :attr:`fusable` layer and a C-contiguous ``out`` only: a compiled rows kernel's
+        call (:class:`~convtranspose._kernels.requantize.RowsCall`: ``after.kernel(
+        *after.arguments, starts, pixels)``) on the output lines each piece of work
+        wrote (each ``pixels`` pixels of every output channel from a pixel of
+        ``starts``), run on the thread that wrote them as soon as it did, in one
+        compiled kernel with the sums (:func:`.lines.fused_lines_kernel`)."""
         dtype, in_steps = self._dtype, self._in_steps
         if 0 <= self._copy_plane_bytes and (
                 self._copy_plane_bytes * data.itemsize >= _FAR_CHANNELS_BYTES):
@@ -431,11 +426,11 @@ class BlockedLayer:
             parallel_parts(lambda index: run_pass(index, 0, count), len(self._passes),
                            self._threads)
         elif after is not None:
-            def run_then_after(a: int, b: int) -> None:
-                run_pass(0, a, b)
-                after(self._line_starts(a, b), self._lines[3])
-
-            parallel_for(run_then_after, count, self._threads, self._pieces)
+            kernel, arguments = pass_arguments(0)
+            fused = fused_lines_kernel(kernel, len(arguments), after.kernel,
+                                       len(after.arguments))
+            parallel_kernel(fused, arguments + after.arguments + self._lines, count,
+                            self._threads, self._pieces)
         else:
             for index in range(len(self._passes)):
                 parallel_kernel(*pass_arguments(index), count, self._threads, self._pieces)

@@ -62,10 +62,11 @@ def source_filename(source: str, name: str) -> str:
     return f"<convtranspose generated {name} {digest}>"
 
 
-def compile_source(source: str, name: str, inline: bool = False):
+def compile_source(source: str, name: str, inline: bool = False, names: dict | None = None):
     """``numba.njit`` of the function ``name`` defined by generated ``source``
     (``inline``: numba inlines it into every caller, as ``inline="always"``, where LLVM
-    would keep a large function's calls).
+    would keep a large function's calls).  ``names``: more globals of the source (other
+    kernels it calls, bound as :func:`compile_template` binds its names).
 
     A module of the kernel cache where there is one (:func:`module_text`), else
     ``exec``'d and registered with :mod:`linecache`.  When ``CONVTRANSPOSE_DUMP_KERNELS``
@@ -76,7 +77,8 @@ def compile_source(source: str, name: str, inline: bool = False):
     dump_source("-".join(filename.strip("<>").split()[-2:]), source)
     # NumPy as ``np`` too, as in the kernel cache's modules (:func:`module_text`)
     intrinsics = {"np": np, **{intrinsic: getattr(vectors, intrinsic, None)
-                               or getattr(dot_vectors, intrinsic) for intrinsic in _INTRINSICS}}
+                               or getattr(dot_vectors, intrinsic) for intrinsic in _INTRINSICS},
+                  **(names or {})}
     options = {"nogil": True, **({"inline": "always"} if inline else {})}
     if kernel_cache.kernel_folder() is not None:
         listed = ", ".join(f"{key}={value!r}" for key, value in options.items())

@@ -184,33 +184,27 @@ def _onednn_value(whole, scale, offset, integer_bias, destination,
 
 
 @kept("compiled kernels", maxsize=None)
-def _engine_rows(engine: int):
-    """The row loop of :func:`torch_rows` for ``engine`` (``templates/torch_rows.py``
-    with the engine's value function), compiled on first use."""
-    from .codegen import compile_template
-
-    value = (_fbgemm_value, _qnnpack_value, _onednn_value)[engine]
-    return compile_template("torch_rows", dict(
-        np=np, value=value, wrap32=_wrap32, x86_store=_x86_store))["rows"]
-
-
-def torch_rows(acc, share, factor, per_row, engine, scale, offset, integer_bias,
-               destination, zero_point, out, starts, run) -> None:
-    """Rows ``[start, start + run)`` for each of ``starts`` of torch's quantized result
-    of the exact sums ``acc[r, i] - factor * share[r % P, i]`` (``acc`` ``(R, L)``
-    C-contiguous, the correction as in :func:`corrected_rows`; channel ``r % M`` where
-    ``per_row``, else ``i``), on
+def torch_rows(engine: int):
+    """``rows(acc, share, factor, per_row, scale, offset, integer_bias, destination,
+    zero_point, out, starts, run)`` for ``engine`` (``templates/torch_rows.py`` with the
+    engine's value function), compiled on first use: rows ``[start, start + run)`` for
+    each of ``starts`` of torch's quantized result of the exact sums ``acc[r, i] -
+    factor * share[r % P, i]`` (``acc`` ``(R, L)`` C-contiguous, the correction as in
+    :func:`corrected_rows`; channel ``r % M`` where ``per_row``, else ``i``), on
     ``engine`` 0 (fbgemm: ``rint((float32(acc) + offset[m]) * scale[m])``), 1 (qnnpack:
     ``rint(float32(wrap32(acc + integer_bias[m])) * scale[m])``) or 2 (oneDNN:
     ``rint(clip((float32(acc) * scale[m] + offset[m]) * destination + zero_point, 0,
     255)) - zero_point``), then the x86 store of
     :func:`convtranspose._frontends.torch_quantized._x86_store`: each step the float32
     or integer operation the NumPy code performs, in its order (oneDNN's clip as
-    comparisons, which keep a NaN as ``np.clip`` does).  Without a bias ``offset`` and
-    ``integer_bias`` are zeros: adding them changes no integer's float32 (never -0.0),
-    nor oneDNN's result after the store."""
-    _engine_rows(engine)(acc, share, factor, per_row, scale, offset, integer_bias,
-                         destination, np.float32(zero_point), out, starts, run)
+    comparisons, which keep a NaN as ``np.clip`` does; ``zero_point`` a float32).
+    Without a bias ``offset`` and ``integer_bias`` are zeros: adding them changes no
+    integer's float32 (never -0.0), nor oneDNN's result after the store."""
+    from .codegen import compile_template
+
+    value = (_fbgemm_value, _qnnpack_value, _onednn_value)[engine]
+    return compile_template("torch_rows", dict(
+        np=np, value=value, wrap32=_wrap32, x86_store=_x86_store))["rows"]
 
 
 @cached_njit(nogil=True)

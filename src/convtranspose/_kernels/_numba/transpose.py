@@ -198,8 +198,7 @@ def measure_copy_split(target, rounds: int = 5) -> dict | None:
     shared machine touches one round of every size rather than every round of one;
     the fastest of ``rounds``.  ``{"sizes", "alone", "cold", "alone_warm", "warm"}``
     (seconds), or None where a split copy did not run on numba's threads (their loop
-    is not compiled yet, or not allowed here: the pool's costs are another matter,
-    :data:`~convtranspose._runtime.threads.POOL_PASS_BYTES`)."""
+    is not compiled yet, or not allowed here: the pool's costs are another matter)."""
     threads = target.threads
     sources = [np.ones((1, _SPLIT_CHANNELS, size // (4 * _SPLIT_CHANNELS)), np.float32)
                for size in SPLIT_SIZES]
