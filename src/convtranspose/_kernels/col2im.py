@@ -365,7 +365,8 @@ def _prepared_products(steps: _Steps, batch: int, axes, packed, target):
             out.fill(0)
         columns = np.empty(sums_shape, dtype)
         product(data.reshape(rows_shape), columns)
-        scatter(columns.reshape(chunk.columns_shape).transpose(steps.scatter_order), out)
+        scatter(columns.reshape(chunk.columns_shape).transpose(steps.scatter_order), out,
+                columns.reshape(-1))
         return True
 
     return run

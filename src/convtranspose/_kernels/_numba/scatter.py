@@ -122,9 +122,11 @@ def col2im_scatter(columns, out, region, axes, target) -> None:
 
 
 def scatter_call(columns, out, region, axes, target):
-    """``run(columns, out)``: :func:`col2im_scatter` of these arrays' layout with its
-    steps and blocks worked out once, for arrays of the same shapes and strides (and
-    ``region`` at the same place in ``out``): a prepared col2im's every call."""
+    """``run(columns, out, flat=None)``: :func:`col2im_scatter` of these arrays' layout
+    with its steps and blocks worked out once, for arrays of the same shapes and strides
+    (and ``region`` at the same place in ``out``): a prepared col2im's every call.
+    ``flat``: the elements ``columns`` spans, from its first, as one flat array, where
+    the caller has it (:func:`_flat` finds them otherwise), as for the rows kernels."""
     rank = len(axes)
     axes3 = three_axes(axes)  # the first real axis first: its output rows make the blocks
 
@@ -145,8 +147,9 @@ def scatter_call(columns, out, region, axes, target):
     big = columns.size >= DIRECT_PARALLEL_MACS // 16  # a scalar add: about 16 multiply-adds
     threads = target.threads if big else 1
 
-    def run(columns, out):
-        flat_out, flat_columns = out.reshape(-1)[start:], _flat(columns)
+    def run(columns, out, flat=None):
+        flat_out = out.reshape(-1)[start:]
+        flat_columns = _flat(columns) if flat is None else flat
         if threads == 1:
             scatter_kernel(flat_columns, col_steps, flat_out, out_steps, geometry, co, n,
                            rows_per_item, 0, items)
@@ -231,8 +234,9 @@ def unreached_rows(axes) -> tuple[int, ...]:
 
 
 def disjoint_rows_call(columns, out, region, axes, target, whole: bool = False):
-    """``run(columns, out)``: channels-first col2im's stores of taps that reach disjoint
-    outputs, in one compiled pass instead of a strided copy per tap.
+    """``run(columns, out, flat=None)``: channels-first col2im's stores of taps that
+    reach disjoint outputs, in one compiled pass instead of a strided copy per tap
+    (``flat`` as in :func:`scatter_call`).
 
     ``columns`` is ``(n, G, Co, X..., K...)`` (any non-negative strides), ``region`` a
     view ``(n, G, Co, Y...)`` of the C-contiguous ``out``, ``axes`` the chunk's (input
@@ -254,10 +258,10 @@ def disjoint_rows_call(columns, out, region, axes, target, whole: bool = False):
     items = n * groups * co * len(first)
     threads = target.threads if columns.size >= DIRECT_PARALLEL_MACS // 16 else 1
 
-    def run(columns, out):
+    def run(columns, out, flat=None):
         if items:
-            arguments = (_flat(columns), col_steps, out.reshape(-1)[start:], out_steps, first,
-                         second, reads, groups, co)
+            arguments = (_flat(columns) if flat is None else flat, col_steps,
+                         out.reshape(-1)[start:], out_steps, first, second, reads, groups, co)
             parallel_kernel(disjoint_rows_kernel, arguments, items, threads)
 
     return run
@@ -326,9 +330,10 @@ def _added_tables(axes3) -> tuple[np.ndarray, ...]:
 
 
 def added_rows_call(columns, out, region, axes, target):
-    """``run(columns, out)``: channels-first col2im's adds of every tap's columns into
-    the (zeroed) output, in one compiled pass over the output rows that the chunk's
-    inputs reach, each row's taps added while it is in cache, in the NumPy adds' order.
+    """``run(columns, out, flat=None)``: channels-first col2im's adds of every tap's
+    columns into the (zeroed) output, in one compiled pass over the output rows that
+    the chunk's inputs reach, each row's taps added while it is in cache, in the NumPy
+    adds' order (``flat`` as in :func:`scatter_call`).
 
     ``columns`` is ``(n, G, Co, X..., K...)`` with the last input axis contiguous,
     ``region`` a view ``(n, G, Co, Y...)`` of the C-contiguous ``out`` (the last axis
@@ -346,10 +351,10 @@ def added_rows_call(columns, out, region, axes, target):
     items = n * groups * co * len(tables[0])
     threads = target.threads if columns.size >= DIRECT_PARALLEL_MACS // 16 else 1
 
-    def run(columns, out):
+    def run(columns, out, flat=None):
         if items:
-            arguments = (_flat(columns), col_steps, out.reshape(-1)[start:], out_steps,
-                         *tables, sizes)
+            arguments = (_flat(columns) if flat is None else flat, col_steps,
+                         out.reshape(-1)[start:], out_steps, *tables, sizes)
             parallel_kernel(added_rows_kernel, arguments, items, threads)
 
     return run
