@@ -292,10 +292,13 @@ def test_layers_on_two_threads_use_it_and_match_the_oracle(layer, path, monkeypa
                     "2 threads: products stay on BLAS")
     algorithm, data_shape, weights_shape, axis, channels_last = _LAYERS[layer]
     runs = []
-    name = "packed_rows_product" if channels_last else "packed_product"
-    product = getattr(packed_kernel, name)
-    monkeypatch.setattr(packed_kernel, name,
-                        lambda *arguments: runs.append(1) or product(*arguments))
+    # Channels first, a prepared call may make its product once (prepare_packed_product).
+    names = (["packed_rows_product"] if channels_last
+             else ["packed_product", "prepare_packed_product"])
+    for name in names:
+        monkeypatch.setattr(packed_kernel, name,
+                            lambda *arguments, _product=getattr(packed_kernel, name):
+                            runs.append(1) or _product(*arguments))
     rng = np.random.default_rng(11)
     data = rng.integers(-4, 5, data_shape).astype(np.float32)
     weights = rng.integers(-4, 5, weights_shape).astype(np.float32)

@@ -123,13 +123,36 @@ def prepare_pointwise(batch, weights, axes, dtype, channels_last, target):
     boxes = _boxes(axes, channels_last)
     rows = (_strided_rows(batch, axes, weights.shape[0] * weights.shape[2])
             if channels_last and packed else None)
+    product = _prepared_product(batch, axes, matrices, packed, boxes, channels_last,
+                                target.threads)
 
     def compute(data, out):
+        if (product is not None and data.dtype == dtype and data.flags.c_contiguous
+                and out.flags.c_contiguous):
+            product(data, out)
+            return
         with np.errstate(all="ignore"):
             _products_into(matrices, data, boxes, dtype, channels_last, out, target.threads,
                            packed, rows)
 
     return compute
+
+
+def _prepared_product(batch, axes, matrices, packed, boxes, channels_last, threads):
+    """``run(data, out)``: the packed product of a channels-first layer filled in place
+    (:func:`in_place`) with its set-up made once
+    (:func:`._numba.packed.prepare_packed_product`), for C-contiguous data and output
+    of the packed dtype: the same kernel as :func:`_products`, so the same bits; None
+    for other layers, or where nothing is multiplied."""
+    if boxes is not None or channels_last or packed is None:
+        return None
+    groups, rows, depth = matrices.shape
+    shape = (batch, groups, depth, reached(axes))
+    if 0 in shape or rows == 0:
+        return None
+    from ._numba.packed import prepare_packed_product
+
+    return prepare_packed_product(packed, shape, matrices.dtype, threads)
 
 
 def _boxes(axes: tuple[AxisPlan, ...], channels_last: bool) -> tuple | None:
