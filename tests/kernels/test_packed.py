@@ -18,9 +18,11 @@ from convtranspose._runtime.target import host, use_target  # noqa: E402
 from oracle import canonical_result  # noqa: E402
 
 # (samples, groups, rows M, reduction K, positions P): rows past a whole block, positions
-# past a whole panel within one vector and beyond it, one reduction step, a lone position.
+# past a whole panel within one vector and beyond it, one reduction step, a lone position;
+# a vector and up to half a vector more left in a panel (the tail summed along the rows:
+# 19 and 49 with 16 lanes, 11 with 8, 29 and 70 with 4).
 _SHAPES = [(1, 1, 16, 8, 40), (2, 3, 7, 5, 3), (3, 1, 13, 1, 19), (1, 2, 30, 33, 1),
-           (2, 1, 48, 64, 70), (1, 1, 9, 4, 29)]
+           (2, 1, 48, 64, 70), (1, 1, 9, 4, 29), (2, 2, 30, 20, 49), (1, 1, 17, 9, 11)]
 
 
 @pytest.mark.parametrize("width", [32, 64], ids=["avx2", "avx512"])

@@ -37,7 +37,7 @@ def _sums_lines(block_rows: int, vectors: int, lanes: int, indent: str, steps: s
 
 
 def _block_lines(block_rows: int, vectors: int, lanes: int, width: int,
-                 indent: str, spread: bool = False) -> list[str]:
+                 indent: str, spread: bool = False, tail: int = 0) -> list[str]:
     """The micro-kernel: the sums of one row block over a pass of the reduction, for the
     first ``vectors`` vectors of a panel of ``width`` positions, then their store: set
     on the first pass, added on the others; straight into ``c`` when the block is
@@ -45,10 +45,63 @@ def _block_lines(block_rows: int, vectors: int, lanes: int, width: int,
     ``c[c_at + row_base[m] + pos_map[q]]`` rather than to row ``m`` of a matrix.  A
     block short of rows or positions stores its first pass by masked stores (scatters)
     of its live rows: one element at a time through the tile, a 5x5 image's 25
-    positions, all of them tail, took most of a stride-4 1x1 layer's call."""
+    positions, all of them tail, took most of a stride-4 1x1 layer's call.  ``tail``:
+    the loop also sums up to that many positions after the vectors the other way round
+    (:func:`_tail_lines`)."""
     lines = _sums_lines(block_rows, vectors, lanes, indent, "count_k",
                         ("b", f"scratch, panel_at + k * {width}"),
                         ("a", lambda r: f"packed, a_at + k * {block_rows} + {r}"))
+    if spread:
+        element = "c_at + row_base[m0 + r] + pos_map[first + p + j]"
+    else:
+        element = "c_at + r * columns + p + j"
+    if tail:
+        start, step, store = _tail_lines(block_rows, vectors * lanes, lanes, width, indent,
+                                         tail, element)
+        lines = start + lines + step
+    else:
+        store = []
+    return lines + _block_stores(block_rows, vectors, lanes, indent, spread, element) + store
+
+
+def _tail_lines(block_rows: int, first: int, lanes: int, width: int, indent: str, tail: int,
+                element: str) -> tuple[list[str], list[str], list[str]]:
+    """A panel's last few positions, after its first ``first`` (whole vectors), summed
+    with the vectors along the block's rows: per step one masked load of the block's
+    weights (``ceil(block_rows / lanes)`` vectors) and, for each of ``tail`` positions,
+    one broadcast data value and as many multiply-adds.  A position then costs
+    ``ceil(block_rows / lanes)`` multiply-adds per step rather than the ``block_rows`` of
+    a vector of positions, of which a 7x7 image's 49th would use one lane.  Positions
+    past the panel's last are zeros of the panel and are never stored.  Returns the
+    lines that start the sums ``t{position}_{vector}``, those of each step (in the
+    block's loop, so that both blocks' multiply-adds overlap), and the stores through
+    the tile (set on the first pass, added on the others)."""
+    row_vectors = -(-block_rows // lanes)
+    sums = [(q, u) for q in range(tail) for u in range(row_vectors)]
+    start = [f"{indent}t{q}_{u} = vector_zero(packed, {lanes})" for q, u in sums]
+    step = [f"{indent}    w{u} = vector_load_first(packed, a_at + k * {block_rows} + "
+            f"{u * lanes}, {min(lanes, block_rows - u * lanes)}, {lanes})"
+            for u in range(row_vectors)]
+    for q in range(tail):
+        step.append(f"{indent}    x = vector_splat_at(scratch, panel_at + k * {width} + "
+                    f"{first + q}, {lanes})")
+        step += [f"{indent}    t{q}_{u} = vector_fma(x, w{u}, t{q}_{u})"
+                 for u in range(row_vectors)]
+    store = [f"{indent}vector_store(scratch, tile_at + {(q * row_vectors + u) * lanes}, "
+             f"t{q}_{u})" for q, u in sums]
+    store += [f"{indent}for j in range({first}, min(count - p, {first + tail})):",
+              f"{indent}    for r in range(live):",
+              f"{indent}        sums = scratch[tile_at + (j - {first}) * "
+              f"{row_vectors * lanes} + r]",
+              f"{indent}        at = {element}",
+              f"{indent}        c[at] = sums if k0 == 0 else c[at] + sums"]
+    return start, step, store
+
+
+def _block_stores(block_rows: int, vectors: int, lanes: int, indent: str, spread: bool,
+                  element: str) -> list[str]:
+    """:func:`_block_lines`'s stores of the sums ``s{row}_{vector}``."""
+    lines = []
     stored = vectors * lanes
     whole = f"live == {block_rows} and p + {stored} <= count"
     if spread:
@@ -60,7 +113,6 @@ def _block_lines(block_rows: int, vectors: int, lanes: int, width: int,
         add_lines = [f"vector_store_spread({place(r, v)}, vector_add(vector_load_spread("
                      f"{place(r, v)}, {lanes}), s{r}_{v}))"
                      for r in range(block_rows) for v in range(vectors)]
-        element = "c_at + row_base[m0 + r] + pos_map[first + p + j]"
 
         def masked_store(r, v):
             return f"vector_store_spread_first({place(r, v)}, count - p - {v * lanes}, s{r}_{v})"
@@ -70,7 +122,6 @@ def _block_lines(block_rows: int, vectors: int, lanes: int, width: int,
         add_lines = [f"at = c_at + p + {r} * columns + {v * lanes}\n{indent}    "
                      f"vector_store(c, at, vector_add(vector_load(c, at, {lanes}), s{r}_{v}))"
                      for r in range(block_rows) for v in range(vectors)]
-        element = "c_at + r * columns + p + j"
 
         def masked_store(r, v):
             return (f"vector_store_first(c, c_at + p + {r} * columns + {v * lanes}, "
@@ -101,8 +152,11 @@ def product_source(block_rows: int, vectors: int, lanes: int, spread: bool = Fal
     block).  Per chunk and pass of ``steps`` reduction steps, its panels are copied
     into ``scratch`` once per thread; then each row block runs through every panel in
     turn (its weights for the pass stay in L1, the panels in L2).  A panel with at most
-    one vector of positions left runs a one-vector block (a layer of 7x7 positions
-    computes 56 per row, not 64).  The last ``block_rows * width`` values of
+    one vector of positions left runs a one-vector block, one with at most half a vector
+    more runs the one-vector block and those positions along the rows in one loop
+    (:func:`_tail_lines`; half a vector of positions so costs fewer multiply-adds than a
+    vector of them, with every vector width and float type): each row of a 7x7 image
+    takes three vectors of positions and a tail, not four vectors.  The last ``block_rows * width`` values of
     ``scratch`` are a tile for blocks past ``M`` or ``P``.  ``spread``: the stores of
     :func:`_block_lines`'s spread form, from image ``image``'s ``c_at = image *
     image_size``."""
@@ -140,9 +194,19 @@ def packed_product(packed, b, c, scratch, depth, steps, rows, columns, chunk, bl
                 for p in range(0, count, {width}):
                     panel_at = base + p // {width} * panel_size
 """
-    return head + _blocks_by_width(
-        lambda count, indent: _block_lines(block_rows, count, lanes, width, indent, spread),
-        vectors, f"count - p > {lanes}", 20)
+    if vectors == 1:
+        return head + _blocks_by_width(
+            lambda count, indent: _block_lines(block_rows, 1, lanes, width, indent, spread),
+            1, "", 20)
+    tail = lanes // 2
+    indent = " " * 20
+    body = [f"{indent}if count - p > {lanes + tail}:"]
+    body += _block_lines(block_rows, vectors, lanes, width, indent + "    ", spread)
+    body.append(f"{indent}elif count - p > {lanes}:")
+    body += _block_lines(block_rows, 1, lanes, width, indent + "    ", spread, tail)
+    body.append(f"{indent}else:")
+    body += _block_lines(block_rows, 1, lanes, width, indent + "    ", spread)
+    return head + "\n".join(body) + "\n"
 
 
 def _blocks_by_width(block_lines, vectors: int, wider: str, indent: int) -> str:
