@@ -81,6 +81,29 @@ def test_strided_and_cropped_layers_match_the_oracle(axis, channels_last):
     np.testing.assert_array_equal(got, canonical_result(data, weights, axes))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("axes", [
+    (AxisPlan(5, 1, 3, 1, 1, 14),),
+    (AxisPlan(5, 1, 4, 1, 0, 17), AxisPlan(5, 1, 4, 1, 0, 17)),
+    (AxisPlan(3, 1, 2, 1, 1, 4), AxisPlan(4, 1, 1, 1, 0, 4), AxisPlan(2, 1, 3, 1, -1, 6)),
+    (AxisPlan(2, 1, 2, 1, 0, 3),) * 4,
+], ids=["1-d", "k1-s4", "3-d-cropped-and-padded", "4-d"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_strided_layers_write_every_output(axes, dtype, threads):
+    # Channels first, the products of every input are stored at their places and every
+    # other output set to zero in one pass: an output full of NaN keeps none.
+    rng = np.random.default_rng(len(axes))
+    data = rng.integers(-3, 4, (3, 4) + tuple(a.input_size for a in axes)).astype(dtype)
+    weights = rng.integers(-3, 4, (1, 4, 6) + (1,) * len(axes)).astype(dtype)
+    expected = canonical_result(data, weights, axes)
+    out = np.full(expected.shape, np.nan, dtype)
+    with ct.num_threads(threads):
+        got = transposed_convolution(data, weights, axes, dtype=np.dtype(dtype),
+                                     channels_last=False, algorithm="pointwise", out=out)
+    np.testing.assert_array_equal(out, expected)
+    assert got is out
+
+
 def test_other_layers_run_the_phases_instead():
     rng = np.random.default_rng(6)
     axes = (AxisPlan(4, 3, 1, 1, 1, 4), AxisPlan(3, 1, 1, 1, 0, 3))

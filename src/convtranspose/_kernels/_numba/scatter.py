@@ -5,7 +5,9 @@ loop every few elements (:func:`scatter_call`).  Where the columns and the outpu
 both channels first, by output rows instead, where a strided copy or add per tap would
 pass over each row once per tap of the last axis: rows of taps that reach disjoint outputs written whole
 (:func:`disjoint_rows_call`), other taps' products added into each row in the per-tap
-adds' order (:func:`added_rows_call`).
+adds' order (:func:`added_rows_call`).  ``pointwise``'s strided channels-first layers
+likewise write each output plane once: zeros, then the products at their places
+(:func:`spread_planes_call`).
 """
 
 from __future__ import annotations
@@ -385,3 +387,62 @@ def _spread(steps, rank: int) -> list:
     for slot, step in zip({1: (2,), 2: (0, 2), 3: (0, 1, 2)}[rank], steps):
         padded[slot] = step
     return padded
+
+
+@cached_njit(nogil=True)
+def spread_planes_kernel(product, out, places, plane_size, start,
+                         stop):  # pragma: no cover - compiled
+    # product (P, X...) of the inputs that land inside the output and out (P, Y...) as
+    # flat C-contiguous buffers; `places`: where each input of a plane lands, as an
+    # offset within its plane; `plane_size`: Y elements.  Item: plane, set to zero
+    # whole (one loop LLVM vectorizes), then its inputs' products stored at their
+    # places in one loop over the table: nested strided loops of a few elements per
+    # line took 1.5x its time.  Elements are indexed unsigned: numba checks each signed
+    # index for wrapping, which keeps LLVM from vectorizing the zeros.
+    size = np.uint64(plane_size)
+    count = np.uint64(places.shape[0])
+    for plane in range(start, stop):
+        at = np.uint64(plane) * size
+        for y in range(size):
+            out[at + y] = 0
+        source = np.uint64(plane) * count
+        for k in range(count):
+            out[at + np.uint64(places[k])] = product[source + k]
+
+
+@kept("kernel schedules", maxsize=64)
+def _spread_places(axes) -> np.ndarray:
+    """:func:`spread_planes_kernel`'s table for axes of one tap each (read-only): where
+    each input of a plane that lands inside the output lands, in C order, as an offset
+    within its plane (8 bytes per output position at most)."""
+    outputs = []
+    for axis in axes:
+        y = np.arange(axis.input_size, dtype=np.int64) * axis.stride - axis.offset
+        outputs.append(y[(y >= 0) & (y < axis.output_size)])
+    places = np.meshgrid(*outputs, indexing="ij")
+    shape = tuple(axis.output_size for axis in axes)
+    return frozen_all(np.ravel_multi_index(tuple(places), shape).reshape(-1).astype(np.int64))[0]
+
+
+def spread_planes_call(out, axes, target):
+    """``run(product, out)``: a layer of one tap per axis, channels first, from the
+    products ``(N, C, X...)`` (C-contiguous) of the inputs that land inside the output
+    into the C-contiguous ``(N, C, Y...)`` output, which it writes whole in one pass:
+    each plane zeroed, then its inputs' products stored at their places.  Zeroing the
+    output and copying the products into its strided view passes over it twice (NumPy's
+    strided copy restarting its loop every few elements).  The planes are split between
+    the threads as the layout copies are (:func:`.transpose.copy_threads`).  Outputs of
+    the same shape take the same ``run``."""
+    from .transpose import copy_threads
+
+    places = _spread_places(tuple(axes))
+    plane_size = math.prod(axis.output_size for axis in axes)
+    planes = out.shape[0] * out.shape[1]
+    threads = copy_threads(out.nbytes, target.threads)
+
+    def run(product, out):
+        if planes and plane_size:
+            parallel_kernel(spread_planes_kernel, (product.reshape(-1), out.reshape(-1),
+                                                   places, plane_size), planes, threads)
+
+    return run
