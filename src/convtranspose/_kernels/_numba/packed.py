@@ -43,7 +43,7 @@ from .packed_sources import product_source, rows_source
 
 __all__ = ["PackedColumns", "PackedMatrix", "Spread", "block_shape", "chunk_positions",
            "pack_columns", "pack_matrix", "packed_product", "packed_rows_product", "pass_steps",
-           "prepare_packed_product"]
+           "prepare_packed_product", "spread_rows"]
 
 #: Vector registers of an x86 core: 16 with AVX2, 32 with AVX-512.
 _REGISTERS = {32: 16, 64: 32}
@@ -59,6 +59,17 @@ def block_shape(itemsize: int, width: int) -> tuple[int, int, int]:
     return (registers - _VECTORS - 1) // _VECTORS, _VECTORS, width // itemsize
 
 
+def spread_rows(rows: int, most: int) -> int:
+    """Rows per block for a matrix of ``rows``: as few blocks as blocks of ``most`` rows
+    make, with the rows spread evenly over them (rounded up to an even count, so that
+    few block shapes are compiled).  Each block costs its rows' multiply-adds whether
+    they are live or padding: 48 rows (a decoder head's 3 outputs of 16 taps) in blocks
+    of 14 compute 56, in blocks of 12, 48."""
+    blocks = max(1, -(-rows // most))
+    even = -(-rows // blocks)
+    return min(most, even + even % 2)
+
+
 class PackedMatrix(NamedTuple):
     """A filter matrix ``(G, M, K)`` packed for :func:`packed_product`.
 
@@ -70,7 +81,8 @@ class PackedMatrix(NamedTuple):
     groups, rows, depth : int
         ``G``, ``M`` and ``K``.
     block_rows, vectors, lanes : int
-        The micro-kernel's shape (:func:`block_shape`).
+        The micro-kernel's shape (:func:`block_shape`, its rows spread by
+        :func:`spread_rows`).
     """
 
     data: np.ndarray
@@ -90,7 +102,8 @@ def pack_matrix(matrix: np.ndarray, width: int | None = None) -> PackedMatrix:
     """``matrix`` ``(G, M, K)`` (float32 or float64) packed for the micro-kernel of
     ``width``-byte vectors (this machine's by default); a new read-only array."""
     groups, rows, depth = matrix.shape
-    block_rows, vectors, lanes = block_shape(matrix.itemsize, width or vector_bytes())
+    most_rows, vectors, lanes = block_shape(matrix.itemsize, width or vector_bytes())
+    block_rows = spread_rows(rows, most_rows)
     blocks = -(-rows // block_rows)
     data = aligned((groups * blocks * block_rows * depth,), matrix.dtype, np.zeros)
     padded = np.zeros((groups, blocks * block_rows, depth), matrix.dtype)

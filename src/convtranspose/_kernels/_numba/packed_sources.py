@@ -199,6 +199,11 @@ def packed_product(packed, b, c, scratch, depth, steps, rows, columns, chunk, bl
             lambda count, indent: _block_lines(block_rows, 1, lanes, width, indent, spread),
             1, "", 20)
     tail = lanes // 2
+    if tail * -(-block_rows // lanes) >= block_rows:  # a short block: a vector costs less
+        return head + _blocks_by_width(
+            lambda count, indent: _block_lines(block_rows, count, lanes, width, indent,
+                                               spread),
+            vectors, f"count - p > {lanes}", 20)
     indent = " " * 20
     body = [f"{indent}if count - p > {lanes + tail}:"]
     body += _block_lines(block_rows, vectors, lanes, width, indent + "    ", spread)
