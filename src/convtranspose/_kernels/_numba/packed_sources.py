@@ -154,9 +154,9 @@ def product_source(block_rows: int, vectors: int, lanes: int, spread: bool = Fal
     turn (its weights for the pass stay in L1, the panels in L2).  A panel with at most
     one vector of positions left runs a one-vector block, one with at most half a vector
     more runs the one-vector block and those positions along the rows in one loop
-    (:func:`_tail_lines`; half a vector of positions so costs fewer multiply-adds than a
-    vector of them, with every vector width and float type): each row of a 7x7 image
-    takes three vectors of positions and a tail, not four vectors.  The last ``block_rows * width`` values of
+    (:func:`_tail_lines`), where the block's rows make that fewer multiply-adds than a
+    second vector of positions: each row of a 7x7 image takes three vectors of
+    positions and a tail, not four vectors.  The last ``block_rows * width`` values of
     ``scratch`` are a tile for blocks past ``M`` or ``P``.  ``spread``: the stores of
     :func:`_block_lines`'s spread form, from image ``image``'s ``c_at = image *
     image_size``."""
