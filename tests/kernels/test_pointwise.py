@@ -90,8 +90,8 @@ def test_strided_and_cropped_layers_match_the_oracle(axis, channels_last):
 ], ids=["1-d", "k1-s4", "3-d-cropped-and-padded", "4-d"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_strided_layers_write_every_output(axes, dtype, threads):
-    # Channels first, the products of every input are stored at their places and every
-    # other output set to zero in one pass: an output full of NaN keeps none.
+    # Channels first, the products of the inputs that land are stored at their places and
+    # every other output set to zero in one pass: an output full of NaN keeps none.
     rng = np.random.default_rng(len(axes))
     data = rng.integers(-3, 4, (3, 4) + tuple(a.input_size for a in axes)).astype(dtype)
     weights = rng.integers(-3, 4, (1, 4, 6) + (1,) * len(axes)).astype(dtype)
