@@ -127,6 +127,46 @@ def test_each_thread_gets_its_own_scratch_zeroed_when_made(native, threads, monk
     assert new in other and set(other) <= {new, old}
 
 
+@numba.njit(nogil=True)
+def _square_samples(values, scratch, squares, width, start, stop):
+    # Units of (sample, element): each sample's squares through the thread's scratch.
+    for unit in range(start, stop):
+        scratch[0] = values[unit] * values[unit]
+        squares[unit] = scratch[0]
+
+
+@numba.njit(nogil=True)
+def _sum_samples(squares, sums, width, start, stop):
+    # Units of samples: reads the squares the first kernel wrote for its samples.
+    for sample in range(start, stop):
+        total = 0.0
+        for i in range(width):
+            total += squares[sample * width + i]
+        sums[sample] = total
+
+
+@pytest.mark.parametrize("samples, threads, paired", [(4, 2, True), (2, 2, True),
+                                                      (3, 2, False), (4, 1, False)])
+def test_a_pair_runs_each_samples_second_kernel_after_its_first(samples, threads, paired,
+                                                                launches):
+    # The second kernel's units of a sample read what the first wrote for it: the
+    # oracle's sums hold only where the first ran before the second on each sample.
+    # A pair that cannot run (threads not dividing the samples, one thread) runs
+    # nothing and says so.
+    _needs_native()
+    width = 5
+    values = np.arange(samples * width, dtype=np.float64)
+    squares, sums = np.full_like(values, np.nan), np.full(samples, np.nan)
+    ran = launch.parallel_pair(_square_samples, (values, squares, width), samples * width,
+                               (1, 3, np.float64), _sum_samples, (squares, sums, width),
+                               samples, samples, threads)
+    assert ran == paired and launches.count == paired
+    if paired:
+        np.testing.assert_array_equal(sums, (values ** 2).reshape(samples, width).sum(1))
+    else:
+        assert np.isnan(squares).all() and np.isnan(sums).all()
+
+
 def test_one_kernel_with_arguments_of_other_types(launches):
     # Each set of argument types gets the kernel's code compiled for it: arrays of
     # other dtypes, layouts or flags, scalars of other types; tuples go to the pool.

@@ -375,11 +375,14 @@ def test_repeated_col2im_calls_run_the_prepared_products_and_match_the_oracle(la
                     "2 threads: products stay on BLAS")
     data_shape, weights_shape, axes = _PREPARED_PRODUCTS[layer]
     # The general path's products go through `packed_product`; the prepared ones were
-    # set up with the layer and do not.
-    general = []
-    product = packed_kernel.packed_product
+    # set up with the layer and do not.  Where the two threads divide the batch, the
+    # product and the store of each call run in one loop.
+    general, paired = [], []
+    product, pair = packed_kernel.packed_product, launch.parallel_pair
     monkeypatch.setattr(packed_kernel, "packed_product",
                         lambda *arguments: general.append(1) or product(*arguments))
+    monkeypatch.setattr(launch, "parallel_pair",
+                        lambda *arguments: paired.append(pair(*arguments)) or paired[-1])
     rng = np.random.default_rng(len(layer))
     weights = rng.integers(-4, 5, weights_shape).astype(np.float32)
     float32 = np.dtype(np.float32)
@@ -392,7 +395,7 @@ def test_repeated_col2im_calls_run_the_prepared_products_and_match_the_oracle(la
         compute(data, got)
         np.testing.assert_array_equal(got, canonical_result(data, weights, axes))
         np.testing.assert_array_equal(data, kept)
-    assert general == [1]  # the first call, which makes the rows kernel's call
+    assert not general and paired == [data_shape[0] % 2 == 0] * 3
 
 
 @pytest.mark.parametrize("threads, dtype, flops", [(1, np.float32, 1e6),

@@ -5,7 +5,8 @@ The first call of a layer shape measures candidate algorithms
 this process nor the kernel cache would compile them first, for seconds on end; so the
 call times the candidates that are ready (the BLAS ones always are), returns with the
 fastest of those, and hands the others to a background process
-(:mod:`.background_worker`) that runs each on zeros of the same problem with one image,
+(:mod:`.background_worker`) that runs each on zeros of the same problem with as many
+images as threads (up to the batch: so that kernels run in pairs per image compile too),
 which compiles its kernels into the kernel cache folder, and exits.  The first
 call of the layer after that process ended measures every candidate (their kernels
 now load in milliseconds) and keeps the winner as wisdom; a process that ends first
@@ -123,17 +124,21 @@ def _hand_over(job: dict | None):
 
 
 def _job(names, data, weights, bias, problem: Problem, target: Target) -> dict | None:
-    """The background process's description of the problem (one image), or None when
-    its operands would exceed :data:`BACKGROUND_MAX_BYTES`."""
-    one_image = (data.nbytes // max(1, problem.batch) + weights.nbytes
-                 + math.prod(problem.output_shape[1:]) * problem.dtype.itemsize)
-    if one_image > BACKGROUND_MAX_BYTES:
+    """The background process's description of the problem, with as many images as
+    threads up to the batch (col2im runs its product and store in one loop where the
+    threads divide the batch, :func:`convtranspose._kernels._numba.launch.parallel_pair`,
+    a loop compiled apart), or None when its operands would exceed
+    :data:`BACKGROUND_MAX_BYTES`."""
+    images = max(1, min(problem.batch, target.threads))
+    image_bytes = (data.nbytes // max(1, problem.batch)
+                   + math.prod(problem.output_shape[1:]) * problem.dtype.itemsize)
+    if images * image_bytes + weights.nbytes > BACKGROUND_MAX_BYTES:
         return None
     return {"algorithms": list(names), "target": dataclasses.asdict(target),
             "axes": [dataclasses.astuple(axis) for axis in problem.axes],
             "channels_last": problem.channels_last, "dtype": problem.dtype.name,
             "result_dtype": None if problem.result_dtype is None else problem.result_dtype.name,
-            "data": _layout(data[:1]), "weights": _layout(weights),
+            "data": _layout(data[:images]), "weights": _layout(weights),
             "bias": None if bias is None else _layout(bias)}
 
 

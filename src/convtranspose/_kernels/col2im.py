@@ -309,7 +309,11 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, ta
                          channels_last, internal_last, tap_major, target)
     packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target,
                             kept=False, in_place=steps.rows == "in place")
-    _run_steps(steps, data, matrix, out, channels_last, internal_last, target, packed=packed)
+    products = (_prepared_products(steps, data.shape[0], axes, packed, target)
+                if packed is not None and not internal_last else None)
+    if products is None or not products(data, out, {}):
+        _run_steps(steps, data, matrix, out, channels_last, internal_last, target,
+                   packed=packed)
 
 
 def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_last):
@@ -339,16 +343,18 @@ def _prepared_products(steps: _Steps, batch: int, axes, packed, target):
     """``run(data, out, scatters)``: :func:`_run_steps` for channels-first col2im whose
     packed product covers the whole batch in one chunk and whose columns a rows kernel
     stores, with the product's set-up made once
-    (:func:`._numba.packed.prepare_packed_product`) and nothing but the two kernels per
-    call; False (nothing done) for data that is not C-contiguous of the packed dtype, or
-    before the general path has made the rows kernel's call (``scatters[0]``).  The same
-    products and stores as that path: the same bits.  None where the layer is not of
-    that kind."""
+    (:func:`._numba.packed.prepare_packed_product`), the store's at the first call
+    (``scatters[0]``), and nothing but the two kernels per call: in one parallel loop
+    where the threads divide the batch, each thread storing the samples it multiplied
+    (:func:`._numba.launch.parallel_pair`), else one after the other.  False (nothing
+    done) for data that is not C-contiguous of the packed dtype.  The same products and
+    stores as that path: the same bits.  None where the layer is not of that kind."""
     if steps.rows not in ("disjoint", "added") or len(steps.chunks) != 1 or steps.zero_rows:
         return None
     chunk = steps.chunks[0]
     if (chunk.n0, chunk.n1, chunk.x0, chunk.x1) != (0, batch, 0, axes[0].input_size):
         return None
+    from ._numba.launch import parallel_pair
     from ._numba.packed import prepare_packed_product
 
     dtype = packed.data.dtype
@@ -358,18 +364,41 @@ def _prepared_products(steps: _Steps, batch: int, axes, packed, target):
     sums_shape = (batch, packed.groups, packed.rows, positions)
 
     def run(data, out, scatters) -> bool:
-        scatter = scatters.get(0)
-        if scatter is None or data.dtype != dtype or not data.flags.c_contiguous:
+        if data.dtype != dtype or not data.flags.c_contiguous:
             return False
         if steps.fill:
             out.fill(0)
         columns = np.empty(sums_shape, dtype)
-        product(data.reshape(rows_shape), columns)
-        scatter(columns.reshape(chunk.columns_shape).transpose(steps.scatter_order), out,
-                columns.reshape(-1))
+        view = columns.reshape(chunk.columns_shape).transpose(steps.scatter_order)
+        store = scatters.get(0)
+        if store is None:
+            store = scatters[0] = _rows_store(steps, chunk, view, out, packed.groups, target)
+        data, flat = data.reshape(rows_shape), columns.reshape(-1)
+        if not parallel_pair(product.kernel, product.arguments(data, columns), product.units,
+                             product.scratch, store.kernel, store.arguments(flat, out),
+                             store.items, batch, product.threads):
+            product(data, columns)
+            store(view, out, flat)
         return True
 
     return run
+
+
+def _rows_store(steps: _Steps, chunk: _Chunk, columns, out, groups: int, target):
+    """The rows kernel's store of ``columns`` (as the rows kernels read them) of
+    ``chunk`` into the channels-first ``out``."""
+    from ._numba.scatter import added_rows_call, disjoint_rows_call
+
+    into = _channels_first(out, groups)[chunk.n0:chunk.n1]
+    if steps.rows == "disjoint":
+        return disjoint_rows_call(columns, out, into, chunk.axes, target, steps.whole_samples)
+    return added_rows_call(columns, out, into, chunk.axes, target)
+
+
+def _channels_first(out, groups: int):
+    """A channels-first output ``(N, G*Co, Y...)`` as ``(N, G, Co, Y...)``: a view (an
+    axis split in two)."""
+    return out.reshape((out.shape[0], groups, -1) + out.shape[2:])
 
 
 def _layer_steps(batch, weights_shape, axes, dtype, out_contiguous, channels_last,
@@ -442,15 +471,10 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
             columns = columns.transpose(steps.scatter_order)
             scatter = None if scatters is None else scatters.get(index)
             if scatter is None:
-                from ._numba.scatter import added_rows_call, disjoint_rows_call, scatter_call
+                from ._numba.scatter import scatter_call
 
-                if steps.rows == "disjoint":
-                    scatter = disjoint_rows_call(columns, out, into[n0:n1], chunk.axes,
-                                                 target, steps.whole_samples)
-                elif steps.rows:
-                    scatter = added_rows_call(columns, out, into[n0:n1], chunk.axes, target)
-                else:
-                    scatter = scatter_call(columns, out, glyc[:, n0:n1], chunk.axes, target)
+                scatter = (_rows_store(steps, chunk, columns, out, groups, target) if steps.rows
+                           else scatter_call(columns, out, glyc[:, n0:n1], chunk.axes, target))
                 if scatters is not None:
                     scatters[index] = scatter
             scatter(columns, out)

@@ -60,7 +60,8 @@ from ..compiling import KernelNotCompiled
 from .kernel_cache import cached_njit
 
 __all__ = ["NATIVE_THREADS_ENV", "count_native_loop", "native_loops_run", "native_threads",
-           "parallel_kernel", "seconds_since_loop", "steered_workers", "swap_num_threads"]
+           "parallel_kernel", "parallel_pair", "seconds_since_loop", "steered_workers",
+           "swap_num_threads"]
 
 #: The threading layers whose parallel loops several threads may start at once.
 _THREAD_SAFE_LAYERS = ("omp", "tbb")
@@ -128,6 +129,25 @@ def _launch_with_scratch(jit_address, c_address, threads, count, before, scratch
         arguments = before + (scratch[piece],) + after
         kernel = _function_at(jit_address, c_address, arguments)
         kernel(*arguments, count * piece // pieces, count * (piece + 1) // pieces)
+    swap_num_threads(previous)
+
+
+@cached_njit(parallel=True, nogil=True)
+def _launch_pair(first_jit, first_c, second_jit, second_c, threads, samples, first_units,
+                 second_units, before, scratch, after, second_arguments):  # pragma: no cover
+    # One piece per thread, each with its own row of ``scratch`` between the first
+    # kernel's arguments: the first kernel's units of the piece's samples, then the
+    # second's.
+    previous = swap_num_threads(threads)
+    pieces = scratch.shape[0]
+    for piece in prange(pieces):
+        low = samples * piece // pieces
+        high = samples * (piece + 1) // pieces
+        arguments = before + (scratch[piece],) + after
+        first = _function_at(first_jit, first_c, arguments)
+        first(*arguments, low * first_units, high * first_units)
+        second = _function_at(second_jit, second_c, second_arguments)
+        second(*second_arguments, low * second_units, high * second_units)
     swap_num_threads(previous)
 
 
@@ -297,6 +317,43 @@ def _native_call(kernel, arguments: tuple, count: int, threads: int, pieces: int
             else:
                 _launch_with_scratch(found[0], found[1], threads, count,
                                      arguments[:position], rows, arguments[position + 1:])
+    except KernelNotCompiled:
+        return False
+    count_native_loop()
+    return True
+
+
+def parallel_pair(first, first_arguments: tuple, first_count: int, scratch: tuple,
+                  second, second_arguments: tuple, second_count: int, samples: int,
+                  threads: int) -> bool:
+    """``first`` over ``range(first_count)`` (with ``scratch`` as in
+    :func:`parallel_kernel`), then ``second`` over ``range(second_count)``, in one
+    parallel loop on numba's threads: each thread takes an equal share of ``samples``
+    and runs the first kernel's units of its samples, then the second's.  Both ranges
+    must be sample-major (``count // samples`` units per sample), and the second
+    kernel's units of a sample may read only what the first wrote for that sample.  One
+    fork-join instead of two: the second launch cost 5-6 us of a 0.05 ms layer's call on
+    an AMD Zen 4 (``benchmarks/results/prepared-calls-zen4.json``, ``paired_launch``).
+
+    Returns False, having run nothing, where the loop cannot run: ``threads`` does not
+    divide ``samples`` or is 1, numba's threads are not usable
+    (:func:`native_threads`), or the loop or a kernel is not compiled and compiling is
+    deferred; the caller then runs the two kernels one after the other."""
+    if threads < 2 or samples % threads or not native_threads(threads):
+        return False
+    position, size, dtype = scratch
+    rows = _scratch_rows(first, threads, size, dtype)
+    first_arguments = first_arguments[:position] + (rows[0],) + first_arguments[position:]
+    try:
+        found = _addresses(first, first_arguments)
+        other = _addresses(second, second_arguments)
+        if found is None or other is None:
+            return False
+        with steered_workers(threads):
+            _launch_pair(found[0], found[1], other[0], other[1], threads, samples,
+                         first_count // samples, second_count // samples,
+                         first_arguments[:position], rows, first_arguments[position + 1:],
+                         second_arguments)
     except KernelNotCompiled:
         return False
     count_native_loop()

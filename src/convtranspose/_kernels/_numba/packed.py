@@ -41,9 +41,9 @@ from .codegen import compile_source
 from .launch import parallel_kernel
 from .packed_sources import product_source, rows_source
 
-__all__ = ["PackedColumns", "PackedMatrix", "Spread", "block_shape", "chunk_positions",
-           "pack_columns", "pack_matrix", "packed_product", "packed_rows_product", "pass_steps",
-           "prepare_packed_product", "spread_rows"]
+__all__ = ["PackedColumns", "PackedMatrix", "PreparedProduct", "Spread", "block_shape",
+           "chunk_positions", "pack_columns", "pack_matrix", "packed_product",
+           "packed_rows_product", "pass_steps", "prepare_packed_product", "spread_rows"]
 
 #: Vector registers of an x86 core: 16 with AVX2, 32 with AVX-512.
 _REGISTERS = {32: 16, 64: 32}
@@ -147,11 +147,34 @@ def packed_product(packed: PackedMatrix, b: np.ndarray, c: np.ndarray, threads: 
     prepare_packed_product(packed, b.shape, b.dtype, threads, spread)(b, c)
 
 
+class PreparedProduct(NamedTuple):
+    """:func:`packed_product` for one shape of ``b``, worked out once
+    (:func:`prepare_packed_product`): ``product(b, c)`` runs it; ``kernel`` over
+    ``range(units)`` (sample-major) with :meth:`arguments` and a working row per
+    thread (``scratch``, as :func:`.launch.parallel_kernel` takes it) is the same run,
+    for a caller that launches it with another kernel (:func:`.launch.parallel_pair`)."""
+
+    kernel: object
+    weights: np.ndarray
+    sizes: tuple
+    units: int
+    threads: int
+    scratch: tuple
+
+    def arguments(self, b: np.ndarray, c: np.ndarray) -> tuple:
+        """The kernel's arguments but the scratch row and the units' bounds."""
+        return (self.weights, b.reshape(-1), c.reshape(-1)) + self.sizes
+
+    def __call__(self, b: np.ndarray, c: np.ndarray) -> None:
+        parallel_kernel(self.kernel, self.arguments(b, c), self.units, self.threads,
+                        scratch=self.scratch)
+
+
 def prepare_packed_product(packed: PackedMatrix, shape: tuple[int, ...], dtype, threads: int,
-                           spread: Spread | None = None):
-    """``run(b, c)``: :func:`packed_product` for ``b`` of ``shape`` ``(N, G, K, P)`` (no
-    size zero) and ``dtype``, its kernel, passes, chunks and scratch worked out once, for
-    the calls of a prepared layer (:func:`..col2im.prepare_col2im`)."""
+                           spread: Spread | None = None) -> PreparedProduct:
+    """:func:`packed_product` for ``b`` of ``shape`` ``(N, G, K, P)`` (no size zero) and
+    ``dtype``, its kernel, passes, chunks and scratch worked out once, for the calls of
+    a prepared layer (:func:`..col2im.prepare_col2im`)."""
     batch, groups, depth, columns = shape
     itemsize = np.dtype(dtype).itemsize
     width = packed.vectors * packed.lanes
@@ -163,15 +186,9 @@ def prepare_packed_product(packed: PackedMatrix, shape: tuple[int, ...], dtype, 
     kernel = _product_kernel(packed.block_rows, packed.vectors, packed.lanes, spread is not None)
     sizes = (depth, steps, packed.rows, columns, chunk, blocks, chunks, groups) + (
         () if spread is None else tuple(spread))
-    count = batch * groups * chunks * blocks
     scratch = (3, panels + packed.block_rows * width + 64 // itemsize, np.dtype(dtype))
-    weights = packed.data
-
-    def run(b: np.ndarray, c: np.ndarray) -> None:
-        parallel_kernel(kernel, (weights, b.reshape(-1), c.reshape(-1)) + sizes, count,
-                        threads, scratch=scratch)
-
-    return run
+    return PreparedProduct(kernel, packed.data, sizes, batch * groups * chunks * blocks,
+                           threads, scratch)
 
 
 def pass_steps(depth: int, width: int, itemsize: int, spread: bool = False) -> int:

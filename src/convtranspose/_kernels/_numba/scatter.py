@@ -3,16 +3,18 @@
 For a few output channels, the scatter-add, where NumPy's strided adds restart their
 loop every few elements (:func:`scatter_call`).  Where the columns and the output are
 both channels first, by output rows instead, where a strided copy or add per tap would
-pass over each row once per tap of the last axis: rows of taps that reach disjoint outputs written whole
-(:func:`disjoint_rows_call`), other taps' products added into each row in the per-tap
-adds' order (:func:`added_rows_call`).  ``pointwise``'s strided channels-first layers
-likewise write each output plane once: zeros, then the products at their places
-(:func:`spread_planes_call`).
+pass over each row once per tap of the last axis: rows of taps that reach disjoint
+outputs written whole (:func:`disjoint_rows_call`), other taps' products added into each
+row in the per-tap adds' order (:func:`added_rows_call`); both as a :class:`RowsStore`,
+which a caller may also launch beside the product that makes the columns.
+``pointwise``'s strided channels-first layers likewise write each output plane once:
+zeros, then the products at their places (:func:`spread_planes_call`).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -236,9 +238,9 @@ def unreached_rows(axes) -> tuple[int, ...]:
 
 
 def disjoint_rows_call(columns, out, region, axes, target, whole: bool = False):
-    """``run(columns, out, flat=None)``: channels-first col2im's stores of taps that
-    reach disjoint outputs, in one compiled pass instead of a strided copy per tap
-    (``flat`` as in :func:`scatter_call`).
+    """A :class:`RowsStore`, ``run(columns, out, flat=None)``: channels-first col2im's
+    stores of taps that reach disjoint outputs, in one compiled pass instead of a
+    strided copy per tap (``flat`` as in :func:`scatter_call`).
 
     ``columns`` is ``(n, G, Co, X..., K...)`` (any non-negative strides), ``region`` a
     view ``(n, G, Co, Y...)`` of the C-contiguous ``out``, ``axes`` the chunk's (input
@@ -257,16 +259,9 @@ def disjoint_rows_call(columns, out, region, axes, target, whole: bool = False):
     col_steps = np.array(lead + x_steps[:2] + k_steps[:2], np.int64)
     first, second, last = _row_tables(axes3, whole)
     reads = np.where(last[:, 0] < 0, -1, last[:, 0] * x_steps[2] + last[:, 1] * k_steps[2])
-    items = n * groups * co * len(first)
-    threads = target.threads if columns.size >= DIRECT_PARALLEL_MACS // 16 else 1
-
-    def run(columns, out, flat=None):
-        if items:
-            arguments = (_flat(columns) if flat is None else flat, col_steps,
-                         out.reshape(-1)[start:], out_steps, first, second, reads, groups, co)
-            parallel_kernel(disjoint_rows_kernel, arguments, items, threads)
-
-    return run
+    return RowsStore(disjoint_rows_kernel, col_steps, out_steps, start,
+                     (first, second, reads, groups, co), n * groups * co * len(first),
+                     _store_threads(columns, target))
 
 
 @cached_njit(nogil=True)
@@ -332,10 +327,10 @@ def _added_tables(axes3) -> tuple[np.ndarray, ...]:
 
 
 def added_rows_call(columns, out, region, axes, target):
-    """``run(columns, out, flat=None)``: channels-first col2im's adds of every tap's
-    columns into the (zeroed) output, in one compiled pass over the output rows that
-    the chunk's inputs reach, each row's taps added while it is in cache, in the NumPy
-    adds' order (``flat`` as in :func:`scatter_call`).
+    """A :class:`RowsStore`, ``run(columns, out, flat=None)``: channels-first col2im's
+    adds of every tap's columns into the (zeroed) output, in one compiled pass over the
+    output rows that the chunk's inputs reach, each row's taps added while it is in
+    cache, in the NumPy adds' order (``flat`` as in :func:`scatter_call`).
 
     ``columns`` is ``(n, G, Co, X..., K...)`` with the last input axis contiguous,
     ``region`` a view ``(n, G, Co, Y...)`` of the C-contiguous ``out`` (the last axis
@@ -350,16 +345,41 @@ def added_rows_call(columns, out, region, axes, target):
     col_steps = np.array(lead + x_steps[:2] + k_steps, np.int64)
     tables = _added_tables(axes3)
     sizes = np.array([groups, co, axes3[2].stride], np.int64)
-    items = n * groups * co * len(tables[0])
-    threads = target.threads if columns.size >= DIRECT_PARALLEL_MACS // 16 else 1
+    return RowsStore(added_rows_kernel, col_steps, out_steps, start, (*tables, sizes),
+                     n * groups * co * len(tables[0]), _store_threads(columns, target))
 
-    def run(columns, out, flat=None):
-        if items:
-            arguments = (_flat(columns) if flat is None else flat, col_steps,
-                         out.reshape(-1)[start:], out_steps, *tables, sizes)
-            parallel_kernel(added_rows_kernel, arguments, items, threads)
 
-    return run
+class RowsStore(NamedTuple):
+    """A rows kernel's stores (:func:`disjoint_rows_call`, :func:`added_rows_call`) for
+    columns and an output of given shapes and strides: ``store(columns, out,
+    flat=None)`` runs them; ``kernel`` over ``range(items)`` (sample-major) with
+    :meth:`arguments` is the same run, for a caller that launches it with another
+    kernel (:func:`.launch.parallel_pair`)."""
+
+    kernel: object
+    col_steps: np.ndarray
+    out_steps: np.ndarray
+    start: int
+    tables: tuple
+    items: int
+    threads: int
+
+    def arguments(self, flat: np.ndarray, out: np.ndarray) -> tuple:
+        """The kernel's arguments but the items' bounds, for the columns' flat buffer
+        (:func:`_flat`) and ``out``."""
+        return (flat, self.col_steps, out.reshape(-1)[self.start:], self.out_steps
+                ) + self.tables
+
+    def __call__(self, columns, out, flat=None) -> None:
+        if self.items:
+            parallel_kernel(self.kernel, self.arguments(
+                _flat(columns) if flat is None else flat, out), self.items, self.threads)
+
+
+def _store_threads(columns: np.ndarray, target) -> int:
+    """The rows kernels' threads on their own: one for columns too few to be worth a
+    fork-join."""
+    return target.threads if columns.size >= DIRECT_PARALLEL_MACS // 16 else 1
 
 
 def _rows_layout(columns, out, region, rank: int) -> tuple[list, list, list, np.ndarray, int]:
