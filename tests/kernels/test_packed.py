@@ -76,13 +76,39 @@ def _spread_case(shape, dtype, seed):
     row_base = (rng.permutation(rows) * span + 1).astype(np.int64)
     pos_map = rng.permutation(span - 1)[:columns].astype(np.int64)
     image_size = rows * span + 3
-    spread = packed_kernel.Spread(row_base, pos_map, image_size)
-    out = np.full(batch * groups * image_size + 5, np.nan, dtype)
+    return _spread_operands(matrix, data, row_base, pos_map, image_size)
+
+
+def _spread_operands(matrix, data, row_base, pos_map, image_size):
+    """:func:`_spread_case`'s result for these tables: the Spread, the buffer full of NaN
+    and what it must hold (each product at its place, found by the tables alone)."""
+    batch, groups = data.shape[:2]
+    spread = packed_kernel.Spread(row_base, pos_map, image_size,
+                                  packed_kernel.paired_runs(pos_map))
+    out = np.full(batch * groups * image_size + 5, np.nan, data.dtype)
     expected = out.copy()
     images = np.arange(batch * groups)[:, None, None] * image_size
     places = images + row_base[None, :, None] + pos_map[None, None, :]
+    assert len(np.unique(places)) == places.size
     expected[places.reshape(-1)] = np.matmul(matrix, data).reshape(-1)
     return matrix, data, spread, out, expected
+
+
+def _paired_case(dtype, seed):
+    """:func:`_spread_case` with tables where pairs of rows land side by side (rows 2j
+    and 2j + 1 one element apart), but for one pair near the end, and positions land two
+    apart in runs of 21 (each run 4 elements past the last): some vectors of positions
+    run two apart, others straddle a run's end."""
+    rng = np.random.default_rng(seed)
+    batch, groups, rows, depth, columns = 2, 1, 20, 9, 75
+    matrix = rng.integers(-8, 9, (groups, rows, depth)).astype(dtype)
+    data = rng.integers(-8, 9, (batch, groups, depth, columns)).astype(dtype)
+    positions = np.arange(columns, dtype=np.int64)
+    pos_map = 2 * (positions + 2 * (positions // 21))
+    span = int(pos_map[-1]) + 2
+    row_base = np.arange(rows, dtype=np.int64) // 2 * span + np.arange(rows) % 2
+    row_base[17] = rows // 2 * span  # a pair apart: its own span past the others
+    return _spread_operands(matrix, data, row_base, pos_map, (rows // 2 + 1) * span + 1)
 
 
 @pytest.mark.parametrize("width", [32, 64], ids=["avx2", "avx512"])
@@ -96,6 +122,15 @@ def test_spread_products_go_to_their_places_and_nowhere_else(shape, dtype, width
     packed_kernel.packed_product(packed, data, out, threads, spread)
     np.testing.assert_array_equal(out, expected)
     np.testing.assert_array_equal(data, kept)
+
+
+@pytest.mark.parametrize("width", [32, 64], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_landing_side_by_side_go_out_interleaved_to_their_places(dtype, width):
+    matrix, data, spread, out, expected = _paired_case(dtype, width)
+    packed = packed_kernel.pack_matrix(matrix, width)
+    packed_kernel.packed_product(packed, data, out, 2, spread)
+    np.testing.assert_array_equal(out, expected)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

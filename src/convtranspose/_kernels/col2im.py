@@ -228,12 +228,12 @@ def _spread_tables(co: int, kernel: tuple[int, ...], axes, tap_major: bool):
     """The packed product's :class:`~._numba.packed.Spread` for a channels-first layer
     whose products go in place: filter row ``m`` and input position ``p`` go to output
     element ``row_base[m] + pos_map[p]`` of their sample and group."""
-    from ._numba.packed import Spread
+    from ._numba.packed import Spread, paired_runs
 
     plane = math.prod(axis.output_size for axis in axes)
     taps, places = _tap_and_input_places(axes, kernel, 1)
     return Spread(frozen(_filter_columns(taps, co, plane, tap_major)), frozen(places),
-                  co * plane)
+                  co * plane, frozen(paired_runs(places)))
 
 
 def _spread_rows(batch: int, groups: int, co: int, kernel: tuple[int, ...], axes,

@@ -43,7 +43,8 @@ from .packed_sources import product_source, rows_source
 
 __all__ = ["PackedColumns", "PackedMatrix", "PreparedProduct", "Spread", "block_shape",
            "chunk_positions", "pack_columns", "pack_matrix", "packed_product",
-           "packed_rows_product", "pass_steps", "prepare_packed_product", "spread_rows"]
+           "packed_rows_product", "paired_runs", "pass_steps", "prepare_packed_product",
+           "spread_rows"]
 
 #: Vector registers of an x86 core: 16 with AVX2, 32 with AVX-512.
 _REGISTERS = {32: 16, 64: 32}
@@ -117,11 +118,25 @@ def pack_matrix(matrix: np.ndarray, width: int | None = None) -> PackedMatrix:
 class Spread(NamedTuple):
     """Where :func:`packed_product` stores each sum instead of a matrix ``c``: row ``m``
     and position ``p`` of image ``i`` (sample times groups plus group) at ``i *
-    image_size + row_base[m] + pos_map[p]`` (int64 tables, read-only)."""
+    image_size + row_base[m] + pos_map[p]`` (int64 tables, read-only).  ``pairs``: per
+    position ``p``, how many positions from ``p`` on land two elements apart
+    (:func:`paired_runs`); where a vector's positions do and rows ``2j`` and ``2j + 1``
+    land side by side (``row_base`` one apart: a stride-2 axis's two taps), the two
+    rows' sums go out interleaved by plain stores instead of two scatters."""
 
     row_base: np.ndarray
     pos_map: np.ndarray
     image_size: int
+    pairs: np.ndarray
+
+
+def paired_runs(pos_map: np.ndarray) -> np.ndarray:
+    """Per position ``p`` of ``pos_map``, the length of the run from ``p`` on whose places
+    step by exactly two (:class:`Spread`'s ``pairs``; int64, at least 1)."""
+    positions = len(pos_map)
+    ends = np.append(np.flatnonzero(np.diff(pos_map) != 2), positions - 1)
+    starts = np.arange(positions, dtype=np.int64)
+    return ends[np.searchsorted(ends, starts)] - starts + 1
 
 
 def packed_product(packed: PackedMatrix, b: np.ndarray, c: np.ndarray, threads: int,
