@@ -9,7 +9,8 @@ back-to-back calls, in alternating rounds, of: the array function
 (``ct.onnx_conv_transpose``), the same layer through ``ct.prepare``, an onnxruntime
 session of the one-node model (inputs bound, one thread per intra-op pool as the
 benchmark runs it) and ``torch.nn.functional.conv_transpose2d`` under ``torch.no_grad``
-(each where installed).  Prints the median microseconds per call of each and the ratios,
+(each where installed), each round after a pause of 0.1 s (the peers' workers spin for
+a while after their calls).  Prints the median microseconds per call of each and the ratios,
 with the CPU; ``--out`` writes the rows as JSON.  Writes nothing else.  The tiny
 layer is also timed channels-last (``ct.conv_transpose``, NXC data and an XIO filter, as
 ``convtranspose bench`` runs its NXC twin), without peers.
@@ -87,6 +88,11 @@ def _torch_call(data, weights, stride, pad):
     return call
 
 
+#: Seconds before each timed round: onnxruntime's workers spin 40-56 ms after a call, and
+#: torch's OpenMP workers a while too, taking a core from the next round's calls.
+_PAUSE_SECONDS = 0.1
+
+
 def _microseconds(call, calls: int) -> float:
     start = time.perf_counter()
     for _ in range(calls):
@@ -129,6 +135,7 @@ def measure(calls: int, rounds: int, only: str | None = None, quiet: bool = Fals
                 call()
         for _ in range(rounds):
             for key, call in runs.items():
+                time.sleep(_PAUSE_SECONDS)
                 times[key].append(_microseconds(call, calls))
         row = {"layer": name, "us": {key: round(statistics.median(values), 2)
                                      for key, values in times.items()}}

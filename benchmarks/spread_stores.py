@@ -12,8 +12,8 @@ For each layer this times, in alternating rounds of ``--calls`` calls on all the
 library's threads: the same compiled kernel with the pairs table of the layer
 (``pairs``) and with one of zeros (every store a scatter: ``scatters``), the product
 into a matrix of the same sums (``matrix``, no stores in place), and onnxruntime's
-ConvTranspose on the layer where it is installed (a session, its threads as many).
-Prints the median and the least round's microseconds per call, with the CPU;
+ConvTranspose on the layer where it is installed (a session, its threads as many),
+each round after a pause of 0.1 s.  Prints the median and the least round's microseconds per call, with the CPU;
 ``--out`` writes the rows as JSON.  Writes nothing else.
 """
 
@@ -34,6 +34,10 @@ from convtranspose._kernels._numba.packed import (
     prepare_packed_product,
 )
 from convtranspose._runtime.machine import cpu_model_name
+
+#: Seconds before each round: onnxruntime's workers spin 40-56 ms after a call and would
+#: take a core from the next round's kernels.
+_PAUSE_SECONDS = 0.1
 
 # (input channels, output channels, input rows and columns)
 LAYERS = [(64, 32, 24), (64, 32, 32), (128, 64, 56), (512, 256, 32)]
@@ -102,6 +106,7 @@ def measure(rounds: int, calls: int) -> list[dict]:
         for index in range(rounds):
             order = list(runs.items())
             for name, run in (order if index % 2 == 0 else order[::-1]):
+                time.sleep(_PAUSE_SECONDS)
                 run()
                 start = time.perf_counter()
                 for _ in range(count):
