@@ -127,6 +127,19 @@ def test_each_thread_gets_its_own_scratch_zeroed_when_made(native, threads, monk
     assert new in other and set(other) <= {new, old}
 
 
+def test_kept_addresses_serve_the_next_calls_of_the_same_kinds(launches):
+    # The caller's dict keeps the kernel's code addresses under its key after the
+    # first native loop; later loops under that key run from them.
+    _needs_native()
+    addresses = {}
+    for call in range(3):
+        counts = np.zeros(50, np.int64)
+        kinds = (launch.array_kind(counts),)
+        launch.parallel_kernel(_count_pieces, (counts,), 50, 2, kept=(addresses, kinds))
+        assert np.array_equal(counts, np.ones(50, np.int64))
+        assert list(addresses) == [kinds] and launches.count == call + 1
+
+
 @numba.njit(nogil=True)
 def _square_samples(values, scratch, squares, width, start, stop):
     # Units of (sample, element): each sample's squares through the thread's scratch.

@@ -354,7 +354,7 @@ def _prepared_products(steps: _Steps, batch: int, axes, packed, target):
     chunk = steps.chunks[0]
     if (chunk.n0, chunk.n1, chunk.x0, chunk.x1) != (0, batch, 0, axes[0].input_size):
         return None
-    from ._numba.launch import parallel_pair
+    from ._numba.launch import array_kind, parallel_pair
     from ._numba.packed import prepare_packed_product
 
     dtype = packed.data.dtype
@@ -362,6 +362,7 @@ def _prepared_products(steps: _Steps, batch: int, axes, packed, target):
     rows_shape = (batch, packed.groups, packed.depth, positions)
     product = prepare_packed_product(packed, rows_shape, dtype, target.threads)
     sums_shape = (batch, packed.groups, packed.rows, positions)
+    addresses: dict = {}  # the loop's code addresses by the data's and output's types
 
     def run(data, out, scatters) -> bool:
         if data.dtype != dtype or not data.flags.c_contiguous:
@@ -374,9 +375,11 @@ def _prepared_products(steps: _Steps, batch: int, axes, packed, target):
         if store is None:
             store = scatters[0] = _rows_store(steps, chunk, view, out, packed.groups, target)
         data, flat = data.reshape(rows_shape), columns.reshape(-1)
+        # Only the data and the output vary in type from call to call.
+        kinds = (array_kind(data), array_kind(out))
         if not parallel_pair(product.kernel, product.arguments(data, columns), product.units,
                              product.scratch, store.kernel, store.arguments(flat, out),
-                             store.items, batch, product.threads):
+                             store.items, batch, product.threads, (addresses, kinds)):
             product(data, columns)
             store(view, out, flat)
         return True

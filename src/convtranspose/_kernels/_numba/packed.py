@@ -38,7 +38,7 @@ from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes, vector_byte
 from ..schedules import frozen_all
 from ..tiles import aligned
 from .codegen import compile_source
-from .launch import parallel_kernel
+from .launch import array_kind, parallel_kernel
 from .packed_sources import product_source, rows_source
 
 __all__ = ["PackedColumns", "PackedMatrix", "PreparedProduct", "Spread", "block_shape",
@@ -167,7 +167,9 @@ class PreparedProduct(NamedTuple):
     (:func:`prepare_packed_product`): ``product(b, c)`` runs it; ``kernel`` over
     ``range(units)`` (sample-major) with :meth:`arguments` and a working row per
     thread (``scratch``, as :func:`.launch.parallel_kernel` takes it) is the same run,
-    for a caller that launches it with another kernel (:func:`.launch.parallel_pair`)."""
+    for a caller that launches it with another kernel (:func:`.launch.parallel_pair`).
+    ``addresses``: the kernel's code addresses by the types of the data and result
+    (:func:`.launch.parallel_kernel`'s ``kept``)."""
 
     kernel: object
     weights: np.ndarray
@@ -175,14 +177,18 @@ class PreparedProduct(NamedTuple):
     units: int
     threads: int
     scratch: tuple
+    addresses: dict
 
     def arguments(self, b: np.ndarray, c: np.ndarray) -> tuple:
         """The kernel's arguments but the scratch row and the units' bounds."""
         return (self.weights, b.reshape(-1), c.reshape(-1)) + self.sizes
 
     def __call__(self, b: np.ndarray, c: np.ndarray) -> None:
-        parallel_kernel(self.kernel, self.arguments(b, c), self.units, self.threads,
-                        scratch=self.scratch)
+        arguments = self.arguments(b, c)
+        # Only the data and the result vary in type from call to call.
+        kinds = (array_kind(arguments[1]), array_kind(arguments[2]))
+        parallel_kernel(self.kernel, arguments, self.units, self.threads,
+                        scratch=self.scratch, kept=(self.addresses, kinds))
 
 
 def prepare_packed_product(packed: PackedMatrix, shape: tuple[int, ...], dtype, threads: int,
@@ -203,7 +209,7 @@ def prepare_packed_product(packed: PackedMatrix, shape: tuple[int, ...], dtype, 
         () if spread is None else tuple(spread))
     scratch = (3, panels + packed.block_rows * width + 64 // itemsize, np.dtype(dtype))
     return PreparedProduct(kernel, packed.data, sizes, batch * groups * chunks * blocks,
-                           threads, scratch)
+                           threads, scratch, {})
 
 
 def pass_steps(depth: int, width: int, itemsize: int, spread: bool = False) -> int:
