@@ -40,7 +40,7 @@ from convtranspose._runtime.machine import cpu_model_name
 _PAUSE_SECONDS = 0.1
 
 # (input channels, output channels, input rows and columns)
-LAYERS = [(64, 32, 24), (64, 32, 32), (128, 64, 56), (512, 256, 32)]
+LAYERS = [(256, 128, 14), (64, 32, 24), (64, 32, 32), (128, 64, 56), (512, 256, 32)]
 
 
 def _session(data, weights):

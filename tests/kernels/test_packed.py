@@ -97,14 +97,15 @@ def _spread_operands(matrix, data, row_base, pos_map, image_size):
 def _paired_case(dtype, seed):
     """:func:`_spread_case` with tables where pairs of rows land side by side (rows 2j
     and 2j + 1 one element apart), but for one pair near the end, and positions land two
-    apart in runs of 21 (each run 4 elements past the last): some vectors of positions
-    run two apart, others straddle a run's end."""
+    apart in runs of 21, 5, 2, 3, 30 and 14 in turn (each run 4 elements past the last):
+    some vectors of positions lie in one run, some in two, some in three or more."""
     rng = np.random.default_rng(seed)
     batch, groups, rows, depth, columns = 2, 1, 20, 9, 75
     matrix = rng.integers(-8, 9, (groups, rows, depth)).astype(dtype)
     data = rng.integers(-8, 9, (batch, groups, depth, columns)).astype(dtype)
-    positions = np.arange(columns, dtype=np.int64)
-    pos_map = 2 * (positions + 2 * (positions // 21))
+    lengths = np.resize([21, 5, 2, 3, 30, 14], columns)
+    runs = np.repeat(np.arange(columns), lengths)[:columns]  # each position's run
+    pos_map = 2 * (np.arange(columns, dtype=np.int64) + 2 * runs)
     span = int(pos_map[-1]) + 2
     row_base = np.arange(rows, dtype=np.int64) // 2 * span + np.arange(rows) % 2
     row_base[17] = rows // 2 * span  # a pair apart: its own span past the others

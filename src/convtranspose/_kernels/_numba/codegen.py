@@ -50,7 +50,7 @@ _INTRINSICS = ("vector_zero", "vector_load", "vector_splat_at", "vector_splat_pa
                "vector_fma", "vector_dot_pairs", "vector_dot_bytes", "vector_dot_words",
                "vector_add", "vector_interleave", "vector_shift_in", "vector_store",
                "vector_load_spread", "vector_store_spread", "vector_store_spread_first",
-               "vector_load_first", "vector_store_first",
+               "vector_load_first", "vector_store_first", "vector_store_lanes",
                "vector_load_float16", "vector_store_float16", "vector_pack_pairs",
                "vector_widen_halves", "vector_load_bfloat16", "vector_store_bfloat16")
 

@@ -155,21 +155,41 @@ def _paired_stores(block_rows: int, vectors: int, lanes: int, indent: str,
     """A whole spread block's first-pass stores, vector by vector: where the block's rows
     pair up (``paired``: rows ``2j`` and ``2j + 1`` land side by side) and the vector's
     positions land two apart (:class:`.packed.Spread`'s ``pairs``), each pair of rows
-    goes out interleaved by two plain stores; else by the ``scatters`` (one line per
-    row and vector, rows first).  A scatter stores a lane at a time: the U-Net k2 s2
-    layers' in-place products spent a third of their time in them."""
+    goes out interleaved by two plain stores; where its positions make two such runs
+    (a vector across the end of an input row), by four masked stores, each run's part of
+    the interleaved pair; else by the ``scatters`` (one line per row and vector, rows
+    first).  A scatter stores a lane at a time: the U-Net k2 s2 layers' in-place
+    products spent a third of their time in them."""
     if block_rows % 2:
         return [indent + line for line in scatters]
     lines = []
     for v in range(vectors):
-        at = f"c_at + row_base[m0 + {{r}}] + pos_map[first + p + {v * lanes}]"
-        lines.append(f"{indent}if paired and pairs[first + p + {v * lanes}] >= {lanes}:")
+        lines += [f"{indent}q = first + p + {v * lanes}",
+                  f"{indent}run = pairs[q]",
+                  f"{indent}if paired and run >= {lanes}:"]
         for r in range(0, block_rows, 2):
-            lines += [f"{indent}    at = {at.format(r=r)}",
+            at = f"c_at + row_base[m0 + {r}] + pos_map[q]"
+            lines += [f"{indent}    at = {at}",
                       f"{indent}    vector_store(c, at, vector_interleave(s{r}_{v}, "
                       f"s{r + 1}_{v}, 0))",
                       f"{indent}    vector_store(c, at + {lanes}, vector_interleave("
                       f"s{r}_{v}, s{r + 1}_{v}, 1))"]
+        # Two runs: the first run's 2 * run values of the interleaved pair go from the
+        # first run's place, the rest from the second's, each by the masked lanes.
+        lines += [f"{indent}elif paired and pairs[q + run] >= {lanes} - run:",
+                  f"{indent}    split = 2 * run"]
+        for r in range(0, block_rows, 2):
+            low, high = (f"vector_interleave(s{r}_{v}, s{r + 1}_{v}, {half})"
+                         for half in (0, 1))
+            lines += [f"{indent}    at = c_at + row_base[m0 + {r}]",
+                      f"{indent}    later = at + pos_map[q + run] - split",
+                      f"{indent}    at += pos_map[q]",
+                      f"{indent}    vector_store_lanes(c, at, 0, split, {low})",
+                      f"{indent}    vector_store_lanes(c, at + {lanes}, 0, split - {lanes}, "
+                      f"{high})",
+                      f"{indent}    vector_store_lanes(c, later, split, {lanes}, {low})",
+                      f"{indent}    vector_store_lanes(c, later + {lanes}, split - {lanes}, "
+                      f"{lanes}, {high})"]
         lines.append(f"{indent}else:")
         lines += [f"{indent}    {scatters[r * vectors + v]}" for r in range(block_rows)]
     return lines

@@ -424,6 +424,28 @@ def vector_store_first(typingctx, array, index, count, vector):
     return types.none(array, types.intp, types.intp, vector), codegen
 
 
+@intrinsic
+def vector_store_lanes(typingctx, array, index, low, high, vector):
+    """``array[index + i] = vector[i]`` for the lanes ``low <= i < high`` (a masked store:
+    nothing else is written, nor read, so ``index + i`` may lie outside the array for
+    the other lanes)."""
+    if not (_float_array(array) and isinstance(vector, Vector) and vector.dtype == array.dtype):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vector_type = args[4].type
+        pointer = builder.bitcast(_element_pointer(context, builder, array, args[0], args[1]),
+                                  vector_type.as_pointer())
+        store = _masked_intrinsic(builder, "store", vector_type, pointer, ir.VoidType())
+        align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
+        from_low = builder.not_(_first_lanes(builder, args[2], vector.lanes))
+        builder.call(store, [args[4], pointer, align,
+                             builder.and_(from_low, _first_lanes(builder, args[3], vector.lanes))])
+        return context.get_dummy_value()
+
+    return types.none(array, types.intp, types.intp, types.intp, vector), codegen
+
+
 def _bits_and_lanes(bits, lanes) -> bool:
     """Whether an intrinsic's operands are a ``uint16`` array and a literal lane count."""
     return isinstance(lanes, types.IntegerLiteral) and getattr(bits, "dtype", None) == types.uint16
