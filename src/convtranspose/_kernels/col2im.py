@@ -327,6 +327,7 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
                             in_place=steps.rows == "in place")
     scatters: dict = {}
     products = (_prepared_products(steps, batch, axes, packed, target)
+                or _prepared_in_place(steps, batch, axes, packed, target)
                 if packed is not None and not internal_last else None)
 
     def compute(data, out):
@@ -382,6 +383,32 @@ def _prepared_products(steps: _Steps, batch: int, axes, packed, target):
                              store.items, batch, product.threads, (addresses, kinds)):
             product(data, columns)
             store(view, out, flat)
+        return True
+
+    return run
+
+
+def _prepared_in_place(steps: _Steps, batch: int, axes, packed, target):
+    """``run(data, out, scatters)``: :func:`_products_in_place` for channels-first
+    col2im whose products go in place, with the product's set-up made once; False
+    (nothing done) for data that is not C-contiguous of the packed dtype.  The same
+    product: the same bits.  None where the layer is not of that kind or has nothing
+    to multiply (the general path zeroes its output)."""
+    positions = math.prod(axis.input_size for axis in axes)
+    if steps.rows != "in place" or not batch * positions * packed.rows * packed.depth:
+        return None
+    from ._numba.packed import prepare_packed_product
+
+    dtype = packed.data.dtype
+    rows_shape = (batch, packed.groups, packed.depth, positions)
+    product = prepare_packed_product(packed, rows_shape, dtype, target.threads, steps.spread)
+
+    def run(data, out, scatters) -> bool:
+        if data.dtype != dtype or not data.flags.c_contiguous:
+            return False
+        if steps.fill:
+            out.fill(0)
+        product(data.reshape(rows_shape), out)
         return True
 
     return run
