@@ -53,7 +53,7 @@ LAYERS = [
 ]
 
 
-def _onnxruntime_call(data, weights, stride, pad):
+def onnxruntime_call(data, weights, stride, pad):
     try:
         import onnx
         import onnxruntime
@@ -115,7 +115,7 @@ def _runs(data, weights, stride: int, pad: int, channels_last: bool) -> dict:
     layer = ct.prepare(ct.onnx_conv_transpose, W=weights, **attributes)
     runs = {"function": lambda: ct.onnx_conv_transpose(data, weights, **attributes),
             "prepared": lambda: layer(data),
-            "onnxruntime": _onnxruntime_call(data, weights, stride, pad),
+            "onnxruntime": onnxruntime_call(data, weights, stride, pad),
             "torch": _torch_call(data, weights, stride, pad)}
     return {key: call for key, call in runs.items() if call is not None}
 

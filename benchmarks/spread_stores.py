@@ -25,6 +25,7 @@ import statistics
 import time
 
 import numpy as np
+from prepared_calls import onnxruntime_call  # this folder's script: the same session
 
 import convtranspose as ct
 from convtranspose._kernels._numba.packed import (
@@ -41,27 +42,6 @@ _PAUSE_SECONDS = 0.1
 
 # (input channels, output channels, input rows and columns)
 LAYERS = [(256, 128, 14), (64, 32, 24), (64, 32, 32), (128, 64, 56), (512, 256, 32)]
-
-
-def _session(data, weights):
-    """onnxruntime's ConvTranspose k2 s2 on ``data``, or None where it is not installed."""
-    try:
-        import onnx
-        import onnxruntime
-        from onnx import TensorProto, helper
-    except ImportError:
-        return None
-    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2])
-    graph = helper.make_graph(
-        [node], "layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, data.shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [onnx.numpy_helper.from_array(weights, "w")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = ct.get_num_threads()
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
-    return lambda: session.run(None, {"x": data})
 
 
 def _runs(ci: int, co: int, size: int, rng) -> dict:
@@ -90,7 +70,7 @@ def _runs(ci: int, co: int, size: int, rng) -> dict:
     matrix = np.empty((1, 1, 4 * co, size * size), np.float32)
     product = prepare_packed_product(packed, b.shape, b.dtype, threads)
     runs["matrix"] = lambda: product(b, matrix)
-    session = _session(data, weights)
+    session = onnxruntime_call(data, weights, 2, 0)
     if session is not None:
         runs["onnxruntime"] = session
     return runs

@@ -364,6 +364,19 @@ def test_prepared_calls_script_times_each_form(capsys, tmp_path):
             value > 0 for value in row["us"].values())
 
 
+def test_spread_stores_script_times_paired_and_scattered_stores(capsys, tmp_path,
+                                                                 monkeypatch):
+    # The script checks the paired stores' output against the scatters' before timing.
+    pytest.importorskip("numba")
+    monkeypatch.syspath_prepend(str(SCRIPTS))  # it takes onnxruntime's call from a sibling
+    out = tmp_path / "rows.json"
+    assert _load("spread_stores").main(["--rounds", "1", "--calls", "1",
+                                        "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == len(capsys.readouterr().out.splitlines()) - 2
+    assert all(row["us"][form] > 0 for row in rows for form in ("pairs", "scatters", "matrix"))
+
+
 def test_block_rates_script_times_each_block_shape(capsys, tmp_path):
     pytest.importorskip("numba")
     out = tmp_path / "rates.json"

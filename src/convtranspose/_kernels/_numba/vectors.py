@@ -412,16 +412,20 @@ def vector_store_first(typingctx, array, index, count, vector):
         return None
 
     def codegen(context, builder, signature, args):
-        vector_type = args[3].type
-        pointer = builder.bitcast(_element_pointer(context, builder, array, args[0], args[1]),
-                                  vector_type.as_pointer())
-        store = _masked_intrinsic(builder, "store", vector_type, pointer, ir.VoidType())
-        align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
-        builder.call(store, [args[3], pointer, align,
-                             _first_lanes(builder, args[2], vector.lanes)])
+        _masked_store(context, builder, array, args[0], args[1], args[3],
+                      _first_lanes(builder, args[2], vector.lanes))
         return context.get_dummy_value()
 
     return types.none(array, types.intp, types.intp, vector), codegen
+
+
+def _masked_store(context, builder, array_type, array, index, vector, mask) -> None:
+    """``array[index + i] = vector[i]`` for the lanes of ``mask`` (LLVM's masked store)."""
+    pointer = builder.bitcast(_element_pointer(context, builder, array_type, array, index),
+                              vector.type.as_pointer())
+    store = _masked_intrinsic(builder, "store", vector.type, pointer, ir.VoidType())
+    align = ir.Constant(ir.IntType(32), array_type.dtype.bitwidth // 8)
+    builder.call(store, [vector, pointer, align, mask])
 
 
 @intrinsic
@@ -433,14 +437,9 @@ def vector_store_lanes(typingctx, array, index, low, high, vector):
         return None
 
     def codegen(context, builder, signature, args):
-        vector_type = args[4].type
-        pointer = builder.bitcast(_element_pointer(context, builder, array, args[0], args[1]),
-                                  vector_type.as_pointer())
-        store = _masked_intrinsic(builder, "store", vector_type, pointer, ir.VoidType())
-        align = ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8)
         from_low = builder.not_(_first_lanes(builder, args[2], vector.lanes))
-        builder.call(store, [args[4], pointer, align,
-                             builder.and_(from_low, _first_lanes(builder, args[3], vector.lanes))])
+        _masked_store(context, builder, array, args[0], args[1], args[4],
+                      builder.and_(from_low, _first_lanes(builder, args[3], vector.lanes)))
         return context.get_dummy_value()
 
     return types.none(array, types.intp, types.intp, types.intp, vector), codegen
