@@ -37,6 +37,7 @@ import contextlib
 import contextvars
 import dataclasses
 import json
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -52,7 +53,6 @@ from .._runtime.target import Target
 from . import figures as _figures
 from .choice import Choice, choose, numpy_target, split_label, timed_label
 from .measure import (
-    GIVE_UP_FACTOR,
     MEASURE_ALL_BELOW_SECONDS,
     MEASURED_CANDIDATES,
     NUMBA_KERNELS_TIMED,
@@ -481,49 +481,45 @@ def _fewer_threads(threads: int) -> list[int]:
     return sorted({1, threads // 2} - {threads})
 
 
-#: Candidates timed again on fewer threads: the fastest this many, within
-#: :data:`FEWER_THREADS_WITHIN` of the fastest on all threads.  A kernel that splits a
-#: small layer into many short pieces can take twice as long on all threads as on one
-#: (``direct-blocked`` on U-Net 64->32 16x16 k2 s2 NXC on an Intel Xeon: 273-402 us on
-#: two threads, 110-178 us on one, where ``col2im-nxc``, a BLAS product, took 209-308 us
-#: on two: ``benchmarks/results/fewer-threads-xeon.json``), so the fastest on all
-#: threads says little about the fastest on one.
-FEWER_THREADS_CANDIDATES = 3
-#: See :data:`FEWER_THREADS_CANDIDATES`: twice the factor a candidate may lag and stay in
-#: the race, as a whole pool's wake-ups can double a small layer's time.
-FEWER_THREADS_WITHIN = 2 * GIVE_UP_FACTOR
-
-
 def _on_fewer_threads(measurement: Measurement, run, threads: int, level: str) -> Measurement:
-    """``measurement`` with its fastest candidates (:data:`FEWER_THREADS_CANDIDATES`,
-    within :data:`FEWER_THREADS_WITHIN` of the fastest) timed again on fewer threads
+    """``measurement`` with its candidates timed again on fewer threads
     (:func:`_fewer_threads`), beside the fastest on all ``threads``, in one race.
 
     Waking idle threads costs tens to hundreds of microseconds (more after a pause,
     and most on virtual machines whose idle CPUs halt:
     ``benchmarks/results/thread-wakeup-xeon.json``), and a small layer's kernel may
     take less than that; no count of multiply-adds tells where, because kernel rates
-    differ fourfold between layers.  So it is timed, under ``measure`` while that
-    costs under :data:`~.measure.MEASURE_ALL_BELOW_SECONDS` by the threaded time (a
-    run on ``k`` threads taking up to ``threads / k`` times as long); under
-    ``exhaustive`` always.
+    differ fourfold between layers.  Nor does the time on all threads: the wake-ups
+    it holds vary from run to run and from kernel to kernel, so its order says
+    little about the order on one thread (``direct`` on a 16->16 8x8 k3 s2 layer took
+    151 us on two threads, six times the fastest there, and 10.5 us on one, the
+    fastest of all: ``benchmarks/results/fewer-threads-zen4.json``).  So every
+    candidate is timed again, in the order of its time on all threads, while that
+    costs under :data:`~.measure.MEASURE_ALL_BELOW_SECONDS` by the threaded times (a
+    run on ``k`` threads taking up to ``threads / k`` times as long; the race drops
+    the slow ones after a run or two), under ``measure``; under ``exhaustive`` all.
     """
     if threads < 2 or not measurement.times:
         return measurement
-    fastest_ns = measurement.times[0][1]
-    close = [name for name, ns in measurement.times[:FEWER_THREADS_CANDIDATES]
-             if ns <= FEWER_THREADS_WITHIN * fastest_ns]
     counts = _fewer_threads(threads)
-    cost = RUNS_PER_CANDIDATE * fastest_ns * (1 + len(close) * sum(threads / k for k in counts))
-    if level != "exhaustive" and cost > MEASURE_ALL_BELOW_SECONDS * 1e9:
+    share = RUNS_PER_CANDIDATE * sum(threads / k for k in counts)
+    cost = RUNS_PER_CANDIDATE * measurement.times[0][1]  # the fastest, raced again
+    again = []
+    for name, ns in measurement.times:
+        cost += share * ns
+        if not math.isfinite(ns) or level != "exhaustive" and (
+                cost > MEASURE_ALL_BELOW_SECONDS * 1e9):
+            break
+        again.append(name)
+    if not again:
         return measurement
-    labels = [measurement.fastest] + [timed_label(name, k) for name in close for k in counts]
-    again = measure(labels, run)
+    labels = [measurement.fastest] + [timed_label(name, k) for name in again for k in counts]
+    timed = measure(labels, run)
     times = dict(measurement.times)
-    times.update(again.times)
+    times.update(timed.times)
     return dataclasses.replace(measurement, times=tuple(sorted(times.items(),
                                                                key=lambda item: item[1])),
-                               seconds=measurement.seconds + again.seconds)
+                               seconds=measurement.seconds + timed.seconds)
 
 
 def store_path() -> str | None:
