@@ -31,6 +31,17 @@ def test_profile_layers_prints_a_row_per_selected_layer(capsys):
         assert all(float(cell) > 0 for cell in cells[2:6] + cells[7:8])  # times, rate
 
 
+def test_fewer_threads_plans_each_layer_and_times_its_choice(monkeypatch):
+    script = _load("fewer_threads")
+    monkeypatch.setattr(script, "LAYERS", script.LAYERS[:1])
+    monkeypatch.setattr(script, "_PAUSE_SECONDS", 0.001)
+    (row,) = script.run(2)
+    assert sum(row["choices"].values()) == 2 and len(row["picks"]) == 2
+    for pick in row["picks"]:
+        assert pick["choice"].partition("@")[0] in ALGORITHMS  # which one depends on the CPU
+        assert pick["us"] > 0 and pick["planning_s"] > 0
+
+
 def test_aligned_loads_times_both_placements(capsys):
     pytest.importorskip("numba")
     assert _load("aligned_loads").main(["--reps", "200"]) == 0
