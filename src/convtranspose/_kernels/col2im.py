@@ -371,10 +371,10 @@ def _prepared_products(steps: _Steps, batch: int, axes, packed, target):
         if steps.fill:
             out.fill(0)
         columns = np.empty(sums_shape, dtype)
-        view = columns.reshape(chunk.columns_shape).transpose(steps.scatter_order)
         store = scatters.get(0)
         if store is None:
-            store = scatters[0] = _rows_store(steps, chunk, view, out, packed.groups, target)
+            store = scatters[0] = _rows_store(steps, chunk, rows_view(columns), out,
+                                              packed.groups, target)
         data, flat = data.reshape(rows_shape), columns.reshape(-1)
         # Only the data and the output vary in type from call to call.
         kinds = (array_kind(data), array_kind(out))
@@ -382,8 +382,13 @@ def _prepared_products(steps: _Steps, batch: int, axes, packed, target):
                              product.scratch, store.kernel, store.arguments(flat, out),
                              store.items, batch, product.threads, (addresses, kinds)):
             product(data, columns)
-            store(view, out, flat)
+            store(rows_view(columns), out, flat)
         return True
+
+    def rows_view(columns):
+        # The columns as the rows kernel reads them: a view, made only where a call
+        # needs it (the paired loop takes the flat buffer).
+        return columns.reshape(chunk.columns_shape).transpose(steps.scatter_order)
 
     return run
 
