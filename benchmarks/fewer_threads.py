@@ -19,8 +19,6 @@ import collections
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 
 os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
@@ -94,24 +92,6 @@ def _print(rows: list[dict], label: str = "") -> None:
               f"| {row['median_planning_s']} |", flush=True)
 
 
-def compare(before: str, plannings: int) -> dict:
-    """Both builds' rows from child processes, alternating which goes first."""
-    after = os.path.dirname(os.path.dirname(os.path.abspath(ct.__file__)))
-    results: dict[str, list] = {"before": [], "after": []}
-    for turn in range(2):
-        order = ("before", "after") if turn % 2 == 0 else ("after", "before")
-        for label in order:
-            source = before if label == "before" else after
-            environment = dict(os.environ, PYTHONPATH=source)
-            child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child",
-                                    "--plannings", str(plannings)], env=environment,
-                                   capture_output=True, text=True, check=True)
-            rows = json.loads(child.stdout.splitlines()[-1])
-            results[label].append(rows)
-            _print(rows, f"{label} ")
-    return results
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plannings", type=int, default=6)
@@ -127,7 +107,13 @@ def main() -> None:
     print(f"{cpu_model_name()}, {ct.get_num_threads()} threads, float32")
     print("| layer | choices | median us | worst us | planning s |\n|---|---|---|---|---|")
     if arguments.before:
-        record = compare(arguments.before, arguments.plannings)
+        from prepared_calls import builds_in_turn  # this folder's script
+
+        record = builds_in_turn(__file__, arguments.before, 2,
+                                ["--child", "--plannings", str(arguments.plannings)])
+        for label, runs in record.items():
+            for rows in runs:
+                _print(rows, f"{label} ")
     else:
         record = {"rows": run(arguments.plannings)}
         _print(record["rows"])

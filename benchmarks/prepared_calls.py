@@ -153,20 +153,28 @@ def measure(calls: int, rounds: int, only: str | None = None, quiet: bool = Fals
     return rows
 
 
+def builds_in_turn(script: str, before: str, runs: int, arguments: list[str]) -> dict:
+    """``{"before": [...], "after": [...]}``: what ``runs`` child processes of ``script``
+    (with ``arguments``) print as their last line, JSON, under ``before``'s sources and
+    under this build's, the two alternating which goes first."""
+    after = os.path.dirname(os.path.dirname(os.path.abspath(ct.__file__)))
+    builds = {"before": os.path.abspath(before), "after": after}
+    found: dict[str, list] = {label: [] for label in builds}
+    for run in range(runs):
+        for label in (list(builds) if run % 2 == 0 else list(builds)[::-1]):
+            environment = dict(os.environ, PYTHONPATH=builds[label])
+            child = subprocess.run([sys.executable, os.path.abspath(script), *arguments],
+                                   env=environment, capture_output=True, text=True,
+                                   check=True)
+            found[label].append(json.loads(child.stdout.splitlines()[-1]))
+    return found
+
+
 def compare(before: str, runs: int, child_arguments: list[str]) -> dict:
     """``{"before": rows, "after": rows}``: each build timed in ``runs`` child processes,
     alternating which goes first; each row's microseconds are the medians over the runs
     (``us``) and the least (``best_us``: on a shared machine others' work only adds)."""
-    after = os.path.dirname(os.path.dirname(os.path.abspath(ct.__file__)))
-    builds = {"before": os.path.abspath(before), "after": after}
-    found: dict[str, list[list[dict]]] = {label: [] for label in builds}
-    for run in range(runs):
-        for label in (list(builds) if run % 2 == 0 else list(builds)[::-1]):
-            environment = dict(os.environ, PYTHONPATH=builds[label])
-            child = subprocess.run([sys.executable, os.path.abspath(__file__), "--rows",
-                                    *child_arguments], env=environment, capture_output=True,
-                                   text=True, check=True)
-            found[label].append(json.loads(child.stdout.splitlines()[-1]))
+    found = builds_in_turn(__file__, before, runs, ["--rows", *child_arguments])
     result = {}
     for label, runs_rows in found.items():
         rows = []
