@@ -29,6 +29,7 @@ import numpy as np
 from .._plan.geometry import taps_per_output
 from .._runtime.memo import derived_from, frozen, spare_array
 from .common import move_axis
+from .requantize import BYTE_RANGES, corrected_sums
 
 __all__ = ["BlockedSums", "in_layout", "prepare_blocked_sums", "products_per_lane", "s16_blocked",
            "u8s8_blocked", "u8s8_transposed", "word_products"]
@@ -37,16 +38,12 @@ __all__ = ["BlockedSums", "in_layout", "prepare_blocked_sums", "products_per_lan
 _INT32_MAX = 2 ** 31 - 1
 
 
-#: The one-byte integer types' ranges (``np.iinfo`` costs a microsecond per call).
-_BYTE_RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
-
-
 def _span(data: np.ndarray) -> tuple[int, int]:
     """A range that holds every value of ``data``: a one-byte integer type's own range
     (every such array fits the byte words as it is or shifted by 128, and finding the
     least and greatest values costs a pass over the data), else the least and greatest
     values (0, 0 when empty)."""
-    span = _BYTE_RANGES.get(data.dtype)
+    span = BYTE_RANGES.get(data.dtype.char)
     if span is not None:
         return span
     return (int(data.min()), int(data.max())) if data.size else (0, 0)
@@ -457,8 +454,6 @@ class BlockedSums:
             return None
         out, factor, share = summed
         if factor:
-            from .requantize import corrected_sums
-
             corrected_sums(out, factor, share, None, self._target.threads, out=out)
         return in_layout(out, self.channels_last)
 

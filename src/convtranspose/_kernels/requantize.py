@@ -11,15 +11,16 @@ import numpy as np
 
 from .common import move_axis
 
-__all__ = ["CorrectedRequantization", "RowsRequantization", "corrected_sums",
+__all__ = ["BYTE_RANGES", "CorrectedRequantization", "RowsRequantization", "corrected_sums",
            "fixed_point_requantization", "fixed_point_requantized", "onednn_requantization",
            "onednn_requantized", "prepare_corrected", "prepare_requantized", "requantized",
            "torch_requantization", "torch_requantized"]
 
 #: The largest int32.
 _INT32_MAX = 2 ** 31 - 1
-#: The quantized results' ranges (``np.iinfo`` costs microseconds per call).
-_BOUNDS = {"B": (0, 255), "b": (-128, 127)}
+#: The one-byte integer types' ranges by type character, for the quantized results and
+#: data (``np.iinfo`` costs a microsecond or more per call).
+BYTE_RANGES = {"B": (0, 255), "b": (-128, 127)}
 
 
 def _rows_on_native_threads(kernel, args: tuple, rows: np.ndarray, threads: int) -> None:
@@ -87,7 +88,7 @@ def _constants(multiplier: np.ndarray, y_scale: np.ndarray, y_zero_point: np.nda
     """The requantization's constants as its kernels take them: the result type, its
     float32 bounds, the float32 multipliers, scale and zero point; None for a result
     type other than uint8 and int8 or a multiplier not finite."""
-    bounds = _BOUNDS.get(y_zero_point.dtype.char)
+    bounds = BYTE_RANGES.get(y_zero_point.dtype.char)
     if bounds is None or not np.isfinite(multiplier).all():
         return None
     return (y_zero_point.dtype, np.float32(bounds[0]), np.float32(bounds[1]),
