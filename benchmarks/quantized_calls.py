@@ -1,14 +1,16 @@
 """Repeated calls of the quantized dialects on the quantized suite's layers, in one process.
 
-    python benchmarks/quantized_calls.py [--rounds 15] [--out FILE]
+    python benchmarks/quantized_calls.py [--rounds 15] [--before OLD/src [--runs 4]] [--out FILE]
 
 Per layer (``convtranspose bench --quantized``'s fixed layers), back-to-back calls in
 alternating rounds of: ``qlinear_conv_transpose`` without and with an int32 bias (the
 array function), the same through ``ct.prepare``, and TFLite's int8, torch's and
 oneDNN's quantized dialects with a bias (each by its array function and through
 ``ct.prepare``).  Prints the median milliseconds of each with the CPU and the load
-average; ``--out`` writes them as JSON.  To compare two builds, run it under each
-(``PYTHONPATH=OLD/src``) alternately.
+average; ``--out`` writes them as JSON.  ``--before OLD/src`` compares two builds: ``--runs``
+child processes of this script under each build's sources in turn (alternating which
+goes first), then per layer and call the median of their medians and the ratio
+before / after.
 """
 
 from __future__ import annotations
@@ -82,31 +84,70 @@ def _calls(n, ci, co, size, k, s, p, rng):
     return calls
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--out", help="write the medians, CPU and load to this JSON file")
-    args = parser.parse_args(argv)
-    from convtranspose._cli.bench import cpu_model
-
+def measure(rounds: int, quiet: bool = False) -> list[dict]:
+    """Per layer, the median milliseconds of each call over ``rounds`` alternating
+    rounds, printed as they come unless ``quiet``."""
     rng = np.random.default_rng(0)
     rows = []
-    print(f"CPU: {cpu_model()}; ms per call, median of {args.rounds} alternating rounds")
     for name, *layer in LAYERS:
         calls = _calls(*layer, rng)
         times: dict[str, list[float]] = {key: [] for key in calls}
-        for _ in range(args.rounds + 2):  # the first two rounds warm up
+        for _ in range(rounds + 2):  # the first two rounds warm up
             for key, call in calls.items():
                 call()
                 start = time.perf_counter()
                 call(), call()
                 times[key].append((time.perf_counter() - start) / 2 * 1e3)
-        medians = {key: round(statistics.median(values[2:]), 3) for key, values in times.items()}
+        medians = {key: round(statistics.median(values[2:]), 4) for key, values in times.items()}
         rows.append(dict(layer=name, ms=medians, load=os.getloadavg()[0]))
-        print(f"{name:36s} " + " ".join(f"{k} {v:.3f}" for k, v in medians.items()))
+        if not quiet:
+            print(f"{name:36s} " + " ".join(f"{k} {v:.3f}" for k, v in medians.items()))
+    return rows
+
+
+def _compared(before: str, runs: int, rounds: int) -> dict:
+    """Both builds' rows (:func:`measure` in ``runs`` child processes each), each call's
+    milliseconds the median over the runs, with before / after per call."""
+    from prepared_calls import builds_in_turn  # this folder's script
+
+    found = builds_in_turn(__file__, before, runs, ["--rows", "--rounds", str(rounds)])
+    compared = []
+    for index, (name, *_) in enumerate(LAYERS):
+        ms = {label: {key: statistics.median(run[index]["ms"][key] for run in runs_rows)
+                      for key in runs_rows[0][index]["ms"]}
+              for label, runs_rows in found.items()}
+        ratio = {key: round(ms["before"][key] / ms["after"][key], 2) for key in ms["after"]
+                 if key in ms["before"]}
+        compared.append(dict(layer=name, ms=ms, before_over_after=ratio))
+        print(f"{name:36s} " + " ".join(
+            f"{key} {ms['before'][key]:.4f}->{ms['after'][key]:.4f} ({ratio[key]}x)"
+            for key in ratio))
+    return dict(runs=found, rows=compared)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--out", help="write the medians, CPU and load to this JSON file")
+    parser.add_argument("--before", metavar="SRC",
+                        help="compare with the build under this folder (its src)")
+    parser.add_argument("--runs", type=int, default=4, help="child processes per build")
+    parser.add_argument("--rows", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.rows:  # a child of --before: the rows as one JSON line
+        print(json.dumps(measure(args.rounds, quiet=True)))
+        return 0
+    from convtranspose._cli.bench import cpu_model
+
+    print(f"CPU: {cpu_model()}; ms per call, median of {args.rounds} alternating rounds")
+    record = dict(cpu=cpu_model(), rounds=args.rounds)
+    if args.before:
+        record.update(_compared(args.before, args.runs, args.rounds), runs_per_build=args.runs)
+    else:
+        record["rows"] = measure(args.rounds)
     if args.out:
         with open(args.out, "w") as handle:
-            json.dump(dict(cpu=cpu_model(), rows=rows), handle, indent=1)
+            json.dump(record, handle, indent=1)
     return 0
 
 

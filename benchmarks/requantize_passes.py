@@ -5,13 +5,17 @@ layout copies' measured rule) against another build's pass.
 
 ``--baseline`` is the ``src`` folder of another checkout (for example the build whose
 passes ran on the library's Python pool from 4 MiB on), loaded beside this one as
-``benchmarks/ab_compare.py`` does.  Two tables, two threads, medians in ms of rounds
-alternating between the builds, each call after an untimed one:
+``benchmarks/ab_compare.py`` does.  Three tables, medians in ms of rounds alternating
+between the builds, each call after an untimed one:
 
 - the pass alone (``convtranspose._kernels.requantize.requantized``) on channels-first
-  int32 sums of 256 KiB to 16 MiB;
+  int32 sums of 256 KiB to 16 MiB, two threads;
 - whole ``ct.qlinear_conv_transpose`` calls (uint8 data, int8 weights) whose results
-  are requantized from sums of those sizes.
+  are requantized from sums of those sizes, two threads;
+- each dialect's compiled rows kernel (``qlinear``'s ``corrected_rows``, oneDNN's
+  ``onednn_rows`` with a bias and a zero point, TFLite's ``fixed_point_rows``) called
+  directly on one thread, on a small layer's channels-last sums (225 x 16) and on
+  4 MiB of them.
 
 Prints the CPU.
 """
@@ -91,6 +95,47 @@ def _layer_rows(baseline, repeats: int) -> list:
     return rows
 
 
+def _kernel_calls(module, acc: np.ndarray) -> dict:
+    """Each dialect's rows kernel of ``module`` (a build's ``_kernels._numba.requantize``)
+    over every row of the channels-last sums ``acc``, by dialect."""
+    rows, channels = acc.shape
+    rng = np.random.default_rng(2)
+    share = rng.integers(-1000, 1000, acc.shape).astype(np.int32)
+    starts, scales = np.zeros(1, np.int64), np.full(channels, 0.01, np.float32)
+    bias = rng.normal(0, 5, channels).astype(np.float32)
+    out = np.empty(acc.shape, np.uint8)
+    f32, i64 = np.float32, np.int64
+    return {
+        "qlinear": lambda: module.corrected_rows(
+            acc, share, i64(128), np.zeros(channels, np.int32), scales, f32(0.5), f32(120),
+            f32(0), f32(255), out, starts, rows),
+        "onednn": lambda: module.onednn_rows(
+            acc, share, i64(128), False, f32(0.02), scales, bias, f32(2.0), False, f32(120),
+            3, True, f32(0), f32(255), out, starts, rows),
+        "tflite": lambda: module.fixed_point_rows(
+            acc, share, i64(128), np.zeros(channels, np.int64),
+            np.full(channels, 1288490189, np.int64), np.full(channels, -8, np.int64), i64(-3),
+            i64(0), i64(255), out, starts, rows)}
+
+
+def _kernel_rows(repeats: int) -> list:
+    this = importlib.import_module("convtranspose._kernels._numba.requantize")
+    other = importlib.import_module(f"{BASELINE}._kernels._numba.requantize")
+    rng = np.random.default_rng(3)
+    rows = []
+    for shape in ((225, 16), (8192, 128)):
+        acc = rng.integers(-100000, 100000, shape).astype(np.int32)
+        mine, theirs = _kernel_calls(this, acc), _kernel_calls(other, acc)
+        for dialect in mine:
+            row = _alternating({"this": mine[dialect], "baseline": theirs[dialect]}, repeats)
+            row.update(dialect=dialect, sums=list(shape), ratio=row["this"] / row["baseline"])
+            print(f"rows {dialect:8s} {shape[0]:5d} x {shape[1]:3d}  this {row['this']:7.4f}"
+                  f"  baseline {row['baseline']:7.4f}  this/baseline {row['ratio']:.2f}",
+                  flush=True)
+            rows.append(row)
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", metavar="SRC", required=True,
@@ -102,10 +147,11 @@ def main(argv=None) -> int:
     for library in (ct, baseline):
         library.set_num_threads(2)
     cpu = cpu_model_name()
-    print(f"CPU: {cpu}, two threads")
+    print(f"CPU: {cpu}; two threads, then one for the kernels alone")
     record = {"cpu": cpu, "baseline": options.baseline,
               "passes": _pass_rows(options.repeats),
-              "layers": _layer_rows(baseline, options.repeats)}
+              "layers": _layer_rows(baseline, options.repeats),
+              "kernels_one_thread": _kernel_rows(options.repeats)}
     if options.json:
         with open(options.json, "w") as handle:
             json.dump(record, handle, indent=1)

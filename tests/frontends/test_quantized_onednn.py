@@ -160,6 +160,49 @@ def test_a_prepared_layers_repeated_calls_run_prepared_and_match_the_oracle(
         assert len(called) == 1, rank  # the first call only
 
 
+@pytest.mark.parametrize("groups", [1, 2])
+def test_channels_last_bytes_read_as_they_are_match_the_oracle_from_two_threads(
+        groups, every_layer_integer):
+    """Channels-last uint8 data whose channels fill whole four-byte words (8 per group),
+    which the integer kernel reads as they are: a prepared layer's repeated calls on
+    several inputs, from two threads at once, each oneDNN's steps on Python-integer
+    sums; the caller's data are left as they were (still writable)."""
+    import threading
+
+    rng = np.random.default_rng(80 + groups)
+    case = random_case(rng, 2, "u8", groups=groups)
+    case["x"] = rng.integers(0, 256, (2, 8 * groups, 3, 4), dtype=np.uint8)
+    case["w"] = rng.integers(-128, 128, (8 * groups, 3, 3, 2), dtype=np.int8)
+    case["bias"] = rng.normal(0, 5, 3 * groups).astype(F32)
+    layer = ct.prepare(
+        ct.onednn_quantized_conv_transpose, filter=case["w"], bias=case["bias"],
+        src_scale=case["xs"], wei_scales=case["ws"], dst_scale=case["ys"],
+        src_zero_point=case["xzp"], dst_zero_point=case["yzp"], dst_dtype="u8",
+        strides=case["stride"], pads_begin=case["pb"], pads_end=case["pe"],
+        dilations=case["dilation"], groups=groups, data_format="NXC", filter_format="IOX")
+    inputs = [rng.integers(0, 256, case["x"].shape, dtype=np.uint8) for _ in range(4)]
+    wanted = [expected(dict(case, x=x)) for x in inputs]
+    nxc = [np.ascontiguousarray(np.moveaxis(x, 1, -1)) for x in inputs]
+    copies = [x.copy() for x in nxc]
+    results: dict = {}
+
+    def run(first: int) -> None:
+        for round_ in range(3):
+            for i in range(first, len(nxc), 2):
+                results[first, round_, i] = np.moveaxis(layer(nxc[i]), -1, 1)
+
+    threads = [threading.Thread(target=run, args=(first,)) for first in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 3 * len(nxc)
+    for (_, _, i), result in results.items():
+        np.testing.assert_array_equal(result, wanted[i])
+    for x, copy in zip(nxc, copies):
+        assert x.flags.writeable and np.array_equal(x, copy)
+
+
 @pytest.mark.parametrize("way", ["source as it is", "centred", "numpy"])
 @pytest.mark.parametrize("dst", ["u8", "s8", "s32", "f32"])
 def test_against_the_integer_oracle(dst, way, monkeypatch, request):

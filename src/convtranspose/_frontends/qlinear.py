@@ -236,17 +236,18 @@ def _integer_qlinear(plan, filter_, zero_points, scales, bias, output_shape):
     if not runs or requantize_sums is None:
         return None
     offset = int(zero_points[0].reshape(()))
+    requantizers = [run.requantizer(offset, requantize_sums) for _, run in runs]
     # The function checks its centred int16 data: a stand-in of their shape (no copy).
     centred = np.broadcast_to(np.int16(0), plan.data_shape)
 
     def call(x: np.ndarray) -> np.ndarray | None:
         check_transposed(plan, centred, weights, None, output_shape)
-        for kind, run in runs:
+        for (kind, run), requantize in zip(runs, requantizers):
             if not integer_sooner(plan, kind, target, lambda: run.sums(x, offset),
                                   lambda: float_sum(plan, _centred(x, zero_points[0]),
                                                     centred_weights, None)):
                 return None
-            result = run.requantized(x, offset, requantize_sums)
+            result = requantize(x)
             if result is not None:
                 return in_layout(result, plan.channels_last)
         return None

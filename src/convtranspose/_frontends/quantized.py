@@ -330,10 +330,11 @@ def prepared_offset_call(plan, data: np.ndarray, weights: np.ndarray, offset: in
     if sums is None:
         return None
     stand_in = np.broadcast_to(centred.type(0), data.shape)  # the memory check's
+    requantize = sums.requantizer(offset, requantization)
 
     def call(x: np.ndarray) -> np.ndarray | None:
         check_transposed(plan, stand_in, weights, None, output_shape)
-        result = sums.requantized(x, offset, requantization)
+        result = requantize(x)
         return result if result is None or finish is None else finish(result)
 
     return call

@@ -442,6 +442,103 @@ class BlockedSums:
             layer(words, acc, after=lines)
             return result
 
+    def requantizer(self, offset: int, requantization):
+        """``requantizer(x)``: :meth:`requantized` of ``x``, ``offset`` and
+        ``requantization``, each dtype of data bound once where :meth:`chained` can
+        (:class:`~.chained_sums.Requantizer`)."""
+        from .chained_sums import Requantizer
+
+        return Requantizer(self, offset, requantization)
+
+    def chained(self, data: np.ndarray, offset: int, requantization):
+        """:meth:`requantized` for data of ``data``'s shape and dtype, C-contiguous, bound
+        once: a :class:`~.chained_sums.ChainedSums` whose calls run the words, the sums
+        and the requantization in one compiled call.  None where the call would not run
+        as one pass of each on one thread, the data are not one-byte integers (the
+        span of other data, and so their shift, is found on each call), the sums are
+        the AMX tiles' or ``requantization`` has no ``bind``."""
+        span = BYTE_RANGES.get(data.dtype.char)
+        if span is None or self.kind == "tiles" or not hasattr(requantization, "bind"):
+            return None
+        shift = self._shift(*span)
+        factor = None if shift is None else shift + offset
+        share = self.share() if factor else None
+        if factor is None or (factor and share is None):
+            return None
+        from ._numba.chains import ChainedPasses
+        from ._numba.transpose import copy_threads
+        from .chained_sums import ChainedSums
+
+        layer, shape = self._layer(self.batch)
+        words_of = self._words_pass(data, shift)
+        if words_of is None or copy_threads(math.prod(shape) * 4, self._target.threads) > 1:
+            return None
+        fill, make_words = words_of
+        bound = self._unit * max(abs(span[0] - offset), abs(span[1] - offset))
+
+        def make_scratch(source: np.ndarray) -> tuple:
+            # One set of working arrays, with each pass's (kernel, arguments, count) on it.
+            words, words_pass = make_words(source)
+            acc = np.empty(shape, np.int32)
+            summed = (source.view(np.int32) if words is None
+                      else frozen(words.reshape(-1).view(np.int32)))
+            sums_pass = layer.single_pass(summed, acc)
+            kernel, arguments, new_result = requantization.bind(acc, factor, share, bound)
+            rows_pass = (kernel, arguments + (new_result()[1],), acc.size // shape[-1])
+            return words, words_pass, sums_pass, rows_pass, new_result
+
+        def scratch_set(made: tuple) -> tuple:
+            # ChainedSums' set: the words, then each pass's arguments and count.
+            words, words_pass, sums_pass, rows_pass, _ = made
+            return ((words,) + (words_pass[1:] if words_pass else ((), 0)) + sums_pass[1:]
+                    + rows_pass[1:])
+
+        made = make_scratch(frozen(np.empty(math.prod(data.shape), data.dtype)))
+        _, words_pass, sums_pass, rows_pass, new_result = made
+        if sums_pass is None:
+            return None
+        passes = ChainedPasses(words_pass and words_pass[:2], sums_pass[:2], rows_pass[:2])
+        if not passes.ready:
+            return None
+        return ChainedSums(data.shape, fill, passes,
+                           lambda source: scratch_set(make_scratch(source)), new_result,
+                           scratch_set(made))
+
+    def _words_pass(self, data: np.ndarray, shift: int):
+        """``(fill, make)`` for :meth:`chained`: ``make(source)`` gives ``(words,
+        words_pass)`` for the flat read-only data ``source``, a new array of
+        ``data + shift`` as the kind's words (None where the data are them as they are)
+        and the compiled pass that fills it, ``(kernel, arguments, count)`` (None where
+        ``fill(x, words)``, NumPy's, does); None where the pass would split between
+        threads."""
+        from ._numba.int8 import channel_words_pass, shifted_into
+        from ._numba.transpose import copy_threads
+
+        groups, ci, count = self._groups, self._ci, self._words.shape[1]
+        halves = self.kind == "halves"
+        if not self.channels_last:
+            words_shape = (data.shape[0], math.prod(data.shape[2:]), groups * count)
+            if copy_threads(math.prod(words_shape) * 4, self._target.threads) > 1:
+                return None
+            lanes = self._target.lanes(np.float32)
+
+            def make(source):
+                words = np.empty(words_shape, np.uint32)
+                return words, channel_words_pass(source.reshape(data.shape), words, shift,
+                                                 groups, ci, lanes, halves)
+
+            return None, make
+        if not halves and data.dtype == np.uint8 and ci == count * 4 and not shift:
+            return None, lambda source: (None, None)
+        per_word = 2 if halves else 4
+        words_shape = data.shape[:-1] + (groups, count * per_word)
+
+        def fill(x, words):
+            shifted_into(x, words, shift, groups, ci)
+
+        return fill, lambda source: (np.zeros(words_shape, np.int16 if halves else np.uint8),
+                                     None)
+
     def __call__(self, data: np.ndarray) -> np.ndarray | None:
         """The exact sums of ``data`` ``(N, Y..., G*Co)`` int32 (a channels-first view of
         it where the layer is channels first), or None where :meth:`sums` declines or

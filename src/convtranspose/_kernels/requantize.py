@@ -137,9 +137,47 @@ def prepare_corrected(multiplier: np.ndarray, y_scale: np.ndarray, y_zero_point:
     return None if constants is None else CorrectedRequantization(constants, bias, threads)
 
 
-class CorrectedRequantization:
+class _RowsPass:
+    """What both requantizations of :meth:`convtranspose._kernels.int8.BlockedSums.requantized`
+    share: a compiled rows kernel (``_kernel``) over the rows of channels-last sums
+    ``acc`` ``(N, Y..., M)``, whose arguments (``_arguments``) end with the rows of
+    the result (``_dtype``, channels last, or its channels-first view where
+    ``_channels_first``)."""
+
+    _channels_first = False
+
+    def _result(self, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """A new result for sums of ``shape``, and its rows as the kernel fills them."""
+        out = np.empty(shape, self._dtype)
+        result = move_axis(out, -1, 1) if self._channels_first else out
+        return result, out.reshape(-1, shape[-1])
+
+    def start(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
+              bound: int | None = None):
+        """``(out, lines)``: the result to be, and ``lines(starts, run)``, which
+        requantizes rows ``[start, start + run)`` of ``acc`` (rows of ``M`` sums) for
+        each of ``starts`` into it, on the calling thread (a :class:`RowsCall`): the
+        blocked kernel calls it for the lines each thread has just summed.  ``bound``
+        as in the call."""
+        result, args = self._arguments(acc, factor, share, bound)
+        return result, RowsCall(self._kernel, args)
+
+    def bind(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
+             bound: int | None = None):
+        """``(kernel, arguments, new_result)`` for a caller that runs the whole pass on
+        these sums (the same array each time) itself: ``kernel(*arguments, out_rows,
+        starts, run)`` requantizes rows ``[start, start + run)`` for each of ``starts``
+        into ``out_rows``, and ``new_result()`` gives ``(result, out_rows)``, a new
+        result and its rows."""
+        _, args = self._arguments(acc, factor, share, bound)
+        shape = acc.shape
+        return self._kernel, args[:-1], lambda: self._result(shape)
+
+
+class CorrectedRequantization(_RowsPass):
     """:func:`prepare_corrected`'s ``apply``: called on ``(acc, factor, share)``, the
-    whole pass; :meth:`start` gives it in pieces of output lines instead."""
+    whole pass; :meth:`start` gives it in pieces of output lines instead
+    (:func:`._numba.requantize.corrected_rows`)."""
 
     def __init__(self, constants: tuple, bias: np.ndarray | None, threads: int) -> None:
         self._dtype, low, high, factors, scale, zero = constants
@@ -166,10 +204,9 @@ class CorrectedRequantization:
         narrow = bound is not None and bound + self._bias_magnitude <= _INT32_MAX
         addend = self._narrow_bias if narrow and self._narrow_bias is not None else (
             self._wide_bias)
-        out = np.empty(acc.shape, self._dtype)
-        rows = acc.reshape(-1, self._channels)
-        return out, (rows, _places(share, self._channels), np.int64(factor), addend,
-                     *self._constants, out.reshape(rows.shape))
+        result, out_rows = self._result(acc.shape)
+        return result, (acc.reshape(-1, self._channels), _places(share, self._channels),
+                        np.int64(factor), addend, *self._constants, out_rows)
 
     def __call__(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
                  bound: int | None = None) -> np.ndarray:
@@ -178,16 +215,6 @@ class CorrectedRequantization:
         out, args = self._arguments(acc, factor, share, bound)
         _pass_of_rows(self._kernel, args, self._threads)
         return out
-
-    def start(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
-              bound: int | None = None):
-        """``(out, lines)``: the result to be, and ``lines(starts, run)``, which
-        requantizes rows ``[start, start + run)`` of ``acc`` (rows of ``M`` sums) for
-        each of ``starts`` into it (:func:`._numba.requantize.corrected_rows`), on the
-        calling thread (a :class:`RowsCall`): the blocked kernel calls it for the lines
-        each thread has just summed.  ``bound`` as in the call."""
-        out, args = self._arguments(acc, factor, share, bound)
-        return out, RowsCall(self._kernel, args)
 
 
 def _places(share: np.ndarray | None, width: int) -> np.ndarray:
@@ -389,7 +416,7 @@ def onednn_requantization(attributes: tuple, dst_scale_divides: bool, bounds: tu
         attributes, dst_scale_divides, bounds, channels, False), dtype, threads)
 
 
-class RowsRequantization:
+class RowsRequantization(_RowsPass):
     """A compiled requantization pass over the rows of channels-last sums ``acc``
     ``(N, Y..., M)`` less ``factor * share``, as
     :meth:`convtranspose._kernels.int8.BlockedSums.requantized` takes it: called on
@@ -404,27 +431,21 @@ class RowsRequantization:
         self._kernel, self._constants, self._dtype = kernel, constants, np.dtype(dtype)
         self._threads, self._channels_first = threads, channels_first
 
-    def _arguments(self, acc: np.ndarray, factor: int, share: np.ndarray | None):
+    def _arguments(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
+                   bound: int | None = None):
+        """The result and the kernel's arguments but the rows (``bound`` unused: the
+        kernels correct in int64)."""
+        result, out_rows = self._result(acc.shape)
         channels = acc.shape[-1]
-        rows = acc.reshape(-1, channels)
-        out = np.empty(acc.shape, self._dtype)
-        result = move_axis(out, -1, 1) if self._channels_first else out
-        return result, (rows, _places(share, channels), np.int64(factor), *self._constants,
-                        out.reshape(rows.shape))
+        return result, (acc.reshape(-1, channels), _places(share, channels),
+                        np.int64(factor), *self._constants, out_rows)
 
     def __call__(self, acc: np.ndarray, factor: int = 0, share: np.ndarray | None = None,
                  bound: int | None = None) -> np.ndarray | None:
-        """The whole pass (``bound`` unused: the kernels correct in int64); None for a
-        non-contiguous or empty ``acc``."""
+        """The whole pass (``bound`` unused); None for a non-contiguous or empty
+        ``acc``."""
         if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i":
             return None
         result, args = self._arguments(acc, factor, share)
         _pass_of_rows(self._kernel, args, self._threads)
         return result
-
-    def start(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
-              bound: int | None = None):
-        """``(out, lines)`` as :meth:`CorrectedRequantization.start` (``acc``
-        C-contiguous)."""
-        result, args = self._arguments(acc, factor, share)
-        return result, RowsCall(self._kernel, args)

@@ -378,6 +378,32 @@ class BlockedLayer:
                        if groups == 1 and segments == 1 and len(self._passes) == 1
                        and channels_last and threads > 1 else None)
 
+    def _copies(self, data) -> bool:
+        """Whether ``data`` is read through a channels-last copy."""
+        return 0 <= self._copy_plane_bytes and (
+            self._copy_plane_bytes * data.itemsize >= _FAR_CHANNELS_BYTES)
+
+    def _pass_arguments(self, index: int, source, flat_out, bits, bias, in_steps) -> tuple:
+        """``(kernel, arguments)`` of pass ``index`` (over the units ``[0, count)``)."""
+        at, c0, c1, (w, sizes), kernel = self._passes[index]
+        return kernel, (source, w, flat_out[at:] if flat_out.size else flat_out,
+                        bits[at:] if bits.size else bits,
+                        bias[c0:c1] if bias.size else bias, sizes, in_steps, *self._run_args)
+
+    def single_pass(self, data: np.ndarray, out: np.ndarray) -> tuple | None:
+        """``(kernel, arguments, count)``: a call's whole work as one kernel on one thread,
+        ``kernel(*arguments, 0, count)``, for ``data`` (the layer's dtype, C-contiguous,
+        read-only) and ``out`` (C-contiguous, the layer's store mode ``KEEP``); None where
+        the layer runs in several passes or threads, reads the data through a copy or
+        stores rounded sums."""
+        if (len(self._passes) != 1 or min(self._threads, self._count) > 1
+                or self._mode != KEEP or self._copies(data)):
+            return None
+        no_bits, no_bias = np.empty(0, np.uint16), frozen_all(np.empty(0, self._dtype))[0]
+        kernel, arguments = self._pass_arguments(0, data.reshape(-1), out.reshape(-1),
+                                                 no_bits, no_bias, self._in_steps)
+        return kernel, arguments, self._count
+
     @property
     def fusable(self) -> bool:
         """Whether a call may take each piece's lines as it ends (``after``): whole
@@ -394,8 +420,7 @@ class BlockedLayer:
         ``starts``), run on the thread that wrote them as soon as it did, in one
         compiled kernel with the sums (:func:`.lines.fused_lines_kernel`)."""
         dtype, in_steps = self._dtype, self._in_steps
-        if 0 <= self._copy_plane_bytes and (
-                self._copy_plane_bytes * data.itemsize >= _FAR_CHANNELS_BYTES):
+        if self._copies(data):
             data = channels_last_copy(data, dtype, self._target)
             in_steps = self._copy_steps
         if data.dtype != dtype or not data.flags.c_contiguous:
@@ -410,13 +435,10 @@ class BlockedLayer:
         # Read-only views of the operands the kernel reads, whatever the caller's flags: a
         # writable and a read-only array are two numba types, each compiling the kernel.
         source, bias = frozen_all(data.reshape(-1).view(), bias.view())
-        run_args, count = self._run_args, self._count
+        count = self._count
 
         def pass_arguments(index: int) -> tuple:
-            at, c0, c1, (w, sizes), kernel = self._passes[index]
-            return kernel, (source, w, flat_out[at:] if flat_out.size else flat_out,
-                            bits[at:] if bits.size else bits,
-                            bias[c0:c1] if bias.size else bias, sizes, in_steps, *run_args)
+            return self._pass_arguments(index, source, flat_out, bits, bias, in_steps)
 
         def run_pass(index: int, start: int, stop: int) -> None:
             kernel, arguments = pass_arguments(index)

@@ -26,8 +26,8 @@ from ..._runtime.threads import parallel_for
 from .launch import parallel_kernel
 from .transpose import copy_threads
 
-__all__ = ["COLUMNS", "group_products", "pack_signed", "panel_source", "u8s8_products",
-           "word_bytes", "word_halves"]
+__all__ = ["COLUMNS", "channel_words_pass", "group_products", "pack_signed", "panel_source",
+           "shifted_into", "u8s8_products", "word_bytes", "word_halves"]
 
 #: Rows of ``a`` and vectors of 16 columns whose sums a block keeps in registers: 16
 #: accumulators, 4 weight vectors and a broadcast row, of the 32 AVX-512 registers.
@@ -147,14 +147,23 @@ def _channel_words(data: np.ndarray, shift: int, groups: int, ci: int, words: in
     words one at a time instead took 1.1-1.7x as long on the quantized suite's layers
     on an Intel Xeon (``benchmarks/results/int8-kernels-xeon.json``, channel_words)."""
     batch, pixels = data.shape[0], math.prod(data.shape[2:])
-    width = groups * words
-    out = np.empty((batch, pixels, width), np.uint32)
+    out = np.empty((batch, pixels, groups * words), np.uint32)
     threads = copy_threads(out.nbytes, threads)  # the layout copies' rule
-    items = batch * -(-width // lanes) * -(-pixels // _CHUNK_PIXELS)
-    parallel_kernel(words_kernel(lanes, halves), (
-        np.ascontiguousarray(data).reshape(-1), out.reshape(-1), np.int64(shift), groups,
-        ci, words, pixels), items, threads)
+    parallel_kernel(*channel_words_pass(np.ascontiguousarray(data), out, shift, groups, ci,
+                                        lanes, halves), threads)
     return out
+
+
+def channel_words_pass(data: np.ndarray, out: np.ndarray, shift: int, groups: int, ci: int,
+                       lanes: int, halves: bool) -> tuple:
+    """``(kernel, arguments, items)``: :func:`_channel_words`' pass of C-contiguous
+    ``data`` ``(N, G*Ci, X...)`` into ``out`` ``(N, P, G * words)`` uint32, as
+    ``kernel(*arguments, start, stop)`` over items ``[0, items)``."""
+    batch, pixels, width = out.shape
+    items = batch * -(-width // lanes) * -(-pixels // _CHUNK_PIXELS)
+    return words_kernel(lanes, halves), (
+        data.reshape(-1), out.reshape(-1), np.int64(shift), groups, ci, width // groups,
+        pixels), items
 
 
 def word_bytes(data: np.ndarray, channels_last: bool, groups: int, ci: int, row: int,
@@ -170,14 +179,21 @@ def word_bytes(data: np.ndarray, channels_last: bool, groups: int, ci: int, row:
         out = np.empty((batch,) + tuple(pixels_shape) + (groups, row), np.uint8)
         if row > ci:
             out[..., ci:] = 0
-        source = data.reshape(data.shape[:-1] + (groups, ci))
-        # The shift in a type that holds it and every value of the data (a Python int
-        # takes the data's: 128 does not fit int8).
-        typed = np.asarray(shift, np.promote_types(data.dtype, np.min_scalar_type(shift)))
-        np.add(source, typed, out=out[..., :ci], casting="unsafe")
+        shifted_into(data, out, shift, groups, ci)
         return out
     words = _channel_words(data, shift, groups, ci, row // 4, lanes, threads, False)
     return words.view(np.uint8).reshape((batch,) + tuple(pixels_shape) + (groups, row))
+
+
+def shifted_into(data: np.ndarray, out: np.ndarray, shift: int, groups: int, ci: int) -> None:
+    """``data + shift`` for channels-last ``data`` ``(N, X..., G*Ci)`` into the first
+    ``Ci`` of each group's parts of ``out`` ``(N, X..., G, parts)`` (bytes, or int16
+    halves), cast as they are stored."""
+    source = data.reshape(data.shape[:-1] + (groups, ci))
+    # The shift in a type that holds it and every value of the data (a Python int takes
+    # the data's: 128 does not fit int8).
+    typed = np.asarray(shift, np.promote_types(data.dtype, np.min_scalar_type(shift)))
+    np.add(source, typed, out=out[..., :ci], casting="unsafe")
 
 
 def word_halves(data: np.ndarray, groups: int, ci: int, pairs: int, threads: int,

@@ -59,12 +59,26 @@ from ..._runtime.threads import (
 from ..compiling import KernelNotCompiled
 from .kernel_cache import cached_njit
 
-__all__ = ["NATIVE_THREADS_ENV", "array_kind", "count_native_loop", "native_loops_run",
-           "native_threads", "parallel_kernel", "parallel_pair", "seconds_since_loop",
-           "steered_workers", "swap_num_threads"]
+__all__ = ["NATIVE_THREADS_ENV", "array_kind", "count_native_loop", "function_at",
+           "kernel_addresses", "native_loops_run", "native_threads", "parallel_kernel",
+           "parallel_pair", "seconds_since_loop", "steered_workers", "swap_num_threads"]
 
 #: The threading layers whose parallel loops several threads may start at once.
 _THREAD_SAFE_LAYERS = ("omp", "tbb")
+
+
+def _function_value(function_type):
+    """The codegen of a first-class function value of ``function_type`` from the
+    addresses of its compiled code (numba's calling convention, then its C wrapper)."""
+    def codegen(context, builder, signature, values):
+        pointer = context.get_value_type(types.voidptr)
+        function = cgutils.create_struct_proxy(function_type)(context, builder)
+        function.jit_addr = builder.inttoptr(values[0], pointer)
+        function.c_addr = builder.inttoptr(values[1], pointer)
+        function.py_addr = pointer(None)
+        return function._getvalue()
+
+    return codegen
 
 
 @intrinsic
@@ -74,16 +88,17 @@ def _function_at(typingctx, jit_address, c_address, arguments):
     types of ``arguments`` and two int64 bounds."""
     function_type = types.FunctionType(
         types.void(*arguments.types, types.int64, types.int64))
+    return (function_type(jit_address, c_address, arguments),
+            _function_value(function_type))
 
-    def codegen(context, builder, signature, values):
-        pointer = context.get_value_type(types.voidptr)
-        function = cgutils.create_struct_proxy(function_type)(context, builder)
-        function.jit_addr = builder.inttoptr(values[0], pointer)
-        function.c_addr = builder.inttoptr(values[1], pointer)
-        function.py_addr = pointer(None)
-        return function._getvalue()
 
-    return function_type(jit_address, c_address, arguments), codegen
+@intrinsic
+def function_at(typingctx, jit_address, c_address, arguments, tail):
+    """:func:`_function_at` of a kernel whose last arguments have the types of the
+    tuple ``tail`` (not two int64 bounds): a rows kernel's ``(starts, run)``."""
+    function_type = types.FunctionType(types.void(*arguments.types, *tail.types))
+    return (function_type(jit_address, c_address, arguments, tail),
+            _function_value(function_type))
 
 
 @intrinsic
@@ -206,13 +221,19 @@ def _addresses(kernel, arguments: tuple) -> tuple[int, int] | None:
     None where it returns a value or takes a tuple.  Compiles it first where a call
     would (raising :class:`~convtranspose._kernels.compiling.KernelNotCompiled` where
     that is deferred)."""
+    return kernel_addresses(kernel, arguments, (types.int64, types.int64))
+
+
+def kernel_addresses(kernel, arguments: tuple, tail: tuple) -> tuple[int, int] | None:
+    """:func:`_addresses` of ``kernel`` for ``arguments`` and last arguments of the
+    numba types ``tail`` (:func:`function_at`'s), kept per argument kinds."""
     kinds = _kinds(arguments)
     if None in kinds:
         return None
-    key = (kernel, kinds)
+    key = (kernel, kinds, tail)
     found = _ADDRESSES.get(key)
     if found is None:
-        signature = tuple(map(numba.typeof, arguments)) + (types.int64, types.int64)
+        signature = tuple(map(numba.typeof, arguments)) + tail
         compiled = kernel.overloads.get(signature)
         if compiled is None:
             kernel.compile(signature)
