@@ -39,9 +39,9 @@ class ChainedSums:
     make_scratch : callable
         ``make_scratch(x)`` -> ``(words, words_arguments, words_count, sums_arguments,
         sums_count, rows_arguments, rows)``: one set of working arrays (the words and
-        the int32 sums) and the passes' arguments over them, the data's flat
-        read-only view ``x`` first among the arguments of the first pass that reads it
-        (replaced on each call).
+        the int32 sums) and the passes' arguments over them, the data's flat view
+        ``x`` (writable as the data bound are) first among the arguments of the first
+        pass that reads it (replaced on each call).
     new_result : callable
         ``new_result()`` -> ``(result, out_rows)``, the rows pass's (the last argument
         of ``rows_arguments``).
@@ -58,8 +58,7 @@ class ChainedSums:
         self._spare = [first]  # sets of working arrays not in use
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        source = x.reshape(-1)
-        source.flags.writeable = False  # the type the passes were bound for
+        source = x.reshape(-1)  # read, never written: as writable as x, as bound
         # One set of working arrays per concurrent call: list.pop and append are atomic.
         scratch = self._spare.pop() if self._spare else self._make_scratch(source)
         try:
@@ -71,7 +70,9 @@ class ChainedSums:
             elif words_count:
                 words_arguments = (source,) + words_arguments[1:]
             else:
-                sums_arguments = (source.view(np.int32),) + sums_arguments[1:]
+                words = source.view(np.int32)
+                words.flags.writeable = False  # as the blocked kernel reads its data
+                sums_arguments = (words,) + sums_arguments[1:]
             self._passes(words_arguments, words_count, sums_arguments, sums_count,
                          rows_arguments[:-1] + (out_rows,), rows)
         finally:
@@ -83,20 +84,23 @@ class Requantizer:
     """``requantizer(x)``: ``sums.requantized(x, offset, requantization)``
     (:meth:`convtranspose._kernels.int8.BlockedSums.requantized`; None where it
     declines), through a :class:`ChainedSums` bound at the first call with ``x``'s
-    dtype where :meth:`~convtranspose._kernels.int8.BlockedSums.chained` gives one."""
+    dtype (and writability) where :meth:`~convtranspose._kernels.int8.BlockedSums.chained` gives one."""
 
     __slots__ = ("_sums", "_offset", "_requantization", "_chains")
 
     def __init__(self, sums, offset: int, requantization) -> None:
         self._sums, self._offset, self._requantization = sums, offset, requantization
-        self._chains: dict = {}  # dtype -> ChainedSums, or False where none applies
+        self._chains: dict = {}  # (dtype, writable) -> ChainedSums, or False: none
 
     def __call__(self, x: np.ndarray) -> np.ndarray | None:
-        chained = self._chains.get(x.dtype)
-        if chained is None:
-            chained = self._chains[x.dtype] = self._sums.chained(
-                x, self._offset, self._requantization) or False
         flags = x.flags
+        # Writable and read-only data are two numba types of the words kernel's source:
+        # a chain for each, bound to the kernel compiled for it.
+        key = (x.dtype, flags.writeable)
+        chained = self._chains.get(key)
+        if chained is None:
+            chained = self._chains[key] = self._sums.chained(
+                x, self._offset, self._requantization) or False
         if chained and flags.c_contiguous and flags.aligned and x.shape == chained.shape:
             return chained(x)
         return self._sums.requantized(x, self._offset, self._requantization)

@@ -480,8 +480,7 @@ class BlockedSums:
             # One set of working arrays, with each pass's (kernel, arguments, count) on it.
             words, words_pass = make_words(source)
             acc = np.empty(shape, np.int32)
-            summed = (source.view(np.int32) if words is None
-                      else frozen(words.reshape(-1).view(np.int32)))
+            summed = frozen((source if words is None else words).reshape(-1).view(np.int32))
             sums_pass = layer.single_pass(summed, acc)
             kernel, arguments, new_result = requantization.bind(acc, factor, share, bound)
             rows_pass = (kernel, arguments + (new_result()[1],), acc.size // shape[-1])
@@ -493,7 +492,8 @@ class BlockedSums:
             return ((words,) + (words_pass[1:] if words_pass else ((), 0)) + sums_pass[1:]
                     + rows_pass[1:])
 
-        made = make_scratch(frozen(np.empty(math.prod(data.shape), data.dtype)))
+        example = np.empty(math.prod(data.shape), data.dtype)  # as writable as the data
+        made = make_scratch(example if data.flags.writeable else frozen(example))
         _, words_pass, sums_pass, rows_pass, new_result = made
         if sums_pass is None:
             return None
@@ -506,7 +506,7 @@ class BlockedSums:
 
     def _words_pass(self, data: np.ndarray, shift: int):
         """``(fill, make)`` for :meth:`chained`: ``make(source)`` gives ``(words,
-        words_pass)`` for the flat read-only data ``source``, a new array of
+        words_pass)`` for the flat data ``source``, a new array of
         ``data + shift`` as the kind's words (None where the data are them as they are)
         and the compiled pass that fills it, ``(kernel, arguments, count)`` (None where
         ``fill(x, words)``, NumPy's, does); None where the pass would split between
