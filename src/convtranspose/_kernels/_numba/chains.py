@@ -81,4 +81,3 @@ class ChainedPasses:
             _words_sums_then_rows(*self._words, words_arguments, words_count, *self._sums,
                                   sums_arguments, sums_count, *self._rows, rows_arguments,
                                   rows)
-
