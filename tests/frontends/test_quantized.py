@@ -375,6 +375,40 @@ def test_calls_of_one_filter_with_other_operands_each_match_the_oracle(every_lay
             result, oracle_requantize(acc, 0.02, 0.01, y_scale, y_zero))
 
 
+def test_calls_of_one_filter_alternating_between_operands_are_each_answered(
+        every_layer_integer, monkeypatch):
+    """Calls of one filter and data shape that alternate between two output scales and
+    zero points (a calibration sweep) are each answered from a record of their own:
+    once both are recorded, neither resolves its plan again, and each gives the
+    oracle's result."""
+    from convtranspose._plan import dialects
+
+    rng = np.random.default_rng(24)
+    w = rng.integers(-128, 128, (8, 4, 3, 3)).astype(np.int8)
+    x = rng.integers(0, 256, (1, 8, 5, 4)).astype(np.uint8)
+    outputs = [(np.float32(0.05), np.uint8(128)), (np.float32(0.4), np.uint8(7))]
+    acc = oracle_sum(x.astype(np.int64) - 3, w.astype(np.int64), None, 1, [2, 1],
+                     [1, 0, 1, 0], [1, 1], [0, 0])
+    expected = [oracle_requantize(acc, 0.02, 0.01, y_scale, y_zero)
+                for y_scale, y_zero in outputs]
+
+    def call(which):
+        y_scale, y_zero = outputs[which]
+        return ct.qlinear_conv_transpose(x, np.float32(0.02), np.uint8(3), w,
+                                         np.float32(0.01), np.int8(0), y_scale, y_zero,
+                                         strides=[2, 1], pads=[1, 0, 1, 0])
+
+    for which in (0, 0, 0, 1, 1, 1):  # recorded, then set up, then answered
+        np.testing.assert_array_equal(call(which), expected[which])
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the repeated call resolved its plan again")
+
+    monkeypatch.setattr(dialects, "qlinear_conv_transpose", refused)
+    for which in (0, 1, 0, 1):
+        np.testing.assert_array_equal(call(which), expected[which])
+
+
 def test_a_kept_call_of_the_function_keeps_the_memory_limit(every_layer_integer):
     """The function's set-up kept from earlier calls still checks the memory limit on
     each call: refused under a lower limit, computed again above it."""

@@ -19,7 +19,9 @@ bools, ints, floats, strings, NumPy scalars and numeric arrays, and lists and tu
 them.  A record holds while
 
 - the call passes as many positional arguments, and the same keyword names in the same
-  order (with the filter's identity and the data's shape, the record's key);
+  order (with the filter's identity and the data's shape, the record's key; a key
+  keeps the records of calls with other arguments too, the most recent first, so that
+  calls alternating between two scales or engines are each answered);
 - the data and the filter are ndarrays (exactly) of the recorded shapes and dtypes;
 - every other argument equals the record's copy: of the same type, and for arrays and
   NumPy scalars of the same dtype, shape and bits, for floats of the same value and
@@ -48,8 +50,8 @@ from .._runtime.memo import owned, same_bits, weights_memo_bytes
 __all__ = ["QUANTIZED_RECORDS_KEPT", "matches", "records_use", "remembers_quantized_calls"]
 
 #: Records kept per array function, keyed by the filter's identity, the data's shape
-#: and how the arguments are passed (how many by position, which by name); the oldest
-#: are dropped beyond this many, or where their filters would take more than the
+#: and how the arguments are passed (how many by position, which by name), several per
+#: key; the oldest are dropped beyond this many, or where their filters would take more than the
 #: weights memo's budget (each record holds a copy of its filter and the packed
 #: weights made from it, counted as twice the filter, as the memo counts its own).
 QUANTIZED_RECORDS_KEPT = 8
@@ -154,34 +156,45 @@ def remembers_quantized_calls(function: _Function) -> _Function:
                 or kwargs.get("out") is not None):
             return function(*args, **kwargs)
         key = (id(filter), data.shape, len(args), tuple(kwargs))
-        record = records.get(key)
+        kept = records.get(key, ())
         values = (*args, *kwargs.values())
-        if record is not None and record.holds(values, data):
-            if matches(filter, record.kept[filter_name]):
-                return record.layer(data)
+        stale = None  # a record of these arguments whose filter has other bits now
+        for record in kept:
+            if record.holds(values, data):
+                if matches(filter, record.kept[filter_name]):
+                    return record.layer(data)
+                stale = record
         result = function(*args, **kwargs)
         if not owned(filter):
             bound = signature.bind(*args, **kwargs).arguments
             del bound[data_name]
-            records.pop(key, None)
             if (_layer_class and "out" not in bound and all(map(_recordable, bound.values()))
                     and _made_room(records, filter.nbytes)):
-                records[key] = _Record(tuple(parameters[:len(args)]) + tuple(kwargs), values,
-                                       skipped, _layer_class[0](name, bound), data)
+                new = _Record(tuple(parameters[:len(args)]) + tuple(kwargs), values, skipped,
+                              _layer_class[0](name, bound), data)
+                # The most recent first; after it the key's others that _made_room kept,
+                # but the stale one.
+                others = records.pop(key, ())
+                records[key] = (new,) + tuple(r for r in others if r is not stale)
         return result
 
     return cast(_Function, call)
 
 
 def _made_room(records: dict, nbytes: int) -> bool:
-    """Drop the oldest records until one more of a filter of ``nbytes`` fits; False
-    where it cannot (a filter beyond half the budget)."""
+    """Drop the oldest records (the least recent key's last) until one more of a
+    filter of ``nbytes`` fits; False where it cannot (a filter beyond half the
+    budget)."""
     budget = weights_memo_bytes()
-    while records and (len(records) >= QUANTIZED_RECORDS_KEPT or 2 * (
-            nbytes + sum(record.filter_bytes for record in list(records.values())))
-            > budget):
-        records.pop(next(iter(records)), None)  # another thread may drop it first
-    return 2 * nbytes <= budget
+    while True:
+        kept = [record for group in list(records.values()) for record in group]
+        if not kept or (len(kept) < QUANTIZED_RECORDS_KEPT and 2 * (
+                nbytes + sum(record.filter_bytes for record in kept)) <= budget):
+            return 2 * nbytes <= budget
+        oldest = next(iter(records), None)
+        group = records.pop(oldest, ())  # another thread may drop it first
+        if len(group) > 1:
+            records[oldest] = group[:-1]  # (the key moves to the most recent end)
 
 
 def _forget() -> None:
