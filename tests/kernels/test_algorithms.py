@@ -94,6 +94,25 @@ def test_empty_batch_channels_and_depthwise(algorithm):
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_inputs_of_one_position_per_axis_on_one_and_two_threads(algorithm):
+    """A 3-D layer whose input has one position along every axis (its products' columns
+    then have unit axes, to which NumPy gives any stride), grouped, cropped and dilated:
+    the oracle's result on one thread and on two, in both layouts.  Planning timed
+    ``col2im-ncx`` on one thread here and its rows kernel refused the columns."""
+    import convtranspose as ct
+
+    axes = (AxisPlan(1, 1, 2, 2, 0, 2), AxisPlan(1, 1, 3, 2, 0, 2), AxisPlan(1, 3, 2, 2, 4, 1))
+    rng = np.random.default_rng(31)
+    data = rng.integers(-3, 4, (2, 4, 1, 1, 1)).astype(np.float32)
+    weights = rng.integers(-3, 4, (2, 2, 1, 1, 1, 3)).astype(np.float32)
+    expected = _reference(data, weights, axes)
+    for threads, channels_last in itertools.product((1, 2), (False, True)):
+        with ct.num_threads(threads):
+            got = _run(data, weights, axes, np.float32, channels_last, algorithm)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{threads} threads")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_an_empty_spatial_axis_gives_zeros_and_the_bias(algorithm):
     # X = 0 along one axis (TensorFlow, Keras and JAX take it): no product reaches the
     # output, which holds the bias alone, whatever algorithm is forced.  F = K' - s may be

@@ -340,7 +340,9 @@ def added_rows_call(columns, out, region, axes, target):
     axes3 = three_axes(axes)
     n, groups, co = region.shape[:3]
     lead, x_steps, k_steps, out_steps, start = _rows_layout(columns, out, region, len(axes))
-    if x_steps[2] != 1:
+    # A last input axis of one position is never stepped along, whatever its stride
+    # (NumPy gives a unit axis any stride, as a transposed product's columns have).
+    if x_steps[2] != 1 and columns.shape[2 + len(axes)] > 1:
         raise ValueError("the added rows kernel needs the columns' last input axis contiguous")
     col_steps = np.array(lead + x_steps[:2] + k_steps, np.int64)
     tables = _added_tables(axes3)
