@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import convtranspose as ct
+import oracle
 from convtranspose._choose.choice import choose
 from convtranspose._execute.transposed import transposed_convolution
 from convtranspose._kernels import resolve
@@ -145,3 +146,29 @@ def test_into_an_output_of_other_strides(axis, channels_last):
                                  channels_last=channels_last, algorithm="pointwise", out=out)
     np.testing.assert_array_equal(out, expected)
     assert got is out and (parent[..., 1::2] == 7).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("attributes", [dict(strides=4), dict(strides=3, pads_begin=1, pads_end=2),
+                                        dict(strides=[2, 3], output_padding=[1, 2])],
+                         ids=["k1-s4", "cropped", "padded"])
+@pytest.mark.parametrize("batch", [1, 2, 3, 4])
+def test_prepared_strided_layers_on_two_threads(monkeypatch, batch, attributes, dtype):
+    # Channels first on two threads, a strided layer's product and its stores run in one
+    # parallel loop where the threads divide the batch, one after the other where not:
+    # every output written (an output full of NaN keeps none), call after call, for
+    # writable and read-only data.
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "pointwise")
+    ct.clear_caches()
+    rng = np.random.default_rng(batch)
+    data = rng.integers(-3, 4, (batch, 8, 5, 4)).astype(dtype)
+    filter = rng.integers(-3, 4, (2, 4, 6, 1, 1)).astype(dtype)  # two groups
+    expected = oracle.openvino_group_cbpd(data, filter, **attributes).astype(dtype)
+    frozen = data.copy()
+    frozen.flags.writeable = False
+    with ct.num_threads(2):
+        layer = ct.prepare(ct.group_convolution_backprop_data, filter=filter, **attributes)
+        for given in (data, data, frozen, frozen):
+            out = np.full(expected.shape, np.nan, dtype)
+            assert layer(given, out=out) is out
+            np.testing.assert_array_equal(out, expected)

@@ -125,13 +125,18 @@ def prepare_pointwise(batch, weights, axes, dtype, channels_last, target):
             if channels_last and packed else None)
     product = _prepared_product(batch, axes, matrices, packed, boxes, channels_last,
                                 target.threads)
+    spread_product = _prepared_spread(batch, axes, matrices, packed, boxes, channels_last,
+                                      target)
     spread = _spread_stores(axes, channels_last, target)
 
     def compute(data, out):
-        if (product is not None and data.dtype == dtype and data.flags.c_contiguous
-                and out.flags.c_contiguous):
-            product(data, out)
-            return
+        if out.flags.c_contiguous and data.dtype == dtype:
+            if product is not None and data.flags.c_contiguous:
+                product(data, out)
+                return
+            if spread_product is not None:
+                spread_product(data, out)
+                return
         with np.errstate(all="ignore"):
             _products_into(matrices, data, boxes, dtype, channels_last, out, target.threads,
                            packed, rows, spread)
@@ -154,6 +159,48 @@ def _prepared_product(batch, axes, matrices, packed, boxes, channels_last, threa
     from ._numba.packed import prepare_packed_product
 
     return prepare_packed_product(packed, shape, matrices.dtype, threads)
+
+
+def _prepared_spread(batch, axes, matrices, packed, boxes, channels_last, target):
+    """``run(data, out)``: a strided channels-first layer's packed product and its
+    stores into the whole C-contiguous output (:func:`_spread_stores`), for data of the
+    packed dtype, with the product's set-up made once
+    (:func:`._numba.packed.prepare_packed_product`) and the stores' at the first call:
+    in one parallel loop where the threads divide the batch, each thread storing the
+    planes of the samples it multiplied (:func:`._numba.launch.parallel_pair`), else
+    one after the other.  The same product and stores as :func:`_products_into`: the
+    same bits.  None for other layers, or where nothing is multiplied."""
+    if not boxes or channels_last or packed is None:
+        return None
+    groups, rows, depth = matrices.shape
+    shape = (batch, groups, depth, reached(axes))
+    if 0 in shape or rows == 0:
+        return None
+    from ._numba.launch import array_kind, parallel_pair
+    from ._numba.packed import prepare_packed_product
+    from ._numba.scatter import spread_planes_call
+
+    dtype = matrices.dtype
+    product = prepare_packed_product(packed, shape, dtype, target.threads)
+    sums_shape = (batch, groups, rows, shape[3])
+    kept_store: list = []
+    addresses: dict = {}  # the loop's code addresses by the data's and output's types
+
+    def run(data, out):
+        source = np.ascontiguousarray(data[boxes[0]]).reshape(shape)
+        sums = np.empty(sums_shape, dtype)
+        if not kept_store:
+            kept_store.append(spread_planes_call(out, axes, target))
+        store = kept_store[0]
+        # Only the data and the output vary in type from call to call.
+        kinds = (array_kind(source), array_kind(out))
+        if not parallel_pair(product.kernel, product.arguments(source, sums), product.units,
+                             product.scratch, store.kernel, store.arguments(sums, out),
+                             store.items, batch, product.threads, (addresses, kinds)):
+            product(source, sums)
+            store(sums, out)
+
+    return run
 
 
 def _boxes(axes: tuple[AxisPlan, ...], channels_last: bool) -> tuple | None:

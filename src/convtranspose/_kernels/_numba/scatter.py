@@ -446,25 +446,41 @@ def _spread_places(axes) -> np.ndarray:
     return frozen_all(np.ravel_multi_index(tuple(places), shape).reshape(-1).astype(np.int64))[0]
 
 
-def spread_planes_call(out, axes, target):
-    """``run(product, out)``: a layer of one tap per axis, channels first, from the
+class PlanesStore(NamedTuple):
+    """:func:`spread_planes_kernel`'s stores for outputs of one shape
+    (:func:`spread_planes_call`): ``store(product, out)`` runs them; ``kernel`` over
+    ``range(items)`` (one item per plane, sample-major) with :meth:`arguments` is the
+    same run, for a caller that launches it with the product that makes ``product``
+    (:func:`.launch.parallel_pair`)."""
+
+    places: np.ndarray
+    plane_size: int
+    items: int
+    threads: int
+    kernel: object = spread_planes_kernel
+
+    def arguments(self, product: np.ndarray, out: np.ndarray) -> tuple:
+        """The kernel's arguments but the items' bounds (C-contiguous arrays)."""
+        return (product.reshape(-1), out.reshape(-1), self.places, self.plane_size)
+
+    def __call__(self, product: np.ndarray, out: np.ndarray) -> None:
+        if self.items and self.plane_size:
+            parallel_kernel(self.kernel, self.arguments(product, out), self.items,
+                            self.threads)
+
+
+def spread_planes_call(out, axes, target) -> PlanesStore:
+    """``store(product, out)``: a layer of one tap per axis, channels first, from the
     products ``(N, C, X...)`` (C-contiguous) of the inputs that land inside the output
     into the C-contiguous ``(N, C, Y...)`` output, which it writes whole in one pass:
     each plane zeroed, then its inputs' products stored at their places.  Zeroing the
     output and copying the products into its strided view passes over it twice (NumPy's
-    strided copy restarting its loop every few elements).  The planes are split between
-    the threads as the layout copies are (:func:`.transpose.copy_threads`).  Outputs of
-    the same shape take the same ``run``."""
+    strided copy restarting its loop every few elements).  On its own, the planes are
+    split between the threads as the layout copies are
+    (:func:`.transpose.copy_threads`).  Outputs of the same shape take the same
+    store."""
     from .transpose import copy_threads
 
-    places = _spread_places(tuple(axes))
-    plane_size = math.prod(axis.output_size for axis in axes)
-    planes = out.shape[0] * out.shape[1]
-    threads = copy_threads(out.nbytes, target.threads)
-
-    def run(product, out):
-        if planes and plane_size:
-            parallel_kernel(spread_planes_kernel, (product.reshape(-1), out.reshape(-1),
-                                                   places, plane_size), planes, threads)
-
-    return run
+    return PlanesStore(_spread_places(tuple(axes)),
+                       math.prod(axis.output_size for axis in axes),
+                       out.shape[0] * out.shape[1], copy_threads(out.nbytes, target.threads))
