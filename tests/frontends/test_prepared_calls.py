@@ -130,6 +130,35 @@ def test_a_shared_prepared_call_keeps_nothing_of_the_callers_filter(monkeypatch,
                                   oracle.onednn_conv_transpose(data, filter))
 
 
+@pytest.mark.parametrize("algorithm", ["pointwise", "direct", "col2im-ncx"])
+def test_a_prepared_layer_compares_nothing_of_its_own_filter(monkeypatch, algorithm):
+    """A prepared layer whose problem's shared prepared call the array function set up
+    from the caller's filter gets one of its own, which tells the layer's filter by
+    identity: its calls compare no filter bytes, and give the oracle's sums, before and
+    after the caller edits its filter in place."""
+    from convtranspose._kernels import direct
+
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", algorithm)
+    ct.clear_caches()
+    data = _values((2, 6, 5, 5))
+    filter = _values((6, 8) + ((1, 1) if algorithm == "pointwise" else (3, 3)))
+    attributes = dict(strides=2, pads_begin=1, pads_end=0)
+    expected = oracle.openvino_cbpd(data, filter, **attributes)
+    for _ in range(2):  # the shared prepared call, set up from the caller's filter
+        np.testing.assert_array_equal(ct.convolution_backprop_data(data, filter, **attributes),
+                                      expected)
+    layer = ct.prepare(ct.convolution_backprop_data, filter=filter, **attributes)
+    layer(data)
+    compared = []
+    same_bits = direct.same_bits
+    monkeypatch.setattr(direct, "same_bits", lambda *pair: compared.append(1) or same_bits(*pair))
+    filter += 1
+    for _ in range(3):
+        np.testing.assert_array_equal(layer(data), expected)
+    assert not compared
+    assert "DirectCall" in _prepared_kinds()
+
+
 @pytest.mark.parametrize("internal_last", [False, True], ids=["col2im-ncx", "col2im-nxc"])
 def test_col2im_prepared_call_in_chunks(monkeypatch, internal_last):
     """A layer whose columns exceed the scratch budget goes in chunks of samples and of

@@ -365,7 +365,7 @@ def prepare_call(data: np.ndarray, filter: np.ndarray,
     Only float32 and float64 layers (no rounding afterwards) qualify, that planning
     gives to ``dense`` or to an algorithm with a ``prepare`` entry in the registry
     (:func:`convtranspose._kernels.prepare`; numba ``direct`` and ``depthwise`` only
-    with a filter known to be finite), within the scratch bound, the latter with a
+    with a finite filter), within the scratch bound, the latter with a
     filter of at most :data:`PREPARED_MAX_FILTER_BYTES` or a prepared layer's own (or a
     view of it).
     None for a provisional choice: the calls go through planning until it has measured

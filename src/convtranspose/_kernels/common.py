@@ -78,14 +78,17 @@ def require_finite(array: np.ndarray, dtype: np.dtype, derived: dict | None = No
     """
     if dtype.kind != "f":
         return
-    if derived is None:
-        finite = all_finite(array)
-    else:
-        finite = derived.get("finite")
-        if finite is None:
-            derived["finite"] = finite = all_finite(array)
-    if not finite:
+    if not (all_finite(array) if derived is None else kept_finite(array, derived)):
         raise NonFinite
+
+
+def kept_finite(array: np.ndarray, derived: dict) -> bool:
+    """Whether the float ``array`` is finite, found once and kept in ``derived`` (the
+    weights memo of the filter)."""
+    finite = derived.get("finite")
+    if finite is None:
+        derived["finite"] = finite = all_finite(array)
+    return finite
 
 
 #: Stacks of products with fewer FLOPs in total than four times this stay on one thread.

@@ -192,6 +192,11 @@ class DenseCall:
         self._threaded = (shape[0] * matrix.size > _BLAS_SERIAL_MULTIPLY_ADDS
                           or _ERROR_STATE is None)
 
+    def tells_by_identity(self, filter: np.ndarray) -> bool:
+        """Whether calls with ``filter`` compare nothing of it: a prepared layer's own
+        filter that it was set up from."""
+        return filter is self._filter
+
     def __call__(self, data: np.ndarray, filter: np.ndarray,
                  out: np.ndarray | None = None) -> np.ndarray | None:
         global _quiet_state

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from .._runtime.memo import derived_from
 from .casts import widen
-from .common import require_finite
+from .common import kept_finite, require_finite
 from .depthwise_schedule import is_depthwise
 
 __all__ = ["prepare_depthwise"]
@@ -66,9 +66,9 @@ def prepare_depthwise(batch, weights, axes, dtype, channels_last, target):
     """``compute(data, out)``: ``depthwise`` for this layer set up once
     (:class:`._numba.depthwise.DepthwiseLayer`), for
     :class:`convtranspose._kernels.direct.DirectCall`, or None for a layer it does not
-    compute itself or a filter not known to be finite (its zeros meet the padding)."""
+    compute itself or a filter that is not finite (its zeros meet the padding)."""
     derived = derived_from(weights, "depthwise")
-    if not is_depthwise(weights.shape) or not derived.get("finite"):
+    if not is_depthwise(weights.shape) or not kept_finite(weights, derived):
         return None
     from ._numba.depthwise import depthwise_layer
 

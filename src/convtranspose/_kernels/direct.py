@@ -17,7 +17,7 @@ import numpy as np
 from .._plan.geometry import tap_windows
 from .._runtime.memo import derived_from, same_bits
 from .._runtime.target import host
-from .common import NonFinite, input_glxc, output_glyc, require_finite
+from .common import NonFinite, input_glxc, kept_finite, output_glyc, require_finite
 from .dense import switch_state
 from .schedules import direct_rounds
 
@@ -49,6 +49,11 @@ class DirectCall:
         self._switches = switch_state()
         self._target = target
 
+    def tells_by_identity(self, filter: np.ndarray) -> bool:
+        """Whether calls with ``filter`` compare nothing of it: the filter it was set up
+        from, a prepared layer's own."""
+        return filter is self._filter
+
     def __call__(self, data: np.ndarray, filter: np.ndarray,
                  out: np.ndarray | None = None) -> np.ndarray | None:
         if (switch_state() != self._switches or host() != self._target
@@ -71,10 +76,10 @@ def _direct_numba(data, weights, axes, dtype, channels_last, out, *, target):
 
 def _prepare_direct_numba(batch, weights, axes, dtype, channels_last, target):
     """``compute(data, out)`` of numba ``direct`` for this layer
-    (:func:`._numba.direct.prepare_direct`), or None for a filter not known to be finite
+    (:func:`._numba.direct.prepare_direct`), or None for a filter that is not finite
     (its taps meet the zero borders) or a layer it takes no prepared path for."""
     derived = derived_from(weights, "direct")
-    if not derived.get("finite"):
+    if not kept_finite(weights, derived):
         return None
     from ._numba.direct import prepare_direct
 
