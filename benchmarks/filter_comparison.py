@@ -1,11 +1,13 @@
 """What the weights memo's check of a caller's filter costs: comparing a filter with the
-memo's copy of it, for filters of 32 KiB to 32 MiB (float32, C order).
+memo's copy of it, for filters of 8 KiB to 32 MiB (float32, C order).
 
 Prints one row per size: the median milliseconds of NumPy's comparison of the two as
-unsigned integers (the memo's check for filters of different layouts and small ones),
-of ``memcmp`` as ``memo.same_bits`` calls it, on one thread and on every thread (in
-pieces), and their ratios, with the CPU and the 1-minute load average.  The three are
-timed in alternating rounds.  ``--out`` writes the rows as JSON.
+unsigned integers (the memo's check for filters of different layouts), of the two as
+bytes objects (its check up to the level-1 data cache's size), of ``memcmp`` as
+``memo.same_bits`` calls it, and the same under ``ct.num_threads`` of one thread and of
+every thread (in pieces from 8 MiB; the context's own cost included), and their ratios
+to NumPy's, with the CPU and the 1-minute load average.  The five are timed in
+alternating rounds.  ``--out`` writes the rows as JSON.
 
     python benchmarks/filter_comparison.py [--rounds 15] [--out FILE]
 """
@@ -24,11 +26,15 @@ import convtranspose as ct
 from convtranspose._cli.bench import cpu_model
 from convtranspose._runtime import memo
 
-SIZES_KIB = (32, 64, 128, 256, 512, 1024, 4096, 8192, 16384, 32768)
+SIZES_KIB = (8, 16, 32, 64, 96, 128, 256, 512, 1024, 4096, 8192, 16384, 32768)
 
 
 def _numpy_equal(kept: np.ndarray, filter: np.ndarray) -> bool:
     return np.array_equal(kept.view(np.uint32), filter.view(np.uint32))
+
+
+def _bytes_equal(kept: np.ndarray, filter: np.ndarray) -> bool:
+    return kept.tobytes() == filter.tobytes()
 
 
 def _memcmp_on(threads: int):
@@ -40,8 +46,8 @@ def _memcmp_on(threads: int):
 
 def measure(rounds: int) -> list[dict]:
     threads = ct.get_num_threads()
-    ways = {"numpy": _numpy_equal, "memcmp, 1 thread": _memcmp_on(1),
-            f"memcmp, {threads} threads": _memcmp_on(threads)}
+    ways = {"numpy": _numpy_equal, "bytes": _bytes_equal, "memcmp": memo.memory_equal,
+            "memcmp, 1 thread": _memcmp_on(1), f"memcmp, {threads} threads": _memcmp_on(threads)}
     rows = []
     for kib in SIZES_KIB:
         filter = np.random.default_rng(kib).standard_normal((kib << 10) // 4,

@@ -38,13 +38,31 @@ def test_weights_memo_never_returns_a_stale_filter(monkeypatch, algorithm):
         assert any(key[-1] == "direct-blocked" for key in memo.derived_kept)
 
 
-@pytest.mark.parametrize("size", [6, 6000])  # compared as bytes / as integer views
+@pytest.mark.parametrize("size", [6, 6000, 60000])  # as bytes, as bytes up to L1 / as views
 def test_weights_memo_compares_bits_not_values(size):
     zeros = np.zeros((1, 1, 1, size), np.float32)
     first = memo.derived_from(zeros, "test")
     assert memo.derived_from(zeros.copy(), "test") is first
     assert memo.derived_from(-zeros, "test") is not first  # -0.0 == 0.0, other bits
     assert memo.derived_from(zeros, "other key") is not first
+
+
+@pytest.mark.parametrize("offset", [-1, 0, 1, 1000])
+def test_same_bits_around_the_copies_threshold(offset):
+    # Filters just below, at and above the size compared as bytes objects (the level-1
+    # data cache's), in C order and as a transposed view of the same values: equal
+    # copies are equal, and one bit anywhere (a zero turned into -0.0) tells them apart.
+    from convtranspose._runtime.machine import l1_data_cache_bytes
+
+    elements = l1_data_cache_bytes() // 4 + offset
+    kept = np.random.default_rng(elements).standard_normal((2, elements // 2)).astype(np.float32)
+    kept[:, [0, -1]] = 0.0
+    for filter in (kept.copy(), np.asfortranarray(kept)):
+        assert memo.same_bits(kept, filter)
+        for place in ((0, 0), (1, -1)):
+            edited = filter.copy(order="K")
+            edited[place] = -0.0
+            assert not memo.same_bits(kept, edited)
 
 
 def test_weights_memo_compares_filters_in_any_memory_order():

@@ -17,6 +17,7 @@ import weakref
 import numpy as np
 
 from .caches import register
+from .machine import l1_data_cache_bytes
 from .target import get_num_threads
 from .threads import helper_ids, parallel_parts
 
@@ -47,12 +48,17 @@ _derived_lock = threading.Lock()
 def same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
     """Whether two filters of one shape and dtype hold the same bits (-0.0 is not 0.0).
 
-    Two dense arrays of one memory layout (the memo's copy keeps the filter's) compare
-    as memory with the C library's ``memcmp`` from :data:`_MEMCMP_MIN_BYTES` on, on the
-    threads in pieces of at least :data:`_COMPARED_PIECE_BYTES`: 1.5x faster than NumPy's comparison on one thread
-    and 2.4x on two for a 32 MiB filter (``benchmarks/results/weights-memo.json``).
+    Filters up to the size of the level-1 data cache compare as bytes objects: their
+    two copies stay in it, and cost less than NumPy's comparison, which builds a
+    boolean array and then reduces it (8 KiB: 1.0 against 3.4 us, 32 KiB: 2.4 against
+    3.8 on an AMD Zen 4; ``benchmarks/results/filter-comparison-zen4.json``).  Two dense
+    arrays of one memory layout (the memo's copy keeps the filter's) compare as memory
+    with the C library's ``memcmp`` from :data:`_MEMCMP_MIN_BYTES` on, on the threads
+    in pieces of at least :data:`_COMPARED_PIECE_BYTES`: 1.5x faster than NumPy's
+    comparison on one thread and 2.4x on two for a 32 MiB filter on an Intel Xeon
+    (``benchmarks/results/weights-memo.json``), 2.3x from 1 MiB on the Zen 4.
     """
-    if kept.nbytes <= 4096:
+    if kept.nbytes <= _bytes_compared_as_copies():
         return kept.tobytes() == weights.tobytes()
     if kept.nbytes >= _MEMCMP_MIN_BYTES and _same_layout(kept, weights) and _dense(kept):
         equal = memory_equal(kept, weights)
@@ -62,9 +68,21 @@ def same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
     return unsigned is not None and np.array_equal(kept.view(unsigned), weights.view(unsigned))
 
 
+def _bytes_compared_as_copies() -> int:
+    """The largest filter :func:`same_bits` compares as two bytes objects: the size of
+    this machine's level-1 data cache, read once."""
+    size = _copied_bytes[0]
+    if size is None:
+        size = _copied_bytes[0] = l1_data_cache_bytes()
+    return size
+
+
+_copied_bytes: list = [None]
 #: Filters compared with ``memcmp`` from this size on: at 1 MiB it is as fast as NumPy's
-#: comparison (0.93-1.03x), and below, its set-up costs more than NumPy's (5 us against
-#: 3 for 32 KiB; ``benchmarks/results/weights-memo.json``, ``comparison``).
+#: comparison on an Intel Xeon (0.93-1.03x) and 2.3x faster on an AMD Zen 4; below, its
+#: set-up costs more than NumPy's (32 KiB: 5 us against 3 on the Xeon, 5.2 against 3.8
+#: on the Zen 4; ``benchmarks/results/weights-memo.json``, ``comparison``;
+#: ``filter-comparison-zen4.json``).
 _MEMCMP_MIN_BYTES = 1 << 20
 #: The least bytes one thread compares: comparing 4 MiB takes about 0.3 ms on one
 #: thread, about what a fork-join of the thread pool costs after a pause (0.15-0.43 ms,
