@@ -105,6 +105,7 @@ def _kernel_calls(module, acc: np.ndarray) -> dict:
     bias = rng.normal(0, 5, channels).astype(np.float32)
     out = np.empty(acc.shape, np.uint8)
     f32, i64 = np.float32, np.int64
+    fixed_point = _fixed_point_constants(module, channels)
     return {
         "qlinear": lambda: module.corrected_rows(
             acc, share, i64(128), np.zeros(channels, np.int32), scales, f32(0.5), f32(120),
@@ -113,9 +114,17 @@ def _kernel_calls(module, acc: np.ndarray) -> dict:
             acc, share, i64(128), False, f32(0.02), scales, bias, f32(2.0), False, f32(120),
             3, True, f32(0), f32(255), out, starts, rows),
         "tflite": lambda: module.fixed_point_rows(
-            acc, share, i64(128), np.zeros(channels, np.int64),
-            np.full(channels, 1288490189, np.int64), np.full(channels, -8, np.int64), i64(-3),
-            i64(0), i64(255), out, starts, rows)}
+            acc, share, i64(128), *fixed_point, i64(-3), i64(0),
+            i64(255), out, starts, rows)}
+
+
+def _fixed_point_constants(module, channels: int) -> tuple:
+    """``fixed_point_rows``' per-channel arguments in ``module``'s form: one table where
+    the build has ``fixed_point_table``, else the bias, multipliers and shifts."""
+    constants = (np.zeros(channels, np.int64), np.full(channels, 1288490189, np.int64),
+                 np.full(channels, -8, np.int64))
+    table = getattr(module, "fixed_point_table", None)
+    return constants if table is None else (table(*constants),)
 
 
 def _kernel_rows(repeats: int) -> list:

@@ -346,15 +346,18 @@ def fixed_point_requantization(multiplier: np.ndarray, shift: np.ndarray, zero_p
     """:func:`fixed_point_requantized` of sums of ``channels`` output channels as
     :meth:`convtranspose._kernels.int8.BlockedSums.requantized` takes it (a
     :class:`RowsRequantization`)."""
-    from ._numba.requantize import fixed_point_64_rows, fixed_point_rows
+    from ._numba.requantize import fixed_point_64_rows, fixed_point_rows, fixed_point_table
 
     def per_channel(values):
         return np.ascontiguousarray(np.broadcast_to(values, (channels,)), np.int64)
 
-    return RowsRequantization(
-        fixed_point_64_rows if wide else fixed_point_rows,
-        (_addend(bias, channels), per_channel(multiplier), per_channel(shift),
-         np.int64(zero_point), np.int64(bounds[0]), np.int64(bounds[1])), dtype, threads)
+    bias, multiplier, shift = _addend(bias, channels), per_channel(multiplier), per_channel(shift)
+    tail = (np.int64(zero_point), np.int64(bounds[0]), np.int64(bounds[1]))
+    if wide:
+        return RowsRequantization(fixed_point_64_rows, (bias, multiplier, shift) + tail, dtype,
+                                  threads)
+    return RowsRequantization(fixed_point_rows, (fixed_point_table(bias, multiplier, shift),)
+                              + tail, dtype, threads)
 
 
 def onednn_requantized(acc: np.ndarray, channels_last: bool, attributes: tuple,

@@ -16,6 +16,7 @@ from ..._runtime.caches import kept
 from .kernel_cache import cached_njit
 
 __all__ = ["corrected_rows", "corrected_sum_rows", "fixed_point_64_rows", "fixed_point_rows",
+           "fixed_point_table",
            "onednn_rows", "requantize_rows", "torch_rows"]
 
 
@@ -88,37 +89,61 @@ def _wrap32(value):  # pragma: no cover - compiled
     return ((value + 2 ** 31) & 0xFFFFFFFF) - 2 ** 31
 
 
+def fixed_point_table(bias: np.ndarray, multiplier: np.ndarray,
+                      shift: np.ndarray) -> np.ndarray:
+    """:func:`fixed_point_rows`' constants per output channel, int32 ``(6, M)``: the left
+    shift ``max(shift, 0)``, the right shift ``max(-shift, 0)``, the multiplier, the
+    right shift's mask ``2**right - 1`` and half of it, and the bias wrapped to 32 bits
+    (the sum is wrapped before it is scaled, so only its low 32 bits count).  The
+    multipliers lie in int32 and the shifts in ``[-31, 30]``, as TFLite's
+    ``QuantizeMultiplier`` gives them for an int32 accumulator."""
+    right = np.maximum(-shift, 0).astype(np.int64)
+    mask = (np.int64(1) << right) - 1
+    return np.ascontiguousarray(np.stack([
+        np.maximum(shift, 0), right, multiplier, mask, mask >> 1,
+        bias.astype(np.int64) & 0xFFFFFFFF]).astype(np.uint32).view(np.int32))
+
+
 @cached_njit(nogil=True)
-def fixed_point_rows(acc, share, factor, bias, multiplier, shift, zero_point, low, high,
-                     out, starts, run):  # pragma: no cover - compiled
+def fixed_point_rows(acc, share, factor, table, zero_point, low, high, out, starts,
+                     run):  # pragma: no cover - compiled
     """Rows ``[start, start + run)`` for each of ``starts`` (as in
     :func:`corrected_rows`) of TFLite's int32 requantization of the sums ``acc[r, m] -
     factor * share[r % P, m] + bias[m]`` (``acc`` ``(R, M)`` of integers, channels last;
-    the correction as in :func:`corrected_rows`, exact in int64): ``clamp(wrap32(
+    the correction as in :func:`corrected_rows`): ``clamp(wrap32(
     MultiplyByQuantizedMultiplier(wrap32(sum), multiplier[m], shift[m]) + zero_point),
     low, high)``, with the double rounding of
-    :func:`convtranspose._frontends.fixed_point.multiply_by_quantized_multiplier`,
-    step for step in int64 (the same integer operations, so the same values)."""
+    :func:`convtranspose._frontends.fixed_point.multiply_by_quantized_multiplier`, from
+    the per-channel constants of :func:`fixed_point_table`.
+
+    The same integer operations, so the same values, in int32 lanes but the product:
+    the sum and the left shift wrap modulo 2**32 as the C++ int32 steps do (numba
+    widens each step; the truncations keep it in 32 bits), the product of the two int32
+    values is taken in int64 (a signed 32 x 32-bit multiply, ``vpmuldq``), and after
+    its rounding shift by 31 every value lies in int32.  Half as many int64 steps as
+    the rule step for step in int64 (``benchmarks/results/quantized-calls-zen4.json``,
+    ``int32_fixed_point``)."""
     places = share.shape[0]
+    factor32, zero32 = np.int32(factor), np.int32(zero_point)
+    low32, high32 = np.int32(low), np.int32(high)
     for start in starts:
         for r in range(start, start + run):
             place = r % places
             for m in range(acc.shape[1]):
-                x = _wrap32(np.int64(acc[r, m]) - factor * np.int64(share[place, m]) + bias[m])
-                left = shift[m]
-                if left > 0:  # the int32 product wraps
-                    x = _wrap32(x << left)
-                scale = multiplier[m]
-                if x == -2 ** 31 and scale == -2 ** 31:  # the one product past int32
-                    product = np.int64(2 ** 31 - 1)
-                else:  # SaturatingRoundingDoublingHighMul: ties toward +infinity
-                    product = (x * scale + 2 ** 30) >> 31
-                right = max(-left, 0)  # RoundingDivideByPOT: ties away from zero
-                mask = (np.int64(1) << right) - 1
-                threshold = (mask >> 1) + (1 if product < 0 else 0)
-                value = (product >> right) + (1 if (product & mask) > threshold else 0)
-                value = _wrap32(value + zero_point)
-                out[r, m] = min(max(value, low), high)
+                x = np.int32(acc[r, m] - factor32 * share[place, m] + table[5, m])
+                x = np.int32(x << (table[0, m] & 31))
+                scale = table[2, m]
+                # SaturatingRoundingDoublingHighMul: ties toward +infinity; the one
+                # product past int32 saturates.
+                product = np.int32((np.int64(x) * np.int64(scale) + 2 ** 30) >> 31)
+                if x == -2 ** 31 and scale == -2 ** 31:
+                    product = np.int32(2 ** 31 - 1)
+                # RoundingDivideByPOT: ties away from zero.
+                threshold = np.int32(table[4, m] + (product < 0))
+                quotient = np.int32(product >> (table[1, m] & 31))
+                value = np.int32(quotient + (np.int32(product & table[3, m]) > threshold))
+                value = np.int32(value + zero32)
+                out[r, m] = min(max(value, low32), high32)
 
 
 @cached_njit(nogil=True)
