@@ -38,7 +38,7 @@ def test_weights_memo_never_returns_a_stale_filter(monkeypatch, algorithm):
         assert any(key[-1] == "direct-blocked" for key in memo.derived_kept)
 
 
-@pytest.mark.parametrize("size", [6, 6000, 60000])  # as bytes, as bytes up to L1 / as views
+@pytest.mark.parametrize("size", [6, 6000, 60000])  # as bytes objects (within L1) / as views
 def test_weights_memo_compares_bits_not_values(size):
     zeros = np.zeros((1, 1, 1, size), np.float32)
     first = memo.derived_from(zeros, "test")
@@ -49,13 +49,14 @@ def test_weights_memo_compares_bits_not_values(size):
 
 @pytest.mark.parametrize("offset", [-1, 0, 1, 1000])
 def test_same_bits_around_the_copies_threshold(offset):
-    # Filters just below, at and above the size compared as bytes objects (the level-1
-    # data cache's), in C order and as a transposed view of the same values: equal
-    # copies are equal, and one bit anywhere (a zero turned into -0.0) tells them apart.
+    # Filters of 8 bytes less than, exactly, and 8 and 8000 bytes more than the size
+    # compared as bytes objects (the level-1 data cache's), in C and in Fortran order:
+    # equal copies are equal, and one bit anywhere (a zero turned into -0.0) tells them
+    # apart.
     from convtranspose._runtime.machine import l1_data_cache_bytes
 
-    elements = l1_data_cache_bytes() // 4 + offset
-    kept = np.random.default_rng(elements).standard_normal((2, elements // 2)).astype(np.float32)
+    columns = l1_data_cache_bytes() // 8 + offset  # two rows of float32
+    kept = np.random.default_rng(columns).standard_normal((2, columns)).astype(np.float32)
     kept[:, [0, -1]] = 0.0
     for filter in (kept.copy(), np.asfortranarray(kept)):
         assert memo.same_bits(kept, filter)
