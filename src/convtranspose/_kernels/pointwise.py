@@ -164,8 +164,8 @@ def _prepared_product(batch, axes, matrices, packed, boxes, channels_last, threa
 def _prepared_spread(batch, axes, matrices, packed, boxes, channels_last, target):
     """``run(data, out)``: a strided channels-first layer's packed product and its
     stores into the whole C-contiguous output (:func:`_spread_stores`), for data of the
-    packed dtype, with the product's set-up made once
-    (:func:`._numba.packed.prepare_packed_product`) and the stores' at the first call:
+    packed dtype, with the product's and the stores' set-up made once
+    (:func:`._numba.packed.prepare_packed_product`, :func:`._numba.scatter.spread_planes_call`):
     in one parallel loop where the threads divide the batch, each thread storing the
     planes of the samples it multiplied (:func:`._numba.launch.parallel_pair`), else
     one after the other.  The same product and stores as :func:`_products_into`: the
@@ -183,15 +183,13 @@ def _prepared_spread(batch, axes, matrices, packed, boxes, channels_last, target
     dtype = matrices.dtype
     product = prepare_packed_product(packed, shape, dtype, target.threads)
     sums_shape = (batch, groups, rows, shape[3])
-    kept_store: list = []
+    out_shape = (batch, groups * rows) + tuple(axis.output_size for axis in axes)
+    store = spread_planes_call(out_shape, dtype.itemsize, axes, target)
     addresses: dict = {}  # the loop's code addresses by the data's and output's types
 
     def run(data, out):
         source = np.ascontiguousarray(data[boxes[0]]).reshape(shape)
         sums = np.empty(sums_shape, dtype)
-        if not kept_store:
-            kept_store.append(spread_planes_call(out, axes, target))
-        store = kept_store[0]
         # Only the data and the output vary in type from call to call.
         kinds = (array_kind(source), array_kind(out))
         if not parallel_pair(product.kernel, product.arguments(source, sums), product.units,
@@ -235,7 +233,7 @@ def _spread_stores(axes: tuple[AxisPlan, ...], channels_last: bool, target):
         if not kept_run:
             from ._numba.scatter import spread_planes_call
 
-            kept_run.append(spread_planes_call(out, axes, target))
+            kept_run.append(spread_planes_call(out.shape, out.itemsize, axes, target))
         kept_run[0](product, out)
 
     return store

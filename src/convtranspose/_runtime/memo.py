@@ -58,7 +58,7 @@ def same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
     comparison on one thread and 2.4x on two for a 32 MiB filter on an Intel Xeon
     (``benchmarks/results/weights-memo.json``), 2.3x from 1 MiB on the Zen 4.
     """
-    if kept.nbytes <= _bytes_compared_as_copies():
+    if kept.nbytes <= l1_data_cache_bytes():
         return kept.tobytes() == weights.tobytes()
     if kept.nbytes >= _MEMCMP_MIN_BYTES and _same_layout(kept, weights) and _dense(kept):
         equal = memory_equal(kept, weights)
@@ -68,16 +68,6 @@ def same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
     return unsigned is not None and np.array_equal(kept.view(unsigned), weights.view(unsigned))
 
 
-def _bytes_compared_as_copies() -> int:
-    """The largest filter :func:`same_bits` compares as two bytes objects: the size of
-    this machine's level-1 data cache, read once."""
-    size = _copied_bytes[0]
-    if size is None:
-        size = _copied_bytes[0] = l1_data_cache_bytes()
-    return size
-
-
-_copied_bytes: list = [None]
 #: Filters compared with ``memcmp`` from this size on: at 1 MiB it is as fast as NumPy's
 #: comparison on an Intel Xeon (0.93-1.03x) and 2.3x faster on an AMD Zen 4; below, its
 #: set-up costs more than NumPy's (32 KiB: 5 us against 3 on the Xeon, 5.2 against 3.8

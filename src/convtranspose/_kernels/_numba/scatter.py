@@ -469,10 +469,11 @@ class PlanesStore(NamedTuple):
                             self.threads)
 
 
-def spread_planes_call(out, axes, target) -> PlanesStore:
+def spread_planes_call(shape: tuple, itemsize: int, axes, target) -> PlanesStore:
     """``store(product, out)``: a layer of one tap per axis, channels first, from the
     products ``(N, C, X...)`` (C-contiguous) of the inputs that land inside the output
-    into the C-contiguous ``(N, C, Y...)`` output, which it writes whole in one pass:
+    into the C-contiguous output ``(N, C, Y...)`` of ``shape``, with elements of
+    ``itemsize`` bytes, which it writes whole in one pass:
     each plane zeroed, then its inputs' products stored at their places.  Zeroing the
     output and copying the products into its strided view passes over it twice (NumPy's
     strided copy restarting its loop every few elements).  On its own, the planes are
@@ -482,5 +483,5 @@ def spread_planes_call(out, axes, target) -> PlanesStore:
     from .transpose import copy_threads
 
     return PlanesStore(_spread_places(tuple(axes)),
-                       math.prod(axis.output_size for axis in axes),
-                       out.shape[0] * out.shape[1], copy_threads(out.nbytes, target.threads))
+                       math.prod(axis.output_size for axis in axes), shape[0] * shape[1],
+                       copy_threads(math.prod(shape) * itemsize, target.threads))
