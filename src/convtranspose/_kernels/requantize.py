@@ -140,8 +140,8 @@ def prepare_corrected(multiplier: np.ndarray, y_scale: np.ndarray, y_zero_point:
 class _RowsPass:
     """What both requantizations of :meth:`convtranspose._kernels.int8.BlockedSums.requantized`
     share: a compiled rows kernel (``_kernel``) over the rows of channels-last sums
-    ``acc`` ``(N, Y..., M)``, whose arguments (``_arguments``) end with the rows of
-    the result (``_dtype``, channels last, or its channels-first view where
+    ``acc`` ``(N, Y..., M)``, whose arguments (``_arguments``) are followed by the
+    rows of the result (``_dtype``, channels last, or its channels-first view where
     ``_channels_first``)."""
 
     _channels_first = False
@@ -159,8 +159,9 @@ class _RowsPass:
         each of ``starts`` into it, on the calling thread (a :class:`RowsCall`): the
         blocked kernel calls it for the lines each thread has just summed.  ``bound``
         as in the call."""
-        result, args = self._arguments(acc, factor, share, bound)
-        return result, RowsCall(self._kernel, args)
+        result, out_rows = self._result(acc.shape)
+        return result, RowsCall(self._kernel, self._arguments(acc, factor, share, bound)
+                                + (out_rows,))
 
     def bind(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
              bound: int | None = None):
@@ -169,9 +170,9 @@ class _RowsPass:
         starts, run)`` requantizes rows ``[start, start + run)`` for each of ``starts``
         into ``out_rows``, and ``new_result()`` gives ``(result, out_rows)``, a new
         result and its rows."""
-        _, args = self._arguments(acc, factor, share, bound)
         shape = acc.shape
-        return self._kernel, args[:-1], lambda: self._result(shape)
+        return (self._kernel, self._arguments(acc, factor, share, bound),
+                lambda: self._result(shape))
 
 
 class CorrectedRequantization(_RowsPass):
@@ -198,22 +199,22 @@ class CorrectedRequantization(_RowsPass):
 
     def _arguments(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
                    bound: int | None):
-        """The result and the compiled passes' arguments but the rows: the bias in
-        int32 where every corrected sum stays in its range (``bound``, the largest
-        magnitude of ``acc - factor * share``, plus the bias's), else in int64."""
+        """The compiled pass's arguments but the result's rows: the bias in int32
+        where every corrected sum stays in its range (``bound``, the largest magnitude
+        of ``acc - factor * share``, plus the bias's), else in int64."""
         narrow = bound is not None and bound + self._bias_magnitude <= _INT32_MAX
         addend = self._narrow_bias if narrow and self._narrow_bias is not None else (
             self._wide_bias)
-        result, out_rows = self._result(acc.shape)
-        return result, (acc.reshape(-1, self._channels), _places(share, self._channels),
-                        np.int64(factor), addend, *self._constants, out_rows)
+        return (acc.reshape(-1, self._channels), _places(share, self._channels),
+                np.int64(factor), addend, *self._constants)
 
     def __call__(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
                  bound: int | None = None) -> np.ndarray:
         """The whole pass; ``bound``: the largest magnitude of ``acc - factor * share``
         where the caller knows one (the sums in int32 where it allows)."""
-        out, args = self._arguments(acc, factor, share, bound)
-        _pass_of_rows(self._kernel, args, self._threads)
+        out, out_rows = self._result(acc.shape)
+        _pass_of_rows(self._kernel, self._arguments(acc, factor, share, bound) + (out_rows,),
+                      self._threads)
         return out
 
 
@@ -436,12 +437,12 @@ class RowsRequantization(_RowsPass):
 
     def _arguments(self, acc: np.ndarray, factor: int, share: np.ndarray | None,
                    bound: int | None = None):
-        """The result and the kernel's arguments but the rows (``bound`` unused: the
-        kernels correct in int64)."""
-        result, out_rows = self._result(acc.shape)
+        """The kernel's arguments but the result's rows (``bound`` unused: each
+        kernel corrects the sums in a width that holds them, or, as TFLite's, wraps as
+        its owner does)."""
         channels = acc.shape[-1]
-        return result, (acc.reshape(-1, channels), _places(share, channels),
-                        np.int64(factor), *self._constants, out_rows)
+        return (acc.reshape(-1, channels), _places(share, channels), np.int64(factor),
+                *self._constants)
 
     def __call__(self, acc: np.ndarray, factor: int = 0, share: np.ndarray | None = None,
                  bound: int | None = None) -> np.ndarray | None:
@@ -449,6 +450,7 @@ class RowsRequantization(_RowsPass):
         ``acc``."""
         if acc.size == 0 or not acc.flags.c_contiguous or acc.dtype.kind != "i":
             return None
-        result, args = self._arguments(acc, factor, share)
-        _pass_of_rows(self._kernel, args, self._threads)
+        result, out_rows = self._result(acc.shape)
+        _pass_of_rows(self._kernel, self._arguments(acc, factor, share) + (out_rows,),
+                      self._threads)
         return result
