@@ -1,20 +1,28 @@
-"""Where each benchmark layer's time goes: ``python benchmarks/profile_layers.py [--layers WORDS]``.
+"""Where each benchmark layer's time goes: ``python benchmarks/profile_layers.py [--layers WORDS]
+[--random SEED] [--prepared]``.
 
-For every float32/float16/bfloat16 layer of the benchmark suite (or those whose names
-contain one of ``--layers``' comma-separated words), prints a Markdown row: the
+For every float32/float16/bfloat16 layer of the benchmark suite (``--random``: of the
+random suite of that seed; in either, those whose names contain one of ``--layers``'
+comma-separated words), called through its array function (``--prepared``: through a
+prepared layer made first, as ``convtranspose bench --prepared`` calls it), prints a
+Markdown row: the
 algorithm; the median time of the public call back to back, back to back on a one-thread
 target (BLAS keeps its own threads), and after a pause (as the
 benchmark's rounds); the useful multiply-adds' rate back to back and its share of the
 machine's FMA peak on all threads (:func:`convtranspose._cli.bench.fma_peak_flops`; "-"
 without numba); and how cProfile splits the calling thread's time over ten back-to-back
 calls.  Helper threads are not profiled: their share shows as the caller waiting for
-them.  Writes nothing.
+them.  The last column is the share of the back-to-back call spent outside the compiled
+kernels, BLAS and the wait for helpers (Python, the kernels' launches, NumPy's copies,
+casts and fills): the call's time less what the profiler found in those, which it
+times as they run (its own cost falls on Python calls).  Writes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import pstats
 import statistics
 import sys
@@ -29,11 +37,27 @@ CATEGORIES = (
      or name == "threaded_matmul" or "matmul" in name),
     ("copies", lambda file, name: name == "copy" and file.endswith("threads.py")),
     ("adds", lambda file, name: name == "add" and file.endswith("threads.py")),
-    ("numba", lambda file, name: "_numba" in file),
+    ("compiled kernels", lambda file, name: _compiled(file, name)),
+    ("kernel launches", lambda file, name: "_numba" in file),
     ("zeroing", lambda file, name: "fill" in name or "zeros" in name),
     ("waiting for helpers", lambda file, name: "acquire" in name),
     ("casts", lambda file, name: file.endswith("casts.py") or "astype" in name),
 )
+#: The categories of compiled work: the rest of a call is outside its kernels.
+KERNELS = ("BLAS", "compiled kernels", "waiting for helpers")
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(file: str, name: str) -> bool:
+    """Whether cProfile's entry is a numba-compiled function: numba reports each call of
+    one to the profiler under its Python source, a module of the library's (then the
+    module's attribute of that name is a dispatcher) or a kernel it generated into its
+    cache folder."""
+    if "/kernels/numba-" in file:
+        return True
+    module = next((module for module in list(sys.modules.values())
+                   if getattr(module, "__file__", None) == file), None)
+    return hasattr(getattr(module, name, None), "py_func")
 
 
 def _median_ms(run, pause: float, repeat: int = 9) -> float:
@@ -50,6 +74,27 @@ def _one_thread_ms(run) -> float:
     """Back-to-back median on a one-thread target (BLAS keeps its own threads)."""
     with ct.use_target(ct.host_target().replace(threads=1)):
         return _median_ms(run, 0.0)
+
+
+def _outside_share(run, rounds: int = 5) -> tuple[float, dict[str, float], float]:
+    """:func:`_split`'s ``(ms, shares)`` and the percentage of a back-to-back call spent
+    outside the compiled work (:data:`KERNELS`): the call's time less what the profiler
+    found in that work, which it times as it runs (its own cost falls on Python calls).
+    Profiled and plain batches of about 0.2 s alternate; the least of ``rounds`` of each
+    (others' work on a shared machine only adds to either)."""
+    calls = max(5, min(200, int(0.2 / (_median_ms(run, 0.0) / 1e3))))
+    splits, plain = [], []
+    for _ in range(rounds):
+        splits.append(_split(run, calls))
+        start = time.perf_counter()
+        for _ in range(calls):
+            run()
+        plain.append((time.perf_counter() - start) / calls * 1e3)
+    inside = min(sum(ms for label, ms in shares.items() if label in KERNELS)
+                 for _, shares in splits)
+    back_to_back = min(plain)
+    total, shares = splits[len(splits) // 2]
+    return total, shares, 100 * max(0.0, back_to_back - inside) / back_to_back
 
 
 def _split(run, calls: int = 10) -> tuple[float, dict[str, float]]:
@@ -71,19 +116,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", default="", help="comma-separated name substrings")
     parser.add_argument("--pause", type=float, default=_bench.SETTLE_SECONDS,
                         help="seconds slept before each paused call")
+    parser.add_argument("--random", type=int, default=None, metavar="SEED",
+                        help="the random suite of this seed instead of the fixed suite")
+    parser.add_argument("--prepared", action="store_true",
+                        help="call each layer through a prepared layer (ct.prepare)")
     args = parser.parse_args(argv)
     words = [word for word in args.layers.split(",") if word]
+    layers = _bench.SUITE if args.random is None else _bench.random_layers(args.random)
     peak = _bench.fma_peak_flops()
     print("| layer | algorithm | back to back ms | one thread ms | paused ms | useful GFLOP/s "
-          "| % of FMA peak | profiled ms | calling thread |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for layer in _bench.SUITE:
+          "| % of FMA peak | profiled ms | calling thread | outside kernels |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for layer in layers:
         if words and not any(word in layer.label for word in words):
             continue
-        run, _ = _bench.run_ours(layer, _bench.make_inputs(layer))
-        run()  # plans, compiles numba kernels, prepares tiny layers, fills the filter memo
+        run, _ = _bench.run_ours(layer, _bench.make_inputs(layer), prepared=args.prepared)
+        for _ in range(3):  # plans, compiles numba kernels, fills the filter memo
+            run()
         algorithm = _bench.algorithm_run(layer)
-        total, shares = _split(run)
+        total, shares, outside = _outside_share(run)
         split = ", ".join(f"{label} {100 * ms / total:.0f}%" for label, ms in
                           sorted(shares.items(), key=lambda item: -item[1])
                           if ms > 0.03 * total)
@@ -93,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         share = "-" if peak is None else f"{100 * rate * 1e9 / (peak * factor):.0f}%"
         print(f"| {layer.label} | {algorithm} | {back_to_back:.3g} | {_one_thread_ms(run):.3g} | "
               f"{_median_ms(run, args.pause):.3g} | {rate:.3g} | {share} | {total:.3g} | "
-              f"{split} |", flush=True)
+              f"{split} | {outside:.1f}% |", flush=True)
     return 0
 
 

@@ -29,6 +29,19 @@ def test_profile_layers_prints_a_row_per_selected_layer(capsys):
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert cells[1] in ALGORITHMS  # which one depends on the CPU
         assert all(float(cell) > 0 for cell in cells[2:6] + cells[7:8])  # times, rate
+        assert 0 <= float(cells[9].rstrip("%")) <= 100  # outside the compiled kernels
+
+
+def test_profile_layers_profiles_prepared_layers_of_a_random_suite(capsys):
+    name = "depthwise N2 64->64 L128"  # a layer of the random suite of seed 1
+    assert _load("profile_layers").main(["--random", "1", "--prepared", "--layers", name,
+                                         "--pause", "0.001"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith(f"| {name}")]
+    assert len(rows) == 1
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert cells[1] in ALGORITHMS and float(cells[2]) > 0
+    assert 0 <= float(cells[9].rstrip("%")) <= 100
 
 
 def test_fewer_threads_plans_each_layer_and_times_its_choice(monkeypatch):
