@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import functools
+import os
 import pstats
 import statistics
 import sys
@@ -53,7 +54,7 @@ def _compiled(file: str, name: str) -> bool:
     one to the profiler under its Python source, a module of the library's (then the
     module's attribute of that name is a dispatcher) or a kernel it generated into its
     cache folder."""
-    if "/kernels/numba-" in file:
+    if f"{os.sep}kernels{os.sep}numba-" in file:
         return True
     module = next((module for module in list(sys.modules.values())
                    if getattr(module, "__file__", None) == file), None)
