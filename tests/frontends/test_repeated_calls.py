@@ -175,6 +175,55 @@ def test_out_bias_and_another_planning_after_a_recorded_call(preparable):
         ct.set_planning(previous)
 
 
+@pytest.mark.parametrize("algorithm", ["dense", "direct"])
+def test_calls_with_out_are_answered_from_their_own_record(preparable, monkeypatch, algorithm):
+    """Calls that pass ``out`` keep a record of their own: answered without resolving,
+    into the caller's array, and any ``out`` the prepared call cannot write straight into
+    (another shape or dtype, not contiguous, read-only, overlapping an operand, not an
+    ndarray) gets the whole function's answer: the right result copied in, or its error."""
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", algorithm)
+    data, filter = _values((2, 3, 4, 5)), _values((3, 2, 3, 3))
+    expected = oracle.onnx_conv_transpose(data, filter, strides=[2, 2])
+
+    def call(out, operand=data, weights=filter):
+        return ct.onnx_conv_transpose(operand, weights, strides=[2, 2], out=out)
+
+    out = np.full(expected.shape, np.nan, np.float32)
+    for _ in range(2):
+        assert call(out) is out
+    with monkeypatch.context() as patch:
+        _forbid_resolution(patch, "onnx_conv_transpose")
+        out[...] = np.nan
+        assert call(out) is out
+        np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(call(None), expected)  # a record of its own
+    filter[0, 1, 2, 0] -= 3  # edited in place: the prepared call declines
+    expected = oracle.onnx_conv_transpose(data, filter, strides=[2, 2])
+    assert call(out) is out
+    np.testing.assert_array_equal(out, expected)
+    strided = np.full((*expected.shape[:-1], 2 * expected.shape[-1]), np.nan, np.float32)
+    assert call(strided[..., ::2]) is not None
+    np.testing.assert_array_equal(strided[..., ::2], expected)
+    assert np.isnan(strided[..., 1::2]).all()
+    # An output sharing the data's memory: the data is read as it was before the call.
+    shared = np.zeros(expected.size, np.float32)
+    operand = shared[:data.size].reshape(data.shape)
+    operand[...] = data
+    overlapping = shared.reshape(expected.shape)
+    assert call(overlapping, operand) is overlapping
+    np.testing.assert_array_equal(overlapping, expected)
+    read_only = np.zeros_like(expected)
+    read_only.flags.writeable = False
+    refusals = [(read_only, ct.ConvTransposeError), (np.zeros_like(expected[:1]),
+                ct.ConvTransposeError), (expected.astype(np.float64), TypeError),
+                (expected.tolist(), TypeError)]
+    for refused, error in refusals:
+        with pytest.raises(error):
+            call(refused)
+    np.testing.assert_array_equal(call(out), expected)
+    np.testing.assert_array_equal(out, expected)
+
+
 # -- the quantized dialects' records ------------------------------------------------------
 
 @pytest.mark.parametrize("value, kept, same", [

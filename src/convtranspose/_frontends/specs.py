@@ -35,7 +35,7 @@ from .kept_calls import (
     usable_prepared,
 )
 from .plain_plans import find_plain, forget_plain, keep_plain
-from .repeated_calls import note_prepared, remembers_calls
+from .repeated_calls import may_share_memory, note_prepared, remembers_calls
 
 if TYPE_CHECKING:
     from .._typing import ArrayLike, PerAxis, ShapeLike
@@ -208,11 +208,6 @@ def _forget_kept() -> None:
 _caches.register("resolved plans and prepared calls", _forget_kept)
 
 
-#: ``np.may_share_memory`` without the ``__array_function__`` dispatch (half its time in
-#: the tiny layer's call), where NumPy exposes it.
-may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
-
-
 def direct_out(out: object, plan, arrays: dict, names: tuple[str, ...]) -> bool:
     """Whether the result of ``plan`` on ``arrays`` (name -> operand; ``names[0]`` the
     data's) can be written straight into ``out``; an error if it cannot take it at all.
@@ -281,8 +276,7 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         if prepared is not None and prepared[0] is not None:
             result = prepared[0](data, filter, out)
             if result is not None:
-                if out is None:
-                    note_prepared(data, filter, key, result)
+                note_prepared(data, filter, key, result)
                 return result
             prepared = None  # another filter or switch: prepared again below
     dtype = check_dtypes(**_operands(names, data, filter, bias))
@@ -305,7 +299,7 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         _bounded_insert(prepared_calls, key, (call, _planning.generation,
                                               None if call is not None else switch_state()),
                         PREPARED_CALLS_KEPT)
-        if call is not None and out is None:
+        if call is not None:
             note_prepared(data, filter, key, result)
     return result
 
