@@ -3,11 +3,13 @@ memo's copy of it, for filters of 8 KiB to 32 MiB (float32, C order).
 
 Prints one row per size: the median milliseconds of NumPy's comparison of the two as
 unsigned integers (the memo's check for filters of different layouts), of the two as
-bytes objects (its check up to the level-1 data cache's size), of ``memcmp`` as
+bytes objects (its check up to the level-1 data cache's size), of the numba loop
+(``memo.compiled_equal``, its check of dense filters below 1 MiB), of ``memcmp`` as
 ``memo.same_bits`` calls it, and the same under ``ct.num_threads`` of one thread and of
 every thread (in pieces from 8 MiB; the context's own cost included), and their ratios
-to NumPy's, with the CPU and the 1-minute load average.  The five are timed in
-alternating rounds.  ``--out`` writes the rows as JSON.
+to NumPy's, with the CPU and the 1-minute load average.  The six are timed in
+alternating rounds.  The kept copy is read-only, as the memo's is.  ``--out`` writes
+the rows as JSON.
 
     python benchmarks/filter_comparison.py [--rounds 15] [--out FILE]
 """
@@ -46,13 +48,15 @@ def _memcmp_on(threads: int):
 
 def measure(rounds: int) -> list[dict]:
     threads = ct.get_num_threads()
-    ways = {"numpy": _numpy_equal, "bytes": _bytes_equal, "memcmp": memo.memory_equal,
+    ways = {"numpy": _numpy_equal, "bytes": _bytes_equal, "numba": memo.compiled_equal,
+            "memcmp": memo.memory_equal,
             "memcmp, 1 thread": _memcmp_on(1), f"memcmp, {threads} threads": _memcmp_on(threads)}
     rows = []
     for kib in SIZES_KIB:
         filter = np.random.default_rng(kib).standard_normal((kib << 10) // 4,
                                                             dtype=np.float32)
         kept = filter.copy()
+        kept.flags.writeable = False
         times: dict[str, list[float]] = {name: [] for name in ways}
         for _ in range(rounds):
             for name, compare in ways.items():

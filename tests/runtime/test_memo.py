@@ -66,6 +66,38 @@ def test_same_bits_around_the_copies_threshold(offset):
             assert not memo.same_bits(kept, edited)
 
 
+@pytest.mark.parametrize("size", [1, 7, 8, 9, 4095, 4096, 4097, 3 * 4096 + 5])
+def test_the_compiled_comparison_finds_one_bit_anywhere(size):
+    # Bytes compared eight at a time in pieces of 4 KiB, the last few one by one: one
+    # flipped bit in the first or last byte of a piece, a word or the tail tells apart.
+    pytest.importorskip("numba")
+    kept = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+    assert memo.compiled_equal(kept, kept.copy())
+    places = {0, size - 1, size // 2, 7, 8, 4095, 4096, 4097, size - 9, size - 8}
+    for place in sorted(p for p in places if 0 <= p < size):
+        for bit in (0, 7):
+            edited = kept.copy()
+            edited[place] ^= np.uint8(1 << bit)
+            assert not memo.compiled_equal(kept, edited), (place, bit)
+
+
+def test_same_bits_compares_dense_views_in_their_memory_order():
+    # A channels-last filter (a transposed view, neither C nor Fortran order) above the
+    # size compared as bytes objects, against a copy in the same memory order.
+    from convtranspose._runtime.machine import l1_data_cache_bytes
+
+    channels = int(np.sqrt(l1_data_cache_bytes() // 36)) + 8
+    base = np.random.default_rng(2).standard_normal((3, 3, channels, channels + 1))
+    view = base.astype(np.float32).transpose(2, 3, 0, 1)[None]
+    kept = view.copy(order="K")
+    assert kept.nbytes > l1_data_cache_bytes() and not kept.flags.c_contiguous
+    assert memo.same_bits(kept, view)
+    for place in ((0, 0, 0, 0, 0), (0, channels - 1, channels, 2, 2), (0, 5, 3, 1, 2)):
+        edited = view.copy(order="K")
+        edited[place] = -edited[place]
+        assert not memo.same_bits(kept, edited)
+
+
 def test_weights_memo_compares_filters_in_any_memory_order():
     # Channels-last frontends pass an XIO filter as a transposed view; the memo keeps
     # that memory order, and an equal filter in another layout still hits.

@@ -1,9 +1,10 @@
 """The background process of :mod:`.background`: ``python -m
 convtranspose._execute.background_worker`` reads jobs (JSON, one per layer) from standard
 input and runs each job's algorithms once on zeros of its problem, which compiles their
-kernels into the kernel cache folder; then it exits.  One such process compiles at a
-time on the machine (a lock in the cache folder).  Failures are ignored: a kernel
-that did not compile here compiles in the process that needs it.
+kernels into the kernel cache folder, and the weights memo's comparison of filters;
+then it exits.  One such process compiles at a time on the machine (a lock in the cache
+folder).  Failures are ignored: a kernel that did not compile here compiles in the
+process that needs it.
 """
 
 from __future__ import annotations
@@ -84,6 +85,22 @@ def main() -> None:
             fma_gflops()
         for job in jobs:
             _compile(job)
+        with contextlib.suppress(Exception):
+            _compile_filter_check()
+
+
+def _compile_filter_check() -> None:
+    """Compile the weights memo's comparison of filters (a layer's second call checks
+    its filter with it; half a second to compile), for the memo's read-only copy and a
+    caller's filter, writeable or not (numba compiles each combination of the flags)."""
+    from .._runtime.memo import compiled_equal
+
+    kept = np.zeros(64, np.uint8)
+    kept.flags.writeable = False
+    for writeable in (True, False):
+        filter = np.zeros(64, np.uint8)
+        filter.flags.writeable = writeable
+        compiled_equal(kept, filter)
 
 
 if __name__ == "__main__":

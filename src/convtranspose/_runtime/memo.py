@@ -52,20 +52,59 @@ def same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
     two copies stay in it, and cost less than NumPy's comparison, which builds a
     boolean array and then reduces it (8 KiB: 1.0 against 3.4 us, 32 KiB: 2.4 against
     3.8 on an AMD Zen 4; ``benchmarks/results/filter-comparison-zen4.json``).  Two dense
-    arrays of one memory layout (the memo's copy keeps the filter's) compare as memory
-    with the C library's ``memcmp`` from :data:`_MEMCMP_MIN_BYTES` on, on the threads
-    in pieces of at least :data:`_COMPARED_PIECE_BYTES`: 1.5x faster than NumPy's
-    comparison on one thread and 2.4x on two for a 32 MiB filter on an Intel Xeon
+    arrays of one memory layout (the memo's copy keeps the filter's) compare as memory:
+    with a numba loop below :data:`_MEMCMP_MIN_BYTES` (:mod:`._kernels._numba.compare`:
+    96 KiB 4.4 against NumPy's 9.2 us on an AMD Zen 2,
+    ``benchmarks/results/filter-comparison-zen2.json``), and from there with the C
+    library's ``memcmp``, on the threads in pieces of at least
+    :data:`_COMPARED_PIECE_BYTES`: 1.5x faster than NumPy's comparison on one thread and
+    2.4x on two for a 32 MiB filter on an Intel Xeon
     (``benchmarks/results/weights-memo.json``), 2.3x from 1 MiB on the Zen 4.
     """
-    if kept.nbytes <= l1_data_cache_bytes():
+    size = kept.nbytes
+    if size <= l1_data_cache_bytes():
         return kept.tobytes() == weights.tobytes()
-    if kept.nbytes >= _MEMCMP_MIN_BYTES and _same_layout(kept, weights) and _dense(kept):
-        equal = memory_equal(kept, weights)
+    # C order, the usual case, before the layout checks (3 us of a 96 KiB filter's
+    # comparison on the Zen 2).
+    if (size < _MEMCMP_MIN_BYTES and kept.flags.c_contiguous and weights.flags.c_contiguous
+            or _same_layout(kept, weights) and _dense(kept)):
+        equal = (compiled_equal(kept, weights) if size < _MEMCMP_MIN_BYTES
+                 else memory_equal(kept, weights))
         if equal is not None:
             return equal
     unsigned = np.dtype(f"u{weights.itemsize}") if weights.itemsize in (1, 2, 4, 8) else None
     return unsigned is not None and np.array_equal(kept.view(unsigned), weights.view(unsigned))
+
+
+def compiled_equal(kept: np.ndarray, weights: np.ndarray) -> bool | None:
+    """What :func:`same_bits` answers for two dense arrays of one layout and size,
+    compared with the numba loop whatever their size, or None without numba."""
+    differ = _bytes_differ or _load_bytes_differ()
+    if differ is None:
+        return None
+    return not differ(_flat_bytes(kept), _flat_bytes(weights))
+
+
+def _flat_bytes(array: np.ndarray) -> np.ndarray:
+    """A dense array's bytes as a flat uint8 view, in memory order."""
+    flat = array.reshape(-1) if array.flags.c_contiguous else array.ravel(order="K")
+    return flat.view(np.uint8)
+
+
+#: :func:`._kernels._numba.compare.bytes_differ`, imported on first use; False where
+#: numba cannot be imported (then NumPy compares).
+_bytes_differ = None
+
+
+def _load_bytes_differ():
+    global _bytes_differ
+    if _bytes_differ is None:
+        try:
+            from .._kernels._numba.compare import bytes_differ
+        except ImportError:
+            bytes_differ = False
+        _bytes_differ = bytes_differ
+    return _bytes_differ or None
 
 
 #: Filters compared with ``memcmp`` from this size on: at 1 MiB it is as fast as NumPy's
