@@ -42,7 +42,7 @@ from .casts import bfloat16_bits, float16_bits
 from .channels_last import gather_row_taps
 from .direct import direct_threads
 from .kernel_cache import cached_njit
-from .launch import parallel_kernel
+from .launch import native_threads, parallel_kernel
 from .lines import fused_lines_kernel
 from .modes import store_mode
 from .transpose import channels_last_copy, tile_transposer
@@ -369,7 +369,8 @@ class BlockedLayer:
         # Xeon every layer measured of 3-16 passes ran faster: 1.4-1.6x a single-plane
         # stride-1 k7 layer, 1.15-1.35x three uneven passes on two threads, 1.05-1.1x
         # sixteen planes (``benchmarks/results/blocked-pieces-xeon.json``,
-        # passes_between_threads).
+        # passes_between_threads).  That split runs on the library's pool, so it is
+        # taken only where numba's native threads cannot run the passes (see __call__).
         self._by_passes = len(self._passes) >= threads > 1
         # Whole channels-last lines of one group in one pass, shared between threads:
         # each piece of work writes its lines' every sum, so a caller may take them as
@@ -444,7 +445,13 @@ class BlockedLayer:
             kernel, arguments = pass_arguments(index)
             kernel(*arguments, start, stop)
 
-        if self._by_passes:
+        # Whole passes per thread on the pool only where numba's threads cannot share
+        # each pass's lines: right after a native loop (the int8 kernels' words pass,
+        # another layer), numba's workers spin on the other CPUs, and the pool's
+        # helpers waited for them: the int8 DCGAN N4 256->128 layer took 5.3-13.8 ms
+        # on two threads, 10.2 on one, and 5.3-5.5 with the passes on numba's threads
+        # (AMD Zen 2; ``benchmarks/results/passes-on-threads-zen2.json``).
+        if self._by_passes and not native_threads(self._threads):
             parallel_parts(lambda index: run_pass(index, 0, count), len(self._passes),
                            self._threads)
         elif after is not None:
