@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent("""\
     import numba
     import numpy as np
     import convtranspose as ct
-    from convtranspose._kernels._numba import (blocked_filter, casts, channels_last,
+    from convtranspose._kernels._numba import (blocked_filter, casts, channels_last, compare,
                                                depthwise_filter, depthwise_lines, forward,
                                                int8, packed, peak, planes, scatter,
                                                transpose)
@@ -101,6 +101,7 @@ SCRIPT = textwrap.dedent("""\
             zeros(np.int16), zeros(np.uint32), 0, 1, 8, 2, 16, 0, 1)),
         "int16 channel halves": (int8.words_kernel(lanes, True), (
             zeros(np.int16), zeros(np.uint32), 0, 1, 8, 4, 16, 0, 1)),
+        "filter comparison": (compare.bytes_differ, (zeros(np.uint8), zeros(np.uint8))),
     }
     def user_loop(a, b):  # the user's own numba code, compiled as numba compiles it
         for i in range(a.size):
@@ -180,7 +181,7 @@ def test_hot_kernels_compute_at_full_width(cpu, reports):
     report = reports[cpu]
     register = TARGETS[cpu][1]
     user = report.pop("user's loop")
-    assert len(report) == 19
+    assert len(report) == 20
     assert not narrow(report, register), (cpu, narrow(report, register))
     # numba's own setting is left alone: the same loop in the user's code keeps LLVM's
     # 256-bit preference where the CPU has one.

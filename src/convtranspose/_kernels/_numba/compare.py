@@ -2,9 +2,10 @@
 comparison of a caller's filter with the copy it keeps
 (:func:`convtranspose._runtime.memo.same_bits`).
 
-A call costs about what numba's dispatch of two arrays costs (0.5 us) plus the reads:
-NumPy's comparison costs 5-8 us before it reads a byte, and ``memcmp`` through ctypes
-2 us for the two data addresses (``benchmarks/results/filter-comparison-zen2.json``).
+A call costs numba's dispatch of two arrays (0.5 us on an AMD Zen 2) plus the reads,
+where NumPy's comparison costs 5-8 us before it reads a byte and ``memcmp`` through
+ctypes 2 us to find the two data addresses
+(``benchmarks/results/filter-comparison-zen2.json``).
 """
 
 from __future__ import annotations
