@@ -34,12 +34,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._runtime import blas as _blas
+from .._runtime import memo as _memo
 from .._runtime.target import Target
 from . import schedules as _schedules
 
 __all__ = ["ALGORITHMS", "REGISTRY", "Algorithm", "exact_algorithms", "missing",
            "offered_algorithms", "prepare", "resolve", "rounds_as_it_stores", "run",
            "run_rounded"]
+
+
+def _filter_comparison():
+    """The weights memo's compiled comparison of filters (numba, imported when first
+    needed): the memo's layer lies below the kernels'."""
+    from ._numba.compare import bytes_differ
+
+    return bytes_differ
+
+
+_memo.comparison_loader = _filter_comparison
 
 
 @dataclass(frozen=True)

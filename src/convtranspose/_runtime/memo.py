@@ -91,19 +91,23 @@ def _flat_bytes(array: np.ndarray) -> np.ndarray:
     return flat.view(np.uint8)
 
 
-#: :func:`._kernels._numba.compare.bytes_differ`, imported on first use; False where
-#: numba cannot be imported (then NumPy compares).
+#: :func:`._kernels._numba.compare.bytes_differ`, loaded on first use; False where it
+#: cannot be (then NumPy compares).
 _bytes_differ = None
+#: What loads it: set by :mod:`convtranspose._kernels` (a layer above this one) when
+#: imported; until then NumPy compares.
+comparison_loader = None
 
 
 def _load_bytes_differ():
     global _bytes_differ
     if _bytes_differ is None:
+        if comparison_loader is None:
+            return None
         try:
-            from .._kernels._numba.compare import bytes_differ
+            _bytes_differ = comparison_loader()
         except ImportError:
-            bytes_differ = False
-        _bytes_differ = bytes_differ
+            _bytes_differ = False
     return _bytes_differ or None
 
 
