@@ -319,3 +319,40 @@ def test_prepared_layer_into_out_on_repeated_calls(monkeypatch, algorithm):
         else:
             layer(data, out=out)
             np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("forward", [False, True], ids=["transposed", "forward"])
+def test_a_layer_whose_first_call_moved_the_planning_generation_runs_prepared_after(
+        monkeypatch, forward):
+    """A call whose planning moved the planning generation (the end of a background
+    compile moves it: the layer's choice is then measured again) kept its prepared call
+    under the generation it began in.  The layer's next call makes it again, and the
+    calls after run it: they do not go through the whole function every time."""
+    from convtranspose._frontends import prepared
+
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "dense")
+    ct.clear_caches()
+    data, filter = _values((1, 4, 5, 5)), _values((4, 3, 3, 3))
+    attributes = dict(strides=2, pads_begin=1, pads_end=1)
+    if forward:  # filter [C_OUT, C_IN, K...]: the transposed layer's (Ci, Co, K...)
+        function, entry, filter = ct.convolution, "execute_convolution", filter.swapaxes(0, 1)
+        expected = oracle.forward_convolution(data, filter[None], (2, 2), (1, 1), (1, 1),
+                                              (3, 3))
+    else:
+        function, entry = ct.convolution_backprop_data, "execute_plan"
+        expected = oracle.openvino_cbpd(data, filter, **attributes)
+    layer = ct.prepare(function, filter=filter, **attributes)
+    whole = getattr(prepared, entry)
+    runs = []
+
+    def counted(*args, **kwargs):
+        result = whole(*args, **kwargs)
+        if not runs:
+            ct.set_planning(ct.set_planning(None))  # a new planning generation
+        runs.append(True)
+        return result
+
+    monkeypatch.setattr(prepared, entry, counted)
+    for _ in range(5):
+        np.testing.assert_array_equal(layer(data), expected)
+    assert len(runs) == 2

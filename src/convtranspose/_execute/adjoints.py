@@ -326,13 +326,19 @@ class _StridedCall:
 def kept_data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan],
                       channels_last: bool, dtype: np.dtype):
     """``(call, generation)``: the prepared call :func:`data_adjoint` keeps for these
-    operands (after a first call; None if there is none), and the planning generation
-    it holds for.  A caller that keeps it calls ``call(grad, weights, out)`` while
-    :data:`convtranspose._choose.planning.generation` is unchanged; a None result
-    means: go through :func:`data_adjoint`."""
-    entry = _prepared_calls.get(_call_key(grad, weights, axes, channels_last, dtype))
+    operands (None if there is none), and the planning generation it holds for;
+    ``(None, -1)`` where it has kept none for the current generation yet (as after a
+    call whose planning moved the generation).  A caller that keeps it calls ``call(grad,
+    weights, out)`` while :data:`convtranspose._choose.planning.generation` is
+    unchanged; a None result means: go through :func:`data_adjoint` (and, for ``(None,
+    -1)``, ask again after)."""
     generation = _planning.generation
-    return (entry[0] if entry is not None and entry[1] == generation else None), generation
+    key = _call_key(grad, weights, axes, channels_last, dtype)
+    if key is None:  # these operands have none
+        return None, generation
+    entry = _prepared_calls.get(key)
+    return (entry[0], generation) if entry is not None and entry[1] == generation else (
+        None, -1)
 
 
 def transposed_axes(axes: Sequence[AxisPlan]) -> tuple[AxisPlan, ...]:

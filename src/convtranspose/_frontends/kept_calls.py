@@ -95,9 +95,15 @@ def usable_prepared(key: PreparedKey | None) -> tuple | None:
 
 def prepared_call(plan, data: np.ndarray, filter: np.ndarray):
     """``(call, generation)``: the prepared call :func:`~.specs.execute_plan` keeps for ``plan``
-    with operands of these dtypes (None if it has none or has not made it yet), and the
-    planning generation it holds for.  A caller that keeps it calls
-    ``call(data, filter, out)`` while :data:`convtranspose._choose.planning.generation`
-    is unchanged; a None result means: go through :func:`~.specs.execute_plan`."""
-    entry = usable_prepared(prepared_key(plan, data, filter))
-    return (None if entry is None else entry[0]), _planning.generation
+    with operands of these dtypes (None if it has none) and the planning generation it
+    holds for; ``(None, -1)`` where it has kept none for the current generation yet (a
+    call whose planning changed the generation, as the end of a background compile does,
+    kept its entry under the old one: the next call makes it).  A caller that keeps it
+    calls ``call(data, filter, out)`` while
+    :data:`convtranspose._choose.planning.generation` is unchanged; a None result means:
+    go through :func:`~.specs.execute_plan` (and, for ``(None, -1)``, ask again after)."""
+    key = prepared_key(plan, data, filter)
+    if key is None:  # these dtypes have none
+        return None, _planning.generation
+    entry = usable_prepared(key)
+    return (None, -1) if entry is None else (entry[0], _planning.generation)
