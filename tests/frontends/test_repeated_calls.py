@@ -245,3 +245,34 @@ def test_a_quantized_record_matches_equal_values_of_one_type_and_bits_only(value
     from convtranspose._frontends.repeated_quantized import matches
 
     assert matches(value, kept) is same
+
+
+@pytest.mark.parametrize("lookalike", [
+    dict(strides=[2, True]), dict(strides=[2, 1.0]), dict(strides=[2, np.int64(1)]),
+    dict(strides=(2, 1)), dict(x_scale=np.float64(0.02)),
+    dict(w_scale=np.full(3, 0.01, np.float32).view(np.int32)),
+    dict(w_zero_point=np.zeros(3, np.uint8)),
+    dict(w_scale=np.full(3, 0.01, np.float32).reshape(3, 1))])
+def test_quantized_arguments_equal_to_a_recorded_calls_get_a_fresh_calls_answer(lookalike):
+    """A quantized call whose arguments equal a recorded call's by value but not by the
+    record's rules (a bool or float stride, a tuple for a list, a per-channel array of
+    the recorded values in another dtype or shape) gets what a fresh call gets: the
+    same result or the same refusal."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, (1, 2, 4, 5)).astype(np.uint8)
+    w = rng.integers(-127, 128, (2, 3, 3, 3)).astype(np.int8)
+    recorded = dict(x_scale=np.float32(0.02), x_zero_point=np.uint8(3), w=w,
+                    w_scale=np.full(3, 0.01, np.float32), w_zero_point=np.zeros(3, np.int8),
+                    y_scale=np.float32(0.05), y_zero_point=np.uint8(128), strides=[2, 1])
+
+    def again():
+        try:
+            return ct.qlinear_conv_transpose(x, **dict(recorded, **lookalike))
+        except (ct.ConvTransposeError, TypeError) as error:
+            return type(error)
+
+    ct.clear_caches()
+    fresh = again()
+    for _ in range(3):
+        ct.qlinear_conv_transpose(x, **recorded)  # recorded, then answered
+    _assert_same_outcome(again(), fresh)

@@ -45,6 +45,7 @@ import numpy as np
 
 from .._plan import dialects as _dialects
 from .._runtime import caches as _caches
+from .._runtime.machine import l1_data_cache_bytes
 from .._runtime.memo import owned, same_bits, weights_memo_bytes
 
 __all__ = ["QUANTIZED_RECORDS_KEPT", "matches", "records_use", "remembers_quantized_calls"]
@@ -97,25 +98,46 @@ def matches(value: Any, kept: Any) -> bool:
     return bool(value == kept)
 
 
+#: How :meth:`_Record.holds` compares an argument: not at all (the data and filter,
+#: compared by the caller), the caller's immutable object itself or else by
+#: :func:`matches`, a small array's bytes with the record's, a flat sequence of exact
+#: ints as a whole, or by :func:`matches`.  Each gives :func:`matches`' answer.
+_SKIP, _IMMUTABLE, _SMALL_ARRAY, _INTS, _OTHER = range(5)
+
+
+def _kind(value: Any) -> int:
+    """How :meth:`_Record.holds` compares later values with the record's copy ``value``."""
+    kind = type(value)
+    if kind in _SCALARS or isinstance(value, np.generic):
+        return _IMMUTABLE
+    if kind is np.ndarray and value.nbytes <= l1_data_cache_bytes():
+        return _SMALL_ARRAY  # as same_bits compares it: as bytes objects
+    if (kind is list or kind is tuple) and all(type(item) is int for item in value):
+        return _INTS
+    return _OTHER
+
+
 class _Record:
     """One call of a quantized array function: its arguments' names in the order given,
     the caller's objects, and the prepared layer made from copies of them."""
 
-    __slots__ = ("_names", "_originals", "_checks", "layer", "kept", "dtype", "filter_bytes")
+    __slots__ = ("_checks", "layer", "kept", "dtype", "filter_bytes")
 
     def __init__(self, names: tuple, values: tuple, skipped: tuple, layer, data):
-        self._names = names
-        # Per argument: None (the data and filter: compared by the caller), True (an
-        # immutable value: the very same object needs no comparison) or False.
-        self._checks = tuple(None if name in skipped else
-                             type(value) in _SCALARS or isinstance(value, np.generic)
-                             for name, value in zip(names, values))
-        # The caller's immutable objects only: no array of the caller's is held.
-        self._originals = tuple(value if check else None
-                                for value, check in zip(values, self._checks))
         # The layer's copies of the arguments, by name (the same arrays it computes with).
         self.layer, self.kept, self.dtype = layer, layer.arguments, data.dtype
         self.filter_bytes = self.kept[skipped[1]].nbytes
+        # Per argument in the order given: (how it is compared, the layer's copy, and the
+        # caller's immutable object or the small array's bytes).  No array of the
+        # caller's is held.
+        checks = []
+        for name, value in zip(names, values):
+            kept = self.kept.get(name)
+            how = _SKIP if name in skipped else _kind(kept)
+            own = (value if how == _IMMUTABLE else
+                   kept.tobytes() if how == _SMALL_ARRAY else None)
+            checks.append((how, kept, own))
+        self._checks = tuple(checks)
 
     def holds(self, values: tuple, data: np.ndarray) -> bool:
         """Whether a call of ``values`` (its arguments in the order given, as many and
@@ -123,11 +145,18 @@ class _Record:
         filter's bits (the module's rules)."""
         if data.dtype is not self.dtype:
             return False
-        arguments = self.kept
-        for name, value, original, check in zip(self._names, values, self._originals,
-                                                self._checks):
-            if not (check is None or (check and value is original)
-                    or matches(value, arguments[name])):
+        for value, (how, kept, own) in zip(values, self._checks):
+            if how == _SKIP or how == _IMMUTABLE and value is own:
+                continue
+            if how == _SMALL_ARRAY:
+                if not (type(value) is np.ndarray and value.shape == kept.shape
+                        and value.dtype == kept.dtype and value.tobytes() == own):
+                    return False
+            elif how == _INTS:
+                if not (type(value) is type(kept) and value == kept
+                        and all(type(item) is int for item in value)):
+                    return False
+            elif not matches(value, kept):
                 return False
         return True
 
