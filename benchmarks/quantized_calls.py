@@ -1,13 +1,17 @@
 """Repeated calls of the quantized dialects on the quantized suite's layers, in one process.
 
-    python benchmarks/quantized_calls.py [--rounds 15] [--before OLD/src [--runs 4]] [--out FILE]
+    python benchmarks/quantized_calls.py [--rounds 15] [--litert] [--before OLD/src [--runs 4]]
+                                         [--out FILE]
 
 Per layer (``convtranspose bench --quantized``'s fixed layers), back-to-back calls in
 alternating rounds of: ``qlinear_conv_transpose`` without and with an int32 bias (the
 array function), the same through ``ct.prepare``, and TFLite's int8, torch's and
 oneDNN's quantized dialects with a bias (each by its array function and through
-``ct.prepare``).  Prints the median milliseconds of each with the CPU and the load
-average; ``--out`` writes them as JSON.  ``--before OLD/src`` compares two builds: ``--runs``
+``ct.prepare``).  With ``--litert`` (tensorflow and ai_edge_litert installed), also the
+LiteRT int8 model ``convtranspose bench --quantized`` builds for the layer (its
+interpreter's call, ``litert``) and our TFLite dialect on that model's own operands
+(``tflite suite`` and ``prepared tflite suite``: the suite's comparison).  Prints the
+median milliseconds of each with the CPU and the load average; ``--out`` writes them as JSON.  ``--before OLD/src`` compares two builds: ``--runs``
 child processes of this script under each build's sources in turn (alternating which
 goes first), then per layer and call the median of their medians and the ratio
 before / after.
@@ -34,6 +38,20 @@ LAYERS = [
     ("seg head N1 128->64 64x64 k4 s2 p1", 1, 128, 64, 64, 4, 2, 1),
     ("small N1 16->16 8x8 k3 s2 p1", 1, 16, 16, 8, 3, 2, 1),
 ]
+
+
+def _litert_calls(name: str) -> dict:
+    """The LiteRT interpreter's call of the quantized suite's layer ``name`` and ours on
+    its model's operands, by name (``--litert``)."""
+    from convtranspose._cli.bench import quantized
+
+    layer = next(layer for layer in quantized.QUANTIZED_SUITE if layer.name == name)
+    build = quantized.QUANTIZED_PEERS["litert-int8"][0]
+    run, _, (function, data_name, data, arguments) = build(layer,
+                                                          quantized.quantized_inputs(layer))
+    prepared = ct.prepare(function, **arguments)
+    return {"litert": run, "tflite suite": lambda: function(**{data_name: data}, **arguments),
+            "prepared tflite suite": lambda: prepared(data)}
 
 
 def _calls(n, ci, co, size, k, s, p, rng):
@@ -84,13 +102,15 @@ def _calls(n, ci, co, size, k, s, p, rng):
     return calls
 
 
-def measure(rounds: int, quiet: bool = False) -> list[dict]:
+def measure(rounds: int, quiet: bool = False, litert: bool = False) -> list[dict]:
     """Per layer, the median milliseconds of each call over ``rounds`` alternating
     rounds, printed as they come unless ``quiet``."""
     rng = np.random.default_rng(0)
     rows = []
     for name, *layer in LAYERS:
         calls = _calls(*layer, rng)
+        if litert:
+            calls.update(_litert_calls(name))
         times: dict[str, list[float]] = {key: [] for key in calls}
         for _ in range(rounds + 2):  # the first two rounds warm up
             for key, call in calls.items():
@@ -105,12 +125,13 @@ def measure(rounds: int, quiet: bool = False) -> list[dict]:
     return rows
 
 
-def _compared(before: str, runs: int, rounds: int) -> dict:
+def _compared(before: str, runs: int, rounds: int, litert: bool) -> dict:
     """Both builds' rows (:func:`measure` in ``runs`` child processes each), each call's
     milliseconds the median over the runs, with before / after per call."""
     from prepared_calls import builds_in_turn  # this folder's script
 
-    found = builds_in_turn(__file__, before, runs, ["--rows", "--rounds", str(rounds)])
+    found = builds_in_turn(__file__, before, runs, ["--rows", "--rounds", str(rounds)]
+                           + ["--litert"] * litert)
     compared = []
     for index, (name, *_) in enumerate(LAYERS):
         ms = {label: {key: statistics.median(run[index]["ms"][key] for run in runs_rows)
@@ -132,19 +153,22 @@ def main(argv=None) -> int:
     parser.add_argument("--before", metavar="SRC",
                         help="compare with the build under this folder (its src)")
     parser.add_argument("--runs", type=int, default=4, help="child processes per build")
+    parser.add_argument("--litert", action="store_true",
+                        help="also the quantized suite's LiteRT model and ours on its operands")
     parser.add_argument("--rows", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rows:  # a child of --before: the rows as one JSON line
-        print(json.dumps(measure(args.rounds, quiet=True)))
+        print(json.dumps(measure(args.rounds, quiet=True, litert=args.litert)))
         return 0
     from convtranspose._cli.bench import cpu_model
 
     print(f"CPU: {cpu_model()}; ms per call, median of {args.rounds} alternating rounds")
     record = dict(cpu=cpu_model(), rounds=args.rounds)
     if args.before:
-        record.update(_compared(args.before, args.runs, args.rounds), runs_per_build=args.runs)
+        record.update(_compared(args.before, args.runs, args.rounds, args.litert),
+                      runs_per_build=args.runs)
     else:
-        record["rows"] = measure(args.rounds)
+        record["rows"] = measure(args.rounds, litert=args.litert)
     if args.out:
         with open(args.out, "w") as handle:
             json.dump(record, handle, indent=1)

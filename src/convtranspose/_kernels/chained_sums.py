@@ -31,9 +31,6 @@ class ChainedSums:
     ----------
     shape : tuple
         The data's shape.
-    fill : callable or None
-        ``fill(x, words)``, the data's words made by NumPy (channels-last data that
-        are not the words as they are), or None.
     passes : ChainedPasses
         The compiled passes.
     make_scratch : callable
@@ -49,11 +46,10 @@ class ChainedSums:
         A first set of ``make_scratch``'s.
     """
 
-    __slots__ = ("shape", "_fill", "_passes", "_make_scratch", "_new_result", "_spare")
+    __slots__ = ("shape", "_passes", "_make_scratch", "_new_result", "_spare")
 
-    def __init__(self, shape: tuple, fill, passes, make_scratch, new_result,
-                 first: tuple) -> None:
-        self.shape, self._fill, self._passes = shape, fill, passes
+    def __init__(self, shape: tuple, passes, make_scratch, new_result, first: tuple) -> None:
+        self.shape, self._passes = shape, passes
         self._make_scratch, self._new_result = make_scratch, new_result
         self._spare = [first]  # sets of working arrays not in use
 
@@ -65,9 +61,7 @@ class ChainedSums:
             words, words_arguments, words_count, sums_arguments, sums_count, rows_arguments, \
                 rows = scratch
             result, out_rows = self._new_result()
-            if self._fill is not None:
-                self._fill(x, words)
-            elif words_count:
+            if words_count:
                 words_arguments = (source,) + words_arguments[1:]
             else:
                 words = source.view(np.int32)

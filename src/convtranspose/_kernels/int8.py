@@ -470,10 +470,9 @@ class BlockedSums:
         from .chained_sums import ChainedSums
 
         layer, shape = self._layer(self.batch)
-        words_of = self._words_pass(data, shift)
-        if words_of is None or copy_threads(math.prod(shape) * 4, self._target.threads) > 1:
+        make_words = self._words_pass(data, shift)
+        if make_words is None or copy_threads(math.prod(shape) * 4, self._target.threads) > 1:
             return None
-        fill, make_words = words_of
         bound = self._unit * max(abs(span[0] - offset), abs(span[1] - offset))
 
         def make_scratch(source: np.ndarray) -> tuple:
@@ -500,18 +499,17 @@ class BlockedSums:
         passes = ChainedPasses(words_pass and words_pass[:2], sums_pass[:2], rows_pass[:2])
         if not passes.ready:
             return None
-        return ChainedSums(data.shape, fill, passes,
+        return ChainedSums(data.shape, passes,
                            lambda source: scratch_set(make_scratch(source)), new_result,
                            scratch_set(made))
 
     def _words_pass(self, data: np.ndarray, shift: int):
-        """``(fill, make)`` for :meth:`chained`: ``make(source)`` gives ``(words,
-        words_pass)`` for the flat data ``source``, a new array of
-        ``data + shift`` as the kind's words (None where the data are them as they are)
-        and the compiled pass that fills it, ``(kernel, arguments, count)`` (None where
-        ``fill(x, words)``, NumPy's, does); None where the pass would split between
+        """``make`` for :meth:`chained`: ``make(source)`` gives ``(words, words_pass)`` for
+        the flat data ``source``, a new array of ``data + shift`` as the kind's words and
+        the compiled pass that fills it, ``(kernel, arguments, count)`` (both None where
+        the data are the words as they are); None where the pass would split between
         threads."""
-        from ._numba.int8 import channel_words_pass, shifted_into
+        from ._numba.int8 import channel_words_pass, shifted_pixels_pass
         from ._numba.transpose import copy_threads
 
         groups, ci, count = self._groups, self._ci, self._words.shape[1]
@@ -527,17 +525,17 @@ class BlockedSums:
                 return words, channel_words_pass(source.reshape(data.shape), words, shift,
                                                  groups, ci, lanes, halves)
 
-            return None, make
+            return make
         if not halves and data.dtype == np.uint8 and ci == count * 4 and not shift:
-            return None, lambda source: (None, None)
+            return lambda source: (None, None)
         per_word = 2 if halves else 4
         words_shape = data.shape[:-1] + (groups, count * per_word)
 
-        def fill(x, words):
-            shifted_into(x, words, shift, groups, ci)
+        def make_shifted(source):
+            words = np.zeros(words_shape, np.int16 if halves else np.uint8)
+            return words, shifted_pixels_pass(source, words, shift, groups, ci)
 
-        return fill, lambda source: (np.zeros(words_shape, np.int16 if halves else np.uint8),
-                                     None)
+        return make_shifted
 
     def __call__(self, data: np.ndarray) -> np.ndarray | None:
         """The exact sums of ``data`` ``(N, Y..., G*Co)`` int32 (a channels-first view of

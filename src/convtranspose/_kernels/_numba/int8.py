@@ -12,7 +12,8 @@ called only where the CPU has AVX512-VNNI (:func:`convtranspose._runtime.machine
 
 The channels-first data's casts into int32 words run here too: four bytes per word for
 the VNNI products (:func:`word_bytes`), two int16 halves for ``pmaddwd``'s
-(:func:`word_halves`).
+(:func:`word_halves`); and channels-last data's, shifted into bytes or halves
+(:func:`shifted_into` by NumPy, :func:`shifted_pixels_pass` compiled).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ import numpy as np
 
 from ..._runtime.caches import kept
 from ..._runtime.threads import parallel_for
+from .kernel_cache import cached_njit
 from .launch import parallel_kernel
 from .transpose import copy_threads
 
 __all__ = ["COLUMNS", "channel_words_pass", "group_products", "pack_signed", "panel_source",
-           "shifted_into", "u8s8_products", "word_bytes", "word_halves"]
+           "shifted_into", "shifted_pixels_pass", "u8s8_products", "word_bytes",
+           "word_halves"]
 
 #: Rows of ``a`` and vectors of 16 columns whose sums a block keeps in registers: 16
 #: accumulators, 4 weight vectors and a broadcast row, of the 32 AVX-512 registers.
@@ -194,6 +197,31 @@ def shifted_into(data: np.ndarray, out: np.ndarray, shift: int, groups: int, ci:
     # the data's: 128 does not fit int8).
     typed = np.asarray(shift, np.promote_types(data.dtype, np.min_scalar_type(shift)))
     np.add(source, typed, out=out[..., :ci], casting="unsafe")
+
+
+@cached_njit(nogil=True)
+def _shifted_pixels(source, out, shift, groups, ci, parts, start,
+                    stop):  # pragma: no cover - compiled
+    # Pixels [start, stop): each group's Ci values plus the shift into the first Ci of
+    # its parts, cast as stored (the values then fit); the parts past Ci stay as they are.
+    for pixel in range(start, stop):
+        for group in range(pixel * groups, (pixel + 1) * groups):
+            read, write = group * ci, group * parts
+            for channel in range(ci):
+                out[write + channel] = source[read + channel] + shift
+
+
+def shifted_pixels_pass(source: np.ndarray, out: np.ndarray, shift: int, groups: int,
+                        ci: int) -> tuple:
+    """``(kernel, arguments, items)``: :func:`shifted_into` as a compiled pass over the
+    pixels ``[0, items)``, ``kernel(*arguments, start, stop)``, of the flat data
+    ``source`` (channels last, ``G*Ci`` values per pixel) into ``out`` ``(N, X..., G,
+    parts)``.  A small layer's call runs it in one compiled call with its sums
+    (:class:`convtranspose._kernels.chained_sums.ChainedSums`), where NumPy's
+    :func:`shifted_into` is a call of its own."""
+    parts = out.shape[-1]
+    return _shifted_pixels, (source, out.reshape(-1), np.int64(shift), groups, ci,
+                             parts), source.size // (groups * ci)
 
 
 def word_halves(data: np.ndarray, groups: int, ci: int, pairs: int, threads: int,
