@@ -179,6 +179,53 @@ print(json.dumps(first + [last, len(choices)]))
 """
 
 
+_PROVISIONAL_DENSE = """
+import json, time
+import numpy as np
+import convtranspose as ct
+from convtranspose._choose import planning
+# dense (NumPy's product) is timed at once; direct's kernels compile in the background
+planning.candidate_names = lambda *args: ["dense", "direct"]
+rng = np.random.default_rng(13)
+x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+w = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+call = lambda: ct.convolution_backprop_data(x, w, strides=2, pads_begin=1, pads_end=1)
+with planning.recording() as choices:
+    results = [call()]
+first = sorted({{choice.decided_by for choice in choices}})
+with planning.recording() as choices:
+    results += [call() for _ in range(20)]
+meanwhile = len(choices)
+for _ in range(3000):
+    time.sleep(0.1)
+    with planning.recording() as choices:
+        results.append(call())
+    if "measured" in {{choice.decided_by for choice in choices}}:
+        break
+last = sorted({{choice.decided_by for choice in choices}})
+np.save({path!r}, np.stack([results[0], results[10], results[-1]]))
+print(json.dumps([first, meanwhile, last]))
+"""
+
+
+def test_a_provisional_dense_layer_runs_prepared_until_the_others_are_compiled(tmp_path):
+    """A tiny layer whose provisional choice (its other candidates compiling in the
+    background) is ``dense`` runs a prepared call meanwhile, planning nothing on each
+    call; once the background process ended, a call measures every candidate."""
+    cache, path = str(tmp_path / "cache"), str(tmp_path / "y.npy")
+    done = _child(_PROVISIONAL_DENSE.format(path=path), cache,
+                  CONVTRANSPOSE_PLANNING="measure", CONVTRANSPOSE_BACKGROUND_COMPILE="on")
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    expected = full_transposed_convolution(x, w[None], (2, 2), (1, 1))[:, :, 1:-1, 1:-1]
+    for result in np.load(path):
+        np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+    first, meanwhile, last = json.loads(done.stdout)
+    assert first == ["provisional"] and meanwhile == 0
+    assert "measured" in last
+
+
 def test_a_new_machines_first_call_compiles_nothing_while_it_waits(tmp_path):
     """When no candidate's kernels are compiled, the first call runs NumPy's code (the
     best-ranked candidate that is not a numba kernel) instead of compiling one here;

@@ -40,7 +40,7 @@ import json
 import math
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._errors import ConvTransposeError
@@ -64,7 +64,7 @@ from .wisdom import WisdomError, check_document, store
 
 __all__ = ["LEVELS", "choice_settled", "export_wisdom",
            "forget_wisdom", "get_planning", "import_wisdom", "measured_choice", "planned_choice",
-           "problem_key", "recording", "remeasuring", "set_planning", "store_path",
+           "problem_key", "provisional_ready", "recording", "remeasuring", "set_planning", "store_path",
            "use_planning"]
 
 #: The planning levels (the module docstring).
@@ -401,6 +401,14 @@ _provisional: dict[str, tuple[dict, Any]] = {}
 #: Problems whose deferred kernels were compiled: measured without deferring again
 #: (a kernel still missing then compiles here, so deferring ends).
 _warmed: set[str] = set()
+
+
+def provisional_ready(problem: Problem, target: Target) -> Callable[[], bool] | None:
+    """For a problem whose choice is provisional (:func:`planned_choice`: its other
+    candidates' kernels compiling elsewhere), the function that says whether they are
+    ready, after which the next planned call measures it again; None otherwise."""
+    pending = _provisional.get(problem_key(problem, target))
+    return None if pending is None else pending[1]
 
 
 def _pending_entry(key: str) -> dict | None:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .._choose.choice import choose_exact, fitting, on_threads, running_target, split_label
-from .._choose.planning import planned_choice
+from .._choose.planning import planned_choice, provisional_ready
 from .._kernels import ALGORITHMS, REGISTRY, prepare, resolve, run, run_rounded
 from .._kernels import casts as _casts
 from .._kernels.common import NonFinite
@@ -302,6 +302,28 @@ def _timed_call(name: str, data, weights, problem: Problem, out, target):
                    target)
 
 
+class ProvisionalCall:
+    """A prepared call of a provisional choice (:func:`prepare_call`), declining (None,
+    as a prepared call does when it cannot vouch for its result) from the moment
+    ``ready()`` says the other candidates' kernels are compiled: each call asks it
+    (a lock and a poll of the background process), and the caller's general path then
+    measures every candidate.  A tiny layer's call while they compile took 130-150 us
+    through planning on every call on an AMD EPYC Zen 2, 6.9 us through this one
+    (``benchmarks/results/provisional-calls-zen2.json``)."""
+
+    __slots__ = ("_call", "_ready")
+
+    def __init__(self, call, ready: Callable[[], bool]) -> None:
+        self._call, self._ready = call, ready
+
+    def tells_by_identity(self, filter: np.ndarray) -> bool:
+        return self._call.tells_by_identity(filter)
+
+    def __call__(self, data: np.ndarray, filter: np.ndarray,
+                 out: np.ndarray | None = None) -> np.ndarray | None:
+        return None if self._ready() else self._call(data, filter, out)
+
+
 def _dense_call(filter, weights, axes, dtype, channels_last: bool, shape) -> DenseCall:
     """The :class:`DenseCall` of a layer whose canonical filter is ``weights`` (of the
     caller's ``filter``), giving a result of ``shape``."""
@@ -368,8 +390,11 @@ def prepare_call(data: np.ndarray, filter: np.ndarray,
     with a finite filter), within the scratch bound, the latter with a
     filter of at most :data:`PREPARED_MAX_FILTER_BYTES` or a prepared layer's own (or a
     view of it).
-    None for a provisional choice: the calls go through planning until it has measured
-    every candidate (:mod:`convtranspose._choose.planning`).
+    For a provisional choice (other candidates' kernels compiling elsewhere,
+    :mod:`convtranspose._choose.planning`) only ``dense``, which compiles nothing, as a
+    :class:`ProvisionalCall`: it declines once those kernels are ready, and the call
+    that then goes through planning measures every candidate.  None for the others:
+    their calls go through planning until then.
     """
     dtype = data.dtype
     if not preparable(dtype, filter.dtype):
@@ -381,10 +406,12 @@ def prepare_call(data: np.ndarray, filter: np.ndarray,
     weights = canonical(filter)
     problem = Problem(batch, axes, weights.shape, channels_last, dtype)
     choice = planned_choice(problem, target)
-    if choice.decided_by == "provisional":  # calls go through planning until it measured
-        return None
     runs, run_target = choice.runs, on_threads(target, choice.threads)
     shape = result_shape(batch, weights.shape, axes, channels_last)
+    if choice.decided_by == "provisional":
+        ready = provisional_ready(problem, target) if runs == "dense" else None
+        return None if ready is None else ProvisionalCall(
+            _dense_call(filter, weights, axes, dtype, channels_last, shape), ready)
     if runs == "dense":
         return _dense_call(filter, weights, axes, dtype, channels_last, shape)
     if (filter.nbytes > PREPARED_MAX_FILTER_BYTES and not owned_view(filter)) or fitting(

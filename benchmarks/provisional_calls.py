@@ -1,0 +1,90 @@
+"""A tiny layer's repeated calls on a machine that has compiled nothing yet: while its
+other candidates' kernels compile in the background process, and after.
+
+    python benchmarks/provisional_calls.py [--seconds 40] [--before OLD/src] [--out FILE]
+
+Each build runs in a child process with an empty cache folder of its own
+(``CONVTRANSPOSE_CACHE_DIR``, a temporary folder removed after), the default planning,
+wisdom off: the tiny 2->3 5x5 k3 s2 p1 layer (float32, NCHW) is called through
+``ct.prepare`` and through ``ct.onnx_conv_transpose`` in alternating blocks of 500 calls
+for ``--seconds``.  Each block is tagged with how the layer's choice stood after it
+(``ct.explain``'s "decided by" line: provisional while it names the background process).
+Prints, per build and phase, the median microseconds per call of each way and the
+number of blocks, with the CPU; ``--out`` writes them as JSON.  Writes nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+_CHILD = """
+import json, os, sys, time
+os.environ["CONVTRANSPOSE_WISDOM"] = "off"
+import numpy as np, convtranspose as ct
+rng = np.random.default_rng(0)
+x = rng.normal(size=(1, 2, 5, 5)).astype(np.float32)
+w = rng.normal(size=(2, 3, 3, 3)).astype(np.float32)
+layer = ct.prepare(ct.onnx_conv_transpose, W=w, strides=[2, 2], pads=[1] * 4)
+ways = {"prepared": lambda: layer(x),
+        "function": lambda: ct.onnx_conv_transpose(x, w, strides=[2, 2], pads=[1] * 4)}
+for call in ways.values():
+    call()
+blocks, end = [], time.perf_counter() + float(sys.argv[1])
+while time.perf_counter() < end:
+    for name, call in ways.items():
+        start = time.perf_counter()
+        for _ in range(500):
+            call()
+        us = (time.perf_counter() - start) / 500 * 1e6
+        decided = next(line for line in str(layer.explain(x.shape, x.dtype)).splitlines()
+                       if line.startswith("decided by"))
+        blocks.append((name, "provisional" if "background" in decided else "settled", us))
+print(json.dumps(blocks))
+"""
+
+
+def run_build(source: str | None, seconds: float) -> dict:
+    """Per way and phase, the median us per call and the block count of one child."""
+    with tempfile.TemporaryDirectory() as cache:
+        environment = dict(os.environ, CONVTRANSPOSE_CACHE_DIR=cache)
+        if source:
+            environment["PYTHONPATH"] = source
+        child = subprocess.run([sys.executable, "-c", _CHILD, str(seconds)], env=environment,
+                               capture_output=True, text=True, check=True)
+    blocks = json.loads(child.stdout.splitlines()[-1])
+    summary: dict = {}
+    for name, phase, us in blocks:
+        summary.setdefault(f"{name} {phase}", []).append(us)
+    return {key: dict(us=round(statistics.median(values), 2), blocks=len(values))
+            for key, values in summary.items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--before", metavar="SRC", help="also the build under this src")
+    parser.add_argument("--out", help="write the medians and the CPU to this JSON file")
+    args = parser.parse_args(argv)
+    from convtranspose._runtime.machine import cpu_model_name
+
+    record = dict(cpu=cpu_model_name(), seconds=args.seconds, builds={})
+    builds = ([("before", args.before)] if args.before else []) + [("after", None)]
+    print(f"CPU: {record['cpu']}; us per call, median of blocks of 500 calls")
+    for label, source in builds:
+        record["builds"][label] = rows = run_build(source, args.seconds)
+        for key, row in sorted(rows.items()):
+            print(f"{label:6s} {key:24s} {row['us']:9.2f} us  ({row['blocks']} blocks)")
+    if args.out:
+        with open(args.out, "w") as handle:
+            json.dump(record, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
