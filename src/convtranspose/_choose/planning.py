@@ -64,8 +64,8 @@ from .wisdom import WisdomError, check_document, store
 
 __all__ = ["LEVELS", "choice_settled", "export_wisdom",
            "forget_wisdom", "get_planning", "import_wisdom", "measured_choice", "planned_choice",
-           "problem_key", "provisional_ready", "recording", "remeasuring", "set_planning", "store_path",
-           "use_planning"]
+           "problem_key", "provisional_ready", "recording", "remeasuring", "set_planning",
+           "store_path", "use_planning"]
 
 #: The planning levels (the module docstring).
 LEVELS = ("estimate", "measure", "exhaustive")
