@@ -179,6 +179,23 @@ print(json.dumps(first + [last, len(choices)]))
 """
 
 
+def _background_child(script: str, tmp_path, seed: int, data_shape, filter_shape):
+    """What ``script`` prints (JSON), run under measured planning with the background
+    process on and an empty cache folder, after checking every result it saved against
+    the oracle: its layer's random operands of ``seed``, strides 2 and pads 1."""
+    cache, path = str(tmp_path / "cache"), str(tmp_path / "y.npy")
+    done = _child(script.format(path=path), cache, CONVTRANSPOSE_PLANNING="measure",
+                  CONVTRANSPOSE_BACKGROUND_COMPILE="on")
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(data_shape).astype(np.float32)
+    w = rng.standard_normal(filter_shape).astype(np.float32)
+    # pads 1 on both sides: the full result without its first and last row and column
+    expected = full_transposed_convolution(x, w[None], (2, 2), (1, 1))[:, :, 1:-1, 1:-1]
+    for result in np.load(path):
+        np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+    return json.loads(done.stdout)
+
+
 _PROVISIONAL_DENSE = """
 import json, time
 import numpy as np
@@ -212,16 +229,8 @@ def test_a_provisional_dense_layer_runs_prepared_until_the_others_are_compiled(t
     """A tiny layer whose provisional choice (its other candidates compiling in the
     background) is ``dense`` runs a prepared call meanwhile, planning nothing on each
     call; once the background process ended, a call measures every candidate."""
-    cache, path = str(tmp_path / "cache"), str(tmp_path / "y.npy")
-    done = _child(_PROVISIONAL_DENSE.format(path=path), cache,
-                  CONVTRANSPOSE_PLANNING="measure", CONVTRANSPOSE_BACKGROUND_COMPILE="on")
-    rng = np.random.default_rng(13)
-    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
-    w = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
-    expected = full_transposed_convolution(x, w[None], (2, 2), (1, 1))[:, :, 1:-1, 1:-1]
-    for result in np.load(path):
-        np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
-    first, meanwhile, last = json.loads(done.stdout)
+    first, meanwhile, last = _background_child(_PROVISIONAL_DENSE, tmp_path, 13,
+                                               (1, 2, 5, 5), (2, 3, 3, 3))
     assert first == ["provisional"] and meanwhile == 0
     assert "measured" in last
 
@@ -231,17 +240,8 @@ def test_a_new_machines_first_call_compiles_nothing_while_it_waits(tmp_path):
     best-ranked candidate that is not a numba kernel) instead of compiling one here;
     a later call, once the background process ended, measures them all, and the calls
     after it run the winner's prepared call."""
-    cache, path = str(tmp_path / "cache"), str(tmp_path / "y.npy")
-    done = _child(_NOTHING_COMPILED.format(path=path), cache, CONVTRANSPOSE_PLANNING="measure",
-                  CONVTRANSPOSE_BACKGROUND_COMPILE="on")
-    rng = np.random.default_rng(11)
-    x = rng.standard_normal((2, 6, 7, 5)).astype(np.float32)
-    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
-    # pads 1 on both sides: the full result without its first and last row and column
-    expected = full_transposed_convolution(x, w[None], (2, 2), (1, 1))[:, :, 1:-1, 1:-1]
-    for result in np.load(path):
-        np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
-    compiled, first, last, planned = json.loads(done.stdout)
+    compiled, first, last, planned = _background_child(_NOTHING_COMPILED, tmp_path, 11,
+                                                       (2, 6, 7, 5), (6, 4, 3, 3))
     assert compiled == 0 and first == ["provisional"]
     assert "measured" in last and planned == 0
 
