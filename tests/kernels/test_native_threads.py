@@ -449,3 +449,62 @@ def test_split_products_match_the_oracle(native, launches, monkeypatch):
     for result, wanted in zip(results, expected):
         np.testing.assert_array_equal(result, wanted)
     assert launches.count == (1 if native == "1" and launch.native_threads(2) else 0)
+
+
+_LAYER_STARTED = """
+import importlib, json
+if FIRST == "openvino":
+    import openvino  # loads OpenVINO's own TBB library
+    openvino.Core().available_devices
+import numba
+import numpy as np
+from convtranspose._kernels._numba import launch
+@numba.njit(nogil=True)
+def KERNEL(counts, start, stop):
+    counts[start:stop] += 1
+try:
+    importlib.import_module("numba.np.ufunc.omppool")
+    openmp = True
+except ImportError:  # no GNU OpenMP library here
+    openmp = False
+counts = np.zeros(64, np.int64)
+launch.parallel_kernel(KERNEL, (counts,), 64, 2)
+print(json.dumps({"layer": numba.threading_layer(), "openmp": openmp,
+                  "order": list(numba.config.THREADING_LAYER_PRIORITY),
+                  "counts": sorted(set(counts.tolist()))}))
+"""
+
+
+def _layer_started(first: str) -> dict:
+    """What a fresh interpreter's first parallel loop started (:data:`_LAYER_STARTED`),
+    with ``first`` imported before it."""
+    return json.loads(_fresh_python(f"FIRST = {first!r}" + _LAYER_STARTED).splitlines()[-1])
+
+
+@pytest.mark.parametrize("first", ["nothing", "openvino"])
+def test_numbas_threads_start_on_gnu_openmp_where_nobody_chose(first, monkeypatch):
+    # numba's own order puts TBB first, which a process that imported OpenVINO (it
+    # ships a TBB library) would start: the library's loops ran slower there.
+    if first == "openvino":
+        pytest.importorskip("openvino")
+    for name in ("NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY"):
+        monkeypatch.delenv(name, raising=False)
+    seen = _layer_started(first)
+    assert seen["counts"] == [1]
+    assert seen["order"][0] == "omp"
+    if seen["openmp"]:
+        assert seen["layer"] == "omp"
+
+
+@pytest.mark.parametrize("chosen", [{"NUMBA_THREADING_LAYER": "workqueue"},
+                                    {"NUMBA_THREADING_LAYER_PRIORITY": "workqueue omp tbb"}])
+def test_a_threading_layer_the_user_chose_is_kept(chosen, monkeypatch):
+    for name in ("NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in chosen.items():
+        monkeypatch.setenv(name, value)
+    seen = _layer_started("nothing")
+    assert seen["layer"] == "workqueue"  # not thread-safe: the pool ran the pieces
+    assert seen["counts"] == [1]
+    if "NUMBA_THREADING_LAYER_PRIORITY" in chosen:
+        assert seen["order"] == ["workqueue", "omp", "tbb"]

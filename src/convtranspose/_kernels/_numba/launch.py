@@ -267,13 +267,44 @@ def _kept_addresses(kernel, arguments: tuple, kept: tuple | None) -> tuple[int, 
 
 
 def _threading_layer() -> str:
-    """numba's threading layer, started here if it was not yet."""
+    """numba's threading layer, started here if it was not yet (:func:`_prefer_openmp`)."""
     layer = _state["layer"]
     if layer is None:
         with _layer_lock:
+            _prefer_openmp()
             numba.get_num_threads()  # starts the layer as numba's configuration says
             layer = _state["layer"] = numba.threading_layer()
     return layer
+
+
+#: numba's own order of threading layers, which it takes when nobody chose one.
+_NUMBA_LAYER_ORDER = ["tbb", "omp", "workqueue"]
+#: The order this library starts them in where nobody chose: GNU OpenMP first.
+_LIBRARY_LAYER_ORDER = ["omp", "tbb", "workqueue"]
+
+
+def _prefer_openmp() -> None:
+    """Have numba start GNU OpenMP's threads rather than TBB's where both load, unless
+    the layer or its order was chosen (``NUMBA_THREADING_LAYER``,
+    ``NUMBA_THREADING_LAYER_PRIORITY`` or numba's configuration) or numba's threads run.
+
+    numba loads TBB first wherever a TBB library loads, and a process that imported
+    OpenVINO has loaded its own; alternating with OpenVINO and torch there, a stride-1
+    convolution's paused calls took 1.2x as long on TBB as on GNU OpenMP, some processes
+    1.7x, and no layer ran faster on TBB (AMD EPYC Zen 2;
+    ``benchmarks/results/threading-layers-zen2.json``).  A process without TBB starts
+    GNU OpenMP either way."""
+    if any(os.environ.get(name) for name in ("NUMBA_THREADING_LAYER",
+                                             "NUMBA_THREADING_LAYER_PRIORITY")):
+        return
+    config = numba.config
+    if (str(config.THREADING_LAYER).lower() != "default"
+            or list(config.THREADING_LAYER_PRIORITY) != _NUMBA_LAYER_ORDER):
+        return
+    from numba.np.ufunc import parallel
+
+    if not getattr(parallel, "_is_initialized", False):
+        config.THREADING_LAYER_PRIORITY = list(_LIBRARY_LAYER_ORDER)
 
 
 def native_threads(threads: int) -> bool:
