@@ -290,8 +290,8 @@ def _prefer_openmp() -> None:
 
     numba loads TBB first wherever a TBB library loads, and a process that imported
     OpenVINO has loaded its own; alternating with OpenVINO and torch there, a stride-1
-    convolution's paused calls took 1.2x as long on TBB as on GNU OpenMP, some processes
-    1.7x, and no layer ran faster on TBB (AMD EPYC Zen 2;
+    convolution's paused calls took 1.4x as long on TBB as on GNU OpenMP (medians of
+    five processes, up to 1.75x in one), and no layer ran faster on TBB (AMD EPYC Zen 2;
     ``benchmarks/results/threading-layers-zen2.json``).  A process without TBB starts
     GNU OpenMP either way."""
     if any(os.environ.get(name) for name in ("NUMBA_THREADING_LAYER",
