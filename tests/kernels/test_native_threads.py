@@ -467,9 +467,10 @@ try:
     openmp = True
 except ImportError:  # no GNU OpenMP library here
     openmp = False
+layer = launch._threading_layer()  # what the library's first loop starts
 counts = np.zeros(64, np.int64)
 launch.parallel_kernel(KERNEL, (counts,), 64, 2)
-print(json.dumps({"layer": numba.threading_layer(), "openmp": openmp,
+print(json.dumps({"layer": layer, "openmp": openmp,
                   "order": list(numba.config.THREADING_LAYER_PRIORITY),
                   "counts": sorted(set(counts.tolist()))}))
 """
