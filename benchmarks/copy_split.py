@@ -16,8 +16,8 @@ item from its cache (``fused``) against the sums stored channels last and copied
 channels first after the kernel (``copy after``, as before), alternating; and the
 kernel reading a channels-first ``grad``'s planes where they are (``blocked-planes``)
 against its channels-last copy (``blocked``), on those layers and on more of few and
-many channels, each without zeros at the line ends and ``blocked`` also with them
-where it pads them.  Prints the CPU.
+many channels, each along lines and ``blocked`` also over a copy with zeros around it
+(``blocked, padded``).  Prints the CPU.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import convtranspose as ct  # noqa: E402
 from convtranspose._cli.bench.run import alternating_rounds  # noqa: E402
 from convtranspose._kernels._numba import int8, transpose  # noqa: E402
 from convtranspose._kernels._numba.forward import forward_adjoint  # noqa: E402
-from convtranspose._kernels.adjoints import line_end_zeros  # noqa: E402
 from convtranspose._plan.rules import AxisPlan  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 from convtranspose._runtime.target import host  # noqa: E402
@@ -159,14 +158,12 @@ def _planes_rows(repeats: int) -> list:
     for name, data_shape, filter_shape, stride, pad, dtype in PLANES_LAYERS:
         axes, grad, weights = _adjoint_operands(rng, data_shape, filter_shape, stride, pad,
                                                 dtype)
-        zeros = line_end_zeros(axes[-1])
         memo: dict = {}
-        ways = {"blocked-planes": ((0, 0), True), "blocked": ((0, 0), False)}
-        if any(zeros):
-            ways["blocked, padded line ends"] = (zeros, False)
-        calls = {way: (lambda z=z, planes=planes: forward_adjoint(
-            grad, weights, axes, False, np.dtype(dtype), memo, target, z, planes))
-            for way, (z, planes) in ways.items()}
+        ways = {"blocked-planes": (False, True), "blocked": (False, False),
+                "blocked, padded": (True, False)}
+        calls = {way: (lambda padded=padded, planes=planes: forward_adjoint(
+            grad, weights, axes, False, np.dtype(dtype), memo, target, padded, planes))
+            for way, (padded, planes) in ways.items()}
         row = _alternating(calls, repeats)
         row["ratio"] = row["blocked-planes"] / min(v for k, v in row.items()
                                                     if k != "blocked-planes")

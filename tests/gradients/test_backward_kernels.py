@@ -240,24 +240,25 @@ def test_blocked_filter_adjoint_matches_the_definition(dtype, ci, co, channels_l
         np.testing.assert_array_equal(actual, expected)
 
 
-@pytest.mark.parametrize("finite", [False, True], ids=["line-ends-alone", "line-ends-padded"])
+@pytest.mark.parametrize("padded", [False, True], ids=["lines", "padded"])
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("dtype, ci, co", [(np.float32, 70, 5), (np.float32, 16, 3),
                                            (np.float64, 9, 11), (np.float64, 40, 2)])
 @pytest.mark.parametrize("vector_bytes", [32, 64])
 def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co,
                                                                    channels_last,
-                                                                   vector_bytes, finite):
+                                                                   vector_bytes, padded):
     """The compiled data adjoint (:mod:`._numba.forward`): output channels padded to
-    whole vectors and taken in several chunks, blocks of pixels a stride apart with the
-    last block overlapping, line ends with fewer taps (one output at a time, or, told
-    the weights are finite, in blocks over zeros where they are a quarter of the line
-    or more), three groups, both layouts (a channels-first grad copied channels last,
-    and read in place); small integers, so every sum is exact."""
+    whole vectors and taken in several chunks; along lines, blocks of pixels a stride
+    apart with the last block overlapping and line ends with fewer taps one output at a
+    time, or (``padded``, for a finite filter) over a copy of grad with zeros around it
+    in blocks across lines and images, the last outputs one at a time; three groups,
+    both layouts (a channels-first grad copied channels last, and read in place); small
+    integers, so every sum is exact."""
     pytest.importorskip("numba")
     from convtranspose import host_target
     from convtranspose._kernels._numba.forward import forward_adjoint
-    from convtranspose._kernels.adjoints import line_end_zeros
+    from convtranspose._plan.geometry import tap_zeros
 
     target = host_target().replace(threads=2, vector_bytes=vector_bytes)
     cases = [(AxisPlan(30, 4, 3, 1, -1, 95),),
@@ -265,8 +266,9 @@ def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co
              (AxisPlan(3, 2, 1, 1, 0, 4), AxisPlan(4, 3, 2, 1, 1, 7), AxisPlan(12, 2, 2, 1, 0, 24)),
              (AxisPlan(5, 3, 2, 1, 1, 9), AxisPlan(8, 4, 2, 1, 1, 16)),
              (AxisPlan(6, 3, 1, 2, 2, 6),), (AxisPlan(2, 5, 3, 1, 2, 4),)]
-    # the premise: line ends padded before and after, and not padded (a small share)
-    assert {line_end_zeros(axes[-1]) for axes in cases} >= {(1, 1), (2, 2), (0, 0)}
+    # the premise: zeros before and after an axis, on the first axes too, and none
+    assert {tap_zeros(axis) for axes in cases for axis in axes} >= {(1, 1), (2, 2), (0, 0)}
+    assert any(any(tap_zeros(axis)) for axes in cases for axis in axes[:-1])
     for axes in cases:
         p = dict(axes=axes, groups=3, ci=ci, co=co, batch=2, seed=ci + co)
         _, grad, weights = _operands(p, dtype)
@@ -276,13 +278,46 @@ def test_blocked_data_adjoint_matches_the_forward_convolution_loop(dtype, ci, co
         if channels_last:
             grad = np.ascontiguousarray(np.moveaxis(grad, 1, -1))
         # A channels-first grad's planes read in place, and its channels-last copy.
-        for planes in [False] if channels_last or finite else [False, True]:
+        for planes in [False] if channels_last or padded else [False, True]:
             actual = forward_adjoint(grad, weights, axes, channels_last, np.dtype(dtype), {},
-                                     target, line_end_zeros(axes[-1]) if finite else (0, 0),
-                                     planes)
+                                     target, padded, planes)
             np.testing.assert_array_equal(
                 np.moveaxis(actual, -1, 1) if channels_last else actual, expected,
                 err_msg=f"{axes}, planes {planes}")
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("vector_bytes", [32, 64])
+def test_padded_data_adjoint_takes_channel_blocks_and_merged_taps(monkeypatch, groups,
+                                                                   threads, vector_bytes):
+    """The padded kernel's sums in parts: with a tiny L2 it adds the source channels in
+    blocks of 16 (the later ones into the sums the first stored); one group's taps
+    along an undilated last axis read as one run of K3 * Co channels, a dilated last
+    axis tap by tap; runs of blocks across images, outputs past the last whole block
+    one at a time, several chunks of output channels; channels-first and channels-last
+    results.  Small integers: every sum exact."""
+    pytest.importorskip("numba")
+    from convtranspose import host_target
+    from convtranspose._kernels._numba import forward
+
+    monkeypatch.setattr(forward, "l2_cache_bytes", lambda: 1)
+    target = host_target().replace(threads=threads, vector_bytes=vector_bytes)
+    for axes, co in [((AxisPlan(7, 3, 2, 1, 1, 13), AxisPlan(9, 3, 2, 1, 1, 17)), 7),
+                     ((AxisPlan(5, 2, 2, 1, 0, 10), AxisPlan(6, 3, 2, 2, 2, 12)), 20),
+                     ((AxisPlan(11, 7, 2, 1, 3, 21),), 3)]:
+        p = dict(axes=axes, groups=groups, ci=21, co=co, batch=3, seed=co)
+        _, grad, weights = _operands(p, np.float32)
+        strides, dilations, offsets, sizes, _ = _geometry(axes)
+        expected = oracle.forward_convolution(grad.astype(np.float64), weights, strides,
+                                              dilations, offsets, sizes)
+        for channels_last in (False, True):
+            source = np.ascontiguousarray(np.moveaxis(grad, 1, -1)) if channels_last else grad
+            actual = forward.forward_adjoint(source, weights, axes, channels_last,
+                                             np.dtype(np.float32), {}, target, True)
+            np.testing.assert_array_equal(
+                np.moveaxis(actual, -1, 1) if channels_last else actual, expected,
+                err_msg=f"{axes}, channels last {channels_last}")
 
 
 def _stride_two_convolution(data, filter):
@@ -300,17 +335,17 @@ def _stride_two_convolution(data, filter):
 
 
 def test_blocked_forward_convolution_keeps_infinite_weights_where_taps_reach(monkeypatch):
-    """Short lines whose ends would read zeros (``line_end_zeros``): with an infinite
-    weight, also one written into a filter already called with, the forward convolution
-    never multiplies it by a zero it made up (which would give NaN where the definition
-    has an infinity or a finite sum)."""
+    """Taps that reach past grad's edges (``tap_zeros``): with an infinite weight, also
+    one written into a filter already called with, the forward convolution never
+    multiplies it by a zero it made up (which would give NaN where the definition has
+    an infinity or a finite sum)."""
     pytest.importorskip("numba")
     import convtranspose as ct
-    from convtranspose._kernels.adjoints import line_end_zeros
+    from convtranspose._plan.geometry import tap_zeros
 
     monkeypatch.setenv("CONVTRANSPOSE_BACKWARD_ALGORITHM", "blocked")
     axis = AxisPlan(8, 4, 2, 1, 1, 16)  # a stride-2 k4 layer's 16 -> 8
-    assert line_end_zeros(axis) != (0, 0)  # the premise: finite weights would pad
+    assert tap_zeros(axis) != (0, 0)  # the premise: finite weights would pad
     rng = np.random.default_rng(5)
     data = rng.integers(1, 4, (2, 3, 16, 16)).astype(np.float32)  # no 0 * inf
     filter = rng.integers(-3, 4, (20, 3, 4, 4)).astype(np.float32)

@@ -48,8 +48,8 @@ def _compile_adjoint(job: dict) -> None:
     first, second, dtype = _zeros(job["first"]), _zeros(job["second"]), _dtype(job["dtype"])
     for name in job["algorithms"]:
         with contextlib.suppress(Exception):  # a failure only means: compiled later
-            if job["adjoint"] == "data":
-                adjoints.data_adjoint(first, second, axes, dtype, name)
+            if job["adjoint"] == "data":  # (zeros: the kernels of a finite filter)
+                adjoints.data_adjoint(first, second, axes, dtype, name, finite_weights=True)
             else:
                 adjoints.filter_adjoint(first, second, axes, job["groups"], dtype, name)
 

@@ -36,13 +36,13 @@ Algorithms (:data:`ALGORITHMS`):
 ``blocked``
     Compiled register blocks (float32 and float64, up to three axes): the data
     adjoint in ``direct-blocked``'s blocks with a block's pixels ``s`` apart
-    (:mod:`._numba.forward`), the filter adjoint per group and tap as a product over
+    (:mod:`._numba.forward`; with a finite filter over a copy of ``grad`` with zeros
+    around it, every output in whole blocks across lines), the filter adjoint per group and tap as a product over
     the tap's box of pixels (:mod:`._numba.blocked_filter`, for groups of whole
     vectors of output channels); no gathered matrix (:func:`blocked_applies`).
 ``blocked-planes``
     The data adjoint only: ``blocked``'s blocks reading a channels-first ``grad``'s
-    planes where they are, without its channels-last copy (nor zeros at the line
-    ends).  Which of the two is faster depends on the channels and the machine (on an
+    planes where they are, without its channels-last copy (nor zeros around it).  Which of the two is faster depends on the channels and the machine (on an
     AMD Zen 4 the planes took 0.57-0.92x the time up to 128 channels per group and
     1.35-1.40x at 256-512, ``benchmarks/results/copy-split-zen4.json``,
     ``source_planes``): measured planning times both.  A channels-last ``grad`` runs
@@ -65,9 +65,8 @@ from .._plan.rules import AxisPlan
 from .._runtime.target import host
 from .common import threaded_matmul
 
-__all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "PADDED_LINE_END_SHARE", "blocked_applies",
-           "data_adjoint", "filter_adjoint", "line_end_zeros", "prepare_data_adjoint",
-           "tap_boxes"]
+__all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "blocked_applies", "data_adjoint",
+           "filter_adjoint", "prepare_data_adjoint", "tap_boxes"]
 
 ALGORITHMS = ("im2col", "taps", "depthwise", "blocked", "blocked-planes")
 
@@ -137,8 +136,8 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
 
     ``grad`` is ``(N, G*Co, Y...)`` and ``weights`` ``(G, Ci, Co, K...)``, both already
     in ``dtype`` (any strides); ``budget``: ``im2col``'s bytes per slice of the batch;
-    ``finite_weights``: every weight is finite (``blocked`` then sums a line's ends in
-    its blocks, over zeros); ``derived``: the weights memo's dict for these weights
+    ``finite_weights``: every weight is finite (``blocked`` then reads a copy of
+    ``grad`` with zeros around it, every output in whole blocks); ``derived``: the weights memo's dict for these weights
     and the key ``"forward"`` (:func:`~convtranspose._runtime.memo.derived_from`), if
     the caller has it.
     """
@@ -205,9 +204,8 @@ def prepare_data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[A
     planes = algorithm == "blocked-planes" and not channels_last
     run = prepare_forward_adjoint(grad.shape[0], weights, axes, channels_last, dtype,
                                   derived_from(weights, "forward") if derived is None
-                                  else derived, host(),
-                                  line_end_zeros(axes[-1]) if finite_weights and not planes
-                                  else (0, 0), planes)
+                                  else derived, host(), finite_weights and not planes,
+                                  planes)
     if not channels_last:
         return lambda grad, weights, out=None: run(grad, out)
     return lambda grad, weights, out=None: _into(out, np.moveaxis(
@@ -288,31 +286,6 @@ def filter_adjoint(data: np.ndarray, grad: np.ndarray, axes: Sequence[AxisPlan],
         result = total.reshape((groups, ci, co) + kernel)
     return result
 
-
-#: The least share of a line's outputs that would go one at a time for which the
-#: ``blocked`` data adjoint's copy of ``grad`` gets zeros at the line ends
-#: (:mod:`._numba.forward`): lines of 8 outputs with 2 such (25%) took 0.72-0.82x the
-#: time padded on an Intel Xeon and an AMD Zen 4, lines of 10 with 2 (20%) 0.78-0.80x
-#: and of 6 with 1 (17%) 0.94-1.01x on the Zen 4, lines of 14-112 with 1-3 (7% or
-#: less) 0.86-1.15x (the padded copy's extra pass costs about what it saves),
-#: ``benchmarks/results/gradients-xeon.json`` and ``gradients-zen4.json``,
-#: ``padded_line_ends``.
-PADDED_LINE_END_SHARE = 0.15
-
-
-def line_end_zeros(axis: AxisPlan) -> tuple[int, int]:
-    """``(before, after)``: the zeros the last axis of ``grad``'s copy needs on either
-    side so that every output's every tap reads inside it (the taps' shifts are
-    ``k*d - offset``, output ``x`` reading ``x*s + shift``), or ``(0, 0)`` where fewer
-    than :data:`PADDED_LINE_END_SHARE` of the line's outputs have a tap outside."""
-    shifts = [k * axis.dilation - axis.offset for k in range(axis.kernel_size)]
-    first = max(-(-max(0, -shift) // axis.stride) for shift in shifts)
-    last = min((axis.output_size - 1 - shift) // axis.stride + 1 for shift in shifts)
-    inside = max(0, min(last, axis.input_size) - first)
-    if axis.input_size - inside < PADDED_LINE_END_SHARE * axis.input_size:
-        return 0, 0
-    reach = (axis.input_size - 1) * axis.stride + max(shifts)
-    return max(0, -min(shifts)), max(0, reach - (axis.output_size - 1))
 
 
 def blocked_applies(kind: str, weights_shape: Sequence[int], dtype, rank: int) -> bool:

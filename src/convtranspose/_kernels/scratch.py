@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._plan.geometry import tap_zeros
 from .._plan.rules import AxisPlan
 from .._runtime.caches import kept
 from .._runtime.target import host
@@ -252,13 +253,16 @@ def adjoint_scratch_bytes(kind: str, name: str, batch: int, axes: Sequence[AxisP
         width = _blocked_width(ci, axes[-1].input_size, itemsize)
         return _OVERHEAD_BYTES + -(-(data + weights) * width // ci) + weights + data
     if name == "blocked":
-        # grad's channels-last copy and, with zeros at the line ends, a padded one beside
-        # it; the sums and the packed weights with each group's Ci padded to the
-        # blocks' width; the weights' swapped copy; the sums unpadded
+        # grad's channels-last copy with zeros around it (of a finite filter; of
+        # channels-last data without zeros, a padded copy beside it); the sums and the
+        # packed weights with each group's Ci padded to the blocks' width; the weights'
+        # swapped copy; the sums unpadded
         width = _blocked_width(ci, axes[-1].input_size, itemsize)
-        before, after = _backward.line_end_zeros(axes[-1])
-        padded = -(-result * (before + axes[-1].output_size + after) // axes[-1].output_size)
-        return (_OVERHEAD_BYTES + result + (padded if before or after else 0)
+        padded = result
+        for axis in axes:
+            padded = -(-padded * (sum(tap_zeros(axis)) + axis.output_size)
+                       // axis.output_size)
+        return (_OVERHEAD_BYTES + result + padded
                 + -(-(data + weights) * width // ci) + weights + data)
     if name == "taps":
         return _OVERHEAD_BYTES + weights + box * (ci + co)

@@ -180,6 +180,15 @@ def axis_taps(axis: AxisPlan) -> list[tuple[int, int, int, int]]:
     return taps
 
 
+def tap_zeros(axis: AxisPlan) -> tuple[int, int]:
+    """``(before, after)``: the zeros ``grad`` needs on either side of ``axis`` so that
+    every output's every tap reads inside it (the taps' shifts are ``k*d - offset``,
+    output ``x`` reading ``x*s + shift``)."""
+    shifts = [k * axis.dilation - axis.offset for k in range(axis.kernel_size)]
+    reach = (axis.input_size - 1) * axis.stride + max(shifts)
+    return max(0, -min(shifts)), max(0, reach - (axis.output_size - 1))
+
+
 def disjoint_taps(axes) -> bool:
     """Whether every output is reached by one tap at most: taps that span less than a
     stride on every axis (U-Net's k2 s2)."""

@@ -4,42 +4,52 @@ For the canonical problem (:mod:`convtranspose._kernels.adjoints`)::
 
     data_adjoint[n, g*Ci + ci, x] = sum over co, k of w[g, ci, co, k] * grad[n, g*Co + co, x*s + k*d - offset]
 
-Per output line (``n``, the first axes' outputs, a group), the outputs whose taps all
-read inside ``grad`` go in blocks of ``direct-blocked``'s register-blocked kernel
-(:func:`.block_sources.block_source`) with the pixels of a block ``s`` source pixels apart:
-each block keeps a chunk of its ``Ci`` output channels in vector registers while every
-tap and ``grad`` channel adds one broadcast value times one packed weight row.  Where
-the filter is finite and enough of a line's outputs have taps outside
-``grad`` (:func:`~convtranspose._kernels.adjoints.line_end_zeros`), ``grad``'s
-channels-last copy has zeros before and after the last axis as far as the taps reach,
-so that the line's ends go in the same blocks (a tap reading a zero adds nothing: 0.82x
-the time on lines of 8 with 2 such outputs, ``benchmarks/results/gradients-xeon.json``,
-``padded_line_ends``).  Otherwise those outputs go one at a time with the taps they
-have (:func:`.block_sources.single_source`) and only pairs that exist are multiplied:
-exact with non-finite operands.  No im2col matrix.  ``grad`` is read channels last (a
-channels-first one is copied so first); the sums are written channels last, each
-group's channels padded to whole chunks; a channels-first caller gets them stored
-channels first by each item as soon as its sums are done, without the padding.  The
-weight panel of one chunk of output channels serves a thread's run of lines (the work
-is chunk-major); the weights are not blocked further,
-so layers whose panel leaves L2 (hundreds of channels, many taps) run slower than
-``im2col``'s BLAS products, and measured planning keeps ``im2col`` there.
+Two kernels, both with ``direct-blocked``'s register blocks: each block keeps a chunk
+of its ``Ci`` output channels for a few outputs in vector registers while every tap and
+``grad`` channel adds one broadcast value times one packed weight row.
+
+``padded`` (a finite filter): ``grad``'s channels-last copy has zeros around it as far
+as the taps reach (:func:`~convtranspose._plan.geometry.tap_zeros`; a channels-first
+``grad`` is transposed into it in one pass), so that every output has every tap and a
+group's outputs form one run over the batch and all axes, taken in whole blocks across
+lines and images (:func:`.block_sources.cross_block_source`), the last few one at a
+time: no block recomputes a neighbour's outputs at a line's end, no line end goes
+output by output.  One group's taps along an undilated last axis read one run of
+``K3 * Co`` source values against as many weight rows (a block's loop over three
+channels per tap ran at 70% of its loop over 21).  The channels go in blocks only where
+a chunk's weight panel leaves half of L2.  FIGURES
+
+The line kernel (non-finite filters, and ``blocked-planes``): per output line (``n``,
+the first axes' outputs, a group), the outputs whose taps all read inside ``grad`` go
+in blocks (:func:`.block_sources.block_source`) with the pixels of a block ``s`` source
+pixels apart; the others one at a time with the taps they have
+(:func:`.block_sources.single_source`), and only pairs that exist are multiplied: exact
+with non-finite operands.  It reads ``grad`` channels last (a channels-first one is
+copied so first) or, in planes, where it is.
+
+No im2col matrix.  The sums are written channels last, each group's channels padded to
+whole chunks; a channels-first caller gets them stored channels first by each item as
+soon as its sums are done, without the padding.  The weight panel of one chunk of
+output channels serves a thread's run of outputs (the work is chunk-major).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 
-from ..._plan.geometry import three_axes
+from ..._plan.geometry import tap_zeros, three_axes
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
-from ..._runtime.machine import l1_data_cache_bytes
+from ..._runtime.machine import l1_data_cache_bytes, l2_cache_bytes
 from ..blocked_channels import blocked_channel_block
 from ..schedules import blocked_shape
-from .block_sources import block_source, single_source
+from .block_sources import block_source, cross_block_source, single_source
 from .blocked import pass_weights
 from .launch import parallel_kernel
-from .transpose import channels_last_copy, partial_tile_transposer, tile_transposer
+from .transpose import channels_last_copy, first_store_kernel, padded_channels_last_copy
 
 __all__ = ["forward_adjoint", "prepare_forward_adjoint"]
 
@@ -53,9 +63,23 @@ def _forward_kernel(lanes: int, chunk: int, pixels: int):
     block_on = compile_source(block_source(lanes, chunk, pixels, accumulate=True), "block")
     single = compile_source(single_source(lanes, chunk, max(1, min(4, pixels))), "single")
     return compile_template("forward", dict(
-        np=np, block=block, block_on=block_on, single=single, pixels=pixels, chunk_width=lanes * chunk,
-        lanes=lanes, tile=tile_transposer(lanes),
-        partial_tile=partial_tile_transposer(lanes),
+        np=np, block=block, block_on=block_on, single=single, pixels=pixels,
+        chunk_width=lanes * chunk, store_first=first_store_kernel(lanes),
+    ))["kernel"]
+
+
+@kept("compiled kernels", maxsize=None)
+def _padded_kernel(lanes: int, chunk: int, pixels: int):
+    """The padded template's kernel for one block shape (compiled on first use)."""
+    from .codegen import compile_source, compile_template
+
+    block = compile_source(cross_block_source(lanes, chunk, pixels), "block")
+    block_on = compile_source(cross_block_source(lanes, chunk, pixels, accumulate=True),
+                              "block")
+    single = compile_source(single_source(lanes, chunk, max(1, min(4, pixels))), "single")
+    return compile_template("forward_padded", dict(
+        np=np, block=block, block_on=block_on, single=single, pixels=pixels,
+        chunk_width=lanes * chunk, store_first=first_store_kernel(lanes),
     ))["kernel"]
 
 
@@ -70,50 +94,93 @@ def _tap_table(axes3) -> tuple[np.ndarray, np.ndarray]:
     return table, np.array([axis.kernel_size for axis in axes3], np.int64)
 
 
-def _line_end_padded(grad: np.ndarray, zeros: tuple[int, int]) -> np.ndarray:
-    """``grad`` ``(N, Y1, Y2, Y3, C)`` in a new array with ``zeros`` before and after
-    its last spatial axis."""
-    before, after = zeros
-    shape = grad.shape[:3] + (before + grad.shape[3] + after,) + grad.shape[4:]
-    padded = np.zeros(shape, grad.dtype)
-    padded[:, :, :, before:before + grad.shape[3]] = grad
+def _zero_padded(grad: np.ndarray, pads) -> np.ndarray:
+    """``grad`` ``(N, Y1, Y2, Y3, C)`` in a new array with ``pads[a] = (before, after)``
+    zeros on either side of spatial axis ``a``."""
+    shape = grad.shape[:1] + tuple(b + size + a for (b, a), size in zip(pads, grad.shape[1:4]))
+    padded = np.zeros(shape + grad.shape[4:], grad.dtype)
+    padded[(slice(None),) + tuple(slice(b, b + size) for (b, _), size
+                                  in zip(pads, grad.shape[1:4]))] = grad
     return padded
 
 
 def _source(grad: np.ndarray, axes3, channels_last: bool, dtype, target,
-            zeros: tuple[int, int], planes: bool) -> np.ndarray:
+            pads, planes: bool) -> np.ndarray:
     """``grad`` as the kernel reads it, C-contiguous ``(N, Y1, Y2, Y3', C)`` with three
-    spatial axes: channels last (a channels-first ``grad`` copied so), ``zeros`` added
-    before and after the last axis; or, with ``planes``, a channels-first ``grad`` as it
-    is, ``(N, C, Y1, Y2, Y3)``."""
+    spatial axes: channels last (a channels-first ``grad`` copied so), ``pads[a] =
+    (before, after)`` zeros on either side of axis ``a``; or, with ``planes``, a
+    channels-first ``grad`` as it is, ``(N, C, Y1, Y2, Y3)``."""
     spatial = tuple(a.output_size for a in axes3)
     if planes:
         return np.ascontiguousarray(grad.reshape(grad.shape[:2] + spatial), dtype)
+    zeros = any(map(any, pads))
     if not channels_last:
+        grad = grad.reshape(grad.shape[:2] + spatial)
+        if zeros:
+            return padded_channels_last_copy(grad, pads, dtype, target)
         grad = channels_last_copy(grad, dtype, target)
     grad = np.ascontiguousarray(grad.reshape(grad.shape[:1] + spatial + grad.shape[-1:]),
                                 dtype)
-    return _line_end_padded(grad, zeros) if any(zeros) else grad
+    return _zero_padded(grad, pads) if zeros else grad
 
 
 def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: bool,
-                    dtype, derived, target, zeros: tuple[int, int] = (0, 0),
+                    dtype, derived, target, padded: bool = False,
                     planes: bool = False) -> np.ndarray:
     """The data adjoint ``(N, G*Ci, X...)`` (or ``(N, X..., G*Ci)`` when
     ``channels_last``), C-contiguous, of ``grad`` ``(N, G*Co, Y...)`` (or channels
     last) and ``weights`` ``(G, Ci, Co, K...)``, float32 or float64 (``dtype``), up to
     three spatial axes; the packed weights kept in ``derived`` (a dict, or None).
-    ``zeros``: the zeros before and after the last axis of ``grad``'s copy, so that the
-    line ends go in the blocks
-    (:func:`~convtranspose._kernels.adjoints.line_end_zeros`; a finite filter only).
-    ``planes``: read a channels-first ``grad``'s planes where they are instead of a
-    channels-last copy (the ``blocked-planes`` algorithm; ``zeros`` must be none)."""
+    ``padded``: read a copy of ``grad`` with zeros around it as far as the taps reach,
+    every output in whole blocks across lines (a finite filter only).  ``planes``: read
+    a channels-first ``grad``'s planes where they are instead of a channels-last copy
+    (the ``blocked-planes`` algorithm; not ``padded``)."""
     return prepare_forward_adjoint(grad.shape[0], weights, axes, channels_last, dtype,
-                                   derived, target, zeros, planes)(grad)
+                                   derived, target, padded, planes)(grad)
+
+
+def _run_length(blocks: int, chunks: int, threads: int, block_bytes: int) -> int:
+    """The whole blocks of a run of the padded kernel: as many as keep the run's sums
+    within half of L1 (its later channel blocks add into them), and few enough that
+    the runs of all chunks make at least four per thread."""
+    runs_wanted = -(-4 * threads // max(1, chunks))
+    return max(1, min(l1_data_cache_bytes() // 2 // block_bytes, blocks // runs_wanted))
+
+
+def _padded_arguments(batch, axes3, groups, co, width, chunk_width, pixels, dtype, threads):
+    """``(pads, sizes, reads, rows, items)`` of the padded kernel: the zeros on either
+    side of each axis of ``grad``'s copy (:func:`~convtranspose._plan.geometry.tap_zeros`),
+    the kernel's sizes, each tap's read from its output's source pixel and its weight
+    rows, and the kernel's items."""
+    pads = tuple(tap_zeros(axis) for axis in axes3)
+    padded = tuple(b + a.output_size + e for (b, e), a in zip(pads, axes3))
+    steps = (padded[1] * padded[2] * groups * co, padded[2] * groups * co, groups * co)
+    # One group's taps along the last axis, undilated, read one run of source values
+    # (pixels side by side, channels last) against one run of weight rows: one entry of
+    # K3 * Co channels, so that a block's loop over an entry's channels is long even
+    # where the channels are few (the stem's three)
+    merged = groups == 1 and axes3[2].dilation == 1
+    ranges = [range(a.kernel_size) for a in axes3[:2]] + [
+        range(1 if merged else axes3[2].kernel_size)]
+    entry = co * (axes3[2].kernel_size if merged else 1)
+    taps = list(itertools.product(*ranges))
+    reads = np.array([sum((k * a.dilation - a.offset + b) * step
+                          for k, a, (b, _), step in zip(tap, axes3, pads, steps))
+                      for tap in taps], np.int64)
+    rows = np.arange(len(taps), dtype=np.int64) * entry * chunk_width
+    outputs = tuple(a.input_size for a in axes3)
+    blocks = batch * math.prod(outputs) // pixels
+    chunks = width // chunk_width * groups
+    run = _run_length(blocks, chunks, threads, pixels * chunk_width * dtype.itemsize)
+    sizes = np.array((batch, groups, co, width) + outputs + padded
+                     + (len(taps),) + tuple(a.stride for a in axes3)
+                     + (blocked_channel_block(entry, len(taps), chunk_width, dtype.itemsize,
+                                              l2_cache_bytes()), 0, 0, run, entry), np.int64)
+    return pads, sizes, reads, rows, chunks * max(1, -(-blocks // run))
 
 
 def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last: bool,
-                            dtype, derived, target, zeros: tuple[int, int] = (0, 0),
+                            dtype, derived, target, padded: bool = False,
                             planes: bool = False):
     """:func:`forward_adjoint` for ``batch`` items with everything but ``grad`` set up
     once: ``run(grad, out=None)`` returns the adjoint of ``grad``, in ``out`` (of the
@@ -122,9 +189,8 @@ def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last
     dtype = np.dtype(dtype)
     groups, ci, co = weights.shape[:3]
     axes3 = three_axes(axes)
-    if planes and (channels_last or any(zeros)):
-        raise ValueError("only a channels-first grad without zeros at its line ends is "
-                         "read in planes")
+    if planes and (channels_last or padded):
+        raise ValueError("only a channels-first grad without zeros is read in planes")
     outputs = tuple(a.input_size for a in axes3)
     lanes, vectors, chunk, pixels = blocked_shape(
         dtype.itemsize, ci, AxisPlan(outputs[2], 1, 1, 1, 0, outputs[2]), target.vector_bytes)
@@ -133,18 +199,23 @@ def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last
     # A view: pass_weights copies it only to pack it, on a miss of ``derived``.
     packed = pass_weights(weights.swapaxes(1, 2), {} if derived is None else derived, dtype,
                           kernel3, (0, ci), width, lanes * chunk).reshape(-1)
-    table, counts = _tap_table(axes3)
-    table[2, :, 1] += zeros[0]
-    sizes = np.array((batch, groups, co, width) + outputs
-                     + tuple(a.output_size for a in axes3[:2])
-                     + (axes3[2].output_size + sum(zeros),) + kernel3
-                     + (axes3[2].stride, axes3[0].stride, axes3[1].stride,
-                        blocked_channel_block(co, int(np.prod(kernel3)), lanes * chunk,
-                                              dtype.itemsize, l1_data_cache_bytes()),
-                        ci, not channels_last, planes),
-                     np.int64)
-    kernel = _forward_kernel(lanes, chunk, pixels)
-    items = width // (lanes * chunk) * batch * outputs[0] * outputs[1] * groups
+    if padded:
+        pads, sizes, table, counts, items = _padded_arguments(
+            batch, axes3, groups, co, width, lanes * chunk, pixels, dtype, target.threads)
+        sizes[15:17] = ci, not channels_last
+        kernel = _padded_kernel(lanes, chunk, pixels)
+    else:
+        pads = ((0, 0),) * 3
+        table, counts = _tap_table(axes3)
+        sizes = np.array((batch, groups, co, width) + outputs
+                         + tuple(a.output_size for a in axes3) + kernel3
+                         + (axes3[2].stride, axes3[0].stride, axes3[1].stride,
+                            blocked_channel_block(co, int(np.prod(kernel3)), lanes * chunk,
+                                                  dtype.itemsize, l1_data_cache_bytes()),
+                            ci, not channels_last, planes),
+                         np.int64)
+        kernel = _forward_kernel(lanes, chunk, pixels)
+        items = width // (lanes * chunk) * batch * outputs[0] * outputs[1] * groups
     sums_shape = (batch,) + outputs + (groups, width)
     result_shape = ((batch,) + tuple(a.input_size for a in axes) + (groups * ci,)
                     if channels_last else (batch, groups * ci) + tuple(a.input_size
@@ -152,7 +223,7 @@ def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last
     no_first = np.empty(1, dtype)
 
     def run(grad: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        source = _source(grad, axes3, channels_last, dtype, target, zeros, planes)
+        source = _source(grad, axes3, channels_last, dtype, target, pads, planes)
         sums = np.empty(sums_shape, dtype)
         # Channels first, each item stores its own sums transposed while they are in
         # its core's cache: with a copy of the whole result after the kernel instead,

@@ -97,6 +97,19 @@ def partial_tile_transposer(lanes: int):
 
 
 @kept("compiled kernels", maxsize=None)
+def first_store_kernel(lanes: int):
+    """``store_first(out, at, out_step, first_out, first_at, plane, pixels_count,
+    channels)``: the sums of ``pixels_count`` pixels, rows ``out_step`` apart from
+    ``at``, and their first ``channels`` channels stored as rows of pixels ``plane``
+    apart from ``first_at`` (whole blocks transposed in registers)."""
+    from .codegen import compile_template
+
+    return compile_template("first_store", dict(
+        lanes=lanes, tile=tile_transposer(lanes), partial_tile=partial_tile_transposer(lanes),
+    ))["store_first"]
+
+
+@kept("compiled kernels", maxsize=None)
 def transpose_kernel(lanes: int):
     """``kernel(src, dst, rows, cols, start, stop)``: ``(B, rows, cols)`` into ``(B, cols,
     rows)`` (flat C-order buffers), for the bands of ``lanes`` rows with flat index (b,
@@ -160,6 +173,41 @@ def channels_last_copy(data: np.ndarray, dtype, target) -> np.ndarray:
     data is copied by NumPy.
     """
     return _layout_copy(data, dtype, target, True)
+
+
+@kept("compiled kernels", maxsize=None)
+def _padded_transpose_kernel(lanes: int):
+    """The compiled kernel of ``templates/padded_transpose.py``."""
+    from .codegen import compile_template
+
+    return compile_template("padded_transpose", dict(
+        lanes=lanes, tile=tile_transposer(lanes), partial_tile=partial_tile_transposer(lanes),
+    ))["kernel"]
+
+
+def padded_channels_last_copy(data: np.ndarray, pads, dtype, target) -> np.ndarray:
+    """``data`` ``(N, C, Y1, Y2, Y3)`` as a new C-contiguous channels-last array of
+    ``dtype`` with ``pads[a] = (before, after)`` zeros on either side of spatial axis
+    ``a``: in one pass of register-block transposes for float32 and float64 data of
+    that dtype, on the threads a copy of its size pays for (:func:`copy_threads`),
+    else :func:`channels_last_copy` and a padded copy of that."""
+    dtype = np.dtype(dtype)
+    spatial = data.shape[2:]
+    shape = data.shape[:1] + tuple(b + size + a for (b, a), size in zip(pads, spatial)) + (
+        data.shape[1],)
+    result = np.zeros(shape, dtype)
+    inside = (slice(None),) + tuple(slice(b, b + size) for (b, _), size in zip(pads, spatial))
+    if data.dtype != dtype or dtype not in (np.float32, np.float64) or not (
+            data.flags.c_contiguous and dtype.isnative):
+        result[inside] = channels_last_copy(data, dtype, target)
+        return result
+    lanes = target.lanes(dtype)
+    sizes = np.array(data.shape + shape[1:4] + tuple(b for b, _ in pads), np.int64)
+    parallel_kernel(_padded_transpose_kernel(lanes), (data.reshape(-1), result.reshape(-1),
+                                                       sizes),
+                    data.shape[0] * spatial[0] * spatial[1] * -(-data.shape[1] // lanes),
+                    copy_threads(data.nbytes, target.threads))
+    return result
 
 
 def channels_first_copy(data: np.ndarray, dtype, target) -> np.ndarray:

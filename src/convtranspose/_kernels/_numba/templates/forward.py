@@ -2,8 +2,8 @@
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
 globals (numba freezes them into the compiled code): ``block``, ``block_on``, ``single``,
-``chunk_width``, ``np``, ``pixels``, ``lanes``, ``tile``, ``partial_tile`` (the layout
-copies' register-block transposes, :mod:`..transpose`).  Those are the block shape
+``chunk_width``, ``np``, ``pixels``, ``store_first`` (the channels-first store,
+:func:`..transpose.first_store_kernel`).  Those are the block shape
 alone: channel counts, taps, strides and sizes come at run time, so that one compiled
 kernel serves every layer of its dtype and block shape.
 Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
@@ -123,24 +123,3 @@ def kernel(source, weights, out, first_out, sizes, taps, counts, start,
                         ((n * groups + g) * sizes[17] + column) * plane + (o1 * x2 + o2) * x3,
                         plane, x3, min(chunk_width, sizes[17] - column))
 
-
-@cached_njit(nogil=True)
-def store_first(out, at, out_step, first_out, first_at, plane, pixels_count,
-                channels):  # pragma: no cover
-    # The sums of `pixels_count` pixels (rows `out_step` apart from `at`) and their
-    # first `channels` channels as `channels` rows of pixels (`plane` apart from
-    # `first_at`): blocks of lanes x lanes transposed in registers (`partial_tile` for
-    # a last band of fewer pixels), the channels past them one at a time.
-    whole = channels - channels % lanes if channels > 0 else 0
-    for p0 in range(0, pixels_count, lanes):
-        rows = min(lanes, pixels_count - p0)
-        for c0 in range(0, whole, lanes):
-            if rows == lanes:
-                tile(out, at + p0 * out_step + c0, out_step, first_out,
-                     first_at + c0 * plane + p0, plane)
-            else:
-                partial_tile(out, at + p0 * out_step + c0, out_step, rows, first_out,
-                             first_at + c0 * plane + p0, plane)
-        for c in range(whole, channels):
-            for p in range(p0, p0 + rows):
-                first_out[first_at + c * plane + p] = out[at + p * out_step + c]
