@@ -49,7 +49,12 @@ from ..schedules import blocked_shape
 from .block_sources import block_source, cross_block_source, single_source
 from .blocked import pass_weights
 from .launch import parallel_kernel
-from .transpose import channels_last_copy, first_store_kernel, padded_channels_last_copy
+from .transpose import (
+    channels_last_copy,
+    first_store_kernel,
+    padded_channels_last_copy,
+    zero_bordered,
+)
 
 __all__ = ["forward_adjoint", "prepare_forward_adjoint"]
 
@@ -94,16 +99,6 @@ def _tap_table(axes3) -> tuple[np.ndarray, np.ndarray]:
     return table, np.array([axis.kernel_size for axis in axes3], np.int64)
 
 
-def _zero_padded(grad: np.ndarray, pads) -> np.ndarray:
-    """``grad`` ``(N, Y1, Y2, Y3, C)`` in a new array with ``pads[a] = (before, after)``
-    zeros on either side of spatial axis ``a``."""
-    shape = grad.shape[:1] + tuple(b + size + a for (b, a), size in zip(pads, grad.shape[1:4]))
-    padded = np.zeros(shape + grad.shape[4:], grad.dtype)
-    padded[(slice(None),) + tuple(slice(b, b + size) for (b, _), size
-                                  in zip(pads, grad.shape[1:4]))] = grad
-    return padded
-
-
 def _source(grad: np.ndarray, axes3, channels_last: bool, dtype, target,
             pads, planes: bool) -> np.ndarray:
     """``grad`` as the kernel reads it, C-contiguous ``(N, Y1, Y2, Y3', C)`` with three
@@ -121,7 +116,11 @@ def _source(grad: np.ndarray, axes3, channels_last: bool, dtype, target,
         grad = channels_last_copy(grad, dtype, target)
     grad = np.ascontiguousarray(grad.reshape(grad.shape[:1] + spatial + grad.shape[-1:]),
                                 dtype)
-    return _zero_padded(grad, pads) if zeros else grad
+    if not zeros:
+        return grad
+    padded, inside = zero_bordered(grad.shape[0], spatial, pads, grad.shape[-1], dtype)
+    padded[inside] = grad
+    return padded
 
 
 def forward_adjoint(grad: np.ndarray, weights: np.ndarray, axes, channels_last: bool,

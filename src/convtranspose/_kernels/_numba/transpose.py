@@ -185,6 +185,21 @@ def _padded_transpose_kernel(lanes: int):
     ))["kernel"]
 
 
+def zero_bordered(items: int, spatial, pads, channels: int, dtype):
+    """``(array, inside)``: a new ``(items, Y1', Y2', Y3', channels)`` array with
+    ``pads[a] = (before, after)`` zeros on either side of spatial axis ``a`` of sizes
+    ``spatial``, and the index of the rest, left for the caller to fill.  Only the
+    borders are written: a zeroed allocation would clear the whole array again (heap
+    memory that NumPy reuses is not fresh from the system)."""
+    shape = (items,) + tuple(b + size + a for (b, a), size in zip(pads, spatial)) + (channels,)
+    array = np.empty(shape, dtype)
+    for axis, ((before, after), size) in enumerate(zip(pads, spatial), start=1):
+        for border in (slice(0, before), slice(before + size, before + size + after)):
+            array[(slice(None),) * axis + (border,)] = 0
+    inside = (slice(None),) + tuple(slice(b, b + size) for (b, _), size in zip(pads, spatial))
+    return array, inside
+
+
 def padded_channels_last_copy(data: np.ndarray, pads, dtype, target) -> np.ndarray:
     """``data`` ``(N, C, Y1, Y2, Y3)`` as a new C-contiguous channels-last array of
     ``dtype`` with ``pads[a] = (before, after)`` zeros on either side of spatial axis
@@ -193,16 +208,13 @@ def padded_channels_last_copy(data: np.ndarray, pads, dtype, target) -> np.ndarr
     else :func:`channels_last_copy` and a padded copy of that."""
     dtype = np.dtype(dtype)
     spatial = data.shape[2:]
-    shape = data.shape[:1] + tuple(b + size + a for (b, a), size in zip(pads, spatial)) + (
-        data.shape[1],)
-    result = np.zeros(shape, dtype)
-    inside = (slice(None),) + tuple(slice(b, b + size) for (b, _), size in zip(pads, spatial))
+    result, inside = zero_bordered(data.shape[0], spatial, pads, data.shape[1], dtype)
     if data.dtype != dtype or dtype not in (np.float32, np.float64) or not (
             data.flags.c_contiguous and dtype.isnative):
         result[inside] = channels_last_copy(data, dtype, target)
         return result
     lanes = target.lanes(dtype)
-    sizes = np.array(data.shape + shape[1:4] + tuple(b for b, _ in pads), np.int64)
+    sizes = np.array(data.shape + result.shape[1:4] + tuple(b for b, _ in pads), np.int64)
     parallel_kernel(_padded_transpose_kernel(lanes), (data.reshape(-1), result.reshape(-1),
                                                        sizes),
                     data.shape[0] * spatial[0] * spatial[1] * -(-data.shape[1] // lanes),
