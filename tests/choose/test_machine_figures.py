@@ -128,11 +128,12 @@ def test_the_copy_split_is_measured_once_and_kept(wisdom_file, monkeypatch):
 def test_copies_split_at_the_warm_size_only_right_after_a_native_loop(wisdom_file,
                                                                       monkeypatch):
     from convtranspose._kernels._numba import launch, transpose
+    from convtranspose._runtime import threads
 
     mib = 1 << 20
     _with_figures(gemm_gflops=100.0, copy_gbps=10.0, copy_split_bytes=8 * mib,
                   warm_copy_split_bytes=mib)
-    monkeypatch.setattr(launch, "_last_loop", [float("-inf")])
+    monkeypatch.setattr(threads, "_last_loop", [float("-inf")])
     assert [transpose.copy_threads(size, 2) for size in (mib, 2 * mib, 8 * mib)] == [1, 1, 2]
     launch.count_native_loop()  # a loop ends now: the threads still spin
     assert [transpose.copy_threads(size, 2) for size in (mib // 2, mib, 8 * mib)] == [1, 2, 2]

@@ -176,10 +176,13 @@ def test_forgetting_frees_owned_filters_that_derived_matrices_held():
 @pytest.mark.parametrize("where", ["first byte", "middle", "last byte", "nowhere"])
 def test_large_filters_compare_every_byte_in_any_piece(monkeypatch, threads, where):
     # 3 MiB in pieces of 1 MiB: one piece per thread; a change anywhere, in either
-    # piece, is a miss.
+    # piece, is a miss.  (In a process that has run no loop on numba's threads: after
+    # one, the caller compares alone.)
     import convtranspose as ct
+    from convtranspose._runtime import threads as runtime_threads
 
     monkeypatch.setattr(memo, "_COMPARED_PIECE_BYTES", 1 << 20)
+    monkeypatch.setattr(runtime_threads, "_loops_run", 0)
     filter = np.random.default_rng(3).standard_normal((48, 64, 16, 16)).astype(np.float32)
     with ct.num_threads(threads):
         first = memo.derived_from(filter, "pieces")
@@ -196,6 +199,30 @@ def test_large_filters_compare_every_byte_in_any_piece(monkeypatch, threads, whe
         if where in index:
             flat[index[where]] ^= 1
         assert (memo.derived_from(edited, "pieces") is first) is (where == "nowhere")
+
+
+def test_after_a_native_loop_the_caller_compares_alone(monkeypatch):
+    # numba's workers spin after their loop; a pool helper would share a CPU with one.
+    from convtranspose._runtime import threads as runtime_threads
+
+    monkeypatch.setattr(memo, "_COMPARED_PIECE_BYTES", 1 << 20)
+    kept = np.zeros(3 << 18, np.float32)  # 3 MiB: three pieces on the pool otherwise
+    filter = kept.copy()
+    if memo.memory_equal(kept, filter) is None:
+        pytest.skip("no C library memcmp to load here")
+
+    def no_pool(*args):
+        raise AssertionError("compared on the pool")
+
+    monkeypatch.setattr(memo, "parallel_parts", no_pool)
+    monkeypatch.setattr(runtime_threads, "_loops_run", 0)
+    monkeypatch.setattr(memo, "get_num_threads", lambda: 2)
+    with pytest.raises(AssertionError, match="on the pool"):  # the premise
+        memo.memory_equal(kept, filter)
+    runtime_threads.count_native_loop()
+    assert memo.memory_equal(kept, filter)
+    filter[-1] = -0.0
+    assert memo.memory_equal(kept, filter) is False
 
 
 @pytest.mark.parametrize("elements", [8, 3000, 70000])

@@ -19,7 +19,7 @@ import numpy as np
 from .caches import register
 from .machine import l1_data_cache_bytes
 from .target import get_num_threads
-from .threads import helper_ids, parallel_parts
+from .threads import helper_ids, native_loops_run, parallel_parts
 
 #: Matrices derived from a filter (class matrices, the dense layer matrix) are kept
 #: for repeated calls with the same filter: a model run layer by layer, or a
@@ -155,14 +155,19 @@ def memory_equal(kept: np.ndarray, weights: np.ndarray) -> bool | None:
 
 
 def _same_memory(memcmp, kept: np.ndarray, weights: np.ndarray) -> bool:
-    """``memcmp`` of two dense arrays of one layout and size, in pieces on the threads
-    (``memcmp`` releases the GIL)."""
+    """``memcmp`` of two dense arrays of one layout and size, in pieces on the pool's
+    threads (``memcmp`` releases the GIL), or on the calling thread alone in a process
+    whose loops run on numba's threads: right after such a loop numba's workers still
+    spin, and a pool helper sharing a CPU with one waits for the scheduler (an 8 MiB
+    filter's check made a forward convolution's next call 3.5 ms slower, 16.4 against
+    12.9 ms; one thread after a rest cost 0.2 ms, 14.05 against 13.85, on an AMD EPYC
+    Zen 2, ``benchmarks/results/forward-kernels-zen2.json``, ``memo_check_threads``)."""
     first = kept.__array_interface__["data"][0]
     second = weights.__array_interface__["data"][0]
     size = kept.nbytes
     parts = max(1, min(get_num_threads(), size // _COMPARED_PIECE_BYTES))
     # One piece inside the pool's own work: its threads may all be busy with the caller's.
-    if parts == 1 or threading.get_native_id() in helper_ids:
+    if parts == 1 or native_loops_run() or threading.get_native_id() in helper_ids:
         return memcmp(first, second, size) == 0
     bounds = [size * i // parts for i in range(parts + 1)]
     differing: list[int] = []

@@ -31,6 +31,7 @@ import itertools
 import math
 import os
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -43,7 +44,8 @@ __all__ = ["THREAD_COUNT_ENVS", "default_threads",
            "parallel_copy_bytes", "register_copy_split",
            "MAX_THREADS", "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
            "set_pinning", "set_process_threads", "pool", "helper_ids", "steering",
-           "restore_affinities", "steer_helpers_off_caller", "steering_mode"]
+           "restore_affinities", "steer_helpers_off_caller", "steering_mode",
+           "count_native_loop", "native_loops_run", "seconds_since_loop"]
 
 #: Environment variables giving the default thread count, the first one set wins
 #: (numba's and OpenMP's conventions; ``OMP_NUM_THREADS`` may list one count per
@@ -490,3 +492,28 @@ def copy(destination, source):
 def add(destination, source):
     """``destination += source`` (a :func:`parallel_copy` operation)."""
     np.add(destination, source, out=destination)
+
+
+#: Parallel loops run on numba's threads in this process (:func:`native_loops_run`).
+_loops_run = 0
+#: When the last native loop of this process ended (``time.perf_counter()``).
+_last_loop = [-math.inf]
+
+
+def native_loops_run() -> int:
+    """How many parallel loops this process has run on numba's native threads."""
+    return _loops_run
+
+
+def count_native_loop() -> None:
+    """Count one more loop run on numba's native threads (:func:`native_loops_run`),
+    ending now (:func:`seconds_since_loop`)."""
+    global _loops_run
+    _loops_run += 1  # (under the GIL)
+    _last_loop[0] = time.perf_counter()
+
+
+def seconds_since_loop() -> float:
+    """Seconds since a loop on numba's native threads last ended in this process (its
+    workers may still be spinning)."""
+    return time.perf_counter() - _last_loop[0]

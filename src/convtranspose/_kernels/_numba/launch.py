@@ -34,7 +34,6 @@ count (``numba.set_num_threads``) is set for the loop and restored after it.
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import sys
@@ -51,8 +50,11 @@ from numba.extending import intrinsic
 from ..._runtime.config import NATIVE_THREADS_ENV, switch
 from ..._runtime.threads import (
     PIECES_PER_THREAD,
+    count_native_loop,
+    native_loops_run,
     parallel_for,
     restore_affinities,
+    seconds_since_loop,
     steer_helpers_off_caller,
     steering_mode,
 )
@@ -164,33 +166,6 @@ def _launch_pair(first_jit, first_c, second_jit, second_c, threads, samples, fir
         second = _function_at(second_jit, second_c, second_arguments)
         second(*second_arguments, low * second_units, high * second_units)
     swap_num_threads(previous)
-
-
-#: Parallel loops run on numba's threads in this process (:func:`native_loops_run`).
-_loops_run = 0
-
-
-def native_loops_run() -> int:
-    """How many parallel loops this process has run on numba's native threads."""
-    return _loops_run
-
-
-def count_native_loop() -> None:
-    """Count one more loop run on numba's native threads (:func:`native_loops_run`),
-    ending now (:func:`seconds_since_loop`)."""
-    global _loops_run
-    _loops_run += 1  # (under the GIL)
-    _last_loop[0] = time.perf_counter()
-
-
-#: When the last native loop of this process ended (``time.perf_counter()``).
-_last_loop = [-math.inf]
-
-
-def seconds_since_loop() -> float:
-    """Seconds since a loop on numba's native threads last ended in this process (its
-    workers may still be spinning)."""
-    return time.perf_counter() - _last_loop[0]
 
 
 #: Compiled code addresses per (kernel, argument kinds): :func:`_addresses`.
