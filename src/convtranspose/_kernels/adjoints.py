@@ -37,13 +37,15 @@ Algorithms (:data:`ALGORITHMS`):
     Compiled register blocks (float32 and float64, up to three axes): the data
     adjoint in ``direct-blocked``'s blocks with a block's pixels ``s`` apart
     (:mod:`._numba.forward`; with a finite filter over a copy of ``grad`` with zeros
-    around it, every output in whole blocks across lines), the filter adjoint per group and tap as a product over
-    the tap's box of pixels (:mod:`._numba.blocked_filter`, for groups of whole
-    vectors of output channels); no gathered matrix (:func:`blocked_applies`).
+    around it, every output in whole blocks across lines), the filter adjoint per
+    group and tap as a product over the tap's box of pixels
+    (:mod:`._numba.blocked_filter`, for groups of whole vectors of output channels); no
+    gathered matrix (:func:`blocked_applies`).
 ``blocked-planes``
     The data adjoint only: ``blocked``'s blocks reading a channels-first ``grad``'s
-    planes where they are, without its channels-last copy (nor zeros around it).  Which of the two is faster depends on the channels and the machine (on an
-    AMD Zen 4 the planes took 0.57-0.92x the time up to 128 channels per group and
+    planes where they are, without its channels-last copy (nor zeros around it).  Which
+    of the two is faster depends on the channels and the machine (on an AMD Zen 4 the
+    planes took 0.57-0.92x the time up to 128 channels per group and
     1.35-1.40x at 256-512, ``benchmarks/results/copy-split-zen4.json``,
     ``source_planes``): measured planning times both.  A channels-last ``grad`` runs
     ``blocked``.
@@ -137,8 +139,9 @@ def data_adjoint(grad: np.ndarray, weights: np.ndarray, axes: Sequence[AxisPlan]
     ``grad`` is ``(N, G*Co, Y...)`` and ``weights`` ``(G, Ci, Co, K...)``, both already
     in ``dtype`` (any strides); ``budget``: ``im2col``'s bytes per slice of the batch;
     ``finite_weights``: every weight is finite (``blocked`` then reads a copy of
-    ``grad`` with zeros around it, every output in whole blocks); ``derived``: the weights memo's dict for these weights
-    and the key ``"forward"`` (:func:`~convtranspose._runtime.memo.derived_from`), if
+    ``grad`` with zeros around it, every output in whole blocks); ``derived``: the
+    weights memo's dict for these weights and the key ``"forward"``
+    (:func:`~convtranspose._runtime.memo.derived_from`), if
     the caller has it.
     """
     if algorithm in ("blocked", "blocked-planes"):

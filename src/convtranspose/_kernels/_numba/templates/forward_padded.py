@@ -4,8 +4,8 @@
 A template: compiled by ``codegen.compile_template`` with these names bound as its
 globals (numba freezes them into the compiled code): ``block``, ``block_on`` (blocks of
 outputs anywhere, :func:`..block_sources.cross_block_source`), ``single``,
-``chunk_width``, ``np``, ``pixels``, ``store_first`` (the channels-first store of
-:mod:`.forward`'s template).  Those are the block shape alone: channel counts, taps,
+``chunk_width``, ``np``, ``pixels``, ``store_first`` (the channels-first store,
+:func:`..transpose.first_store_kernel`).  Those are the block shape alone: channel counts, taps,
 strides and sizes come at run time.
 Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 """
@@ -29,9 +29,9 @@ def kernel(source, weights, out, first_out, sizes, reads, rows, start,
     # recomputes its neighbour's outputs, no output goes alone), the last fewer one at
     # a time.  The flat index (chunk, g, run) in [start, stop) is chunk-major, so that
     # a thread's runs reuse one chunk's weight panel from L2; within a run the source
-    # channels go `channel_block` at a time (their weight rows stay in L1 while every
-    # block of the run adds them; the later ones add into the sums stored by the
-    # first).
+    # channels go `channel_block` at a time (all of them unless the panel leaves half
+    # of L2: a block's rows then stay there while every block of the run adds them;
+    # the later ones add into the sums stored by the first).
     batch, groups, co, width = sizes[0], sizes[1], sizes[2], sizes[3]
     x1, x2, x3, y1, y2, y3 = sizes[4], sizes[5], sizes[6], sizes[7], sizes[8], sizes[9]
     count, s1, s2, s3 = sizes[10], sizes[11], sizes[12], sizes[13]
