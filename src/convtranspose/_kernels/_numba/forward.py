@@ -225,10 +225,17 @@ def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last
                     if channels_last else (batch, groups * ci) + tuple(a.input_size
                                                                       for a in axes))
     no_first = np.empty(1, dtype)
+    # The padded kernel's sums of a channels-first result stay in rows of each thread's
+    # own (a run's outputs), never written out whole: on an AMD EPYC Zen 2, two threads,
+    # the stem's kernel took 3.5-4.0 ms with its 3.2 MB of sums, written and read back,
+    # against 1.43 without (``benchmarks/results/forward-kernels-zen2.json``,
+    # ``local_sums``)
+    local = padded and not channels_last
+    scratch = (4, int(sizes[17] + 1) * pixels * lanes * chunk, dtype) if padded else None
 
     def run(grad: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         source = _source(grad, axes3, channels_last, dtype, target, pads, planes)
-        sums = np.empty(sums_shape, dtype)
+        sums = no_first if local else np.empty(sums_shape, dtype)
         # Channels first, each item stores its own sums transposed while they are in
         # its core's cache: with a copy of the whole result after the kernel instead,
         # the stem's 64-channel 112x112 result took 1.83 ms against 1.60 on an AMD Zen 4
@@ -239,7 +246,7 @@ def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last
         first = no_first if channels_last else out if direct else np.empty(result_shape, dtype)
         parallel_kernel(kernel, (source.reshape(-1), packed, sums.reshape(-1),
                                  first.reshape(-1), sizes, table, counts),
-                        items, target.threads)
+                        items, target.threads, scratch=scratch)
         # (channels last, a copy only where the groups' channels were padded)
         result = sums[..., :ci].reshape(result_shape) if channels_last else first
         if out is None or direct:

@@ -13,11 +13,14 @@ Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 
 
 @cached_njit(nogil=True)
-def kernel(source, weights, out, first_out, sizes, reads, rows, start,
+def kernel(source, weights, out, first_out, local, sizes, reads, rows, start,
            stop):  # pragma: no cover
     # source flat (N, Y1', Y2', Y3', G*Co), channels last and padded with zeros so that
     # every tap of every output reads inside; out flat (N, X1, X2, X3, G, width);
-    # weights (width / chunk_width, G, K1, K2, K3, Co, chunk_width).  Output pixel
+    # weights (width / chunk_width, G, K1, K2, K3, Co, chunk_width); with a
+    # channels-first result (sizes[16]) the sums go to this thread's `local` rows, (a
+    # run's outputs, chunk_width), instead of `out`, and from there into first_out
+    # (N, G*Ci, X1, X2, X3): they never leave the core's cache.  Output pixel
     # (n, x1, x2, x3) of group g reads source pixel (n, x1*S1, x2*S2, x3*S3) plus
     # reads[m] for its tap entry m, `entry` source values in a row against as many
     # weight rows from rows[m] of the group's panel (an entry is one tap's Co channels,
@@ -56,10 +59,11 @@ def kernel(source, weights, out, first_out, sizes, reads, rows, start,
         last = min(blocks * pixels, first + run * pixels)
         if flat % runs == runs - 1:
             last = total  # the last run takes the outputs past the last whole block
-        # each output's place in `out` and its source pixel (of this group's channels)
+        # each output's place in `out` (or `local`) and its source pixel (of this
+        # group's channels)
         n, o1, o2, o3 = first // plane, first // (x2 * x3) % x1, first // x3 % x2, first % x3
         for q in range(last - first):
-            dests[q] = (first + q) * out_3 + g * width
+            dests[q] = q * chunk_width if sizes[16] else (first + q) * out_3 + g * width
             bases[q] = n * in_n + o1 * s1 * in_1 + o2 * s2 * in_2 + o3 * s3 * in_3 + g * co
             o3 += 1
             if o3 == x3:
@@ -70,17 +74,19 @@ def kernel(source, weights, out, first_out, sizes, reads, rows, start,
                         o1, n = 0, n + 1
         panel_at = column // chunk_width * panel + g * count * entry * chunk_width
         whole = (min(last, blocks * pixels) - first) // pixels * pixels
+        sums = local if sizes[16] else out
+        at = 0 if sizes[16] else column
         for c0 in range(0, entry, channel_block):
             channels = min(channel_block, entry - c0)
             for q in range(0, whole, pixels):
                 if c0 == 0:
-                    block(source, weights, out, column, dests[q:], bases[q:], reads, rows,
+                    block(source, weights, sums, at, dests[q:], bases[q:], reads, rows,
                           count, 0, 1, channels, panel_at, chunk_width)
                 else:
-                    block_on(source, weights, out, column, dests[q:], bases[q:], reads, rows,
+                    block_on(source, weights, sums, at, dests[q:], bases[q:], reads, rows,
                              count, c0, 1, channels, panel_at + c0 * chunk_width, chunk_width)
         for q in range(whole, last - first):
-            single(source, weights, out, dests[q] + column, reads, rows, count, bases[q], 1,
+            single(source, weights, sums, dests[q] + at, reads, rows, count, bases[q], 1,
                    entry, panel_at, chunk_width)
         if sizes[16]:
             # channels first, image by image: an image's outputs are a run of its plane
@@ -88,7 +94,7 @@ def kernel(source, weights, out, first_out, sizes, reads, rows, start,
             while q < last:
                 n = q // plane
                 end = min(last, (n + 1) * plane)
-                store_first(out, q * out_3 + g * width + column, out_3, first_out,
+                store_first(local, (q - first) * chunk_width, chunk_width, first_out,
                             ((n * groups + g) * ci + column) * plane + q - n * plane, plane,
                             end - q, min(chunk_width, ci - column))
                 q = end
