@@ -34,7 +34,8 @@ copied so first) or, in planes, where it is.
 
 No im2col matrix.  The sums are written channels last, each group's channels padded to
 whole chunks; a channels-first caller gets them stored channels first by each item as
-soon as its sums are done, without the padding.  The weight panel of one chunk of
+soon as its sums are done, without the padding (the padded kernel keeps them in its
+thread's rows until then, never in a result-sized array).  The weight panel of one chunk of
 output channels serves a thread's run of outputs (the work is chunk-major).
 """
 
@@ -106,7 +107,7 @@ def _tap_table(axes3) -> tuple[np.ndarray, np.ndarray]:
 
 def _source(grad: np.ndarray, axes3, channels_last: bool, dtype, target,
             pads, planes: bool) -> np.ndarray:
-    """``grad`` as the kernel reads it, C-contiguous ``(N, Y1, Y2, Y3', C)`` with three
+    """``grad`` as the kernel reads it, C-contiguous ``(N, Y1', Y2', Y3', C)`` with three
     spatial axes: channels last (a channels-first ``grad`` copied so), ``pads[a] =
     (before, after)`` zeros on either side of axis ``a``; or, with ``planes``, a
     channels-first ``grad`` as it is, ``(N, C, Y1, Y2, Y3)``."""
