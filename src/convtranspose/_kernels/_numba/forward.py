@@ -17,12 +17,13 @@ time: no block recomputes a neighbour's outputs at a line's end, no line end goe
 output by output.  One group's taps along an undilated last axis read one run of
 ``K3 * Co`` source values against as many weight rows (a block's loop over three
 channels per tap ran at 70% of its loop over 21).  The channels go in blocks only where
-a chunk's weight panel leaves half of L2.  On an AMD EPYC Zen 2, against the line
-kernel over the same channels-last copy: 0.62-0.99x the time on twelve layers on two
-threads (DCGAN 256->512 19.2 -> 11.9 ms, the stem 0.70x), 0.61-0.92x on one but 1.10x
-on a layer of one input channel (where the planes run faster than both); the stem's
-kernel alone 2.50 ms merged against 3.56 with a loop over three channels per tap
-(``benchmarks/results/forward-kernels-zen2.json``).
+a chunk's weight panel leaves half of L2 (L1-sized blocks, as the line kernel takes,
+made DCGAN 256->512 30.4 ms against 23.1 on one thread, ``l2_channel_blocks``).  On an
+AMD EPYC Zen 2, against the line kernel over the same channels-last copy: 0.62-0.99x the
+time on twelve layers on two threads (DCGAN 256->512 19.2 -> 11.9 ms, the stem 0.70x),
+0.61-0.92x on one but 1.10x on a layer of one input channel (where the planes run faster
+than both); the stem's kernel alone 2.50 ms merged against 3.56 with a loop over three
+channels per tap (``benchmarks/results/forward-kernels-zen2.json``).
 
 The line kernel (non-finite filters, and ``blocked-planes``): per output line (``n``,
 the first axes' outputs, a group), the outputs whose taps all read inside ``grad`` go
