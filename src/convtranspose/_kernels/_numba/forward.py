@@ -153,8 +153,10 @@ def _run_length(blocks: int, chunks: int, threads: int, block_bytes: int) -> int
     return max(1, min(l1_data_cache_bytes() // 2 // block_bytes, blocks // runs_wanted))
 
 
-def _padded_arguments(batch, axes3, groups, co, width, chunk_width, pixels, dtype, threads):
-    """``(pads, sizes, reads, rows, items)`` of the padded kernel: the zeros on either
+def _padded_arguments(batch, axes3, groups, ci, co, width, chunk_width, pixels, dtype,
+                      threads, channels_first: bool):
+    """``(pads, sizes, reads, rows, items)`` of the padded kernel (``channels_first``:
+    the result's layout): the zeros on either
     side of each axis of ``grad``'s copy (:func:`~convtranspose._plan.geometry.tap_zeros`),
     the kernel's sizes, each tap's read from its output's source pixel and its weight
     rows, and the kernel's items."""
@@ -181,7 +183,8 @@ def _padded_arguments(batch, axes3, groups, co, width, chunk_width, pixels, dtyp
     sizes = np.array((batch, groups, co, width) + outputs + padded
                      + (len(taps),) + tuple(a.stride for a in axes3)
                      + (blocked_channel_block(entry, len(taps), chunk_width, dtype.itemsize,
-                                              l2_cache_bytes()), 0, 0, run, entry), np.int64)
+                                              l2_cache_bytes()), ci, channels_first, run,
+                        entry), np.int64)
     return pads, sizes, reads, rows, chunks * max(1, -(-blocks // run))
 
 
@@ -207,8 +210,8 @@ def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last
                           kernel3, (0, ci), width, lanes * chunk).reshape(-1)
     if padded:
         pads, sizes, table, counts, items = _padded_arguments(
-            batch, axes3, groups, co, width, lanes * chunk, pixels, dtype, target.threads)
-        sizes[15:17] = ci, not channels_last
+            batch, axes3, groups, ci, co, width, lanes * chunk, pixels, dtype,
+            target.threads, not channels_last)
         kernel = _padded_kernel(lanes, chunk, pixels)
     else:
         pads = ((0, 0),) * 3
@@ -233,7 +236,9 @@ def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last
     # against 1.43 without (``benchmarks/results/forward-kernels-zen2.json``,
     # ``local_sums``)
     local = padded and not channels_last
-    scratch = (4, int(sizes[17] + 1) * pixels * lanes * chunk, dtype) if padded else None
+    scratch = (4, int(sizes[17] + 1) * pixels * lanes * chunk, dtype) if local else None
+    # (the padded kernel's rows argument, unused with a channels-last result)
+    no_rows = (no_first,) if padded and not local else ()
 
     def run(grad: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         source = _source(grad, axes3, channels_last, dtype, target, pads, planes)
@@ -247,7 +252,7 @@ def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last
         direct = not channels_last and out is not None and out.flags.c_contiguous
         first = no_first if channels_last else out if direct else np.empty(result_shape, dtype)
         parallel_kernel(kernel, (source.reshape(-1), packed, sums.reshape(-1),
-                                 first.reshape(-1), sizes, table, counts),
+                                 first.reshape(-1)) + no_rows + (sizes, table, counts),
                         items, target.threads, scratch=scratch)
         # (channels last, a copy only where the groups' channels were padded)
         result = sums[..., :ci].reshape(result_shape) if channels_last else first

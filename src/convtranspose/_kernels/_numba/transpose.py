@@ -135,6 +135,13 @@ def copy_threads(nbytes: int, threads: int) -> int:
     return threads if nbytes >= parallel_copy_bytes(warm) else 1
 
 
+def _in_register_blocks(data: np.ndarray, dtype: np.dtype) -> bool:
+    """Whether the layout copies transpose ``data`` into ``dtype`` in register blocks:
+    C-contiguous float32 or float64 data of that native dtype (NumPy copies the rest)."""
+    return (data.dtype == dtype and dtype in (np.float32, np.float64)
+            and data.flags.c_contiguous and dtype.isnative)
+
+
 def _layout_copy(data: np.ndarray, dtype, target, to_last: bool,
                  threads: int | None = None) -> np.ndarray:
     """``data`` ``(N, C, X...)`` as ``(N, X..., C)`` (``to_last``) or ``(N, X..., C)`` as
@@ -147,8 +154,7 @@ def _layout_copy(data: np.ndarray, dtype, target, to_last: bool,
     else:
         shape, view = data.shape[:1] + data.shape[-1:] + data.shape[1:-1], move_axis(data, -1, 1)
     result = np.empty(shape, dtype)
-    if data.dtype != dtype or dtype not in (np.float32, np.float64) or not (
-            data.flags.c_contiguous and dtype.isnative) or data.ndim < 3:
+    if not _in_register_blocks(data, dtype) or data.ndim < 3:
         np.copyto(result, view, casting="unsafe")
         return result
     lanes = target.lanes(dtype)
@@ -209,8 +215,7 @@ def padded_channels_last_copy(data: np.ndarray, pads, dtype, target) -> np.ndarr
     dtype = np.dtype(dtype)
     spatial = data.shape[2:]
     result, inside = zero_bordered(data.shape[0], spatial, pads, data.shape[1], dtype)
-    if data.dtype != dtype or dtype not in (np.float32, np.float64) or not (
-            data.flags.c_contiguous and dtype.isnative):
+    if not _in_register_blocks(data, dtype):
         result[inside] = channels_last_copy(data, dtype, target)
         return result
     lanes = target.lanes(dtype)
