@@ -20,7 +20,7 @@ from .._runtime.caches import kept
 from .._runtime.memo import derived_from, frozen
 from .._runtime.threads import add, copy, parallel_copy
 from . import phase as _phase
-from .common import input_glxc, output_glyc, threaded_matmul
+from .common import input_glxc, output_glyc, threaded_matmul, zero_output
 from .packed import filter_product, packed_filter, packs_product
 from .phase import chunks
 from .schedules import numba_scatters
@@ -369,7 +369,7 @@ def _prepared_products(steps: _Steps, batch: int, axes, packed, target):
         if data.dtype != dtype or not data.flags.c_contiguous:
             return False
         if steps.fill:
-            out.fill(0)
+            zero_output(out, target.threads)
         columns = np.empty(sums_shape, dtype)
         store = scatters.get(0)
         if store is None:
@@ -412,7 +412,7 @@ def _prepared_in_place(steps: _Steps, batch: int, axes, packed, target):
         if data.dtype != dtype or not data.flags.c_contiguous:
             return False
         if steps.fill:
-            out.fill(0)
+            zero_output(out, target.threads)
         product(data.reshape(rows_shape), out)
         return True
 
@@ -460,7 +460,7 @@ def _run_steps(steps: _Steps, data, matrix, out, channels_last, internal_last, t
     groups, ci = matrix.shape[0], matrix.shape[1 if internal_last else 2]
     dtype = matrix.dtype
     if steps.fill:
-        out.fill(0)
+        zero_output(out, target.threads)
     if steps.rows == "in place":
         _products_in_place(steps, data, packed, out, groups, ci, dtype, internal_last, target)
         return
@@ -524,7 +524,7 @@ def _products_in_place(steps: _Steps, data, packed, out, groups: int, ci: int, d
     from ._numba.packed import packed_product, packed_rows_product
 
     if not ci:
-        out.fill(0)
+        zero_output(out, target.threads)
     elif internal_last:  # channels last: (N, X..., G*Ci) as rows (N*P, G, Ci)
         rows = np.ascontiguousarray(data, dtype).reshape(-1, groups, ci)
         # Aligned runs of a vector's columns side by side in the output (a tap's

@@ -22,7 +22,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .._runtime import blas as _blas
 from .._runtime.target import host
-from .._runtime.threads import copy, parallel_copy, parallel_parts
+from .._runtime.threads import SPLIT_SIZES, copy, parallel_copy, parallel_parts
 
 #: Scratch (im2col/column) buffers are split over the batch (or the first spatial
 #: axis) to stay under this many bytes.  Fewer, larger chunks mean fewer BLAS calls
@@ -126,6 +126,19 @@ def native_threads_run(threads: int) -> bool:
     from ._numba.launch import native_threads
 
     return native_threads(threads)
+
+
+def zero_output(out: np.ndarray, threads: int) -> None:
+    """``out.fill(0)`` before an algorithm adds into ``out``: split between up to
+    ``threads`` of numba's threads where a copy of its size would be
+    (:func:`._numba.fill.zero_fill`); NumPy's fill where numba is off or one thread
+    runs (a process that never splits a fill never imports numba for it)."""
+    if threads < 2 or out.nbytes < SPLIT_SIZES[0] or not host().numba:
+        out.fill(0)
+        return
+    from ._numba.fill import zero_fill
+
+    zero_fill(out, threads)
 
 
 #: Column blocks of a product split by columns start at multiples of this many elements

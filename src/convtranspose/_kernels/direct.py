@@ -17,7 +17,14 @@ import numpy as np
 from .._plan.geometry import tap_windows
 from .._runtime.memo import derived_from, same_bits
 from .._runtime.target import host
-from .common import NonFinite, input_glxc, kept_finite, output_glyc, require_finite
+from .common import (
+    NonFinite,
+    input_glxc,
+    kept_finite,
+    output_glyc,
+    require_finite,
+    zero_output,
+)
 from .dense import switch_state
 from .schedules import direct_rounds
 
@@ -116,7 +123,7 @@ def _direct_numpy(data, weights, axes, dtype, channels_last, out, *, target):
     groups, ci, co = weights.shape[:3]
     live = [[(k, window) for k, window in enumerate(tap_windows(axis)) if window is not None]
             for axis in axes]
-    out.fill(0)
+    zero_output(out, target.threads)
     target = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
     source = np.ascontiguousarray(input_glxc(data, groups, channels_last), dtype)
     w = weights.astype(dtype, copy=False)

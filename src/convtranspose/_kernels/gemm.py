@@ -29,6 +29,7 @@ from .common import (
     split_gemms,
     splits_product,
     taps_first_weights,
+    zero_output,
 )
 
 #: Scratch of the ``gemm`` algorithms (input windows plus one class's products) per
@@ -153,7 +154,7 @@ def _phase_gemm(data, weights, axes, dtype, channels_last, out, internal_last, *
     phases = tuple(axis_phases(axis) for axis in axes)
     lead, rest = phases[0], phases[1:]
     if some_output_unreached(phases):
-        out.fill(0)
+        zero_output(out, target.threads)
     lead_classes, rest_combos = live_classes(phases)
     if not lead_classes or not rest_combos:
         return

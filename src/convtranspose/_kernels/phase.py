@@ -28,6 +28,7 @@ from .common import (
     scatter_phases,
     taps_first_weights,
     threaded_matmul,
+    zero_output,
 )
 
 
@@ -69,7 +70,7 @@ def _phase(data, weights, axes, dtype, channels_last, out, internal_last, *, tar
     require_finite(weights, dtype, derived)  # taps meet the padding
     phases = tuple(axis_phases(axis) for axis in axes)
     if some_output_unreached(phases):
-        out.fill(0)
+        zero_output(out, target.threads)
     padded = _padded_source(data, axes, phases, dtype, groups, channels_last, internal_last)
     into = output_glyc(out, groups, channels_last)  # (G, N, Y..., Co)
     blocks = tuple(p.blocks for p in phases)

@@ -24,6 +24,7 @@ from .._plan.geometry import tap_windows
 from .._plan.rules import AxisPlan
 from .._runtime.caches import kept
 from .._runtime.memo import derived_from
+from .common import zero_output
 from .gemm import run_gemms
 from .packed import filter_product, packed_filter, packs_product, rows_product
 
@@ -266,7 +267,7 @@ def _products_into(matrices, data, boxes, dtype, channels_last, out, threads,
         return
     if boxes is None:  # in place, into an output of other strides
         boxes = (Ellipsis, Ellipsis)
-    out.fill(0)
+    zero_output(out, threads)
     if not boxes:
         return  # no input reaches the output
     source = np.ascontiguousarray(data[boxes[0]], dtype)

@@ -27,7 +27,7 @@ from .._runtime import blas as _blas
 from .._runtime.caches import kept
 from .._runtime.machine import l1_data_cache_bytes
 from .._runtime.threads import parallel_for
-from .common import input_glxc, move_axis, output_glyc
+from .common import input_glxc, move_axis, output_glyc, zero_output
 
 #: Filter rows (input channels) the product takes at a time.  Over all of a large
 #: filter's rows, every chunk of columns read 256 bytes from each of Ci pages (a TLB
@@ -113,7 +113,7 @@ def _stream(data, weights, axes, dtype, channels_last, out, *, target):
     # tap_adds).  ``out`` is C-contiguous, as the scatter needs.
     from ._numba.scatter import col2im_scatter
 
-    out.fill(0)
+    zero_output(out, target.threads)
     col2im_scatter(columns, out, output_glyc(out, groups, channels_last), axes, target)
 
 

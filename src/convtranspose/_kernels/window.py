@@ -26,6 +26,7 @@ from .common import (
     require_finite,
     scatter_phases,
     threaded_matmul,
+    zero_output,
 )
 from .phase import chunks
 
@@ -82,7 +83,7 @@ def _window(data, weights, axes, dtype, channels_last, out, *, target):
     batch = data.shape[0]
     phases, combo, unreached = window_plan(tuple(axes))
     if unreached:
-        out.fill(0)
+        zero_output(out, target.threads)
     if combo is None:
         return
     blocks = tuple(p.blocks for p in phases)

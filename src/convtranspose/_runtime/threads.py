@@ -41,7 +41,7 @@ from .caches import kept
 from .config import PIN_THREADS_ENV, switch
 
 __all__ = ["THREAD_COUNT_ENVS", "default_threads",
-           "parallel_copy_bytes", "register_copy_split",
+           "SPLIT_SIZES", "copy_threads", "parallel_copy_bytes", "register_copy_split",
            "MAX_THREADS", "parallel_copy", "parallel_for", "parallel_parts", "pinning", "process_threads",
            "set_pinning", "set_process_threads", "pool", "helper_ids", "steering",
            "restore_affinities", "steer_helpers_off_caller", "steering_mode",
@@ -61,6 +61,11 @@ _MAX_DEFAULT_THREADS = 8
 MAX_THREADS = 1024
 
 
+#: Sizes in bytes a copy split between threads is timed at
+#: (:func:`convtranspose._kernels._numba.transpose.measure_copy_split`): 128 KiB to 16
+#: MiB, doubling, from copies a split cannot pay for to ones past the caches of the
+#: CPUs this library runs on.  Smaller copies are never split.
+SPLIT_SIZES = tuple(1 << bits for bits in range(17, 25))
 #: Where :func:`parallel_copy_bytes` reads this machine's figure: a function
 #: registered by the layer that measures and keeps machine figures
 #: (:mod:`convtranspose._choose.figures`), which this layer may not import.
@@ -91,6 +96,24 @@ def parallel_copy_bytes(warm: bool) -> float:
     source = _copy_split["source"]
     found = None if source is None else source(warm)
     return math.inf if found is None else float(found)
+
+
+#: A copy that starts within this many seconds of a native loop's end (a kernel's
+#: result copied out) takes the size measured right after a loop: the copy's own
+#: start follows within microseconds there, and numba's threads spin far longer than
+#: this after a loop (waking them took 10-12 us back to back and 53-55 us after 1 ms
+#: on an AMD Zen 3, ``benchmarks/results/native-threads-zen3.json``).
+_WARM_SECONDS = 1e-4
+
+
+def copy_threads(nbytes: int, threads: int) -> int:
+    """The threads a compiled copy of ``nbytes`` runs on, of the caller's ``threads``:
+    all of them from this machine's measured size on (:func:`parallel_copy_bytes`; the
+    smaller one where a native loop ended within :data:`_WARM_SECONDS`), else one."""
+    if threads == 1 or nbytes < SPLIT_SIZES[0]:
+        return 1
+    warm = seconds_since_loop() < _WARM_SECONDS
+    return threads if nbytes >= parallel_copy_bytes(warm) else 1
 
 
 def _env_count(name: str, environ) -> int | None:

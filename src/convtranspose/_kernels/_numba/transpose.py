@@ -13,26 +13,16 @@ import time
 import numpy as np
 
 from ..._runtime.caches import kept
-from ..._runtime.threads import parallel_copy_bytes
+from ..._runtime.threads import SPLIT_SIZES, copy_threads
 from ..common import move_axis
-from .launch import native_loops_run, parallel_kernel, seconds_since_loop
+from .launch import native_loops_run, parallel_kernel
 
-#: Sizes in bytes a copy split between threads is timed at (:func:`measure_copy_split`):
-#: 128 KiB to 16 MiB, doubling, from copies a split cannot pay for to ones past the
-#: caches of the CPUs this library runs on.  Smaller copies are never split.
-SPLIT_SIZES = tuple(1 << bits for bits in range(17, 25))
 #: Seconds of rest before each timed copy: numba's threads sleep less than a
 #: millisecond after a loop (waking them took 53-55 us after 1 ms against 10-12 us
 #: back to back on an AMD Zen 3, ``benchmarks/results/native-threads-zen3.json``), and
 #: a copy is split only where that pays even when they must be woken (a layer's first
 #: copy after a pause).
 _SPLIT_PAUSE = 0.002
-#: A copy that starts within this many seconds of a native loop's end (a kernel's
-#: result copied out) takes the size measured right after a loop: the copy's own
-#: start follows within microseconds there, and numba's threads spin far longer than
-#: this after a loop (waking them took 10-12 us back to back and 53-55 us after 1 ms
-#: on an AMD Zen 3, ``benchmarks/results/native-threads-zen3.json``).
-_WARM_SECONDS = 1e-4
 #: Channels of the timed copies: a layer's usual count, a whole number of blocks at
 #: any vector width.
 _SPLIT_CHANNELS = 64
@@ -122,17 +112,6 @@ def transpose_kernel(lanes: int):
         np=np, lanes=lanes, step=np.uint64(lanes), tile=tile_transposer(lanes),
         partial_tile=partial_tile_transposer(lanes),
     ))["kernel"]
-
-
-def copy_threads(nbytes: int, threads: int) -> int:
-    """The threads a compiled copy of ``nbytes`` runs on, of the caller's ``threads``:
-    all of them from this machine's measured size on
-    (:func:`~convtranspose._runtime.threads.parallel_copy_bytes`; the smaller one where
-    a native loop ended within :data:`_WARM_SECONDS`), else one."""
-    if threads == 1 or nbytes < SPLIT_SIZES[0]:
-        return 1
-    warm = seconds_since_loop() < _WARM_SECONDS
-    return threads if nbytes >= parallel_copy_bytes(warm) else 1
 
 
 def _in_register_blocks(data: np.ndarray, dtype: np.dtype) -> bool:
