@@ -211,12 +211,13 @@ def test_compiled_depthwise_filter_adjoint_matches_the_definition(dtype, channel
 
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("dtype, ci, co", [(np.float32, 7, 16), (np.float32, 13, 64),
-                                           (np.float64, 5, 16), (np.float64, 9, 24)])
+                                           (np.float32, 11, 8), (np.float64, 5, 16),
+                                           (np.float64, 9, 24), (np.float64, 11, 12)])
 @pytest.mark.parametrize("vector_bytes", [32, 64])
 def test_blocked_filter_adjoint_matches_the_definition(dtype, ci, co, channels_last,
                                                        vector_bytes):
     """The compiled register-blocked filter gradient (:mod:`._numba.blocked_filter`):
-    blocks of input channels with a shorter last one, 1-3 vectors of output channels,
+    blocks of input channels with a shorter last one, 1-4 vectors of output channels,
     three groups, both layouts, strides, dilations and negative offsets, over two
     threads; small integers, so every sum is exact."""
     pytest.importorskip("numba")

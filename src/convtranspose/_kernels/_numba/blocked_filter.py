@@ -29,11 +29,15 @@ from .transpose import channels_last_copy
 
 __all__ = ["blocked_filter_adjoint"]
 
-#: Input channels per block, by vectors of output channels: 8-16 accumulators beside
-#: the block's weight vectors and a broadcast, within the 32 AVX-512 registers (half
-#: the rows within AVX2's 16), as direct-blocked's blocks hold
-#: (:func:`convtranspose._kernels.schedules.blocked_shape`).
+#: Input channels per block, by vectors of output channels, with 32 vector registers
+#: (AVX-512): 8-16 accumulators beside the block's ``grad`` vectors and a broadcast,
+#: as direct-blocked's blocks hold (:func:`convtranspose._kernels.schedules.blocked_shape`).
 _ROWS = {1: 8, 2: 6, 4: 4}
+#: The same with 16 (AVX2): as many rows as fit beside the ``grad`` vectors and the
+#: broadcast for 2 and 4 vectors (6 x 2 ran at 0.88x the time of 3 x 2 on 16 channels
+#: a group), and 8 for one vector, where 8-14 ran alike and 4-6 1.1x slower
+#: (``benchmarks/results/filter-blocks-zen2.json``).
+_AVX2_ROWS = {1: 8, 2: 6, 4: 2}
 
 
 def _block_source(lanes: int, rows: int, vectors: int) -> str:
@@ -93,8 +97,7 @@ def _shape(co: int, lanes: int, vector_bytes: int) -> tuple[int, int]:
     """(rows, vectors) of the blocks for ``co`` output channels per group."""
     whole = co // lanes
     vectors = next(v for v in (4, 2, 1) if whole % v == 0)
-    rows = _ROWS[vectors] if vector_bytes >= 64 else max(1, _ROWS[vectors] // 2)
-    return rows, vectors
+    return (_ROWS if vector_bytes >= 64 else _AVX2_ROWS)[vectors], vectors
 
 
 def blocked_filter_adjoint(data: np.ndarray, grad: np.ndarray, axes, groups: int,
