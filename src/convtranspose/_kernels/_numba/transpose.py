@@ -161,12 +161,17 @@ def channels_last_copy(data: np.ndarray, dtype, target) -> np.ndarray:
 
 
 @kept("compiled kernels", maxsize=None)
-def _padded_transpose_kernel(lanes: int):
-    """The compiled kernel of ``templates/padded_transpose.py``."""
+def _padded_transpose_kernel(lanes: int, masked_tiles: bool):
+    """The compiled kernel of ``templates/padded_transpose.py``.  ``masked_tiles``: a
+    band of fewer than ``lanes`` channels goes through masked stores, as with 64-byte
+    vectors (AVX-512's masks); with AVX2's ``vmaskmovps`` it went element by element in
+    0.65-0.96x the time on an AMD EPYC Zen 2 (3-67 channels,
+    ``benchmarks/results/forward-kernels-zen2.json``, ``few_channel_copies``)."""
     from .codegen import compile_template
 
     return compile_template("padded_transpose", dict(
         lanes=lanes, tile=tile_transposer(lanes), partial_tile=partial_tile_transposer(lanes),
+        masked_tiles=masked_tiles,
     ))["kernel"]
 
 
@@ -199,8 +204,8 @@ def padded_channels_last_copy(data: np.ndarray, pads, dtype, target) -> np.ndarr
         return result
     lanes = target.lanes(dtype)
     sizes = np.array(data.shape + result.shape[1:4] + tuple(b for b, _ in pads), np.int64)
-    parallel_kernel(_padded_transpose_kernel(lanes), (data.reshape(-1), result.reshape(-1),
-                                                       sizes),
+    kernel = _padded_transpose_kernel(lanes, target.vector_bytes >= 64)
+    parallel_kernel(kernel, (data.reshape(-1), result.reshape(-1), sizes),
                     data.shape[0] * spatial[0] * spatial[1] * -(-data.shape[1] // lanes),
                     copy_threads(data.nbytes, target.threads))
     return result

@@ -3,7 +3,9 @@
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
 globals (numba freezes them into the compiled code): ``lanes``, ``tile``,
-``partial_tile`` (the layout copies' register-block transposes).
+``partial_tile`` (the layout copies' register-block transposes), ``masked_tiles``
+(whether a band of fewer than ``lanes`` channels goes through ``partial_tile``'s masked
+stores, or element by element).
 Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 """
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
@@ -16,7 +18,8 @@ def kernel(src, dst, sizes, start, stop):  # pragma: no cover - compiled
     # (y1, y2, y3) goes to (B1 + y1, B2 + y2, B3 + y3).  The flat index (n, y1, y2,
     # band) in [start, stop): a band of `lanes` channels of one source line, whole
     # blocks of lanes x lanes transposed in registers (`partial_tile` for a last band
-    # of fewer channels), the pixels past them one element at a time.
+    # of fewer channels where `masked_tiles`, else element by element), the pixels past
+    # them one element at a time.
     channels, y1s, y2s, y3s = sizes[1], sizes[2], sizes[3], sizes[4]
     padded1, padded2, padded3 = sizes[5], sizes[6], sizes[7]
     plane = y1s * y2s * y3s
@@ -32,12 +35,13 @@ def kernel(src, dst, sizes, start, stop):  # pragma: no cover - compiled
         src_at = (n * channels + c0) * plane + (y1 * y2s + y2) * y3s
         dst_at = (((n * padded1 + sizes[8] + y1) * padded2 + sizes[9] + y2) * padded3
                   + sizes[10]) * channels + c0
-        for x in range(0, whole, lanes):
+        tiled = whole if rows == lanes or masked_tiles else 0
+        for x in range(0, tiled, lanes):
             if rows == lanes:
                 tile(src, src_at + x, plane, dst, dst_at + x * channels, channels)
             else:
                 partial_tile(src, src_at + x, plane, rows, dst, dst_at + x * channels,
                              channels)
-        for x in range(whole, y3s):
+        for x in range(tiled, y3s):
             for c in range(rows):
                 dst[dst_at + x * channels + c] = src[src_at + c * plane + x]
