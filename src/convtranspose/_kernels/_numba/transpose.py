@@ -100,17 +100,18 @@ def first_store_kernel(lanes: int):
 
 
 @kept("compiled kernels", maxsize=None)
-def transpose_kernel(lanes: int):
+def transpose_kernel(lanes: int, masked_tiles: bool):
     """``kernel(src, dst, rows, cols, start, stop)``: ``(B, rows, cols)`` into ``(B, cols,
     rows)`` (flat C-order buffers), for the bands of ``lanes`` rows with flat index (b,
     band) in [start, stop): whole blocks in registers (a last band of fewer rows with
-    zeros in the others, stored masked), the columns past them one element at a
-    time."""
+    zeros in the others, stored masked where ``masked_tiles``: see
+    :func:`_padded_transpose_kernel`; else element by element), the columns past them
+    one element at a time."""
     from .codegen import compile_template
 
     return compile_template("transpose", dict(
         np=np, lanes=lanes, step=np.uint64(lanes), tile=tile_transposer(lanes),
-        partial_tile=partial_tile_transposer(lanes),
+        partial_tile=partial_tile_transposer(lanes), masked_tiles=masked_tiles,
     ))["kernel"]
 
 
@@ -140,7 +141,7 @@ def _layout_copy(data: np.ndarray, dtype, target, to_last: bool,
     channels, pixels = (data.shape[1], math.prod(data.shape[2:])) if to_last else (
         data.shape[-1], math.prod(data.shape[1:-1]))
     rows, cols = (channels, pixels) if to_last else (pixels, channels)
-    kernel = transpose_kernel(lanes)
+    kernel = transpose_kernel(lanes, target.vector_bytes >= 64)
     source, flat = data.reshape(-1), result.reshape(-1)
     if threads is None:
         threads = copy_threads(data.nbytes, target.threads)

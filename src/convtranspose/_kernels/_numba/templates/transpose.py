@@ -2,7 +2,8 @@
 
 A template: compiled by ``codegen.compile_template`` with these names bound as its
 globals (numba freezes them into the compiled code): ``lanes``, ``np``, ``step``, ``tile``,
-``partial_tile``.
+``partial_tile``, ``masked_tiles`` (whether a last band of fewer rows goes through
+``partial_tile``'s masked stores, or element by element).
 Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 """
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
@@ -26,7 +27,7 @@ def kernel(src, dst, rows, cols, start, stop):  # pragma: no cover - compiled
                 tile(src, base + first * width + c, width, dst, base + c * height + first,
                      height)
             done = whole
-        elif whole:  # fewer rows (3 channels): a block through zero rows, stored masked
+        elif whole and masked_tiles:  # fewer rows (3 channels): zero rows, stored masked
             for c in range(np.uint64(0), whole, step):
                 partial_tile(src, base + first * width + c, width, last - first, dst,
                              base + c * height + first, height)
