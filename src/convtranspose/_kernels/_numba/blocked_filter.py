@@ -10,9 +10,9 @@ is, per group and tap, a product of the data's ``(pixels, Ci)`` and ``grad``'s
 29 MB written and read again) and runs small products per group.  Here, with both
 operands channels last (channels-first ones copied so group by group,
 :func:`_operand`), a block of ``rows`` input channels x ``vectors`` vectors of output
-channels keeps its sums in registers while every pixel
-of the box adds one broadcast data value times one ``grad`` row per input channel:
-no gathered matrix, each sum stored once.  The blocks are compiled per block shape
+channels keeps its sums in registers while every pixel of the box adds one broadcast
+data value times one ``grad`` row per input channel: no gathered matrix, each sum
+stored once.  The blocks are compiled per block shape
 only (:func:`_block_source`).  For groups whose ``Co`` is a whole number of vectors.
 Multiplies only the pairs that exist: exact with non-finite operands.
 """
@@ -36,9 +36,9 @@ __all__ = ["blocked_filter_adjoint"]
 #: as direct-blocked's blocks hold (:func:`convtranspose._kernels.schedules.blocked_shape`).
 _ROWS = {1: 8, 2: 6, 4: 4}
 #: The same with 16 (AVX2): as many rows as fit beside the ``grad`` vectors and the
-#: broadcast for 2 and 4 vectors (6 x 2 ran at 0.88x the time of 3 x 2 on 16 channels
-#: a group), and 8 for one vector, where 8-14 ran alike and 4-6 1.1x slower
-#: (``benchmarks/results/filter-blocks-zen2.json``).
+#: broadcast for 2 and 4 vectors (6 x 2 took 0.63-0.89x the time of 3 x 2 on 16
+#: channels a group), and 8 for one vector (8-14 rows within 3% of each other on 8
+#: channels a group, 4 rows 1.10-1.27x the time; ``benchmarks/results/filter-blocks-zen2.json``).
 _AVX2_ROWS = {1: 8, 2: 6, 4: 2}
 
 
@@ -67,8 +67,8 @@ def _block_source(lanes: int, rows: int, vectors: int) -> str:
         "                            and taps[1, m2, 2] <= i2 < taps[1, m2, 3]):",
         "                        continue",
         "                    low3 = taps[2, m3, 2]",
-        "                    d = (n * d_item + g * d_group + ((i1 * x2 + i2) * x3 + low3) * d_pixel",
-        "                         + ci0)",
+        "                    d = (n * d_item + g * d_group + ci0",
+        "                         + ((i1 * x2 + i2) * x3 + low3) * d_pixel)",
         "                    e = (n * e_item + g * e_group + co0",
         "                         + (((i1 * s1 + taps[0, m1, 1]) * y2 + i2 * s2 + taps[1, m2, 1])",
         "                            * y3 + low3 * s3 + taps[2, m3, 1]) * e_pixel)",
