@@ -52,17 +52,17 @@ def _row(layer, target, repeats: int) -> dict:
     grad = rng.standard_normal((batch, groups * co, size, size)).astype(np.float32)
     axes = (AxisPlan(size, kernel, 1, 1, kernel // 2, size),) * 2
     lanes = target.lanes(np.float32)
-    chosen = blocked_filter._shape(co, lanes, target.vector_bytes)
+    chosen = blocked_filter.block_shape(co, lanes, target.vector_bytes)
     registers = 32 if target.vector_bytes == 64 else 16
 
     def run(shape):
-        rule = blocked_filter._shape
-        blocked_filter._shape = lambda *_: shape
+        rule = blocked_filter.block_shape
+        blocked_filter.block_shape = lambda *_: shape
         try:
             return blocked_filter.blocked_filter_adjoint(data, grad, axes, groups, False,
                                                          np.float32, target)
         finally:
-            blocked_filter._shape = rule
+            blocked_filter.block_shape = rule
 
     reference = run(chosen)
     shapes = _shapes(co // lanes, registers)

@@ -29,7 +29,7 @@ from .depthwise_filter import tap_indices, tap_table
 from .launch import parallel_kernel
 from .transpose import channels_last_copy
 
-__all__ = ["blocked_filter_adjoint"]
+__all__ = ["block_shape", "blocked_filter_adjoint"]
 
 #: Input channels per block, by vectors of output channels, with 32 vector registers
 #: (AVX-512): 8-16 accumulators beside the block's ``grad`` vectors and a broadcast,
@@ -127,7 +127,7 @@ def _items(lanes: int, rows: int, tail_rows: int, vectors: int):
     return compile_source(_ITEMS_SOURCE, "items", names={"full": full, "tail": tail})
 
 
-def _shape(co: int, lanes: int, vector_bytes: int) -> tuple[int, int]:
+def block_shape(co: int, lanes: int, vector_bytes: int) -> tuple[int, int]:
     """(rows, vectors) of the blocks for ``co`` output channels per group."""
     whole = co // lanes
     vectors = next(v for v in (4, 2, 1) if whole % v == 0)
@@ -177,7 +177,7 @@ def blocked_filter_adjoint(data: np.ndarray, grad: np.ndarray, axes, groups: int
                      + tuple(a.output_size for a in axes3) + tuple(a.stride for a in axes3)
                      + (taps,) + data_steps + grad_steps, np.int64)
     lanes = target.lanes(dtype)
-    rows, vectors = _shape(co, lanes, target.vector_bytes)
+    rows, vectors = block_shape(co, lanes, target.vector_bytes)
     chunk = lanes * vectors
     blocks, chunks = -(-ci // rows), co // chunk
     out = np.zeros((groups, taps, ci, co), dtype)
