@@ -95,13 +95,14 @@ def _layer_row(layer, repeats: int) -> dict:
             finally:
                 fill.copy_threads = measured
 
-        np.testing.assert_array_equal(prepared(data), one_thread())
+        result = prepared(data)
+        np.testing.assert_array_equal(result, one_thread())
         samples = alternating_rounds({"split": lambda: prepared(data), "one thread": one_thread},
                                      repeats, warmup=2)
     finally:
         del os.environ[ALGORITHM_ENV]
     ms = {way: statistics.median(values) * 1e3 for way, values in samples.items()}
-    output_mib = prepared(data).nbytes / (1 << 20)
+    output_mib = result.nbytes / (1 << 20)
     print(f"{name:36s} {algorithm:11s} output {output_mib:6.1f} MiB  split {ms['split']:8.3f}"
           f"  one thread {ms['one thread']:8.3f}  split/one {ms['split'] / ms['one thread']:.2f}",
           flush=True)

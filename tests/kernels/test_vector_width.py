@@ -73,8 +73,9 @@ SCRIPT = textwrap.dedent("""\
         "col2im scatter": (scatter.scatter_kernel, (
             zeros(f32), zeros(i64, 8), zeros(f32), zeros(i64, 6), zeros(i64, 3, 6),
             1, 1, 1, 0, 1)),
-        "channels-last copy": (transpose.transpose_kernel(lanes, target.vector_bytes >= 64),
-                               (zeros(f32), zeros(f32), 1, 1, 0, 1)),
+        "channels-last copy": (
+            transpose.transpose_kernel(lanes, transpose.uses_masked_tiles(target)),
+            (zeros(f32), zeros(f32), 1, 1, 0, 1)),
         "per-position 2x2": per_position(2, 2),
         "per-position any": per_position(0, 0),
         "plane": plane(f32),

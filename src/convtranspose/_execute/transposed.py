@@ -21,7 +21,7 @@ from .._choose.choice import choose_exact, fitting, on_threads, running_target, 
 from .._choose.planning import planned_choice, provisional_ready
 from .._kernels import ALGORITHMS, REGISTRY, prepare, resolve, run, run_rounded
 from .._kernels import casts as _casts
-from .._kernels.common import NonFinite
+from .._kernels.common import NonFinite, zero_output
 from .._kernels.dense import DenseCall, dense_matrix
 from .._kernels.direct import DirectCall
 from .._plan.geometry import beyond_int64_kernels
@@ -135,9 +135,9 @@ def _nothing_to_multiply(out: np.ndarray, bias: np.ndarray | None, dtype: np.dty
     """``out`` filled for an empty batch, channel, spatial or kernel axis: no product
     reaches it, so it holds zeros plus the bias (rounded once to ``result_dtype``)."""
     if bias is None or not out.size:
-        out.fill(0)
+        zero_output(out, target.threads)
     elif result_dtype is None:
-        out.fill(0)
+        zero_output(out, target.threads)
         add_bias(out, bias, dtype, channels_last, rank)
     else:
         sums = np.zeros(out.shape, dtype)

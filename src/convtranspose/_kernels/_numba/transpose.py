@@ -99,14 +99,22 @@ def first_store_kernel(lanes: int):
     ))["store_first"]
 
 
+def uses_masked_tiles(target) -> bool:
+    """Whether the layout copies take a band of fewer than a vector's channels through
+    ``partial_tile``'s masked stores (64-byte vectors: AVX-512's masks), or element by
+    element: with AVX2's ``vmaskmovps`` the element loop took 0.47-0.82x the time of a
+    channels-last copy and 0.65-0.96x of a padded one on an AMD EPYC Zen 2 (3-67
+    channels, ``benchmarks/results/forward-kernels-zen2.json``, ``few_channel_copies``)."""
+    return target.vector_bytes >= 64
+
+
 @kept("compiled kernels", maxsize=None)
 def transpose_kernel(lanes: int, masked_tiles: bool):
     """``kernel(src, dst, rows, cols, start, stop)``: ``(B, rows, cols)`` into ``(B, cols,
     rows)`` (flat C-order buffers), for the bands of ``lanes`` rows with flat index (b,
     band) in [start, stop): whole blocks in registers (a last band of fewer rows with
-    zeros in the others, stored masked where ``masked_tiles``: see
-    :func:`_padded_transpose_kernel`; else element by element), the columns past them
-    one element at a time."""
+    zeros in the others, stored masked where ``masked_tiles``, else element by element:
+    :func:`uses_masked_tiles`), the columns past them one element at a time."""
     from .codegen import compile_template
 
     return compile_template("transpose", dict(
@@ -141,7 +149,7 @@ def _layout_copy(data: np.ndarray, dtype, target, to_last: bool,
     channels, pixels = (data.shape[1], math.prod(data.shape[2:])) if to_last else (
         data.shape[-1], math.prod(data.shape[1:-1]))
     rows, cols = (channels, pixels) if to_last else (pixels, channels)
-    kernel = transpose_kernel(lanes, target.vector_bytes >= 64)
+    kernel = transpose_kernel(lanes, uses_masked_tiles(target))
     source, flat = data.reshape(-1), result.reshape(-1)
     if threads is None:
         threads = copy_threads(data.nbytes, target.threads)
@@ -163,11 +171,8 @@ def channels_last_copy(data: np.ndarray, dtype, target) -> np.ndarray:
 
 @kept("compiled kernels", maxsize=None)
 def _padded_transpose_kernel(lanes: int, masked_tiles: bool):
-    """The compiled kernel of ``templates/padded_transpose.py``.  ``masked_tiles``: a
-    band of fewer than ``lanes`` channels goes through masked stores, as with 64-byte
-    vectors (AVX-512's masks); with AVX2's ``vmaskmovps`` it went element by element in
-    0.65-0.96x the time on an AMD EPYC Zen 2 (3-67 channels,
-    ``benchmarks/results/forward-kernels-zen2.json``, ``few_channel_copies``)."""
+    """The compiled kernel of ``templates/padded_transpose.py``; ``masked_tiles`` as
+    :func:`uses_masked_tiles` gives it."""
     from .codegen import compile_template
 
     return compile_template("padded_transpose", dict(
@@ -205,7 +210,7 @@ def padded_channels_last_copy(data: np.ndarray, pads, dtype, target) -> np.ndarr
         return result
     lanes = target.lanes(dtype)
     sizes = np.array(data.shape + result.shape[1:4] + tuple(b for b, _ in pads), np.int64)
-    kernel = _padded_transpose_kernel(lanes, target.vector_bytes >= 64)
+    kernel = _padded_transpose_kernel(lanes, uses_masked_tiles(target))
     parallel_kernel(kernel, (data.reshape(-1), result.reshape(-1), sizes),
                     data.shape[0] * spatial[0] * spatial[1] * -(-data.shape[1] // lanes),
                     copy_threads(data.nbytes, target.threads))
