@@ -300,3 +300,84 @@ def test_a_new_convolutions_adjoint_kernels_compile_in_the_background(tmp_path, 
     first_provisional, timed = json.loads(done.stdout)
     assert first_provisional == (background == "on")
     assert {"im2col", "taps", "blocked"} <= set(timed)
+
+
+def test_the_best_deferred_candidate_is_measured_as_soon_as_it_is_ready(wisdom_file):
+    """Planning with deferred candidates ``b`` (ranked first among them) and ``c``: a
+    call once ``b`` is ready measures again, still deferring ``c``; one once both are
+    measures all three without deferring; calls in between measure nothing."""
+    from convtranspose._choose import planning
+
+    compiled: set[str] = set()
+    handed: list[tuple[str, ...]] = []
+
+    class Compiling:  # what the background module's readiness says, set by the test
+        def __init__(self, names):
+            self.names = tuple(names)
+
+        def __call__(self):
+            return compiled.issuperset(self.names)
+
+        def compiled(self):
+            return frozenset(compiled.intersection(self.names))
+
+    def warm(names):
+        handed.append(tuple(names))
+        return Compiling(names)
+
+    timed: list[set[str]] = []
+
+    def run(name):
+        if name not in compiled | {"a"} and compiles_deferred():
+            raise KernelNotCompiled(name)
+        timed[-1].add(name)
+
+    key = f"staged {time.monotonic_ns()}"
+
+    def call(ready=()):
+        compiled.update(ready)
+        timed.append(set())
+        return planning.measured_choice("test", key, ["a", "b", "c"], run, "a", warm)
+
+    assert call() == "a" and timed[-1] == {"a"} and handed == [("b", "c")]
+    call(ready=["c"])  # not the best-ranked: nothing measured yet
+    assert timed[-1] == set()
+    compiled.discard("c")
+    call(ready=["b"])
+    assert timed[-1] == {"a", "b"} and handed[-1] == ("c",)
+    call()  # measured again once for a partial readiness, not on every call
+    assert timed[-1] == set()
+    call(ready=["c"])
+    assert timed[-1] == {"a", "b", "c"} and len(handed) == 2
+    call()
+    assert timed[-1] == set()
+
+
+def test_the_background_process_reports_each_algorithm_as_it_is_ready(tmp_path, monkeypatch):
+    """A background job's ``Compiling`` names an algorithm once the process has run it
+    (the cheap ``gemm-ncx`` well before ``direct`` has compiled), never one that failed,
+    and says it is all ready once the process ended; a job handed over again for the
+    same problem while it runs waits for the same process."""
+    from convtranspose._execute import background
+    from convtranspose._plan.problem import Problem
+    from convtranspose._plan.rules import AxisPlan
+    from convtranspose._runtime.target import host
+
+    monkeypatch.setenv("CONVTRANSPOSE_CACHE_DIR", str(tmp_path / "cache"))
+    data, weights = np.ones((1, 3, 5, 6), np.float32), np.ones((1, 3, 2, 3, 3), np.float32)
+    axes = (AxisPlan(5, 3, 2, 1, 1, 9), AxisPlan(6, 3, 2, 1, 1, 11))
+    problem = Problem(1, axes, weights.shape, False, np.dtype(np.float32))
+    names = ["gemm-ncx", "no such algorithm", "direct"]
+    compiling = background.compile_elsewhere(names, data, weights, None, problem, host())
+    assert compiling is not None
+    again = background.compile_elsewhere(names[2:], data, weights, None, problem, host())
+    seen = []
+    deadline = time.monotonic() + 600
+    while not compiling() and time.monotonic() < deadline:
+        ready = compiling.compiled()
+        if not seen or ready != seen[-1]:
+            seen.append(ready)
+        time.sleep(0.01)
+    assert compiling() and again()
+    assert {"gemm-ncx"} in seen and all("no such algorithm" not in ready for ready in seen)
+    assert again.compiled() == {"direct"}

@@ -22,8 +22,10 @@ threads), never the dialect: the four dialect functions share what was learned.
 
 A candidate whose kernels would compile first is deferred when the caller can have them
 compiled elsewhere (``warm`` of :func:`planned_choice`): the call runs the fastest of
-the others (``decided_by="provisional"``, not kept), and the first call after the
-kernels are ready measures every candidate.
+the others (``decided_by="provisional"``, not kept), the first call after the
+best-ranked deferred candidate's kernels are ready measures again among the compiled
+ones (once per problem), and the first call after all are ready measures every
+candidate.
 
 Measuring never changes what is computed beyond float rounding: every candidate
 computes the same sums (in another order), and the result returned is the winner's.
@@ -251,6 +253,7 @@ def forget_decisions() -> None:
     _decided.clear()
     _provisional.clear()
     _warmed.clear()
+    _staged.clear()
 
 
 register("planning decisions", forget_decisions)
@@ -265,10 +268,13 @@ def planned_choice(problem: Problem, target: Target, *, run=None, finite=None,
     finite; without ``run``, or when they are not, wisdom is used but nothing measured.
 
     ``warm(names)``, when given, has the kernels of algorithms ``names`` compiled
-    elsewhere and returns a function that says whether they are ready (or None when it
-    cannot): measuring then leaves out the candidates whose kernels are not compiled
-    yet, the call runs the fastest of the others (``decided_by="provisional"``, not
-    kept as wisdom), and the first call after the kernels are ready measures again.
+    elsewhere and returns a function that says whether they are all ready, whose
+    ``compiled()`` names those ready so far (a
+    :class:`~convtranspose._execute.background.Compiling`), or None when it cannot:
+    measuring then leaves out the candidates whose kernels are not compiled yet, the
+    call runs the fastest of the others (``decided_by="provisional"``, not kept as
+    wisdom), and the first call after the best-ranked of them or all are ready
+    measures again (the module docstring).
     """
     level = get_planning()
     forced = switch(ALGORITHM_ENV)
@@ -396,8 +402,11 @@ def _keep(memo: tuple, choice: Choice, final: bool) -> Choice:
 
 
 #: Measurements that left out candidates whose kernels were compiling elsewhere, by
-#: problem key: (the entry, whether those kernels are ready).
-_provisional: dict[str, tuple[dict, Any]] = {}
+#: problem key: (the entry, those kernels' :class:`Compiling`-like readiness, the
+#: best-ranked of them).
+_provisional: dict[str, tuple[dict, Any, str]] = {}
+#: Problems measured again when their best-ranked deferred candidate was ready.
+_staged: set[str] = set()
 #: Problems whose deferred kernels were compiled: measured without deferring again
 #: (a kernel still missing then compiles here, so deferring ends).
 _warmed: set[str] = set()
@@ -405,29 +414,44 @@ _warmed: set[str] = set()
 
 def provisional_ready(problem: Problem, target: Target) -> Callable[[], bool] | None:
     """For a problem whose choice is provisional (:func:`planned_choice`: its other
-    candidates' kernels compiling elsewhere), the function that says whether they are
-    ready, after which the next planned call measures it again; None otherwise."""
-    pending = _provisional.get(problem_key(problem, target))
-    return None if pending is None else pending[1]
+    candidates' kernels compiling elsewhere), the function that says whether the next
+    planned call measures it again (:func:`_staged_or_ready`); None otherwise."""
+    key = problem_key(problem, target)
+    pending = _provisional.get(key)
+    return None if pending is None else lambda: _staged_or_ready(key, pending)
+
+
+def _staged_or_ready(key: str, pending: tuple) -> bool:
+    """Whether the provisional ``pending`` entry of ``key`` is measured again: all its
+    deferred candidates are ready, or, once per problem, the best-ranked of them.  The
+    candidate running meanwhile may take several times that one's time (``gemm-ncx``
+    130 ms against ``direct``'s 28 on a grouped float16 layer), and the last deferred
+    candidate may be ready 30-40 s after the first
+    (``benchmarks/results/provisional-calls-zen1.json``)."""
+    _, ready, best = pending
+    return ready() or (key not in _staged and best in ready.compiled())
 
 
 def _pending_entry(key: str) -> dict | None:
     """The provisional entry of ``key`` while its deferred kernels compile, else None
-    (and, once they are ready, ``key`` is measured again)."""
+    (and, once they or the best-ranked of them are ready, ``key`` is measured
+    again)."""
     pending = _provisional.get(key)
     if pending is None:
         return None
-    entry, ready = pending
-    if not ready():
-        return entry
+    if not _staged_or_ready(key, pending):
+        return pending[0]
+    # Measured again without deferring once all are ready, else deferring those still
+    # compiling.
+    done = _warmed if pending[1]() else _staged
     _provisional.pop(key, None)
     # The calls kept while the choice was provisional (none: prepare_call) are made
     # again after this measurement.
     global generation
     generation += 1
-    if len(_warmed) >= _DECIDED_KEPT:
-        _warmed.clear()
-    _warmed.add(key)
+    if len(done) >= _DECIDED_KEPT:
+        done.clear()
+    done.add(key)
     return None
 
 
@@ -462,7 +486,7 @@ def _measure_once(key, offered, candidates, run, level, warm=None,
         if not measurement.times:  # every candidate compiles elsewhere: NumPy meanwhile
             entry = {"algorithm": meanwhile, "level": level, "times_ns": {},
                      "numba": False, "provisional": True}
-            _provisional[key] = (entry, ready)
+            _provisional[key] = (entry, ready, measurement.deferred[0])
             return entry
         measurement = _on_fewer_threads(measurement, run, threads, level)
         algorithm, fewer = split_label(measurement.fastest)
@@ -472,7 +496,8 @@ def _measure_once(key, offered, candidates, run, level, warm=None,
         if fewer is not None:
             entry["threads"] = fewer
         if ready is not None:
-            _provisional[key] = ({**entry, "provisional": True}, ready)
+            _provisional[key] = ({**entry, "provisional": True}, ready,
+                                 measurement.deferred[0])
             return {**entry, "provisional": True}
         store.record("choices", key, entry)
         return {**entry, "fresh": True}

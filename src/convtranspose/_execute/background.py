@@ -7,10 +7,14 @@ call times the candidates that are ready (the BLAS ones always are), returns wit
 fastest of those, and hands the others to a background process
 (:mod:`.background_worker`) that runs each on zeros of the same problem with as many
 images as threads (up to the batch: so that kernels run in pairs per image compile too),
-which compiles its kernels into the kernel cache folder, and exits.  The first
-call of the layer after that process ended measures every candidate (their kernels
-now load in milliseconds) and keeps the winner as wisdom; a process that ends first
-leaves the compiled kernels to the next one.
+which compiles its kernels into the kernel cache folder, and exits.  The process
+reports each algorithm as its kernels are compiled (a line on its standard output), in
+the order it was given them, the estimates' order: the first call of the layer after
+the best-ranked of them is ready measures again among the compiled candidates, and the
+first call after that process ended measures every candidate (their kernels now load
+in milliseconds) and keeps the winner as wisdom; a process that ends first leaves the
+compiled kernels to the next one.  A layer handed over again while its kernels compile
+(the others, deferred again by that measurement) waits for the same process.
 
 One background process at a time per process, taking every layer waiting by then.
 None when the kernel cache is off (nothing could be shared), when
@@ -41,8 +45,8 @@ from .._runtime.caches import kept
 from .._runtime.config import BACKGROUND_COMPILE_ENV, CACHE_ENV, switch
 from .._runtime.target import Target
 
-__all__ = ["BACKGROUND_MAX_BYTES", "available", "compile_adjoint_elsewhere", "compile_elsewhere",
-           "compiling_here"]
+__all__ = ["BACKGROUND_MAX_BYTES", "Compiling", "available", "compile_adjoint_elsewhere",
+           "compile_elsewhere", "compiling_here"]
 
 #: The background process allocates the one-image operands and result of the problem it
 #: compiles for; larger ones compile in the calling process instead.
@@ -51,8 +55,55 @@ BACKGROUND_MAX_BYTES = 256 << 20
 _here: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "convtranspose_compiling_here", default=False)
 _lock = threading.Lock()
-_waiting: list[tuple[dict, list]] = []  # (job, [done]) not handed to a process yet
-_running: tuple[subprocess.Popen, list] | None = None  # the process and its jobs' flags
+
+
+class _Progress:
+    """One job's algorithms whose kernels the background process has compiled."""
+
+    __slots__ = ("compiled", "done")
+
+    def __init__(self) -> None:
+        self.compiled: set[str] = set()
+        self.done = False  # the process ended: every kernel it could compile is
+
+
+@dataclasses.dataclass
+class _Process:
+    """The background process, its jobs' progress in the order it runs them, and the
+    part of a line it has written so far."""
+
+    popen: subprocess.Popen
+    jobs: list[_Progress]
+    text: bytes = b""
+
+
+class Compiling:
+    """Algorithms whose kernels compile in the background for one layer: called, it
+    says whether all of them are ready; :meth:`compiled` names those ready so far."""
+
+    __slots__ = ("names", "_progress")
+
+    def __init__(self, names, progress: _Progress) -> None:
+        self.names, self._progress = tuple(names), progress
+
+    def __call__(self) -> bool:
+        _advance()
+        progress = self._progress
+        return progress.done or progress.compiled.issuperset(self.names)
+
+    def compiled(self) -> frozenset[str]:
+        """The algorithms whose kernels are ready."""
+        _advance()
+        progress = self._progress
+        return frozenset(self.names if progress.done
+                         else progress.compiled.intersection(self.names))
+
+
+#: Jobs not handed to a process yet and the running process's, by their problem
+#: (:func:`_problem_of`): (algorithms, progress).
+_jobs: dict[str, tuple[tuple[str, ...], _Progress]] = {}
+_waiting: list[tuple[dict, _Progress]] = []  # (job, progress) not handed to a process yet
+_running: _Process | None = None
 
 
 @contextlib.contextmanager
@@ -105,22 +156,29 @@ def compile_adjoint_elsewhere(kind: str, names, first: np.ndarray, second: np.nd
         "second": _layout(second[:1] if kind == "filter" else second)})
 
 
-def _hand_over(job: dict | None):
-    """Queue ``job`` for the background process: a function saying whether it is done,
-    or None when there is no background process for it."""
+def _problem_of(job: dict) -> str:
+    """What ``job`` compiles for, whatever its algorithms."""
+    return json.dumps({**job, "algorithms": None}, sort_keys=True)
+
+
+def _hand_over(job: dict | None) -> Compiling | None:
+    """Queue ``job`` for the background process (or join a queued or running job of the
+    same problem that has its algorithms): its :class:`Compiling`, or None when there
+    is no background process for it."""
     if job is None:
         return None
-    done = [False]
+    problem = _problem_of(job)
     with _lock:
-        _waiting.append((job, done))
+        queued = _jobs.get(problem)
+        if queued is not None and set(job["algorithms"]).issubset(queued[0]):
+            progress = queued[1]
+        else:
+            progress = _Progress()
+            _jobs[problem] = (tuple(job["algorithms"]), progress)
+            _waiting.append((job, progress))
     if not _advance():
         return None
-
-    def ready() -> bool:
-        _advance()
-        return done[0]
-
-    return ready
+    return Compiling(job["algorithms"], progress)
 
 
 def _job(names, data, weights, bias, problem: Problem, target: Target) -> dict | None:
@@ -151,26 +209,58 @@ def _layout(array: np.ndarray) -> dict:
 
 
 def _advance() -> bool:
-    """Start a background process for the waiting jobs unless one is running; mark the
-    jobs of a finished one done.  False when no process could be started."""
+    """Note what the background process has compiled; start one for the waiting jobs
+    unless one is running, and mark the jobs of a finished one done.  False when no
+    process could be started."""
     global _running
     with _lock:
-        if _running is not None and _running[0].poll() is not None:
-            for done in _running[1]:
-                done[0] = True
-            _running = None
+        if _running is not None:
+            ended = _running.popen.poll() is not None
+            _read_progress(_running, ended)
+            if ended:
+                for progress in _running.jobs:
+                    progress.done = True
+                _forget_jobs(_running.jobs)
+                _running = None
         if _running is not None or not _waiting:
             return True
         jobs = list(_waiting)
         _waiting.clear()
         try:
-            process = _start([job for job, _ in jobs])
+            popen = _start([job for job, _ in jobs])
         except OSError:
-            for _, done in jobs:
-                done[0] = True  # the caller measures again and compiles what is missing
+            for _, progress in jobs:
+                progress.done = True  # the caller measures again and compiles what is missing
+            _forget_jobs([progress for _, progress in jobs])
             return False
-        _running = (process, [done for _, done in jobs])
+        _running = _Process(popen, [progress for _, progress in jobs])
         return True
+
+
+def _forget_jobs(finished: list[_Progress]) -> None:
+    for problem, (_, progress) in list(_jobs.items()):
+        if progress in finished:
+            del _jobs[problem]
+
+
+def _read_progress(process: _Process, ended: bool) -> None:
+    """Mark the algorithms the process has reported compiled (lines ``"<job index>
+    <algorithm>"``), reading only what its pipe holds (never waiting for more)."""
+    stream = process.popen.stdout
+    if stream is None:
+        return
+    try:
+        while chunk := os.read(stream.fileno(), 1 << 16):
+            process.text += chunk
+    except (BlockingIOError, OSError, ValueError):
+        pass  # nothing more for now (or the pipe is gone: the end marks the rest)
+    *lines, process.text = process.text.split(b"\n")
+    for line in lines:
+        index, _, name = line.decode(errors="replace").partition(" ")
+        if index.isdigit() and int(index) < len(process.jobs):
+            process.jobs[int(index)].compiled.add(name)
+    if ended:
+        stream.close()
 
 
 def _start(jobs: list[dict]) -> subprocess.Popen:
@@ -181,9 +271,14 @@ def _start(jobs: list[dict]) -> subprocess.Popen:
     environment[BACKGROUND_COMPILE_ENV] = "off"
     process = subprocess.Popen(
         [sys.executable, "-m", "convtranspose._execute.background_worker"],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         env=environment, start_new_session=os.name == "posix")
     with contextlib.suppress(OSError):
         process.stdin.write(json.dumps(jobs).encode())
         process.stdin.close()
+    try:  # its progress is read without waiting, or not at all (then: when it ends)
+        os.set_blocking(process.stdout.fileno(), False)
+    except (OSError, AttributeError):
+        process.stdout.close()
+        process.stdout = None
     return process

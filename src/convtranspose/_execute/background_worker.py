@@ -2,7 +2,8 @@
 convtranspose._execute.background_worker`` reads jobs (JSON, one per layer) from standard
 input and runs each job's algorithms once on zeros of its problem, which compiles their
 kernels into the kernel cache folder, and the weights memo's comparison of filters;
-then it exits.  One such process compiles at a time on the machine (a lock in the cache
+then it exits.  After each algorithm it writes a line ``"<job index> <algorithm>"`` to
+standard output, where the caller reads which kernels are ready.  One such process compiles at a time on the machine (a lock in the cache
 folder).  Failures are ignored: a kernel that did not compile here compiles in the
 process that needs it.
 """
@@ -40,35 +41,60 @@ def _zeros(layout: dict) -> np.ndarray:
     return np.zeros(shape, _dtype(layout["dtype"])).transpose(np.argsort(order))
 
 
-def _compile_adjoint(job: dict) -> None:
-    """Run every adjoint algorithm of ``job`` once on zeros (compiling its kernels)."""
+def _report(index: int, name: str) -> None:
+    """Tell the caller that the kernels of job ``index``'s algorithm ``name`` are ready
+    (nobody listening, as after the caller ended, changes nothing)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.write(f"{index} {name}\n")
+        sys.stdout.flush()
+
+
+def _run_each(index: int, names, run) -> None:
+    """``run(name)`` for each of job ``index``'s algorithms ``names`` (compiling their
+    kernels), reporting each that ran.  A failure only means: its kernels compile
+    later, in the process that needs them."""
+    for name in names:
+        try:
+            run(name)
+        except Exception:  # noqa: BLE001, S112 - any failure: not ready, go on
+            continue
+        _report(index, name)
+
+
+def _compile_adjoint(index: int, job: dict) -> None:
+    """Run every adjoint algorithm of job ``index`` once on zeros (compiling its
+    kernels)."""
     from .._kernels import adjoints
 
     axes = tuple(AxisPlan(*axis) for axis in job["axes"])
     first, second, dtype = _zeros(job["first"]), _zeros(job["second"]), _dtype(job["dtype"])
-    for name in job["algorithms"]:
-        with contextlib.suppress(Exception):  # a failure only means: compiled later
-            if job["adjoint"] == "data":  # (zeros: the kernels of a finite filter)
-                adjoints.data_adjoint(first, second, axes, dtype, name, finite_weights=True)
-            else:
-                adjoints.filter_adjoint(first, second, axes, job["groups"], dtype, name)
+
+    def run(name):
+        if job["adjoint"] == "data":  # (zeros: the kernels of a finite filter)
+            adjoints.data_adjoint(first, second, axes, dtype, name, finite_weights=True)
+        else:
+            adjoints.filter_adjoint(first, second, axes, job["groups"], dtype, name)
+
+    _run_each(index, job["algorithms"], run)
 
 
-def _compile(job: dict) -> None:
-    """Run every algorithm of ``job`` once on zeros (compiling its kernels)."""
+def _compile(index: int, job: dict) -> None:
+    """Run every algorithm of job ``index`` once on zeros (compiling its kernels)."""
     if "adjoint" in job:
-        _compile_adjoint(job)
+        _compile_adjoint(index, job)
         return
     target = Target(**job["target"])
     axes = tuple(AxisPlan(*axis) for axis in job["axes"])
     data, weights = _zeros(job["data"]), _zeros(job["weights"])
     bias = None if job["bias"] is None else _zeros(job["bias"])
     result_dtype = None if job["result_dtype"] is None else _dtype(job["result_dtype"])
-    for name in job["algorithms"]:
-        with contextlib.suppress(Exception):  # a failure only means: compiled later
-            transposed_convolution(data, weights, axes, dtype=_dtype(job["dtype"]),
-                                   channels_last=job["channels_last"], bias=bias,
-                                   algorithm=name, result_dtype=result_dtype, target=target)
+
+    def run(name):
+        transposed_convolution(data, weights, axes, dtype=_dtype(job["dtype"]),
+                               channels_last=job["channels_last"], bias=bias,
+                               algorithm=name, result_dtype=result_dtype, target=target)
+
+    _run_each(index, job["algorithms"], run)
 
 
 def main() -> None:
@@ -83,8 +109,8 @@ def main() -> None:
     with file_lock(os.path.join(folder, "background-compile")):
         with contextlib.suppress(Exception):
             fma_gflops()
-        for job in jobs:
-            _compile(job)
+        for index, job in enumerate(jobs):
+            _compile(index, job)
         with contextlib.suppress(Exception):
             _compile_filter_check()
 

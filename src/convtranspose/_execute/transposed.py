@@ -305,9 +305,9 @@ def _timed_call(name: str, data, weights, problem: Problem, out, target):
 class ProvisionalCall:
     """A prepared call of a provisional choice (:func:`prepare_call`), declining (None,
     as a prepared call does when it cannot vouch for its result) from the moment
-    ``ready()`` says the other candidates' kernels are compiled: each call asks it
-    (a lock and a poll of the background process), and the caller's general path then
-    measures every candidate.  A tiny layer's call while they compile took 130-150 us
+    ``ready()`` says planning measures again (the other candidates' kernels, or the
+    best-ranked of them, are compiled): each call asks it (a lock and a poll of the
+    background process), and the caller's general path then measures.  A tiny layer's call while they compile took 130-150 us
     through planning on every call on an AMD EPYC Zen 2, 6.9 us through this one
     (``benchmarks/results/provisional-calls-zen2.json``)."""
 
@@ -392,8 +392,8 @@ def prepare_call(data: np.ndarray, filter: np.ndarray,
     view of it).
     For a provisional choice (other candidates' kernels compiling elsewhere,
     :mod:`convtranspose._choose.planning`) only ``dense``, which compiles nothing, as a
-    :class:`ProvisionalCall`: it declines once those kernels are ready, and the call
-    that then goes through planning measures every candidate.  None for the others:
+    :class:`ProvisionalCall`: it declines once planning would measure again, and the
+    call that then goes through planning does.  None for the others:
     their calls go through planning until then.
     """
     dtype = data.dtype
