@@ -83,15 +83,21 @@ print(json.dumps(calls))
 """
 
 
-def run_grouped(source: str | None, seconds: float) -> dict:
-    """One child's phases of the grouped float16 layer (``--grouped``)."""
+def _child_output(script: str, source: str | None, seconds: float):
+    """What ``script`` prints last (JSON), run for ``seconds`` in a child process with an
+    empty cache folder of its own, importing the build under ``source`` where given."""
     with tempfile.TemporaryDirectory() as cache:
         environment = dict(os.environ, CONVTRANSPOSE_CACHE_DIR=cache)
         if source:
             environment["PYTHONPATH"] = source
-        child = subprocess.run([sys.executable, "-c", _GROUPED_CHILD, str(seconds)],
-                               env=environment, capture_output=True, text=True, check=True)
-    calls = json.loads(child.stdout.splitlines()[-1])
+        child = subprocess.run([sys.executable, "-c", script, str(seconds)], env=environment,
+                               capture_output=True, text=True, check=True)
+    return json.loads(child.stdout.splitlines()[-1])
+
+
+def run_grouped(source: str | None, seconds: float) -> dict:
+    """One child's phases of the grouped float16 layer (``--grouped``)."""
+    calls = _child_output(_GROUPED_CHILD, source, seconds)
     ends = {phase: next((end for end, _, seen in calls if seen == phase), None)
             for phase in ("provisional", "settled")}
     settled = ends["settled"] or float("inf")
@@ -118,13 +124,7 @@ def grouped_main(args, record: dict) -> None:
 
 def run_build(source: str | None, seconds: float) -> dict:
     """Per way and phase, the median us per call and the block count of one child."""
-    with tempfile.TemporaryDirectory() as cache:
-        environment = dict(os.environ, CONVTRANSPOSE_CACHE_DIR=cache)
-        if source:
-            environment["PYTHONPATH"] = source
-        child = subprocess.run([sys.executable, "-c", _CHILD, str(seconds)], env=environment,
-                               capture_output=True, text=True, check=True)
-    blocks = json.loads(child.stdout.splitlines()[-1])
+    blocks = _child_output(_CHILD, source, seconds)
     summary: dict = {}
     for name, phase, us in blocks:
         summary.setdefault(f"{name} {phase}", []).append(us)

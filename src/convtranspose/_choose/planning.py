@@ -429,7 +429,8 @@ def _staged_or_ready(key: str, pending: tuple) -> bool:
     candidate may be ready 30-40 s after the first
     (``benchmarks/results/provisional-calls-zen1.json``)."""
     _, ready, best = pending
-    return ready() or (key not in _staged and best in ready.compiled())
+    # (one question to the background process: all ready means the best one too)
+    return ready() if key in _staged else best in ready.compiled()
 
 
 def _pending_entry(key: str) -> dict | None:

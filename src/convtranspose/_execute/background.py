@@ -35,6 +35,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -55,6 +56,10 @@ BACKGROUND_MAX_BYTES = 256 << 20
 _here: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "convtranspose_compiling_here", default=False)
 _lock = threading.Lock()
+#: The running process is asked what it has compiled at most this often (seconds): a
+#: look costs a few system calls, and a tiny layer's provisional prepared call asks on
+#: every call (``benchmarks/provisional_calls.py``); its kernels take seconds.
+_LOOK_SECONDS = 0.005
 
 
 class _Progress:
@@ -75,6 +80,7 @@ class _Process:
     popen: subprocess.Popen
     jobs: list[_Progress]
     text: bytes = b""
+    looked: float = -math.inf  # when it was last asked (time.monotonic)
 
 
 class Compiling:
@@ -215,6 +221,10 @@ def _advance() -> bool:
     global _running
     with _lock:
         if _running is not None:
+            now = time.monotonic()
+            if now - _running.looked < _LOOK_SECONDS:
+                return True
+            _running.looked = now
             ended = _running.popen.poll() is not None
             _read_progress(_running, ended)
             if ended:

@@ -3,9 +3,9 @@ convtranspose._execute.background_worker`` reads jobs (JSON, one per layer) from
 input and runs each job's algorithms once on zeros of its problem, which compiles their
 kernels into the kernel cache folder, and the weights memo's comparison of filters;
 then it exits.  After each algorithm it writes a line ``"<job index> <algorithm>"`` to
-standard output, where the caller reads which kernels are ready.  One such process compiles at a time on the machine (a lock in the cache
-folder).  Failures are ignored: a kernel that did not compile here compiles in the
-process that needs it.
+standard output, where the caller reads which kernels are ready.  One such process
+compiles at a time on the machine (a lock in the cache folder).  Failures are ignored:
+a kernel that did not compile here compiles in the process that needs it.
 """
 
 from __future__ import annotations

@@ -307,8 +307,9 @@ class ProvisionalCall:
     as a prepared call does when it cannot vouch for its result) from the moment
     ``ready()`` says planning measures again (the other candidates' kernels, or the
     best-ranked of them, are compiled): each call asks it (a lock and a poll of the
-    background process), and the caller's general path then measures.  A tiny layer's call while they compile took 130-150 us
-    through planning on every call on an AMD EPYC Zen 2, 6.9 us through this one
+    background process), and the caller's general path then measures.  A tiny layer's
+    call while they compile took 130-150 us through planning on every call on an AMD
+    EPYC Zen 2, 6.9 us through this one
     (``benchmarks/results/provisional-calls-zen2.json``)."""
 
     __slots__ = ("_call", "_ready")
