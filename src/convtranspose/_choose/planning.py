@@ -428,22 +428,19 @@ def _staged_or_ready(key: str, pending: tuple) -> bool:
     130 ms against ``direct``'s 28 on a grouped float16 layer), and the last deferred
     candidate may be ready 30-40 s after the first
     (``benchmarks/results/provisional-calls-zen1.json``)."""
-    _, ready, best = pending
-    # (one question to the background process: all ready means the best one too)
+    _, ready, best = pending  # (all ready: the best one is among the compiled)
     return ready() if key in _staged else best in ready.compiled()
 
 
 def _pending_entry(key: str) -> dict | None:
     """The provisional entry of ``key`` while its deferred kernels compile, else None
-    (and, once they or the best-ranked of them are ready, ``key`` is measured
-    again)."""
+    (and, once they or the best-ranked of them are ready, ``key`` is measured again)."""
     pending = _provisional.get(key)
     if pending is None:
         return None
     if not _staged_or_ready(key, pending):
         return pending[0]
-    # Measured again without deferring once all are ready, else deferring those still
-    # compiling.
+    # Measured without deferring once all are ready, else deferring those compiling.
     done = _warmed if pending[1]() else _staged
     _provisional.pop(key, None)
     # The calls kept while the choice was provisional (none: prepare_call) are made
