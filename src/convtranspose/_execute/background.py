@@ -98,7 +98,8 @@ class Compiling:
         return progress.done or progress.compiled.issuperset(self.names)
 
     def compiled(self) -> frozenset[str]:
-        """The algorithms whose kernels are ready."""
+        """The algorithms the process has reported compiled; all of them once it has
+        ended (one that failed there then compiles in the process that needs it)."""
         _advance()
         progress = self._progress
         return frozenset(self.names if progress.done
@@ -262,7 +263,7 @@ def _read_progress(process: _Process, ended: bool) -> None:
     try:
         while chunk := os.read(stream.fileno(), 1 << 16):
             process.text += chunk
-    except (BlockingIOError, OSError, ValueError):
+    except (OSError, ValueError):  # BlockingIOError among them
         pass  # nothing more for now (or the pipe is gone: the end marks the rest)
     *lines, process.text = process.text.split(b"\n")
     for line in lines:
