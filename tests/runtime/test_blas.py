@@ -84,3 +84,52 @@ def test_one_thread_restores_the_count_after_concurrent_users():
         worker.join()
     assert inside == [1] * 4
     assert blas.threads() == before
+
+
+@pytest.mark.skipif(blas.thread_setter() is None, reason="no openblas_set_num_threads_local")
+def test_first_limit_touches_one_buffer_per_thread_and_restores_the_count():
+    # A fresh process: the library's first BLAS limit writes one of OpenBLAS's buffers
+    # per library thread (touch_buffers), on helper threads that end, with OpenBLAS
+    # held at one thread meanwhile and its own count back after.
+    script = "\n".join([
+        "import threading",
+        "from convtranspose._runtime import blas",
+        "before, untouched = blas.threads(), blas.buffers_touched()",
+        "with blas.one_thread:",
+        "    inside = blas.threads()",
+        "with blas.one_thread:",
+        "    pass",
+        "print(untouched, blas.buffers_touched(), before, inside, blas.threads(),",
+        "      threading.active_count())",
+    ])
+    environment = dict(os.environ, OMP_NUM_THREADS="3", OPENBLAS_NUM_THREADS="2")
+    environment.pop("NUMBA_NUM_THREADS", None)
+    result = subprocess.run([sys.executable, "-c", script], env=environment,
+                            capture_output=True, text=True, check=True)
+    untouched, touched, before, inside, after, threads = map(int, result.stdout.split())
+    assert (untouched, touched) == (0, 3)
+    assert (before, inside, after) == (2, 1, 2)
+    assert threads == 1
+
+
+def test_touch_buffers_runs_its_product_on_each_thread_at_one_blas_thread():
+    counts = []
+
+    def setter(count):
+        counts.append(count)
+        return 5
+
+    seen = []
+    original = np.matmul
+
+    def recording_matmul(left, right, *args, **kwargs):
+        seen.append((threading.get_ident(), left.shape[0], left.shape[1], right.shape[1],
+                     counts[-1]))
+        return original(left, right, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(np, "matmul", recording_matmul)
+        assert blas.touch_buffers(3, setter) == 3
+    assert counts == [1, 5]  # one thread while the products run, then the count back
+    assert len({ident for ident, *_ in seen}) == 3
+    assert {tuple(shape) for _, *shape in seen} == {(*blas.TOUCH_PRODUCT, 1)}

@@ -25,8 +25,8 @@ import numpy as np
 from .caches import kept
 from .config import NO_BLAS_ENV, switch
 
-__all__ = ["at_most", "available", "corename", "gemm", "gemm_address", "gemm_arguments",
-           "one_thread", "threads"]
+__all__ = ["TOUCH_PRODUCT", "at_most", "available", "buffers_touched", "corename", "gemm",
+           "gemm_address", "gemm_arguments", "one_thread", "threads", "touch_buffers"]
 
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
@@ -149,6 +149,8 @@ class _Limits:
     def _lookup(self):
         if not self._calls:
             getter, setter = thread_getter(), thread_setter()
+            if getter is not None and setter is not None:
+                _touch_once(setter)
             self._calls = (getter, setter) if getter is not None and setter is not None else ()
         return self._calls
 
@@ -196,6 +198,71 @@ class _Limits:
 
 
 _limits = _Limits()
+
+#: The product (rows, inner, columns) that :func:`touch_buffers` runs on each thread:
+#: columns and inner size wider than the panels OpenBLAS packs (its GEMM_P and GEMM_Q
+#: blocking), so that its packing writes every page of a buffer's panels.  On a KVM AMD
+#: EPYC Zen 1 narrower products left pages its ``sgemm`` kernels still read ahead into
+#: (``benchmarks/results/blas-first-products-zen1.json``).
+TOUCH_PRODUCT = (64, 1024, 1024)
+_touch_lock = threading.Lock()
+_touched = 0
+
+
+def touch_buffers(count: int, setter) -> int:
+    """Write the pages of ``count`` of OpenBLAS's work buffers: one float32 product of
+    :data:`TOUCH_PRODUCT` on each of ``count`` threads at once (so that each takes
+    another buffer), OpenBLAS held at one thread by ``setter``
+    (``openblas_set_num_threads_local``) and given its count back after.
+
+    Why: until a product has written a buffer's pages, OpenBLAS's ``sgemm`` kernels read
+    ahead into pages of it that are not mapped, and on a virtual machine each such
+    read costs a page-table walk that finds nothing.  On a KVM AMD EPYC Zen 1, products
+    on one thread ran at a third of their speed (``128 x 512 x 48``: 520-600 us against
+    150-190) until some wider product had run in the process, and the products that
+    :func:`~convtranspose._kernels.common.split_gemms` splits between threads as slowly
+    on buffers no wider product had touched
+    (``benchmarks/results/blas-first-products-zen1.json``).  Returns ``count``.
+    """
+    rows, inner, columns = TOUCH_PRODUCT
+    left, right = np.zeros((rows, inner), np.float32), np.zeros((inner, columns), np.float32)
+    start = threading.Barrier(count)
+
+    def product():
+        try:
+            start.wait(timeout=1.0)  # all at once: each call takes a buffer of its own
+        except threading.BrokenBarrierError:
+            pass
+        np.matmul(left, right)
+
+    recorded = setter(1)
+    try:
+        helpers = [threading.Thread(target=product, daemon=True) for _ in range(count - 1)]
+        for helper in helpers:
+            helper.start()
+        product()
+        for helper in helpers:
+            helper.join()
+    finally:
+        setter(recorded)
+    return count
+
+
+def _touch_once(setter) -> None:
+    """:func:`touch_buffers` for the process's thread count, once per process, before
+    the first limit is put in force (the library's first BLAS product)."""
+    global _touched
+    with _touch_lock:
+        if not _touched:
+            from .threads import process_threads
+
+            _touched = touch_buffers(process_threads(), setter)
+
+
+def buffers_touched() -> int:
+    """How many of OpenBLAS's buffers :func:`touch_buffers` wrote in this process (0
+    before the library's first BLAS product, or without OpenBLAS)."""
+    return _touched
 
 
 class _Limit:
