@@ -9,9 +9,9 @@ Each row is timed in fresh child processes (OpenBLAS's buffers are per process),
   thread by OpenBLAS's own setter, in a process where no other product ran
   ("untouched") and after :func:`convtranspose._runtime.blas.touch_buffers` on one
   thread ("touched");
-- with ``--before SRC``: the same calls through the library in a child importing the
-  build under ``SRC`` (``PYTHONPATH``) and one importing this build: a product split
-  between two threads (``split_gemms``) and a layer that ``col2im-nxc`` computes with
+- with ``--before SRC``: calls through the library in a child importing the build
+  under ``SRC`` (``PYTHONPATH``) and one importing this build: products through
+  ``split_gemms`` on two threads and on one, and a layer that ``col2im-nxc`` computes with
   one OpenBLAS product (``CONVTRANSPOSE_ALGORITHM``), after a first call that plans it.
 
 Prints the CPU; ``--out`` writes the rows as JSON.  Writes nothing else.
@@ -59,10 +59,11 @@ os.environ["CONVTRANSPOSE_ALGORITHM"] = "col2im-nxc"
 import convtranspose as ct
 from convtranspose._kernels.common import split_gemms
 rng = np.random.default_rng(0)
-if sys.argv[1] == "split":
-    a = rng.random((128, 512), np.float32); b = rng.random((512, 48), np.float32)
-    c = np.empty((128, 48), np.float32)
-    call = lambda: split_gemms([[(a, b, c, False)]], 2)
+if sys.argv[1] != "layer":
+    rows, inner, columns, threads = map(int, sys.argv[1:])
+    a = rng.random((rows, inner), np.float32); b = rng.random((inner, columns), np.float32)
+    c = np.empty((rows, columns), np.float32)
+    call = lambda: split_gemms([[(a, b, c, False)]], threads)
 else:
     x = rng.random((2, 8, 8, 512), np.float32); w = rng.random((4, 4, 512, 3), np.float32)
     call = lambda: ct.conv_transpose(x, w, strides=2, pads_begin=1, pads_end=1)
@@ -76,9 +77,13 @@ for _ in range(5):
 print(min(times) * 1e6)
 """
 
+#: The library's calls timed in both builds: products through ``split_gemms`` on two
+#: threads and on one (for reference), and a layer.
 LIBRARY_ROWS = {
-    "split_gemms 128x512x48 float32, 2 threads": "split",
-    "DCGAN-up N2 512->3 8x8 k4 s2 p1 NXC, col2im-nxc": "layer",
+    **{f"split_gemms {'x'.join(map(str, shape))} float32, {threads} thread(s)":
+       [*map(str, shape), str(threads)]
+       for shape in [(196, 64, 16), (128, 512, 48), (512, 256, 49)] for threads in (2, 1)},
+    "DCGAN-up N2 512->3 8x8 k4 s2 p1 NXC, col2im-nxc": ["layer"],
 }
 
 
@@ -124,8 +129,8 @@ def main(argv=None) -> int:
             __file__))), "src")
         for name, kind in LIBRARY_ROWS.items():
             row = {"call": name, **_alternating(args.runs, {
-                "before": lambda: _child(_LIBRARY_CHILD, [kind], args.before),
-                "after": lambda: _child(_LIBRARY_CHILD, [kind], this_build)})}
+                "before": lambda: _child(_LIBRARY_CHILD, kind, args.before),
+                "after": lambda: _child(_LIBRARY_CHILD, kind, this_build)})}
             row["speedup"] = round(row["before"] / row["after"], 2)
             rows.append(row)
             print(f"{name:48s} before {row['before']:8.1f}  after {row['after']:8.1f}  "

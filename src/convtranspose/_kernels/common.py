@@ -218,7 +218,7 @@ def _native_threads_split(units: list, threads: int) -> bool:
         return False
     from ._numba.native_gemm import native_gemms
 
-    return native_gemms(units, threads, _block)
+    return native_gemms(units, threads, _COLUMN_ALIGN)
 
 
 def threaded_matmul(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:

@@ -256,12 +256,17 @@ def _touch_once(setter) -> None:
         if not _touched:
             from .threads import process_threads
 
-            _touched = touch_buffers(process_threads(), setter)
+            count = process_threads()
+            try:
+                touch_buffers(count, setter)
+            except (RuntimeError, MemoryError):  # no thread or memory to spare: the
+                pass  # products run as they would have, and it is not tried again
+            _touched = count
 
 
 def buffers_touched() -> int:
-    """How many of OpenBLAS's buffers :func:`touch_buffers` wrote in this process (0
-    before the library's first BLAS product, or without OpenBLAS)."""
+    """How many of OpenBLAS's buffers :func:`touch_buffers` was asked to write in this
+    process (0 before the library's first BLAS product, or without OpenBLAS)."""
     return _touched
 
 

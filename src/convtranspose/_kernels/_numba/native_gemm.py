@@ -87,46 +87,40 @@ def _gemm_parts(address, threads, table, one):  # pragma: no cover
     swap_num_threads(previous)
 
 
-def _table(units: list, threads: int, block, dtype) -> tuple[np.ndarray, list] | None:
-    """The calls of ``units`` cut by ``block`` (``block(arguments, part, threads)``) as a
-    table, and the arrays it points into; None where a block has nothing to multiply
-    or another dtype than ``dtype`` (the pool's
-    :func:`~convtranspose._runtime.blas.gemm` handles those cases)."""
-    rows, kept = [], []
-    for part in range(threads):
-        for unit in units:
-            for arguments in unit:
-                a, b, c, accumulate = block(arguments, part, threads)
-                if not c.size:
-                    continue
-                if a.shape[1] == 0 or not a.dtype == b.dtype == c.dtype == dtype:
-                    return None
-                call, arrays = _blas.gemm_arguments(a, b, c, accumulate)
-                rows.append((part,) + call[1:6] + call[7:11] + call[12:] + (int(accumulate),))
-                kept.append(arrays)
-    return np.array(rows, np.int64).reshape(-1, _COLUMNS), kept
-
-
-def native_gemms(units: list, threads: int, block) -> bool:
+def native_gemms(units: list, threads: int, column_align: int) -> bool:
     """Run ``units`` as :func:`~convtranspose._kernels.common.split_gemms` does, each
-    product's block ``part`` on native thread ``part``; False (nothing run) where the
-    native threads cannot (:func:`.launch.native_threads`), a product has no BLAS here
-    or nothing to multiply, or the loop is not compiled and compiling is deferred."""
+    product's block ``part`` on native thread ``part`` (the blocks of
+    :func:`~convtranspose._kernels.common.split_gemms`, column blocks starting at
+    multiples of ``column_align``); False (nothing run) where the native threads cannot
+    (:func:`.launch.native_threads`), a product has no BLAS here, nothing to multiply or
+    an operand without a packed axis, or its code is not compiled and compiling is
+    deferred."""
     if threads < 2 or not native_threads(threads):
         return False
-    dtype = next((arguments[2].dtype for unit in units for arguments in unit), None)
-    if dtype is None or not _blas.available(dtype):
+    calls = [arguments for unit in units for arguments in unit]
+    dtype = calls[0][2].dtype if calls else None
+    entry = _ENTRIES.get(dtype) or _entries(dtype)
+    if entry is None:
         return False
-    made = _table(units, threads, block, dtype)
-    if made is None:
-        return False
-    table, kept = made
+    address, blocks, one, _ = entry
+    # The calls' blocks as a table of cblas arguments, one row per block, filled in
+    # compiled code: in Python (blas.gemm_arguments per block) it took 45 us of a
+    # 0.4 MFLOP product's 160 us split on an AMD EPYC Zen 1.
+    table = np.empty((threads * len(calls), _COLUMNS), np.int64)
+    rows = 0
+    for a, b, c, accumulate in calls:
+        if not (a.dtype == b.dtype == c.dtype == dtype and a.ndim == b.ndim == c.ndim == 2):
+            return False
+        written = blocks(a, b, c, bool(accumulate), threads, column_align, table, rows)
+        if written < 0:
+            return False
+        rows += written
     try:
         with _blas.one_thread, steered_workers(threads):
-            _gemm_parts(_blas.gemm_address(dtype), threads, table, dtype.type(1))
+            _gemm_parts(address, threads, table[:rows], one)
     except KernelNotCompiled:
         return False
-    del kept  # (the arrays the table points into lived until here)
+    del calls  # (the arrays the table points into lived until here)
     count_native_loop()
     return True
 
@@ -161,18 +155,11 @@ def _operand(rows, columns, row_stride, column_stride, item):  # pragma: no cove
 
 
 @cached_njit(nogil=True)
-def _one_gemm(address, a, b, c, accumulate, one):  # pragma: no cover
-    # blas.gemm for operands with a packed axis each; False (nothing done) otherwise.
+def _arguments_row(a, b, c, accumulate, row):  # pragma: no cover
+    # blas.gemm_arguments in compiled code, into a row of the table of calls (all but
+    # its thread column), for operands with a packed axis each; False otherwise.
     m, k = a.shape
     n = b.shape[1]
-    if b.shape[0] != k or c.shape[0] != m or c.shape[1] != n:
-        return False
-    if m == 0 or n == 0:
-        return True
-    if k == 0:
-        if not accumulate:
-            c[:, :] = 0
-        return True
     item = c.itemsize
     trans_c, ldc = _operand(m, n, c.strides[0], c.strides[1], item)
     if trans_c == 0:
@@ -187,17 +174,89 @@ def _one_gemm(address, a, b, c, accumulate, one):  # pragma: no cover
         first, second, rows, columns = a.ctypes.data, b.ctypes.data, m, n
     if trans_a == 0 or trans_b == 0:
         return False
-    row = np.empty(_COLUMNS, np.int64)
-    row[0], row[1], row[2], row[3], row[4], row[5] = 0, trans_a, trans_b, rows, columns, k
+    row[1], row[2], row[3], row[4], row[5] = trans_a, trans_b, rows, columns, k
     row[6], row[7], row[8], row[9] = first, lda, second, ldb
     row[10], row[11], row[12] = c.ctypes.data, ldc, accumulate
+    return True
+
+
+@cached_njit(nogil=True)
+def _one_gemm(address, a, b, c, accumulate, one):  # pragma: no cover
+    # blas.gemm for operands with a packed axis each; False (nothing done) otherwise.
+    m, k = a.shape
+    n = b.shape[1]
+    if b.shape[0] != k or c.shape[0] != m or c.shape[1] != n:
+        return False
+    if m == 0 or n == 0:
+        return True
+    if k == 0:
+        if not accumulate:
+            c[:, :] = 0
+        return True
+    row = np.zeros(_COLUMNS, np.int64)
+    if not _arguments_row(a, b, c, accumulate, row):
+        return False
     _cblas_gemm(address, row, one)
     return True
 
 
-#: Per dtype: the address of ``cblas_?gemm`` and :func:`_one_gemm`'s compiled entry for
-#: 2-D arrays of any strides (one compiled variant, no type dispatch per call).
-_SERIAL: dict = {}
+@cached_njit(nogil=True)
+def _block_rows(a, b, c, accumulate, parts, column_align, table, start):  # pragma: no cover
+    # common._block's blocks of one product, one per part (rows of c when it has at
+    # least as many rows as columns, else columns from multiples of column_align), as
+    # rows of the table from ``start``: how many were written (empty blocks are
+    # skipped), -1 where a block is no BLAS call (mismatched shapes, no depth, an
+    # operand without a packed axis).
+    rows, columns = c.shape
+    if a.shape[0] != rows or b.shape[1] != columns or a.shape[1] != b.shape[0]:
+        return -1
+    written = start
+    for part in range(parts):
+        if rows >= columns:
+            lo, hi = rows * part // parts, rows * (part + 1) // parts
+            block_a, block_b, block_c = a[lo:hi], b, c[lo:hi]
+        else:
+            units = -(-columns // column_align)
+            lo = min(columns, units * part // parts * column_align)
+            hi = min(columns, units * (part + 1) // parts * column_align)
+            block_a, block_b, block_c = a, b[:, lo:hi], c[:, lo:hi]
+        if block_c.size == 0:
+            continue
+        if a.shape[1] == 0 or not _arguments_row(block_a, block_b, block_c, accumulate,
+                                                 table[written]):
+            return -1
+        table[written, 0] = part
+        written += 1
+    return written - start
+
+
+#: Per dtype: the address of ``cblas_?gemm``, and the compiled entries of
+#: :func:`_one_gemm` and :func:`_block_rows` for 2-D arrays of any strides (one compiled
+#: variant each, no type dispatch per call), and 1 in the dtype; None where there is
+#: none (no BLAS for the dtype).  Filled by :func:`_entries`.
+_ENTRIES: dict = {}
+
+
+def _entries(dtype) -> tuple | None:
+    """``(address, _block_rows' entry, one, _one_gemm's entry)`` for ``dtype``, kept in
+    :data:`_ENTRIES`; None where there is no BLAS for it or its code is not compiled
+    and compiling is deferred (asked again next time)."""
+    if dtype not in (np.float32, np.float64) or not _blas.available(dtype):
+        return None
+    scalar = numba.from_dtype(dtype)
+    array = types.Array(scalar, 2, "A")
+    one_gemm = (types.int64, array, array, array, types.boolean, scalar)
+    block_rows = (array, array, array, types.boolean, types.int64, types.int64,
+                  types.Array(types.int64, 2, "C"), types.int64)
+    try:
+        _one_gemm.compile(one_gemm)
+        _block_rows.compile(block_rows)
+    except KernelNotCompiled:
+        return None
+    entries = (_blas.gemm_address(dtype), _block_rows.overloads[block_rows].entry_point,
+               dtype.type(1), _one_gemm.overloads[one_gemm].entry_point)
+    _ENTRIES[dtype] = entries
+    return entries
 
 
 def serial_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, accumulate: bool = False) -> bool:
@@ -206,19 +265,10 @@ def serial_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, accumulate: bool = 
     function copies), shapes or dtypes that do not match (which it refuses), no BLAS
     for the dtype, or the product's code not compiled while compiling is deferred."""
     dtype = c.dtype
-    entry = _SERIAL.get(dtype)
+    entry = _ENTRIES.get(dtype) or _entries(dtype)
     if entry is None:
-        if dtype not in (np.float32, np.float64) or not _blas.available(dtype):
-            return False
-        array = types.Array(numba.from_dtype(dtype), 2, "A")
-        signature = (types.int64, array, array, array, types.boolean, numba.from_dtype(dtype))
-        try:
-            _one_gemm.compile(signature)
-        except KernelNotCompiled:
-            return False
-        entry = _SERIAL[dtype] = (_blas.gemm_address(dtype),
-                                  _one_gemm.overloads[signature].entry_point, dtype.type(1))
+        return False
     if a.dtype != dtype or b.dtype != dtype or a.ndim != 2 or b.ndim != 2 or c.ndim != 2:
         return False
-    address, call, one = entry
+    address, _, one, call = entry
     return call(address, a, b, c, bool(accumulate), one)
