@@ -100,7 +100,7 @@ def native_gemms(units: list, threads: int, column_align: int) -> bool:
     calls = [arguments for unit in units for arguments in unit]
     dtype = calls[0][2].dtype if calls else None
     entry = _ENTRIES.get(dtype) or _entries(dtype)
-    if entry is None:
+    if entry is None or not _blas.available(dtype):  # (switched off since)
         return False
     address, blocks, one, _ = entry
     # The calls' blocks as a table of cblas arguments, one row per block, filled in
@@ -230,10 +230,10 @@ def _block_rows(a, b, c, accumulate, parts, column_align, table, start):  # prag
     return written - start
 
 
-#: Per dtype: the address of ``cblas_?gemm``, and the compiled entries of
+#: Per dtype with a BLAS: the address of ``cblas_?gemm``, the compiled entries of
 #: :func:`_one_gemm` and :func:`_block_rows` for 2-D arrays of any strides (one compiled
-#: variant each, no type dispatch per call), and 1 in the dtype; None where there is
-#: none (no BLAS for the dtype).  Filled by :func:`_entries`.
+#: variant each, no type dispatch per call), and 1 in the dtype.  Filled by
+#: :func:`_entries`.
 _ENTRIES: dict = {}
 
 
