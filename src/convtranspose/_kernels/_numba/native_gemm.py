@@ -91,10 +91,10 @@ def native_gemms(units: list, threads: int, column_align: int) -> bool:
     """Run ``units`` as :func:`~convtranspose._kernels.common.split_gemms` does, each
     product's block ``part`` on native thread ``part`` (the blocks of
     :func:`~convtranspose._kernels.common.split_gemms`, column blocks starting at
-    multiples of ``column_align``); False (nothing run) where the native threads cannot
-    (:func:`.launch.native_threads`), a product has no BLAS here, nothing to multiply or
-    an operand without a packed axis, or its code is not compiled and compiling is
-    deferred."""
+    multiples of ``column_align``; an ``a`` or ``b`` without a packed axis copied first);
+    False (nothing run) where the native threads cannot (:func:`.launch.native_threads`),
+    a product has no BLAS here, nothing to multiply or a result without a packed axis,
+    or its code is not compiled and compiling is deferred."""
     if threads < 2 or not native_threads(threads):
         return False
     calls = [arguments for unit in units for arguments in unit]
@@ -107,20 +107,26 @@ def native_gemms(units: list, threads: int, column_align: int) -> bool:
     # compiled code: in Python (blas.gemm_arguments per block) it took 45 us of a
     # 0.4 MFLOP product's 160 us split on an AMD EPYC Zen 1.
     table = np.empty((threads * len(calls), _COLUMNS), np.int64)
-    rows = 0
+    rows, copies = 0, []
     for a, b, c, accumulate in calls:
         if not (a.dtype == b.dtype == c.dtype == dtype and a.ndim == b.ndim == c.ndim == 2):
             return False
         written = blocks(a, b, c, bool(accumulate), threads, column_align, table, rows)
         if written < 0:
-            return False
+            # An ``a`` or ``b`` without a packed axis (a broadcast view) is copied, as
+            # blas.gemm copies it; a block refused again is refused.
+            a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+            copies.append((a, b))
+            written = blocks(a, b, c, bool(accumulate), threads, column_align, table, rows)
+            if written < 0:
+                return False
         rows += written
     try:
         with _blas.one_thread, steered_workers(threads):
             _gemm_parts(address, threads, table[:rows], one)
     except KernelNotCompiled:
         return False
-    del calls  # (the arrays the table points into lived until here)
+    del calls, copies  # (the arrays the table points into lived until here)
     count_native_loop()
     return True
 
