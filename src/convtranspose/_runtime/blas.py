@@ -149,9 +149,10 @@ class _Limits:
     def _lookup(self):
         if not self._calls:
             getter, setter = thread_getter(), thread_setter()
-            if getter is not None and setter is not None:
+            calls = (getter, setter) if getter is not None and setter is not None else ()
+            if calls:  # touched before any caller can find the calls and go on
                 _touch_once(setter)
-            self._calls = (getter, setter) if getter is not None and setter is not None else ()
+            self._calls = calls
         return self._calls
 
     def enter(self, limit: int, may_skip: bool = False) -> bool:
