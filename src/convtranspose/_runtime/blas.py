@@ -204,7 +204,7 @@ _limits = _Limits()
 #: columns and inner size wider than the panels OpenBLAS packs (its GEMM_P and GEMM_Q
 #: blocking), so that its packing writes every page of a buffer's panels.  On a KVM AMD
 #: EPYC Zen 1 narrower products left pages its ``sgemm`` kernels still read ahead into
-#: (``benchmarks/results/blas-first-products-zen1.json``).
+#: (``benchmarks/results/blas-first-products-zen1.json``, ``touch_product_trials``).
 TOUCH_PRODUCT = (64, 1024, 1024)
 _touch_lock = threading.Lock()
 _touched = 0
