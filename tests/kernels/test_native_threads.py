@@ -235,6 +235,9 @@ _LAYERS = {
     # the row kernel: a zeroed window of input rows per thread
     "direct": ((2, 32, 24, 24), (1, 32, 32, 3, 3), AxisPlan(24, 3, 2, 1, 1, 47)),
     "col2im-ncx": ((4, 64, 48, 48), (1, 64, 4, 3, 3), AxisPlan(48, 3, 2, 1, 1, 95)),
+    # the filter streamed: two groups' products, each group's columns in a piece per
+    # thread, from one table
+    "stream": ((1, 256, 4, 4), (2, 128, 96, 4, 4), AxisPlan(4, 4, 2, 1, 1, 8)),
     # products over common.NATIVE_SPLIT_GEMM_FLOPS, split between native threads
     "gemm-ncx": ((2, 64, 32, 32), (1, 64, 64, 3, 3), AxisPlan(32, 3, 2, 1, 1, 63)),
 }

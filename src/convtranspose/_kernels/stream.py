@@ -26,7 +26,6 @@ import numpy as np
 from .._runtime import blas as _blas
 from .._runtime.caches import kept
 from .._runtime.machine import l1_data_cache_bytes
-from .._runtime.threads import parallel_for
 from .common import input_glxc, move_axis, output_glyc, zero_output
 
 #: Filter rows (input channels) the product takes at a time.  Over all of a large
@@ -52,8 +51,8 @@ _PREFETCH_ROWS = 8
 
 
 @kept("compiled kernels", maxsize=None)
-def _product_kernel(lanes: int, vectors: int, positions: int, tail_positions: int,
-                    itemsize: int):
+def _pieces_kernel(lanes: int, vectors: int, positions: int, tail_positions: int,
+                   itemsize: int):
     from ._numba.block_sources import block_source
     from ._numba.codegen import compile_source, compile_template
     from ._numba.vectors import prefetch, vector_load, vector_store
@@ -65,24 +64,27 @@ def _product_kernel(lanes: int, vectors: int, positions: int, tail_positions: in
         np=np, block=block, tail=tail, chunk=lanes * vectors, lanes=lanes,
         positions=positions, tail_positions=tail_positions, row_block=_ROW_BLOCK,
         vector_load=vector_load, vector_store=vector_store, prefetch=prefetch,
-        prefetch_rows=_PREFETCH_ROWS, line=64 // itemsize))["product"]
+        prefetch_rows=_PREFETCH_ROWS, line=64 // itemsize))["pieces"]
 
 
-def _filter_matrices(weights: np.ndarray, dtype: np.dtype) -> tuple[list, bool]:
-    """The filter as ``(Ci, M)`` matrices with contiguous columns, and whether they are
-    one per tap (``M = Co``: stored taps first) rather than one per group
-    (``M = Co * taps``: stored taps last, or copied so)."""
+def _filter_matrices(weights: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, list, bool]:
+    """The filter as ``(Ci, M)`` matrices with contiguous columns, the array whose
+    memory they view, and whether they are one per tap (``M = Co``: stored taps first)
+    rather than one per group (``M = Co * taps``: stored taps last, or copied so)."""
     groups, ci, co = weights.shape[:3]
     kernel = weights.shape[3:]
     taps = math.prod(kernel)
     if weights.dtype == dtype and weights.flags.c_contiguous:
-        return list(weights.reshape(groups, ci, co * taps)), False
+        return weights, list(weights.reshape(groups, ci, co * taps)), False
     item = weights.itemsize
     if (weights.dtype == dtype and groups == 1 and weights.strides[2] == item
-            and weights.strides[1] == co * item):  # (K..., Ci, Co) storage
-        return [weights[0][(slice(None), slice(None)) + tap] for tap in np.ndindex(*kernel)], True
+            and weights.strides[1] == co * item
+            and all(step >= 0 and step % item == 0 for step in weights.strides)):
+        # (K..., Ci, Co) storage
+        matrices = [weights[0][(slice(None), slice(None)) + tap] for tap in np.ndindex(*kernel)]
+        return weights, matrices, True
     copy = np.ascontiguousarray(weights, dtype)
-    return list(copy.reshape(groups, ci, co * taps)), False
+    return copy, list(copy.reshape(groups, ci, co * taps)), False
 
 
 def _stream(data, weights, axes, dtype, channels_last, out, *, target):
@@ -95,15 +97,17 @@ def _stream(data, weights, axes, dtype, channels_last, out, *, target):
     positions = batch * math.prod(spatial)
     rows = np.ascontiguousarray(input_glxc(data, groups, channels_last), dtype).reshape(
         groups, positions, ci)
-    matrices, taps_first = _filter_matrices(weights, dtype)
+    stored, matrices, taps_first = _filter_matrices(weights, dtype)
     if taps_first:  # columns (1, P, K..., Co): one product per tap
-        columns = _rows_apart(1, positions, taps * co, dtype).reshape(1, positions, taps, co)
-        _products([(rows[0], matrix, columns[0, :, k]) for k, matrix in enumerate(matrices)],
-                  target)
+        sums = _rows_apart(1, positions, taps * co, dtype)
+        columns = sums.reshape(1, positions, taps, co)
+        _products(rows, stored, sums, [(0, matrix, columns[0, :, k])
+                                       for k, matrix in enumerate(matrices)], target)
         columns = columns.reshape((groups, batch) + spatial + kernel + (co,))
     else:  # columns (G, P, Co, K...)
-        columns = _rows_apart(groups, positions, co * taps, dtype)
-        _products([(rows[g], matrix, columns[g]) for g, matrix in enumerate(matrices)], target)
+        columns = sums = _rows_apart(groups, positions, co * taps, dtype)
+        _products(rows, stored, sums, [(g, matrix, columns[g])
+                                       for g, matrix in enumerate(matrices)], target)
         columns = move_axis(columns.reshape((groups, batch) + spatial + (co,) + kernel),
                             2 + len(spatial), -1)
     # columns (G, N, X..., K..., Co), a view.  Every tap's columns are added in one
@@ -126,21 +130,24 @@ def _rows_apart(groups: int, positions: int, width: int, dtype) -> np.ndarray:
     return np.zeros((groups, positions, width + pad), dtype)[..., :width]
 
 
-def _products(jobs, target) -> None:
-    """``columns[...] += rows @ matrix`` for every ``(rows, matrix, columns)`` of ``jobs``:
-    ``rows`` (P, Ci) contiguous, ``matrix`` (Ci, M) and ``columns`` (P, M) with
-    contiguous columns and rows a whole number of elements apart.  numba register
-    blocks for float32 and float64 over whole chunks of columns, every job's chunks
-    shared among threads in one parallel call; NumPy for the rest."""
-    rows, matrix, _ = jobs[0]
-    positions = rows.shape[0]
+def _products(rows: np.ndarray, stored: np.ndarray, sums: np.ndarray, jobs,
+              target) -> None:
+    """``columns[...] += rows[g] @ matrix`` for every ``(g, matrix, columns)`` of
+    ``jobs``: ``rows`` (G, P, Ci) contiguous, each ``matrix`` (Ci, M) a view of
+    ``stored`` and each ``columns`` (P, M) one of ``sums``, both with contiguous
+    columns and rows a whole number of elements apart.  numba register blocks for
+    float32 and float64 over whole chunks of columns, every job's chunks shared among
+    threads in one parallel loop (on numba's threads where they run: a pool's helper
+    woken right after a native loop shares a CPU with its still-spinning worker); NumPy
+    for the rest."""
+    groups, positions, ci = rows.shape
+    matrix = jobs[0][1]
     lanes = max(1, target.vector_bytes // matrix.itemsize)
     vectors = 4 if target.vector_bytes >= 64 else 2
     chunk = lanes * vectors
     numba = target.numba and matrix.dtype.kind == "f" and matrix.itemsize in (4, 8)
-    pieces, calls = [], []
-    transposed: dict = {}  # the inputs as (Ci, P), once per rows (every tap's job shares them)
-    for rows, matrix, columns in jobs:
+    table = []
+    for g, matrix, columns in jobs:
         whole = matrix.shape[1] // chunk * chunk if numba and positions else 0
         if whole:
             # A job's columns in one piece per thread (whole chunks): a piece reads its
@@ -149,19 +156,10 @@ def _products(jobs, target) -> None:
             # 1.25-1.3x the time (``benchmarks/results/stream-xeon.json``, piece_width).
             per_piece = -(-whole // (chunk * target.threads)) * chunk
             item = matrix.itemsize
-            # The inputs as (Ci, P): the positions of a block broadcast from one line.
-            # Made once for jobs of the same rows: a filter stored taps first has a job
-            # per tap, and transposing the rows for each took a fifth of a vocoder-up
-            # 512->256 k16 s8 call (``benchmarks/results/stream-xeon.json``,
-            # inputs_once).
-            place = (rows.__array_interface__["data"][0], rows.shape, rows.strides)
-            inputs = transposed.get(place)
-            if inputs is None:
-                inputs = transposed[place] = np.ascontiguousarray(rows.T).reshape(-1)
-            calls.append((inputs, _flat(matrix), _flat(columns), columns.strides[0] // item,
-                          matrix.strides[0] // item, rows.shape[1]))
-            pieces += [(len(calls) - 1, m0, min(whole, m0 + per_piece))
-                       for m0 in range(0, whole, per_piece)]
+            job = [g * ci * positions, _offset(matrix, stored), _offset(columns, sums),
+                   columns.strides[0] // item, matrix.strides[0] // item, ci]
+            table += [job + [m0, min(whole, m0 + per_piece)]
+                      for m0 in range(0, whole, per_piece)]
         if whole < matrix.shape[1]:
             # On one BLAS thread: OpenBLAS's own workers spin for about 0.1 s after a
             # threaded product, taking a core from whatever runs next
@@ -169,30 +167,37 @@ def _products(jobs, target) -> None:
             # candidate after this one 1.5-3x slow on a 512->3 head and kept a
             # one-thread one (``prepared-calls-zen4.json``, planning_choices).
             with _blas.one_thread:
-                columns[:, whole:] += rows @ matrix[:, whole:]
-    if not pieces:
+                columns[:, whole:] += rows[g] @ matrix[:, whole:]
+    if not table:
         return
+    from ._numba.launch import parallel_kernel
+
     block_rows = min(_BLOCK_POSITIONS, positions)
-    product = _product_kernel(lanes, vectors, block_rows, positions % block_rows,
-                              matrix.itemsize)
+    pieces = _pieces_kernel(lanes, vectors, block_rows, positions % block_rows,
+                            matrix.itemsize)
+    # The inputs as (Ci, P) per group: the positions of a block broadcast from one
+    # line; made once for every job of a group (a filter stored taps first has a job
+    # per tap, and transposing the rows for each took a fifth of a vocoder-up 512->256
+    # k16 s8 call: ``benchmarks/results/stream-xeon.json``, inputs_once).
+    inputs = np.ascontiguousarray(rows.transpose(0, 2, 1)).reshape(-1)
     # The panel of filter rows (the template's comment) fills half of L1.
     panel_width = max(1, l1_data_cache_bytes() // 2 // (_ROW_BLOCK * matrix.itemsize)
                       // chunk) * chunk
-
-    def work(start, stop):
-        for job, m_start, m_stop in pieces[start:stop]:
-            source, flat_matrix, flat_columns, dest_step, row_width, ci = calls[job]
-            product(source, flat_matrix, flat_columns, dest_step, row_width, ci, positions,
-                    m_start, m_stop, panel_width)
-
-    parallel_for(work, len(pieces), target.threads)
+    parallel_kernel(pieces, (inputs, _span(stored), _span(sums), np.array(table, np.int64),
+                             positions, panel_width), len(table), target.threads)
 
 
-def _flat(view: np.ndarray) -> np.ndarray:
-    """A 1-D array over a 2-D ``view``'s memory from its first element (rows a whole
-    number of elements apart, columns contiguous): the span the kernel indexes."""
-    if view.flags.c_contiguous:
-        return view.reshape(-1)
-    item = view.itemsize
-    span = (view.shape[0] - 1) * (view.strides[0] // item) + view.shape[1]
-    return np.lib.stride_tricks.as_strided(view, shape=(span,), strides=(item,))
+def _offset(view: np.ndarray, base: np.ndarray) -> int:
+    """Elements from ``base``'s first element to ``view``'s (a view of its memory)."""
+    return ((view.__array_interface__["data"][0] - base.__array_interface__["data"][0])
+            // view.itemsize)
+
+
+def _span(array: np.ndarray) -> np.ndarray:
+    """A 1-D array over ``array``'s memory (strides whole, non-negative elements) from
+    its first element to its last: the span the kernel indexes."""
+    if array.flags.c_contiguous:
+        return array.reshape(-1)
+    item = array.itemsize
+    span = 1 + sum((size - 1) * step // item for size, step in zip(array.shape, array.strides))
+    return np.lib.stride_tricks.as_strided(array, shape=(span,), strides=(item,))

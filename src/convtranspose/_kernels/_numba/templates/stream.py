@@ -13,6 +13,18 @@ Its kernels' decorator, ``cached_njit`` (:mod:`..kernel_cache`), is bound too.
 # ruff: noqa: F821  (the names above are bound when the template is compiled)
 
 @cached_njit(nogil=True)
+def pieces(source, matrix, dest, table, rows, panel_width, start,
+           stop):  # pragma: no cover - compiled
+    # The products of the pieces [start, stop) of `table`, a row each: the offsets
+    # of its inputs in `source`, its filter rows in `matrix` and its sums in `dest`,
+    # then `dest_step`, `row_width`, `ci`, `m_start` and `m_stop` of `product`.
+    for k in range(start, stop):
+        product(source[table[k, 0]:], matrix[table[k, 1]:], dest[table[k, 2]:],
+                table[k, 3], table[k, 4], table[k, 5], rows, table[k, 6], table[k, 7],
+                panel_width)
+
+
+@cached_njit(nogil=True)
 def product(source, matrix, dest, dest_step, row_width, ci, rows, m_start, m_stop,
             panel_width):  # pragma: no cover - compiled
     # dest[p * dest_step + m] += sum_i source[i * rows + p] * matrix[i * row_width + m]
