@@ -140,7 +140,7 @@ def _products(rows: np.ndarray, stored: np.ndarray, sums: np.ndarray, jobs,
     threads in one parallel loop (on numba's threads where they run: a pool's helper
     woken right after a native loop shares a CPU with its still-spinning worker); NumPy
     for the rest."""
-    groups, positions, ci = rows.shape
+    positions, ci = rows.shape[1:]
     matrix = jobs[0][1]
     lanes = max(1, target.vector_bytes // matrix.itemsize)
     vectors = 4 if target.vector_bytes >= 64 else 2
