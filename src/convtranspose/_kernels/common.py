@@ -33,6 +33,31 @@ from .._runtime.threads import SPLIT_SIZES, copy, parallel_copy, parallel_parts
 SCRATCH_BYTES = 24 << 20
 
 
+def flat_span(array: np.ndarray) -> np.ndarray:
+    """The elements ``array`` spans, from its first, as one flat view that its element
+    steps index (``reshape(-1)`` would copy a strided array, losing them): the array
+    itself where it is C-contiguous, else the dense array it views from its first
+    element, else a read-only view over the span (steps whole and non-negative)."""
+    if array.flags.c_contiguous:
+        return array.reshape(-1)
+    base = array.base  # a view of a dense array from its first element: that array
+    if (isinstance(base, np.ndarray) and base.dtype == array.dtype
+            and base.flags.c_contiguous and element_offset(array, base) == 0):
+        return base.reshape(-1)
+    if min(array.strides, default=0) < 0:
+        raise ValueError("the array's strides must be non-negative")
+    extent = 1 + sum((size - 1) * step for size, step in
+                     zip(array.shape, np.array(array.strides) // array.itemsize))
+    return as_strided(array, (extent,), (array.itemsize,), writeable=False)
+
+
+def element_offset(view: np.ndarray, base: np.ndarray) -> int:
+    """Elements of ``view``'s size from ``base``'s first element to ``view``'s (a view
+    of its memory)."""
+    return ((view.__array_interface__["data"][0] - base.__array_interface__["data"][0])
+            // view.itemsize)
+
+
 def move_axis(array: np.ndarray, source: int, destination: int) -> np.ndarray:
     """``np.moveaxis(array, source, destination)`` for one axis, as a transpose: a view,
     in a tenth of the time (``np.moveaxis`` normalises its axes through sequences: 7.9

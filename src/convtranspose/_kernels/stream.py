@@ -26,7 +26,7 @@ import numpy as np
 from .._runtime import blas as _blas
 from .._runtime.caches import kept
 from .._runtime.machine import l1_data_cache_bytes
-from .common import input_glxc, move_axis, output_glyc, zero_output
+from .common import element_offset, flat_span, input_glxc, move_axis, output_glyc, zero_output
 
 #: Filter rows (input channels) the product takes at a time.  Over all of a large
 #: filter's rows, every chunk of columns read 256 bytes from each of Ci pages (a TLB
@@ -156,7 +156,8 @@ def _products(rows: np.ndarray, stored: np.ndarray, sums: np.ndarray, jobs,
             # 1.25-1.3x the time (``benchmarks/results/stream-xeon.json``, piece_width).
             per_piece = -(-whole // (chunk * target.threads)) * chunk
             item = matrix.itemsize
-            job = [g * ci * positions, _offset(matrix, stored), _offset(columns, sums),
+            job = [g * ci * positions, element_offset(matrix, stored),
+                   element_offset(columns, sums),
                    columns.strides[0] // item, matrix.strides[0] // item, ci]
             table += [job + [m0, min(whole, m0 + per_piece)]
                       for m0 in range(0, whole, per_piece)]
@@ -183,21 +184,6 @@ def _products(rows: np.ndarray, stored: np.ndarray, sums: np.ndarray, jobs,
     # The panel of filter rows (the template's comment) fills half of L1.
     panel_width = max(1, l1_data_cache_bytes() // 2 // (_ROW_BLOCK * matrix.itemsize)
                       // chunk) * chunk
-    parallel_kernel(pieces, (inputs, _span(stored), _span(sums), np.array(table, np.int64),
-                             positions, panel_width), len(table), target.threads)
-
-
-def _offset(view: np.ndarray, base: np.ndarray) -> int:
-    """Elements from ``base``'s first element to ``view``'s (a view of its memory)."""
-    return ((view.__array_interface__["data"][0] - base.__array_interface__["data"][0])
-            // view.itemsize)
-
-
-def _span(array: np.ndarray) -> np.ndarray:
-    """A 1-D array over ``array``'s memory (strides whole, non-negative elements) from
-    its first element to its last: the span the kernel indexes."""
-    if array.flags.c_contiguous:
-        return array.reshape(-1)
-    item = array.itemsize
-    span = 1 + sum((size - 1) * step // item for size, step in zip(array.shape, array.strides))
-    return np.lib.stride_tricks.as_strided(array, shape=(span,), strides=(item,))
+    parallel_kernel(pieces, (inputs, flat_span(stored), flat_span(sums),
+                             np.array(table, np.int64), positions, panel_width), len(table),
+                    target.threads)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..._plan.geometry import axis_taps, three_axes
 from ..._runtime.caches import kept
+from ..common import element_offset, flat_span
 from ..schedules import DIRECT_PARALLEL_MACS, frozen_all
 from .kernel_cache import cached_njit
 from .launch import parallel_kernel
@@ -91,24 +92,6 @@ def scatter_kernel(columns, col_steps, target, out_steps, geometry, co, n, rows_
                                     dst += s3 * o4
 
 
-def _flat(columns: np.ndarray) -> np.ndarray:
-    """The elements ``columns`` spans, from its first, as one flat view that its
-    element steps index (``reshape(-1)`` would copy a strided array, losing them)."""
-    if columns.flags.c_contiguous:
-        return columns.reshape(-1)
-    base = columns.base  # a view of a dense array from its first element: that array
-    if (isinstance(base, np.ndarray) and base.dtype == columns.dtype
-            and base.flags.c_contiguous
-            and base.__array_interface__["data"][0] == columns.__array_interface__["data"][0]):
-        return base.reshape(-1)
-    if min(columns.strides, default=0) < 0:
-        raise ValueError("the columns' strides must be non-negative")
-    extent = 1 + sum((size - 1) * step for size, step in
-                     zip(columns.shape, np.array(columns.strides) // columns.itemsize))
-    return np.lib.stride_tricks.as_strided(columns, (extent,), (columns.itemsize,),
-                                           writeable=False)
-
-
 def col2im_scatter(columns, out, region, axes, target) -> None:
     """Add col2im's ``columns`` into ``region`` tap by tap, as the NumPy adds do.
 
@@ -130,7 +113,7 @@ def scatter_call(columns, out, region, axes, target):
     with its steps and blocks worked out once, for arrays of the same shapes and strides
     (and ``region`` at the same place in ``out``): a prepared col2im's every call.
     ``flat``: the elements ``columns`` spans, from its first, as one flat array, where
-    the caller has it (:func:`_flat` finds them otherwise), as for the rows kernels."""
+    the caller has it (:func:`~convtranspose._kernels.common.flat_span` finds them otherwise), as for the rows kernels."""
     rank = len(axes)
     axes3 = three_axes(axes)  # the first real axis first: its output rows make the blocks
 
@@ -141,8 +124,7 @@ def scatter_call(columns, out, region, axes, target):
                          + _spread(steps[2 + rank:2 + 2 * rank], rank) + steps[-1:], np.int64)
     steps = [s // itemsize for s in region.strides]
     out_steps = np.array(steps[:2] + _spread(steps[2:2 + rank], rank) + steps[-1:], np.int64)
-    start = (region.__array_interface__["data"][0]
-             - out.__array_interface__["data"][0]) // itemsize
+    start = element_offset(region, out)
     geometry = np.array([(a.input_size, a.kernel_size, a.stride, a.dilation, a.offset,
                           a.output_size) for a in axes3], np.int64)
     row_elements = co * math.prod(a.output_size for a in axes3[1:])
@@ -153,7 +135,7 @@ def scatter_call(columns, out, region, axes, target):
 
     def run(columns, out, flat=None):
         flat_out = out.reshape(-1)[start:]
-        flat_columns = _flat(columns) if flat is None else flat
+        flat_columns = flat_span(columns) if flat is None else flat
         if threads == 1:
             scatter_kernel(flat_columns, col_steps, flat_out, out_steps, geometry, co, n,
                            rows_per_item, 0, items)
@@ -375,7 +357,7 @@ class RowsStore(NamedTuple):
     def __call__(self, columns, out, flat=None) -> None:
         if self.items:
             parallel_kernel(self.kernel, self.arguments(
-                _flat(columns) if flat is None else flat, out), self.items, self.threads)
+                flat_span(columns) if flat is None else flat, out), self.items, self.threads)
 
 
 def _store_threads(columns: np.ndarray, target) -> int:
@@ -396,8 +378,7 @@ def _rows_layout(columns, out, region, rank: int) -> tuple[list, list, list, np.
         raise ValueError("the rows kernels need the output's last axis contiguous")
     out_steps = np.array([s // itemsize for s in region.strides[:3]] + out_spatial[:2],
                          np.int64)
-    start = (region.__array_interface__["data"][0]
-             - out.__array_interface__["data"][0]) // itemsize
+    start = element_offset(region, out)
     return (steps[:3], _spread(steps[3:3 + rank], rank), _spread(steps[3 + rank:], rank),
             out_steps, start)
 
