@@ -13,7 +13,8 @@ benchmark runs it) and ``torch.nn.functional.conv_transpose2d`` under ``torch.no
 a while after their calls).  Prints the median microseconds per call of each and the ratios,
 with the CPU; ``--out`` writes the rows as JSON.  Writes nothing else.  The tiny
 layer is also timed channels-last (``ct.conv_transpose``, NXC data and an XIO filter, as
-``convtranspose bench`` runs its NXC twin), without peers.
+``convtranspose bench`` runs its NXC twin), without peers.  The layers named "bias"
+carry one (ONNX's ``B``, torch's ``bias``), given to every runner alike.
 
 ``--before SRC`` compares two builds in one run: child processes of this script import
 the build under ``SRC`` (``PYTHONPATH``) and the one this process imports, alternately,
@@ -39,33 +40,37 @@ import numpy as np  # noqa: E402
 import convtranspose as ct  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 
-# (name, data shape, filter shape (C_IN, C_OUT, K, K), stride, pad, channels last)
+# (name, data shape, filter shape (C_IN, C_OUT, K, K), stride, pad, channels last, bias)
 LAYERS = [
-    ("tiny 2->3 5x5 k3 s2 p1", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, False),
-    ("tiny 2->3 5x5 k3 s2 p1 NXC", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, True),
-    ("small 16->8 8x8 k4 s2 p1", (1, 16, 8, 8), (16, 8, 4, 4), 2, 1, False),
-    ("mid 32->16 16x16 k3 s2 p1", (1, 32, 16, 16), (32, 16, 3, 3), 2, 1, False),
-    ("U-Net k2 64->32 24x24", (1, 64, 24, 24), (64, 32, 2, 2), 2, 0, False),
+    ("tiny 2->3 5x5 k3 s2 p1", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, False, False),
+    ("tiny 2->3 5x5 k3 s2 p1 NXC", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, True, False),
+    ("tiny 2->3 5x5 k3 s2 p1 bias", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, False, True),
+    ("small 16->8 8x8 k4 s2 p1", (1, 16, 8, 8), (16, 8, 4, 4), 2, 1, False, False),
+    ("mid 32->16 16x16 k3 s2 p1", (1, 32, 16, 16), (32, 16, 3, 3), 2, 1, False, False),
+    ("mid 32->16 16x16 k3 s2 p1 bias", (1, 32, 16, 16), (32, 16, 3, 3), 2, 1, False, True),
+    ("U-Net k2 64->32 24x24", (1, 64, 24, 24), (64, 32, 2, 2), 2, 0, False, False),
     # Layers that planning gives to the GEMM algorithms (col2im, pointwise).
-    ("pointwise k1 256->512 7x7", (1, 256, 7, 7), (256, 512, 1, 1), 1, 0, False),
-    ("k1 s4 N8 8->128 5x5", (8, 8, 5, 5), (8, 128, 1, 1), 4, 0, False),
-    ("head N2 512->3 8x8 k4 s2 p1", (2, 512, 8, 8), (512, 3, 4, 4), 2, 1, False),
+    ("pointwise k1 256->512 7x7", (1, 256, 7, 7), (256, 512, 1, 1), 1, 0, False, False),
+    ("k1 s4 N8 8->128 5x5", (8, 8, 5, 5), (8, 128, 1, 1), 4, 0, False, False),
+    ("head N2 512->3 8x8 k4 s2 p1", (2, 512, 8, 8), (512, 3, 4, 4), 2, 1, False, False),
+    ("head N2 512->3 8x8 k4 s2 p1 bias", (2, 512, 8, 8), (512, 3, 4, 4), 2, 1, False, True),
 ]
 
 
-def onnxruntime_call(data, weights, stride, pad):
+def onnxruntime_call(data, weights, bias, stride, pad):
     try:
         import onnx
         import onnxruntime
         from onnx import TensorProto, helper
     except ImportError:
         return None
-    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[stride, stride],
+    operands = {"w": weights} if bias is None else {"w": weights, "b": bias}
+    node = helper.make_node("ConvTranspose", ["x", *operands], ["y"], strides=[stride, stride],
                             pads=[pad] * 4)
     graph = helper.make_graph(
         [node], "layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, data.shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [onnx.numpy_helper.from_array(weights, "w")])
+        [onnx.numpy_helper.from_array(array, name) for name, array in operands.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = ct.get_num_threads()
@@ -74,17 +79,18 @@ def onnxruntime_call(data, weights, stride, pad):
     return lambda: session.run(None, {"x": data})
 
 
-def _torch_call(data, weights, stride, pad):
+def _torch_call(data, weights, bias, stride, pad):
     try:
         import torch
     except ImportError:
         return None
     torch.set_num_threads(ct.get_num_threads())
     x, w = torch.from_numpy(data), torch.from_numpy(weights)
+    b = None if bias is None else torch.from_numpy(bias)
 
     def call():
         with torch.no_grad():
-            return torch.nn.functional.conv_transpose2d(x, w, stride=stride, padding=pad)
+            return torch.nn.functional.conv_transpose2d(x, w, b, stride=stride, padding=pad)
     return call
 
 
@@ -100,7 +106,7 @@ def _microseconds(call, calls: int) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
-def _runs(data, weights, stride: int, pad: int, channels_last: bool) -> dict:
+def _runs(data, weights, bias, stride: int, pad: int, channels_last: bool) -> dict:
     """The calls to time for one layer: the array function, the prepared layer and (in
     NCHW) the peers installed."""
     if channels_last:  # NXC data, XIO filter: ct.conv_transpose's defaults
@@ -108,27 +114,28 @@ def _runs(data, weights, stride: int, pad: int, channels_last: bool) -> dict:
         filter = np.ascontiguousarray(weights.transpose(2, 3, 0, 1))
         attributes = dict(strides=[stride, stride], pads_begin=[pad, pad],
                           pads_end=[pad, pad], data_format="NXC", filter_format="XIO")
-        layer = ct.prepare(ct.conv_transpose, filter=filter, **attributes)
-        return {"function": lambda: ct.conv_transpose(data, filter, **attributes),
+        layer = ct.prepare(ct.conv_transpose, filter=filter, bias=bias, **attributes)
+        return {"function": lambda: ct.conv_transpose(data, filter, bias, **attributes),
                 "prepared": lambda: layer(data)}
     attributes = dict(strides=[stride, stride], pads=[pad] * 4)
-    layer = ct.prepare(ct.onnx_conv_transpose, W=weights, **attributes)
-    runs = {"function": lambda: ct.onnx_conv_transpose(data, weights, **attributes),
+    layer = ct.prepare(ct.onnx_conv_transpose, W=weights, B=bias, **attributes)
+    runs = {"function": lambda: ct.onnx_conv_transpose(data, weights, bias, **attributes),
             "prepared": lambda: layer(data),
-            "onnxruntime": onnxruntime_call(data, weights, stride, pad),
-            "torch": _torch_call(data, weights, stride, pad)}
+            "onnxruntime": onnxruntime_call(data, weights, bias, stride, pad),
+            "torch": _torch_call(data, weights, bias, stride, pad)}
     return {key: call for key, call in runs.items() if call is not None}
 
 
 def measure(calls: int, rounds: int, only: str | None = None, quiet: bool = False) -> list[dict]:
     rng = np.random.default_rng(0)
     rows = []
-    for name, data_shape, filter_shape, stride, pad, channels_last in LAYERS:
+    for name, data_shape, filter_shape, stride, pad, channels_last, biased in LAYERS:
         data = rng.standard_normal(data_shape, dtype=np.float32)
         weights = rng.standard_normal(filter_shape, dtype=np.float32)
+        bias = rng.standard_normal(filter_shape[1], dtype=np.float32) if biased else None
         if only is not None and only not in name:
             continue
-        runs = _runs(data, weights, stride, pad, channels_last)
+        runs = _runs(data, weights, bias, stride, pad, channels_last)
         times: dict[str, list[float]] = {key: [] for key in runs}
         for call in runs.values():  # planning, compiling, the peers' first-call work
             for _ in range(20):

@@ -312,7 +312,7 @@ def test_repeated_call_still_checks_the_memory_limit():
     np.testing.assert_array_equal(call(data, filter), _general(call, data, filter))
 
 
-def test_prepared_tiny_calls_only_for_native_float32_and_float64_without_bias(forced_dense):
+def test_prepared_tiny_calls_only_for_native_float32_and_float64(forced_dense, monkeypatch):
     call = TINY["openvino"]
     for dtype in (np.float16, np.int32):
         data, filter = _tiny(np.float32)
@@ -332,11 +332,13 @@ def test_prepared_tiny_calls_only_for_native_float32_and_float64_without_bias(fo
     data, filter = _tiny()
     xio = np.moveaxis(filter, (0, 1), (-2, -1))
     bias = np.arange(3, dtype=np.float32)
-    with_bias = ct.conv_transpose(np.moveaxis(data, 1, -1), xio, bias, strides=2)
-    assert not _api.prepared_calls
-    ct.conv_transpose(np.moveaxis(data, 1, -1), xio, strides=2)  # prepares
-    np.testing.assert_array_equal(ct.conv_transpose(np.moveaxis(data, 1, -1), xio, bias,
-                                                    strides=2), with_bias)
+    nxc = np.moveaxis(data, 1, -1)
+    with_bias = ct.conv_transpose(nxc, xio, bias, strides=2)  # the general path
+    assert len(_api.prepared_calls) == 1  # and the bias-free sums' prepared call
+    with monkeypatch.context() as patch:  # that call plus the bias: the same bits
+        _forbid_general_path(patch)
+        np.testing.assert_array_equal(ct.conv_transpose(nxc.copy(), xio.copy(), bias.copy(),
+                                                        strides=2), with_bias)
 
 
 def test_prepared_tiny_calls_stay_bounded(forced_dense):

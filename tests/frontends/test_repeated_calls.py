@@ -75,6 +75,73 @@ def test_repeated_calls_resolve_nothing_and_match_the_oracle(preparable, monkeyp
         np.testing.assert_array_equal(call(data, filter), expected(data, filter))
 
 
+def _ohwi(filter):
+    return np.ascontiguousarray(filter.transpose(1, 2, 3, 0))
+
+
+def _tflite(data, filter, bias, **out):
+    shape = [data.shape[0], 2 * data.shape[1] + 1, 2 * data.shape[2] + 1, filter.shape[0]]
+    return ct.tflite_transpose_conv(shape, filter, data, bias, padding="VALID", stride_h=2,
+                                    stride_w=2, **out)
+
+
+def _same(array):
+    return array
+
+
+# name -> (the dialect's rule, the data's and the filter's layout from NCHW and IOHW,
+# the call on them with a bias (and ``out``), the result's layout from NCHW); every
+# one computes ONNX's strides=[2, 2] layer.
+BIASED = {
+    "onnx, B by position": (
+        "onnx_conv_transpose", _same, _same,
+        lambda x, w, b, **out: ct.onnx_conv_transpose(x, w, b, strides=[2, 2], **out), _same),
+    "onnx, B by name": (
+        "onnx_conv_transpose", _same, _same,
+        lambda x, w, b, **out: ct.onnx_conv_transpose(x, w, strides=[2, 2], B=b, **out), _same),
+    "torch": ("torch_conv_transpose", _same, _same,
+              lambda x, w, b, **out: ct.torch_conv_transpose(x, w, b, 2, **out), _same),
+    "tflite, bias fourth": ("tflite_transpose_conv", _nhwc, _ohwi, _tflite, _nhwc),
+}
+
+
+@pytest.mark.parametrize("name", BIASED)
+def test_repeated_calls_with_a_bias_resolve_nothing_and_read_the_bias_given(
+        preparable, monkeypatch, name):
+    """A bias is an operand, not an attribute: a repeated call adds the bias it is given
+    (edited in place, or another array) without resolving anything; one of another
+    dtype or shape gets the fresh call's refusal; ``out`` overlapping it gets the result
+    of the bias as it was."""
+    rule, data_layout, filter_layout, call, result_layout = BIASED[name]
+    nchw, iohw, bias = _values((2, 3, 4, 5)), _values((3, 2, 3, 3)), _values((2,))
+    data, filter = data_layout(nchw), filter_layout(iohw)
+
+    def expected(of_bias):
+        return result_layout(oracle.onnx_conv_transpose(nchw, iohw, of_bias, strides=[2, 2]))
+
+    for _ in range(2):
+        np.testing.assert_array_equal(call(data, filter, bias), expected(bias))
+    with monkeypatch.context() as patch:
+        _forbid_resolution(patch, rule)
+        bias[1] += 2  # edited in place: read as it is now
+        np.testing.assert_array_equal(call(data, filter, bias), expected(bias))
+        other = _values(bias.shape)
+        np.testing.assert_array_equal(call(data, filter, other), expected(other))
+    for wrong, error in [(bias.astype(np.float64), TypeError),
+                         (_values((3,)), ct.ConvTransposeError)]:
+        with pytest.raises(error):
+            call(data, filter, wrong)
+    np.testing.assert_array_equal(call(data, filter, None), expected(None))
+    out = np.full(expected(bias).shape, np.nan, np.float32)
+    for _ in range(3):
+        assert call(data, filter, bias, out=out) is out
+        np.testing.assert_array_equal(out, expected(bias))
+    shared = out.reshape(-1)[:2]  # the bias in ``out``: read as it was before the call
+    shared[...] = bias
+    assert call(data, filter, shared, out=out) is out
+    np.testing.assert_array_equal(out, expected(bias))
+
+
 def test_tflite_operands_in_the_ops_order_are_answered_too(preparable, monkeypatch):
     data, filter = _values((1, 3, 4, 5)), _values((3, 2, 3, 3))  # NCHW, IOHW
     weights = np.ascontiguousarray(filter.transpose(1, 2, 3, 0))  # OHWI

@@ -27,6 +27,7 @@ from .._kernels.direct import DirectCall
 from .._plan.geometry import beyond_int64_kernels
 from .._plan.problem import Problem
 from .._plan.rules import AxisPlan
+from .._runtime import quiet as _quiet
 from .._runtime.memo import frozen, owned, owned_view
 from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host, use_target
@@ -153,8 +154,12 @@ def add_bias(out: np.ndarray, bias: np.ndarray, dtype: np.dtype, channels_last: 
     adds the bias to its sums in the accumulation ``dtype``, so a prepared call's sums
     (:func:`prepare_call`) plus this are its result bit for bit."""
     shape = (-1,) if channels_last else (-1,) + (1,) * rank
-    with np.errstate(all="ignore"):
-        out += bias.astype(dtype, copy=False).reshape(shape)
+    column = bias.reshape(shape) if bias.dtype == dtype else bias.astype(dtype).reshape(shape)
+    token = _quiet.silence()
+    try:
+        np.add(out, column, out=out)
+    finally:
+        _quiet.restore(token)
 
 
 def result_shape(batch: int, weights_shape: tuple[int, ...], axes: tuple[AxisPlan, ...],

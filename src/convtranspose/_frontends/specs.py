@@ -22,7 +22,7 @@ from .._dtypes import accumulation_dtype, check_dtypes
 from .._errors import ConvTransposeError
 from .._execute import array_api as _array_api
 from .._execute.footprint import check_transposed
-from .._execute.transposed import prepare_call, transposed_convolution
+from .._execute.transposed import add_bias, prepare_call, transposed_convolution
 from .._kernels.dense import switch_state
 from .._plan import dialects as _dialects
 from .._plan import rules as _plan
@@ -270,13 +270,17 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         np.copyto(out, execute_plan(plan, data, filter, bias, names=names))
         return out
     prepared = key = None
-    if bias is None:
+    # The prepared calls compute the sums; a bias (of the data's dtype: any other is the
+    # checks' TypeError below) is added to them as transposed_convolution adds it.
+    if bias is None or bias.dtype == data.dtype:
         key = prepared_key(plan, data, filter)
         prepared = usable_prepared(key)
         if prepared is not None and prepared[0] is not None:
             result = prepared[0](data, filter, out)
             if result is not None:
-                note_prepared(data, filter, key, result)
+                if bias is not None and result.size:
+                    add_bias(result, bias, result.dtype, plan.channels_last, len(plan.axes))
+                note_prepared(data, filter, key, result, bias, plan.channels_last)
                 return result
             prepared = None  # another filter or switch: prepared again below
     dtype = check_dtypes(**_operands(names, data, filter, bias))
@@ -300,7 +304,7 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
                                               None if call is not None else switch_state()),
                         PREPARED_CALLS_KEPT)
         if call is not None:
-            note_prepared(data, filter, key, result)
+            note_prepared(data, filter, key, result, bias, plan.channels_last)
     return result
 
 

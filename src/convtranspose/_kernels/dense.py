@@ -7,7 +7,6 @@ overhead.  :class:`DenseCall` is the same layer prepared for repeated calls.
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import numpy as np
@@ -15,6 +14,7 @@ import numpy as np
 from .._plan.geometry import tap_windows
 from .._plan.rules import AxisPlan
 from .._runtime import blas as _blas
+from .._runtime import quiet as _quiet
 from .._runtime.caches import kept
 from .._runtime.config import ALGORITHM_ENV, NO_BLAS_ENV, NO_NUMBA_ENV, switches_reader
 from .._runtime.memo import derived_from, frozen, owned
@@ -129,39 +129,6 @@ def _dense(data, weights, axes, dtype, channels_last, out, *, target):
 switch_state = switches_reader(ALGORITHM_ENV, NO_NUMBA_ENV, NO_BLAS_ENV)
 
 
-def _numpy_error_state():
-    """NumPy's context variable of the floating-point error state and its maker of
-    states, or ``(None, None)`` where this NumPy has none (then :class:`DenseCall`
-    enters ``np.errstate``)."""
-    try:
-        umath = importlib.import_module("numpy._core.umath")
-    except ImportError:
-        return None, None
-    state, make = (getattr(umath, name, None) for name in ("_extobj_contextvar", "_make_extobj"))
-    if state is None or make is None or not callable(getattr(state, "set", None)):
-        return None, None
-    # Private names: they are used only if they behave as this module expects, here,
-    # once (a NumPy that changed them falls back to np.errstate, never fails a call).
-    try:
-        token = state.set(make(all="ignore"))
-        try:
-            quiet = np.geterr()
-        finally:
-            state.reset(token)
-    except Exception:  # noqa: BLE001 - any failure means: do not use them
-        return None, None
-    if set(quiet.values()) != {"ignore"}:
-        return None, None
-    return state, make
-
-
-# ``np.errstate(all="ignore")`` builds a new error state each time it is entered (1.2 us,
-# a fifth of a tiny layer's prepared call); the prepared call sets NumPy's context
-# variable to a quiet state built once per caller state: the last pair is kept.
-_ERROR_STATE, _MAKE_ERROR_STATE = _numpy_error_state()
-_quiet_state: tuple = (None, None)  # (caller's state, the same with every error ignored)
-
-
 class DenseCall:
     """A layer that :func:`transposed_convolution` computes with ``dense``, prepared.
 
@@ -190,7 +157,7 @@ class DenseCall:
         # Whether OpenBLAS would split this layer's product between its threads: then
         # it runs on one (_general), under the general error state.
         self._threaded = (shape[0] * matrix.size > _BLAS_SERIAL_MULTIPLY_ADDS
-                          or _ERROR_STATE is None)
+                          or not _quiet.CHEAP)
 
     def tells_by_identity(self, filter: np.ndarray) -> bool:
         """Whether calls with ``filter`` compare nothing of it: a prepared layer's own
@@ -199,7 +166,6 @@ class DenseCall:
 
     def __call__(self, data: np.ndarray, filter: np.ndarray,
                  out: np.ndarray | None = None) -> np.ndarray | None:
-        global _quiet_state
         if ((filter is not self._filter and filter.tobytes() != self._filter_bytes)
                 or switch_state() != self._switches):
             return None
@@ -207,14 +173,8 @@ class DenseCall:
             return self._general(data, np.empty(self._shape, self._dtype) if out is None
                                  else out)
         # _dense_product spelled out (the data has the matrix's dtype): its error state
-        # is the general path's, set without np.errstate.  The quiet state keeps the
-        # caller's buffer size and callback.
-        caller = _ERROR_STATE.get()
-        kept_caller, quiet = _quiet_state
-        if kept_caller is not caller:
-            quiet = _MAKE_ERROR_STATE(all="ignore")
-            _quiet_state = caller, quiet
-        token = _ERROR_STATE.set(quiet)
+        # is the general path's, set without np.errstate.
+        token = _quiet.silence()
         try:
             data_rows, out_rows = self._rows
             if out is None:  # the product's own array: no np.empty (a quarter of a us)
@@ -222,7 +182,7 @@ class DenseCall:
             else:
                 _dot(data.reshape(data_rows), self._matrix, out=out.reshape(out_rows))
         finally:
-            _ERROR_STATE.reset(token)
+            _quiet.restore(token)
         if self._shape[0] == 1 and out.size:  # one finite output proves the data finite
             return out if math.isfinite(out.item(0)) else None
         return out if _finite_samples(out.reshape(out_rows)) else None

@@ -6,5 +6,6 @@
 - :mod:`.machine`: which CPU this is; :mod:`.threads`: the one thread pool;
   :mod:`.blas`: direct calls into NumPy's BLAS; :mod:`.memo`: matrices derived from a
   filter, kept between calls; :mod:`.memory`: how much memory a call may take;
-  :mod:`.cache`: the per-user cache folder.
+  :mod:`.cache`: the per-user cache folder; :mod:`.quiet`: NumPy's floating-point errors
+  ignored for a stretch of code, cheaply.
 """
