@@ -153,8 +153,8 @@ def remembers_calls(function: _Function) -> _Function:
     data_at, filter_at, bias_at = positions = _positions(function, dialect)
     bias_name = dialect.operands[2]
     needed = max(data_at, filter_at) + 1
-    # Positional arguments past this one include the bias.
-    bias_given = len(inspect.signature(function).parameters) if bias_at is None else bias_at
+    # Where a positional bias is: past every parameter for a dialect without one.
+    bias_position = len(inspect.signature(function).parameters) if bias_at is None else bias_at
     others = _others_getter(sorted(position for position in positions if position is not None))
     records: dict = {}
     _forgets.append(records.clear)
@@ -168,10 +168,10 @@ def remembers_calls(function: _Function) -> _Function:
                 if "out" in kwargs or bias_name in kwargs:
                     named = dict(kwargs)
                     out = named.pop("out", None)
-                    if len(args) <= bias_given:  # else the function's TypeError
+                    if len(args) <= bias_position:  # else the function's TypeError
                         bias = named.pop(bias_name, None)
-                if len(args) > bias_given:
-                    bias = args[bias_given]
+                if len(args) > bias_position:
+                    bias = args[bias_position]
                 try:
                     attributes = marshal.dumps((others(args), named), _MARSHAL_VERSION)
                 except Exception:  # noqa: BLE001 - a value only the function reads

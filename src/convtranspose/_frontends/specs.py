@@ -270,9 +270,9 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         np.copyto(out, execute_plan(plan, data, filter, bias, names=names))
         return out
     prepared = key = None
-    # The prepared calls compute the sums; a bias (of the data's dtype: any other is the
-    # checks' TypeError below) is added to them as transposed_convolution adds it.
-    if bias is None or bias.dtype == data.dtype:
+    # The prepared calls compute the sums; a bias (an ndarray of the data's dtype: any
+    # other gets the checks below) is added to them as transposed_convolution adds it.
+    if bias is None or (type(bias) is np.ndarray and bias.dtype == data.dtype):
         key = prepared_key(plan, data, filter)
         prepared = usable_prepared(key)
         if prepared is not None and prepared[0] is not None:
