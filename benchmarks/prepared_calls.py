@@ -57,7 +57,7 @@ LAYERS = [
 ]
 
 
-def onnxruntime_call(data, weights, bias, stride, pad):
+def onnxruntime_call(data, weights, stride, pad, bias=None):
     try:
         import onnx
         import onnxruntime
@@ -79,7 +79,7 @@ def onnxruntime_call(data, weights, bias, stride, pad):
     return lambda: session.run(None, {"x": data})
 
 
-def _torch_call(data, weights, bias, stride, pad):
+def _torch_call(data, weights, stride, pad, bias=None):
     try:
         import torch
     except ImportError:
@@ -121,8 +121,8 @@ def _runs(data, weights, bias, stride: int, pad: int, channels_last: bool) -> di
     layer = ct.prepare(ct.onnx_conv_transpose, W=weights, B=bias, **attributes)
     runs = {"function": lambda: ct.onnx_conv_transpose(data, weights, bias, **attributes),
             "prepared": lambda: layer(data),
-            "onnxruntime": onnxruntime_call(data, weights, bias, stride, pad),
-            "torch": _torch_call(data, weights, bias, stride, pad)}
+            "onnxruntime": onnxruntime_call(data, weights, stride, pad, bias),
+            "torch": _torch_call(data, weights, stride, pad, bias)}
     return {key: call for key, call in runs.items() if call is not None}
 
 
