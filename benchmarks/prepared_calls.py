@@ -1,7 +1,8 @@
 """Repeated calls of small layers: the array function, a prepared layer and the peers'
 own prepared forms, in one process.
 
-    python benchmarks/prepared_calls.py [--calls 3000] [--rounds 5] [--layers WORD] [--out FILE]
+    python benchmarks/prepared_calls.py [--calls 3000] [--rounds 5] [--layers WORD] [--cold]
+        [--out FILE]
     python benchmarks/prepared_calls.py --before OLD/src [--runs 6] ...
 
 For each layer (float32, NCHW, the library's default planning, wisdom off) it times
@@ -13,8 +14,14 @@ benchmark runs it) and ``torch.nn.functional.conv_transpose2d`` under ``torch.no
 a while after their calls).  Prints the median microseconds per call of each and the ratios,
 with the CPU; ``--out`` writes the rows as JSON.  Writes nothing else.  The tiny
 layer is also timed channels-last (``ct.conv_transpose``, NXC data and an XIO filter, as
-``convtranspose bench`` runs its NXC twin), without peers.  The layers named "bias"
+``convtranspose bench`` runs its NXC twin), without peers, as is a depthwise layer (256
+groups of one channel, which numba ``direct`` computes per output position when it runs
+it).  The layers named "bias"
 carry one (ONNX's ``B``, torch's ``bias``), given to every runner alike.
+
+``--cold`` times each call alone after writing a buffer of twice the last-level cache
+(``--calls`` of them per round): the caches then hold none of the Python, the plans or
+the weights, as after a large layer's kernel has streamed its megabytes through them.
 
 ``--before SRC`` compares two builds in one run: child processes of this script import
 the build under ``SRC`` (``PYTHONPATH``) and the one this process imports, alternately,
@@ -40,20 +47,23 @@ import numpy as np  # noqa: E402
 import convtranspose as ct  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 
-# (name, data shape, filter shape (C_IN, C_OUT, K, K), stride, pad, channels last, bias)
+# (name, data shape, filter shape (C_IN, C_OUT / groups, K, K), stride, pad, channels last,
+#  bias, groups)
 LAYERS = [
-    ("tiny 2->3 5x5 k3 s2 p1", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, False, False),
-    ("tiny 2->3 5x5 k3 s2 p1 NXC", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, True, False),
-    ("tiny 2->3 5x5 k3 s2 p1 bias", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, False, True),
-    ("small 16->8 8x8 k4 s2 p1", (1, 16, 8, 8), (16, 8, 4, 4), 2, 1, False, False),
-    ("mid 32->16 16x16 k3 s2 p1", (1, 32, 16, 16), (32, 16, 3, 3), 2, 1, False, False),
-    ("mid 32->16 16x16 k3 s2 p1 bias", (1, 32, 16, 16), (32, 16, 3, 3), 2, 1, False, True),
-    ("U-Net k2 64->32 24x24", (1, 64, 24, 24), (64, 32, 2, 2), 2, 0, False, False),
+    ("tiny 2->3 5x5 k3 s2 p1", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, False, False, 1),
+    ("tiny 2->3 5x5 k3 s2 p1 NXC", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, True, False, 1),
+    ("depthwise 256 28x28 k4 s2 p1 NXC", (1, 256, 28, 28), (256, 1, 4, 4), 2, 1, True, False,
+     256),
+    ("tiny 2->3 5x5 k3 s2 p1 bias", (1, 2, 5, 5), (2, 3, 3, 3), 2, 1, False, True, 1),
+    ("small 16->8 8x8 k4 s2 p1", (1, 16, 8, 8), (16, 8, 4, 4), 2, 1, False, False, 1),
+    ("mid 32->16 16x16 k3 s2 p1", (1, 32, 16, 16), (32, 16, 3, 3), 2, 1, False, False, 1),
+    ("mid 32->16 16x16 k3 s2 p1 bias", (1, 32, 16, 16), (32, 16, 3, 3), 2, 1, False, True, 1),
+    ("U-Net k2 64->32 24x24", (1, 64, 24, 24), (64, 32, 2, 2), 2, 0, False, False, 1),
     # Layers that planning gives to the GEMM algorithms (col2im, pointwise).
-    ("pointwise k1 256->512 7x7", (1, 256, 7, 7), (256, 512, 1, 1), 1, 0, False, False),
-    ("k1 s4 N8 8->128 5x5", (8, 8, 5, 5), (8, 128, 1, 1), 4, 0, False, False),
-    ("head N2 512->3 8x8 k4 s2 p1", (2, 512, 8, 8), (512, 3, 4, 4), 2, 1, False, False),
-    ("head N2 512->3 8x8 k4 s2 p1 bias", (2, 512, 8, 8), (512, 3, 4, 4), 2, 1, False, True),
+    ("pointwise k1 256->512 7x7", (1, 256, 7, 7), (256, 512, 1, 1), 1, 0, False, False, 1),
+    ("k1 s4 N8 8->128 5x5", (8, 8, 5, 5), (8, 128, 1, 1), 4, 0, False, False, 1),
+    ("head N2 512->3 8x8 k4 s2 p1", (2, 512, 8, 8), (512, 3, 4, 4), 2, 1, False, False, 1),
+    ("head N2 512->3 8x8 k4 s2 p1 bias", (2, 512, 8, 8), (512, 3, 4, 4), 2, 1, False, True, 1),
 ]
 
 
@@ -99,21 +109,42 @@ def _torch_call(data, weights, stride, pad, bias=None):
 _PAUSE_SECONDS = 0.1
 
 
-def _microseconds(call, calls: int) -> float:
-    start = time.perf_counter()
+def _microseconds(call, calls: int, sweep: np.ndarray | None = None) -> float:
+    """Microseconds per call: back to back, or, given ``sweep``, the median of calls
+    each timed alone after ``sweep`` is written through."""
+    if sweep is None:
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        return (time.perf_counter() - start) / calls * 1e6
+    times = []
     for _ in range(calls):
+        sweep.fill(1)
+        start = time.perf_counter()
         call()
-    return (time.perf_counter() - start) / calls * 1e6
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
 
 
-def _runs(data, weights, bias, stride: int, pad: int, channels_last: bool) -> dict:
+def _cache_sweep() -> np.ndarray:
+    """A buffer of twice the last-level cache as sysfs reports it (64 MiB where it does
+    not), which writing evicts everything else from the caches."""
+    from convtranspose._runtime.machine import _sysfs_cache_bytes
+
+    largest = _sysfs_cache_bytes(3, ("Unified",)) or _sysfs_cache_bytes(2, ("Unified",))
+    return np.empty(2 * (largest or 32 << 20), np.uint8)
+
+
+def _runs(data, weights, bias, stride: int, pad: int, channels_last: bool,
+          groups: int = 1) -> dict:
     """The calls to time for one layer: the array function, the prepared layer and (in
-    NCHW) the peers installed."""
+    NCHW, without groups) the peers installed."""
     if channels_last:  # NXC data, XIO filter: ct.conv_transpose's defaults
         data = np.ascontiguousarray(np.moveaxis(data, 1, -1))
         filter = np.ascontiguousarray(weights.transpose(2, 3, 0, 1))
         attributes = dict(strides=[stride, stride], pads_begin=[pad, pad],
-                          pads_end=[pad, pad], data_format="NXC", filter_format="XIO")
+                          pads_end=[pad, pad], data_format="NXC", filter_format="XIO",
+                          groups=groups)
         layer = ct.prepare(ct.conv_transpose, filter=filter, bias=bias, **attributes)
         return {"function": lambda: ct.conv_transpose(data, filter, bias, **attributes),
                 "prepared": lambda: layer(data)}
@@ -126,16 +157,19 @@ def _runs(data, weights, bias, stride: int, pad: int, channels_last: bool) -> di
     return {key: call for key, call in runs.items() if call is not None}
 
 
-def measure(calls: int, rounds: int, only: str | None = None, quiet: bool = False) -> list[dict]:
+def measure(calls: int, rounds: int, only: str | None = None, quiet: bool = False,
+            cold: bool = False) -> list[dict]:
     rng = np.random.default_rng(0)
+    sweep = _cache_sweep() if cold else None
     rows = []
-    for name, data_shape, filter_shape, stride, pad, channels_last, biased in LAYERS:
+    for name, data_shape, filter_shape, stride, pad, channels_last, biased, groups in LAYERS:
         data = rng.standard_normal(data_shape, dtype=np.float32)
         weights = rng.standard_normal(filter_shape, dtype=np.float32)
-        bias = rng.standard_normal(filter_shape[1], dtype=np.float32) if biased else None
+        bias = (rng.standard_normal(filter_shape[1] * groups, dtype=np.float32) if biased
+                else None)
         if only is not None and only not in name:
             continue
-        runs = _runs(data, weights, bias, stride, pad, channels_last)
+        runs = _runs(data, weights, bias, stride, pad, channels_last, groups)
         times: dict[str, list[float]] = {key: [] for key in runs}
         for call in runs.values():  # planning, compiling, the peers' first-call work
             for _ in range(20):
@@ -143,7 +177,7 @@ def measure(calls: int, rounds: int, only: str | None = None, quiet: bool = Fals
         for _ in range(rounds):
             for key, call in runs.items():
                 time.sleep(_PAUSE_SECONDS)
-                times[key].append(_microseconds(call, calls))
+                times[key].append(_microseconds(call, calls, sweep))
         row = {"layer": name, "us": {key: round(statistics.median(values), 2)
                                      for key, values in times.items()}}
         peers = [row["us"][key] for key in ("onnxruntime", "torch") if key in row["us"]]
@@ -204,18 +238,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", default=None, metavar="SRC",
                         help="compare with the build under this folder (its src)")
     parser.add_argument("--runs", type=int, default=6, help="child processes per build")
+    parser.add_argument("--cold", action="store_true",
+                        help="time each call alone after evicting the caches")
     parser.add_argument("--rows", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help="write the rows as JSON to this file")
     args = parser.parse_args(argv)
     if args.rows:  # a child of --before: the rows as one JSON line
-        print(json.dumps(measure(args.calls, args.rounds, args.layers, quiet=True)))
+        print(json.dumps(measure(args.calls, args.rounds, args.layers, quiet=True,
+                                 cold=args.cold)))
         return 0
+    timing = "each alone after evicting the caches" if args.cold else "back to back"
     print(f"CPU: {cpu_model_name()}, {ct.get_num_threads()} threads; microseconds per call,"
-          f" medians of {args.rounds} rounds of {args.calls} calls\n")
+          f" medians of {args.rounds} rounds of {args.calls} calls, {timing}\n")
     record = {"machine": cpu_model_name(), "threads": ct.get_num_threads(),
-              "calls": args.calls, "rounds": args.rounds}
+              "calls": args.calls, "rounds": args.rounds, "cold": args.cold}
     if args.before is not None:
         child_arguments = ["--calls", str(args.calls), "--rounds", str(args.rounds)]
+        if args.cold:
+            child_arguments.append("--cold")
         if args.layers:
             child_arguments += ["--layers", args.layers]
         compared = compare(args.before, args.runs, child_arguments)
@@ -226,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                                    for key, us in row["us"].items()) + " |")
         record.update(runs=args.runs, **compared)
     else:
-        record["rows"] = measure(args.calls, args.rounds, args.layers)
+        record["rows"] = measure(args.calls, args.rounds, args.layers, cold=args.cold)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             json.dump(record, handle, indent=1)

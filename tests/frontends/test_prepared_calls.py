@@ -63,6 +63,37 @@ def test_direct_blocked_prepared_call_channels_last(monkeypatch, dtype):
     assert "DirectCall" in _prepared_kinds()
 
 
+# (data shape, filter shape, groups, attributes): channels-last layers of many groups of
+# at most four products each, which numba direct computes per output position: depthwise
+# (its vector kernel), a channel multiplier of 2 and two input channels per group (the
+# kernels compiled per channel count), in one, two and three spatial axes.
+PER_POSITION_LAYERS = [
+    ((2, 5, 6, 16), (3, 3, 16, 1), 16, dict(strides=2, pads_begin=1, pads_end=0)),
+    ((1, 7, 6), (4, 6, 2), 6, dict(strides=3, pads_begin=1, pads_end=2, dilations=2)),
+    ((2, 3, 4, 5, 16), (2, 3, 2, 16, 2), 8, dict(strides=(1, 2, 2), output_padding=(0, 1, 0))),
+]
+
+
+@pytest.mark.parametrize("data_shape, filter_shape, groups, attributes", PER_POSITION_LAYERS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_direct_per_position_prepared_call_matches_the_oracle(monkeypatch, data_shape,
+                                                              filter_shape, groups, attributes,
+                                                              dtype):
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct")
+    ct.clear_caches()
+    data, filter = _values(data_shape, dtype), _values(filter_shape, dtype)
+    for call in range(5):
+        if call == 2:
+            filter[..., -1, 0] += 1  # edited in place: the prepared call must not serve it
+        given = data if call != 3 else np.asfortranarray(data)
+        expected = oracle.onednn_conv_transpose(data, filter, groups=groups, **attributes)
+        out = np.full(expected.shape, np.nan, dtype) if call == 4 else None
+        result = ct.conv_transpose(given, filter, groups=groups, out=out, **attributes)
+        np.testing.assert_array_equal(result, expected)
+        assert out is None or result is out
+    assert "DirectCall" in _prepared_kinds()
+
+
 # (algorithm, data shape, filter shape, attributes): GEMM layers prepared through the
 # registry's ``prepare`` entries.  col2im: overlapping taps (adds), k2 s2 (disjoint
 # copies), few output channels (numba's scatter, channels last), groups, a crop; pointwise:

@@ -14,7 +14,7 @@ from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
 from ..schedules import frozen_all
 from .kernel_cache import cached_njit
-from .launch import parallel_kernel
+from .launch import array_kind, parallel_kernel
 
 
 @cached_njit(nogil=True, inline="always")
@@ -116,15 +116,29 @@ def _position_weights(weights, kernel3, dtype, derived) -> np.ndarray:
 def direct_channels_last(data, weights, axes3, dtype, out, target, threads, derived=None):
     """The per-position kernel over every output position, into ``out`` (C-contiguous);
     ``derived``: the filter's memo, where the reordered weights are kept."""
+    if data.dtype != dtype or not data.flags.c_contiguous:
+        data = np.ascontiguousarray(data, dtype)
+    run = channels_last_runner(data.shape[0], weights, axes3, dtype, target, threads, derived)
+    run(data.reshape(-1), out.reshape(-1))
+
+
+def channels_last_runner(batch, weights, axes3, dtype, target, threads, derived):
+    """``run(source, result)``: the per-position kernel over flat C-contiguous data of
+    ``dtype`` into the flat result, with everything but the data prepared: the tables,
+    the reordered weights (kept in ``derived``, the filter's memo; None: reordered
+    anew), the kernel and its code addresses."""
     groups, ci, co = weights.shape[:3]
     tables = _row_tables(axes3, groups, ci, co)
     w = _position_weights(weights, tuple(a.kernel_size for a in axes3), dtype, derived)
-    if data.dtype != dtype or not data.flags.c_contiguous:
-        data = np.ascontiguousarray(data, dtype)
-    source = data.reshape(-1)
-    flat = out.reshape(-1)
     lanes = target.lanes(dtype)
     kernel = channels_last_kernel(ci, co, lanes) if ci * co <= 4 else channels_last_kernel(
         0, 0, lanes)
-    parallel_kernel(kernel, (source, w, flat, *tables),
-                    data.shape[0] * axes3[0].output_size * axes3[1].output_size, threads)
+    count = batch * axes3[0].output_size * axes3[1].output_size
+    addresses: dict = {}
+
+    def run(source, result):
+        # Only the data and the result vary in type from call to call.
+        kept = (addresses, (array_kind(source), array_kind(result)))
+        parallel_kernel(kernel, (source, w, result, *tables), count, threads, kept=kept)
+
+    return run

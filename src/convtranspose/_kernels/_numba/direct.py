@@ -20,7 +20,7 @@ from ..schedules import (
     plane_strided,
     rows_apply,
 )
-from .channels_last import direct_channels_last
+from .channels_last import channels_last_runner, direct_channels_last
 from .planes import direct_line_segments, direct_planes, plane_runner
 from .rows import direct_rows, rows_runner
 
@@ -66,9 +66,8 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived, bias, 
 
 
 def prepare_direct(batch, weights, axes, dtype, channels_last, derived, target):
-    """``compute(data, out)``: :func:`direct_phase` for this layer with the plane or the
-    row kernel set up once, or None where it takes another path (the per-position
-    kernel, long lines in segments).
+    """``compute(data, out)``: :func:`direct_phase` for this layer with its per-position,
+    plane or row kernel set up once, or None where it cuts long lines into segments.
 
     For repeated calls of one layer (:class:`convtranspose._kernels.direct.DirectCall`): the
     general path's Python around a small kernel costs about as much as the kernel
@@ -76,14 +75,16 @@ def prepare_direct(batch, weights, axes, dtype, channels_last, derived, target):
     float64; no bfloat16 pairs), ``out`` be C-contiguous.
     """
     groups, ci, co = weights.shape[:3]
-    if direct_per_position(groups, ci, co, channels_last) or (
-            len(axes) == 1 and line_segmented(axes[0], ci)):
-        return None
     axes3, threads = three_axes(axes), direct_threads(batch, weights.shape, axes, target)
-    if rows_apply(weights.shape, axes3, channels_last, dtype, dtype, dtype, target):
+    if direct_per_position(groups, ci, co, channels_last):
+        run = channels_last_runner(batch, weights, axes3, dtype, target, threads, derived)
+    elif len(axes) == 1 and line_segmented(axes[0], ci):
+        return None
+    elif rows_apply(weights.shape, axes3, channels_last, dtype, dtype, dtype, target):
         return rows_runner(batch, weights, axes3, dtype, target, threads, derived)
-    run = plane_runner(batch, weights, axes3, dtype, target, threads,
-                       plane_strided(groups, ci, co, channels_last), derived, False)
+    else:
+        run = plane_runner(batch, weights, axes3, dtype, target, threads,
+                           plane_strided(groups, ci, co, channels_last), derived, False)
 
     def compute(data, out):
         run(np.ascontiguousarray(data).reshape(-1), out.reshape(-1))
