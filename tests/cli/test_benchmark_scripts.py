@@ -388,6 +388,17 @@ def test_prepared_calls_script_times_each_form(capsys, tmp_path):
             value > 0 for value in row["us"].values())
 
 
+def test_prepared_calls_script_times_calls_alone_in_cold_caches(capsys, tmp_path):
+    out = tmp_path / "cold.json"
+    assert _load("prepared_calls").main(["--cold", "--calls", "2", "--rounds", "1",
+                                         "--layers", "NXC", "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["cold"] is True and "evicting the caches" in capsys.readouterr().out
+    assert [row["layer"] for row in record["rows"]] == [
+        "tiny 2->3 5x5 k3 s2 p1 NXC", "depthwise 256 28x28 k4 s2 p1 NXC"]
+    assert all(value > 0 for row in record["rows"] for value in row["us"].values())
+
+
 def test_spread_stores_script_times_paired_and_scattered_stores(capsys, tmp_path,
                                                                  monkeypatch):
     # The script checks the paired stores' output against the scatters' before timing.
