@@ -295,6 +295,11 @@ def test_prepared_layers_with_a_bias_match_the_function_bit_for_bit(function, da
     for _ in range(3):
         data = rng.standard_normal(data_shape).astype(dtype)
         np.testing.assert_array_equal(layer(data), function(data, **bound))
+    expected = function(data, **bound)
+    out = np.full(expected.shape, np.nan, dtype)
+    for _ in range(2):  # into out: the sums overwrite it, the bias is added once
+        assert layer(data, out=out) is out
+        np.testing.assert_array_equal(out, expected)
     bias_name = "B" if function is ct.onnx_conv_transpose else "bias"
     zeros = layer(np.zeros(data_shape, dtype))
     channel_axis = -1 if function is ct.keras_conv_transpose else 1

@@ -33,7 +33,7 @@ from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host, use_target
 from . import background
 
-__all__ = ["add_bias", "preparable", "prepare_call", "result_shape", "transposed_convolution"]
+__all__ = ["add_bias", "add_column", "bias_column", "preparable", "prepare_call", "result_shape", "transposed_convolution"]
 
 
 def transposed_convolution(
@@ -153,8 +153,20 @@ def add_bias(out: np.ndarray, bias: np.ndarray, dtype: np.dtype, channels_last: 
     sums), whatever the caller's ``np.errstate``: how :func:`transposed_convolution`
     adds the bias to its sums in the accumulation ``dtype``, so a prepared call's sums
     (:func:`prepare_call`) plus this are its result bit for bit."""
+    add_column(out, bias_column(bias, dtype, channels_last, rank))
+
+
+def bias_column(bias: np.ndarray, dtype: np.dtype, channels_last: bool,
+                rank: int) -> np.ndarray:
+    """``bias`` in ``dtype``, shaped to broadcast along the channel axis of a result of
+    ``rank`` spatial axes: what :func:`add_column` adds (a view where no cast is due)."""
     shape = (-1,) if channels_last else (-1,) + (1,) * rank
-    column = bias.reshape(shape) if bias.dtype == dtype else bias.astype(dtype).reshape(shape)
+    return bias.reshape(shape) if bias.dtype == dtype else bias.astype(dtype).reshape(shape)
+
+
+def add_column(out: np.ndarray, column: np.ndarray) -> None:
+    """:func:`add_bias` with the bias already a :func:`bias_column` of ``out``'s
+    dtype: for callers that keep one for many calls."""
     token = _quiet.silence()
     try:
         np.add(out, column, out=out)

@@ -28,7 +28,7 @@ from .._choose import planning as _planning
 from .._errors import ConvTransposeError
 from .._execute import array_api as _array_api
 from .._execute.adjoints import kept_data_adjoint
-from .._execute.transposed import add_bias, prepare_call
+from .._execute.transposed import add_column, bias_column, prepare_call
 from .._plan import dialects as _dialects
 from .._runtime.memo import frozen, own
 from .._runtime.memory import get_max_bytes
@@ -73,7 +73,7 @@ def _owned(name: str, value: object) -> object:
     return own(frozen(np.array(as_array(name, value), copy=True)))
 
 
-_NO_FAST = (None, -1, None)
+_NO_FAST = (None, -1, None, None)
 
 
 class _Binding:
@@ -94,7 +94,7 @@ class _Binding:
     """
 
     __slots__ = ("plan", "fast", "limit", "out_limit", "_run", "_call", "_filter", "_bias",
-                 "_forward")
+                 "_column", "_forward")
 
     def __init__(self, layer: PreparedLayer, data_shape: tuple[int, ...]):
         record, arguments = layer._dialect, layer._arguments
@@ -107,16 +107,17 @@ class _Binding:
             rule_arguments[bias_name] = None if bias is None else bias.shape
         self.plan = plan = resolve_plan(record.rule, **rule_arguments)
         self._call: tuple = (None, -1)  # (prepared call, planning generation): none yet
-        #: ``(call, generation, filter)`` that :meth:`PreparedLayer.__call__` runs as
-        #: ``call(data, filter, None)`` while the generation holds and the memory limit
-        #: is at least :attr:`limit` (a bias-free layer's prepared call), or ``(None,
-        #: -1, None)``: generations count from 0.
+        #: ``(call, generation, filter, column)`` that :meth:`PreparedLayer.__call__`
+        #: runs as ``call(data, filter, out)`` while the generation holds and the memory
+        #: limit is at least :attr:`limit`, then adds the bias ``column``
+        #: (:func:`~convtranspose._execute.transposed.bias_column`; None without a bias),
+        #: or ``(None, -1, None, None)``: generations count from 0.
         self.fast: tuple = _NO_FAST
         #: The memory limit the last checked run without ``out`` passed under (none yet),
         #: and the least one any checked run passed under (a run into ``out`` allocates
         #: no result: less than one without).
         self.limit = self.out_limit = math.inf
-        self._filter = self._bias = None
+        self._filter = self._bias = self._column = None
         self._forward = not record.transposed
         if self._forward:
             if type(filter) is np.ndarray:  # the view the data adjoint's call knows
@@ -132,19 +133,6 @@ class _Binding:
         output_shape = arguments.get("output_shape")
         self._run = lambda data, out: execute_plan(plan, data, filter, bias, out, names=names,
                                                    output_shape=output_shape)
-
-    def __call__(self, data: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-        call, generation = self._call
-        if (call is not None and out is None and generation == _planning.generation
-                and get_max_bytes() >= self.limit):
-            result = call(data, self._filter, None)
-            if result is not None:
-                if self._bias is not None and result.size:
-                    plan = self.plan
-                    add_bias(result, self._bias, result.dtype, plan.channels_last,
-                             len(plan.axes))
-                return result
-        return self.general(data, out)
 
     def takes_out(self, out: object, data: np.ndarray) -> bool:
         """Whether the prepared call may write straight into ``out`` for ``data`` (of the
@@ -170,8 +158,12 @@ class _Binding:
                 self.limit = limit
         if self._filter is not None and self._call[1] != _planning.generation:
             self._call = call, generation = self._prepared(data)
-            self.fast = ((call, generation, self._filter)
-                         if call is not None and self._bias is None else _NO_FAST)
+            plan = self.plan
+            # A prepared call's sums are in the data's dtype, as the layer's result.
+            self._column = None if call is None or self._bias is None else bias_column(
+                self._bias, data.dtype, plan.channels_last, len(plan.axes))
+            self.fast = (_NO_FAST if call is None else
+                         (call, generation, self._filter, self._column))
         return result
 
     def _prepared(self, data: np.ndarray) -> tuple:
@@ -260,13 +252,17 @@ class PreparedLayer:
             else:
                 # The binding's prepared call, run here: a tiny layer's call takes 4 us,
                 # a tenth of which would go to calling the binding.
-                call, generation, filter = binding.fast
+                call, generation, filter, column = binding.fast
                 if generation == _planning.generation and (
                         get_max_bytes() >= binding.limit if out is None else
                         get_max_bytes() >= binding.out_limit and binding.takes_out(out, data)):
                     result = call(data, filter, out)
-                    return result if result is not None else binding.general(data, out)
-            return binding(data, out)
+                    if result is None:
+                        return binding.general(data, out)
+                    if column is not None:
+                        add_column(result, column)
+                    return result
+            return binding.general(data, out)
         return self._function(**{self._dialect.operands[0]: data}, **self._arguments, out=out)
 
     def _bind(self, key, data: np.ndarray) -> _Binding:
