@@ -45,7 +45,7 @@ os.environ.setdefault("CONVTRANSPOSE_BACKGROUND_COMPILE", "off")
 import numpy as np  # noqa: E402
 
 import convtranspose as ct  # noqa: E402
-from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
+from convtranspose._runtime.machine import cpu_model_name, last_level_cache_bytes  # noqa: E402
 
 # (name, data shape, filter shape (C_IN, C_OUT / groups, K, K), stride, pad, channels last,
 #  bias, groups)
@@ -129,10 +129,7 @@ def _microseconds(call, calls: int, sweep: np.ndarray | None = None) -> float:
 def _cache_sweep() -> np.ndarray:
     """A buffer of twice the last-level cache as sysfs reports it (64 MiB where it does
     not), which writing evicts everything else from the caches."""
-    from convtranspose._runtime.machine import _sysfs_cache_bytes
-
-    largest = _sysfs_cache_bytes(3, ("Unified",)) or _sysfs_cache_bytes(2, ("Unified",))
-    return np.empty(2 * (largest or 32 << 20), np.uint8)
+    return np.empty(2 * (last_level_cache_bytes() or 32 << 20), np.uint8)
 
 
 def _runs(data, weights, bias, stride: int, pad: int, channels_last: bool,

@@ -280,6 +280,7 @@ steered = []
 steer = launch.steer_helpers_off_caller
 launch.steer_helpers_off_caller = lambda keep, helpers: steered.append(set(helpers)) or steer(
     keep, helpers)
+launch.spin_seconds = lambda: None  # the workers' spin unmeasured: the steering's own rule
 """
 
 _STEER_AFTER_A_PAUSE = """

@@ -19,7 +19,7 @@ from .caches import kept
 from .config import AMX_ENV
 
 __all__ = ["CpuIdentity", "fastest_seconds", "cpu_identity", "cpu_model_name", "parse_model_name", "has_bfloat16_pairs", "has_amx_int8", "has_vnni", "integer_vector_bytes", "vnni_vector_bytes", "host_has_f16c", "parse_cpuinfo",
-           "vector_bytes"]
+           "last_level_cache_bytes", "vector_bytes"]
 
 #: ``(vendor, family)``: the CPUID vendor string (``'GenuineIntel'``, ``'AuthenticAMD'``)
 #: and the CPU family number (AMD: 23 Zen 1-2, 25 Zen 3-4, 26 Zen 5), or ``('', 0)``.
@@ -182,6 +182,12 @@ def _sysconf_bytes(name: str) -> int | None:
     except (OSError, ValueError, AttributeError):
         return None
     return int(reported) if reported > 0 else None
+
+
+def last_level_cache_bytes() -> int | None:
+    """Bytes of the largest cache Linux sysfs reports for the CPU this process starts on
+    (the unified level 3, else level 2), or None where it reports none."""
+    return _sysfs_cache_bytes(3, ("Unified",)) or _sysfs_cache_bytes(2, ("Unified", "Data"))
 
 
 @kept("machine facts", maxsize=None)

@@ -60,6 +60,7 @@ from ..._runtime.threads import (
 )
 from ..compiling import KernelNotCompiled
 from .kernel_cache import cached_njit
+from .worker_spin import spin_seconds, watch_after_loop
 
 __all__ = ["NATIVE_THREADS_ENV", "array_kind", "count_native_loop", "function_at",
            "kernel_addresses", "native_loops_run", "native_threads", "parallel_kernel",
@@ -374,6 +375,7 @@ def _native_call(kernel, arguments: tuple, count: int, threads: int, pieces: int
     except KernelNotCompiled:
         return False
     count_native_loop()
+    watch_after_loop(getattr(_caller, "workers", ()), seconds_since_loop)
     return True
 
 
@@ -464,8 +466,14 @@ class steered_workers:  # noqa: N801 - used as a function: ``with steered_worker
 #: steers numba's workers off the caller's CPU first (:func:`_steer_workers`); loops
 #: closer together find them spinning on their own CPUs (GNU OpenMP's workers spin for
 #: a while before they sleep), and skip the system calls.  Steering costs a few us,
-#: against 53-250 us for a wake-up after 1-10 ms (``native-threads-zen3.json``).
+#: against 53-250 us for a wake-up after 1-10 ms (``native-threads-zen3.json``).  Once
+#: the process has measured how long its workers spin (:mod:`.worker_spin`), loops
+#: within :data:`SPIN_SHARE` of that skip the steering too.
 STEER_AFTER_SECONDS = 1e-4
+#: The share of the measured spin within which a loop skips the steering: the watch
+#: places the workers' sleep only within its polls, and spins stretch and shrink with
+#: what else the CPUs run.
+SPIN_SHARE = 0.5
 
 #: Per calling thread: when its last native loop ended (``ended``), the largest team
 #: whose workers it found (``team``), those workers' thread ids (``workers``), and the
@@ -534,7 +542,9 @@ def _steer_workers(threads: int) -> dict:
         return {}
     if threads > getattr(_caller, "team", 0):
         _roll_call(threads)
-    if time.perf_counter() - getattr(_caller, "ended", 0.0) < STEER_AFTER_SECONDS:
+    spun = spin_seconds()
+    after = STEER_AFTER_SECONDS if spun is None else max(STEER_AFTER_SECONDS, spun * SPIN_SHARE)
+    if time.perf_counter() - getattr(_caller, "ended", 0.0) < after:
         return {}
     mode = steering_mode()
     if mode == "off" or _placed_by_openmp():
