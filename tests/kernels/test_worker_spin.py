@@ -114,3 +114,16 @@ def test_numba_workers_are_watched_until_they_sleep():
     assert found["counts"] == [2]
     assert found["seconds"] is not None
     assert 0 <= found["seconds"] <= worker_spin.LONGEST_SECONDS
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_may_watch_again(fresh):
+    fresh._state["watching"] = True  # a watch under way in the parent
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        os.write(writer, b"1" if not fresh._state["watching"] else b"0")
+        os._exit(0)
+    os.waitpid(child, 0)
+    assert os.read(reader, 1) == b"1" and fresh._state["watching"]
+    fresh._state["watching"] = False

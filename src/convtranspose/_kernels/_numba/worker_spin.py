@@ -18,6 +18,7 @@ was measured, :func:`spin_seconds` is None.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -39,6 +40,15 @@ TRIES = 4
 LONGEST_SECONDS = 0.5
 
 _state: dict = {"seconds": None, "watching": False, "tries": 0, "next": 0.0}
+
+
+def _after_fork_in_child() -> None:
+    # A fork copies no watcher thread: its watch ends here (the spin measured stays).
+    _state["watching"] = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def spin_seconds() -> float | None:
