@@ -328,6 +328,28 @@ def test_workers_are_steered_off_the_caller_after_a_pause_then_given_back():
     assert seen["affinities"] == [seen["own"]] * len(workers)  # given back
 
 
+_STEER_WITHIN_THE_SPIN = """
+counts = np.zeros(64, np.int64)
+launch.STEER_AFTER_SECONDS = 0.001
+launch.spin_seconds = lambda: 0.4  # as if measured: workers spin 0.4 s after a loop
+launch.parallel_kernel(KERNEL, (counts,), 64, 2)  # starts numba's team: finds the workers
+time.sleep(0.02)
+launch.parallel_kernel(KERNEL, (counts,), 64, 2)  # within half the spin: not steered
+within = len(steered)
+time.sleep(0.3)
+launch.parallel_kernel(KERNEL, (counts,), 64, 2)  # past it: steered
+print(json.dumps({"counts": sorted(set(counts.tolist())), "within": within,
+                  "steered": len(steered)}))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_loops_within_half_the_measured_spin_are_not_steered():
+    _needs_native()
+    seen = json.loads(_fresh_python(_RECORD_STEERING + _STEER_WITHIN_THE_SPIN))
+    assert seen["counts"] == [3] and seen["within"] == 0 and seen["steered"] == 1
+
+
 _STEER_WHILE_THREADS_START = """
 KERNEL(np.zeros(64, np.int64), 0, 64)  # compiled before the threads start
 stop = threading.Event()

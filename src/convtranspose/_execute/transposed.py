@@ -33,7 +33,8 @@ from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host, use_target
 from . import background
 
-__all__ = ["add_bias", "add_column", "bias_column", "preparable", "prepare_call", "result_shape", "transposed_convolution"]
+__all__ = ["add_bias", "add_column", "bias_column", "preparable", "prepare_call", "result_shape",
+           "transposed_convolution"]
 
 
 def transposed_convolution(

@@ -69,7 +69,7 @@ def watch_after_loop(workers: Iterable[int], since_loop: Callable[[], float],
     _state["watching"], _state["tries"] = True, _state["tries"] + 1
     threading.Thread(target=_watch, args=(tuple(workers), since_loop,
                                           read_state or _linux_state),
-                     name="convtranspose-worker-spin", daemon=True).start()
+                     name="worker-spin-watch", daemon=True).start()
 
 
 def _watch(workers: tuple[int, ...], since_loop: Callable[[], float],
