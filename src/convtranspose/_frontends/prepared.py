@@ -93,8 +93,8 @@ class _Binding:
     :func:`~convtranspose._execute.transposed.transposed_convolution` does.
     """
 
-    __slots__ = ("plan", "fast", "limit", "out_limit", "_run", "_call", "_filter", "_bias",
-                 "_column", "_forward")
+    __slots__ = ("plan", "fast", "limit", "out_limit", "_run", "_generation", "_filter",
+                 "_bias", "_forward")
 
     def __init__(self, layer: PreparedLayer, data_shape: tuple[int, ...]):
         record, arguments = layer._dialect, layer._arguments
@@ -106,7 +106,9 @@ class _Binding:
         if bias_name is not None:
             rule_arguments[bias_name] = None if bias is None else bias.shape
         self.plan = plan = resolve_plan(record.rule, **rule_arguments)
-        self._call: tuple = (None, -1)  # (prepared call, planning generation): none yet
+        #: The planning generation the prepared call (in :attr:`fast`) was sought in: -1
+        #: none yet; generations count from 0.
+        self._generation = -1
         #: ``(call, generation, filter, column)`` that :meth:`PreparedLayer.__call__`
         #: runs as ``call(data, filter, out)`` while the generation holds and the memory
         #: limit is at least :attr:`limit`, then adds the bias ``column``
@@ -117,7 +119,7 @@ class _Binding:
         #: and the least one any checked run passed under (a run into ``out`` allocates
         #: no result: less than one without).
         self.limit = self.out_limit = math.inf
-        self._filter = self._bias = self._column = None
+        self._filter = self._bias = None
         self._forward = not record.transposed
         if self._forward:
             if type(filter) is np.ndarray:  # the view the data adjoint's call knows
@@ -156,14 +158,14 @@ class _Binding:
             self.out_limit = min(self.out_limit, limit)
             if out is None:
                 self.limit = limit
-        if self._filter is not None and self._call[1] != _planning.generation:
-            self._call = call, generation = self._prepared(data)
+        if self._filter is not None and self._generation != _planning.generation:
+            call, self._generation = self._prepared(data)
             plan = self.plan
             # A prepared call's sums are in the data's dtype, as the layer's result.
-            self._column = None if call is None or self._bias is None else bias_column(
+            column = None if call is None or self._bias is None else bias_column(
                 self._bias, data.dtype, plan.channels_last, len(plan.axes))
             self.fast = (_NO_FAST if call is None else
-                         (call, generation, self._filter, self._column))
+                         (call, self._generation, self._filter, column))
         return result
 
     def _prepared(self, data: np.ndarray) -> tuple:
