@@ -16,8 +16,8 @@ with the CPU; ``--out`` writes the rows as JSON.  Writes nothing else.  The tiny
 layer is also timed channels-last (``ct.conv_transpose``, NXC data and an XIO filter, as
 ``convtranspose bench`` runs its NXC twin), without peers, as is a depthwise layer (256
 groups of one channel, which numba ``direct`` computes per output position when it runs
-it).  The layers named "bias"
-carry one (ONNX's ``B``, torch's ``bias``), given to every runner alike.
+it).  The layers named "bias" carry one (ONNX's ``B``, torch's ``bias``), given to
+every runner alike.
 
 ``--cold`` times each call alone after writing a buffer of twice the last-level cache
 (``--calls`` of them per round): the caches then hold none of the Python, the plans or
@@ -145,6 +145,8 @@ def _runs(data, weights, bias, stride: int, pad: int, channels_last: bool,
         layer = ct.prepare(ct.conv_transpose, filter=filter, bias=bias, **attributes)
         return {"function": lambda: ct.conv_transpose(data, filter, bias, **attributes),
                 "prepared": lambda: layer(data)}
+    if groups != 1:
+        raise ValueError("grouped layers are timed channels-last only (no peers)")
     attributes = dict(strides=[stride, stride], pads=[pad] * 4)
     layer = ct.prepare(ct.onnx_conv_transpose, W=weights, B=bias, **attributes)
     runs = {"function": lambda: ct.onnx_conv_transpose(data, weights, bias, **attributes),
