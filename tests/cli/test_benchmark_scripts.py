@@ -480,3 +480,31 @@ def test_int8_kernels_script_measures_the_pair_products_on_any_x86_cpu(tmp_path,
     kernels = rows[1:]
     assert {row["kind"] for row in kernels} == {"halves"} and len(kernels) == 4
     assert all(0 < row["share"] for row in kernels)
+
+
+def test_small_layers_takes_the_geometric_mean_over_layers_whose_best_peer_is_fast(
+        tmp_path, capsys):
+    def results(calls, rows):
+        return {"meta": {"calls": calls, "suite": {"name": "suite"}},
+                "rows": [{"layer": name, "times_ms": times} for name, times in rows]}
+
+    functions = tmp_path / "functions.json"
+    functions.write_text(json.dumps(results("array function", [
+        # best peers 0.1 ms (b) and 0.4 ms (a): ratios 2.0 and 0.5 -> geometric mean 1.0
+        ("fast", {"convtranspose": 0.05, "a": 0.3, "b": 0.1}),
+        ("mid", {"convtranspose": 0.8, "a": 0.4}),
+        ("slow", {"convtranspose": 1.0, "a": 8.0}),  # best peer 8 ms: left out
+        ("alone", {"convtranspose": 1.0}),  # no peer ran it: left out everywhere
+    ])))
+    prepared = tmp_path / "prepared.json"
+    prepared.write_text(json.dumps(results("prepared layer", [
+        ("fast", {"convtranspose": 0.025, "a": 0.2}),  # 8.0
+    ])))
+    assert _load("small_layers").main([str(functions), str(prepared)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+             for line in lines if line.startswith(("| suite", "| **"))}
+    assert cells["suite (array function)"][1:6] == ["3", "2.000x", "2", "1.000x", "1"]
+    assert cells["suite (prepared layer)"][1:6] == ["1", "8.000x", "1", "8.000x", "0"]
+    assert cells["**all files (array function)**"][3:5] == ["2", "1.000x"]
+    assert any("mid: 800.0 us against a's 400.0 (0.50x)" in line for line in lines)
