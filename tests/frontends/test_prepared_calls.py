@@ -94,6 +94,48 @@ def test_direct_per_position_prepared_call_matches_the_oracle(monkeypatch, data_
     assert "DirectCall" in _prepared_kinds()
 
 
+# (data shape, filter shape, groups, attributes): 1-D layers whose lines numba direct
+# cuts into segments (of 64 inputs here), channels first and last,
+# one and two samples (one sample's channels-last segments are stored in place), with
+# padding, cropping and output padding at the ends.
+SEGMENTED_LAYERS = [
+    ((1, 3, 300), (5, 3, 2), 1, dict(strides=2, pads_begin=1, pads_end=1)),
+    ((2, 4, 200), (6, 4, 3), 2, dict(strides=3, pads_begin=2, pads_end=0, dilations=2,
+                                    output_padding=1)),
+]
+
+
+@pytest.mark.parametrize("data_shape, filter_shape, groups, attributes", SEGMENTED_LAYERS)
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_direct_segmented_line_prepared_call_matches_the_oracle(monkeypatch, data_shape,
+                                                                filter_shape, groups,
+                                                                attributes, channels_last):
+    from convtranspose._kernels import schedules
+
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct")
+    monkeypatch.setattr(schedules, "LINE_SEGMENT_ELEMENTS", 40)
+    ct.clear_caches()
+    ci, stride = data_shape[1] // groups, attributes["strides"]
+    assert data_shape[-1] > 2 * schedules.line_segment_inputs(ci, stride)  # segmented
+    data, filter = _values(data_shape), _values(filter_shape)
+    if channels_last:
+        data = np.ascontiguousarray(np.moveaxis(data, 1, -1))
+    arguments = dict(groups=groups, data_format="NXC" if channels_last else "NCX",
+                     **attributes)
+    layer = ct.prepare(ct.conv_transpose, filter=filter.copy(), **arguments)
+    for call in range(5):
+        if call == 2:
+            filter[..., 0, 0] += 1  # edited in place: the prepared call must not serve it
+            layer.set_weights(filter.copy())
+        given = data if call != 3 else np.asfortranarray(data)
+        expected = oracle.onednn_conv_transpose(data, filter, **arguments)
+        out = np.full(expected.shape, np.nan, np.float32) if call == 4 else None
+        np.testing.assert_array_equal(ct.conv_transpose(given, filter, out=out, **arguments),
+                                      expected)
+        np.testing.assert_array_equal(layer(given), expected)
+    assert "DirectCall" in _prepared_kinds()
+
+
 # (algorithm, data shape, filter shape, attributes): GEMM layers prepared through the
 # registry's ``prepare`` entries.  col2im: overlapping taps (adds), k2 s2 (disjoint
 # copies), few output channels (numba's scatter, channels last), groups, a crop; pointwise:

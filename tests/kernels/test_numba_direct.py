@@ -22,6 +22,7 @@ from convtranspose import host_target
 from convtranspose._execute import transposed as execute
 from convtranspose._kernels import casts, schedules
 from convtranspose._kernels._numba import direct as numba_direct
+from convtranspose._kernels._numba import line_segments as numba_line_segments
 from convtranspose._kernels._numba import modes as numba_modes
 from convtranspose._kernels._numba import planes as numba_planes
 from convtranspose._kernels._numba import rows as numba_rows
@@ -738,9 +739,13 @@ def test_long_lines_cut_into_segments(monkeypatch, route):
     # cropping of the ends; segments that read no input: zeros), run on the threads.
     channels_last = _route(monkeypatch, route)
     segmented = []
-    real = numba_planes.direct_line_segments
-    monkeypatch.setattr(numba_direct, "direct_line_segments",
-                        lambda *args: segmented.append(1) or real(*args))
+
+    class Recorded(numba_line_segments.LineSegments):
+        def __call__(self, data, out):
+            segmented.append(1)
+            super().__call__(data, out)
+
+    monkeypatch.setattr(numba_direct, "LineSegments", Recorded)
     monkeypatch.setattr(schedules, "DIRECT_PARALLEL_MACS", 0)  # threads even for small lines
     monkeypatch.setattr(numba_scatter, "DIRECT_PARALLEL_MACS", 0)  # threads even for small lines
     rng = np.random.default_rng(83)
@@ -749,7 +754,8 @@ def test_long_lines_cut_into_segments(monkeypatch, route):
         axes = _random_axes(rng, 1, max_size=500)
         ci, co = int(rng.integers(1, 6)), int(rng.integers(1, 7))
         groups = int(rng.integers(1, 3))
-        data = rng.standard_normal((2, groups * ci, axes[0].input_size))
+        # One sample's channels-last segments are stored in place, others through a copy.
+        data = rng.standard_normal((1 + trial // 2 % 2, groups * ci, axes[0].input_size))
         weights = rng.standard_normal((groups, ci, co, axes[0].kernel_size))
         before = len(segmented)
         _check(data, weights, axes, (np.float64, np.float32)[trial % 2], channels_last)

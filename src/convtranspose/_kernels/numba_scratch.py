@@ -151,7 +151,7 @@ def _blocked_call_bytes(batch: int, axes3: Sequence[AxisPlan], groups: int, co: 
 
 def _segment_bytes(axis: AxisPlan, batch: int, groups: int, ci: int, co: int,
                    itemsize: int, threads: int) -> int:
-    """A long 1-D line cut into segments (``direct_line_segments``), one per thread at a
+    """A long 1-D line cut into segments (``_numba/line_segments.py``), one per thread at a
     time: each segment's result and contiguous data (NumPy) and its plane-kernel call."""
     inputs = line_segment_inputs(ci, axis.stride)
     length = axis.stride * inputs

@@ -170,7 +170,7 @@ LINE_SEGMENT_ELEMENTS = 1 << 16
 
 def line_segment_inputs(ci: int, stride: int) -> int:
     """Inputs per segment of a long 1-D line in the numba plane kernel
-    (:func:`convtranspose._kernels._numba.planes.direct_line_segments`)."""
+    (:class:`convtranspose._kernels._numba.line_segments.LineSegments`)."""
     return max(64, LINE_SEGMENT_ELEMENTS // (ci + PLANE_CO_BLOCK * stride))
 
 

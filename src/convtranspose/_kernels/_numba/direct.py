@@ -21,7 +21,8 @@ from ..schedules import (
     rows_apply,
 )
 from .channels_last import channels_last_runner, direct_channels_last
-from .planes import direct_line_segments, direct_planes, plane_runner
+from .line_segments import LineSegments
+from .planes import direct_planes, plane_runner
 from .rows import direct_rows, rows_runner
 
 
@@ -53,8 +54,8 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived, bias, 
         strided = plane_strided(groups, ci, co, channels_last)
         derived = {} if derived is None else derived
         if len(axes) == 1 and line_segmented(axes[0], ci):
-            direct_line_segments(data, weights, axes[0], dtype, result, target, threads,
-                                 channels_last, strided, derived, bias)
+            LineSegments(weights, axes[0], dtype, target, threads, channels_last, strided,
+                         derived, bias)(data, result)
         elif rows_apply(weights.shape, axes3, channels_last, data.dtype, dtype, result.dtype,
                         target):
             direct_rows(data, weights, axes3, dtype, result, target, threads, derived, bias)
@@ -67,7 +68,7 @@ def direct_phase(data, weights, axes, dtype, channels_last, out, derived, bias, 
 
 def prepare_direct(batch, weights, axes, dtype, channels_last, derived, target):
     """``compute(data, out)``: :func:`direct_phase` for this layer with its per-position,
-    plane or row kernel set up once, or None where it cuts long lines into segments.
+    plane or row kernel (or each of its line segments' plane kernels) set up once.
 
     For repeated calls of one layer (:class:`convtranspose._kernels.direct.DirectCall`): the
     general path's Python around a small kernel costs about as much as the kernel
@@ -79,7 +80,9 @@ def prepare_direct(batch, weights, axes, dtype, channels_last, derived, target):
     if direct_per_position(groups, ci, co, channels_last):
         run = channels_last_runner(batch, weights, axes3, dtype, target, threads, derived)
     elif len(axes) == 1 and line_segmented(axes[0], ci):
-        return None
+        segments = LineSegments(weights, axes[0], dtype, target, threads, channels_last,
+                                plane_strided(groups, ci, co, channels_last), derived)
+        return segments
     elif rows_apply(weights.shape, axes3, channels_last, dtype, dtype, dtype, target):
         return rows_runner(batch, weights, axes3, dtype, target, threads, derived)
     else:

@@ -24,15 +24,13 @@ import math
 
 import numpy as np
 
-from ..._plan.geometry import axis_phases, three_axes
+from ..._plan.geometry import axis_phases
 from ..._plan.rules import AxisPlan
 from ..._runtime.caches import kept
-from ..._runtime.threads import parallel_for
 from ..schedules import (
     KEEP,
     frozen_all,
     half_load,
-    line_segment_inputs,
     plane_lanes,
     plane_schedule,
     planes_block_shape,
@@ -213,6 +211,18 @@ def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
 def direct_planes(data, weights, axes3, dtype, out, target, threads, channels_last, derived,
                   bias=None):
     """The plane kernel over every (sample, group) plane, into ``out`` (C-contiguous)."""
+    source, pairs, load_mode = plane_source(data, weights, dtype, derived, target)
+    mode = store_mode(out.dtype, dtype)
+    run = plane_runner(data.shape[0], weights, axes3, dtype, target, threads, channels_last,
+                       derived, pairs, mode, bias, load_mode)
+    flat = out.reshape(-1)
+    run(source, flat if mode == KEEP else flat.view(np.uint16))
+
+
+def plane_source(data, weights, dtype, derived, target) -> tuple[np.ndarray, bool, int]:
+    """``(source, pairs, load_mode)``: the data as the plane kernel reads it (flat; its
+    ``uint16`` bits as bfloat16 pairs or as half-precision loads), whether it multiplies
+    bfloat16 pairs (:func:`.modes.bfloat16_pair_bits`) and how it loads the data."""
     lanes = planes_block_shape(np.dtype(dtype).itemsize, weights.shape[2],
                                target.vector_bytes)[0]
     source = bfloat16_pair_bits(data, weights, dtype, lanes, derived, target)
@@ -224,11 +234,7 @@ def direct_planes(data, weights, axes3, dtype, out, target, threads, channels_la
         if data.dtype != dtype or not data.flags.c_contiguous:
             data = np.ascontiguousarray(data, dtype)
         source = data.reshape(-1)
-    mode = store_mode(out.dtype, dtype)
-    run = plane_runner(data.shape[0], weights, axes3, dtype, target, threads, channels_last,
-                       derived, pairs, mode, bias, load_mode)
-    flat = out.reshape(-1)
-    run(source, flat if mode == KEEP else flat.view(np.uint16))
+    return source, pairs, load_mode
 
 
 def plane_runner(batch, weights, axes3, dtype, target, threads, channels_last, derived, pairs,
@@ -284,49 +290,3 @@ def plane_runner(batch, weights, axes3, dtype, target, threads, channels_last, d
                         items, threads)
 
     return run
-
-
-def direct_line_segments(data, weights, axis, dtype, out, target, threads, channels_last,
-                         strided, derived, bias=None):
-    """A long 1-D layer cut into segments of its output, each a plane kernel call.
-
-    One line's window holds every input channel's whole line (HiFi-GAN 256->128 L65536:
-    64 MB, far out of cache) and is one piece of work (one thread;
-    :func:`convtranspose._kernels.schedules.line_segmented`).  Segment ``[y0,
-    y1)`` of the output reads inputs ``[x0, x1)`` only, and is the layer ``AxisPlan(x1 -
-    x0, K, s, d, offset + y0 - x0 * s, y1 - y0)`` of that slice; the segments (a
-    multiple of the stride long, so the inner ones share one plan) run on the threads
-    in turn, each writing its own slice of ``out``.
-    """
-    size, kernel, stride = axis.input_size, axis.kernel_size, axis.stride
-    reach = (kernel - 1) * axis.dilation  # output y reads inputs (y + offset - reach) / s on
-    length = stride * line_segment_inputs(weights.shape[1], stride)
-    starts = range(0, axis.output_size, length)
-
-    def segment(i):
-        y0 = starts[i]
-        y1 = min(axis.output_size, y0 + length)
-        x0 = min(size, max(0, -(-(y0 + axis.offset - reach) // stride)))
-        x1 = max(x0, min(size, (y1 - 1 + axis.offset) // stride + 1))
-        into = out[..., y0:y1, :] if channels_last else out[..., y0:y1]
-        if x1 == x0:  # no input reaches it: zero sums (plus the bias when rounding here)
-            sums = np.zeros(into.shape, dtype)
-            if bias is not None and out.dtype != dtype:
-                sums += np.asarray(bias, dtype).reshape((-1,) if channels_last else (-1, 1))
-            into[...] = sums
-            return
-        plan = AxisPlan(x1 - x0, kernel, stride, axis.dilation, axis.offset + y0 - x0 * stride,
-                        y1 - y0)
-        part = data[..., x0:x1, :] if channels_last else data[..., x0:x1]
-        result = np.empty(into.shape, out.dtype)
-        direct_planes(part, weights, three_axes((plan,)), dtype, result, target, 1, strided,
-                      derived, bias)
-        into[...] = result
-
-    def work(first, stop):
-        for i in range(first, stop):
-            segment(i)
-
-    work(0, 1)  # fills `derived` (the reordered weights) before the threads share it
-    if len(starts) > 1:
-        parallel_for(lambda first, stop: work(first + 1, stop + 1), len(starts) - 1, threads)
