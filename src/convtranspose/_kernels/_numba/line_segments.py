@@ -11,10 +11,12 @@ The inner segments share one plan, so a line of hundreds of segments has a few
 distinct plans (the first and last segments differ by the padding and cropping of
 the ends).  :class:`LineSegments` sets up each plan's plane kernel once
 (:func:`.planes.plane_runner`: tables, schedule, compiled kernel) and keeps it, so
-that a segment costs its slice of the data, the kernel and the store of its result
-(setting the kernel up again for every segment took 3-6% of HiFi-GAN 256->128 L65536's
-call), and a prepared layer's call sets up nothing
-(``benchmarks/results/line-segments-zen4.json``).
+that a segment costs its kernel call alone, and a prepared layer's call sets up
+nothing.  Channels first, the kernel reads the segment's inputs and writes its outputs
+where they are (the whole line's channel steps in its tables); otherwise the segment's
+data is copied out and, unless it is a contiguous run of the output, its result copied
+in.  Setting the kernel up for every segment and the two copies took 9-12% of HiFi-GAN
+256->128 L65536's call (``benchmarks/results/line-segments-zen4.json``).
 """
 
 from __future__ import annotations
@@ -103,10 +105,19 @@ class LineSegments:
                 sums += np.asarray(bias, dtype).reshape((-1,) if channels_last else (-1, 1))
             into[...] = sums
             return
+        mode = store_mode(out.dtype, dtype)
+        if not channels_last and data.dtype == dtype and data.flags.c_contiguous:
+            # Channels first, the kernel reads and writes the segment in place: the
+            # flat buffers from its first input and output on, with the whole line's
+            # channel steps.
+            run = self._runner(data.shape[0], plan, False, mode, KEEP,
+                               (data.shape[-1], out.shape[-1]))
+            flat = out.reshape(-1)
+            run(data.reshape(-1)[x0:], (flat if mode == KEEP else flat.view(np.uint16))[y0:])
+            return
         part = data[..., x0:x1, :] if channels_last else data[..., x0:x1]
         source, pairs, load_mode = plane_source(part, self._weights, dtype, self._derived,
                                                 self._target)
-        mode = store_mode(out.dtype, dtype)
         run = self._runner(part.shape[0], plan, pairs, mode, load_mode)
         # One sample's channels-last segment is a C-contiguous run of the output.
         result = into if into.flags.c_contiguous else np.empty(into.shape, out.dtype)
@@ -115,8 +126,8 @@ class LineSegments:
         if result is not into:
             into[...] = result
 
-    def _runner(self, batch, plan, pairs, mode, load_mode):
-        key = (batch, plan, pairs, mode, load_mode)
+    def _runner(self, batch, plan, pairs, mode, load_mode, channel_steps=None):
+        key = (batch, plan, pairs, mode, load_mode, channel_steps)
         run = self._runners.get(key)
         if run is None:
             with self._lock:
@@ -124,5 +135,6 @@ class LineSegments:
                 if run is None:
                     run = self._runners[key] = plane_runner(
                         batch, self._weights, three_axes((plan,)), self._dtype, self._target,
-                        1, self._strided, self._derived, pairs, mode, self._bias, load_mode)
+                        1, self._strided, self._derived, pairs, mode, self._bias, load_mode,
+                        channel_steps)
         return run

@@ -168,8 +168,14 @@ def planes_kernel(lanes: int, co_block: int, vectors: int, pairs: bool = False,
 
 
 @kept("kernel schedules", maxsize=256)
-def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
+def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int,
+                   channel_steps: tuple[int, int] | None = None):
     """Tables of :func:`planes_kernel` (cached per shape; read-only).
+
+    ``channel_steps``: the elements between one channel's data and the next's, and
+    between one output channel's results and the next's, channels first (default: the
+    layer's own input and output volumes; a line segment reads and writes its part of
+    the whole line's).
 
     ``geometry[a]`` is (window size, first input index in the window, stride,
     output positions per phase); ``tap_offset`` is each tap's start in the
@@ -203,8 +209,9 @@ def _window_tables(axes3: tuple[AxisPlan, ...], groups: int, ci: int, co: int):
                     tap_offset[a, phase, m] = (shift - geometry[a, 1]) * window_strides[a]
     inputs = tuple(a.input_size for a in axes3)
     outputs = tuple(a.output_size for a in axes3)
+    steps = channel_steps or (math.prod(inputs), math.prod(outputs))
     sizes = np.array((groups, ci, co, math.prod(inputs), math.prod(outputs), math.prod(kernel3))
-                     + outputs + inputs, np.int64)
+                     + outputs + inputs + tuple(steps), np.int64)
     return frozen_all(sizes, geometry, counts, tap_k, tap_offset, tap_count)
 
 
@@ -238,14 +245,15 @@ def plane_source(data, weights, dtype, derived, target) -> tuple[np.ndarray, boo
 
 
 def plane_runner(batch, weights, axes3, dtype, target, threads, channels_last, derived, pairs,
-                 mode=KEEP, bias=None, load_mode=KEEP):
+                 mode=KEEP, bias=None, load_mode=KEEP, channel_steps=None):
     """``run(source, target)``: the plane kernel over flat data (its bits when ``pairs``
     or ``load_mode`` says so) into the flat result (its ``uint16`` bits when rounding to
     ``mode``, the ``bias`` added before), with everything but the data prepared: the
     reordered weights (kept in ``derived``), the tables, the schedule and the kernel.
+    ``channel_steps``: as :func:`_window_tables` takes them (channels first).
     """
     groups, ci, co = weights.shape[:3]
-    tables = _window_tables(axes3, groups, ci, co)
+    tables = _window_tables(axes3, groups, ci, co, channel_steps)
     lanes, co_block, most_vectors = planes_block_shape(np.dtype(dtype).itemsize, co,
                                                        target.vector_bytes)
     key = ("planes", "pairs" if pairs else np.dtype(dtype).str, co_block)

@@ -45,6 +45,9 @@ def kernel(source, weights, out, bias, sizes, geometry, counts, tap_k, tap_offse
     x_volume, y_volume, k_volume = sizes[3], sizes[4], sizes[5]
     out1, out2, out3 = sizes[6], sizes[7], sizes[8]
     size1, size2, size3 = sizes[9], sizes[10], sizes[11]
+    # Channels first: elements between consecutive channels of the data and of the
+    # output (the volumes, or a line segment's whole line).
+    in_channel_step, out_channel_step = sizes[12], sizes[13]
     w1, w2, w3 = geometry[0, 0], geometry[1, 0], geometry[2, 0]
     lo1, lo2, lo3 = geometry[0, 1], geometry[1, 1], geometry[2, 1]
     s1, s2, s3 = geometry[0, 2], geometry[1, 2], geometry[2, 2]
@@ -126,7 +129,7 @@ def kernel(source, weights, out, bias, sizes, geometry, counts, tap_k, tap_offse
                                  + (ci & low)] = load(source[src + t * in_step + ci])
                 else:
                     for ci in range(ci_count):
-                        src = np.uint64((flat * ci_count + ci) * x_volume + pixel)
+                        src = np.uint64((flat * ci_count + ci) * in_channel_step + pixel)
                         unit = np.uint64(ci)
                         at = ((unit >> shift) * np.uint64(window_volume) + dst) * halves + (
                             unit & low)
@@ -166,7 +169,7 @@ def kernel(source, weights, out, bias, sizes, geometry, counts, tap_k, tap_offse
                         if channels_last:
                             out_at = n * y_volume * groups * co_count + g * co_count + co0 + c
                         else:
-                            out_at = (flat * co_count + co0 + c) * y_volume
+                            out_at = (flat * co_count + co0 + c) * out_channel_step
                         channel_bias = (bias[g * co_count + co0 + c] if biased
                                         else bias.dtype.type(0))
                         for j1 in range(band_first, min(counts[0, p1], band_first + band_blocks)):
