@@ -80,9 +80,8 @@ def prepare_direct(batch, weights, axes, dtype, channels_last, derived, target):
     if direct_per_position(groups, ci, co, channels_last):
         run = channels_last_runner(batch, weights, axes3, dtype, target, threads, derived)
     elif len(axes) == 1 and line_segmented(axes[0], ci):
-        segments = LineSegments(weights, axes[0], dtype, target, threads, channels_last,
-                                plane_strided(groups, ci, co, channels_last), derived)
-        return segments
+        return LineSegments(weights, axes[0], dtype, target, threads, channels_last,
+                            plane_strided(groups, ci, co, channels_last), derived)
     elif rows_apply(weights.shape, axes3, channels_last, dtype, dtype, dtype, target):
         return rows_runner(batch, weights, axes3, dtype, target, threads, derived)
     else:
