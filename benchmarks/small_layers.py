@@ -9,18 +9,18 @@ under ``--under-ms`` milliseconds: the figure the prepared-layer target states (
 layers whose best peer takes under 0.5 ms: geometric mean >= 1.2x the best peer, fixed
 suite plus two random suites, against the functional API and the peers' prepared
 forms"), with the count of those layers below 1.0x and the slowest five.  The best peer
-is the fastest peer that ran the layer and agreed with it (the benchmark leaves a peer
-that disagrees out of ``times_ms``).  Writes nothing.
+and the ratio are the benchmark's own (``best_peer``, ``ratio_to_best_peer``: the
+fastest peer that ran the layer and agreed with it), the geometric mean
+:func:`convtranspose._cli.bench.report.suite_summary`'s.  Writes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
-from collections.abc import Iterable
-from typing import NamedTuple
+
+from convtranspose._cli.bench.report import suite_summary
 
 #: The threshold the prepared-layer target names, in milliseconds.
 UNDER_MS = 0.5
@@ -28,46 +28,27 @@ UNDER_MS = 0.5
 SHOWN = 5
 
 
-class Row(NamedTuple):
-    """One layer of one results file: our time, its best peer's and the ratio."""
-
-    layer: str
-    ours_ms: float
-    peer: str
-    peer_ms: float
-
-    @property
-    def ratio(self) -> float:
-        return self.peer_ms / self.ours_ms
+def rated_rows(results: dict) -> list[dict]:
+    """The rows of one ``results.json`` that a peer ran: those with the benchmark's
+    ``best_peer`` and ``ratio_to_best_peer``."""
+    return [row for row in results["rows"] if "ratio_to_best_peer" in row]
 
 
-def rows_of(results: dict) -> list[Row]:
-    """The rows of one ``results.json`` that a peer ran, with their best peer."""
-    rows = []
-    for row in results["rows"]:
-        times = row.get("times_ms", {})
-        ours = times.get("convtranspose")
-        peers = {name: ms for name, ms in times.items() if name != "convtranspose" and ms}
-        if ours and peers:
-            peer = min(peers, key=peers.__getitem__)
-            rows.append(Row(row["layer"], ours, peer, peers[peer]))
-    return rows
+def _peer_ms(row: dict) -> float:
+    return row["times_ms"][row["best_peer"]]
 
 
-def geometric_mean(ratios: Iterable[float]) -> float:
-    values = list(ratios)
-    return math.exp(sum(math.log(value) for value in values) / len(values)) if values else math.nan
-
-
-def summary(name: str, rows: list[Row], under_ms: float) -> list[str]:
+def summary(name: str, rows: list[dict], under_ms: float) -> list[str]:
     """Markdown lines for one group of rows: all layers, then those under the threshold."""
-    small = [row for row in rows if row.peer_ms < under_ms]
-    lines = [f"| {name} | {len(rows)} | {geometric_mean(r.ratio for r in rows):.3f}x "
-             f"| {len(small)} | {geometric_mean(r.ratio for r in small):.3f}x "
-             f"| {sum(r.ratio < 1.0 for r in small)} |"]
-    for row in sorted(small, key=lambda row: row.ratio)[:SHOWN]:
-        lines.append(f"|   {row.layer}: {row.ours_ms * 1e3:.1f} us against {row.peer}'s "
-                     f"{row.peer_ms * 1e3:.1f} ({row.ratio:.2f}x) | | | | | |")
+    small = [row for row in rows if _peer_ms(row) < under_ms]
+    every, fast = suite_summary(rows), suite_summary(small)
+    lines = [f"| {name} | {len(rows)} | {every.get('geomean', float('nan')):.3f}x "
+             f"| {len(small)} | {fast.get('geomean', float('nan')):.3f}x "
+             f"| {sum(row['ratio_to_best_peer'] < 1.0 for row in small)} |"]
+    for row in sorted(small, key=lambda row: row["ratio_to_best_peer"])[:SHOWN]:
+        lines.append(f"|   {row['layer']}: {row['times_ms']['convtranspose'] * 1e3:.1f} us"
+                     f" against {row['best_peer']}'s {_peer_ms(row) * 1e3:.1f}"
+                     f" ({row['ratio_to_best_peer']:.2f}x) | | | | | |")
     return lines
 
 
@@ -75,13 +56,13 @@ def report(paths: list[str], under_ms: float = UNDER_MS) -> list[str]:
     """The table's lines for the given results files."""
     header = ["| results (calls) | layers | all: best peer / ours | under "
               f"{under_ms:g} ms | geometric mean | below 1.0x |", "|---|---|---|---|---|---|"]
-    by_calls: dict[str, list[Row]] = {}
+    by_calls: dict[str, list[dict]] = {}
     lines = []
     for path in paths:
         with open(path, encoding="utf-8") as file:
             results = json.load(file)
         calls = results.get("meta", {}).get("calls", "array function")
-        rows = rows_of(results)
+        rows = rated_rows(results)
         by_calls.setdefault(calls, []).extend(rows)
         suite = results.get("meta", {}).get("suite", {}).get("name", path)
         lines += summary(f"{suite} ({calls})", rows, under_ms)

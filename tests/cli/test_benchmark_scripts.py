@@ -485,20 +485,23 @@ def test_int8_kernels_script_measures_the_pair_products_on_any_x86_cpu(tmp_path,
 def test_small_layers_takes_the_geometric_mean_over_layers_whose_best_peer_is_fast(
         tmp_path, capsys):
     def results(calls, rows):
+        # Rows as the benchmark writes them: its best peer and ratio where a peer ran.
         return {"meta": {"calls": calls, "suite": {"name": "suite"}},
-                "rows": [{"layer": name, "times_ms": times} for name, times in rows]}
+                "rows": [{"layer": name, "times_ms": times,
+                          **({"best_peer": best, "ratio_to_best_peer": ratio} if best else {})}
+                         for name, times, best, ratio in rows]}
 
     functions = tmp_path / "functions.json"
     functions.write_text(json.dumps(results("array function", [
         # best peers 0.1 ms (b) and 0.4 ms (a): ratios 2.0 and 0.5 -> geometric mean 1.0
-        ("fast", {"convtranspose": 0.05, "a": 0.3, "b": 0.1}),
-        ("mid", {"convtranspose": 0.8, "a": 0.4}),
-        ("slow", {"convtranspose": 1.0, "a": 8.0}),  # best peer 8 ms: left out
-        ("alone", {"convtranspose": 1.0}),  # no peer ran it: left out everywhere
+        ("fast", {"convtranspose": 0.05, "a": 0.3, "b": 0.1}, "b", 2.0),
+        ("mid", {"convtranspose": 0.8, "a": 0.4}, "a", 0.5),
+        ("slow", {"convtranspose": 1.0, "a": 8.0}, "a", 8.0),  # best peer 8 ms: left out
+        ("alone", {"convtranspose": 1.0}, None, None),  # no peer ran it: left out everywhere
     ])))
     prepared = tmp_path / "prepared.json"
     prepared.write_text(json.dumps(results("prepared layer", [
-        ("fast", {"convtranspose": 0.025, "a": 0.2}),  # 8.0
+        ("fast", {"convtranspose": 0.025, "a": 0.2}, "a", 8.0),
     ])))
     assert _load("small_layers").main([str(functions), str(prepared)]) == 0
     lines = capsys.readouterr().out.splitlines()
