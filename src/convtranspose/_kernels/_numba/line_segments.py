@@ -30,10 +30,10 @@ from ..._plan.rules import AxisPlan
 from ..._runtime.threads import parallel_for
 from ..schedules import KEEP, line_segment_inputs
 from .modes import store_mode
-from .planes import plane_runner, plane_source
+from .planes import plane_runner, plane_source, stored
 
 
-def segment_plans(axis: AxisPlan, ci: int) -> tuple[tuple, ...]:
+def _segment_plans(axis: AxisPlan, ci: int) -> tuple[tuple, ...]:
     """Per segment ``(y0, y1, x0, x1, plan)``: its outputs, the inputs they read and its
     own layer (None where no input reaches the segment)."""
     size, kernel, stride = axis.input_size, axis.kernel_size, axis.stride
@@ -81,23 +81,34 @@ class LineSegments:
         self._weights, self._dtype, self._target = weights, dtype, target
         self._threads, self._channels_last, self._strided = threads, channels_last, strided
         self._derived, self._bias = derived, bias
-        self._segments = segment_plans(axis, weights.shape[1])
+        self._segments = _segment_plans(axis, weights.shape[1])
         self._runners: dict = {}
         self._lock = threading.Lock()
 
     def __call__(self, data: np.ndarray, out: np.ndarray) -> None:
-        """Fill ``out`` (the layout of ``data``) with the layer's result."""
+        """Fill ``out`` (the layout of ``data``, C-contiguous) with the layer's result."""
+        mode = store_mode(out.dtype, self._dtype)
+        # Channels first, the kernel reads and writes each segment in place: the flat
+        # buffers from its first input and output on, with the whole line's channel steps.
+        in_place = (not self._channels_last and data.dtype == self._dtype
+                    and data.flags.c_contiguous)
+
         def work(first, stop):
             for i in range(first, stop):
-                self._segment(data, out, *self._segments[i])
+                self._segment(data, out, mode, in_place, *self._segments[i])
 
         work(0, 1)  # fills `derived` (the reordered weights) before the threads share it
         if len(self._segments) > 1:
             parallel_for(lambda first, stop: work(first + 1, stop + 1),
                          len(self._segments) - 1, self._threads)
 
-    def _segment(self, data, out, y0, y1, x0, x1, plan) -> None:
+    def _segment(self, data, out, mode, in_place, y0, y1, x0, x1, plan) -> None:
         channels_last, dtype, bias = self._channels_last, self._dtype, self._bias
+        if in_place and plan is not None:
+            run = self._runner(data.shape[0], plan, False, mode, KEEP,
+                               (data.shape[-1], out.shape[-1]))
+            run(data.reshape(-1)[x0:], stored(out, mode)[y0:])
+            return
         into = out[..., y0:y1, :] if channels_last else out[..., y0:y1]
         if plan is None:  # no input reaches it: zero sums (plus the bias when rounding here)
             sums = np.zeros(into.shape, dtype)
@@ -105,24 +116,13 @@ class LineSegments:
                 sums += np.asarray(bias, dtype).reshape((-1,) if channels_last else (-1, 1))
             into[...] = sums
             return
-        mode = store_mode(out.dtype, dtype)
-        if not channels_last and data.dtype == dtype and data.flags.c_contiguous:
-            # Channels first, the kernel reads and writes the segment in place: the
-            # flat buffers from its first input and output on, with the whole line's
-            # channel steps.
-            run = self._runner(data.shape[0], plan, False, mode, KEEP,
-                               (data.shape[-1], out.shape[-1]))
-            flat = out.reshape(-1)
-            run(data.reshape(-1)[x0:], (flat if mode == KEEP else flat.view(np.uint16))[y0:])
-            return
         part = data[..., x0:x1, :] if channels_last else data[..., x0:x1]
         source, pairs, load_mode = plane_source(part, self._weights, dtype, self._derived,
                                                 self._target)
         run = self._runner(part.shape[0], plan, pairs, mode, load_mode)
         # One sample's channels-last segment is a C-contiguous run of the output.
         result = into if into.flags.c_contiguous else np.empty(into.shape, out.dtype)
-        flat = result.reshape(-1)
-        run(source, flat if mode == KEEP else flat.view(np.uint16))
+        run(source, stored(result, mode))
         if result is not into:
             into[...] = result
 

@@ -222,8 +222,14 @@ def direct_planes(data, weights, axes3, dtype, out, target, threads, channels_la
     mode = store_mode(out.dtype, dtype)
     run = plane_runner(data.shape[0], weights, axes3, dtype, target, threads, channels_last,
                        derived, pairs, mode, bias, load_mode)
+    run(source, stored(out, mode))
+
+
+def stored(out: np.ndarray, mode: int) -> np.ndarray:
+    """``out`` (C-contiguous) as the plane kernel stores into it in ``mode``: flat, its
+    ``uint16`` bits when it rounds to float16 or bfloat16."""
     flat = out.reshape(-1)
-    run(source, flat if mode == KEEP else flat.view(np.uint16))
+    return flat if mode == KEEP else flat.view(np.uint16)
 
 
 def plane_source(data, weights, dtype, derived, target) -> tuple[np.ndarray, bool, int]:
