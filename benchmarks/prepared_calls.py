@@ -2,10 +2,11 @@
 own prepared forms, in one process.
 
     python benchmarks/prepared_calls.py [--calls 3000] [--rounds 5] [--layers WORD] [--cold]
-        [--out FILE]
+        [--dtype float32] [--out FILE]
     python benchmarks/prepared_calls.py --before OLD/src [--runs 6] ...
 
-For each layer (float32, NCHW, the library's default planning, wisdom off) it times
+For each layer (float32 unless ``--dtype`` says float16 or bfloat16, NCHW, the
+library's default planning, wisdom off) it times
 back-to-back calls, in alternating rounds, of: the array function
 (``ct.onnx_conv_transpose``), the same layer through ``ct.prepare``, an onnxruntime
 session of the one-node model (inputs bound, one thread per intra-op pool as the
@@ -17,7 +18,8 @@ layer is also timed channels-last (``ct.conv_transpose``, NXC data and an XIO fi
 ``convtranspose bench`` runs its NXC twin), without peers, as is a depthwise layer (256
 groups of one channel, which numba ``direct`` computes per output position when it runs
 it).  The layers named "bias" carry one (ONNX's ``B``, torch's ``bias``), given to
-every runner alike.
+every runner alike.  In float16 and bfloat16 onnxruntime is left out (its CPU
+ConvTranspose is float32 only) and torch runs on tensors of that dtype.
 
 ``--cold`` times each call alone after writing a buffer of twice the last-level cache
 (``--calls`` of them per round): the caches then hold none of the Python, the plans or
@@ -45,6 +47,7 @@ os.environ.setdefault("CONVTRANSPOSE_BACKGROUND_COMPILE", "off")
 import numpy as np  # noqa: E402
 
 import convtranspose as ct  # noqa: E402
+from convtranspose._cli.bench import numpy_dtype  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name, last_level_cache_bytes  # noqa: E402
 
 # (name, data shape, filter shape (C_IN, C_OUT / groups, K, K), stride, pad, channels last,
@@ -89,14 +92,21 @@ def onnxruntime_call(data, weights, stride, pad, bias=None):
     return lambda: session.run(None, {"x": data})
 
 
+def _tensor(torch, array: np.ndarray):
+    """``array`` as a torch tensor; bfloat16 (ml_dtypes') through its bits."""
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
 def _torch_call(data, weights, stride, pad, bias=None):
     try:
         import torch
     except ImportError:
         return None
     torch.set_num_threads(ct.get_num_threads())
-    x, w = torch.from_numpy(data), torch.from_numpy(weights)
-    b = None if bias is None else torch.from_numpy(bias)
+    x, w = _tensor(torch, data), _tensor(torch, weights)
+    b = None if bias is None else _tensor(torch, bias)
 
     def call():
         with torch.no_grad():
@@ -151,21 +161,23 @@ def _runs(data, weights, bias, stride: int, pad: int, channels_last: bool,
     layer = ct.prepare(ct.onnx_conv_transpose, W=weights, B=bias, **attributes)
     runs = {"function": lambda: ct.onnx_conv_transpose(data, weights, bias, **attributes),
             "prepared": lambda: layer(data),
-            "onnxruntime": onnxruntime_call(data, weights, stride, pad, bias),
+            "onnxruntime": (onnxruntime_call(data, weights, stride, pad, bias)
+                            if data.dtype == np.float32 else None),
             "torch": _torch_call(data, weights, stride, pad, bias)}
     return {key: call for key, call in runs.items() if call is not None}
 
 
 def measure(calls: int, rounds: int, only: str | None = None, quiet: bool = False,
-            cold: bool = False) -> list[dict]:
+            cold: bool = False, dtype: str = "float32") -> list[dict]:
     rng = np.random.default_rng(0)
+    kind = numpy_dtype(dtype)
     sweep = _cache_sweep() if cold else None
     rows = []
     for name, data_shape, filter_shape, stride, pad, channels_last, biased, groups in LAYERS:
-        data = rng.standard_normal(data_shape, dtype=np.float32)
-        weights = rng.standard_normal(filter_shape, dtype=np.float32)
-        bias = (rng.standard_normal(filter_shape[1] * groups, dtype=np.float32) if biased
-                else None)
+        data = rng.standard_normal(data_shape, dtype=np.float32).astype(kind)
+        weights = rng.standard_normal(filter_shape, dtype=np.float32).astype(kind)
+        bias = (rng.standard_normal(filter_shape[1] * groups, dtype=np.float32).astype(kind)
+                if biased else None)
         if only is not None and only not in name:
             continue
         runs = _runs(data, weights, bias, stride, pad, channels_last, groups)
@@ -240,19 +252,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold", action="store_true",
                         help="time each call alone after evicting the caches")
     parser.add_argument("--rows", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"),
+                        help="the layers' dtype")
     parser.add_argument("--out", help="write the rows as JSON to this file")
     args = parser.parse_args(argv)
     if args.rows:  # a child of --before: the rows as one JSON line
         print(json.dumps(measure(args.calls, args.rounds, args.layers, quiet=True,
-                                 cold=args.cold)))
+                                 cold=args.cold, dtype=args.dtype)))
         return 0
     timing = "each alone after evicting the caches" if args.cold else "back to back"
-    print(f"CPU: {cpu_model_name()}, {ct.get_num_threads()} threads; microseconds per call,"
-          f" medians of {args.rounds} rounds of {args.calls} calls, {timing}\n")
+    print(f"CPU: {cpu_model_name()}, {ct.get_num_threads()} threads; {args.dtype};"
+          f" microseconds per call, medians of {args.rounds} rounds of {args.calls} calls,"
+          f" {timing}\n")
     record = {"machine": cpu_model_name(), "threads": ct.get_num_threads(),
-              "calls": args.calls, "rounds": args.rounds, "cold": args.cold}
+              "calls": args.calls, "rounds": args.rounds, "cold": args.cold,
+              "dtype": args.dtype}
     if args.before is not None:
-        child_arguments = ["--calls", str(args.calls), "--rounds", str(args.rounds)]
+        child_arguments = ["--calls", str(args.calls), "--rounds", str(args.rounds),
+                           "--dtype", args.dtype]
         if args.cold:
             child_arguments.append("--cold")
         if args.layers:
@@ -265,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
                                    for key, us in row["us"].items()) + " |")
         record.update(runs=args.runs, **compared)
     else:
-        record["rows"] = measure(args.calls, args.rounds, args.layers, cold=args.cold)
+        record["rows"] = measure(args.calls, args.rounds, args.layers, cold=args.cold,
+                                 dtype=args.dtype)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             json.dump(record, handle, indent=1)

@@ -312,16 +312,25 @@ def test_repeated_call_still_checks_the_memory_limit():
     np.testing.assert_array_equal(call(data, filter), _general(call, data, filter))
 
 
-def test_prepared_tiny_calls_only_for_native_float32_and_float64(forced_dense, monkeypatch):
+def test_prepared_tiny_calls_only_for_native_floats(forced_dense, monkeypatch):
     call = TINY["openvino"]
-    for dtype in (np.float16, np.int32):
-        data, filter = _tiny(np.float32)
-        data, filter = data.astype(dtype), filter.astype(dtype)
-        result = _general(call, data, filter)
-        call(data, filter)
-        # Remembered as having no prepared call (so the choice is not asked again).
-        assert all(entry[0] is None for entry in _api.prepared_calls.values()), dtype
-        assert result.dtype == np.dtype(dtype)
+    data, filter = _tiny(np.float32)
+    data, filter = data.astype(np.int32), filter.astype(np.int32)
+    result = _general(call, data, filter)
+    call(data, filter)
+    # Remembered as having no prepared call (so the choice is not asked again).
+    assert all(entry[0] is None for entry in _api.prepared_calls.values())
+    assert result.dtype == np.int32
+    # float16: the float32 sums' prepared call on the widened data, rounded once.
+    data, filter = (array.astype(np.float16) for array in _tiny(np.float32))
+    result = _general(call, data, filter)
+    call(data, filter)
+    assert [type(entry[0]).__name__ for entry in _api.prepared_calls.values()] == [
+        "WidenedCall"]
+    with monkeypatch.context() as patch:
+        _forbid_general_path(patch)
+        np.testing.assert_array_equal(call(data, filter).view(np.uint16),
+                                      result.view(np.uint16))
     # Byte-swapped operands are read in native order at the boundary: the same numbers,
     # in the native float32.
     data, filter = _tiny(np.float32)
@@ -477,9 +486,9 @@ def test_prepared_direct_calls_only_where_a_kernel_is_set_up_once(monkeypatch, f
     from convtranspose._execute import transposed as execute
     from convtranspose._kernels._numba import direct as numba_direct
 
-    # The per-position kernel (channels-last, many groups of one channel) and a long line
-    # in segments are set up once; float16, a filter above the bound: the general path
-    # each time.
+    # The per-position kernel (channels-last, many groups of one channel), a long line in
+    # segments and a float16 layer's rounding kernel are set up once; a filter above the
+    # bound: the general path each time.
     depthwise = RNG.standard_normal((1, 6, 5, 16)).astype(np.float32)
     ct.conv_transpose(depthwise, RNG.standard_normal((3, 3, 16, 1)).astype(np.float32),
                       strides=2, groups=16)
@@ -487,7 +496,14 @@ def test_prepared_direct_calls_only_where_a_kernel_is_set_up_once(monkeypatch, f
     _api.prepared_calls.clear()
     call, _, data, filter = _direct_layer("onnx 2-D")
     call(data.astype(np.float16), filter.astype(np.float16))
+    assert len(_prepared_callables()) == 1
+    _api.prepared_calls.clear()
+    monkeypatch.setattr(execute, "PREPARED_MAX_FILTER_BYTES", filter.nbytes // 2 - 1)
+    call(data.astype(np.float16), filter.astype(np.float16))
     assert not _prepared_callables()
+    monkeypatch.undo()
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct")
+    _api.prepared_calls.clear()
     monkeypatch.setattr(numba_direct, "line_segmented", lambda axis, ci: True)
     call, _, data, filter = _direct_layer("onnx 1-D grouped")
     call(data, filter)

@@ -33,8 +33,8 @@ from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host, use_target
 from . import background
 
-__all__ = ["add_bias", "add_column", "bias_column", "preparable", "prepare_call", "result_shape",
-           "transposed_convolution"]
+__all__ = ["add_bias", "add_column", "bias_column", "preparable", "prepare_call",
+           "prepared_sums", "result_shape", "transposed_convolution"]
 
 
 def transposed_convolution(
@@ -431,13 +431,27 @@ def prepare_call(data: np.ndarray, filter: np.ndarray,
         ready = provisional_ready(problem, target) if runs == "dense" else None
         return None if ready is None else ProvisionalCall(
             _dense_call(filter, weights, axes, dtype, channels_last, shape), ready)
-    if runs == "dense":
+    return prepared_sums(runs, problem, filter, canonical, run_target, target)
+
+
+def prepared_sums(name: str, problem: Problem, filter: np.ndarray,
+                  canonical: Callable[[np.ndarray], np.ndarray], run_target: Target,
+                  target: Target) -> DenseCall | DirectCall | None:
+    """The :class:`DenseCall` or :class:`DirectCall` of :func:`prepare_call` for the
+    bias-free ``problem`` (no result dtype) computed by algorithm ``name`` (resolved) on
+    ``run_target``, planned for ``target``; None as :func:`prepare_call` says."""
+    batch, axes, dtype, channels_last = (problem.batch, problem.axes, problem.dtype,
+                                         problem.channels_last)
+    weights = canonical(filter)
+    shape = result_shape(batch, weights.shape, axes, channels_last)
+    if name == "dense":
         return _dense_call(filter, weights, axes, dtype, channels_last, shape)
     if (filter.nbytes > PREPARED_MAX_FILTER_BYTES and not owned_view(filter)) or fitting(
-            runs, problem, target) != runs:
+            name, problem, target) != name:
         return None
     kept = filter if owned_view(filter) else frozen(np.array(filter, copy=True, order="K"))
-    compute = prepare(runs, batch, canonical(kept), axes, dtype, channels_last, run_target)
+    compute = prepare(name, batch, canonical(kept), axes, dtype, channels_last, run_target)
     # The call is checked against the machine it was planned for (its kernels run on
     # the plan's threads).
     return None if compute is None else DirectCall(kept, compute, shape, dtype, target)
+

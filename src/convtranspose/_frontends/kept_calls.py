@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._choose import planning as _planning
+from .._execute.rounded_calls import half_preparable
 from .._execute.transposed import preparable
 from .._kernels.dense import switch_state
 from .._plan.problem import Problem
@@ -54,12 +55,15 @@ class PreparedKey:
 
 def prepared_key(plan, data: np.ndarray, filter: np.ndarray) -> PreparedKey | None:
     """The :class:`PreparedKey` of ``plan`` on operands of these dtypes, kept on the plan;
-    None where no prepared call is made (dtypes other than native float32 and float64)."""
+    None where no prepared call is made (dtypes other than native float32, float64,
+    float16 and bfloat16; a half-precision layer's call serves bias-free calls only,
+    :func:`~convtranspose._execute.rounded_calls.prepare_rounded_call`)."""
     dtypes = (data.dtype, filter.dtype)
     keys = plan.__dict__.get("_prepared_keys")
     key = None if keys is None else keys.get(dtypes)
     if key is None:
-        if not preparable(data.dtype, filter.dtype):
+        if not (preparable(data.dtype, filter.dtype)
+                or half_preparable(data.dtype, filter.dtype)):
             return None
         problem = Problem(plan.batch, plan.axes, plan.canonical_filter_shape,
                           plan.channels_last, data.dtype)

@@ -28,7 +28,8 @@ from .._choose import planning as _planning
 from .._errors import ConvTransposeError
 from .._execute import array_api as _array_api
 from .._execute.adjoints import kept_data_adjoint
-from .._execute.transposed import add_column, bias_column, prepare_call
+from .._execute.rounded_calls import prepare_rounded_call
+from .._execute.transposed import add_column, bias_column, preparable, prepare_call
 from .._plan import dialects as _dialects
 from .._runtime.memo import frozen, own
 from .._runtime.memory import get_max_bytes
@@ -159,22 +160,34 @@ class _Binding:
             if out is None:
                 self.limit = limit
         if self._filter is not None and self._generation != _planning.generation:
-            call, self._generation = self._prepared(data)
-            plan = self.plan
-            # A prepared call's sums are in the data's dtype, as the layer's result.
-            column = None if call is None or self._bias is None else bias_column(
-                self._bias, data.dtype, plan.channels_last, len(plan.axes))
+            call, self._generation, column = self._prepared(data)
             self.fast = (_NO_FAST if call is None else
                          (call, self._generation, self._filter, column))
         return result
 
     def _prepared(self, data: np.ndarray) -> tuple:
-        """``(prepared call or None, planning generation)`` after a run of the layer: the
-        shared one of a bias-free layer where it was set up from this layer's filter,
-        else one of its own."""
-        plan, filter = self.plan, self._filter
+        """``(prepared call or None, planning generation, bias column or None)`` after a
+        run of the layer: the shared one of a bias-free layer where it was set up from
+        this layer's filter, else one of its own; the column is the bias its sums get
+        afterwards (a half-precision layer's call adds it before rounding)."""
+        plan, filter, bias = self.plan, self._filter, self._bias
         if self._forward:
-            return kept_data_adjoint(data, filter, plan.axes, False, data.dtype)
+            return (*kept_data_adjoint(data, filter, plan.axes, False, data.dtype), None)
+        if not preparable(data.dtype, data.dtype):  # half precision (else None)
+            call = prepare_rounded_call(data, filter, bias,
+                                        lambda kept: canonical_weights(plan, kept), plan.axes,
+                                        plan.channels_last)
+            return call, _planning.generation, None
+        call, generation = self._summing(data)
+        # A prepared call's sums are in the data's dtype, as the layer's result.
+        column = None if call is None or bias is None else bias_column(
+            bias, data.dtype, plan.channels_last, len(plan.axes))
+        return call, generation, column
+
+    def _summing(self, data: np.ndarray) -> tuple:
+        """``(prepared call or None, planning generation)`` of a float32 or float64 layer,
+        its sums without the bias."""
+        plan, filter = self.plan, self._filter
         shared = None
         if self._bias is None:
             shared, generation = prepared_call(plan, data, filter)

@@ -22,7 +22,8 @@ from .._dtypes import accumulation_dtype, check_dtypes
 from .._errors import ConvTransposeError
 from .._execute import array_api as _array_api
 from .._execute.footprint import check_transposed
-from .._execute.transposed import add_bias, prepare_call, transposed_convolution
+from .._execute.rounded_calls import prepare_rounded_call
+from .._execute.transposed import add_bias, preparable, prepare_call, transposed_convolution
 from .._kernels.dense import switch_state
 from .._plan import dialects as _dialects
 from .._plan import rules as _plan
@@ -272,7 +273,10 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
     prepared = key = None
     # The prepared calls compute the sums; a bias (an ndarray of the data's dtype: any
     # other gets the checks below) is added to them as transposed_convolution adds it.
-    if bias is None or (type(bias) is np.ndarray and bias.dtype == data.dtype):
+    # A half-precision layer's call rounds its sums, which a bias joins before: it
+    # serves bias-free calls only.
+    if bias is None or (type(bias) is np.ndarray and bias.dtype == data.dtype
+                        and preparable(data.dtype, filter.dtype)):
         key = prepared_key(plan, data, filter)
         prepared = usable_prepared(key)
         if prepared is not None and prepared[0] is not None:
@@ -298,8 +302,13 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
     if key is not None and prepared is None:
         # Kept when there is none too (the layer's algorithm is another): asking again
         # would run the choice once more on every call.
-        call = prepare_call(data, filter, lambda kept: canonical_weights(plan, kept),
-                            plan.axes, plan.channels_last)
+        def canonical(kept):
+            return canonical_weights(plan, kept)
+
+        call = (prepare_call(data, filter, canonical, plan.axes, plan.channels_last)
+                if preparable(data.dtype, filter.dtype) else
+                prepare_rounded_call(data, filter, None, canonical, plan.axes,
+                                     plan.channels_last))
         _bounded_insert(prepared_calls, key, (call, _planning.generation,
                                               None if call is not None else switch_state()),
                         PREPARED_CALLS_KEPT)

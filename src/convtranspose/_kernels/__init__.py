@@ -39,7 +39,7 @@ from .._runtime.target import Target
 from . import schedules as _schedules
 
 __all__ = ["ALGORITHMS", "REGISTRY", "Algorithm", "exact_algorithms", "missing",
-           "offered_algorithms", "prepare", "resolve", "rounds_as_it_stores", "run",
+           "offered_algorithms", "prepare", "prepare_rounded", "resolve", "rounds_as_it_stores", "run",
            "run_rounded"]
 
 
@@ -80,7 +80,11 @@ class Algorithm:
     channels_last, target, **options) -> compute or None``, that sets the layer up
     once for repeated calls: ``compute(data, out)`` then fills a C-contiguous ``out``
     of ``dtype`` as the algorithm does, for any data of the layer's shape (see
-    :func:`prepare`).
+    :func:`prepare`).  ``prepare_rounding``: the same for ``rounding``, ``(batch,
+    weights, axes, dtype, channels_last, data_dtype, result_dtype, bias, target) ->
+    compute or None``: ``compute(data, out)`` fills a C-contiguous ``out`` of
+    ``result_dtype`` as ``rounding`` does with that ``bias``, for any data of
+    ``data_dtype`` and the layer's shape (see :func:`prepare_rounded`).
     """
 
     name: str
@@ -97,6 +101,7 @@ class Algorithm:
     estimate: str | None = None
     scratch: str = "padded-columns"
     prepare: str | None = None
+    prepare_rounding: str | None = None
 
 
 def _entries() -> dict[str, Algorithm]:
@@ -134,7 +139,8 @@ def _entries() -> dict[str, Algorithm]:
                   "numba per-tap multiply-adds in vector registers (planes, rows, positions)",
                   requires=("numba",), fallback="direct-numpy", rounding="_direct_numba_rounded",
                   rounds_when="direct_rounds", estimate="direct", scratch="direct",
-                  prepare="_prepare_direct_numba"),
+                  prepare="_prepare_direct_numba",
+                  prepare_rounding="_prepare_direct_numba_rounded"),
         Algorithm("direct-numpy", "direct", "_direct_numpy",
                   "per-tap multiply-adds with NumPy broadcasting", offered=False,
                   scratch="direct-numpy"),
@@ -142,7 +148,8 @@ def _entries() -> dict[str, Algorithm]:
                   "numba blocks of outputs with their channels in vector registers",
                   requires=("numba",), fallback="phase-{layout}", exact=True,
                   rounding="_direct_blocked_rounded", estimate="direct-blocked",
-                  scratch="direct-blocked", prepare="prepare_blocked"),
+                  scratch="direct-blocked", prepare="prepare_blocked",
+                  prepare_rounding="prepare_blocked_rounded"),
         Algorithm("depthwise", "depthwise", "_depthwise",
                   "numba blocks of outputs along the last axis, a vector of depthwise "
                   "channels each, over a padded channel-blocked copy (channels-first "
@@ -244,6 +251,20 @@ def prepare(name: str, batch: int, weights, axes, dtype, channels_last, target: 
         return None
     function = _function(entry.module, entry.prepare)
     return function(batch, weights, axes, dtype, channels_last, target, **entry.options)
+
+
+def prepare_rounded(name: str, batch: int, weights, axes, dtype, channels_last, data_dtype,
+                    result_dtype, bias, target: Target):
+    """``compute(data, out)``: what :func:`run_rounded` does with algorithm ``name``
+    (resolved beforehand) and ``bias``, set up once for this layer (its
+    ``prepare_rounding`` entry), or None where it has none or declines the layer.  The
+    data must have ``data_dtype`` and ``out`` be C-contiguous of ``result_dtype``."""
+    entry = REGISTRY[name]
+    if entry.prepare_rounding is None:
+        return None
+    function = _function(entry.module, entry.prepare_rounding)
+    return function(batch, weights, axes, dtype, channels_last, data_dtype, result_dtype,
+                    bias, target)
 
 
 def run_rounded(name: str, data, weights, axes, dtype, channels_last, out, bias,

@@ -112,6 +112,23 @@ def _direct_numba_rounded(data, weights, axes, dtype, channels_last, out, bias, 
     return True
 
 
+def _prepare_direct_numba_rounded(batch, weights, axes, dtype, channels_last, data_dtype,
+                                  result_dtype, bias, target):
+    """``compute(data, out)`` of :func:`_direct_numba_rounded` for this layer (its
+    kernels set up once, :func:`._numba.direct.prepare_direct_rounded`), or None where
+    that declines every call: a kernel that does not round, or a filter that may not
+    be finite."""
+    if not direct_rounds(weights.shape, axes, channels_last):
+        return None
+    derived = derived_from(weights, "direct")
+    if not kept_finite(weights, derived):
+        return None
+    from ._numba.direct import prepare_direct_rounded
+
+    return prepare_direct_rounded(batch, weights, axes, dtype, channels_last, derived, target,
+                                  data_dtype, result_dtype, bias)
+
+
 def _direct_numpy(data, weights, axes, dtype, channels_last, out, *, target):
     """Per-tap products with NumPy (any dtype, rank and geometry).
 

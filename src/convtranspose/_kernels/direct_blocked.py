@@ -43,3 +43,21 @@ def prepare_blocked(batch, weights, axes, dtype, channels_last, target):
 
     return blocked_layer(batch, weights, axes, dtype, channels_last, KEEP,
                          derived_from(weights, "direct-blocked"), target)
+
+
+def prepare_blocked_rounded(batch, weights, axes, dtype, channels_last, data_dtype,
+                            result_dtype, bias, target):
+    """``compute(data, out)`` of :func:`_direct_blocked_rounded` for this layer, its
+    passes, packed weights and thread split set up once: the data (of ``data_dtype``)
+    widened, the sums plus ``bias`` rounded into ``out`` of ``result_dtype``."""
+    from ._numba.blocked import blocked_layer
+    from ._numba.modes import store_mode
+
+    layer = blocked_layer(batch, weights, axes, dtype, channels_last,
+                          store_mode(result_dtype, dtype),
+                          derived_from(weights, "direct-blocked"), target)
+
+    def compute(data, out):
+        layer(widen(data, target), out, bias)
+
+    return compute

@@ -14,15 +14,18 @@ import numpy as np
 
 from ..._plan.geometry import three_axes
 from ..schedules import (
+    BFLOAT16,
     direct_per_position,
     direct_worth_threads,
+    half_load,
     line_segmented,
     plane_strided,
     rows_apply,
 )
 from .channels_last import channels_last_runner, direct_channels_last
 from .line_segments import LineSegments
-from .planes import direct_planes, plane_runner
+from .modes import bfloat16_pair_bits, store_mode
+from .planes import direct_planes, plane_runner, plane_source, stored
 from .rows import direct_rows, rows_runner
 
 
@@ -92,3 +95,48 @@ def prepare_direct(batch, weights, axes, dtype, channels_last, derived, target):
         run(np.ascontiguousarray(data).reshape(-1), out.reshape(-1))
 
     return compute
+
+
+def prepare_direct_rounded(batch, weights, axes, dtype, channels_last, derived, target,
+                           data_dtype, result_dtype, bias):
+    """``compute(data, out)``: :func:`direct_phase` for this layer rounding its float32
+    sums plus ``bias`` into a C-contiguous ``out`` of ``result_dtype`` (float16 or
+    bfloat16), with its plane or row kernel (or each line segment's) set up once; None
+    where the per-position kernel computes the layer (it does not round).  ``data``
+    must have ``data_dtype``.  As in :func:`direct_phase`, each call decides from the
+    data whether bfloat16 operands are multiplied in pairs, so the bits are the
+    general path's."""
+    groups, ci, co = weights.shape[:3]
+    if direct_per_position(groups, ci, co, channels_last):
+        return None
+    axes3, threads = three_axes(axes), direct_threads(batch, weights.shape, axes, target)
+    strided = plane_strided(groups, ci, co, channels_last)
+    if len(axes) == 1 and line_segmented(axes[0], ci):
+        return LineSegments(weights, axes[0], dtype, target, threads, channels_last, strided,
+                            derived, bias)
+    mode = store_mode(result_dtype, dtype)
+    if rows_apply(weights.shape, axes3, channels_last, data_dtype, dtype, result_dtype, target):
+        load_mode = half_load(data_dtype, target.f16c)
+        rows = rows_runner(batch, weights, axes3, dtype, target, threads, derived, load_mode,
+                           mode, bias)
+
+        def compute_rows(data, out):
+            if (load_mode == BFLOAT16
+                    and bfloat16_pair_bits(data, weights, dtype, 16, derived, target) is None):
+                direct_planes(data, weights, axes3, dtype, out, target, threads, False,
+                              derived, bias)
+            else:
+                rows(data, out)
+
+        return compute_rows
+    runners: dict = {}  # by whether the data's bfloat16 pairs are multiplied
+
+    def compute_planes(data, out):
+        source, pairs, load_mode = plane_source(data, weights, dtype, derived, target)
+        run = runners.get(pairs)
+        if run is None:
+            run = runners[pairs] = plane_runner(batch, weights, axes3, dtype, target, threads,
+                                                strided, derived, pairs, mode, bias, load_mode)
+        run(source, stored(out, mode))
+
+    return compute_planes
