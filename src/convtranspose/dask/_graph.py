@@ -34,6 +34,7 @@ from dask.utils import parse_bytes
 
 from .._choose import planning
 from .._dtypes import accumulation_dtype
+from .._execute.rounded_calls import half_preparable, prepare_rounded_call
 from .._execute.transposed import add_bias, preparable, prepare_call, transposed_convolution
 from .._frontends.specs import canonical_weights
 from .._plan.rules import AxisPlan, ConvTransposePlan
@@ -88,8 +89,11 @@ def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarra
     window = _window(blocks, tile)
     weights = canonical_weights(layer.plan, filter)
     channels_last = layer.plan.channels_last
+    # A half-precision tile's prepared call rounds its sums, which a bias joins before:
+    # bias-free layers only, as the array functions' kept calls.
+    half = bias is None and half_preparable(window.dtype, filter.dtype)
     with num_threads(layer.threads):
-        if not preparable(window.dtype, filter.dtype):
+        if not (half or preparable(window.dtype, filter.dtype)):
             return transposed_convolution(
                 window, weights, tile.axes, dtype=accumulation_dtype(layer.dtype),
                 channels_last=channels_last, bias=bias, result_dtype=layer.dtype)
@@ -101,14 +105,18 @@ def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarra
             if result is not None and bias is not None and result.size:
                 add_bias(result, bias, result.dtype, channels_last, len(tile.axes))
         if result is None:
-            result = transposed_convolution(window, weights, tile.axes, dtype=layer.dtype,
-                                            channels_last=channels_last, bias=bias)
+            result = transposed_convolution(
+                window, weights, tile.axes, dtype=accumulation_dtype(layer.dtype),
+                channels_last=channels_last, bias=bias, result_dtype=layer.dtype)
         if generation != planning.generation:
             # After the canonical path has run (and planned) this tile problem once; kept
             # without a call too, so the choice is not made again on every tile.
-            _keep(key, prepare_call(window, filter,
-                                    lambda kept: canonical_weights(layer.plan, kept),
-                                    tile.axes, channels_last))
+            def canonical(kept):
+                return canonical_weights(layer.plan, kept)
+
+            _keep(key, prepare_rounded_call(window, filter, None, canonical, tile.axes,
+                                            channels_last) if half else
+                  prepare_call(window, filter, canonical, tile.axes, channels_last))
         return result
 
 
