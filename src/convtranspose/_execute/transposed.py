@@ -454,4 +454,3 @@ def prepared_sums(name: str, problem: Problem, filter: np.ndarray,
     # The call is checked against the machine it was planned for (its kernels run on
     # the plan's threads).
     return None if compute is None else DirectCall(kept, compute, shape, dtype, target)
-

@@ -173,7 +173,7 @@ class _Binding:
         plan, filter, bias = self.plan, self._filter, self._bias
         if self._forward:
             return (*kept_data_adjoint(data, filter, plan.axes, False, data.dtype), None)
-        if not preparable(data.dtype, data.dtype):  # half precision (else None)
+        if not preparable(data.dtype, data.dtype):  # float16, bfloat16 (other dtypes: None)
             call = prepare_rounded_call(data, filter, bias,
                                         lambda kept: canonical_weights(plan, kept), plan.axes,
                                         plan.channels_last)

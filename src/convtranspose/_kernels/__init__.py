@@ -39,8 +39,8 @@ from .._runtime.target import Target
 from . import schedules as _schedules
 
 __all__ = ["ALGORITHMS", "REGISTRY", "Algorithm", "exact_algorithms", "missing",
-           "offered_algorithms", "prepare", "prepare_rounded", "resolve", "rounds_as_it_stores", "run",
-           "run_rounded"]
+           "offered_algorithms", "prepare", "prepare_rounded", "resolve", "rounds_as_it_stores",
+           "run", "run_rounded"]
 
 
 def _filter_comparison():
