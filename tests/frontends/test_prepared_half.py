@@ -53,6 +53,13 @@ def _kind(layer) -> str:
     return type(next(iter(layer._bindings.values())).fast[0]).__name__
 
 
+def _into_out(layer, data, expected) -> None:
+    """A call into ``out`` (NaN before) writes the expected bits into it."""
+    out = np.full(expected.shape, np.nan, expected.dtype)
+    assert layer(data, out=out) is out
+    np.testing.assert_array_equal(_bits(out), _bits(expected))
+
+
 def _general_calls(monkeypatch) -> list:
     """The calls that go through the array functions' general path from now on."""
     calls: list = []
@@ -85,9 +92,7 @@ def test_half_precision_prepared_layers_round_once_with_their_bias(
         np.testing.assert_array_equal(_bits(got), _bits(expected))
         if call == 0:
             assert np.abs(expected.astype(np.float32)).max() > 512  # sums that round
-    out = np.full(expected.shape, np.nan, dtype)
-    assert layer(data, out=out) is out
-    np.testing.assert_array_equal(_bits(out), _bits(expected))
+    _into_out(layer, data, expected)
     assert _kind(layer) == "DirectCall" and len(general) == 1  # the later calls ran it
 
 
@@ -126,9 +131,7 @@ def test_half_precision_prepared_layers_widen_for_algorithms_that_do_not_round(
         assert got.dtype == dtype
         with np.errstate(invalid="ignore"):
             np.testing.assert_array_equal(got.astype(np.float32), expected.astype(np.float32))
-    out = np.full(expected.shape, np.nan, dtype)
-    assert layer(data, out=out) is out
-    np.testing.assert_array_equal(_bits(out), _bits(expected))
+    _into_out(layer, data, expected)
     assert np.abs(expected.astype(np.float32)).max() > 512  # sums that round
     # The later calls ran it, but for dense's decline of the infinity.
     assert _kind(layer) == "WidenedCall" and len(general) == (2 if algorithm == "dense" else 1)
