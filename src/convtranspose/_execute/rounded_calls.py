@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._choose.choice import running_target
+from .._choose.choice import fitting, running_target
 from .._choose.planning import planned_choice
 from .._kernels import REGISTRY, prepare_rounded, resolve
 from .._kernels import casts as _casts
@@ -115,7 +115,12 @@ def prepare_rounded_call(data: np.ndarray, filter: np.ndarray, bias: np.ndarray 
     elements = math.prod(result_shape(batch, weights.shape, axes, channels_last))
     if elements * dtype.itemsize > sums_piece_bytes(elements * result_dtype.itemsize):
         return None
-    sums = prepared_sums(name, Problem(batch, axes, weights.shape, channels_last, dtype),
-                         filter, canonical, run_target, target)
+    # The float32 sums' algorithm as the general path's call of it runs it: within the
+    # scratch bound (a forced `dense` of a large layer runs another).
+    sums_problem = Problem(batch, axes, weights.shape, channels_last, dtype)
+    fitted = fitting(name, sums_problem, run_target)
+    if fitted != name:
+        name, _ = resolve(fitted, dtype, len(axes), channels_last, run_target, axes)
+    sums = prepared_sums(name, sums_problem, filter, canonical, run_target, target)
     column = None if bias is None else bias_column(bias, dtype, channels_last, len(axes))
     return None if sums is None else WidenedCall(sums, column, result_dtype, run_target)
