@@ -27,13 +27,19 @@ from .._kernels.direct import DirectCall
 from .._plan.geometry import beyond_int64_kernels
 from .._plan.problem import Problem
 from .._plan.rules import AxisPlan
-from .._runtime.memo import frozen, owned_view
 from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host
-from . import transposed as _transposed
-from .transposed import add_column, bias_column, prepared_sums, result_shape
+from .transposed import (
+    add_column,
+    bias_column,
+    kept_filter,
+    preparable,
+    prepare_call,
+    prepared_sums,
+    result_shape,
+)
 
-__all__ = ["WidenedCall", "half_preparable", "prepare_rounded_call"]
+__all__ = ["WidenedCall", "half_preparable", "prepare_bias_free_call", "prepare_rounded_call"]
 
 
 def half_preparable(data_dtype: np.dtype, filter_dtype: np.dtype) -> bool:
@@ -101,9 +107,9 @@ def prepare_rounded_call(data: np.ndarray, filter: np.ndarray, bias: np.ndarray 
     rounding = (REGISTRY[name].rounding is not None
                 and _casts.rounds_in_kernels(dtype, result_dtype, run_target))
     if rounding:
-        if filter.nbytes > _transposed.PREPARED_MAX_FILTER_BYTES and not owned_view(filter):
+        kept = kept_filter(filter)
+        if kept is None:
             return None
-        kept = filter if owned_view(filter) else frozen(np.array(filter, copy=True, order="K"))
         compute = prepare_rounded(name, batch, canonical(kept), axes, dtype, channels_last,
                                   result_dtype, result_dtype, bias, run_target)
         if compute is not None:
@@ -124,3 +130,15 @@ def prepare_rounded_call(data: np.ndarray, filter: np.ndarray, bias: np.ndarray 
     sums = prepared_sums(name, sums_problem, filter, canonical, run_target, target)
     column = None if bias is None else bias_column(bias, dtype, channels_last, len(axes))
     return None if sums is None else WidenedCall(sums, column, result_dtype, run_target)
+
+
+def prepare_bias_free_call(data: np.ndarray, filter: np.ndarray,
+                           canonical: Callable[[np.ndarray], np.ndarray],
+                           axes: tuple[AxisPlan, ...], channels_last: bool):
+    """The prepared call that the array functions and Dask's tiles keep for a layer of
+    these operands: :func:`~.transposed.prepare_call`'s for float32 and float64 (its
+    sums, a bias added to them afterwards), :func:`prepare_rounded_call`'s without a
+    bias for float16 and bfloat16 (their calls with a bias take the general path)."""
+    if preparable(data.dtype, filter.dtype):
+        return prepare_call(data, filter, canonical, axes, channels_last)
+    return prepare_rounded_call(data, filter, None, canonical, axes, channels_last)

@@ -33,7 +33,7 @@ from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host, use_target
 from . import background
 
-__all__ = ["add_bias", "add_column", "bias_column", "preparable", "prepare_call",
+__all__ = ["add_bias", "add_column", "bias_column", "kept_filter", "preparable", "prepare_call",
            "prepared_sums", "result_shape", "transposed_convolution"]
 
 
@@ -446,11 +446,23 @@ def prepared_sums(name: str, problem: Problem, filter: np.ndarray,
     shape = result_shape(batch, weights.shape, axes, channels_last)
     if name == "dense":
         return _dense_call(filter, weights, axes, dtype, channels_last, shape)
-    if (filter.nbytes > PREPARED_MAX_FILTER_BYTES and not owned_view(filter)) or fitting(
-            name, problem, target) != name:
+    if fitting(name, problem, target) != name:
         return None
-    kept = filter if owned_view(filter) else frozen(np.array(filter, copy=True, order="K"))
+    kept = kept_filter(filter)
+    if kept is None:
+        return None
     compute = prepare(name, batch, canonical(kept), axes, dtype, channels_last, run_target)
     # The call is checked against the machine it was planned for (its kernels run on
     # the plan's threads).
     return None if compute is None else DirectCall(kept, compute, shape, dtype, target)
+
+
+def kept_filter(filter: np.ndarray) -> np.ndarray | None:
+    """The filter a :class:`DirectCall` is set up from and compares the caller's with:
+    a prepared layer's own filter (or a view of it) as it is, a read-only copy of any
+    other of at most :data:`PREPARED_MAX_FILTER_BYTES`; None for a larger one."""
+    if owned_view(filter):
+        return filter
+    if filter.nbytes > PREPARED_MAX_FILTER_BYTES:
+        return None
+    return frozen(np.array(filter, copy=True, order="K"))

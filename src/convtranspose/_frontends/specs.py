@@ -22,8 +22,8 @@ from .._dtypes import accumulation_dtype, check_dtypes
 from .._errors import ConvTransposeError
 from .._execute import array_api as _array_api
 from .._execute.footprint import check_transposed
-from .._execute.rounded_calls import prepare_rounded_call
-from .._execute.transposed import add_bias, preparable, prepare_call, transposed_convolution
+from .._execute.rounded_calls import prepare_bias_free_call
+from .._execute.transposed import add_bias, preparable, transposed_convolution
 from .._kernels.dense import switch_state
 from .._plan import dialects as _dialects
 from .._plan import rules as _plan
@@ -305,10 +305,7 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         def canonical(kept):
             return canonical_weights(plan, kept)
 
-        call = (prepare_call(data, filter, canonical, plan.axes, plan.channels_last)
-                if preparable(data.dtype, filter.dtype) else
-                prepare_rounded_call(data, filter, None, canonical, plan.axes,
-                                     plan.channels_last))
+        call = prepare_bias_free_call(data, filter, canonical, plan.axes, plan.channels_last)
         _bounded_insert(prepared_calls, key, (call, _planning.generation,
                                               None if call is not None else switch_state()),
                         PREPARED_CALLS_KEPT)

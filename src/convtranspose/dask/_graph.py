@@ -34,8 +34,8 @@ from dask.utils import parse_bytes
 
 from .._choose import planning
 from .._dtypes import accumulation_dtype
-from .._execute.rounded_calls import half_preparable, prepare_rounded_call
-from .._execute.transposed import add_bias, preparable, prepare_call, transposed_convolution
+from .._execute.rounded_calls import half_preparable, prepare_bias_free_call
+from .._execute.transposed import add_bias, preparable, transposed_convolution
 from .._frontends.specs import canonical_weights
 from .._plan.rules import AxisPlan, ConvTransposePlan
 from .._runtime.target import num_threads
@@ -114,9 +114,8 @@ def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarra
             def canonical(kept):
                 return canonical_weights(layer.plan, kept)
 
-            _keep(key, prepare_rounded_call(window, filter, None, canonical, tile.axes,
-                                            channels_last) if half else
-                  prepare_call(window, filter, canonical, tile.axes, channels_last))
+            _keep(key, prepare_bias_free_call(window, filter, canonical, tile.axes,
+                                              channels_last))
         return result
 
 
