@@ -26,7 +26,7 @@ from ._choose.planning import (
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import ConvTransposeError, ResultTooLargeError
 from ._frontends.convolution import convolution, group_convolution
-from ._frontends.explain import explain
+from ._frontends.explain import AdjointExplanation, explain
 from ._frontends.frameworks import (
     jax_conv_transpose,
     keras_conv_transpose,
@@ -71,6 +71,7 @@ from ._version import __version__ as __version__
 
 __all__ = [
     "ALGORITHMS",
+    "AdjointExplanation",
     "AxisPlan",
     "ConvTransposeError",
     "ConvTransposePlan",

@@ -30,6 +30,8 @@ assert_type(shapes.conv_transpose((1, 5, 5, 4), (3, 3, 4, 2), strides=2), ct.Con
 assert_type(plan.output_shape, tuple[int, ...])
 
 assert_type(ct.explain(plan, np.float32), ct.Explanation)
+forward = shapes.convolution((1, 4, 5, 5), (2, 4, 3, 3), strides=2)
+assert_type(ct.explain(forward), "ct.Explanation | ct.AdjointExplanation")
 assert_type(ct.get_planning(), str)
 assert_type(ct.set_planning("estimate"), "str | None")
 assert_type(ct.export_wisdom(), dict)

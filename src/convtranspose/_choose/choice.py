@@ -27,8 +27,8 @@ from .._runtime.target import Target, host
 from .estimates import RawCost, estimate_ns, raw_estimates
 
 __all__ = ["Choice", "Explanation", "call_scratch_bytes", "choose", "choose_exact",
-           "estimates_ns", "fitting", "forget_estimates", "on_threads", "raw_costs",
-           "split_label", "timed_label"]
+           "estimates_ns", "fitting", "forget_estimates", "header_line", "on_threads",
+           "raw_costs", "split_label", "target_line", "timed_label"]
 
 #: Nanoseconds per output element of a float32 result that is then rounded to float16
 #: or bfloat16 (allocated, written, rounded; ``benchmarks/results/half-precision.json``).
@@ -261,21 +261,21 @@ def choose_exact(problem: Problem, target: Target) -> str:
 
 
 class Explanation:
-    """A printable account of one :class:`Choice` (``print(ct.explain(plan))``)."""
+    """A printable account of one :class:`Choice` (``print(ct.explain(plan))``);
+    ``computed_as`` says what a forward convolution's plan runs as."""
 
-    def __init__(self, plan, dtype: np.dtype, choice: Choice, target: Target):
+    def __init__(self, plan, dtype: np.dtype, choice: Choice, target: Target,
+                 computed_as: str | None = None):
         self.plan, self.dtype, self.choice, self.target = plan, dtype, choice, target
+        self.computed_as = computed_as
 
     def __str__(self) -> str:
         choice, target = self.choice, self.target
-        flags = [name for name in ("numba", "blas", "f16c", "bfloat16_pairs")
-                 if getattr(target, name)]
         decided = _DECIDED[choice.decided_by if choice.numba else "meanwhile"]
-        lines = [f"problem      {self.plan.op} data {list(self.plan.data_shape)}, filter "
-                 f"{list(self.plan.filter_shape)}, {self.plan.data_format}, {self.dtype}",
-                 f"target       {target.vector_bytes}-byte vectors, {target.threads} threads, "
-                 + (", ".join(flags) or "NumPy only"),
-                 f"decided by   {decided}"]
+        lines = [header_line(self.plan, self.dtype)]
+        if self.computed_as:
+            lines.append(f"computed as  {self.computed_as}")
+        lines += [target_line(target), f"decided by   {decided}"]
         if choice.threads is not None:
             lines.append(f"threads      {choice.threads}: timed faster than on "
                          f"{target.threads} (waking the others costs more than they save)")
@@ -298,6 +298,20 @@ class Explanation:
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+def header_line(plan, dtype: np.dtype) -> str:
+    """An explanation's first line: the plan's operation, shapes, layout and dtype."""
+    return (f"problem      {plan.op} data {list(plan.data_shape)}, filter "
+            f"{list(plan.filter_shape)}, {plan.data_format}, {dtype}")
+
+
+def target_line(target: Target) -> str:
+    """An explanation's line on the machine: vector width, threads, what it has."""
+    flags = [name for name in ("numba", "blas", "f16c", "bfloat16_pairs")
+             if getattr(target, name)]
+    return (f"target       {target.vector_bytes}-byte vectors, {target.threads} threads, "
+            + (", ".join(flags) or "NumPy only"))
 
 
 _DECIDED = {"forced": f"{ALGORITHM_ENV} (forced)",

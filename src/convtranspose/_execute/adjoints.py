@@ -39,7 +39,7 @@ from . import background
 from .transposed import preparable, prepare_call, transposed_convolution
 
 __all__ = ["BACKWARD_ALGORITHM_ENV", "adjoint_candidates", "adjoint_scratch", "as_transposed",
-           "kept_data_adjoint",
+           "data_adjoint_options", "kept_data_adjoint",
            "bias_adjoint", "data_adjoint", "filter_adjoint", "transposed_axes",
            "transposed_weights_shape"]
 
@@ -86,6 +86,19 @@ def _preset(kind, batch, weights_shape, axes, dtype, candidates) -> str | None:
         return None
     default = _kernels.choose(*weights_shape[:3], axes)
     return default if default in candidates else "taps"
+
+
+def data_adjoint_options(batch: int, weights_shape: Sequence[int], axes: Sequence[AxisPlan],
+                         dtype) -> tuple[tuple[str, ...], str | None, str]:
+    """``(candidates, preset, rule)`` of a strided data adjoint with finite operands:
+    the algorithms that may compute it (:func:`adjoint_candidates`), the one decided
+    without measuring (the forced one, or the rule's at the ``estimate`` level; None
+    when measured planning decides), and the kernels' rule's pick, which runs until
+    measured planning has timed the candidates (``ct.explain`` reports them)."""
+    candidates = tuple(adjoint_candidates("data", batch, weights_shape, axes, dtype))
+    rule = _kernels.choose(*tuple(weights_shape)[:3], axes)
+    return (candidates, _preset("data", batch, weights_shape, axes, dtype, candidates),
+            rule if rule in candidates else "taps")
 
 
 def adjoint_scratch(kind: str, batch: int, weights_shape: Sequence[int],

@@ -42,6 +42,7 @@ from .specs import as_array, canonical_weights, execute_plan, may_share_memory, 
 
 if TYPE_CHECKING:
     from .._choose.choice import Explanation
+    from .explain import AdjointExplanation
 
 __all__ = ["PreparedLayer", "PreparedQuantizedLayer", "prepare"]
 
@@ -316,8 +317,10 @@ class PreparedLayer:
             arguments.update((name, _owned(name, value)) for name, value in given.items())
             self._arguments, self._bindings = arguments, {}
 
-    def explain(self, data_shape=None, dtype=None, *, measure: bool = False) -> Explanation:
-        """What computes this layer for ``data_shape`` and why (:func:`convtranspose.explain`).
+    def explain(self, data_shape=None, dtype=None, *,
+                measure: bool = False) -> Explanation | AdjointExplanation:
+        """What computes this layer for ``data_shape`` and why (:func:`convtranspose.explain`;
+        a forward convolution's runs as the data gradient of a transposed convolution).
 
         Parameters
         ----------
@@ -328,10 +331,6 @@ class PreparedLayer:
         measure : bool, optional
             As :func:`convtranspose.explain`'s.
         """
-        if not self._dialect.transposed:
-            raise ConvTransposeError(
-                f"explain covers transposed convolutions; {self._dialect.name} is a forward"
-                f" convolution (it runs convtranspose's data-gradient kernels)")
         recent = next(reversed(self._bindings.items()), None)
         if data_shape is None and recent is None:
             raise ConvTransposeError(

@@ -67,10 +67,21 @@ from .._plan.rules import AxisPlan
 from .._runtime.target import host
 from .common import threaded_matmul
 
-__all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "blocked_applies", "data_adjoint",
+__all__ = ["ALGORITHMS", "IM2COL_SCRATCH_BYTES", "SUMMARIES", "blocked_applies", "data_adjoint",
            "filter_adjoint", "prepare_data_adjoint", "tap_boxes"]
 
 ALGORITHMS = ("im2col", "taps", "depthwise", "blocked", "blocked-planes")
+#: One line per algorithm of :data:`ALGORITHMS` (``ct.explain`` of a strided forward
+#: convolution prints it; the module docstring says more).
+SUMMARIES = {
+    "im2col": "every tap's view gathered into one matrix, one BLAS GEMM per group",
+    "taps": "one BLAS GEMM per tap, accumulated",
+    "depthwise": "per tap an elementwise multiply-add (one channel in and out per group)",
+    "blocked": "numba register blocks over a channels-last copy of the data with zeros"
+               " around it",
+    "blocked-planes": "numba register blocks reading the channels-first data's planes in"
+                      " place",
+}
 
 #: The im2col matrix and its products are built for as many batch items as fit in this
 #: many bytes (at least one): large enough for BLAS to run at full rate on every layer

@@ -84,6 +84,11 @@ class ConvolutionPlan:
         return len(self.axes)
 
     @property
+    def data_format(self) -> str:
+        """``"NCX"``: OpenVINO's Convolution and GroupConvolution are channels first."""
+        return "NCX"
+
+    @property
     def kernel_shape(self) -> tuple[int, ...]:
         return tuple(axis.kernel_size for axis in self.axes)
 
