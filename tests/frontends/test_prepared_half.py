@@ -3,7 +3,8 @@ set up once (``DirectCall``), with the layer's bias added before the one roundin
 every kernel the general path rounds in (``direct``'s plane kernel, channels first and
 last, its row kernel and line segments, and ``direct-blocked``), and the float32
 prepared call on widened data (``WidenedCall``) for the algorithms that do not round;
-every call gives the oracle's bits (exact sums rounded once)."""
+every call gives the oracle's bits (exact sums rounded once).  The array functions keep
+such calls too, one without a bias and one with the bias they were called with."""
 
 from __future__ import annotations
 
@@ -157,26 +158,36 @@ def test_bfloat16_prepared_layer_decides_pairs_by_the_data_of_each_call(monkeypa
     assert _kind(layer) == "DirectCall" and len(general) == 1
 
 
+@pytest.mark.parametrize("algorithm", ["direct", "col2im-ncx"])
 @pytest.mark.parametrize("dtype", HALF, ids=["float16", "bfloat16"])
-def test_half_precision_array_functions_run_a_kept_call_without_a_bias(monkeypatch, dtype):
-    # Repeated bias-free calls run the kept prepared call, which rounds its sums; a
-    # filter edited in place is not served by it, and calls with a bias (added before
-    # the rounding) run the general path.  Every call gives the oracle's bits.
-    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct")
+def test_half_precision_array_functions_run_kept_calls_with_and_without_a_bias(
+        monkeypatch, dtype, algorithm):
+    # Repeated calls run the kept prepared call, which rounds its sums (plus the bias
+    # it was prepared with: ``direct``'s rounding kernels take it in, ``col2im-ncx``'s
+    # widened call adds it); a filter or a bias edited in place is not served by it.
+    # Every call gives the oracle's bits.
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", algorithm)
     rng = np.random.default_rng(9)
     w = rng.integers(-9, 10, (16, 4, 4, 4)).astype(dtype)
     b = (rng.integers(-9, 10, 8) * 64).astype(dtype)
     attributes = dict(group=2, strides=[2, 2], pads=[1, 1, 1, 1])
     general = _general_calls(monkeypatch)
+
+    def check(*operands):
+        np.testing.assert_array_equal(
+            _bits(ct.onnx_conv_transpose(data, *operands, **attributes)),
+            _bits(oracle.onnx_conv_transpose(data, *operands, **attributes)))
+
     for call in range(4):
         if call == 2:
             w[0] += 1  # edited in place: the kept call must not serve it
         data = (rng.integers(-9, 10, (2, 16, 5, 6)) * 8).astype(dtype)
-        np.testing.assert_array_equal(_bits(ct.onnx_conv_transpose(data, w, **attributes)),
-                                      _bits(oracle.onnx_conv_transpose(data, w, **attributes)))
+        check(w)
     assert len(general) == 2  # the first call and the one after the edit
-    for _ in range(2):
-        np.testing.assert_array_equal(
-            _bits(ct.onnx_conv_transpose(data, w, b, **attributes)),
-            _bits(oracle.onnx_conv_transpose(data, w, b, **attributes)))
+    for call in range(5):
+        if call == 2:
+            b[3] += 64  # edited in place: prepared again with the new bits
+        check(w, b if call != 4 else b.copy())  # another object of the same bits: kept
+    assert len(general) == 4
+    check(w)  # the bias-free call is still kept beside the biased one
     assert len(general) == 4

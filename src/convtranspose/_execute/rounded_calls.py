@@ -5,11 +5,13 @@ and rounds once (:func:`~.transposed._rounded`): numba ``direct`` and ``direct-b
 round the sums plus the bias as they store them; every other algorithm (and ``direct``
 where its kernel does not round) computes the float32 result of the widened data, adds
 the bias and rounds it.  :func:`prepare_rounded_call` sets either way up once for a
-prepared layer (and for the array functions' bias-free calls), so that its repeated
+prepared layer (and for the array functions' calls), so that its repeated
 calls skip planning and the kernels' set-up, as float32 layers' do
 (:func:`~.transposed.prepare_call`): a 16->8 8x8 layer's prepared call took 69 us in
 float16 and 92 in bfloat16 through the general path, 21 and 14 us prepared, on an AMD
-EPYC Zen 4 (``benchmarks/results/prepared-half-zen4.json``).
+EPYC Zen 4 (``benchmarks/results/prepared-half-zen4.json``).  The array functions
+and Dask's tiles keep one call without a bias and one prepared with the bias they are
+called with (:class:`BiasedCall`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from .transposed import (
     result_shape,
 )
 
-__all__ = ["WidenedCall", "half_preparable", "prepare_bias_free_call", "prepare_rounded_call"]
+__all__ = ["BiasedCall", "WidenedCall", "half_preparable", "prepare_bias_free_call",
+           "prepare_biased_call", "prepare_rounded_call"]
 
 
 def half_preparable(data_dtype: np.dtype, filter_dtype: np.dtype) -> bool:
@@ -132,13 +135,45 @@ def prepare_rounded_call(data: np.ndarray, filter: np.ndarray, bias: np.ndarray 
     return None if sums is None else WidenedCall(sums, column, result_dtype, run_target)
 
 
+class BiasedCall:
+    """A half-precision layer's prepared call with a bias (the array functions' calls
+    with one): ``call(data, filter, out, bias)`` is the rounded result of the sums plus
+    ``bias`` while ``bias`` holds the bits the call was prepared with (the rounding
+    kernels take it in at their set-up; a bias is one value per output channel, so the
+    comparison costs about a microsecond), else None (another bias: prepared again)."""
+
+    __slots__ = ("_call", "_bits")
+
+    def __init__(self, call: DirectCall | WidenedCall, bias: np.ndarray):
+        self._call, self._bits = call, bias.tobytes()
+
+    def tells_by_identity(self, filter: np.ndarray) -> bool:
+        return self._call.tells_by_identity(filter)
+
+    def __call__(self, data: np.ndarray, filter: np.ndarray, out: np.ndarray | None,
+                 bias: np.ndarray) -> np.ndarray | None:
+        if bias.tobytes() != self._bits:
+            return None
+        return self._call(data, filter, out)
+
+
+def prepare_biased_call(data: np.ndarray, filter: np.ndarray, bias: np.ndarray,
+                        canonical: Callable[[np.ndarray], np.ndarray],
+                        axes: tuple[AxisPlan, ...], channels_last: bool) -> BiasedCall | None:
+    """The prepared call the array functions keep for a float16 or bfloat16 layer called
+    with ``bias`` (:class:`BiasedCall`), or None as :func:`prepare_rounded_call`."""
+    call = prepare_rounded_call(data, filter, bias, canonical, axes, channels_last)
+    return None if call is None else BiasedCall(call, bias)
+
+
 def prepare_bias_free_call(data: np.ndarray, filter: np.ndarray,
                            canonical: Callable[[np.ndarray], np.ndarray],
                            axes: tuple[AxisPlan, ...], channels_last: bool):
     """The prepared call that the array functions and Dask's tiles keep for a layer of
     these operands: :func:`~.transposed.prepare_call`'s for float32 and float64 (its
     sums, a bias added to them afterwards), :func:`prepare_rounded_call`'s without a
-    bias for float16 and bfloat16 (their calls with a bias take the general path)."""
+    bias for float16 and bfloat16 (their calls with a bias keep a
+    :func:`prepare_biased_call`)."""
     if preparable(data.dtype, filter.dtype):
         return prepare_call(data, filter, canonical, axes, channels_last)
     return prepare_rounded_call(data, filter, None, canonical, axes, channels_last)

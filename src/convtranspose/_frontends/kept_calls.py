@@ -53,21 +53,24 @@ class PreparedKey:
         return (PreparedKey, self.fields)
 
 
-def prepared_key(plan, data: np.ndarray, filter: np.ndarray) -> PreparedKey | None:
+def prepared_key(plan, data: np.ndarray, filter: np.ndarray,
+                 biased: bool = False) -> PreparedKey | None:
     """The :class:`PreparedKey` of ``plan`` on operands of these dtypes, kept on the plan;
     None where no prepared call is made (dtypes other than native float32, float64,
-    float16 and bfloat16; a half-precision layer's call serves bias-free calls only,
-    :func:`~convtranspose._execute.rounded_calls.prepare_rounded_call`)."""
-    dtypes = (data.dtype, filter.dtype)
+    float16 and bfloat16).  ``biased``: for a half-precision call with a bias, whose
+    call rounds the sums plus the bias and so is kept apart from the bias-free one
+    (:func:`~convtranspose._execute.rounded_calls.prepare_biased_call`)."""
+    dtypes = (data.dtype, filter.dtype, biased)
     keys = plan.__dict__.get("_prepared_keys")
     key = None if keys is None else keys.get(dtypes)
     if key is None:
-        if not (preparable(data.dtype, filter.dtype)
-                or half_preparable(data.dtype, filter.dtype)):
+        half = half_preparable(data.dtype, filter.dtype)
+        if not (preparable(data.dtype, filter.dtype) or half):
             return None
         problem = Problem(plan.batch, plan.axes, plan.canonical_filter_shape,
                           plan.channels_last, data.dtype)
-        key = PreparedKey(problem, plan.filter_layout, plan.filter_shape, filter.dtype)
+        fields = (problem, plan.filter_layout, plan.filter_shape, filter.dtype)
+        key = PreparedKey(*fields, "bias") if biased and half else PreparedKey(*fields)
         if len(_one_key) >= _KEYS_KEPT:
             _one_key.clear()
         key = _one_key.setdefault(key, key)

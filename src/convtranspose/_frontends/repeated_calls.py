@@ -17,7 +17,8 @@ its prepared path with the caller's own data, filter and bias objects
 (:func:`note_prepared`), writing into the caller's ``out`` if one was given, and whose
 result the function returned as it was: the function then did nothing but what the
 record runs again, the prepared call's sums plus the bias as
-:func:`~convtranspose._execute.transposed.add_bias` adds it.  Calls with and without
+:func:`~convtranspose._execute.transposed.add_bias` adds it (a half-precision call's
+bias is given to its prepared call, which rounds the sums plus it).  Calls with and without
 ``out``, and with and without a bias, keep separate records (their memory footprints
 and plans differ).  A record holds while
 
@@ -53,6 +54,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from .._choose import planning as _planning
+from .._execute.rounded_calls import half_preparable
 from .._execute.transposed import add_bias
 from .._plan import dialects as _dialects
 from .._runtime import caches as _caches
@@ -91,11 +93,14 @@ class _Record:
     (the attributes are in the key it is kept under)."""
 
     __slots__ = ("dtype", "filter_shape", "filter_dtype", "bias_shape", "output_shape",
-                 "channels_last", "key", "limit")
+                 "channels_last", "key", "limit", "rounds_bias")
 
     def __init__(self, data, filter, bias, result, noted, limit):
         self.dtype, self.filter_shape, self.filter_dtype = data.dtype, filter.shape, filter.dtype
         self.bias_shape = None if bias is None else bias.shape
+        #: The prepared call rounds the sums plus the bias it is given (half precision,
+        #: :class:`~convtranspose._execute.rounded_calls.BiasedCall`): none is added after.
+        self.rounds_bias = bias is not None and half_preparable(data.dtype, filter.dtype)
         self.output_shape, self.channels_last = result.shape, noted[5]
         # The prepared call is looked up by its key on every call, not kept here: the
         # prepared calls' table bounds what their packed weights hold.
@@ -184,11 +189,14 @@ def remembers_calls(function: _Function) -> _Function:
                     prepared = prepared_calls.get(record.key)
                     if (prepared is not None and prepared[1] == _planning.generation
                             and prepared[0] is not None):
-                        result = prepared[0](data, filter, out)
-                        if result is not None:
-                            if bias is not None and result.size:
+                        if record.rounds_bias:
+                            result = prepared[0](data, filter, out, bias)
+                        else:
+                            result = prepared[0](data, filter, out)
+                            if result is not None and bias is not None and result.size:
                                 add_bias(result, bias, record.dtype, record.channels_last,
                                          result.ndim - 2)
+                        if result is not None:
                             return result
                 return _recorded(function, records, key, (args, kwargs),
                                  (data, filter, bias), (*others(args), *named.values()))

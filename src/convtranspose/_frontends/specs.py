@@ -22,7 +22,11 @@ from .._dtypes import accumulation_dtype, check_dtypes
 from .._errors import ConvTransposeError
 from .._execute import array_api as _array_api
 from .._execute.footprint import check_transposed
-from .._execute.rounded_calls import prepare_bias_free_call
+from .._execute.rounded_calls import (
+    half_preparable,
+    prepare_bias_free_call,
+    prepare_biased_call,
+)
 from .._execute.transposed import add_bias, preparable, transposed_convolution
 from .._kernels.dense import switch_state
 from .._plan import dialects as _dialects
@@ -273,20 +277,25 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
     prepared = key = None
     # The prepared calls compute the sums; a bias (an ndarray of the data's dtype: any
     # other gets the checks below) is added to them as transposed_convolution adds it.
-    # A half-precision layer's call rounds its sums, which a bias joins before: it
-    # serves bias-free calls only.
-    if bias is None or (type(bias) is np.ndarray and bias.dtype == data.dtype
-                        and preparable(data.dtype, filter.dtype)):
-        key = prepared_key(plan, data, filter)
+    # A half-precision layer's call rounds its sums, which a bias joins before: a call
+    # with one keeps a call of its own, prepared with that bias.
+    rounds_bias = False
+    if bias is None or (type(bias) is np.ndarray and bias.dtype == data.dtype and (
+            preparable(data.dtype, filter.dtype)
+            or (rounds_bias := half_preparable(data.dtype, filter.dtype)))):
+        key = prepared_key(plan, data, filter, rounds_bias)
         prepared = usable_prepared(key)
         if prepared is not None and prepared[0] is not None:
-            result = prepared[0](data, filter, out)
-            if result is not None:
-                if bias is not None and result.size:
+            if rounds_bias:
+                result = prepared[0](data, filter, out, bias)
+            else:
+                result = prepared[0](data, filter, out)
+                if result is not None and bias is not None and result.size:
                     add_bias(result, bias, result.dtype, plan.channels_last, len(plan.axes))
+            if result is not None:
                 note_prepared(data, filter, key, result, bias, plan.channels_last)
                 return result
-            prepared = None  # another filter or switch: prepared again below
+            prepared = None  # another filter, bias or switch: prepared again below
     dtype = check_dtypes(**_operands(names, data, filter, bias))
     weights = canonical_weights(plan, filter)
     result = transposed_convolution(
@@ -305,7 +314,9 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         def canonical(kept):
             return canonical_weights(plan, kept)
 
-        call = prepare_bias_free_call(data, filter, canonical, plan.axes, plan.channels_last)
+        call = (prepare_biased_call(data, filter, bias, canonical, plan.axes,
+                                    plan.channels_last) if rounds_bias else
+                prepare_bias_free_call(data, filter, canonical, plan.axes, plan.channels_last))
         _bounded_insert(prepared_calls, key, (call, _planning.generation,
                                               None if call is not None else switch_state()),
                         PREPARED_CALLS_KEPT)

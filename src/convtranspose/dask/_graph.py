@@ -34,7 +34,11 @@ from dask.utils import parse_bytes
 
 from .._choose import planning
 from .._dtypes import accumulation_dtype
-from .._execute.rounded_calls import half_preparable, prepare_bias_free_call
+from .._execute.rounded_calls import (
+    half_preparable,
+    prepare_bias_free_call,
+    prepare_biased_call,
+)
 from .._execute.transposed import add_bias, preparable, transposed_convolution
 from .._frontends.specs import canonical_weights
 from .._plan.rules import AxisPlan, ConvTransposePlan
@@ -90,10 +94,11 @@ def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarra
     weights = canonical_weights(layer.plan, filter)
     channels_last = layer.plan.channels_last
     # A half-precision tile's prepared call rounds its sums, which a bias joins before:
-    # bias-free layers only, as the array functions' kept calls.
-    half = bias is None and half_preparable(window.dtype, filter.dtype)
+    # its call is prepared with the bias (the array functions' kept calls do the same).
+    rounds_bias = bias is not None and half_preparable(window.dtype, filter.dtype)
     with num_threads(layer.threads):
-        if not (half or preparable(window.dtype, filter.dtype)):
+        if not (half_preparable(window.dtype, filter.dtype)
+                or preparable(window.dtype, filter.dtype)):
             return transposed_convolution(
                 window, weights, tile.axes, dtype=accumulation_dtype(layer.dtype),
                 channels_last=channels_last, bias=bias, result_dtype=layer.dtype)
@@ -101,9 +106,12 @@ def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarra
         call, generation = tile_calls.get(key, (None, -1))
         result = None
         if call is not None and generation == planning.generation:
-            result = call(window, filter, None)
-            if result is not None and bias is not None and result.size:
-                add_bias(result, bias, result.dtype, channels_last, len(tile.axes))
+            if rounds_bias:
+                result = call(window, filter, None, bias)
+            else:
+                result = call(window, filter, None)
+                if result is not None and bias is not None and result.size:
+                    add_bias(result, bias, result.dtype, channels_last, len(tile.axes))
         if result is None:
             result = transposed_convolution(
                 window, weights, tile.axes, dtype=accumulation_dtype(layer.dtype),
@@ -114,8 +122,9 @@ def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarra
             def canonical(kept):
                 return canonical_weights(layer.plan, kept)
 
-            _keep(key, prepare_bias_free_call(window, filter, canonical, tile.axes,
-                                              channels_last))
+            _keep(key, prepare_biased_call(window, filter, bias, canonical, tile.axes,
+                                           channels_last) if rounds_bias else
+                  prepare_bias_free_call(window, filter, canonical, tile.axes, channels_last))
         return result
 
 
