@@ -246,6 +246,43 @@ def test_a_new_machines_first_call_compiles_nothing_while_it_waits(tmp_path):
     assert "measured" in last and planned == 0
 
 
+_BLAS_FROM_COMPILED_CODE = """
+import json, time
+import numpy as np
+from numba.core import event
+import convtranspose as ct
+from convtranspose._choose import planning
+# gemm-ncx (BLAS, timed at once) makes its products from compiled code where numba runs
+# (_kernels/_numba/native_gemm.py): kernels that compile too, helpers of every BLAS path
+planning.candidate_names = lambda *args: ["gemm-ncx", "direct"]
+rng = np.random.default_rng(17)
+x = rng.standard_normal((2, 16, 9, 8)).astype(np.float32)
+w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+call = lambda: ct.convolution_backprop_data(x, w, strides=2, pads_begin=1, pads_end=1)
+with event.install_recorder("numba:compile") as compiled:
+    results = [call(), call()]
+first = len(compiled.buffer)
+from convtranspose._kernels._numba import native_gemm
+for _ in range(3000):
+    time.sleep(0.1)
+    results.append(call())
+    if native_gemm._ENTRIES:
+        break
+np.save({path!r}, np.stack([results[0], results[1], results[-1]]))
+print(json.dumps([first, len(native_gemm._ENTRIES)]))
+"""
+
+
+def test_blas_products_from_compiled_code_compile_in_the_background(tmp_path):
+    """The kernels that make BLAS products from compiled code are not compiled while a
+    new machine's first calls wait (measured planning times ``gemm-ncx`` at once): the
+    products go through ctypes meanwhile, the background process compiles them, and a
+    later call loads them."""
+    compiled, entries = _background_child(_BLAS_FROM_COMPILED_CODE, tmp_path, 17,
+                                          (2, 16, 9, 8), (16, 8, 3, 3))
+    assert compiled == 0 and entries >= 1
+
+
 def test_notices_of_any_kinds_nest():
     outer, inner = f"outer {time.monotonic_ns()}", f"inner {time.monotonic_ns()}"
     with notices.notice_if_slow(outer, lambda: "outer", after=0.01):

@@ -40,6 +40,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from .._kernels import compiling as _compiling
 from .._plan.problem import Problem
 from .._runtime.cache import cache_dir
 from .._runtime.caches import kept
@@ -47,7 +48,7 @@ from .._runtime.config import BACKGROUND_COMPILE_ENV, CACHE_ENV, switch
 from .._runtime.target import Target
 
 __all__ = ["BACKGROUND_MAX_BYTES", "Compiling", "available", "compile_adjoint_elsewhere",
-           "compile_elsewhere", "compiling_here"]
+           "compile_elsewhere", "compile_helpers", "compiling_here"]
 
 #: The background process allocates the one-image operands and result of the problem it
 #: compiles for; larger ones compile in the calling process instead.
@@ -161,6 +162,18 @@ def compile_adjoint_elsewhere(kind: str, names, first: np.ndarray, second: np.nd
         "axes": [dataclasses.astuple(axis) for axis in axes], "groups": groups,
         "dtype": np.dtype(dtype).name, "first": _layout(first[:1]),
         "second": _layout(second[:1] if kind == "filter" else second)})
+
+
+def compile_helpers(kind: str) -> Compiling | None:
+    """Have the helper kernels ``kind`` names (:data:`.background_worker.HELPERS`)
+    compiled in the background (:func:`convtranspose._kernels.compiling
+    .compile_helpers_elsewhere`); None when there is no background process now."""
+    if not available():
+        return None
+    return _hand_over({"helpers": kind, "algorithms": [kind]})
+
+
+_compiling.helpers_hand_over = compile_helpers
 
 
 def _problem_of(job: dict) -> str:

@@ -78,8 +78,24 @@ def _compile_adjoint(index: int, job: dict) -> None:
     _run_each(index, job["algorithms"], run)
 
 
+def _compile_native_gemms() -> None:
+    """Compile the BLAS products called from compiled code, for every dtype with a BLAS
+    (:mod:`convtranspose._kernels._numba.native_gemm`; a second to compile)."""
+    from .._kernels._numba.native_gemm import compile_entries
+
+    compile_entries()
+
+
+#: The helper kernels a job may name (:func:`convtranspose._execute.background
+#: .compile_helpers`), each with what compiles them.
+HELPERS = {"native-gemm": _compile_native_gemms}
+
+
 def _compile(index: int, job: dict) -> None:
     """Run every algorithm of job ``index`` once on zeros (compiling its kernels)."""
+    if "helpers" in job:
+        _run_each(index, [job["helpers"]], lambda name: HELPERS[name]())
+        return
     if "adjoint" in job:
         _compile_adjoint(index, job)
         return
@@ -111,8 +127,9 @@ def main() -> None:
             fma_gflops()
         for index, job in enumerate(jobs):
             _compile(index, job)
-        with contextlib.suppress(Exception):
-            _compile_filter_check()
+        for compile_helpers in (_compile_filter_check, _compile_native_gemms):
+            with contextlib.suppress(Exception):
+                compile_helpers()
 
 
 def _compile_filter_check() -> None:

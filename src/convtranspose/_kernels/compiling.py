@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-__all__ = ["KernelNotCompiled", "compiles_deferred", "deferring_compiles",
-           "numba_import_seconds"]
+__all__ = ["KernelNotCompiled", "compile_helpers_elsewhere", "compiles_deferred",
+           "deferring_compiles", "numba_import_seconds"]
 
 #: Seconds this process took to import numba (set by :mod:`._numba` when it imported
 #: it; None before, or where something else imported numba first).
@@ -49,3 +49,18 @@ def deferring_compiles() -> Iterator[None]:
         yield
     finally:
         _deferring.reset(token)
+
+
+#: ``hand_over(kind)``: have the background process compile the helper kernels ``kind``
+#: names, returning a function that says whether it is done, or None where there is no
+#: background process.  Set by :mod:`convtranspose._execute.background` (a layer above
+#: this one) when imported; until then helpers compile where they are needed.
+helpers_hand_over: Callable[[str], Callable[[], bool] | None] | None = None
+
+
+def compile_helpers_elsewhere(kind: str) -> Callable[[], bool] | None:
+    """Have helper kernels that many algorithms call (BLAS products from compiled code:
+    ``"native-gemm"``) compiled in the background process rather than in a call that
+    needs them and finds them neither compiled nor in the kernel cache: ``ready()``,
+    which says when they are, or None (compile them here)."""
+    return None if helpers_hand_over is None else helpers_hand_over(kind)

@@ -25,6 +25,8 @@ conversions 1-2 us more, beside a 7 us product of a small layer
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -32,11 +34,16 @@ from numba import prange, types
 from numba.extending import intrinsic
 
 from ..._runtime import blas as _blas
-from ..compiling import KernelNotCompiled
+from ..compiling import (
+    KernelNotCompiled,
+    compile_helpers_elsewhere,
+    compiles_deferred,
+    deferring_compiles,
+)
 from .kernel_cache import cached_njit
 from .launch import count_native_loop, native_threads, steered_workers, swap_num_threads
 
-__all__ = ["native_gemms", "serial_gemm"]
+__all__ = ["compile_entries", "native_gemms", "serial_gemm"]
 
 #: Columns of the table of calls: the thread that makes it, then ``cblas_?gemm``'s
 #: integer arguments after the order (transposes, sizes, addresses, leading
@@ -241,28 +248,71 @@ def _block_rows(a, b, c, accumulate, parts, column_align, table, start):  # prag
 #: variant each, no type dispatch per call), and 1 in the dtype.  Filled by
 #: :func:`_entries`.
 _ENTRIES: dict = {}
+#: ``ready()`` of the background process compiling these kernels for a call that found
+#: them neither compiled nor in the kernel cache (None: none is; False: one did, and what
+#: it left undone compiles where it is needed).
+_elsewhere: Callable[[], bool] | None | bool = None
 
 
-def _entries(dtype) -> tuple | None:
-    """``(address, _block_rows' entry, one, _one_gemm's entry)`` for ``dtype``, kept in
-    :data:`_ENTRIES`; None where there is no BLAS for it or its code is not compiled
-    and compiling is deferred (asked again next time)."""
-    if dtype not in (np.float32, np.float64) or not _blas.available(dtype):
-        return None
+def _compiled_entries(dtype) -> tuple:
+    """Compile (or load) the kernels of ``dtype`` and keep their entries in
+    :data:`_ENTRIES`; raises :class:`KernelNotCompiled` where compiling is deferred."""
     scalar = numba.from_dtype(dtype)
     array = types.Array(scalar, 2, "A")
     one_gemm = (types.int64, array, array, array, types.boolean, scalar)
     block_rows = (array, array, array, types.boolean, types.int64, types.int64,
                   types.Array(types.int64, 2, "C"), types.int64)
-    try:
-        _one_gemm.compile(one_gemm)
-        _block_rows.compile(block_rows)
-    except KernelNotCompiled:
-        return None
+    _one_gemm.compile(one_gemm)
+    _block_rows.compile(block_rows)
+    _gemm_parts.compile((types.int64, types.int64, types.Array(types.int64, 2, "C"), scalar))
     entries = (_blas.gemm_address(dtype), _block_rows.overloads[block_rows].entry_point,
                dtype.type(1), _one_gemm.overloads[one_gemm].entry_point)
     _ENTRIES[dtype] = entries
     return entries
+
+
+def _entries(dtype) -> tuple | None:
+    """``(address, _block_rows' entry, one, _one_gemm's entry)`` for ``dtype``, kept in
+    :data:`_ENTRIES`; None where there is no BLAS for it, or its code is not compiled
+    and compiling is deferred or has been handed to the background process (asked
+    again next time).
+
+    A call that finds them neither compiled nor in the kernel cache does not compile
+    them while its caller waits, where a background process can: the products run
+    through ctypes and the library's threads meanwhile.  On an AMD EPYC Zen 4 the
+    README's first example took 1.4-4.8 s more in the call of a grouped layer whose
+    measured planning timed ``window`` and compiled these kernels there.
+    """
+    global _elsewhere
+    if dtype not in (np.float32, np.float64) or not _blas.available(dtype):
+        return None
+    if callable(_elsewhere):
+        if not _elsewhere():
+            return None
+        _elsewhere = False  # ready: they load below (or, had it failed, compile here)
+    try:
+        with deferring_compiles():
+            return _compiled_entries(dtype)
+    except KernelNotCompiled:
+        pass
+    if compiles_deferred():
+        return None
+    if _elsewhere is None:
+        _elsewhere = compile_helpers_elsewhere("native-gemm")
+        if _elsewhere is not None:
+            return None
+    try:
+        return _compiled_entries(dtype)
+    except KernelNotCompiled:
+        return None
+
+
+def compile_entries() -> None:
+    """Compile the kernels of every dtype with a BLAS here (the background process's
+    helper job, :mod:`convtranspose._execute.background_worker`)."""
+    for dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+        if _blas.available(dtype):
+            _compiled_entries(dtype)
 
 
 def serial_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, accumulate: bool = False) -> bool:
