@@ -107,6 +107,7 @@ def test_a_stride_one_convolution_is_explained_as_its_transposed_convolution():
     explanation, expected = ct.explain(STRIDE_ONE), ct.explain(twin)
     assert explanation.choice.estimates == expected.choice.estimates
     assert explanation.choice.algorithm == expected.choice.algorithm
+    assert explanation.choice.decided_by == "estimates"  # conftest: planning "estimate"
     text = str(explanation)
     assert text.startswith("problem      convolution data [1, 6, 9, 9], filter [4, 6, 3, 3]")
     assert "computed as  every stride is 1" in text and text.count("<- chosen") == 1
@@ -152,6 +153,17 @@ def test_a_strided_convolution_lists_the_adjoint_kernels_and_their_times(tmp_pat
                                 STRIDED.axes, False, np.dtype(np.float32))
     assert call is not None and call.algorithm == choice.algorithm
     assert layer.explain().choice.algorithm == choice.algorithm
+    ct.forget_wisdom()
+
+
+def test_measuring_now_says_measured_and_a_later_account_wisdom(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONVTRANSPOSE_WISDOM", str(tmp_path / "wisdom.json"))
+    monkeypatch.setenv("CONVTRANSPOSE_PLANNING", "measure")
+    for plan in (STRIDE_ONE, PLAN):
+        now = ct.explain(plan, measure=True).choice
+        assert now.decided_by == "measured" and now.measured
+        later = ct.explain(plan, measure=True).choice
+        assert later.decided_by == "wisdom" and later.algorithm == now.algorithm
     ct.forget_wisdom()
 
 

@@ -196,12 +196,16 @@ def _explained_choice(problem: Problem, target: Target, measure: bool, run) -> C
     estimated = choose(problem, target, estimate_forced=True)
     if estimated.decided_by != "estimates":
         return estimated
-    if measure:
+    measured_now = measure and planned_choice(problem, target).decided_by == "estimates"
+    if measured_now:
         with _measuring():
             run()
     planned = planned_choice(problem, target)
+    # kept as wisdom by the run just now: "measured", as the strided account says
+    decided_by = ("measured" if measured_now and planned.decided_by == "wisdom"
+                  else planned.decided_by)
     return dataclasses.replace(estimated, algorithm=planned.algorithm,
-                               runs=planned.runs, decided_by=planned.decided_by,
+                               runs=planned.runs, decided_by=decided_by,
                                fallbacks=planned.fallbacks, measured=planned.measured,
                                threads=planned.threads)
 
