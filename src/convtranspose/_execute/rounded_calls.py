@@ -32,6 +32,7 @@ from .._plan.rules import AxisPlan
 from .._runtime.memory import sums_piece_bytes
 from .._runtime.target import Target, host
 from .transposed import (
+    add_bias,
     add_column,
     bias_column,
     kept_filter,
@@ -41,8 +42,8 @@ from .transposed import (
     result_shape,
 )
 
-__all__ = ["BiasedCall", "WidenedCall", "half_preparable", "prepare_bias_free_call",
-           "prepare_biased_call", "prepare_rounded_call"]
+__all__ = ["BiasedCall", "WidenedCall", "half_preparable", "kept_result",
+           "prepare_bias_free_call", "prepare_biased_call", "prepare_rounded_call"]
 
 
 def half_preparable(data_dtype: np.dtype, filter_dtype: np.dtype) -> bool:
@@ -155,6 +156,21 @@ class BiasedCall:
         if bias.tobytes() != self._bits:
             return None
         return self._call(data, filter, out)
+
+
+def kept_result(call, data: np.ndarray, filter: np.ndarray, out: np.ndarray | None,
+                bias: np.ndarray | None, rounds_bias: bool, channels_last: bool,
+                rank: int) -> np.ndarray | None:
+    """The result of a call the array functions (or Dask's tiles) keep, with ``bias``:
+    given to it where it rounds the sums plus the bias (``rounds_bias``: a
+    :class:`BiasedCall`), else added to its sums as
+    :func:`~.transposed.transposed_convolution` adds it; None where the call declines."""
+    if rounds_bias:
+        return call(data, filter, out, bias)
+    result = call(data, filter, out)
+    if result is not None and bias is not None and result.size:
+        add_bias(result, bias, result.dtype, channels_last, rank)
+    return result
 
 
 def prepare_biased_call(data: np.ndarray, filter: np.ndarray, bias: np.ndarray,

@@ -54,8 +54,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from .._choose import planning as _planning
-from .._execute.rounded_calls import half_preparable
-from .._execute.transposed import add_bias
+from .._execute.rounded_calls import half_preparable, kept_result
 from .._plan import dialects as _dialects
 from .._runtime import caches as _caches
 from .._runtime import memory as _memory
@@ -189,13 +188,9 @@ def remembers_calls(function: _Function) -> _Function:
                     prepared = prepared_calls.get(record.key)
                     if (prepared is not None and prepared[1] == _planning.generation
                             and prepared[0] is not None):
-                        if record.rounds_bias:
-                            result = prepared[0](data, filter, out, bias)
-                        else:
-                            result = prepared[0](data, filter, out)
-                            if result is not None and bias is not None and result.size:
-                                add_bias(result, bias, record.dtype, record.channels_last,
-                                         result.ndim - 2)
+                        result = kept_result(prepared[0], data, filter, out, bias,
+                                             record.rounds_bias, record.channels_last,
+                                             data.ndim - 2)
                         if result is not None:
                             return result
                 return _recorded(function, records, key, (args, kwargs),

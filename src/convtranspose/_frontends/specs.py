@@ -24,10 +24,11 @@ from .._execute import array_api as _array_api
 from .._execute.footprint import check_transposed
 from .._execute.rounded_calls import (
     half_preparable,
+    kept_result,
     prepare_bias_free_call,
     prepare_biased_call,
 )
-from .._execute.transposed import add_bias, preparable, transposed_convolution
+from .._execute.transposed import preparable, transposed_convolution
 from .._kernels.dense import switch_state
 from .._plan import dialects as _dialects
 from .._plan import rules as _plan
@@ -286,12 +287,8 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         key = prepared_key(plan, data, filter, rounds_bias)
         prepared = usable_prepared(key)
         if prepared is not None and prepared[0] is not None:
-            if rounds_bias:
-                result = prepared[0](data, filter, out, bias)
-            else:
-                result = prepared[0](data, filter, out)
-                if result is not None and bias is not None and result.size:
-                    add_bias(result, bias, result.dtype, plan.channels_last, len(plan.axes))
+            result = kept_result(prepared[0], data, filter, out, bias, rounds_bias,
+                                 plan.channels_last, len(plan.axes))
             if result is not None:
                 note_prepared(data, filter, key, result, bias, plan.channels_last)
                 return result

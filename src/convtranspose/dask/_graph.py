@@ -36,10 +36,11 @@ from .._choose import planning
 from .._dtypes import accumulation_dtype
 from .._execute.rounded_calls import (
     half_preparable,
+    kept_result,
     prepare_bias_free_call,
     prepare_biased_call,
 )
-from .._execute.transposed import add_bias, preparable, transposed_convolution
+from .._execute.transposed import preparable, transposed_convolution
 from .._frontends.specs import canonical_weights
 from .._plan.rules import AxisPlan, ConvTransposePlan
 from .._runtime.target import num_threads
@@ -106,12 +107,8 @@ def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarra
         call, generation = tile_calls.get(key, (None, -1))
         result = None
         if call is not None and generation == planning.generation:
-            if rounds_bias:
-                result = call(window, filter, None, bias)
-            else:
-                result = call(window, filter, None)
-                if result is not None and bias is not None and result.size:
-                    add_bias(result, bias, result.dtype, channels_last, len(tile.axes))
+            result = kept_result(call, window, filter, None, bias, rounds_bias,
+                                 channels_last, len(tile.axes))
         if result is None:
             result = transposed_convolution(
                 window, weights, tile.axes, dtype=accumulation_dtype(layer.dtype),
