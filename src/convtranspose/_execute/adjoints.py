@@ -84,7 +84,13 @@ def _preset(kind, batch, weights_shape, axes, dtype, candidates) -> str | None:
             return forced
     if get_planning() != "estimate" and len(candidates) > 1:
         return None
-    default = _kernels.choose(*weights_shape[:3], axes)
+    return _rule_pick(weights_shape, axes, candidates)
+
+
+def _rule_pick(weights_shape, axes, candidates) -> str:
+    """The kernels' rule's algorithm (:func:`convtranspose._kernels.adjoints.choose`)
+    where it is among ``candidates``, else ``taps`` (which always is)."""
+    default = _kernels.choose(*tuple(weights_shape)[:3], axes)
     return default if default in candidates else "taps"
 
 
@@ -96,9 +102,8 @@ def data_adjoint_options(batch: int, weights_shape: Sequence[int], axes: Sequenc
     when measured planning decides), and the kernels' rule's pick, which runs until
     measured planning has timed the candidates (``ct.explain`` reports them)."""
     candidates = tuple(adjoint_candidates("data", batch, weights_shape, axes, dtype))
-    rule = _kernels.choose(*tuple(weights_shape)[:3], axes)
     return (candidates, _preset("data", batch, weights_shape, axes, dtype, candidates),
-            rule if rule in candidates else "taps")
+            _rule_pick(weights_shape, axes, candidates))
 
 
 def adjoint_scratch(kind: str, batch: int, weights_shape: Sequence[int],
@@ -161,7 +166,7 @@ def _algorithm(kind, batch, weights_shape, axes, dtype, exact_needed, run,
     key = problem_key(Problem(batch, axes, weights_shape, False, np.dtype(dtype)), host())
     # wisdom names the computations "data-adjoint" and "filter-adjoint"
     name = measured_choice(f"{kind}-adjoint", key, candidates, run,
-                           default if default in candidates else "taps", warm)
+                           _rule_pick(weights_shape, axes, candidates), warm)
     return name, choice_settled(f"{kind}-adjoint", key)
 
 

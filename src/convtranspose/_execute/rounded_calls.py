@@ -42,8 +42,8 @@ from .transposed import (
     result_shape,
 )
 
-__all__ = ["BiasedCall", "WidenedCall", "half_preparable", "kept_result",
-           "prepare_bias_free_call", "prepare_biased_call", "prepare_rounded_call"]
+__all__ = ["BiasedCall", "WidenedCall", "half_preparable", "kept_result", "prepare_kept_call",
+           "prepare_rounded_call"]
 
 
 def half_preparable(data_dtype: np.dtype, filter_dtype: np.dtype) -> bool:
@@ -152,20 +152,19 @@ class BiasedCall:
         return self._call.tells_by_identity(filter)
 
     def __call__(self, data: np.ndarray, filter: np.ndarray, out: np.ndarray | None,
-                 bias: np.ndarray) -> np.ndarray | None:
-        if bias.tobytes() != self._bits:
+                 bias: np.ndarray | None) -> np.ndarray | None:
+        if bias is None or bias.tobytes() != self._bits:
             return None
         return self._call(data, filter, out)
 
 
 def kept_result(call, data: np.ndarray, filter: np.ndarray, out: np.ndarray | None,
-                bias: np.ndarray | None, rounds_bias: bool, channels_last: bool,
-                rank: int) -> np.ndarray | None:
-    """The result of a call the array functions (or Dask's tiles) keep, with ``bias``:
-    given to it where it rounds the sums plus the bias (``rounds_bias``: a
-    :class:`BiasedCall`), else added to its sums as
+                bias: np.ndarray | None, channels_last: bool, rank: int) -> np.ndarray | None:
+    """The result of a call the array functions (or Dask's tiles) keep
+    (:func:`prepare_kept_call`), with ``bias``: given to a :class:`BiasedCall`, which
+    rounds the sums plus the bias, else added to the call's sums as
     :func:`~.transposed.transposed_convolution` adds it; None where the call declines."""
-    if rounds_bias:
+    if type(call) is BiasedCall:
         return call(data, filter, out, bias)
     result = call(data, filter, out)
     if result is not None and bias is not None and result.size:
@@ -173,23 +172,15 @@ def kept_result(call, data: np.ndarray, filter: np.ndarray, out: np.ndarray | No
     return result
 
 
-def prepare_biased_call(data: np.ndarray, filter: np.ndarray, bias: np.ndarray,
-                        canonical: Callable[[np.ndarray], np.ndarray],
-                        axes: tuple[AxisPlan, ...], channels_last: bool) -> BiasedCall | None:
-    """The prepared call the array functions keep for a float16 or bfloat16 layer called
-    with ``bias`` (:class:`BiasedCall`), or None as :func:`prepare_rounded_call`."""
-    call = prepare_rounded_call(data, filter, bias, canonical, axes, channels_last)
-    return None if call is None else BiasedCall(call, bias)
-
-
-def prepare_bias_free_call(data: np.ndarray, filter: np.ndarray,
-                           canonical: Callable[[np.ndarray], np.ndarray],
-                           axes: tuple[AxisPlan, ...], channels_last: bool):
+def prepare_kept_call(data: np.ndarray, filter: np.ndarray, bias: np.ndarray | None,
+                      canonical: Callable[[np.ndarray], np.ndarray],
+                      axes: tuple[AxisPlan, ...], channels_last: bool):
     """The prepared call that the array functions and Dask's tiles keep for a layer of
-    these operands: :func:`~.transposed.prepare_call`'s for float32 and float64 (its
-    sums, a bias added to them afterwards), :func:`prepare_rounded_call`'s without a
-    bias for float16 and bfloat16 (their calls with a bias keep a
-    :func:`prepare_biased_call`)."""
+    these operands, run by :func:`kept_result`: :func:`~.transposed.prepare_call`'s
+    for float32 and float64 (its sums, a bias added to them afterwards); for float16
+    and bfloat16 :func:`prepare_rounded_call`'s, without a bias or, since a bias joins
+    the sums before the rounding, a :class:`BiasedCall` prepared with ``bias``."""
     if preparable(data.dtype, filter.dtype):
         return prepare_call(data, filter, canonical, axes, channels_last)
-    return prepare_rounded_call(data, filter, None, canonical, axes, channels_last)
+    call = prepare_rounded_call(data, filter, bias, canonical, axes, channels_last)
+    return call if call is None or bias is None else BiasedCall(call, bias)

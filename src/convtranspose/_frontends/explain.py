@@ -219,11 +219,9 @@ def _explain_convolution(plan: ConvolutionPlan, operand: np.dtype, target: Targe
     accumulate = accumulation_dtype(operand)
 
     def run():
-        rng = np.random.default_rng(0)
-        data = (rng.random(plan.data_shape) * 2 - 1).astype(operand)
-        filter = (rng.random(plan.filter_shape) * 2 - 1).astype(operand)
+        data, weights = _random_operands(plan, operand)  # canonical: the filter's memory
         with use_target(target):
-            execute_convolution(plan, data, filter, None)
+            execute_convolution(plan, data, weights.reshape(plan.filter_shape), None)
 
     weights_shape, batch = plan.canonical_filter_shape, plan.data_shape[0]
     if as_transposed(plan.axes):

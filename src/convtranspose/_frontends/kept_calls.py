@@ -59,7 +59,7 @@ def prepared_key(plan, data: np.ndarray, filter: np.ndarray,
     None where no prepared call is made (dtypes other than native float32, float64,
     float16 and bfloat16).  ``biased``: for a half-precision call with a bias, whose
     call rounds the sums plus the bias and so is kept apart from the bias-free one
-    (:func:`~convtranspose._execute.rounded_calls.prepare_biased_call`)."""
+    (:class:`~convtranspose._execute.rounded_calls.BiasedCall`)."""
     dtypes = (data.dtype, filter.dtype, biased)
     keys = plan.__dict__.get("_prepared_keys")
     key = None if keys is None else keys.get(dtypes)

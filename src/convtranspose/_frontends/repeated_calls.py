@@ -54,7 +54,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from .._choose import planning as _planning
-from .._execute.rounded_calls import half_preparable, kept_result
+from .._execute.rounded_calls import kept_result
 from .._plan import dialects as _dialects
 from .._runtime import caches as _caches
 from .._runtime import memory as _memory
@@ -92,14 +92,11 @@ class _Record:
     (the attributes are in the key it is kept under)."""
 
     __slots__ = ("dtype", "filter_shape", "filter_dtype", "bias_shape", "output_shape",
-                 "channels_last", "key", "limit", "rounds_bias")
+                 "channels_last", "key", "limit")
 
     def __init__(self, data, filter, bias, result, noted, limit):
         self.dtype, self.filter_shape, self.filter_dtype = data.dtype, filter.shape, filter.dtype
         self.bias_shape = None if bias is None else bias.shape
-        #: The prepared call rounds the sums plus the bias it is given (half precision,
-        #: :class:`~convtranspose._execute.rounded_calls.BiasedCall`): none is added after.
-        self.rounds_bias = bias is not None and half_preparable(data.dtype, filter.dtype)
         self.output_shape, self.channels_last = result.shape, noted[5]
         # The prepared call is looked up by its key on every call, not kept here: the
         # prepared calls' table bounds what their packed weights hold.
@@ -189,8 +186,7 @@ def remembers_calls(function: _Function) -> _Function:
                     if (prepared is not None and prepared[1] == _planning.generation
                             and prepared[0] is not None):
                         result = kept_result(prepared[0], data, filter, out, bias,
-                                             record.rounds_bias, record.channels_last,
-                                             data.ndim - 2)
+                                             record.channels_last, data.ndim - 2)
                         if result is not None:
                             return result
                 return _recorded(function, records, key, (args, kwargs),

@@ -22,12 +22,7 @@ from .._dtypes import accumulation_dtype, check_dtypes
 from .._errors import ConvTransposeError
 from .._execute import array_api as _array_api
 from .._execute.footprint import check_transposed
-from .._execute.rounded_calls import (
-    half_preparable,
-    kept_result,
-    prepare_bias_free_call,
-    prepare_biased_call,
-)
+from .._execute.rounded_calls import half_preparable, kept_result, prepare_kept_call
 from .._execute.transposed import preparable, transposed_convolution
 from .._kernels.dense import switch_state
 from .._plan import dialects as _dialects
@@ -287,8 +282,8 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         key = prepared_key(plan, data, filter, rounds_bias)
         prepared = usable_prepared(key)
         if prepared is not None and prepared[0] is not None:
-            result = kept_result(prepared[0], data, filter, out, bias, rounds_bias,
-                                 plan.channels_last, len(plan.axes))
+            result = kept_result(prepared[0], data, filter, out, bias, plan.channels_last,
+                                 len(plan.axes))
             if result is not None:
                 note_prepared(data, filter, key, result, bias, plan.channels_last)
                 return result
@@ -311,9 +306,7 @@ def execute_plan(plan, data, filter, bias=None, out=None, *, names=("data", "fil
         def canonical(kept):
             return canonical_weights(plan, kept)
 
-        call = (prepare_biased_call(data, filter, bias, canonical, plan.axes,
-                                    plan.channels_last) if rounds_bias else
-                prepare_bias_free_call(data, filter, canonical, plan.axes, plan.channels_last))
+        call = prepare_kept_call(data, filter, bias, canonical, plan.axes, plan.channels_last)
         _bounded_insert(prepared_calls, key, (call, _planning.generation,
                                               None if call is not None else switch_state()),
                         PREPARED_CALLS_KEPT)

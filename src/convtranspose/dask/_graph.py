@@ -34,12 +34,7 @@ from dask.utils import parse_bytes
 
 from .._choose import planning
 from .._dtypes import accumulation_dtype
-from .._execute.rounded_calls import (
-    half_preparable,
-    kept_result,
-    prepare_bias_free_call,
-    prepare_biased_call,
-)
+from .._execute.rounded_calls import half_preparable, kept_result, prepare_kept_call
 from .._execute.transposed import preparable, transposed_convolution
 from .._frontends.specs import canonical_weights
 from .._plan.rules import AxisPlan, ConvTransposePlan
@@ -94,9 +89,6 @@ def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarra
     window = _window(blocks, tile)
     weights = canonical_weights(layer.plan, filter)
     channels_last = layer.plan.channels_last
-    # A half-precision tile's prepared call rounds its sums, which a bias joins before:
-    # its call is prepared with the bias (the array functions' kept calls do the same).
-    rounds_bias = bias is not None and half_preparable(window.dtype, filter.dtype)
     with num_threads(layer.threads):
         if not (half_preparable(window.dtype, filter.dtype)
                 or preparable(window.dtype, filter.dtype)):
@@ -107,8 +99,8 @@ def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarra
         call, generation = tile_calls.get(key, (None, -1))
         result = None
         if call is not None and generation == planning.generation:
-            result = kept_result(call, window, filter, None, bias, rounds_bias,
-                                 channels_last, len(tile.axes))
+            result = kept_result(call, window, filter, None, bias, channels_last,
+                                 len(tile.axes))
         if result is None:
             result = transposed_convolution(
                 window, weights, tile.axes, dtype=accumulation_dtype(layer.dtype),
@@ -119,9 +111,10 @@ def _compute_tile(blocks, filter, bias, layer: _Layer, tile: _Tile) -> np.ndarra
             def canonical(kept):
                 return canonical_weights(layer.plan, kept)
 
-            _keep(key, prepare_biased_call(window, filter, bias, canonical, tile.axes,
-                                           channels_last) if rounds_bias else
-                  prepare_bias_free_call(window, filter, canonical, tile.axes, channels_last))
+            # (a half-precision tile's call is prepared with the layer's bias, which joins
+            # its sums before the rounding)
+            _keep(key, prepare_kept_call(window, filter, bias, canonical, tile.axes,
+                                         channels_last))
         return result
 
 
