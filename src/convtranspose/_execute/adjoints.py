@@ -34,7 +34,7 @@ from .._runtime.config import (
     switches_reader,
 )
 from .._runtime.memo import derived_from, keeps_derived, owned_view
-from .._runtime.target import host
+from .._runtime.target import host, is_host
 from . import background
 from .transposed import preparable, prepare_call, transposed_convolution
 
@@ -326,7 +326,7 @@ class _StridedCall:
 
     def __call__(self, grad: np.ndarray, weights: np.ndarray,
                  out: np.ndarray | None = None) -> np.ndarray | None:
-        if (_switch_state() != self._switches or host() != self._target
+        if (_switch_state() != self._switches or not is_host(self._target)
                 or weights is not self._own
                 and derived_from(weights, "forward") is not self._derived):
             return None

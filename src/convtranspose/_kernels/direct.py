@@ -16,7 +16,7 @@ import numpy as np
 
 from .._plan.geometry import tap_windows
 from .._runtime.memo import derived_from, same_bits
-from .._runtime.target import host
+from .._runtime.target import is_host
 from .common import (
     NonFinite,
     input_glxc,
@@ -63,7 +63,7 @@ class DirectCall:
 
     def __call__(self, data: np.ndarray, filter: np.ndarray,
                  out: np.ndarray | None = None) -> np.ndarray | None:
-        if (switch_state() != self._switches or host() != self._target
+        if (switch_state() != self._switches or not is_host(self._target)
                 or filter is not self._filter and not same_bits(self._filter, filter)):
             return None
         if out is None:

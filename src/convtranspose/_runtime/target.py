@@ -30,7 +30,7 @@ from .caches import kept
 from .config import NO_NUMBA_ENV, switch
 from .machine import has_bfloat16_pairs, host_has_f16c, vector_bytes
 
-__all__ = ["Target", "get_num_threads", "host", "num_threads",
+__all__ = ["Target", "get_num_threads", "host", "is_host", "num_threads",
            "set_num_threads", "set_thread_pinning", "use_target"]
 
 
@@ -132,6 +132,14 @@ def host() -> Target:
     threads = _chosen_threads.get()
     return _host(numba_usable(), blas.usable(),
                  _threads.process_threads() if threads is None else threads)
+
+
+def is_host(target: Target) -> bool:
+    """Whether ``target`` is what :func:`host` gives now: a prepared call's check that
+    it still runs where it was set up (by identity first, as :func:`host` keeps one
+    target per combination: comparing the fields takes as long as the lookups)."""
+    current = host()
+    return current is target or current == target
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ from ..schedules import frozen_all
 from .blocked import phase_tables
 from .channels_last import gather_row_taps
 from .depthwise_lines import LinesLayer
-from .launch import parallel_kernel
+from .launch import array_kind, parallel_kernel
 from .transpose import tile_transposer
 from .vectors import vector_load, vector_store
 
@@ -97,7 +97,7 @@ class DepthwiseLayer:
     """
 
     __slots__ = ("_dtype", "_kernels", "_weights", "_tables", "_sizes", "_copy_sizes",
-                 "_padded", "_items", "_rows", "_tile", "_threads")
+                 "_padded", "_items", "_rows", "_tile", "_threads", "_addresses")
 
     def __init__(self, batch, weights, axes, dtype, channels_last, derived, target):
         groups, _, co = weights.shape[:3]
@@ -133,6 +133,9 @@ class DepthwiseLayer:
         self._items = batch * y1 * y2 * (1 if channels_last else chunks)
         self._tile = y3 * width
         self._threads = target.threads  # all: see ..depthwise's docstring
+        # Per kernel, its code addresses by the kinds of the arrays that vary in type
+        # from call to call (:func:`.launch.parallel_kernel`'s ``kept``).
+        self._addresses: tuple[dict, dict] = ({}, {})
 
     def __call__(self, data, out) -> None:
         """Fill ``out`` (the set-up's layout and shape, the sums' dtype) from ``data``."""
@@ -143,13 +146,16 @@ class DepthwiseLayer:
         (source,) = frozen_all(np.ascontiguousarray(data, dtype).reshape(-1).view())
         padded = np.empty(self._padded, dtype)
         copy, sizes = kernels["pad_copy"], self._copy_sizes
-        parallel_kernel(copy, (source, padded, sizes), self._rows, self._threads)
+        source_kind = array_kind(source)
+        parallel_kernel(copy, (source, padded, sizes), self._rows, self._threads,
+                        kept=(self._addresses[0], source_kind))
         result = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         flat = result.reshape(-1)
         (padded,) = frozen_all(padded)  # one numba type for the kernel's operands
         parallel_kernel(kernels["kernel"], (padded, self._weights, flat, self._sizes,
                                             *self._tables), self._items, self._threads,
-                        scratch=(3, self._tile, dtype))
+                        scratch=(3, self._tile, dtype),
+                        kept=(self._addresses[1], array_kind(flat)))
         if result is not out:
             np.copyto(out, result)
 

@@ -20,7 +20,7 @@ import numpy as np
 from ..._runtime.caches import kept
 from ..depthwise_schedule import DEPTHWISE_ACCUMULATORS, LinesPlan, lines_plan
 from ..schedules import frozen_all
-from .launch import parallel_kernel
+from .launch import array_kind, parallel_kernel
 
 __all__ = ["LinesLayer", "lines_kernel", "unrolled_rows_source", "weight_vectors"]
 
@@ -103,7 +103,8 @@ class LinesLayer:
     """The lines kernel set up for one layer (the same contract as
     :class:`~.depthwise.DepthwiseLayer`): calling it fills an output from data."""
 
-    __slots__ = ("_dtype", "_kernel", "_tables", "_items", "_scratch", "_threads")
+    __slots__ = ("_dtype", "_kernel", "_tables", "_items", "_scratch", "_threads",
+                 "_addresses")
 
     def __init__(self, batch, weights, axes, dtype, target):
         groups, _, multiplier = weights.shape[:3]
@@ -116,13 +117,17 @@ class LinesLayer:
         self._scratch = plan.scratch
         self._items = batch * groups
         self._threads = target.threads  # all: see ..depthwise's docstring
+        self._addresses: dict = {}  # (:func:`.launch.parallel_kernel`'s ``kept``)
 
     def __call__(self, data, out) -> None:
         """Fill ``out`` (channels first, the sums' dtype) from ``data``."""
         (source,) = frozen_all(np.ascontiguousarray(data, self._dtype).reshape(-1).view())
         result = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         weights, *tables = self._tables
-        parallel_kernel(self._kernel, (source, weights, result.reshape(-1), *tables),
-                        self._items, self._threads, scratch=(3, self._scratch, self._dtype))
+        flat = result.reshape(-1)
+        # Only the data and the result vary in type from call to call.
+        kept = (self._addresses, (array_kind(source), array_kind(flat)))
+        parallel_kernel(self._kernel, (source, weights, flat, *tables), self._items,
+                        self._threads, scratch=(3, self._scratch, self._dtype), kept=kept)
         if result is not out:
             np.copyto(out, result)

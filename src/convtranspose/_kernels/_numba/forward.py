@@ -55,7 +55,7 @@ from ..blocked_channels import blocked_channel_block
 from ..schedules import blocked_shape
 from .block_sources import block_source, cross_block_source, single_source
 from .blocked import pass_weights
-from .launch import parallel_kernel
+from .launch import array_kind, parallel_kernel
 from .transpose import (
     channels_last_copy,
     first_store_kernel,
@@ -239,6 +239,7 @@ def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last
     scratch = (4, int(sizes[17] + 1) * pixels * lanes * chunk, dtype) if local else None
     # (the padded kernel's rows argument, unused with a channels-last result)
     no_rows = (no_first,) if padded and not local else ()
+    addresses: dict = {}
 
     def run(grad: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         source = _source(grad, axes3, channels_last, dtype, target, pads, planes)
@@ -251,9 +252,11 @@ def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last
         # ``third_run``).
         direct = not channels_last and out is not None and out.flags.c_contiguous
         first = no_first if channels_last else out if direct else np.empty(result_shape, dtype)
-        parallel_kernel(kernel, (source.reshape(-1), packed, sums.reshape(-1),
-                                 first.reshape(-1)) + no_rows + (sizes, table, counts),
-                        items, target.threads, scratch=scratch)
+        arrays = (source.reshape(-1), packed, sums.reshape(-1), first.reshape(-1))
+        # Only the source, the sums and the result vary in type from call to call.
+        kept = (addresses, tuple(array_kind(arrays[at]) for at in (0, 2, 3)))
+        parallel_kernel(kernel, arrays + no_rows + (sizes, table, counts), items,
+                        target.threads, scratch=scratch, kept=kept)
         # (channels last, a copy only where the groups' channels were padded)
         result = sums[..., :ci].reshape(result_shape) if channels_last else first
         if out is None or direct:

@@ -36,7 +36,7 @@ from ..schedules import (
     planes_block_shape,
 )
 from .kernel_cache import cached_njit
-from .launch import parallel_kernel
+from .launch import array_kind, parallel_kernel
 from .modes import LOADS, STORES, bfloat16_pair_bits, pair_windows, plain_windows, store_mode
 
 #: The plane kernel computes each plane in bands of the first axis whose window and
@@ -299,8 +299,12 @@ def plane_runner(batch, weights, axes3, dtype, target, threads, channels_last, d
     added = np.empty(0, dtype) if bias is None or mode == KEEP else np.ascontiguousarray(
         bias, dtype)
 
+    addresses: dict = {}
+
     def run(source, result):
+        # Only the data and the result vary in type from call to call.
+        kept = (addresses, (array_kind(source), array_kind(result)))
         parallel_kernel(kernel, (source, w, result, added, *tables, band, channels_last),
-                        items, threads)
+                        items, threads, kept=kept)
 
     return run

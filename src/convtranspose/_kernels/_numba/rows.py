@@ -37,7 +37,7 @@ from ..schedules import (
     rows_merged,
     rows_window_width,
 )
-from .launch import parallel_kernel
+from .launch import array_kind, parallel_kernel
 from .modes import bfloat16_pair_bits, store_mode
 from .planes import direct_planes
 
@@ -322,14 +322,18 @@ def rows_runner(batch, weights, axes3, dtype, target, threads, derived, data=KEE
 
     data_bits = data != KEEP
 
+    addresses: dict = {}
+
     def run(data, out):
         source, flat = np.ascontiguousarray(data).reshape(-1), out.reshape(-1)
         source = source.view(np.uint16) if data_bits else source
         flat = flat.view(np.uint16) if result != KEEP else flat
-        # A window per thread, not per piece.
+        # A window per thread, not per piece; only the data and the result vary in type
+        # from call to call.
         parallel_kernel(kernel, (source, w, flat, shift, *tables, length, first, stop,
                                  *geometry), items * ranges, threads,
-                        scratch=(4, units * window_rows * width, window_dtype))
+                        scratch=(4, units * window_rows * width, window_dtype),
+                        kept=(addresses, (array_kind(source), array_kind(flat))))
 
     return run
 
