@@ -128,7 +128,11 @@ SERIAL_GEMM_FLOPS = 64e6
 #: the pool's, :mod:`convtranspose._kernels._numba.native_gemm`), GEMMs from this many
 #: FLOPs are split: on an AMD Zen 3, products of 26 MFLOP ran 1.25-1.45x faster on two
 #: native threads than on one, of 12.8 MFLOP as fast, and the pool gained nothing below
-#: 52 MFLOP (``benchmarks/results/native-threads-zen3.json``, ``gemm_split``).
+#: 52 MFLOP (``benchmarks/results/native-threads-zen3.json``, ``gemm_split``).  On an
+#: AMD Zen 4 too, a 6.3 MFLOP product split made its layer 1.4x slower and products
+#: from 16.8 MFLOP ran 1.56-1.76x faster split; below the threshold a split product's
+#: time is bimodal there, which is why no run-time measurement replaces this yet
+#: (``benchmarks/results/native-split-zen4.json``).
 NATIVE_SPLIT_GEMM_FLOPS = 16e6
 
 
