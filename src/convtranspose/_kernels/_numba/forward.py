@@ -254,7 +254,7 @@ def prepare_forward_adjoint(batch: int, weights: np.ndarray, axes, channels_last
         first = no_first if channels_last else out if direct else np.empty(result_shape, dtype)
         arrays = (source.reshape(-1), packed, sums.reshape(-1), first.reshape(-1))
         # Only the source, the sums and the result vary in type from call to call.
-        kept = (addresses, tuple(array_kind(arrays[at]) for at in (0, 2, 3)))
+        kept = (addresses, (array_kind(arrays[0]), array_kind(arrays[2]), array_kind(arrays[3])))
         parallel_kernel(kernel, arrays + no_rows + (sizes, table, counts), items,
                         target.threads, scratch=scratch, kept=kept)
         # (channels last, a copy only where the groups' channels were padded)
