@@ -434,3 +434,41 @@ def test_a_layer_whose_first_call_moved_the_planning_generation_runs_prepared_af
     for _ in range(5):
         np.testing.assert_array_equal(layer(data), expected)
     assert len(runs) == 2
+
+
+def test_prepared_layer_follows_the_thread_count_and_the_target(monkeypatch):
+    """A prepared call set up for two threads runs its kernel on numba's threads; under one
+    thread (``ct.num_threads``, ``ct.set_num_threads``) or a target without numba
+    (``ct.use_target``) it declines and the layer runs what that setting allows: no
+    native loop, the same exact result."""
+    from convtranspose._kernels._numba import launch
+    from convtranspose._runtime import threads
+
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct")
+    ct.clear_caches()
+    if ct.get_num_threads() < 2 or not launch.native_threads(2):
+        pytest.skip("needs numba's native threads for two threads")
+    # 8.4 M multiply-adds: above what direct leaves on one thread (DIRECT_PARALLEL_MACS).
+    data, filter = _values((2, 32, 16, 16)), _values((32, 32, 4, 4))
+    attributes = dict(strides=2, pads_begin=1, pads_end=1)
+    expected = oracle.openvino_cbpd(data, filter, **attributes)
+    layer = ct.prepare(ct.convolution_backprop_data, filter=filter, **attributes)
+
+    def loops_of_a_call() -> int:
+        before = threads.native_loops_run()
+        np.testing.assert_array_equal(layer(data), expected)
+        return threads.native_loops_run() - before
+
+    with ct.num_threads(2):
+        layer(data)
+        assert loops_of_a_call() > 0  # the prepared call's loop
+        with ct.num_threads(1):
+            assert loops_of_a_call() == 0
+        with ct.use_target(ct.host_target().replace(numba=False)):
+            assert loops_of_a_call() == 0
+        assert loops_of_a_call() > 0
+    previous = ct.set_num_threads(1)
+    try:
+        assert loops_of_a_call() == 0
+    finally:
+        ct.set_num_threads(previous)

@@ -34,7 +34,7 @@ from .._runtime.config import (
     switches_reader,
 )
 from .._runtime.memo import derived_from, keeps_derived, owned_view
-from .._runtime.target import host, is_host
+from .._runtime.target import host, host_state
 from . import background
 from .transposed import preparable, prepare_call, transposed_convolution
 
@@ -311,7 +311,7 @@ class _StridedCall:
     ``prepared_strided``)."""
 
     __slots__ = ("algorithm", "_derived", "_compute", "_numpy", "_channels_last", "_switches",
-                 "_target", "_own")
+                 "_host_state", "_target", "_own")
 
     def __init__(self, algorithm: str, weights: np.ndarray, derived: dict, compute,
                  channels_last: bool):
@@ -320,13 +320,15 @@ class _StridedCall:
         self._derived, self._compute = derived, compute
         self._numpy = not algorithm.startswith("blocked")  # else numba's kernels
         self._channels_last = channels_last
-        self._switches, self._target = _switch_state(), host()
+        # (the switches :func:`host` reads among them: see ``DirectCall``)
+        self._switches, self._host_state = _switch_state(), host_state()
+        self._target = host()
         # a view of a filter nobody writes (a prepared layer's): told by identity
         self._own = weights if owned_view(weights) else None
 
     def __call__(self, grad: np.ndarray, weights: np.ndarray,
                  out: np.ndarray | None = None) -> np.ndarray | None:
-        if (_switch_state() != self._switches or not is_host(self._target)
+        if (_switch_state() != self._switches or host_state() != self._host_state
                 or weights is not self._own
                 and derived_from(weights, "forward") is not self._derived):
             return None

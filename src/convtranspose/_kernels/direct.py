@@ -17,7 +17,7 @@ import numpy as np
 from .._plan.geometry import tap_windows
 from .._runtime.machine import l1_data_cache_bytes
 from .._runtime.memo import derived_from, same_bits
-from .._runtime.target import is_host
+from .._runtime.target import host_state, is_host
 from .common import (
     NonFinite,
     input_glxc,
@@ -46,7 +46,7 @@ class DirectCall:
     """
 
     __slots__ = ("_filter", "_filter_bytes", "_compute", "_shape", "_dtype", "_switches",
-                 "_target")
+                 "_host_state")
 
     def __init__(self, filter: np.ndarray, compute, shape: tuple[int, ...], dtype: np.dtype,
                  target):
@@ -59,8 +59,10 @@ class DirectCall:
         self._filter = filter
         self._filter_bytes = filter.tobytes() if filter.nbytes <= l1_data_cache_bytes() else None
         self._compute, self._shape, self._dtype = compute, shape, dtype
+        # ``switch_state`` reads the switches :func:`host` reads, so with it the host's
+        # target is told by the rest of what it depends on (none: set up for another).
         self._switches = switch_state()
-        self._target = target
+        self._host_state = host_state() if is_host(target) else None
 
     def tells_by_identity(self, filter: np.ndarray) -> bool:
         """Whether calls with ``filter`` compare nothing of it: the filter it was set up
@@ -75,7 +77,7 @@ class DirectCall:
 
     def __call__(self, data: np.ndarray, filter: np.ndarray,
                  out: np.ndarray | None = None) -> np.ndarray | None:
-        if (switch_state() != self._switches or not is_host(self._target)
+        if (switch_state() != self._switches or host_state() != self._host_state
                 or filter is not self._filter and not self._same_bits(filter)):
             return None
         if out is None:

@@ -30,7 +30,7 @@ from .caches import kept
 from .config import NO_NUMBA_ENV, switch
 from .machine import has_bfloat16_pairs, host_has_f16c, vector_bytes
 
-__all__ = ["Target", "get_num_threads", "host", "is_host", "num_threads",
+__all__ = ["Target", "get_num_threads", "host", "host_state", "is_host", "num_threads",
            "set_num_threads", "set_thread_pinning", "use_target"]
 
 
@@ -135,11 +135,25 @@ def host() -> Target:
 
 
 def is_host(target: Target) -> bool:
-    """Whether ``target`` is what :func:`host` gives now: a prepared call's check that
-    it still runs where it was set up (by identity first, as :func:`host` keeps one
-    target per combination: comparing the fields takes as long as the lookups)."""
+    """Whether ``target`` is what :func:`host` gives now (by identity first, as
+    :func:`host` keeps one target per combination: comparing the fields takes as long
+    as the lookups)."""
     current = host()
     return current is target or current == target
+
+
+def host_state() -> tuple:
+    """What :func:`host` depends on besides the switches ``CONVTRANSPOSE_NO_NUMBA`` and
+    ``CONVTRANSPOSE_NO_BLAS``: the target :func:`use_target` set and the thread counts.
+
+    A prepared call that reads those two switches on every call anyway compares this
+    with its set-up's instead of :func:`host`'s target with its own: the same switches
+    and state give the same target, without reading the switches twice.  Each Python
+    step counts where a kernel has just emptied the caches (a memory-bound layer's
+    prepared call spent 13 us in its call's checks and set-up,
+    ``benchmarks/results/outside-kernels-zen4.json``, ``cold_python_after_streaming``).
+    """
+    return _chosen.get(), _chosen_threads.get(), _threads.process_threads()
 
 
 @contextlib.contextmanager
