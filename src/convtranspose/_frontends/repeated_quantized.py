@@ -45,8 +45,7 @@ import numpy as np
 
 from .._plan import dialects as _dialects
 from .._runtime import caches as _caches
-from .._runtime.machine import l1_data_cache_bytes
-from .._runtime.memo import owned, same_bits, weights_memo_bytes
+from .._runtime.memo import compared_as_bytes, owned, same_bits, weights_memo_bytes
 
 __all__ = ["QUANTIZED_RECORDS_KEPT", "matches", "records_use", "remembers_quantized_calls"]
 
@@ -110,7 +109,7 @@ def _kind(value: Any) -> int:
     kind = type(value)
     if kind in _SCALARS or isinstance(value, np.generic):
         return _IMMUTABLE
-    if kind is np.ndarray and value.nbytes <= l1_data_cache_bytes():
+    if kind is np.ndarray and compared_as_bytes(value):
         return _SMALL_ARRAY  # as same_bits compares it: as bytes objects
     if (kind is list or kind is tuple) and all(type(item) is int for item in value):
         return _INTS

@@ -15,8 +15,7 @@ import itertools
 import numpy as np
 
 from .._plan.geometry import tap_windows
-from .._runtime.machine import l1_data_cache_bytes
-from .._runtime.memo import derived_from, same_bits
+from .._runtime.memo import compared_as_bytes, derived_from, same_bits
 from .._runtime.target import host_state, is_host
 from .common import (
     NonFinite,
@@ -57,7 +56,7 @@ class DirectCall:
         # instead of two (a 32 KiB filter 2.3 -> 1.3 us on an AMD Zen 4,
         # ``benchmarks/results/filter-comparison-zen4.json``, ``kept_bytes``).
         self._filter = filter
-        self._filter_bytes = filter.tobytes() if filter.nbytes <= l1_data_cache_bytes() else None
+        self._filter_bytes = filter.tobytes() if compared_as_bytes(filter) else None
         self._compute, self._shape, self._dtype = compute, shape, dtype
         # ``switch_state`` reads the switches :func:`host` reads, so with it the host's
         # target is told by the rest of what it depends on (none: set up for another).

@@ -61,9 +61,9 @@ def same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
     2.4x on two for a 32 MiB filter on an Intel Xeon
     (``benchmarks/results/weights-memo.json``), 2.3x from 1 MiB on the Zen 4.
     """
-    size = kept.nbytes
-    if size <= l1_data_cache_bytes():
+    if compared_as_bytes(kept):
         return kept.tobytes() == weights.tobytes()
+    size = kept.nbytes
     # C order, the usual case, before the layout checks (3 us of a 96 KiB filter's
     # comparison on the Zen 2).
     if (size < _MEMCMP_MIN_BYTES and kept.flags.c_contiguous and weights.flags.c_contiguous
@@ -74,6 +74,13 @@ def same_bits(kept: np.ndarray, weights: np.ndarray) -> bool:
             return equal
     unsigned = np.dtype(f"u{weights.itemsize}") if weights.itemsize in (1, 2, 4, 8) else None
     return unsigned is not None and np.array_equal(kept.view(unsigned), weights.view(unsigned))
+
+
+def compared_as_bytes(array: np.ndarray) -> bool:
+    """Whether :func:`same_bits` compares filters of ``array``'s size as bytes objects
+    (up to the size of the level-1 data cache): a caller that keeps one filter's bytes
+    may compare others with them the same way."""
+    return array.nbytes <= l1_data_cache_bytes()
 
 
 def compiled_equal(kept: np.ndarray, weights: np.ndarray) -> bool | None:
