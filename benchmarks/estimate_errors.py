@@ -23,6 +23,7 @@ import json
 import math
 import os
 import time
+from types import SimpleNamespace
 
 os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
 os.environ.setdefault("CONVTRANSPOSE_BACKGROUND_COMPILE", "off")  # steady state is timed
@@ -35,8 +36,9 @@ from convtranspose._choose import planning, wisdom  # noqa: E402
 from convtranspose._choose.figures import fma_gflops, forget_figures, machine_figures  # noqa: E402
 from convtranspose._cli.bench.peers import run_ours  # noqa: E402
 from convtranspose._cli.bench.random_suite import random_layers  # noqa: E402
-from convtranspose._cli.bench.suite import SUITE, make_inputs  # noqa: E402
+from convtranspose._cli.bench.suite import SUITE, make_inputs, numpy_dtype  # noqa: E402
 from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
+from convtranspose._runtime.target import host  # noqa: E402
 
 
 def _recording_raw_estimates(store: list):
@@ -101,6 +103,19 @@ def _first_choice_loss(row: dict) -> float:
     return measured[min(estimates, key=estimates.get)] / min(measured.values())
 
 
+def _timed_loss(row: dict, layer) -> float:
+    """The loss of measured planning (level ``measure``) by this row's estimates: the
+    fastest of the candidates it would time (with their runs on fewer threads) over the
+    fastest measured (algorithms since removed from the registry are not candidates)."""
+    estimates, measured = row["estimates_ns"], row["measured_ns"]
+    known = {name: ns for name, ns in estimates.items() if name in ct.ALGORITHMS}
+    ranked = SimpleNamespace(estimates=sorted(known.items(), key=lambda item: item[1]))
+    timed = planning.candidate_names(ranked, "measure", np.dtype(numpy_dtype(layer.dtype)),
+                                     layer.rank, layer.layout == "NXC", host())
+    return min(ns for label, ns in measured.items()
+               if label.split("@")[0] in timed) / min(measured.values())
+
+
 def _suite_layers(suite: str) -> dict:
     """Label -> layer of a report's suite (``fixed`` or ``random-SEED``)."""
     layers = random_layers(int(suite.split("-")[1])) if suite.startswith("random-") else SUITE
@@ -118,6 +133,7 @@ def reprice(paths: list[str], out: str) -> None:
                   f" {cpu_model_name()}: the estimates read this machine's figures")
         layers = _suite_layers(report["suite"])
         before = [_first_choice_loss(row) for row in report["layers"]]
+        timed_before = [_timed_loss(row, layers[row["layer"]]) for row in report["layers"]]
         for row in report["layers"]:
             choice, raw, _ = _planned_once(layers[row["layer"]], "estimate",
                                            report["figures"])
@@ -127,11 +143,16 @@ def reprice(paths: list[str], out: str) -> None:
                                    if name in row["measured_ns"]}
             row["estimate_first"] = min(row["estimates_ns"], key=row["estimates_ns"].get)
             row["loss"] = _first_choice_loss(row)
+            row["timed_loss"] = _timed_loss(row, layers[row["layer"]])
         after = [row["loss"] for row in report["layers"]]
+        timed_after = [row["timed_loss"] for row in report["layers"]]
         report["figures"] = dict(machine_figures(), fma_gflops=fma_gflops())
         report["summary"] = (f"{report['cpu']}: repriced, the estimate's first choice loses"
                              f" {geomean(after):.3f}x (was {geomean(before):.3f}x; worst"
-                             f" {max(after):.2f}x, was {max(before):.2f}x)")
+                             f" {max(after):.2f}x, was {max(before):.2f}x); measured"
+                             f" planning's choice loses {geomean(timed_after):.3f}x (was"
+                             f" {geomean(timed_before):.3f}x; worst {max(timed_after):.2f}x,"
+                             f" was {max(timed_before):.2f}x)")
         print(report["suite"], report["summary"])
         name = os.path.splitext(os.path.basename(path))[0] + "-repriced.json"
         with open(os.path.join(out, name), "w") as handle:

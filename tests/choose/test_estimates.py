@@ -58,6 +58,32 @@ def test_direct_blocked_models_its_threads():
     assert estimate(1, (one, long)) == pytest.approx(estimate(1, (long,)), rel=0.01)
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_tap_reads_count_the_pairs_that_read_inside(seed):
+    # Against a loop over every (output, tap) pair of a random axis: the pairs whose
+    # input index is whole and inside, and per phase, over the taps that read inside
+    # for some output position of the axis, its outputs whose every such tap does.
+    draw = np.random.default_rng(seed)
+    size, kernel, stride, dilation = (int(v) for v in draw.integers(1, [9, 8, 6, 4]))
+    full = (size - 1) * stride + (kernel - 1) * dilation + 1
+    offset = int(draw.integers(-2, full))
+    axis = AxisPlan(size, kernel, stride, dilation, offset, int(draw.integers(1, full + 4)))
+    positions = -(-axis.output_size // stride)
+    pairs, runs = 0, []
+    for phase in range(min(stride, axis.output_size)):
+        shifts = [(phase + offset - k * dilation) // stride for k in range(kernel)
+                  if (phase + offset - k * dilation) % stride == 0]
+        live = [t for t in shifts if t + positions - 1 >= 0 and t <= size - 1]
+        outputs = range(phase, axis.output_size, stride)
+        pairs += sum(0 <= o // stride + t < size for o in outputs for t in shifts)
+        if live:
+            runs.append((sum(all(0 <= o // stride + t < size for t in live) for o in outputs),
+                         len(live)))
+    reads, counted = estimates.tap_reads(axis)
+    assert reads == pairs, axis
+    assert sorted(counted) == sorted(runs), axis
+
+
 def test_numba_algorithms_are_candidates_only_with_numba(monkeypatch):
     # A grouped layer is a candidate for both numba algorithms where numba is usable,
     # and for neither where it is not (whatever the estimates, which vary by CPU).

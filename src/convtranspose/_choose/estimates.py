@@ -50,7 +50,7 @@ from .figures import fma_gflops, gemm_gflops, machine_figures
 
 __all__ = ["CALL_NS", "ESTIMATES", "Layer", "RawCost", "blocked_estimate",
            "depthwise_estimate", "estimate_ns",
-           "raw_estimates"]
+           "raw_estimates", "tap_reads"]
 
 #: What one call of any algorithm costs besides its modelled work (ns): about one
 #: call's Python and NumPy dispatch.  Held-out suites ranked best with 10 us against
@@ -470,28 +470,53 @@ _BLOCKED_NCX_INPUT = 1.0
 _BLOCKED_STREAMED_LOOP = 512
 
 
-def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int, parts: int) -> int:
+def tap_reads(axis: AxisPlan) -> tuple[int, list[tuple[int, int]]]:
+    """Along one axis, the (output, tap) pairs whose input lies inside (only these are
+    multiplied: the kernel gathers the taps that read inside), and per phase that any
+    tap reaches, how many of its outputs have every tap inside and how many taps each
+    of them has.  In O(taps)."""
+    reads, runs = 0, []
+    for c in axis_phases(axis).classes:
+        if not c.shifts:
+            continue  # a phase no tap reaches is only zeroed
+        low, high = max(0, -min(c.shifts)), axis.input_size - max(c.shifts)
+        for phase in range(c.first, c.first + c.count):
+            count = -(-(axis.output_size - phase) // axis.stride)
+            reads += sum(max(0, min(count, axis.input_size - s) - max(0, -s))
+                         for s in c.shifts)
+            runs.append((max(0, min(count, high) - low), len(c.shifts)))
+    return reads, runs
+
+
+def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int, parts: int,
+                  segments: int) -> float:
     """Multiply-adds of ``direct-blocked``: the output channels of each of ``parts``
-    (the groups, or one of them all side by side) padded to ``width``, the last axis's
-    runs with every tap inside the input in blocks across the lines (each output once,
-    where the layer's lines hold a block of them), and ``edge`` outputs' worth per
-    output at the line ends."""
-    lines = layer.batch * parts * math.prod(a.output_size for a in layer.axes[:-1])
-    per_axis = []
-    for index, axis in enumerate(layer.axes):
-        total = 0
-        for c in axis_phases(axis).classes:
-            shifts = c.shifts or (0,)
-            for phase in range(c.first, c.first + c.count):
-                count = -(-(axis.output_size - phase) // axis.stride)
-                if index == len(layer.axes) - 1:
-                    inside = max(0, min(count, axis.input_size - max(shifts))
-                                 - max(0, -min(shifts)))
-                    inside = inside if inside * lines >= pixels else 0
-                    count = inside + edge * (count - inside)
-                total += count * len(c.shifts)  # a phase no tap reaches is only zeroed
-        per_axis.append(total)
-    return layer.batch * parts * width * layer.ci * math.prod(per_axis)
+    (the groups, or one of them all side by side) padded to ``width``, each output
+    summing the taps that read inside the input.
+
+    Per phase of the last axis, the outputs whose taps all read inside go in blocks of
+    ``pixels`` across the lines (unless the lines hold fewer than a block of them).
+    The other outputs go in blocks across a group of lines that read with the same
+    taps, where the group holds a block; else one at a time, at ``edge`` outputs'
+    worth each.  Groups are runs of consecutive lines of one phase, along the axis
+    before the last (for 1-D layers: the samples), whose taps all read inside;
+    ``segments`` of a line (more than one) are groups of their own."""
+    *outer, last = layer.axes
+    lines = layer.batch * parts * math.prod(a.output_size for a in outer)
+    reads, runs = tap_reads(last)
+    inside = sum(whole * taps for whole, taps in runs if whole * lines >= pixels)
+    outer_reads = [tap_reads(axis) for axis in outer]
+    every = math.prod(r for r, _ in outer_reads)  # the lines' taps along the other axes
+    grouped = 0
+    if segments == 1 and not outer:
+        grouped = every if layer.batch >= pixels else 0
+    elif segments == 1:
+        at = len(outer) - 1 if outer[-1].output_size > 1 else 0
+        others = math.prod(r for a, (r, _) in enumerate(outer_reads) if a != at)
+        grouped = others * sum(whole * taps for whole, taps in outer_reads[at][1]
+                               if whole >= pixels)
+    per_sample = every * inside + (reads - inside) * (grouped + edge * (every - grouped))
+    return layer.batch * parts * width * layer.ci * per_sample
 
 
 #: ``direct-blocked``'s estimates are this many times the times it was measured at (the
@@ -521,23 +546,23 @@ def blocked_estimate(layer: Layer, target: Target) -> RawCost | None:
     lanes, vectors, _, pixels = blocked_shape(4, co, axes[-1], target.vector_bytes)
     width = lanes * vectors
     edge = 2 if vectors > 4 else 3  # more than four vectors keep one output's FMAs busy
-    macs = _blocked_macs(layer, width, pixels, edge, parts)
     lines = layer.batch * parts * math.prod(axis.output_size for axis in axes[:-1])
+    segments = blocked_segments(lines, axes[-1], target.threads)
+    macs = _blocked_macs(layer, width, pixels, edge, parts, segments)
     copied = layer.outputs if co != width or not layer.channels_last else 0
     last = axes[-1]
     line_taps = blocked_line_taps(axes)
     line_weights = line_taps * layer.ci * width
-    reloaded = 0.0
-    if (line_weights * 4 > 131072 and last.output_size < 3 * 8 * last.stride
-            and line_taps / last.stride * layer.ci < _BLOCKED_STREAMED_LOOP):
-        reloaded = lines * line_weights
+    # Such a line's few blocks per phase find their weights in L2, not L1: the FMAs run
+    # at about half rate (FCN-32x: 344 KB per line, two blocks per phase; a loop of
+    # 512 or more taps x channels streams them at the full rate).
+    reloads = (line_weights * 4 > 131072 and last.output_size < 3 * 8 * last.stride
+               and line_taps / last.stride * layer.ci < _BLOCKED_STREAMED_LOOP)
     transposed = 0 if layer.channels_last else layer.inputs * _BLOCKED_NCX_INPUT
-    threads = target.threads
-    items = lines * blocked_segments(lines, axes[-1], threads)
-    busy = max(1, min(threads, items))
-    return RawCost(_BLOCKED_SCALE * (0.3 * copied + transposed + 0.25 * reloaded
-                                     + 50.0 * lines + 20000),
-                   kernel=_BLOCKED_SCALE * macs / (busy * thread_macs_per_ns(target)))
+    busy = max(1, min(target.threads, lines * segments))
+    return RawCost(_BLOCKED_SCALE * (0.3 * copied + transposed + 50.0 * lines + 20000),
+                   kernel=_BLOCKED_SCALE * macs * (2 if reloads else 1)
+                   / (busy * thread_macs_per_ns(target)))
 
 
 def depthwise_estimate(layer: Layer, target: Target) -> RawCost | None:
