@@ -95,10 +95,12 @@ def test_measure_times_the_best_ranked_kernel_of_the_other_kind():
     f32 = np.dtype(np.float32)
     blas_first = ["gemm-ncx", "gemm-nxc", "col2im-ncx", "phase-ncx", "direct", "window"]
     names = planning.candidate_names(_choice(blas_first), "measure", f32, 2, False, target)
-    assert names == ["gemm-ncx", "gemm-nxc", "col2im-ncx", "direct"]
+    # The best-ranked of each way of making BLAS products (PRODUCT_FORMS) too.
+    assert names == ["gemm-ncx", "gemm-nxc", "col2im-ncx", "direct", "phase-ncx"]
     numba_first = ["direct", "direct-blocked", "dense", "gemm-ncx", "phase-ncx"]
     names = planning.candidate_names(_choice(numba_first), "measure", f32, 2, False, target)
-    assert names == ["direct", "direct-blocked", "dense"]  # dense is no numba kernel
+    # dense is no numba kernel
+    assert names == ["direct", "direct-blocked", "dense", "phase-ncx", "gemm-ncx"]
     all_numba = ["direct", "direct-blocked", "stream", "gemm-ncx", "depthwise"]
     names = planning.candidate_names(_choice(all_numba), "measure", f32, 2, False, target)
     assert names == ["direct", "direct-blocked", "stream", "gemm-ncx"]
@@ -115,16 +117,34 @@ def test_measure_times_every_candidate_of_a_small_layer_within_its_budget():
     names = ["gemm-ncx", "gemm-nxc", "col2im-ncx", "phase-ncx", "direct", "window"]
     small = planning.candidate_names(_choice(names, first_ns=20e3), "measure", f32, 2, False, target)
     assert small == ["gemm-ncx", "gemm-nxc", "col2im-ncx", "direct", "phase-ncx", "window"]
-    # The first four (estimates 1, 2, 3 and 5 units) already cost the budget to time,
-    # so nothing more is added.
+    # The first five (estimates 1, 2, 3, 5 and 4 units) already cost the budget to
+    # time, so nothing more is added.
     budget_ms = measure_module.MEASURE_ALL_BELOW_SECONDS * 1e3
     runs = measure_module.RUNS_PER_CANDIDATE
-    first_ms = budget_ms / (runs * (1 + 2 + 3 + 5)) * 1.01
+    first_ms = budget_ms / (runs * (1 + 2 + 3 + 5 + 4)) * 1.01
     large = planning.candidate_names(_choice(names, first_ns=first_ms * 1e6), "measure", f32, 2,
                                  False, target)
-    assert large == ["gemm-ncx", "gemm-nxc", "col2im-ncx", "direct"]
-    # Just under the budget with the fifth (phase-ncx, 4x the first) added, not the sixth.
-    first_ms = budget_ms / (runs * (1 + 2 + 3 + 5 + 4)) * 0.99
-    some = planning.candidate_names(_choice(names, first_ns=first_ms * 1e6), "measure", f32, 2,
-                                False, target)
-    assert some == ["gemm-ncx", "gemm-nxc", "col2im-ncx", "direct", "phase-ncx"]
+    assert large == ["gemm-ncx", "gemm-nxc", "col2im-ncx", "direct", "phase-ncx"]
+    # Just under the budget with the sixth (window, 6x the first) added too.
+    first_ms = budget_ms / (runs * (1 + 2 + 3 + 5 + 4 + 6)) * 0.99
+    every = planning.candidate_names(_choice(names, first_ns=first_ms * 1e6), "measure", f32, 2,
+                                     False, target)
+    assert every == ["gemm-ncx", "gemm-nxc", "col2im-ncx", "direct", "phase-ncx", "window"]
+
+
+def test_measure_times_the_best_ranked_of_each_way_of_making_blas_products():
+    # However far down the estimates put them: each of phase, gemm and col2im once,
+    # the best-ranked of its layouts.
+    target = ct.host_target().replace(numba=True, blas=True)
+    f32 = np.dtype(np.float32)
+    ranked = ["direct", "direct-blocked", "stream", "window", "gemm-nxc", "phase-ncx",
+              "col2im-nxc", "phase-nxc", "col2im-ncx", "gemm-ncx"]
+    names = planning.candidate_names(_choice(ranked), "measure", f32, 2, True, target)
+    assert names == ["direct", "direct-blocked", "stream", "window", "phase-ncx", "gemm-nxc",
+                     "col2im-nxc"]
+    # Not one estimated beyond GIVE_UP_AT_ONCE times the first: it would leave at once.
+    assert measure_module.GIVE_UP_AT_ONCE == 8
+    far = ["direct", "direct-blocked", "stream", "gemm-nxc", "window", "depthwise", "dense",
+           "phase-nxc", "col2im-ncx"]  # 1 to 9 units
+    names = planning.candidate_names(_choice(far), "measure", f32, 2, True, target)
+    assert names == ["direct", "direct-blocked", "stream", "gemm-nxc", "phase-nxc"]

@@ -55,6 +55,7 @@ from .._runtime.target import Target
 from . import figures as _figures
 from .choice import Choice, choose, numpy_target, split_label, timed_label
 from .measure import (
+    GIVE_UP_AT_ONCE,
     MEASURE_ALL_BELOW_SECONDS,
     MEASURED_CANDIDATES,
     NUMBA_KERNELS_TIMED,
@@ -188,13 +189,28 @@ def _numpy_stand_in(names) -> str | None:
     return next((name for name in names if not _numba_kernel(name)), None)
 
 
+#: The modules whose algorithms make the layer BLAS products in different ways: a GEMM
+#: per class of phases over an im2col copy, accumulating GEMMs over shifted windows,
+#: one GEMM of every tap's contribution and a scatter.  The estimate prices their
+#: products alike, at the measured GEMM rate, but their copies and scatters err by
+#: factors between them (on 32 of 386 layers of the fixed and random suites on three
+#: CPUs, one of them was the fastest, ranked fourth to ninth of ten or eleven, and not
+#: timed), so measured planning times the best-ranked of each where its estimate is
+#: within :data:`~.measure.GIVE_UP_AT_ONCE` times the best (beyond it, those added
+#: took a median 8.5x the fastest time: hopeless, and costly to time)
+#: (``benchmarks/results/estimate-errors-zen4.json``, ``candidate_rules``).
+PRODUCT_FORMS = ("phase", "gemm", "col2im")
+
+
 def candidate_names(choice: Choice, level: str, dtype, rank, channels_last, target) -> list[str]:
     """The names to time: the estimate's order, one per code that runs.
 
     Under ``measure``, the first :data:`~.measure.MEASURED_CANDIDATES`, then the
     best-ranked of each kind until at least one BLAS/NumPy algorithm and
-    :data:`~.measure.NUMBA_KERNELS_TIMED` numba kernels are among them; then the next
-    ones in order while the estimates put measuring all of them under
+    :data:`~.measure.NUMBA_KERNELS_TIMED` numba kernels are among them, and the
+    best-ranked of each of :data:`PRODUCT_FORMS` (within :data:`~.measure.GIVE_UP_AT_ONCE`
+    times the first's estimate); then the next ones in order while the
+    estimates put measuring all of them under
     :data:`~.measure.MEASURE_ALL_BELOW_SECONDS`.  The estimate prices BLAS at this
     machine's measured GEMM rate but numba kernels at modelled shares of its FMA peak,
     so its errors are largest between the two kinds (on an Intel Xeon it put numba
@@ -216,9 +232,17 @@ def candidate_names(choice: Choice, level: str, dtype, rank, channels_last, targ
         missing = least - sum(_numba_kernel(name) == numba for name in chosen)
         chosen += [name for name in names
                    if _numba_kernel(name) == numba and name not in chosen][:max(0, missing)]
+    # Then the best-ranked of each way of making the layer BLAS products that is not yet
+    # among them (PRODUCT_FORMS), unless it would leave the race at once if it ran as
+    # estimated.
+    estimated = dict(choice.estimates)
+    within = GIVE_UP_AT_ONCE * estimated[names[0]]
+    for form in PRODUCT_FORMS:
+        if not any(REGISTRY[name].module == form for name in chosen):
+            chosen += [name for name in names
+                       if REGISTRY[name].module == form and estimated[name] <= within][:1]
     # Then more in the estimate's order while measuring them all would take under the
     # budget by the estimates: a small layer is measured exhaustively.
-    estimated = dict(choice.estimates)
     spent = sum(estimated[name] for name in chosen) * RUNS_PER_CANDIDATE / 1e9
     for name in names:
         if name in chosen:
