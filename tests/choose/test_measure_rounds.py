@@ -133,8 +133,9 @@ def test_measure_times_every_candidate_of_a_small_layer_within_its_budget():
 
 
 def test_measure_times_the_best_ranked_of_each_way_of_making_blas_products():
-    # However far down the estimates put them: each of phase, gemm and col2im once,
-    # the best-ranked of its layouts.
+    # However far down the estimates rank them (within GIVE_UP_AT_ONCE times the
+    # first's estimate): each of phase, gemm and col2im once, the best-ranked of its
+    # layouts.
     target = ct.host_target().replace(numba=True, blas=True)
     f32 = np.dtype(np.float32)
     ranked = ["direct", "direct-blocked", "stream", "window", "gemm-nxc", "phase-ncx",

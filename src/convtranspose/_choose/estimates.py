@@ -532,8 +532,8 @@ def blocked_estimate(layer: Layer, target: Target) -> RawCost | None:
     where the layer has fewer lines, or segments of lines, than threads); lines whose
     output channels are not whole vectors, or are channels first, go through a copy;
     channels-first input costs a strided pass; a line whose weights are far beyond L1
-    and whose blocks are few reloads them from L2 (unless its loop is long enough to
-    stream them).  Groups taken side by side (blocks across groups, at the width
+    and whose blocks are few reloads them from L2, its multiply-adds at half the rate
+    (unless its loop is long enough to stream them).  Groups taken side by side (blocks across groups, at the width
     :func:`~convtranspose._kernels.blocked_groups.blocked_vector_bytes` gives) are one
     group of their lines."""
     axes, parts, co = layer.axes, layer.groups, layer.co
