@@ -3,7 +3,10 @@
 The budget, per problem, once per machine (the result is kept as wisdom):
 
 - under ``measure``, the :data:`MEASURED_CANDIDATES` the estimate ranks first, plus
-  the best-ranked of the other kind of kernel when none of those is of that kind, plus
+  the best-ranked of each kind of kernel until one BLAS/NumPy algorithm and
+  :data:`NUMBA_KERNELS_TIMED` numba kernels are among them, plus the best-ranked of
+  each way of making BLAS products
+  (:data:`~convtranspose._choose.planning.PRODUCT_FORMS`), plus
   the next ones while the estimates put measuring them all under
   :data:`MEASURE_ALL_BELOW_SECONDS` (:func:`convtranspose._choose.planning.candidate_names`); every
   applicable one under ``exhaustive``;
@@ -25,7 +28,7 @@ The budget, per problem, once per machine (the result is kept as wisdom):
   leaves the race (after one, over :data:`GIVE_UP_AT_ONCE` times).
 
 So a measured first call of a layer estimated at more than about 10 ms costs at most
-``4 * (1 + 2 * 3) = 28`` calls of it (16 where they take over 20 ms), plus
+``1 + 2 * 3 = 7`` calls of each candidate (4 where they take over 20 ms), plus
 compilation; a smaller layer, up to about 0.1 s of calls by the estimates; the winner
 then computes the result once more.
 """
