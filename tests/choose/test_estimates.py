@@ -14,6 +14,7 @@ from convtranspose._choose import choice as dispatch
 from convtranspose._choose import estimates, figures
 from convtranspose._execute.transposed import transposed_convolution
 from convtranspose._kernels import ALGORITHMS, schedules
+from convtranspose._plan.geometry import tap_reads
 from convtranspose._plan.problem import Problem
 from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime import config as environment
@@ -79,7 +80,7 @@ def test_tap_reads_count_the_pairs_that_read_inside(seed):
         if live:
             runs.append((sum(all(0 <= o // stride + t < size for t in live) for o in outputs),
                          len(live)))
-    reads, counted = estimates.tap_reads(axis)
+    reads, counted = tap_reads(axis)
     assert reads == pairs, axis
     assert sorted(counted) == sorted(runs), axis
 
@@ -137,11 +138,11 @@ def test_direct_blocked_is_not_offered_for_half_a_vector_of_output_channels():
         # Channels first alike, where `direct`'s row kernel takes the layer or not (8
         # outputs per phase: half a vector of it; a 1-D layer of stride 8): planning
         # measures which is faster.
-        assert estimates.rows_take_layer(axes, (1, 32, co, 4, 4), False, target)
+        assert schedules.rows_take_layer(axes, (1, 32, co, 4, 4), False, target)
         first = _raw_estimates(2, axes, (1, 32, co, 4, 4), False)
         assert ("direct-blocked" in first) is offered, (co, lanes)
         small = (AxisPlan(4, 4, 2, 1, 1, 8),) * 2
-        assert not estimates.rows_take_layer(small, (1, 32, co, 4, 4), False, target)
+        assert not schedules.rows_take_layer(small, (1, 32, co, 4, 4), False, target)
         rowless = _raw_estimates(2, small, (1, 32, co, 4, 4), False)
         assert ("direct-blocked" in rowless) is offered, (co, lanes)
         line = (AxisPlan(8192, 16, 8, 1, 4, 65536),)

@@ -6,7 +6,7 @@ import pytest
 
 from convtranspose import AxisPlan, host_target
 from convtranspose._choose import choice as dispatch
-from convtranspose._choose import estimates, figures, wisdom
+from convtranspose._choose import figures, wisdom
 from convtranspose._kernels._numba import peak
 from convtranspose._plan.problem import Problem
 from convtranspose._runtime import target
@@ -77,10 +77,10 @@ def test_the_peak_is_scaled_to_the_targets_vector_width(wisdom_file):
     # Measured at this process's vector width; half as wide vectors do half the
     # multiply-adds per instruction.
     _with_figures(gemm_gflops=100.0, copy_gbps=10.0, fma_gflops=80.0)
-    wide = estimates.thread_macs_per_ns(host_target().replace(vector_bytes=64))
-    narrow = estimates.thread_macs_per_ns(host_target().replace(vector_bytes=32))
+    wide = figures.thread_macs_per_ns(host_target().replace(vector_bytes=64))
+    narrow = figures.thread_macs_per_ns(host_target().replace(vector_bytes=32))
     assert wide == pytest.approx(2 * narrow)
-    assert estimates.thread_macs_per_ns(
+    assert figures.thread_macs_per_ns(
         host_target().replace(vector_bytes=vector_bytes())) == pytest.approx(40.0)
 
 

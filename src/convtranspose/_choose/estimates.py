@@ -3,7 +3,7 @@
 Each estimator models its algorithm's work: BLAS products at the machine's measured
 GEMM speed (:func:`.figures.gemm_gflops`), NumPy memory passes (:func:`_pass_ns`),
 numba kernels' multiply-adds at shares of the machine's measured FMA peak
-(:func:`thread_macs_per_ns`), and fixed per-call overheads.  The pass and overhead
+(:func:`.figures.thread_macs_per_ns`), and fixed per-call overheads.  The pass and overhead
 terms are rough: the estimate only has to rank the few most promising algorithms well,
 and measured planning times those and makes the final call.  Estimators read the
 kernels' own schedules (:mod:`convtranspose._kernels.schedules`), never their code.
@@ -39,18 +39,23 @@ from .._kernels.schedules import (
     line_segment_inputs,
     line_segmented,
     numba_scatters,
-    rows_apply,
+    rows_take_layer,
 )
 from .._kernels.window import window_plan
-from .._plan.geometry import AxisPhases, axis_phases, live_classes, tap_windows, three_axes
+from .._plan.geometry import (
+    AxisPhases,
+    axis_phases,
+    live_classes,
+    tap_reads,
+    tap_windows,
+    three_axes,
+)
 from .._plan.rules import AxisPlan
-from .._runtime.machine import vector_bytes
 from .._runtime.target import Target
-from .figures import fma_gflops, gemm_gflops, machine_figures
+from .figures import gemm_gflops, machine_figures, thread_macs_per_ns
 
 __all__ = ["CALL_NS", "ESTIMATES", "Layer", "RawCost", "blocked_estimate",
-           "depthwise_estimate", "estimate_ns",
-           "raw_estimates", "tap_reads"]
+           "depthwise_estimate", "estimate_ns", "raw_estimates"]
 
 #: What one call of any algorithm costs besides its modelled work (ns): about one
 #: call's Python and NumPy dispatch.  Held-out suites ranked best with 10 us against
@@ -359,31 +364,10 @@ def _window_estimate(layer: Layer) -> RawCost | None:
 _DIRECT_PEAK_SHARE = {1: 0.53, 2: 0.755, 3: 0.816}
 
 
-def thread_macs_per_ns(target: Target) -> float:
-    """One thread's float32 FMA peak in multiply-adds per ns, at ``target``'s vector
-    width: the peak measured here (:func:`.figures.fma_gflops`)
-    scaled by the width's ratio to the width it was measured at.  Where numba cannot
-    measure it (and no numba kernel is offered), a thread's share of the GEMM rate."""
-    peak = fma_gflops()
-    if peak is None:
-        return gemm_gflops() / 2.0 / max(1, target.threads)
-    return peak / 2.0 * target.vector_bytes / vector_bytes()
-
-
 #: The row kernel's time over the plane kernel's (the model's) on the layers numba
 #: ``direct`` gives it: the geometric mean over random layers of last-axis stride 2
 #: (``benchmarks/results/row-kernel-zen4.json``).
 _ROWS_TIME = 0.8
-
-
-def rows_take_layer(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
-                     channels_last: bool, target: Target) -> bool:
-    """Whether numba ``direct`` gives this float32 layer to its row kernel
-    (:func:`~convtranspose._kernels.schedules.rows_apply`; half data is priced alike)."""
-    if len(axes) > 3:
-        return False
-    f32 = "float32"
-    return rows_apply(weights_shape, three_axes(axes), channels_last, f32, f32, f32, target)
 
 
 def _direct_estimate(layer: Layer, pairs: bool, rows: bool, target: Target) -> RawCost:
@@ -468,24 +452,6 @@ _BLOCKED_NCX_INPUT = 1.0
 #: Blocks whose loop over taps and input channels is at least this long stream their
 #: weights from L2 or L3 at the FMA rate (``benchmarks/results/direct-blocked-zen4.json``).
 _BLOCKED_STREAMED_LOOP = 512
-
-
-def tap_reads(axis: AxisPlan) -> tuple[int, list[tuple[int, int]]]:
-    """Along one axis, the (output, tap) pairs whose input lies inside (only these are
-    multiplied: the kernel gathers the taps that read inside), and per phase that any
-    tap reaches, how many of its outputs have every tap inside and how many taps each
-    of them has.  In O(taps)."""
-    reads, runs = 0, []
-    for c in axis_phases(axis).classes:
-        if not c.shifts:
-            continue  # a phase no tap reaches is only zeroed
-        low, high = max(0, -min(c.shifts)), axis.input_size - max(c.shifts)
-        for phase in range(c.first, c.first + c.count):
-            count = -(-(axis.output_size - phase) // axis.stride)
-            reads += sum(max(0, min(count, axis.input_size - s) - max(0, -s))
-                         for s in c.shifts)
-            runs.append((max(0, min(count, high) - low), len(c.shifts)))
-    return reads, runs
 
 
 def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int, parts: int,

@@ -20,13 +20,14 @@ from .._kernels import compiling
 from .._kernels.compiling import KernelNotCompiled
 from .._runtime import blas
 from .._runtime.caches import kept
-from .._runtime.machine import fastest_seconds
-from .._runtime.target import host, numba_usable
+from .._runtime.machine import fastest_seconds, vector_bytes
+from .._runtime.target import Target, host, numba_usable
 from .._runtime.threads import register_copy_split
 from .wisdom import store
 
 __all__ = ["MachineFigures", "copy_split_bytes", "fma_gflops", "gemm_gflops", "keep_figure",
-           "keep_numba_import", "machine_figures", "measure_figures", "numba_import_seconds"]
+           "keep_numba_import", "machine_figures", "measure_figures", "numba_import_seconds",
+           "thread_macs_per_ns"]
 
 #: Square float32 GEMM size for the rate: large enough for OpenBLAS's full-speed kernels
 #: and its threads, small enough to take about a millisecond.
@@ -195,3 +196,14 @@ def copy_split_bytes(warm: bool) -> int | None:
 
 
 register_copy_split(copy_split_bytes)
+
+
+def thread_macs_per_ns(target: Target) -> float:
+    """One thread's float32 FMA peak in multiply-adds per ns, at ``target``'s vector
+    width: the peak measured here (:func:`fma_gflops`)
+    scaled by the width's ratio to the width it was measured at.  Where numba cannot
+    measure it (and no numba kernel is offered), a thread's share of the GEMM rate."""
+    peak = fma_gflops()
+    if peak is None:
+        return gemm_gflops() / 2.0 / max(1, target.threads)
+    return peak / 2.0 * target.vector_bytes / vector_bytes()

@@ -6,9 +6,9 @@ The budget, per problem, once per machine (the result is kept as wisdom):
   the best-ranked of each kind of kernel until one BLAS/NumPy algorithm and
   :data:`NUMBA_KERNELS_TIMED` numba kernels are among them, plus the best-ranked of
   each way of making BLAS products
-  (:data:`~convtranspose._choose.planning.PRODUCT_FORMS`), plus
+  (:data:`~convtranspose._choose.candidates.PRODUCT_FORMS`), plus
   the next ones while the estimates put measuring them all under
-  :data:`MEASURE_ALL_BELOW_SECONDS` (:func:`convtranspose._choose.planning.candidate_names`); every
+  :data:`MEASURE_ALL_BELOW_SECONDS` (:func:`convtranspose._choose.candidates.candidate_names`); every
   applicable one under ``exhaustive``;
 - each candidate runs once untimed (its kernels compile, or load from the on-disk
   cache, and its derived filter is built); when compiling is deferred, a candidate

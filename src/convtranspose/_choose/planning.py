@@ -46,23 +46,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._errors import ConvTransposeError
-from .._kernels import REGISTRY, resolve
+from .._kernels import resolve
 from .._kernels.compiling import deferring_compiles
 from .._plan.problem import Problem
 from .._runtime.caches import register
 from .._runtime.config import ALGORITHM_ENV, CACHE_ENV, PLANNING_ENV, WISDOM_ENV, switch
 from .._runtime.target import Target
 from . import figures as _figures
+from .candidates import candidate_names, numba_kernel
 from .choice import Choice, choose, numpy_target, split_label, timed_label
-from .measure import (
-    GIVE_UP_AT_ONCE,
-    MEASURE_ALL_BELOW_SECONDS,
-    MEASURED_CANDIDATES,
-    NUMBA_KERNELS_TIMED,
-    RUNS_PER_CANDIDATE,
-    Measurement,
-    measure,
-)
+from .measure import MEASURE_ALL_BELOW_SECONDS, RUNS_PER_CANDIDATE, Measurement, measure
 from .wisdom import WisdomError, check_document, store
 
 __all__ = ["LEVELS", "choice_settled", "export_wisdom",
@@ -178,80 +171,11 @@ def _remembered(key: str, offered) -> dict | None:
     return None
 
 
-def _numba_kernel(name: str) -> bool:
-    return "numba" in REGISTRY[name].requires
-
-
 def _numpy_stand_in(names) -> str | None:
     """What a call runs on NumPy's code (:func:`~.choice.numpy_target`) while every
     candidate's kernels compile elsewhere: the best-ranked candidate that is not a
     numba kernel (``candidate_names`` times one)."""
-    return next((name for name in names if not _numba_kernel(name)), None)
-
-
-#: The modules whose algorithms make the layer BLAS products in different ways: a GEMM
-#: per class of phases over an im2col copy, accumulating GEMMs over shifted windows,
-#: one GEMM of every tap's contribution and a scatter.  The estimate prices their
-#: products alike, at the measured GEMM rate, but their copies and scatters err by
-#: factors between them (on 32 of 386 layers of the fixed and random suites on three
-#: CPUs, one of them was the fastest, ranked fourth to ninth of ten or eleven, and not
-#: timed), so measured planning times the best-ranked of each where its estimate is
-#: within :data:`~.measure.GIVE_UP_AT_ONCE` times the best (beyond it, those added
-#: took a median 8.5x the fastest time: hopeless, and costly to time)
-#: (``benchmarks/results/estimate-errors-zen4.json``, ``candidate_rules``).
-PRODUCT_FORMS = ("phase", "gemm", "col2im")
-
-
-def candidate_names(choice: Choice, level: str, dtype, rank, channels_last, target) -> list[str]:
-    """The names to time: the estimate's order, one per code that runs.
-
-    Under ``measure``, the first :data:`~.measure.MEASURED_CANDIDATES`, then the
-    best-ranked of each kind until at least one BLAS/NumPy algorithm and
-    :data:`~.measure.NUMBA_KERNELS_TIMED` numba kernels are among them, and the
-    best-ranked of each of :data:`PRODUCT_FORMS` (within :data:`~.measure.GIVE_UP_AT_ONCE`
-    times the first's estimate); then the next ones in order while the
-    estimates put measuring all of them under
-    :data:`~.measure.MEASURE_ALL_BELOW_SECONDS`.  The estimate prices BLAS at this
-    machine's measured GEMM rate but numba kernels at modelled shares of its FMA peak,
-    so its errors are largest between the two kinds (on an Intel Xeon it put numba
-    ``direct`` last of eleven on a layer where it was fastest); the best of each kind
-    is always timed.
-    """
-    names, seen = [], set()
-    for name, _ in choice.estimates:
-        runs, _ = resolve(name, dtype, rank, channels_last, target)
-        if runs not in seen:
-            seen.add(runs)
-            names.append(name)
-    if level == "exhaustive":
-        return names
-    chosen = names[:MEASURED_CANDIDATES]
-    # Then the best-ranked of each kind until at least one BLAS/NumPy algorithm and
-    # NUMBA_KERNELS_TIMED numba kernels are timed.
-    for numba, least in ((False, 1), (True, NUMBA_KERNELS_TIMED)):
-        missing = least - sum(_numba_kernel(name) == numba for name in chosen)
-        chosen += [name for name in names
-                   if _numba_kernel(name) == numba and name not in chosen][:max(0, missing)]
-    # Then the best-ranked of each way of making the layer BLAS products that is not yet
-    # among them (PRODUCT_FORMS), unless it would leave the race at once if it ran as
-    # estimated.
-    estimated = dict(choice.estimates)
-    within = GIVE_UP_AT_ONCE * estimated[names[0]]
-    for form in PRODUCT_FORMS:
-        if not any(REGISTRY[name].module == form for name in chosen):
-            chosen += [name for name in names
-                       if REGISTRY[name].module == form and estimated[name] <= within][:1]
-    # Then more in the estimate's order while measuring them all would take under the
-    # budget by the estimates: a small layer is measured exhaustively.
-    spent = sum(estimated[name] for name in chosen) * RUNS_PER_CANDIDATE / 1e9
-    for name in names:
-        if name in chosen:
-            continue
-        spent += estimated[name] * RUNS_PER_CANDIDATE / 1e9
-        if spent > MEASURE_ALL_BELOW_SECONDS:
-            break
-        chosen.append(name)
-    return chosen
+    return next((name for name in names if not numba_kernel(name)), None)
 
 
 #: Decisions already taken in this process, by problem and level (cleared when the

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._plan.geometry import axis_phases
+from .._plan.geometry import axis_phases, three_axes
 from .._plan.rules import AxisPlan
 from .._runtime.caches import kept
 from .._runtime.target import Target
@@ -550,3 +550,13 @@ def blocked_shape(itemsize: int, co: int, last_axis: AxisPlan,
     chunk, pixels = min(candidates,
                         key=lambda c: (waste(c[1]) * padded(c[0]), -c[0] * c[1], -c[0]))
     return lanes, padded(chunk), chunk, pixels
+
+
+def rows_take_layer(axes: tuple[AxisPlan, ...], weights_shape: tuple[int, ...],
+                     channels_last: bool, target: Target) -> bool:
+    """Whether numba ``direct`` gives this float32 layer to its row kernel
+    (:func:`rows_apply`; the cost model prices half-precision data alike)."""
+    if len(axes) > 3:
+        return False
+    f32 = "float32"
+    return rows_apply(weights_shape, three_axes(axes), channels_last, f32, f32, f32, target)
