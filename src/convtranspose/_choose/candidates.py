@@ -73,7 +73,7 @@ def candidate_names(choice: Choice, level: str, dtype, rank, channels_last, targ
     # among them (PRODUCT_FORMS), unless it would leave the race at once if it ran as
     # estimated.
     estimated = dict(choice.estimates)
-    within = GIVE_UP_AT_ONCE * estimated[names[0]]
+    within = GIVE_UP_AT_ONCE * min(estimated.values(), default=0.0)
     for form in PRODUCT_FORMS:
         if not any(REGISTRY[name].module == form for name in chosen):
             chosen += [name for name in names
