@@ -33,6 +33,7 @@ import numpy as np  # noqa: E402
 import convtranspose as ct  # noqa: E402
 from convtranspose._choose import choice as dispatch  # noqa: E402
 from convtranspose._choose import planning, wisdom  # noqa: E402
+from convtranspose._choose.candidates import candidate_names  # noqa: E402
 from convtranspose._choose.figures import fma_gflops, forget_figures, machine_figures  # noqa: E402
 from convtranspose._cli.bench.peers import run_ours  # noqa: E402
 from convtranspose._cli.bench.random_suite import random_layers  # noqa: E402
@@ -110,8 +111,8 @@ def _timed_loss(row: dict, layer) -> float:
     estimates, measured = row["estimates_ns"], row["measured_ns"]
     known = {name: ns for name, ns in estimates.items() if name in ct.ALGORITHMS}
     ranked = SimpleNamespace(estimates=sorted(known.items(), key=lambda item: item[1]))
-    timed = planning.candidate_names(ranked, "measure", np.dtype(numpy_dtype(layer.dtype)),
-                                     layer.rank, layer.layout == "NXC", host())
+    timed = candidate_names(ranked, "measure", np.dtype(numpy_dtype(layer.dtype)),
+                            layer.rank, layer.layout == "NXC", host())
     return min(ns for label, ns in measured.items()
                if label.split("@")[0] in timed) / min(measured.values())
 

@@ -455,7 +455,7 @@ _BLOCKED_STREAMED_LOOP = 512
 
 
 def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int, parts: int,
-                  segments: int) -> float:
+                  lines: int, segments: int) -> float:
     """Multiply-adds of ``direct-blocked``: the output channels of each of ``parts``
     (the groups, or one of them all side by side) padded to ``width``, each output
     summing the taps that read inside the input.
@@ -466,9 +466,9 @@ def _blocked_macs(layer: Layer, width: int, pixels: int, edge: int, parts: int,
     taps, where the group holds a block; else one at a time, at ``edge`` outputs'
     worth each.  Groups are runs of consecutive lines of one phase, along the axis
     before the last (for 1-D layers: the samples), whose taps all read inside;
-    ``segments`` of a line (more than one) are groups of their own."""
+    ``segments`` of a line (more than one) are groups of their own; ``lines`` is the
+    layer's count of them."""
     *outer, last = layer.axes
-    lines = layer.batch * parts * math.prod(a.output_size for a in outer)
     reads, runs = tap_reads(last)
     inside = sum(whole * taps for whole, taps in runs if whole * lines >= pixels)
     outer_reads = [tap_reads(axis) for axis in outer]
@@ -514,7 +514,7 @@ def blocked_estimate(layer: Layer, target: Target) -> RawCost | None:
     edge = 2 if vectors > 4 else 3  # more than four vectors keep one output's FMAs busy
     lines = layer.batch * parts * math.prod(axis.output_size for axis in axes[:-1])
     segments = blocked_segments(lines, axes[-1], target.threads)
-    macs = _blocked_macs(layer, width, pixels, edge, parts, segments)
+    macs = _blocked_macs(layer, width, pixels, edge, parts, lines, segments)
     copied = layer.outputs if co != width or not layer.channels_last else 0
     last = axes[-1]
     line_taps = blocked_line_taps(axes)

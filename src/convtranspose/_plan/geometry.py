@@ -196,18 +196,18 @@ def disjoint_taps(axes) -> bool:
 
 
 def tap_reads(axis: AxisPlan) -> tuple[int, list[tuple[int, int]]]:
-    """Along one axis, the (output, tap) pairs whose input lies inside (only these are
-    multiplied: the kernel gathers the taps that read inside), and per phase that any
-    tap reaches, how many of its outputs have every tap inside and how many taps each
-    of them has.  In O(taps)."""
-    reads, runs = 0, []
+    """Along one axis, the (output, tap) pairs whose input lies inside (each tap's
+    window, :func:`tap_windows`: only these are multiplied, the kernels gather the taps
+    that read inside), and per phase that any tap reaches, how many of its outputs
+    have every tap inside and how many taps each of them has.  In O(taps)."""
+    reads = sum(window[0].stop - window[0].start
+                for window in tap_windows(axis) if window is not None)
+    runs = []
     for c in axis_phases(axis).classes:
         if not c.shifts:
             continue  # a phase no tap reaches is only zeroed
         low, high = max(0, -min(c.shifts)), axis.input_size - max(c.shifts)
         for phase in range(c.first, c.first + c.count):
             count = -(-(axis.output_size - phase) // axis.stride)
-            reads += sum(max(0, min(count, axis.input_size - s) - max(0, -s))
-                         for s in c.shifts)
             runs.append((max(0, min(count, high) - low), len(c.shifts)))
     return reads, runs
