@@ -11,7 +11,7 @@ import pytest
 
 from convtranspose import host_target
 from convtranspose._choose import choice as dispatch
-from convtranspose._choose import estimates, figures
+from convtranspose._choose import estimates, figures, kernel_estimates
 from convtranspose._execute.transposed import transposed_convolution
 from convtranspose._kernels import ALGORITHMS, schedules
 from convtranspose._plan.geometry import tap_reads
@@ -48,7 +48,7 @@ def test_direct_blocked_models_its_threads():
 
     def estimate(batch, axes):
         layer = estimates.Layer.of(batch, axes, (1, 64, 64) + (4,) * len(axes), True)
-        return estimates.blocked_estimate(layer, target).total
+        return kernel_estimates.blocked_estimate(layer, target).total
 
     for axis in (long, short):
         single, double = estimate(1, (axis,)), estimate(2, (axis,))

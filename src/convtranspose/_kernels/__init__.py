@@ -13,7 +13,7 @@ always the code that runs.
 (channels or spatial positions contiguous), independent of the caller's layout.
 One module per algorithm: :mod:`.phase`, :mod:`.gemm`, :mod:`.stream`,
 :mod:`.col2im`, :mod:`.window`, :mod:`.dense`, :mod:`.pointwise`, :mod:`.direct`,
-:mod:`.direct_blocked`, :mod:`.depthwise`; their numba kernels live in :mod:`._numba`, imported only
+:mod:`.direct_blocked`, :mod:`.depthwise`, :mod:`.disjoint`; their numba kernels live in :mod:`._numba`, imported only
 when numba is usable; their pure integer schedules in :mod:`.schedules`.
 
 Infinities and NaNs
@@ -62,7 +62,8 @@ class Algorithm:
     ``options`` are keyword arguments it is called with.  ``requires`` lists what it
     needs: ``"blas"`` (NumPy's OpenBLAS callable for the dtype) or ``"numba"`` (numba
     usable, a float dtype and at most three spatial axes) or ``"one tap"`` (a kernel of
-    one tap on every axis: :mod:`.pointwise`).  ``fallback`` is the
+    one tap on every axis: :mod:`.pointwise`) or ``"disjoint taps"`` (no dilated kernel
+    longer than its stride: :mod:`.disjoint`).  ``fallback`` is the
     algorithm that runs instead when a requirement is missing (``{layout}`` stands
     for ``nxc`` or ``ncx``, the caller's layout).  ``exact``: multiplies only the
     (input, tap) pairs that exist, so it is exact with non-finite operands.
@@ -156,6 +157,12 @@ def _entries() -> dict[str, Algorithm]:
                   "planes of two axes: vectors along their lines)",
                   requires=("numba",), fallback="direct", estimate="depthwise",
                   scratch="depthwise", prepare="prepare_depthwise"),
+        Algorithm("disjoint", "disjoint", "_disjoint",
+                  "numba lines of channels-first outputs, each summed once in vector "
+                  "registers, where every tap reaches outputs of its own (kernel no longer "
+                  "than its stride)", requires=("numba", "disjoint taps"), fallback="direct",
+                  exact=True, estimate="disjoint", scratch="disjoint",
+                  prepare="prepare_disjoint"),
     ]
     return {entry.name: entry for entry in entries}
 
@@ -207,11 +214,19 @@ def missing(name: str, dtype: np.dtype, rank: int, target: Target,
                 return "more than three spatial axes"
         if requirement == "one tap" and axes is not None and not _pointwise_layer(axes):
             return "an axis has more than one tap"
+        if requirement == "disjoint taps" and axes is not None and not _disjoint_layer(axes):
+            return "taps reach the same outputs (a dilated kernel longer than its stride)"
     return None
 
 
 def _pointwise_layer(axes) -> bool:
     from .pointwise import takes_layer
+
+    return takes_layer(tuple(axes))
+
+
+def _disjoint_layer(axes) -> bool:
+    from .disjoint_plan import takes_layer
 
     return takes_layer(tuple(axes))
 

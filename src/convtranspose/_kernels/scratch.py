@@ -44,6 +44,7 @@ from . import REGISTRY
 from . import adjoints as _backward
 from .common import SCRATCH_BYTES
 from .depthwise_schedule import depthwise_bytes
+from .disjoint_plan import disjoint_bytes
 from .numba_scratch import direct_blocked_bytes, direct_bytes, stream_bytes
 from .schedules import blocked_shape
 
@@ -187,6 +188,7 @@ SCRATCH_RULES = {
     "direct": _numba_buffers(direct_bytes),
     "direct-blocked": _numba_buffers(direct_blocked_bytes),
     "depthwise": _numba_buffers(depthwise_bytes),
+    "disjoint": _numba_buffers(disjoint_bytes),
     "direct-numpy": _direct_numpy_buffers,
     "stream": _stream_buffers,
     "columns": _columns_buffers,

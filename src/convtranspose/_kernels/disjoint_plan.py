@@ -1,0 +1,160 @@
+"""The pure plan of ``disjoint`` (:mod:`.disjoint`): which layers it takes, where each
+output reads, the kernel's tables and weight vectors, its scratch.  Integer rules and
+NumPy only: the estimates and the scratch rules read them without numba."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from .._plan.geometry import three_axes
+from .._plan.rules import AxisPlan
+
+__all__ = ["CHANNEL_BLOCK", "DisjointPlan", "axis_sources", "block_entries", "disjoint_bytes",
+           "disjoint_plan", "packed_weights", "takes_layer"]
+
+
+def takes_layer(axes: Sequence[AxisPlan]) -> bool:
+    """Whether every tap of the layer reaches outputs of its own (at most three axes):
+    no dilated kernel longer than its stride."""
+    return len(axes) <= 3 and all((axis.kernel_size - 1) * axis.dilation < axis.stride
+                                  for axis in axes)
+
+
+def axis_sources(axis: AxisPlan) -> tuple[np.ndarray, np.ndarray]:
+    """Per output of a disjoint ``axis`` (:func:`takes_layer`), the input it reads and
+    the tap it reads it with (int64; both -1 where no tap reaches it)."""
+    place = np.arange(axis.output_size, dtype=np.int64) + axis.offset
+    phase = place % axis.stride
+    tap = phase // axis.dilation
+    source = (place - phase) // axis.stride
+    reached = ((phase % axis.dilation == 0) & (tap < axis.kernel_size) & (source >= 0)
+               & (source < axis.input_size))
+    return np.where(reached, source, -1), np.where(reached, tap, -1)
+
+
+#: Items (lines of the first axis times chunks of output channels) per thread at
+#: least, where the layer has them: each item copies its input lines once, so fewer,
+#: larger items copy less, but the last items of a share wait for the slowest thread.
+ITEMS_PER_THREAD = 4
+#: The kernel sums this many output channels at a time (one input load serves them).
+CHANNEL_BLOCK = 4
+
+
+def block_entries(lanes: int, itemsize: int) -> int:
+    """Line vectors per block of the kernel: 4 with 32 vector registers (AVX-512: 16
+    accumulators, 4 weight vectors and an input), 2 with 16 (AVX2: 8, 4 and 1), so
+    that LLVM keeps them all in registers."""
+    return 4 if lanes * itemsize >= 64 else 2
+
+
+class DisjointPlan(NamedTuple):
+    """What the kernel (``templates/disjoint.py``) takes for one layer.
+
+    ``sizes``: Ci, Co, G, X0..X2, Y0..Y2, K0, the line (Y2 in whole vectors), the
+    chunks of output channels and their size, and the weight vectors per input channel
+    and tap of the first axis (K1 times the lane patterns).  ``rows0``/``taps0``:
+    :func:`axis_sources` of the first axis; ``reads2``: per place of the line, the
+    input it reads (-1: none, past Y2 too).  The line vectors of the rows of the
+    second axis that some tap reaches come in groups that share their
+    weight vectors: group ``k`` holds entries ``[group_first[k], group_first[k + 1])``
+    and reads weight vectors ``group_weights[k]`` (a tap of the second axis times the
+    patterns plus a pattern); entry ``e`` reads the copied input lines at
+    ``entry_reads[e]`` and stores ``entry_columns[e]`` outputs at ``entry_places[e]`` of
+    a plane's row.  ``patterns``: the lanes' taps of the last axis (-1: none), one row
+    per pattern.  ``items``: samples x groups x Y0 x chunks; ``scratch``: elements per
+    thread (every input line of one row, repeated along the output line; a tile of the
+    output rows of four channels; a vector's alignment)."""
+
+    sizes: np.ndarray
+    rows0: np.ndarray
+    taps0: np.ndarray
+    reads2: np.ndarray
+    group_first: np.ndarray
+    group_weights: np.ndarray
+    entry_reads: np.ndarray
+    entry_places: np.ndarray
+    entry_columns: np.ndarray
+    patterns: np.ndarray
+    items: int
+    scratch: int
+
+    def tables(self) -> tuple[np.ndarray, ...]:
+        """The kernel's tables after the weight vectors, in its order."""
+        return (self.sizes, self.rows0, self.taps0, self.reads2, self.group_first, self.group_weights, self.entry_reads, self.entry_places,
+                self.entry_columns)
+
+
+def disjoint_plan(batch: int, weights_shape: Sequence[int], axes: Sequence[AxisPlan],
+                  lanes: int, threads: int) -> DisjointPlan:
+    """The kernel's plan for a disjoint layer (:func:`takes_layer`) of ``batch`` samples
+    with vectors of ``lanes`` elements, its items shared out on ``threads`` threads."""
+    groups, ci, co = weights_shape[:3]
+    axes3 = three_axes(axes)
+    (rows0, taps0), (rows1, taps1), (reads, taps2) = (axis_sources(a) for a in axes3)
+    y1, y2 = axes3[1].output_size, axes3[2].output_size
+    line = -(-y2 // lanes) * lanes
+    reads2 = np.full(line, -1, np.int64)
+    reads2[:y2] = reads
+    lane_taps = np.full(line, -1, np.int64)
+    lane_taps[:y2] = taps2
+    patterns, pattern_of = np.unique(lane_taps.reshape(-1, lanes), axis=0, return_inverse=True)
+    pattern_of = pattern_of.reshape(-1)
+    # Every vector of every reached row, grouped by the weight vectors it reads.
+    reached = np.flatnonzero(rows1 >= 0)
+    vector = np.arange(line // lanes, dtype=np.int64)
+    weights_of = (taps1[reached, None] * len(patterns) + pattern_of[None, :]).reshape(-1)
+    order = np.argsort(weights_of, kind="stable")
+    group_weights, counts = np.unique(weights_of[order], return_counts=True)
+    entry_reads = (rows1[reached, None] * line + vector * lanes).reshape(-1)[order]
+    entry_places = (reached[:, None] * y2 + vector * lanes).reshape(-1)[order]
+    entry_columns = np.broadcast_to(np.minimum(lanes, y2 - vector * lanes),
+                                    (len(reached), len(vector))).reshape(-1)[order]
+    images = batch * groups
+    blocks = -(-co // CHANNEL_BLOCK)
+    chunks = max(1, min(blocks, -(-ITEMS_PER_THREAD * threads // max(1, images))))
+    chunk = -(-blocks // chunks) * CHANNEL_BLOCK
+    chunks = -(-co // chunk) if co else 1
+    sizes = np.array([ci, co, groups, *(a.input_size for a in axes3),
+                      *(a.output_size for a in axes3), axes3[0].kernel_size, line, chunks,
+                      chunk, axes3[1].kernel_size * len(patterns)], np.int64)
+    return DisjointPlan(
+        sizes, rows0, taps0, reads2, np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+        group_weights.astype(np.int64), entry_reads.astype(np.int64),
+        entry_places.astype(np.int64), entry_columns.astype(np.int64),
+        patterns.astype(np.int64), images * chunks,
+        ci * axes3[0].input_size * axes3[1].input_size * line + CHANNEL_BLOCK * -(-y1 * y2 // lanes) * lanes + lanes)
+
+
+def packed_weights(weights: np.ndarray, axes: Sequence[AxisPlan], plan: DisjointPlan,
+                   dtype) -> np.ndarray:
+    """The filter ``(G, Ci, Co, K...)`` as the kernel's weight vectors, flat and
+    read-only: ``(G, Co, K0, K1, patterns, Ci, lanes)``, lane ``l`` of pattern ``p``
+    holding tap ``patterns[p, l]`` of the last axis (zero for -1)."""
+    groups, ci, co = weights.shape[:3]
+    kernel3 = tuple(a.kernel_size for a in three_axes(axes))
+    padded = np.zeros((groups, ci, co, kernel3[0], kernel3[1], kernel3[2] + 1), dtype)
+    padded[..., :-1] = np.asarray(weights, dtype).reshape(groups, ci, co, *kernel3)
+    taken = np.take(padded, plan.patterns, axis=5)  # tap -1: the zero
+    packed = np.ascontiguousarray(taken.transpose(0, 2, 3, 4, 5, 1, 6)).reshape(-1)
+    packed.flags.writeable = False
+    return packed
+
+
+def disjoint_bytes(batch, axes, weights_shape, itemsize, threads) -> int:
+    """The scratch of ``disjoint`` (:data:`.scratch.SCRATCH_RULES`): each thread's input
+    lines, the weight vectors, a channels-first copy of data and result, and the plan's
+    tables."""
+    groups, ci, co = weights_shape[:3]
+    axes3 = three_axes(axes)
+    lanes = max(1, 64 // itemsize)  # the widest vectors: the most lanes past the line
+    line = -(-axes3[2].output_size // lanes) * lanes
+    patterns = min(line // lanes, axes3[2].stride + 4)
+    data = batch * groups * ci * math.prod(a.input_size for a in axes) * itemsize
+    result = batch * groups * co * math.prod(a.output_size for a in axes) * itemsize
+    vectors = groups * ci * co * axes3[0].kernel_size * axes3[1].kernel_size * patterns * lanes
+    per_thread = (ci * axes3[1].input_size * line + lanes) * itemsize
+    return threads * per_thread + vectors * itemsize + data + result + 64 * line
