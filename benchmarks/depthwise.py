@@ -31,6 +31,7 @@ from convtranspose._cli.bench import (
     cpu_model,
     floor_ms,
     fma_peak_flops,
+    forced,
     installed_peers,
     make_inputs,
     run_ours,
@@ -64,21 +65,6 @@ def lscpu_model() -> str | None:
     found = [line.split(":", 1)[1].strip() for line in text.splitlines()
              if line.startswith("Model name")]
     return found[0] if found else None
-
-
-def forced(algorithm: str, call):
-    """``call`` with ``CONVTRANSPOSE_ALGORITHM`` set to ``algorithm`` around it."""
-    def run():
-        previous = os.environ.get("CONVTRANSPOSE_ALGORITHM")
-        os.environ["CONVTRANSPOSE_ALGORITHM"] = algorithm
-        try:
-            return call()
-        finally:
-            if previous is None:
-                del os.environ["CONVTRANSPOSE_ALGORITHM"]
-            else:
-                os.environ["CONVTRANSPOSE_ALGORITHM"] = previous
-    return run
 
 
 def time_layer(layer: Layer, peers: list[str], repeat: int, fma, bandwidth) -> dict:

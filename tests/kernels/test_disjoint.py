@@ -162,3 +162,18 @@ def test_lines_no_tap_reaches_are_zero_after_another_layer_used_the_scratch(spy,
         got = run_forced(data, weights, axes, np.float32, False, "disjoint")
         np.testing.assert_array_equal(got, canonical_result(data, weights, axes))
     assert len(spy) == 2
+
+
+@pytest.mark.parametrize("cache_bytes", [1, 4096])
+def test_bands_of_rows_within_a_small_cache(spy, monkeypatch, cache_bytes):
+    # Each item copies the input rows of a band of output rows, as many as keep the
+    # copies within half of L2; a tiny L2 makes bands of one output row (or of the few
+    # that read one input row), with rows no tap reaches at band ends.
+    monkeypatch.setattr(numba_disjoint, "l2_cache_bytes", lambda: cache_bytes)
+    rng = np.random.default_rng(cache_bytes)
+    for trial in range(12):
+        data, weights, axes = _case(rng, 2 + trial % 2)
+        expected = canonical_result(data, weights, axes)
+        got = run_forced(data.astype(np.float32), weights.astype(np.float32), axes,
+                         np.float32, False, "disjoint")
+        np.testing.assert_array_equal(got, expected, err_msg=f"{axes} trial {trial}")

@@ -195,23 +195,25 @@ def disjoint_estimate(layer: Layer, target: Target) -> RawCost | None:
 
     The kernel's plan (:func:`~convtranspose._kernels.disjoint.disjoint_plan`) gives its
     register blocks: their vector multiply-adds (unused entries of a block and lanes
-    past a line's end included) at the FMA peak of the threads, twice as long where one
-    thread's copies of the input lines exceed half the L2 cache (its loads then come
-    from L3); the data read and the result written at the measured copy rate, and the
-    inputs copied along the lines at :data:`_DISJOINT_COPY_NS` each."""
+    past a line's end included) at the FMA peak of the threads, twice as long where a
+    band's copies of the input lines exceed half the L2 cache (one output row reading
+    that much: its loads then come from L3); the data read and the result written at
+    the measured copy rate, and the inputs copied along the lines, band by band and
+    once per chunk of output channels, at :data:`_DISJOINT_COPY_NS` each."""
     if layer.channels_last or not takes_disjoint(layer.axes):
         return None
     lanes = target.lanes("float32")
     shape = (layer.groups, layer.ci, layer.co)
-    plan = disjoint_plan(layer.batch, shape, layer.axes, lanes, target.threads)
-    ci, co, line, chunks = (int(plan.sizes[i]) for i in (0, 1, 10, 11))
+    plan = disjoint_plan(layer.batch, shape, layer.axes, lanes, target.threads, 4,
+                         l2_cache_bytes())
+    ci, x1, co, line, chunks = (int(plan.sizes[i]) for i in (0, 4, 1, 10, 11))
     entries = block_entries(lanes, 4)
     per_row = int((-(-np.diff(plan.group_first) // entries)).sum()) * entries
     rows0 = int((plan.rows0 >= 0).sum())
     images = layer.batch * layer.groups
     vector_fmas = images * -(-co // CHANNEL_BLOCK) * CHANNEL_BLOCK * rows0 * per_row * ci
-    copies = plan.items * (plan.scratch - CHANNEL_BLOCK * line)  # about: the lines copied
-    from_l3 = 4 * (plan.scratch - lanes) > l2_cache_bytes() // 2
+    copies = images * chunks * ci * int(plan.band_rows.sum()) * x1 * line
+    from_l3 = 4 * ci * int(plan.sizes[15]) * x1 * line > l2_cache_bytes() // 2
     moved = 4.0 * (layer.inputs + layer.outputs)
     busy = max(1, min(target.threads, plan.items))
     return RawCost(_BLOCKED_SCALE * (moved / machine_figures().copy_gbps

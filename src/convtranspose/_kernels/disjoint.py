@@ -8,13 +8,16 @@ offset = x * s + t * d``, or nothing.  Along a channels-first output line, the o
 then read the input line repeated ``s`` times over, each with the tap of its place in
 the stride: per input channel, one input vector (the line's inputs, each at every
 output it reaches) times one weight vector (each lane's tap; a few patterns of lanes
-repeat along every line).  The kernel sums a line of four output channels in vector
-registers over the input channels and stores it once, in the order of the output, with
-the outputs no tap reaches as zeros.  ``col2im`` and ``direct`` write such a layer one
-stride phase at a time instead, every store ``s`` elements from the last, and zero the
-output first: a grouped 3-D ``k4 s4`` layer of 8 input channels per group, whose time
-is its 64 MB output, ran 5-9x slower that way
-(``benchmarks/results/disjoint-zen4.json``).
+repeat along every line).  The kernel sums blocks of four output channels by a few
+line vectors that share their weight vectors in vector registers over the input
+channels, into a tile of a row of the first axis, and copies the tile out: every
+output plane is written once, in order, the outputs no tap reaches as zeros.
+``col2im`` and ``direct`` write such a layer one stride phase at a time instead, every
+store ``s`` elements from the last, and zero the output first: a grouped 3-D ``k4 s4`` layer of 8 input channels per group, whose time
+is its 64 MB output, took 2.6x (``col2im-ncx``) to 7x (``direct-blocked``) as long as
+here.  With 16 or more input channels a group the multiply-adds decide, and this
+kernel took 1.9-3.2x the others' time (``benchmarks/results/disjoint-zen4.json``):
+measured planning decides.
 
 A lane multiplies a weight only where it holds an input that tap reads, and zeros
 elsewhere with zero weights: exact with non-finite operands.

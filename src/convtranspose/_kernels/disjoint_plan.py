@@ -36,7 +36,7 @@ def axis_sources(axis: AxisPlan) -> tuple[np.ndarray, np.ndarray]:
     return np.where(reached, source, -1), np.where(reached, tap, -1)
 
 
-#: Items (lines of the first axis times chunks of output channels) per thread at
+#: Items (samples x groups x bands of rows x chunks of output channels) per thread at
 #: least, where the layer has them: each item copies its input lines once, so fewer,
 #: larger items copy less, but the last items of a share wait for the slowest thread.
 ITEMS_PER_THREAD = 4
@@ -55,24 +55,29 @@ class DisjointPlan(NamedTuple):
     """What the kernel (``templates/disjoint.py``) takes for one layer.
 
     ``sizes``: Ci, Co, G, X0..X2, Y0..Y2, K0, the line (Y2 in whole vectors), the
-    chunks of output channels and their size, and the weight vectors per input channel
-    and tap of the first axis (K1 times the lane patterns).  ``rows0``/``taps0``:
-    :func:`axis_sources` of the first axis; ``reads2``: per place of the line, the
-    input it reads (-1: none, past Y2 too).  The line vectors of the rows of the
+    chunks of output channels and their size, the weight vectors per input channel and
+    tap of the first axis (K1 times the lane patterns), the bands of rows of the first
+    axis and the most input rows one reads.  ``rows0``/``taps0``: :func:`axis_sources`
+    of the first axis; ``reads2``: per place of the line, the input it reads (-1: none,
+    past Y2 too).  Band ``b`` holds output rows ``[band_first[b], band_first[b + 1])``
+    of the first axis, which read input rows ``band_rows[b]`` from ``band_x0[b]``.  The line vectors of the rows of the
     second axis that some tap reaches come in groups that share their
     weight vectors: group ``k`` holds entries ``[group_first[k], group_first[k + 1])``
     and reads weight vectors ``group_weights[k]`` (a tap of the second axis times the
     patterns plus a pattern); entry ``e`` reads the copied input lines at
     ``entry_reads[e]`` and stores ``entry_columns[e]`` outputs at ``entry_places[e]`` of
     a plane's row.  ``patterns``: the lanes' taps of the last axis (-1: none), one row
-    per pattern.  ``items``: samples x groups x Y0 x chunks; ``scratch``: elements per
-    thread (every input line of one row, repeated along the output line; a tile of the
-    output rows of four channels; a vector's alignment)."""
+    per pattern.  ``items``: samples x groups x bands x chunks; ``scratch``: elements
+    per thread (the input lines of a band, repeated along the output line; a tile of
+    one output row of four channels; a vector's alignment)."""
 
     sizes: np.ndarray
     rows0: np.ndarray
     taps0: np.ndarray
     reads2: np.ndarray
+    band_first: np.ndarray
+    band_x0: np.ndarray
+    band_rows: np.ndarray
     group_first: np.ndarray
     group_weights: np.ndarray
     entry_reads: np.ndarray
@@ -84,14 +89,17 @@ class DisjointPlan(NamedTuple):
 
     def tables(self) -> tuple[np.ndarray, ...]:
         """The kernel's tables after the weight vectors, in its order."""
-        return (self.sizes, self.rows0, self.taps0, self.reads2, self.group_first, self.group_weights, self.entry_reads, self.entry_places,
+        return (self.sizes, self.rows0, self.taps0, self.reads2, self.band_first,
+                self.band_x0, self.band_rows, self.group_first, self.group_weights, self.entry_reads, self.entry_places,
                 self.entry_columns)
 
 
 def disjoint_plan(batch: int, weights_shape: Sequence[int], axes: Sequence[AxisPlan],
-                  lanes: int, threads: int) -> DisjointPlan:
+                  lanes: int, threads: int, itemsize: int, cache_bytes: int) -> DisjointPlan:
     """The kernel's plan for a disjoint layer (:func:`takes_layer`) of ``batch`` samples
-    with vectors of ``lanes`` elements, its items shared out on ``threads`` threads."""
+    with vectors of ``lanes`` elements of ``itemsize`` bytes, its items shared out on
+    ``threads`` threads, each item's input copies within half of ``cache_bytes`` (the
+    L2 cache) where one output row allows."""
     groups, ci, co = weights_shape[:3]
     axes3 = three_axes(axes)
     (rows0, taps0), (rows1, taps1), (reads, taps2) = (axis_sources(a) for a in axes3)
@@ -113,20 +121,47 @@ def disjoint_plan(batch: int, weights_shape: Sequence[int], axes: Sequence[AxisP
     entry_places = (reached[:, None] * y2 + vector * lanes).reshape(-1)[order]
     entry_columns = np.broadcast_to(np.minimum(lanes, y2 - vector * lanes),
                                     (len(reached), len(vector))).reshape(-1)[order]
-    images = batch * groups
+    e_row = axes3[1].input_size * line
+    band_first, band_x0, band_rows = _bands(rows0, max(1, cache_bytes // 2 // max(
+        1, ci * e_row * itemsize)))
+    images, bands = batch * groups, len(band_x0)
     blocks = -(-co // CHANNEL_BLOCK)
-    chunks = max(1, min(blocks, -(-ITEMS_PER_THREAD * threads // max(1, images))))
+    chunks = max(1, min(blocks, -(-ITEMS_PER_THREAD * threads // max(1, images * bands))))
     chunk = -(-blocks // chunks) * CHANNEL_BLOCK
     chunks = -(-co // chunk) if co else 1
     sizes = np.array([ci, co, groups, *(a.input_size for a in axes3),
                       *(a.output_size for a in axes3), axes3[0].kernel_size, line, chunks,
-                      chunk, axes3[1].kernel_size * len(patterns)], np.int64)
+                      chunk, axes3[1].kernel_size * len(patterns), bands,
+                      int(band_rows.max(initial=0))], np.int64)
     return DisjointPlan(
-        sizes, rows0, taps0, reads2, np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+        sizes, rows0, taps0, reads2, band_first, band_x0, band_rows, np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
         group_weights.astype(np.int64), entry_reads.astype(np.int64),
         entry_places.astype(np.int64), entry_columns.astype(np.int64),
-        patterns.astype(np.int64), images * chunks,
-        ci * axes3[0].input_size * axes3[1].input_size * line + CHANNEL_BLOCK * -(-y1 * y2 // lanes) * lanes + lanes)
+        patterns.astype(np.int64), images * bands * chunks,
+        ci * int(sizes[15]) * e_row + CHANNEL_BLOCK * -(-y1 * y2 // lanes) * lanes + lanes)
+
+
+def _bands(rows0: np.ndarray, most_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Consecutive rows ``y0`` in bands that read at most ``most_rows`` input rows each
+    (at least one output row a band): the first row of each band and one past the
+    last, and each band's first input row and count of them (int64)."""
+    first, x0s, counts = [0], [], []
+    low = high = -1
+    for y0, x0 in enumerate(rows0.tolist()):
+        if x0 >= 0 and low >= 0 and max(high, x0) - min(low, x0) >= most_rows:
+            first.append(y0)
+            x0s.append(low)
+            counts.append(high - low + 1)
+            low = high = -1
+        if x0 >= 0:
+            low, high = (x0, x0) if low < 0 else (min(low, x0), max(high, x0))
+    if len(rows0):
+        first.append(len(rows0))
+        x0s.append(max(low, 0))
+        counts.append(high - low + 1 if low >= 0 else 0)
+    else:
+        first = [0]
+    return (np.array(first, np.int64), np.array(x0s, np.int64), np.array(counts, np.int64))
 
 
 def packed_weights(weights: np.ndarray, axes: Sequence[AxisPlan], plan: DisjointPlan,

@@ -42,7 +42,15 @@ from .peers import PEERS, REUSE_MIN_BYTES, installed_peers, run_ours
 from .planning import planning_columns
 from .random_suite import FAMILIES, MIN_COUNT, family_of, fit_to_caps, random_layers, within_caps
 from .report import markdown, plot, suite_summary
-from .run import algorithm_run, alternating_rounds, bench_layer, build_parser, check_close, main
+from .run import (
+    algorithm_run,
+    alternating_rounds,
+    bench_layer,
+    build_parser,
+    check_close,
+    forced,
+    main,
+)
 from .suite import (
                       SETTLE_SECONDS,
                       SUITE,
@@ -57,7 +65,7 @@ from .suite import (
 __all__ = ["FAMILIES", "FLOOR_MIN_MS", "Layer", "MIN_COUNT", "PEERS", "REUSE_MIN_BYTES",
            "SETTLE_SECONDS", "SUITE", "THREADS", "algorithm_run", "alternating_rounds", "bench_layer", "build_parser",
            "check_close", "copy_bandwidth", "cpu_model", "family_of", "fit_to_caps", "floor_ms",
-           "fma_peak_flops", "installed_peers", "layer_plan_axes", "main", "make_inputs",
+           "fma_peak_flops", "forced", "installed_peers", "layer_plan_axes", "main", "make_inputs",
            "markdown", "parse_model_name", "planning_columns", "plot",
            "random_layers", "suite_summary", "within_caps", "bfloat16_factor",
            "kernel_weights_shape", "numpy_dtype", "run_ours"]

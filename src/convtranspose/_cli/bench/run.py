@@ -69,6 +69,23 @@ def algorithm_run(layer: Layer) -> str:
     return planning.planned_choice(problem, host()).runs
 
 
+def forced(algorithm: str, call):
+    """``call`` with ``CONVTRANSPOSE_ALGORITHM`` set to ``algorithm`` around it (array
+    functions and prepared layers read it on every call), for scripts that time one
+    algorithm against another."""
+    def run():
+        previous = os.environ.get("CONVTRANSPOSE_ALGORITHM")
+        os.environ["CONVTRANSPOSE_ALGORITHM"] = algorithm
+        try:
+            return call()
+        finally:
+            if previous is None:
+                del os.environ["CONVTRANSPOSE_ALGORITHM"]
+            else:
+                os.environ["CONVTRANSPOSE_ALGORITHM"] = previous
+    return run
+
+
 def alternating_rounds(runners: dict, repeat: int, warmup: int = 0, budget: float = float("inf"),
                        pause: float | None = None) -> dict:
     """Seconds per call of each runner over ``repeat`` rounds that alternate between them:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._runtime.caches import kept
+from ..._runtime.machine import l2_cache_bytes
 from ..disjoint_plan import CHANNEL_BLOCK, block_entries, disjoint_plan, packed_weights
 from ..schedules import frozen_all
 from .launch import array_kind, parallel_kernel
@@ -78,7 +79,8 @@ class DisjointLayer:
     def __init__(self, batch, weights, axes, dtype, target, derived: dict):
         lanes = target.lanes(dtype)
         self._dtype = np.dtype(dtype)
-        plan = disjoint_plan(batch, weights.shape, axes, lanes, target.threads)
+        plan = disjoint_plan(batch, weights.shape, axes, lanes, target.threads,
+                             self._dtype.itemsize, l2_cache_bytes())
         key = ("vectors", lanes, tuple(a.kernel_size for a in axes), plan.patterns.tobytes())
         vectors = derived.get(key)
         if vectors is None:
