@@ -177,3 +177,40 @@ def test_bands_of_rows_within_a_small_cache(spy, monkeypatch, cache_bytes):
         got = run_forced(data.astype(np.float32), weights.astype(np.float32), axes,
                          np.float32, False, "disjoint")
         np.testing.assert_array_equal(got, expected, err_msg=f"{axes} trial {trial}")
+
+
+@pytest.mark.parametrize("cache_bytes", [1 << 20, 4096])
+def test_the_scratch_estimate_covers_what_it_allocates(monkeypatch, cache_bytes):
+    # What the memory check counts (scratch_bytes) must cover the copies of bands,
+    # tiles, weight vectors and tables the kernel allocates, with large bands and small.
+    import tracemalloc
+
+    from convtranspose._kernels import disjoint_plan
+    from convtranspose._kernels._numba import launch
+    from convtranspose._kernels.scratch import scratch_bytes
+    from convtranspose._runtime import memo
+
+    for module in (numba_disjoint, disjoint_plan):
+        monkeypatch.setattr(module, "l2_cache_bytes", lambda: cache_bytes)
+    rng = np.random.default_rng(4)
+    for axes in [(AxisPlan(6, 2, 2, 1, 0, 12), AxisPlan(20, 4, 4, 1, 1, 78)),
+                 (AxisPlan(4, 3, 3, 1, 0, 12), AxisPlan(3, 2, 2, 1, 0, 6),
+                  AxisPlan(9, 2, 3, 1, 0, 26))]:
+        data = rng.integers(-4, 5, (2, 24) + tuple(a.input_size for a in axes))
+        weights = rng.integers(-4, 5, (2, 12, 10) + tuple(a.kernel_size for a in axes))
+        data, weights = data.astype(np.float32), weights.astype(np.float32)
+
+        def call():
+            return transposed_convolution(data, weights, axes, dtype=np.dtype(np.float32),
+                                          channels_last=False, algorithm="disjoint")
+        call()
+        memo.forget_derived()  # the weight vectors, and
+        vars(launch._caller).pop("scratch", None)  # the threads' kept working rows
+        tracemalloc.start()
+        try:
+            result = call()
+            peak = tracemalloc.get_traced_memory()[1] - result.nbytes
+        finally:
+            tracemalloc.stop()
+        estimate = scratch_bytes("disjoint", 2, axes, weights.shape, np.float32)
+        assert peak <= estimate, (axes, peak, estimate)

@@ -12,6 +12,7 @@ import numpy as np
 
 from .._plan.geometry import three_axes
 from .._plan.rules import AxisPlan
+from .._runtime.machine import l2_cache_bytes
 
 __all__ = ["CHANNEL_BLOCK", "DisjointPlan", "axis_sources", "block_entries", "disjoint_bytes",
            "disjoint_plan", "packed_weights", "takes_layer"]
@@ -181,8 +182,8 @@ def packed_weights(weights: np.ndarray, axes: Sequence[AxisPlan], plan: Disjoint
 
 def disjoint_bytes(batch, axes, weights_shape, itemsize, threads) -> int:
     """The scratch of ``disjoint`` (:data:`.scratch.SCRATCH_RULES`): each thread's input
-    lines, the weight vectors, a channels-first copy of data and result, and the plan's
-    tables."""
+    lines of a band (:func:`_bands`' bound, for this machine's L2 cache) and tile, the
+    weight vectors, a channels-first copy of data and result, and the plan's tables."""
     groups, ci, co = weights_shape[:3]
     axes3 = three_axes(axes)
     lanes = max(1, 64 // itemsize)  # the widest vectors: the most lanes past the line
@@ -191,5 +192,10 @@ def disjoint_bytes(batch, axes, weights_shape, itemsize, threads) -> int:
     data = batch * groups * ci * math.prod(a.input_size for a in axes) * itemsize
     result = batch * groups * co * math.prod(a.output_size for a in axes) * itemsize
     vectors = groups * ci * co * axes3[0].kernel_size * axes3[1].kernel_size * patterns * lanes
-    per_thread = (ci * axes3[1].input_size * line + lanes) * itemsize
-    return threads * per_thread + vectors * itemsize + data + result + 64 * line
+    row_copies = ci * axes3[1].input_size * line  # of one input row
+    rows = min(axes3[0].input_size,
+               max(1, l2_cache_bytes() // 2 // max(1, row_copies * itemsize)))
+    tile = CHANNEL_BLOCK * (axes3[1].output_size * line + lanes)
+    per_thread = (rows * row_copies + tile + lanes) * itemsize
+    tables = 8 * (4 * axes3[0].output_size + 3 * axes3[1].output_size * line // lanes + line)
+    return threads * per_thread + vectors * itemsize + data + result + tables
