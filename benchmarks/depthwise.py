@@ -17,24 +17,15 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 
-import numpy as np
-
 from convtranspose._cli.bench import (
-    PEERS,
     Layer,
-    alternating_rounds,
-    check_close,
     copy_bandwidth,
     cpu_model,
-    floor_ms,
     fma_peak_flops,
-    forced,
+    forced_row,
     installed_peers,
-    make_inputs,
-    run_ours,
 )
 
 #: The layers: ImageNet-style depthwise upsampling blocks, one 1-D and one 3-D layer,
@@ -67,35 +58,6 @@ def lscpu_model() -> str | None:
     return found[0] if found else None
 
 
-def time_layer(layer: Layer, peers: list[str], repeat: int, fma, bandwidth) -> dict:
-    """One row: medians of ``direct``, ``depthwise`` and each peer, the floor and the load."""
-    inputs = make_inputs(layer)
-    runners, results = {}, {}
-    for name in ("direct", "depthwise"):
-        call, to_ncx = run_ours(layer, inputs)
-        runners[name] = forced(name, call)
-        results[name] = np.array(to_ncx(runners[name]()))
-    for peer in peers:
-        try:
-            run, to_ncx = PEERS[peer](layer, inputs)
-            results[peer] = np.asarray(to_ncx(run()))
-        except Exception as error:  # a peer that cannot run this layer: no column
-            print(f"  {peer} skipped: {type(error).__name__}", flush=True)
-            continue
-        runners[peer] = run
-    load = os.getloadavg()[0]
-    samples = alternating_rounds(runners, repeat, warmup=1)
-    times = {name: 1e3 * statistics.median(values) for name, values in samples.items()}
-    peer_times = {name: t for name, t in times.items() if name in peers}
-    best = min(peer_times, key=peer_times.get) if peer_times else None
-    errors = {name: check_close(name, layer, results[best], results[name])
-              for name in ("direct", "depthwise")} if best else {}
-    return {"layer": layer.label, "times_ms": times, "best_peer": best,
-            "floor_ms": floor_ms(layer, fma, bandwidth),
-            "load_before": load, "load_after": os.getloadavg()[0],
-            "max_relative_error": errors}
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
@@ -109,7 +71,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     rows = []
     for layer in LAYERS:
-        row = time_layer(layer, peers, args.repeat, fma, bandwidth)
+        row = forced_row(layer, ("direct", "depthwise"), peers, args.repeat, fma, bandwidth)
         rows.append(row)
         t, best = row["times_ms"], row["best_peer"]
         peer = f"{t[best]:.3f} ({best})" if best else "-"

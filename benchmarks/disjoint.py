@@ -16,24 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-
-import numpy as np
 
 import convtranspose as ct
 from convtranspose._cli.bench import (
-    PEERS,
     Layer,
-    alternating_rounds,
-    check_close,
     copy_bandwidth,
     cpu_model,
-    floor_ms,
     fma_peak_flops,
-    forced,
+    forced_row,
     installed_peers,
-    make_inputs,
-    run_ours,
 )
 
 #: Grouped and few-channel layers whose time is their output (the random suite's
@@ -53,40 +44,6 @@ LAYERS = [
 ALGORITHMS = ("disjoint", "col2im-ncx", "direct", "direct-blocked")
 
 
-def prepared_runner(layer: Layer, inputs, algorithm: str):
-    """Calls of a prepared layer of ``algorithm`` (forced), and its NCX result."""
-    call, to_ncx = forced(algorithm, lambda: run_ours(layer, inputs, reuse_output=True,
-                                                      prepared=True))()
-    call = forced(algorithm, call)
-    return call, np.array(to_ncx(call()))
-
-
-def time_layer(layer: Layer, peers: list[str], repeat: int, fma, bandwidth) -> dict:
-    """One row: medians of each algorithm and each peer, the floor and the load."""
-    inputs = make_inputs(layer)
-    runners, results = {}, {}
-    for name in ALGORITHMS:
-        runners[name], results[name] = prepared_runner(layer, inputs, name)
-    for peer in peers:
-        try:
-            run, to_ncx = PEERS[peer](layer, inputs)
-            results[peer] = np.asarray(to_ncx(run()))
-        except Exception as error:  # a peer that cannot run this layer: no column
-            print(f"  {peer} skipped: {type(error).__name__}", flush=True)
-            continue
-        runners[peer] = run
-    load = os.getloadavg()[0]
-    samples = alternating_rounds(runners, repeat, warmup=1)
-    times = {name: 1e3 * statistics.median(values) for name, values in samples.items()}
-    peer_times = {name: t for name, t in times.items() if name in peers}
-    best = min(peer_times, key=peer_times.get) if peer_times else None
-    errors = {name: check_close(name, layer, results[best], results[name])
-              for name in ALGORITHMS} if best else {}
-    return {"layer": layer.label, "times_ms": times, "best_peer": best,
-            "floor_ms": floor_ms(layer, fma, bandwidth), "load_before": load,
-            "load_after": os.getloadavg()[0], "max_relative_error": errors}
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
@@ -104,7 +61,7 @@ def main(argv=None) -> int:
     print("|---" * (len(ALGORITHMS) + 4) + "|")
     rows = []
     for layer in LAYERS:
-        row = time_layer(layer, peers, args.repeat, fma, bandwidth)
+        row = forced_row(layer, ALGORITHMS, peers, args.repeat, fma, bandwidth, prepared=True)
         rows.append(row)
         t, best = row["times_ms"], row["best_peer"]
         peer = f"{t[best]:.3f} ({best})" if best else "-"

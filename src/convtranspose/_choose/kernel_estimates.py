@@ -22,7 +22,7 @@ from .._kernels.disjoint_plan import CHANNEL_BLOCK, block_entries, disjoint_plan
 from .._kernels.disjoint_plan import takes_layer as takes_disjoint
 from .._kernels.schedules import blocked_segments, blocked_shape
 from .._plan.geometry import tap_reads, three_axes
-from .._runtime.machine import l2_cache_bytes
+from .._runtime.machine import l1_data_cache_bytes, l2_cache_bytes
 from .._runtime.target import Target
 from .costs import Layer, RawCost
 from .figures import machine_figures, thread_macs_per_ns
@@ -196,8 +196,9 @@ def disjoint_estimate(layer: Layer, target: Target) -> RawCost | None:
     The kernel's plan (:func:`~convtranspose._kernels.disjoint.disjoint_plan`) gives its
     register blocks: their vector multiply-adds (unused entries of a block and lanes
     past a line's end included) at the FMA peak of the threads, twice as long where a
-    band's copies of the input lines exceed half the L2 cache (one output row reading
-    that much: its loads then come from L3); the data read and the result written at
+    block's vectors over the input channels exceed half the L1 cache or a band's copies
+    of the input lines half the L2 cache (one output row reading that much), three
+    times where both; the data read and the result written at
     the measured copy rate, and the inputs copied along the lines, band by band and
     once per chunk of output channels, at :data:`_DISJOINT_COPY_NS` each."""
     if layer.channels_last or not takes_disjoint(layer.axes):
@@ -214,9 +215,13 @@ def disjoint_estimate(layer: Layer, target: Target) -> RawCost | None:
     vector_fmas = images * -(-co // CHANNEL_BLOCK) * CHANNEL_BLOCK * rows0 * per_row * ci
     copies = images * chunks * ci * int(plan.band_rows.sum()) * x1 * line
     from_l3 = 4 * ci * int(plan.sizes[15]) * x1 * line > l2_cache_bytes() // 2
+    # A block's loop over the input channels reads its input and weight vectors from
+    # L2 once they pass half of L1 (3-D k2 s2 128->64: ranked second, 1.4x the fastest,
+    # ``benchmarks/results/disjoint-zen4.json``, ``random_suite_1_exhaustive``).
+    from_l2 = 4 * ci * (CHANNEL_BLOCK + entries) * lanes > l1_data_cache_bytes() // 2
     moved = 4.0 * (layer.inputs + layer.outputs)
     busy = max(1, min(target.threads, plan.items))
     return RawCost(_BLOCKED_SCALE * (moved / machine_figures().copy_gbps
                                      + _DISJOINT_COPY_NS * copies / busy + 20000),
-                   kernel=_BLOCKED_SCALE * vector_fmas * lanes * (2 if from_l3 else 1)
+                   kernel=_BLOCKED_SCALE * vector_fmas * lanes * (1 + from_l2 + from_l3)
                    / (busy * thread_macs_per_ns(target)))

@@ -13,8 +13,9 @@ always the code that runs.
 (channels or spatial positions contiguous), independent of the caller's layout.
 One module per algorithm: :mod:`.phase`, :mod:`.gemm`, :mod:`.stream`,
 :mod:`.col2im`, :mod:`.window`, :mod:`.dense`, :mod:`.pointwise`, :mod:`.direct`,
-:mod:`.direct_blocked`, :mod:`.depthwise`, :mod:`.disjoint`; their numba kernels live in :mod:`._numba`, imported only
-when numba is usable; their pure integer schedules in :mod:`.schedules`.
+:mod:`.direct_blocked`, :mod:`.depthwise`, :mod:`.disjoint`; their numba kernels live
+in :mod:`._numba`, imported only when numba is usable; their pure integer schedules in
+:mod:`.schedules`.
 
 Infinities and NaNs
     The result is the IEEE sum over the (input, tap) pairs that exist, so an

@@ -1,21 +1,21 @@
 """``disjoint``: layers whose taps reach disjoint outputs, each output line written once
 (numba; the kernel is :mod:`._numba.disjoint`).
 
-Where a dilated kernel is no longer than its stride on every axis (``(K - 1) * d <
-s``: every ``k == s`` upsampling layer, and ``k < s``), each output takes at most one
-tap per axis: output ``y`` of an axis reads input ``x`` with tap ``t`` where ``y +
-offset = x * s + t * d``, or nothing.  Along a channels-first output line, the outputs
-then read the input line repeated ``s`` times over, each with the tap of its place in
-the stride: per input channel, one input vector (the line's inputs, each at every
-output it reaches) times one weight vector (each lane's tap; a few patterns of lanes
-repeat along every line).  The kernel sums blocks of four output channels by a few
-line vectors that share their weight vectors in vector registers over the input
-channels, into a tile of a row of the first axis, and copies the tile out: every
-output plane is written once, in order, the outputs no tap reaches as zeros.
-``col2im`` and ``direct`` write such a layer one stride phase at a time instead, every
-store ``s`` elements from the last, and zero the output first: a grouped 3-D ``k4 s4`` layer of 8 input channels per group, whose time
-is its 64 MB output, took 2.6x (``col2im-ncx``) to 7x (``direct-blocked``) as long as
-here.  With 16 or more input channels a group the multiply-adds decide, and this
+Where a dilated kernel is no longer than its stride on every axis (``(K - 1) * d < s``:
+every ``k == s`` upsampling layer, and ``k < s``), each output takes at most one tap per
+axis: output ``y`` of an axis reads input ``x`` with tap ``t`` where ``y + offset = x *
+s + t * d``, or nothing. Along a channels-first output line, the outputs then read the
+input line repeated ``s`` times over, each with the tap of its place in the stride: per
+input channel, one input vector (the line's inputs, each at every output it reaches)
+times one weight vector (each lane's tap; a few patterns of lanes repeat along every
+line). The kernel sums blocks of four output channels by a few line vectors that share
+their weight vectors in vector registers over the input channels, into a tile of a row
+of the first axis, and copies the tile out: every output plane is written once, in
+order, the outputs no tap reaches as zeros. ``col2im`` and ``direct`` write such a layer
+one stride phase at a time instead, every store ``s`` elements from the last, and zero
+the output first: a grouped 3-D ``k4 s4`` layer of 8 input channels per group, whose
+time is its 64 MB output, took 2.6x (``col2im-ncx``) to 7x (``direct-blocked``) as long
+as here. With 16 or more input channels a group the multiply-adds decide, and this
 kernel took 1.9-3.2x the others' time (``benchmarks/results/disjoint-zen4.json``):
 measured planning decides.
 

@@ -55,22 +55,22 @@ def block_entries(lanes: int, itemsize: int) -> int:
 class DisjointPlan(NamedTuple):
     """What the kernel (``templates/disjoint.py``) takes for one layer.
 
-    ``sizes``: Ci, Co, G, X0..X2, Y0..Y2, K0, the line (Y2 in whole vectors), the
-    chunks of output channels and their size, the weight vectors per input channel and
-    tap of the first axis (K1 times the lane patterns), the bands of rows of the first
-    axis and the most input rows one reads.  ``rows0``/``taps0``: :func:`axis_sources`
-    of the first axis; ``reads2``: per place of the line, the input it reads (-1: none,
-    past Y2 too).  Band ``b`` holds output rows ``[band_first[b], band_first[b + 1])``
-    of the first axis, which read input rows ``band_rows[b]`` from ``band_x0[b]``.  The line vectors of the rows of the
-    second axis that some tap reaches come in groups that share their
-    weight vectors: group ``k`` holds entries ``[group_first[k], group_first[k + 1])``
-    and reads weight vectors ``group_weights[k]`` (a tap of the second axis times the
-    patterns plus a pattern); entry ``e`` reads the copied input lines at
-    ``entry_reads[e]`` and stores ``entry_columns[e]`` outputs at ``entry_places[e]`` of
-    a plane's row.  ``patterns``: the lanes' taps of the last axis (-1: none), one row
-    per pattern.  ``items``: samples x groups x bands x chunks; ``scratch``: elements
-    per thread (the input lines of a band, repeated along the output line; a tile of
-    one output row of four channels; a vector's alignment)."""
+    ``sizes``: Ci, Co, G, X0..X2, Y0..Y2, K0, the line (Y2 in whole vectors), the chunks
+    of output channels and their size, the weight vectors per input channel and tap of
+    the first axis (K1 times the lane patterns), the bands of rows of the first axis and
+    the most input rows one reads. ``rows0``/``taps0``: :func:`axis_sources` of the
+    first axis; ``reads2``: per place of the line, the input it reads (-1: none, past Y2
+    too). Band ``b`` holds output rows ``[band_first[b], band_first[b + 1])`` of the
+    first axis, which read input rows ``band_rows[b]`` from ``band_x0[b]``. The line
+    vectors of the rows of the second axis that some tap reaches come in groups that
+    share their weight vectors: group ``k`` holds entries ``[group_first[k],
+    group_first[k + 1])`` and reads weight vectors ``group_weights[k]`` (a tap of the
+    second axis times the patterns plus a pattern); entry ``e`` reads the copied input
+    lines at ``entry_reads[e]`` and stores ``entry_columns[e]`` outputs at
+    ``entry_places[e]`` of a plane's row. ``patterns``: the lanes' taps of the last axis
+    (-1: none), one row per pattern. ``items``: samples x groups x bands x chunks;
+    ``scratch``: elements per thread (the input lines of a band, repeated along the
+    output line; a tile of one output row of four channels; a vector's alignment)."""
 
     sizes: np.ndarray
     rows0: np.ndarray
@@ -91,8 +91,8 @@ class DisjointPlan(NamedTuple):
     def tables(self) -> tuple[np.ndarray, ...]:
         """The kernel's tables after the weight vectors, in its order."""
         return (self.sizes, self.rows0, self.taps0, self.reads2, self.band_first,
-                self.band_x0, self.band_rows, self.group_first, self.group_weights, self.entry_reads, self.entry_places,
-                self.entry_columns)
+                self.band_x0, self.band_rows, self.group_first, self.group_weights,
+                self.entry_reads, self.entry_places, self.entry_columns)
 
 
 def disjoint_plan(batch: int, weights_shape: Sequence[int], axes: Sequence[AxisPlan],
@@ -134,12 +134,14 @@ def disjoint_plan(batch: int, weights_shape: Sequence[int], axes: Sequence[AxisP
                       *(a.output_size for a in axes3), axes3[0].kernel_size, line, chunks,
                       chunk, axes3[1].kernel_size * len(patterns), bands,
                       int(band_rows.max(initial=0))], np.int64)
+    group_first = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    tile = CHANNEL_BLOCK * -(-y1 * y2 // lanes) * lanes
     return DisjointPlan(
-        sizes, rows0, taps0, reads2, band_first, band_x0, band_rows, np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+        sizes, rows0, taps0, reads2, band_first, band_x0, band_rows, group_first,
         group_weights.astype(np.int64), entry_reads.astype(np.int64),
         entry_places.astype(np.int64), entry_columns.astype(np.int64),
         patterns.astype(np.int64), images * bands * chunks,
-        ci * int(sizes[15]) * e_row + CHANNEL_BLOCK * -(-y1 * y2 // lanes) * lanes + lanes)
+        ci * int(sizes[15]) * e_row + tile + lanes)
 
 
 def _bands(rows0: np.ndarray, most_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -49,6 +49,7 @@ from .run import (
     build_parser,
     check_close,
     forced,
+    forced_row,
     main,
 )
 from .suite import (
@@ -65,7 +66,8 @@ from .suite import (
 __all__ = ["FAMILIES", "FLOOR_MIN_MS", "Layer", "MIN_COUNT", "PEERS", "REUSE_MIN_BYTES",
            "SETTLE_SECONDS", "SUITE", "THREADS", "algorithm_run", "alternating_rounds", "bench_layer", "build_parser",
            "check_close", "copy_bandwidth", "cpu_model", "family_of", "fit_to_caps", "floor_ms",
-           "fma_peak_flops", "forced", "installed_peers", "layer_plan_axes", "main", "make_inputs",
+           "fma_peak_flops", "forced", "forced_row",
+           "installed_peers", "layer_plan_axes", "main", "make_inputs",
            "markdown", "parse_model_name", "planning_columns", "plot",
            "random_layers", "suite_summary", "within_caps", "bfloat16_factor",
            "kernel_weights_shape", "numpy_dtype", "run_ours"]

@@ -86,6 +86,40 @@ def forced(algorithm: str, call):
     return run
 
 
+def forced_row(layer: Layer, algorithms, peers: list[str], repeat: int, fma, bandwidth,
+               prepared: bool = False) -> dict:
+    """One table row of a script that times algorithms against each other: the median
+    time of each of ``algorithms`` (forced; with ``prepared``, calls of a prepared layer
+    writing into one output array) and of each of ``peers`` (alternating rounds), the
+    layer's floor, the 1-minute load average around it, and each algorithm's largest
+    relative difference from the best peer's result."""
+    inputs = make_inputs(layer)
+    runners, results = {}, {}
+    for name in algorithms:
+        call, to_ncx = forced(name, lambda: run_ours(layer, inputs, reuse_output=prepared,
+                                                     prepared=prepared))()
+        runners[name] = forced(name, call)
+        results[name] = np.array(to_ncx(runners[name]()))
+    for peer in peers:
+        try:
+            run, to_ncx = PEERS[peer](layer, inputs)
+            results[peer] = np.asarray(to_ncx(run()))
+        except Exception as failure:  # a peer that cannot run this layer: no column
+            print(f"  {peer} skipped: {type(failure).__name__}", flush=True)
+            continue
+        runners[peer] = run
+    load = os.getloadavg()[0]
+    samples = alternating_rounds(runners, repeat, warmup=1)
+    times = {name: 1e3 * statistics.median(values) for name, values in samples.items()}
+    peer_times = {name: t for name, t in times.items() if name in peers}
+    best = min(peer_times, key=peer_times.get) if peer_times else None
+    errors = {name: check_close(name, layer, results[best], results[name])
+              for name in algorithms} if best else {}
+    return {"layer": layer.label, "times_ms": times, "best_peer": best,
+            "floor_ms": floor_ms(layer, fma, bandwidth), "load_before": load,
+            "load_after": os.getloadavg()[0], "max_relative_error": errors}
+
+
 def alternating_rounds(runners: dict, repeat: int, warmup: int = 0, budget: float = float("inf"),
                        pause: float | None = None) -> dict:
     """Seconds per call of each runner over ``repeat`` rounds that alternate between them:
