@@ -21,17 +21,16 @@ def kernel(source, weights, out, scratch, sizes, rows0, taps0, reads2, band_firs
     # line (y0, y1) is, per input channel, a vector of the input line (x0, x1) repeated
     # along it times a weight vector whose lanes hold the tap each output meets.  The
     # item first copies the input lines its band reads into its scratch (``band_rows``
-    # rows x0 from ``band_x0``: the band is as long as keeps them in half of L2), each
-    # input at every output it reaches (``reads2``; zero where none).
-    # The line vectors of a row y0 come in groups that share their weight vectors (one
-    # tap of the second axis, one pattern of lanes), and blocks of ENTRIES of them times
-    # 4 output channels are summed in registers over the input channels into a tile of
+    # rows x0 from ``band_x0``; bands are as long as keeps them within half of L2),
+    # each input at every output it reaches (``reads2``; zero where none).  The line
+    # vectors of a row y0 come in groups that share their weight vectors (one tap of
+    # the second axis, one pattern of lanes), and blocks of ENTRIES of them times 4
+    # output channels are summed in registers over the input channels into a tile of
     # the 4 channels' rows y0 (lines no tap reaches stay zero there), then copied out.
     # Each of the 4 planes is written once, row y0 after row y0 of the band, in whole
-    # cache lines:
-    # storing the blocks straight into the output, or a row y0 of every channel before
-    # the next row, took twice as long (each cache line written partly, or a few
-    # hundred streams at once, missing on its own).
+    # cache lines.  Storing the blocks straight into the output, or a row y0 of every
+    # channel before the next row, took twice as long (each cache line written partly,
+    # or a few hundred streams at once, missing on its own).
     ci, co, groups = sizes[0], sizes[1], sizes[2]
     x0n, x1n, x2n = sizes[3], sizes[4], sizes[5]
     y0n, y1n, y2n = sizes[6], sizes[7], sizes[8]
