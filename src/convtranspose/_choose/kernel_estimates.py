@@ -193,14 +193,14 @@ def disjoint_estimate(layer: Layer, target: Target) -> RawCost | None:
     """``disjoint``, in the units of ``direct-blocked``'s, or None for a channels-last
     layer or one whose taps overlap.
 
-    The kernel's plan (:func:`~convtranspose._kernels.disjoint.disjoint_plan`) gives its
-    register blocks: their vector multiply-adds (unused entries of a block and lanes
-    past a line's end included) at the FMA peak of the threads, twice as long where a
-    block's vectors over the input channels exceed half the L1 cache or a band's copies
-    of the input lines half the L2 cache (one output row reading that much), three
-    times where both; the data read and the result written at
-    the measured copy rate, and the inputs copied along the lines, band by band and
-    once per chunk of output channels, at :data:`_DISJOINT_COPY_NS` each."""
+    The kernel's plan (:func:`~convtranspose._kernels.disjoint_plan.disjoint_plan`)
+    gives its register blocks: their vector multiply-adds (unused entries of a block and
+    lanes past a line's end included) at the FMA peak of the threads, twice as long
+    where a block's vectors over the input channels exceed half the L1 cache or a band's
+    copies of the input lines half the L2 cache (one output row reading that much),
+    three times where both; the data read and the result written at the measured copy
+    rate, and the inputs copied along the lines, band by band and once per chunk of
+    output channels, at :data:`_DISJOINT_COPY_NS` each."""
     if layer.channels_last or not takes_disjoint(layer.axes):
         return None
     lanes = target.lanes("float32")
