@@ -10,6 +10,20 @@ from convtranspose._plan.problem import Problem
 from convtranspose._plan.rules import AxisPlan
 
 
+def call_shapes_spy(monkeypatch, layer_class) -> list:
+    """A list that gets the output shape of each call of ``layer_class`` (a kernel's
+    set-up layer, called as ``layer(data, out)``): which kernel computed a result."""
+    calls = []
+    made = layer_class.__call__
+
+    def call(self, data, out):
+        calls.append(out.shape)
+        return made(self, data, out)
+
+    monkeypatch.setattr(layer_class, "__call__", call)
+    return calls
+
+
 def run_forced(data_ncx, weights, axes, dtype, channels_last, algorithm, bias=None):
     """``algorithm`` on ``data_ncx`` in the requested layout, returned as NCX; checks that
     the operands are untouched and the result is a fresh C-contiguous array of ``dtype``."""

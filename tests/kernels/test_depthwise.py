@@ -19,7 +19,7 @@ import convtranspose as ct
 import oracle
 from convtranspose._frontends import specs
 from convtranspose._plan.rules import AxisPlan
-from kernel_support import run_forced
+from kernel_support import call_shapes_spy, run_forced
 from oracle import canonical_result
 
 numba_depthwise = pytest.importorskip("convtranspose._kernels._numba.depthwise")
@@ -43,15 +43,7 @@ def spy(monkeypatch):
 @pytest.fixture
 def lines_spy(monkeypatch):
     """A list that gets the output shape of each call the lines kernel computes."""
-    calls = []
-    made = numba_lines.LinesLayer.__call__
-
-    def call(self, data, out):
-        calls.append(out.shape)
-        return made(self, data, out)
-
-    monkeypatch.setattr(numba_lines.LinesLayer, "__call__", call)
-    return calls
+    return call_shapes_spy(monkeypatch, numba_lines.LinesLayer)
 
 
 def _case(rng, rank, channels, multiplier=1, batch=None):

@@ -14,7 +14,7 @@ from convtranspose._execute.transposed import transposed_convolution
 from convtranspose._kernels import missing, resolve
 from convtranspose._kernels.disjoint_plan import axis_sources, takes_layer
 from convtranspose._plan.rules import AxisPlan
-from kernel_support import run_forced
+from kernel_support import call_shapes_spy, run_forced
 from oracle import canonical_result
 
 numba_disjoint = pytest.importorskip("convtranspose._kernels._numba.disjoint")
@@ -23,15 +23,7 @@ numba_disjoint = pytest.importorskip("convtranspose._kernels._numba.disjoint")
 @pytest.fixture
 def spy(monkeypatch):
     """A list that gets the output shape of each call the disjoint kernel computes."""
-    calls = []
-    made = numba_disjoint.DisjointLayer.__call__
-
-    def call(self, data, out):
-        calls.append(out.shape)
-        return made(self, data, out)
-
-    monkeypatch.setattr(numba_disjoint.DisjointLayer, "__call__", call)
-    return calls
+    return call_shapes_spy(monkeypatch, numba_disjoint.DisjointLayer)
 
 
 def _disjoint_axis(rng, input_size=None) -> AxisPlan:

@@ -37,8 +37,7 @@ from .costs import Layer, RawCost
 from .figures import gemm_gflops, machine_figures, thread_macs_per_ns
 from .kernel_estimates import blocked_estimate, depthwise_estimate, disjoint_estimate
 
-__all__ = ["CALL_NS", "ESTIMATES", "Layer", "RawCost", "blocked_estimate",
-           "depthwise_estimate", "disjoint_estimate", "estimate_ns", "raw_estimates"]
+__all__ = ["CALL_NS", "ESTIMATES", "Layer", "RawCost", "estimate_ns", "raw_estimates"]
 
 #: What one call of any algorithm costs besides its modelled work (ns): about one
 #: call's Python and NumPy dispatch.  Held-out suites ranked best with 10 us against

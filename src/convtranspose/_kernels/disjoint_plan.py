@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._plan.geometry import three_axes
+from .._plan.geometry import axis_taps, disjoint_taps, three_axes
 from .._plan.rules import AxisPlan
 from .._runtime.machine import l2_cache_bytes
 
@@ -20,21 +20,22 @@ __all__ = ["CHANNEL_BLOCK", "DisjointPlan", "axis_sources", "block_entries", "di
 
 def takes_layer(axes: Sequence[AxisPlan]) -> bool:
     """Whether every tap of the layer reaches outputs of its own (at most three axes):
-    no dilated kernel longer than its stride."""
-    return len(axes) <= 3 and all((axis.kernel_size - 1) * axis.dilation < axis.stride
-                                  for axis in axes)
+    no dilated kernel longer than its stride (:func:`~.._plan.geometry.disjoint_taps`)."""
+    return len(axes) <= 3 and disjoint_taps(axes)
 
 
 def axis_sources(axis: AxisPlan) -> tuple[np.ndarray, np.ndarray]:
     """Per output of a disjoint ``axis`` (:func:`takes_layer`), the input it reads and
-    the tap it reads it with (int64; both -1 where no tap reaches it)."""
-    place = np.arange(axis.output_size, dtype=np.int64) + axis.offset
-    phase = place % axis.stride
-    tap = phase // axis.dilation
-    source = (place - phase) // axis.stride
-    reached = ((phase % axis.dilation == 0) & (tap < axis.kernel_size) & (source >= 0)
-               & (source < axis.input_size))
-    return np.where(reached, source, -1), np.where(reached, tap, -1)
+    the tap it reads it with (int64; both -1 where no tap reaches it): each tap's
+    inputs ``x`` in ``[low, high)`` reach outputs ``x * s + shift``
+    (:func:`~.._plan.geometry.axis_taps`), and no two taps the same output."""
+    sources = np.full(axis.output_size, -1, np.int64)
+    taps = np.full(axis.output_size, -1, np.int64)
+    for tap, shift, low, high in axis_taps(axis):
+        inputs = np.arange(low, high, dtype=np.int64)
+        sources[inputs * axis.stride + shift] = inputs
+        taps[inputs * axis.stride + shift] = tap
+    return sources, taps
 
 
 #: Items (samples x groups x bands of rows x chunks of output channels) per thread at

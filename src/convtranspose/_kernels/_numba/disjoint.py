@@ -73,8 +73,8 @@ class DisjointLayer:
     ``(N, G*Ci, X...)`` fills a C-contiguous ``out`` ``(N, G*Co, Y...)`` of ``dtype``.
     ``derived``: the filter's memo, where its weight vectors are kept."""
 
-    __slots__ = ("_dtype", "_kernel", "_tables", "_items", "_scratch", "_threads",
-                 "_addresses")
+    __slots__ = ("_dtype", "_kernel", "_vectors", "_tables", "_items", "_scratch",
+                 "_threads", "_addresses")
 
     def __init__(self, batch, weights, axes, dtype, target, derived: dict):
         lanes = target.lanes(dtype)
@@ -82,11 +82,11 @@ class DisjointLayer:
         plan = disjoint_plan(batch, weights.shape, axes, lanes, target.threads,
                              self._dtype.itemsize, l2_cache_bytes())
         key = ("vectors", lanes, tuple(a.kernel_size for a in axes), plan.patterns.tobytes())
-        vectors = derived.get(key)
-        if vectors is None:
-            derived[key] = vectors = packed_weights(weights, axes, plan, dtype)
+        self._vectors = derived.get(key)
+        if self._vectors is None:
+            derived[key] = self._vectors = packed_weights(weights, axes, plan, dtype)
         self._kernel = disjoint_kernel(lanes, block_entries(lanes, self._dtype.itemsize))
-        self._tables = (vectors,) + frozen_all(*plan.tables())
+        self._tables = frozen_all(*plan.tables())
         self._items = plan.items
         self._scratch = plan.scratch
         # The layers it takes are memory-bound: all threads (measured planning also times
@@ -103,7 +103,7 @@ class DisjointLayer:
         flat = result.reshape(-1)
         # Only the data and the result vary in type from call to call.
         key = (array_kind(source), array_kind(flat))
-        parallel_kernel(self._kernel, (source, *self._tables[:1], flat, *self._tables[1:]),
+        parallel_kernel(self._kernel, (source, self._vectors, flat, *self._tables),
                         self._items, self._threads, scratch=(3, self._scratch, self._dtype),
                         kept=(self._addresses, key))
         if result is not out:
