@@ -28,26 +28,17 @@ from .._runtime.caches import kept
 from .._runtime.machine import l1_data_cache_bytes
 from .common import element_offset, flat_span, input_glxc, move_axis, output_glyc, zero_output
 
-#: Filter rows (input channels) the product takes at a time.  Over all of a large
-#: filter's rows, every chunk of columns read 256 bytes from each of Ci pages (a TLB
-#: miss each: 7.4 ms for DCGAN 1024->512 on 4x4 pixels, 3.0 ms in blocks of 128 rows,
-#: back to back, Intel Xeon); fewer rows at a time are also fewer streams for the
-#: prefetchers when the filter comes from memory (after a pause: 32 rows 5.1 and 7.3
-#: ms on that layer's N1 NCX and N2 NXC forms, 128 rows 6.6 and 7.5, 8 rows 4.8 and
-#: 8.3; ``benchmarks/results/stream-xeon.json``).
-_ROW_BLOCK = 32
 #: Rows (input positions) per register block: with four vectors of columns, 24
 #: accumulators of the 32 AVX-512 registers (AVX2: 16 accumulators, two vectors).
 _BLOCK_POSITIONS = 6
-#: As a panel row is copied, the same columns of the row this many rows further on are
-#: asked for (``prefetch``): a large filter's rows lie pages apart, so the hardware's
-#: prefetchers, which follow runs within a page, do not fetch the next row's piece.
-#: Eight rows ahead (4 KiB of half-L1 panels in flight) took the DCGAN-up 1024->512
-#: layer's call from 7.4-9.2 to 6.8-9.4 ms (better in two rounds of three) and the
-#: 512->256 one from 3.0-3.8 to 2.8-3.4 on an AMD EPYC Zen 3; 32 rows ahead (the next
-#: row block) was slower than none (``benchmarks/results/stream-zen3.json``,
-#: panel_copy; not measured on other CPUs).
-_PREFETCH_ROWS = 8
+#: How far along each filter row, in chunks of columns, a panel row's copy asks for
+#: the row's lines (``prefetch``).  A large filter's rows lie pages apart and are read a
+#: chunk (256 bytes) at a time each; the hardware's prefetchers alone, or asking one
+#: chunk ahead, left the DCGAN-up 1024->512 layer's product at 5-6 GB/s of filter on
+#: an AMD EPYC Zen 4, where the copy stalled the multiply-adds; four chunks ahead
+#: took the layer's prepared call from 4.4 to 2.6-2.9 ms there (eight: 3.2;
+#: ``benchmarks/results/stream-zen4.json``).
+_PREFETCH_CHUNKS = 4
 
 
 @kept("compiled kernels", maxsize=None)
@@ -60,11 +51,21 @@ def _pieces_kernel(lanes: int, vectors: int, positions: int, tail_positions: int
     block = compile_source(block_source(lanes, vectors, positions, accumulate=True), "block")
     tail = (compile_source(block_source(lanes, vectors, tail_positions, accumulate=True),
                            "block") if tail_positions else block)
+    chunk = lanes * vectors
     return compile_template("stream", dict(
-        np=np, block=block, tail=tail, chunk=lanes * vectors, lanes=lanes,
-        positions=positions, tail_positions=tail_positions, row_block=_ROW_BLOCK,
-        vector_load=vector_load, vector_store=vector_store, prefetch=prefetch,
-        prefetch_rows=_PREFETCH_ROWS, line=64 // itemsize))["pieces"]
+        np=np, block=block, tail=tail, chunk=chunk, lanes=lanes,
+        positions=positions, tail_positions=tail_positions,
+        row_block=_panel_rows(chunk * itemsize), vector_load=vector_load,
+        vector_store=vector_store, prefetch=prefetch, prefetch_chunks=_PREFETCH_CHUNKS,
+        line=64 // itemsize))["pieces"]
+
+
+def _panel_rows(chunk_bytes: int) -> int:
+    """Filter rows the product takes at a time: as many as a panel one chunk wide
+    holds in half of L1 (the other half for the prefetched lines and the inputs).  The
+    more rows, the fewer passes over the sums (64 rows and 32 took the same time on
+    the DCGAN-up 1024->512 layer on an AMD EPYC Zen 4: ``stream-zen4.json``)."""
+    return max(8, l1_data_cache_bytes() // 2 // chunk_bytes)
 
 
 def _filter_matrices(weights: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, list, bool]:
@@ -181,9 +182,5 @@ def _products(rows: np.ndarray, stored: np.ndarray, sums: np.ndarray, jobs,
     # per tap, and transposing the rows for each took a fifth of a vocoder-up 512->256
     # k16 s8 call: ``benchmarks/results/stream-xeon.json``, inputs_once).
     inputs = np.ascontiguousarray(rows.transpose(0, 2, 1)).reshape(-1)
-    # The panel of filter rows (the template's comment) fills half of L1.
-    panel_width = max(1, l1_data_cache_bytes() // 2 // (_ROW_BLOCK * matrix.itemsize)
-                      // chunk) * chunk
     parallel_kernel(pieces, (inputs, flat_span(stored), flat_span(sums),
-                             np.array(table, np.int64), positions, panel_width), len(table),
-                    target.threads)
+                             np.array(table, np.int64), positions), len(table), target.threads)
