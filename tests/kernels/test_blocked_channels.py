@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from convtranspose._execute.transposed import transposed_convolution
 from convtranspose._kernels.blocked_channels import blocked_channel_block
 from convtranspose._plan.rules import AxisPlan
 from convtranspose._runtime.machine import l1_data_cache_bytes
@@ -119,3 +120,44 @@ def test_channel_blocks_and_passes_keep_their_floors():
     axes3 = three_axes(tuple(AxisPlan(8, 7, 1, 1, 3, 8) for _ in range(2)))
     assert blocked_channel_passes(256, 48, axes3, 4, 16, 2 << 20) == 2
     assert blocked_channel_passes(16, 48, axes3, 4, 16, 2 << 20) == 1
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("co, stacked", [(128, True), (120, False)],
+                         ids=["equal-passes", "narrower-last-pass"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncx", "nxc"])
+def test_passes_shared_out_whole_sum_to_the_oracle(co, stacked, channels_last, threads,
+                                                   use_target, monkeypatch):
+    # Passes of two vectors each (no L2 share fits a vector's weights): 128 channels
+    # make passes of one width, run as one kernel over all of them, each thread taking
+    # whole passes; 120 make a narrower last pass, each pass run on its own.  float32
+    # and float16 results rounded with a bias from the same sums.
+    from convtranspose._kernels import blocked_channels
+    from convtranspose._kernels._numba import blocked
+
+    use_target(threads=threads)
+    monkeypatch.setattr(blocked_channels, "BLOCKED_LINE_WEIGHTS_L2_SHARE", 1e-9)
+    calls = []
+
+    def counted(kernel, arity):
+        calls.append(arity)
+        return passes_kernel(kernel, arity)
+
+    passes_kernel = blocked.passes_kernel
+    monkeypatch.setattr(blocked, "passes_kernel", counted)
+    axes = (AxisPlan(7, 4, 2, 1, 1, 14), AxisPlan(5, 3, 1, 1, 1, 5))
+    rng = np.random.default_rng(co + threads)
+    data = rng.integers(-3, 4, (4, 48, 7, 5)).astype(np.float32)  # enough for threads
+    weights = rng.integers(-3, 4, (1, 48, co, 4, 3)).astype(np.float32)
+    bias = rng.integers(-3, 4, co).astype(np.float32)
+    expected = canonical_result(data, weights, axes)
+    result = run_forced(data, weights, axes, np.float32, channels_last, "direct-blocked")
+    np.testing.assert_array_equal(result, expected)
+    source = np.ascontiguousarray(np.moveaxis(data, 1, -1)) if channels_last else data
+    rounded = transposed_convolution(source, weights, axes, dtype=np.dtype(np.float32),
+                                     channels_last=channels_last, bias=bias,
+                                     algorithm="direct-blocked", result_dtype=np.float16)
+    rounded = np.moveaxis(rounded, -1, 1) if channels_last else rounded
+    np.testing.assert_array_equal(
+        rounded, (expected + bias.reshape(-1, 1, 1)).astype(np.float16))
+    assert bool(calls) == stacked

@@ -228,8 +228,8 @@ def test_more_threads_than_numbas_run_on_the_pool(launches):
 # sixteenth of that in columns.  (data shape, weights shape, axes)
 _LAYERS = {
     "direct-blocked": ((2, 32, 24, 24), (1, 32, 32, 3, 3), AxisPlan(24, 3, 2, 1, 1, 47)),
-    # weights per output line beyond any L2: passes over the output channels, whole
-    # passes per thread on the pool, each pass's lines shared on numba's threads
+    # weights per output line beyond any L2: passes over the output channels of one
+    # width, whole passes per thread in one kernel over all of them
     "direct-blocked passes": ((2, 512, 6, 6), (1, 512, 256, 4, 4),
                               AxisPlan(6, 4, 2, 1, 1, 12)),
     # the row kernel: a zeroed window of input rows per thread

@@ -43,7 +43,7 @@ from .channels_last import gather_row_taps
 from .direct import direct_threads
 from .kernel_cache import cached_njit
 from .launch import native_threads, parallel_kernel
-from .lines import fused_lines_kernel
+from .lines import fused_lines_kernel, passes_kernel
 from .modes import store_mode
 from .transpose import channels_last_copy, tile_transposer
 
@@ -254,21 +254,51 @@ def pass_weights(weights, derived, dtype, kernel3, channels: tuple[int, int], wi
     boundary: a block's vector loads then never straddle two cache lines (NumPy aligns
     to 16 bytes).  Kept in ``derived`` (a tenth of a large layer's time:
     direct-blocked-zen4.json)."""
-    groups, ci, co = weights.shape[:3]
+    co = weights.shape[2]
     c0, c1 = channels
     key = ("blocked", np.dtype(dtype).str, width, chunk_width) + (
         (c0, c1) if (c0, c1) != (0, co) else ())
     w = derived.get(key)
     if w is None:
-        rows = np.zeros((groups,) + kernel3 + (ci, width), dtype)
-        part = weights.reshape((groups, ci, co) + kernel3)[:, :, c0:c1]
-        rows[..., :c1 - c0] = np.moveaxis(part, (1, 2), (-2, -1))
-        packed = np.moveaxis(rows.reshape(rows.shape[:-1] + (width // chunk_width,
-                                                             chunk_width)), -2, 0)
+        packed = _packed_pass(weights, dtype, kernel3, channels, width, chunk_width)
         w = aligned(packed.shape, dtype)
         w[...] = packed
         w = derived[key] = frozen_all(w)[0]
     return w
+
+
+def _packed_pass(weights, dtype, kernel3, channels: tuple[int, int], width: int,
+                 chunk_width: int) -> np.ndarray:
+    """Output channels ``channels`` of the weights packed as :func:`pass_weights`
+    keeps them (a NumPy array of any alignment)."""
+    groups, ci, co = weights.shape[:3]
+    c0, c1 = channels
+    rows = np.zeros((groups,) + kernel3 + (ci, width), dtype)
+    part = weights.reshape((groups, ci, co) + kernel3)[:, :, c0:c1]
+    rows[..., :c1 - c0] = np.moveaxis(part, (1, 2), (-2, -1))
+    return np.moveaxis(rows.reshape(rows.shape[:-1] + (width // chunk_width, chunk_width)),
+                       -2, 0)
+
+
+def stacked_pass_weights(weights, derived, dtype, kernel3, passes, itemsize: int,
+                         vector_bytes: int, last_axis) -> np.ndarray:
+    """Every pass of ``passes`` (of one width) packed as :func:`pass_weights` packs one,
+    as the rows of one array: ``(len(passes), size)``, each row starting at a 64-byte
+    boundary (rows padded with zeros to whole cache lines).  Kept in ``derived``."""
+    lanes, vectors, chunk, _ = blocked_shape(itemsize, passes[0][1] - passes[0][0],
+                                             last_axis, vector_bytes)
+    width, chunk_width = lanes * vectors, lanes * chunk
+    key = ("blocked stack", np.dtype(dtype).str, width, chunk_width, tuple(passes))
+    stack = derived.get(key)
+    if stack is None:
+        packed = [_packed_pass(weights, dtype, kernel3, channels, width, chunk_width)
+                  for channels in passes]
+        line = 64 // np.dtype(dtype).itemsize
+        stack = aligned((len(passes), -(-packed[0].size // line) * line), dtype, np.zeros)
+        for row, part in zip(stack, packed):
+            row[:part.size] = part.reshape(-1)
+        stack = derived[key] = frozen_all(stack)[0]
+    return stack
 
 
 def span_weights(weights: np.ndarray) -> np.ndarray:
@@ -310,7 +340,7 @@ class BlockedLayer:
 
     __slots__ = ("_dtype", "_mode", "_target", "_copy_plane_bytes", "_copy_steps",
                  "_in_steps", "_passes", "_run_args", "_threads", "_count", "_pieces",
-                 "_by_passes", "_lines")
+                 "_by_passes", "_lines", "_stack")
 
     def __init__(self, batch, weights, axes, dtype, channels_last, mode, derived, target,
                  product="vector_fma"):
@@ -346,12 +376,25 @@ class BlockedLayer:
         tap_count = self._run_args[4]
         self._passes = []
         passes = [(0, co)] if span else channel_passes(weights.shape, axes3, itemsize, target)
-        for c0, c1 in passes:
+        kernel3 = tuple(a.kernel_size for a in axes3)
+        # Passes of one width, at least one per thread, run as one kernel over all of
+        # them, each thread taking whole passes (every line of their output channels):
+        # each pass's weights read by one thread for all its lines, in one fork-join on
+        # numba's threads.  Sharing each pass's lines between two threads instead took
+        # an N1 256->256 14x14 k7 s1 layer 10.2-10.5 ms where one thread took 12.1-13.6
+        # and whole passes per thread 6.1-8.0 (AMD EPYC Zen 4; ``benchmarks/results/
+        # blocked-pieces-zen4.json``).
+        uniform = len({c1 - c0 for c0, c1 in passes}) == 1
+        self._stack = (stacked_pass_weights(weights, derived, dtype, kernel3, passes, itemsize,
+                                            target.vector_bytes, axes3[2])
+                       if uniform and len(passes) >= threads > 1 and not span else None)
+        for index, (c0, c1) in enumerate(passes):
             # A pass writes channels [c0, c1) of group 0: its views start at channel c0.
             lanes, vectors, chunk, pixels = blocked_shape(itemsize, c1 - c0, axes3[2],
                                                           target.vector_bytes)
-            w = pass_weights(weights, derived, dtype, tuple(a.kernel_size for a in axes3),
-                              (c0, c1), lanes * vectors, lanes * chunk).reshape(-1)
+            w = (self._stack[index] if self._stack is not None else pass_weights(
+                weights, derived, dtype, kernel3, (c0, c1), lanes * vectors, lanes * chunk)
+                 ).reshape(-1)
             sizes = np.array((batch, groups, ci, c1 - c0) + inputs
                              + tuple(a.output_size for a in axes3)
                              + tuple(a.kernel_size for a in axes3[1:])
@@ -369,8 +412,9 @@ class BlockedLayer:
         # Xeon every layer measured of 3-16 passes ran faster: 1.4-1.6x a single-plane
         # stride-1 k7 layer, 1.15-1.35x three uneven passes on two threads, 1.05-1.1x
         # sixteen planes (``benchmarks/results/blocked-pieces-xeon.json``,
-        # passes_between_threads).  That split runs on the library's pool, so it is
-        # taken only where numba's native threads cannot run the passes (see __call__).
+        # passes_between_threads).  Passes of one width do so in one kernel (the stack
+        # above); passes of several widths on the library's pool, where numba's native
+        # threads cannot run them (see __call__).
         self._by_passes = len(self._passes) >= threads > 1
         # Whole channels-last lines of one group in one pass, shared between threads:
         # each piece of work writes its lines' every sum, so a caller may take them as
@@ -445,13 +489,21 @@ class BlockedLayer:
             kernel, arguments = pass_arguments(index)
             kernel(*arguments, start, stop)
 
-        # Whole passes per thread on the pool only where numba's threads cannot share
-        # each pass's lines: right after a native loop (the int8 kernels' words pass,
-        # another layer), numba's workers spin on the other CPUs, and the pool's
-        # helpers waited for them: the int8 DCGAN N4 256->128 layer took 5.3-13.8 ms
-        # on two threads, 10.2 on one, and 5.3-5.5 with the passes on numba's threads
-        # (AMD Zen 2; ``benchmarks/results/passes-on-threads-zen2.json``).
-        if self._by_passes and not native_threads(self._threads):
+        if self._stack is not None:
+            kernel, arguments = pass_arguments(0)
+            stack, width = self._stack, self._passes[0][2] - self._passes[0][1]
+            arguments = (arguments[0], stack.reshape(-1), flat_out, bits, bias) + arguments[5:]
+            steps = (stack[0].size, width * self._run_args[0][4], width, count)
+            parallel_kernel(passes_kernel(kernel, len(arguments)), arguments + steps,
+                            count * len(self._passes), self._threads, len(self._passes))
+        elif self._by_passes and not native_threads(self._threads):
+            # Passes of several widths go whole to the threads on the pool only where
+            # numba's threads cannot share each pass's lines: right after a native loop
+            # (the int8 kernels' words pass, another layer), numba's workers spin on the
+            # other CPUs, and the pool's helpers waited for them: the int8 DCGAN N4
+            # 256->128 layer took 5.3-13.8 ms on two threads, 10.2 on one, and 5.3-5.5
+            # with the passes on numba's threads (AMD Zen 2;
+            # ``benchmarks/results/passes-on-threads-zen2.json``).
             parallel_parts(lambda index: run_pass(index, 0, count), len(self._passes),
                            self._threads)
         elif after is not None:

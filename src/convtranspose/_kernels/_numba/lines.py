@@ -19,7 +19,7 @@ import numpy as np
 from ..._runtime.caches import kept
 from .kernel_cache import cached_njit
 
-__all__ = ["fused_lines_kernel", "line_starts", "span_kernel"]
+__all__ = ["fused_lines_kernel", "line_starts", "passes_kernel", "span_kernel"]
 
 
 @cached_njit(nogil=True)
@@ -72,3 +72,27 @@ def fused_lines_kernel(kernel, arity: int, rows, rows_arity: int):
               f" stop), pixels)\n")
     return compile_source(source, "fused_lines", names={
         "kernel": kernel, "rows": rows, "line_starts": line_starts})
+
+
+@kept("compiled kernels", maxsize=None)
+def passes_kernel(kernel, arity: int):
+    """``passes(*arguments, w_step, out_step, bias_step, lines, first, stop)``: a
+    ``direct-blocked`` pass kernel (``arity`` arguments before the bounds: data,
+    weights, output, rounded output, bias, then the rest) over units ``[first, stop)``
+    of several passes of equal width one after another, ``lines`` units each: pass
+    ``p``'s weights, outputs and bias start ``p`` times ``w_step``, ``out_step`` and
+    ``bias_step`` elements further on.  Pieces of whole passes then run on numba's
+    threads, each pass's weights read by one thread for all its lines."""
+    from .codegen import compile_source
+
+    rest = _parameters("a", arity)[len("a0, a1, a2, a3, a4, "):]
+    source = (f"def passes(a0, a1, a2, a3, a4, {rest}, w_step, out_step, bias_step, lines,"
+              f" first, stop):\n"
+              f"    p = first // lines\n"
+              f"    while p * lines < stop:\n"
+              f"        low = max(first, p * lines) - p * lines\n"
+              f"        high = min(stop, (p + 1) * lines) - p * lines\n"
+              f"        kernel(a0, a1[p * w_step:], a2[p * out_step:], a3[p * out_step:],"
+              f" a4[p * bias_step:], {rest}, low, high)\n"
+              f"        p += 1\n")
+    return compile_source(source, "passes", names={"kernel": kernel})
