@@ -35,9 +35,9 @@ _BLOCK_POSITIONS = 6
 #: the row's lines (``prefetch``).  A large filter's rows lie pages apart and are read a
 #: chunk (256 bytes) at a time each; the hardware's prefetchers alone, or asking one
 #: chunk ahead, left the DCGAN-up 1024->512 layer's product at 5-6 GB/s of filter on
-#: an AMD EPYC Zen 4, where the copy stalled the multiply-adds; four chunks ahead
-#: took the layer's prepared call from 4.4 to 2.6-2.9 ms there (eight: 3.2;
-#: ``benchmarks/results/stream-zen4.json``).
+#: an AMD EPYC Zen 4, where the copy stalled the multiply-adds; two, four or eight
+#: chunks ahead took the layer's prepared call from 4.1 to 2.9-3.0 ms there
+#: (``benchmarks/results/stream-zen4.json``).
 _PREFETCH_CHUNKS = 4
 
 
@@ -62,9 +62,12 @@ def _pieces_kernel(lanes: int, vectors: int, positions: int, tail_positions: int
 
 def _panel_rows(chunk_bytes: int) -> int:
     """Filter rows the product takes at a time: as many as a panel one chunk wide
-    holds in half of L1 (the other half for the prefetched lines and the inputs).  The
-    more rows, the fewer passes over the sums (64 rows and 32 took the same time on
-    the DCGAN-up 1024->512 layer on an AMD EPYC Zen 4: ``stream-zen4.json``)."""
+    holds in half of L1 (the other half for the prefetched lines and the inputs).  In
+    blocks, because chunk by chunk over all of a large filter's rows each chunk read
+    256 bytes from each of Ci pages, a TLB miss each (``stream-xeon.json``); the more
+    rows a block, the fewer passes over the sums (64 rows and 32 took the same time,
+    128 1.15x, on the DCGAN-up 1024->512 layer on an AMD EPYC Zen 4:
+    ``stream-zen4.json``)."""
     return max(8, l1_data_cache_bytes() // 2 // chunk_bytes)
 
 
