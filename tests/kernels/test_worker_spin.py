@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -82,6 +83,28 @@ def test_a_gone_worker_or_loops_back_to_back_tell_nothing_and_later_loops_retry(
     assert not fresh._state["watching"] and fresh.spin_seconds() is None
     fresh.watch_after_loop([], lambda: 0.001, lambda worker: "S")
     assert not fresh._state["watching"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_linux_states_of_a_sleeping_and_a_gone_thread(fresh, monkeypatch):
+    # The default reader, from /proc: a thread blocked on an event is asleep, so the
+    # watch ends with the time since the loop; once the thread has exited, its state
+    # is gone and a later watch learns nothing.
+    release = threading.Event()
+    sleeper = threading.Thread(target=release.wait)
+    sleeper.start()
+    try:
+        fresh.watch_after_loop([sleeper.native_id], lambda: 0.003)
+        _finished(fresh)
+        assert fresh.spin_seconds() == 0.003
+    finally:
+        release.set()
+        sleeper.join()
+    monkeypatch.setattr(fresh, "_state",
+                        {"seconds": None, "watching": False, "tries": 0, "next": 0.0})
+    fresh.watch_after_loop([sleeper.native_id], lambda: 0.003)
+    _finished(fresh)
+    assert fresh.spin_seconds() is None and fresh._state["tries"] == 1
 
 
 _AFTER_A_LOOP = """

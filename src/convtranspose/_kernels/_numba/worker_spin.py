@@ -68,7 +68,7 @@ def watch_after_loop(workers: Iterable[int], since_loop: Callable[[], float],
         return
     _state["watching"], _state["tries"] = True, _state["tries"] + 1
     threading.Thread(target=_watch, args=(tuple(workers), since_loop,
-                                          read_state or _linux_state),
+                                          read_state or _ProcStates()),
                      name="worker-spin-watch", daemon=True).start()
 
 
@@ -89,16 +89,34 @@ def _watch(workers: tuple[int, ...], since_loop: Callable[[], float],
                 return
             time.sleep(POLL_SECONDS)
     finally:
+        getattr(read_state, "close", lambda: None)()
         _state["watching"] = False
         _state["next"] = time.perf_counter() + RETRY_SECONDS
 
 
-def _linux_state(thread_id: int) -> str | None:
-    """The state letter of this process's thread ``thread_id`` (``/proc``), or None."""
-    try:
-        with open(f"/proc/self/task/{thread_id}/stat", "rb") as handle:
-            text = handle.read()
-    except OSError:
-        return None
-    end = text.rfind(b")")  # the name, in parentheses, may hold anything
-    return text[end + 2:end + 3].decode("ascii", "replace") if end >= 0 else None
+class _ProcStates:
+    """The state letter of this process's thread ``thread_id`` (Linux's ``/proc``), or
+    None where it is gone.  Each thread's ``stat`` file is opened once per watch and
+    read again in place: the watch polls while the workers may be busy with the next
+    loop, and an open, read and close took 16 us of a CPU where a read of the open
+    file takes 4 (AMD EPYC Zen 4; ``benchmarks/results/worker-spin-zen4.json``)."""
+
+    def __init__(self) -> None:
+        self._files: dict[int, int] = {}
+
+    def __call__(self, thread_id: int) -> str | None:
+        try:
+            file = self._files.get(thread_id)
+            if file is None:
+                file = self._files[thread_id] = os.open(f"/proc/self/task/{thread_id}/stat",
+                                                         os.O_RDONLY)
+            text = os.pread(file, 1024, 0)
+        except OSError:
+            return None
+        end = text.rfind(b")")  # the name, in parentheses, may hold anything
+        return text[end + 2:end + 3].decode("ascii", "replace") if end >= 0 else None
+
+    def close(self) -> None:
+        for file in self._files.values():
+            os.close(file)
+        self._files.clear()
