@@ -137,13 +137,12 @@ def test_passes_shared_out_whole_sum_to_the_oracle(co, stacked, channels_last, t
 
     use_target(threads=threads)
     monkeypatch.setattr(blocked_channels, "BLOCKED_LINE_WEIGHTS_L2_SHARE", 1e-9)
-    calls = []
+    calls, passes_kernel = [], blocked.passes_kernel
 
     def counted(kernel, arity):
         calls.append(arity)
         return passes_kernel(kernel, arity)
 
-    passes_kernel = blocked.passes_kernel
     monkeypatch.setattr(blocked, "passes_kernel", counted)
     axes = (AxisPlan(7, 4, 2, 1, 1, 14), AxisPlan(5, 3, 1, 1, 1, 5))
     rng = np.random.default_rng(co + threads)

@@ -280,14 +280,11 @@ def _packed_pass(weights, dtype, kernel3, channels: tuple[int, int], width: int,
                        -2, 0)
 
 
-def stacked_pass_weights(weights, derived, dtype, kernel3, passes, itemsize: int,
-                         vector_bytes: int, last_axis) -> np.ndarray:
+def stacked_pass_weights(weights, derived, dtype, kernel3, passes, width: int,
+                         chunk_width: int) -> np.ndarray:
     """Every pass of ``passes`` (of one width) packed as :func:`pass_weights` packs one,
     as the rows of one array: ``(len(passes), size)``, each row starting at a 64-byte
     boundary (rows padded with zeros to whole cache lines).  Kept in ``derived``."""
-    lanes, vectors, chunk, _ = blocked_shape(itemsize, passes[0][1] - passes[0][0],
-                                             last_axis, vector_bytes)
-    width, chunk_width = lanes * vectors, lanes * chunk
     key = ("blocked stack", np.dtype(dtype).str, width, chunk_width, tuple(passes))
     stack = derived.get(key)
     if stack is None:
@@ -299,6 +296,23 @@ def stacked_pass_weights(weights, derived, dtype, kernel3, passes, itemsize: int
             row[:part.size] = part.reshape(-1)
         stack = derived[key] = frozen_all(stack)[0]
     return stack
+
+
+def _pass_stack(weights, derived, dtype, axes3, passes, threads: int, vector_bytes: int):
+    """The stacked weights (:func:`stacked_pass_weights`) of passes of one width, at
+    least one per thread, or None.  Such passes run as one kernel over all of them,
+    each thread taking whole passes (every line of their output channels): each pass's
+    weights read by one thread for all its lines, in one fork-join on numba's threads.
+    Sharing each pass's lines between two threads instead took an N1 256->256 14x14
+    k7 s1 layer 10.2-10.5 ms where one thread took 12.1-13.6 and whole passes per
+    thread 6.1-8.0 (AMD EPYC Zen 4; ``benchmarks/results/blocked-pieces-zen4.json``)."""
+    if len({c1 - c0 for c0, c1 in passes}) != 1 or not len(passes) >= threads > 1:
+        return None
+    lanes, vectors, chunk, _ = blocked_shape(np.dtype(dtype).itemsize,
+                                             passes[0][1] - passes[0][0], axes3[2],
+                                             vector_bytes)
+    return stacked_pass_weights(weights, derived, dtype, tuple(a.kernel_size for a in axes3),
+                                passes, lanes * vectors, lanes * chunk)
 
 
 def span_weights(weights: np.ndarray) -> np.ndarray:
@@ -377,17 +391,8 @@ class BlockedLayer:
         self._passes = []
         passes = [(0, co)] if span else channel_passes(weights.shape, axes3, itemsize, target)
         kernel3 = tuple(a.kernel_size for a in axes3)
-        # Passes of one width, at least one per thread, run as one kernel over all of
-        # them, each thread taking whole passes (every line of their output channels):
-        # each pass's weights read by one thread for all its lines, in one fork-join on
-        # numba's threads.  Sharing each pass's lines between two threads instead took
-        # an N1 256->256 14x14 k7 s1 layer 10.2-10.5 ms where one thread took 12.1-13.6
-        # and whole passes per thread 6.1-8.0 (AMD EPYC Zen 4; ``benchmarks/results/
-        # blocked-pieces-zen4.json``).
-        uniform = len({c1 - c0 for c0, c1 in passes}) == 1
-        self._stack = (stacked_pass_weights(weights, derived, dtype, kernel3, passes, itemsize,
-                                            target.vector_bytes, axes3[2])
-                       if uniform and len(passes) >= threads > 1 and not span else None)
+        self._stack = (None if span else _pass_stack(weights, derived, dtype, axes3, passes,
+                                                     threads, target.vector_bytes))
         for index, (c0, c1) in enumerate(passes):
             # A pass writes channels [c0, c1) of group 0: its views start at channel c0.
             lanes, vectors, chunk, pixels = blocked_shape(itemsize, c1 - c0, axes3[2],
