@@ -127,11 +127,10 @@ def test_direct_blocked_is_not_offered_for_half_a_vector_of_output_channels():
     lanes = host_target().lanes(np.float32)
     target = host_target().replace(numba=True)
     axes = (AxisPlan(28, 4, 2, 1, 1, 56),) * 2
-    # Channels last it is offered for any number of output channels beyond half a
-    # vector; channels first, beyond 64, with AVX-512 only.
-    wide = lanes == 16
-    for co, offered in ((lanes // 2, False), (lanes // 2 + 1, True), (64, True), (65, wide),
-                        (256, wide)):
+    # It is offered for any number of output channels beyond half a vector, in either
+    # layout, on every vector width.
+    for co, offered in ((lanes // 2, False), (lanes // 2 + 1, True), (64, True), (65, True),
+                        (256, True)):
         costs = _raw_estimates(2, axes, (1, 32, co, 4, 4), True)
         assert ("direct-blocked" in costs) is (co > lanes // 2), (co, lanes)
         assert "direct" in costs

@@ -27,37 +27,27 @@ from .._runtime.target import Target
 from .costs import Layer, RawCost
 from .figures import machine_figures, thread_macs_per_ns
 
-__all__ = ["BLOCKED_MAX_CHANNELS", "blocked_estimate", "blocked_offered",
-           "depthwise_estimate", "disjoint_estimate"]
+__all__ = ["blocked_estimate", "blocked_offered", "depthwise_estimate", "disjoint_estimate"]
 
 
-#: ``direct-blocked`` keeps a block of outputs' channels in registers: for at most this
-#: many output channels per group, but for wider layers on AVX-512 (see
-#: :func:`blocked_offered`; ``benchmarks/results/direct-blocked-zen4.json``).
-BLOCKED_MAX_CHANNELS = 64
-
-
-def blocked_offered(ci: int, co: int, target: Target, channels_last: bool = False) -> bool:
+def blocked_offered(ci: int, co: int, target: Target) -> bool:
     """Whether the cost model offers ``direct-blocked`` for these channels per group.
 
     Not for at most half a vector of output channels: the block holds output channels
     in its lanes, so most of each multiply-add would be padding, while the plane kernel
     of ``direct`` vectorises along space.  Nor for at most four products per group
-    (``ci * co``), which ``direct``'s per-position kernel takes.  Not for more than
-    :data:`BLOCKED_MAX_CHANNELS` output channels of channels-first layers on 32-byte
-    vectors; with 64-byte ones, or channels last, for any number of them
-    (``benchmarks/results/direct-blocked-zen4.json``, ``calibration-zen4.json``; on an
-    AMD EPYC Zen 3, channels-last layers of 128 output channels ran 1.3-1.6x faster
-    on it than on what was offered, a channels-first one slower:
-    ``direct-blocked-zen3.json``, ``wide_on_avx2``).  Channels first too, where
-    ``direct``'s row kernel competes: it was faster on AMD Zen 4, and slower on an Intel Xeon (DCGAN 256->128
-    16x16: 24 ms against 31; 512->256 8x8: 33 ms against 48,
-    ``benchmarks/results/blocked-channels-first-xeon.json``), so measured planning
-    decides between them.
+    (``ci * co``), which ``direct``'s per-position kernel takes.  Beyond that, for
+    any number of output channels, in either layout and on every vector width: where
+    ``direct``'s row kernel or the BLAS forms compete, measured planning decides.  It
+    was once withheld from channels-first layers of more than 64 output channels on
+    32-byte vectors, where it then ran slower; with its passes over output channels
+    it is the fastest of them on some (prepared calls on an AMD EPYC Zen 3, AVX2:
+    DCGAN-up N1 1024->512 4x4 3.2 ms against 4.7-5.1, DCGAN N16 256->128 16x16 30.5
+    against 32.2-36.5) and slower on others (U-Net N1 512->256 32x32 k2 s2 11.3 against
+    ``col2im-ncx``'s 6.8; ``benchmarks/results/direct-blocked-zen3.json``,
+    ``wide_channels_first``).
     """
-    wide = target.vector_bytes == 64 or channels_last
-    return (2 * co > target.lanes("float32") and (co <= BLOCKED_MAX_CHANNELS or wide)
-            and ci * co > 4)
+    return 2 * co > target.lanes("float32") and ci * co > 4
 
 
 #: ``direct-blocked`` on channels-first data pays about one strided pass over the input
@@ -119,7 +109,7 @@ def blocked_estimate(layer: Layer, target: Target) -> RawCost | None:
     axes, parts, co = layer.axes, layer.groups, layer.co
     target = target.replace(vector_bytes=blocked_vector_bytes(parts, co, 4, axes[-1],
                                                               target.vector_bytes))
-    if not blocked_offered(layer.ci, co, target, layer.channels_last):
+    if not blocked_offered(layer.ci, co, target):
         return None
     if blocked_group_span(parts, co, 4, axes[-1], target.vector_bytes):
         parts, co = 1, parts * co
