@@ -53,6 +53,16 @@ from .transpose import channels_last_copy, tile_transposer
 #: the prefetchers; planes of a few KB are read faster in place than copied
 #: (``benchmarks/results/direct-blocked-zen3.json``).
 _FAR_CHANNELS_BYTES = 1 << 14
+#: So does data of smaller planes where each phase sums at least this many taps and a
+#: group at least :data:`_COPIED_LEAST_CHANNELS` input channels: each block then reads
+#: a long run of (tap, channel) pairs, one input line per pair in place, one per 16
+#: channels copied.  On an AMD EPYC Zen 3, stride-1 k5 and k7 layers of 64-256
+#: channels took 0.69-1.0x the time copied, on one thread and on two (N4 128->128 14x14
+#: k7: 15.4 -> 10.7 ms), while layers of fewer taps or channels came out either way,
+#: by layer and thread count (``benchmarks/results/direct-blocked-zen3.json``,
+#: ``copies_for_many_taps``).
+_COPIED_LEAST_PHASE_TAPS = 25
+_COPIED_LEAST_CHANNELS = 64
 
 @cached_njit(nogil=True)
 def _rounded_line(bits, tile, bias, mode, line, out_3, out_c, co, width, tile_at, y_first,
@@ -201,6 +211,11 @@ def _line_order(axis1: AxisPlan, axis2: AxisPlan) -> np.ndarray:
     return frozen_all(np.concatenate(order).astype(np.int64))[0]
 
 
+def _phase_taps_most(tap_count: np.ndarray) -> int:
+    """The most taps any phase sums (the product of each axis's most)."""
+    return math.prod(max(1, int(row.max(initial=0))) for row in tap_count)
+
+
 def _channel_block(ci: int, tap_count: np.ndarray, chunk_width: int, itemsize: int,
                    into_output: bool) -> int:
     """Input channels summed at a time (:func:`blocked_channel_block`, for the most taps
@@ -210,8 +225,8 @@ def _channel_block(ci: int, tap_count: np.ndarray, chunk_width: int, itemsize: i
     (``benchmarks/results/blocked-channel-blocks-xeon.json``)."""
     if into_output:
         return ci
-    taps = math.prod(max(1, int(row.max(initial=0))) for row in tap_count)
-    return blocked_channel_block(ci, taps, chunk_width, itemsize, l1_data_cache_bytes())
+    return blocked_channel_block(ci, _phase_taps_most(tap_count), chunk_width, itemsize,
+                                 l1_data_cache_bytes())
 
 
 def _steps(shape5: tuple[int, ...], channels_last: bool) -> np.ndarray:
@@ -352,7 +367,7 @@ class BlockedLayer:
     (:func:`~convtranspose._kernels.blocked_groups.blocked_vector_bytes`).
     """
 
-    __slots__ = ("_dtype", "_mode", "_target", "_copy_plane_bytes", "_copy_steps",
+    __slots__ = ("_dtype", "_mode", "_target", "_copied", "_copy_steps",
                  "_in_steps", "_passes", "_run_args", "_threads", "_count", "_pieces",
                  "_by_passes", "_lines", "_stack")
 
@@ -367,8 +382,6 @@ class BlockedLayer:
                 groups, co, itemsize, axes3[2], target.vector_bytes))
         self._dtype, self._mode, self._target = dtype, mode, target
         inputs = tuple(a.input_size for a in axes3)
-        # Channels-first data with large planes is read through a channels-last copy.
-        self._copy_plane_bytes = (math.prod(inputs) if not channels_last and ci > 1 else -1)
         self._copy_steps = _steps((batch, groups * ci) + inputs, True)
         self._in_steps = _steps((batch, groups * ci) + inputs, channels_last)
         out_steps = _steps((batch, groups * co) + tuple(a.output_size for a in axes3),
@@ -388,6 +401,12 @@ class BlockedLayer:
         self._run_args = (out_steps, _line_order(axes3[0], axes3[1]),
                           *phase_tables(axes3), segments)
         tap_count = self._run_args[4]
+        # Channels-first data with large planes, or many taps and channels, is read
+        # through a channels-last copy.
+        self._copied = not channels_last and ci > 1 and (
+            math.prod(inputs) * itemsize >= _FAR_CHANNELS_BYTES
+            or ci >= _COPIED_LEAST_CHANNELS
+            and _phase_taps_most(tap_count) >= _COPIED_LEAST_PHASE_TAPS)
         self._passes = []
         passes = [(0, co)] if span else channel_passes(weights.shape, axes3, itemsize, target)
         kernel3 = tuple(a.kernel_size for a in axes3)
@@ -428,11 +447,6 @@ class BlockedLayer:
                        if groups == 1 and segments == 1 and len(self._passes) == 1
                        and channels_last and threads > 1 else None)
 
-    def _copies(self, data) -> bool:
-        """Whether ``data`` is read through a channels-last copy."""
-        return 0 <= self._copy_plane_bytes and (
-            self._copy_plane_bytes * data.itemsize >= _FAR_CHANNELS_BYTES)
-
     def _pass_arguments(self, index: int, source, flat_out, bits, bias, in_steps) -> tuple:
         """``(kernel, arguments)`` of pass ``index`` (over the units ``[0, count)``)."""
         at, c0, c1, (w, sizes), kernel = self._passes[index]
@@ -447,7 +461,7 @@ class BlockedLayer:
         the layer runs in several passes or threads, reads the data through a copy or
         stores rounded sums."""
         if (len(self._passes) != 1 or min(self._threads, self._count) > 1
-                or self._mode != KEEP or self._copies(data)):
+                or self._mode != KEEP or self._copied):
             return None
         no_bits, no_bias = np.empty(0, np.uint16), frozen_all(np.empty(0, self._dtype))[0]
         kernel, arguments = self._pass_arguments(0, data.reshape(-1), out.reshape(-1),
@@ -470,7 +484,7 @@ class BlockedLayer:
         ``starts``), run on the thread that wrote them as soon as it did, in one
         compiled kernel with the sums (:func:`.lines.fused_lines_kernel`)."""
         dtype, in_steps = self._dtype, self._in_steps
-        if self._copies(data):
+        if self._copied:
             data = channels_last_copy(data, dtype, self._target)
             in_steps = self._copy_steps
         if data.dtype != dtype or not data.flags.c_contiguous:
