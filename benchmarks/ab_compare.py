@@ -1,6 +1,7 @@
 """This checkout against another build of the library, layer by layer, in one process.
 
     python benchmarks/ab_compare.py --baseline /path/to/other/src [--layers WORDS] [--rounds 9]
+        [--prepared]
 
 ``--baseline`` is the ``src`` folder of another checkout (for example ``git worktree add
 /tmp/base <commit>`` and ``/tmp/base/src``); its ``convtranspose`` package is loaded under
@@ -8,9 +9,12 @@ another name beside this one.  For every float32/float16/bfloat16 layer of the b
 suite (``--quick``: its quick layers; ``--random SEED``: a random suite's layers instead,
 or as well with ``--quick``) it prints a Markdown row: the algorithm each build chooses, whether the outputs
 are equal, and the median time of each over alternating rounds (each call after a pause
-and an untimed call, as the benchmark times), with the ratio current / baseline and
-their geometric mean.  ``--out FILE`` writes the rows and the machine as JSON.  Writes
-nothing else.
+and an untimed call, as the benchmark times; ``--prepared``: through prepared layers, as
+``convtranspose bench --prepared``), with the ratio current / baseline and
+their geometric mean.  As ``convtranspose bench``, it plans without the stored wisdom and
+compiles every candidate's kernels in this process, not in the background, whose
+compiling would share the cores with the timed calls.  ``--out FILE`` writes the rows
+and the machine as JSON.  Writes nothing else.
 
 ``--estimates`` compares instead, number for number, every offered algorithm's estimate
 of both builds on every layer (float32 and float64, numba usable or not): a change that
@@ -23,18 +27,22 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import statistics
 import sys
 
-import numpy as np
+os.environ.setdefault("CONVTRANSPOSE_WISDOM", "off")
+os.environ.setdefault("CONVTRANSPOSE_BACKGROUND_COMPILE", "off")  # steady state is timed
 
-import convtranspose
-from convtranspose._choose import choice as dispatch
-from convtranspose._cli import bench as _bench
-from convtranspose._cli.bench.random_suite import random_layers
-from convtranspose._cli.bench.run import alternating_rounds
-from convtranspose._plan.problem import Problem
-from convtranspose._runtime.machine import cpu_model_name
+import numpy as np  # noqa: E402
+
+import convtranspose  # noqa: E402
+from convtranspose._choose import choice as dispatch  # noqa: E402
+from convtranspose._cli import bench as _bench  # noqa: E402
+from convtranspose._cli.bench.random_suite import random_layers  # noqa: E402
+from convtranspose._cli.bench.run import alternating_rounds  # noqa: E402
+from convtranspose._plan.problem import Problem  # noqa: E402
+from convtranspose._runtime.machine import cpu_model_name  # noqa: E402
 
 BASELINE = "convtranspose_baseline"
 
@@ -51,20 +59,26 @@ def load_baseline(source: str):
 
 
 def chosen(library, layer) -> str:
-    """The algorithm ``library`` chooses for ``layer`` (the current or an earlier layout)."""
+    """The algorithm ``library`` chose for ``layer``'s calls: planning's decision where the
+    build records it (measured at the first call), else the estimate's (the current or
+    an earlier layout)."""
     arguments = (layer.batch, tuple(_bench.layer_plan_axes(layer)),
                  _bench.kernel_weights_shape(layer))
     result_dtype = None if layer.dtype == "float32" else _bench.numpy_dtype(layer.dtype)
     channels_last = layer.layout == "NXC"
     if library is convtranspose:
-        problem = Problem(*arguments, channels_last, np.dtype(np.float32), result_dtype)
-        return dispatch.choose(problem).algorithm
+        return _bench.algorithm_run(layer)
     try:  # the layout with one Problem
         problem_module = importlib.import_module(f"{BASELINE}._plan.problem")
-        chooser = importlib.import_module(f"{BASELINE}._choose.choice")
         problem = problem_module.Problem(*arguments, channels_last, np.dtype(np.float32),
                                          result_dtype)
-        return chooser.choose(problem).algorithm
+        try:
+            planning = importlib.import_module(f"{BASELINE}._choose.planning")
+            target = importlib.import_module(f"{BASELINE}._runtime.target")
+            return planning.planned_choice(problem, target.host()).runs
+        except (ModuleNotFoundError, AttributeError):
+            chooser = importlib.import_module(f"{BASELINE}._choose.choice")
+            return chooser.choose(problem).algorithm
     except ModuleNotFoundError:
         pass
     try:
@@ -120,6 +134,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--pause", type=float, default=_bench.SETTLE_SECONDS)
     parser.add_argument("--out", help="write the rows as JSON to this file")
+    parser.add_argument("--prepared", action="store_true",
+                        help="call both builds through prepared layers (ct.prepare)")
     parser.add_argument("--current-first", action="store_true",
                         help="time this build before the baseline in each round")
     parser.add_argument("--estimates", action="store_true",
@@ -131,6 +147,7 @@ def main(argv=None) -> int:
         return compare_estimates(baseline, [layer for layer in _bench.SUITE if fixed] + [
             layer for seed in args.random for layer in random_layers(seed)])
     words = [word for word in args.layers.split(",") if word]
+    prepared = args.prepared
     rows = []
     print(f"CPU: {cpu_model_name()}\n")
     print("| layer | baseline algorithm | current algorithm | equal | baseline ms | current ms "
@@ -144,8 +161,9 @@ def main(argv=None) -> int:
         if words and not any(word in layer.label for word in words):
             continue
         inputs = _bench.make_inputs(layer)
-        runs = {"baseline": _bench.run_ours(layer, inputs, library=baseline)[0],
-                "current": _bench.run_ours(layer, inputs)[0]}
+        runs = {"baseline": _bench.run_ours(layer, inputs, library=baseline,
+                                            prepared=prepared)[0],
+                "current": _bench.run_ours(layer, inputs, prepared=prepared)[0]}
         if args.current_first:  # each round times the builds in this order
             runs = {"current": runs["current"], "baseline": runs["baseline"]}
         outputs = {name: np.asarray(run(), np.float32) for name, run in runs.items()}
@@ -171,6 +189,7 @@ def main(argv=None) -> int:
     if args.out:
         with open(args.out, "w") as handle:
             json.dump({"machine": cpu_model_name(), "rounds": args.rounds, "pause_s": args.pause,
+                       "prepared": prepared,
                        "geometric_mean_ratio": geomean, "rows": rows}, handle, indent=1)
     return 0 if same == len(rows) else 1
 

@@ -1,13 +1,14 @@
 """Filter products through the packed micro-kernel against OpenBLAS, in one process.
 
     python benchmarks/packed_products.py [--rounds 15] [--calls 20] [--channels-last]
-                                         [--out FILE]
+                                         [--products WORDS] [--out FILE]
 
 For the products of ``pointwise`` and ``col2im-ncx`` on the layers of
 ``benchmarks/prepared_calls.py`` (and two larger ones), ``c[n] = A @ b[n]`` with ``A``
 ``(M, K)`` and ``b`` ``(N, K, P)`` float32 (``--channels-last``: the same sizes as
 ``c = b @ A`` with ``b`` ``(N*P, K)`` and ``A`` ``(K, M)``, the products of channels-last
-``pointwise``), it times in alternating rounds: the packed
+``pointwise``; ``--products``: those whose names contain one of these comma-separated
+words), it times in alternating rounds: the packed
 kernel (``_kernels/_numba/packed.py``) on one thread and on all of the library's,
 NumPy's product on one OpenBLAS thread and on OpenBLAS's own threads, and the
 library's own BLAS calls on one thread, one per sample as the kernels make them:
@@ -51,6 +52,13 @@ PRODUCTS = [
     ("mid 32->16x9 taps 16x16 (col2im)", 1, 144, 32, 256),
     ("512x512 by 512x256", 1, 512, 512, 256),
     ("256x256 by 256x1024", 1, 256, 256, 1024),
+    # Large filters, few positions: every weight read once for a few positions.
+    ("DCGAN-up 1024->512x16 taps 4x4 (col2im)", 1, 8192, 1024, 16),
+    ("DCGAN-up N2 1024->512x16 taps 4x4 (col2im)", 2, 8192, 1024, 16),
+    ("DCGAN 512->256x16 taps 8x8 (col2im)", 1, 4096, 512, 64),
+    ("DCGAN N16 512->256x16 taps 8x8 (col2im)", 16, 4096, 512, 64),
+    ("DCGAN-up N16 128->64x16 taps 16x16 (col2im)", 16, 1024, 128, 256),
+    ("U-Net 512->256x4 taps 32x32 (col2im)", 1, 1024, 512, 1024),
 ]
 
 
@@ -83,10 +91,13 @@ def _one_thread(gemm, calls):
     return run
 
 
-def _timings(rounds: int, calls: int, threads: int, channels_last: bool) -> list[dict]:
+def _timings(rounds: int, calls: int, threads: int, channels_last: bool,
+             words: list[str]) -> list[dict]:
     rng = np.random.default_rng(0)
     rows = []
     for name, batch, m, k, p in PRODUCTS:
+        if words and not any(word in name for word in words):
+            continue
         packed, product, operands = _products(batch, m, k, p, channels_last, rng)
 
         def blas_one():
@@ -123,13 +134,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=20, help="calls per timed round")
     parser.add_argument("--channels-last", action="store_true",
                         help="the channels-last products (data rows by the filter)")
+    parser.add_argument("--products", default="",
+                        help="only products whose names contain one of these comma-separated words")
     parser.add_argument("--out", help="write the rows as JSON to this file")
     args = parser.parse_args(argv)
     threads = ct.get_num_threads()
     peak = measure_fma_gflops()
     print(f"CPU: {cpu_model_name()}, {threads} threads, FMA peak {peak:.0f} GFLOP/s per "
           f"thread; microseconds per product (GFLOP/s), fastest of {args.rounds} rounds\n")
-    rows = _timings(args.rounds, args.calls, threads, args.channels_last)
+    rows = _timings(args.rounds, args.calls, threads, args.channels_last,
+                    [word for word in args.products.split(",") if word])
     for row in rows:
         print(f"| {row['product']} | " + " | ".join(
             f"{key} {row['us'][key]} ({row['gflops'][key]})" for key in row["us"]) + " |")

@@ -511,3 +511,30 @@ def test_small_layers_takes_the_geometric_mean_over_layers_whose_best_peer_is_fa
     assert cells["suite (prepared layer)"][1:6] == ["1", "8.000x", "1", "8.000x", "0"]
     assert cells["**all files (array function)**"][3:5] == ["2", "1.000x"]
     assert any("mid: 800.0 us against a's 400.0 (0.50x)" in line for line in lines)
+
+
+def test_ab_compare_against_this_build_finds_equal_outputs_prepared(capsys, tmp_path):
+    # This checkout as its own baseline: the same code, so the same algorithm and the
+    # same bits, through prepared layers of both builds.
+    out = tmp_path / "ab.json"
+    source = str(pathlib.Path(__file__).resolve().parents[2] / "src")
+    assert _load("ab_compare").main(["--baseline", source, "--layers", "FCN-2x",
+                                     "--prepared", "--rounds", "1", "--pause", "0",
+                                     "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["prepared"] is True
+    assert [row["layer"] for row in record["rows"]] == [
+        "FCN-2x N1 21->21 16x16 k4 s2 p1", "FCN-2x N1 21->21 16x16 k4 s2 p1 NXC"]
+    for row in record["rows"]:
+        assert row["equal"] and row["baseline_algorithm"] == row["current_algorithm"]
+        assert row["current_algorithm"] in ALGORITHMS
+
+
+def test_packed_products_script_times_the_products_asked_for(capsys, tmp_path):
+    out = tmp_path / "products.json"
+    assert _load("packed_products").main(["--products", "mid,k1 s4", "--rounds", "1",
+                                          "--calls", "1", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["product"] for row in rows] == ["k1 s4 N8 8->128 5x5",
+                                                "mid 32->16x9 taps 16x16 (col2im)"]
+    assert all(value > 0 for row in rows for value in row["us"].values())

@@ -444,3 +444,65 @@ def test_repeated_col2im_calls_run_the_prepared_products_and_match_the_oracle(la
 def test_products_stay_on_blas_on_one_thread_in_integers_and_when_large(threads, dtype,
                                                                         flops):
     assert not packed_products.packs_product(flops, threads, dtype)
+
+
+def test_products_of_fewer_positions_than_a_chunk_leave_blas_at_any_size(monkeypatch):
+    # AVX2 float32 blocks take 16 positions per panel; half of a 32 KiB L1 holds 256
+    # reduction steps of a panel, half of a 512 KiB L2 256 positions of such passes.
+    if not launch.native_threads(2):
+        pytest.skip("numba's threading layer here is not thread-safe, or has fewer than "
+                    "2 threads: products stay on BLAS")
+    monkeypatch.setattr(packed_kernel, "vector_bytes", lambda: 32)
+    monkeypatch.setattr(packed_kernel, "l1_data_cache_bytes", lambda: 32 << 10)
+    monkeypatch.setattr(packed_kernel, "l2_cache_bytes", lambda: 512 << 10)
+    large = 1e9
+    assert packed_products.packs_product(large, 2, np.float32, (1024, 16))
+    assert packed_products.packs_product(large, 2, np.float32, (1024, 255))
+    assert not packed_products.packs_product(large, 2, np.float32, (1024, 256))
+    # A shallow reduction makes short passes, so a chunk holds more positions: 64 steps.
+    assert packed_products.packs_product(large, 2, np.float32, (64, 1023))
+    assert not packed_products.packs_product(large, 2, np.float32, (64, 1024))
+    assert not packed_products.packs_product(large, 1, np.float32, (1024, 16))
+    assert not packed_products.packs_product(large, 2, np.float32)
+
+
+# Products past SERIAL_GEMM_FLOPS whose positions, both samples', fit one chunk: (data,
+# weights, axis); col2im's 8192 x 256 filter matrix by 16 positions (67 MFLOP each).
+_LARGE_FEW_POSITIONS = {
+    "k4 s2 p1": ((2, 256, 4, 4), (1, 256, 512, 4, 4), AxisPlan(4, 4, 2, 1, 1, 8)),
+}
+
+
+@pytest.mark.parametrize("path", ["prepared", "function"])
+@pytest.mark.parametrize("layer", list(_LARGE_FEW_POSITIONS))
+def test_large_products_of_few_positions_use_it_and_match_the_oracle(layer, path,
+                                                                     monkeypatch):
+    if not launch.native_threads(2):
+        pytest.skip("numba's threading layer here is not thread-safe, or has fewer than "
+                    "2 threads: products stay on BLAS")
+    algorithm = "col2im-ncx"
+    data_shape, weights_shape, axis = _LARGE_FEW_POSITIONS[layer]
+    flops = 2.0 * np.prod(weights_shape) * np.prod(data_shape[2:])  # one sample's product
+    assert flops >= packed_products.SERIAL_GEMM_FLOPS
+    runs = []
+    for name in ("packed_product", "prepare_packed_product"):
+        monkeypatch.setattr(packed_kernel, name,
+                            lambda *arguments, _product=getattr(packed_kernel, name):
+                            runs.append(1) or _product(*arguments))
+    rng = np.random.default_rng(7)
+    data = rng.integers(-4, 5, data_shape).astype(np.float32)
+    weights = rng.integers(-4, 5, weights_shape).astype(np.float32)
+    expected = canonical_result(data, weights, (axis, axis))
+    float32 = np.dtype(np.float32)
+    target = host().replace(threads=2)
+    if path == "prepared":
+        compute = prepare(algorithm, data.shape[0], weights, (axis, axis), float32, False,
+                          target)
+        got = np.full(expected.shape, np.nan, np.float32)
+        compute(data, got)
+    else:
+        with use_target(target):
+            got = transposed_convolution(data, weights, (axis, axis), dtype=float32,
+                                         channels_last=False, algorithm=algorithm)
+    np.testing.assert_array_equal(got, expected)
+    assert runs

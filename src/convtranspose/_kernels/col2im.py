@@ -279,19 +279,25 @@ def _scatter_order(rank: int, internal_last: bool, tap_major: bool) -> tuple[int
 
 
 def _packed_matrix(weights, matrix, tap_major: bool, axes, internal_last: bool, target,
-                   kept: bool = True, in_place: bool = False):
+                   batch: int, kept: bool = True, in_place: bool = False):
     """The channels-first GEMM operand packed where its products run through the packed
-    kernel (:func:`~.packed.packs_product`; one sample's positions per product; always
-    ``in_place``, then kept with the filter); else None.  ``kept``: kept with the
-    filter, for prepared calls; else packed anew, for a call of the general path, which
-    would otherwise compare the filter with the kept copy each time, as a contiguous
-    filter never pays (:func:`_col2im_matrix`).  Both paths take the same products, so a
-    layer's first call and its repeated, prepared ones give the same bits."""
+    kernel (:func:`~.packed.packs_product`: one sample's positions per product, and
+    past ``SERIAL_GEMM_FLOPS`` all ``batch`` samples' positions in one chunk; always
+    ``in_place``, then kept with the filter); else None.  Of 16 samples, layers whose
+    products alone ran faster packed (0.86x OpenBLAS's time) ran 1.07x and 1.23x as
+    long (DCGAN N16 512->256 8x8, DCGAN-up N16 128->64 16x16;
+    ``benchmarks/results/packed-products-zen3.json``, ``few_positions``).  ``kept``: kept
+    with the filter, for prepared calls; else packed anew, for a call of the general
+    path, which would otherwise compare the filter with the kept copy each time, as a
+    contiguous filter never pays (:func:`_col2im_matrix`).  Both paths take the same
+    products, so a layer's first call and its repeated, prepared ones give the same
+    bits."""
+    positions = math.prod(a.input_size for a in axes)
     if in_place:
         kept = True  # packing a large filter costs more than comparing it
     elif internal_last or not packs_product(
-            2.0 * matrix.shape[1] * matrix.shape[2] * math.prod(a.input_size for a in axes),
-            target.threads, matrix.dtype):
+            2.0 * matrix.shape[1] * matrix.shape[2] * positions, target.threads,
+            matrix.dtype, (matrix.shape[2], batch * positions)):
         return None
     derived = (derived_from(weights, "col2im-packed", matrix.dtype.str, tap_major,
                             internal_last) if kept else {})
@@ -308,7 +314,7 @@ def _col2im(data, weights, axes, dtype, channels_last, out, internal_last, *, ta
     steps = _layer_steps(data.shape[0], weights.shape, axes, dtype, out.flags.c_contiguous,
                          channels_last, internal_last, tap_major, target)
     packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target,
-                            kept=False, in_place=steps.rows == "in place")
+                            data.shape[0], kept=False, in_place=steps.rows == "in place")
     products = (_prepared_products(steps, data.shape[0], axes, packed, target)
                 if packed is not None and not internal_last else None)
     if products is None or not products(data, out, {}):
@@ -323,7 +329,7 @@ def prepare_col2im(batch, weights, axes, dtype, channels_last, target, internal_
     matrix, tap_major = _col2im_matrix(weights, dtype, internal_last)
     steps = _layer_steps(batch, weights.shape, axes, dtype, True, channels_last, internal_last,
                          tap_major, target)
-    packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target,
+    packed = _packed_matrix(weights, matrix, tap_major, axes, internal_last, target, batch,
                             in_place=steps.rows == "in place")
     scatters: dict = {}
     products = (_prepared_products(steps, batch, axes, packed, target)

@@ -20,12 +20,31 @@ from .common import SERIAL_GEMM_FLOPS, native_threads_run
 __all__ = ["filter_product", "packed_filter", "packs_product", "rows_product"]
 
 
-def packs_product(flops: float, threads: int, dtype) -> bool:
+def packs_product(flops: float, threads: int, dtype, shape: tuple[int, int] | None = None
+                  ) -> bool:
     """Whether a filter product of ``flops`` (its largest single product) in ``dtype``
     runs through the packed kernel on ``threads`` threads: more than one, numba's
-    native threads usable, float32 or float64, under ``SERIAL_GEMM_FLOPS``."""
-    return (flops < SERIAL_GEMM_FLOPS and np.dtype(dtype) in (np.float32, np.float64)
-            and native_threads_run(threads))
+    native threads usable, float32 or float64, and under ``SERIAL_GEMM_FLOPS`` or, for
+    channels-first products of ``shape`` ``(K, P)`` (the reduction, and the positions of
+    every product of the call), fewer positions than one chunk of the packed kernel
+    (:func:`._numba.packed.one_chunk`).
+
+    Within one chunk the packed kernel reads each weight from memory once and uses it
+    for every position while it sits in L1, where OpenBLAS packs the whole filter again
+    on every call: on an AMD EPYC Zen 3, products of 2048-16384 rows and 16-192
+    positions (K = 64-2048) took 0.47-0.96x OpenBLAS's time on both threads (DCGAN-up
+    1024->512's 8192 x 1024 by 16 positions: 3.2 against 5.6 ms), and at 256 positions
+    with K >= 512, one whole chunk, 0.98-1.25x
+    (``benchmarks/results/packed-products-zen3.json``, ``few_positions``)."""
+    if np.dtype(dtype) not in (np.float32, np.float64) or not native_threads_run(threads):
+        return False
+    if flops < SERIAL_GEMM_FLOPS:
+        return True
+    if shape is None:
+        return False
+    from ._numba.packed import one_chunk
+
+    return one_chunk(*shape, dtype)
 
 
 def packed_filter(derived: dict, matrix: np.ndarray, channels_last: bool = False):

@@ -48,7 +48,9 @@ def run_ours(layer: Layer, inputs, reuse_output: bool = False, library=None,
         def to_ncx(out):
             return np.moveaxis(np.asarray(out, np.float32), -1, 1)
     if prepared:
-        bound = ct.prepare(function, **{filter_name: filter}, **arguments)
+        # By name: another build loaded beside this one (A/B runs) knows its own
+        # functions by identity only where its modules import each other by that name.
+        bound = ct.prepare(function.__name__, **{filter_name: filter}, **arguments)
 
         def call(**out):
             return bound(data, **out)

@@ -42,7 +42,7 @@ from .launch import array_kind, parallel_kernel
 from .packed_sources import product_source, rows_source
 
 __all__ = ["PackedColumns", "PackedMatrix", "PreparedProduct", "Spread", "block_shape",
-           "chunk_positions", "pack_columns", "pack_matrix", "packed_product",
+           "chunk_positions", "one_chunk", "pack_columns", "pack_matrix", "packed_product",
            "packed_rows_product", "paired_runs", "pass_steps", "prepare_packed_product",
            "spread_rows"]
 
@@ -229,6 +229,17 @@ def chunk_positions(steps: int, columns: int, width: int, itemsize: int) -> int:
     holds the row blocks streaming through and the output), all of them if they fit."""
     fits = l2_cache_bytes() // 2 // (steps * itemsize) // width * width
     return min(columns, max(width, fits))
+
+
+def one_chunk(depth: int, positions: int, dtype) -> bool:
+    """Whether :func:`packed_product` takes every one of ``positions`` (of a reduction
+    of ``depth`` steps, this machine's vectors) in fewer than one chunk
+    (:func:`chunk_positions`), so that it streams each weight from memory once."""
+    itemsize = np.dtype(dtype).itemsize
+    _, vectors, lanes = block_shape(itemsize, vector_bytes())
+    width = vectors * lanes
+    steps = pass_steps(depth, width, itemsize)
+    return positions < chunk_positions(steps, positions + 1, width, itemsize)
 
 
 @kept("compiled kernels", maxsize=None)
