@@ -538,3 +538,17 @@ def test_packed_products_script_times_the_products_asked_for(capsys, tmp_path):
     assert [row["product"] for row in rows] == ["k1 s4 N8 8->128 5x5",
                                                 "mid 32->16x9 taps 16x16 (col2im)"]
     assert all(value > 0 for row in rows for value in row["us"].values())
+
+
+def test_bench_counts_a_prepared_layers_repeated_call_not_its_set_up(monkeypatch):
+    # direct-blocked's set-up packs the 1 MiB filter at the layer's first call; a
+    # repeated call allocates far less (its 4 KiB output and Python's own objects).
+    from convtranspose._cli import bench as _bench
+    from convtranspose._cli.bench.suite import Layer
+
+    layer = Layer("wide filter N1 256->64 2x2 k4 s2 p1", 1, 256, 64, (2, 2), 4, 2, 1)
+    filter_bytes = 256 * 64 * 4 * 4 * 4
+    monkeypatch.setenv("CONVTRANSPOSE_ALGORITHM", "direct-blocked")
+    monkeypatch.setattr(_bench.run, "SETTLE_SECONDS", 0.0)
+    row = _bench.bench_layer(layer, [], repeat=1, warmup=0, budget=60.0, prepared=True)
+    assert row["extra_bytes"] < filter_bytes // 8

@@ -69,8 +69,9 @@ def markdown(rows: list[dict], peers: list[str], meta: dict, wide: bool = True) 
         else None,
         "`% of floor`: the layer's floor (below) over convtranspose's time, the share of"
         " the roofline it reaches; '-' where call overhead binds.",
-        "`extra mem / output`: peak bytes NumPy allocated during one call minus the output, over the"
-        " output's bytes (tracemalloc; numba/BLAS-internal buffers are not counted).",
+        "`extra mem / output`: peak bytes NumPy allocated during one repeated call minus the"
+        " output, over the output's bytes (tracemalloc; numba/BLAS-internal buffers are not"
+        " counted).",
         _planning_note(meta),
     ]
     return "\n".join(lines + [line for line in summary if line is not None]) + "\n"
