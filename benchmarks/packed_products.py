@@ -4,8 +4,8 @@
                                          [--products WORDS] [--out FILE]
 
 For the products of ``pointwise`` and ``col2im-ncx`` on the layers of
-``benchmarks/prepared_calls.py`` and larger ones (filters of few positions too), ``c[n] = A @ b[n]`` with ``A``
-``(M, K)`` and ``b`` ``(N, K, P)`` float32 (``--channels-last``: the same sizes as
+``benchmarks/prepared_calls.py`` and larger ones (large filters of few positions too),
+``c[n] = A @ b[n]`` with ``A`` ``(M, K)`` and ``b`` ``(N, K, P)`` float32 (``--channels-last``: the same sizes as
 ``c = b @ A`` with ``b`` ``(N*P, K)`` and ``A`` ``(K, M)``, the products of channels-last
 ``pointwise``; ``--products``: those whose names contain one of these comma-separated
 words), it times in alternating rounds: the packed
