@@ -34,7 +34,8 @@ def packs_product(flops: float, threads: int, dtype, shape: tuple[int, int] | No
     on every call: on an AMD EPYC Zen 3, products of 2048-16384 rows and 16-192
     positions (K = 64-2048) took 0.47-0.96x OpenBLAS's time on both threads (DCGAN-up
     1024->512's 8192 x 1024 by 16 positions: 3.2 against 5.6 ms), and at 256 positions
-    with K >= 512, one whole chunk, 0.98-1.25x
+    with K >= 512, one whole chunk, 0.98-1.25x; in float64, whose chunks hold half as
+    many positions, 0.27-0.90x below one chunk
     (``benchmarks/results/packed-products-zen3.json``, ``few_positions``)."""
     if np.dtype(dtype) not in (np.float32, np.float64) or not native_threads_run(threads):
         return False
