@@ -224,11 +224,15 @@ def pass_steps(depth: int, width: int, itemsize: int, spread: bool = False) -> i
     return max(1, min(depth, cache // (width * itemsize)))
 
 
+def _chunk_capacity(steps: int, width: int, itemsize: int) -> int:
+    """The most positions a chunk holds: whole panels whose copy fills at most half of
+    L2 (the rest holds the row blocks streaming through and the output), one at least."""
+    return max(width, l2_cache_bytes() // 2 // (steps * itemsize) // width * width)
+
+
 def chunk_positions(steps: int, columns: int, width: int, itemsize: int) -> int:
-    """Positions per chunk: whole panels whose copy fills at most half of L2 (the rest
-    holds the row blocks streaming through and the output), all of them if they fit."""
-    fits = l2_cache_bytes() // 2 // (steps * itemsize) // width * width
-    return min(columns, max(width, fits))
+    """Positions per chunk (:func:`_chunk_capacity`), all of them if they fit."""
+    return min(columns, _chunk_capacity(steps, width, itemsize))
 
 
 def one_chunk(depth: int, positions: int, dtype) -> bool:
@@ -238,8 +242,7 @@ def one_chunk(depth: int, positions: int, dtype) -> bool:
     itemsize = np.dtype(dtype).itemsize
     _, vectors, lanes = block_shape(itemsize, vector_bytes())
     width = vectors * lanes
-    steps = pass_steps(depth, width, itemsize)
-    return positions < chunk_positions(steps, positions + 1, width, itemsize)
+    return positions < _chunk_capacity(pass_steps(depth, width, itemsize), width, itemsize)
 
 
 @kept("compiled kernels", maxsize=None)
